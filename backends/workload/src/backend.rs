@@ -1,0 +1,318 @@
+//! The backend boundary: what a run asks of a backend ([`RunPlan`]), what it gets back ([`RawMeasurements`]).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::graph::Graph;
+
+/// Numeric precision of a training run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// 32-bit floating point everywhere.
+    #[default]
+    Fp32,
+    /// Mixed precision: fp16 autocast with dynamic loss scaling, fp32 master weights.
+    Fp16,
+    /// Mixed precision: bf16 autocast, fp32 master weights, no loss scaling.
+    Bf16,
+}
+
+impl Precision {
+    /// Name as written in specs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Fp16 => "fp16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+    /// Bytes per element of activations under this precision.
+    pub fn activation_bytes(self) -> u64 {
+        match self {
+            Precision::Fp32 => 4,
+            Precision::Fp16 | Precision::Bf16 => 2,
+        }
+    }
+}
+
+/// The optimizer and its settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum OptimizerSpec {
+    /// Stochastic gradient descent, optionally with (Nesterov) momentum.
+    Sgd {
+        /// Learning rate.
+        #[serde(default = "d_lr_sgd")]
+        lr: f64,
+        /// Momentum (0 for plain SGD; keeps one extra buffer per parameter when > 0).
+        #[serde(default)]
+        momentum: f64,
+        /// L2 weight decay.
+        #[serde(default)]
+        weight_decay: f64,
+        /// Nesterov momentum.
+        #[serde(default)]
+        nesterov: bool,
+    },
+    /// Adam (two moment buffers per parameter).
+    Adam {
+        /// Learning rate.
+        #[serde(default = "d_lr_adam")]
+        lr: f64,
+        /// First-moment decay.
+        #[serde(default = "d_beta1")]
+        beta1: f64,
+        /// Second-moment decay.
+        #[serde(default = "d_beta2")]
+        beta2: f64,
+        /// Numerical epsilon.
+        #[serde(default = "d_eps")]
+        eps: f64,
+        /// L2 weight decay (coupled).
+        #[serde(default)]
+        weight_decay: f64,
+    },
+    /// AdamW (decoupled weight decay; two moment buffers per parameter).
+    Adamw {
+        /// Learning rate.
+        #[serde(default = "d_lr_adam")]
+        lr: f64,
+        /// First-moment decay.
+        #[serde(default = "d_beta1")]
+        beta1: f64,
+        /// Second-moment decay.
+        #[serde(default = "d_beta2")]
+        beta2: f64,
+        /// Numerical epsilon.
+        #[serde(default = "d_eps")]
+        eps: f64,
+        /// Decoupled weight decay.
+        #[serde(default = "d_wd")]
+        weight_decay: f64,
+    },
+}
+
+fn d_lr_sgd() -> f64 {
+    0.01
+}
+fn d_lr_adam() -> f64 {
+    1e-3
+}
+fn d_beta1() -> f64 {
+    0.9
+}
+fn d_beta2() -> f64 {
+    0.999
+}
+fn d_eps() -> f64 {
+    1e-8
+}
+fn d_wd() -> f64 {
+    0.01
+}
+
+impl Default for OptimizerSpec {
+    fn default() -> Self {
+        OptimizerSpec::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0, nesterov: false }
+    }
+}
+
+impl OptimizerSpec {
+    /// Extra fp32 state buffers kept per parameter element.
+    pub fn state_buffers(&self) -> u64 {
+        match self {
+            OptimizerSpec::Sgd { momentum, .. } if *momentum > 0.0 => 1,
+            OptimizerSpec::Sgd { .. } => 0,
+            OptimizerSpec::Adam { .. } | OptimizerSpec::Adamw { .. } => 2,
+        }
+    }
+    /// Name as written in specs.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            OptimizerSpec::Sgd { .. } => "sgd",
+            OptimizerSpec::Adam { .. } => "adam",
+            OptimizerSpec::Adamw { .. } => "adamw",
+        }
+    }
+}
+
+/// How iterations of one run are bounded after warm-up.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Budget {
+    /// A fixed number of measured iterations.
+    Iterations(u64),
+    /// Measure for this many seconds (at least one iteration).
+    Seconds(f64),
+}
+
+/// One fully resolved run: what the runner asks a backend to execute.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunPlan {
+    /// Stable identifier, e.g. `resnet50.b32.fp32.1x1.r0`; also the result file stem.
+    pub id: String,
+    /// Global batch size (summed over data-parallel workers).
+    pub batch_size: usize,
+    /// Precision.
+    pub precision: Precision,
+    /// Device selector as written (`cpu`, `cuda:0`, `wgpu`, ...).
+    pub device: String,
+    /// Data-parallel world size (nodes x devices per node).
+    pub world_size: usize,
+    /// Warm-up iterations (not measured).
+    pub warmup: u64,
+    /// Measured iterations or time budget.
+    pub budget: Budget,
+    /// Repeat index (0-based).
+    pub repeat: u32,
+    /// Seed for weights and synthetic data (spec seed + repeat).
+    pub seed: u64,
+    /// Optimizer.
+    pub optimizer: OptimizerSpec,
+    /// Synchronise the device between phases so per-phase times are true (costs a little throughput).
+    pub phase_timing: bool,
+    /// Per-run timeout in seconds, if any.
+    pub timeout_s: Option<f64>,
+}
+
+/// Wall-clock seconds spent in each phase of one training iteration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PhaseTimes {
+    /// Producing and transferring the input batch.
+    pub data_s: f64,
+    /// Forward pass including the loss.
+    pub forward_s: f64,
+    /// Backward pass.
+    pub backward_s: f64,
+    /// Gradient communication (0 on a single device).
+    pub comm_s: f64,
+    /// Optimizer step.
+    pub optimizer_s: f64,
+    /// Whole iteration, end to end.
+    pub total_s: f64,
+}
+
+/// Memory figures measured by a backend, in bytes; `None` where the backend cannot tell.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryMeasured {
+    /// Bytes of parameter tensors.
+    pub weights: u64,
+    /// Bytes of gradient tensors.
+    pub gradients: u64,
+    /// Bytes of optimizer state tensors (momentum, moments).
+    pub optimizer_state: u64,
+    /// Peak bytes allocated by the framework allocator during measured steps.
+    pub peak_allocated: Option<u64>,
+    /// Bytes reserved by the framework allocator (allocated + cached).
+    pub reserved: Option<u64>,
+}
+
+/// A device a backend can run on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceInfo {
+    /// Selector that picks it (`cpu`, `cuda:0`, `wgpu:1`).
+    pub selector: String,
+    /// Human-readable name.
+    pub name: String,
+    /// Kind: `cpu`, `cuda`, `discrete-gpu`, `integrated-gpu`, `software`.
+    pub kind: String,
+    /// Device memory in bytes, if known.
+    pub memory_bytes: Option<u64>,
+    /// Peak fp32 FLOP/s, if known (table or measured).
+    pub peak_flops_fp32: Option<f64>,
+    /// Free-form details (driver, API, compute capability).
+    pub details: BTreeMap<String, String>,
+}
+
+/// Everything a backend measured in one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RawMeasurements {
+    /// Per-iteration phase times of warm-up iterations.
+    pub warmup_steps: Vec<PhaseTimes>,
+    /// Per-iteration phase times of measured iterations.
+    pub steps: Vec<PhaseTimes>,
+    /// Loss value at each measured iteration.
+    pub losses: Vec<f64>,
+    /// Memory.
+    pub memory: MemoryMeasured,
+    /// The device actually used.
+    pub device: Option<DeviceInfo>,
+    /// Library versions the backend ran with (`libtorch`, `cuda`, `cudnn`, `burn`, `wgpu`...).
+    pub versions: BTreeMap<String, String>,
+    /// True when the run was stopped early (interrupt or timeout); the steps so far are kept.
+    pub interrupted: bool,
+}
+
+/// Why a backend could not run a plan.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BackendError {
+    /// The backend was compiled out.
+    #[error("trainbench was built without feature `{feature}`; rebuild with `--features {feature}` to use the {backend} backend")]
+    NotBuilt {
+        /// Backend name.
+        backend: &'static str,
+        /// Cargo feature that enables it.
+        feature: &'static str,
+    },
+    /// A layer, loss or precision the backend cannot execute.
+    #[error("the {backend} backend cannot run layer `{layer}` ({op}): {reason}")]
+    Unsupported {
+        /// Backend name.
+        backend: &'static str,
+        /// Layer name.
+        layer: String,
+        /// Operation kind.
+        op: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+    /// The device ran out of memory; recorded as the run's outcome.
+    #[error("out of memory at batch size {batch_size}: {message}")]
+    OutOfMemory {
+        /// Batch size that did not fit.
+        batch_size: usize,
+        /// The framework's message.
+        message: String,
+    },
+    /// The selected device does not exist or cannot be opened.
+    #[error("device `{selector}` is not available: {reason}")]
+    Device {
+        /// Selector as written.
+        selector: String,
+        /// Why.
+        reason: String,
+    },
+    /// Anything else the framework reported.
+    #[error("{0}")]
+    Framework(String),
+}
+
+/// Observes a run as it goes (progress bars, samplers); every method has a no-op default.
+pub trait Probe {
+    /// Called after each iteration (warm-up included; `measured` tells which).
+    fn step(&mut self, _index: u64, _measured: bool, _phases: &PhaseTimes) {}
+    /// Polled between iterations; returning true stops the run early, keeping what was measured.
+    fn should_stop(&self) -> bool {
+        false
+    }
+}
+
+/// A probe that observes nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoProbe;
+impl Probe for NoProbe {}
+
+/// A training backend: lowers a workload graph and trains it, measuring as it goes.
+pub trait Backend {
+    /// Short name (`tch`, `wgpu`, `mock`).
+    fn name(&self) -> &'static str;
+    /// Devices this backend can run on here.
+    fn devices(&self) -> Vec<DeviceInfo>;
+    /// Refuse, before anything runs, a plan this backend cannot execute (unsupported layer or precision).
+    fn check(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError>;
+    /// Train `graph` as `plan` says, reporting each iteration to `probe`.
+    fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError>;
+}

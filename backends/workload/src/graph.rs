@@ -1,0 +1,384 @@
+//! The backend-neutral workload graph: operations, per-sample shapes and the node list every backend lowers.
+//!
+//! Shapes are *per sample*: the batch dimension is implicit and leading. A sequence is `[time, features]`,
+//! an image `[channels, height, width]`, a set of region features `[proposals, channels, height, width]`.
+//! Nodes are stored in topological order; a node's inputs always precede it.
+
+use serde::{Deserialize, Serialize};
+
+/// Index of a node in [`Graph::nodes`].
+pub type NodeId = usize;
+
+/// A per-sample tensor shape (the batch dimension is implicit and leading).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shape(pub Vec<usize>);
+
+impl Shape {
+    /// Number of elements per sample.
+    pub fn numel(&self) -> u64 {
+        self.0.iter().map(|&d| d as u64).product()
+    }
+    /// Number of dimensions (without the batch dimension).
+    pub fn rank(&self) -> usize {
+        self.0.len()
+    }
+    /// The last dimension, or 1 for a scalar.
+    pub fn last(&self) -> usize {
+        self.0.last().copied().unwrap_or(1)
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[")?;
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        write!(f, "]")
+    }
+}
+
+/// What a graph input carries, so backends and synthetic datasets can generate it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum InputKind {
+    /// Real-valued features (images, spectrograms, dense features, latent noise).
+    Dense,
+    /// Integer token ids in `0..vocab`.
+    Tokens {
+        /// Vocabulary size.
+        vocab: usize,
+    },
+    /// Integer class labels in `0..classes` (one per position of the shape).
+    Labels {
+        /// Number of classes.
+        classes: usize,
+    },
+}
+
+/// Element-wise activation functions.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// max(x, 0)
+    Relu,
+    /// Leaky ReLU with the given negative slope.
+    LeakyRelu(f32),
+    /// Gaussian error linear unit (erf form).
+    Gelu,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// Logistic sigmoid.
+    Sigmoid,
+    /// Clipped ReLU min(max(x, 0), 20) as in Deep Speech 2.
+    HardTanh20,
+}
+
+/// Pooling reductions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolKind {
+    /// Maximum over the window.
+    Max,
+    /// Average over the window (padding counted, as PyTorch's default).
+    Avg,
+}
+
+/// Recurrent cell types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RnnCell {
+    /// Long short-term memory (4 gates).
+    Lstm,
+    /// Gated recurrent unit (3 gates).
+    Gru,
+}
+
+/// Training losses; a loss node outputs a scalar per sample (shape `[]`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LossKind {
+    /// Softmax cross-entropy over the last dimension of the logits, against integer labels
+    /// (input 0: logits `[.., classes]`, input 1: labels `[..]`).
+    CrossEntropy,
+    /// Connectionist temporal classification (input 0: logits `[time, classes]`, input 1: labels `[label_len]`,
+    /// class 0 is the blank).
+    Ctc,
+    /// Mean squared error between input 0 and input 1 (same shape).
+    Mse,
+    /// Binary cross-entropy with logits (input 0: logits, input 1: dense targets of the same shape).
+    BceWithLogits,
+    /// WGAN-GP critic loss: mean(critic(fake)) - mean(critic(real)) + weight * gradient penalty
+    /// (input 0: critic on real, input 1: critic on fake; the penalty needs second-order gradients).
+    Wasserstein {
+        /// Gradient-penalty weight (lambda, 10 in the paper).
+        gp_weight: f32,
+    },
+    /// A3C loss: policy-gradient with entropy bonus plus value regression
+    /// (input 0: policy logits `[actions]`, input 1: value `[1]`, input 2: actions taken (labels `[]`),
+    /// input 3: returns `[1]`).
+    ActorCritic {
+        /// Entropy bonus coefficient.
+        entropy: f32,
+        /// Value-loss coefficient.
+        value: f32,
+    },
+}
+
+/// One operation of the graph. Parameter counts and FLOPs are derived from these fields in `analysis`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// A graph input (data fed by the dataset).
+    Input {
+        /// What the input holds.
+        kind: InputKind,
+    },
+    /// N-d convolution (N = kernel.len(), 1 or 2) over `[.., C, L]` or `[.., C, H, W]`; leading extra
+    /// dimensions are folded into the batch.
+    Conv {
+        /// Input channels.
+        in_channels: usize,
+        /// Output channels.
+        out_channels: usize,
+        /// Kernel size per spatial dimension.
+        kernel: Vec<usize>,
+        /// Stride per spatial dimension.
+        stride: Vec<usize>,
+        /// Zero padding per spatial dimension.
+        padding: Vec<usize>,
+        /// Dilation per spatial dimension.
+        dilation: Vec<usize>,
+        /// Groups (depthwise when equal to the channels).
+        groups: usize,
+        /// Whether the layer has a bias.
+        bias: bool,
+        /// Transposed convolution (fractionally strided); weight is `[in, out/groups, k..]`.
+        transposed: bool,
+        /// Extra size added to one side of a transposed convolution's output.
+        output_padding: Vec<usize>,
+    },
+    /// Batch normalisation over the channel dimension (dimension `-3` for images, `-2` for `[C, L]`).
+    BatchNorm {
+        /// Channels normalised.
+        features: usize,
+        /// Numerical epsilon.
+        eps: f32,
+    },
+    /// Layer normalisation over the last dimension, with affine parameters.
+    LayerNorm {
+        /// Size of the last dimension.
+        features: usize,
+        /// Numerical epsilon.
+        eps: f32,
+    },
+    /// Affine map over the last dimension.
+    Linear {
+        /// Input width.
+        in_features: usize,
+        /// Output width.
+        out_features: usize,
+        /// Whether the layer has a bias.
+        bias: bool,
+    },
+    /// Embedding lookup: integer ids `[..]` -> `[.., dim]`.
+    Embedding {
+        /// Vocabulary size.
+        vocab: usize,
+        /// Embedding width.
+        dim: usize,
+    },
+    /// Multi-layer recurrent network over `[time, features]`, returning all time steps.
+    Rnn {
+        /// LSTM or GRU.
+        cell: RnnCell,
+        /// Input width.
+        input_size: usize,
+        /// Hidden width per direction.
+        hidden: usize,
+        /// Stacked layers.
+        layers: usize,
+        /// Bidirectional (output width is 2 x hidden).
+        bidirectional: bool,
+    },
+    /// Multi-head attention with input projections (PyTorch `nn.MultiheadAttention` layout).
+    /// Inputs: query `[Tq, E]`, key `[Tk, kdim]`, value `[Tk, vdim]`; output `[Tq, E]`.
+    Attention {
+        /// Model width E.
+        embed_dim: usize,
+        /// Number of heads (E must divide).
+        heads: usize,
+        /// Key width (E for self-attention).
+        kdim: usize,
+        /// Value width (E for self-attention).
+        vdim: usize,
+        /// Causal mask (decoder self-attention).
+        causal: bool,
+    },
+    /// Spatial pooling over the trailing 1 or 2 dimensions.
+    Pool {
+        /// Max or average.
+        kind: PoolKind,
+        /// Window size per spatial dimension.
+        kernel: Vec<usize>,
+        /// Stride per spatial dimension.
+        stride: Vec<usize>,
+        /// Padding per spatial dimension.
+        padding: Vec<usize>,
+        /// Round the output size up (PyTorch `ceil_mode`).
+        ceil_mode: bool,
+    },
+    /// Adaptive pooling to a fixed output size over the trailing 1 or 2 dimensions.
+    AdaptivePool {
+        /// Max or average.
+        kind: PoolKind,
+        /// Output size per spatial dimension.
+        output: Vec<usize>,
+    },
+    /// Element-wise activation.
+    Act {
+        /// The function.
+        function: Activation,
+    },
+    /// Softmax over the last dimension.
+    Softmax,
+    /// Dropout (identity at evaluation; active in training).
+    Dropout {
+        /// Drop probability.
+        p: f32,
+    },
+    /// Element-wise sum of all inputs (same shapes).
+    Add,
+    /// Element-wise product of all inputs (same shapes).
+    Mul,
+    /// Concatenation along a per-sample axis.
+    Concat {
+        /// Axis in the per-sample shape.
+        axis: usize,
+    },
+    /// Reshape to a per-sample shape with the same element count.
+    Reshape {
+        /// Target per-sample shape.
+        shape: Vec<usize>,
+    },
+    /// Swap two per-sample axes (a view followed by a contiguous copy where needed).
+    Transpose {
+        /// First axis.
+        a: usize,
+        /// Second axis.
+        b: usize,
+    },
+    /// Select a contiguous range along a per-sample axis (e.g. the [CLS] token).
+    Slice {
+        /// Axis in the per-sample shape.
+        axis: usize,
+        /// First index kept.
+        start: usize,
+        /// Number of indices kept.
+        len: usize,
+    },
+    /// Mean over a per-sample axis (the axis is removed).
+    Mean {
+        /// Axis in the per-sample shape.
+        axis: usize,
+    },
+    /// Region-of-interest align: features `[C, H, W]` and a fixed number of proposals -> `[P, C, oh, ow]`.
+    /// Proposals are generated deterministically by backends (a fixed grid of boxes), so the cost is static.
+    RoiAlign {
+        /// Proposals per image.
+        proposals: usize,
+        /// Output size (height, width).
+        output: Vec<usize>,
+        /// Feature-map stride relative to the input image.
+        spatial_scale: f32,
+        /// Bilinear samples per output bin per dimension.
+        sampling_ratio: usize,
+    },
+    /// A training loss (see [`LossKind`]); outputs `[]` per sample.
+    Loss {
+        /// Which loss.
+        loss: LossKind,
+    },
+}
+
+impl Op {
+    /// A short, stable name of the operation kind (used in tables and error messages).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Op::Input { .. } => "input",
+            Op::Conv { transposed: true, .. } => "conv_transpose",
+            Op::Conv { kernel, .. } if kernel.len() == 1 => "conv1d",
+            Op::Conv { .. } => "conv2d",
+            Op::BatchNorm { .. } => "batch_norm",
+            Op::LayerNorm { .. } => "layer_norm",
+            Op::Linear { .. } => "linear",
+            Op::Embedding { .. } => "embedding",
+            Op::Rnn { cell: RnnCell::Lstm, .. } => "lstm",
+            Op::Rnn { cell: RnnCell::Gru, .. } => "gru",
+            Op::Attention { .. } => "attention",
+            Op::Pool { kind: PoolKind::Max, .. } => "max_pool",
+            Op::Pool { kind: PoolKind::Avg, .. } => "avg_pool",
+            Op::AdaptivePool { .. } => "adaptive_pool",
+            Op::Act { .. } => "activation",
+            Op::Softmax => "softmax",
+            Op::Dropout { .. } => "dropout",
+            Op::Add => "add",
+            Op::Mul => "mul",
+            Op::Concat { .. } => "concat",
+            Op::Reshape { .. } => "reshape",
+            Op::Transpose { .. } => "transpose",
+            Op::Slice { .. } => "slice",
+            Op::Mean { .. } => "mean",
+            Op::RoiAlign { .. } => "roi_align",
+            Op::Loss { .. } => "loss",
+        }
+    }
+}
+
+/// A node of the graph: an operation applied to earlier nodes, with its inferred per-sample output shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// Hierarchical, unique name (`layer1.0.conv1`); parameter names derive from it.
+    pub name: String,
+    /// The operation.
+    pub op: Op,
+    /// Input nodes, in the order the operation expects.
+    pub inputs: Vec<NodeId>,
+    /// Inferred per-sample output shape.
+    pub shape: Shape,
+    /// Sub-network this node belongs to when a model trains several with separate optimizers
+    /// (WGAN-GP: `generator` / `critic`); `None` for the single network of most models.
+    pub part: Option<String>,
+}
+
+/// A training workload graph: nodes in topological order and the loss nodes whose sum is minimised.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Graph {
+    /// Model name (for display).
+    pub name: String,
+    /// Nodes, topologically ordered.
+    pub nodes: Vec<Node>,
+    /// Loss nodes (their per-sample values are averaged over the batch and summed).
+    pub losses: Vec<NodeId>,
+    /// Items counted per sample for throughput (tokens for sequence models, 1 otherwise).
+    pub items_per_sample: u64,
+    /// Unit of those items (`samples`, `tokens`, `frames`).
+    pub item_unit: String,
+}
+
+impl Graph {
+    /// Graph inputs in order of appearance.
+    pub fn inputs(&self) -> impl Iterator<Item = (NodeId, &Node)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| matches!(n.op, Op::Input { .. }))
+    }
+    /// Find a node by name.
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+}

@@ -1,0 +1,18 @@
+//! trainbench's backend contract: the workload graph, the model zoo that builds it, its static analysis,
+//! and the [`Backend`] trait every training backend implements.
+//!
+//! Both the CLI crate and the backend crates depend on this crate, and on nothing of each other.
+
+pub mod backend;
+pub mod builder;
+pub mod graph;
+pub mod model;
+pub mod zoo;
+
+pub use backend::{
+    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, NoProbe, OptimizerSpec, PhaseTimes, Precision,
+    Probe, RawMeasurements, RunPlan,
+};
+pub use builder::{ConvCfg, GraphBuilder, ShapeError};
+pub use graph::{Graph, Node, NodeId, Op, Shape};
+pub use model::ModelSpec;

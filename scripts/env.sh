@@ -1,0 +1,19 @@
+# Sourced by the other scripts: sets up (idempotently) the project-local Python environment with
+# PyTorch 2.13.0, which the tch backend links against, and exports what cargo needs to find it.
+# TRAINBENCH_VENV overrides the location (CI keeps one under ~/.cache to reuse it between clones).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${TRAINBENCH_VENV:-$ROOT/.venv}"
+TORCH_VERSION=2.13.0
+TORCHVISION_VERSION=0.28.0
+
+if ! "$VENV/bin/python" -c "import torch, torchvision, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
+    echo "==> installing PyTorch $TORCH_VERSION into $VENV (about 5 GB, a few minutes)" >&2
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
+fi
+
+export VIRTUAL_ENV="$VENV"
+export PATH="$VENV/bin:$PATH"
+export LIBTORCH_USE_PYTORCH=1
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"

@@ -1,0 +1,39 @@
+//! One module per subcommand: its `clap::Args` and the function that carries it out.
+//!
+//! Each `execute` returns an [`Outcome`]; `main` maps it (or an error) to the exit code.
+
+pub mod analyze;
+pub mod plan;
+pub mod run;
+pub mod schema;
+pub mod validate;
+
+/// How a command ended, mapped to the process exit code by `main`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything succeeded (exit 0).
+    Success,
+    /// The command worked but found a failure to report: a regression, a shape mismatch (exit 1).
+    Failure,
+    /// Invalid input: a spec, a result file or an argument (exit 2).
+    InvalidInput,
+}
+
+/// An error that ends a command, with the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The user's input was wrong (exit 2).
+    #[error("{0}")]
+    Input(String),
+    /// Reading or writing a file failed (exit 2 when it is the user's path, else 1).
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Anything else (exit 1).
+    #[error("{0}")]
+    Other(String),
+}

@@ -1,0 +1,9 @@
+//! trainbench: declarative, reproducible benchmarks of DNN training performance.
+//!
+//! The pipeline, one module per stage: `spec` (TOML -> validated spec) -> `plan` (runs) -> backend run ->
+//! metrics -> result -> report / compare / snapshot. See ARCHITECTURE.md.
+
+pub use trainbench_workload as workload;
+
+pub mod spec;
+pub mod commands;

@@ -1,0 +1,51 @@
+//! The `trainbench` command line: parses arguments, calls the library, maps errors to exit codes.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use trainbench::commands::{self, CommandError, Outcome};
+
+/// Declarative, reproducible benchmarks of DNN training performance.
+#[derive(Debug, Parser)]
+#[command(name = "trainbench", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check spec files (and folders of them) against the schema and the semantic rules.
+    Validate(commands::validate::Args),
+    /// Print the runs a spec expands to (the sweep product).
+    Plan(commands::plan::Args),
+    /// Print parameters, FLOPs and the memory estimate of a spec's model.
+    Analyze(commands::analyze::Args),
+    /// Run benchmarks and write one result file per run.
+    Run(commands::run::Args),
+    /// Print the JSON Schema of specs (or of results).
+    Schema(commands::schema::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Validate(a) => commands::validate::execute(a),
+        Command::Plan(a) => commands::plan::execute(a),
+        Command::Analyze(a) => commands::analyze::execute(a),
+        Command::Run(a) => commands::run::execute(a),
+        Command::Schema(a) => commands::schema::execute(a),
+    };
+    match result {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::Failure) => ExitCode::from(1),
+        Ok(Outcome::InvalidInput) => ExitCode::from(2),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(match e {
+                CommandError::Input(_) | CommandError::Io { .. } => 2,
+                CommandError::Other(_) => 1,
+            })
+        }
+    }
+}

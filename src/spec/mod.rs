@@ -1,0 +1,3 @@
+//! The spec stage: TOML text -> [`wire::SpecFile`] (with spans) -> validated spec, with located diagnostics.
+
+pub mod wire;

@@ -1,0 +1,361 @@
+//! Spec version 1 as written in TOML: the wire types. Doc comments here become the JSON Schema's descriptions.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use trainbench_workload::{ModelSpec, OptimizerSpec, Precision};
+
+/// One benchmark: a model, its data, how it trains, what to sweep, where it runs and what to measure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "trainbench spec v1")]
+pub struct SpecFile {
+    /// Spec format version; must be 1.
+    pub version: u32,
+    /// Benchmark name: letters, digits, `-`, `_` and `.`; used in result file names.
+    pub name: String,
+    /// What the benchmark measures and why.
+    #[serde(default)]
+    pub description: String,
+    /// Free-form tags for selecting and grouping benchmarks.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The model to train.
+    pub model: ModelSpec,
+    /// The data fed to the model.
+    #[serde(default)]
+    pub dataset: DatasetSpec,
+    /// Optimizer, loss scaling, precision and seed.
+    #[serde(default)]
+    pub training: TrainingSpec,
+    /// Values to sweep; runs are the product of all lists.
+    #[serde(default)]
+    pub sweep: SweepSpec,
+    /// Devices, nodes, parallelism strategy and backend.
+    #[serde(default)]
+    pub topology: TopologySpec,
+    /// Warm-up, measurement budget, repeats and timeout.
+    #[serde(default)]
+    pub run: RunSpec,
+    /// Metric groups to collect.
+    #[serde(default)]
+    pub metrics: MetricsSpec,
+}
+
+/// Where the training data comes from. Never downloaded.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetSpec {
+    /// `synthetic` (generated on the device from the seed) or `local` (read from `path`).
+    #[serde(default)]
+    pub source: DataSource,
+    /// Informational dataset name the synthetic data stands in for (`imagenet`, `wmt14-en-de`, ...).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Override of the per-sample input shape the model expects, e.g. `[3, 224, 224]`; must match the model.
+    #[serde(default)]
+    pub input_shape: Option<Vec<usize>>,
+    /// Override of the number of classes / vocabulary the labels range over; must match the model.
+    #[serde(default)]
+    pub classes: Option<usize>,
+    /// Path to a local dataset (required when `source = "local"`), relative to the spec file.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Format of the local dataset.
+    #[serde(default)]
+    pub format: Option<DataFormat>,
+    /// Samples held by the synthetic dataset (cycled); larger values exercise memory more.
+    #[serde(default)]
+    pub samples: Option<u64>,
+}
+
+/// Data source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DataSource {
+    /// Random tensors of the right shapes, generated from the seed.
+    #[default]
+    Synthetic,
+    /// Files on disk.
+    Local,
+}
+
+/// Local dataset formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataFormat {
+    /// A `.npy` array of inputs next to a `.npy` array of labels.
+    Npy,
+    /// A folder of images, one sub-folder per class.
+    ImageFolder,
+    /// Raw little-endian f32 samples of the input shape.
+    RawF32,
+}
+
+/// How the model trains.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingSpec {
+    /// Optimizer and its settings (`kind = "sgd" | "adam" | "adamw"`).
+    #[serde(default)]
+    pub optimizer: OptimizerSpec,
+    /// Precision when not swept.
+    #[serde(default)]
+    pub precision: Precision,
+    /// Seed for weights and synthetic data; repeats use seed + repeat index.
+    #[serde(default = "d_seed")]
+    pub seed: u64,
+    /// Initial dynamic loss scale for fp16 (ignored otherwise).
+    #[serde(default = "d_loss_scale")]
+    pub loss_scale: f64,
+    /// Let cuDNN pick the fastest convolution algorithms (CUDA only).
+    #[serde(default = "d_true")]
+    pub cudnn_benchmark: bool,
+}
+
+impl Default for TrainingSpec {
+    fn default() -> Self {
+        Self {
+            optimizer: OptimizerSpec::default(),
+            precision: Precision::Fp32,
+            seed: d_seed(),
+            loss_scale: d_loss_scale(),
+            cudnn_benchmark: true,
+        }
+    }
+}
+
+fn d_seed() -> u64 {
+    42
+}
+fn d_loss_scale() -> f64 {
+    65536.0
+}
+fn d_true() -> bool {
+    true
+}
+
+/// Sweep axes; the runs are their product (batch x precision x topology x repeat).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    /// Global batch sizes to run.
+    #[serde(default = "d_batches")]
+    pub batch_sizes: Vec<usize>,
+    /// Precisions to run; defaults to `training.precision`.
+    #[serde(default)]
+    pub precisions: Vec<Precision>,
+    /// Topologies to run, each overriding fields of `[topology]`; defaults to `[topology]` alone.
+    #[serde(default)]
+    pub topologies: Vec<TopologyOverride>,
+}
+
+impl Default for SweepSpec {
+    fn default() -> Self {
+        Self { batch_sizes: d_batches(), precisions: Vec::new(), topologies: Vec::new() }
+    }
+}
+
+fn d_batches() -> Vec<usize> {
+    vec![32]
+}
+
+/// Where and how the model is trained.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    /// Training backend: `auto` picks tch when built in, else wgpu, else fails with a hint.
+    #[serde(default)]
+    pub backend: BackendChoice,
+    /// Device selector: `cpu`, `cuda`, `cuda:N`, `wgpu`, `wgpu:N`, `wgpu:discrete|integrated|cpu`.
+    #[serde(default = "d_device")]
+    pub device: String,
+    /// Machines.
+    #[serde(default = "d_one")]
+    pub nodes: usize,
+    /// Devices per machine.
+    #[serde(default = "d_one")]
+    pub devices_per_node: usize,
+    /// Parallelism strategy (PAI's job classes: single = 1w1g, all-reduce = 1wng / AllReduce,
+    /// parameter-server = PS/worker).
+    #[serde(default)]
+    pub strategy: Strategy,
+    /// Link between devices, used by the communication model and recorded in results.
+    #[serde(default)]
+    pub interconnect: Interconnect,
+}
+
+impl Default for TopologySpec {
+    fn default() -> Self {
+        Self {
+            backend: BackendChoice::Auto,
+            device: d_device(),
+            nodes: 1,
+            devices_per_node: 1,
+            strategy: Strategy::Single,
+            interconnect: Interconnect::Pcie,
+        }
+    }
+}
+
+fn d_device() -> String {
+    "cpu".to_string()
+}
+fn d_one() -> usize {
+    1
+}
+
+/// One entry of `sweep.topologies`: fields left out are taken from `[topology]`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyOverride {
+    /// Machines.
+    #[serde(default)]
+    pub nodes: Option<usize>,
+    /// Devices per machine.
+    #[serde(default)]
+    pub devices_per_node: Option<usize>,
+    /// Parallelism strategy.
+    #[serde(default)]
+    pub strategy: Option<Strategy>,
+    /// Interconnect.
+    #[serde(default)]
+    pub interconnect: Option<Interconnect>,
+}
+
+/// Which backend trains the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    /// tch if built in, else wgpu.
+    #[default]
+    Auto,
+    /// libtorch through tch (CPU, CUDA).
+    Tch,
+    /// burn's wgpu backend (Vulkan, Metal, DX12, software Vulkan).
+    Wgpu,
+    /// The deterministic mock backend (for tests of trainbench itself; measures nothing real).
+    Mock,
+}
+
+/// Parallelism strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// One worker, one device (PAI 1w1g).
+    #[default]
+    Single,
+    /// Synchronous data parallelism with all-reduce of gradients (PAI 1wng / AllReduce).
+    AllReduce,
+    /// Data parallelism through parameter servers (PAI PS/worker).
+    ParameterServer,
+}
+
+/// Link carrying gradients and weights between devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Interconnect {
+    /// PCIe within a machine.
+    #[default]
+    Pcie,
+    /// NVLink within a machine.
+    Nvlink,
+    /// Ethernet between machines.
+    Ethernet,
+    /// InfiniBand between machines.
+    Infiniband,
+}
+
+/// How long each run lasts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// Iterations run and discarded before measuring (graph capture, autotuning, caches).
+    #[serde(default = "d_warmup")]
+    pub warmup: u64,
+    /// Measured iterations; ignored when `time_budget_s` is set.
+    #[serde(default = "d_iterations")]
+    pub iterations: u64,
+    /// Measure for this many seconds instead of a fixed number of iterations.
+    #[serde(default)]
+    pub time_budget_s: Option<f64>,
+    /// Independent repeats of each configuration (fresh weights from seed + repeat).
+    #[serde(default = "d_repeats")]
+    pub repeats: u32,
+    /// Stop a run after this many seconds, keeping what it measured.
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// Synchronise the device between phases so data/forward/backward/optimizer times are exact.
+    #[serde(default = "d_true")]
+    pub phase_timing: bool,
+    /// Sampling period of the background collectors (GPU, CPU), in milliseconds.
+    #[serde(default = "d_sample_ms")]
+    pub sample_interval_ms: u64,
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        Self {
+            warmup: d_warmup(),
+            iterations: d_iterations(),
+            time_budget_s: None,
+            repeats: d_repeats(),
+            timeout_s: None,
+            phase_timing: true,
+            sample_interval_ms: d_sample_ms(),
+        }
+    }
+}
+
+fn d_warmup() -> u64 {
+    10
+}
+fn d_iterations() -> u64 {
+    50
+}
+fn d_repeats() -> u32 {
+    1
+}
+fn d_sample_ms() -> u64 {
+    100
+}
+
+/// Metric groups to collect; all are on by default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSpec {
+    /// Groups to collect; an empty list means all of them.
+    #[serde(default)]
+    pub collect: Vec<MetricGroup>,
+}
+
+impl Default for MetricsSpec {
+    fn default() -> Self {
+        Self { collect: Vec::new() }
+    }
+}
+
+/// A group of related metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricGroup {
+    /// Samples (and tokens) per second.
+    Throughput,
+    /// Step-time statistics.
+    StepTime,
+    /// Data / forward / backward / communication / optimizer shares.
+    Phases,
+    /// GPU compute utilisation from NVML.
+    GpuUtilization,
+    /// Peak and used device memory.
+    Memory,
+    /// Memory split into weights, gradients, optimizer state, activations and workspace.
+    MemoryBreakdown,
+    /// Power draw and energy (NVML).
+    PowerEnergy,
+    /// Process CPU utilisation and resident memory.
+    CpuUtilization,
+    /// Achieved FLOP/s over the device peak.
+    FlopUtilization,
+    /// Training loss at the first and last measured step.
+    Loss,
+}
