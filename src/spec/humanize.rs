@@ -35,7 +35,8 @@ impl Humanizer<'_> {
         let path = FieldPath::from_pointer(error.instance_path().as_str(), self.instance);
         match error.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
-                unexpected.iter().map(|key| self.unknown_key(&path, key)).collect()
+                let table = parent_pointer(error.schema_path().as_str()).and_then(|p| self.schema.pointer(p));
+                unexpected.iter().map(|key| self.unknown_key(&path, key, table)).collect()
             }
             ValidationErrorKind::Required { property } => {
                 let name = property.as_str().unwrap_or_default();
@@ -66,13 +67,14 @@ impl Humanizer<'_> {
             ValidationErrorKind::MaxLength { limit } => {
                 vec![self.at(&path, At::Value, format!("`{path}` must be at most {limit} characters long"))]
             }
-            ValidationErrorKind::Pattern { .. } => {
+            ValidationErrorKind::Pattern { pattern } => {
                 let value = self.value_at(&path).map(show).unwrap_or_default();
                 let d = self.at(&path, At::Value, format!("{value} is not a valid `{path}`"));
-                vec![d.expected(self.description_at(&path).unwrap_or_else(|| "a value matching the schema".into()))]
+                vec![d.expected(format!("text matching `{pattern}`")).maybe_hint(self.description_at(&path))]
             }
             ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
-                self.alternatives(&path, context)
+                let variants = self.schema.pointer(error.schema_path().as_str()).and_then(Value::as_array);
+                self.alternatives(&path, variants, context)
             }
             _ => vec![self.at(&path, At::Value, error.masked().to_string())],
         }
@@ -100,8 +102,11 @@ impl Humanizer<'_> {
         Some(v)
     }
 
-    fn unknown_key(&self, table: &FieldPath, key: &str) -> Diagnostic {
-        let allowed = self.schema_at(table, true).map(|s| property_names(self.schema, s)).unwrap_or_default();
+    fn unknown_key(&self, table: &FieldPath, key: &str, table_schema: Option<&Value>) -> Diagnostic {
+        let allowed = table_schema
+            .or_else(|| self.schema_at(table, true))
+            .map(|s| property_names(self.schema, s))
+            .unwrap_or_default();
         let mut message = format!("unknown key `{key}` in {}", table.table_display());
         if let Some((tag, value)) = self.tag_of(table) {
             message.push_str(&format!(" ({tag} `{value}`)"));
@@ -193,15 +198,16 @@ impl Humanizer<'_> {
     }
 
     /// `oneOf` / `anyOf`: explain through the variant the tag (or the value's shape) selects.
-    fn alternatives(&self, path: &FieldPath, context: &[Vec<ValidationError<'static>>]) -> Vec<Diagnostic> {
-        let Some(schema) = self.schema_at(path, false) else {
+    fn alternatives(
+        &self,
+        path: &FieldPath,
+        variants: Option<&Vec<Value>>,
+        context: &[Vec<ValidationError<'static>>],
+    ) -> Vec<Diagnostic> {
+        let Some(variants) = variants else {
             return vec![self.at(path, At::Value, format!("`{path}` does not match the schema"))];
         };
-        let variants: Vec<&Value> = schema
-            .get("oneOf")
-            .or_else(|| schema.get("anyOf"))
-            .and_then(Value::as_array)
-            .map_or_else(Vec::new, |a| a.iter().map(|v| resolve(self.schema, v)).collect());
+        let variants: Vec<&Value> = variants.iter().map(|v| resolve(self.schema, v)).collect();
         let value = self.value_at(path);
         if let Some((tag, tags)) = tag_of_variants(&variants) {
             let tag_values: Vec<String> = tags.iter().map(|(v, _)| v.clone()).collect();
@@ -231,6 +237,13 @@ impl Humanizer<'_> {
         }
         let candidates: Vec<usize> =
             variants.iter().enumerate().filter(|(_, v)| !is_null_schema(v)).map(|(i, _)| i).collect();
+        let words: Vec<String> = candidates
+            .iter()
+            .filter_map(|&i| variants[i].get("const").and_then(Value::as_str).map(String::from))
+            .collect();
+        if !words.is_empty() && words.len() == candidates.len() {
+            return vec![self.choice_diagnostic(path, &words, "value")];
+        }
         let matching_shape: Vec<usize> =
             candidates.iter().copied().filter(|&i| value.is_some_and(|v| shape_fits(variants[i], v))).collect();
         let pick = if candidates.len() == 1 {
@@ -280,7 +293,7 @@ impl Humanizer<'_> {
         let key = path.last_key()?;
         let prop = parent.get("properties")?.get(key)?;
         let text = prop.get("description").or_else(|| resolve(self.schema, prop).get("description"))?.as_str()?;
-        Some(text.to_string())
+        Some(text.split_whitespace().collect::<Vec<_>>().join(" "))
     }
 
     /// The tag and its value when the table at `path` is a tagged variant (`family` `resnet`).
@@ -307,6 +320,11 @@ impl Humanizer<'_> {
             .collect();
         if homes.len() == 1 { Some(homes[0].clone()) } else { None }
     }
+}
+
+/// The JSON pointer of the schema object holding the keyword a schema path ends in.
+fn parent_pointer(schema_path: &str) -> Option<&str> {
+    schema_path.rsplit_once('/').map(|(parent, _)| parent)
 }
 
 /// Follow `$ref`s (local `#/$defs/...` only) to the schema they name.
