@@ -5,5 +5,5 @@
 
 pub use trainbench_workload as workload;
 
-pub mod spec;
 pub mod commands;
+pub mod spec;

@@ -109,6 +109,11 @@ impl GraphBuilder {
         &self.nodes[id].shape
     }
 
+    /// Nodes added so far (for inspection in tests).
+    pub fn nodes_for_test(&self) -> &[Node] {
+        &self.nodes
+    }
+
     /// Number of nodes so far.
     pub fn len(&self) -> usize {
         self.nodes.len()
