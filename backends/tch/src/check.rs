@@ -40,7 +40,8 @@ pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
         check_node(graph, i).map_err(|reason| unsupported(&node.name, node.op.kind_name(), reason))?;
     }
     let has_parts = graph.nodes.iter().any(|n| n.part.is_some());
-    let wgan = graph.losses.iter().any(|&l| matches!(graph.nodes[l].op, Op::Loss { loss: LossKind::Wasserstein { .. } }));
+    let wgan =
+        graph.losses.iter().any(|&l| matches!(graph.nodes[l].op, Op::Loss { loss: LossKind::Wasserstein { .. } }));
     if has_parts || wgan {
         let roles = wgan_roles(graph).map_err(|reason| unsupported(&graph.name, "wgan_gp", reason))?;
         if plan.precision == Precision::Fp16 {
@@ -159,7 +160,9 @@ pub fn wgan_roles(graph: &Graph) -> Result<WganRoles, String> {
                 && is_gen(i)
                 && graph.nodes.iter().any(|c| c.inputs.contains(&i) && c.part.as_deref() == Some(critic_part.as_str()))
         })
-        .ok_or_else(|| format!("no generator node feeds the critic upstream of `{}`; {hint}", graph.nodes[fake_score].name))?;
+        .ok_or_else(|| {
+            format!("no generator node feeds the critic upstream of `{}`; {hint}", graph.nodes[fake_score].name)
+        })?;
     let up_real = ancestors(graph, real_score);
     let reals: Vec<NodeId> = graph
         .inputs()

@@ -179,6 +179,7 @@ pub fn versions(device: Device) -> BTreeMap<String, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

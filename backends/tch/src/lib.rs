@@ -39,8 +39,8 @@
 
 pub mod check;
 pub mod device;
-pub mod lower;
 pub mod loss;
+pub mod lower;
 pub mod ops;
 pub mod shim;
 mod train;
@@ -137,6 +137,7 @@ impl Backend for TchBackend {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -146,9 +147,6 @@ mod tests {
         assert!(is_oom("DefaultCPUAllocator: not enough memory: you tried to allocate 1000 bytes"));
         assert!(!is_oom("shape mismatch"));
         let e = map_error(TchError::Torch("CUDA out of memory. Tried\nbacktrace".into()), 64);
-        assert_eq!(
-            e,
-            BackendError::OutOfMemory { batch_size: 64, message: "CUDA out of memory. Tried".into() }
-        );
+        assert_eq!(e, BackendError::OutOfMemory { batch_size: 64, message: "CUDA out of memory. Tried".into() });
     }
 }

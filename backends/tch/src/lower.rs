@@ -146,9 +146,10 @@ impl Lowered {
                 }
             }
             // In place only when this node is the sole consumer and the input is not needed afterwards.
-            let inplace = node.inputs.first().is_some_and(|&j| {
-                self.inplace_ok[j] && self.consumers[j] == 1 && !keep[j] && remaining[j] == 1
-            });
+            let inplace = node
+                .inputs
+                .first()
+                .is_some_and(|&j| self.inplace_ok[j] && self.consumers[j] == 1 && !keep[j] && remaining[j] == 1);
             let compute = || -> Result<Tensor, TchError> {
                 match &node.op {
                     Op::Loss { loss } => loss::forward(graph, i, *loss, &ins),

@@ -42,11 +42,9 @@ fn unfold(y: Tensor, leading: Option<Vec<i64>>) -> Result<Tensor, TchError> {
 pub fn forward(node: &Node, inputs: &[Tensor], params: &[Tensor], inplace: InPlace) -> Result<Tensor, TchError> {
     let x = &inputs[0];
     match &node.op {
-        Op::Input { .. } | Op::Loss { .. } => Err(TchError::Kind(format!(
-            "internal: node `{}` ({}) is not an operation",
-            node.name,
-            node.op.kind_name()
-        ))),
+        Op::Input { .. } | Op::Loss { .. } => {
+            Err(TchError::Kind(format!("internal: node `{}` ({}) is not an operation", node.name, node.op.kind_name())))
+        }
         Op::Conv { kernel, stride, padding, dilation, groups, transposed, output_padding, bias, .. } => {
             let (xf, lead) = fold(x, kernel.len() + 1)?;
             let b = if *bias { params.get(1) } else { None };
@@ -261,8 +259,7 @@ fn roi_align(x: &Tensor, proposals: usize, output: &[usize], s: usize) -> Result
         for py in 0..oh * s {
             let y = bx[1] + bin_h * (py / s) as f32 + (py % s) as f32 * bin_h / s as f32 + bin_h / (2 * s) as f32;
             for px in 0..ow * s {
-                let xx =
-                    bx[0] + bin_w * (px / s) as f32 + (px % s) as f32 * bin_w / s as f32 + bin_w / (2 * s) as f32;
+                let xx = bx[0] + bin_w * (px / s) as f32 + (px % s) as f32 * bin_w / s as f32 + bin_w / (2 * s) as f32;
                 grid.push((2.0 * xx + 1.0) / w as f32 - 1.0);
                 grid.push((2.0 * y + 1.0) / h as f32 - 1.0);
             }

@@ -30,8 +30,13 @@ unsafe extern "C" {
         err: *mut c_char,
         err_len: usize,
     ) -> c_int;
-    fn tb_autocast_exit(device_cuda: c_int, prev_enabled: c_int, prev_dtype: c_int, err: *mut c_char, err_len: usize)
-    -> c_int;
+    fn tb_autocast_exit(
+        device_cuda: c_int,
+        prev_enabled: c_int,
+        prev_dtype: c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
 }
 
 /// A message reported by the shim (a C++ exception's `what()`).
@@ -65,6 +70,8 @@ pub fn cuda_versions() -> Result<(i64, i64), ShimError> {
     let (mut cudart, mut cudnn): (c_long, c_long) = (0, 0);
     // SAFETY: out-pointers are valid locals; the buffer is ERR_LEN long.
     call(|e, n| unsafe { tb_cuda_versions(&mut cudart, &mut cudnn, e, n) })?;
+    // c_long is i64 on LP64 Linux but 32-bit elsewhere.
+    #[allow(clippy::useless_conversion)]
     Ok((i64::from(cudart), i64::from(cudnn)))
 }
 

@@ -5,11 +5,13 @@ use std::time::Instant;
 
 use tch::{COptimizer, Device, Kind, TchError, Tensor};
 use trainbench_workload::graph::{Graph, Node};
-use trainbench_workload::{Budget, MemoryMeasured, OptimizerSpec, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan};
+use trainbench_workload::{
+    Budget, MemoryMeasured, OptimizerSpec, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan,
+};
 
 use crate::check::WganRoles;
-use crate::lower::{DataPool, Lowered, pool_size, tensor_bytes};
 use crate::loss::gradient_penalty;
+use crate::lower::{DataPool, Lowered, pool_size, tensor_bytes};
 use crate::shim::{self, AutocastDtype, AutocastGuard};
 
 /// An optimizer over a set of parameters (libtorch's C++ `torch::optim`, PyTorch's semantics).

@@ -1,6 +1,8 @@
 //! CPU training tests of the tch backend: every lowered layer family trains, counts and timings are right,
 //! runs are deterministic, and unsupported plans are refused before anything runs.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;
@@ -69,7 +71,8 @@ fn actor_critic_and_regression_losses_learn() {
 #[test]
 fn wgan_gp_trains_critic_and_generator() {
     let g = wgan();
-    let opt = trainbench_workload::OptimizerSpec::Adam { lr: 1e-3, beta1: 0.5, beta2: 0.9, eps: 1e-8, weight_decay: 0.0 };
+    let opt =
+        trainbench_workload::OptimizerSpec::Adam { lr: 1e-3, beta1: 0.5, beta2: 0.9, eps: 1e-8, weight_decay: 0.0 };
     let raw = run(&plan(8, 20, opt), &g);
     assert!(raw.losses.iter().all(|l| l.is_finite()), "{:?}", raw.losses);
     // The critic learns to separate real from generated data: its loss falls below where it started.
@@ -140,13 +143,10 @@ fn phases_are_timed_and_reported_to_the_probe() {
     let raw = TchBackend::new().run(&p, &g, &mut rec).unwrap();
     assert_eq!(raw.warmup_steps.len(), 2);
     assert_eq!(raw.steps.len(), 3);
-    assert_eq!(rec.seen.iter().map(|s| (s.0, s.1)).collect::<Vec<_>>(), [
-        (0, false),
-        (1, false),
-        (2, true),
-        (3, true),
-        (4, true)
-    ]);
+    assert_eq!(
+        rec.seen.iter().map(|s| (s.0, s.1)).collect::<Vec<_>>(),
+        [(0, false), (1, false), (2, true), (3, true), (4, true)]
+    );
     for s in &raw.steps {
         assert!(s.data_s > 0.0 && s.forward_s > 0.0 && s.backward_s > 0.0 && s.optimizer_s > 0.0, "{s:?}");
         let sum = s.data_s + s.forward_s + s.backward_s + s.optimizer_s;

@@ -1,5 +1,5 @@
 //! Small graphs and plans shared by the tch backend's CPU tests.
-#![allow(dead_code, missing_docs)]
+#![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
 use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, PoolKind, RnnCell};
 use trainbench_workload::{Budget, ConvCfg, GraphBuilder, OptimizerSpec, Precision, RunPlan};
