@@ -15,10 +15,13 @@ TB=target/release/examples/parity
 PY="$VENV/bin/python scripts/parity/pytorch_eager.py"
 ARGS="--batch $BATCH --warmup $WARMUP --iters $ITERS --threads $THREADS"
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+MANIFESTS=$(mktemp -d); trap 'rm -rf "$MANIFESTS"' EXIT
 for m in "${MODELS[@]}"; do
   ratios=()
+  # Same weights and data on both sides: the PyTorch model is initialised from trainbench's manifest.
+  $TB "$m" --batch "$BATCH" --warmup 0 --iters 1 --threads "$THREADS" --manifest "$MANIFESTS/$m.json" >/dev/null
   for r in $(seq 1 "$ROUNDS"); do
-    py=$($PY "$m" $ARGS | grep '^RESULT'); tb=$($TB "$m" $ARGS | grep '^RESULT')
+    py=$($PY "$m" $ARGS --init-from "$MANIFESTS/$m.json" | grep '^RESULT'); tb=$($TB "$m" $ARGS | grep '^RESULT')
     echo "$py"; echo "$tb"
     pym=$(echo "$py" | field median_s); tbm=$(echo "$tb" | field median_s)
     ratios+=("$(python3 -c "print(f'{$pym / $tbm:.4f}')")")

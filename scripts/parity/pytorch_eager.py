@@ -2,6 +2,10 @@
 eager mode and prints the steady-state step time in the same RESULT format.
 
 Usage: pytorch_eager.py <resnet18-cifar|transformer> [--batch N] [--warmup N] [--iters N] [--threads N]
+                        [--init-from MANIFEST]
+
+With --init-from (a manifest written by `parity --manifest`), the model starts from trainbench's weights and
+trains on trainbench's synthetic batches (scripts/parity/seeded.py), so the first loss must match.
 
 The training step is the textbook loop: zero_grad(set_to_none), forward, loss, backward, optimizer step,
 loss.item(). Data come from a pool of 4 pre-generated batches cycled through, as on the trainbench side.
@@ -16,6 +20,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 
+import seeded
+
 
 def resnet18_cifar() -> nn.Module:
     """torchvision's ResNet-18 with a 3x3/1 stem and no max-pool, 10 classes (the usual CIFAR variant)."""
@@ -29,16 +35,16 @@ class EncoderLayer(nn.Module):
     """Post-norm encoder layer, the structure of nn.TransformerEncoderLayer (ReLU, dropout 0.1), no attention
     dropout (the workload graph's attention has none)."""
 
-    def __init__(self, e: int, heads: int, ffn: int):
+    def __init__(self, e: int, heads: int, ffn: int, p: float):
         super().__init__()
         self.self_attn = nn.MultiheadAttention(e, heads, dropout=0.0, batch_first=True)
         self.linear1 = nn.Linear(e, ffn)
         self.linear2 = nn.Linear(ffn, e)
         self.norm1 = nn.LayerNorm(e)
         self.norm2 = nn.LayerNorm(e)
-        self.dropout = nn.Dropout(0.1)
-        self.dropout1 = nn.Dropout(0.1)
-        self.dropout2 = nn.Dropout(0.1)
+        self.dropout = nn.Dropout(p)
+        self.dropout1 = nn.Dropout(p)
+        self.dropout2 = nn.Dropout(p)
 
     def forward(self, x):
         a = self.self_attn(x, x, x, need_weights=False)[0]
@@ -50,10 +56,10 @@ class EncoderLayer(nn.Module):
 class TransformerLM(nn.Module):
     """vocab 1000, 64 tokens, width 256, 4 heads, FFN 1024, 2 layers, per-token classifier."""
 
-    def __init__(self, vocab=1000, e=256, heads=4, ffn=1024, layers=2):
+    def __init__(self, vocab=1000, e=256, heads=4, ffn=1024, layers=2, p=0.1):
         super().__init__()
         self.embed = nn.Embedding(vocab, e)
-        self.layers = nn.ModuleList([EncoderLayer(e, heads, ffn) for _ in range(layers)])
+        self.layers = nn.ModuleList([EncoderLayer(e, heads, ffn, p) for _ in range(layers)])
         self.head = nn.Linear(e, vocab)
 
     def forward(self, tokens):
@@ -71,6 +77,8 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--init-from", default=None)
+    ap.add_argument("--dropout", type=float, default=0.1, help="transformer dropout")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -83,12 +91,19 @@ def main() -> None:
         items_per_sample = 1
         classes = 10
     else:
-        model = TransformerLM()
+        model = TransformerLM(p=a.dropout)
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)
         pool = [(torch.randint(0, 1000, (a.batch, 64)), torch.randint(0, 1000, (a.batch, 64))) for _ in range(4)]
         items_per_sample = 64
         classes = 1000
+    if a.init_from:
+        manifest = seeded.load_manifest(a.init_from)
+        seeded.init_model(model, manifest)
+        pool = [tuple(b) for b in seeded.data_pool(manifest, a.batch)]
     model.train()
+    # Dropout draws from the default generator: re-seed after model construction (which consumed draws), as
+    # the trainbench side seeds it once before training.
+    torch.manual_seed(a.seed)
     params = sum(p.numel() for p in model.parameters())
 
     times, losses = [], []

@@ -2,7 +2,9 @@
 //! prints its steady-state step time, for `scripts/parity.sh` to compare with PyTorch eager
 //! (`scripts/parity/pytorch_eager.py` builds the same models).
 //!
-//! Usage: `parity <resnet18-cifar|transformer> [--batch N] [--warmup N] [--iters N] [--threads N] [--seed N]`
+//! Usage: `parity <resnet18-cifar|transformer> [--batch N] [--warmup N] [--iters N] [--threads N] [--seed N]
+//! [--manifest FILE] [--dropout P]` (transformer dropout, 0.1 by default); `--manifest` also writes every declared tensor (name, shape, initialiser) and graph
+//! input, so the PyTorch side can start from the very same weights and data (`--init-from FILE`).
 //! Output: one line `RESULT impl=trainbench model=.. batch=.. params=.. median_s=.. mean_s=.. items_per_s=..`.
 
 use std::process::ExitCode;
@@ -59,7 +61,7 @@ fn basic_block(b: &mut GraphBuilder, x: NodeId, inp: usize, width: usize, s: usi
 
 /// Small Transformer encoder language model: vocab 1000, 64 tokens, width 256, 4 heads, FFN 1024, 2 post-norm
 /// layers (PyTorch's `TransformerEncoderLayer` structure, ReLU, dropout 0.1), per-token classifier.
-fn transformer() -> Result<Graph, ShapeError> {
+fn transformer(dropout: f32) -> Result<Graph, ShapeError> {
     let (vocab, seq, e, heads, ffn, layers) = (1000, 64, 256, 4, 1024, 2);
     let mut b = GraphBuilder::new("transformer-small");
     let t = b.input("tokens", &[seq], InputKind::Tokens { vocab })?;
@@ -68,14 +70,14 @@ fn transformer() -> Result<Graph, ShapeError> {
     for l in 0..layers {
         b.push(format!("layers.{l}"));
         let a = b.attention("self_attn", x, x, heads, false)?;
-        let a = b.dropout("dropout1", a, 0.1)?;
+        let a = b.dropout("dropout1", a, dropout)?;
         let r = b.add_nodes("res1", &[x, a])?;
         let n = b.layer_norm("norm1", r, 1e-5)?;
         let h = b.linear("linear1", n, ffn, true)?;
         let h = b.act("relu", h, Activation::Relu)?;
-        let h = b.dropout("dropout", h, 0.1)?;
+        let h = b.dropout("dropout", h, dropout)?;
         let h = b.linear("linear2", h, e, true)?;
-        let h = b.dropout("dropout2", h, 0.1)?;
+        let h = b.dropout("dropout2", h, dropout)?;
         let r = b.add_nodes("res2", &[n, h])?;
         x = b.layer_norm("norm2", r, 1e-5)?;
         b.pop();
@@ -85,6 +87,22 @@ fn transformer() -> Result<Graph, ShapeError> {
     b.finish(seq as u64, "tokens")
 }
 
+/// Declared tensors (name, shape, initialiser) and graph inputs (name, shape, kind) of `graph`, as JSON.
+fn manifest(graph: &Graph, seed: u64) -> serde_json::Value {
+    let tensors: Vec<_> = graph.nodes.iter().flat_map(trainbench_workload::params::tensors).collect();
+    let inputs: Vec<_> = graph
+        .inputs()
+        .map(|(_, n)| {
+            let kind = match &n.op {
+                trainbench_workload::Op::Input { kind } => serde_json::to_value(kind).unwrap_or_default(),
+                _ => serde_json::Value::Null,
+            };
+            serde_json::json!({ "name": n.name, "shape": n.shape.0, "kind": kind })
+        })
+        .collect();
+    serde_json::json!({ "seed": seed, "tensors": tensors, "inputs": inputs })
+}
+
 struct Opts {
     model: String,
     batch: usize,
@@ -92,6 +110,8 @@ struct Opts {
     iters: u64,
     threads: Option<i32>,
     seed: u64,
+    manifest: Option<String>,
+    dropout: f32,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -99,16 +119,18 @@ fn parse() -> Result<Opts, String> {
     let model = args
         .next()
         .ok_or("usage: parity <resnet18-cifar|transformer> [--batch N] [--warmup N] [--iters N] [--threads N]")?;
-    let mut o = Opts { model, batch: 32, warmup: 10, iters: 30, threads: None, seed: 0 };
+    let mut o = Opts { model, batch: 32, warmup: 10, iters: 30, threads: None, seed: 0, manifest: None, dropout: 0.1 };
     while let Some(flag) = args.next() {
         let v = args.next().ok_or(format!("{flag} needs a value"))?;
-        let bad = |_| format!("{flag}: `{v}` is not a number");
+        let bad = |_: std::num::ParseIntError| format!("{flag}: `{v}` is not a number");
         match flag.as_str() {
             "--batch" => o.batch = v.parse().map_err(bad)?,
             "--warmup" => o.warmup = v.parse().map_err(bad)?,
             "--iters" => o.iters = v.parse().map_err(bad)?,
             "--threads" => o.threads = Some(v.parse().map_err(bad)?),
             "--seed" => o.seed = v.parse().map_err(bad)?,
+            "--manifest" => o.manifest = Some(v),
+            "--dropout" => o.dropout = v.parse().map_err(|_| format!("--dropout: `{v}` is not a number"))?,
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -130,9 +152,10 @@ fn main() -> ExitCode {
         "resnet18-cifar" => {
             (resnet18_cifar(), OptimizerSpec::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 5e-4, nesterov: false })
         }
-        "transformer" => {
-            (transformer(), OptimizerSpec::Adam { lr: 1e-4, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 })
-        }
+        "transformer" => (
+            transformer(o.dropout),
+            OptimizerSpec::Adam { lr: 1e-4, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
+        ),
         other => {
             eprintln!("unknown model `{other}` (resnet18-cifar, transformer)");
             return ExitCode::from(2);
@@ -145,6 +168,12 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Some(path) = &o.manifest {
+        if let Err(e) = std::fs::write(path, manifest(&graph, o.seed).to_string()) {
+            eprintln!("cannot write {path}: {e}");
+            return ExitCode::from(1);
+        }
+    }
     let plan = RunPlan {
         id: format!("parity.{}.b{}", o.model, o.batch),
         batch_size: o.batch,
