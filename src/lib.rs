@@ -5,6 +5,6 @@
 
 pub use trainbench_workload as workload;
 
-pub mod spec;
 pub mod commands;
 pub mod plan;
+pub mod spec;

@@ -1,8 +1,6 @@
 //! Building graphs with end-to-end shape inference: every method checks its inputs and returns a located error.
 
-use crate::graph::{
-    Activation, Graph, InputKind, LossKind, Node, NodeId, Op, PoolKind, RnnCell, Shape,
-};
+use crate::graph::{Activation, Graph, InputKind, LossKind, Node, NodeId, Op, PoolKind, RnnCell, Shape};
 
 /// A shape mismatch or invalid hyper-parameter found while building a graph.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -66,12 +64,7 @@ impl ConvCfg {
     }
     /// A 2-D convolution with separate kernel/stride/padding per dimension.
     pub fn rect(out_channels: usize, k: [usize; 2], s: [usize; 2], p: [usize; 2]) -> Self {
-        Self {
-            kernel: k.to_vec(),
-            stride: s.to_vec(),
-            padding: p.to_vec(),
-            ..Self::square(out_channels, 1, 1, 0)
-        }
+        Self { kernel: k.to_vec(), stride: s.to_vec(), padding: p.to_vec(), ..Self::square(out_channels, 1, 1, 0) }
     }
     /// Set the bias flag.
     pub fn with_bias(mut self, bias: bool) -> Self {
@@ -116,6 +109,11 @@ impl GraphBuilder {
         &self.nodes[id].shape
     }
 
+    /// Nodes added so far (for inspection in tests).
+    pub fn nodes_for_test(&self) -> &[Node] {
+        &self.nodes
+    }
+
     /// Number of nodes so far.
     pub fn len(&self) -> usize {
         self.nodes.len()
@@ -148,7 +146,7 @@ impl GraphBuilder {
         if shape.contains(&0) {
             return Err(self.err(name, op.kind_name(), format!("output shape {} has a zero dimension", Shape(shape))));
         }
-        self.nodes.push(Node { name: full, op, inputs, shape: Shape(shape), part: self.part.clone() });
+        self.nodes.push(Node { name: full, op, inputs, shape: Shape(shape), part: self.part.clone(), tied_to: None });
         Ok(self.nodes.len() - 1)
     }
 
@@ -159,7 +157,13 @@ impl GraphBuilder {
 
     /// Convolution (1-D or 2-D, per `cfg.kernel.len()`), optionally transposed.
     pub fn conv(&mut self, name: &str, x: NodeId, cfg: ConvCfg) -> Result<NodeId, ShapeError> {
-        let op_name = if cfg.transposed { "conv_transpose" } else if cfg.kernel.len() == 1 { "conv1d" } else { "conv2d" };
+        let op_name = if cfg.transposed {
+            "conv_transpose"
+        } else if cfg.kernel.len() == 1 {
+            "conv1d"
+        } else {
+            "conv2d"
+        };
         let nd = cfg.kernel.len();
         if !(1..=2).contains(&nd)
             || [&cfg.stride, &cfg.padding, &cfg.dilation, &cfg.output_padding].iter().any(|v| v.len() != nd)
@@ -171,13 +175,23 @@ impl GraphBuilder {
         }
         let s = self.shape(x).0.clone();
         if s.len() < nd + 1 {
-            return Err(self.err(name, op_name, format!("expects an input of rank >= {} ([C, ...spatial]), got {}", nd + 1, Shape(s))));
+            return Err(self.err(
+                name,
+                op_name,
+                format!("expects an input of rank >= {} ([C, ...spatial]), got {}", nd + 1, Shape(s)),
+            ));
         }
         let c_axis = s.len() - nd - 1;
         let in_channels = s[c_axis];
         if in_channels % cfg.groups != 0 || cfg.out_channels % cfg.groups != 0 {
-            return Err(self.err(name, op_name, format!(
-                "groups = {} must divide both input channels ({in_channels}) and output channels ({})", cfg.groups, cfg.out_channels)));
+            return Err(self.err(
+                name,
+                op_name,
+                format!(
+                    "groups = {} must divide both input channels ({in_channels}) and output channels ({})",
+                    cfg.groups, cfg.out_channels
+                ),
+            ));
         }
         let mut out = s[..c_axis].to_vec();
         out.push(cfg.out_channels);
@@ -192,9 +206,14 @@ impl GraphBuilder {
             match o {
                 Some(o) if o > 0 => out.push(o),
                 _ => {
-                    return Err(self.err(name, op_name, format!(
-                        "kernel {} (dilation {}, padding {}) does not fit input size {} in spatial dimension {i}",
-                        cfg.kernel[i], cfg.dilation[i], cfg.padding[i], len)))
+                    return Err(self.err(
+                        name,
+                        op_name,
+                        format!(
+                            "kernel {} (dilation {}, padding {}) does not fit input size {} in spatial dimension {i}",
+                            cfg.kernel[i], cfg.dilation[i], cfg.padding[i], len
+                        ),
+                    ));
                 }
             }
         }
@@ -213,8 +232,14 @@ impl GraphBuilder {
         self.add(name, op, vec![x], out)
     }
 
-    /// Batch normalisation over the channel axis (`[C, H, W]` or `[C, L]`, or `[F]` for dense features).
+    /// Batch normalisation over the channel axis (`[C, H, W]` or `[C, L]`, or `[F]` for dense features),
+    /// PyTorch's default epsilon 1e-5.
     pub fn batch_norm(&mut self, name: &str, x: NodeId) -> Result<NodeId, ShapeError> {
+        self.batch_norm_eps(name, x, 1e-5)
+    }
+
+    /// Batch normalisation with an explicit epsilon (torchvision's Inception-v3 uses 1e-3).
+    pub fn batch_norm_eps(&mut self, name: &str, x: NodeId, eps: f32) -> Result<NodeId, ShapeError> {
         let s = self.shape(x).0.clone();
         let features = match s.len() {
             0 => return Err(self.err(name, "batch_norm", "cannot normalise a scalar")),
@@ -222,7 +247,7 @@ impl GraphBuilder {
             2 => s[0],
             n => s[n - 3],
         };
-        self.add(name, Op::BatchNorm { features, eps: 1e-5 }, vec![x], s)
+        self.add(name, Op::BatchNorm { features, eps }, vec![x], s)
     }
 
     /// Layer normalisation over the last axis.
@@ -244,12 +269,25 @@ impl GraphBuilder {
     }
 
     /// Linear layer that also checks the input width the author declared.
-    pub fn linear_checked(&mut self, name: &str, x: NodeId, in_features: usize, out_features: usize, bias: bool) -> Result<NodeId, ShapeError> {
+    pub fn linear_checked(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+    ) -> Result<NodeId, ShapeError> {
         let got = self.shape(x).last();
         if got != in_features || self.shape(x).rank() == 0 {
-            return Err(self.err(name, "linear", format!(
-                "declares in_features = {in_features} but its input `{}` has width {got} (shape {})",
-                self.nodes[x].name, self.shape(x))));
+            return Err(self.err(
+                name,
+                "linear",
+                format!(
+                    "declares in_features = {in_features} but its input `{}` has width {got} (shape {})",
+                    self.nodes[x].name,
+                    self.shape(x)
+                ),
+            ));
         }
         self.linear(name, x, out_features, bias)
     }
@@ -258,10 +296,20 @@ impl GraphBuilder {
     pub fn embedding(&mut self, name: &str, ids: NodeId, vocab: usize, dim: usize) -> Result<NodeId, ShapeError> {
         match &self.nodes[ids].op {
             Op::Input { kind: InputKind::Tokens { vocab: v } | InputKind::Labels { classes: v } } if *v > vocab => {
-                return Err(self.err(name, "embedding", format!("input ids range over {v} values but the table has only {vocab} rows")));
+                return Err(self.err(
+                    name,
+                    "embedding",
+                    format!("input ids range over {v} values but the table has only {vocab} rows"),
+                ));
             }
             Op::Input { kind: InputKind::Tokens { .. } | InputKind::Labels { .. } } => {}
-            _ => return Err(self.err(name, "embedding", format!("input `{}` is not an integer id input", self.nodes[ids].name))),
+            _ => {
+                return Err(self.err(
+                    name,
+                    "embedding",
+                    format!("input `{}` is not an integer id input", self.nodes[ids].name),
+                ));
+            }
         }
         let mut s = self.shape(ids).0.clone();
         s.push(dim);
@@ -269,8 +317,19 @@ impl GraphBuilder {
     }
 
     /// Recurrent stack over `[time, features]`.
-    pub fn rnn(&mut self, name: &str, x: NodeId, cell: RnnCell, hidden: usize, layers: usize, bidirectional: bool) -> Result<NodeId, ShapeError> {
-        let op_name = match cell { RnnCell::Lstm => "lstm", RnnCell::Gru => "gru" };
+    pub fn rnn(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        cell: RnnCell,
+        hidden: usize,
+        layers: usize,
+        bidirectional: bool,
+    ) -> Result<NodeId, ShapeError> {
+        let op_name = match cell {
+            RnnCell::Lstm => "lstm",
+            RnnCell::Gru => "gru",
+        };
         let s = self.shape(x).0.clone();
         if s.len() != 2 {
             return Err(self.err(name, op_name, format!("expects [time, features], got {}", Shape(s))));
@@ -283,11 +342,22 @@ impl GraphBuilder {
     }
 
     /// Multi-head attention: query `[Tq, E]`, key/value `[Tk, kdim]` / `[Tk, vdim]`.
-    pub fn attention(&mut self, name: &str, q: NodeId, kv: NodeId, heads: usize, causal: bool) -> Result<NodeId, ShapeError> {
+    pub fn attention(
+        &mut self,
+        name: &str,
+        q: NodeId,
+        kv: NodeId,
+        heads: usize,
+        causal: bool,
+    ) -> Result<NodeId, ShapeError> {
         let qs = self.shape(q).0.clone();
         let ks = self.shape(kv).0.clone();
         if qs.len() != 2 || ks.len() != 2 {
-            return Err(self.err(name, "attention", format!("expects [time, features] inputs, got {} and {}", Shape(qs), Shape(ks))));
+            return Err(self.err(
+                name,
+                "attention",
+                format!("expects [time, features] inputs, got {} and {}", Shape(qs), Shape(ks)),
+            ));
         }
         let e = qs[1];
         if heads == 0 || e % heads != 0 {
@@ -301,25 +371,50 @@ impl GraphBuilder {
     }
 
     /// Max or average pooling over the trailing 1 or 2 dimensions.
-    pub fn pool(&mut self, name: &str, x: NodeId, kind: PoolKind, k: usize, s: usize, p: usize) -> Result<NodeId, ShapeError> {
+    pub fn pool(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        kind: PoolKind,
+        k: usize,
+        s: usize,
+        p: usize,
+    ) -> Result<NodeId, ShapeError> {
         self.pool_nd(name, x, kind, vec![k, k], vec![s, s], vec![p, p], false)
     }
 
     /// Pooling with per-dimension window, stride and padding.
     #[allow(clippy::too_many_arguments)]
-    pub fn pool_nd(&mut self, name: &str, x: NodeId, kind: PoolKind, kernel: Vec<usize>, stride: Vec<usize>, padding: Vec<usize>, ceil_mode: bool) -> Result<NodeId, ShapeError> {
+    pub fn pool_nd(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        kind: PoolKind,
+        kernel: Vec<usize>,
+        stride: Vec<usize>,
+        padding: Vec<usize>,
+        ceil_mode: bool,
+    ) -> Result<NodeId, ShapeError> {
         let op_name = if kind == PoolKind::Max { "max_pool" } else { "avg_pool" };
         let s = self.shape(x).0.clone();
         let nd = kernel.len();
         if s.len() < nd + 1 || stride.len() != nd || padding.len() != nd || kernel.contains(&0) || stride.contains(&0) {
-            return Err(self.err(name, op_name, format!("window {kernel:?} / stride {stride:?} do not fit input {}", Shape(s))));
+            return Err(self.err(
+                name,
+                op_name,
+                format!("window {kernel:?} / stride {stride:?} do not fit input {}", Shape(s)),
+            ));
         }
         let mut out = s[..s.len() - nd].to_vec();
         for i in 0..nd {
             let len = s[s.len() - nd + i];
             let span = (len + 2 * padding[i]).checked_sub(kernel[i]);
             let Some(span) = span else {
-                return Err(self.err(name, op_name, format!("window {} is larger than the padded input {}", kernel[i], len + 2 * padding[i])));
+                return Err(self.err(
+                    name,
+                    op_name,
+                    format!("window {} is larger than the padded input {}", kernel[i], len + 2 * padding[i]),
+                ));
             };
             let mut o = if ceil_mode { span.div_ceil(stride[i]) + 1 } else { span / stride[i] + 1 };
             if ceil_mode && (o - 1) * stride[i] >= len + padding[i] {
@@ -331,7 +426,13 @@ impl GraphBuilder {
     }
 
     /// Adaptive pooling to `output` over the trailing dimensions.
-    pub fn adaptive_pool(&mut self, name: &str, x: NodeId, kind: PoolKind, output: Vec<usize>) -> Result<NodeId, ShapeError> {
+    pub fn adaptive_pool(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        kind: PoolKind,
+        output: Vec<usize>,
+    ) -> Result<NodeId, ShapeError> {
         let s = self.shape(x).0.clone();
         if s.len() < output.len() + 1 {
             return Err(self.err(name, "adaptive_pool", format!("output {output:?} does not fit input {}", Shape(s))));
@@ -366,9 +467,17 @@ impl GraphBuilder {
         let first = self.shape(xs[0]).clone();
         for &x in &xs[1..] {
             if *self.shape(x) != first {
-                return Err(self.err(name, op, format!(
-                    "inputs `{}` {} and `{}` {} have different shapes",
-                    self.nodes[xs[0]].name, first, self.nodes[x].name, self.shape(x))));
+                return Err(self.err(
+                    name,
+                    op,
+                    format!(
+                        "inputs `{}` {} and `{}` {} have different shapes",
+                        self.nodes[xs[0]].name,
+                        first,
+                        self.nodes[x].name,
+                        self.shape(x)
+                    ),
+                ));
             }
         }
         Ok(first.0)
@@ -397,15 +506,27 @@ impl GraphBuilder {
         let Some(&first) = xs.first() else { return Err(self.err(name, "concat", "needs at least one input")) };
         let mut out = self.shape(first).0.clone();
         if axis >= out.len() {
-            return Err(self.err(name, "concat", format!("axis {axis} is out of range for shape {}", self.shape(first))));
+            return Err(self.err(
+                name,
+                "concat",
+                format!("axis {axis} is out of range for shape {}", self.shape(first)),
+            ));
         }
         for &x in &xs[1..] {
             let s = &self.shape(x).0;
             let ok = s.len() == out.len() && s.iter().zip(&out).enumerate().all(|(i, (a, b))| i == axis || a == b);
             if !ok {
-                return Err(self.err(name, "concat", format!(
-                    "input `{}` {} does not match `{}` {} outside axis {axis}",
-                    self.nodes[x].name, self.shape(x), self.nodes[first].name, self.shape(first))));
+                return Err(self.err(
+                    name,
+                    "concat",
+                    format!(
+                        "input `{}` {} does not match `{}` {} outside axis {axis}",
+                        self.nodes[x].name,
+                        self.shape(x),
+                        self.nodes[first].name,
+                        self.shape(first)
+                    ),
+                ));
             }
             out[axis] += s[axis];
         }
@@ -417,7 +538,11 @@ impl GraphBuilder {
         let from = self.shape(x).clone();
         let to = Shape(shape.to_vec());
         if from.numel() != to.numel() {
-            return Err(self.err(name, "reshape", format!("cannot reshape {from} ({} elements) to {to} ({} elements)", from.numel(), to.numel())));
+            return Err(self.err(
+                name,
+                "reshape",
+                format!("cannot reshape {from} ({} elements) to {to} ({} elements)", from.numel(), to.numel()),
+            ));
         }
         self.add(name, Op::Reshape { shape: shape.to_vec() }, vec![x], shape.to_vec())
     }
@@ -439,10 +564,21 @@ impl GraphBuilder {
     }
 
     /// Keep `len` indices from `start` along `axis`.
-    pub fn slice(&mut self, name: &str, x: NodeId, axis: usize, start: usize, len: usize) -> Result<NodeId, ShapeError> {
+    pub fn slice(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        axis: usize,
+        start: usize,
+        len: usize,
+    ) -> Result<NodeId, ShapeError> {
         let mut s = self.shape(x).0.clone();
         if axis >= s.len() || start + len > s[axis] || len == 0 {
-            return Err(self.err(name, "slice", format!("range {start}..{} on axis {axis} is outside {}", start + len, Shape(s))));
+            return Err(self.err(
+                name,
+                "slice",
+                format!("range {start}..{} on axis {axis} is outside {}", start + len, Shape(s)),
+            ));
         }
         s[axis] = len;
         self.add(name, Op::Slice { axis, start, len }, vec![x], s)
@@ -458,20 +594,134 @@ impl GraphBuilder {
         self.add(name, Op::Mean { axis }, vec![x], s)
     }
 
+    /// Batched matrix product `a @ b` (or `a @ b^T` when `transpose_b`) over the last two axes.
+    pub fn matmul(&mut self, name: &str, a: NodeId, b: NodeId, transpose_b: bool) -> Result<NodeId, ShapeError> {
+        let (sa, sb) = (self.shape(a).clone(), self.shape(b).clone());
+        if sa.rank() < 2 || sa.rank() != sb.rank() || sa.0[..sa.rank() - 2] != sb.0[..sb.rank() - 2] {
+            return Err(self.err(
+                name,
+                "matmul",
+                format!("operands {sa} and {sb} are not batched matrices of the same rank"),
+            ));
+        }
+        let r = sa.rank();
+        let (m, k) = (sa.0[r - 2], sa.0[r - 1]);
+        let (kb, n) = if transpose_b { (sb.0[r - 1], sb.0[r - 2]) } else { (sb.0[r - 2], sb.0[r - 1]) };
+        if k != kb {
+            return Err(self.err(
+                name,
+                "matmul",
+                format!(
+                    "inner dimensions differ: `{}` {sa} has {k} columns but `{}` {sb} gives {kb} rows",
+                    self.nodes[a].name, self.nodes[b].name
+                ),
+            ));
+        }
+        let mut out = sa.0[..r - 2].to_vec();
+        out.extend([m, n]);
+        self.add(name, Op::MatMul { transpose_b }, vec![a, b], out)
+    }
+
+    /// Fixed sinusoidal positions over `[T, E]`: `scale * x + PE[:T]`.
+    pub fn sinusoidal_positions(&mut self, name: &str, x: NodeId, scale: f32) -> Result<NodeId, ShapeError> {
+        let s = self.shape(x).0.clone();
+        if s.len() != 2 || s[1] % 2 != 0 {
+            return Err(self.err(
+                name,
+                "sinusoidal_positions",
+                format!("expects [time, even width], got {}", Shape(s)),
+            ));
+        }
+        self.add(name, Op::SinusoidalPositions { scale }, vec![x], s)
+    }
+
+    /// Learned positions over `[T, E]` from a table of `max_positions` rows.
+    pub fn learned_positions(&mut self, name: &str, x: NodeId, max_positions: usize) -> Result<NodeId, ShapeError> {
+        let s = self.shape(x).0.clone();
+        if s.len() != 2 || s[0] > max_positions {
+            return Err(self.err(
+                name,
+                "learned_positions",
+                format!("expects [time, width] with time <= max_positions = {max_positions}, got {}", Shape(s)),
+            ));
+        }
+        self.add(name, Op::LearnedPositions { max_positions, dim: s[1] }, vec![x], s)
+    }
+
+    /// WGAN-GP critic input: stack (real, fake, interpolated) -> `[3, ..]` (see [`Op::CriticBatch`]).
+    pub fn critic_batch(&mut self, name: &str, real: NodeId, fake: NodeId) -> Result<NodeId, ShapeError> {
+        let mut s = self.same_shapes(name, "critic_batch", &[real, fake])?;
+        s.insert(0, 3);
+        self.add(name, Op::CriticBatch, vec![real, fake], s)
+    }
+
+    /// Tie `node`'s `weight` to `owner`'s (see [`Node::tied_to`]): both must hold a weight of the same shape
+    /// (`Embedding [vocab, dim]`, `Linear [out, in]`), and `owner` must not itself be tied.
+    pub fn tie(&mut self, node: NodeId, owner: NodeId) -> Result<(), ShapeError> {
+        fn weight_shape(op: &Op) -> Option<[usize; 2]> {
+            match op {
+                Op::Embedding { vocab, dim } => Some([*vocab, *dim]),
+                Op::Linear { in_features, out_features, .. } => Some([*out_features, *in_features]),
+                _ => None,
+            }
+        }
+        let (n, o) = (&self.nodes[node], &self.nodes[owner]);
+        let err = |m: String| ShapeError { layer: n.name.clone(), op: n.op.kind_name(), message: m };
+        if owner >= node || o.tied_to.is_some() {
+            return Err(err(format!("cannot tie to `{}`: the owner must be an earlier, untied layer", o.name)));
+        }
+        match (weight_shape(&n.op), weight_shape(&o.op)) {
+            (Some(a), Some(b)) if a == b => {}
+            (a, b) => {
+                return Err(err(format!("cannot tie its weight {a:?} to the weight {b:?} of `{}`", o.name)));
+            }
+        }
+        self.nodes[node].tied_to = Some(owner);
+        Ok(())
+    }
+
     /// RoI align of `proposals` fixed boxes over a `[C, H, W]` feature map.
-    pub fn roi_align(&mut self, name: &str, x: NodeId, proposals: usize, output: [usize; 2], spatial_scale: f32) -> Result<NodeId, ShapeError> {
+    pub fn roi_align(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        proposals: usize,
+        output: [usize; 2],
+        spatial_scale: f32,
+    ) -> Result<NodeId, ShapeError> {
         let s = self.shape(x).0.clone();
         if s.len() != 3 {
             return Err(self.err(name, "roi_align", format!("expects a [C, H, W] feature map, got {}", Shape(s))));
         }
         let out = vec![proposals, s[0], output[0], output[1]];
-        self.add(name, Op::RoiAlign { proposals, output: output.to_vec(), spatial_scale, sampling_ratio: 2 }, vec![x], out)
+        self.add(
+            name,
+            Op::RoiAlign { proposals, output: output.to_vec(), spatial_scale, sampling_ratio: 2 },
+            vec![x],
+            out,
+        )
     }
 
     /// A loss node over `inputs` (see [`LossKind`] for the expected inputs); it is registered as a loss.
     pub fn loss(&mut self, name: &str, loss: LossKind, inputs: &[NodeId]) -> Result<NodeId, ShapeError> {
+        self.loss_weighted(name, loss, inputs, 1.0)
+    }
+
+    /// A loss node with a weight in the total loss (e.g. 0.4 for an auxiliary classifier).
+    pub fn loss_weighted(
+        &mut self,
+        name: &str,
+        loss: LossKind,
+        inputs: &[NodeId],
+        weight: f32,
+    ) -> Result<NodeId, ShapeError> {
         let need = match loss {
-            LossKind::CrossEntropy | LossKind::Ctc | LossKind::Mse | LossKind::BceWithLogits | LossKind::Wasserstein { .. } => 2,
+            LossKind::CrossEntropy
+            | LossKind::Ctc
+            | LossKind::Mse
+            | LossKind::SmoothL1 { .. }
+            | LossKind::BceWithLogits
+            | LossKind::Wasserstein { .. } => 2,
             LossKind::ActorCritic { .. } => 4,
         };
         if inputs.len() != need {
@@ -481,15 +731,26 @@ impl GraphBuilder {
             LossKind::CrossEntropy => {
                 let (l, t) = (self.shape(inputs[0]), self.shape(inputs[1]));
                 if l.rank() == 0 || l.0[..l.rank() - 1] != t.0[..] {
-                    return Err(self.err(name, "loss", format!("cross-entropy logits {l} do not match labels {t} (expected labels of shape {})", Shape(l.0[..l.rank().saturating_sub(1)].to_vec()))));
+                    return Err(self.err(
+                        name,
+                        "loss",
+                        format!(
+                            "cross-entropy logits {l} do not match labels {t} (expected labels of shape {})",
+                            Shape(l.0[..l.rank().saturating_sub(1)].to_vec())
+                        ),
+                    ));
                 }
                 if let Op::Input { kind: InputKind::Labels { classes } } = self.nodes[inputs[1]].op {
                     if classes != l.last() {
-                        return Err(self.err(name, "loss", format!("the model outputs {} classes but the labels have {classes}", l.last())));
+                        return Err(self.err(
+                            name,
+                            "loss",
+                            format!("the model outputs {} classes but the labels have {classes}", l.last()),
+                        ));
                     }
                 }
             }
-            LossKind::Mse | LossKind::BceWithLogits => {
+            LossKind::Mse | LossKind::SmoothL1 { .. } | LossKind::BceWithLogits => {
                 self.same_shapes(name, "loss", inputs)?;
             }
             LossKind::Ctc => {
@@ -497,12 +758,48 @@ impl GraphBuilder {
                     return Err(self.err(name, "loss", "CTC expects logits [time, classes] and labels [label_len]"));
                 }
                 if self.shape(inputs[1]).0[0] > self.shape(inputs[0]).0[0] {
-                    return Err(self.err(name, "loss", format!("CTC labels ({}) are longer than the output sequence ({})", self.shape(inputs[1]).0[0], self.shape(inputs[0]).0[0])));
+                    return Err(self.err(
+                        name,
+                        "loss",
+                        format!(
+                            "CTC labels ({}) are longer than the output sequence ({})",
+                            self.shape(inputs[1]).0[0],
+                            self.shape(inputs[0]).0[0]
+                        ),
+                    ));
                 }
             }
-            LossKind::Wasserstein { .. } | LossKind::ActorCritic { .. } => {}
+            LossKind::Wasserstein { .. } => {
+                if !matches!(self.nodes[inputs[1]].op, Op::CriticBatch) || self.shape(inputs[0]).0 != [3, 1] {
+                    return Err(self.err(name, "loss", format!(
+                        "the Wasserstein loss expects critic scores [3, 1] and the critic_batch node, got {} and `{}`",
+                        self.shape(inputs[0]), self.nodes[inputs[1]].name)));
+                }
+            }
+            LossKind::ActorCritic { .. } => {
+                let actions = self.shape(inputs[0]).clone();
+                if actions.rank() != 1 || self.shape(inputs[1]).0 != [1] || self.shape(inputs[3]).0 != [1] {
+                    return Err(self.err(
+                        name,
+                        "loss",
+                        "actor-critic expects policy logits [actions], value [1], actions [] and returns [1]",
+                    ));
+                }
+                if let Op::Input { kind: InputKind::Labels { classes } } = self.nodes[inputs[2]].op {
+                    if classes != actions.last() || self.shape(inputs[2]).rank() != 0 {
+                        return Err(self.err(
+                            name,
+                            "loss",
+                            format!("the policy has {} actions but the action input has {classes}", actions.last()),
+                        ));
+                    }
+                }
+            }
         }
-        let id = self.add(name, Op::Loss { loss }, inputs.to_vec(), vec![])?;
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(self.err(name, "loss", format!("loss weight {weight} must be positive")));
+        }
+        let id = self.add(name, Op::Loss { loss, weight }, inputs.to_vec(), vec![])?;
         self.losses.push(id);
         Ok(id)
     }
@@ -510,9 +807,19 @@ impl GraphBuilder {
     /// Finish the graph; `items_per_sample`/`item_unit` define the throughput unit.
     pub fn finish(self, items_per_sample: u64, item_unit: &str) -> Result<Graph, ShapeError> {
         if self.losses.is_empty() {
-            return Err(ShapeError { layer: self.name.clone(), op: "graph", message: "the model has no loss layer".into() });
+            return Err(ShapeError {
+                layer: self.name.clone(),
+                op: "graph",
+                message: "the model has no loss layer".into(),
+            });
         }
-        Ok(Graph { name: self.name, nodes: self.nodes, losses: self.losses, items_per_sample, item_unit: item_unit.into() })
+        Ok(Graph {
+            name: self.name,
+            nodes: self.nodes,
+            losses: self.losses,
+            items_per_sample,
+            item_unit: item_unit.into(),
+        })
     }
 }
 

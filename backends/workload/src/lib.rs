@@ -4,14 +4,17 @@
 //! Both the CLI crate and the backend crates depend on this crate, and on nothing of each other.
 
 pub mod backend;
+pub mod analysis;
 pub mod builder;
 pub mod graph;
+pub mod init;
 pub mod model;
+pub mod params;
 pub mod zoo;
 
 pub use backend::{
-    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, NoProbe, OptimizerSpec, PhaseTimes, Precision,
-    Probe, RawMeasurements, RunPlan,
+    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, NoProbe, OptimizerSpec, PhaseTimes, Precision, Probe,
+    RawMeasurements, RunPlan,
 };
 pub use builder::{ConvCfg, GraphBuilder, ShapeError};
 pub use graph::{Graph, Node, NodeId, Op, Shape};
