@@ -234,8 +234,9 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
     if let (Some(topology), Some(sweep)) = (&spec.topology, &spec.sweep) {
         check_topologies(&mut out, topology, sweep);
     }
-    if let (Some(topology), Some(training), Some(sweep)) = (&spec.topology, &spec.training, &spec.sweep) {
-        check_device(&mut out, topology, training, sweep);
+    let device = spec.topology.as_ref().and_then(|t| check_device(&mut out, t));
+    if let (Some((backend, device)), Some(training), Some(sweep)) = (device, &spec.training, &spec.sweep) {
+        check_precisions(&mut out, backend, device, training, sweep);
     }
     if let Some(training) = &spec.training {
         check_training(&mut out, training, spec.run.as_ref());
@@ -351,7 +352,9 @@ fn check_topologies(out: &mut Vec<Finding>, topology: &TopologySpec, sweep: &Swe
     let _ = &reported;
 }
 
-fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec, training: &TrainingSpec, sweep: &SweepSpec) {
+/// Check the device selector and its backend; returns the backend that will run (`tch` / `wgpu`) and the
+/// device, or `None` when they are wrong or the backend is the mock (which accepts anything).
+fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec) -> Option<(&'static str, DeviceSelector)> {
     let device_path = FieldPath::keys(&["topology", "device"]);
     let device: DeviceSelector = match topology.device.parse() {
         Ok(d) => d,
@@ -372,12 +375,12 @@ fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec, training: &Trai
                 Some(h) => f.hint(h),
                 None => f,
             });
-            return;
+            return None;
         }
     };
     let backend_path = FieldPath::keys(&["topology", "backend"]);
     let backend = match (topology.backend, device.family()) {
-        (BackendChoice::Mock, _) => return,
+        (BackendChoice::Mock, _) => return None,
         (BackendChoice::Auto, DeviceFamily::Wgpu) | (BackendChoice::Wgpu, _) => "wgpu",
         (BackendChoice::Auto | BackendChoice::Tch, _) => "tch",
     };
@@ -392,7 +395,7 @@ fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec, training: &Trai
                 .expected("`cpu`, `cuda` or `cuda:N` with backend `tch`")
                 .hint("use `backend = \"wgpu\"` (or `\"auto\"`) for wgpu devices"),
             );
-            return;
+            return None;
         }
         ("wgpu", DeviceFamily::Cpu | DeviceFamily::Cuda) => {
             out.push(
@@ -401,10 +404,21 @@ fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec, training: &Trai
                     .expected("`wgpu`, `wgpu:N`, `wgpu:discrete`, `wgpu:integrated` or `wgpu:cpu` with backend `wgpu`")
                     .hint("for wgpu's software (CPU) adapter write `device = \"wgpu:cpu\"`; for libtorch use `backend = \"tch\"`"),
             );
-            return;
+            return None;
         }
         _ => {}
     }
+    Some((backend, device))
+}
+
+fn check_precisions(
+    out: &mut Vec<Finding>,
+    backend: &str,
+    device: DeviceSelector,
+    training: &TrainingSpec,
+    sweep: &SweepSpec,
+) {
+    let device_path = FieldPath::keys(&["topology", "device"]);
     for (precision, path) in effective_precisions(training, sweep) {
         match (backend, device.family(), precision) {
             ("tch", DeviceFamily::Cpu, Precision::Fp16) => out.push(

@@ -1,10 +1,10 @@
 //! The validation pipeline: bytes -> TOML tree (+ `--set` overrides) -> JSON Schema -> typed spec -> semantic
 //! rules -> model graph -> [`ValidatedSpec`]. Every stage reports all it finds as located [`Diagnostic`]s.
 //!
-//! Stages and what stops what: a syntax error stops everything (there is no tree to check). Schema errors and
-//! semantic rules are reported together: rules run on every top-level table that passed the schema. The model
-//! graph is built (by the zoo) only for a spec with no error so far, because building it from a broken spec
-//! reports consequences rather than causes.
+//! Stages and what stops what: a syntax error stops everything (there is no tree to check). Schema errors,
+//! semantic rules and model errors are reported together: rules run on every top-level table that passed the
+//! schema (a rule spanning several tables needs all of them), and the model graph is built by the zoo whenever
+//! `[model]` passed the schema.
 
 use std::path::Path;
 
@@ -142,18 +142,8 @@ impl SpecValidator {
         let cx = RuleContext { base_dir, written: &written };
         out.extend(rules::check(&partial, &cx).iter().map(|f| finding_diagnostic(&sources, &root, f)));
 
-        if out.iter().any(Diagnostic::is_error) {
-            return Err(out);
-        }
-        let Some(spec) = partial.complete() else {
-            let d = Diagnostic::error(display, "the spec passed the schema but could not be read into its types")
-                .hint("this is a bug in trainbench's schema; please report it with the spec");
-            out.push(d);
-            return Err(out);
-        };
-
-        let graph = match trainbench_workload::zoo::build(&spec.model) {
-            Ok(g) => g,
+        let graph = partial.model.as_ref().and_then(|model| match trainbench_workload::zoo::build(model) {
+            Ok(g) => Some(g),
             Err(e) => {
                 let path = model_path(&form.value, &e.path);
                 let loc = load::locate(&root, &path);
@@ -161,13 +151,21 @@ impl SpecValidator {
                     .diagnostic(&loc.span, &path, format!("the model cannot be built: {}", e.message))
                     .maybe_hint(e.hint.clone());
                 out.push(d);
-                return Err(out);
+                None
             }
-        };
-        out.extend(rules::check_graph(&spec.dataset, &graph).iter().map(|f| finding_diagnostic(&sources, &root, f)));
+        });
+        if let (Some(graph), Some(dataset)) = (&graph, &partial.dataset) {
+            out.extend(rules::check_graph(dataset, graph).iter().map(|f| finding_diagnostic(&sources, &root, f)));
+        }
         if out.iter().any(Diagnostic::is_error) {
             return Err(out);
         }
+        let (Some(spec), Some(graph)) = (partial.complete(), graph) else {
+            let d = Diagnostic::error(display, "the spec passed the schema but could not be read into its types")
+                .hint("this is a bug in trainbench's schema; please report it with the spec");
+            out.push(d);
+            return Err(out);
+        };
         let validated = ValidatedSpec::new(spec, graph, overrides.texts());
         Ok((validated, out))
     }
