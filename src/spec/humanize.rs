@@ -20,6 +20,8 @@ pub struct Humanizer<'a> {
     pub root: &'a Node,
     /// The texts spans point into.
     pub sources: &'a Sources,
+    /// Paths whose values were already reported as unusable (errors at or below them are dropped).
+    pub poisoned: &'a [FieldPath],
 }
 
 /// Where in the source to point for a value: at its key (unknown keys) or at the value.
@@ -33,10 +35,14 @@ impl Humanizer<'_> {
     /// The diagnostics explaining one schema error (usually one; several for several unknown keys).
     pub fn explain(&self, error: &ValidationError<'_>) -> Vec<Diagnostic> {
         let path = FieldPath::from_pointer(error.instance_path().as_str(), self.instance);
+        if self.poisoned.iter().any(|p| path.starts_with(p)) {
+            return Vec::new();
+        }
         match error.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
                 let table = parent_pointer(error.schema_path().as_str()).and_then(|p| self.schema.pointer(p));
-                unexpected.iter().map(|key| self.unknown_key(&path, key, table)).collect()
+                let max = super::validate::MAX_DIAGNOSTICS;
+                unexpected.iter().take(max + 1).map(|key| self.unknown_key(&path, key, table)).collect()
             }
             ValidationErrorKind::Required { property } => {
                 let name = property.as_str().unwrap_or_default();
@@ -70,7 +76,15 @@ impl Humanizer<'_> {
             ValidationErrorKind::Pattern { pattern } => {
                 let value = self.value_at(&path).map(show).unwrap_or_default();
                 let d = self.at(&path, At::Value, format!("{value} is not a valid `{path}`"));
-                vec![d.expected(format!("text matching `{pattern}`")).maybe_hint(self.description_at(&path))]
+                let hint = if path == FieldPath::keys(&["name"]) {
+                    Some(
+                        "use letters, digits, `-`, `_` and `.`, starting with a letter or digit, e.g. `my-bench`"
+                            .into(),
+                    )
+                } else {
+                    self.description_at(&path)
+                };
+                vec![d.expected(format!("text matching `{pattern}`")).maybe_hint(hint)]
             }
             ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
                 let variants = self.schema.pointer(error.schema_path().as_str()).and_then(Value::as_array);
@@ -119,7 +133,15 @@ impl Humanizer<'_> {
     }
 
     fn missing_key(&self, table: &FieldPath, key: &str) -> Diagnostic {
-        let d = self.at(table, At::Value, format!("missing required key `{key}` in {}", table.table_display()));
+        let message = format!("missing required key `{key}` in {}", table.table_display());
+        let d = if table.is_root() {
+            // The top-level table has no header to point at: the diagnostic is about the file.
+            let mut d = Diagnostic::error(self.sources.file(), message);
+            d.path = key.to_string();
+            d
+        } else {
+            self.at(table, At::Value, message)
+        };
         let described = self.description_at(&table.key(key));
         let d = match described {
             Some(text) => d.expected(format!("`{key}`: {text}")),
