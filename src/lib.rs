@@ -6,4 +6,5 @@
 pub use trainbench_workload as workload;
 
 pub mod commands;
+pub mod plan;
 pub mod spec;
