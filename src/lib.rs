@@ -5,5 +5,7 @@
 
 pub use trainbench_workload as workload;
 
-pub mod spec;
 pub mod commands;
+pub mod result;
+pub mod spec;
+pub mod stats;
