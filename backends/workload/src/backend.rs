@@ -250,7 +250,9 @@ pub struct RawMeasurements {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum BackendError {
     /// The backend was compiled out.
-    #[error("trainbench was built without feature `{feature}`; rebuild with `--features {feature}` to use the {backend} backend")]
+    #[error(
+        "trainbench was built without feature `{feature}`; rebuild with `--features {feature}` to use the {backend} backend"
+    )]
     NotBuilt {
         /// Backend name.
         backend: &'static str,

@@ -1,8 +1,6 @@
 //! Building graphs with end-to-end shape inference: every method checks its inputs and returns a located error.
 
-use crate::graph::{
-    Activation, Graph, InputKind, LossKind, Node, NodeId, Op, PoolKind, RnnCell, Shape,
-};
+use crate::graph::{Activation, Graph, InputKind, LossKind, Node, NodeId, Op, PoolKind, RnnCell, Shape};
 
 /// A shape mismatch or invalid hyper-parameter found while building a graph.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -66,12 +64,7 @@ impl ConvCfg {
     }
     /// A 2-D convolution with separate kernel/stride/padding per dimension.
     pub fn rect(out_channels: usize, k: [usize; 2], s: [usize; 2], p: [usize; 2]) -> Self {
-        Self {
-            kernel: k.to_vec(),
-            stride: s.to_vec(),
-            padding: p.to_vec(),
-            ..Self::square(out_channels, 1, 1, 0)
-        }
+        Self { kernel: k.to_vec(), stride: s.to_vec(), padding: p.to_vec(), ..Self::square(out_channels, 1, 1, 0) }
     }
     /// Set the bias flag.
     pub fn with_bias(mut self, bias: bool) -> Self {
@@ -114,6 +107,11 @@ impl GraphBuilder {
     /// Shape of an existing node.
     pub fn shape(&self, id: NodeId) -> &Shape {
         &self.nodes[id].shape
+    }
+
+    /// Nodes added so far (for inspection in tests).
+    pub fn nodes_for_test(&self) -> &[Node] {
+        &self.nodes
     }
 
     /// Number of nodes so far.
@@ -159,7 +157,13 @@ impl GraphBuilder {
 
     /// Convolution (1-D or 2-D, per `cfg.kernel.len()`), optionally transposed.
     pub fn conv(&mut self, name: &str, x: NodeId, cfg: ConvCfg) -> Result<NodeId, ShapeError> {
-        let op_name = if cfg.transposed { "conv_transpose" } else if cfg.kernel.len() == 1 { "conv1d" } else { "conv2d" };
+        let op_name = if cfg.transposed {
+            "conv_transpose"
+        } else if cfg.kernel.len() == 1 {
+            "conv1d"
+        } else {
+            "conv2d"
+        };
         let nd = cfg.kernel.len();
         if !(1..=2).contains(&nd)
             || [&cfg.stride, &cfg.padding, &cfg.dilation, &cfg.output_padding].iter().any(|v| v.len() != nd)
@@ -171,13 +175,23 @@ impl GraphBuilder {
         }
         let s = self.shape(x).0.clone();
         if s.len() < nd + 1 {
-            return Err(self.err(name, op_name, format!("expects an input of rank >= {} ([C, ...spatial]), got {}", nd + 1, Shape(s))));
+            return Err(self.err(
+                name,
+                op_name,
+                format!("expects an input of rank >= {} ([C, ...spatial]), got {}", nd + 1, Shape(s)),
+            ));
         }
         let c_axis = s.len() - nd - 1;
         let in_channels = s[c_axis];
         if in_channels % cfg.groups != 0 || cfg.out_channels % cfg.groups != 0 {
-            return Err(self.err(name, op_name, format!(
-                "groups = {} must divide both input channels ({in_channels}) and output channels ({})", cfg.groups, cfg.out_channels)));
+            return Err(self.err(
+                name,
+                op_name,
+                format!(
+                    "groups = {} must divide both input channels ({in_channels}) and output channels ({})",
+                    cfg.groups, cfg.out_channels
+                ),
+            ));
         }
         let mut out = s[..c_axis].to_vec();
         out.push(cfg.out_channels);
@@ -192,9 +206,14 @@ impl GraphBuilder {
             match o {
                 Some(o) if o > 0 => out.push(o),
                 _ => {
-                    return Err(self.err(name, op_name, format!(
-                        "kernel {} (dilation {}, padding {}) does not fit input size {} in spatial dimension {i}",
-                        cfg.kernel[i], cfg.dilation[i], cfg.padding[i], len)))
+                    return Err(self.err(
+                        name,
+                        op_name,
+                        format!(
+                            "kernel {} (dilation {}, padding {}) does not fit input size {} in spatial dimension {i}",
+                            cfg.kernel[i], cfg.dilation[i], cfg.padding[i], len
+                        ),
+                    ));
                 }
             }
         }
@@ -244,12 +263,25 @@ impl GraphBuilder {
     }
 
     /// Linear layer that also checks the input width the author declared.
-    pub fn linear_checked(&mut self, name: &str, x: NodeId, in_features: usize, out_features: usize, bias: bool) -> Result<NodeId, ShapeError> {
+    pub fn linear_checked(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+    ) -> Result<NodeId, ShapeError> {
         let got = self.shape(x).last();
         if got != in_features || self.shape(x).rank() == 0 {
-            return Err(self.err(name, "linear", format!(
-                "declares in_features = {in_features} but its input `{}` has width {got} (shape {})",
-                self.nodes[x].name, self.shape(x))));
+            return Err(self.err(
+                name,
+                "linear",
+                format!(
+                    "declares in_features = {in_features} but its input `{}` has width {got} (shape {})",
+                    self.nodes[x].name,
+                    self.shape(x)
+                ),
+            ));
         }
         self.linear(name, x, out_features, bias)
     }
@@ -258,10 +290,20 @@ impl GraphBuilder {
     pub fn embedding(&mut self, name: &str, ids: NodeId, vocab: usize, dim: usize) -> Result<NodeId, ShapeError> {
         match &self.nodes[ids].op {
             Op::Input { kind: InputKind::Tokens { vocab: v } | InputKind::Labels { classes: v } } if *v > vocab => {
-                return Err(self.err(name, "embedding", format!("input ids range over {v} values but the table has only {vocab} rows")));
+                return Err(self.err(
+                    name,
+                    "embedding",
+                    format!("input ids range over {v} values but the table has only {vocab} rows"),
+                ));
             }
             Op::Input { kind: InputKind::Tokens { .. } | InputKind::Labels { .. } } => {}
-            _ => return Err(self.err(name, "embedding", format!("input `{}` is not an integer id input", self.nodes[ids].name))),
+            _ => {
+                return Err(self.err(
+                    name,
+                    "embedding",
+                    format!("input `{}` is not an integer id input", self.nodes[ids].name),
+                ));
+            }
         }
         let mut s = self.shape(ids).0.clone();
         s.push(dim);
@@ -269,8 +311,19 @@ impl GraphBuilder {
     }
 
     /// Recurrent stack over `[time, features]`.
-    pub fn rnn(&mut self, name: &str, x: NodeId, cell: RnnCell, hidden: usize, layers: usize, bidirectional: bool) -> Result<NodeId, ShapeError> {
-        let op_name = match cell { RnnCell::Lstm => "lstm", RnnCell::Gru => "gru" };
+    pub fn rnn(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        cell: RnnCell,
+        hidden: usize,
+        layers: usize,
+        bidirectional: bool,
+    ) -> Result<NodeId, ShapeError> {
+        let op_name = match cell {
+            RnnCell::Lstm => "lstm",
+            RnnCell::Gru => "gru",
+        };
         let s = self.shape(x).0.clone();
         if s.len() != 2 {
             return Err(self.err(name, op_name, format!("expects [time, features], got {}", Shape(s))));
@@ -283,11 +336,22 @@ impl GraphBuilder {
     }
 
     /// Multi-head attention: query `[Tq, E]`, key/value `[Tk, kdim]` / `[Tk, vdim]`.
-    pub fn attention(&mut self, name: &str, q: NodeId, kv: NodeId, heads: usize, causal: bool) -> Result<NodeId, ShapeError> {
+    pub fn attention(
+        &mut self,
+        name: &str,
+        q: NodeId,
+        kv: NodeId,
+        heads: usize,
+        causal: bool,
+    ) -> Result<NodeId, ShapeError> {
         let qs = self.shape(q).0.clone();
         let ks = self.shape(kv).0.clone();
         if qs.len() != 2 || ks.len() != 2 {
-            return Err(self.err(name, "attention", format!("expects [time, features] inputs, got {} and {}", Shape(qs), Shape(ks))));
+            return Err(self.err(
+                name,
+                "attention",
+                format!("expects [time, features] inputs, got {} and {}", Shape(qs), Shape(ks)),
+            ));
         }
         let e = qs[1];
         if heads == 0 || e % heads != 0 {
@@ -301,25 +365,50 @@ impl GraphBuilder {
     }
 
     /// Max or average pooling over the trailing 1 or 2 dimensions.
-    pub fn pool(&mut self, name: &str, x: NodeId, kind: PoolKind, k: usize, s: usize, p: usize) -> Result<NodeId, ShapeError> {
+    pub fn pool(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        kind: PoolKind,
+        k: usize,
+        s: usize,
+        p: usize,
+    ) -> Result<NodeId, ShapeError> {
         self.pool_nd(name, x, kind, vec![k, k], vec![s, s], vec![p, p], false)
     }
 
     /// Pooling with per-dimension window, stride and padding.
     #[allow(clippy::too_many_arguments)]
-    pub fn pool_nd(&mut self, name: &str, x: NodeId, kind: PoolKind, kernel: Vec<usize>, stride: Vec<usize>, padding: Vec<usize>, ceil_mode: bool) -> Result<NodeId, ShapeError> {
+    pub fn pool_nd(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        kind: PoolKind,
+        kernel: Vec<usize>,
+        stride: Vec<usize>,
+        padding: Vec<usize>,
+        ceil_mode: bool,
+    ) -> Result<NodeId, ShapeError> {
         let op_name = if kind == PoolKind::Max { "max_pool" } else { "avg_pool" };
         let s = self.shape(x).0.clone();
         let nd = kernel.len();
         if s.len() < nd + 1 || stride.len() != nd || padding.len() != nd || kernel.contains(&0) || stride.contains(&0) {
-            return Err(self.err(name, op_name, format!("window {kernel:?} / stride {stride:?} do not fit input {}", Shape(s))));
+            return Err(self.err(
+                name,
+                op_name,
+                format!("window {kernel:?} / stride {stride:?} do not fit input {}", Shape(s)),
+            ));
         }
         let mut out = s[..s.len() - nd].to_vec();
         for i in 0..nd {
             let len = s[s.len() - nd + i];
             let span = (len + 2 * padding[i]).checked_sub(kernel[i]);
             let Some(span) = span else {
-                return Err(self.err(name, op_name, format!("window {} is larger than the padded input {}", kernel[i], len + 2 * padding[i])));
+                return Err(self.err(
+                    name,
+                    op_name,
+                    format!("window {} is larger than the padded input {}", kernel[i], len + 2 * padding[i]),
+                ));
             };
             let mut o = if ceil_mode { span.div_ceil(stride[i]) + 1 } else { span / stride[i] + 1 };
             if ceil_mode && (o - 1) * stride[i] >= len + padding[i] {
@@ -331,7 +420,13 @@ impl GraphBuilder {
     }
 
     /// Adaptive pooling to `output` over the trailing dimensions.
-    pub fn adaptive_pool(&mut self, name: &str, x: NodeId, kind: PoolKind, output: Vec<usize>) -> Result<NodeId, ShapeError> {
+    pub fn adaptive_pool(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        kind: PoolKind,
+        output: Vec<usize>,
+    ) -> Result<NodeId, ShapeError> {
         let s = self.shape(x).0.clone();
         if s.len() < output.len() + 1 {
             return Err(self.err(name, "adaptive_pool", format!("output {output:?} does not fit input {}", Shape(s))));
@@ -366,9 +461,17 @@ impl GraphBuilder {
         let first = self.shape(xs[0]).clone();
         for &x in &xs[1..] {
             if *self.shape(x) != first {
-                return Err(self.err(name, op, format!(
-                    "inputs `{}` {} and `{}` {} have different shapes",
-                    self.nodes[xs[0]].name, first, self.nodes[x].name, self.shape(x))));
+                return Err(self.err(
+                    name,
+                    op,
+                    format!(
+                        "inputs `{}` {} and `{}` {} have different shapes",
+                        self.nodes[xs[0]].name,
+                        first,
+                        self.nodes[x].name,
+                        self.shape(x)
+                    ),
+                ));
             }
         }
         Ok(first.0)
@@ -397,15 +500,27 @@ impl GraphBuilder {
         let Some(&first) = xs.first() else { return Err(self.err(name, "concat", "needs at least one input")) };
         let mut out = self.shape(first).0.clone();
         if axis >= out.len() {
-            return Err(self.err(name, "concat", format!("axis {axis} is out of range for shape {}", self.shape(first))));
+            return Err(self.err(
+                name,
+                "concat",
+                format!("axis {axis} is out of range for shape {}", self.shape(first)),
+            ));
         }
         for &x in &xs[1..] {
             let s = &self.shape(x).0;
             let ok = s.len() == out.len() && s.iter().zip(&out).enumerate().all(|(i, (a, b))| i == axis || a == b);
             if !ok {
-                return Err(self.err(name, "concat", format!(
-                    "input `{}` {} does not match `{}` {} outside axis {axis}",
-                    self.nodes[x].name, self.shape(x), self.nodes[first].name, self.shape(first))));
+                return Err(self.err(
+                    name,
+                    "concat",
+                    format!(
+                        "input `{}` {} does not match `{}` {} outside axis {axis}",
+                        self.nodes[x].name,
+                        self.shape(x),
+                        self.nodes[first].name,
+                        self.shape(first)
+                    ),
+                ));
             }
             out[axis] += s[axis];
         }
@@ -417,7 +532,11 @@ impl GraphBuilder {
         let from = self.shape(x).clone();
         let to = Shape(shape.to_vec());
         if from.numel() != to.numel() {
-            return Err(self.err(name, "reshape", format!("cannot reshape {from} ({} elements) to {to} ({} elements)", from.numel(), to.numel())));
+            return Err(self.err(
+                name,
+                "reshape",
+                format!("cannot reshape {from} ({} elements) to {to} ({} elements)", from.numel(), to.numel()),
+            ));
         }
         self.add(name, Op::Reshape { shape: shape.to_vec() }, vec![x], shape.to_vec())
     }
@@ -439,10 +558,21 @@ impl GraphBuilder {
     }
 
     /// Keep `len` indices from `start` along `axis`.
-    pub fn slice(&mut self, name: &str, x: NodeId, axis: usize, start: usize, len: usize) -> Result<NodeId, ShapeError> {
+    pub fn slice(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        axis: usize,
+        start: usize,
+        len: usize,
+    ) -> Result<NodeId, ShapeError> {
         let mut s = self.shape(x).0.clone();
         if axis >= s.len() || start + len > s[axis] || len == 0 {
-            return Err(self.err(name, "slice", format!("range {start}..{} on axis {axis} is outside {}", start + len, Shape(s))));
+            return Err(self.err(
+                name,
+                "slice",
+                format!("range {start}..{} on axis {axis} is outside {}", start + len, Shape(s)),
+            ));
         }
         s[axis] = len;
         self.add(name, Op::Slice { axis, start, len }, vec![x], s)
@@ -459,19 +589,35 @@ impl GraphBuilder {
     }
 
     /// RoI align of `proposals` fixed boxes over a `[C, H, W]` feature map.
-    pub fn roi_align(&mut self, name: &str, x: NodeId, proposals: usize, output: [usize; 2], spatial_scale: f32) -> Result<NodeId, ShapeError> {
+    pub fn roi_align(
+        &mut self,
+        name: &str,
+        x: NodeId,
+        proposals: usize,
+        output: [usize; 2],
+        spatial_scale: f32,
+    ) -> Result<NodeId, ShapeError> {
         let s = self.shape(x).0.clone();
         if s.len() != 3 {
             return Err(self.err(name, "roi_align", format!("expects a [C, H, W] feature map, got {}", Shape(s))));
         }
         let out = vec![proposals, s[0], output[0], output[1]];
-        self.add(name, Op::RoiAlign { proposals, output: output.to_vec(), spatial_scale, sampling_ratio: 2 }, vec![x], out)
+        self.add(
+            name,
+            Op::RoiAlign { proposals, output: output.to_vec(), spatial_scale, sampling_ratio: 2 },
+            vec![x],
+            out,
+        )
     }
 
     /// A loss node over `inputs` (see [`LossKind`] for the expected inputs); it is registered as a loss.
     pub fn loss(&mut self, name: &str, loss: LossKind, inputs: &[NodeId]) -> Result<NodeId, ShapeError> {
         let need = match loss {
-            LossKind::CrossEntropy | LossKind::Ctc | LossKind::Mse | LossKind::BceWithLogits | LossKind::Wasserstein { .. } => 2,
+            LossKind::CrossEntropy
+            | LossKind::Ctc
+            | LossKind::Mse
+            | LossKind::BceWithLogits
+            | LossKind::Wasserstein { .. } => 2,
             LossKind::ActorCritic { .. } => 4,
         };
         if inputs.len() != need {
@@ -481,11 +627,22 @@ impl GraphBuilder {
             LossKind::CrossEntropy => {
                 let (l, t) = (self.shape(inputs[0]), self.shape(inputs[1]));
                 if l.rank() == 0 || l.0[..l.rank() - 1] != t.0[..] {
-                    return Err(self.err(name, "loss", format!("cross-entropy logits {l} do not match labels {t} (expected labels of shape {})", Shape(l.0[..l.rank().saturating_sub(1)].to_vec()))));
+                    return Err(self.err(
+                        name,
+                        "loss",
+                        format!(
+                            "cross-entropy logits {l} do not match labels {t} (expected labels of shape {})",
+                            Shape(l.0[..l.rank().saturating_sub(1)].to_vec())
+                        ),
+                    ));
                 }
                 if let Op::Input { kind: InputKind::Labels { classes } } = self.nodes[inputs[1]].op {
                     if classes != l.last() {
-                        return Err(self.err(name, "loss", format!("the model outputs {} classes but the labels have {classes}", l.last())));
+                        return Err(self.err(
+                            name,
+                            "loss",
+                            format!("the model outputs {} classes but the labels have {classes}", l.last()),
+                        ));
                     }
                 }
             }
@@ -497,7 +654,15 @@ impl GraphBuilder {
                     return Err(self.err(name, "loss", "CTC expects logits [time, classes] and labels [label_len]"));
                 }
                 if self.shape(inputs[1]).0[0] > self.shape(inputs[0]).0[0] {
-                    return Err(self.err(name, "loss", format!("CTC labels ({}) are longer than the output sequence ({})", self.shape(inputs[1]).0[0], self.shape(inputs[0]).0[0])));
+                    return Err(self.err(
+                        name,
+                        "loss",
+                        format!(
+                            "CTC labels ({}) are longer than the output sequence ({})",
+                            self.shape(inputs[1]).0[0],
+                            self.shape(inputs[0]).0[0]
+                        ),
+                    ));
                 }
             }
             LossKind::Wasserstein { .. } | LossKind::ActorCritic { .. } => {}
@@ -510,9 +675,19 @@ impl GraphBuilder {
     /// Finish the graph; `items_per_sample`/`item_unit` define the throughput unit.
     pub fn finish(self, items_per_sample: u64, item_unit: &str) -> Result<Graph, ShapeError> {
         if self.losses.is_empty() {
-            return Err(ShapeError { layer: self.name.clone(), op: "graph", message: "the model has no loss layer".into() });
+            return Err(ShapeError {
+                layer: self.name.clone(),
+                op: "graph",
+                message: "the model has no loss layer".into(),
+            });
         }
-        Ok(Graph { name: self.name, nodes: self.nodes, losses: self.losses, items_per_sample, item_unit: item_unit.into() })
+        Ok(Graph {
+            name: self.name,
+            nodes: self.nodes,
+            losses: self.losses,
+            items_per_sample,
+            item_unit: item_unit.into(),
+        })
     }
 }
 

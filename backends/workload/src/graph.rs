@@ -372,10 +372,7 @@ pub struct Graph {
 impl Graph {
     /// Graph inputs in order of appearance.
     pub fn inputs(&self) -> impl Iterator<Item = (NodeId, &Node)> {
-        self.nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| matches!(n.op, Op::Input { .. }))
+        self.nodes.iter().enumerate().filter(|(_, n)| matches!(n.op, Op::Input { .. }))
     }
     /// Find a node by name.
     pub fn node(&self, name: &str) -> Option<&Node> {

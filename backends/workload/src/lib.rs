@@ -6,12 +6,14 @@
 pub mod backend;
 pub mod builder;
 pub mod graph;
+pub mod init;
 pub mod model;
+pub mod params;
 pub mod zoo;
 
 pub use backend::{
-    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, NoProbe, OptimizerSpec, PhaseTimes, Precision,
-    Probe, RawMeasurements, RunPlan,
+    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, NoProbe, OptimizerSpec, PhaseTimes, Precision, Probe,
+    RawMeasurements, RunPlan,
 };
 pub use builder::{ConvCfg, GraphBuilder, ShapeError};
 pub use graph::{Graph, Node, NodeId, Op, Shape};

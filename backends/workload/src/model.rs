@@ -55,11 +55,21 @@ impl ModelSpec {
     }
 }
 
-fn d_resnet_depth() -> u32 { 50 }
-fn d_width() -> usize { 64 }
-fn d_classes() -> usize { 1000 }
-fn d_image() -> usize { 224 }
-fn d_true() -> bool { true }
+fn d_resnet_depth() -> u32 {
+    50
+}
+fn d_width() -> usize {
+    64
+}
+fn d_classes() -> usize {
+    1000
+}
+fn d_image() -> usize {
+    224
+}
+fn d_true() -> bool {
+    true
+}
 
 /// Stem of a ResNet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -93,7 +103,9 @@ pub struct ResnetSpec {
     pub stem: ResnetStem,
 }
 
-fn d_inception_image() -> usize { 299 }
+fn d_inception_image() -> usize {
+    299
+}
 
 /// Inception-v3 hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -110,11 +122,21 @@ pub struct InceptionSpec {
     pub image_size: usize,
 }
 
-fn d_vocab() -> usize { 17_000 }
-fn d_hidden() -> usize { 512 }
-fn d_layers2() -> usize { 2 }
-fn d_seq() -> usize { 50 }
-fn d_dropout() -> f32 { 0.2 }
+fn d_vocab() -> usize {
+    17_000
+}
+fn d_hidden() -> usize {
+    512
+}
+fn d_layers2() -> usize {
+    2
+}
+fn d_seq() -> usize {
+    50
+}
+fn d_dropout() -> f32 {
+    0.2
+}
 
 /// Seq2Seq (NMT) hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -140,13 +162,27 @@ pub struct Seq2seqSpec {
     pub dropout: f32,
 }
 
-fn d_t_vocab() -> usize { 37_000 }
-fn d_t_layers() -> usize { 6 }
-fn d_t_model() -> usize { 512 }
-fn d_t_heads() -> usize { 8 }
-fn d_t_ffn() -> usize { 2048 }
-fn d_t_seq() -> usize { 64 }
-fn d_t_dropout() -> f32 { 0.1 }
+fn d_t_vocab() -> usize {
+    37_000
+}
+fn d_t_layers() -> usize {
+    6
+}
+fn d_t_model() -> usize {
+    512
+}
+fn d_t_heads() -> usize {
+    8
+}
+fn d_t_ffn() -> usize {
+    2048
+}
+fn d_t_seq() -> usize {
+    64
+}
+fn d_t_dropout() -> f32 {
+    0.1
+}
 
 /// Transformer hyper-parameters (defaults: base).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -181,12 +217,24 @@ pub struct TransformerSpec {
     pub shared_embeddings: bool,
 }
 
-fn d_ds_frames() -> usize { 200 }
-fn d_ds_freq() -> usize { 161 }
-fn d_ds_gru() -> usize { 7 }
-fn d_ds_hidden() -> usize { 1760 }
-fn d_ds_chars() -> usize { 29 }
-fn d_ds_label() -> usize { 40 }
+fn d_ds_frames() -> usize {
+    200
+}
+fn d_ds_freq() -> usize {
+    161
+}
+fn d_ds_gru() -> usize {
+    7
+}
+fn d_ds_hidden() -> usize {
+    1760
+}
+fn d_ds_chars() -> usize {
+    29
+}
+fn d_ds_label() -> usize {
+    40
+}
 
 /// Deep Speech 2 hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -212,11 +260,21 @@ pub struct DeepSpeech2Spec {
     pub label_len: usize,
 }
 
-fn d_frcnn_depth() -> u32 { 101 }
-fn d_frcnn_classes() -> usize { 21 }
-fn d_frcnn_image() -> usize { 600 }
-fn d_frcnn_props() -> usize { 300 }
-fn d_anchors() -> usize { 9 }
+fn d_frcnn_depth() -> u32 {
+    101
+}
+fn d_frcnn_classes() -> usize {
+    21
+}
+fn d_frcnn_image() -> usize {
+    600
+}
+fn d_frcnn_props() -> usize {
+    300
+}
+fn d_anchors() -> usize {
+    9
+}
 
 /// Faster R-CNN hyper-parameters (backbone conv1..conv4, RoI align, conv5 head).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -239,10 +297,18 @@ pub struct FasterRcnnSpec {
     pub anchors: usize,
 }
 
-fn d_gan_image() -> usize { 64 }
-fn d_latent() -> usize { 128 }
-fn d_gan_width() -> usize { 64 }
-fn d_gp() -> f32 { 10.0 }
+fn d_gan_image() -> usize {
+    64
+}
+fn d_latent() -> usize {
+    128
+}
+fn d_gan_width() -> usize {
+    64
+}
+fn d_gp() -> f32 {
+    10.0
+}
 
 /// WGAN-GP hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -262,9 +328,15 @@ pub struct WganGpSpec {
     pub gp_weight: f32,
 }
 
-fn d_actions() -> usize { 6 }
-fn d_frames() -> usize { 4 }
-fn d_atari() -> usize { 84 }
+fn d_actions() -> usize {
+    6
+}
+fn d_frames() -> usize {
+    4
+}
+fn d_atari() -> usize {
+    84
+}
 
 /// A3C hyper-parameters (Atari).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -281,10 +353,18 @@ pub struct A3cSpec {
     pub image_size: usize,
 }
 
-fn d_users() -> usize { 138_493 }
-fn d_items() -> usize { 26_744 }
-fn d_factors() -> usize { 64 }
-fn d_ncf_layers() -> Vec<usize> { vec![256, 256, 128, 64] }
+fn d_users() -> usize {
+    138_493
+}
+fn d_items() -> usize {
+    26_744
+}
+fn d_factors() -> usize {
+    64
+}
+fn d_ncf_layers() -> Vec<usize> {
+    vec![256, 256, 128, 64]
+}
 
 /// NCF (NeuMF) hyper-parameters (defaults: MovieLens-20M, as in MLPerf).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -304,13 +384,27 @@ pub struct NcfSpec {
     pub mlp_layers: Vec<usize>,
 }
 
-fn d_bert_vocab() -> usize { 30_522 }
-fn d_bert_layers() -> usize { 12 }
-fn d_bert_hidden() -> usize { 768 }
-fn d_bert_heads() -> usize { 12 }
-fn d_bert_ffn() -> usize { 3072 }
-fn d_bert_seq() -> usize { 128 }
-fn d_bert_pos() -> usize { 512 }
+fn d_bert_vocab() -> usize {
+    30_522
+}
+fn d_bert_layers() -> usize {
+    12
+}
+fn d_bert_hidden() -> usize {
+    768
+}
+fn d_bert_heads() -> usize {
+    12
+}
+fn d_bert_ffn() -> usize {
+    3072
+}
+fn d_bert_seq() -> usize {
+    128
+}
+fn d_bert_pos() -> usize {
+    512
+}
 
 /// BERT hyper-parameters (defaults: BERT-base, uncased).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -339,9 +433,15 @@ pub struct BertSpec {
     pub max_positions: usize,
 }
 
-fn d_mlp_in() -> usize { 784 }
-fn d_mlp_hidden() -> Vec<usize> { vec![512, 512] }
-fn d_mlp_classes() -> usize { 10 }
+fn d_mlp_in() -> usize {
+    784
+}
+fn d_mlp_hidden() -> Vec<usize> {
+    vec![512, 512]
+}
+fn d_mlp_classes() -> usize {
+    10
+}
 
 /// MLP hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -1,0 +1,189 @@
+//! Parameter and buffer declarations of each node, in PyTorch's layouts and names, with their initialisers.
+//!
+//! Every backend allocates exactly these tensors, so parameter counts agree across backends and with the
+//! analysis. Names are `<node name>.<local name>` (`layer1.0.conv1.weight`, `rnn.weight_ih_l0_reverse`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::graph::{Node, Op, RnnCell};
+
+/// How a parameter is initialised (PyTorch's defaults for the corresponding module).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Init {
+    /// Uniform in `[-bound, bound]`.
+    Uniform {
+        /// Half-width of the interval.
+        bound: f32,
+    },
+    /// Normal with mean 0.
+    Normal {
+        /// Standard deviation.
+        std: f32,
+    },
+    /// All zeros.
+    Zeros,
+    /// All ones.
+    Ones,
+}
+
+/// What a tensor is for; decides whether it is trained and where it counts in the memory breakdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamRole {
+    /// A trained weight (has a gradient and optimizer state).
+    Weight,
+    /// A trained bias.
+    Bias,
+    /// A non-trained buffer (batch-norm running statistics): counted as weights memory, not as parameters.
+    Buffer,
+}
+
+/// One tensor a node owns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParamDecl {
+    /// Full name, `<node>.<local>`.
+    pub name: String,
+    /// Local name inside the node (`weight`, `bias`, `in_proj_weight`, `weight_ih_l0`, `running_mean`).
+    pub local: String,
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Initialiser.
+    pub init: Init,
+    /// Role.
+    pub role: ParamRole,
+}
+
+impl ParamDecl {
+    /// Number of elements.
+    pub fn numel(&self) -> u64 {
+        self.shape.iter().map(|&d| d as u64).product()
+    }
+    /// Whether the tensor is trained.
+    pub fn trainable(&self) -> bool {
+        self.role != ParamRole::Buffer
+    }
+}
+
+fn decl(node: &Node, local: impl Into<String>, shape: Vec<usize>, init: Init, role: ParamRole) -> ParamDecl {
+    let local = local.into();
+    ParamDecl { name: format!("{}.{}", node.name, local), local, shape, init, role }
+}
+
+fn kaiming(fan_in: usize) -> Init {
+    Init::Uniform { bound: 1.0 / (fan_in.max(1) as f32).sqrt() }
+}
+
+fn xavier(fan_in: usize, fan_out: usize) -> Init {
+    Init::Uniform { bound: (6.0 / (fan_in + fan_out).max(1) as f32).sqrt() }
+}
+
+/// Trained parameters and buffers of a node, in the order PyTorch's module registers them.
+pub fn tensors(node: &Node) -> Vec<ParamDecl> {
+    use ParamRole::{Bias, Buffer, Weight};
+    match &node.op {
+        Op::Conv { in_channels, out_channels, kernel, groups, bias, transposed, .. } => {
+            let k: usize = kernel.iter().product();
+            let (shape, fan_in) = if *transposed {
+                let mut s = vec![*in_channels, out_channels / groups];
+                s.extend(kernel);
+                (s, out_channels / groups * k)
+            } else {
+                let mut s = vec![*out_channels, in_channels / groups];
+                s.extend(kernel);
+                (s, in_channels / groups * k)
+            };
+            let mut v = vec![decl(node, "weight", shape, kaiming(fan_in), Weight)];
+            if *bias {
+                v.push(decl(node, "bias", vec![*out_channels], kaiming(fan_in), Bias));
+            }
+            v
+        }
+        Op::BatchNorm { features, .. } => vec![
+            decl(node, "weight", vec![*features], Init::Ones, Weight),
+            decl(node, "bias", vec![*features], Init::Zeros, Bias),
+            decl(node, "running_mean", vec![*features], Init::Zeros, Buffer),
+            decl(node, "running_var", vec![*features], Init::Ones, Buffer),
+        ],
+        Op::LayerNorm { features, .. } => vec![
+            decl(node, "weight", vec![*features], Init::Ones, Weight),
+            decl(node, "bias", vec![*features], Init::Zeros, Bias),
+        ],
+        Op::Linear { in_features, out_features, bias } => {
+            let mut v = vec![decl(node, "weight", vec![*out_features, *in_features], kaiming(*in_features), Weight)];
+            if *bias {
+                v.push(decl(node, "bias", vec![*out_features], kaiming(*in_features), Bias));
+            }
+            v
+        }
+        Op::Embedding { vocab, dim } => {
+            vec![decl(node, "weight", vec![*vocab, *dim], Init::Normal { std: 1.0 }, Weight)]
+        }
+        Op::Rnn { cell, input_size, hidden, layers, bidirectional } => {
+            let gates = match cell {
+                RnnCell::Lstm => 4,
+                RnnCell::Gru => 3,
+            };
+            let dirs = if *bidirectional { 2 } else { 1 };
+            let init = kaiming(*hidden);
+            let mut v = Vec::new();
+            for l in 0..*layers {
+                let in_l = if l == 0 { *input_size } else { hidden * dirs };
+                for d in 0..dirs {
+                    let sfx = if d == 1 { "_reverse" } else { "" };
+                    v.push(decl(node, format!("weight_ih_l{l}{sfx}"), vec![gates * hidden, in_l], init, Weight));
+                    v.push(decl(node, format!("weight_hh_l{l}{sfx}"), vec![gates * hidden, *hidden], init, Weight));
+                    v.push(decl(node, format!("bias_ih_l{l}{sfx}"), vec![gates * hidden], init, Bias));
+                    v.push(decl(node, format!("bias_hh_l{l}{sfx}"), vec![gates * hidden], init, Bias));
+                }
+            }
+            v
+        }
+        Op::Attention { embed_dim: e, kdim, vdim, .. } => {
+            let mut v = if kdim == e && vdim == e {
+                vec![decl(node, "in_proj_weight", vec![3 * e, *e], xavier(*e, 3 * e), Weight)]
+            } else {
+                vec![
+                    decl(node, "q_proj_weight", vec![*e, *e], xavier(*e, *e), Weight),
+                    decl(node, "k_proj_weight", vec![*e, *kdim], xavier(*kdim, *e), Weight),
+                    decl(node, "v_proj_weight", vec![*e, *vdim], xavier(*vdim, *e), Weight),
+                ]
+            };
+            v.push(decl(node, "in_proj_bias", vec![3 * e], Init::Zeros, Bias));
+            v.push(decl(node, "out_proj.weight", vec![*e, *e], kaiming(*e), Weight));
+            v.push(decl(node, "out_proj.bias", vec![*e], Init::Zeros, Bias));
+            v
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Trained parameters of a node (buffers excluded).
+pub fn parameters(node: &Node) -> Vec<ParamDecl> {
+    tensors(node).into_iter().filter(ParamDecl::trainable).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{ConvCfg, GraphBuilder};
+    use crate::graph::InputKind;
+
+    #[test]
+    fn layouts_match_pytorch() {
+        let mut b = GraphBuilder::new("t");
+        let x = b.input("x", &[5, 10], InputKind::Dense).unwrap();
+        let r = b.rnn("rnn", x, RnnCell::Lstm, 20, 2, true).unwrap();
+        let a = b.attention("attn", r, r, 4, false).unwrap();
+        let img = b.input("img", &[8, 9, 9], InputKind::Dense).unwrap();
+        let c = b.conv("up", img, ConvCfg { groups: 2, ..ConvCfg::square(4, 3, 1, 0).transposed() }).unwrap();
+        let g = b.nodes_for_test();
+        let rnn = tensors(&g[r]);
+        assert_eq!(rnn[0].shape, vec![80, 10]);
+        assert_eq!(rnn[4].name, "rnn.weight_ih_l0_reverse");
+        assert_eq!(rnn[8].shape, vec![80, 40]);
+        let n: u64 = tensors(&g[a]).iter().map(ParamDecl::numel).sum();
+        assert_eq!(n, 3 * 40 * 40 + 3 * 40 + 40 * 40 + 40);
+        assert_eq!(tensors(&g[c])[0].shape, vec![8, 2, 3, 3]);
+    }
+}
