@@ -140,7 +140,7 @@ impl SplitMix64 {
     }
     /// Uniform index in `0..n` (multiply-shift; the bias is below 2^-32 for the sample sizes used here).
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
     /// Uniform float in `[0, 1)` with 53 random bits.
     pub fn next_f64(&mut self) -> f64 {

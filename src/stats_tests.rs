@@ -1,4 +1,5 @@
 //! Unit tests of `stats` with hand-computed expected values.
+#![allow(clippy::unwrap_used)]
 
 use super::*;
 
