@@ -58,7 +58,8 @@ pub struct DeriveInput<'a> {
 pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
     let raw = input.raw;
     let step_times_s: Vec<f64> = raw.steps.iter().map(|p| p.total_s).collect();
-    let start = stats::mser5_start(&step_times_s);
+    let mser = stats::mser5(&step_times_s);
+    let start = mser.start;
     let steady = &step_times_s[start..];
     let summary = stats::summarize(steady)?;
     let total: f64 = steady.iter().sum();
@@ -107,6 +108,7 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
             method: STEADY_STATE_METHOD.to_string(),
             start_index: start,
             truncated: start,
+            reached: !mser.capped,
         },
         phases: phases(&raw.steps[start..], input.plan.phase_timing),
         gpu,
