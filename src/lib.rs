@@ -9,6 +9,7 @@ pub mod backends;
 pub mod commands;
 pub mod manifest;
 pub mod metrics;
+pub mod plan;
 pub mod result;
 pub mod runner;
 pub mod spec;
