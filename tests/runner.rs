@@ -6,7 +6,9 @@ use std::path::Path;
 
 use trainbench::result::{INDEX_FILE, RunOutcome, RunResult, SuiteIndex, result_schema};
 use trainbench::runner::{RunnerOptions, Suite, run_suite};
-use trainbench::spec::wire::{BackendChoice, SpecFile};
+use trainbench::spec::diagnostics::render_text;
+use trainbench::spec::wire::BackendChoice;
+use trainbench::spec::{Overrides, SpecValidator};
 use trainbench::workload::mock::MockConfig;
 
 fn suite(extra: &str) -> Suite {
@@ -27,8 +29,9 @@ iterations = 30
 {extra}
 "#
     );
-    let spec: SpecFile = toml::from_str(&text).unwrap();
-    Suite::from_spec(&spec)
+    let checked = SpecValidator::new().unwrap().check_bytes("tiny.toml", text.as_bytes(), None, &Overrides::none());
+    let spec = checked.into_result().map_err(|d| render_text(&d)).unwrap();
+    Suite::from_validated(&spec)
 }
 
 fn options(out: &Path) -> RunnerOptions {
@@ -96,15 +99,16 @@ fn out_of_memory_is_recorded_and_larger_batches_are_skipped() {
     opts.mock = MockConfig { memory_bytes: 12 << 20, ..MockConfig::default() };
     let report = run_suite(&s, &opts, &mut |_, _| {}).unwrap();
     let outcomes: Vec<&str> = report.results.iter().map(|r| r.outcome.status()).collect();
-    assert_eq!(outcomes, ["completed", "out_of_memory", "skipped", "completed", "completed", "out_of_memory"]);
-    match &report.results[1].outcome {
+    // The planner puts batch sizes outermost: b4 fp32, b4 bf16, b20000 fp32, b20000 bf16, b40000 fp32, ...
+    assert_eq!(outcomes, ["completed", "completed", "out_of_memory", "completed", "skipped", "out_of_memory"]);
+    match &report.results[2].outcome {
         RunOutcome::OutOfMemory { batch_size, message } => {
             assert_eq!(*batch_size, 20000);
             assert!(message.contains("mock device"));
         }
         other => panic!("{other:?}"),
     }
-    match &report.results[2].outcome {
+    match &report.results[4].outcome {
         RunOutcome::Skipped { reason } => assert!(reason.contains("batch size 20000"), "{reason}"),
         other => panic!("{other:?}"),
     }
@@ -134,12 +138,12 @@ fn interrupt_keeps_finished_runs_and_stops_the_suite() {
 #[test]
 fn timeout_interrupts_one_run_and_the_sweep_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let s = suite("timeout_s = 0.0\n[sweep]\nbatch_sizes = [4, 8]");
+    let s = suite("timeout_s = 1e-9\n[sweep]\nbatch_sizes = [4, 8]");
     let report = run_suite(&s, &options(dir.path()), &mut |_, _| {}).unwrap();
     assert!(!report.interrupted);
     assert_eq!(report.results.len(), 2);
     for r in &report.results {
-        assert_eq!(r.outcome, RunOutcome::Interrupted { reason: "timeout after 0 s".into() });
+        assert_eq!(r.outcome, RunOutcome::Interrupted { reason: "timeout after 0.000000001 s".into() });
         assert!(r.metrics.is_none());
     }
 }

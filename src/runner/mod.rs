@@ -16,7 +16,7 @@ use std::time::{Instant, SystemTime};
 
 use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
 use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, RawMeasurements, RunPlan, zoo};
+use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, RawMeasurements, RunPlan};
 
 use crate::backends::{self, BackendChoice};
 use crate::manifest::{ManifestInput, environment};
@@ -53,14 +53,6 @@ pub struct RunnerOptions {
 /// Why a suite could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
-    /// The model could not be built.
-    #[error("spec `{spec}`: the model cannot be built: {message}")]
-    Model {
-        /// Spec name.
-        spec: String,
-        /// The zoo's message.
-        message: String,
-    },
     /// The backend is not usable in this build.
     #[error("{0}")]
     Backend(BackendError),
@@ -114,9 +106,8 @@ pub fn run_suite(
 ) -> Result<SuiteReport, RunnerError> {
     let choice = backends::resolve(opts.backend.unwrap_or(suite.backend));
     let mut backend = backends::create(choice, &opts.mock);
-    let graph = zoo::build(&suite.model)
-        .map_err(|e| RunnerError::Model { spec: suite.spec_name.clone(), message: e.to_string() })?;
-    let analysis = analyze(&graph);
+    let graph = &suite.graph;
+    let analysis = analyze(graph);
     let dir = opts.out_dir.join(&suite.spec_name);
     let spec_sha = crate::manifest::sha256_hex(&suite.spec_canonical);
     let mut writer: Option<SuiteWriter> = None;
@@ -132,10 +123,10 @@ pub fn run_suite(
         if let Some(d) = &opts.device {
             plan.device = d.clone();
         }
-        let ctx = RunContext { suite, graph: &graph, analysis: &analysis, opts, index: i };
+        let ctx = RunContext { suite, graph, analysis: &analysis, opts, index: i };
         let result = match ooms.iter().find(|o| same_family(o, &plan) && plan.batch_size >= o.batch_size) {
             Some(o) => ctx.skipped(&plan, backend.as_ref(), o.batch_size),
-            None => match backend.check(&plan, &graph) {
+            None => match backend.check(&plan, graph) {
                 Err(e @ BackendError::NotBuilt { .. }) => return Err(RunnerError::Backend(e)),
                 Err(e) => ctx.not_run(&plan, backend.as_ref(), e),
                 Ok(()) => ctx.run(&plan, backend.as_mut()),
