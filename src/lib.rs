@@ -5,6 +5,12 @@
 
 pub use trainbench_workload as workload;
 
+pub mod backends;
 pub mod commands;
+pub mod manifest;
+pub mod metrics;
 pub mod plan;
+pub mod result;
+pub mod runner;
 pub mod spec;
+pub mod stats;
