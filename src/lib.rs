@@ -7,3 +7,7 @@ pub use trainbench_workload as workload;
 
 pub mod commands;
 pub mod spec;
+pub mod check;
+pub mod compare;
+pub mod report;
+pub mod audit;
