@@ -6,7 +6,9 @@
 pub use trainbench_workload as workload;
 
 pub mod commands;
+pub mod result;
 pub mod spec;
+pub mod stats;
 pub mod check;
 pub mod compare;
 pub mod report;
