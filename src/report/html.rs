@@ -117,7 +117,7 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
                 "<figure id=\"plot-{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>",
                 escape(&p.id),
                 inline_svg(&p.svg),
-                escape(&p.title)
+                escape(&p.caption)
             );
         }
         h.push_str("</section>\n");

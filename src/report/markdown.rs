@@ -34,7 +34,7 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
         }
         let _ = writeln!(m, "## {}\n", s.heading());
         for p in in_section {
-            let _ = writeln!(m, "![{}]({}.svg)\n", p.title, p.id);
+            let _ = writeln!(m, "![{}]({}.svg)\n\n{}\n", p.title, p.id, p.caption);
         }
     }
 

@@ -292,13 +292,15 @@ pub fn fmt_sig(v: f64) -> String {
         return "-".into();
     }
     let a = v.abs();
-    if a >= 100.0 {
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")
     } else if a >= 1.0 {
         format!("{v:.2}")
-    } else if a >= 0.001 || a == 0.0 {
+    } else if a >= 0.001 {
         format!("{v:.3}")
     } else {
         format!("{v:.2e}")

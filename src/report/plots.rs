@@ -15,6 +15,8 @@ pub struct Plot {
     pub title: String,
     /// The SVG document.
     pub svg: String,
+    /// One sentence saying what is plotted and how it was computed.
+    pub caption: String,
     /// Which section of the report it belongs to.
     pub section: Section,
 }
@@ -100,7 +102,20 @@ fn with_title(svg: String, title: &str) -> String {
 
 fn finish(id: String, title: String, section: Section, svg: String) -> Plot {
     let svg = with_title(svg, &title);
-    Plot { id, title, svg, section }
+    let caption = match section {
+        Section::Throughput => "Steady-state samples per second (median over repeats) against the global batch size.",
+        Section::Utilization => {
+            "Solid: mean NVML GPU busy time; dashed: achieved FLOP/s (analysis FLOPs x throughput) over the \
+             device peak. Median over repeats."
+        }
+        Section::Memory => {
+            "Per batch size, the backend's measured breakdown (activations + workspace = allocator peak minus \
+             weights, gradients and optimizer state) next to the static analysis' estimate."
+        }
+        Section::StepTimes => "Steady-state step times of all repeats pooled (warm-up and MSER-5 transient removed).",
+        Section::Phases => "Mean share of each phase of an iteration (first repeat of each configuration).",
+    };
+    Plot { id, title, svg, section, caption: caption.to_string() }
 }
 
 /// Every plot of a report, in section order.
@@ -158,6 +173,7 @@ fn throughput_plot(spec: &str, series: &[Series<'_>]) -> Result<Plot, ReportErro
             .map_err(plot_err(&id))?;
         chart
             .configure_mesh()
+            .max_light_lines(2)
             .x_desc("batch size")
             .y_desc("samples / s")
             .x_label_formatter(&|x| format!("{x:.0}"))
@@ -194,6 +210,14 @@ fn utilization_plot(spec: &str, series: &[Series<'_>]) -> Result<Plot, ReportErr
     let (xlo, xhi) = batch_range(series);
     let unavailable: Vec<String> =
         series.iter().flat_map(|s| s.points.iter().filter_map(|p| p.gpu_unavailable_reason())).collect();
+    let top = series
+        .iter()
+        .flat_map(|s| {
+            s.points.iter().flat_map(|p| [p.gpu_utilization_percent(), p.flop_fraction().map(|f| f * 100.0)])
+        })
+        .flatten()
+        .fold(0.0, f64::max);
+    let ymax = (top * 1.25).clamp(1.0, 105.0);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, 420)).into_drawing_area();
@@ -203,10 +227,11 @@ fn utilization_plot(spec: &str, series: &[Series<'_>]) -> Result<Plot, ReportErr
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d((xlo..xhi).log_scale().base(2.0), 0.0..105.0)
+            .build_cartesian_2d((xlo..xhi).log_scale().base(2.0), 0.0..ymax)
             .map_err(plot_err(&id))?;
         chart
             .configure_mesh()
+            .max_light_lines(2)
             .x_desc("batch size")
             .y_desc("% (GPU busy / FLOP of peak)")
             .x_label_formatter(&|x| format!("{x:.0}"))
@@ -275,7 +300,7 @@ fn memory_parts(c: &ConfigRow<'_>) -> (Option<[u64; 4]>, Option<[u64; 4]>) {
         .memory
         .estimate
         .as_ref()
-        .map(|e| [e.weights_bytes, e.gradients_bytes, e.optimizer_state_bytes, e.activations_bytes]);
+        .map(|e| [e.weights_bytes, e.gradients_bytes, e.optimizer_state_bytes, e.activations_bytes + e.workspace_bytes]);
     (Some(measured), estimate)
 }
 
@@ -313,7 +338,7 @@ fn memory_plot(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, ReportE
             .margin(12)
             .x_label_area_size(50)
             .y_label_area_size(70)
-            .build_cartesian_2d((0..n).into_segmented(), 0.0..ymax)
+            .build_cartesian_2d((0..n.saturating_sub(1)).into_segmented(), 0.0..ymax)
             .map_err(plot_err(&id))?;
         let label_fmt = |v: &SegmentValue<usize>| match v {
             SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
@@ -321,6 +346,7 @@ fn memory_plot(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, ReportE
         };
         chart
             .configure_mesh()
+            .max_light_lines(2)
             .disable_x_mesh()
             .y_desc(format!("memory ({unit})"))
             .x_labels(n)
@@ -390,7 +416,7 @@ fn step_time_plot(spec: &str, configs: &[&ConfigRow<'_>]) -> Result<Plot, Report
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(label_width)
-            .build_cartesian_2d(((xmin - pad).max(0.0) as f32)..((xmax + pad) as f32), (0..n).into_segmented())
+            .build_cartesian_2d(((xmin - pad).max(0.0) as f32)..((xmax + pad) as f32), (0..n.saturating_sub(1)).into_segmented())
             .map_err(plot_err(&id))?;
         let label_fmt = |v: &SegmentValue<usize>| match v {
             SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
@@ -398,6 +424,7 @@ fn step_time_plot(spec: &str, configs: &[&ConfigRow<'_>]) -> Result<Plot, Report
         };
         chart
             .configure_mesh()
+            .max_light_lines(2)
             .disable_y_mesh()
             .x_desc("step time (ms); box = quartiles, whiskers = 1.5 IQR")
             .y_labels(n)
@@ -444,8 +471,8 @@ fn phase_plot(configs: &[&ConfigRow<'_>]) -> Result<Plot, ReportError> {
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(label_width)
-            .right_y_label_area_size(110)
-            .build_cartesian_2d(0.0..100.0, (0..n).into_segmented())
+            .margin_right(120)
+            .build_cartesian_2d(0.0..100.0, (0..n.saturating_sub(1)).into_segmented())
             .map_err(plot_err(&id))?;
         let label_fmt = |v: &SegmentValue<usize>| match v {
             SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
@@ -453,6 +480,7 @@ fn phase_plot(configs: &[&ConfigRow<'_>]) -> Result<Plot, ReportError> {
         };
         chart
             .configure_mesh()
+            .max_light_lines(2)
             .disable_y_mesh()
             .x_desc("share of the iteration (%)")
             .y_labels(n)
@@ -477,21 +505,13 @@ fn phase_plot(configs: &[&ConfigRow<'_>]) -> Result<Plot, ReportError> {
                     r
                 })
                 .collect();
-            chart
-                .draw_series(rects)
-                .map_err(plot_err(&id))?
-                .label(*name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+            chart.draw_series(rects).map_err(plot_err(&id))?;
+            // Legend in the right margin, outside the bars.
+            let (w, _) = root.dim_in_pixel();
+            let (x, y) = (w as i32 - 110, 50 + 20 * k as i32);
+            root.draw(&Rectangle::new([(x, y), (x + 12, y + 12)], c.filled())).map_err(plot_err(&id))?;
+            root.draw(&Text::new(*name, (x + 18, y), (FONT, 13).into_font())).map_err(plot_err(&id))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .margin(-105)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(plot_err(&id))?;
         root.present().map_err(plot_err(&id))?;
     }
     Ok(finish(id, title, Section::Phases, svg))
