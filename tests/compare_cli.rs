@@ -1,4 +1,5 @@
 //! `trainbench compare` end to end on synthetic results: injected slowdowns, noise, comparability, formats.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 mod common;
 
@@ -73,7 +74,11 @@ fn different_devices_or_libraries_are_not_comparable_unless_allowed() {
     let out = tb().args(["compare"]).arg(&base).arg(&cand).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(text.contains("not comparable: library libtorch differs: 2.12.0") || text.contains("not comparable: library libtorch differs: 2.13.0 vs 2.12.0"), "{text}");
+    assert!(
+        text.contains("not comparable: library libtorch differs: 2.12.0")
+            || text.contains("not comparable: library libtorch differs: 2.13.0 vs 2.12.0"),
+        "{text}"
+    );
 
     let out = tb().args(["compare", "--allow-env-diff"]).arg(&base).arg(&cand).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

@@ -1,5 +1,6 @@
 //! The HTML report in a real headless Chromium: it renders, every plot is in the DOM with its title, and the
 //! page references nothing on the network. Skipped (with a notice) only where /usr/bin/chromium is absent.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 mod common;
 

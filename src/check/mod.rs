@@ -115,7 +115,11 @@ fn read_golden(path: &Path) -> Result<Option<Shape>, CheckError> {
 }
 
 /// Check (or with `update`, write) the golden shape of every result, in order.
-pub fn check_results(results: &[LoadedResult], golden_dir: &Path, update: bool) -> Result<Vec<CheckReport>, CheckError> {
+pub fn check_results(
+    results: &[LoadedResult],
+    golden_dir: &Path,
+    update: bool,
+) -> Result<Vec<CheckReport>, CheckError> {
     let mut reports = Vec::with_capacity(results.len());
     // Shapes written in this invocation, so repeats of one configuration are checked against each other.
     let mut written: BTreeMap<PathBuf, (Shape, PathBuf)> = BTreeMap::new();

@@ -27,7 +27,9 @@ fn p_value(p: f64) -> String {
 
 fn change_cell(c: Option<&Change>, bytes: bool) -> String {
     match c {
-        Some(c) if bytes => format!("{} -> {} ({})", fmt_bytes(c.baseline as u64), fmt_bytes(c.candidate as u64), pct(c.ratio)),
+        Some(c) if bytes => {
+            format!("{} -> {} ({})", fmt_bytes(c.baseline as u64), fmt_bytes(c.candidate as u64), pct(c.ratio))
+        }
         Some(c) => format!("{} -> {} ({})", fmt_sig(c.baseline), fmt_sig(c.candidate), pct(c.ratio)),
         None => "-".into(),
     }
@@ -102,16 +104,10 @@ fn extras(c: &Comparison, bullet: &str) -> String {
         }
     }
     for u in &c.only_in_baseline {
-        out.push_str(&format!(
-            "{bullet}only in baseline: {} ({}, {} repeat(s))\n",
-            u.config, u.target, u.repeats
-        ));
+        out.push_str(&format!("{bullet}only in baseline: {} ({}, {} repeat(s))\n", u.config, u.target, u.repeats));
     }
     for u in &c.only_in_candidate {
-        out.push_str(&format!(
-            "{bullet}only in candidate: {} ({}, {} repeat(s))\n",
-            u.config, u.target, u.repeats
-        ));
+        out.push_str(&format!("{bullet}only in candidate: {} ({}, {} repeat(s))\n", u.config, u.target, u.repeats));
     }
     out
 }

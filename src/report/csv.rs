@@ -95,7 +95,7 @@ fn row(r: &RunResult) -> Vec<String> {
     ]
 }
 
-/// Render `runs.csv`: a header line, then one line per run in input order.
+/// Render `runs.csv`: a header line, then one line per run in the model's order.
 pub fn render(model: &ReportModel<'_>) -> String {
     let mut out = COLUMNS.join(",");
     out.push('\n');

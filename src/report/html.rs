@@ -102,7 +102,9 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
             let _ = writeln!(h, "<li><a href=\"#{}\">{}</a></li>", s.anchor(), escape(s.heading()));
         }
     }
-    h.push_str("<li><a href=\"#runs\">Configurations</a></li>\n<li><a href=\"#environment\">Runs and environments</a></li>\n");
+    h.push_str(
+        "<li><a href=\"#runs\">Configurations</a></li>\n<li><a href=\"#environment\">Runs and environments</a></li>\n",
+    );
     h.push_str("</ul></nav>\n");
 
     for s in Section::ALL {

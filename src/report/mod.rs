@@ -174,7 +174,7 @@ pub struct Series<'a> {
 /// The grouped view of a result set that every output format renders.
 #[derive(Debug, Clone)]
 pub struct ReportModel<'a> {
-    /// Every run, in input order.
+    /// Every run, sorted by spec, precision, world size, batch size and run id.
     pub runs: Vec<&'a LoadedResult>,
     /// Configurations, sorted by spec, then series, then batch size.
     pub configs: Vec<ConfigRow<'a>>,
@@ -205,7 +205,15 @@ impl<'a> ReportModel<'a> {
         }
         let mut configs: Vec<ConfigRow<'a>> = groups.into_values().collect();
         configs.sort_by(|a, b| a.series_key().cmp(&b.series_key()).then(a.batch.cmp(&b.batch)));
-        Self { runs: results.iter().collect(), configs }
+        let mut runs: Vec<&'a LoadedResult> = results.iter().collect();
+        runs.sort_by(|a, b| {
+            let key = |l: &LoadedResult| {
+                let r = &l.result;
+                (r.spec_name.clone(), r.plan.precision, r.plan.world_size, r.plan.batch_size, r.run_id.clone())
+            };
+            key(a).cmp(&key(b))
+        });
+        Self { runs, configs }
     }
 
     /// Spec names, sorted.

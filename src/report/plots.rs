@@ -212,9 +212,7 @@ fn utilization_plot(spec: &str, series: &[Series<'_>]) -> Result<Plot, ReportErr
         series.iter().flat_map(|s| s.points.iter().filter_map(|p| p.gpu_unavailable_reason())).collect();
     let top = series
         .iter()
-        .flat_map(|s| {
-            s.points.iter().flat_map(|p| [p.gpu_utilization_percent(), p.flop_fraction().map(|f| f * 100.0)])
-        })
+        .flat_map(|s| s.points.iter().flat_map(|p| [p.gpu_utilization_percent(), p.flop_fraction().map(|f| f * 100.0)]))
         .flatten()
         .fold(0.0, f64::max);
     let ymax = (top * 1.25).clamp(1.0, 105.0);
@@ -296,11 +294,9 @@ fn memory_parts(c: &ConfigRow<'_>) -> (Option<[u64; 4]>, Option<[u64; 4]>) {
         me.optimizer_state_bytes,
         me.activations_and_workspace_bytes.unwrap_or(0),
     ];
-    let estimate = m
-        .memory
-        .estimate
-        .as_ref()
-        .map(|e| [e.weights_bytes, e.gradients_bytes, e.optimizer_state_bytes, e.activations_bytes + e.workspace_bytes]);
+    let estimate = m.memory.estimate.as_ref().map(|e| {
+        [e.weights_bytes, e.gradients_bytes, e.optimizer_state_bytes, e.activations_bytes + e.workspace_bytes]
+    });
     (Some(measured), estimate)
 }
 
@@ -363,10 +359,8 @@ fn memory_plot(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, ReportE
                     let below: u64 = v[..part].iter().sum();
                     let y0 = below as f64 / div;
                     let y1 = (below + v[part]) as f64 / div;
-                    let mut r = Rectangle::new(
-                        [(SegmentValue::Exact(i), y0), (SegmentValue::Exact(i + 1), y1)],
-                        c.filled(),
-                    );
+                    let mut r =
+                        Rectangle::new([(SegmentValue::Exact(i), y0), (SegmentValue::Exact(i + 1), y1)], c.filled());
                     r.set_margin(0, 0, 8, 8);
                     r
                 })
@@ -416,7 +410,10 @@ fn step_time_plot(spec: &str, configs: &[&ConfigRow<'_>]) -> Result<Plot, Report
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(label_width)
-            .build_cartesian_2d(((xmin - pad).max(0.0) as f32)..((xmax + pad) as f32), (0..n.saturating_sub(1)).into_segmented())
+            .build_cartesian_2d(
+                ((xmin - pad).max(0.0) as f32)..((xmax + pad) as f32),
+                (0..n.saturating_sub(1)).into_segmented(),
+            )
             .map_err(plot_err(&id))?;
         let label_fmt = |v: &SegmentValue<usize>| match v {
             SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
@@ -497,10 +494,8 @@ fn phase_plot(configs: &[&ConfigRow<'_>]) -> Result<Plot, ReportError> {
                     let total: f64 = shares.iter().sum::<f64>().max(1e-12);
                     let x0 = shares[..k].iter().sum::<f64>() / total * 100.0;
                     let x1 = x0 + shares[k] / total * 100.0;
-                    let mut r = Rectangle::new(
-                        [(x0, SegmentValue::Exact(i)), (x1, SegmentValue::Exact(i + 1))],
-                        c.filled(),
-                    );
+                    let mut r =
+                        Rectangle::new([(x0, SegmentValue::Exact(i)), (x1, SegmentValue::Exact(i + 1))], c.filled());
                     r.set_margin(5, 5, 0, 0);
                     r
                 })

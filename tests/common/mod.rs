@@ -1,6 +1,6 @@
 //! Test support: self-consistent synthetic results with controlled step-time distributions, for tests of
 //! check, compare, audit and report that need exact control over the samples.
-#![allow(dead_code, missing_docs)]
+#![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::path::Path;
