@@ -40,6 +40,8 @@ pub enum AuditVerdict {
     NotReproduced,
     /// The result file is inconsistent or edited; nothing was re-run (exit 2).
     Invalid,
+    /// Only the integrity was checked (`--integrity-only`), and it passed (exit 0).
+    Consistent,
 }
 
 /// Everything an audit found.
@@ -146,25 +148,36 @@ pub fn assess(original: &RunResult, rerun: &RunResult, opts: &AuditOptions) -> A
     report
 }
 
+/// Check only the integrity of a result: verdict `Consistent` or `Invalid`.
+pub fn integrity_report(original: &RunResult) -> AuditReport {
+    let issues = verify(original);
+    let (verdict, reasons) = if issues.is_empty() {
+        (AuditVerdict::Consistent, Vec::new())
+    } else {
+        (AuditVerdict::Invalid, vec!["the result file is not internally consistent; it was not re-run".to_string()])
+    };
+    AuditReport {
+        run_id: original.run_id.clone(),
+        spec: original.spec_name.clone(),
+        integrity: issues,
+        outcomes: None,
+        env_differences: Vec::new(),
+        step_time: None,
+        throughput: None,
+        peak_memory: None,
+        reasons,
+        verdict,
+    }
+}
+
 /// Audit a result: verify its integrity, then (only if it is consistent) re-run it with `rerun` and assess.
 pub fn audit<F>(original: &RunResult, opts: &AuditOptions, rerun: F) -> Result<AuditReport, RerunError>
 where
     F: FnOnce(&RunResult) -> Result<RunResult, RerunError>,
 {
-    let issues = verify(original);
-    if !issues.is_empty() {
-        return Ok(AuditReport {
-            run_id: original.run_id.clone(),
-            spec: original.spec_name.clone(),
-            integrity: issues,
-            outcomes: None,
-            env_differences: Vec::new(),
-            step_time: None,
-            throughput: None,
-            peak_memory: None,
-            reasons: vec!["the result file is not internally consistent; it was not re-run".into()],
-            verdict: AuditVerdict::Invalid,
-        });
+    let checked = integrity_report(original);
+    if checked.verdict == AuditVerdict::Invalid {
+        return Ok(checked);
     }
     let again = rerun(original)?;
     Ok(assess(original, &again, opts))
@@ -230,6 +243,7 @@ pub fn render(r: &AuditReport) -> String {
         AuditVerdict::Reproduced => "verdict: REPRODUCED within tolerance\n",
         AuditVerdict::NotReproduced => "verdict: NOT REPRODUCED\n",
         AuditVerdict::Invalid => "verdict: INVALID result file\n",
+        AuditVerdict::Consistent => "verdict: consistent (integrity only; not re-run)\n",
     });
     out
 }
