@@ -12,7 +12,7 @@ use common::Synth;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
-/// A small sweep: two specs, three batch sizes, two repeats, one out-of-memory run.
+/// A small sweep: two specs, three batch sizes, two repeats, plus one out-of-memory run.
 fn write_results(dir: &Path) {
     for spec in ["cnn", "mlp"] {
         for (i, batch) in [8usize, 32, 128].into_iter().enumerate() {
@@ -25,6 +25,7 @@ fn write_results(dir: &Path) {
             }
         }
     }
+    Synth { oom: true, ..Synth::new("cnn", 512, 0, 7) }.write(&dir.join("cnn"));
 }
 
 fn chromium(args: &[&str], profile: &Path) -> std::process::Output {
@@ -89,7 +90,8 @@ fn report_renders_in_chromium_with_all_plots_and_no_network() {
         assert!(!src.starts_with("http"), "external reference: {}", &src[..src.len().min(80)]);
     }
     // Every configuration has a row.
-    assert_eq!(dom.matches("<td>cnn</td>").count(), 3);
+    assert_eq!(dom.matches("<td>cnn</td>").count(), 4);
+    assert!(dom.contains("<td class=\"bad\">out_of_memory</td>"));
 
     // It also rasterises.
     let png = tmp.path().join("shot.png");

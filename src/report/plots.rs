@@ -191,6 +191,18 @@ fn throughput_plot(spec: &str, series: &[Series<'_>]) -> Result<Plot, ReportErro
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
             chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, c.filled()))).map_err(plot_err(&id))?;
         }
+        // Batch sizes that ran out of memory: a cross on the axis.
+        let ooms: Vec<(f64, f64)> = series
+            .iter()
+            .flat_map(|s| s.points.iter().filter(|p| p.out_of_memory()).map(|p| (p.batch as f64, 0.0)))
+            .collect();
+        if !ooms.is_empty() {
+            chart
+                .draw_series(ooms.iter().map(|p| Cross::new(*p, 6, RED.stroke_width(2))))
+                .map_err(plot_err(&id))?
+                .label("out of memory")
+                .legend(|(x, y)| Cross::new((x + 9, y), 5, RED.stroke_width(2)));
+        }
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)

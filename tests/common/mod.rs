@@ -29,6 +29,8 @@ pub struct Synth {
     pub backend: String,
     pub device: String,
     pub libtorch: String,
+    /// Record the run as out of memory (no metrics).
+    pub oom: bool,
 }
 
 impl Synth {
@@ -46,6 +48,7 @@ impl Synth {
             backend: "mock".into(),
             device: "Mock CPU".into(),
             libtorch: "2.13.0".into(),
+            oom: false,
         }
     }
 
@@ -59,6 +62,15 @@ impl Synth {
     }
 
     pub fn build(&self) -> RunResult {
+        let mut r = self.build_completed();
+        if self.oom {
+            r.outcome = RunOutcome::OutOfMemory { batch_size: self.batch, message: "simulated".into() };
+            r.metrics = None;
+        }
+        r
+    }
+
+    fn build_completed(&self) -> RunResult {
         let mut rng = SplitMix64::new(self.seed);
         let steps: Vec<f64> = (0..self.iterations)
             .map(|i| {
