@@ -208,6 +208,9 @@ pub struct SteadyState {
     pub start_index: usize,
     /// Measured iterations excluded as transient (equals `start_index`).
     pub truncated: usize,
+    /// False when the truncation reached its cap (half the measured iterations): the run may have ended
+    /// before reaching steady state; measure more iterations.
+    pub reached: bool,
 }
 
 /// Mean time and share of one phase.

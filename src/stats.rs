@@ -140,7 +140,7 @@ impl SplitMix64 {
     }
     /// Uniform index in `0..n` (multiply-shift; the bias is below 2^-32 for the sample sizes used here).
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
     /// Uniform float in `[0, 1)` with 53 random bits.
     pub fn next_f64(&mut self) -> f64 {
@@ -291,9 +291,24 @@ pub const MSER_BATCH: usize = 5;
 /// from discarding most of a run whose tail happens to be quiet. Series shorter than two batches, or with
 /// non-finite values, are not truncated (0 is returned).
 pub fn mser5_start(xs: &[f64]) -> usize {
+    mser5(xs).start
+}
+
+/// Outcome of MSER-5 truncation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mser {
+    /// First index of the steady state.
+    pub start: usize,
+    /// True when the minimum fell on the largest truncation allowed (half the batches): the series may not
+    /// have reached steady state, and a longer measurement would tell.
+    pub capped: bool,
+}
+
+/// MSER-5 truncation (see [`mser5_start`]), also telling whether the truncation hit its cap.
+pub fn mser5(xs: &[f64]) -> Mser {
     let k = xs.len() / MSER_BATCH;
     if k < 2 || xs.iter().any(|x| !x.is_finite()) {
-        return 0;
+        return Mser { start: 0, capped: false };
     }
     let batches: Vec<f64> = xs.chunks_exact(MSER_BATCH).map(|c| c.iter().sum::<f64>() / MSER_BATCH as f64).collect();
     let mut best = (f64::INFINITY, 0);
@@ -307,7 +322,7 @@ pub fn mser5_start(xs: &[f64]) -> usize {
             best = (mser, d);
         }
     }
-    best.1 * MSER_BATCH
+    Mser { start: best.1 * MSER_BATCH, capped: best.1 > 0 && best.1 == k / 2 }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Keeps `schema/result.schema.json` in sync with the result types: fails when the committed file is stale.
 //! Regenerate with `TRAINBENCH_UPDATE_SCHEMA=1 cargo test --test result_schema`.
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 

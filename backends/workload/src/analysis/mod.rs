@@ -136,7 +136,8 @@ pub struct Analysis {
     pub by_kind: BTreeMap<String, KindTotals>,
     /// Caveats specific to this model (what the conventions leave out).
     pub notes: Vec<String>,
-    /// Per-layer figures, in graph order.
+    /// Per-layer figures, in graph order (left out of the JSON when emptied for a summary).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerAnalysis>,
 }
 
@@ -197,7 +198,7 @@ fn notes(graph: &Graph) -> Vec<String> {
         );
     }
     if has(&|op| matches!(op, Op::Rnn { .. })) {
-        v.push("recurrent layers: FLOPs of the gate matmuls only; kept states follow a cuDNN-like reserve".into());
+        v.push("recurrent layers: FLOPs of the gate matmuls only (no gradient for the zero initial state); kept states follow a cuDNN-like reserve".into());
     }
     if has(&|op| matches!(op, Op::Attention { .. })) {
         v.push("attention: math (non-fused) kernels assumed: probabilities kept, causal masks not skipped".into());

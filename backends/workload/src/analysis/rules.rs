@@ -79,8 +79,10 @@ pub(crate) fn flops(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
                 }
             }
             // Weight gradients cost f; state and input gradients f again, less the first layer's input
-            // gradient when the input needs none.
-            Flops { forward: f, backward: 2 * f - (1 - g(0)) * first_input }
+            // gradient when the input needs none, and less the gradient w.r.t. the (constant, zero) initial
+            // state at the first step of every layer and direction.
+            let initial_state = *layers as u64 * dirs * 2 * gh * h;
+            Flops { forward: f, backward: 2 * f - (1 - g(0)) * first_input - initial_state }
         }
         Op::Attention { embed_dim, kdim, vdim, .. } => {
             let (tq, tk) = (shape(0).0[0] as u64, shape(1).0[0] as u64);

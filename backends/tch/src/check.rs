@@ -1,0 +1,186 @@
+//! What the tch backend refuses before a run starts, with the layer and the reason; and the roles of a
+//! WGAN-GP graph's nodes (real input, generator output, critic scores) that its training step needs.
+
+use tch::Device;
+use trainbench_workload::graph::{Graph, InputKind, LossKind, NodeId, Op};
+use trainbench_workload::{BackendError, Precision, RunPlan};
+
+use crate::device;
+
+const BACKEND: &str = "tch";
+
+fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError {
+    BackendError::Unsupported { backend: BACKEND, layer: layer.to_string(), op: op.to_string(), reason: reason.into() }
+}
+
+/// Check a plan against this backend and the machine: device, precision, data parallelism, every layer.
+pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
+    let dev = device::parse_selector(&plan.device)?;
+    if plan.world_size > 1 {
+        return Err(unsupported(
+            &graph.name,
+            "data_parallel",
+            format!(
+                "world_size = {} needs torch.distributed, which tch does not expose; run one device per process",
+                plan.world_size
+            ),
+        ));
+    }
+    if plan.batch_size == 0 {
+        return Err(unsupported(&graph.name, "batch", "batch_size must be at least 1"));
+    }
+    if plan.precision == Precision::Fp16 && dev == Device::Cpu {
+        return Err(unsupported(
+            &graph.name,
+            "precision fp16",
+            "fp16 autocast with loss scaling runs on CUDA only; use precision = \"bf16\" or \"fp32\" on the CPU",
+        ));
+    }
+    for (i, node) in graph.nodes.iter().enumerate() {
+        check_node(graph, i).map_err(|reason| unsupported(&node.name, node.op.kind_name(), reason))?;
+    }
+    let has_parts = graph.nodes.iter().any(|n| n.part.is_some());
+    let wgan =
+        graph.losses.iter().any(|&l| matches!(graph.nodes[l].op, Op::Loss { loss: LossKind::Wasserstein { .. } }));
+    if has_parts || wgan {
+        let roles = wgan_roles(graph).map_err(|reason| unsupported(&graph.name, "wgan_gp", reason))?;
+        if plan.precision == Precision::Fp16 {
+            return Err(unsupported(
+                &graph.nodes[roles.loss].name,
+                "loss",
+                "the gradient penalty under fp16 loss scaling is not implemented; use bf16 or fp32",
+            ));
+        }
+    }
+    Ok(dev)
+}
+
+fn is_int_input(graph: &Graph, id: NodeId) -> bool {
+    matches!(graph.nodes[id].op, Op::Input { kind: InputKind::Labels { .. } | InputKind::Tokens { .. } })
+}
+
+fn check_node(graph: &Graph, id: NodeId) -> Result<(), String> {
+    let node = &graph.nodes[id];
+    let rank = |i: usize| graph.nodes[node.inputs[i]].shape.rank();
+    match &node.op {
+        Op::Conv { kernel, .. } if !(1..=2).contains(&kernel.len()) => {
+            Err(format!("{}-d convolution is not lowered (1-d and 2-d are)", kernel.len()))
+        }
+        Op::Pool { kernel, .. } if !(1..=2).contains(&kernel.len()) => {
+            Err(format!("{}-d pooling is not lowered (1-d and 2-d are)", kernel.len()))
+        }
+        Op::AdaptivePool { output, .. } if !(1..=2).contains(&output.len()) => {
+            Err(format!("{}-d adaptive pooling is not lowered (1-d and 2-d are)", output.len()))
+        }
+        Op::RoiAlign { output, .. } if output.len() != 2 || rank(0) != 3 => {
+            Err("RoI align needs a [C, H, W] feature map and a 2-d output size".into())
+        }
+        Op::Rnn { .. } if rank(0) != 2 => Err("recurrent layers take [time, features] inputs".into()),
+        Op::Attention { .. } if node.inputs.len() != 3 => Err("attention takes query, key and value inputs".into()),
+        Op::Add | Op::Mul if node.inputs.len() < 2 => Err("needs at least two inputs".into()),
+        Op::Embedding { .. } if !is_int_input(graph, node.inputs[0]) => {
+            Err("embedding ids must come straight from an integer (tokens or labels) input".into())
+        }
+        Op::Loss { loss } => check_loss(graph, id, *loss),
+        _ => Ok(()),
+    }
+}
+
+fn check_loss(graph: &Graph, id: NodeId, loss: LossKind) -> Result<(), String> {
+    let node = &graph.nodes[id];
+    match loss {
+        LossKind::CrossEntropy | LossKind::Ctc if !is_int_input(graph, node.inputs[1]) => {
+            Err("labels (input 1) must be an integer labels or tokens input".into())
+        }
+        LossKind::ActorCritic { .. } if !is_int_input(graph, node.inputs[2]) => {
+            Err("actions taken (input 2) must be an integer labels input".into())
+        }
+        LossKind::Wasserstein { .. } if graph.losses.len() != 1 => {
+            Err("a Wasserstein loss must be the graph's only loss (the generator loss derives from it)".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The nodes a WGAN-GP training step works with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WganRoles {
+    /// The Wasserstein loss node.
+    pub loss: NodeId,
+    /// Gradient-penalty weight.
+    pub gp_weight: f32,
+    /// Critic score on real data (loss input 0).
+    pub real_score: NodeId,
+    /// Critic score on generated data (loss input 1).
+    pub fake_score: NodeId,
+    /// The real-data input (substituted by the interpolates for the penalty).
+    pub real: NodeId,
+    /// The generator's output image (last generator node feeding the critic).
+    pub fake: NodeId,
+    /// Name of the critic's part.
+    pub critic_part: String,
+}
+
+fn ancestors(graph: &Graph, of: NodeId) -> Vec<bool> {
+    let mut seen = vec![false; graph.nodes.len()];
+    let mut stack = vec![of];
+    while let Some(i) = stack.pop() {
+        if !seen[i] {
+            seen[i] = true;
+            stack.extend(graph.nodes[i].inputs.iter().copied());
+        }
+    }
+    seen
+}
+
+/// Identify the WGAN-GP roles. Convention (documented in the crate docs): one Wasserstein loss whose input 0
+/// is the critic's score on real data and input 1 its score on generated data; the critic's nodes carry one
+/// part name (that of input 0), the generator's another; the real input is the dense input upstream of
+/// input 0 with the generator output's shape.
+pub fn wgan_roles(graph: &Graph) -> Result<WganRoles, String> {
+    let hint = "expected one Wasserstein loss (input 0: critic on real, input 1: critic on generated data) with \
+                critic and generator nodes in two parts";
+    let [loss] = graph.losses[..] else {
+        return Err(format!("{} losses found; {hint}", graph.losses.len()));
+    };
+    let node = &graph.nodes[loss];
+    let Op::Loss { loss: LossKind::Wasserstein { gp_weight } } = node.op else {
+        return Err(format!("loss `{}` is not a Wasserstein loss; {hint}", node.name));
+    };
+    let (real_score, fake_score) = (node.inputs[0], node.inputs[1]);
+    let Some(critic_part) = graph.nodes[real_score].part.clone() else {
+        return Err(format!("critic score `{}` has no part; {hint}", graph.nodes[real_score].name));
+    };
+    let is_gen = |i: NodeId| graph.nodes[i].part.as_ref().is_some_and(|p| *p != critic_part);
+    let up_fake = ancestors(graph, fake_score);
+    let fake = (0..graph.nodes.len())
+        .rev()
+        .find(|&i| {
+            up_fake[i]
+                && is_gen(i)
+                && graph.nodes.iter().any(|c| c.inputs.contains(&i) && c.part.as_deref() == Some(critic_part.as_str()))
+        })
+        .ok_or_else(|| {
+            format!("no generator node feeds the critic upstream of `{}`; {hint}", graph.nodes[fake_score].name)
+        })?;
+    let up_real = ancestors(graph, real_score);
+    let reals: Vec<NodeId> = graph
+        .inputs()
+        .map(|(i, _)| i)
+        .filter(|&i| {
+            up_real[i]
+                && !is_gen(i)
+                && matches!(graph.nodes[i].op, Op::Input { kind: InputKind::Dense })
+                && graph.nodes[i].shape == graph.nodes[fake].shape
+        })
+        .collect();
+    let [real] = reals[..] else {
+        return Err(format!(
+            "expected exactly one dense real-data input of shape {} upstream of `{}`, found {}; {hint}",
+            graph.nodes[fake].shape,
+            graph.nodes[real_score].name,
+            reals.len()
+        ));
+    };
+    Ok(WganRoles { loss, gp_weight, real_score, fake_score, real, fake, critic_part })
+}
