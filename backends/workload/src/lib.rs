@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod builder;
 pub mod graph;
 pub mod init;
+pub mod mock;
 pub mod model;
 pub mod params;
 pub mod zoo;
