@@ -263,8 +263,9 @@ def torch_counts(factory, inputs, batch):
 
 
 def our_counts(binary, name, body):
+    spec_name = "check-" + name.replace("+", "-")
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-        f.write(f'version = 1\nname = "check-{name}"\n\n[model]\n{body}\n')
+        f.write(f'version = 1\nname = "{spec_name}"\n\n[model]\n{body}\n')
         path = f.name
     try:
         out = subprocess.run([binary, "analyze", path, "--format", "json"], check=True, capture_output=True, text=True)
