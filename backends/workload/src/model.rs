@@ -27,7 +27,8 @@ pub enum ModelSpec {
     A3c(A3cSpec),
     /// Neural collaborative filtering (NeuMF: GMF + MLP towers).
     Ncf(NcfSpec),
-    /// BERT encoder with the masked-language-model head.
+    /// BERT for pre-training: encoder, masked-LM head (decoder tied to the word embeddings), pooler and
+    /// next-sentence head (`BertForPreTraining`: 110,106,428 parameters for BERT-base).
     Bert(BertSpec),
     /// Multi-layer perceptron classifier.
     Mlp(MlpSpec),
