@@ -81,7 +81,7 @@ class BertRef(nn.Module):
 
     def __init__(self, vocab=30522, h=768, layers=12, heads=12, ffn=3072, positions=512):
         super().__init__()
-        self.word, self.pos, self.type = nn.Embedding(vocab, h), nn.Embedding(positions, h), nn.Embedding(2, h)
+        self.word, self.pos, self.token_type = nn.Embedding(vocab, h), nn.Embedding(positions, h), nn.Embedding(2, h)
         self.ln = nn.LayerNorm(h, eps=1e-12)
         self.layers = nn.ModuleList(BertLayer(h, heads, ffn) for _ in range(layers))
         self.pooler, self.nsp = nn.Linear(h, h), nn.Linear(h, 2)
@@ -91,7 +91,7 @@ class BertRef(nn.Module):
 
     def forward(self, ids, types):
         t = ids.shape[1]
-        x = self.ln(self.word(ids) + self.type(types) + self.pos(torch.arange(t)))
+        x = self.ln(self.word(ids) + self.token_type(types) + self.pos(torch.arange(t)))
         for layer in self.layers:
             x = layer(x)
         nsp = self.nsp(torch.tanh(self.pooler(x[:, 0])))
@@ -300,7 +300,7 @@ def main():
         failed |= bad
         rows.append((name + (" !" if bad else ""), f"{op:,}", f"{tp:,}", f"{of:,}", f"{tf:,}", f"{df:+.3f}",
                      f"{ot:,}", f"{tt:,}", f"{dt:+.3f}"))
-        print(f"checked {name}", file=sys.stderr)
+        print("checked", *rows[-1], sep=" | ", file=sys.stderr)
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
     print(line(header))

@@ -14,3 +14,7 @@ pub mod result;
 pub mod runner;
 pub mod spec;
 pub mod stats;
+pub mod check;
+pub mod compare;
+pub mod report;
+pub mod audit;

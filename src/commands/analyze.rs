@@ -232,6 +232,51 @@ pub fn render_text(r: &Report) -> String {
 mod tests {
     use super::*;
 
+    const CUSTOM: &str = r#"
+version = 1
+name = "bad-mlp"
+
+[model]
+family = "custom"
+input = [784]
+
+[[model.layers]]
+type = "linear"
+out_features = 100
+name = "fc1"
+
+[[model.layers]]
+type = "relu"
+
+[[model.layers]]
+type = "linear"
+in_features = 128
+out_features = 10
+name = "fc2"
+"#;
+
+    #[test]
+    fn custom_shape_error_names_location_layer_and_widths() {
+        let spec: SpecFile = toml::from_str(CUSTOM).unwrap();
+        let e = report(&spec, None, None).unwrap_err().to_string();
+        assert!(e.contains("`model.layers.2.in_features`"), "{e}");
+        assert!(e.contains("fc2") && e.contains("128") && e.contains("100"), "{e}");
+    }
+
+    #[test]
+    fn json_report_has_the_promised_keys() {
+        let spec: SpecFile = toml::from_str(&CUSTOM.replace("in_features = 128", "in_features = 100")).unwrap();
+        let r = report(&spec, Some(4), Some(Precision::Bf16)).unwrap();
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["parameters"], 784 * 100 + 100 + 100 * 10 + 10);
+        assert_eq!(v["flops"]["forward_per_sample"], 2 * (784 * 100 + 100 * 10));
+        // fc1 reads the data: backward = weight gradient only.
+        assert_eq!(v["flops"]["train_per_sample"], 2 * (2 * 784 * 100) + 3 * (2 * 100 * 10));
+        assert_eq!(v["memory"]["batch_size"], 4);
+        assert_eq!(v["memory"]["precision"], "bf16");
+        assert!(render_text(&r).contains("78,510"));
+    }
+
     #[test]
     fn thousands_and_units() {
         assert_eq!(int(25_557_032), "25,557,032");
