@@ -5,7 +5,9 @@
 //! Usage: `parity <resnet18-cifar|transformer> [--batch N] [--warmup N] [--iters N] [--threads N] [--seed N]
 //! [--manifest FILE] [--dropout P]` (transformer dropout, 0.1 by default); `--manifest` also writes every declared tensor (name, shape, initialiser) and graph
 //! input, so the PyTorch side can start from the very same weights and data (`--init-from FILE`).
-//! Output: one line `RESULT impl=trainbench model=.. batch=.. params=.. median_s=.. mean_s=.. items_per_s=..`.
+//! Output: one line `RESULT impl=trainbench model=.. batch=.. params=.. threads=.. median_s=.. mean_s=..
+//! cpu_s_per_step=.. items_per_s=.. loss_first=.. loss_last=..` (step times of the measured iterations; CPU
+//! seconds of the whole process per measured step).
 
 use std::process::ExitCode;
 
@@ -13,8 +15,34 @@ use trainbench_tch::TchBackend;
 use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, NodeId, PoolKind};
 use trainbench_workload::params::parameters;
 use trainbench_workload::{
-    Backend, Budget, ConvCfg, GraphBuilder, NoProbe, OptimizerSpec, Precision, RunPlan, ShapeError,
+    Backend, Budget, ConvCfg, GraphBuilder, OptimizerSpec, PhaseTimes, Precision, Probe, RunPlan, ShapeError,
 };
+
+/// CPU time consumed by this process (all threads), in seconds.
+fn process_cpu_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-pointer for clock_gettime.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Process CPU time at the end of the last warm-up iteration and of the last measured one: CPU seconds per
+/// step are robust to other processes competing for the cores (wall time is not), at one thread at least.
+#[derive(Default)]
+struct CpuClock {
+    start: Option<f64>,
+    end: Option<f64>,
+}
+
+impl Probe for CpuClock {
+    fn step(&mut self, _index: u64, measured: bool, _phases: &PhaseTimes) {
+        if measured {
+            self.end = Some(process_cpu_s());
+        } else {
+            self.start = Some(process_cpu_s());
+        }
+    }
+}
 
 /// CIFAR ResNet-18 (torchvision's resnet18 with a 3x3/1 stem and no max-pool), 10 classes, 32x32 inputs.
 fn resnet18_cifar() -> Result<Graph, ShapeError> {
@@ -188,7 +216,8 @@ fn main() -> ExitCode {
         phase_timing: false,
         timeout_s: None,
     };
-    let raw = match TchBackend::new().run(&plan, &graph, &mut NoProbe) {
+    let mut clock = CpuClock::default();
+    let raw = match TchBackend::new().run(&plan, &graph, &mut clock) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");
@@ -201,14 +230,19 @@ fn main() -> ExitCode {
     let mean = times.iter().sum::<f64>() / times.len() as f64;
     let params: u64 = graph.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
     let items = (o.batch as u64 * graph.items_per_sample) as f64;
+    let cpu = match (clock.start, clock.end) {
+        (Some(a), Some(b)) => (b - a) / times.len() as f64,
+        _ => f64::NAN,
+    };
     println!(
-        "RESULT impl=trainbench model={} batch={} params={} threads={} median_s={:.6} mean_s={:.6} items_per_s={:.2} loss_first={:.4} loss_last={:.4}",
+        "RESULT impl=trainbench model={} batch={} params={} threads={} median_s={:.6} mean_s={:.6} cpu_s_per_step={:.6} items_per_s={:.2} loss_first={:.4} loss_last={:.4}",
         o.model,
         o.batch,
         params,
         tch::get_num_threads(),
         median,
         mean,
+        cpu,
         items / median,
         raw.losses.first().copied().unwrap_or(f64::NAN),
         raw.losses.last().copied().unwrap_or(f64::NAN),

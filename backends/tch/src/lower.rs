@@ -222,6 +222,29 @@ impl DataPool {
     }
 }
 
+/// Host bytes a run needs before libtorch allocates anything: the initial values of every declared tensor
+/// (generated in host memory, then copied into a tensor) and one batch of every input.
+pub fn host_bytes_needed(graph: &Graph, batch: usize) -> u64 {
+    let weights: u64 = graph.nodes.iter().flat_map(tensors).map(|d| d.numel() * 4 * 2).sum();
+    let inputs: u64 = graph
+        .inputs()
+        .map(|(_, n)| {
+            let elem =
+                if matches!(n.op, Op::Input { kind: trainbench_workload::graph::InputKind::Dense }) { 4 } else { 8 };
+            n.shape.numel() * elem * 2
+        })
+        .sum();
+    weights + inputs * batch as u64
+}
+
+/// Bytes of memory the kernel says are available to new allocations (MemAvailable), if readable.
+pub fn host_available_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Number of pool batches for a batch of `bytes`: 4, fewer when a batch is over 256 MiB (at least 1).
 pub fn pool_size(bytes: u64) -> usize {
     const BUDGET: u64 = 1 << 30;

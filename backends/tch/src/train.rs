@@ -11,7 +11,7 @@ use trainbench_workload::{
 
 use crate::check::WganRoles;
 use crate::loss::gradient_penalty;
-use crate::lower::{DataPool, Lowered, pool_size, tensor_bytes};
+use crate::lower::{DataPool, Lowered, host_available_bytes, host_bytes_needed, pool_size, tensor_bytes};
 use crate::shim::{self, AutocastDtype, AutocastGuard};
 
 /// An optimizer over a set of parameters (libtorch's C++ `torch::optim`, PyTorch's semantics).
@@ -139,6 +139,17 @@ impl<'a> Session<'a> {
         if device.is_cuda() {
             tch::Cuda::manual_seed_all(plan.seed);
             tch::Cuda::cudnn_set_benchmark(true);
+        }
+        // Weights and data are generated in host memory first: refuse, as out of memory, what cannot fit
+        // instead of letting the allocator abort the process.
+        let needed = host_bytes_needed(graph, plan.batch_size);
+        if let Some(avail) = host_available_bytes() {
+            if needed > avail {
+                return Err(TchError::Torch(format!(
+                    "not enough memory: the initial weights and one input batch need {needed} bytes of host memory, \
+                     {avail} are available"
+                )));
+            }
         }
         let retained: Vec<usize> = wgan.as_ref().map(|r| vec![r.real, r.fake]).unwrap_or_default();
         let model = Lowered::new(graph, device, plan.seed, &retained)?;

@@ -169,8 +169,14 @@ fn a_stopping_probe_interrupts_the_run_and_keeps_measured_steps() {
 
 #[test]
 fn bf16_autocast_trains_on_cpu() {
-    for g in [small_cnn(), attention_block()] {
-        let mut p = plan(8, 20, adam(0.003));
+    // Autocast is really on: the first loss (same weights, same data) moves by bf16 rounding, not more.
+    let fp32 = run(&plan(8, 1, sgd(0.05)), &small_cnn()).losses[0];
+    let mut p = plan(8, 1, sgd(0.05));
+    p.precision = Precision::Bf16;
+    let bf16 = run(&p, &small_cnn()).losses[0];
+    assert!(bf16 != fp32 && ((bf16 - fp32) / fp32).abs() < 0.05, "fp32 {fp32} bf16 {bf16}");
+    for g in [small_cnn(), attention_block(), lstm_tagger()] {
+        let mut p = plan(8, 20, adam(0.01));
         p.precision = Precision::Bf16;
         assert_learns(&g, &p);
     }
@@ -199,4 +205,33 @@ fn cpu_device_reports_a_measured_peak() {
     let cpu = &devs[0];
     assert_eq!(cpu.selector, "cpu");
     assert!(cpu.peak_flops_fp32.is_some_and(|f| f > 1e9), "{cpu:?}");
+}
+
+#[test]
+fn allocation_failure_is_out_of_memory_and_the_next_run_works() {
+    use trainbench_workload::graph::InputKind;
+    use trainbench_workload::{GraphBuilder, graph::LossKind};
+    // A linear layer widening each of 4096 positions to 2^16 features: 1 GiB of activations per sample, so a
+    // batch of 256 asks libtorch for one 256 GiB block, which the CPU allocator refuses.
+    let mut b = GraphBuilder::new("huge");
+    let x = b.input("x", &[4096, 1], InputKind::Dense).unwrap();
+    let t = b.input("t", &[4096, 1], InputKind::Dense).unwrap();
+    let h = b.linear("wide", x, 1 << 16, false).unwrap();
+    let o = b.linear("narrow", h, 1, false).unwrap();
+    b.loss("mse", LossKind::Mse, &[o, t]).unwrap();
+    let g = b.finish(1, "samples").unwrap();
+    let mut be = TchBackend::new();
+    let err = be.run(&plan(256, 1, sgd(0.01)), &g, &mut NoProbe).unwrap_err();
+    assert!(matches!(err, BackendError::OutOfMemory { batch_size: 256, .. }), "{err}");
+    // Data that cannot even be generated in host memory is refused the same way, before allocating it.
+    let mut b = GraphBuilder::new("huge-data");
+    let x = b.input("x", &[1 << 20], InputKind::Dense).unwrap();
+    let y = b.input("y", &[], InputKind::Labels { classes: 2 }).unwrap();
+    let o = b.linear("fc", x, 2, true).unwrap();
+    b.loss("ce", LossKind::CrossEntropy, &[o, y]).unwrap();
+    let g2 = b.finish(1, "samples").unwrap();
+    let err = be.run(&plan(1 << 20, 1, sgd(0.01)), &g2, &mut NoProbe).unwrap_err();
+    assert!(matches!(err, BackendError::OutOfMemory { batch_size: 1048576, .. }), "{err}");
+    // The backend is still usable.
+    assert_eq!(be.run(&plan(4, 2, sgd(0.01)), &mlp(), &mut NoProbe).unwrap().steps.len(), 2);
 }
