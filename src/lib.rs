@@ -5,5 +5,16 @@
 
 pub use trainbench_workload as workload;
 
+pub mod backends;
 pub mod commands;
+pub mod manifest;
+pub mod metrics;
+pub mod plan;
+pub mod result;
+pub mod runner;
 pub mod spec;
+pub mod stats;
+pub mod check;
+pub mod compare;
+pub mod report;
+pub mod audit;

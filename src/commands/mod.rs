@@ -7,6 +7,9 @@ pub mod plan;
 pub mod run;
 pub mod schema;
 pub mod validate;
+pub mod check;
+pub mod compare;
+pub mod report;
 
 /// How a command ended, mapped to the process exit code by `main`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

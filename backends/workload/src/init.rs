@@ -80,7 +80,7 @@ pub enum SyntheticTensor {
 /// Ids of the classes a label input must avoid: CTC reserves class 0 for the blank.
 fn label_floor(graph: &Graph, input: NodeId) -> u64 {
     let ctc =
-        graph.nodes.iter().any(|n| matches!(n.op, Op::Loss { loss: LossKind::Ctc }) && n.inputs.get(1) == Some(&input));
+        graph.nodes.iter().any(|n| matches!(n.op, Op::Loss { loss: LossKind::Ctc, .. }) && n.inputs.get(1) == Some(&input));
     u64::from(ctc)
 }
 
