@@ -10,7 +10,7 @@ use tch::Device;
 use trainbench_tch::TchBackend;
 use trainbench_tch::lower::Lowered;
 use trainbench_workload::graph::Graph;
-use trainbench_workload::params::parameters;
+use trainbench_workload::params::{graph_tensors, parameters};
 use trainbench_workload::{Backend, BackendError, NoProbe, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan};
 
 fn run(plan: &RunPlan, graph: &Graph) -> RawMeasurements {
@@ -68,6 +68,20 @@ fn actor_critic_and_regression_losses_learn() {
     assert_learns(&two_losses(), &plan(16, 20, adam(0.01)));
 }
 
+fn opt_clone() -> trainbench_workload::OptimizerSpec {
+    trainbench_workload::OptimizerSpec::Adam { lr: 1e-3, beta1: 0.5, beta2: 0.9, eps: 1e-8, weight_decay: 0.0 }
+}
+
+#[test]
+fn tied_weights_positions_matmul_and_weighted_losses_learn() {
+    let g = tied_lm();
+    assert_learns(&g, &plan(8, 20, adam(0.01)));
+    // The tied output projection is the embedding: one tensor, counted and optimised once.
+    let lowered = Lowered::new(&g, Device::Cpu, 1).unwrap();
+    let with_tied: u64 = g.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
+    assert_eq!(lowered.parameter_count(), with_tied - 24 * 16);
+}
+
 #[test]
 fn wgan_gp_trains_critic_and_generator() {
     let g = wgan();
@@ -81,15 +95,23 @@ fn wgan_gp_trains_critic_and_generator() {
     // Both halves' gradients are measured.
     let params: u64 = g.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
     assert_eq!(raw.memory.gradients, params * 4);
+    // The penalty is really there: without it (weight 0) the critic loss takes other values.
+    let mut g0 = g.clone();
+    let l = g0.losses[0];
+    if let trainbench_workload::Op::Loss { loss, .. } = &mut g0.nodes[l].op {
+        *loss = trainbench_workload::graph::LossKind::Wasserstein { gp_weight: 0.0 };
+    }
+    let raw0 = run(&plan(8, 1, opt_clone()), &g0);
+    assert_ne!(raw0.losses[0], raw.losses[0]);
 }
 
 #[test]
 fn parameter_count_and_weight_bytes_match_declarations() {
-    for g in [mlp(), small_cnn(), lstm_tagger(), attention_block(), ctc_model(), roi_model(), wgan()] {
-        let declared: u64 = g.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
-        let lowered = Lowered::new(&g, Device::Cpu, 1, &[]).unwrap();
+    for g in [mlp(), small_cnn(), lstm_tagger(), attention_block(), ctc_model(), roi_model(), wgan(), tied_lm()] {
+        let declared: u64 = graph_tensors(&g).iter().filter(|(_, d)| d.trainable()).map(|(_, d)| d.numel()).sum();
+        let lowered = Lowered::new(&g, Device::Cpu, 1).unwrap();
         assert_eq!(lowered.parameter_count(), declared, "{}", g.name);
-        let all: u64 = g.nodes.iter().flat_map(trainbench_workload::params::tensors).map(|p| p.numel()).sum();
+        let all: u64 = graph_tensors(&g).iter().map(|(_, d)| d.numel()).sum();
         assert_eq!(lowered.weight_bytes(), all * 4, "{}", g.name);
     }
 }
