@@ -12,10 +12,11 @@
 use std::process::ExitCode;
 
 use trainbench_tch::TchBackend;
-use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, NodeId, PoolKind};
+use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind};
+use trainbench_workload::model::{ModelSpec, ResnetSpec, ResnetStem};
 use trainbench_workload::params::parameters;
 use trainbench_workload::{
-    Backend, Budget, ConvCfg, GraphBuilder, OptimizerSpec, PhaseTimes, Precision, Probe, RunPlan, ShapeError,
+    Backend, Budget, GraphBuilder, OptimizerSpec, PhaseTimes, Precision, Probe, RunPlan, ShapeError, zoo,
 };
 
 /// CPU time consumed by this process (all threads), in seconds.
@@ -44,50 +45,14 @@ impl Probe for CpuClock {
     }
 }
 
-/// CIFAR ResNet-18 (torchvision's resnet18 with a 3x3/1 stem and no max-pool), 10 classes, 32x32 inputs.
-fn resnet18_cifar() -> Result<Graph, ShapeError> {
-    let mut b = GraphBuilder::new("resnet18-cifar");
-    let x = b.input("x", &[3, 32, 32], InputKind::Dense)?;
-    let y = b.input("y", &[], InputKind::Labels { classes: 10 })?;
-    let c = b.conv("conv1", x, ConvCfg::square(64, 3, 1, 1))?;
-    let c = b.batch_norm("bn1", c)?;
-    let mut h = b.act("relu", c, Activation::Relu)?;
-    let mut inp = 64;
-    for (li, (width, stride)) in [(64, 1), (128, 2), (256, 2), (512, 2)].into_iter().enumerate() {
-        for blk in 0..2 {
-            let s = if blk == 0 { stride } else { 1 };
-            b.push(format!("layer{}", li + 1));
-            b.push(blk.to_string());
-            h = basic_block(&mut b, h, inp, width, s)?;
-            b.pop();
-            b.pop();
-            inp = width;
-        }
-    }
-    let p = b.adaptive_pool("avgpool", h, PoolKind::Avg, vec![1, 1])?;
-    let f = b.flatten("flatten", p)?;
-    let o = b.linear("fc", f, 10, true)?;
-    b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
-    b.finish(1, "samples")
+/// CIFAR ResNet-18 from the zoo (torchvision's resnet18 with a 3x3/1 stem and no max-pool), 10 classes, 32x32.
+fn resnet18_cifar() -> Result<Graph, String> {
+    let spec = ResnetSpec { depth: 18, width: 64, classes: 10, image_size: 32, stem: ResnetStem::Cifar };
+    zoo::build(&ModelSpec::Resnet(spec)).map_err(|e| e.to_string())
 }
 
-fn basic_block(b: &mut GraphBuilder, x: NodeId, inp: usize, width: usize, s: usize) -> Result<NodeId, ShapeError> {
-    let c = b.conv("conv1", x, ConvCfg::square(width, 3, s, 1))?;
-    let c = b.batch_norm("bn1", c)?;
-    let c = b.act("relu1", c, Activation::Relu)?;
-    let c = b.conv("conv2", c, ConvCfg::square(width, 3, 1, 1))?;
-    let c = b.batch_norm("bn2", c)?;
-    let identity = if s != 1 || inp != width {
-        let d = b.conv("downsample.0", x, ConvCfg::square(width, 1, s, 0))?;
-        b.batch_norm("downsample.1", d)?
-    } else {
-        x
-    };
-    let r = b.add_nodes("add", &[c, identity])?;
-    b.act("relu2", r, Activation::Relu)
-}
-
-/// Small Transformer encoder language model: vocab 1000, 64 tokens, width 256, 4 heads, FFN 1024, 2 post-norm
+/// Small Transformer encoder language model (built here: the zoo's Transformer is the encoder-decoder of
+/// Vaswani et al., which `pytorch_eager.py` would have to re-implement layer by layer): vocab 1000, 64 tokens, width 256, 4 heads, FFN 1024, 2 post-norm
 /// layers (PyTorch's `TransformerEncoderLayer` structure, ReLU, dropout 0.1), per-token classifier.
 fn transformer(dropout: f32) -> Result<Graph, ShapeError> {
     let (vocab, seq, e, heads, ffn, layers) = (1000, 64, 256, 4, 1024, 2);
@@ -181,7 +146,7 @@ fn main() -> ExitCode {
             (resnet18_cifar(), OptimizerSpec::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 5e-4, nesterov: false })
         }
         "transformer" => (
-            transformer(o.dropout),
+            transformer(o.dropout).map_err(|e| e.to_string()),
             OptimizerSpec::Adam { lr: 1e-4, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
         ),
         other => {

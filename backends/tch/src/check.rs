@@ -81,7 +81,11 @@ fn check_node(graph: &Graph, id: NodeId) -> Result<(), String> {
         Op::Embedding { .. } if !is_int_input(graph, node.inputs[0]) => {
             Err("embedding ids must come straight from an integer (tokens or labels) input".into())
         }
-        Op::CriticBatch if !graph.nodes.iter().any(|n| matches!(n.op, Op::Loss { loss: LossKind::Wasserstein { .. }, .. }) && n.inputs.get(1) == Some(&id)) => {
+        Op::CriticBatch
+            if !graph.nodes.iter().any(|n| {
+                matches!(n.op, Op::Loss { loss: LossKind::Wasserstein { .. }, .. }) && n.inputs.get(1) == Some(&id)
+            }) =>
+        {
             Err("critic_batch is only lowered as input 1 of a Wasserstein loss".into())
         }
         Op::SinusoidalPositions { .. } if rank(0) != 2 => Err("positions take [time, width] inputs".into()),

@@ -7,8 +7,8 @@ use trainbench_workload::graph::{Graph, Node, NodeId, Op};
 use trainbench_workload::init::{SyntheticTensor, initial_values, synthetic_input};
 use trainbench_workload::params::{ParamDecl, is_tied, tensors};
 
-use crate::ops::{self, Flags};
 use crate::loss;
+use crate::ops::{self, Flags};
 
 /// How [`Lowered::eval`] runs the nodes.
 pub struct EvalOpts<'f> {
@@ -117,7 +117,10 @@ impl Lowered {
     /// Trained tensors of the nodes selected by `select` (shallow handles sharing storage and gradients);
     /// a tied weight appears once, with its owner.
     pub fn parameters(&self, graph: &Graph, select: impl Fn(&Node) -> bool) -> Vec<Tensor> {
-        self.owned().filter(|(i, d, _)| d.trainable() && select(&graph.nodes[*i])).map(|(_, _, t)| t.shallow_clone()).collect()
+        self.owned()
+            .filter(|(i, d, _)| d.trainable() && select(&graph.nodes[*i]))
+            .map(|(_, _, t)| t.shallow_clone())
+            .collect()
     }
 
     /// Bytes of every allocated tensor (parameters and buffers).

@@ -329,8 +329,7 @@ fn roi_grid(proposals: usize, h: usize, w: usize, output: &[usize], s: usize) ->
         for py in 0..oh * s {
             let y = bx[1] + bin_h * (py / s) as f32 + (py % s) as f32 * bin_h / s as f32 + bin_h / (2 * s) as f32;
             for px in 0..ow * s {
-                let xx =
-                    bx[0] + bin_w * (px / s) as f32 + (px % s) as f32 * bin_w / s as f32 + bin_w / (2 * s) as f32;
+                let xx = bx[0] + bin_w * (px / s) as f32 + (px % s) as f32 * bin_w / s as f32 + bin_w / (2 * s) as f32;
                 grid.push((2.0 * xx + 1.0) / w as f32 - 1.0);
                 grid.push((2.0 * y + 1.0) / h as f32 - 1.0);
             }

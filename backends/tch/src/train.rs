@@ -232,7 +232,9 @@ impl<'a> Session<'a> {
             for &l in &graph.losses {
                 let v = env[l].take().ok_or_else(|| TchError::Kind("internal: loss not computed".into()))?;
                 let v = match graph.nodes[l].op {
-                    trainbench_workload::Op::Loss { weight, .. } if weight != 1.0 => v.f_mul_scalar(f64::from(weight))?,
+                    trainbench_workload::Op::Loss { weight, .. } if weight != 1.0 => {
+                        v.f_mul_scalar(f64::from(weight))?
+                    }
                     _ => v,
                 };
                 total = Some(match total {
