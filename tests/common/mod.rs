@@ -149,6 +149,7 @@ impl Synth {
                     method: "mser-5".into(),
                     start_index: start,
                     truncated: start,
+                    reached: start < steps.len() / 2,
                 },
                 phases: PhaseBreakdown {
                     synchronised: true,
