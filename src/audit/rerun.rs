@@ -7,7 +7,6 @@ use super::RerunError;
 use crate::backends::BackendChoice;
 use crate::result::RunResult;
 use crate::runner::{RunnerOptions, Suite, run_suite};
-use crate::spec::wire::SpecFile;
 
 /// How to re-run.
 #[derive(Debug, Clone, Default)]
@@ -33,9 +32,8 @@ fn backend_of(name: &str) -> Option<BackendChoice> {
 
 /// Re-run `original`'s plan with the model and settings of its embedded spec.
 pub fn rerun_here(original: &RunResult, opts: &RerunOptions) -> Result<RunResult, RerunError> {
-    let spec: SpecFile = serde_json::from_str(&original.environment.spec_canonical)
+    let mut suite = Suite::from_spec_text("embedded spec", &original.environment.spec_canonical)
         .map_err(|e| RerunError(format!("the embedded spec cannot be read by this trainbench: {e}")))?;
-    let mut suite = Suite::from_spec(&spec);
     suite.plans = vec![original.plan.clone()];
     let backend = opts.backend.or_else(|| backend_of(&original.backend));
     let runner = RunnerOptions {
