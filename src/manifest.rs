@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 use trainbench_workload::{DeviceInfo, RawMeasurements};
 
@@ -41,24 +40,6 @@ pub fn relevant_env_vars() -> BTreeMap<String, String> {
     std::env::vars()
         .filter(|(k, _)| ENV_NAMES.contains(&k.as_str()) || ENV_PREFIXES.iter().any(|p| k.starts_with(p)))
         .collect()
-}
-
-/// Recursively sort object keys, so the text does not depend on serde_json's map order.
-fn sort_keys(v: Value) -> Value {
-    match v {
-        Value::Object(map) => {
-            let sorted: BTreeMap<String, Value> = map.into_iter().map(|(k, v)| (k, sort_keys(v))).collect();
-            Value::Object(sorted.into_iter().collect())
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(sort_keys).collect()),
-        other => other,
-    }
-}
-
-/// Canonical text of a spec: the parsed spec with defaults filled in, as compact JSON with sorted keys.
-pub fn canonical_spec<T: serde::Serialize>(spec: &T) -> String {
-    let v = serde_json::to_value(spec).unwrap_or(Value::Null);
-    serde_json::to_string(&sort_keys(v)).unwrap_or_default()
 }
 
 /// Lower-case hex SHA-256 of a text.
@@ -194,12 +175,8 @@ mod tests {
     }
 
     #[test]
-    fn canonical_spec_ignores_key_order() {
-        let a: Value = serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": null}}"#).unwrap();
-        let b: Value = serde_json::from_str(r#"{"a": {"x": null, "y": [1, 2]}, "b": 1}"#).unwrap();
-        assert_eq!(canonical_spec(&a), canonical_spec(&b));
-        assert_eq!(canonical_spec(&a), r#"{"a":{"x":null,"y":[1,2]},"b":1}"#);
-        // SHA-256 of "abc" (FIPS 180-2 test vector).
+    fn sha256_test_vector() {
+        // FIPS 180-2, "abc".
         assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 

@@ -125,6 +125,69 @@ mod tests {
         EffectiveTopology { path: FieldPath::root(), nodes, devices_per_node: devices, strategy, interconnect }
     }
 
+    fn validated(text: &str) -> ValidatedSpec {
+        let v = crate::spec::SpecValidator::new().unwrap();
+        let checked = v.check_bytes("t.toml", text.as_bytes(), None, &crate::spec::Overrides::none());
+        checked.spec.unwrap_or_else(|| panic!("{}", crate::spec::diagnostics::render_text(&checked.diagnostics)))
+    }
+
+    const SPEC: &str = r#"
+version = 1
+name = "p"
+[model]
+family = "mlp"
+inputs = 8
+hidden = [8]
+classes = 2
+[training]
+seed = 100
+[sweep]
+batch_sizes = [8, 16]
+precisions = ["fp32", "bf16"]
+[[sweep.topologies]]
+devices_per_node = 1
+strategy = "single"
+[[sweep.topologies]]
+devices_per_node = 2
+strategy = "all-reduce"
+[run]
+warmup = 1
+iterations = 3
+repeats = 3
+"#;
+
+    #[test]
+    fn expands_the_full_product_in_order() {
+        let runs = expand(&validated(SPEC));
+        assert_eq!(runs.len(), 2 * 2 * 2 * 3);
+        assert_eq!(runs[0].run.id, "p.b8.fp32.1x1.r0");
+        assert_eq!(runs[3].run.id, "p.b8.fp32.1x2.r0");
+        assert_eq!(runs[6].run.id, "p.b8.bf16.1x1.r0");
+        assert_eq!(runs[12].run.id, "p.b16.fp32.1x1.r0");
+        assert_eq!(runs.last().unwrap().run.id, "p.b16.bf16.1x2.r2");
+        let ids: std::collections::HashSet<_> = runs.iter().map(|r| r.run.id.clone()).collect();
+        assert_eq!(ids.len(), runs.len());
+    }
+
+    #[test]
+    fn seeds_budget_and_topology_are_resolved() {
+        let runs = expand(&validated(SPEC));
+        assert_eq!(runs.iter().take(3).map(|r| r.run.seed).collect::<Vec<_>>(), [100, 101, 102]);
+        assert!(runs.iter().all(|r| r.run.budget == Budget::Iterations(3) && r.run.warmup == 1));
+        assert_eq!((runs[3].run.world_size, runs[3].strategy), (2, Strategy::AllReduce));
+        assert_eq!(runs[0].run.device, "cpu");
+        let timed = validated(&SPEC.replace("iterations = 3", "time_budget_s = 2.5"));
+        assert!(plan(&timed).iter().all(|r| r.budget == Budget::Seconds(2.5)));
+    }
+
+    #[test]
+    fn defaults_give_one_run() {
+        let runs = plan(&validated("version = 1\nname = \"d\"\n[model]\nfamily = \"mlp\"\n"));
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].id, "d.b32.fp32.1x1.r0");
+        assert_eq!(runs[0].seed, 42);
+    }
+
     #[test]
     fn ids_follow_the_pattern() {
         assert_eq!(run_id("resnet50", 32, Precision::Fp32, "1x1", 0), "resnet50.b32.fp32.1x1.r0");

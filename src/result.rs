@@ -408,8 +408,9 @@ pub struct Environment {
     pub git_commit: String,
     /// SHA-256 (hex) of `spec_canonical`.
     pub spec_sha256: String,
-    /// The spec in canonical form: the parsed spec with every default filled in, as JSON with sorted keys
-    /// (so formatting, comments and key order do not change the hash).
+    /// The spec in canonical form (the spec stage's canonical TOML: every field written out with defaults
+    /// filled in and `--set` overrides applied, in a fixed order), so layout, comments and spelled-out defaults
+    /// do not change the hash.
     pub spec_canonical: String,
     /// Library versions the backend ran with (`libtorch`, `cuda`, `cudnn`, `burn`, `wgpu`, ...).
     pub library_versions: BTreeMap<String, String>,

@@ -25,3 +25,10 @@ fn result_schema_is_a_valid_json_schema() {
     assert_eq!(schema["title"], "trainbench run result");
     assert!(schema["properties"]["format_version"].is_object());
 }
+
+#[test]
+fn schema_command_prints_the_result_schema() {
+    let out = assert_cmd::Command::cargo_bin("trainbench").unwrap().args(["schema", "--result"]).assert().success();
+    let printed = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert_eq!(printed, trainbench::result::result_schema_text());
+}

@@ -10,6 +10,8 @@ use super::{CommandError, Outcome};
 use crate::backends::BackendChoice;
 use crate::result::{RunOutcome, RunResult};
 use crate::runner::{self, RunnerError, RunnerOptions, Suite, probe};
+use crate::spec::diagnostics::render_text;
+use crate::spec::{Overrides, SpecValidator};
 
 /// Backend selection on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -79,8 +81,9 @@ pub struct Args {
 
 /// Carry out `trainbench run`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
-    let suites: Vec<Suite> =
-        args.specs.iter().map(|p| Suite::load(p, &args.sets)).collect::<Result<_, _>>().map_err(CommandError::Input)?;
+    let Some(suites) = load_suites(args)? else {
+        return Ok(Outcome::InvalidInput);
+    };
     if !(args.mock_slowdown.is_finite() && args.mock_slowdown > 0.0) {
         return Err(CommandError::Input(format!(
             "--mock-slowdown must be a positive number, not {}",
@@ -131,6 +134,32 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     }
     let failed = all.iter().any(|(r, _)| matches!(r.outcome, RunOutcome::Failed { .. }));
     Ok(if failed || interrupted { Outcome::Failure } else { Outcome::Success })
+}
+
+/// Validate every spec (with the `--set` overrides) before running any; `None` after printing diagnostics
+/// when one is invalid.
+fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
+    let overrides = match Overrides::parse(&args.sets) {
+        Ok(o) => o,
+        Err(diagnostics) => {
+            eprint!("{}", render_text(&diagnostics));
+            return Ok(None);
+        }
+    };
+    let validator = SpecValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    let mut suites = Vec::new();
+    let mut invalid = false;
+    for path in &args.specs {
+        let checked = validator.check_file(path, &path.display().to_string(), &overrides);
+        if !args.quiet || checked.spec.is_none() {
+            eprint!("{}", render_text(&checked.diagnostics));
+        }
+        match checked.spec {
+            Some(spec) => suites.push(Suite::from_validated(&spec)),
+            None => invalid = true,
+        }
+    }
+    Ok((!invalid).then_some(suites))
 }
 
 fn ms(s: f64) -> String {

@@ -90,7 +90,8 @@ pub fn peak_for(device: &DeviceInfo, precision: Precision) -> Option<Peak> {
     }
     let note = if precision == Precision::Fp32 { "" } else { " (fp32 peak; no reduced-precision peak known)" };
     if let Some(p) = device.peak_flops_fp32.filter(|p| *p > 0.0) {
-        return Some(Peak { flop_per_s: p, source: format!("backend: {} fp32{note}", device.name) });
+        let how = device.details.get("peak_flops_fp32_source").map(|s| format!(" ({s})")).unwrap_or_default();
+        return Some(Peak { flop_per_s: p, source: format!("backend: {} fp32{how}{note}", device.name) });
     }
     if let Some(t) = table {
         return Some(Peak { flop_per_s: t.fp32, source: format!("table: {} fp32{note}", t.product) });

@@ -16,7 +16,7 @@ use std::time::{Instant, SystemTime};
 
 use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
 use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, RawMeasurements, RunPlan, zoo};
+use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, RawMeasurements, RunPlan};
 
 use crate::backends::{self, BackendChoice};
 use crate::manifest::{ManifestInput, environment};
@@ -53,14 +53,6 @@ pub struct RunnerOptions {
 /// Why a suite could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
-    /// The model could not be built.
-    #[error("spec `{spec}`: the model cannot be built: {message}")]
-    Model {
-        /// Spec name.
-        spec: String,
-        /// The zoo's message.
-        message: String,
-    },
     /// The backend is not usable in this build.
     #[error("{0}")]
     Backend(BackendError),
@@ -113,10 +105,18 @@ pub fn run_suite(
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
     let choice = backends::resolve(opts.backend.unwrap_or(suite.backend));
-    let mut backend = backends::create(choice, &opts.mock);
-    let graph = zoo::build(&suite.model)
-        .map_err(|e| RunnerError::Model { spec: suite.spec_name.clone(), message: e.to_string() })?;
-    let analysis = analyze(&graph);
+    run_suite_with(suite, opts, backends::create(choice, &opts.mock), on_result)
+}
+
+/// [`run_suite`] on a given backend instance (embedders, tests with custom backends).
+pub fn run_suite_with(
+    suite: &Suite,
+    opts: &RunnerOptions,
+    mut backend: Box<dyn Backend>,
+    on_result: &mut dyn FnMut(&RunResult, &Path),
+) -> Result<SuiteReport, RunnerError> {
+    let graph = &suite.graph;
+    let analysis = analyze(graph);
     let dir = opts.out_dir.join(&suite.spec_name);
     let spec_sha = crate::manifest::sha256_hex(&suite.spec_canonical);
     let mut writer: Option<SuiteWriter> = None;
@@ -132,10 +132,10 @@ pub fn run_suite(
         if let Some(d) = &opts.device {
             plan.device = d.clone();
         }
-        let ctx = RunContext { suite, graph: &graph, analysis: &analysis, opts, index: i };
+        let ctx = RunContext { suite, graph, analysis: &analysis, opts, index: i };
         let result = match ooms.iter().find(|o| same_family(o, &plan) && plan.batch_size >= o.batch_size) {
             Some(o) => ctx.skipped(&plan, backend.as_ref(), o.batch_size),
-            None => match backend.check(&plan, &graph) {
+            None => match backend.check(&plan, graph) {
                 Err(e @ BackendError::NotBuilt { .. }) => return Err(RunnerError::Backend(e)),
                 Err(e) => ctx.not_run(&plan, backend.as_ref(), e),
                 Ok(()) => ctx.run(&plan, backend.as_mut()),
@@ -212,10 +212,8 @@ impl RunContext<'_> {
 
     fn skipped(&self, plan: &RunPlan, backend: &dyn Backend, oom_batch: usize) -> RunResult {
         let now = SystemTime::now();
-        let reason = format!(
-            "skipped: batch size {} of the same model, precision and device already ran out of memory",
-            oom_batch
-        );
+        let reason =
+            format!("batch size {oom_batch} of the same model, precision and device already ran out of memory");
         self.result(plan, backend.name(), RunOutcome::Skipped { reason }, (now, now), device_of(backend, plan), None)
     }
 
@@ -244,6 +242,7 @@ impl RunContext<'_> {
             }
         }
         let started = SystemTime::now();
+        let clock = Instant::now();
         let collectors = Collectors::start(&config);
         let origin = collectors.origin();
         let outcome = backend.run(plan, self.graph, &mut probe);
@@ -255,10 +254,19 @@ impl RunContext<'_> {
             Ok(raw) => raw,
             Err(e) => return self.result(plan, backend.name(), outcome_of_error(e), (started, finished), device, None),
         };
-        let outcome = match (raw.interrupted, probe.stop_cause()) {
+        // Backends may enforce the timeout themselves, so the probe need not have seen the cause.
+        let cause = probe.stop_cause().or_else(|| {
+            if self.opts.stop.is_set() {
+                Some(StopCause::User)
+            } else {
+                plan.timeout_s.filter(|t| clock.elapsed().as_secs_f64() >= *t).map(StopCause::Timeout)
+            }
+        });
+        let outcome = match (raw.interrupted, cause) {
             (false, _) => RunOutcome::Completed,
             (true, Some(StopCause::Timeout(t))) => RunOutcome::Interrupted { reason: format!("timeout after {t} s") },
-            (true, _) => RunOutcome::Interrupted { reason: USER_STOP.into() },
+            (true, Some(StopCause::User)) => RunOutcome::Interrupted { reason: USER_STOP.into() },
+            (true, None) => RunOutcome::Interrupted { reason: "stopped early by the backend".into() },
         };
         let mut result = self.result(plan, backend.name(), outcome, (started, finished), device.clone(), Some(&raw));
         let used = raw.device.clone().or(device);

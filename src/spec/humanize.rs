@@ -20,6 +20,8 @@ pub struct Humanizer<'a> {
     pub root: &'a Node,
     /// The texts spans point into.
     pub sources: &'a Sources,
+    /// Paths whose values were already reported as unusable (errors at or below them are dropped).
+    pub poisoned: &'a [FieldPath],
 }
 
 /// Where in the source to point for a value: at its key (unknown keys) or at the value.
@@ -33,9 +35,14 @@ impl Humanizer<'_> {
     /// The diagnostics explaining one schema error (usually one; several for several unknown keys).
     pub fn explain(&self, error: &ValidationError<'_>) -> Vec<Diagnostic> {
         let path = FieldPath::from_pointer(error.instance_path().as_str(), self.instance);
+        if self.poisoned.iter().any(|p| path.starts_with(p)) {
+            return Vec::new();
+        }
         match error.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
-                unexpected.iter().map(|key| self.unknown_key(&path, key)).collect()
+                let table = parent_pointer(error.schema_path().as_str()).and_then(|p| self.schema.pointer(p));
+                let max = super::validate::MAX_DIAGNOSTICS;
+                unexpected.iter().take(max + 1).map(|key| self.unknown_key(&path, key, table)).collect()
             }
             ValidationErrorKind::Required { property } => {
                 let name = property.as_str().unwrap_or_default();
@@ -66,13 +73,22 @@ impl Humanizer<'_> {
             ValidationErrorKind::MaxLength { limit } => {
                 vec![self.at(&path, At::Value, format!("`{path}` must be at most {limit} characters long"))]
             }
-            ValidationErrorKind::Pattern { .. } => {
+            ValidationErrorKind::Pattern { pattern } => {
                 let value = self.value_at(&path).map(show).unwrap_or_default();
                 let d = self.at(&path, At::Value, format!("{value} is not a valid `{path}`"));
-                vec![d.expected(self.description_at(&path).unwrap_or_else(|| "a value matching the schema".into()))]
+                let hint = if path == FieldPath::keys(&["name"]) {
+                    Some(
+                        "use letters, digits, `-`, `_` and `.`, starting with a letter or digit, e.g. `my-bench`"
+                            .into(),
+                    )
+                } else {
+                    self.description_at(&path)
+                };
+                vec![d.expected(format!("text matching `{pattern}`")).maybe_hint(hint)]
             }
             ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
-                self.alternatives(&path, context)
+                let variants = self.schema.pointer(error.schema_path().as_str()).and_then(Value::as_array);
+                self.alternatives(&path, variants, context)
             }
             _ => vec![self.at(&path, At::Value, error.masked().to_string())],
         }
@@ -100,8 +116,11 @@ impl Humanizer<'_> {
         Some(v)
     }
 
-    fn unknown_key(&self, table: &FieldPath, key: &str) -> Diagnostic {
-        let allowed = self.schema_at(table, true).map(|s| property_names(self.schema, s)).unwrap_or_default();
+    fn unknown_key(&self, table: &FieldPath, key: &str, table_schema: Option<&Value>) -> Diagnostic {
+        let allowed = table_schema
+            .or_else(|| self.schema_at(table, true))
+            .map(|s| property_names(self.schema, s))
+            .unwrap_or_default();
         let mut message = format!("unknown key `{key}` in {}", table.table_display());
         if let Some((tag, value)) = self.tag_of(table) {
             message.push_str(&format!(" ({tag} `{value}`)"));
@@ -114,7 +133,15 @@ impl Humanizer<'_> {
     }
 
     fn missing_key(&self, table: &FieldPath, key: &str) -> Diagnostic {
-        let d = self.at(table, At::Value, format!("missing required key `{key}` in {}", table.table_display()));
+        let message = format!("missing required key `{key}` in {}", table.table_display());
+        let d = if table.is_root() {
+            // The top-level table has no header to point at: the diagnostic is about the file.
+            let mut d = Diagnostic::error(self.sources.file(), message);
+            d.path = key.to_string();
+            d
+        } else {
+            self.at(table, At::Value, message)
+        };
         let described = self.description_at(&table.key(key));
         let d = match described {
             Some(text) => d.expected(format!("`{key}`: {text}")),
@@ -193,15 +220,16 @@ impl Humanizer<'_> {
     }
 
     /// `oneOf` / `anyOf`: explain through the variant the tag (or the value's shape) selects.
-    fn alternatives(&self, path: &FieldPath, context: &[Vec<ValidationError<'static>>]) -> Vec<Diagnostic> {
-        let Some(schema) = self.schema_at(path, false) else {
+    fn alternatives(
+        &self,
+        path: &FieldPath,
+        variants: Option<&Vec<Value>>,
+        context: &[Vec<ValidationError<'static>>],
+    ) -> Vec<Diagnostic> {
+        let Some(variants) = variants else {
             return vec![self.at(path, At::Value, format!("`{path}` does not match the schema"))];
         };
-        let variants: Vec<&Value> = schema
-            .get("oneOf")
-            .or_else(|| schema.get("anyOf"))
-            .and_then(Value::as_array)
-            .map_or_else(Vec::new, |a| a.iter().map(|v| resolve(self.schema, v)).collect());
+        let variants: Vec<&Value> = variants.iter().map(|v| resolve(self.schema, v)).collect();
         let value = self.value_at(path);
         if let Some((tag, tags)) = tag_of_variants(&variants) {
             let tag_values: Vec<String> = tags.iter().map(|(v, _)| v.clone()).collect();
@@ -231,6 +259,13 @@ impl Humanizer<'_> {
         }
         let candidates: Vec<usize> =
             variants.iter().enumerate().filter(|(_, v)| !is_null_schema(v)).map(|(i, _)| i).collect();
+        let words: Vec<String> = candidates
+            .iter()
+            .filter_map(|&i| variants[i].get("const").and_then(Value::as_str).map(String::from))
+            .collect();
+        if !words.is_empty() && words.len() == candidates.len() {
+            return vec![self.choice_diagnostic(path, &words, "value")];
+        }
         let matching_shape: Vec<usize> =
             candidates.iter().copied().filter(|&i| value.is_some_and(|v| shape_fits(variants[i], v))).collect();
         let pick = if candidates.len() == 1 {
@@ -280,7 +315,7 @@ impl Humanizer<'_> {
         let key = path.last_key()?;
         let prop = parent.get("properties")?.get(key)?;
         let text = prop.get("description").or_else(|| resolve(self.schema, prop).get("description"))?.as_str()?;
-        Some(text.to_string())
+        Some(text.split_whitespace().collect::<Vec<_>>().join(" "))
     }
 
     /// The tag and its value when the table at `path` is a tagged variant (`family` `resnet`).
@@ -307,6 +342,11 @@ impl Humanizer<'_> {
             .collect();
         if homes.len() == 1 { Some(homes[0].clone()) } else { None }
     }
+}
+
+/// The JSON pointer of the schema object holding the keyword a schema path ends in.
+fn parent_pointer(schema_path: &str) -> Option<&str> {
+    schema_path.rsplit_once('/').map(|(parent, _)| parent)
 }
 
 /// Follow `$ref`s (local `#/$defs/...` only) to the schema they name.

@@ -1,14 +1,17 @@
 //! The validation pipeline: bytes -> TOML tree (+ `--set` overrides) -> JSON Schema -> typed spec -> semantic
 //! rules -> model graph -> [`ValidatedSpec`]. Every stage reports all it finds as located [`Diagnostic`]s.
 //!
-//! Stages and what stops what: a syntax error stops everything (there is no tree to check). Schema errors and
-//! semantic rules are reported together: rules run on every top-level table that passed the schema. The model
-//! graph is built (by the zoo) only for a spec with no error so far, because building it from a broken spec
-//! reports consequences rather than causes.
+//! Stages and what stops what: a syntax error stops everything (there is no tree to check). Schema errors,
+//! semantic rules and model errors are reported together: rules run on every top-level table that passed the
+//! schema (a rule spanning several tables needs all of them), and the model graph is built by the zoo whenever
+//! `[model]` passed the schema.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use super::ValidatedSpec;
+use jsonschema::error::ValidationErrorKind;
+
 use super::diagnostics::{self, Diagnostic};
 use super::humanize::Humanizer;
 use super::load::{self, LoadProblem, Node, Origin, Sources};
@@ -16,6 +19,11 @@ use super::overrides::Overrides;
 use super::path::{FieldPath, Segment};
 use super::rules::{self, Finding, PartialSpec, RuleContext};
 use super::schema::spec_schema;
+
+/// Most diagnostics reported for one file; past this the file is too broken for more to help.
+pub const MAX_DIAGNOSTICS: usize = 50;
+/// Most schema errors looked at for one file.
+const MAX_SCHEMA_ERRORS: usize = 500;
 
 /// The outcome of checking one file: its diagnostics and, when it has no error, the validated spec.
 #[derive(Debug)]
@@ -59,7 +67,7 @@ impl SpecValidator {
 
     /// Check the spec file at `path`, shown in diagnostics as `display`.
     pub fn check_file(&self, path: &Path, display: &str, overrides: &Overrides) -> Checked {
-        match std::fs::read(path) {
+        match read_bounded(path) {
             Ok(bytes) => {
                 let base = path.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p });
                 let mut checked = self.check_bytes(display, &bytes, base, overrides);
@@ -114,46 +122,66 @@ impl SpecValidator {
         problems.extend(overrides.apply(&mut root));
         let form = load::to_json(&root);
         problems.extend(form.problems);
-        let mut out: Vec<Diagnostic> = problems.iter().map(|p| problem_diagnostic(&sources, p)).collect();
+        let mut out: Vec<Diagnostic> =
+            problems.iter().take(MAX_DIAGNOSTICS).map(|p| problem_diagnostic(&sources, p)).collect();
 
-        let humanizer = Humanizer { schema: &self.schema, instance: &form.value, root: &root, sources: &sources };
+        let humanizer = Humanizer {
+            schema: &self.schema,
+            instance: &form.value,
+            root: &root,
+            sources: &sources,
+            poisoned: &form.poisoned,
+        };
+        // Tables with errors are left out of the semantic rules, except for unknown keys: those are dropped
+        // from a repaired copy (they had no effect anyway) so the rest of their table is still checked.
         let mut broken: Vec<FieldPath> = problems.iter().map(|p| p.path.clone()).collect();
-        for error in self.compiled.iter_errors(&form.value) {
+        let mut repaired = form.value.clone();
+        let mut seen: HashSet<(String, String)> = out.iter().map(|d| (d.path.clone(), d.message.clone())).collect();
+        let mut truncated = out.len() >= MAX_DIAGNOSTICS;
+        for error in self.compiled.iter_errors(&form.value).take(MAX_SCHEMA_ERRORS) {
             let at = FieldPath::from_pointer(error.instance_path().as_str(), &form.value);
             if form.poisoned.iter().any(|p| at.starts_with(p)) {
                 continue;
             }
-            for d in humanizer.explain(&error) {
-                if !out.iter().any(|o| o.path == d.path && o.message == d.message) {
-                    out.push(d);
+            if out.len() >= MAX_DIAGNOSTICS {
+                truncated = true;
+            } else {
+                for d in humanizer.explain(&error) {
+                    if out.len() >= MAX_DIAGNOSTICS {
+                        truncated = true;
+                    } else if seen.insert((d.path.clone(), d.message.clone())) {
+                        out.push(d);
+                    }
                 }
             }
-            broken.push(at);
+            match error.kind() {
+                ValidationErrorKind::AdditionalProperties { unexpected } => {
+                    if let Some(table) =
+                        repaired.pointer_mut(error.instance_path().as_str()).and_then(|v| v.as_object_mut())
+                    {
+                        unexpected.iter().for_each(|k| {
+                            table.remove(k);
+                        });
+                    }
+                }
+                _ => broken.push(at),
+            }
         }
 
-        let is_broken = |key: &str| {
-            broken.iter().any(|p| {
-                matches!(p.0.first(), Some(Segment::Key(k)) if k == key)
-                    || (p.is_root() && key == "model" && form.value.get("model").is_none())
-            })
-        };
-        let partial = PartialSpec::from_json(&form.value, is_broken);
+        if truncated {
+            let d = Diagnostic::error(display, format!("stopped after {MAX_DIAGNOSTICS} problems"))
+                .hint("fix these and validate again to see the rest");
+            out.push(d);
+            return Err(out);
+        }
+        let is_broken = |key: &str| broken.iter().any(|p| matches!(p.0.first(), Some(Segment::Key(k)) if k == key));
+        let partial = PartialSpec::from_json(&repaired, is_broken);
         let written = |p: &FieldPath| load::locate(&root, p).exact;
         let cx = RuleContext { base_dir, written: &written };
         out.extend(rules::check(&partial, &cx).iter().map(|f| finding_diagnostic(&sources, &root, f)));
 
-        if out.iter().any(Diagnostic::is_error) {
-            return Err(out);
-        }
-        let Some(spec) = partial.complete() else {
-            let d = Diagnostic::error(display, "the spec passed the schema but could not be read into its types")
-                .hint("this is a bug in trainbench's schema; please report it with the spec");
-            out.push(d);
-            return Err(out);
-        };
-
-        let graph = match trainbench_workload::zoo::build(&spec.model) {
-            Ok(g) => g,
+        let graph = partial.model.as_ref().and_then(|model| match trainbench_workload::zoo::build(model) {
+            Ok(g) => Some(g),
             Err(e) => {
                 let path = model_path(&form.value, &e.path);
                 let loc = load::locate(&root, &path);
@@ -161,16 +189,34 @@ impl SpecValidator {
                     .diagnostic(&loc.span, &path, format!("the model cannot be built: {}", e.message))
                     .maybe_hint(e.hint.clone());
                 out.push(d);
-                return Err(out);
+                None
             }
-        };
-        out.extend(rules::check_graph(&spec.dataset, &graph).iter().map(|f| finding_diagnostic(&sources, &root, f)));
+        });
+        if let (Some(graph), Some(dataset), Some(model)) = (&graph, &partial.dataset, &partial.model) {
+            let findings = rules::check_graph(dataset, model, graph);
+            out.extend(findings.iter().map(|f| finding_diagnostic(&sources, &root, f)));
+        }
         if out.iter().any(Diagnostic::is_error) {
             return Err(out);
         }
+        let (Some(spec), Some(graph)) = (partial.complete(), graph) else {
+            let d = Diagnostic::error(display, "the spec passed the schema but could not be read into its types")
+                .hint("this is a bug in trainbench's schema; please report it with the spec");
+            out.push(d);
+            return Err(out);
+        };
         let validated = ValidatedSpec::new(spec, graph, overrides.texts());
         Ok((validated, out))
     }
+}
+
+/// Read at most one byte more than a spec may hold (a device file or a huge file must not hang or exhaust memory;
+/// the size check in [`load::decode`] then reports it).
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(load::MAX_SPEC_BYTES as u64 + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// A `model.<path>` field path from the zoo's path inside `[model]`, telling array indices from keys.

@@ -5,61 +5,54 @@
 //! Usage: `parity <resnet18-cifar|transformer> [--batch N] [--warmup N] [--iters N] [--threads N] [--seed N]
 //! [--manifest FILE] [--dropout P]` (transformer dropout, 0.1 by default); `--manifest` also writes every declared tensor (name, shape, initialiser) and graph
 //! input, so the PyTorch side can start from the very same weights and data (`--init-from FILE`).
-//! Output: one line `RESULT impl=trainbench model=.. batch=.. params=.. median_s=.. mean_s=.. items_per_s=..`.
+//! Output: one line `RESULT impl=trainbench model=.. batch=.. params=.. threads=.. median_s=.. mean_s=..
+//! cpu_s_per_step=.. items_per_s=.. loss_first=.. loss_last=..` (step times of the measured iterations; CPU
+//! seconds of the whole process per measured step).
 
 use std::process::ExitCode;
 
 use trainbench_tch::TchBackend;
-use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, NodeId, PoolKind};
+use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind};
+use trainbench_workload::model::{ModelSpec, ResnetSpec, ResnetStem};
 use trainbench_workload::params::parameters;
 use trainbench_workload::{
-    Backend, Budget, ConvCfg, GraphBuilder, NoProbe, OptimizerSpec, Precision, RunPlan, ShapeError,
+    Backend, Budget, GraphBuilder, OptimizerSpec, PhaseTimes, Precision, Probe, RunPlan, ShapeError, zoo,
 };
 
-/// CIFAR ResNet-18 (torchvision's resnet18 with a 3x3/1 stem and no max-pool), 10 classes, 32x32 inputs.
-fn resnet18_cifar() -> Result<Graph, ShapeError> {
-    let mut b = GraphBuilder::new("resnet18-cifar");
-    let x = b.input("x", &[3, 32, 32], InputKind::Dense)?;
-    let y = b.input("y", &[], InputKind::Labels { classes: 10 })?;
-    let c = b.conv("conv1", x, ConvCfg::square(64, 3, 1, 1))?;
-    let c = b.batch_norm("bn1", c)?;
-    let mut h = b.act("relu", c, Activation::Relu)?;
-    let mut inp = 64;
-    for (li, (width, stride)) in [(64, 1), (128, 2), (256, 2), (512, 2)].into_iter().enumerate() {
-        for blk in 0..2 {
-            let s = if blk == 0 { stride } else { 1 };
-            b.push(format!("layer{}", li + 1));
-            b.push(blk.to_string());
-            h = basic_block(&mut b, h, inp, width, s)?;
-            b.pop();
-            b.pop();
-            inp = width;
+/// CPU time consumed by this process (all threads), in seconds.
+fn process_cpu_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-pointer for clock_gettime.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Process CPU time at the end of the last warm-up iteration and of the last measured one: CPU seconds per
+/// step are robust to other processes competing for the cores (wall time is not), at one thread at least.
+#[derive(Default)]
+struct CpuClock {
+    start: Option<f64>,
+    end: Option<f64>,
+}
+
+impl Probe for CpuClock {
+    fn step(&mut self, _index: u64, measured: bool, _phases: &PhaseTimes) {
+        if measured {
+            self.end = Some(process_cpu_s());
+        } else {
+            self.start = Some(process_cpu_s());
         }
     }
-    let p = b.adaptive_pool("avgpool", h, PoolKind::Avg, vec![1, 1])?;
-    let f = b.flatten("flatten", p)?;
-    let o = b.linear("fc", f, 10, true)?;
-    b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
-    b.finish(1, "samples")
 }
 
-fn basic_block(b: &mut GraphBuilder, x: NodeId, inp: usize, width: usize, s: usize) -> Result<NodeId, ShapeError> {
-    let c = b.conv("conv1", x, ConvCfg::square(width, 3, s, 1))?;
-    let c = b.batch_norm("bn1", c)?;
-    let c = b.act("relu1", c, Activation::Relu)?;
-    let c = b.conv("conv2", c, ConvCfg::square(width, 3, 1, 1))?;
-    let c = b.batch_norm("bn2", c)?;
-    let identity = if s != 1 || inp != width {
-        let d = b.conv("downsample.0", x, ConvCfg::square(width, 1, s, 0))?;
-        b.batch_norm("downsample.1", d)?
-    } else {
-        x
-    };
-    let r = b.add_nodes("add", &[c, identity])?;
-    b.act("relu2", r, Activation::Relu)
+/// CIFAR ResNet-18 from the zoo (torchvision's resnet18 with a 3x3/1 stem and no max-pool), 10 classes, 32x32.
+fn resnet18_cifar() -> Result<Graph, String> {
+    let spec = ResnetSpec { depth: 18, width: 64, classes: 10, image_size: 32, stem: ResnetStem::Cifar };
+    zoo::build(&ModelSpec::Resnet(spec)).map_err(|e| e.to_string())
 }
 
-/// Small Transformer encoder language model: vocab 1000, 64 tokens, width 256, 4 heads, FFN 1024, 2 post-norm
+/// Small Transformer encoder language model (built here: the zoo's Transformer is the encoder-decoder of
+/// Vaswani et al., which `pytorch_eager.py` would have to re-implement layer by layer): vocab 1000, 64 tokens, width 256, 4 heads, FFN 1024, 2 post-norm
 /// layers (PyTorch's `TransformerEncoderLayer` structure, ReLU, dropout 0.1), per-token classifier.
 fn transformer(dropout: f32) -> Result<Graph, ShapeError> {
     let (vocab, seq, e, heads, ffn, layers) = (1000, 64, 256, 4, 1024, 2);
@@ -153,7 +146,7 @@ fn main() -> ExitCode {
             (resnet18_cifar(), OptimizerSpec::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 5e-4, nesterov: false })
         }
         "transformer" => (
-            transformer(o.dropout),
+            transformer(o.dropout).map_err(|e| e.to_string()),
             OptimizerSpec::Adam { lr: 1e-4, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
         ),
         other => {
@@ -188,7 +181,8 @@ fn main() -> ExitCode {
         phase_timing: false,
         timeout_s: None,
     };
-    let raw = match TchBackend::new().run(&plan, &graph, &mut NoProbe) {
+    let mut clock = CpuClock::default();
+    let raw = match TchBackend::new().run(&plan, &graph, &mut clock) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");
@@ -201,14 +195,19 @@ fn main() -> ExitCode {
     let mean = times.iter().sum::<f64>() / times.len() as f64;
     let params: u64 = graph.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
     let items = (o.batch as u64 * graph.items_per_sample) as f64;
+    let cpu = match (clock.start, clock.end) {
+        (Some(a), Some(b)) => (b - a) / times.len() as f64,
+        _ => f64::NAN,
+    };
     println!(
-        "RESULT impl=trainbench model={} batch={} params={} threads={} median_s={:.6} mean_s={:.6} items_per_s={:.2} loss_first={:.4} loss_last={:.4}",
+        "RESULT impl=trainbench model={} batch={} params={} threads={} median_s={:.6} mean_s={:.6} cpu_s_per_step={:.6} items_per_s={:.2} loss_first={:.4} loss_last={:.4}",
         o.model,
         o.batch,
         params,
         tch::get_num_threads(),
         median,
         mean,
+        cpu,
         items / median,
         raw.losses.first().copied().unwrap_or(f64::NAN),
         raw.losses.last().copied().unwrap_or(f64::NAN),

@@ -41,7 +41,7 @@ pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
     }
     let has_parts = graph.nodes.iter().any(|n| n.part.is_some());
     let wgan =
-        graph.losses.iter().any(|&l| matches!(graph.nodes[l].op, Op::Loss { loss: LossKind::Wasserstein { .. } }));
+        graph.losses.iter().any(|&l| matches!(graph.nodes[l].op, Op::Loss { loss: LossKind::Wasserstein { .. }, .. }));
     if has_parts || wgan {
         let roles = wgan_roles(graph).map_err(|reason| unsupported(&graph.name, "wgan_gp", reason))?;
         if plan.precision == Precision::Fp16 {
@@ -81,7 +81,15 @@ fn check_node(graph: &Graph, id: NodeId) -> Result<(), String> {
         Op::Embedding { .. } if !is_int_input(graph, node.inputs[0]) => {
             Err("embedding ids must come straight from an integer (tokens or labels) input".into())
         }
-        Op::Loss { loss } => check_loss(graph, id, *loss),
+        Op::CriticBatch
+            if !graph.nodes.iter().any(|n| {
+                matches!(n.op, Op::Loss { loss: LossKind::Wasserstein { .. }, .. }) && n.inputs.get(1) == Some(&id)
+            }) =>
+        {
+            Err("critic_batch is only lowered as input 1 of a Wasserstein loss".into())
+        }
+        Op::SinusoidalPositions { .. } if rank(0) != 2 => Err("positions take [time, width] inputs".into()),
+        Op::Loss { loss, .. } => check_loss(graph, id, *loss),
         _ => Ok(()),
     }
 }
@@ -107,80 +115,40 @@ fn check_loss(graph: &Graph, id: NodeId, loss: LossKind) -> Result<(), String> {
 pub struct WganRoles {
     /// The Wasserstein loss node.
     pub loss: NodeId,
-    /// Gradient-penalty weight.
-    pub gp_weight: f32,
-    /// Critic score on real data (loss input 0).
-    pub real_score: NodeId,
-    /// Critic score on generated data (loss input 1).
-    pub fake_score: NodeId,
-    /// The real-data input (substituted by the interpolates for the penalty).
-    pub real: NodeId,
-    /// The generator's output image (last generator node feeding the critic).
-    pub fake: NodeId,
-    /// Name of the critic's part.
+    /// The critic's scores `[3, 1]` on the stacked (real, fake, interpolated) batch (loss input 0).
+    pub scores: NodeId,
+    /// The `critic_batch` node (loss input 1).
+    pub critic_batch: NodeId,
+    /// Name of the critic's part (that of the `critic_batch` node); every other part is the generator's.
     pub critic_part: String,
 }
 
-fn ancestors(graph: &Graph, of: NodeId) -> Vec<bool> {
-    let mut seen = vec![false; graph.nodes.len()];
-    let mut stack = vec![of];
-    while let Some(i) = stack.pop() {
-        if !seen[i] {
-            seen[i] = true;
-            stack.extend(graph.nodes[i].inputs.iter().copied());
-        }
-    }
-    seen
-}
-
-/// Identify the WGAN-GP roles. Convention (documented in the crate docs): one Wasserstein loss whose input 0
-/// is the critic's score on real data and input 1 its score on generated data; the critic's nodes carry one
-/// part name (that of input 0), the generator's another; the real input is the dense input upstream of
-/// input 0 with the generator output's shape.
+/// Identify the WGAN-GP roles (the zoo's convention, see `Op::CriticBatch`): exactly one loss, a Wasserstein
+/// loss over the critic's scores and the `critic_batch` node; the critic's nodes in the part of that node,
+/// the generator's in another part.
 pub fn wgan_roles(graph: &Graph) -> Result<WganRoles, String> {
-    let hint = "expected one Wasserstein loss (input 0: critic on real, input 1: critic on generated data) with \
-                critic and generator nodes in two parts";
+    let hint = "expected one Wasserstein loss over the critic's scores [3, 1] and a critic_batch node, with the \
+                critic and the generator in two parts";
     let [loss] = graph.losses[..] else {
         return Err(format!("{} losses found; {hint}", graph.losses.len()));
     };
     let node = &graph.nodes[loss];
-    let Op::Loss { loss: LossKind::Wasserstein { gp_weight } } = node.op else {
+    if !matches!(node.op, Op::Loss { loss: LossKind::Wasserstein { .. }, .. }) {
         return Err(format!("loss `{}` is not a Wasserstein loss; {hint}", node.name));
+    }
+    let (scores, critic_batch) = (node.inputs[0], node.inputs[1]);
+    if !matches!(graph.nodes[critic_batch].op, Op::CriticBatch) {
+        return Err(format!("input 1 of `{}` is not a critic_batch node; {hint}", node.name));
+    }
+    let Some(critic_part) = graph.nodes[critic_batch].part.clone() else {
+        return Err(format!("`{}` belongs to no part; {hint}", graph.nodes[critic_batch].name));
     };
-    let (real_score, fake_score) = (node.inputs[0], node.inputs[1]);
-    let Some(critic_part) = graph.nodes[real_score].part.clone() else {
-        return Err(format!("critic score `{}` has no part; {hint}", graph.nodes[real_score].name));
-    };
-    let is_gen = |i: NodeId| graph.nodes[i].part.as_ref().is_some_and(|p| *p != critic_part);
-    let up_fake = ancestors(graph, fake_score);
-    let fake = (0..graph.nodes.len())
-        .rev()
-        .find(|&i| {
-            up_fake[i]
-                && is_gen(i)
-                && graph.nodes.iter().any(|c| c.inputs.contains(&i) && c.part.as_deref() == Some(critic_part.as_str()))
-        })
-        .ok_or_else(|| {
-            format!("no generator node feeds the critic upstream of `{}`; {hint}", graph.nodes[fake_score].name)
-        })?;
-    let up_real = ancestors(graph, real_score);
-    let reals: Vec<NodeId> = graph
-        .inputs()
-        .map(|(i, _)| i)
-        .filter(|&i| {
-            up_real[i]
-                && !is_gen(i)
-                && matches!(graph.nodes[i].op, Op::Input { kind: InputKind::Dense })
-                && graph.nodes[i].shape == graph.nodes[fake].shape
-        })
-        .collect();
-    let [real] = reals[..] else {
+    let fake = graph.nodes[critic_batch].inputs[1];
+    if graph.nodes[fake].part.as_ref().is_none_or(|p| *p == critic_part) {
         return Err(format!(
-            "expected exactly one dense real-data input of shape {} upstream of `{}`, found {}; {hint}",
-            graph.nodes[fake].shape,
-            graph.nodes[real_score].name,
-            reals.len()
+            "the generated images `{}` must come from the generator's part, not `{critic_part}`; {hint}",
+            graph.nodes[fake].name
         ));
-    };
-    Ok(WganRoles { loss, gp_weight, real_score, fake_score, real, fake, critic_part })
+    }
+    Ok(WganRoles { loss, scores, critic_batch, critic_part })
 }

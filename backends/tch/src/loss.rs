@@ -14,8 +14,20 @@ use trainbench_workload::graph::{Graph, InputKind, LossKind, NodeId, Op};
 ///   integer targets are used as 0/1 values.
 /// - actor-critic (A3C): policy gradient `-log pi(a) * (R - V).detach()`, minus `entropy` x entropy, plus
 ///   `value` x `(R - V)^2`, averaged over the batch.
-/// - Wasserstein is not a plain function of its inputs (gradient penalty): see `train::wgan_step`.
-pub fn forward(graph: &Graph, id: NodeId, loss: LossKind, ins: &[Tensor]) -> Result<Tensor, TchError> {
+/// - smooth L1: PyTorch's `smooth_l1_loss` with the node's beta, mean over all elements.
+/// - Wasserstein (WGAN-GP critic loss): `mean D(fake) - mean D(real) + gp_weight * GP` from the critic's
+///   scores `[B, 3, 1]` on the stacked (real, fake, x_hat) batch of `critic_batch` (input 1), where
+///   `GP = mean_b (||d D(x_hat) / d x_hat||_2 - 1)^2` (second-order: the penalty's graph is kept). Outside a
+///   critic update (`critic_update = false`) the interpolates carry no gradient and the penalty is left out.
+///
+/// The loss node's `weight` is applied by the caller when summing losses.
+pub fn forward(
+    graph: &Graph,
+    id: NodeId,
+    loss: LossKind,
+    ins: &[Tensor],
+    critic_update: bool,
+) -> Result<Tensor, TchError> {
     let node = &graph.nodes[id];
     match loss {
         LossKind::CrossEntropy => {
@@ -40,6 +52,11 @@ pub fn forward(graph: &Graph, id: NodeId, loss: LossKind, ins: &[Tensor]) -> Res
             Tensor::f_ctc_loss_tensor(&log_probs, &ins[1], &input_lengths, &target_lengths, 0, Reduction::Mean, true)
         }
         LossKind::Mse => ins[0].f_to_kind(Kind::Float)?.f_mse_loss(&ins[1].f_to_kind(Kind::Float)?, Reduction::Mean),
+        LossKind::SmoothL1 { beta } => ins[0].f_to_kind(Kind::Float)?.f_smooth_l1_loss(
+            &ins[1].f_to_kind(Kind::Float)?,
+            Reduction::Mean,
+            f64::from(beta),
+        ),
         LossKind::BceWithLogits => {
             let target_is_ids = matches!(
                 graph.nodes[node.inputs[1]].op,
@@ -72,19 +89,29 @@ pub fn forward(graph: &Graph, id: NodeId, loss: LossKind, ins: &[Tensor]) -> Res
             let vloss = advantage.f_square()?.f_mean(None::<Kind>)?;
             policy.f_sub(&ent.f_mul_scalar(f64::from(entropy))?)?.f_add(&vloss.f_mul_scalar(f64::from(value))?)
         }
-        LossKind::Wasserstein { .. } => Err(TchError::Kind(format!(
-            "internal: Wasserstein loss `{}` is computed by the WGAN-GP step, not as a plain loss",
-            node.name
-        ))),
+        LossKind::Wasserstein { gp_weight } => {
+            let scores = ins[0].f_to_kind(Kind::Float)?;
+            let b = scores.size()[0];
+            let scores = scores.f_reshape([b, 3])?;
+            let mean_slot = |k: i64| scores.f_select(1, k)?.f_mean(None::<Kind>);
+            let critic = mean_slot(1)?.f_sub(&mean_slot(0)?)?;
+            if !critic_update {
+                return Ok(critic);
+            }
+            let gp = gradient_penalty(&scores.f_select(1, 2)?, &ins[1])?;
+            critic.f_add(&gp.f_mul_scalar(f64::from(gp_weight))?)
+        }
     }
 }
 
-/// Gradient penalty `mean_b((||d critic(x_hat) / d x_hat||_2 - 1)^2)` given the critic's output on `x_hat`
-/// (which must require gradients); the graph of the penalty is kept for the second-order backward.
-pub fn gradient_penalty(critic_out: &Tensor, x_hat: &Tensor) -> Result<Tensor, TchError> {
-    let total = critic_out.f_to_kind(Kind::Float)?.f_sum(None::<Kind>)?;
-    let grads = Tensor::f_run_backward(&[&total], &[x_hat], true, true)?;
-    let g = grads[0].f_flatten(1, -1)?;
+/// WGAN-GP penalty `mean_b((||d D(x_hat) / d x_hat||_2 - 1)^2)`: `hat_scores` are the critic's scores `[B]` of
+/// the interpolates, `stacked` the `critic_batch` output `[B, 3, ..]` whose slot 2 holds them. The gradient
+/// is taken against the whole stack (slot 2 is x_hat itself) with the graph kept for the second-order
+/// backward.
+pub fn gradient_penalty(hat_scores: &Tensor, stacked: &Tensor) -> Result<Tensor, TchError> {
+    let total = hat_scores.f_sum(None::<Kind>)?;
+    let grads = Tensor::f_run_backward(&[&total], &[stacked], true, true)?;
+    let g = grads[0].f_select(1, 2)?.f_flatten(1, -1)?;
     let norm = g.f_to_kind(Kind::Float)?.f_norm_scalaropt_dim(2.0, [1i64], false)?;
     norm.f_sub_scalar(1.0)?.f_square()?.f_mean(None::<Kind>)
 }

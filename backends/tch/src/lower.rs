@@ -5,9 +5,26 @@
 use tch::{Device, TchError, Tensor};
 use trainbench_workload::graph::{Graph, Node, NodeId, Op};
 use trainbench_workload::init::{SyntheticTensor, initial_values, synthetic_input};
-use trainbench_workload::params::{ParamDecl, tensors};
+use trainbench_workload::params::{ParamDecl, is_tied, tensors};
 
-use crate::{loss, ops};
+use crate::loss;
+use crate::ops::{self, Flags};
+
+/// How [`Lowered::eval`] runs the nodes.
+pub struct EvalOpts<'f> {
+    /// Nodes for which this is true run without gradient tracking (a frozen sub-network).
+    pub frozen: &'f dyn Fn(&Node) -> bool,
+    /// WGAN-GP critic update: the interpolates of `critic_batch` require gradients and the Wasserstein loss
+    /// includes the gradient penalty.
+    pub critic_update: bool,
+}
+
+impl EvalOpts<'static> {
+    /// Every node trains; no critic update.
+    pub fn plain() -> Self {
+        Self { frozen: &|_| false, critic_update: false }
+    }
+}
 
 /// A graph lowered to libtorch tensors on one device.
 pub struct Lowered {
@@ -15,8 +32,13 @@ pub struct Lowered {
     pub device: Device,
     /// Declared tensors of each node (parameters and buffers), in `params::tensors` order.
     pub decls: Vec<Vec<ParamDecl>>,
-    /// The tensors themselves, parallel to `decls`; parameters require gradients, buffers do not.
+    /// The tensors themselves, parallel to `decls`; parameters require gradients, buffers do not. A tied
+    /// weight (`Node::tied_to`) is a handle on its owner's tensor.
     pub tensors: Vec<Vec<Tensor>>,
+    /// Parallel to `decls`: whether the tensor is a tied alias (not allocated, counted or optimised again).
+    tied: Vec<Vec<bool>>,
+    /// Per-node constants computed once: the sinusoidal position table, the RoI-align sampling grid.
+    constants: Vec<Option<Tensor>>,
     /// Number of consumers of each node's output in the whole graph.
     consumers: Vec<usize>,
     /// Whether node i's output may be overwritten in place by its single consumer.
@@ -30,9 +52,9 @@ fn output_not_saved(op: &Op) -> bool {
 }
 
 impl Lowered {
-    /// Allocate and initialise every declared tensor of `graph` on `device` from `seed`. Nodes listed in
-    /// `retained` keep their outputs intact (never overwritten in place by a consumer).
-    pub fn new(graph: &Graph, device: Device, seed: u64, retained: &[NodeId]) -> Result<Self, TchError> {
+    /// Allocate and initialise every declared tensor of `graph` on `device` from `seed` (tied weights share
+    /// their owner's tensor), and compute the per-node constants.
+    pub fn new(graph: &Graph, device: Device, seed: u64) -> Result<Self, TchError> {
         let n = graph.nodes.len();
         let mut consumers = vec![0usize; n];
         for node in &graph.nodes {
@@ -40,74 +62,86 @@ impl Lowered {
                 consumers[i] += 1;
             }
         }
-        let mut decls = Vec::with_capacity(n);
-        let mut all = Vec::with_capacity(n);
+        let mut decls: Vec<Vec<ParamDecl>> = Vec::with_capacity(n);
+        let mut all: Vec<Vec<Tensor>> = Vec::with_capacity(n);
+        let mut tied = Vec::with_capacity(n);
+        let mut constants = Vec::with_capacity(n);
         for node in &graph.nodes {
             let ds = tensors(node);
             let mut ts = Vec::with_capacity(ds.len());
+            let mut tf = Vec::with_capacity(ds.len());
             for d in &ds {
+                if is_tied(node, d) {
+                    let owner = node.tied_to.unwrap_or_default();
+                    let k = decls[owner].iter().position(|o| o.local == "weight").ok_or_else(|| {
+                        TchError::Kind(format!("`{}` is tied to `{}`, which has no weight", node.name, d.name))
+                    })?;
+                    ts.push(all[owner][k].shallow_clone());
+                    tf.push(true);
+                    continue;
+                }
                 let values = initial_values(d, seed);
                 let shape: Vec<i64> = d.shape.iter().map(|&x| x as i64).collect();
                 let t = Tensor::f_from_slice(&values)?.f_reshape(shape)?.f_to_device(device)?;
                 ts.push(if d.trainable() { t.set_requires_grad(true) } else { t });
+                tf.push(false);
             }
             decls.push(ds);
             all.push(ts);
+            tied.push(tf);
+            let input_shape = node.inputs.first().map(|&i| graph.nodes[i].shape.0.as_slice()).unwrap_or(&[]);
+            constants.push(ops::constant(node, input_shape, device)?);
         }
         let mut inplace_ok: Vec<bool> =
             graph.nodes.iter().enumerate().map(|(i, nd)| consumers[i] == 1 && output_not_saved(&nd.op)).collect();
-        for &r in retained {
-            inplace_ok[r] = false;
-        }
         for &l in &graph.losses {
             for &i in &graph.nodes[l].inputs {
                 inplace_ok[i] = false;
             }
         }
-        Ok(Self { device, decls, tensors: all, consumers, inplace_ok })
+        Ok(Self { device, decls, tensors: all, tied, constants, consumers, inplace_ok })
     }
 
-    /// Trained tensors of the nodes selected by `select` (shallow handles sharing storage and gradients).
+    /// Every allocated tensor with its declaration and node (tied aliases excluded).
+    fn owned(&self) -> impl Iterator<Item = (usize, &ParamDecl, &Tensor)> {
+        (0..self.decls.len()).flat_map(move |i| {
+            self.decls[i]
+                .iter()
+                .zip(&self.tensors[i])
+                .zip(&self.tied[i])
+                .filter(|(_, tied)| !**tied)
+                .map(move |((d, t), _)| (i, d, t))
+        })
+    }
+
+    /// Trained tensors of the nodes selected by `select` (shallow handles sharing storage and gradients);
+    /// a tied weight appears once, with its owner.
     pub fn parameters(&self, graph: &Graph, select: impl Fn(&Node) -> bool) -> Vec<Tensor> {
-        let mut v = Vec::new();
-        for (i, node) in graph.nodes.iter().enumerate() {
-            if !select(node) {
-                continue;
-            }
-            for (d, t) in self.decls[i].iter().zip(&self.tensors[i]) {
-                if d.trainable() {
-                    v.push(t.shallow_clone());
-                }
-            }
-        }
-        v
+        self.owned()
+            .filter(|(i, d, _)| d.trainable() && select(&graph.nodes[*i]))
+            .map(|(_, _, t)| t.shallow_clone())
+            .collect()
     }
 
-    /// Bytes of every declared tensor (parameters and buffers).
+    /// Bytes of every allocated tensor (parameters and buffers).
     pub fn weight_bytes(&self) -> u64 {
-        self.tensors.iter().flatten().map(tensor_bytes).sum()
+        self.owned().map(|(_, _, t)| tensor_bytes(t)).sum()
     }
 
     /// Number of trained elements.
     pub fn parameter_count(&self) -> u64 {
-        self.decls
-            .iter()
-            .zip(&self.tensors)
-            .flat_map(|(ds, ts)| ds.iter().zip(ts))
-            .filter(|(d, _)| d.trainable())
-            .map(|(_, t)| t.numel() as u64)
-            .sum()
+        self.owned().filter(|(_, d, _)| d.trainable()).map(|(_, _, t)| t.numel() as u64).sum()
     }
 
     /// Evaluate the nodes `targets` need, in topological order, into `env` (entries already present are
-    /// inputs or substitutions and are not recomputed). Nodes for which `frozen` is true run without
-    /// gradient tracking. Intermediate outputs are dropped after their last consumer, except `targets`.
+    /// inputs and are not recomputed). Intermediate outputs are dropped after their last consumer, except
+    /// `targets`. A loss node's value is its batch mean (unweighted).
     pub fn eval(
         &self,
         graph: &Graph,
         env: &mut [Option<Tensor>],
         targets: &[NodeId],
-        frozen: &dyn Fn(&Node) -> bool,
+        opts: &EvalOpts<'_>,
     ) -> Result<(), TchError> {
         let n = graph.nodes.len();
         let mut needed = vec![false; n];
@@ -150,13 +184,14 @@ impl Lowered {
                 .inputs
                 .first()
                 .is_some_and(|&j| self.inplace_ok[j] && self.consumers[j] == 1 && !keep[j] && remaining[j] == 1);
+            let flags = Flags { inplace, critic_update: opts.critic_update };
             let compute = || -> Result<Tensor, TchError> {
                 match &node.op {
-                    Op::Loss { loss } => loss::forward(graph, i, *loss, &ins),
-                    _ => ops::forward(node, &ins, &self.tensors[i], inplace),
+                    Op::Loss { loss, .. } => loss::forward(graph, i, *loss, &ins, opts.critic_update),
+                    _ => ops::forward(node, &ins, &self.tensors[i], self.constants[i].as_ref(), flags),
                 }
             };
-            let out = if frozen(node) { tch::no_grad(compute)? } else { compute()? };
+            let out = if (opts.frozen)(node) { tch::no_grad(compute)? } else { compute()? };
             drop(ins);
             env[i] = Some(out);
             for &j in &node.inputs {
@@ -220,6 +255,29 @@ impl DataPool {
         }
         Ok(())
     }
+}
+
+/// Host bytes a run needs before libtorch allocates anything: the initial values of every declared tensor
+/// (generated in host memory, then copied into a tensor) and one batch of every input.
+pub fn host_bytes_needed(graph: &Graph, batch: usize) -> u64 {
+    let weights: u64 = graph.nodes.iter().flat_map(tensors).map(|d| d.numel() * 4 * 2).sum();
+    let inputs: u64 = graph
+        .inputs()
+        .map(|(_, n)| {
+            let elem =
+                if matches!(n.op, Op::Input { kind: trainbench_workload::graph::InputKind::Dense }) { 4 } else { 8 };
+            n.shape.numel() * elem * 2
+        })
+        .sum();
+    weights + inputs * batch as u64
+}
+
+/// Bytes of memory the kernel says are available to new allocations (MemAvailable), if readable.
+pub fn host_available_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Number of pool batches for a batch of `bytes`: 4, fewer when a batch is over 256 MiB (at least 1).

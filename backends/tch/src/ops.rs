@@ -4,11 +4,17 @@
 //! per-sample dimensions (RoI proposals `[P, C, H, W]`) are folded into the batch for convolution, pooling and
 //! batch normalisation and unfolded afterwards.
 
-use tch::{Kind, TchError, Tensor};
+use tch::{Device, Kind, TchError, Tensor};
 use trainbench_workload::graph::{Activation, Node, Op, PoolKind, RnnCell};
 
-/// Whether the operation may overwrite its first input instead of allocating (decided by `lower`).
-pub type InPlace = bool;
+/// Per-call switches of [`forward`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Flags {
+    /// The operation may overwrite its first input instead of allocating (decided by `lower`).
+    pub inplace: bool,
+    /// WGAN-GP critic update: `critic_batch` makes its interpolates require gradients.
+    pub critic_update: bool,
+}
 
 fn i64s(v: &[usize]) -> Vec<i64> {
     v.iter().map(|&x| x as i64).collect()
@@ -38,9 +44,45 @@ fn unfold(y: Tensor, leading: Option<Vec<i64>>) -> Result<Tensor, TchError> {
     }
 }
 
-/// Compute one non-loss node's output from its inputs and parameters (in `params::tensors` order).
-pub fn forward(node: &Node, inputs: &[Tensor], params: &[Tensor], inplace: InPlace) -> Result<Tensor, TchError> {
+/// The constant a node needs, computed once per run from its input's per-sample shape: the position table of
+/// `sinusoidal_positions`, the sampling grid of `roi_align`.
+pub fn constant(node: &Node, input_shape: &[usize], device: Device) -> Result<Option<Tensor>, TchError> {
+    match &node.op {
+        Op::SinusoidalPositions { .. } if input_shape.len() == 2 => {
+            let (t, e) = (input_shape[0], input_shape[1]);
+            let mut pe = vec![0f32; t * e];
+            for pos in 0..t {
+                for i in 0..e / 2 {
+                    let angle = pos as f64 / 10000f64.powf(2.0 * i as f64 / e as f64);
+                    pe[pos * e + 2 * i] = angle.sin() as f32;
+                    pe[pos * e + 2 * i + 1] = angle.cos() as f32;
+                }
+            }
+            Ok(Some(Tensor::f_from_slice(&pe)?.f_reshape([t as i64, e as i64])?.f_to_device(device)?))
+        }
+        Op::RoiAlign { proposals, output, sampling_ratio, .. } if input_shape.len() == 3 && output.len() == 2 => {
+            let grid = roi_grid(*proposals, input_shape[1], input_shape[2], output, (*sampling_ratio).max(1));
+            let (ohs, ows) = ((output[0] * sampling_ratio.max(&1)) as i64, (output[1] * sampling_ratio.max(&1)) as i64);
+            Ok(Some(Tensor::f_from_slice(&grid)?.f_reshape([1, *proposals as i64 * ohs, ows, 2])?.f_to_device(device)?))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn missing_constant(node: &Node) -> TchError {
+    TchError::Kind(format!("internal: no constant computed for `{}` ({})", node.name, node.op.kind_name()))
+}
+
+/// Compute one non-loss node's output from its inputs, parameters (in `params::tensors` order) and constant.
+pub fn forward(
+    node: &Node,
+    inputs: &[Tensor],
+    params: &[Tensor],
+    constant: Option<&Tensor>,
+    flags: Flags,
+) -> Result<Tensor, TchError> {
     let x = &inputs[0];
+    let inplace = flags.inplace;
     match &node.op {
         Op::Input { .. } | Op::Loss { .. } => {
             Err(TchError::Kind(format!("internal: node `{}` ({}) is not an operation", node.name, node.op.kind_name())))
@@ -137,13 +179,43 @@ pub fn forward(node: &Node, inputs: &[Tensor], params: &[Tensor], inplace: InPla
         Op::Transpose { a, b } => x.f_transpose(*a as i64 + 1, *b as i64 + 1),
         Op::Slice { axis, start, len } => x.f_narrow(*axis as i64 + 1, *start as i64, *len as i64),
         Op::Mean { axis } => x.f_mean_dim(Some([*axis as i64 + 1].as_slice()), false, None::<Kind>),
+        Op::MatMul { transpose_b } => {
+            if *transpose_b {
+                x.f_matmul(&inputs[1].f_transpose(-1, -2)?)
+            } else {
+                x.f_matmul(&inputs[1])
+            }
+        }
+        Op::SinusoidalPositions { scale } => {
+            let pe = constant.ok_or_else(|| missing_constant(node))?;
+            x.f_mul_scalar(f64::from(*scale))?.f_add(pe)
+        }
+        Op::LearnedPositions { .. } => {
+            let t = x.size()[1];
+            x.f_add(&params[0].f_narrow(0, 0, t)?)
+        }
+        Op::CriticBatch => critic_batch(x, &inputs[1], flags.critic_update),
         Op::RoiAlign { proposals, output, sampling_ratio, .. } => {
-            roi_align(x, *proposals, output, (*sampling_ratio).max(1))
+            let grid = constant.ok_or_else(|| missing_constant(node))?;
+            roi_align(x, grid, *proposals, output, (*sampling_ratio).max(1))
         }
     }
 }
 
-fn activation(x: &Tensor, f: Activation, inplace: InPlace) -> Result<Tensor, TchError> {
+/// `[B, ..] x 2 -> [B, 3, ..]`: (real, fake, x_hat) with `x_hat = eps * real + (1 - eps) * fake`,
+/// `eps ~ U(0, 1)` per sample from libtorch's generator. In a critic update x_hat is a fresh leaf requiring
+/// gradients (the penalty differentiates the critic's score against it); otherwise it is detached.
+fn critic_batch(real: &Tensor, fake: &Tensor, critic_update: bool) -> Result<Tensor, TchError> {
+    let mut eps_shape = vec![real.size()[0]];
+    eps_shape.extend(std::iter::repeat_n(1i64, real.dim() - 1));
+    let eps = Tensor::f_rand(eps_shape, (Kind::Float, real.device()))?;
+    let fake_d = fake.f_detach()?;
+    let x_hat = real.f_mul(&eps)?.f_add(&fake_d.f_mul(&eps.f_neg()?.f_add_scalar(1.0)?)?)?.f_detach()?;
+    let x_hat = if critic_update { x_hat.set_requires_grad(true) } else { x_hat };
+    Tensor::f_stack(&[real, fake, &x_hat], 1)
+}
+
+fn activation(x: &Tensor, f: Activation, inplace: bool) -> Result<Tensor, TchError> {
     match f {
         Activation::Relu if inplace => x.shallow_clone().f_relu_(),
         Activation::Relu => x.f_relu(),
@@ -245,12 +317,10 @@ pub fn roi_boxes(proposals: usize, h: usize, w: usize) -> Vec<[f32; 4]> {
         .collect()
 }
 
-/// RoIAlign (torchvision semantics, `aligned = False`) over [`roi_boxes`]: each output bin averages
-/// `sampling_ratio^2` bilinear samples, taken with `grid_sampler_2d` (pixel centres at integer
-/// coordinates, `align_corners = False`). `[B, C, H, W] -> [B, P, C, oh, ow]`.
-fn roi_align(x: &Tensor, proposals: usize, output: &[usize], s: usize) -> Result<Tensor, TchError> {
-    let size = x.size();
-    let (b, c, h, w) = (size[0], size[1], size[2] as usize, size[3] as usize);
+/// Normalised `grid_sampler_2d` coordinates of RoIAlign's samples (torchvision semantics, `aligned = False`)
+/// over [`roi_boxes`] on an `h x w` map: per box, `output[0] * s` rows of `output[1] * s` (x, y) points, each
+/// bin sampled at `s x s` evenly spaced points (pixel centres at integer coordinates, `align_corners = False`).
+fn roi_grid(proposals: usize, h: usize, w: usize, output: &[usize], s: usize) -> Vec<f32> {
     let (oh, ow) = (output[0], output[1]);
     let mut grid = Vec::with_capacity(proposals * oh * s * ow * s * 2);
     for bx in roi_boxes(proposals, h, w) {
@@ -265,15 +335,20 @@ fn roi_align(x: &Tensor, proposals: usize, output: &[usize], s: usize) -> Result
             }
         }
     }
-    let (p, ohs, ows) = (proposals as i64, (oh * s) as i64, (ow * s) as i64);
-    let grid = Tensor::f_from_slice(&grid)?
-        .f_to_device(x.device())?
-        .f_to_kind(x.kind())?
-        .f_view([1, p * ohs, ows, 2])?
-        .f_expand([b, p * ohs, ows, 2], false)?;
+    grid
+}
+
+/// RoIAlign over the precomputed `grid` ([`roi_grid`]): each output bin averages its `s^2` bilinear samples.
+/// `[B, C, H, W] -> [B, P, C, oh, ow]`.
+fn roi_align(x: &Tensor, grid: &Tensor, proposals: usize, output: &[usize], s: usize) -> Result<Tensor, TchError> {
+    let size = x.size();
+    let (b, c) = (size[0], size[1]);
+    let (oh, ow) = (output[0] as i64, output[1] as i64);
+    let (p, s) = (proposals as i64, s as i64);
+    let grid = grid.f_to_kind(x.kind())?.f_expand([b, p * oh * s, ow * s, 2], false)?;
     // interpolation 0 = bilinear, padding 1 = border (boxes lie inside the map).
     let y = x.f_grid_sampler_2d(&grid, 0, 1, false)?;
-    let y = y.f_reshape(vec![b, c, p, oh as i64, s as i64, ow as i64, s as i64])?;
+    let y = y.f_reshape(vec![b, c, p, oh, s, ow, s])?;
     let y = y.f_mean_dim(Some([4i64, 6].as_slice()), false, None::<Kind>)?;
     y.f_permute([0, 2, 1, 3, 4])
 }

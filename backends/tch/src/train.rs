@@ -10,8 +10,7 @@ use trainbench_workload::{
 };
 
 use crate::check::WganRoles;
-use crate::loss::gradient_penalty;
-use crate::lower::{DataPool, Lowered, pool_size, tensor_bytes};
+use crate::lower::{DataPool, EvalOpts, Lowered, host_available_bytes, host_bytes_needed, pool_size, tensor_bytes};
 use crate::shim::{self, AutocastDtype, AutocastGuard};
 
 /// An optimizer over a set of parameters (libtorch's C++ `torch::optim`, PyTorch's semantics).
@@ -140,8 +139,18 @@ impl<'a> Session<'a> {
             tch::Cuda::manual_seed_all(plan.seed);
             tch::Cuda::cudnn_set_benchmark(true);
         }
-        let retained: Vec<usize> = wgan.as_ref().map(|r| vec![r.real, r.fake]).unwrap_or_default();
-        let model = Lowered::new(graph, device, plan.seed, &retained)?;
+        // Weights and data are generated in host memory first: refuse, as out of memory, what cannot fit
+        // instead of letting the allocator abort the process.
+        let needed = host_bytes_needed(graph, plan.batch_size);
+        if let Some(avail) = host_available_bytes() {
+            if needed > avail {
+                return Err(TchError::Torch(format!(
+                    "not enough memory: the initial weights and one input batch need {needed} bytes of host memory, \
+                     {avail} are available"
+                )));
+            }
+        }
+        let model = Lowered::new(graph, device, plan.seed)?;
         let probe = DataPool::new(graph, plan.batch_size, plan.seed, 1, Device::Cpu)?;
         let count = pool_size(probe.batch_bytes());
         drop(probe);
@@ -218,10 +227,16 @@ impl<'a> Session<'a> {
         let graph = self.graph;
         let loss = {
             let _ac = self.autocast_guard()?;
-            self.model.eval(graph, &mut env, &graph.losses, &|_| false)?;
+            self.model.eval(graph, &mut env, &graph.losses, &EvalOpts::plain())?;
             let mut total: Option<Tensor> = None;
             for &l in &graph.losses {
                 let v = env[l].take().ok_or_else(|| TchError::Kind("internal: loss not computed".into()))?;
+                let v = match graph.nodes[l].op {
+                    trainbench_workload::Op::Loss { weight, .. } if weight != 1.0 => {
+                        v.f_mul_scalar(f64::from(weight))?
+                    }
+                    _ => v,
+                };
                 total = Some(match total {
                     None => v,
                     Some(acc) => acc.f_add(&v)?,
@@ -247,12 +262,13 @@ impl<'a> Session<'a> {
         loss.f_detach()
     }
 
-    /// WGAN-GP, one critic update per generator update (n_critic = 1):
-    /// 1. critic: generator run without gradients; loss_D = mean D(fake) - mean D(real) + gp_weight * GP, where
-    ///    GP is the penalty at x_hat = eps * real + (1 - eps) * fake (eps ~ U[0, 1] per sample), computed by
-    ///    re-evaluating the critic's real-data path on x_hat; backward; critic optimizer step.
-    /// 2. generator: critic parameters frozen (requires_grad off); loss_G = -mean D(G(z)) on the same noise;
-    ///    backward; generator optimizer step.
+    /// WGAN-GP, one critic update per generator update (n_critic = 1), on the same batch:
+    /// 1. critic: the generator runs without gradients; `critic_batch` stacks (real, fake, x_hat) with x_hat a
+    ///    fresh leaf; loss_D = mean D(fake) - mean D(real) + gp_weight * GP (the Wasserstein loss node, see
+    ///    `loss::forward`); backward; critic optimizer step.
+    /// 2. generator: critic parameters frozen (requires_grad off); the graph is evaluated again up to the
+    ///    critic's scores (the critic still scores all three slots, as the graph's shapes say);
+    ///    loss_G = -mean D(fake); backward; generator optimizer step.
     ///
     /// Phase times add up both halves; the loss reported is the critic's loss_D.
     fn wgan_step(
@@ -270,35 +286,13 @@ impl<'a> Session<'a> {
         let roles = roles.clone();
         let critic_part = roles.critic_part.clone();
         let is_gen = move |n: &Node| n.part.as_ref().is_some_and(|q| *q != critic_part);
-        // Critic step.
         let loss_d = {
             let _ac = self.autocast_guard()?;
-            let targets = [roles.real_score, roles.fake_score, roles.fake, roles.real];
-            self.model.eval(graph, &mut env, &targets, &is_gen)?;
-            let take = |env: &mut Vec<Option<Tensor>>, id: usize| {
-                env[id].take().ok_or_else(|| TchError::Kind("internal: WGAN node not computed".into()))
-            };
-            let real_score = take(&mut env, roles.real_score)?;
-            let fake_score = take(&mut env, roles.fake_score)?;
-            let fake = take(&mut env, roles.fake)?.f_detach()?;
-            let real = take(&mut env, roles.real)?;
-            let mut eps_shape = vec![real.size()[0]];
-            eps_shape.extend(std::iter::repeat_n(1i64, real.dim() - 1));
-            let eps = Tensor::f_rand(eps_shape, (Kind::Float, self.device))?;
-            let x_hat = real
-                .f_mul(&eps)?
-                .f_add(&fake.f_to_kind(Kind::Float)?.f_mul(&eps.f_neg()?.f_add_scalar(1.0)?)?)?
-                .f_detach()?
-                .set_requires_grad(true);
-            let mut env2 = self.fresh_env(i)?;
-            env2[roles.real] = Some(x_hat.shallow_clone());
-            env2[roles.fake] = Some(fake);
-            self.model.eval(graph, &mut env2, &[roles.real_score], &is_gen)?;
-            let hat_score = env2[roles.real_score].take().ok_or_else(|| TchError::Kind("internal: GP".into()))?;
-            let gp = gradient_penalty(&hat_score, &x_hat)?;
-            let mean = |x: &Tensor| x.f_to_kind(Kind::Float)?.f_mean(None::<Kind>);
-            mean(&fake_score)?.f_sub(&mean(&real_score)?)?.f_add(&gp.f_mul_scalar(f64::from(roles.gp_weight))?)?
+            let opts = EvalOpts { frozen: &is_gen, critic_update: true };
+            self.model.eval(graph, &mut env, &[roles.loss], &opts)?;
+            env[roles.loss].take().ok_or_else(|| TchError::Kind("internal: critic loss not computed".into()))?
         };
+        drop(env);
         p.forward_s += phase_sync(t);
         loss_d.f_backward()?;
         p.backward_s += phase_sync(t);
@@ -312,7 +306,7 @@ impl<'a> Session<'a> {
         })?;
         p.optimizer_s += phase_sync(t);
         // Generator step, with the critic's parameters frozen; they are unfrozen whatever happens.
-        let result = self.generator_step(i, roles.fake_score, critic_grads, p, t, phase_sync);
+        let result = self.generator_step(i, roles.scores, critic_grads, p, t, phase_sync);
         self.with_critic(|c| {
             for q in &c.params {
                 let _ = q.set_requires_grad(true);
@@ -333,7 +327,7 @@ impl<'a> Session<'a> {
     fn generator_step(
         &mut self,
         i: u64,
-        fake_score: usize,
+        scores: usize,
         critic_grads: u64,
         p: &mut PhaseTimes,
         t: &mut Instant,
@@ -343,9 +337,10 @@ impl<'a> Session<'a> {
         let mut env = self.fresh_env(i)?;
         let loss_g = {
             let _ac = self.autocast_guard()?;
-            self.model.eval(graph, &mut env, &[fake_score], &|_| false)?;
-            let s = env[fake_score].take().ok_or_else(|| TchError::Kind("internal: generator score".into()))?;
-            s.f_to_kind(Kind::Float)?.f_mean(None::<Kind>)?.f_neg()?
+            self.model.eval(graph, &mut env, &[scores], &EvalOpts::plain())?;
+            let s = env[scores].take().ok_or_else(|| TchError::Kind("internal: critic scores".into()))?;
+            let b = s.size()[0];
+            s.f_to_kind(Kind::Float)?.f_reshape([b, 3])?.f_select(1, 1)?.f_mean(None::<Kind>)?.f_neg()?
         };
         drop(env);
         p.forward_s += phase_sync(t);

@@ -10,7 +10,7 @@ use tch::Device;
 use trainbench_tch::TchBackend;
 use trainbench_tch::lower::Lowered;
 use trainbench_workload::graph::Graph;
-use trainbench_workload::params::parameters;
+use trainbench_workload::params::{graph_tensors, parameters};
 use trainbench_workload::{Backend, BackendError, NoProbe, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan};
 
 fn run(plan: &RunPlan, graph: &Graph) -> RawMeasurements {
@@ -68,6 +68,20 @@ fn actor_critic_and_regression_losses_learn() {
     assert_learns(&two_losses(), &plan(16, 20, adam(0.01)));
 }
 
+fn opt_clone() -> trainbench_workload::OptimizerSpec {
+    trainbench_workload::OptimizerSpec::Adam { lr: 1e-3, beta1: 0.5, beta2: 0.9, eps: 1e-8, weight_decay: 0.0 }
+}
+
+#[test]
+fn tied_weights_positions_matmul_and_weighted_losses_learn() {
+    let g = tied_lm();
+    assert_learns(&g, &plan(8, 20, adam(0.01)));
+    // The tied output projection is the embedding: one tensor, counted and optimised once.
+    let lowered = Lowered::new(&g, Device::Cpu, 1).unwrap();
+    let with_tied: u64 = g.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
+    assert_eq!(lowered.parameter_count(), with_tied - 24 * 16);
+}
+
 #[test]
 fn wgan_gp_trains_critic_and_generator() {
     let g = wgan();
@@ -81,15 +95,23 @@ fn wgan_gp_trains_critic_and_generator() {
     // Both halves' gradients are measured.
     let params: u64 = g.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
     assert_eq!(raw.memory.gradients, params * 4);
+    // The penalty is really there: without it (weight 0) the critic loss takes other values.
+    let mut g0 = g.clone();
+    let l = g0.losses[0];
+    if let trainbench_workload::Op::Loss { loss, .. } = &mut g0.nodes[l].op {
+        *loss = trainbench_workload::graph::LossKind::Wasserstein { gp_weight: 0.0 };
+    }
+    let raw0 = run(&plan(8, 1, opt_clone()), &g0);
+    assert_ne!(raw0.losses[0], raw.losses[0]);
 }
 
 #[test]
 fn parameter_count_and_weight_bytes_match_declarations() {
-    for g in [mlp(), small_cnn(), lstm_tagger(), attention_block(), ctc_model(), roi_model(), wgan()] {
-        let declared: u64 = g.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
-        let lowered = Lowered::new(&g, Device::Cpu, 1, &[]).unwrap();
+    for g in [mlp(), small_cnn(), lstm_tagger(), attention_block(), ctc_model(), roi_model(), wgan(), tied_lm()] {
+        let declared: u64 = graph_tensors(&g).iter().filter(|(_, d)| d.trainable()).map(|(_, d)| d.numel()).sum();
+        let lowered = Lowered::new(&g, Device::Cpu, 1).unwrap();
         assert_eq!(lowered.parameter_count(), declared, "{}", g.name);
-        let all: u64 = g.nodes.iter().flat_map(trainbench_workload::params::tensors).map(|p| p.numel()).sum();
+        let all: u64 = graph_tensors(&g).iter().map(|(_, d)| d.numel()).sum();
         assert_eq!(lowered.weight_bytes(), all * 4, "{}", g.name);
     }
 }
@@ -169,8 +191,14 @@ fn a_stopping_probe_interrupts_the_run_and_keeps_measured_steps() {
 
 #[test]
 fn bf16_autocast_trains_on_cpu() {
-    for g in [small_cnn(), attention_block()] {
-        let mut p = plan(8, 20, adam(0.003));
+    // Autocast is really on: the first loss (same weights, same data) moves by bf16 rounding, not more.
+    let fp32 = run(&plan(8, 1, sgd(0.05)), &small_cnn()).losses[0];
+    let mut p = plan(8, 1, sgd(0.05));
+    p.precision = Precision::Bf16;
+    let bf16 = run(&p, &small_cnn()).losses[0];
+    assert!(bf16 != fp32 && ((bf16 - fp32) / fp32).abs() < 0.05, "fp32 {fp32} bf16 {bf16}");
+    for g in [small_cnn(), attention_block(), lstm_tagger()] {
+        let mut p = plan(8, 20, adam(0.01));
         p.precision = Precision::Bf16;
         assert_learns(&g, &p);
     }
@@ -199,4 +227,33 @@ fn cpu_device_reports_a_measured_peak() {
     let cpu = &devs[0];
     assert_eq!(cpu.selector, "cpu");
     assert!(cpu.peak_flops_fp32.is_some_and(|f| f > 1e9), "{cpu:?}");
+}
+
+#[test]
+fn allocation_failure_is_out_of_memory_and_the_next_run_works() {
+    use trainbench_workload::graph::InputKind;
+    use trainbench_workload::{GraphBuilder, graph::LossKind};
+    // A linear layer widening each of 4096 positions to 2^16 features: 1 GiB of activations per sample, so a
+    // batch of 256 asks libtorch for one 256 GiB block, which the CPU allocator refuses.
+    let mut b = GraphBuilder::new("huge");
+    let x = b.input("x", &[4096, 1], InputKind::Dense).unwrap();
+    let t = b.input("t", &[4096, 1], InputKind::Dense).unwrap();
+    let h = b.linear("wide", x, 1 << 16, false).unwrap();
+    let o = b.linear("narrow", h, 1, false).unwrap();
+    b.loss("mse", LossKind::Mse, &[o, t]).unwrap();
+    let g = b.finish(1, "samples").unwrap();
+    let mut be = TchBackend::new();
+    let err = be.run(&plan(256, 1, sgd(0.01)), &g, &mut NoProbe).unwrap_err();
+    assert!(matches!(err, BackendError::OutOfMemory { batch_size: 256, .. }), "{err}");
+    // Data that cannot even be generated in host memory is refused the same way, before allocating it.
+    let mut b = GraphBuilder::new("huge-data");
+    let x = b.input("x", &[1 << 20], InputKind::Dense).unwrap();
+    let y = b.input("y", &[], InputKind::Labels { classes: 2 }).unwrap();
+    let o = b.linear("fc", x, 2, true).unwrap();
+    b.loss("ce", LossKind::CrossEntropy, &[o, y]).unwrap();
+    let g2 = b.finish(1, "samples").unwrap();
+    let err = be.run(&plan(1 << 20, 1, sgd(0.01)), &g2, &mut NoProbe).unwrap_err();
+    assert!(matches!(err, BackendError::OutOfMemory { batch_size: 1048576, .. }), "{err}");
+    // The backend is still usable.
+    assert_eq!(be.run(&plan(4, 2, sgd(0.01)), &mlp(), &mut NoProbe).unwrap().steps.len(), 2);
 }

@@ -140,26 +140,47 @@ pub fn roi_model() -> Graph {
     b.finish(1, "images").unwrap()
 }
 
-/// Tiny WGAN-GP: linear generator; the critic scores real and generated images stacked along a leading
-/// per-sample axis (shared weights), sliced back into two scores.
+/// Tiny WGAN-GP in the zoo's convention: a linear generator; the critic scores the stacked (real, fake,
+/// interpolated) images of `critic_batch`; the Wasserstein loss takes the scores and that node.
 pub fn wgan() -> Graph {
     let mut b = GraphBuilder::new("wgan");
     b.set_part(Some("generator"));
     let z = b.input("noise", &[8], InputKind::Dense).unwrap();
     let g = b.linear("g.fc", z, 48, true).unwrap();
     let g = b.act("g.tanh", g, Activation::Tanh).unwrap();
-    let g = b.reshape("g.img", g, &[1, 3, 4, 4]).unwrap();
+    let g = b.reshape("g.img", g, &[3, 4, 4]).unwrap();
     b.set_part(Some("critic"));
-    let x = b.input("real", &[1, 3, 4, 4], InputKind::Dense).unwrap();
-    let both = b.concat("d.stack", &[x, g], 0).unwrap();
+    let x = b.input("real", &[3, 4, 4], InputKind::Dense).unwrap();
+    let both = b.critic_batch("d.inputs", x, g).unwrap();
     let c = b.conv("d.conv", both, ConvCfg::square(4, 3, 2, 1).with_bias(true)).unwrap();
     let c = b.act("d.lrelu", c, Activation::LeakyRelu(0.2)).unwrap();
-    let f = b.reshape("d.flat", c, &[2, 16]).unwrap();
+    let f = b.reshape("d.flat", c, &[3, 16]).unwrap();
     let s = b.linear("d.fc", f, 1, true).unwrap();
-    let real_s = b.slice("d.real", s, 0, 0, 1).unwrap();
-    let fake_s = b.slice("d.fake", s, 0, 1, 1).unwrap();
-    b.loss("wgan", LossKind::Wasserstein { gp_weight: 10.0 }, &[real_s, fake_s]).unwrap();
+    b.loss("wgan", LossKind::Wasserstein { gp_weight: 10.0 }, &[s, both]).unwrap();
     b.finish(1, "samples").unwrap()
+}
+
+/// Language model with the remaining sequence ops: sinusoidal and learned positions, a hand-written attention
+/// (matmul, softmax, matmul), an output projection tied to the embedding, and an auxiliary weighted loss.
+pub fn tied_lm() -> Graph {
+    let mut b = GraphBuilder::new("tied");
+    let t = b.input("tokens", &[8], InputKind::Tokens { vocab: 24 }).unwrap();
+    let y = b.input("next", &[8], InputKind::Labels { classes: 24 }).unwrap();
+    let box_t = b.input("boxes", &[8, 4], InputKind::Dense).unwrap();
+    let emb = b.embedding("emb", t, 24, 16).unwrap();
+    let e = b.sinusoidal_positions("sin", emb, 4.0).unwrap();
+    let e = b.learned_positions("pos", e, 10).unwrap();
+    let q = b.linear("q", e, 16, false).unwrap();
+    let scores = b.matmul("scores", q, e, true).unwrap();
+    let w = b.softmax("weights", scores).unwrap();
+    let ctx = b.matmul("context", w, e, false).unwrap();
+    let h = b.add_nodes("res", &[ctx, e]).unwrap();
+    let o = b.linear("out", h, 24, false).unwrap();
+    b.tie(o, emb).unwrap();
+    let bx = b.linear("box", h, 4, true).unwrap();
+    b.loss("ce", LossKind::CrossEntropy, &[o, y]).unwrap();
+    b.loss_weighted("box_loss", LossKind::SmoothL1 { beta: 1.0 }, &[bx, box_t], 0.5).unwrap();
+    b.finish(8, "tokens").unwrap()
 }
 
 /// A3C-like actor-critic with a conv torso.

@@ -5,19 +5,21 @@
 //! Rules run on a [`PartialSpec`]: every top-level table that passed the schema, so a typo in `[sweep]` does not
 //! hide a mistake in `[run]`. A rule involving several tables runs when all of them are present.
 
-use std::collections::HashMap;
+mod topology;
+
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use trainbench_workload::graph::{Graph, InputKind, Op};
-use trainbench_workload::{ModelSpec, OptimizerSpec, Precision};
+use trainbench_workload::{ModelSpec, OptimizerSpec};
 
-use super::device::{DeviceFamily, DeviceSelector, SELECTOR_FORMS};
+pub use topology::{EffectiveTopology, effective_precisions, effective_topologies};
+
+use super::device::DeviceSelector;
 use super::path::FieldPath;
 use super::wire::{
-    BackendChoice, DataSource, DatasetSpec, Interconnect, MetricGroup, MetricsSpec, RunSpec, SpecFile, Strategy,
-    SweepSpec, TopologySpec, TrainingSpec,
+    DataSource, DatasetSpec, MetricGroup, MetricsSpec, RunSpec, SpecFile, SweepSpec, TopologySpec, TrainingSpec,
 };
 
 /// One rule violation: where (the first of `paths` written in the spec is pointed at), what, and how to fix it.
@@ -143,70 +145,6 @@ impl PartialSpec {
     }
 }
 
-/// One topology a spec runs on: `[topology]` with a `sweep.topologies` entry applied.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EffectiveTopology {
-    /// Where it is written (`topology` or `sweep.topologies[i]`).
-    pub path: FieldPath,
-    /// Machines.
-    pub nodes: usize,
-    /// Devices per machine.
-    pub devices_per_node: usize,
-    /// Strategy.
-    pub strategy: Strategy,
-    /// Interconnect.
-    pub interconnect: Interconnect,
-}
-
-impl EffectiveTopology {
-    /// Data-parallel world size, if it does not overflow.
-    pub fn world_size(&self) -> Option<usize> {
-        self.nodes.checked_mul(self.devices_per_node)
-    }
-    /// Path of one of its fields: in the sweep entry when written there, else in `[topology]`.
-    fn field(&self, key: &str, in_override: bool) -> FieldPath {
-        if in_override { self.path.key(key) } else { FieldPath::keys(&["topology", key]) }
-    }
-}
-
-/// The topologies a spec runs on, in sweep order.
-pub fn effective_topologies(topology: &TopologySpec, sweep: &SweepSpec) -> Vec<EffectiveTopology> {
-    let base = |path: FieldPath| EffectiveTopology {
-        path,
-        nodes: topology.nodes,
-        devices_per_node: topology.devices_per_node,
-        strategy: topology.strategy,
-        interconnect: topology.interconnect,
-    };
-    if sweep.topologies.is_empty() {
-        return vec![base(FieldPath::keys(&["topology"]))];
-    }
-    let list = FieldPath::keys(&["sweep", "topologies"]);
-    sweep
-        .topologies
-        .iter()
-        .enumerate()
-        .map(|(i, o)| {
-            let mut t = base(list.index(i));
-            t.nodes = o.nodes.unwrap_or(t.nodes);
-            t.devices_per_node = o.devices_per_node.unwrap_or(t.devices_per_node);
-            t.strategy = o.strategy.unwrap_or(t.strategy);
-            t.interconnect = o.interconnect.unwrap_or(t.interconnect);
-            t
-        })
-        .collect()
-}
-
-/// The precisions a spec runs, with where each is written.
-pub fn effective_precisions(training: &TrainingSpec, sweep: &SweepSpec) -> Vec<(Precision, FieldPath)> {
-    if sweep.precisions.is_empty() {
-        vec![(training.precision, FieldPath::keys(&["training", "precision"]))]
-    } else {
-        let list = FieldPath::keys(&["sweep", "precisions"]);
-        sweep.precisions.iter().enumerate().map(|(i, p)| (*p, list.index(i))).collect()
-    }
-}
-
 /// What rules may ask about the document besides its typed content.
 pub struct RuleContext<'a> {
     /// Folder of the spec file (local dataset paths are relative to it); `None` when not read from a file.
@@ -232,10 +170,11 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
         check_sweep(&mut out, sweep);
     }
     if let (Some(topology), Some(sweep)) = (&spec.topology, &spec.sweep) {
-        check_topologies(&mut out, topology, sweep);
+        topology::check_topologies(&mut out, topology, sweep);
     }
-    if let (Some(topology), Some(training), Some(sweep)) = (&spec.topology, &spec.training, &spec.sweep) {
-        check_device(&mut out, topology, training, sweep);
+    let device = spec.topology.as_ref().and_then(|t| topology::check_device(&mut out, t));
+    if let (Some((backend, device)), Some(training), Some(sweep)) = (device, &spec.training, &spec.sweep) {
+        topology::check_precisions(&mut out, backend, device, training, sweep);
     }
     if let Some(training) = &spec.training {
         check_training(&mut out, training, spec.run.as_ref());
@@ -272,156 +211,6 @@ fn check_sweep(out: &mut Vec<Finding>, sweep: &SweepSpec) {
         format!("precision `{}`", p.as_str())
     });
     duplicates(out, &FieldPath::keys(&["sweep", "topologies"]), &sweep.topologies, |_| "the same topology".to_string());
-}
-
-fn check_topologies(out: &mut Vec<Finding>, topology: &TopologySpec, sweep: &SweepSpec) {
-    let batches = FieldPath::keys(&["sweep", "batch_sizes"]);
-    let mut reported: HashMap<(usize, usize), ()> = HashMap::new();
-    for (ti, t) in effective_topologies(topology, sweep).iter().enumerate() {
-        let entry = sweep.topologies.get(ti);
-        let Some(world) = t.world_size() else {
-            out.push(Finding::new(
-                t.field("nodes", entry.is_some_and(|e| e.nodes.is_some())),
-                "nodes x devices_per_node overflows",
-            ));
-            continue;
-        };
-        let shape = format!("{} node(s) x {} device(s)", t.nodes, t.devices_per_node);
-        let strategy_path = t.field("strategy", entry.is_some_and(|e| e.strategy.is_some()));
-        match t.strategy {
-            Strategy::Single if world > 1 => out.push(
-                Finding::new(
-                    strategy_path.clone(),
-                    format!("strategy `single` trains on one device, but `{}` asks for {shape} = {world}", t.path),
-                )
-                .or_at(t.path.clone())
-                .hint(
-                    "use `strategy = \"all-reduce\"` or `\"parameter-server\"`, or set nodes and devices_per_node to 1",
-                ),
-            ),
-            Strategy::AllReduce if world == 1 => out.push(
-                Finding::new(
-                    strategy_path.clone(),
-                    format!("strategy `all-reduce` on a single device has nothing to reduce (`{}`)", t.path),
-                )
-                .or_at(t.path.clone())
-                .hint("use `strategy = \"single\"`, or more devices")
-                .warning(),
-            ),
-            _ => {}
-        }
-        if t.nodes > 1 && matches!(t.interconnect, Interconnect::Pcie | Interconnect::Nvlink) {
-            let name = if t.interconnect == Interconnect::Pcie { "pcie" } else { "nvlink" };
-            out.push(
-                Finding::new(
-                    t.field("interconnect", entry.is_some_and(|e| e.interconnect.is_some())),
-                    format!(
-                        "interconnect `{name}` links devices inside one machine, but `{}` spans {} nodes",
-                        t.path, t.nodes
-                    ),
-                )
-                .or_at(t.path.clone())
-                .expected("`ethernet` or `infiniband` between machines")
-                .hint("set `interconnect = \"ethernet\"` (or `\"infiniband\"`) for multi-node topologies"),
-            );
-        }
-        if t.strategy == Strategy::Single || world <= 1 {
-            continue;
-        }
-        for (bi, &b) in sweep.batch_sizes.iter().enumerate() {
-            if b % world != 0 && reported.insert((b, world), ()).is_none() {
-                let lower = (b / world).max(1) * world;
-                out.push(
-                    Finding::new(
-                        batches.index(bi),
-                        format!(
-                            "batch size {b} is not divisible by the data-parallel world size {world} ({shape} in `{}`)",
-                            t.path
-                        ),
-                    )
-                    .expected(format!("a multiple of {world}"))
-                    .hint(format!(
-                        "the global batch is split evenly over the devices; use e.g. {lower} or {}",
-                        lower + world
-                    )),
-                );
-            }
-        }
-    }
-    let _ = &reported;
-}
-
-fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec, training: &TrainingSpec, sweep: &SweepSpec) {
-    let device_path = FieldPath::keys(&["topology", "device"]);
-    let device: DeviceSelector = match topology.device.parse() {
-        Ok(d) => d,
-        Err(e) => {
-            let e: super::device::DeviceParseError = e;
-            let guess = match topology.device.to_ascii_lowercase().as_str() {
-                s if s.starts_with("gpu") || s.starts_with("nvidia") => {
-                    Some("did you mean `cuda` (or `cuda:0`)?".to_string())
-                }
-                s if s.starts_with("vulkan") || s.starts_with("metal") => Some("did you mean `wgpu`?".to_string()),
-                s if s.starts_with("cuda") || s.starts_with("wgpu") || s == "cpu" => {
-                    Some(format!("selectors are lower case, e.g. `{}`", s))
-                }
-                _ => None,
-            };
-            let f = Finding::new(device_path, e.to_string()).expected(SELECTOR_FORMS);
-            out.push(match guess {
-                Some(h) => f.hint(h),
-                None => f,
-            });
-            return;
-        }
-    };
-    let backend_path = FieldPath::keys(&["topology", "backend"]);
-    let backend = match (topology.backend, device.family()) {
-        (BackendChoice::Mock, _) => return,
-        (BackendChoice::Auto, DeviceFamily::Wgpu) | (BackendChoice::Wgpu, _) => "wgpu",
-        (BackendChoice::Auto | BackendChoice::Tch, _) => "tch",
-    };
-    match (backend, device.family()) {
-        ("tch", DeviceFamily::Wgpu) => {
-            out.push(
-                Finding::new(
-                    device_path.clone(),
-                    format!("backend `tch` runs on `cpu` and `cuda` devices, not `{device}`"),
-                )
-                .or_at(backend_path)
-                .expected("`cpu`, `cuda` or `cuda:N` with backend `tch`")
-                .hint("use `backend = \"wgpu\"` (or `\"auto\"`) for wgpu devices"),
-            );
-            return;
-        }
-        ("wgpu", DeviceFamily::Cpu | DeviceFamily::Cuda) => {
-            out.push(
-                Finding::new(device_path.clone(), format!("backend `wgpu` selects its devices with `wgpu...` selectors, not `{device}`"))
-                    .or_at(backend_path)
-                    .expected("`wgpu`, `wgpu:N`, `wgpu:discrete`, `wgpu:integrated` or `wgpu:cpu` with backend `wgpu`")
-                    .hint("for wgpu's software (CPU) adapter write `device = \"wgpu:cpu\"`; for libtorch use `backend = \"tch\"`"),
-            );
-            return;
-        }
-        _ => {}
-    }
-    for (precision, path) in effective_precisions(training, sweep) {
-        match (backend, device.family(), precision) {
-            ("tch", DeviceFamily::Cpu, Precision::Fp16) => out.push(
-                Finding::new(path, format!("precision `fp16` needs a CUDA device, but the device is `{device}`"))
-                    .or_at(device_path.clone())
-                    .expected("`fp32` or `bf16` on `cpu`")
-                    .hint("tch's fp16 autocast runs only on CUDA; use `bf16` on the CPU, or a `cuda` device"),
-            ),
-            ("wgpu", _, Precision::Fp16 | Precision::Bf16) => out.push(
-                Finding::new(path, format!("precision `{}` is not supported by the wgpu backend", precision.as_str()))
-                    .or_at(device_path.clone())
-                    .expected("`fp32` with backend `wgpu`")
-                    .hint("the wgpu backend trains in fp32 only for now; use `fp32`, or a `cuda` device with tch"),
-            ),
-            _ => {}
-        }
-    }
 }
 
 fn check_training(out: &mut Vec<Finding>, training: &TrainingSpec, run: Option<&RunSpec>) {
@@ -612,8 +401,13 @@ fn check_metrics(out: &mut Vec<Finding>, metrics: &MetricsSpec, topology: &Topol
 }
 
 /// Rules that need the model's graph: the dataset's declared shape and classes against the graph's inputs.
-pub fn check_graph(dataset: &DatasetSpec, graph: &Graph) -> Vec<Finding> {
+/// (A custom model's input shape is checked without the graph, in [`check`].)
+pub fn check_graph(dataset: &DatasetSpec, model: &ModelSpec, graph: &Graph) -> Vec<Finding> {
     let mut out = Vec::new();
+    let dataset = &DatasetSpec {
+        input_shape: if matches!(model, ModelSpec::Custom(_)) { None } else { dataset.input_shape.clone() },
+        ..dataset.clone()
+    };
     let data_input =
         graph.inputs().find(|(_, n)| matches!(n.op, Op::Input { kind: InputKind::Dense | InputKind::Tokens { .. } }));
     if let (Some(shape), Some((_, node))) = (&dataset.input_shape, data_input) {
@@ -648,4 +442,46 @@ pub fn check_graph(dataset: &DatasetSpec, graph: &Graph) -> Vec<Finding> {
 
 fn dims(shape: &[usize]) -> String {
     format!("[{}]", shape.iter().map(usize::to_string).collect::<Vec<_>>().join(", "))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use trainbench_workload::graph::Node;
+    use trainbench_workload::model::MlpSpec;
+
+    fn input(name: &str, shape: &[usize], kind: InputKind) -> Node {
+        let op = serde_json::to_value(Op::Input { kind }).unwrap();
+        let node = serde_json::json!({"name": name, "op": op, "inputs": [], "shape": shape, "part": null});
+        serde_json::from_value(node).unwrap()
+    }
+
+    fn graph() -> Graph {
+        Graph {
+            name: "g".into(),
+            nodes: vec![
+                input("image", &[3, 224, 224], InputKind::Dense),
+                input("labels", &[], InputKind::Labels { classes: 1000 }),
+            ],
+            losses: vec![],
+            items_per_sample: 1,
+            item_unit: "samples".into(),
+        }
+    }
+
+    fn mlp() -> ModelSpec {
+        ModelSpec::Mlp(serde_json::from_value::<MlpSpec>(serde_json::json!({})).unwrap())
+    }
+
+    #[test]
+    fn dataset_shape_and_classes_are_checked_against_the_graph() {
+        let ok = DatasetSpec { input_shape: Some(vec![3, 224, 224]), classes: Some(1000), ..DatasetSpec::default() };
+        assert!(check_graph(&ok, &mlp(), &graph()).is_empty());
+        let bad = DatasetSpec { input_shape: Some(vec![3, 32, 32]), classes: Some(10), ..DatasetSpec::default() };
+        let findings = check_graph(&bad, &mlp(), &graph());
+        assert_eq!(findings.len(), 2);
+        assert!(findings[0].message.contains("[3, 32, 32]") && findings[0].message.contains("[3, 224, 224]"));
+        assert!(findings[1].message.contains("(10)") && findings[1].message.contains("1000"));
+    }
 }
