@@ -10,6 +10,10 @@ hand-written PyTorch modules of the original architectures otherwise), compare
 with `trainbench analyze --format json` on a generated spec. Prints a table; exits 1 when a parameter count
 differs or a FLOP count is off by more than 0.5%.
 
+Informational (not checked): the bytes autograd keeps for backward in one fp32 forward pass, measured with
+torch.autograd.graph.saved_tensors_hooks (distinct storages, parameters and buffers excluded), next to our
+"activations kept for backward" without the loss layers (the references have no loss).
+
 Usage: /work/main/.venv/bin/python scripts/check_zoo.py [--bin target/debug/trainbench] [--only NAME ...]
 """
 
@@ -245,6 +249,22 @@ def outputs_sum(out):
     return sum(outputs_sum(o) for o in out if o is not None)
 
 
+def saved_bytes(model, xs):
+    """Bytes of the distinct storages autograd saves for backward during one forward (weights excluded)."""
+    owned = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    seen = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in owned:
+            seen[st.data_ptr()] = st.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(*xs)
+    return sum(seen.values())
+
+
 def torch_counts(factory, inputs, batch):
     torch.manual_seed(0)
     model = factory()
@@ -253,25 +273,29 @@ def torch_counts(factory, inputs, batch):
     xs = inputs(batch)
     # Math attention and no oneDNN RNN kernels: the flop counter sees their matmuls.
     with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False):
+        saved = saved_bytes(model, xs) // batch
         with FlopCounterMode(display=False) as fc:
             model(*xs)
         forward = fc.get_total_flops()
         with FlopCounterMode(display=False) as fc:
             outputs_sum(model(*xs)).backward()
         train = fc.get_total_flops()
-    return params, forward // batch, train // batch
+    return params, forward // batch, train // batch, saved
 
 
 def our_counts(binary, name, body):
+    spec_name = "check-" + name.replace("+", "-")
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-        f.write(f'version = 1\nname = "check-{name}"\n\n[model]\n{body}\n')
+        f.write(f'version = 1\nname = "{spec_name}"\n\n[model]\n{body}\n')
         path = f.name
     try:
-        out = subprocess.run([binary, "analyze", path, "--format", "json"], check=True, capture_output=True, text=True)
+        cmd = [binary, "analyze", path, "--format", "json", "--per-layer", "--precision", "fp32"]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     finally:
         os.unlink(path)
     r = json.loads(out.stdout)
-    return r["parameters"], r["flops"]["forward_per_sample"], r["flops"]["train_per_sample"]
+    saved = sum(4 * l["saved_elements"] + l["saved_other_bytes"] for l in r["layers"] if l["op"] != "loss")
+    return r["parameters"], r["flops"]["forward_per_sample"], r["flops"]["train_per_sample"], saved
 
 
 def pct(ours, theirs):
@@ -288,18 +312,19 @@ def main():
         subprocess.run(["cargo", "build", "--bin", "trainbench"], cwd=root, check=True)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     header = ("model", "params ours", "params torch", "FLOPs ours", "FLOPs torch", "diff%", "train ours",
-              "train torch", "diff%")
+              "train torch", "diff%", "saved MiB ours", "saved MiB torch", "diff%")
     rows, failed = [], False
     for name, body, factory, inputs, batch in CASES:
         if args.only and name not in args.only:
             continue
-        op, of, ot = our_counts(args.bin, name, body)
-        tp, tf, tt = torch_counts(factory, inputs, batch)
+        op, of, ot, osv = our_counts(args.bin, name, body)
+        tp, tf, tt, tsv = torch_counts(factory, inputs, batch)
         df, dt = pct(of, tf), pct(ot, tt)
         bad = op != tp or abs(df) > 100 * TOLERANCE or abs(dt) > 100 * TOLERANCE
         failed |= bad
         rows.append((name + (" !" if bad else ""), f"{op:,}", f"{tp:,}", f"{of:,}", f"{tf:,}", f"{df:+.3f}",
-                     f"{ot:,}", f"{tt:,}", f"{dt:+.3f}"))
+                     f"{ot:,}", f"{tt:,}", f"{dt:+.3f}", f"{osv / 2**20:.1f}", f"{tsv / 2**20:.1f}",
+                     f"{pct(osv, tsv):+.1f}"))
         print("checked", *rows[-1], sep=" | ", file=sys.stderr)
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731

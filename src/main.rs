@@ -31,6 +31,8 @@ enum Command {
     Compare(commands::compare::Args),
     /// Write an HTML + Markdown report with SVG plots and a CSV of every run.
     Report(commands::report::Args),
+    /// Check a result's integrity, re-run it on this machine, and say whether it reproduces.
+    Audit(commands::audit::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Check(a) => commands::check::execute(a),
         Command::Compare(a) => commands::compare::execute(a),
         Command::Report(a) => commands::report::execute(a),
+        Command::Audit(a) => commands::audit::execute(a),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

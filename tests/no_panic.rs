@@ -202,5 +202,21 @@ fn the_cli_exits_2_on_a_ten_megabyte_file() {
     std::fs::write(&path, format!("version = 1\nname = \"x\"\n# {}\n", "x".repeat(10 << 20))).unwrap();
     let o = assert_cmd::Command::new(env!("CARGO_BIN_EXE_trainbench")).arg("validate").arg(&path).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("a spec may be at most"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("the most a spec may hold"));
+}
+
+#[cfg(unix)]
+#[test]
+fn an_endless_device_file_is_cut_off() {
+    if !Path::new("/dev/zero").exists() {
+        return;
+    }
+    let o = assert_cmd::Command::new(env!("CARGO_BIN_EXE_trainbench"))
+        .arg("validate")
+        .arg("/dev/zero")
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("the most a spec may hold"));
 }

@@ -5,11 +5,12 @@
 use std::path::Path;
 
 use trainbench::result::{INDEX_FILE, RunOutcome, RunResult, SuiteIndex, result_schema};
-use trainbench::runner::{RunnerOptions, Suite, run_suite};
+use trainbench::runner::{RunnerOptions, Suite, run_suite, run_suite_with};
 use trainbench::spec::diagnostics::render_text;
 use trainbench::spec::wire::BackendChoice;
 use trainbench::spec::{Overrides, SpecValidator};
 use trainbench::workload::mock::MockConfig;
+use trainbench::workload::{Backend, BackendError, DeviceInfo, Graph, PhaseTimes, Probe, RawMeasurements, RunPlan};
 
 fn suite(extra: &str) -> Suite {
     let text = format!(
@@ -171,4 +172,40 @@ fn a_backend_that_is_not_built_stops_before_any_run() {
     let err = run_suite(&suite(""), &opts, &mut |_, _| {}).unwrap_err();
     assert!(err.to_string().contains("--features tch"), "{err}");
     assert!(!dir.path().join("tiny").exists());
+}
+
+/// A backend that stops itself early (as tch does on its own timeout check) or fails.
+struct SelfStopping;
+impl Backend for SelfStopping {
+    fn name(&self) -> &'static str {
+        "self-stopping"
+    }
+    fn devices(&self) -> Vec<DeviceInfo> {
+        Vec::new()
+    }
+    fn check(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn run(&mut self, plan: &RunPlan, _graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
+        if plan.batch_size == 8 {
+            return Err(BackendError::Framework("boom".into()));
+        }
+        let p = PhaseTimes { total_s: 0.01, forward_s: 0.01, ..PhaseTimes::default() };
+        probe.step(0, true, &p);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        Ok(RawMeasurements { steps: vec![p], losses: vec![1.0], interrupted: true, ..RawMeasurements::default() })
+    }
+}
+
+#[test]
+fn backend_side_timeouts_and_failures_are_recorded_and_the_sweep_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = suite("timeout_s = 0.001\n[sweep]\nbatch_sizes = [4, 8, 16]");
+    let report = run_suite_with(&s, &options(dir.path()), Box::new(SelfStopping), &mut |_, _| {}).unwrap();
+    assert!(!report.interrupted);
+    let outcomes: Vec<&RunOutcome> = report.results.iter().map(|r| &r.outcome).collect();
+    assert_eq!(outcomes[0], &RunOutcome::Interrupted { reason: "timeout after 0.001 s".into() });
+    assert_eq!(outcomes[1], &RunOutcome::Failed { message: "boom".into() });
+    assert_eq!(outcomes[2], &RunOutcome::Interrupted { reason: "timeout after 0.001 s".into() });
+    assert_eq!(report.results[0].metrics.as_ref().unwrap().step_times_s, vec![0.01]);
 }

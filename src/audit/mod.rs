@@ -6,6 +6,7 @@
 //! outcome), *not reproduced* otherwise.
 
 pub mod integrity;
+pub mod rerun;
 
 use serde::Serialize;
 
@@ -115,9 +116,9 @@ pub fn assess(original: &RunResult, rerun: &RunResult, opts: &AuditOptions) -> A
         if let Some((cmp, verdict)) = compare::compare_samples(&[a], &[b], &stats_opts) {
             if verdict != Verdict::NoChange {
                 report.reasons.push(format!(
-                    "median step time {} by {:+.1}% (95% CI {:+.1}%..{:+.1}%, p = {:.2e}), beyond the {:.0}% tolerance",
+                    "median step time {} by {:.1}% (95% CI {:+.1}%..{:+.1}%, p = {:.2e}), beyond the {:.0}% tolerance",
                     if verdict == Verdict::Slower { "rose" } else { "fell" },
-                    (cmp.ratio - 1.0) * 100.0,
+                    (cmp.ratio - 1.0).abs() * 100.0,
                     (cmp.ratio_ci[0] - 1.0) * 100.0,
                     (cmp.ratio_ci[1] - 1.0) * 100.0,
                     cmp.p_value,

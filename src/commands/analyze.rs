@@ -1,14 +1,17 @@
 //! The `analyze` subcommand: parameters, FLOPs and the memory estimate of a spec's model, before anything runs.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::io::Write as _;
+use std::path::PathBuf;
 
 use serde::Serialize;
+use trainbench_workload::Precision;
 use trainbench_workload::analysis::{Analysis, MemoryEstimate, analyze, memory_estimate};
-use trainbench_workload::{Precision, zoo};
 
+use super::validate::{OutputFormat, print_override_errors};
 use super::{CommandError, Outcome};
-use crate::spec::wire::SpecFile;
+use crate::spec::diagnostics::render_text as render_diagnostics;
+use crate::spec::{Overrides, ValidatedSpec, load_spec};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -37,6 +40,9 @@ pub struct Args {
     /// Include every layer (text: a table; JSON: a `layers` array).
     #[arg(long)]
     pub per_layer: bool,
+    /// Override a spec field before analysing, e.g. `--set model.depth=101` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
 }
 
 fn parse_precision(s: &str) -> Result<Precision, String> {
@@ -60,52 +66,59 @@ pub struct Report {
     pub memory: MemoryEstimate,
 }
 
-/// Read and parse a spec.
-///
-/// Provisional: a plain TOML parse into [`SpecFile`]; to be replaced by the validating loader of
-/// `crate::spec` (located diagnostics) once it lands. Only this function changes then.
-fn load_spec(path: &Path) -> Result<SpecFile, CommandError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| CommandError::Io { path: path.display().to_string(), source })?;
-    toml::from_str(&text).map_err(|e| CommandError::Input(format!("{}: {e}", path.display())))
-}
-
-/// Build the report of a parsed spec (the model graph, its analysis and the memory estimate).
-pub fn report(spec: &SpecFile, batch: Option<usize>, precision: Option<Precision>) -> Result<Report, CommandError> {
-    let graph = zoo::build(&spec.model).map_err(|e| {
-        let mut path = String::from("model");
-        for p in &e.path {
-            path.push('.');
-            path.push_str(p);
-        }
-        let hint = e.hint.map(|h| format!("\nhint: {h}")).unwrap_or_default();
-        CommandError::Input(format!("{}: `{path}`: {}{hint}", spec.name, e.message))
-    })?;
-    let batch = batch.or_else(|| spec.sweep.batch_sizes.first().copied()).unwrap_or(1);
+/// Build the report of a validated spec: its graph's analysis and the memory estimate at `batch` (default:
+/// the first swept batch size) and `precision` (default: the first swept precision, else the training one).
+pub fn report(
+    spec: &ValidatedSpec,
+    batch: Option<usize>,
+    precision: Option<Precision>,
+) -> Result<Report, CommandError> {
+    let s = spec.spec();
+    let batch = batch.or_else(|| s.sweep.batch_sizes.first().copied()).unwrap_or(1);
     if batch == 0 {
         return Err(CommandError::Input("--batch must be at least 1".into()));
     }
-    let precision = precision.or_else(|| spec.sweep.precisions.first().copied()).unwrap_or(spec.training.precision);
-    let analysis = analyze(&graph);
-    let memory = memory_estimate(&analysis, batch, precision, &spec.training.optimizer);
-    Ok(Report { spec: spec.name.clone(), analysis, memory })
+    let precision = precision.or_else(|| s.sweep.precisions.first().copied()).unwrap_or(s.training.precision);
+    let analysis = analyze(spec.graph());
+    let memory = memory_estimate(&analysis, batch, precision, &s.training.optimizer);
+    Ok(Report { spec: s.name.clone(), analysis, memory })
 }
 
 /// Carry out `trainbench analyze`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
-    let spec = load_spec(&args.spec)?;
+    let format = match args.format {
+        Format::Text => OutputFormat::Text,
+        Format::Json => OutputFormat::Json,
+    };
+    let overrides = match Overrides::parse(&args.set) {
+        Ok(o) => o,
+        Err(diagnostics) => return Ok(print_override_errors(format, diagnostics)),
+    };
+    let spec = match load_spec(&args.spec, &overrides) {
+        Ok(spec) => spec,
+        Err(diagnostics) => {
+            eprint!("{}", render_diagnostics(&diagnostics));
+            return Ok(Outcome::InvalidInput);
+        }
+    };
     let mut report = report(&spec, args.batch, args.precision)?;
     if !args.per_layer {
         report.analysis.layers.clear();
     }
-    match args.format {
+    let out = match args.format {
         Format::Json => {
             let json = serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?;
-            println!("{json}");
+            json + "\n"
         }
-        Format::Text => print!("{}", render_text(&report)),
+        Format::Text => render_text(&report),
+    };
+    // A closed pipe (`| head`) is not an error of ours.
+    match std::io::stdout().write_all(out.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CommandError::Other(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(Outcome::Success),
     }
-    Ok(Outcome::Success)
 }
 
 /// Thousands separators.
@@ -129,7 +142,7 @@ fn flops(f: u64) -> String {
         f if f >= 1e9 => (f / 1e9, "GFLOP"),
         f if f >= 1e6 => (f / 1e6, "MFLOP"),
         f if f >= 1e3 => (f / 1e3, "kFLOP"),
-        f => (f, "FLOP"),
+        f => return format!("{f:.0} FLOP"),
     };
     format!("{v:.2} {u}")
 }
@@ -229,6 +242,7 @@ pub fn render_text(r: &Report) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -255,17 +269,22 @@ out_features = 10
 name = "fc2"
 "#;
 
+    fn check(text: &str) -> Result<ValidatedSpec, Vec<crate::spec::Diagnostic>> {
+        let validator = crate::spec::SpecValidator::new().unwrap();
+        validator.check_bytes("bad-mlp.toml", text.as_bytes(), None, &Overrides::none()).into_result()
+    }
+
     #[test]
     fn custom_shape_error_names_location_layer_and_widths() {
-        let spec: SpecFile = toml::from_str(CUSTOM).unwrap();
-        let e = report(&spec, None, None).unwrap_err().to_string();
-        assert!(e.contains("`model.layers.2.in_features`"), "{e}");
+        let e = render_diagnostics(&check(CUSTOM).unwrap_err());
+        assert!(e.contains("model.layers[2].in_features") || e.contains("model.layers.2.in_features"), "{e}");
+        assert!(e.contains("bad-mlp.toml:19:15"), "{e}");
         assert!(e.contains("fc2") && e.contains("128") && e.contains("100"), "{e}");
     }
 
     #[test]
     fn json_report_has_the_promised_keys() {
-        let spec: SpecFile = toml::from_str(&CUSTOM.replace("in_features = 128", "in_features = 100")).unwrap();
+        let spec = check(&CUSTOM.replace("in_features = 128", "in_features = 100")).unwrap();
         let r = report(&spec, Some(4), Some(Precision::Bf16)).unwrap();
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["parameters"], 784 * 100 + 100 + 100 * 10 + 10);
@@ -274,7 +293,7 @@ name = "fc2"
         assert_eq!(v["flops"]["train_per_sample"], 2 * (2 * 784 * 100) + 3 * (2 * 100 * 10));
         assert_eq!(v["memory"]["batch_size"], 4);
         assert_eq!(v["memory"]["precision"], "bf16");
-        assert!(render_text(&r).contains("78,510"));
+        assert!(render_text(&r).contains("79,510"));
     }
 
     #[test]

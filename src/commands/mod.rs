@@ -10,6 +10,7 @@ pub mod validate;
 pub mod check;
 pub mod compare;
 pub mod report;
+pub mod audit;
 
 /// How a command ended, mapped to the process exit code by `main`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -49,7 +49,7 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<EnvDifference> {
     let mut out = Vec::new();
     let (ea, eb) = (&a.environment, &b.environment);
     push(&mut out, "backend", a.backend.clone(), b.backend.clone(), true);
-    push(&mut out, "device", super::super::report::device_name(a), super::super::report::device_name(b), true);
+    push(&mut out, "device", crate::report::device_name(a), crate::report::device_name(b), true);
     push(&mut out, "precision", a.plan.precision.as_str().into(), b.plan.precision.as_str().into(), true);
     push(&mut out, "batch size", a.plan.batch_size.to_string(), b.plan.batch_size.to_string(), true);
     push(&mut out, "world size", a.plan.world_size.to_string(), b.plan.world_size.to_string(), true);
@@ -63,6 +63,12 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<EnvDifference> {
             or_dash(eb.library_versions.get(lib)),
             true,
         );
+    }
+    let details = |r: &RunResult| r.environment.device.as_ref().map(|d| d.details.clone()).unwrap_or_default();
+    let (da, db) = (details(a), details(b));
+    let keys: std::collections::BTreeSet<&String> = da.keys().chain(db.keys()).collect();
+    for key in keys {
+        push(&mut out, &format!("device {key}"), or_dash(da.get(key)), or_dash(db.get(key)), false);
     }
     let cpu_run = device_kind(a) == "cpu" || device_kind(b) == "cpu";
     push(&mut out, "CPU model", ea.cpu.model.clone(), eb.cpu.model.clone(), cpu_run);

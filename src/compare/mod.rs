@@ -384,6 +384,15 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions) -> Pa
             notes.push(format!("{interrupted} {name} repeat(s) were interrupted; their measured steps are used"));
         }
     }
+    for (name, g) in [("baseline", base), ("candidate", cand)] {
+        let unsteady =
+            g.runs.iter().filter(|l| l.result.metrics.as_ref().is_some_and(|m| !m.steady_state.reached)).count();
+        if unsteady > 0 {
+            notes.push(format!(
+                "{unsteady} {name} repeat(s) did not reach steady state (MSER-5 hit its cap); measure more iterations"
+            ));
+        }
+    }
     if let Some(m) = &report.peak_memory
         && (m.ratio - 1.0).abs() > opts.threshold
     {

@@ -58,7 +58,7 @@ fn cells(p: &PairReport) -> [String; 8] {
         format!("{} on {} / {} on {}", p.baseline.backend, p.baseline.device, p.candidate.backend, p.candidate.device)
     };
     [
-        format!("{} ({target})", p.config),
+        format!("{}\n{target}", p.config),
         bm,
         cm,
         change,
@@ -137,7 +137,7 @@ pub fn markdown(c: &Comparison) -> String {
     let mut out = format!("| {} |\n", HEADERS.join(" | "));
     out.push_str("|---|--:|--:|--:|--:|--:|--:|---|\n");
     for p in &c.pairs {
-        let row: Vec<String> = cells(p).iter().map(|s| esc(s)).collect();
+        let row: Vec<String> = cells(p).iter().map(|s| esc(&s.replace('\n', " · "))).collect();
         out.push_str(&format!("| {} |\n", row.join(" | ")));
     }
     let extra = extras(c, "- ");

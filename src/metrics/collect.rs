@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::cpu::{self, CpuSample};
-use super::nvml::{GpuProbe, GpuSample, GpuTarget};
+use super::nvml::{self, GpuSample, GpuTarget};
 
 /// What to sample.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,9 +72,14 @@ impl Collectors {
             let (tx, rx) = mpsc::channel();
             stop.push(tx);
             std::thread::spawn(move || {
-                let probe = GpuProbe::open(target)?;
-                let index = probe.index();
-                Ok((index, sample_loop(interval, rx, || Some(probe.read(origin.elapsed().as_secs_f64())))))
+                let nvml = nvml::open()?;
+                let device = nvml::resolve(&nvml, &target)?;
+                let index = device.index().unwrap_or(target.cuda_ordinal);
+                let pid = std::process::id();
+                Ok((
+                    index,
+                    sample_loop(interval, rx, || Some(nvml::read(&device, pid, origin.elapsed().as_secs_f64()))),
+                ))
             })
         });
         Self { origin, stop, cpu, gpu }

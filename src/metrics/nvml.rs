@@ -86,55 +86,30 @@ pub fn resolve<'n>(nvml: &'n Nvml, target: &GpuTarget) -> Result<Device<'n>, Str
     nvml.device_by_index(target.cuda_ordinal).map_err(|e| format!("NVML device {}: {e}", target.cuda_ordinal))
 }
 
-/// An open NVML session on one device, used by the sampling thread.
-pub struct GpuProbe {
-    nvml: Nvml,
-    target: GpuTarget,
-    pid: u32,
+/// Load NVML for a sampling thread (which then resolves its device with [`resolve`] and keeps it).
+pub fn open() -> Result<Nvml, String> {
+    init()
 }
 
-impl std::fmt::Debug for GpuProbe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GpuProbe").field("target", &self.target).finish_non_exhaustive()
-    }
-}
-
-impl GpuProbe {
-    /// Load NVML and check the target device exists.
-    pub fn open(target: GpuTarget) -> Result<Self, String> {
-        let nvml = init()?;
-        resolve(&nvml, &target)?;
-        Ok(Self { nvml, target, pid: std::process::id() })
-    }
-
-    /// The NVML index of the sampled device.
-    pub fn index(&self) -> u32 {
-        resolve(&self.nvml, &self.target).ok().and_then(|d| d.index().ok()).unwrap_or(self.target.cuda_ordinal)
-    }
-
-    /// Read every counter now.
-    pub fn read(&self, t: f64) -> GpuSample {
-        let Ok(d) = resolve(&self.nvml, &self.target) else {
-            return GpuSample { t, ..GpuSample::default() };
-        };
-        let util = d.utilization_rates().ok();
-        let process_mem = d.running_compute_processes().ok().and_then(|ps| {
-            ps.iter().find(|p| p.pid == self.pid).and_then(|p| match p.used_gpu_memory {
-                UsedGpuMemory::Used(b) => Some(b),
-                UsedGpuMemory::Unavailable => None,
-            })
-        });
-        GpuSample {
-            t,
-            util_gpu: util.as_ref().map(|u| u.gpu),
-            util_mem: util.as_ref().map(|u| u.memory),
-            mem_used: d.memory_info().ok().map(|m| m.used),
-            process_mem,
-            power_mw: d.power_usage().ok(),
-            energy_mj: d.total_energy_consumption().ok(),
-            sm_clock_mhz: d.clock_info(Clock::SM).ok(),
-            temp_c: d.temperature(TemperatureSensor::Gpu).ok(),
-        }
+/// Read every counter of `d` now; `pid` is this process (for its share of device memory).
+pub fn read(d: &Device<'_>, pid: u32, t: f64) -> GpuSample {
+    let util = d.utilization_rates().ok();
+    let process_mem = d.running_compute_processes().ok().and_then(|ps| {
+        ps.iter().find(|p| p.pid == pid).and_then(|p| match p.used_gpu_memory {
+            UsedGpuMemory::Used(b) => Some(b),
+            UsedGpuMemory::Unavailable => None,
+        })
+    });
+    GpuSample {
+        t,
+        util_gpu: util.as_ref().map(|u| u.gpu),
+        util_mem: util.as_ref().map(|u| u.memory),
+        mem_used: d.memory_info().ok().map(|m| m.used),
+        process_mem,
+        power_mw: d.power_usage().ok(),
+        energy_mj: d.total_energy_consumption().ok(),
+        sm_clock_mhz: d.clock_info(Clock::SM).ok(),
+        temp_c: d.temperature(TemperatureSensor::Gpu).ok(),
     }
 }
 

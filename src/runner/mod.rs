@@ -105,7 +105,16 @@ pub fn run_suite(
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
     let choice = backends::resolve(opts.backend.unwrap_or(suite.backend));
-    let mut backend = backends::create(choice, &opts.mock);
+    run_suite_with(suite, opts, backends::create(choice, &opts.mock), on_result)
+}
+
+/// [`run_suite`] on a given backend instance (embedders, tests with custom backends).
+pub fn run_suite_with(
+    suite: &Suite,
+    opts: &RunnerOptions,
+    mut backend: Box<dyn Backend>,
+    on_result: &mut dyn FnMut(&RunResult, &Path),
+) -> Result<SuiteReport, RunnerError> {
     let graph = &suite.graph;
     let analysis = analyze(graph);
     let dir = opts.out_dir.join(&suite.spec_name);
@@ -203,10 +212,8 @@ impl RunContext<'_> {
 
     fn skipped(&self, plan: &RunPlan, backend: &dyn Backend, oom_batch: usize) -> RunResult {
         let now = SystemTime::now();
-        let reason = format!(
-            "skipped: batch size {} of the same model, precision and device already ran out of memory",
-            oom_batch
-        );
+        let reason =
+            format!("batch size {oom_batch} of the same model, precision and device already ran out of memory");
         self.result(plan, backend.name(), RunOutcome::Skipped { reason }, (now, now), device_of(backend, plan), None)
     }
 
@@ -235,6 +242,7 @@ impl RunContext<'_> {
             }
         }
         let started = SystemTime::now();
+        let clock = Instant::now();
         let collectors = Collectors::start(&config);
         let origin = collectors.origin();
         let outcome = backend.run(plan, self.graph, &mut probe);
@@ -246,10 +254,19 @@ impl RunContext<'_> {
             Ok(raw) => raw,
             Err(e) => return self.result(plan, backend.name(), outcome_of_error(e), (started, finished), device, None),
         };
-        let outcome = match (raw.interrupted, probe.stop_cause()) {
+        // Backends may enforce the timeout themselves, so the probe need not have seen the cause.
+        let cause = probe.stop_cause().or_else(|| {
+            if self.opts.stop.is_set() {
+                Some(StopCause::User)
+            } else {
+                plan.timeout_s.filter(|t| clock.elapsed().as_secs_f64() >= *t).map(StopCause::Timeout)
+            }
+        });
+        let outcome = match (raw.interrupted, cause) {
             (false, _) => RunOutcome::Completed,
             (true, Some(StopCause::Timeout(t))) => RunOutcome::Interrupted { reason: format!("timeout after {t} s") },
-            (true, _) => RunOutcome::Interrupted { reason: USER_STOP.into() },
+            (true, Some(StopCause::User)) => RunOutcome::Interrupted { reason: USER_STOP.into() },
+            (true, None) => RunOutcome::Interrupted { reason: "stopped early by the backend".into() },
         };
         let mut result = self.result(plan, backend.name(), outcome, (started, finished), device.clone(), Some(&raw));
         let used = raw.device.clone().or(device);

@@ -6,8 +6,9 @@ use std::time::Duration;
 use trainbench_workload::{Graph, RunPlan};
 
 use crate::plan::plan;
-use crate::spec::ValidatedSpec;
+use crate::spec::diagnostics::render_text;
 use crate::spec::wire::{BackendChoice, MetricGroup};
+use crate::spec::{Overrides, SpecValidator, ValidatedSpec};
 
 /// One spec's runs and the settings shared by all of them.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +42,14 @@ impl Suite {
             sample_interval: Duration::from_millis(s.run.sample_interval_ms.max(1)),
             metric_groups: s.metrics.collect.clone(),
         }
+    }
+
+    /// The suite of a spec given as text, validated as a file would be (e.g. the canonical spec a result
+    /// embeds); the error is the rendered diagnostics.
+    pub fn from_spec_text(display: &str, text: &str) -> Result<Self, String> {
+        let validator = SpecValidator::new().map_err(|e| e.to_string())?;
+        let checked = validator.check_bytes(display, text.as_bytes(), None, &Overrides::none());
+        checked.into_result().map(|spec| Self::from_validated(&spec)).map_err(|d| render_text(&d))
     }
 
     /// Whether a metric group is collected.

@@ -239,7 +239,7 @@ pub fn decode(file: &str, bytes: &[u8]) -> Result<String, Box<Diagnostic>> {
         return Err(Box::new(
             Diagnostic::error(
                 file,
-                format!("the file is {} bytes long; a spec may be at most {MAX_SPEC_BYTES} bytes", bytes.len()),
+                format!("the file is larger than {MAX_SPEC_BYTES} bytes, the most a spec may hold"),
             )
             .hint("is this really a spec file? specs are a few kilobytes of TOML"),
         ));

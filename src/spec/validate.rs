@@ -67,7 +67,7 @@ impl SpecValidator {
 
     /// Check the spec file at `path`, shown in diagnostics as `display`.
     pub fn check_file(&self, path: &Path, display: &str, overrides: &Overrides) -> Checked {
-        match std::fs::read(path) {
+        match read_bounded(path) {
             Ok(bytes) => {
                 let base = path.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p });
                 let mut checked = self.check_bytes(display, &bytes, base, overrides);
@@ -208,6 +208,15 @@ impl SpecValidator {
         let validated = ValidatedSpec::new(spec, graph, overrides.texts());
         Ok((validated, out))
     }
+}
+
+/// Read at most one byte more than a spec may hold (a device file or a huge file must not hang or exhaust memory;
+/// the size check in [`load::decode`] then reports it).
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(load::MAX_SPEC_BYTES as u64 + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// A `model.<path>` field path from the zoo's path inside `[model]`, telling array indices from keys.

@@ -3,6 +3,8 @@
 //! Shapes are *per sample*: the batch dimension is implicit and leading. A sequence is `[time, features]`,
 //! an image `[channels, height, width]`, a set of region features `[proposals, channels, height, width]`.
 //! Nodes are stored in topological order; a node's inputs always precede it.
+//! Two nodes may share one weight tensor (tied embeddings): see [`Node::tied_to`]; backends allocate exactly the
+//! tensors of [`crate::params::graph_tensors`].
 
 use serde::{Deserialize, Serialize};
 
@@ -321,14 +323,18 @@ pub enum Op {
     /// the critic's score w.r.t. x_hat (create_graph); the generator update re-evaluates
     /// `-mean(critic(fake))` with the critic frozen. No parameters.
     CriticBatch,
-    /// Region-of-interest align: features `[C, H, W]` and a fixed number of proposals -> `[P, C, oh, ow]`.
-    /// Proposals are generated deterministically by backends (a fixed grid of boxes), so the cost is static.
+    /// Region-of-interest align (torchvision `roi_align`, `aligned = false`): features `[C, H, W]` and a fixed
+    /// number of proposals -> `[P, C, oh, ow]`. Proposals are not an input: every backend uses the same
+    /// deterministic boxes, so the cost is static. With the image size `H / spatial_scale` x
+    /// `W / spatial_scale` and `g = ceil(sqrt(P))`, proposal `i` (row `r = i / g`, column `c = i % g`) is the
+    /// box `(x1, y1, x2, y2) = (c * IW / g, r * IH / g, (c + 1) * IW / g, (r + 1) * IH / g)` in image pixels.
+    /// The gradient flows to the features only.
     RoiAlign {
         /// Proposals per image.
         proposals: usize,
         /// Output size (height, width).
         output: Vec<usize>,
-        /// Feature-map stride relative to the input image.
+        /// Scale from image to feature-map coordinates (1/16 for a stride-16 feature map).
         spatial_scale: f32,
         /// Bilinear samples per output bin per dimension.
         sampling_ratio: usize,

@@ -3,8 +3,8 @@
 //!
 //! Both the CLI crate and the backend crates depend on this crate, and on nothing of each other.
 
-pub mod backend;
 pub mod analysis;
+pub mod backend;
 pub mod builder;
 pub mod graph;
 pub mod init;

@@ -183,6 +183,7 @@ pub fn graph_tensors(graph: &Graph) -> Vec<(NodeId, ParamDecl)> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::builder::{ConvCfg, GraphBuilder};

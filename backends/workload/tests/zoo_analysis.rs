@@ -2,6 +2,8 @@
 //! with memory estimates at the TBD paper's batch sizes. The numbers are exact and deterministic: a change
 //! here is a change of the model or of the counting conventions, and must be reviewed as such.
 
+#![allow(clippy::unwrap_used)]
+
 use serde::Serialize;
 use serde_json::json;
 use trainbench_workload::analysis::{Analysis, MemoryEstimate, analyze, memory_estimate};

@@ -342,4 +342,5 @@ pub fn memory_estimate(a: &Analysis, batch: usize, precision: Precision, optimiz
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests;

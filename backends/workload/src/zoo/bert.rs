@@ -93,6 +93,7 @@ pub(crate) fn build(s: &BertSpec) -> Result<Graph, ZooError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::zoo::testing::shape;

@@ -192,6 +192,7 @@ pub(crate) fn build(s: &CustomSpec) -> Result<Graph, ZooError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::zoo::testing::shape;

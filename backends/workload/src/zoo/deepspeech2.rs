@@ -48,6 +48,7 @@ pub(crate) fn build(s: &DeepSpeech2Spec) -> Result<Graph, ZooError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::zoo::testing::shape;

@@ -73,6 +73,7 @@ pub(crate) fn build(s: &FasterRcnnSpec) -> Result<Graph, ZooError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::zoo::testing::shape;

@@ -151,6 +151,7 @@ pub(crate) fn build(s: &InceptionSpec) -> Result<Graph, ZooError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::zoo::testing::shape;

@@ -96,6 +96,7 @@ pub(crate) fn conv_bn_relu(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 pub(crate) mod testing {
     //! Helpers shared by the per-family tests.
     use crate::graph::Graph;

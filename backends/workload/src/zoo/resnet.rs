@@ -139,6 +139,7 @@ pub(crate) fn build(s: &ResnetSpec) -> Result<Graph, ZooError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::model::ModelSpec;

@@ -59,6 +59,7 @@ pub(crate) fn build(s: &Seq2seqSpec) -> Result<Graph, ZooError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::zoo::testing::shape;

@@ -107,6 +107,7 @@ pub(crate) fn build(s: &TransformerSpec) -> Result<Graph, ZooError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::zoo::testing::shape;
