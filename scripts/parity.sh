@@ -23,7 +23,12 @@ for m in "${MODELS[@]}"; do
   # Same weights and data on both sides: the PyTorch model is initialised from trainbench's manifest.
   $TB "$m" --batch "$BATCH" --warmup 0 --iters 1 --threads "$THREADS" --manifest "$MANIFESTS/$m.json" >/dev/null
   for r in $(seq 1 "$ROUNDS"); do
-    py=$($PY "$m" $ARGS --init-from "$MANIFESTS/$m.json" | grep '^RESULT'); tb=$($TB "$m" $ARGS | grep '^RESULT')
+    # Alternate which side goes first, so that neither always follows the other.
+    if (( r % 2 )); then
+      py=$($PY "$m" $ARGS --init-from "$MANIFESTS/$m.json" | grep '^RESULT'); tb=$($TB "$m" $ARGS | grep '^RESULT')
+    else
+      tb=$($TB "$m" $ARGS | grep '^RESULT'); py=$($PY "$m" $ARGS --init-from "$MANIFESTS/$m.json" | grep '^RESULT')
+    fi
     echo "$py"; echo "$tb"
     pym=$(echo "$py" | field median_s); tbm=$(echo "$tb" | field median_s)
     ratios+=("$(python3 -c "print(f'{$pym / $tbm:.4f}')")")

@@ -32,10 +32,11 @@
 //!   `scaled_dot_product_attention`, no attention dropout.
 //! - Recurrent layers: `at::lstm` / `at::gru`, batch first, zero initial state; on CUDA the weights are not
 //!   flattened into one cuDNN buffer beforehand (libtorch copies them per call).
-//! - WGAN-GP (a graph with parts): see `train` — one critic step with gradient penalty, then one generator step
-//!   with the critic frozen, each with its own optimizer built from the plan's optimizer spec. Convention the
-//!   graph must follow: one Wasserstein loss (input 0 critic on real, input 1 critic on generated data), the
-//!   critic's nodes in the part of input 0, the generator's in another part.
+//! - Tied weights (`Node::tied_to`) are one tensor, counted and optimised once; sinusoidal position tables
+//!   and RoI sampling grids are computed once per run.
+//! - WGAN-GP (the zoo's `critic_batch` convention, see `train`): one critic step with gradient penalty, then
+//!   one generator step with the critic frozen, each with its own optimizer built from the plan's optimizer
+//!   spec; n_critic = 1; the reported loss is the critic's.
 
 pub mod check;
 pub mod device;

@@ -352,3 +352,69 @@ fn roi_align(x: &Tensor, grid: &Tensor, proposals: usize, output: &[usize], s: u
     let y = y.f_mean_dim(Some([4i64, 6].as_slice()), false, None::<Kind>)?;
     y.f_permute([0, 2, 1, 3, 4])
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// On a ramp f(x, y) = x + 100 y bilinear sampling is exact, so every RoIAlign bin must equal the mean of
+    /// the ramp at torchvision's sample points (`x1 + (j + (k + 0.5) / s) * bin_w`, clamped to the last pixel
+    /// centre as torchvision does): this pins the sampling grid to torchvision's convention.
+    #[test]
+    fn roi_align_bins_average_at_their_centres() {
+        let (h, w, p) = (8usize, 12usize, 4usize);
+        let ramp: Vec<f32> = (0..h * w).map(|i| (i % w) as f32 + 100.0 * (i / w) as f32).collect();
+        let x = Tensor::from_slice(&ramp).reshape([1, 1, h as i64, w as i64]);
+        let grid = constant(
+            &Node {
+                name: "roi".into(),
+                op: Op::RoiAlign { proposals: p, output: vec![2, 3], spatial_scale: 1.0, sampling_ratio: 2 },
+                inputs: vec![0],
+                shape: trainbench_workload::Shape(vec![p, 1, 2, 3]),
+                part: None,
+                tied_to: None,
+            },
+            &[1, h, w],
+            Device::Cpu,
+        )
+        .unwrap()
+        .unwrap();
+        let y = roi_align(&x, &grid, p, &[2, 3], 2).unwrap();
+        assert_eq!(y.size(), [1, p as i64, 1, 2, 3]);
+        for (k, b) in roi_boxes(p, h, w).iter().enumerate() {
+            for i in 0..2 {
+                for j in 0..3 {
+                    let (bw, bh) = ((b[2] - b[0]) / 3.0, (b[3] - b[1]) / 2.0);
+                    let mut want = 0.0;
+                    for sy in 0..2 {
+                        for sx in 0..2 {
+                            let px = (b[0] + (j as f32 + (sx as f32 + 0.5) / 2.0) * bw).min((w - 1) as f32);
+                            let py = (b[1] + (i as f32 + (sy as f32 + 0.5) / 2.0) * bh).min((h - 1) as f32);
+                            want += (px + 100.0 * py) / 4.0;
+                        }
+                    }
+                    let got = y.double_value(&[0, k as i64, 0, i as i64, j as i64]) as f32;
+                    assert!((got - want).abs() < 1e-3, "box {k} bin ({i}, {j}): {got} vs {want}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sinusoidal_table_follows_vaswani() {
+        let node = Node {
+            name: "pos".into(),
+            op: Op::SinusoidalPositions { scale: 1.0 },
+            inputs: vec![0],
+            shape: trainbench_workload::Shape(vec![5, 4]),
+            part: None,
+            tied_to: None,
+        };
+        let pe = constant(&node, &[5, 4], Device::Cpu).unwrap().unwrap();
+        let at = |t: i64, i: i64| pe.double_value(&[t, i]);
+        assert!((at(3, 0) - 3f64.sin()).abs() < 1e-6);
+        assert!((at(3, 1) - 3f64.cos()).abs() < 1e-6);
+        assert!((at(2, 2) - (2.0 / 100f64).sin()).abs() < 1e-6);
+    }
+}
