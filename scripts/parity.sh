@@ -35,7 +35,7 @@ for m in "${MODELS[@]}"; do
     pyc=$(echo "$py" | field cpu_s_per_step); tbc=$(echo "$tb" | field cpu_s_per_step)
     cpu_ratios+=("$(python3 -c "print(f'{$pyc / $tbc:.4f}')")")
   done
-  median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+  median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.4f", m}'; }
   echo "PARITY model=$m batch=$BATCH threads=$THREADS rounds=$ROUNDS wall_ratios=${ratios[*]}" \
     "wall_median=$(median "${ratios[@]}") cpu_ratios=${cpu_ratios[*]} cpu_median=$(median "${cpu_ratios[@]}")" \
     "(trainbench/pytorch throughput; > 1 = trainbench faster)"
