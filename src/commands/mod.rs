@@ -3,14 +3,14 @@
 //! Each `execute` returns an [`Outcome`]; `main` maps it (or an error) to the exit code.
 
 pub mod analyze;
+pub mod audit;
+pub mod check;
+pub mod compare;
 pub mod plan;
+pub mod report;
 pub mod run;
 pub mod schema;
 pub mod validate;
-pub mod check;
-pub mod compare;
-pub mod report;
-pub mod audit;
 
 /// How a command ended, mapped to the process exit code by `main`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
