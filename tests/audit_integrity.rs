@@ -32,7 +32,7 @@ fn edits_are_detected() {
     assert!(f.contains(&"metrics.throughput.samples_per_s".to_string()), "{f:?}");
 
     let mut r = base.clone();
-    r.environment.spec_canonical = r.environment.spec_canonical.replace("\"iterations\":40", "\"iterations\":41");
+    r.environment.spec_canonical = r.environment.spec_canonical.replace("iterations = 40", "iterations = 41");
     assert_eq!(fields(&r), ["environment.spec_sha256"]);
 
     let mut r = base.clone();

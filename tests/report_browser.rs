@@ -1,32 +1,14 @@
 //! The HTML report in a real headless Chromium: it renders, every plot is in the DOM with its title, and the
 //! page references nothing on the network. Skipped (with a notice) only where /usr/bin/chromium is absent.
-#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
-
-mod common;
+#![allow(clippy::unwrap_used)] // test helpers outside test functions
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Proc;
 
 use assert_cmd::Command;
-use common::Synth;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
-
-/// A small sweep: two specs, three batch sizes, two repeats, plus one out-of-memory run.
-fn write_results(dir: &Path) {
-    for spec in ["cnn", "mlp"] {
-        for (i, batch) in [8usize, 32, 128].into_iter().enumerate() {
-            for repeat in 0..2 {
-                let mut s = Synth::new(spec, batch, repeat, (i * 10 + repeat as usize) as u64);
-                if spec == "mlp" {
-                    s.step_s /= 3.0;
-                }
-                s.write(&dir.join(spec));
-            }
-        }
-    }
-    Synth { oom: true, ..Synth::new("cnn", 512, 0, 7) }.write(&dir.join("cnn"));
-}
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/results");
 
 fn chromium(args: &[&str], profile: &Path) -> std::process::Output {
     Proc::new(CHROMIUM)
@@ -47,11 +29,10 @@ fn chromium(args: &[&str], profile: &Path) -> std::process::Output {
         .expect("chromium runs")
 }
 
+/// The report of the fixtures: two specs, batch sweeps, two precisions, an out-of-memory run.
 fn report(dir: &Path) -> PathBuf {
-    let results = dir.join("results");
-    write_results(&results);
     let out = dir.join("report");
-    Command::cargo_bin("trainbench").unwrap().arg("report").arg(&results).arg("--out").arg(&out).assert().success();
+    Command::cargo_bin("trainbench").unwrap().arg("report").arg(FIXTURES).arg("--out").arg(&out).assert().success();
     out
 }
 
@@ -74,24 +55,27 @@ fn report_renders_in_chromium_with_all_plots_and_no_network() {
     assert!(dom.status.success(), "chromium failed: {}", String::from_utf8_lossy(&dom.stderr));
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.contains("<h1>trainbench report</h1>"), "{dom}");
+    let mem = "fp32 · mock · trainbench mock device (simulated, not a measurement)";
     for title in [
-        "Throughput vs batch size: cnn",
-        "Throughput vs batch size: mlp",
-        "GPU and FLOP utilisation vs batch size: cnn",
-        "Memory breakdown per batch size: cnn (fp32 · mock · Mock CPU)",
-        "Step-time distribution: mlp",
-        "Phase shares of an iteration",
+        "Throughput vs batch size: fixture-resnet".to_string(),
+        "Throughput vs batch size: fixture-mlp".to_string(),
+        "GPU and FLOP utilisation vs batch size: fixture-mlp".to_string(),
+        format!("Memory breakdown per batch size: fixture-resnet ({mem})"),
+        format!("Memory breakdown per batch size: fixture-mlp ({})", mem.replace("fp32", "bf16")),
+        "Step-time distribution: fixture-mlp".to_string(),
+        "Phase shares of an iteration".to_string(),
     ] {
         assert!(dom.contains(&format!("<title>{title}</title>")), "no plot titled `{title}` in the DOM");
     }
     let svgs = dom.matches("<svg").count();
-    assert_eq!(svgs, 9, "2 specs x (throughput, utilisation, memory, step times) + phases");
+    assert_eq!(svgs, 10, "2 specs x (throughput, utilisation, step times) + 3 memory (one per precision) + phases");
     for src in dom.split("src=\"").skip(1).chain(dom.split("href=\"").skip(1)) {
         assert!(!src.starts_with("http"), "external reference: {}", &src[..src.len().min(80)]);
     }
-    // Every configuration has a row.
-    assert_eq!(dom.matches("<td>cnn</td>").count(), 4);
-    assert!(dom.contains("<td class=\"bad\">out_of_memory</td>"));
+    // Every configuration has a row; the out-of-memory one is marked.
+    assert_eq!(dom.matches("<td>fixture-resnet</td>").count(), 4);
+    assert_eq!(dom.matches("<td>fixture-mlp</td>").count(), 6);
+    assert!(dom.contains("<td class=\"bad\">1 out_of_memory, 1 skipped</td>"), "{dom}");
 
     // It also rasterises.
     let png = tmp.path().join("shot.png");

@@ -64,20 +64,13 @@ pub fn verify(r: &RunResult) -> Vec<IntegrityIssue> {
             format!("the embedded spec hashes to {hash}, not to the recorded {}", env.spec_sha256),
         );
     }
-    // The canonical spec is the spec stage's TOML; JSON is accepted too (hand-made fixtures).
-    let name = match toml::from_str::<toml::Table>(&env.spec_canonical) {
-        Ok(spec) => Ok(spec.get("name").and_then(|n| n.as_str()).map(str::to_string)),
-        Err(toml_err) => serde_json::from_str::<serde_json::Value>(&env.spec_canonical)
-            .map(|spec| spec.get("name").and_then(|n| n.as_str()).map(str::to_string))
-            .map_err(|_| toml_err),
-    };
-    match name {
-        Ok(name) => {
-            if name.as_deref() != Some(r.spec_name.as_str()) {
+    match toml::from_str::<toml::Table>(&env.spec_canonical) {
+        Ok(spec) => {
+            if spec.get("name").and_then(|n| n.as_str()) != Some(r.spec_name.as_str()) {
                 c.fail("spec_name", format!("`{}` is not the name of the embedded spec", r.spec_name));
             }
         }
-        Err(e) => c.fail("environment.spec_canonical", format!("not a readable spec: {e}")),
+        Err(e) => c.fail("environment.spec_canonical", format!("not valid TOML: {}", e.message())),
     }
     if r.plan.id != r.run_id {
         c.fail("run_id", format!("`{}` differs from the plan's id `{}`", r.run_id, r.plan.id));

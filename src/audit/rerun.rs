@@ -7,6 +7,8 @@ use super::RerunError;
 use crate::backends::BackendChoice;
 use crate::result::RunResult;
 use crate::runner::{RunnerOptions, Suite, run_suite};
+use crate::spec::overrides::Overrides;
+use crate::spec::validate::SpecValidator;
 
 /// How to re-run.
 #[derive(Debug, Clone, Default)]
@@ -32,8 +34,17 @@ fn backend_of(name: &str) -> Option<BackendChoice> {
 
 /// Re-run `original`'s plan with the model and settings of its embedded spec.
 pub fn rerun_here(original: &RunResult, opts: &RerunOptions) -> Result<RunResult, RerunError> {
-    let mut suite = Suite::from_spec_text("embedded spec", &original.environment.spec_canonical)
-        .map_err(|e| RerunError(format!("the embedded spec cannot be read by this trainbench: {e}")))?;
+    let validator = SpecValidator::new().map_err(|e| RerunError(e.to_string()))?;
+    let spec = validator
+        .check_bytes("<embedded spec>", original.environment.spec_canonical.as_bytes(), None, &Overrides::none())
+        .into_result()
+        .map_err(|diagnostics| {
+            RerunError(format!(
+                "this trainbench does not accept the embedded spec:\n{}",
+                crate::spec::diagnostics::render_text(&diagnostics)
+            ))
+        })?;
+    let mut suite = Suite::from_validated(&spec);
     suite.plans = vec![original.plan.clone()];
     let backend = opts.backend.or_else(|| backend_of(&original.backend));
     let runner = RunnerOptions {

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 pub use shape::{SHAPE_FORMAT, Shape, shape_of};
 
 use crate::compare::load::LoadedResult;
+use crate::result::RunOutcome;
 
 /// Why a check could not be carried out (as opposed to a shape mismatch, which is a [`CheckStatus`]).
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +54,12 @@ pub enum CheckStatus {
     Written {
         /// True when a golden file existed and its content changed.
         changed: bool,
+    },
+    /// A `skipped` repeat (not attempted, e.g. after an earlier repeat ran out of memory) of a configuration that
+    /// has attempted repeats in the same check: it measured nothing, so it is not compared.
+    NotRun {
+        /// The runner's reason for skipping it.
+        reason: String,
     },
     /// `--update` with another result of the same configuration, whose shape differs, earlier in the list.
     Conflict {
@@ -123,48 +130,58 @@ pub fn check_results(
     let mut reports = Vec::with_capacity(results.len());
     // Shapes written in this invocation, so repeats of one configuration are checked against each other.
     let mut written: BTreeMap<PathBuf, (Shape, PathBuf)> = BTreeMap::new();
+    // Configurations with at least one attempted (not skipped) repeat in this check.
+    let mut attempted = std::collections::BTreeSet::new();
+    for loaded in results {
+        if !matches!(loaded.result.outcome, RunOutcome::Skipped { .. }) {
+            attempted.insert(golden_path(golden_dir, &shape_of(&loaded.result))?);
+        }
+    }
     for loaded in results {
         let shape = shape_of(&loaded.result);
         let golden = golden_path(golden_dir, &shape)?;
-        let status = if update {
-            if let Some((first, first_path)) = written.get(&golden) {
-                if *first == shape {
-                    CheckStatus::Written { changed: false }
+        let status =
+            if let (RunOutcome::Skipped { reason }, true) = (&loaded.result.outcome, attempted.contains(&golden)) {
+                CheckStatus::NotRun { reason: reason.clone() }
+            } else if update {
+                if let Some((first, first_path)) = written.get(&golden) {
+                    if *first == shape {
+                        CheckStatus::Written { changed: false }
+                    } else {
+                        let diff = shape_diff(
+                            &first.to_text(),
+                            &shape.to_text(),
+                            &first_path.display().to_string(),
+                            &loaded.path.display().to_string(),
+                        );
+                        CheckStatus::Conflict { diff, other: first_path.clone() }
+                    }
                 } else {
-                    let diff = shape_diff(
-                        &first.to_text(),
-                        &shape.to_text(),
-                        &first_path.display().to_string(),
-                        &loaded.path.display().to_string(),
-                    );
-                    CheckStatus::Conflict { diff, other: first_path.clone() }
+                    let previous = read_golden(&golden).unwrap_or(None);
+                    if let Some(parent) = golden.parent() {
+                        std::fs::create_dir_all(parent)
+                            .map_err(|source| CheckError::Io { path: parent.to_path_buf(), source })?;
+                    }
+                    std::fs::write(&golden, shape.to_text())
+                        .map_err(|source| CheckError::Io { path: golden.clone(), source })?;
+                    let changed = previous.is_some_and(|p| p != shape);
+                    written.insert(golden.clone(), (shape, loaded.path.clone()));
+                    CheckStatus::Written { changed }
                 }
             } else {
-                let previous = read_golden(&golden).unwrap_or(None);
-                if let Some(parent) = golden.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(|source| CheckError::Io { path: parent.to_path_buf(), source })?;
+                match read_golden(&golden)? {
+                    None => CheckStatus::Missing,
+                    Some(expected) if expected == shape => CheckStatus::Matches,
+                    Some(expected) => CheckStatus::Differs {
+                        diff: shape_diff(
+                            &expected.to_text(),
+                            &shape.to_text(),
+                            &golden.display().to_string(),
+                            &loaded.path.display().to_string(),
+                        ),
+                    },
                 }
-                std::fs::write(&golden, shape.to_text())
-                    .map_err(|source| CheckError::Io { path: golden.clone(), source })?;
-                let changed = previous.is_some_and(|p| p != shape);
-                written.insert(golden.clone(), (shape, loaded.path.clone()));
-                CheckStatus::Written { changed }
-            }
-        } else {
-            match read_golden(&golden)? {
-                None => CheckStatus::Missing,
-                Some(expected) if expected == shape => CheckStatus::Matches,
-                Some(expected) => CheckStatus::Differs {
-                    diff: shape_diff(
-                        &expected.to_text(),
-                        &shape.to_text(),
-                        &golden.display().to_string(),
-                        &loaded.path.display().to_string(),
-                    ),
-                },
-            }
-        };
+            };
         reports.push(CheckReport { result: loaded.path.clone(), golden, status });
     }
     Ok(reports)
@@ -178,6 +195,9 @@ pub fn render(reports: &[CheckReport]) -> String {
         let golden = r.golden.display();
         match &r.status {
             CheckStatus::Matches => out.push_str(&format!("ok        {result}\n")),
+            CheckStatus::NotRun { reason } => {
+                out.push_str(&format!("not run   {result}: {reason}; not compared\n"))
+            }
             CheckStatus::Written { changed: false } => out.push_str(&format!("written   {golden}\n")),
             CheckStatus::Written { changed: true } => out.push_str(&format!("updated   {golden} (shape changed)\n")),
             CheckStatus::Missing => out.push_str(&format!(

@@ -11,7 +11,7 @@
 //!   `array of number` when the run had a time budget, whose iteration count varies);
 //! - `environment.gpus.devices[].name: "string"`: fields of the elements of an array of objects (the
 //!   array itself is `array`, its length is not part of the shape);
-//! - `environment.env_vars: "map of string"`: a map whose keys depend on the machine, reduced to its value type;
+//! - `environment.env_vars: "map (keys and values vary)"`: a map whose content depends on the user's shell;
 //! - `x: "object (empty)"` for an empty object, so that an emptied map is visible.
 
 use std::collections::BTreeMap;
@@ -73,7 +73,7 @@ const LITERAL: &[&str] = &[
 /// Paths under a literal pattern that still vary between repeats.
 const VARYING: &[&str] = &["plan.id", "plan.repeat", "plan.seed"];
 
-/// Maps whose keys depend on the machine or the user's shell: only their value types are kept.
+/// Maps whose keys depend on the machine or the user's shell: reduced to one descriptor.
 const OPAQUE_MAPS: &[&str] = &["environment.env_vars"];
 
 /// The series whose length is the number of measured iterations (variable under a time budget).
@@ -134,16 +134,8 @@ fn walk(v: &Value, path: &str, time_budget: bool, out: &mut BTreeMap<String, Str
         return;
     }
     match v {
-        Value::Object(map) if any_match(OPAQUE_MAPS, &bare) => {
-            let mut kinds: Vec<&str> = map.values().map(type_tag).collect();
-            kinds.sort_unstable();
-            kinds.dedup();
-            let desc = match kinds.as_slice() {
-                [] => "map (empty)".to_string(),
-                [one] => format!("map of {one}"),
-                _ => format!("map of {}", kinds.join(" | ")),
-            };
-            out.insert(path.to_string(), desc);
+        Value::Object(_) if any_match(OPAQUE_MAPS, &bare) => {
+            out.insert(path.to_string(), "map (keys and values vary)".to_string());
         }
         Value::Object(map) if map.is_empty() => {
             out.insert(path.to_string(), "object (empty)".to_string());
@@ -227,7 +219,7 @@ mod tests {
         assert_eq!(get("metrics.throughput.item_unit"), Some("= \"samples\""));
         assert_eq!(get("metrics.memory.measured.peak_allocated_bytes"), Some("null"));
         assert_eq!(get("metrics.memory.measured.weights_bytes"), Some("integer"));
-        assert_eq!(get("environment.env_vars"), Some("map of string"));
+        assert_eq!(get("environment.env_vars"), Some("map (keys and values vary)"));
         assert_eq!(get("environment.library_versions"), Some("object (empty)"));
         assert_eq!(get("environment.gpus.status"), Some("= \"available\""));
         assert_eq!(get("environment.gpus.devices"), Some("array"));

@@ -183,10 +183,23 @@ pub struct ReportModel<'a> {
 impl<'a> ReportModel<'a> {
     /// Group results into configurations.
     pub fn new(results: &'a [LoadedResult]) -> Self {
+        // Runs that never started (out of memory, skipped) record no device: borrow the name another run of the
+        // same backend and selector recorded, so they join their series.
+        let mut names: BTreeMap<(&str, &str), String> = BTreeMap::new();
+        for r in results.iter().map(|l| &l.result) {
+            if let Some(d) = &r.environment.device {
+                names.entry((r.backend.as_str(), r.plan.device.as_str())).or_insert_with(|| d.name.clone());
+            }
+        }
         let mut groups: BTreeMap<(String, String, String, String), ConfigRow<'a>> = BTreeMap::new();
         for loaded in results {
             let r = &loaded.result;
-            let device = device_name(r);
+            let device = match &r.environment.device {
+                Some(d) => d.name.clone(),
+                None => {
+                    names.get(&(r.backend.as_str(), r.plan.device.as_str())).cloned().unwrap_or_else(|| device_name(r))
+                }
+            };
             let key = (r.spec_name.clone(), r.backend.clone(), device.clone(), config_id(&r.run_id).to_string());
             groups
                 .entry(key)

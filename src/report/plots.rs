@@ -155,21 +155,84 @@ fn batch_range(series: &[Series<'_>]) -> (f64, f64) {
     (lo / 1.5, hi * 1.5)
 }
 
+/// How an entry of a legend is drawn.
+#[derive(Debug, Clone, Copy)]
+enum Mark {
+    /// A solid line with a dot.
+    Line(RGBColor),
+    /// A dashed line with a triangle.
+    Dashed(RGBColor),
+    /// A filled square.
+    Block(RGBColor),
+    /// A red cross.
+    Cross,
+}
+
+const LEGEND_ROW: i32 = 18;
+
+/// Height of a legend with `rows` rows below a chart.
+fn legend_height(rows: usize) -> u32 {
+    if rows == 0 { 0 } else { 12 + LEGEND_ROW as u32 * rows as u32 }
+}
+
+/// Draw a legend (entries, then grey notes) into `area`, one row each, starting at the left of the plot.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    entries: &[(String, Mark)],
+    notes: &[String],
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let x = 80;
+    for (i, (label, mark)) in entries.iter().enumerate() {
+        let y = 6 + LEGEND_ROW * i as i32 + LEGEND_ROW / 2;
+        match *mark {
+            Mark::Line(c) => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(2)))?;
+                area.draw(&Circle::new((x + 11, y), 3, c.filled()))?;
+            }
+            Mark::Dashed(c) => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 7, y)], c.stroke_width(2)))?;
+                area.draw(&PathElement::new(vec![(x + 15, y), (x + 22, y)], c.stroke_width(2)))?;
+                area.draw(&TriangleMarker::new((x + 11, y), 4, c.filled()))?;
+            }
+            Mark::Block(c) => area.draw(&Rectangle::new([(x + 5, y - 6), (x + 17, y + 6)], c.filled()))?,
+            Mark::Cross => area.draw(&Cross::new((x + 11, y), 5, RED.stroke_width(2)))?,
+        }
+        area.draw(&Text::new(label.clone(), (x + 30, y - 7), (FONT, 13).into_font()))?;
+    }
+    for (j, note) in notes.iter().enumerate() {
+        let y = 6 + LEGEND_ROW * (entries.len() + j) as i32 + 2;
+        area.draw(&Text::new(note.clone(), (x, y), (FONT, 12).into_font().color(&BLACK.mix(0.6))))?;
+    }
+    Ok(())
+}
+
 fn throughput_plot(spec: &str, series: &[Series<'_>]) -> Result<Plot, ReportError> {
     let id = format!("throughput-{}", slug(spec));
     let title = format!("Throughput vs batch size: {spec}");
     let ymax = series.iter().flat_map(|s| s.points.iter().filter_map(|p| p.samples_per_s())).fold(0.0, f64::max);
     let (xlo, xhi) = batch_range(series);
+    // Batch sizes that ran out of memory: a cross on the axis.
+    let ooms: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter().filter(|p| p.out_of_memory()).map(|p| (p.batch as f64, 0.0)))
+        .collect();
+    let mut legend: Vec<(String, Mark)> =
+        series.iter().enumerate().map(|(i, s)| (s.label.clone(), Mark::Line(color(i)))).collect();
+    if !ooms.is_empty() {
+        legend.push(("out of memory".into(), Mark::Cross));
+    }
+    let lh = legend_height(legend.len());
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, 420)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 400 + lh)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err(&id))?;
-        let mut chart = ChartBuilder::on(&root)
+        let (upper, lower) = root.split_vertically(400);
+        let mut chart = ChartBuilder::on(&upper)
             .caption(&title, (FONT, 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d((xlo..xhi).log_scale().base(2.0), 0.0..(ymax * 1.15).max(1e-9))
+            .build_cartesian_2d((xlo..xhi).log_scale().base(2.0), 0.0..(ymax * 1.1).max(1e-9))
             .map_err(plot_err(&id))?;
         chart
             .configure_mesh()
@@ -184,33 +247,11 @@ fn throughput_plot(spec: &str, series: &[Series<'_>]) -> Result<Plot, ReportErro
             let c = color(i);
             let pts: Vec<(f64, f64)> =
                 s.points.iter().filter_map(|p| p.samples_per_s().map(|v| (p.batch as f64, v))).collect();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                .map_err(plot_err(&id))?
-                .label(s.label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+            chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2))).map_err(plot_err(&id))?;
             chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, c.filled()))).map_err(plot_err(&id))?;
         }
-        // Batch sizes that ran out of memory: a cross on the axis.
-        let ooms: Vec<(f64, f64)> = series
-            .iter()
-            .flat_map(|s| s.points.iter().filter(|p| p.out_of_memory()).map(|p| (p.batch as f64, 0.0)))
-            .collect();
-        if !ooms.is_empty() {
-            chart
-                .draw_series(ooms.iter().map(|p| Cross::new(*p, 6, RED.stroke_width(2))))
-                .map_err(plot_err(&id))?
-                .label("out of memory")
-                .legend(|(x, y)| Cross::new((x + 9, y), 5, RED.stroke_width(2)));
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 13))
-            .draw()
-            .map_err(plot_err(&id))?;
+        chart.draw_series(ooms.iter().map(|p| Cross::new(*p, 6, RED.stroke_width(2)))).map_err(plot_err(&id))?;
+        draw_legend(&lower, &legend, &[]).map_err(plot_err(&id))?;
         root.present().map_err(plot_err(&id))?;
     }
     Ok(finish(id, title, Section::Throughput, svg))
@@ -220,19 +261,41 @@ fn utilization_plot(spec: &str, series: &[Series<'_>]) -> Result<Plot, ReportErr
     let id = format!("utilization-{}", slug(spec));
     let title = format!("GPU and FLOP utilisation vs batch size: {spec}");
     let (xlo, xhi) = batch_range(series);
-    let unavailable: Vec<String> =
-        series.iter().flat_map(|s| s.points.iter().filter_map(|p| p.gpu_unavailable_reason())).collect();
     let top = series
         .iter()
         .flat_map(|s| s.points.iter().flat_map(|p| [p.gpu_utilization_percent(), p.flop_fraction().map(|f| f * 100.0)]))
         .flatten()
         .fold(0.0, f64::max);
-    let ymax = (top * 1.25).clamp(1.0, 105.0);
+    let ymax = (top * 1.2).clamp(1.0, 105.0);
+    let mut legend = Vec::new();
+    let mut curves: Vec<(Vec<(f64, f64)>, Mark)> = Vec::new();
+    for (i, s) in series.iter().enumerate() {
+        let c = color(i);
+        let gpu: Vec<(f64, f64)> =
+            s.points.iter().filter_map(|p| p.gpu_utilization_percent().map(|v| (p.batch as f64, v))).collect();
+        if !gpu.is_empty() {
+            legend.push((format!("GPU busy · {}", s.label), Mark::Line(c)));
+            curves.push((gpu, Mark::Line(c)));
+        }
+        let flop: Vec<(f64, f64)> =
+            s.points.iter().filter_map(|p| p.flop_fraction().map(|v| (p.batch as f64, v * 100.0))).collect();
+        if !flop.is_empty() {
+            legend.push((format!("FLOP of peak · {}", s.label), Mark::Dashed(c)));
+            curves.push((flop, Mark::Dashed(c)));
+        }
+    }
+    let mut notes: Vec<String> =
+        series.iter().flat_map(|s| s.points.iter().filter_map(|p| p.gpu_unavailable_reason())).collect();
+    notes.sort();
+    notes.dedup();
+    let notes: Vec<String> = notes.into_iter().map(|r| format!("GPU utilisation not measured: {r}")).collect();
+    let lh = legend_height(legend.len() + notes.len());
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, 420)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 400 + lh)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err(&id))?;
-        let mut chart = ChartBuilder::on(&root)
+        let (upper, lower) = root.split_vertically(400);
+        let mut chart = ChartBuilder::on(&upper)
             .caption(&title, (FONT, 18))
             .margin(12)
             .x_label_area_size(40)
@@ -247,47 +310,24 @@ fn utilization_plot(spec: &str, series: &[Series<'_>]) -> Result<Plot, ReportErr
             .x_label_formatter(&|x| format!("{x:.0}"))
             .draw()
             .map_err(plot_err(&id))?;
-        for (i, s) in series.iter().enumerate() {
-            let c = color(i);
-            let gpu: Vec<(f64, f64)> =
-                s.points.iter().filter_map(|p| p.gpu_utilization_percent().map(|v| (p.batch as f64, v))).collect();
-            if !gpu.is_empty() {
-                chart
-                    .draw_series(LineSeries::new(gpu.clone(), c.stroke_width(2)))
-                    .map_err(plot_err(&id))?
-                    .label(format!("GPU busy · {}", s.label))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
-                chart.draw_series(gpu.iter().map(|p| Circle::new(*p, 4, c.filled()))).map_err(plot_err(&id))?;
-            }
-            let flop: Vec<(f64, f64)> =
-                s.points.iter().filter_map(|p| p.flop_fraction().map(|v| (p.batch as f64, v * 100.0))).collect();
-            if !flop.is_empty() {
-                chart
-                    .draw_series(DashedLineSeries::new(flop.clone(), 6, 4, c.stroke_width(2)))
-                    .map_err(plot_err(&id))?
-                    .label(format!("FLOP of peak · {}", s.label))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 6, y)], c.stroke_width(2)));
-                chart
-                    .draw_series(flop.iter().map(|p| TriangleMarker::new(*p, 5, c.filled())))
-                    .map_err(plot_err(&id))?;
+        for (pts, mark) in &curves {
+            match *mark {
+                Mark::Dashed(c) => {
+                    chart
+                        .draw_series(DashedLineSeries::new(pts.clone(), 6, 4, c.stroke_width(2)))
+                        .map_err(plot_err(&id))?;
+                    chart
+                        .draw_series(pts.iter().map(|p| TriangleMarker::new(*p, 5, c.filled())))
+                        .map_err(plot_err(&id))?;
+                }
+                Mark::Line(c) | Mark::Block(c) => {
+                    chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2))).map_err(plot_err(&id))?;
+                    chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, c.filled()))).map_err(plot_err(&id))?;
+                }
+                Mark::Cross => {}
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 13))
-            .draw()
-            .map_err(plot_err(&id))?;
-        if let Some(reason) = unavailable.first() {
-            root.draw(&Text::new(
-                format!("GPU utilisation not measured: {reason}"),
-                (90, 390),
-                (FONT, 13).into_font().color(&BLACK.mix(0.7)),
-            ))
-            .map_err(plot_err(&id))?;
-        }
+        draw_legend(&lower, &legend, &notes).map_err(plot_err(&id))?;
         root.present().map_err(plot_err(&id))?;
     }
     Ok(finish(id, title, Section::Utilization, svg))
@@ -334,14 +374,16 @@ fn memory_plot(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, ReportE
     } else {
         ("KiB", 1024.0)
     };
-    let ymax = (max_total as f64 / div * 1.15).max(1e-9);
+    let ymax = (max_total as f64 / div * 1.08).max(1e-9);
     let n = bars.len().max(1);
     let labels: Vec<String> = bars.iter().map(|(l, _)| l.clone()).collect();
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, 440)).into_drawing_area();
+        let lh = legend_height(MEMORY_PARTS.len());
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 420 + lh)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err(&id))?;
-        let mut chart = ChartBuilder::on(&root)
+        let (upper, lower) = root.split_vertically(420);
+        let mut chart = ChartBuilder::on(&upper)
             .caption(&title, (FONT, 16))
             .margin(12)
             .x_label_area_size(50)
@@ -362,7 +404,7 @@ fn memory_plot(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, ReportE
             .x_label_style((FONT, 11))
             .draw()
             .map_err(plot_err(&id))?;
-        for (part, name) in MEMORY_PARTS.iter().enumerate() {
+        for part in 0..MEMORY_PARTS.len() {
             let c = color(part);
             let rects: Vec<Rectangle<(SegmentValue<usize>, f64)>> = bars
                 .iter()
@@ -377,20 +419,11 @@ fn memory_plot(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, ReportE
                     r
                 })
                 .collect();
-            chart
-                .draw_series(rects)
-                .map_err(plot_err(&id))?
-                .label(*name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+            chart.draw_series(rects).map_err(plot_err(&id))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 13))
-            .draw()
-            .map_err(plot_err(&id))?;
+        let legend: Vec<(String, Mark)> =
+            MEMORY_PARTS.iter().enumerate().map(|(k, n)| (n.to_string(), Mark::Block(color(k)))).collect();
+        draw_legend(&lower, &legend, &[]).map_err(plot_err(&id))?;
         root.present().map_err(plot_err(&id))?;
     }
     Ok(finish(id, title, Section::Memory, svg))

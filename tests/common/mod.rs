@@ -98,7 +98,7 @@ impl Synth {
         let peak = params * 12 + act + act / 10;
         let phase = |share: f64| PhaseStat { mean_s: s.mean * share, share };
         let spec_canonical = format!(
-            "{{\"name\":\"{}\",\"run\":{{\"iterations\":{}}},\"sweep\":{{\"batch_sizes\":[{}]}}}}",
+            "version = 1\nname = \"{}\"\n\n[run]\niterations = {}\n\n[sweep]\nbatch_sizes = [{}]\n",
             self.spec, self.iterations, self.batch
         );
         let plan = RunPlan {
