@@ -12,6 +12,14 @@ cd "$ROOT"
 ROUNDS=${ROUNDS:-3} BATCH=${BATCH:-32} WARMUP=${WARMUP:-10} ITERS=${ITERS:-30} THREADS=${THREADS:-2}
 MODELS=("$@"); [ ${#MODELS[@]} -eq 0 ] && MODELS=(resnet18-cifar transformer)
 export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
+# The same fixed glibc malloc policy on both sides. By default glibc adapts its mmap and trim thresholds to
+# the process's allocation history (the largest block freed so far), which differs between the two programs
+# (NumPy temporaries on one side, weight buffers on the other) and moves step times by a few percent either
+# way through page faults. Fixed thresholds take that history out of the comparison. PARITY_MALLOC=default
+# leaves glibc's adaptive policy on.
+if [ "${PARITY_MALLOC:-fixed}" != default ]; then
+  export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=268435456
+fi
 cargo build -q --release -p trainbench-tch --example parity
 TB=target/release/examples/parity
 PY="$VENV/bin/python scripts/parity/pytorch_eager.py"
