@@ -10,7 +10,7 @@ TORCHVISION_VERSION=0.28.0
 if ! "$VENV/bin/python" -c "import torch, torchvision, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
     echo "==> installing PyTorch $TORCH_VERSION into $VENV (about 5 GB, a few minutes)" >&2
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
 fi
 
 export VIRTUAL_ENV="$VENV"

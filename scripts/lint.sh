@@ -3,4 +3,4 @@
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 cargo fmt --all --check
-cargo clippy --all-targets --features tch -- -D warnings
+cargo clippy --workspace --all-targets --features tch -- -D warnings
