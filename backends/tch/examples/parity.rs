@@ -54,7 +54,7 @@ fn resnet18_cifar() -> Result<Graph, String> {
 /// Small Transformer encoder language model (built here: the zoo's Transformer is the encoder-decoder of
 /// Vaswani et al., which `pytorch_eager.py` would have to re-implement layer by layer): vocab 1000, 64 tokens, width 256, 4 heads, FFN 1024, 2 post-norm
 /// layers (PyTorch's `TransformerEncoderLayer` structure, ReLU, dropout 0.1), per-token classifier.
-fn transformer(dropout: f32) -> Result<Graph, ShapeError> {
+fn transformer(dropout: f64) -> Result<Graph, ShapeError> {
     let (vocab, seq, e, heads, ffn, layers) = (1000, 64, 256, 4, 1024, 2);
     let mut b = GraphBuilder::new("transformer-small");
     let t = b.input("tokens", &[seq], InputKind::Tokens { vocab })?;
@@ -104,7 +104,7 @@ struct Opts {
     threads: Option<i32>,
     seed: u64,
     manifest: Option<String>,
-    dropout: f32,
+    dropout: f64,
 }
 
 fn parse() -> Result<Opts, String> {

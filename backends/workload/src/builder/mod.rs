@@ -460,12 +460,13 @@ impl GraphBuilder {
     }
 
     /// Dropout with probability `p`.
-    pub fn dropout(&mut self, name: &str, x: NodeId, p: f32) -> Result<NodeId, ShapeError> {
+    pub fn dropout(&mut self, name: &str, x: NodeId, p: f64) -> Result<NodeId, ShapeError> {
         if !(0.0..1.0).contains(&p) {
             return Err(self.err(name, "dropout", format!("p = {p} must be in [0, 1)")));
         }
         let s = self.shape(x).0.clone();
-        self.add(name, Op::Dropout { p }, vec![x], s)
+        // The graph stores the probability as f32, as the kernels take it.
+        self.add(name, Op::Dropout { p: p as f32 }, vec![x], s)
     }
 
     fn same_shapes(&self, name: &str, op: &'static str, xs: &[NodeId]) -> Result<Vec<usize>, ShapeError> {

@@ -207,7 +207,7 @@ pub enum CustomLayer {
     /// Dropout.
     Dropout {
         /// Drop probability.
-        p: f32,
+        p: f64,
         /// Optional name.
         #[serde(default)]
         name: Option<String>,

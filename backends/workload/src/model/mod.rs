@@ -139,7 +139,7 @@ fn d_layers2() -> usize {
 fn d_seq() -> usize {
     50
 }
-fn d_dropout() -> f32 {
+fn d_dropout() -> f64 {
     0.2
 }
 
@@ -164,7 +164,7 @@ pub struct Seq2seqSpec {
     pub seq_len: usize,
     /// Dropout between layers.
     #[serde(default = "d_dropout")]
-    pub dropout: f32,
+    pub dropout: f64,
 }
 
 fn d_t_vocab() -> usize {
@@ -185,7 +185,7 @@ fn d_t_ffn() -> usize {
 fn d_t_seq() -> usize {
     64
 }
-fn d_t_dropout() -> f32 {
+fn d_t_dropout() -> f64 {
     0.1
 }
 
@@ -216,7 +216,7 @@ pub struct TransformerSpec {
     pub seq_len: usize,
     /// Dropout.
     #[serde(default = "d_t_dropout")]
-    pub dropout: f32,
+    pub dropout: f64,
     /// Share the source embedding, target embedding and output projection (one matrix).
     #[serde(default = "d_true")]
     pub shared_embeddings: bool,
@@ -311,7 +311,7 @@ fn d_latent() -> usize {
 fn d_gan_width() -> usize {
     64
 }
-fn d_gp() -> f32 {
+fn d_gp() -> f64 {
     10.0
 }
 
@@ -330,7 +330,7 @@ pub struct WganGpSpec {
     pub width: usize,
     /// Gradient-penalty weight (lambda).
     #[serde(default = "d_gp")]
-    pub gp_weight: f32,
+    pub gp_weight: f64,
 }
 
 fn d_actions() -> usize {

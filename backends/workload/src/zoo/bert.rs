@@ -17,7 +17,7 @@ use super::ZooError;
 /// LayerNorm epsilon of BERT.
 const EPS: f32 = 1e-12;
 /// Hidden and attention dropout of BERT.
-const DROPOUT: f32 = 0.1;
+const DROPOUT: f64 = 0.1;
 
 fn layer(b: &mut GraphBuilder, x: NodeId, s: &BertSpec) -> Result<NodeId, ShapeError> {
     let a = b.attention("attention.self", x, x, s.heads, false)?;

@@ -72,7 +72,7 @@ pub(crate) fn at_least(field: &str, value: usize, min: usize) -> Result<(), ZooE
 }
 
 /// Require a dropout probability in [0, 1).
-pub(crate) fn probability(field: &str, p: f32) -> Result<(), ZooError> {
+pub(crate) fn probability(field: &str, p: f64) -> Result<(), ZooError> {
     if !(0.0..1.0).contains(&p) {
         return Err(ZooError::field(field, format!("`{field}` = {p} must be in [0, 1)"), None));
     }

@@ -16,7 +16,7 @@ use super::ZooError;
 const EPS: f32 = 1e-5;
 
 /// Feed-forward sub-layer: linear1 -> ReLU -> dropout -> linear2.
-fn feed_forward(b: &mut GraphBuilder, x: NodeId, ffn: usize, p: f32) -> Result<NodeId, ShapeError> {
+fn feed_forward(b: &mut GraphBuilder, x: NodeId, ffn: usize, p: f64) -> Result<NodeId, ShapeError> {
     let d = b.shape(x).last();
     let y = b.linear("linear1", x, ffn, true)?;
     let y = b.act("relu", y, Activation::Relu)?;
@@ -25,7 +25,7 @@ fn feed_forward(b: &mut GraphBuilder, x: NodeId, ffn: usize, p: f32) -> Result<N
 }
 
 /// `x = norm(x + dropout(sublayer))`, post-norm residual.
-fn residual(b: &mut GraphBuilder, i: usize, x: NodeId, y: NodeId, p: f32) -> Result<NodeId, ShapeError> {
+fn residual(b: &mut GraphBuilder, i: usize, x: NodeId, y: NodeId, p: f64) -> Result<NodeId, ShapeError> {
     let y = b.dropout(&format!("dropout{i}"), y, p)?;
     let s = b.add_nodes(&format!("add{i}"), &[x, y])?;
     b.layer_norm(&format!("norm{i}"), s, EPS)

@@ -68,7 +68,7 @@ pub(crate) fn build(s: &WganGpSpec) -> Result<Graph, ZooError> {
     let n = b.shape(c).0[1..].iter().product::<usize>();
     c = b.reshape("flatten", c, &[3, n])?;
     let scores = b.linear("fc", c, 1, true)?;
-    b.loss("loss", LossKind::Wasserstein { gp_weight: s.gp_weight }, &[scores, batch])?;
+    b.loss("loss", LossKind::Wasserstein { gp_weight: s.gp_weight as f32 }, &[scores, batch])?;
     b.pop();
     Ok(b.finish(1, "samples")?)
 }
