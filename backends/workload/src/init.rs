@@ -86,6 +86,14 @@ fn label_floor(graph: &Graph, input: NodeId) -> u64 {
     u64::from(ctc)
 }
 
+/// Whether graph input `input` is the target of a binary cross-entropy loss (its values must be 0 or 1).
+fn binary_target(graph: &Graph, input: NodeId) -> bool {
+    graph
+        .nodes
+        .iter()
+        .any(|n| matches!(n.op, Op::Loss { loss: LossKind::BceWithLogits, .. }) && n.inputs.get(1) == Some(&input))
+}
+
 /// The synthetic values of graph input `input` for a batch at `step` (data cycles every `samples` steps when set).
 pub fn synthetic_input(graph: &Graph, input: NodeId, batch: usize, seed: u64, step: u64) -> SyntheticTensor {
     let node: &Node = &graph.nodes[input];
@@ -99,6 +107,9 @@ pub fn synthetic_input(graph: &Graph, input: NodeId, batch: usize, seed: u64, st
             let floor = label_floor(graph, input);
             let span = (*classes as u64).saturating_sub(floor).max(1);
             SyntheticTensor::Ids((0..n).map(|_| (floor + rng.below(span)) as i64).collect())
+        }
+        _ if binary_target(graph, input) => {
+            SyntheticTensor::Dense((0..n).map(|_| if rng.below(2) == 1 { 1.0 } else { 0.0 }).collect())
         }
         _ => SyntheticTensor::Dense((0..n).map(|_| rng.normal()).collect()),
     }
@@ -128,5 +139,15 @@ mod tests {
         let mean = xs.iter().sum::<f32>() / xs.len() as f32;
         let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / xs.len() as f32;
         assert!(mean.abs() < 0.03 && (var - 1.0).abs() < 0.05, "mean {mean} var {var}");
+    }
+
+    #[test]
+    fn binary_cross_entropy_targets_are_zero_or_one() {
+        let s = crate::model::NcfSpec { users: 100, items: 50, factors: 8, mlp_layers: vec![16, 8] };
+        let g = crate::zoo::build(&crate::model::ModelSpec::Ncf(s)).unwrap();
+        let target = g.inputs().map(|(i, _)| i).find(|&i| binary_target(&g, i)).unwrap();
+        let SyntheticTensor::Dense(v) = synthetic_input(&g, target, 64, 3, 0) else { panic!("dense target") };
+        assert!(v.iter().all(|&x| x == 0.0 || x == 1.0));
+        assert!(v.contains(&0.0) && v.contains(&1.0));
     }
 }
