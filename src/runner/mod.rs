@@ -10,6 +10,7 @@
 pub mod output;
 pub mod probe;
 pub mod suite;
+pub mod warmup;
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -241,6 +242,7 @@ impl RunContext<'_> {
                 probe = probe.interrupt_after(n);
             }
         }
+        warmup::warm_up_process(backend, plan, self.graph, &self.opts.stop);
         let started = SystemTime::now();
         let clock = Instant::now();
         let collectors = Collectors::start(&config);

@@ -94,6 +94,12 @@ impl Backend for TchBackend {
         check::check(plan, graph).map(|_| ())
     }
 
+    /// libtorch starts its intra-op thread pool, initialises oneDNN and (on CUDA) cuBLAS/cuDNN handles and the
+    /// caching allocator on first use: five iterations cover forward, backward and optimizer kernels.
+    fn process_warmup_iterations(&self) -> u64 {
+        5
+    }
+
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
         let dev = check::check(plan, graph)?;
         let wgan = if graph.nodes.iter().any(|n| n.part.is_some()) {

@@ -315,6 +315,12 @@ pub trait Backend {
     fn devices(&self) -> Vec<DeviceInfo>;
     /// Refuse, before anything runs, a plan this backend cannot execute (unsupported layer or precision).
     fn check(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError>;
+    /// Iterations of a throw-away run the runner trains before the first measured run on each device in a
+    /// process, to pay one-time costs (thread pools, lazy library initialisation, kernel compilation) outside
+    /// every measurement; 0 (the default) when the backend has none.
+    fn process_warmup_iterations(&self) -> u64 {
+        0
+    }
     /// Train `graph` as `plan` says, reporting each iteration to `probe`.
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError>;
 }
