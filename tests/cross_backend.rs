@@ -5,8 +5,8 @@
 #![cfg(all(feature = "tch", feature = "wgpu"))]
 
 use trainbench_tch::TchBackend;
-use trainbench_wgpu::agreement::{AGREEMENT_RUN, Preset, compare, max_relative_error};
-use trainbench_wgpu::{WgpuBackend, adapters, fixtures};
+use trainbench_wgpu::agreement::{AGREEMENT_RUN, compare, max_relative_error, preset_for};
+use trainbench_wgpu::{WgpuBackend, adapters, fixtures, select};
 use trainbench_workload::{Backend, Budget, NoProbe, Precision, RunPlan};
 
 fn plan(name: &str, device: &str) -> RunPlan {
@@ -33,8 +33,10 @@ fn tch_cpu_and_wgpu_agree() {
         eprintln!("skipping: wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)");
         return;
     }
+    // Strict on a software adapter (lavapipe), balanced on a GPU.
+    let preset = preset_for(select("wgpu").expect("an adapter").kind());
     let mut failures = Vec::new();
-    for (name, preset) in [("cnn", Preset::Balanced), ("lstm", Preset::Balanced), ("transformer", Preset::Balanced)] {
+    for name in ["cnn", "lstm", "transformer"] {
         let graph = fixtures::build(name).expect("fixture").expect("builds");
         let tch = TchBackend::new().run(&plan(name, "cpu"), &graph, &mut NoProbe).expect("tch run").losses;
         let wgpu = WgpuBackend::new().run(&plan(name, "wgpu"), &graph, &mut NoProbe).expect("wgpu run").losses;

@@ -72,7 +72,10 @@ impl Adapter {
         d.insert("shader_f16".to_string(), self.features.contains(wgpu::Features::SHADER_F16).to_string());
         d.insert("max_buffer_size".to_string(), l.max_buffer_size.to_string());
         d.insert("max_storage_buffer_binding_size".to_string(), l.max_storage_buffer_binding_size.to_string());
-        d.insert("max_compute_invocations_per_workgroup".to_string(), l.max_compute_invocations_per_workgroup.to_string());
+        d.insert(
+            "max_compute_invocations_per_workgroup".to_string(),
+            l.max_compute_invocations_per_workgroup.to_string(),
+        );
         d.insert(
             "max_compute_workgroup_size".to_string(),
             format!(
@@ -81,8 +84,14 @@ impl Adapter {
             ),
         );
         d.insert("max_compute_workgroup_storage_size".to_string(), l.max_compute_workgroup_storage_size.to_string());
-        d.insert("max_compute_workgroups_per_dimension".to_string(), l.max_compute_workgroups_per_dimension.to_string());
-        d.insert("max_storage_buffers_per_shader_stage".to_string(), l.max_storage_buffers_per_shader_stage.to_string());
+        d.insert(
+            "max_compute_workgroups_per_dimension".to_string(),
+            l.max_compute_workgroups_per_dimension.to_string(),
+        );
+        d.insert(
+            "max_storage_buffers_per_shader_stage".to_string(),
+            l.max_storage_buffers_per_shader_stage.to_string(),
+        );
         if i.subgroup_max_size > 0 {
             d.insert("subgroup_size".to_string(), format!("{}..{}", i.subgroup_min_size, i.subgroup_max_size));
         }

@@ -10,8 +10,8 @@ pub mod agreement;
 mod check;
 pub mod fixtures;
 mod layers;
-mod lower;
 mod loss;
+mod lower;
 mod optim;
 mod params;
 mod seq;
@@ -22,7 +22,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, Probe, RawMeasurements, RunPlan};
 
-pub use adapters::{Adapter, adapters};
+pub use adapters::{Adapter, adapters, select};
 pub use check::check;
 
 /// burn, as pinned in this crate's manifest.

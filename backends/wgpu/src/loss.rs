@@ -61,13 +61,7 @@ pub struct ActorCriticWeights {
 
 /// A3C loss per sample, averaged over the batch:
 /// `-log pi(a) * (R - V).detach() - entropy * H(pi) + value * (R - V)^2`.
-pub fn actor_critic(
-    logits: &Act,
-    value: &Act,
-    actions: &IntAct,
-    returns: &Act,
-    w: &ActorCriticWeights,
-) -> Tensor<1> {
+pub fn actor_critic(logits: &Act, value: &Act, actions: &IntAct, returns: &Act, w: &ActorCriticWeights) -> Tensor<1> {
     let b = logits.shape[0];
     let a = logits.numel() / b;
     let l = logits.view([b, a]);

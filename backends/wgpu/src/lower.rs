@@ -2,10 +2,10 @@
 //! synthetic batch to the summed batch-mean losses.
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use trainbench_workload::Graph;
 use trainbench_workload::graph::{LossKind, Node, NodeId, Op};
 use trainbench_workload::init::{SyntheticTensor, synthetic_input};
 use trainbench_workload::params::ParamRole;
-use trainbench_workload::Graph;
 
 use crate::layers::{self, ConvSpec, PoolSpec};
 use crate::loss;
@@ -222,13 +222,13 @@ impl<'a> Forward<'a> {
             }
             Op::Attention { heads, causal, .. } => {
                 let proj = if self.store.find(id, "in_proj_weight").is_some() {
-                    Projections::Packed(self.param(id, "in_proj_weight")?)
+                    Projections::Packed(Box::new(self.param(id, "in_proj_weight")?))
                 } else {
-                    Projections::Separate(
+                    Projections::Separate(Box::new([
                         self.param(id, "q_proj_weight")?,
                         self.param(id, "k_proj_weight")?,
                         self.param(id, "v_proj_weight")?,
-                    )
+                    ]))
                 };
                 let w = AttentionWeights {
                     proj,

@@ -82,9 +82,9 @@ pub struct AttentionWeights {
 /// Input projections: packed or separate.
 pub enum Projections {
     /// `in_proj_weight` `[3E, E]`: rows `0..E` for queries, `E..2E` keys, `2E..3E` values.
-    Packed(Tensor<1>),
+    Packed(Box<Tensor<1>>),
     /// `q_proj_weight` `[E, E]`, `k_proj_weight` `[E, kdim]`, `v_proj_weight` `[E, vdim]`.
-    Separate(Tensor<1>, Tensor<1>, Tensor<1>),
+    Separate(Box<[Tensor<1>; 3]>),
 }
 
 fn heads_first(x: Tensor<3>, heads: usize) -> Tensor<4> {
@@ -94,7 +94,14 @@ fn heads_first(x: Tensor<3>, heads: usize) -> Tensor<4> {
 
 /// Multi-head attention: `q: [B, Tq, E]`, `k: [B, Tk, kdim]`, `v: [B, Tk, vdim]` -> `[B, Tq, E]`; a causal mask
 /// hides keys after each query position.
-pub fn attention(q: Tensor<3>, k: Tensor<3>, v: Tensor<3>, heads: usize, causal: bool, w: AttentionWeights) -> Tensor<3> {
+pub fn attention(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    heads: usize,
+    causal: bool,
+    w: AttentionWeights,
+) -> Tensor<3> {
     let [b, tq, e] = q.dims();
     let [_, tk, kdim] = k.dims();
     let vdim = v.dims()[2];
@@ -103,7 +110,10 @@ pub fn attention(q: Tensor<3>, k: Tensor<3>, v: Tensor<3>, heads: usize, causal:
             let p = p.reshape([3 * e, e]);
             (p.clone().narrow(0, 0, e), p.clone().narrow(0, e, e), p.narrow(0, 2 * e, e))
         }
-        Projections::Separate(wq, wk, wv) => (wq.reshape([e, e]), wk.reshape([e, kdim]), wv.reshape([e, vdim])),
+        Projections::Separate(w) => {
+            let [wq, wk, wv] = *w;
+            (wq.reshape([e, e]), wk.reshape([e, kdim]), wv.reshape([e, vdim]))
+        }
     };
     let bq = w.in_bias.clone().narrow(0, 0, e);
     let bk = w.in_bias.clone().narrow(0, e, e);

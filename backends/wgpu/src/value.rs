@@ -62,11 +62,6 @@ impl Act {
         RANK - self.shape.len() + 1 + axis
     }
 
-    /// Batch size (leading logical dimension).
-    pub fn batch(&self) -> usize {
-        self.shape[0]
-    }
-
     /// Number of elements.
     pub fn numel(&self) -> usize {
         self.shape.iter().product()

@@ -4,19 +4,9 @@
 
 use std::path::PathBuf;
 
-use trainbench_wgpu::agreement::{AGREEMENT_RUN, Preset, compare, max_relative_error};
-use trainbench_wgpu::{WgpuBackend, adapters, fixtures};
+use trainbench_wgpu::agreement::{AGREEMENT_RUN, compare, max_relative_error, preset_for};
+use trainbench_wgpu::{WgpuBackend, adapters, fixtures, select};
 use trainbench_workload::{Backend, Budget, NoProbe, Precision, RunPlan};
-
-/// The preset each fixture must meet.
-const PRESETS: [(&str, Preset); 6] = [
-    ("mlp", Preset::Balanced),
-    ("cnn", Preset::Balanced),
-    ("lstm", Preset::Balanced),
-    ("transformer", Preset::Balanced),
-    ("gru", Preset::Balanced),
-    ("ctc", Preset::Balanced),
-];
 
 fn reference(name: &str) -> Vec<f64> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference").join(format!("{name}.json"));
@@ -34,10 +24,10 @@ fn losses_agree_with_pytorch() {
         eprintln!("skipping: wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)");
         return;
     }
-    assert_eq!(PRESETS.len(), fixtures::NAMES.len());
     let run = AGREEMENT_RUN;
+    let preset = preset_for(select("wgpu").expect("an adapter").kind());
     let mut failures = Vec::new();
-    for (name, preset) in PRESETS {
+    for name in fixtures::NAMES {
         let graph = fixtures::build(name).expect("fixture").expect("builds");
         let plan = RunPlan {
             id: format!("agreement.{name}"),
