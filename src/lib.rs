@@ -5,5 +5,16 @@
 
 pub use trainbench_workload as workload;
 
+pub mod audit;
+pub mod backends;
+pub mod check;
 pub mod commands;
+pub mod compare;
+pub mod manifest;
+pub mod metrics;
+pub mod plan;
+pub mod report;
+pub mod result;
+pub mod runner;
 pub mod spec;
+pub mod stats;

@@ -25,6 +25,14 @@ enum Command {
     Run(commands::run::Args),
     /// Print the JSON Schema of specs (or of results).
     Schema(commands::schema::Args),
+    /// Compare the shape of results (metrics, units, series lengths) with golden files.
+    Check(commands::check::Args),
+    /// Compare a candidate result set with a baseline: ratio of medians, confidence interval, verdict.
+    Compare(commands::compare::Args),
+    /// Write an HTML + Markdown report with SVG plots and a CSV of every run.
+    Report(commands::report::Args),
+    /// Check a result's integrity, re-run it on this machine, and say whether it reproduces.
+    Audit(commands::audit::Args),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +43,10 @@ fn main() -> ExitCode {
         Command::Analyze(a) => commands::analyze::execute(a),
         Command::Run(a) => commands::run::execute(a),
         Command::Schema(a) => commands::schema::execute(a),
+        Command::Check(a) => commands::check::execute(a),
+        Command::Compare(a) => commands::compare::execute(a),
+        Command::Report(a) => commands::report::execute(a),
+        Command::Audit(a) => commands::audit::execute(a),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

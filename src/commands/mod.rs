@@ -3,7 +3,11 @@
 //! Each `execute` returns an [`Outcome`]; `main` maps it (or an error) to the exit code.
 
 pub mod analyze;
+pub mod audit;
+pub mod check;
+pub mod compare;
 pub mod plan;
+pub mod report;
 pub mod run;
 pub mod schema;
 pub mod validate;

@@ -1,12 +1,124 @@
-//! The `plan` subcommand.
+//! The `plan` subcommand: prints the runs a spec expands to (the sweep product) as a table or JSON.
 
+use std::path::PathBuf;
+
+use comfy_table::{ContentArrangement, Table, presets};
+use serde::Serialize;
+use trainbench_workload::Budget;
+
+use super::validate::{OutputFormat, print_override_errors};
 use super::{CommandError, Outcome};
+use crate::plan::{PlannedRun, expand};
+use crate::spec::diagnostics::render_text;
+use crate::spec::{Overrides, SpecValidator};
 
 /// Arguments of `trainbench plan`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The spec file.
+    #[arg(value_name = "SPEC")]
+    pub spec: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Override a spec field before planning, e.g. `--set sweep.batch_sizes=[2,4]` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// `trainbench plan --format json`.
+#[derive(Debug, Serialize)]
+struct JsonPlan<'a> {
+    name: &'a str,
+    sha256: &'a str,
+    runs: Vec<PlannedRun>,
+}
 
 /// Carry out `trainbench plan`.
-pub fn execute(_args: &Args) -> Result<Outcome, CommandError> {
-    Err(CommandError::Other("`plan` is not implemented yet".into()))
+pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
+    let overrides = match Overrides::parse(&args.set) {
+        Ok(o) => o,
+        Err(diagnostics) => return Ok(print_override_errors(args.format, diagnostics)),
+    };
+    let validator = SpecValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    let display = args.spec.display().to_string();
+    let checked = validator.check_file(&args.spec, &display, &overrides);
+    let Some(spec) = checked.spec else {
+        match args.format {
+            OutputFormat::Json => {
+                let report = crate::spec::diagnostics::FileReport {
+                    file: checked.file,
+                    valid: false,
+                    name: None,
+                    sha256: None,
+                    runs: None,
+                    diagnostics: checked.diagnostics,
+                };
+                println!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
+            }
+            OutputFormat::Text => print!("{}", render_text(&checked.diagnostics)),
+        }
+        return Ok(Outcome::InvalidInput);
+    };
+    let runs = expand(&spec);
+    match args.format {
+        OutputFormat::Json => {
+            let plan = JsonPlan { name: spec.name(), sha256: spec.sha256(), runs };
+            println!("{}", serde_json::to_string_pretty(&plan).map_err(|e| CommandError::Other(e.to_string()))?);
+        }
+        OutputFormat::Text => {
+            eprint!("{}", render_text(spec.warnings()));
+            println!("{}", plan_table(&runs));
+            println!(
+                "{} run{} of `{}` (spec sha256 {})",
+                runs.len(),
+                if runs.len() == 1 { "" } else { "s" },
+                spec.name(),
+                spec.sha256()
+            );
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+/// The runs as a Markdown-compatible table.
+pub fn plan_table(runs: &[PlannedRun]) -> String {
+    let mut table = Table::new();
+    table.load_preset(presets::ASCII_MARKDOWN).set_content_arrangement(ContentArrangement::Disabled);
+    table.set_header([
+        "id",
+        "batch",
+        "precision",
+        "device",
+        "topology",
+        "strategy",
+        "interconnect",
+        "warmup",
+        "budget",
+        "seed",
+    ]);
+    for p in runs {
+        let r = &p.run;
+        let budget = match r.budget {
+            Budget::Iterations(n) => format!("{n} it"),
+            Budget::Seconds(s) => format!("{s} s"),
+        };
+        table.add_row([
+            r.id.clone(),
+            r.batch_size.to_string(),
+            r.precision.as_str().to_string(),
+            r.device.clone(),
+            format!("{}x{}", p.nodes, p.devices_per_node),
+            enum_name(&p.strategy),
+            enum_name(&p.interconnect),
+            r.warmup.to_string(),
+            budget,
+            r.seed.to_string(),
+        ]);
+    }
+    table.to_string()
+}
+
+fn enum_name<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
 }

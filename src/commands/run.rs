@@ -1,12 +1,235 @@
-//! The `run` subcommand.
+//! The `run` subcommand: runs the specs' benchmarks, writes one result file per run (plus an index per spec)
+//! and prints a summary table.
+
+use std::path::PathBuf;
+
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use trainbench_workload::mock::MockConfig;
 
 use super::{CommandError, Outcome};
+use crate::backends::BackendChoice;
+use crate::result::{RunOutcome, RunResult};
+use crate::runner::{self, RunnerError, RunnerOptions, Suite, probe};
+use crate::spec::diagnostics::render_text;
+use crate::spec::{Overrides, SpecValidator};
+
+/// Backend selection on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendArg {
+    /// tch if built in, else wgpu.
+    Auto,
+    /// libtorch through tch.
+    Tch,
+    /// burn's wgpu backend.
+    Wgpu,
+    /// The deterministic mock backend (tests trainbench itself; measures nothing real).
+    Mock,
+}
+
+impl From<BackendArg> for BackendChoice {
+    fn from(b: BackendArg) -> Self {
+        match b {
+            BackendArg::Auto => BackendChoice::Auto,
+            BackendArg::Tch => BackendChoice::Tch,
+            BackendArg::Wgpu => BackendChoice::Wgpu,
+            BackendArg::Mock => BackendChoice::Mock,
+        }
+    }
+}
+
+/// Output format of the summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// A table for people.
+    #[default]
+    Text,
+    /// JSON for scripts: one object per run.
+    Json,
+}
 
 /// Arguments of `trainbench run`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Spec files to run.
+    #[arg(required = true, value_name = "SPEC")]
+    pub specs: Vec<PathBuf>,
+    /// Backend, overriding `topology.backend`.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendArg>,
+    /// Device selector, overriding `topology.device` (`cpu`, `cuda:0`, ...).
+    #[arg(long, value_name = "D")]
+    pub device: Option<String>,
+    /// Override a spec value, e.g. `--set run.iterations=20 --set sweep.batch_sizes=[32,64]`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Results folder; each spec writes to `<DIR>/<spec name>/`.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
+    /// No progress bars or per-run lines (the summary is still printed).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Summary format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Turn the background collectors (CPU, NVML) off, to measure their overhead on step time.
+    #[arg(long)]
+    pub no_collectors: bool,
+    /// Mock backend only: multiply step times by this factor (simulates a regression for testing `compare`).
+    #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
+    pub mock_slowdown: f64,
+}
 
 /// Carry out `trainbench run`.
-pub fn execute(_args: &Args) -> Result<Outcome, CommandError> {
-    Err(CommandError::Other("`run` is not implemented yet".into()))
+pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
+    let Some(suites) = load_suites(args)? else {
+        return Ok(Outcome::InvalidInput);
+    };
+    if !(args.mock_slowdown.is_finite() && args.mock_slowdown > 0.0) {
+        return Err(CommandError::Input(format!(
+            "--mock-slowdown must be a positive number, not {}",
+            args.mock_slowdown
+        )));
+    }
+    probe::install_interrupt_handler();
+    let opts = RunnerOptions {
+        out_dir: args.out.clone(),
+        backend: args.backend.map(Into::into),
+        device: args.device.clone(),
+        progress: !args.quiet,
+        no_collectors: args.no_collectors,
+        mock: MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() },
+        ..RunnerOptions::default()
+    };
+    let mut all: Vec<(RunResult, PathBuf)> = Vec::new();
+    let mut interrupted = false;
+    for suite in &suites {
+        let mut written = Vec::new();
+        let mut on_result = |r: &RunResult, path: &std::path::Path| {
+            if !args.quiet {
+                eprintln!("{:<12} {}  -> {}", r.outcome.status(), r.run_id, path.display());
+            }
+            written.push((r.clone(), path.to_path_buf()));
+        };
+        let report = runner::run_suite(suite, &opts, &mut on_result).map_err(|e| match e {
+            RunnerError::Io { .. } => CommandError::Other(e.to_string()),
+            other => CommandError::Input(other.to_string()),
+        })?;
+        all.extend(written);
+        if report.interrupted {
+            interrupted = true;
+            break;
+        }
+    }
+    match args.format {
+        Format::Text => {
+            println!("{}", summary_table(&all));
+            if interrupted {
+                println!("interrupted: finished runs were kept");
+            }
+        }
+        Format::Json => {
+            let rows: Vec<serde_json::Value> = all.iter().map(|(r, p)| summary_json(r, p)).collect();
+            println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| CommandError::Other(e.to_string()))?);
+        }
+    }
+    let failed = all.iter().any(|(r, _)| matches!(r.outcome, RunOutcome::Failed { .. }));
+    Ok(if failed || interrupted { Outcome::Failure } else { Outcome::Success })
+}
+
+/// Validate every spec (with the `--set` overrides) before running any; `None` after printing diagnostics
+/// when one is invalid.
+fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
+    let overrides = match Overrides::parse(&args.sets) {
+        Ok(o) => o,
+        Err(diagnostics) => {
+            eprint!("{}", render_text(&diagnostics));
+            return Ok(None);
+        }
+    };
+    let validator = SpecValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    let mut suites = Vec::new();
+    let mut invalid = false;
+    for path in &args.specs {
+        let checked = validator.check_file(path, &path.display().to_string(), &overrides);
+        if !args.quiet || checked.spec.is_none() {
+            eprint!("{}", render_text(&checked.diagnostics));
+        }
+        match checked.spec {
+            Some(spec) => suites.push(Suite::from_validated(&spec)),
+            None => invalid = true,
+        }
+    }
+    Ok((!invalid).then_some(suites))
+}
+
+fn ms(s: f64) -> String {
+    format!("{:.3}", s * 1e3)
+}
+
+fn bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+fn pct(f: f64) -> String {
+    format!("{:.1}%", f * 100.0)
+}
+
+/// The end-of-run table: one row per run.
+pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(["run", "outcome", "samples/s", "median ms", "p95 ms", "mem peak", "GPU util", "FLOP util"]);
+    for (r, _) in rows {
+        let dash = || "-".to_string();
+        let row = match &r.metrics {
+            Some(m) => vec![
+                format!("{:.1}", m.throughput.samples_per_s),
+                ms(m.step_time.median_s),
+                ms(m.step_time.p95_s),
+                m.memory.measured.peak_allocated_bytes.map(bytes).unwrap_or_else(dash),
+                m.gpu.get().map(|g| format!("{:.1}%", g.utilization_mean_percent)).unwrap_or_else(dash),
+                m.flops.fraction.map(pct).unwrap_or_else(dash),
+            ],
+            None => vec![dash(); 6],
+        };
+        let mut cells = vec![r.run_id.clone(), r.outcome.status().to_string()];
+        cells.extend(row);
+        t.add_row(cells);
+    }
+    t
+}
+
+fn summary_json(r: &RunResult, path: &std::path::Path) -> serde_json::Value {
+    let m = r.metrics.as_ref();
+    serde_json::json!({
+        "spec": r.spec_name,
+        "run_id": r.run_id,
+        "outcome": r.outcome,
+        "file": path.display().to_string(),
+        "samples_per_s": m.map(|m| m.throughput.samples_per_s),
+        "median_step_s": m.map(|m| m.step_time.median_s),
+        "p95_step_s": m.map(|m| m.step_time.p95_s),
+        "peak_allocated_bytes": m.and_then(|m| m.memory.measured.peak_allocated_bytes),
+        "gpu_utilization_percent": m.and_then(|m| m.gpu.get().map(|g| g.utilization_mean_percent)),
+        "flop_utilization": m.and_then(|m| m.flops.fraction),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(3 << 30), "3.0 GiB");
+    }
 }

@@ -1,12 +1,24 @@
-//! The `schema` subcommand.
+//! The `schema` subcommand: prints the JSON Schema of spec files (or, with `--result`, of result files).
 
 use super::{CommandError, Outcome};
+use crate::spec::schema::spec_schema_text;
 
 /// Arguments of `trainbench schema`.
+///
+/// Prints the spec schema, or the result schema with `--result`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Print the schema of result files instead (`schema/result.schema.json`).
+    #[arg(long)]
+    pub result: bool,
+}
 
 /// Carry out `trainbench schema`.
-pub fn execute(_args: &Args) -> Result<Outcome, CommandError> {
-    Err(CommandError::Other("`schema` is not implemented yet".into()))
+pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
+    if args.result {
+        print!("{}", crate::result::result_schema_text());
+        return Ok(Outcome::Success);
+    }
+    print!("{}", spec_schema_text());
+    Ok(Outcome::Success)
 }

@@ -1,12 +1,174 @@
-//! The `validate` subcommand.
+//! The `validate` subcommand: checks spec files (and folders of them, recursively) and prints every problem.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
 
 use super::{CommandError, Outcome};
+use crate::spec::diagnostics::{FileReport, render_text};
+use crate::spec::{Diagnostic, Overrides, SpecValidator};
+
+/// Output formats of the spec commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Human-readable text.
+    #[default]
+    Text,
+    /// JSON on stdout.
+    Json,
+}
 
 /// Arguments of `trainbench validate`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Spec files, or folders searched recursively for `*.toml` files.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Override a spec field before validating, e.g. `--set run.iterations=5` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// The whole report of `trainbench validate --format json`.
+#[derive(Debug, Serialize)]
+struct JsonReport {
+    /// One entry per file checked (and per path that could not be used).
+    files: Vec<FileReport>,
+    /// Files without errors.
+    valid: usize,
+    /// Files with at least one error.
+    invalid: usize,
+}
 
 /// Carry out `trainbench validate`.
-pub fn execute(_args: &Args) -> Result<Outcome, CommandError> {
-    Err(CommandError::Other("`validate` is not implemented yet".into()))
+pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
+    let overrides = match Overrides::parse(&args.set) {
+        Ok(o) => o,
+        Err(diagnostics) => return Ok(print_override_errors(args.format, diagnostics)),
+    };
+    let validator = SpecValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    let (files, mut path_errors) = collect_specs(&args.paths);
+    let mut reports: Vec<FileReport> = path_errors
+        .drain(..)
+        .map(|d| FileReport {
+            file: d.file.clone(),
+            valid: false,
+            name: None,
+            sha256: None,
+            runs: None,
+            diagnostics: vec![d],
+        })
+        .collect();
+    for (path, display) in &files {
+        let checked = validator.check_file(path, display, &overrides);
+        let spec = checked.spec.as_ref();
+        reports.push(FileReport {
+            file: checked.file.clone(),
+            valid: spec.is_some(),
+            name: spec.map(|s| s.name().to_string()),
+            sha256: spec.map(|s| s.sha256().to_string()),
+            runs: spec.map(|s| crate::plan::plan(s).len()),
+            diagnostics: checked.diagnostics,
+        });
+    }
+    let invalid = reports.iter().filter(|r| !r.valid).count();
+    let valid = reports.len() - invalid;
+    match args.format {
+        OutputFormat::Json => {
+            let report = JsonReport { files: reports, valid, invalid };
+            println!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
+        }
+        OutputFormat::Text => print!("{}", text_report(&reports, valid, invalid)),
+    }
+    Ok(if invalid > 0 { Outcome::InvalidInput } else { Outcome::Success })
+}
+
+/// Print malformed `--set` arguments and say the input is invalid.
+pub fn print_override_errors(format: OutputFormat, diagnostics: Vec<Diagnostic>) -> Outcome {
+    match format {
+        OutputFormat::Json => {
+            let report =
+                FileReport { file: "--set".into(), valid: false, name: None, sha256: None, runs: None, diagnostics };
+            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+        }
+        OutputFormat::Text => print!("{}", render_text(&diagnostics)),
+    }
+    Outcome::InvalidInput
+}
+
+fn text_report(reports: &[FileReport], valid: usize, invalid: usize) -> String {
+    let mut out = String::new();
+    let (mut errors, mut warnings) = (0, 0);
+    for r in reports {
+        out.push_str(&render_text(&r.diagnostics));
+        errors += r.diagnostics.iter().filter(|d| d.is_error()).count();
+        warnings += r.diagnostics.len() - r.diagnostics.iter().filter(|d| d.is_error()).count();
+        if let (true, Some(name), Some(runs)) = (r.valid, &r.name, r.runs) {
+            out.push_str(&format!("ok: {} ({name}, {runs} run{})\n", r.file, if runs == 1 { "" } else { "s" }));
+        }
+    }
+    let files = valid + invalid;
+    let noun = if files == 1 { "file" } else { "files" };
+    if invalid == 0 {
+        out.push_str(&format!(
+            "checked {files} spec {noun}: all valid ({warnings} warning{})\n",
+            if warnings == 1 { "" } else { "s" }
+        ));
+    } else {
+        out.push_str(&format!(
+            "checked {files} spec {noun}: {invalid} invalid, {valid} valid ({errors} error{}, {warnings} warning{})\n",
+            if errors == 1 { "" } else { "s" },
+            if warnings == 1 { "" } else { "s" }
+        ));
+    }
+    out
+}
+
+/// Expand the paths given into spec files (folders: every `*.toml` below, sorted), with problems for paths
+/// that do not exist or folders without specs.
+pub fn collect_specs(paths: &[PathBuf]) -> (Vec<(PathBuf, String)>, Vec<Diagnostic>) {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for path in paths {
+        let display = path.display().to_string();
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => {
+                let before = files.len();
+                walk(path, 0, &mut files);
+                if files.len() == before {
+                    errors.push(
+                        Diagnostic::error(display, "no spec files (`*.toml`) in this folder or below")
+                            .hint("pass spec files, or a folder holding `*.toml` specs such as `specs/`"),
+                    );
+                }
+            }
+            Ok(_) => files.push((path.clone(), display)),
+            Err(e) => errors.push(
+                Diagnostic::error(display, format!("cannot read this path: {e}"))
+                    .hint("check the spelling; paths are relative to the current folder"),
+            ),
+        }
+    }
+    (files, errors)
+}
+
+fn walk(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, String)>) {
+    if depth > 32 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if meta.is_dir() {
+            walk(&path, depth + 1, out);
+        } else if path.extension().is_some_and(|e| e == "toml") {
+            let display = path.display().to_string();
+            out.push((path, display));
+        }
+    }
 }

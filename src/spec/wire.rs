@@ -11,7 +11,9 @@ use trainbench_workload::{ModelSpec, OptimizerSpec, Precision};
 pub struct SpecFile {
     /// Spec format version; must be 1.
     pub version: u32,
-    /// Benchmark name: letters, digits, `-`, `_` and `.`; used in result file names.
+    /// Benchmark name: letters, digits, `-`, `_` and `.`, starting with a letter or digit (at most 64
+    /// characters); used in run ids and result file names.
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
     pub name: String,
     /// What the benchmark measures and why.
     #[serde(default)]
@@ -53,9 +55,11 @@ pub struct DatasetSpec {
     pub name: Option<String>,
     /// Override of the per-sample input shape the model expects, e.g. `[3, 224, 224]`; must match the model.
     #[serde(default)]
+    #[schemars(length(min = 1), inner(range(min = 1)))]
     pub input_shape: Option<Vec<usize>>,
     /// Override of the number of classes / vocabulary the labels range over; must match the model.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub classes: Option<usize>,
     /// Path to a local dataset (required when `source = "local"`), relative to the spec file.
     #[serde(default)]
@@ -65,6 +69,7 @@ pub struct DatasetSpec {
     pub format: Option<DataFormat>,
     /// Samples held by the synthetic dataset (cycled); larger values exercise memory more.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub samples: Option<u64>,
 }
 
@@ -140,6 +145,7 @@ fn d_true() -> bool {
 pub struct SweepSpec {
     /// Global batch sizes to run.
     #[serde(default = "d_batches")]
+    #[schemars(length(min = 1), inner(range(min = 1)))]
     pub batch_sizes: Vec<usize>,
     /// Precisions to run; defaults to `training.precision`.
     #[serde(default)]
@@ -171,9 +177,11 @@ pub struct TopologySpec {
     pub device: String,
     /// Machines.
     #[serde(default = "d_one")]
+    #[schemars(range(min = 1))]
     pub nodes: usize,
     /// Devices per machine.
     #[serde(default = "d_one")]
+    #[schemars(range(min = 1))]
     pub devices_per_node: usize,
     /// Parallelism strategy (PAI's job classes: single = 1w1g, all-reduce = 1wng / AllReduce,
     /// parameter-server = PS/worker).
@@ -210,9 +218,11 @@ fn d_one() -> usize {
 pub struct TopologyOverride {
     /// Machines.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub nodes: Option<usize>,
     /// Devices per machine.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub devices_per_node: Option<usize>,
     /// Parallelism strategy.
     #[serde(default)]
@@ -274,12 +284,14 @@ pub struct RunSpec {
     pub warmup: u64,
     /// Measured iterations; ignored when `time_budget_s` is set.
     #[serde(default = "d_iterations")]
+    #[schemars(range(min = 1))]
     pub iterations: u64,
     /// Measure for this many seconds instead of a fixed number of iterations.
     #[serde(default)]
     pub time_budget_s: Option<f64>,
     /// Independent repeats of each configuration (fresh weights from seed + repeat).
     #[serde(default = "d_repeats")]
+    #[schemars(range(min = 1))]
     pub repeats: u32,
     /// Stop a run after this many seconds, keeping what it measured.
     #[serde(default)]
@@ -289,6 +301,7 @@ pub struct RunSpec {
     pub phase_timing: bool,
     /// Sampling period of the background collectors (GPU, CPU), in milliseconds.
     #[serde(default = "d_sample_ms")]
+    #[schemars(range(min = 1))]
     pub sample_interval_ms: u64,
 }
 
@@ -320,18 +333,12 @@ fn d_sample_ms() -> u64 {
 }
 
 /// Metric groups to collect; all are on by default.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsSpec {
     /// Groups to collect; an empty list means all of them.
     #[serde(default)]
     pub collect: Vec<MetricGroup>,
-}
-
-impl Default for MetricsSpec {
-    fn default() -> Self {
-        Self { collect: Vec::new() }
-    }
 }
 
 /// A group of related metrics.

@@ -1,1 +1,153 @@
-//! placeholder
+//! trainbench's libtorch backend: lowers the workload graph to libtorch functional ops through tch and trains
+//! it on the CPU or a CUDA device, timing each phase of every iteration.
+//!
+//! Construct it with [`TchBackend::new`] and drive it through the [`Backend`] trait: `check` refuses what it
+//! cannot run (with the layer and the reason), `run` trains and measures.
+//!
+//! # What one run does
+//! - Weights: every tensor `trainbench_workload::params::tensors` declares, with the values of
+//!   `trainbench_workload::init::initial_values` (identical on every backend), fp32 master copies.
+//! - Data: a pool of up to 4 synthetic batches (`init::synthetic_input`, data steps 0..k) generated before the
+//!   run in host memory (pinned on CUDA) and cycled; the data phase is the host-to-device copy of one batch
+//!   (a no-copy handle on the CPU).
+//! - Forward: graph nodes in topological order, outputs freed after their last consumer; ReLU after
+//!   convolution / batch norm / linear / add, and residual adds, run in place when their input has no other
+//!   consumer (as torchvision does). Losses are averaged over the batch and summed.
+//! - Backward, then the optimizer: libtorch's C++ `torch::optim` SGD (momentum, Nesterov), Adam, AdamW, with
+//!   gradients set to none after each step.
+//! - Precision: bf16 = autocast to bfloat16 (CPU or CUDA); fp16 = CUDA autocast to half with dynamic loss
+//!   scaling (GradScaler semantics), refused on the CPU.
+//! - Timing: the device is synchronised between phases when `plan.phase_timing` (CPU ops are synchronous, so
+//!   CPU phases are always true); without it, CUDA runs report only each iteration's total.
+//! - Memory: weights, gradients and optimizer state from tensor sizes; on CUDA, peak allocated and peak
+//!   reserved bytes of the caching allocator over the measured iterations (reset after warm-up) through the
+//!   C++ shim. libtorch's CPU allocator keeps no statistics, so CPU runs report `None` there.
+//! - Out of memory: any allocation failure becomes [`BackendError::OutOfMemory`]; the run's tensors are
+//!   dropped and the CUDA cache emptied, so the next run starts clean.
+//!
+//! # Lowering notes
+//! - RoI align: proposals are the fixed grid of [`ops::roi_boxes`]; bins average `sampling_ratio^2` bilinear
+//!   samples taken with `grid_sampler_2d` (torchvision's `roi_align` is not part of libtorch).
+//! - Attention: `nn.MultiheadAttention` layout (packed or separate projections) with
+//!   `scaled_dot_product_attention`, no attention dropout.
+//! - Recurrent layers: `at::lstm` / `at::gru`, batch first, zero initial state; on CUDA the weights are not
+//!   flattened into one cuDNN buffer beforehand (libtorch copies them per call).
+//! - Tied weights (`Node::tied_to`) are one tensor, counted and optimised once; sinusoidal position tables
+//!   and RoI sampling grids are computed once per run.
+//! - WGAN-GP (the zoo's `critic_batch` convention, see `train`): one critic step with gradient penalty, then
+//!   one generator step with the critic frozen, each with its own optimizer built from the plan's optimizer
+//!   spec; n_critic = 1; the reported loss is the critic's.
+
+pub mod check;
+pub mod device;
+pub mod loss;
+pub mod lower;
+pub mod ops;
+pub mod shim;
+mod train;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use tch::{Device, TchError};
+use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, Probe, RawMeasurements, RunPlan};
+
+/// The libtorch backend (CPU and CUDA).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TchBackend;
+
+impl TchBackend {
+    /// A backend instance; cheap, holds no device state between runs.
+    pub fn new() -> Self {
+        Self
+    }
+}
+
+/// Whether a libtorch error is an allocation failure (CUDA caching allocator or CPU allocator).
+fn is_oom(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("out of memory") || m.contains("can't allocate memory") || m.contains("not enough memory")
+}
+
+/// Map a libtorch error of a run to the backend contract's error.
+fn map_error(err: TchError, batch_size: usize) -> BackendError {
+    let message = err.to_string();
+    if is_oom(&message) {
+        // Keep the first line: libtorch appends a long C++ backtrace.
+        let first = message.lines().next().unwrap_or("");
+        let first = first.strip_prefix("Internal torch error: ").unwrap_or(first).to_string();
+        BackendError::OutOfMemory { batch_size, message: first }
+    } else {
+        BackendError::Framework(message)
+    }
+}
+
+impl Backend for TchBackend {
+    fn name(&self) -> &'static str {
+        "tch"
+    }
+
+    fn devices(&self) -> Vec<DeviceInfo> {
+        device::all()
+    }
+
+    fn check(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+        check::check(plan, graph).map(|_| ())
+    }
+
+    fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
+        let dev = check::check(plan, graph)?;
+        let wgan = if graph.nodes.iter().any(|n| n.part.is_some()) {
+            Some(check::wgan_roles(graph).map_err(|reason| BackendError::Unsupported {
+                backend: "tch",
+                layer: graph.name.clone(),
+                op: "wgan_gp".into(),
+                reason,
+            })?)
+        } else {
+            None
+        };
+        // Everything a run allocates lives inside this closure, so it is freed before the cache is emptied.
+        let result = catch_unwind(AssertUnwindSafe(|| -> Result<RawMeasurements, TchError> {
+            let mut session = train::Session::new(plan, graph, dev, wgan)?;
+            session.run(probe)
+        }));
+        let result = match result {
+            Ok(r) => r.map_err(|e| map_error(e, plan.batch_size)),
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(if is_oom(&msg) {
+                    BackendError::OutOfMemory { batch_size: plan.batch_size, message: msg }
+                } else {
+                    BackendError::Framework(format!("libtorch call panicked: {msg}"))
+                })
+            }
+        };
+        if let Device::Cuda(_) = dev {
+            // Return cached blocks so that the next run (e.g. a smaller batch after an OOM) starts clean.
+            let _ = shim::cuda_empty_cache();
+        }
+        let mut raw = result?;
+        raw.device = Some(device::info(dev));
+        raw.versions = device::versions(dev);
+        Ok(raw)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oom_messages_are_recognised() {
+        assert!(is_oom("CUDA out of memory. Tried to allocate 2.00 GiB"));
+        assert!(is_oom("DefaultCPUAllocator: not enough memory: you tried to allocate 1000 bytes"));
+        assert!(!is_oom("shape mismatch"));
+        let e = map_error(TchError::Torch("CUDA out of memory. Tried\nbacktrace".into()), 64);
+        assert_eq!(e, BackendError::OutOfMemory { batch_size: 64, message: "CUDA out of memory. Tried".into() });
+    }
+}

@@ -3,6 +3,8 @@
 //! Shapes are *per sample*: the batch dimension is implicit and leading. A sequence is `[time, features]`,
 //! an image `[channels, height, width]`, a set of region features `[proposals, channels, height, width]`.
 //! Nodes are stored in topological order; a node's inputs always precede it.
+//! Two nodes may share one weight tensor (tied embeddings): see [`Node::tied_to`]; backends allocate exactly the
+//! tensors of [`crate::params::graph_tensors`].
 
 use serde::{Deserialize, Serialize};
 
@@ -109,10 +111,18 @@ pub enum LossKind {
     Ctc,
     /// Mean squared error between input 0 and input 1 (same shape).
     Mse,
+    /// Smooth-L1 (Huber-like) loss between input 0 and input 1 (same shape), quadratic below `beta`
+    /// (PyTorch `smooth_l1_loss`); used for bounding-box regression.
+    SmoothL1 {
+        /// Threshold between the quadratic and the linear part.
+        beta: f32,
+    },
     /// Binary cross-entropy with logits (input 0: logits, input 1: dense targets of the same shape).
     BceWithLogits,
-    /// WGAN-GP critic loss: mean(critic(fake)) - mean(critic(real)) + weight * gradient penalty
-    /// (input 0: critic on real, input 1: critic on fake; the penalty needs second-order gradients).
+    /// WGAN-GP critic loss: mean(critic(fake)) - mean(critic(real)) + gp_weight * (|grad_x critic(x_hat)| - 1)^2.
+    /// Input 0: critic scores `[3, 1]` of the stacked (real, fake, interpolated) images; input 1: the
+    /// [`Op::CriticBatch`] node whose third slot (x_hat) the penalty differentiates against (second-order
+    /// gradients). The generator's loss is -mean(critic(fake)) (see [`Op::CriticBatch`]).
     Wasserstein {
         /// Gradient-penalty weight (lambda, 10 in the paper).
         gp_weight: f32,
@@ -285,14 +295,46 @@ pub enum Op {
         /// Axis in the per-sample shape.
         axis: usize,
     },
-    /// Region-of-interest align: features `[C, H, W]` and a fixed number of proposals -> `[P, C, oh, ow]`.
-    /// Proposals are generated deterministically by backends (a fixed grid of boxes), so the cost is static.
+    /// Batched matrix product over the last two axes: input 0 `[.., M, K]` times input 1 `[.., K, N]`
+    /// (or `[.., N, K]` when `transpose_b`) -> `[.., M, N]`; leading axes must agree. No parameters.
+    MatMul {
+        /// Use input 1 transposed in its last two axes.
+        transpose_b: bool,
+    },
+    /// Fixed sinusoidal position encoding (Vaswani et al.): `y = scale * x + PE[:T]` over `[T, E]`, with
+    /// `PE[t, 2i] = sin(t / 10000^(2i/E))`, `PE[t, 2i+1] = cos(..)`. No parameters. The scale is the
+    /// `sqrt(d_model)` embedding multiplier (1.0 for none).
+    SinusoidalPositions {
+        /// Multiplier applied to `x` before adding the encoding.
+        scale: f32,
+    },
+    /// Learned absolute position embedding (BERT): `y = x + P[:T]` over `[T, E]`; parameter `weight`
+    /// `[max_positions, E]` (PyTorch `nn.Embedding` layout, looked up at positions `0..T`).
+    LearnedPositions {
+        /// Rows of the table (at least T).
+        max_positions: usize,
+        /// Width E.
+        dim: usize,
+    },
+    /// WGAN-GP critic input: inputs real `[..]` and fake `[..]` images -> `[3, ..]` stacked as
+    /// (real, fake, x_hat) with `x_hat = eps * real + (1 - eps) * fake`, `eps ~ U(0, 1)` drawn per sample.
+    /// The critic's layers then run on the three slots at once (the leading 3 folds into the batch).
+    /// Training (one iteration): the critic update uses `fake` detached, and the loss needs the gradient of
+    /// the critic's score w.r.t. x_hat (create_graph); the generator update re-evaluates
+    /// `-mean(critic(fake))` with the critic frozen. No parameters.
+    CriticBatch,
+    /// Region-of-interest align (torchvision `roi_align`, `aligned = false`): features `[C, H, W]` and a fixed
+    /// number of proposals -> `[P, C, oh, ow]`. Proposals are not an input: every backend uses the same
+    /// deterministic boxes, so the cost is static. With the image size `H / spatial_scale` x
+    /// `W / spatial_scale` and `g = ceil(sqrt(P))`, proposal `i` (row `r = i / g`, column `c = i % g`) is the
+    /// box `(x1, y1, x2, y2) = (c * IW / g, r * IH / g, (c + 1) * IW / g, (r + 1) * IH / g)` in image pixels.
+    /// The gradient flows to the features only.
     RoiAlign {
         /// Proposals per image.
         proposals: usize,
         /// Output size (height, width).
         output: Vec<usize>,
-        /// Feature-map stride relative to the input image.
+        /// Scale from image to feature-map coordinates (1/16 for a stride-16 feature map).
         spatial_scale: f32,
         /// Bilinear samples per output bin per dimension.
         sampling_ratio: usize,
@@ -301,6 +343,9 @@ pub enum Op {
     Loss {
         /// Which loss.
         loss: LossKind,
+        /// Weight of this loss in the sum minimised (Inception-v3's auxiliary loss: 0.4).
+        #[serde(default = "one_f32")]
+        weight: f32,
     },
 }
 
@@ -332,6 +377,10 @@ impl Op {
             Op::Transpose { .. } => "transpose",
             Op::Slice { .. } => "slice",
             Op::Mean { .. } => "mean",
+            Op::MatMul { .. } => "matmul",
+            Op::SinusoidalPositions { .. } => "sinusoidal_positions",
+            Op::LearnedPositions { .. } => "learned_positions",
+            Op::CriticBatch => "critic_batch",
             Op::RoiAlign { .. } => "roi_align",
             Op::Loss { .. } => "loss",
         }
@@ -352,6 +401,16 @@ pub struct Node {
     /// Sub-network this node belongs to when a model trains several with separate optimizers
     /// (WGAN-GP: `generator` / `critic`); `None` for the single network of most models.
     pub part: Option<String>,
+    /// Weight tying: this node's `weight` parameter *is* the `weight` parameter of the given earlier node
+    /// (same shape; e.g. a Linear `[vocab, dim]` output projection tied to an Embedding `[vocab, dim]`).
+    /// Backends must not allocate it again but use the owner's tensor, so gradients from both uses add up
+    /// in one tensor; the owner is never itself tied. Other parameters of the node (a bias) stay its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tied_to: Option<NodeId>,
+}
+
+fn one_f32() -> f32 {
+    1.0
 }
 
 /// A training workload graph: nodes in topological order and the loss nodes whose sum is minimised.

@@ -79,8 +79,10 @@ pub enum SyntheticTensor {
 
 /// Ids of the classes a label input must avoid: CTC reserves class 0 for the blank.
 fn label_floor(graph: &Graph, input: NodeId) -> u64 {
-    let ctc =
-        graph.nodes.iter().any(|n| matches!(n.op, Op::Loss { loss: LossKind::Ctc }) && n.inputs.get(1) == Some(&input));
+    let ctc = graph
+        .nodes
+        .iter()
+        .any(|n| matches!(n.op, Op::Loss { loss: LossKind::Ctc, .. }) && n.inputs.get(1) == Some(&input));
     u64::from(ctc)
 }
 
@@ -103,6 +105,7 @@ pub fn synthetic_input(graph: &Graph, input: NodeId, batch: usize, seed: u64, st
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::params::ParamRole;

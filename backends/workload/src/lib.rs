@@ -3,10 +3,12 @@
 //!
 //! Both the CLI crate and the backend crates depend on this crate, and on nothing of each other.
 
+pub mod analysis;
 pub mod backend;
 pub mod builder;
 pub mod graph;
 pub mod init;
+pub mod mock;
 pub mod model;
 pub mod params;
 pub mod zoo;

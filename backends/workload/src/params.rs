@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::graph::{Node, Op, RnnCell};
+use crate::graph::{Graph, Node, NodeId, Op, RnnCell};
 
 /// How a parameter is initialised (PyTorch's defaults for the corresponding module).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -119,6 +119,9 @@ pub fn tensors(node: &Node) -> Vec<ParamDecl> {
         Op::Embedding { vocab, dim } => {
             vec![decl(node, "weight", vec![*vocab, *dim], Init::Normal { std: 1.0 }, Weight)]
         }
+        Op::LearnedPositions { max_positions, dim } => {
+            vec![decl(node, "weight", vec![*max_positions, *dim], Init::Normal { std: 1.0 }, Weight)]
+        }
         Op::Rnn { cell, input_size, hidden, layers, bidirectional } => {
             let gates = match cell {
                 RnnCell::Lstm => 4,
@@ -163,7 +166,24 @@ pub fn parameters(node: &Node) -> Vec<ParamDecl> {
     tensors(node).into_iter().filter(ParamDecl::trainable).collect()
 }
 
+/// Whether `decl` of `node` is a tied weight ([`Node::tied_to`]): the same tensor as the owner's `weight`,
+/// so it must not be allocated (or counted) again.
+pub fn is_tied(node: &Node, decl: &ParamDecl) -> bool {
+    node.tied_to.is_some() && decl.local == "weight"
+}
+
+/// Every tensor a backend allocates for `graph`, with the node that owns it: [`tensors`] of each node in
+/// order, without tied weights (those use the owner's tensor, see [`Node::tied_to`]).
+pub fn graph_tensors(graph: &Graph) -> Vec<(NodeId, ParamDecl)> {
+    let mut v = Vec::new();
+    for (id, node) in graph.nodes.iter().enumerate() {
+        v.extend(tensors(node).into_iter().filter(|d| !is_tied(node, d)).map(|d| (id, d)));
+    }
+    v
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::builder::{ConvCfg, GraphBuilder};

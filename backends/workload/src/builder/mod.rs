@@ -1,6 +1,11 @@
 //! Building graphs with end-to-end shape inference: every method checks its inputs and returns a located error.
+//!
+//! The basic layers live here; products, positional encodings, GAN and detection ops, weight tying and losses in
+//! [`special`].
 
-use crate::graph::{Activation, Graph, InputKind, LossKind, Node, NodeId, Op, PoolKind, RnnCell, Shape};
+mod special;
+
+use crate::graph::{Activation, InputKind, Node, NodeId, Op, PoolKind, RnnCell, Shape};
 
 /// A shape mismatch or invalid hyper-parameter found while building a graph.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -14,7 +19,7 @@ pub struct ShapeError {
     pub message: String,
 }
 
-/// Incrementally builds a [`Graph`], inferring each node's per-sample shape.
+/// Incrementally builds a [`Graph`](crate::graph::Graph), inferring each node's per-sample shape.
 #[derive(Debug, Clone)]
 pub struct GraphBuilder {
     name: String,
@@ -146,7 +151,7 @@ impl GraphBuilder {
         if shape.contains(&0) {
             return Err(self.err(name, op.kind_name(), format!("output shape {} has a zero dimension", Shape(shape))));
         }
-        self.nodes.push(Node { name: full, op, inputs, shape: Shape(shape), part: self.part.clone() });
+        self.nodes.push(Node { name: full, op, inputs, shape: Shape(shape), part: self.part.clone(), tied_to: None });
         Ok(self.nodes.len() - 1)
     }
 
@@ -232,8 +237,14 @@ impl GraphBuilder {
         self.add(name, op, vec![x], out)
     }
 
-    /// Batch normalisation over the channel axis (`[C, H, W]` or `[C, L]`, or `[F]` for dense features).
+    /// Batch normalisation over the channel axis (`[C, H, W]` or `[C, L]`, or `[F]` for dense features),
+    /// PyTorch's default epsilon 1e-5.
     pub fn batch_norm(&mut self, name: &str, x: NodeId) -> Result<NodeId, ShapeError> {
+        self.batch_norm_eps(name, x, 1e-5)
+    }
+
+    /// Batch normalisation with an explicit epsilon (torchvision's Inception-v3 uses 1e-3).
+    pub fn batch_norm_eps(&mut self, name: &str, x: NodeId, eps: f32) -> Result<NodeId, ShapeError> {
         let s = self.shape(x).0.clone();
         let features = match s.len() {
             0 => return Err(self.err(name, "batch_norm", "cannot normalise a scalar")),
@@ -241,7 +252,7 @@ impl GraphBuilder {
             2 => s[0],
             n => s[n - 3],
         };
-        self.add(name, Op::BatchNorm { features, eps: 1e-5 }, vec![x], s)
+        self.add(name, Op::BatchNorm { features, eps }, vec![x], s)
     }
 
     /// Layer normalisation over the last axis.
@@ -587,139 +598,8 @@ impl GraphBuilder {
         s.remove(axis);
         self.add(name, Op::Mean { axis }, vec![x], s)
     }
-
-    /// RoI align of `proposals` fixed boxes over a `[C, H, W]` feature map.
-    pub fn roi_align(
-        &mut self,
-        name: &str,
-        x: NodeId,
-        proposals: usize,
-        output: [usize; 2],
-        spatial_scale: f32,
-    ) -> Result<NodeId, ShapeError> {
-        let s = self.shape(x).0.clone();
-        if s.len() != 3 {
-            return Err(self.err(name, "roi_align", format!("expects a [C, H, W] feature map, got {}", Shape(s))));
-        }
-        let out = vec![proposals, s[0], output[0], output[1]];
-        self.add(
-            name,
-            Op::RoiAlign { proposals, output: output.to_vec(), spatial_scale, sampling_ratio: 2 },
-            vec![x],
-            out,
-        )
-    }
-
-    /// A loss node over `inputs` (see [`LossKind`] for the expected inputs); it is registered as a loss.
-    pub fn loss(&mut self, name: &str, loss: LossKind, inputs: &[NodeId]) -> Result<NodeId, ShapeError> {
-        let need = match loss {
-            LossKind::CrossEntropy
-            | LossKind::Ctc
-            | LossKind::Mse
-            | LossKind::BceWithLogits
-            | LossKind::Wasserstein { .. } => 2,
-            LossKind::ActorCritic { .. } => 4,
-        };
-        if inputs.len() != need {
-            return Err(self.err(name, "loss", format!("expects {need} inputs, got {}", inputs.len())));
-        }
-        match loss {
-            LossKind::CrossEntropy => {
-                let (l, t) = (self.shape(inputs[0]), self.shape(inputs[1]));
-                if l.rank() == 0 || l.0[..l.rank() - 1] != t.0[..] {
-                    return Err(self.err(
-                        name,
-                        "loss",
-                        format!(
-                            "cross-entropy logits {l} do not match labels {t} (expected labels of shape {})",
-                            Shape(l.0[..l.rank().saturating_sub(1)].to_vec())
-                        ),
-                    ));
-                }
-                if let Op::Input { kind: InputKind::Labels { classes } } = self.nodes[inputs[1]].op {
-                    if classes != l.last() {
-                        return Err(self.err(
-                            name,
-                            "loss",
-                            format!("the model outputs {} classes but the labels have {classes}", l.last()),
-                        ));
-                    }
-                }
-            }
-            LossKind::Mse | LossKind::BceWithLogits => {
-                self.same_shapes(name, "loss", inputs)?;
-            }
-            LossKind::Ctc => {
-                if self.shape(inputs[0]).rank() != 2 || self.shape(inputs[1]).rank() != 1 {
-                    return Err(self.err(name, "loss", "CTC expects logits [time, classes] and labels [label_len]"));
-                }
-                if self.shape(inputs[1]).0[0] > self.shape(inputs[0]).0[0] {
-                    return Err(self.err(
-                        name,
-                        "loss",
-                        format!(
-                            "CTC labels ({}) are longer than the output sequence ({})",
-                            self.shape(inputs[1]).0[0],
-                            self.shape(inputs[0]).0[0]
-                        ),
-                    ));
-                }
-            }
-            LossKind::Wasserstein { .. } | LossKind::ActorCritic { .. } => {}
-        }
-        let id = self.add(name, Op::Loss { loss }, inputs.to_vec(), vec![])?;
-        self.losses.push(id);
-        Ok(id)
-    }
-
-    /// Finish the graph; `items_per_sample`/`item_unit` define the throughput unit.
-    pub fn finish(self, items_per_sample: u64, item_unit: &str) -> Result<Graph, ShapeError> {
-        if self.losses.is_empty() {
-            return Err(ShapeError {
-                layer: self.name.clone(),
-                op: "graph",
-                message: "the model has no loss layer".into(),
-            });
-        }
-        Ok(Graph {
-            name: self.name,
-            nodes: self.nodes,
-            losses: self.losses,
-            items_per_sample,
-            item_unit: item_unit.into(),
-        })
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn conv_and_pool_shapes_follow_pytorch() {
-        let mut b = GraphBuilder::new("t");
-        let x = b.input("x", &[3, 224, 224], InputKind::Dense).unwrap();
-        let c = b.conv("conv1", x, ConvCfg::square(64, 7, 2, 3)).unwrap();
-        assert_eq!(b.shape(c).0, vec![64, 112, 112]);
-        let p = b.pool("pool", c, PoolKind::Max, 3, 2, 1).unwrap();
-        assert_eq!(b.shape(p).0, vec![64, 56, 56]);
-        let t = b.conv("up", p, ConvCfg::square(32, 4, 2, 1).transposed()).unwrap();
-        assert_eq!(b.shape(t).0, vec![32, 112, 112]);
-    }
-
-    #[test]
-    fn linear_width_mismatch_names_both_widths() {
-        let mut b = GraphBuilder::new("t");
-        let x = b.input("x", &[100], InputKind::Dense).unwrap();
-        let e = b.linear_checked("fc", x, 128, 10, true).unwrap_err();
-        assert!(e.message.contains("128") && e.message.contains("100"), "{e}");
-    }
-
-    #[test]
-    fn ceil_mode_pool_matches_inception() {
-        let mut b = GraphBuilder::new("t");
-        let x = b.input("x", &[3, 147, 147], InputKind::Dense).unwrap();
-        let p = b.pool_nd("p", x, PoolKind::Max, vec![3, 3], vec![2, 2], vec![0, 0], true).unwrap();
-        assert_eq!(b.shape(p).0, vec![3, 73, 73]);
-    }
-}
+#[allow(clippy::unwrap_used)]
+mod tests;

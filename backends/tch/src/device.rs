@@ -1,0 +1,198 @@
+//! Devices of the tch backend: selector parsing, [`DeviceInfo`] for the CPU and CUDA devices, the measured CPU
+//! fp32 peak, and the library versions recorded in every result.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use tch::{Device, Kind, Tensor};
+use trainbench_workload::{BackendError, DeviceInfo};
+
+use crate::shim;
+
+/// Parse a device selector (`cpu`, `cuda`, `cuda:N`) into a tch device that exists here.
+pub fn parse_selector(selector: &str) -> Result<Device, BackendError> {
+    let err = |reason: String| BackendError::Device { selector: selector.to_string(), reason };
+    match selector {
+        "cpu" => Ok(Device::Cpu),
+        s if s == "cuda" || s.starts_with("cuda:") => {
+            let index = match s.strip_prefix("cuda:") {
+                None => 0,
+                Some(i) => i
+                    .parse::<usize>()
+                    .map_err(|_| err(format!("`{i}` is not a device index; write `cuda:0`, `cuda:1`, ...")))?,
+            };
+            let count = tch::Cuda::device_count().max(0) as usize;
+            if count == 0 {
+                return Err(err("libtorch sees no CUDA device (no GPU, no driver, or a CPU-only libtorch)".into()));
+            }
+            if index >= count {
+                return Err(err(format!("there are {count} CUDA device(s): use cuda:0..cuda:{}", count - 1)));
+            }
+            Ok(Device::Cuda(index))
+        }
+        other => Err(err(format!("the tch backend runs on `cpu` or `cuda:N`, not `{other}`"))),
+    }
+}
+
+/// The CPU's model name from /proc/cpuinfo (or the architecture when unreadable).
+pub fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// Measured fp32 matmul rate of this CPU through libtorch with its current thread count (FLOP/s).
+///
+/// Best of at least 6 timed 1024^3 matmuls after one warm-up, repeated for up to 0.3 s so that a busy machine
+/// still gets a clean sample; measured once per process. The runner divides model FLOPs per second by this
+/// for FLOP utilisation, so it is what libtorch can reach here, not a datasheet figure.
+pub fn cpu_peak_flops_fp32() -> Option<f64> {
+    static PEAK: OnceLock<Option<f64>> = OnceLock::new();
+    *PEAK.get_or_init(|| {
+        let n = 1024i64;
+        let _guard = tch::no_grad_guard();
+        let a = Tensor::f_randn([n, n], (Kind::Float, Device::Cpu)).ok()?;
+        let b = Tensor::f_randn([n, n], (Kind::Float, Device::Cpu)).ok()?;
+        let mut best = f64::INFINITY;
+        let start = Instant::now();
+        for rep in 0..100 {
+            let t = Instant::now();
+            let c = a.f_matmul(&b).ok()?;
+            let dt = t.elapsed().as_secs_f64();
+            drop(c);
+            if rep > 0 {
+                best = best.min(dt);
+            }
+            if rep >= 6 && start.elapsed().as_secs_f64() > 0.3 {
+                break;
+            }
+        }
+        (best.is_finite() && best > 0.0).then(|| 2.0 * (n as f64).powi(3) / best)
+    })
+}
+
+/// Describe the CPU as a device.
+pub fn cpu_info() -> DeviceInfo {
+    let mut details = BTreeMap::new();
+    let logical = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    details.insert("logical_cpus".into(), logical.to_string());
+    details.insert("torch_threads".into(), tch::get_num_threads().to_string());
+    details.insert("peak_flops_fp32_source".into(), "measured: 1024^3 fp32 matmul through libtorch".into());
+    DeviceInfo {
+        selector: "cpu".into(),
+        name: cpu_name(),
+        kind: "cpu".into(),
+        memory_bytes: mem_total(),
+        peak_flops_fp32: cpu_peak_flops_fp32(),
+        details,
+    }
+}
+
+fn mem_total() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Describe CUDA device `index` (name, memory, compute capability through the shim; no peak figure: the
+/// runner's table has it).
+pub fn cuda_info(index: usize) -> DeviceInfo {
+    let mut details = BTreeMap::new();
+    let (name, memory) = match shim::cuda_device_properties(index) {
+        Ok(p) => {
+            details.insert("compute_capability".into(), format!("{}.{}", p.capability.0, p.capability.1));
+            details.insert("multiprocessors".into(), p.multiprocessors.to_string());
+            (p.name, Some(p.total_memory))
+        }
+        Err(e) => {
+            details.insert("properties_error".into(), e.0);
+            (format!("CUDA device {index}"), None)
+        }
+    };
+    details.insert("cudnn_available".into(), tch::Cuda::cudnn_is_available().to_string());
+    DeviceInfo {
+        selector: format!("cuda:{index}"),
+        name,
+        kind: "cuda".into(),
+        memory_bytes: memory,
+        peak_flops_fp32: None,
+        details,
+    }
+}
+
+/// Information on the device a run uses.
+pub fn info(device: Device) -> DeviceInfo {
+    match device {
+        Device::Cuda(i) => cuda_info(i),
+        _ => cpu_info(),
+    }
+}
+
+/// Every device this backend can run on here.
+pub fn all() -> Vec<DeviceInfo> {
+    let mut v = vec![cpu_info()];
+    let n = tch::Cuda::device_count().max(0) as usize;
+    v.extend((0..n).map(cuda_info));
+    v
+}
+
+fn dotted(v: i64, parts: &[i64]) -> String {
+    // parts are the divisors of the encoding, e.g. [1000, 10] for CUDA 13000 -> 13.0.
+    let mut out = Vec::new();
+    let mut rest = v;
+    for &d in parts {
+        out.push((rest / d).to_string());
+        rest %= d;
+    }
+    out.push(rest.to_string());
+    out.join(".")
+}
+
+/// Library versions of this backend: libtorch, tch, CUDA runtime and cuDNN (when CUDA is usable), threads.
+pub fn versions(device: Device) -> BTreeMap<String, String> {
+    let mut v = BTreeMap::new();
+    v.insert("libtorch".into(), shim::torch_version());
+    v.insert("tch".into(), "0.26".into());
+    v.insert("torch_threads".into(), tch::get_num_threads().to_string());
+    v.insert("libtorch_lib".into(), env!("TRAINBENCH_TCH_LIBTORCH_LIB").into());
+    if matches!(device, Device::Cuda(_)) {
+        match shim::cuda_versions() {
+            Ok((cudart, cudnn)) => {
+                if cudart > 0 {
+                    // CUDART_VERSION = 1000 * major + 10 * minor.
+                    v.insert("cuda".into(), format!("{}.{}", cudart / 1000, (cudart % 1000) / 10));
+                }
+                if cudnn > 0 {
+                    // cuDNN >= 9: 10000 * major + 100 * minor + patch.
+                    v.insert("cudnn".into(), dotted(cudnn, &[10000, 100]));
+                }
+            }
+            Err(e) => {
+                v.insert("cuda".into(), format!("unknown ({e})"));
+            }
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors() {
+        assert_eq!(parse_selector("cpu").unwrap(), Device::Cpu);
+        assert!(matches!(parse_selector("wgpu"), Err(BackendError::Device { .. })));
+        assert!(matches!(parse_selector("cuda:x"), Err(BackendError::Device { .. })));
+        assert_eq!(dotted(91300, &[10000, 100]), "9.13.0");
+    }
+}

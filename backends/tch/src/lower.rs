@@ -1,0 +1,287 @@
+//! The lowered model: one libtorch tensor per declared parameter and buffer (values from
+//! `trainbench_workload::init`, identical on every backend), and the evaluation of graph nodes in topological
+//! order with intermediate outputs freed as soon as their last consumer ran.
+
+use tch::{Device, TchError, Tensor};
+use trainbench_workload::graph::{Graph, Node, NodeId, Op};
+use trainbench_workload::init::{SyntheticTensor, initial_values, synthetic_input};
+use trainbench_workload::params::{ParamDecl, is_tied, tensors};
+
+use crate::loss;
+use crate::ops::{self, Flags};
+
+/// How [`Lowered::eval`] runs the nodes.
+pub struct EvalOpts<'f> {
+    /// Nodes for which this is true run without gradient tracking (a frozen sub-network).
+    pub frozen: &'f dyn Fn(&Node) -> bool,
+    /// WGAN-GP critic update: the interpolates of `critic_batch` require gradients and the Wasserstein loss
+    /// includes the gradient penalty.
+    pub critic_update: bool,
+}
+
+impl EvalOpts<'static> {
+    /// Every node trains; no critic update.
+    pub fn plain() -> Self {
+        Self { frozen: &|_| false, critic_update: false }
+    }
+}
+
+/// A graph lowered to libtorch tensors on one device.
+pub struct Lowered {
+    /// Device every tensor lives on.
+    pub device: Device,
+    /// Declared tensors of each node (parameters and buffers), in `params::tensors` order.
+    pub decls: Vec<Vec<ParamDecl>>,
+    /// The tensors themselves, parallel to `decls`; parameters require gradients, buffers do not. A tied
+    /// weight (`Node::tied_to`) is a handle on its owner's tensor.
+    pub tensors: Vec<Vec<Tensor>>,
+    /// Parallel to `decls`: whether the tensor is a tied alias (not allocated, counted or optimised again).
+    tied: Vec<Vec<bool>>,
+    /// Per-node constants computed once: the sinusoidal position table, the RoI-align sampling grid.
+    constants: Vec<Option<Tensor>>,
+    /// Number of consumers of each node's output in the whole graph.
+    consumers: Vec<usize>,
+    /// Whether node i's output may be overwritten in place by its single consumer.
+    inplace_ok: Vec<bool>,
+}
+
+/// Producers whose backward does not read their own output, so a sole consumer may overwrite it in place
+/// (as torchvision's `ReLU(inplace=True)` after batch norm and `out += identity` do).
+fn output_not_saved(op: &Op) -> bool {
+    matches!(op, Op::Conv { .. } | Op::BatchNorm { .. } | Op::LayerNorm { .. } | Op::Linear { .. } | Op::Add)
+}
+
+impl Lowered {
+    /// Allocate and initialise every declared tensor of `graph` on `device` from `seed` (tied weights share
+    /// their owner's tensor), and compute the per-node constants.
+    pub fn new(graph: &Graph, device: Device, seed: u64) -> Result<Self, TchError> {
+        let n = graph.nodes.len();
+        let mut consumers = vec![0usize; n];
+        for node in &graph.nodes {
+            for &i in &node.inputs {
+                consumers[i] += 1;
+            }
+        }
+        let mut decls: Vec<Vec<ParamDecl>> = Vec::with_capacity(n);
+        let mut all: Vec<Vec<Tensor>> = Vec::with_capacity(n);
+        let mut tied = Vec::with_capacity(n);
+        let mut constants = Vec::with_capacity(n);
+        for node in &graph.nodes {
+            let ds = tensors(node);
+            let mut ts = Vec::with_capacity(ds.len());
+            let mut tf = Vec::with_capacity(ds.len());
+            for d in &ds {
+                if is_tied(node, d) {
+                    let owner = node.tied_to.unwrap_or_default();
+                    let k = decls[owner].iter().position(|o| o.local == "weight").ok_or_else(|| {
+                        TchError::Kind(format!("`{}` is tied to `{}`, which has no weight", node.name, d.name))
+                    })?;
+                    ts.push(all[owner][k].shallow_clone());
+                    tf.push(true);
+                    continue;
+                }
+                let values = initial_values(d, seed);
+                let shape: Vec<i64> = d.shape.iter().map(|&x| x as i64).collect();
+                let t = Tensor::f_from_slice(&values)?.f_reshape(shape)?.f_to_device(device)?;
+                ts.push(if d.trainable() { t.set_requires_grad(true) } else { t });
+                tf.push(false);
+            }
+            decls.push(ds);
+            all.push(ts);
+            tied.push(tf);
+            let input_shape = node.inputs.first().map(|&i| graph.nodes[i].shape.0.as_slice()).unwrap_or(&[]);
+            constants.push(ops::constant(node, input_shape, device)?);
+        }
+        let mut inplace_ok: Vec<bool> =
+            graph.nodes.iter().enumerate().map(|(i, nd)| consumers[i] == 1 && output_not_saved(&nd.op)).collect();
+        for &l in &graph.losses {
+            for &i in &graph.nodes[l].inputs {
+                inplace_ok[i] = false;
+            }
+        }
+        Ok(Self { device, decls, tensors: all, tied, constants, consumers, inplace_ok })
+    }
+
+    /// Every allocated tensor with its declaration and node (tied aliases excluded).
+    fn owned(&self) -> impl Iterator<Item = (usize, &ParamDecl, &Tensor)> {
+        (0..self.decls.len()).flat_map(move |i| {
+            self.decls[i]
+                .iter()
+                .zip(&self.tensors[i])
+                .zip(&self.tied[i])
+                .filter(|(_, tied)| !**tied)
+                .map(move |((d, t), _)| (i, d, t))
+        })
+    }
+
+    /// Trained tensors of the nodes selected by `select` (shallow handles sharing storage and gradients);
+    /// a tied weight appears once, with its owner.
+    pub fn parameters(&self, graph: &Graph, select: impl Fn(&Node) -> bool) -> Vec<Tensor> {
+        self.owned()
+            .filter(|(i, d, _)| d.trainable() && select(&graph.nodes[*i]))
+            .map(|(_, _, t)| t.shallow_clone())
+            .collect()
+    }
+
+    /// Bytes of every allocated tensor (parameters and buffers).
+    pub fn weight_bytes(&self) -> u64 {
+        self.owned().map(|(_, _, t)| tensor_bytes(t)).sum()
+    }
+
+    /// Number of trained elements.
+    pub fn parameter_count(&self) -> u64 {
+        self.owned().filter(|(_, d, _)| d.trainable()).map(|(_, _, t)| t.numel() as u64).sum()
+    }
+
+    /// Evaluate the nodes `targets` need, in topological order, into `env` (entries already present are
+    /// inputs and are not recomputed). Intermediate outputs are dropped after their last consumer, except
+    /// `targets`. A loss node's value is its batch mean (unweighted).
+    pub fn eval(
+        &self,
+        graph: &Graph,
+        env: &mut [Option<Tensor>],
+        targets: &[NodeId],
+        opts: &EvalOpts<'_>,
+    ) -> Result<(), TchError> {
+        let n = graph.nodes.len();
+        let mut needed = vec![false; n];
+        let mut stack: Vec<NodeId> = targets.to_vec();
+        while let Some(i) = stack.pop() {
+            if needed[i] {
+                continue;
+            }
+            needed[i] = true;
+            if env[i].is_none() {
+                stack.extend(graph.nodes[i].inputs.iter().copied());
+            }
+        }
+        let mut remaining = vec![0usize; n];
+        for i in (0..n).filter(|&i| needed[i] && env[i].is_none()) {
+            for &j in &graph.nodes[i].inputs {
+                remaining[j] += 1;
+            }
+        }
+        let keep: Vec<bool> = (0..n).map(|i| targets.contains(&i)).collect();
+        for i in 0..n {
+            if !needed[i] || env[i].is_some() {
+                continue;
+            }
+            let node = &graph.nodes[i];
+            let mut ins = Vec::with_capacity(node.inputs.len());
+            for &j in &node.inputs {
+                match &env[j] {
+                    Some(t) => ins.push(t.shallow_clone()),
+                    None => {
+                        return Err(TchError::Kind(format!(
+                            "internal: input `{}` of `{}` was not computed",
+                            graph.nodes[j].name, node.name
+                        )));
+                    }
+                }
+            }
+            // In place only when this node is the sole consumer and the input is not needed afterwards.
+            let inplace = node
+                .inputs
+                .first()
+                .is_some_and(|&j| self.inplace_ok[j] && self.consumers[j] == 1 && !keep[j] && remaining[j] == 1);
+            let flags = Flags { inplace, critic_update: opts.critic_update };
+            let compute = || -> Result<Tensor, TchError> {
+                match &node.op {
+                    Op::Loss { loss, .. } => loss::forward(graph, i, *loss, &ins, opts.critic_update),
+                    _ => ops::forward(node, &ins, &self.tensors[i], self.constants[i].as_ref(), flags),
+                }
+            };
+            let out = if (opts.frozen)(node) { tch::no_grad(compute)? } else { compute()? };
+            drop(ins);
+            env[i] = Some(out);
+            for &j in &node.inputs {
+                remaining[j] = remaining[j].saturating_sub(1);
+                if remaining[j] == 0 && !keep[j] {
+                    env[j] = None;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Bytes held by a tensor's elements.
+pub fn tensor_bytes(t: &Tensor) -> u64 {
+    t.numel() as u64 * t.kind().elt_size_in_bytes() as u64
+}
+
+/// A pool of synthetic batches kept in host memory, cycled through during a run.
+pub struct DataPool {
+    /// `batches[k][i]` = input `inputs[i]` of batch k.
+    batches: Vec<Vec<Tensor>>,
+    /// Graph input node of each tensor.
+    pub inputs: Vec<NodeId>,
+}
+
+impl DataPool {
+    /// Generate `count` batches of every graph input with `trainbench_workload::init::synthetic_input`
+    /// (step k of the pool uses data step k, so every backend cycles through the same batches). On CUDA the
+    /// host copies are pinned so the per-step transfer is a true asynchronous-capable DMA.
+    pub fn new(graph: &Graph, batch: usize, seed: u64, count: usize, device: Device) -> Result<Self, TchError> {
+        let inputs: Vec<NodeId> = graph.inputs().map(|(i, _)| i).collect();
+        let mut batches = Vec::with_capacity(count);
+        for step in 0..count {
+            let mut b = Vec::with_capacity(inputs.len());
+            for &i in &inputs {
+                let mut shape = vec![batch as i64];
+                shape.extend(graph.nodes[i].shape.0.iter().map(|&d| d as i64));
+                let t = match synthetic_input(graph, i, batch, seed, step as u64) {
+                    SyntheticTensor::Dense(v) => Tensor::f_from_slice(&v)?,
+                    SyntheticTensor::Ids(v) => Tensor::f_from_slice(&v)?,
+                }
+                .f_reshape(shape)?;
+                b.push(if device.is_cuda() { t.f_pin_memory(device)? } else { t });
+            }
+            batches.push(b);
+        }
+        Ok(Self { batches, inputs })
+    }
+
+    /// Bytes of one batch.
+    pub fn batch_bytes(&self) -> u64 {
+        self.batches.first().map(|b| b.iter().map(tensor_bytes).sum()).unwrap_or(0)
+    }
+
+    /// Fill `env` with batch `step % count` on `device` (a host-to-device copy on CUDA, a no-copy handle on CPU).
+    pub fn load(&self, step: u64, device: Device, env: &mut [Option<Tensor>]) -> Result<(), TchError> {
+        let b = &self.batches[(step % self.batches.len() as u64) as usize];
+        for (t, &i) in b.iter().zip(&self.inputs) {
+            env[i] = Some(if device.is_cuda() { t.f_to_device(device)? } else { t.shallow_clone() });
+        }
+        Ok(())
+    }
+}
+
+/// Host bytes a run needs before libtorch allocates anything: the initial values of every declared tensor
+/// (generated in host memory, then copied into a tensor) and one batch of every input.
+pub fn host_bytes_needed(graph: &Graph, batch: usize) -> u64 {
+    let weights: u64 = graph.nodes.iter().flat_map(tensors).map(|d| d.numel() * 4 * 2).sum();
+    let inputs: u64 = graph
+        .inputs()
+        .map(|(_, n)| {
+            let elem =
+                if matches!(n.op, Op::Input { kind: trainbench_workload::graph::InputKind::Dense }) { 4 } else { 8 };
+            n.shape.numel() * elem * 2
+        })
+        .sum();
+    weights + inputs * batch as u64
+}
+
+/// Bytes of memory the kernel says are available to new allocations (MemAvailable), if readable.
+pub fn host_available_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Number of pool batches for a batch of `bytes`: 4, fewer when a batch is over 256 MiB (at least 1).
+pub fn pool_size(bytes: u64) -> usize {
+    const BUDGET: u64 = 1 << 30;
+    (BUDGET / bytes.max(1)).clamp(1, 4) as usize
+}

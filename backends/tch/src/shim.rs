@@ -1,0 +1,188 @@
+//! Safe wrappers over the C++ shim (shim/shim.cpp): caching-allocator statistics, autocast for a device type
+//! and dtype, library versions and CUDA device properties — the libtorch APIs tch does not expose.
+
+use std::ffi::{CStr, c_char, c_int, c_long};
+
+unsafe extern "C" {
+    fn tb_torch_version() -> *const c_char;
+    fn tb_cuda_versions(cudart: *mut c_long, cudnn: *mut c_long, err: *mut c_char, err_len: usize) -> c_int;
+    fn tb_cuda_memory_stats(device: c_int, out: *mut i64, err: *mut c_char, err_len: usize) -> c_int;
+    fn tb_cuda_reset_peak(device: c_int, err: *mut c_char, err_len: usize) -> c_int;
+    fn tb_cuda_empty_cache(err: *mut c_char, err_len: usize) -> c_int;
+    #[allow(dead_code)]
+    fn tb_cuda_mem_info(device: c_int, free: *mut u64, total: *mut u64, err: *mut c_char, err_len: usize) -> c_int;
+    fn tb_cuda_device_properties(
+        device: c_int,
+        name: *mut c_char,
+        name_len: usize,
+        major: *mut c_int,
+        minor: *mut c_int,
+        sms: *mut c_int,
+        total_mem: *mut u64,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn tb_autocast_enter(
+        device_cuda: c_int,
+        dtype_bf16: c_int,
+        prev_enabled: *mut c_int,
+        prev_dtype: *mut c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn tb_autocast_exit(
+        device_cuda: c_int,
+        prev_enabled: c_int,
+        prev_dtype: c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+}
+
+/// A message reported by the shim (a C++ exception's `what()`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ShimError(pub String);
+
+const ERR_LEN: usize = 1024;
+
+/// Call a shim function with an error buffer; a non-zero return becomes the buffer's message.
+fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), ShimError> {
+    let mut buf = vec![0 as c_char; ERR_LEN];
+    let rc = f(buf.as_mut_ptr(), ERR_LEN);
+    if rc == 0 {
+        Ok(())
+    } else {
+        // SAFETY: the shim always NUL-terminates the buffer it was given (copy_message).
+        let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+        Err(ShimError(msg))
+    }
+}
+
+/// The libtorch version the shim was compiled against (`2.13.0`).
+pub fn torch_version() -> String {
+    // SAFETY: returns a pointer to a static string literal.
+    unsafe { CStr::from_ptr(tb_torch_version()) }.to_string_lossy().into_owned()
+}
+
+/// CUDA runtime and cuDNN versions as libtorch encodes them (`13000`, `91300`), 0 where absent.
+pub fn cuda_versions() -> Result<(i64, i64), ShimError> {
+    let (mut cudart, mut cudnn): (c_long, c_long) = (0, 0);
+    // SAFETY: out-pointers are valid locals; the buffer is ERR_LEN long.
+    call(|e, n| unsafe { tb_cuda_versions(&mut cudart, &mut cudnn, e, n) })?;
+    // c_long is i64 on LP64 Linux but 32-bit elsewhere.
+    #[allow(clippy::useless_conversion)]
+    Ok((i64::from(cudart), i64::from(cudnn)))
+}
+
+/// Caching-allocator statistics of one CUDA device, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CudaMemoryStats {
+    /// Bytes currently allocated to tensors.
+    pub allocated: u64,
+    /// Peak of `allocated` since the last reset.
+    pub peak_allocated: u64,
+    /// Bytes currently reserved from the driver (allocated + cached).
+    pub reserved: u64,
+    /// Peak of `reserved` since the last reset.
+    pub peak_reserved: u64,
+}
+
+/// Read the caching allocator's statistics for CUDA device `device`.
+pub fn cuda_memory_stats(device: usize) -> Result<CudaMemoryStats, ShimError> {
+    let mut out = [0i64; 4];
+    // SAFETY: `out` holds the four values the shim writes.
+    call(|e, n| unsafe { tb_cuda_memory_stats(device as c_int, out.as_mut_ptr(), e, n) })?;
+    let u = |v: i64| u64::try_from(v).unwrap_or(0);
+    Ok(CudaMemoryStats {
+        allocated: u(out[0]),
+        peak_allocated: u(out[1]),
+        reserved: u(out[2]),
+        peak_reserved: u(out[3]),
+    })
+}
+
+/// Reset the peak statistics of CUDA device `device`.
+pub fn cuda_reset_peak(device: usize) -> Result<(), ShimError> {
+    // SAFETY: plain call with a valid error buffer.
+    call(|e, n| unsafe { tb_cuda_reset_peak(device as c_int, e, n) })
+}
+
+/// Return the caching allocator's unused blocks to the driver (after an out-of-memory error).
+pub fn cuda_empty_cache() -> Result<(), ShimError> {
+    // SAFETY: plain call with a valid error buffer.
+    call(|e, n| unsafe { tb_cuda_empty_cache(e, n) })
+}
+
+/// Static properties of a CUDA device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaDeviceProps {
+    /// Marketing name (`NVIDIA H100 80GB HBM3`).
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub capability: (i32, i32),
+    /// Streaming multiprocessors.
+    pub multiprocessors: i32,
+    /// Device memory in bytes.
+    pub total_memory: u64,
+}
+
+/// Query the properties of CUDA device `device`.
+pub fn cuda_device_properties(device: usize) -> Result<CudaDeviceProps, ShimError> {
+    let mut name = vec![0 as c_char; 256];
+    let (mut major, mut minor, mut sms, mut mem) = (0, 0, 0, 0u64);
+    // SAFETY: every out-pointer is a valid local; `name` is 256 bytes and its length is passed.
+    call(|e, n| unsafe {
+        tb_cuda_device_properties(
+            device as c_int,
+            name.as_mut_ptr(),
+            name.len(),
+            &mut major,
+            &mut minor,
+            &mut sms,
+            &mut mem,
+            e,
+            n,
+        )
+    })?;
+    // SAFETY: the shim NUL-terminates `name`.
+    let name = unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+    Ok(CudaDeviceProps { name, capability: (major, minor), multiprocessors: sms, total_memory: mem })
+}
+
+/// An active autocast region; leaving it (drop) restores the previous autocast state of the device type.
+#[derive(Debug)]
+pub struct AutocastGuard {
+    cuda: c_int,
+    prev_enabled: c_int,
+    prev_dtype: c_int,
+}
+
+/// Lower-precision type of an autocast region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutocastDtype {
+    /// IEEE half precision.
+    Half,
+    /// bfloat16.
+    BFloat16,
+}
+
+impl AutocastGuard {
+    /// Enter autocast on CUDA (`cuda = true`) or CPU with the given lower-precision type.
+    pub fn enter(cuda: bool, dtype: AutocastDtype) -> Result<Self, ShimError> {
+        let (mut prev_enabled, mut prev_dtype) = (0, 0);
+        let cuda = c_int::from(cuda);
+        let bf16 = c_int::from(dtype == AutocastDtype::BFloat16);
+        // SAFETY: out-pointers are valid locals.
+        call(|e, n| unsafe { tb_autocast_enter(cuda, bf16, &mut prev_enabled, &mut prev_dtype, e, n) })?;
+        Ok(Self { cuda, prev_enabled, prev_dtype })
+    }
+}
+
+impl Drop for AutocastGuard {
+    fn drop(&mut self) {
+        // Restoring thread-local flags cannot fail in practice; a failure leaves autocast as it was.
+        // SAFETY: plain call with values the shim produced on entry.
+        let _ = call(|e, n| unsafe { tb_autocast_exit(self.cuda, self.prev_enabled, self.prev_dtype, e, n) });
+    }
+}

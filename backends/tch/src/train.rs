@@ -1,0 +1,431 @@
+//! The training loop of one run: data, forward (+ loss), backward and optimizer phases timed per iteration,
+//! mixed precision (autocast, fp16 loss scaling), the WGAN-GP two-optimizer step, and memory measurement.
+
+use std::time::Instant;
+
+use tch::{COptimizer, Device, Kind, TchError, Tensor};
+use trainbench_workload::graph::{Graph, Node};
+use trainbench_workload::{
+    Budget, MemoryMeasured, OptimizerSpec, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan,
+};
+
+use crate::check::WganRoles;
+use crate::lower::{DataPool, EvalOpts, Lowered, host_available_bytes, host_bytes_needed, pool_size, tensor_bytes};
+use crate::shim::{self, AutocastDtype, AutocastGuard};
+
+/// An optimizer over a set of parameters (libtorch's C++ `torch::optim`, PyTorch's semantics).
+struct Optim {
+    opt: COptimizer,
+    params: Vec<Tensor>,
+}
+
+impl Optim {
+    fn new(spec: &OptimizerSpec, params: Vec<Tensor>) -> Result<Self, TchError> {
+        let mut opt = match *spec {
+            OptimizerSpec::Sgd { lr, momentum, weight_decay, nesterov } => {
+                COptimizer::sgd(lr, momentum, 0.0, weight_decay, nesterov)?
+            }
+            OptimizerSpec::Adam { lr, beta1, beta2, eps, weight_decay } => {
+                COptimizer::adam(lr, beta1, beta2, weight_decay, eps, false)?
+            }
+            OptimizerSpec::Adamw { lr, beta1, beta2, eps, weight_decay } => {
+                COptimizer::adamw(lr, beta1, beta2, weight_decay, eps, false)?
+            }
+        };
+        for p in &params {
+            opt.add_parameters(p, 0)?;
+        }
+        Ok(Self { opt, params })
+    }
+
+    fn param_bytes(&self) -> u64 {
+        self.params.iter().map(tensor_bytes).sum()
+    }
+
+    fn grad_bytes(&self) -> u64 {
+        self.params.iter().map(|p| p.grad()).filter(|g| g.defined()).map(|g| tensor_bytes(&g)).sum()
+    }
+
+    /// Step (skipped when the scaler found non-finite gradients), then drop the gradients (set to none).
+    fn step(&mut self, scaler: Option<&mut GradScaler>) -> Result<(), TchError> {
+        match scaler {
+            None => self.opt.step()?,
+            Some(s) => {
+                let found_inf = s.unscale(&self.params)?;
+                if found_inf.f_double_value(&[0])? == 0.0 {
+                    self.opt.step()?;
+                }
+                s.update(&found_inf)?;
+            }
+        }
+        self.opt.zero_grad()
+    }
+}
+
+/// Dynamic loss scaling as `torch.amp.GradScaler` (initial scale 2^16, growth 2 every 2000 finite steps,
+/// backoff 0.5 on overflow).
+struct GradScaler {
+    scale: Tensor,
+    growth_tracker: Tensor,
+}
+
+impl GradScaler {
+    fn new(device: Device) -> Result<Self, TchError> {
+        Ok(Self {
+            scale: Tensor::f_full([1], 65536.0, (Kind::Float, device))?,
+            growth_tracker: Tensor::f_zeros([1], (Kind::Int, device))?,
+        })
+    }
+    fn scale(&self, loss: &Tensor) -> Result<Tensor, TchError> {
+        loss.f_mul(&self.scale)
+    }
+    fn unscale(&self, params: &[Tensor]) -> Result<Tensor, TchError> {
+        let mut found_inf = self.scale.f_zeros_like()?;
+        let inv = self.scale.f_reciprocal()?;
+        for p in params {
+            let mut g = p.grad();
+            if g.defined() {
+                g.f_internal_amp_non_finite_check_and_unscale(&mut found_inf, &inv)?;
+            }
+        }
+        Ok(found_inf)
+    }
+    fn update(&mut self, found_inf: &Tensor) -> Result<(), TchError> {
+        let _updated = self.scale.f_internal_amp_update_scale_(&self.growth_tracker, found_inf, 2.0, 0.5, 2000)?;
+        Ok(())
+    }
+}
+
+/// How the graph is trained.
+enum Mode {
+    /// One optimizer over every parameter minimising the sum of the losses.
+    Plain(Optim),
+    /// WGAN-GP: a critic step (with gradient penalty) then a generator step, each with its own optimizer.
+    Wgan { roles: WganRoles, critic: Optim, generator: Optim },
+}
+
+/// Everything one run holds on the device.
+pub struct Session<'a> {
+    graph: &'a Graph,
+    plan: &'a RunPlan,
+    device: Device,
+    model: Lowered,
+    pool: DataPool,
+    mode: Mode,
+    scaler: Option<GradScaler>,
+    autocast: Option<AutocastDtype>,
+    grad_bytes: u64,
+}
+
+fn sync(device: Device) {
+    if let Device::Cuda(i) = device {
+        tch::Cuda::synchronize(i as i64);
+    }
+}
+
+/// Seconds since `t`, then reset `t` to now.
+fn lap(t: &mut Instant) -> f64 {
+    let now = Instant::now();
+    let s = now.duration_since(*t).as_secs_f64();
+    *t = now;
+    s
+}
+
+impl<'a> Session<'a> {
+    /// Lower the graph, build the optimizer(s) and the data pool.
+    pub fn new(plan: &'a RunPlan, graph: &'a Graph, device: Device, wgan: Option<WganRoles>) -> Result<Self, TchError> {
+        tch::manual_seed(plan.seed as i64);
+        if device.is_cuda() {
+            tch::Cuda::manual_seed_all(plan.seed);
+            tch::Cuda::cudnn_set_benchmark(true);
+        }
+        // Weights and data are generated in host memory first: refuse, as out of memory, what cannot fit
+        // instead of letting the allocator abort the process.
+        let needed = host_bytes_needed(graph, plan.batch_size);
+        if let Some(avail) = host_available_bytes() {
+            if needed > avail {
+                return Err(TchError::Torch(format!(
+                    "not enough memory: the initial weights and one input batch need {needed} bytes of host memory, \
+                     {avail} are available"
+                )));
+            }
+        }
+        let model = Lowered::new(graph, device, plan.seed)?;
+        let probe = DataPool::new(graph, plan.batch_size, plan.seed, 1, Device::Cpu)?;
+        let count = pool_size(probe.batch_bytes());
+        drop(probe);
+        let pool = DataPool::new(graph, plan.batch_size, plan.seed, count, device)?;
+        let mode = match wgan {
+            None => Mode::Plain(Optim::new(&plan.optimizer, model.parameters(graph, |_| true))?),
+            Some(roles) => {
+                let is_critic = |n: &Node| n.part.as_deref() == Some(roles.critic_part.as_str());
+                let critic = Optim::new(&plan.optimizer, model.parameters(graph, is_critic))?;
+                let generator = Optim::new(&plan.optimizer, model.parameters(graph, |n| !is_critic(n)))?;
+                Mode::Wgan { roles, critic, generator }
+            }
+        };
+        let scaler = if plan.precision == Precision::Fp16 { Some(GradScaler::new(device)?) } else { None };
+        let autocast = match plan.precision {
+            Precision::Fp32 => None,
+            Precision::Fp16 => Some(AutocastDtype::Half),
+            Precision::Bf16 => Some(AutocastDtype::BFloat16),
+        };
+        Ok(Self { graph, plan, device, model, pool, mode, scaler, autocast, grad_bytes: 0 })
+    }
+
+    fn autocast_guard(&self) -> Result<Option<AutocastGuard>, TchError> {
+        self.autocast
+            .map(|d| AutocastGuard::enter(self.device.is_cuda(), d))
+            .transpose()
+            .map_err(|e| TchError::Kind(format!("autocast: {e}")))
+    }
+
+    fn fresh_env(&self, step: u64) -> Result<Vec<Option<Tensor>>, TchError> {
+        let mut env: Vec<Option<Tensor>> = (0..self.graph.nodes.len()).map(|_| None).collect();
+        self.pool.load(step, self.device, &mut env)?;
+        Ok(env)
+    }
+
+    /// One training iteration; returns its phase times and the (detached) loss.
+    fn step(&mut self, i: u64) -> Result<(PhaseTimes, Tensor), TchError> {
+        let sync_phases = self.plan.phase_timing || !self.device.is_cuda();
+        let dev = self.device;
+        let phase_sync = |t: &mut Instant| {
+            if sync_phases {
+                sync(dev);
+            }
+            lap(t)
+        };
+        let start = Instant::now();
+        let mut t = start;
+        let mut p = PhaseTimes::default();
+        let env = self.fresh_env(i)?;
+        p.data_s = phase_sync(&mut t);
+        let loss = match &self.mode {
+            Mode::Plain(_) => self.plain_step(env, &mut p, &mut t, &phase_sync)?,
+            Mode::Wgan { .. } => self.wgan_step(env, i, &mut p, &mut t, &phase_sync)?,
+        };
+        sync(dev);
+        p.total_s = start.elapsed().as_secs_f64();
+        if !sync_phases {
+            // Without synchronisation between phases only the iteration total is a true device time.
+            p.data_s = 0.0;
+            p.forward_s = 0.0;
+            p.backward_s = 0.0;
+            p.optimizer_s = 0.0;
+        }
+        Ok((p, loss))
+    }
+
+    fn plain_step(
+        &mut self,
+        mut env: Vec<Option<Tensor>>,
+        p: &mut PhaseTimes,
+        t: &mut Instant,
+        phase_sync: &dyn Fn(&mut Instant) -> f64,
+    ) -> Result<Tensor, TchError> {
+        let graph = self.graph;
+        let loss = {
+            let _ac = self.autocast_guard()?;
+            self.model.eval(graph, &mut env, &graph.losses, &EvalOpts::plain())?;
+            let mut total: Option<Tensor> = None;
+            for &l in &graph.losses {
+                let v = env[l].take().ok_or_else(|| TchError::Kind("internal: loss not computed".into()))?;
+                let v = match graph.nodes[l].op {
+                    trainbench_workload::Op::Loss { weight, .. } if weight != 1.0 => {
+                        v.f_mul_scalar(f64::from(weight))?
+                    }
+                    _ => v,
+                };
+                total = Some(match total {
+                    None => v,
+                    Some(acc) => acc.f_add(&v)?,
+                });
+            }
+            total.ok_or_else(|| TchError::Kind("the graph has no loss".into()))?
+        };
+        drop(env);
+        p.forward_s += phase_sync(t);
+        match &self.scaler {
+            Some(s) => s.scale(&loss)?.f_backward()?,
+            None => loss.f_backward()?,
+        }
+        p.backward_s += phase_sync(t);
+        let Mode::Plain(opt) = &mut self.mode else {
+            return Err(TchError::Kind("internal: not a plain session".into()));
+        };
+        if self.grad_bytes == 0 {
+            self.grad_bytes = opt.grad_bytes();
+        }
+        opt.step(self.scaler.as_mut())?;
+        p.optimizer_s += phase_sync(t);
+        loss.f_detach()
+    }
+
+    /// WGAN-GP, one critic update per generator update (n_critic = 1), on the same batch:
+    /// 1. critic: the generator runs without gradients; `critic_batch` stacks (real, fake, x_hat) with x_hat a
+    ///    fresh leaf; loss_D = mean D(fake) - mean D(real) + gp_weight * GP (the Wasserstein loss node, see
+    ///    `loss::forward`); backward; critic optimizer step.
+    /// 2. generator: critic parameters frozen (requires_grad off); the graph is evaluated again up to the
+    ///    critic's scores (the critic still scores all three slots, as the graph's shapes say);
+    ///    loss_G = -mean D(fake); backward; generator optimizer step.
+    ///
+    /// Phase times add up both halves; the loss reported is the critic's loss_D.
+    fn wgan_step(
+        &mut self,
+        mut env: Vec<Option<Tensor>>,
+        i: u64,
+        p: &mut PhaseTimes,
+        t: &mut Instant,
+        phase_sync: &dyn Fn(&mut Instant) -> f64,
+    ) -> Result<Tensor, TchError> {
+        let graph = self.graph;
+        let Mode::Wgan { roles, .. } = &self.mode else {
+            return Err(TchError::Kind("internal: not a WGAN session".into()));
+        };
+        let roles = roles.clone();
+        let critic_part = roles.critic_part.clone();
+        let is_gen = move |n: &Node| n.part.as_ref().is_some_and(|q| *q != critic_part);
+        let loss_d = {
+            let _ac = self.autocast_guard()?;
+            let opts = EvalOpts { frozen: &is_gen, critic_update: true };
+            self.model.eval(graph, &mut env, &[roles.loss], &opts)?;
+            env[roles.loss].take().ok_or_else(|| TchError::Kind("internal: critic loss not computed".into()))?
+        };
+        drop(env);
+        p.forward_s += phase_sync(t);
+        loss_d.f_backward()?;
+        p.backward_s += phase_sync(t);
+        let critic_grads = self.with_critic(|c| {
+            let g = c.grad_bytes();
+            c.step(None)?;
+            for q in &c.params {
+                let _ = q.set_requires_grad(false);
+            }
+            Ok(g)
+        })?;
+        p.optimizer_s += phase_sync(t);
+        // Generator step, with the critic's parameters frozen; they are unfrozen whatever happens.
+        let result = self.generator_step(i, roles.scores, critic_grads, p, t, phase_sync);
+        self.with_critic(|c| {
+            for q in &c.params {
+                let _ = q.set_requires_grad(true);
+            }
+            Ok(0)
+        })?;
+        result?;
+        loss_d.f_detach()
+    }
+
+    fn with_critic(&mut self, f: impl FnOnce(&mut Optim) -> Result<u64, TchError>) -> Result<u64, TchError> {
+        match &mut self.mode {
+            Mode::Wgan { critic, .. } => f(critic),
+            Mode::Plain(_) => Err(TchError::Kind("internal: not a WGAN session".into())),
+        }
+    }
+
+    fn generator_step(
+        &mut self,
+        i: u64,
+        scores: usize,
+        critic_grads: u64,
+        p: &mut PhaseTimes,
+        t: &mut Instant,
+        phase_sync: &dyn Fn(&mut Instant) -> f64,
+    ) -> Result<(), TchError> {
+        let graph = self.graph;
+        let mut env = self.fresh_env(i)?;
+        let loss_g = {
+            let _ac = self.autocast_guard()?;
+            self.model.eval(graph, &mut env, &[scores], &EvalOpts::plain())?;
+            let s = env[scores].take().ok_or_else(|| TchError::Kind("internal: critic scores".into()))?;
+            let b = s.size()[0];
+            s.f_to_kind(Kind::Float)?.f_reshape([b, 3])?.f_select(1, 1)?.f_mean(None::<Kind>)?.f_neg()?
+        };
+        drop(env);
+        p.forward_s += phase_sync(t);
+        loss_g.f_backward()?;
+        p.backward_s += phase_sync(t);
+        let Mode::Wgan { generator, .. } = &mut self.mode else {
+            return Err(TchError::Kind("internal: not a WGAN session".into()));
+        };
+        if self.grad_bytes == 0 {
+            self.grad_bytes = critic_grads + generator.grad_bytes();
+        }
+        generator.step(None)?;
+        p.optimizer_s += phase_sync(t);
+        Ok(())
+    }
+
+    /// Bytes of trained parameters of all optimizers.
+    fn trained_bytes(&self) -> u64 {
+        match &self.mode {
+            Mode::Plain(o) => o.param_bytes(),
+            Mode::Wgan { critic, generator, .. } => critic.param_bytes() + generator.param_bytes(),
+        }
+    }
+
+    /// Run warm-up and measured iterations as the plan says, reporting each to `probe`.
+    pub fn run(&mut self, probe: &mut dyn Probe) -> Result<RawMeasurements, TchError> {
+        let started = Instant::now();
+        let timed_out = |plan: &RunPlan| plan.timeout_s.is_some_and(|s| started.elapsed().as_secs_f64() >= s);
+        let mut out = RawMeasurements::default();
+        let mut index = 0u64;
+        for _ in 0..self.plan.warmup {
+            if probe.should_stop() || timed_out(self.plan) {
+                out.interrupted = true;
+                return Ok(out);
+            }
+            let (p, _) = self.step(index)?;
+            probe.step(index, false, &p);
+            out.warmup_steps.push(p);
+            index += 1;
+        }
+        let cuda_index = match self.device {
+            Device::Cuda(i) => Some(i),
+            _ => None,
+        };
+        if let Some(d) = cuda_index {
+            shim::cuda_reset_peak(d).map_err(|e| TchError::Kind(e.0))?;
+        }
+        let measure_start = Instant::now();
+        let mut measured = 0u64;
+        loop {
+            let done = match self.plan.budget {
+                Budget::Iterations(n) => measured >= n,
+                Budget::Seconds(s) => measured > 0 && measure_start.elapsed().as_secs_f64() >= s,
+            };
+            if done {
+                break;
+            }
+            if probe.should_stop() || timed_out(self.plan) {
+                out.interrupted = true;
+                break;
+            }
+            let (p, loss) = self.step(index)?;
+            out.losses.push(loss.f_double_value(&[])?);
+            probe.step(index, true, &p);
+            out.steps.push(p);
+            index += 1;
+            measured += 1;
+        }
+        let weights = self.model.weight_bytes();
+        let trained = self.trained_bytes();
+        let state = self.plan.optimizer.state_buffers() * trained;
+        let (peak, reserved) = match cuda_index {
+            Some(d) => {
+                let s = shim::cuda_memory_stats(d).map_err(|e| TchError::Kind(e.0))?;
+                (Some(s.peak_allocated), Some(s.peak_reserved))
+            }
+            None => (None, None),
+        };
+        out.memory = MemoryMeasured {
+            weights,
+            gradients: self.grad_bytes,
+            optimizer_state: state,
+            peak_allocated: peak,
+            reserved,
+        };
+        Ok(out)
+    }
+}

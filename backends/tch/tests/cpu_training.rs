@@ -1,0 +1,259 @@
+//! CPU training tests of the tch backend: every lowered layer family trains, counts and timings are right,
+//! runs are deterministic, and unsupported plans are refused before anything runs.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use tch::Device;
+use trainbench_tch::TchBackend;
+use trainbench_tch::lower::Lowered;
+use trainbench_workload::graph::Graph;
+use trainbench_workload::params::{graph_tensors, parameters};
+use trainbench_workload::{Backend, BackendError, NoProbe, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan};
+
+fn run(plan: &RunPlan, graph: &Graph) -> RawMeasurements {
+    TchBackend::new().run(plan, graph, &mut NoProbe).unwrap_or_else(|e| panic!("{}: {e}", graph.name))
+}
+
+/// Mean loss of the first and last `k` steps (the data pool cycles every 4 steps: same batches at both ends).
+fn ends(losses: &[f64], k: usize) -> (f64, f64) {
+    let first = losses[..k].iter().sum::<f64>() / k as f64;
+    let last = losses[losses.len() - k..].iter().sum::<f64>() / k as f64;
+    (first, last)
+}
+
+fn assert_learns(graph: &Graph, plan: &RunPlan) {
+    let raw = run(plan, graph);
+    assert_eq!(raw.losses.len() as u64, 20);
+    assert!(raw.losses.iter().all(|l| l.is_finite()), "{}: {:?}", graph.name, raw.losses);
+    let (first, last) = ends(&raw.losses, 4);
+    assert!(last < first * 0.97, "{}: loss did not decrease: {first} -> {last} ({:?})", graph.name, raw.losses);
+}
+
+#[test]
+fn mlp_learns() {
+    assert_learns(&mlp(), &plan(16, 20, sgd(0.05)));
+}
+
+#[test]
+fn cnn_with_batch_norm_and_residual_learns() {
+    assert_learns(&small_cnn(), &plan(8, 20, sgd(0.05)));
+}
+
+#[test]
+fn lstm_learns() {
+    assert_learns(&lstm_tagger(), &plan(8, 20, adam(0.01)));
+}
+
+#[test]
+fn attention_learns() {
+    assert_learns(&attention_block(), &plan(8, 20, adam(0.003)));
+}
+
+#[test]
+fn ctc_model_learns() {
+    assert_learns(&ctc_model(), &plan(8, 20, adam(0.01)));
+}
+
+#[test]
+fn roi_head_learns() {
+    assert_learns(&roi_model(), &plan(4, 20, sgd(0.05)));
+}
+
+#[test]
+fn actor_critic_and_regression_losses_learn() {
+    assert_learns(&actor_critic(), &plan(8, 20, adam(0.003)));
+    assert_learns(&two_losses(), &plan(16, 20, adam(0.01)));
+}
+
+fn opt_clone() -> trainbench_workload::OptimizerSpec {
+    trainbench_workload::OptimizerSpec::Adam { lr: 1e-3, beta1: 0.5, beta2: 0.9, eps: 1e-8, weight_decay: 0.0 }
+}
+
+#[test]
+fn tied_weights_positions_matmul_and_weighted_losses_learn() {
+    let g = tied_lm();
+    assert_learns(&g, &plan(8, 20, adam(0.01)));
+    // The tied output projection is the embedding: one tensor, counted and optimised once.
+    let lowered = Lowered::new(&g, Device::Cpu, 1).unwrap();
+    let with_tied: u64 = g.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
+    assert_eq!(lowered.parameter_count(), with_tied - 24 * 16);
+}
+
+#[test]
+fn wgan_gp_trains_critic_and_generator() {
+    let g = wgan();
+    let opt =
+        trainbench_workload::OptimizerSpec::Adam { lr: 1e-3, beta1: 0.5, beta2: 0.9, eps: 1e-8, weight_decay: 0.0 };
+    let raw = run(&plan(8, 20, opt), &g);
+    assert!(raw.losses.iter().all(|l| l.is_finite()), "{:?}", raw.losses);
+    // The critic learns to separate real from generated data: its loss falls below where it started.
+    let (first, last) = ends(&raw.losses, 4);
+    assert!(last < first, "critic loss {first} -> {last}");
+    // Both halves' gradients are measured.
+    let params: u64 = g.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
+    assert_eq!(raw.memory.gradients, params * 4);
+    // The penalty is really there: without it (weight 0) the critic loss takes other values.
+    let mut g0 = g.clone();
+    let l = g0.losses[0];
+    if let trainbench_workload::Op::Loss { loss, .. } = &mut g0.nodes[l].op {
+        *loss = trainbench_workload::graph::LossKind::Wasserstein { gp_weight: 0.0 };
+    }
+    let raw0 = run(&plan(8, 1, opt_clone()), &g0);
+    assert_ne!(raw0.losses[0], raw.losses[0]);
+}
+
+#[test]
+fn parameter_count_and_weight_bytes_match_declarations() {
+    for g in [mlp(), small_cnn(), lstm_tagger(), attention_block(), ctc_model(), roi_model(), wgan(), tied_lm()] {
+        let declared: u64 = graph_tensors(&g).iter().filter(|(_, d)| d.trainable()).map(|(_, d)| d.numel()).sum();
+        let lowered = Lowered::new(&g, Device::Cpu, 1).unwrap();
+        assert_eq!(lowered.parameter_count(), declared, "{}", g.name);
+        let all: u64 = graph_tensors(&g).iter().map(|(_, d)| d.numel()).sum();
+        assert_eq!(lowered.weight_bytes(), all * 4, "{}", g.name);
+    }
+}
+
+#[test]
+fn memory_breakdown_comes_from_tensor_sizes() {
+    let g = small_cnn();
+    let raw = run(&plan(4, 2, adam(1e-3)), &g);
+    let params: u64 = g.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
+    let buffers: u64 = g.nodes.iter().flat_map(trainbench_workload::params::tensors).map(|p| p.numel()).sum();
+    assert_eq!(raw.memory.weights, buffers * 4);
+    assert_eq!(raw.memory.gradients, params * 4);
+    assert_eq!(raw.memory.optimizer_state, 2 * params * 4);
+    assert_eq!(raw.memory.peak_allocated, None, "libtorch's CPU allocator keeps no statistics");
+}
+
+#[test]
+fn same_seed_gives_same_losses() {
+    let g = small_cnn();
+    let p = plan(8, 6, sgd(0.05));
+    let a = run(&p, &g);
+    let b = run(&p, &g);
+    assert_eq!(a.losses[0], b.losses[0]);
+    assert_eq!(a.losses[5], b.losses[5]);
+    let mut other = p.clone();
+    other.seed = 8;
+    assert_ne!(run(&other, &g).losses[0], a.losses[0]);
+}
+
+#[derive(Default)]
+struct Recorder {
+    seen: Vec<(u64, bool, PhaseTimes)>,
+    stop_after: Option<usize>,
+}
+
+impl Probe for Recorder {
+    fn step(&mut self, index: u64, measured: bool, phases: &PhaseTimes) {
+        self.seen.push((index, measured, *phases));
+    }
+    fn should_stop(&self) -> bool {
+        self.stop_after.is_some_and(|n| self.seen.len() >= n)
+    }
+}
+
+#[test]
+fn phases_are_timed_and_reported_to_the_probe() {
+    let g = small_cnn();
+    let mut p = plan(8, 3, sgd(0.05));
+    p.warmup = 2;
+    let mut rec = Recorder::default();
+    let raw = TchBackend::new().run(&p, &g, &mut rec).unwrap();
+    assert_eq!(raw.warmup_steps.len(), 2);
+    assert_eq!(raw.steps.len(), 3);
+    assert_eq!(
+        rec.seen.iter().map(|s| (s.0, s.1)).collect::<Vec<_>>(),
+        [(0, false), (1, false), (2, true), (3, true), (4, true)]
+    );
+    for s in &raw.steps {
+        assert!(s.data_s > 0.0 && s.forward_s > 0.0 && s.backward_s > 0.0 && s.optimizer_s > 0.0, "{s:?}");
+        let sum = s.data_s + s.forward_s + s.backward_s + s.optimizer_s;
+        assert!(sum <= s.total_s * 1.0001 && sum > 0.9 * s.total_s, "{s:?}");
+    }
+    assert!(!raw.interrupted);
+    assert_eq!(raw.versions.get("libtorch").map(String::as_str), Some("2.13.0"));
+    assert_eq!(raw.device.as_ref().map(|d| d.selector.as_str()), Some("cpu"));
+}
+
+#[test]
+fn a_stopping_probe_interrupts_the_run_and_keeps_measured_steps() {
+    let g = mlp();
+    let mut rec = Recorder { stop_after: Some(3), ..Default::default() };
+    let raw = TchBackend::new().run(&plan(4, 100, sgd(0.01)), &g, &mut rec).unwrap();
+    assert!(raw.interrupted);
+    assert_eq!(raw.steps.len(), 3);
+    assert_eq!(raw.losses.len(), 3);
+}
+
+#[test]
+fn bf16_autocast_trains_on_cpu() {
+    // Autocast is really on: the first loss (same weights, same data) moves by bf16 rounding, not more.
+    let fp32 = run(&plan(8, 1, sgd(0.05)), &small_cnn()).losses[0];
+    let mut p = plan(8, 1, sgd(0.05));
+    p.precision = Precision::Bf16;
+    let bf16 = run(&p, &small_cnn()).losses[0];
+    assert!(bf16 != fp32 && ((bf16 - fp32) / fp32).abs() < 0.05, "fp32 {fp32} bf16 {bf16}");
+    for g in [small_cnn(), attention_block(), lstm_tagger()] {
+        let mut p = plan(8, 20, adam(0.01));
+        p.precision = Precision::Bf16;
+        assert_learns(&g, &p);
+    }
+}
+
+#[test]
+fn refusals_name_what_to_change() {
+    let be = TchBackend::new();
+    let g = mlp();
+    let mut p = plan(4, 1, sgd(0.01));
+    p.precision = Precision::Fp16;
+    let e = be.check(&p, &g).unwrap_err();
+    assert!(matches!(&e, BackendError::Unsupported { op, .. } if op.contains("fp16")), "{e}");
+    assert!(e.to_string().contains("bf16"), "{e}");
+    let mut p = plan(4, 1, sgd(0.01));
+    p.device = "cuda:7".into();
+    assert!(matches!(be.check(&p, &g), Err(BackendError::Device { .. })));
+    let mut p = plan(4, 1, sgd(0.01));
+    p.world_size = 2;
+    assert!(matches!(be.check(&p, &g), Err(BackendError::Unsupported { .. })));
+}
+
+#[test]
+fn cpu_device_reports_a_measured_peak() {
+    let devs = TchBackend::new().devices();
+    let cpu = &devs[0];
+    assert_eq!(cpu.selector, "cpu");
+    assert!(cpu.peak_flops_fp32.is_some_and(|f| f > 1e9), "{cpu:?}");
+}
+
+#[test]
+fn allocation_failure_is_out_of_memory_and_the_next_run_works() {
+    use trainbench_workload::graph::InputKind;
+    use trainbench_workload::{GraphBuilder, graph::LossKind};
+    // A linear layer widening each of 4096 positions to 2^16 features: 1 GiB of activations per sample, so a
+    // batch of 256 asks libtorch for one 256 GiB block, which the CPU allocator refuses.
+    let mut b = GraphBuilder::new("huge");
+    let x = b.input("x", &[4096, 1], InputKind::Dense).unwrap();
+    let t = b.input("t", &[4096, 1], InputKind::Dense).unwrap();
+    let h = b.linear("wide", x, 1 << 16, false).unwrap();
+    let o = b.linear("narrow", h, 1, false).unwrap();
+    b.loss("mse", LossKind::Mse, &[o, t]).unwrap();
+    let g = b.finish(1, "samples").unwrap();
+    let mut be = TchBackend::new();
+    let err = be.run(&plan(256, 1, sgd(0.01)), &g, &mut NoProbe).unwrap_err();
+    assert!(matches!(err, BackendError::OutOfMemory { batch_size: 256, .. }), "{err}");
+    // Data that cannot even be generated in host memory is refused the same way, before allocating it.
+    let mut b = GraphBuilder::new("huge-data");
+    let x = b.input("x", &[1 << 20], InputKind::Dense).unwrap();
+    let y = b.input("y", &[], InputKind::Labels { classes: 2 }).unwrap();
+    let o = b.linear("fc", x, 2, true).unwrap();
+    b.loss("ce", LossKind::CrossEntropy, &[o, y]).unwrap();
+    let g2 = b.finish(1, "samples").unwrap();
+    let err = be.run(&plan(1 << 20, 1, sgd(0.01)), &g2, &mut NoProbe).unwrap_err();
+    assert!(matches!(err, BackendError::OutOfMemory { batch_size: 1048576, .. }), "{err}");
+    // The backend is still usable.
+    assert_eq!(be.run(&plan(4, 2, sgd(0.01)), &mlp(), &mut NoProbe).unwrap().steps.len(), 2);
+}

@@ -1,0 +1,185 @@
+//! Per-operation rules of the analysis: forward and backward FLOPs, what autograd keeps for backward, and
+//! the transient workspace of each layer. All figures are per sample.
+//!
+//! FLOPs follow `torch.utils.flop_counter`: 2 x multiply-accumulates of convolutions, linear layers, matrix
+//! products (attention's score and weighted-sum products included) and recurrent gate matmuls; nothing for
+//! biases, element-wise ops, normalisation, pooling, softmax, embedding lookups, RoI align or losses.
+
+use crate::graph::{Activation, Graph, LossKind, Node, Op, PoolKind, RnnCell};
+
+/// Forward FLOPs of a node and how its backward splits (per sample).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Flops {
+    /// Forward FLOPs.
+    pub forward: u64,
+    /// Backward FLOPs given which inputs need a gradient.
+    pub backward: u64,
+}
+
+/// What a node keeps alive for its backward pass, per sample.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Saved {
+    /// Inputs (by position) whose tensors are kept.
+    pub inputs: Vec<usize>,
+    /// The node keeps its own output.
+    pub output: bool,
+    /// Internal float tensors kept (elements at activation precision).
+    pub extra_elements: u64,
+    /// Internal tensors kept whose size does not depend on the precision (dropout masks, pooling indices).
+    pub other_bytes: u64,
+}
+
+fn gates(cell: RnnCell) -> u64 {
+    match cell {
+        RnnCell::Lstm => 4,
+        RnnCell::Gru => 3,
+    }
+}
+
+/// Forward and backward FLOPs. `input_grad[i]` says whether input `i` needs a gradient; trainable weights
+/// always get one (the weight gradient costs as much as the forward product, the input gradient as much
+/// again, so a layer reading raw data has backward = 1 x forward and any other layer 2 x forward).
+pub(crate) fn flops(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
+    let shape = |i: usize| &graph.nodes[node.inputs[i]].shape;
+    let out = node.shape.numel();
+    let g = |i: usize| u64::from(input_grad.get(i).copied().unwrap_or(false));
+    match &node.op {
+        Op::Conv { in_channels, out_channels, kernel, groups, transposed, .. } => {
+            let k: u64 = kernel.iter().map(|&v| v as u64).product();
+            let f = if *transposed {
+                2 * shape(0).numel() * (out_channels / groups) as u64 * k
+            } else {
+                2 * out * (in_channels / groups) as u64 * k
+            };
+            Flops { forward: f, backward: f + g(0) * f }
+        }
+        Op::Linear { in_features, .. } => {
+            let f = 2 * out * *in_features as u64;
+            Flops { forward: f, backward: f + g(0) * f }
+        }
+        Op::MatMul { transpose_b } => {
+            let (a, b) = (shape(0), shape(1));
+            let k = a.last() as u64;
+            let n = if *transpose_b { b.0[b.rank() - 2] } else { b.last() } as u64;
+            let f = 2 * a.numel() * n;
+            debug_assert_eq!(f, 2 * out * k);
+            Flops { forward: f, backward: (g(0) + g(1)) * f }
+        }
+        Op::Rnn { cell, input_size, hidden, layers, bidirectional } => {
+            let t = shape(0).0[0] as u64;
+            let (h, gh) = (*hidden as u64, gates(*cell) * *hidden as u64);
+            let dirs = if *bidirectional { 2 } else { 1 };
+            let mut f = 0;
+            let mut first_input = 0;
+            for l in 0..*layers as u64 {
+                let i = if l == 0 { *input_size as u64 } else { h * dirs };
+                f += dirs * 2 * t * gh * (i + h);
+                if l == 0 {
+                    first_input = dirs * 2 * t * gh * i;
+                }
+            }
+            // Weight gradients cost f; state and input gradients f again, less the first layer's input
+            // gradient when the input needs none, and less the gradient w.r.t. the (constant, zero) initial
+            // state at the first step of every layer and direction.
+            let initial_state = *layers as u64 * dirs * 2 * gh * h;
+            Flops { forward: f, backward: 2 * f - (1 - g(0)) * first_input - initial_state }
+        }
+        Op::Attention { embed_dim, kdim, vdim, .. } => {
+            let (tq, tk) = (shape(0).0[0] as u64, shape(1).0[0] as u64);
+            let e = *embed_dim as u64;
+            let (pq, pk, pv) = (2 * tq * e * e, 2 * tk * *kdim as u64 * e, 2 * tk * *vdim as u64 * e);
+            let core = 2 * (2 * tq * tk * e);
+            let out_proj = 2 * tq * e * e;
+            let forward = pq + pk + pv + core + out_proj;
+            // Projections: weight gradient plus input gradient where needed; the two products of the core and
+            // the output projection see projected (hence gradient-carrying) operands.
+            let backward = pq * (1 + g(0)) + pk * (1 + g(1)) + pv * (1 + g(2)) + 2 * core + 2 * out_proj;
+            Flops { forward, backward }
+        }
+        _ => Flops::default(),
+    }
+}
+
+/// What the node keeps for backward (see the module docs of `analysis` for the rules).
+pub(crate) fn saved(graph: &Graph, node: &Node) -> Saved {
+    let shape = |i: usize| &graph.nodes[node.inputs[i]].shape;
+    let out = node.shape.numel();
+    let keep = |inputs: Vec<usize>| Saved { inputs, ..Saved::default() };
+    match &node.op {
+        Op::Conv { .. } | Op::BatchNorm { .. } | Op::Linear { .. } | Op::Pool { kind: PoolKind::Avg, .. } => {
+            keep(vec![0])
+        }
+        Op::AdaptivePool { kind: PoolKind::Avg, .. } => keep(vec![0]),
+        Op::Pool { kind: PoolKind::Max, .. } | Op::AdaptivePool { kind: PoolKind::Max, .. } => {
+            Saved { inputs: vec![0], other_bytes: 8 * out, ..Saved::default() }
+        }
+        Op::LayerNorm { features, .. } => {
+            Saved { inputs: vec![0], extra_elements: 2 * out / (*features as u64).max(1), ..Saved::default() }
+        }
+        Op::Rnn { cell, hidden, layers, bidirectional, .. } => {
+            let t = shape(0).0[0] as u64;
+            let dirs = if *bidirectional { 2 } else { 1 };
+            // Per layer, direction and step: the gate activations and the hidden state (LSTM: and the cell
+            // state; GRU: and the recurrent part of the candidate gate).
+            let per_step = (gates(*cell) + 2) * *hidden as u64;
+            let all = *layers as u64 * dirs * t * per_step;
+            Saved { inputs: vec![0], output: true, extra_elements: all - out, ..Saved::default() }
+        }
+        Op::Attention { embed_dim, heads, .. } => {
+            let (tq, tk) = (shape(0).0[0] as u64, shape(1).0[0] as u64);
+            let e = *embed_dim as u64;
+            // Projected Q, K, V, the attention probabilities and the heads' output before out_proj.
+            let extra = tq * e + 2 * tk * e + *heads as u64 * tq * tk + tq * e;
+            Saved { inputs: vec![0, 1, 2], extra_elements: extra, ..Saved::default() }
+        }
+        Op::Act { function: Activation::Relu | Activation::Tanh | Activation::Sigmoid } | Op::Softmax => {
+            Saved { output: true, ..Saved::default() }
+        }
+        Op::Act { function: Activation::Gelu | Activation::LeakyRelu(_) | Activation::HardTanh20 } => keep(vec![0]),
+        Op::Dropout { .. } => Saved { other_bytes: out, ..Saved::default() },
+        Op::Mul | Op::MatMul { .. } => keep((0..node.inputs.len()).collect()),
+        Op::Loss { loss, .. } => {
+            let logits = shape(0).numel();
+            match loss {
+                // log_softmax's result (what nll_loss reads back).
+                LossKind::CrossEntropy => Saved { extra_elements: logits, ..Saved::default() },
+                // log_softmax's result and the forward variables alpha [T, 2L + 1].
+                LossKind::Ctc => {
+                    let t = shape(0).0[0] as u64;
+                    let l = shape(1).numel();
+                    Saved { extra_elements: logits + t * (2 * l + 1), ..Saved::default() }
+                }
+                LossKind::Mse | LossKind::SmoothL1 { .. } | LossKind::BceWithLogits => keep(vec![0, 1]),
+                LossKind::Wasserstein { .. } => keep(vec![0]),
+                LossKind::ActorCritic { .. } => {
+                    Saved { inputs: vec![1, 3], extra_elements: logits, ..Saved::default() }
+                }
+            }
+        }
+        _ => Saved::default(),
+    }
+}
+
+/// Transient elements while the node's backward runs: its output gradient, the gradients of inputs that need
+/// one and, for convolutions, the im2col (or col2im) buffer of a GEMM-based kernel (kernels above 1x1 only).
+pub(crate) fn workspace(graph: &Graph, node: &Node, input_grad: &[bool]) -> u64 {
+    let mut w = node.shape.numel();
+    for (i, &id) in node.inputs.iter().enumerate() {
+        if input_grad.get(i).copied().unwrap_or(false) {
+            w += graph.nodes[id].shape.numel();
+        }
+    }
+    if let Op::Conv { in_channels, out_channels, kernel, groups, transposed, .. } = &node.op {
+        let k: u64 = kernel.iter().map(|&v| v as u64).product();
+        if k > 1 {
+            let (c, spatial) = if *transposed {
+                let s = &graph.nodes[node.inputs[0]].shape;
+                (out_channels / groups, s.numel() / *in_channels as u64)
+            } else {
+                (in_channels / groups, node.shape.numel() / *out_channels as u64)
+            };
+            w += c as u64 * k * spatial;
+        }
+    }
+    w
+}

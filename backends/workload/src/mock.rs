@@ -1,0 +1,171 @@
+//! The mock backend: a deterministic stand-in for a training framework, used to test trainbench itself (the
+//! runner, metrics, result files, comparisons) quickly and reproducibly. It measures nothing real.
+//!
+//! Step times are derived from the graph's training FLOPs (the static analysis) at a nominal FLOP rate plus a
+//! fixed per-step overhead, with a seeded relative jitter and a decaying transient over the first iterations;
+//! an optional slowdown factor scales them (to test regression detection). Nothing sleeps: simulated time is
+//! reported, and a time budget is consumed in simulated seconds. Memory figures are the analysis estimate; a
+//! plan whose estimate exceeds the mock device's memory fails with [`BackendError::OutOfMemory`].
+
+use std::collections::BTreeMap;
+
+use crate::analysis::{analyze, memory_estimate};
+use crate::backend::{
+    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunPlan,
+};
+use crate::graph::Graph;
+use crate::init::SeededRng;
+
+/// Settings of the mock device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MockConfig {
+    /// Nominal FLOP/s the simulated device sustains (also reported as its fp32 peak).
+    pub flop_rate: f64,
+    /// Fixed seconds per iteration (kernel launches, framework overhead).
+    pub overhead_s: f64,
+    /// Relative jitter: each iteration is scaled by `1 + jitter * u`, `u` uniform in `[-1, 1)`.
+    pub jitter: f64,
+    /// Multiplies every step time (1.0 = nominal; 1.2 simulates a 20% regression).
+    pub slowdown: f64,
+    /// Simulated device memory, bytes; plans whose estimate exceeds it run out of memory.
+    pub memory_bytes: u64,
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        Self { flop_rate: 1e12, overhead_s: 1e-3, jitter: 0.02, slowdown: 1.0, memory_bytes: 16 << 30 }
+    }
+}
+
+/// The mock backend (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct MockBackend {
+    config: MockConfig,
+}
+
+impl MockBackend {
+    /// A mock backend with the given settings.
+    pub fn new(config: MockConfig) -> Self {
+        Self { config }
+    }
+
+    fn device(&self, selector: &str) -> DeviceInfo {
+        DeviceInfo {
+            selector: selector.to_string(),
+            name: "trainbench mock device (simulated, not a measurement)".into(),
+            kind: "mock".into(),
+            memory_bytes: Some(self.config.memory_bytes),
+            peak_flops_fp32: Some(self.config.flop_rate),
+            details: BTreeMap::from([("slowdown".to_string(), self.config.slowdown.to_string())]),
+        }
+    }
+}
+
+/// Phase split of a simulated iteration (data, forward, backward, optimizer); communication comes on top.
+const SPLIT: [f64; 4] = [0.05, 0.30, 0.55, 0.10];
+
+impl Backend for MockBackend {
+    fn name(&self) -> &'static str {
+        "mock"
+    }
+
+    fn devices(&self) -> Vec<DeviceInfo> {
+        vec![self.device("mock")]
+    }
+
+    fn check(&self, plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
+        if plan.batch_size == 0 {
+            return Err(BackendError::Framework("the mock backend needs a batch size of at least 1".into()));
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
+        self.check(plan, graph)?;
+        let c = &self.config;
+        let analysis = analyze(graph);
+        let est = memory_estimate(&analysis, plan.batch_size, plan.precision, &plan.optimizer);
+        if est.total > c.memory_bytes {
+            return Err(BackendError::OutOfMemory {
+                batch_size: plan.batch_size,
+                message: format!("mock device: the step needs {} bytes, the device has {}", est.total, c.memory_bytes),
+            });
+        }
+        let compute_s = (analysis.flops.train_per_sample as f64 * plan.batch_size as f64 / c.flop_rate).max(0.0);
+        // Ring all-reduce of fp32 gradients over a nominal 10 GB/s link.
+        let comm_s = if plan.world_size > 1 {
+            let w = plan.world_size as f64;
+            2.0 * (w - 1.0) / w * 4.0 * analysis.parameters as f64 / 10e9
+        } else {
+            0.0
+        };
+        let base = (compute_s + c.overhead_s + comm_s) * c.slowdown;
+        let mut rng = SeededRng::new(plan.seed, "mock-step-times");
+        let mut iteration = |i: u64| -> PhaseTimes {
+            let transient = 1.0 + 2.0 * (-(i as f64) / 2.0).exp();
+            let noise = 1.0 + c.jitter * (2.0 * f64::from(rng.uniform()) - 1.0);
+            let total = base * transient * noise;
+            let comm = comm_s * c.slowdown * transient * noise;
+            let rest = total - comm;
+            PhaseTimes {
+                data_s: rest * SPLIT[0],
+                forward_s: rest * SPLIT[1],
+                backward_s: rest * SPLIT[2],
+                comm_s: comm,
+                optimizer_s: rest * SPLIT[3],
+                total_s: total,
+            }
+        };
+
+        let mut raw = RawMeasurements {
+            device: Some(self.device(&plan.device)),
+            versions: BTreeMap::from([("mock".to_string(), env!("CARGO_PKG_VERSION").to_string())]),
+            ..RawMeasurements::default()
+        };
+        let mut index = 0u64;
+        for _ in 0..plan.warmup {
+            if probe.should_stop() {
+                raw.interrupted = true;
+                return Ok(raw);
+            }
+            let p = iteration(index);
+            probe.step(index, false, &p);
+            raw.warmup_steps.push(p);
+            index += 1;
+        }
+        let mut simulated = 0.0;
+        let initial_loss = (analysis.items_per_sample.max(2) as f64).ln().max(1.0);
+        loop {
+            let measured = raw.steps.len() as u64;
+            let done = match plan.budget {
+                Budget::Iterations(n) => measured >= n,
+                Budget::Seconds(s) => measured > 0 && simulated >= s,
+            };
+            if done {
+                break;
+            }
+            if probe.should_stop() {
+                raw.interrupted = true;
+                break;
+            }
+            let p = iteration(index);
+            simulated += p.total_s;
+            probe.step(index, true, &p);
+            raw.steps.push(p);
+            raw.losses.push(initial_loss * (-(index as f64) / 200.0).exp());
+            index += 1;
+        }
+        raw.memory = MemoryMeasured {
+            weights: est.weights,
+            gradients: est.gradients,
+            optimizer_state: est.optimizer_state,
+            peak_allocated: Some(est.total),
+            reserved: Some(est.total.div_ceil(2 << 20) * (2 << 20)),
+        };
+        Ok(raw)
+    }
+}
+
+#[cfg(test)]
+#[path = "mock_tests.rs"]
+mod tests;

@@ -1,0 +1,35 @@
+//! Build script of the trainbench package: embeds libtorch's rpath in the binary and tests when feature `tch`
+//! is on (link arguments of a dependency's build script do not reach its dependants), and records the git
+//! commit as `TRAINBENCH_GIT_COMMIT` (`unknown` outside a git checkout) for the environment manifest.
+
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !s.is_empty()).then_some(s)
+}
+
+fn main() {
+    // Exported by backends/tch/build.rs (links = "trainbench_tch"); present only with feature `tch`.
+    if let Ok(lib) = std::env::var("DEP_TRAINBENCH_TCH_LIBTORCH_LIB") {
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+        if std::env::var("DEP_TRAINBENCH_TCH_TORCH_CUDA").as_deref() == Ok("1") {
+            // Keep libtorch_cuda loaded (its initialisers register CUDA) despite --as-needed.
+            println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
+        }
+    }
+    let commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=TRAINBENCH_GIT_COMMIT={commit}");
+    println!("cargo:rerun-if-changed=build.rs");
+    // Re-run when HEAD moves: HEAD itself and the branch ref it points to (paths work in worktrees too).
+    for path in [
+        git(&["rev-parse", "--git-path", "HEAD"]),
+        git(&["symbolic-ref", "-q", "HEAD"]).and_then(|r| git(&["rev-parse", "--git-path", &r])),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        println!("cargo:rerun-if-changed={path}");
+    }
+}

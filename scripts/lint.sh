@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Lints: formatting and clippy with warnings as errors, over every target, with the tch backend built in.
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$ROOT"
+cargo fmt --all --check
+cargo clippy --all-targets --features tch -- -D warnings

@@ -1,0 +1,178 @@
+//! Integrity of a result file: the embedded spec matches its hash, and every derived figure matches what
+//! recomputing it from the stored samples and plan gives. A result edited by hand fails here.
+
+use sha2::{Digest, Sha256};
+
+use crate::result::{Metrics, RunOutcome, RunResult};
+use crate::stats;
+use crate::workload::Budget;
+
+/// Relative tolerance for recomputed floating-point figures (they are recomputed with the same formulas, so
+/// only JSON round-off separates them).
+const REL_TOL: f64 = 1e-9;
+
+/// One inconsistency found in a result file.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct IntegrityIssue {
+    /// The field at fault (`environment.spec_sha256`, `metrics.step_time.median_s`, ...).
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Hex SHA-256 of a text.
+pub fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    if a == b {
+        return true;
+    }
+    let scale = a.abs().max(b.abs());
+    (a - b).abs() <= REL_TOL * scale.max(f64::MIN_POSITIVE)
+}
+
+struct Checker {
+    issues: Vec<IntegrityIssue>,
+}
+
+impl Checker {
+    fn fail(&mut self, field: &str, message: String) {
+        self.issues.push(IntegrityIssue { field: field.to_string(), message });
+    }
+    fn num(&mut self, field: &str, stored: f64, recomputed: f64) {
+        if !close(stored, recomputed) {
+            self.fail(field, format!("stored {stored} but the samples give {recomputed}"));
+        }
+    }
+    fn int(&mut self, field: &str, stored: u64, recomputed: u64) {
+        if stored != recomputed {
+            self.fail(field, format!("stored {stored} but recomputing gives {recomputed}"));
+        }
+    }
+}
+
+/// Check a result for internal consistency; an empty list means it is consistent.
+pub fn verify(r: &RunResult) -> Vec<IntegrityIssue> {
+    let mut c = Checker { issues: Vec::new() };
+    let env = &r.environment;
+    let hash = sha256_hex(&env.spec_canonical);
+    if !hash.eq_ignore_ascii_case(&env.spec_sha256) {
+        c.fail(
+            "environment.spec_sha256",
+            format!("the embedded spec hashes to {hash}, not to the recorded {}", env.spec_sha256),
+        );
+    }
+    match toml::from_str::<toml::Table>(&env.spec_canonical) {
+        Ok(spec) => {
+            if spec.get("name").and_then(|n| n.as_str()) != Some(r.spec_name.as_str()) {
+                c.fail("spec_name", format!("`{}` is not the name of the embedded spec", r.spec_name));
+            }
+        }
+        Err(e) => c.fail("environment.spec_canonical", format!("not valid TOML: {}", e.message())),
+    }
+    if r.plan.id != r.run_id {
+        c.fail("run_id", format!("`{}` differs from the plan's id `{}`", r.run_id, r.plan.id));
+    }
+    if env.seed != r.plan.seed {
+        c.fail("environment.seed", format!("{} differs from the plan's seed {}", env.seed, r.plan.seed));
+    }
+    match (&r.outcome, &r.metrics) {
+        (RunOutcome::Completed, None) => c.fail("metrics", "the run completed but has no metrics".into()),
+        (RunOutcome::Skipped { .. } | RunOutcome::OutOfMemory { .. } | RunOutcome::Failed { .. }, Some(_)) => {
+            c.fail("metrics", format!("a run with outcome `{}` has metrics", r.outcome.status()))
+        }
+        _ => {}
+    }
+    if let Some(m) = &r.metrics {
+        verify_metrics(&mut c, r, m);
+    }
+    if let (Some(a), Some(m)) = (&r.analysis, &r.metrics) {
+        if m.memory.estimate.as_ref() != Some(&a.memory) {
+            c.fail("metrics.memory.estimate", "differs from analysis.memory".into());
+        }
+        if let Some(f) = m.flops.flops_per_sample {
+            c.int("metrics.flops.flops_per_sample", f, a.train_flops_per_sample);
+        }
+    }
+    c.issues
+}
+
+fn verify_metrics(c: &mut Checker, r: &RunResult, m: &Metrics) {
+    let all = &m.step_times_s;
+    if let (RunOutcome::Completed, Budget::Iterations(n)) = (&r.outcome, r.plan.budget) {
+        c.int("metrics.step_times_s", all.len() as u64, n);
+    }
+    let ss = &m.steady_state;
+    if ss.start_index > all.len() {
+        c.fail("metrics.steady_state.start_index", format!("{} is past the {} samples", ss.start_index, all.len()));
+        return;
+    }
+    c.int("metrics.steady_state.truncated", ss.truncated as u64, ss.start_index as u64);
+    c.int("metrics.steady_state.warmup_iterations", ss.warmup_iterations, r.plan.warmup);
+    let steady = r.steady_step_times();
+    let Some(s) = stats::summarize(steady) else {
+        c.fail("metrics.step_times_s", "no steady-state samples".into());
+        return;
+    };
+    let st = &m.step_time;
+    c.int("metrics.step_time.n", st.n as u64, s.n as u64);
+    c.num("metrics.step_time.mean_s", st.mean_s, s.mean);
+    c.num("metrics.step_time.median_s", st.median_s, s.median);
+    c.num("metrics.step_time.p5_s", st.p5_s, s.p5);
+    c.num("metrics.step_time.p95_s", st.p95_s, s.p95);
+    c.num("metrics.step_time.p99_s", st.p99_s, s.p99);
+    c.num("metrics.step_time.stdev_s", st.stdev_s, s.stdev);
+    c.num("metrics.step_time.cv", st.cv, s.cv);
+    c.num("metrics.step_time.min_s", st.min_s, s.min);
+    c.num("metrics.step_time.max_s", st.max_s, s.max);
+    c.int("metrics.step_time.outliers", st.outliers as u64, s.outliers as u64);
+    let [lo, hi] = st.median_ci95_s;
+    if !(lo <= st.median_s && st.median_s <= hi) {
+        c.fail("metrics.step_time.median_ci95_s", format!("[{lo}, {hi}] does not contain the median {}", st.median_s));
+    }
+    let total: f64 = steady.iter().sum();
+    if total > 0.0 {
+        let sps = r.plan.batch_size as f64 * steady.len() as f64 / total;
+        c.num("metrics.throughput.samples_per_s", m.throughput.samples_per_s, sps);
+        c.num(
+            "metrics.throughput.items_per_s",
+            m.throughput.items_per_s,
+            m.throughput.samples_per_s * m.throughput.items_per_sample as f64,
+        );
+    }
+    if let (Some(f), Some(a)) = (m.flops.flops_per_sample, m.flops.achieved_flop_per_s) {
+        c.num("metrics.flops.achieved_flop_per_s", a, f as f64 * m.throughput.samples_per_s);
+        if let (Some(peak), Some(frac)) = (m.flops.peak_flop_per_s, m.flops.fraction) {
+            c.num("metrics.flops.fraction", frac, a / peak);
+        }
+    }
+    let me = &m.memory.measured;
+    if let (Some(peak), Some(act)) = (me.peak_allocated_bytes, me.activations_and_workspace_bytes) {
+        let fixed = me.weights_bytes + me.gradients_bytes + me.optimizer_state_bytes;
+        c.int("metrics.memory.measured.activations_and_workspace_bytes", act, peak.saturating_sub(fixed));
+    }
+    let p = &m.phases;
+    let shares = [p.data, p.forward, p.backward, p.comm, p.optimizer, p.other];
+    if shares.iter().any(|s| !(0.0..=1.0 + 1e-9).contains(&s.share)) {
+        c.fail("metrics.phases", "a phase share is outside 0..=1".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha256_of_known_text() {
+        assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    #[test]
+    fn closeness_is_relative() {
+        assert!(close(1.0, 1.0 + 1e-12));
+        assert!(!close(1.0, 1.0001));
+        assert!(close(0.0, 0.0));
+    }
+}

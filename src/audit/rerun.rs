@@ -1,0 +1,59 @@
+//! Re-running the run a result describes, on this machine, through the runner: the embedded spec gives the
+//! model and settings, the stored plan gives the exact run (batch, precision, seed, budget, repeat).
+
+use std::path::PathBuf;
+
+use super::RerunError;
+use crate::backends::BackendChoice;
+use crate::result::RunResult;
+use crate::runner::{RunnerOptions, Suite, run_suite};
+use crate::spec::overrides::Overrides;
+use crate::spec::validate::SpecValidator;
+
+/// How to re-run.
+#[derive(Debug, Clone, Default)]
+pub struct RerunOptions {
+    /// Backend; `None` uses the one that produced the result.
+    pub backend: Option<BackendChoice>,
+    /// Device selector; `None` keeps the plan's.
+    pub device: Option<String>,
+    /// Folder the re-run result is written to (`<dir>/<spec>/<run id>.json`).
+    pub out_dir: PathBuf,
+    /// Show progress.
+    pub progress: bool,
+}
+
+fn backend_of(name: &str) -> Option<BackendChoice> {
+    match name {
+        "tch" => Some(BackendChoice::Tch),
+        "wgpu" => Some(BackendChoice::Wgpu),
+        "mock" => Some(BackendChoice::Mock),
+        _ => None,
+    }
+}
+
+/// Re-run `original`'s plan with the model and settings of its embedded spec.
+pub fn rerun_here(original: &RunResult, opts: &RerunOptions) -> Result<RunResult, RerunError> {
+    let validator = SpecValidator::new().map_err(|e| RerunError(e.to_string()))?;
+    let spec = validator
+        .check_bytes("<embedded spec>", original.environment.spec_canonical.as_bytes(), None, &Overrides::none())
+        .into_result()
+        .map_err(|diagnostics| {
+            RerunError(format!(
+                "this trainbench does not accept the embedded spec:\n{}",
+                crate::spec::diagnostics::render_text(&diagnostics)
+            ))
+        })?;
+    let mut suite = Suite::from_validated(&spec);
+    suite.plans = vec![original.plan.clone()];
+    let backend = opts.backend.or_else(|| backend_of(&original.backend));
+    let runner = RunnerOptions {
+        out_dir: opts.out_dir.clone(),
+        backend,
+        device: opts.device.clone(),
+        progress: opts.progress,
+        ..RunnerOptions::default()
+    };
+    let report = run_suite(&suite, &runner, &mut |_, _| {}).map_err(|e| RerunError(e.to_string()))?;
+    report.results.into_iter().next().ok_or_else(|| RerunError("the re-run was interrupted before it started".into()))
+}

@@ -1,0 +1,98 @@
+//! Differences between the environments (and run configurations) of two results, and which of them make two
+//! measurements not comparable.
+
+use serde::Serialize;
+
+use crate::result::RunResult;
+
+/// One field that differs between two results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnvDifference {
+    /// What differs (`device`, `library libtorch`, `trainbench version`, ...).
+    pub field: String,
+    /// Value in the first (baseline / original) result; `-` when absent.
+    pub baseline: String,
+    /// Value in the second (candidate / re-run) result; `-` when absent.
+    pub candidate: String,
+    /// True when the difference makes the step times not comparable (device, backend, libraries, precision,
+    /// batch, world size; CPU model and cores for CPU runs); false for informational differences.
+    pub blocking: bool,
+}
+
+impl EnvDifference {
+    /// `field: baseline -> candidate`.
+    pub fn describe(&self) -> String {
+        format!("{} differs: {} vs {}", self.field, self.baseline, self.candidate)
+    }
+}
+
+fn device_kind(r: &RunResult) -> String {
+    r.environment
+        .device
+        .as_ref()
+        .map(|d| d.kind.clone())
+        .unwrap_or_else(|| if r.plan.device.starts_with("cpu") { "cpu".to_string() } else { "unknown".to_string() })
+}
+
+fn push(out: &mut Vec<EnvDifference>, field: &str, a: String, b: String, blocking: bool) {
+    if a != b {
+        out.push(EnvDifference { field: field.to_string(), baseline: a, candidate: b, blocking });
+    }
+}
+
+fn or_dash(v: Option<&String>) -> String {
+    v.cloned().unwrap_or_else(|| "-".to_string())
+}
+
+/// Every difference between `a` and `b` that matters for comparing their measurements, blocking ones first.
+pub fn differences(a: &RunResult, b: &RunResult) -> Vec<EnvDifference> {
+    let mut out = Vec::new();
+    let (ea, eb) = (&a.environment, &b.environment);
+    push(&mut out, "backend", a.backend.clone(), b.backend.clone(), true);
+    push(&mut out, "device", crate::report::device_name(a), crate::report::device_name(b), true);
+    push(&mut out, "precision", a.plan.precision.as_str().into(), b.plan.precision.as_str().into(), true);
+    push(&mut out, "batch size", a.plan.batch_size.to_string(), b.plan.batch_size.to_string(), true);
+    push(&mut out, "world size", a.plan.world_size.to_string(), b.plan.world_size.to_string(), true);
+    let libs: std::collections::BTreeSet<&String> =
+        ea.library_versions.keys().chain(eb.library_versions.keys()).collect();
+    for lib in libs {
+        push(
+            &mut out,
+            &format!("library {lib}"),
+            or_dash(ea.library_versions.get(lib)),
+            or_dash(eb.library_versions.get(lib)),
+            true,
+        );
+    }
+    let details = |r: &RunResult| r.environment.device.as_ref().map(|d| d.details.clone()).unwrap_or_default();
+    let (da, db) = (details(a), details(b));
+    let keys: std::collections::BTreeSet<&String> = da.keys().chain(db.keys()).collect();
+    for key in keys {
+        push(&mut out, &format!("device {key}"), or_dash(da.get(key)), or_dash(db.get(key)), false);
+    }
+    let cpu_run = device_kind(a) == "cpu" || device_kind(b) == "cpu";
+    push(&mut out, "CPU model", ea.cpu.model.clone(), eb.cpu.model.clone(), cpu_run);
+    push(&mut out, "CPU cores", ea.cpu.logical_cores.to_string(), eb.cpu.logical_cores.to_string(), cpu_run);
+    let driver = |r: &RunResult| r.environment.gpus.get().map(|g| g.driver_version.clone());
+    push(&mut out, "GPU driver", or_dash(driver(a).as_ref()), or_dash(driver(b).as_ref()), false);
+    push(&mut out, "trainbench version", ea.trainbench_version.clone(), eb.trainbench_version.clone(), false);
+    push(&mut out, "trainbench commit", ea.git_commit.clone(), eb.git_commit.clone(), false);
+    push(&mut out, "spec SHA-256", short(&ea.spec_sha256), short(&eb.spec_sha256), false);
+    push(&mut out, "OS", os(a), os(b), false);
+    let vars: std::collections::BTreeSet<&String> = ea.env_vars.keys().chain(eb.env_vars.keys()).collect();
+    for var in vars {
+        push(&mut out, &format!("env {var}"), or_dash(ea.env_vars.get(var)), or_dash(eb.env_vars.get(var)), false);
+    }
+    push(&mut out, "host", ea.hostname.clone(), eb.hostname.clone(), false);
+    out.sort_by_key(|d| !d.blocking);
+    out
+}
+
+fn short(sha: &str) -> String {
+    sha.get(..12).unwrap_or(sha).to_string()
+}
+
+fn os(r: &RunResult) -> String {
+    let o = &r.environment.os;
+    format!("{} {} {}", o.distribution.as_deref().unwrap_or(&o.family), o.kernel.as_deref().unwrap_or("-"), o.arch)
+}

@@ -1,0 +1,493 @@
+//! Comparing two result sets: pair runs by spec and configuration, then decide per pair from the step-time
+//! samples whether the candidate is slower, faster or not significantly different.
+//!
+//! Decision rule (noise-aware): with `r = median(candidate) / median(baseline)` of the steady-state step times
+//! (repeats pooled), a pair is a significant change only when all three hold:
+//! 1. the bootstrap 95% confidence interval of `r` excludes 1 (two-level bootstrap over repeats and iterations
+//!    when both sides have at least two repeats, else over iterations);
+//! 2. the two-sided Mann-Whitney U test of the pooled samples gives `p < alpha`;
+//! 3. `|r - 1| > threshold` (default 5%): smaller shifts are within run-to-run noise on most machines.
+//!
+//! `r > 1` is slower (a regression), `r < 1` faster. A configuration that completed in the baseline but failed
+//! (or ran out of memory) in the candidate is a regression too.
+
+pub mod env;
+pub mod load;
+pub mod render;
+pub mod stats_ext;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::result::{RunOutcome, RunResult};
+use crate::stats;
+pub use env::{EnvDifference, differences};
+pub use load::{LoadedResult, config_id};
+
+/// Settings of a comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareOptions {
+    /// Smallest relative change of the median step time that counts, as a fraction (0.05 = 5%).
+    pub threshold: f64,
+    /// Significance level of the Mann-Whitney U test.
+    pub alpha: f64,
+    /// Confidence level of the bootstrap interval.
+    pub confidence: f64,
+    /// Bootstrap resamples.
+    pub resamples: usize,
+    /// Seed of the bootstrap (results are deterministic for a given seed).
+    pub seed: u64,
+    /// Compare pairs whose environments differ (device, backend, libraries), with a warning.
+    pub allow_env_diff: bool,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        Self {
+            threshold: 0.05,
+            alpha: 0.05,
+            confidence: 0.95,
+            resamples: stats::BOOTSTRAP_RESAMPLES,
+            seed: 0x5452_4149_4e42,
+            allow_env_diff: false,
+        }
+    }
+}
+
+/// Parse a threshold written as `5%` or `0.05`.
+pub fn parse_threshold(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let value = if let Some(p) = t.strip_suffix('%') {
+        p.trim().parse::<f64>().map(|v| v / 100.0).map_err(|e| format!("`{s}`: {e}"))?
+    } else {
+        let v = t.parse::<f64>().map_err(|e| format!("`{s}`: {e}"))?;
+        if v >= 1.0 {
+            return Err(format!("`{s}` is ambiguous; write a percentage (`{v}%`) or a fraction below 1 (`0.05`)"));
+        }
+        v
+    };
+    if !(0.0..1.0).contains(&value) || !value.is_finite() {
+        return Err(format!("`{s}` must be between 0% and 100%"));
+    }
+    Ok(value)
+}
+
+/// The verdict for one pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Significantly slower beyond the threshold: a regression.
+    Slower,
+    /// Significantly faster beyond the threshold.
+    Faster,
+    /// No significant change (or a change within the threshold).
+    NoChange,
+    /// The baseline completed but the candidate failed or ran out of memory: a regression.
+    CandidateFailed,
+    /// The baseline failed but the candidate completed.
+    BaselineFailed,
+    /// Neither side measured anything.
+    NoData,
+    /// The environments differ; not compared (see `--allow-env-diff`).
+    NotComparable,
+}
+
+impl Verdict {
+    /// True for verdicts that fail `compare` (exit 1).
+    pub fn is_regression(self) -> bool {
+        matches!(self, Verdict::Slower | Verdict::CandidateFailed)
+    }
+    /// Short text for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Slower => "SLOWER (regression)",
+            Verdict::Faster => "faster",
+            Verdict::NoChange => "no significant change",
+            Verdict::CandidateFailed => "FAILED in candidate (regression)",
+            Verdict::BaselineFailed => "fixed (baseline failed)",
+            Verdict::NoData => "no data",
+            Verdict::NotComparable => "not comparable",
+        }
+    }
+}
+
+/// Step-time statistics of one pair.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepTimeComparison {
+    /// Median of the baseline's pooled steady-state step times, seconds.
+    pub baseline_median_s: f64,
+    /// Median of the candidate's pooled steady-state step times, seconds.
+    pub candidate_median_s: f64,
+    /// candidate / baseline (> 1: slower).
+    pub ratio: f64,
+    /// Bootstrap confidence interval of the ratio.
+    pub ratio_ci: [f64; 2],
+    /// `two-level` (repeats, then iterations) or `iterations`.
+    pub bootstrap: &'static str,
+    /// Two-sided Mann-Whitney U p-value.
+    pub p_value: f64,
+    /// Probability that a random candidate step is slower than a random baseline step (ties half); 0.5 = none.
+    pub prob_candidate_slower: f64,
+    /// Samples pooled on each side.
+    pub samples: [usize; 2],
+    /// Repeats on each side.
+    pub repeats: [usize; 2],
+}
+
+/// A summary metric on both sides.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Change {
+    /// Baseline value.
+    pub baseline: f64,
+    /// Candidate value.
+    pub candidate: f64,
+    /// candidate / baseline.
+    pub ratio: f64,
+}
+
+impl Change {
+    fn new(baseline: Option<f64>, candidate: Option<f64>) -> Option<Self> {
+        let (b, c) = (baseline?, candidate?);
+        (b > 0.0 && c.is_finite()).then(|| Change { baseline: b, candidate: c, ratio: c / b })
+    }
+}
+
+/// One side of a pair: the repeats of one configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Side {
+    /// Backend.
+    pub backend: String,
+    /// Device name.
+    pub device: String,
+    /// Result files.
+    pub files: Vec<String>,
+    /// Outcome of each repeat.
+    pub outcomes: Vec<String>,
+}
+
+/// The comparison of one configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairReport {
+    /// Spec name.
+    pub spec: String,
+    /// Configuration (run id without the repeat).
+    pub config: String,
+    /// Batch size of the baseline.
+    pub batch_size: usize,
+    /// Baseline side.
+    pub baseline: Side,
+    /// Candidate side.
+    pub candidate: Side,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Step-time statistics, when both sides measured steps and the pair was compared.
+    pub step_time: Option<StepTimeComparison>,
+    /// Samples per second (median over repeats); ratio > 1 is faster.
+    pub throughput: Option<Change>,
+    /// Highest allocator peak over repeats, bytes; ratio > 1 is more memory.
+    pub peak_memory: Option<Change>,
+    /// Environment differences; blocking ones make the pair not comparable unless `--allow-env-diff`.
+    pub env_differences: Vec<EnvDifference>,
+    /// Warnings and remarks.
+    pub notes: Vec<String>,
+}
+
+/// A run left without a partner.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unpaired {
+    /// Spec name.
+    pub spec: String,
+    /// Configuration.
+    pub config: String,
+    /// Backend and device.
+    pub target: String,
+    /// Number of repeats.
+    pub repeats: usize,
+}
+
+/// The comparison of two result sets.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// The settings used.
+    pub options: CompareOptions,
+    /// Paired configurations, sorted by spec and configuration.
+    pub pairs: Vec<PairReport>,
+    /// Configurations only in the baseline.
+    pub only_in_baseline: Vec<Unpaired>,
+    /// Configurations only in the candidate.
+    pub only_in_candidate: Vec<Unpaired>,
+}
+
+impl Comparison {
+    /// True when any pair is a regression (exit 1).
+    pub fn has_regression(&self) -> bool {
+        self.pairs.iter().any(|p| p.verdict.is_regression())
+    }
+    /// Number of pairs per verdict.
+    pub fn counts(&self) -> BTreeMap<&'static str, usize> {
+        let mut m = BTreeMap::new();
+        for p in &self.pairs {
+            *m.entry(p.verdict.label()).or_default() += 1;
+        }
+        m
+    }
+}
+
+/// The repeats of one configuration on one backend and device.
+struct Group<'a> {
+    spec: String,
+    config: String,
+    backend: String,
+    device: String,
+    runs: Vec<&'a LoadedResult>,
+}
+
+impl<'a> Group<'a> {
+    fn side(&self) -> Side {
+        Side {
+            backend: self.backend.clone(),
+            device: self.device.clone(),
+            files: self.runs.iter().map(|l| l.path.display().to_string()).collect(),
+            outcomes: self.runs.iter().map(|l| l.result.outcome.status().to_string()).collect(),
+        }
+    }
+    fn first(&self) -> &'a RunResult {
+        &self.runs[0].result
+    }
+    fn repeats(&self) -> Vec<Vec<f64>> {
+        self.runs
+            .iter()
+            .map(|l| l.result.steady_step_times().iter().copied().filter(|x| x.is_finite() && *x > 0.0).collect())
+            .filter(|v: &Vec<f64>| !v.is_empty())
+            .collect()
+    }
+    fn measured(&self) -> bool {
+        self.runs.iter().any(|l| l.result.metrics.is_some())
+    }
+    fn failed(&self) -> bool {
+        self.runs.iter().any(|l| matches!(l.result.outcome, RunOutcome::OutOfMemory { .. } | RunOutcome::Failed { .. }))
+    }
+    fn samples_per_s(&self) -> Option<f64> {
+        let v: Vec<f64> =
+            self.runs.iter().filter_map(|l| l.result.metrics.as_ref()).map(|m| m.throughput.samples_per_s).collect();
+        stats::median(&v)
+    }
+    fn peak_memory(&self) -> Option<f64> {
+        self.runs
+            .iter()
+            .filter_map(|l| l.result.metrics.as_ref()?.memory.measured.peak_allocated_bytes)
+            .max()
+            .map(|b| b as f64)
+    }
+}
+
+type GroupKey = (String, String);
+
+fn group(results: &[LoadedResult]) -> BTreeMap<GroupKey, Vec<Group<'_>>> {
+    let mut out: BTreeMap<GroupKey, Vec<Group<'_>>> = BTreeMap::new();
+    for l in results {
+        let r = &l.result;
+        let device = crate::report::device_name(r);
+        let groups = out.entry((r.spec_name.clone(), config_id(&r.run_id).to_string())).or_default();
+        match groups.iter_mut().find(|g| g.backend == r.backend && g.device == device) {
+            Some(g) => g.runs.push(l),
+            None => groups.push(Group {
+                spec: r.spec_name.clone(),
+                config: config_id(&r.run_id).to_string(),
+                backend: r.backend.clone(),
+                device,
+                runs: vec![l],
+            }),
+        }
+    }
+    out
+}
+
+fn unpaired(g: &Group<'_>) -> Unpaired {
+    Unpaired {
+        spec: g.spec.clone(),
+        config: g.config.clone(),
+        target: format!("{} on {}", g.backend, g.device),
+        repeats: g.runs.len(),
+    }
+}
+
+/// Compare the step times of two sides with the statistics of the module documentation.
+pub fn compare_samples(
+    baseline: &[Vec<f64>],
+    candidate: &[Vec<f64>],
+    opts: &CompareOptions,
+) -> Option<(StepTimeComparison, Verdict)> {
+    let pa: Vec<f64> = baseline.concat();
+    let pb: Vec<f64> = candidate.concat();
+    let (ma, mb) = (stats::median(&pa)?, stats::median(&pb)?);
+    let two_level = baseline.len() >= 2 && candidate.len() >= 2;
+    let (lo, hi) = if two_level {
+        stats_ext::hierarchical_ratio_ci(baseline, candidate, opts.confidence, opts.resamples, opts.seed)?
+    } else {
+        stats::bootstrap_ratio_ci(&pa, &pb, opts.confidence, opts.resamples, opts.seed)?
+    };
+    let mw = stats::mann_whitney(&pb, &pa)?;
+    let ratio = mb / ma;
+    let significant = (lo > 1.0 || hi < 1.0) && mw.p_value < opts.alpha && (ratio - 1.0).abs() > opts.threshold;
+    let verdict = match (significant, ratio > 1.0) {
+        (true, true) => Verdict::Slower,
+        (true, false) => Verdict::Faster,
+        (false, _) => Verdict::NoChange,
+    };
+    let cmp = StepTimeComparison {
+        baseline_median_s: ma,
+        candidate_median_s: mb,
+        ratio,
+        ratio_ci: [lo, hi],
+        bootstrap: if two_level { "two-level" } else { "iterations" },
+        p_value: mw.p_value,
+        prob_candidate_slower: mw.prob_a_greater,
+        samples: [pa.len(), pb.len()],
+        repeats: [baseline.len(), candidate.len()],
+    };
+    Some((cmp, verdict))
+}
+
+fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions) -> PairReport {
+    let env_differences = differences(base.first(), cand.first());
+    let mut notes = Vec::new();
+    let blocking: Vec<&EnvDifference> = env_differences.iter().filter(|d| d.blocking).collect();
+    let mut report = PairReport {
+        spec: base.spec.clone(),
+        config: base.config.clone(),
+        batch_size: base.first().plan.batch_size,
+        baseline: base.side(),
+        candidate: cand.side(),
+        verdict: Verdict::NoData,
+        step_time: None,
+        throughput: Change::new(base.samples_per_s(), cand.samples_per_s()),
+        peak_memory: Change::new(base.peak_memory(), cand.peak_memory()),
+        env_differences: env_differences.clone(),
+        notes: Vec::new(),
+    };
+    if !blocking.is_empty() {
+        if !opts.allow_env_diff {
+            report.verdict = Verdict::NotComparable;
+            return report;
+        }
+        let list: Vec<String> = blocking.iter().map(|d| d.describe()).collect();
+        notes.push(format!("compared despite environment differences: {}", list.join("; ")));
+    }
+    if let Some(d) = env_differences.iter().find(|d| d.field == "spec SHA-256") {
+        notes.push(format!("the spec changed ({} -> {})", d.baseline, d.candidate));
+    }
+    for (name, g) in [("baseline", base), ("candidate", cand)] {
+        let interrupted = g.runs.iter().filter(|l| matches!(l.result.outcome, RunOutcome::Interrupted { .. })).count();
+        if interrupted > 0 {
+            notes.push(format!("{interrupted} {name} repeat(s) were interrupted; their measured steps are used"));
+        }
+    }
+    for (name, g) in [("baseline", base), ("candidate", cand)] {
+        let unsteady =
+            g.runs.iter().filter(|l| l.result.metrics.as_ref().is_some_and(|m| !m.steady_state.reached)).count();
+        if unsteady > 0 {
+            notes.push(format!(
+                "{unsteady} {name} repeat(s) did not reach steady state (MSER-5 hit its cap); measure more iterations"
+            ));
+        }
+    }
+    if let Some(m) = &report.peak_memory
+        && (m.ratio - 1.0).abs() > opts.threshold
+    {
+        notes.push(format!("peak allocated memory changed by {:+.1}%", (m.ratio - 1.0) * 100.0));
+    }
+    let (ra, rb) = (base.repeats(), cand.repeats());
+    report.verdict = match (ra.is_empty(), rb.is_empty()) {
+        (false, false) => match compare_samples(&ra, &rb, opts) {
+            Some((cmp, verdict)) => {
+                report.step_time = Some(cmp);
+                verdict
+            }
+            None => Verdict::NoData,
+        },
+        (false, true) if cand.failed() || !cand.measured() => Verdict::CandidateFailed,
+        (true, false) if base.failed() || !base.measured() => Verdict::BaselineFailed,
+        _ => Verdict::NoData,
+    };
+    if report.verdict != Verdict::NoChange && (!ra.is_empty() && !rb.is_empty()) && (cand.failed() || base.failed()) {
+        notes.push("some repeats failed; only the completed ones are compared".into());
+    }
+    report.notes = notes;
+    report
+}
+
+/// Compare two result sets.
+pub fn compare(baseline: &[LoadedResult], candidate: &[LoadedResult], opts: &CompareOptions) -> Comparison {
+    let base = group(baseline);
+    let mut cand = group(candidate);
+    let mut pairs = Vec::new();
+    let mut only_in_baseline = Vec::new();
+    for (key, base_groups) in base {
+        let mut cand_groups = cand.remove(&key).unwrap_or_default();
+        let mut left_over = Vec::new();
+        for b in base_groups {
+            match cand_groups.iter().position(|c| c.backend == b.backend && c.device == b.device) {
+                Some(i) => {
+                    let c = cand_groups.remove(i);
+                    pairs.push(compare_pair(&b, &c, opts));
+                }
+                None => left_over.push(b),
+            }
+        }
+        // Same configuration on a different backend or device: paired, so the report explains why it is not
+        // comparable instead of listing both sides as unpaired.
+        for b in left_over {
+            if cand_groups.is_empty() {
+                only_in_baseline.push(unpaired(&b));
+            } else {
+                let c = cand_groups.remove(0);
+                pairs.push(compare_pair(&b, &c, opts));
+            }
+        }
+        cand.entry(key).or_default().extend(cand_groups);
+    }
+    let only_in_candidate = cand.values().flatten().map(unpaired).collect();
+    pairs.sort_by(|a, b| (&a.spec, a.batch_size, &a.config).cmp(&(&b.spec, b.batch_size, &b.config)));
+    Comparison { options: opts.clone(), pairs, only_in_baseline, only_in_candidate }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_parse_as_percent_or_fraction() {
+        assert_eq!(parse_threshold("5%"), Ok(0.05));
+        assert_eq!(parse_threshold(" 2.5 % "), Ok(0.025));
+        assert_eq!(parse_threshold("0.1"), Ok(0.1));
+        assert!(parse_threshold("5").unwrap_err().contains("ambiguous"));
+        assert!(parse_threshold("-1%").is_err());
+        assert!(parse_threshold("abc").is_err());
+    }
+
+    fn noisy(center: f64, n: usize, seed: u64) -> Vec<f64> {
+        let mut rng = stats::SplitMix64::new(seed);
+        (0..n).map(|_| center * (1.0 + 0.05 * (rng.next_f64() - 0.5))).collect()
+    }
+
+    #[test]
+    fn decision_needs_ci_p_value_and_threshold() {
+        let opts = CompareOptions::default();
+        let base = vec![noisy(0.1, 60, 1)];
+        let (_, v) = compare_samples(&base, &[noisy(0.12, 60, 2)], &opts).unwrap();
+        assert_eq!(v, Verdict::Slower);
+        let (_, v) = compare_samples(&base, &[noisy(0.08, 60, 3)], &opts).unwrap();
+        assert_eq!(v, Verdict::Faster);
+        // 3% slower: significant by the CI and the test, but within the 5% threshold.
+        let (cmp, v) = compare_samples(&base, &[noisy(0.103, 60, 4)], &opts).unwrap();
+        assert!(cmp.ratio_ci[0] > 1.0 && cmp.p_value < 0.05, "{cmp:?}");
+        assert_eq!(v, Verdict::NoChange);
+        let tight = CompareOptions { threshold: 0.01, ..CompareOptions::default() };
+        assert_eq!(compare_samples(&base, &[noisy(0.103, 60, 4)], &tight).unwrap().1, Verdict::Slower);
+        // Same distribution.
+        let (_, v) = compare_samples(&base, &[noisy(0.1, 60, 5)], &opts).unwrap();
+        assert_eq!(v, Verdict::NoChange);
+    }
+}

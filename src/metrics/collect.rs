@@ -1,0 +1,137 @@
+//! Background collectors: one thread per source (process CPU, NVML GPU) sampling at a fixed period from
+//! before a run starts until it ends, with timestamps relative to a common origin so the runner can cut out
+//! the measured window afterwards. Samplers never touch the training thread.
+
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::cpu::{self, CpuSample};
+use super::nvml::{self, GpuSample, GpuTarget};
+
+/// What to sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectorConfig {
+    /// Sampling period.
+    pub interval: Duration,
+    /// Sample process CPU time and resident memory.
+    pub cpu: bool,
+    /// Sample this GPU through NVML.
+    pub gpu: Option<GpuTarget>,
+}
+
+/// Running collectors; call [`Collectors::stop`] to end them and get their samples.
+#[derive(Debug)]
+pub struct Collectors {
+    origin: Instant,
+    stop: Vec<Sender<()>>,
+    cpu: Option<JoinHandle<Vec<CpuSample>>>,
+    gpu: Option<JoinHandle<GpuOutcome>>,
+}
+
+/// NVML index of the sampled GPU and its samples, or why there are none.
+pub type GpuOutcome = Result<(u32, Vec<GpuSample>), String>;
+
+/// Samples gathered over a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CollectorReport {
+    /// Process CPU samples, or why there are none.
+    pub cpu: Option<Result<Vec<CpuSample>, String>>,
+    /// NVML index and GPU samples, or why there are none; `None` when no GPU was asked for.
+    pub gpu: Option<GpuOutcome>,
+}
+
+/// Sample with `read` every `interval` until a message (or hang-up) arrives on the stop channel; always
+/// samples once at start and once at stop.
+fn sample_loop<T>(interval: Duration, stop: mpsc::Receiver<()>, mut read: impl FnMut() -> Option<T>) -> Vec<T> {
+    let mut out: Vec<T> = read().into_iter().collect();
+    loop {
+        match stop.recv_timeout(interval) {
+            Err(RecvTimeoutError::Timeout) => out.extend(read()),
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                out.extend(read());
+                return out;
+            }
+        }
+    }
+}
+
+impl Collectors {
+    /// Start the configured samplers. NVML is opened on its own thread; failure to open it is reported by
+    /// [`Collectors::stop`], not here.
+    pub fn start(config: &CollectorConfig) -> Self {
+        let origin = Instant::now();
+        let interval = config.interval.max(Duration::from_millis(1));
+        let mut stop = Vec::new();
+        let cpu = config.cpu.then(|| {
+            let (tx, rx) = mpsc::channel();
+            stop.push(tx);
+            std::thread::spawn(move || sample_loop(interval, rx, || cpu::read_cpu(origin.elapsed().as_secs_f64())))
+        });
+        let gpu = config.gpu.clone().map(|target| {
+            let (tx, rx) = mpsc::channel();
+            stop.push(tx);
+            std::thread::spawn(move || {
+                let nvml = nvml::open()?;
+                let device = nvml::resolve(&nvml, &target)?;
+                let index = device.index().unwrap_or(target.cuda_ordinal);
+                let pid = std::process::id();
+                Ok((
+                    index,
+                    sample_loop(interval, rx, || Some(nvml::read(&device, pid, origin.elapsed().as_secs_f64()))),
+                ))
+            })
+        });
+        Self { origin, stop, cpu, gpu }
+    }
+
+    /// The instant sample timestamps are measured from.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// Stop all samplers and collect their samples.
+    pub fn stop(self) -> CollectorReport {
+        for tx in &self.stop {
+            let _ = tx.send(());
+        }
+        let joined = |what: &str| format!("the {what} sampler thread panicked");
+        CollectorReport {
+            cpu: self.cpu.map(|h| {
+                h.join().map_err(|_| joined("CPU")).and_then(|v| {
+                    if v.is_empty() { Err("process CPU time cannot be read on this platform".into()) } else { Ok(v) }
+                })
+            }),
+            gpu: self.gpu.map(|h| h.join().unwrap_or_else(|_| Err(joined("GPU")))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn cpu_sampler_runs_at_its_period_and_stops() {
+        let c = Collectors::start(&CollectorConfig { interval: Duration::from_millis(10), cpu: true, gpu: None });
+        std::thread::sleep(Duration::from_millis(120));
+        let report = c.stop();
+        let samples = report.cpu.unwrap().unwrap();
+        // About 12 ticks plus the start and stop samples; generous bounds for a loaded machine.
+        assert!(samples.len() >= 4 && samples.len() <= 20, "{}", samples.len());
+        assert!(samples.windows(2).all(|w| w[1].t >= w[0].t));
+        assert!(report.gpu.is_none());
+    }
+
+    #[test]
+    fn gpu_sampler_reports_why_it_is_missing() {
+        let target = GpuTarget { cuda_ordinal: 0, pci_bus_id: None };
+        let c =
+            Collectors::start(&CollectorConfig { interval: Duration::from_millis(5), cpu: false, gpu: Some(target) });
+        match c.stop().gpu.unwrap() {
+            Ok((_, samples)) => assert!(!samples.is_empty()),
+            Err(reason) => assert!(!reason.is_empty()),
+        }
+    }
+}

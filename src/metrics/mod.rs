@@ -1,0 +1,203 @@
+//! Metric definitions: turns a backend's [`RawMeasurements`], the static analysis, the device peak and the
+//! collectors' samples into the result's [`Metrics`]. Collectors live in the submodules.
+//!
+//! Definitions:
+//! - Steady state: MSER-5 over the measured whole-iteration times ([`crate::stats::mser5_start`]); every
+//!   statistic below uses the iterations from its start on.
+//! - Throughput: batch size x steady iterations / their summed time (the rate actually sustained, not
+//!   batch / median).
+//! - FLOP utilisation: analysis training FLOPs per sample x samples/s over the device peak ([`peak`]).
+//! - GPU and CPU figures: the samples inside the measured window (first measured iteration to the end).
+//! - Energy per sample: mean power over the measured window / samples per second.
+//! - Activations and workspace: allocator peak minus weights, gradients and optimizer state.
+
+pub mod collect;
+pub mod cpu;
+pub mod nvml;
+pub mod peak;
+
+use trainbench_workload::{PhaseTimes, RawMeasurements, RunPlan};
+
+use crate::result::{
+    AnalysisSummary, FlopUtilization, LossSummary, MemoryBreakdown, MemoryMeasuredSummary, Metrics, PhaseBreakdown,
+    PhaseStat, PowerEnergy, Sampled, SteadyState, StepTimeStats, Throughput,
+};
+use crate::stats;
+use collect::CollectorReport;
+use peak::Peak;
+
+/// Name of the steady-state method recorded in results.
+pub const STEADY_STATE_METHOD: &str = "mser-5";
+
+/// Everything metric derivation needs about one run.
+#[derive(Debug, Clone)]
+pub struct DeriveInput<'a> {
+    /// The plan that ran.
+    pub plan: &'a RunPlan,
+    /// What the backend measured.
+    pub raw: &'a RawMeasurements,
+    /// Items per sample for throughput (tokens for sequence models).
+    pub items_per_sample: u64,
+    /// Unit of those items.
+    pub item_unit: &'a str,
+    /// The model's static analysis, if it succeeded.
+    pub analysis: Option<&'a AnalysisSummary>,
+    /// Device peak for the run's precision, if known.
+    pub peak: Option<Peak>,
+    /// Samples of the background collectors.
+    pub collectors: &'a CollectorReport,
+    /// Measured window `[start, end]` in collector seconds.
+    pub window: (f64, f64),
+    /// Why CPU figures are missing when no CPU sampler ran (e.g. `collectors disabled`).
+    pub cpu_absent: &'a str,
+    /// Why GPU figures are missing when no GPU sampler ran (e.g. `the run used the CPU`).
+    pub gpu_absent: &'a str,
+}
+
+/// Derive the result metrics; `None` when the backend measured no iteration.
+pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
+    let raw = input.raw;
+    let step_times_s: Vec<f64> = raw.steps.iter().map(|p| p.total_s).collect();
+    let mser = stats::mser5(&step_times_s);
+    let start = mser.start;
+    let steady = &step_times_s[start..];
+    let summary = stats::summarize(steady)?;
+    let total: f64 = steady.iter().sum();
+    let batch = input.plan.batch_size as f64;
+    let samples_per_s = if total > 0.0 { batch * steady.len() as f64 / total } else { 0.0 };
+    let ci = stats::bootstrap_median_ci(steady, 0.95, stats::BOOTSTRAP_RESAMPLES, input.plan.seed)
+        .unwrap_or((summary.median, summary.median));
+
+    let flops_per_sample = input.analysis.map(|a| a.train_flops_per_sample);
+    let achieved = flops_per_sample.map(|f| f as f64 * samples_per_s);
+    let fraction = match (achieved, &input.peak) {
+        (Some(a), Some(p)) if p.flop_per_s > 0.0 => Some(a / p.flop_per_s),
+        _ => None,
+    };
+
+    let (gpu, power) = gpu_figures(input, samples_per_s);
+    let cpu = match &input.collectors.cpu {
+        Some(Ok(samples)) => cpu::summarize(samples, input.window.0, input.window.1, cpu::available_cores()),
+        Some(Err(reason)) => Sampled::unavailable(reason.clone()),
+        None => Sampled::unavailable(input.cpu_absent),
+    };
+
+    Some(Metrics {
+        throughput: Throughput {
+            samples_per_s,
+            items_per_s: samples_per_s * input.items_per_sample as f64,
+            item_unit: input.item_unit.to_string(),
+            items_per_sample: input.items_per_sample,
+        },
+        step_time: StepTimeStats {
+            n: summary.n,
+            mean_s: summary.mean,
+            median_s: summary.median,
+            p5_s: summary.p5,
+            p95_s: summary.p95,
+            p99_s: summary.p99,
+            stdev_s: summary.stdev,
+            cv: summary.cv,
+            min_s: summary.min,
+            max_s: summary.max,
+            outliers: summary.outliers,
+            median_ci95_s: [ci.0, ci.1],
+        },
+        steady_state: SteadyState {
+            warmup_iterations: raw.warmup_steps.len() as u64,
+            method: STEADY_STATE_METHOD.to_string(),
+            start_index: start,
+            truncated: start,
+            reached: !mser.capped,
+        },
+        phases: phases(&raw.steps[start..], input.plan.phase_timing),
+        gpu,
+        flops: FlopUtilization {
+            flops_per_sample,
+            achieved_flop_per_s: achieved,
+            peak_flop_per_s: input.peak.as_ref().map(|p| p.flop_per_s),
+            peak_source: input.peak.as_ref().map(|p| p.source.clone()),
+            fraction,
+        },
+        cpu,
+        power,
+        memory: MemoryBreakdown { measured: memory(raw), estimate: input.analysis.map(|a| a.memory.clone()) },
+        loss: loss(&raw.losses),
+        step_times_s,
+    })
+}
+
+fn gpu_figures(
+    input: &DeriveInput<'_>,
+    samples_per_s: f64,
+) -> (Sampled<crate::result::GpuUtilization>, Sampled<PowerEnergy>) {
+    let (start, end) = input.window;
+    match &input.collectors.gpu {
+        None => (Sampled::unavailable(input.gpu_absent), Sampled::unavailable(input.gpu_absent)),
+        Some(Err(reason)) => (Sampled::unavailable(reason.clone()), Sampled::unavailable(reason.clone())),
+        Some(Ok((index, samples))) => {
+            let util = nvml::summarize_utilization(samples, *index, start, end);
+            let power = match nvml::summarize_power(samples, start, end) {
+                Ok(p) if samples_per_s > 0.0 => Sampled::Available(PowerEnergy {
+                    mean_power_w: p.mean_w,
+                    max_power_w: p.max_w,
+                    energy_j: p.mean_w * (end - start).max(0.0),
+                    energy_per_sample_j: p.mean_w / samples_per_s,
+                    method: p.method.to_string(),
+                }),
+                Ok(_) => Sampled::unavailable("no samples were processed"),
+                Err(reason) => Sampled::Unavailable { reason },
+            };
+            (util, power)
+        }
+    }
+}
+
+fn phases(steps: &[PhaseTimes], synchronised: bool) -> PhaseBreakdown {
+    let n = steps.len().max(1) as f64;
+    let mean_of = |f: fn(&PhaseTimes) -> f64| steps.iter().map(f).sum::<f64>() / n;
+    let total = mean_of(|p| p.total_s);
+    let stat = |mean_s: f64| PhaseStat { mean_s, share: if total > 0.0 { mean_s / total } else { 0.0 } };
+    let (data, fwd, bwd, comm, opt) = (
+        mean_of(|p| p.data_s),
+        mean_of(|p| p.forward_s),
+        mean_of(|p| p.backward_s),
+        mean_of(|p| p.comm_s),
+        mean_of(|p| p.optimizer_s),
+    );
+    PhaseBreakdown {
+        synchronised,
+        data: stat(data),
+        forward: stat(fwd),
+        backward: stat(bwd),
+        comm: stat(comm),
+        optimizer: stat(opt),
+        other: stat((total - data - fwd - bwd - comm - opt).max(0.0)),
+    }
+}
+
+fn memory(raw: &RawMeasurements) -> MemoryMeasuredSummary {
+    let m = &raw.memory;
+    let held = m.weights + m.gradients + m.optimizer_state;
+    MemoryMeasuredSummary {
+        weights_bytes: m.weights,
+        gradients_bytes: m.gradients,
+        optimizer_state_bytes: m.optimizer_state,
+        activations_and_workspace_bytes: m.peak_allocated.map(|p| p.saturating_sub(held)),
+        peak_allocated_bytes: m.peak_allocated,
+        reserved_bytes: m.reserved,
+    }
+}
+
+fn loss(losses: &[f64]) -> Option<LossSummary> {
+    let finite = |x: Option<&f64>| x.copied().filter(|v| v.is_finite());
+    (!losses.is_empty()).then(|| LossSummary {
+        first: finite(losses.first()),
+        last: finite(losses.last()),
+        all_finite: losses.iter().all(|l| l.is_finite()),
+    })
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

@@ -1,0 +1,229 @@
+//! NVIDIA GPU sampler through NVML (nvml-wrapper, which loads `libnvidia-ml` at run time): utilisation, memory
+//! used (device and this process), power, total energy, SM clock and temperature. Without a driver every
+//! figure degrades to `unavailable: <reason>` and nothing fails.
+//!
+//! Which NVML device a `cuda:N` run uses: the backend's `pci_bus_id` detail when it reports one (exact);
+//! otherwise entry N of `CUDA_VISIBLE_DEVICES` (an index or a full `GPU-…` UUID); otherwise NVML index N. NVML
+//! numbers devices in PCI order while CUDA defaults to fastest-first, so only the first rule is exact on
+//! machines with mixed GPUs (set `CUDA_DEVICE_ORDER=PCI_BUS_ID` to make them agree).
+
+use std::sync::OnceLock;
+
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::{Device, Nvml};
+
+use crate::result::{GpuDevice, GpuInventory, GpuUtilization, Sampled};
+
+/// One reading of a GPU's counters; a field is `None` when the device does not support it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GpuSample {
+    /// Seconds since the collectors started.
+    pub t: f64,
+    /// Percent of the last sample period a kernel was running.
+    pub util_gpu: Option<u32>,
+    /// Percent of the last sample period device memory was read or written.
+    pub util_mem: Option<u32>,
+    /// Device memory used by all processes, bytes.
+    pub mem_used: Option<u64>,
+    /// Device memory NVML attributes to this process, bytes.
+    pub process_mem: Option<u64>,
+    /// Power draw, milliwatts.
+    pub power_mw: Option<u32>,
+    /// Energy counter since the driver loaded, millijoules (Volta and later).
+    pub energy_mj: Option<u64>,
+    /// SM clock, MHz.
+    pub sm_clock_mhz: Option<u32>,
+    /// GPU temperature, degrees Celsius.
+    pub temp_c: Option<u32>,
+}
+
+/// Which GPU to sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuTarget {
+    /// CUDA ordinal from the device selector (`cuda:N`).
+    pub cuda_ordinal: u32,
+    /// PCI bus id reported by the backend, if any (exact match).
+    pub pci_bus_id: Option<String>,
+}
+
+impl GpuTarget {
+    /// The target for a device selector (`cuda`, `cuda:N`); `None` for non-CUDA devices.
+    pub fn from_selector(selector: &str, pci_bus_id: Option<String>) -> Option<Self> {
+        let rest = selector.strip_prefix("cuda")?;
+        let cuda_ordinal = match rest.strip_prefix(':') {
+            Some(n) => n.parse().ok()?,
+            None if rest.is_empty() => 0,
+            None => return None,
+        };
+        Some(Self { cuda_ordinal, pci_bus_id })
+    }
+}
+
+fn init() -> Result<Nvml, String> {
+    Nvml::init().map_err(|e| format!("NVML is not available ({e}); no NVIDIA driver on this machine?"))
+}
+
+/// Open the NVML device a target designates (see the module docs for the rules).
+pub fn resolve<'n>(nvml: &'n Nvml, target: &GpuTarget) -> Result<Device<'n>, String> {
+    if let Some(bus) = &target.pci_bus_id {
+        return nvml.device_by_pci_bus_id(bus.as_str()).map_err(|e| format!("NVML has no device at PCI {bus}: {e}"));
+    }
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok().filter(|v| !v.trim().is_empty());
+    if let Some(visible) = visible {
+        let entry =
+            visible.split(',').map(str::trim).nth(target.cuda_ordinal as usize).ok_or_else(|| {
+                format!("CUDA_VISIBLE_DEVICES={visible} has no entry for cuda:{}", target.cuda_ordinal)
+            })?;
+        if let Ok(i) = entry.parse::<u32>() {
+            return nvml.device_by_index(i).map_err(|e| format!("NVML device {i}: {e}"));
+        }
+        if entry.starts_with("GPU-") {
+            return nvml.device_by_uuid(entry).map_err(|e| format!("NVML device {entry}: {e}"));
+        }
+        return Err(format!("cannot map CUDA_VISIBLE_DEVICES entry `{entry}` to an NVML device"));
+    }
+    nvml.device_by_index(target.cuda_ordinal).map_err(|e| format!("NVML device {}: {e}", target.cuda_ordinal))
+}
+
+/// Load NVML for a sampling thread (which then resolves its device with [`resolve`] and keeps it).
+pub fn open() -> Result<Nvml, String> {
+    init()
+}
+
+/// Read every counter of `d` now; `pid` is this process (for its share of device memory).
+pub fn read(d: &Device<'_>, pid: u32, t: f64) -> GpuSample {
+    let util = d.utilization_rates().ok();
+    let process_mem = d.running_compute_processes().ok().and_then(|ps| {
+        ps.iter().find(|p| p.pid == pid).and_then(|p| match p.used_gpu_memory {
+            UsedGpuMemory::Used(b) => Some(b),
+            UsedGpuMemory::Unavailable => None,
+        })
+    });
+    GpuSample {
+        t,
+        util_gpu: util.as_ref().map(|u| u.gpu),
+        util_mem: util.as_ref().map(|u| u.memory),
+        mem_used: d.memory_info().ok().map(|m| m.used),
+        process_mem,
+        power_mw: d.power_usage().ok(),
+        energy_mj: d.total_energy_consumption().ok(),
+        sm_clock_mhz: d.clock_info(Clock::SM).ok(),
+        temp_c: d.temperature(TemperatureSensor::Gpu).ok(),
+    }
+}
+
+/// The driver and GPUs NVML sees (computed once per process).
+pub fn inventory() -> Sampled<GpuInventory> {
+    static CACHE: OnceLock<Sampled<GpuInventory>> = OnceLock::new();
+    CACHE
+        .get_or_init(|| match init() {
+            Err(reason) => Sampled::Unavailable { reason },
+            Ok(nvml) => {
+                let devices = (0..nvml.device_count().unwrap_or(0))
+                    .filter_map(|i| {
+                        let d = nvml.device_by_index(i).ok()?;
+                        Some(GpuDevice {
+                            index: i,
+                            name: d.name().unwrap_or_else(|_| "unknown".into()),
+                            memory_bytes: d.memory_info().map(|m| m.total).unwrap_or(0),
+                        })
+                    })
+                    .collect();
+                let cuda = nvml.sys_cuda_driver_version().ok().map(|v| {
+                    format!(
+                        "{}.{}",
+                        nvml_wrapper::cuda_driver_version_major(v),
+                        nvml_wrapper::cuda_driver_version_minor(v)
+                    )
+                });
+                Sampled::Available(GpuInventory {
+                    driver_version: nvml.sys_driver_version().unwrap_or_else(|_| "unknown".into()),
+                    cuda_driver_version: cuda,
+                    devices,
+                })
+            }
+        })
+        .clone()
+}
+
+/// Samples to summarise for the window `[start, end]`: those inside it, or, when sampling was too sparse to put
+/// one inside, the nearest one on each side.
+fn window(samples: &[GpuSample], start: f64, end: f64) -> &[GpuSample] {
+    let first = samples.iter().rposition(|s| s.t <= start).unwrap_or(0);
+    let last = samples.iter().position(|s| s.t >= end).unwrap_or(samples.len().saturating_sub(1));
+    let inside: Vec<usize> = (first..=last).filter(|&i| samples[i].t >= start && samples[i].t <= end).collect();
+    match (inside.first(), inside.last()) {
+        (Some(&a), Some(&b)) => &samples[a..=b],
+        _ if last >= first && !samples.is_empty() => &samples[first..=last],
+        _ => &[],
+    }
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let v: Vec<f64> = xs.collect();
+    crate::stats::mean(&v)
+}
+
+/// Utilisation, memory, clock and temperature over `[start, end]`.
+pub fn summarize_utilization(samples: &[GpuSample], index: u32, start: f64, end: f64) -> Sampled<GpuUtilization> {
+    let w = window(samples, start, end);
+    let Some(util) = mean(w.iter().filter_map(|s| s.util_gpu.map(f64::from))) else {
+        return Sampled::unavailable("NVML reported no utilisation samples for the measured window");
+    };
+    let max_f = |f: fn(&GpuSample) -> Option<f64>| w.iter().filter_map(f).fold(f64::NAN, f64::max);
+    Sampled::Available(GpuUtilization {
+        device_index: index,
+        samples: w.len(),
+        utilization_mean_percent: util,
+        utilization_max_percent: max_f(|s| s.util_gpu.map(f64::from)),
+        memory_utilization_mean_percent: mean(w.iter().filter_map(|s| s.util_mem.map(f64::from))).unwrap_or(0.0),
+        memory_used_max_bytes: w.iter().filter_map(|s| s.mem_used).max().unwrap_or(0),
+        process_memory_max_bytes: w.iter().filter_map(|s| s.process_mem).max(),
+        sm_clock_mean_mhz: mean(w.iter().filter_map(|s| s.sm_clock_mhz.map(f64::from))).unwrap_or(0.0),
+        temperature_max_c: w.iter().filter_map(|s| s.temp_c.map(f64::from)).fold(0.0, f64::max),
+    })
+}
+
+/// Mean and peak power over a window, and how the mean was obtained.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PowerSummary {
+    /// Mean power, watts.
+    pub mean_w: f64,
+    /// Highest sampled power, watts.
+    pub max_w: f64,
+    /// `counter` (energy counter difference / time) or `integrated` (trapezoid over power samples).
+    pub method: &'static str,
+}
+
+/// Mean power over `[start, end]`: from the energy counter when the device has one (exact), else by
+/// integrating the sampled power with the trapezoid rule.
+pub fn summarize_power(samples: &[GpuSample], start: f64, end: f64) -> Result<PowerSummary, String> {
+    let first = samples.iter().rposition(|s| s.t <= start).unwrap_or(0);
+    let last = samples.iter().position(|s| s.t >= end).unwrap_or(samples.len().saturating_sub(1));
+    if samples.is_empty() || last <= first {
+        return Err("too few NVML samples to measure power over the measured window".into());
+    }
+    let bracket = &samples[first..=last];
+    let max_w = bracket.iter().filter_map(|s| s.power_mw).map(|p| f64::from(p) / 1000.0).fold(f64::NAN, f64::max);
+    let (a, b) = (&bracket[0], &bracket[bracket.len() - 1]);
+    let dt = b.t - a.t;
+    if let (Some(ea), Some(eb)) = (a.energy_mj, b.energy_mj) {
+        if dt > 0.0 && eb >= ea {
+            let mean_w = (eb - ea) as f64 / 1000.0 / dt;
+            return Ok(PowerSummary { mean_w, max_w: if max_w.is_nan() { mean_w } else { max_w }, method: "counter" });
+        }
+    }
+    let pts: Vec<(f64, f64)> =
+        bracket.iter().filter_map(|s| s.power_mw.map(|p| (s.t, f64::from(p) / 1000.0))).collect();
+    let span = pts.last().map(|l| l.0).unwrap_or(0.0) - pts.first().map(|f| f.0).unwrap_or(0.0);
+    if pts.len() < 2 || span <= 0.0 {
+        return Err("the device reports neither an energy counter nor enough power samples".into());
+    }
+    let area: f64 = pts.windows(2).map(|w| (w[1].0 - w[0].0) * (w[0].1 + w[1].1) / 2.0).sum();
+    Ok(PowerSummary { mean_w: area / span, max_w, method: "integrated" })
+}
+
+#[cfg(test)]
+#[path = "nvml_tests.rs"]
+mod tests;

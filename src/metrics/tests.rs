@@ -1,0 +1,153 @@
+//! Tests of metric derivation on hand-made measurements.
+#![allow(clippy::unwrap_used)]
+
+use trainbench_workload::{Budget, MemoryMeasured, OptimizerSpec, Precision};
+
+use super::*;
+use crate::result::MemoryEstimate;
+
+fn plan() -> RunPlan {
+    RunPlan {
+        id: "m.b4.fp32.1x1.r0".into(),
+        batch_size: 4,
+        precision: Precision::Fp32,
+        device: "cpu".into(),
+        world_size: 1,
+        warmup: 2,
+        budget: Budget::Iterations(20),
+        repeat: 0,
+        seed: 1,
+        optimizer: OptimizerSpec::default(),
+        phase_timing: true,
+        timeout_s: None,
+    }
+}
+
+fn step(total: f64) -> PhaseTimes {
+    PhaseTimes {
+        data_s: 0.1 * total,
+        forward_s: 0.3 * total,
+        backward_s: 0.4 * total,
+        comm_s: 0.0,
+        optimizer_s: 0.1 * total,
+        total_s: total,
+    }
+}
+
+fn raw() -> RawMeasurements {
+    // 10 transient iterations at 2 s, then 20 steady ones at 0.5 s.
+    let mut steps: Vec<PhaseTimes> = (0..10).map(|_| step(2.0)).collect();
+    steps.extend((0..20).map(|_| step(0.5)));
+    RawMeasurements {
+        warmup_steps: vec![step(3.0); 2],
+        losses: (0..30).map(|i| 2.0 - i as f64 * 0.01).collect(),
+        steps,
+        memory: MemoryMeasured {
+            weights: 100,
+            gradients: 100,
+            optimizer_state: 100,
+            peak_allocated: Some(1000),
+            reserved: Some(2000),
+        },
+        ..RawMeasurements::default()
+    }
+}
+
+fn analysis() -> AnalysisSummary {
+    AnalysisSummary {
+        parameters: 25,
+        buffers: 0,
+        forward_flops_per_sample: 1000,
+        backward_flops_per_sample: 2000,
+        train_flops_per_sample: 3000,
+        memory: MemoryEstimate {
+            weights_bytes: 100,
+            gradients_bytes: 100,
+            optimizer_state_bytes: 100,
+            activations_bytes: 500,
+            workspace_bytes: 50,
+            total_bytes: 850,
+        },
+        notes: vec![],
+    }
+}
+
+fn input<'a>(
+    plan: &'a RunPlan,
+    raw: &'a RawMeasurements,
+    a: &'a AnalysisSummary,
+    c: &'a CollectorReport,
+) -> DeriveInput<'a> {
+    DeriveInput {
+        plan,
+        raw,
+        items_per_sample: 8,
+        item_unit: "tokens",
+        analysis: Some(a),
+        peak: Some(Peak { flop_per_s: 240.0, source: "test".into() }),
+        collectors: c,
+        window: (0.0, 1.0),
+        cpu_absent: "collectors disabled",
+        gpu_absent: "the run used the CPU",
+    }
+}
+
+#[test]
+fn steady_state_is_cut_and_throughput_follows() {
+    let (p, r, a, c) = (plan(), raw(), analysis(), CollectorReport::default());
+    let m = derive(&input(&p, &r, &a, &c)).unwrap();
+    assert_eq!(m.steady_state.start_index, 10);
+    assert_eq!(m.steady_state.warmup_iterations, 2);
+    assert_eq!(m.step_times_s.len(), 30);
+    assert_eq!(m.step_time.n, 20);
+    assert_eq!(m.step_time.median_s, 0.5);
+    assert_eq!(m.step_time.median_ci95_s, [0.5, 0.5]);
+    // 4 samples per 0.5 s
+    assert_eq!(m.throughput.samples_per_s, 8.0);
+    assert_eq!(m.throughput.items_per_s, 64.0);
+    // 3000 FLOPs per sample x 8 samples/s = 24000 FLOP/s
+    assert_eq!(m.flops.achieved_flop_per_s, Some(24000.0));
+    assert_eq!(m.flops.fraction, Some(100.0));
+}
+
+#[test]
+fn phases_memory_and_loss() {
+    let (p, r, a, c) = (plan(), raw(), analysis(), CollectorReport::default());
+    let m = derive(&input(&p, &r, &a, &c)).unwrap();
+    assert!((m.phases.forward.share - 0.3).abs() < 1e-12);
+    assert!((m.phases.other.share - 0.1).abs() < 1e-12);
+    assert!((m.phases.backward.mean_s - 0.2).abs() < 1e-12);
+    assert_eq!(m.memory.measured.activations_and_workspace_bytes, Some(700));
+    assert_eq!(m.memory.estimate.as_ref().unwrap().total_bytes, 850);
+    let loss = m.loss.unwrap();
+    assert_eq!(loss.first, Some(2.0));
+    assert!((loss.last.unwrap() - 1.71).abs() < 1e-12);
+    assert!(loss.all_finite);
+    assert_eq!(m.gpu, Sampled::unavailable("the run used the CPU"));
+    assert_eq!(m.cpu, Sampled::unavailable("collectors disabled"));
+}
+
+#[test]
+fn nothing_measured_gives_no_metrics() {
+    let (p, a, c) = (plan(), analysis(), CollectorReport::default());
+    let r = RawMeasurements::default();
+    assert!(derive(&input(&p, &r, &a, &c)).is_none());
+}
+
+#[test]
+fn gpu_samples_give_utilisation_and_energy_per_sample() {
+    let (p, r, a) = (plan(), raw(), analysis());
+    let g = |t: f64, e: u64| nvml::GpuSample {
+        t,
+        util_gpu: Some(50),
+        power_mw: Some(100_000),
+        energy_mj: Some(e),
+        ..Default::default()
+    };
+    // 100 J per second from the counter = 100 W; 8 samples/s -> 12.5 J per sample.
+    let c = CollectorReport { cpu: None, gpu: Some(Ok((0, vec![g(0.0, 0), g(0.5, 50_000), g(1.0, 100_000)]))) };
+    let m = derive(&input(&p, &r, &a, &c)).unwrap();
+    let pw = m.power.get().unwrap();
+    assert_eq!((pw.mean_power_w, pw.energy_j, pw.energy_per_sample_j), (100.0, 100.0, 12.5));
+    assert_eq!(m.gpu.get().unwrap().utilization_mean_percent, 50.0);
+}

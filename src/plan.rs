@@ -1,0 +1,205 @@
+//! Expanding a [`ValidatedSpec`] into the runs it stands for: the product batch size x precision x topology x
+//! repeat, each a fully resolved [`RunPlan`] with a stable id (`resnet50.b32.fp32.1x1.r0`) and seed.
+
+use serde::Serialize;
+use trainbench_workload::{Budget, Precision, RunPlan};
+
+use crate::spec::ValidatedSpec;
+use crate::spec::rules::{effective_precisions, effective_topologies};
+use crate::spec::wire::{BackendChoice, Interconnect, Strategy};
+
+/// A planned run together with the topology details [`RunPlan`] does not carry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlannedRun {
+    /// What the backend is asked to run.
+    pub run: RunPlan,
+    /// Machines.
+    pub nodes: usize,
+    /// Devices per machine.
+    pub devices_per_node: usize,
+    /// Parallelism strategy.
+    pub strategy: Strategy,
+    /// Link between devices.
+    pub interconnect: Interconnect,
+    /// Backend as chosen in the spec (`auto` is resolved by the runner, which knows what is built in).
+    pub backend: BackendChoice,
+}
+
+/// The runs of a spec, in order: batch sizes outermost, then precisions, topologies and repeats.
+pub fn plan(spec: &ValidatedSpec) -> Vec<RunPlan> {
+    expand(spec).into_iter().map(|p| p.run).collect()
+}
+
+/// The runs of a spec with their topology details, in the order of [`plan`].
+pub fn expand(spec: &ValidatedSpec) -> Vec<PlannedRun> {
+    let s = spec.spec();
+    let topologies = effective_topologies(&s.topology, &s.sweep);
+    let tokens = topology_tokens(&topologies);
+    let budget = match s.run.time_budget_s {
+        Some(seconds) => Budget::Seconds(seconds),
+        None => Budget::Iterations(s.run.iterations),
+    };
+    let mut out = Vec::new();
+    for &batch_size in &s.sweep.batch_sizes {
+        for (precision, _) in effective_precisions(&s.training, &s.sweep) {
+            for (topology, token) in topologies.iter().zip(&tokens) {
+                for repeat in 0..s.run.repeats {
+                    let run = RunPlan {
+                        id: run_id(&s.name, batch_size, precision, token, repeat),
+                        batch_size,
+                        precision,
+                        device: s.topology.device.clone(),
+                        world_size: topology.world_size().unwrap_or(1),
+                        warmup: s.run.warmup,
+                        budget,
+                        repeat,
+                        seed: s.training.seed.saturating_add(u64::from(repeat)),
+                        optimizer: s.training.optimizer.clone(),
+                        phase_timing: s.run.phase_timing,
+                        timeout_s: s.run.timeout_s,
+                    };
+                    out.push(PlannedRun {
+                        run,
+                        nodes: topology.nodes,
+                        devices_per_node: topology.devices_per_node,
+                        strategy: topology.strategy,
+                        interconnect: topology.interconnect,
+                        backend: s.topology.backend,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `<name>.b<batch>.<precision>.<topology>.r<repeat>`.
+fn run_id(name: &str, batch: usize, precision: Precision, topology: &str, repeat: u32) -> String {
+    format!("{name}.b{batch}.{}.{topology}.r{repeat}", precision.as_str())
+}
+
+/// `NxM` per topology; when two topologies share a shape, their strategy and interconnect are appended
+/// (`2x4-ps-ethernet`) so ids stay unique.
+fn topology_tokens(topologies: &[crate::spec::rules::EffectiveTopology]) -> Vec<String> {
+    topologies
+        .iter()
+        .map(|t| {
+            let shape = format!("{}x{}", t.nodes, t.devices_per_node);
+            let shared =
+                topologies.iter().filter(|o| o.nodes == t.nodes && o.devices_per_node == t.devices_per_node).count()
+                    > 1;
+            if shared {
+                format!("{shape}-{}-{}", strategy_code(t.strategy), interconnect_code(t.interconnect))
+            } else {
+                shape
+            }
+        })
+        .collect()
+}
+
+fn strategy_code(s: Strategy) -> &'static str {
+    match s {
+        Strategy::Single => "single",
+        Strategy::AllReduce => "ar",
+        Strategy::ParameterServer => "ps",
+    }
+}
+
+fn interconnect_code(i: Interconnect) -> &'static str {
+    match i {
+        Interconnect::Pcie => "pcie",
+        Interconnect::Nvlink => "nvlink",
+        Interconnect::Ethernet => "ethernet",
+        Interconnect::Infiniband => "infiniband",
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::spec::path::FieldPath;
+    use crate::spec::rules::EffectiveTopology;
+
+    fn topo(nodes: usize, devices: usize, strategy: Strategy, interconnect: Interconnect) -> EffectiveTopology {
+        EffectiveTopology { path: FieldPath::root(), nodes, devices_per_node: devices, strategy, interconnect }
+    }
+
+    fn validated(text: &str) -> ValidatedSpec {
+        let v = crate::spec::SpecValidator::new().unwrap();
+        let checked = v.check_bytes("t.toml", text.as_bytes(), None, &crate::spec::Overrides::none());
+        checked.spec.unwrap_or_else(|| panic!("{}", crate::spec::diagnostics::render_text(&checked.diagnostics)))
+    }
+
+    const SPEC: &str = r#"
+version = 1
+name = "p"
+[model]
+family = "mlp"
+inputs = 8
+hidden = [8]
+classes = 2
+[training]
+seed = 100
+[sweep]
+batch_sizes = [8, 16]
+precisions = ["fp32", "bf16"]
+[[sweep.topologies]]
+devices_per_node = 1
+strategy = "single"
+[[sweep.topologies]]
+devices_per_node = 2
+strategy = "all-reduce"
+[run]
+warmup = 1
+iterations = 3
+repeats = 3
+"#;
+
+    #[test]
+    fn expands_the_full_product_in_order() {
+        let runs = expand(&validated(SPEC));
+        assert_eq!(runs.len(), 2 * 2 * 2 * 3);
+        assert_eq!(runs[0].run.id, "p.b8.fp32.1x1.r0");
+        assert_eq!(runs[3].run.id, "p.b8.fp32.1x2.r0");
+        assert_eq!(runs[6].run.id, "p.b8.bf16.1x1.r0");
+        assert_eq!(runs[12].run.id, "p.b16.fp32.1x1.r0");
+        assert_eq!(runs.last().unwrap().run.id, "p.b16.bf16.1x2.r2");
+        let ids: std::collections::HashSet<_> = runs.iter().map(|r| r.run.id.clone()).collect();
+        assert_eq!(ids.len(), runs.len());
+    }
+
+    #[test]
+    fn seeds_budget_and_topology_are_resolved() {
+        let runs = expand(&validated(SPEC));
+        assert_eq!(runs.iter().take(3).map(|r| r.run.seed).collect::<Vec<_>>(), [100, 101, 102]);
+        assert!(runs.iter().all(|r| r.run.budget == Budget::Iterations(3) && r.run.warmup == 1));
+        assert_eq!((runs[3].run.world_size, runs[3].strategy), (2, Strategy::AllReduce));
+        assert_eq!(runs[0].run.device, "cpu");
+        let timed = validated(&SPEC.replace("iterations = 3", "time_budget_s = 2.5"));
+        assert!(plan(&timed).iter().all(|r| r.budget == Budget::Seconds(2.5)));
+    }
+
+    #[test]
+    fn defaults_give_one_run() {
+        let runs = plan(&validated("version = 1\nname = \"d\"\n[model]\nfamily = \"mlp\"\n"));
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].id, "d.b32.fp32.1x1.r0");
+        assert_eq!(runs[0].seed, 42);
+    }
+
+    #[test]
+    fn ids_follow_the_pattern() {
+        assert_eq!(run_id("resnet50", 32, Precision::Fp32, "1x1", 0), "resnet50.b32.fp32.1x1.r0");
+    }
+
+    #[test]
+    fn shared_shapes_get_distinct_tokens() {
+        let ts = [
+            topo(2, 4, Strategy::ParameterServer, Interconnect::Ethernet),
+            topo(2, 4, Strategy::AllReduce, Interconnect::Infiniband),
+            topo(1, 8, Strategy::AllReduce, Interconnect::Nvlink),
+        ];
+        assert_eq!(topology_tokens(&ts), ["2x4-ps-ethernet", "2x4-ar-infiniband", "1x8"]);
+    }
+}

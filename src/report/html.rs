@@ -1,0 +1,192 @@
+//! The self-contained HTML report: inline CSS, inline SVG plots, no scripts and no external requests.
+
+use std::fmt::Write as _;
+
+use super::plots::{Plot, Section};
+use super::{ConfigRow, ReportModel, environment_summary, fmt_bytes, fmt_ms, fmt_percent, fmt_sig};
+
+/// Escape text for HTML element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "\
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1200px;padding:0 1rem;\
+color:#222;line-height:1.45}\
+h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.3rem;margin-top:2.5rem}\
+nav ul{columns:2;padding-left:1.2rem}\
+figure{margin:1.2rem 0;overflow-x:auto}figcaption{font-size:.9rem;color:#555}\
+figure svg{max-width:100%;height:auto}\
+table{border-collapse:collapse;font-size:.85rem;width:100%}\
+th,td{border:1px solid #ddd;padding:.3rem .45rem;text-align:left;vertical-align:top}\
+th{background:#f4f4f4;position:sticky;top:0}td.num{text-align:right;font-variant-numeric:tabular-nums}\
+tr:nth-child(even) td{background:#fafafa}.bad{color:#b00020;font-weight:600}.muted{color:#777}\
+.scroll{overflow-x:auto}";
+
+/// The SVG as inlined in HTML: without the namespace attribute (implied in HTML documents).
+fn inline_svg(svg: &str) -> String {
+    svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1)
+}
+
+fn cell_num(v: Option<String>) -> String {
+    match v {
+        Some(s) => format!("<td class=\"num\">{}</td>", escape(&s)),
+        None => "<td class=\"num muted\">-</td>".to_string(),
+    }
+}
+
+fn config_row(c: &ConfigRow<'_>) -> String {
+    let outcome = c.outcome_summary();
+    let outcome_cell = if c.runs.iter().all(|r| r.outcome.status() == "completed") {
+        format!("<td>{}</td>", escape(&outcome))
+    } else {
+        format!("<td class=\"bad\">{}</td>", escape(&outcome))
+    };
+    let mut row = String::from("<tr>");
+    let _ = write!(
+        row,
+        "<td>{}</td><td>{}</td>{outcome_cell}<td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td>",
+        escape(&c.spec),
+        escape(&c.config),
+        c.runs.len(),
+        escape(&c.backend),
+        escape(&c.device),
+        c.precision.as_str(),
+    );
+    row.push_str(&format!("<td class=\"num\">{}</td>", c.batch));
+    row.push_str(&cell_num(c.samples_per_s().map(fmt_sig)));
+    row.push_str(&cell_num(c.items_per_s().map(|(v, u)| format!("{} {u}/s", fmt_sig(v)))));
+    row.push_str(&cell_num(c.median_step_s().map(fmt_ms)));
+    row.push_str(&cell_num(c.p95_step_s().map(fmt_ms)));
+    row.push_str(&cell_num(c.cv().map(fmt_percent)));
+    row.push_str(&cell_num(c.gpu_utilization_percent().map(|v| format!("{v:.1}%"))));
+    row.push_str(&cell_num(c.flop_fraction().map(fmt_percent)));
+    row.push_str(&cell_num(c.cpu_utilization().map(fmt_percent)));
+    row.push_str(&cell_num(c.peak_allocated_bytes().map(fmt_bytes)));
+    row.push_str(&cell_num(c.energy_per_sample_j().map(|j| format!("{} J", fmt_sig(j)))));
+    row.push_str("</tr>\n");
+    row
+}
+
+/// Render the HTML page.
+pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
+    let mut h = String::new();
+    h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    h.push_str("<title>trainbench report</title>\n");
+    let _ = writeln!(h, "<style>{STYLE}</style>\n</head>\n<body>");
+    h.push_str("<h1>trainbench report</h1>\n");
+    let specs = model.specs();
+    let _ = writeln!(
+        h,
+        "<p>{} runs in {} configurations of {} spec(s): {}.</p>",
+        model.runs.len(),
+        model.configs.len(),
+        specs.len(),
+        escape(&specs.join(", "))
+    );
+    h.push_str("<nav><ul>\n");
+    for s in Section::ALL {
+        if plots.iter().any(|p| p.section == s) {
+            let _ = writeln!(h, "<li><a href=\"#{}\">{}</a></li>", s.anchor(), escape(s.heading()));
+        }
+    }
+    h.push_str(
+        "<li><a href=\"#runs\">Configurations</a></li>\n<li><a href=\"#environment\">Runs and environments</a></li>\n",
+    );
+    h.push_str("</ul></nav>\n");
+
+    for s in Section::ALL {
+        let in_section: Vec<&Plot> = plots.iter().filter(|p| p.section == s).collect();
+        if in_section.is_empty() {
+            continue;
+        }
+        let _ = writeln!(h, "<section id=\"{}\">\n<h2>{}</h2>", s.anchor(), escape(s.heading()));
+        for p in in_section {
+            let _ = writeln!(
+                h,
+                "<figure id=\"plot-{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>",
+                escape(&p.id),
+                inline_svg(&p.svg),
+                escape(&p.caption)
+            );
+        }
+        h.push_str("</section>\n");
+    }
+
+    h.push_str("<section id=\"runs\">\n<h2>Configurations</h2>\n<div class=\"scroll\"><table>\n<thead><tr>");
+    for head in [
+        "spec",
+        "configuration",
+        "outcome",
+        "repeats",
+        "backend",
+        "device",
+        "precision",
+        "batch",
+        "samples/s",
+        "items/s",
+        "median step",
+        "p95 step",
+        "CV",
+        "GPU busy",
+        "FLOP of peak",
+        "CPU",
+        "peak allocated",
+        "energy/sample",
+    ] {
+        let _ = write!(h, "<th>{}</th>", escape(head));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for c in &model.configs {
+        h.push_str(&config_row(c));
+    }
+    h.push_str("</tbody></table></div>\n</section>\n");
+
+    h.push_str("<section id=\"environment\">\n<h2>Runs and environments</h2>\n<div class=\"scroll\"><table>\n");
+    h.push_str("<thead><tr><th>run</th><th>outcome</th><th>started</th><th>spec SHA-256</th><th>environment</th></tr></thead>\n<tbody>\n");
+    for l in &model.runs {
+        let r = &l.result;
+        let sha = r.environment.spec_sha256.get(..12).unwrap_or(&r.environment.spec_sha256);
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+            escape(&r.run_id),
+            escape(r.outcome.status()),
+            escape(&r.environment.started_at),
+            escape(sha),
+            escape(&environment_summary(r))
+        );
+    }
+    h.push_str("</tbody></table></div>\n</section>\n");
+    h.push_str("<footer class=\"muted\"><p>Written by trainbench report. Self-contained: no scripts, no external resources.</p></footer>\n");
+    h.push_str("</body>\n</html>\n");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(escape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+    }
+
+    #[test]
+    fn inline_svg_drops_the_namespace_url() {
+        let svg = "<svg width=\"1\" xmlns=\"http://www.w3.org/2000/svg\">\n</svg>";
+        assert_eq!(inline_svg(svg), "<svg width=\"1\">\n</svg>");
+    }
+}

@@ -1,0 +1,537 @@
+//! The versioned result format: one [`RunResult`] per run (metrics + environment manifest) and a [`SuiteIndex`]
+//! per results folder. `schema/result.schema.json` is generated from these types; doc comments are its text.
+//!
+//! Conventions: times are seconds (`_s`), memory is bytes (`_bytes`), rates are per second (`_per_s`),
+//! fractions are in `0..=1` (not percent) unless the field name says `_percent`. A figure that could not be
+//! measured is never written as zero: it is `null` (for `Option`) or a [`Sampled::Unavailable`] with a reason.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use trainbench_workload::{DeviceInfo, RunPlan};
+
+/// Version of the result format written by this build. Bumped on any incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// File name of the suite index inside a results folder.
+pub const INDEX_FILE: &str = "index.json";
+
+/// The result of one run: what ran, how it ended, what was measured and where.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "trainbench run result")]
+pub struct RunResult {
+    /// Result format version (see `FORMAT_VERSION`); readers refuse versions they do not know.
+    pub format_version: u32,
+    /// Name of the spec the run came from (`name` in the spec file).
+    pub spec_name: String,
+    /// Run identifier, unique within the spec (`resnet50.b32.fp32.1x1.r0`); also the result file stem.
+    pub run_id: String,
+    /// Backend that executed the run (`tch`, `wgpu`, `mock`).
+    pub backend: String,
+    /// The fully resolved run plan the backend was given.
+    pub plan: RunPlan,
+    /// How the run ended.
+    pub outcome: RunOutcome,
+    /// Measured metrics; `null` when no iteration was measured (failure, out of memory, skipped).
+    pub metrics: Option<Metrics>,
+    /// Static analysis of the model (parameters, FLOPs, memory estimate); `null` if the analysis failed.
+    pub analysis: Option<AnalysisSummary>,
+    /// Where, with what and when the run happened.
+    pub environment: Environment,
+}
+
+impl RunResult {
+    /// The step times the statistics were computed from: the measured samples from the steady-state start on.
+    pub fn steady_step_times(&self) -> &[f64] {
+        match &self.metrics {
+            Some(m) => m.step_times_s.get(m.steady_state.start_index..).unwrap_or(&[]),
+            None => &[],
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RunOutcome {
+    /// All planned iterations (or the whole time budget) were measured.
+    Completed,
+    /// The device ran out of memory; the sweep went on with the next run.
+    OutOfMemory {
+        /// Batch size that did not fit.
+        batch_size: usize,
+        /// The framework's message.
+        message: String,
+    },
+    /// The run failed for another reason.
+    Failed {
+        /// What went wrong.
+        message: String,
+    },
+    /// The run was stopped early (Ctrl-C or timeout); the iterations measured so far are kept.
+    Interrupted {
+        /// Why: `interrupted by user` or `timeout after N s`.
+        reason: String,
+    },
+    /// The run was not attempted.
+    Skipped {
+        /// Why, e.g. a smaller batch of the same model already ran out of memory.
+        reason: String,
+    },
+}
+
+impl RunOutcome {
+    /// Short name of the status as written in JSON (`completed`, `out_of_memory`, ...).
+    pub fn status(&self) -> &'static str {
+        match self {
+            RunOutcome::Completed => "completed",
+            RunOutcome::OutOfMemory { .. } => "out_of_memory",
+            RunOutcome::Failed { .. } => "failed",
+            RunOutcome::Interrupted { .. } => "interrupted",
+            RunOutcome::Skipped { .. } => "skipped",
+        }
+    }
+}
+
+/// A figure from a sampler or a source that may be absent on this machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Sampled<T> {
+    /// The figures were measured.
+    Available(T),
+    /// They could not be measured here.
+    Unavailable {
+        /// Why (no NVIDIA driver, not collected, CPU-only run, ...).
+        reason: String,
+    },
+}
+
+impl<T> Sampled<T> {
+    /// The figures, if available.
+    pub fn get(&self) -> Option<&T> {
+        match self {
+            Sampled::Available(t) => Some(t),
+            Sampled::Unavailable { .. } => None,
+        }
+    }
+    /// Shorthand for an unavailable figure.
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Sampled::Unavailable { reason: reason.into() }
+    }
+}
+
+/// Everything measured in one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Metrics {
+    /// Steady-state throughput.
+    pub throughput: Throughput,
+    /// Statistics of the whole-iteration time over the steady-state samples.
+    pub step_time: StepTimeStats,
+    /// Whole-iteration time of every measured iteration, in seconds, in order (warm-up excluded). Statistics
+    /// use `step_times_s[steady_state.start_index..]`; comparisons should bootstrap from the same slice.
+    pub step_times_s: Vec<f64>,
+    /// How the warm-up transient was removed.
+    pub steady_state: SteadyState,
+    /// Mean time and share of each phase of an iteration.
+    pub phases: PhaseBreakdown,
+    /// Device compute utilisation (NVML).
+    pub gpu: Sampled<GpuUtilization>,
+    /// Achieved FLOP/s against the device's peak.
+    pub flops: FlopUtilization,
+    /// Process CPU utilisation and resident memory.
+    pub cpu: Sampled<CpuUtilization>,
+    /// Power draw and energy (NVML).
+    pub power: Sampled<PowerEnergy>,
+    /// Memory split by data structure, measured and estimated.
+    pub memory: MemoryBreakdown,
+    /// Training loss at the first and last measured iteration; `null` if the backend reported none.
+    pub loss: Option<LossSummary>,
+}
+
+/// Steady-state throughput: samples over the summed step times of the steady-state iterations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Throughput {
+    /// Training samples per second (batch size x steady iterations / their summed time).
+    pub samples_per_s: f64,
+    /// Items per second, where an item is `item_unit` (tokens for sequence models; equals samples otherwise).
+    pub items_per_s: f64,
+    /// Unit of `items_per_s` (`samples`, `tokens`, `frames`).
+    pub item_unit: String,
+    /// Items counted per sample.
+    pub items_per_sample: u64,
+}
+
+/// Summary statistics of step times, in seconds. Quantiles use linear interpolation between order statistics
+/// (Hyndman & Fan type 7, the default of NumPy and R).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepTimeStats {
+    /// Number of samples the statistics are computed from.
+    pub n: usize,
+    /// Arithmetic mean.
+    pub mean_s: f64,
+    /// Median.
+    pub median_s: f64,
+    /// 5th percentile.
+    pub p5_s: f64,
+    /// 95th percentile.
+    pub p95_s: f64,
+    /// 99th percentile.
+    pub p99_s: f64,
+    /// Sample standard deviation (n - 1 denominator; 0 for a single sample).
+    pub stdev_s: f64,
+    /// Coefficient of variation: stdev / mean.
+    pub cv: f64,
+    /// Fastest iteration.
+    pub min_s: f64,
+    /// Slowest iteration.
+    pub max_s: f64,
+    /// Iterations outside Tukey's fences (below Q1 - 1.5 IQR or above Q3 + 1.5 IQR); kept in the statistics.
+    pub outliers: usize,
+    /// Bootstrap 95% confidence interval of the median, `[low, high]` (seeded, deterministic).
+    pub median_ci95_s: [f64; 2],
+}
+
+/// How the warm-up transient was cut from the measured iterations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SteadyState {
+    /// Warm-up iterations run and discarded before measuring (from the plan).
+    pub warmup_iterations: u64,
+    /// Detection method applied to the measured iterations (`mser-5`).
+    pub method: String,
+    /// Index of the first measured iteration counted as steady state; earlier ones are excluded.
+    pub start_index: usize,
+    /// Measured iterations excluded as transient (equals `start_index`).
+    pub truncated: usize,
+    /// False when the truncation reached its cap (half the measured iterations): the run may have ended
+    /// before reaching steady state; measure more iterations.
+    pub reached: bool,
+}
+
+/// Mean time and share of one phase.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseStat {
+    /// Mean seconds per iteration.
+    pub mean_s: f64,
+    /// Share of the mean iteration time, in `0..=1`.
+    pub share: f64,
+}
+
+/// Where the time of an iteration goes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseBreakdown {
+    /// True when the device was synchronised between phases, so the split is exact; false means phases
+    /// overlap asynchronously and only `total` is trustworthy.
+    pub synchronised: bool,
+    /// Producing and transferring the input batch.
+    pub data: PhaseStat,
+    /// Forward pass including the loss.
+    pub forward: PhaseStat,
+    /// Backward pass.
+    pub backward: PhaseStat,
+    /// Gradient communication.
+    pub comm: PhaseStat,
+    /// Optimizer step.
+    pub optimizer: PhaseStat,
+    /// Time of the iteration not attributed to any phase (total minus the phases, at least 0).
+    pub other: PhaseStat,
+}
+
+/// GPU figures sampled by NVML during the measured iterations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuUtilization {
+    /// NVML index of the sampled device.
+    pub device_index: u32,
+    /// Samples taken.
+    pub samples: usize,
+    /// Mean percent of time a kernel was running (NVML `utilization.gpu`), 0-100.
+    pub utilization_mean_percent: f64,
+    /// Highest sampled utilisation, 0-100.
+    pub utilization_max_percent: f64,
+    /// Mean percent of time device memory was read or written, 0-100.
+    pub memory_utilization_mean_percent: f64,
+    /// Highest device memory in use (all processes), bytes.
+    pub memory_used_max_bytes: u64,
+    /// Highest device memory NVML attributes to this process, bytes; `null` when NVML cannot tell (e.g. a
+    /// container whose process ids differ from the host's).
+    pub process_memory_max_bytes: Option<u64>,
+    /// Mean SM clock, MHz.
+    pub sm_clock_mean_mhz: f64,
+    /// Highest temperature, degrees Celsius.
+    pub temperature_max_c: f64,
+}
+
+/// Achieved floating-point rate against the device peak (FLOPs from the static analysis).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FlopUtilization {
+    /// Training FLOPs per sample (forward + backward) from the analysis; `null` when the analysis failed.
+    pub flops_per_sample: Option<u64>,
+    /// Achieved FLOP/s: FLOPs per sample x samples per second.
+    pub achieved_flop_per_s: Option<f64>,
+    /// Device peak FLOP/s for the run's precision; `null` when unknown.
+    pub peak_flop_per_s: Option<f64>,
+    /// Where the peak comes from (`table: NVIDIA H100 SXM fp32`, `measured: fp32 GEMM`, `backend`).
+    pub peak_source: Option<String>,
+    /// achieved / peak, in `0..=1`.
+    pub fraction: Option<f64>,
+}
+
+/// Process CPU figures sampled during the measured iterations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CpuUtilization {
+    /// Logical cores available to the process.
+    pub cores: usize,
+    /// Process CPU time (user + system) over wall time x cores, in `0..=1` (TBD's definition).
+    pub utilization: f64,
+    /// Process CPU time over wall time, in cores (1.0 = one core busy).
+    pub busy_cores: f64,
+    /// Mean resident set size, bytes.
+    pub rss_mean_bytes: u64,
+    /// Highest sampled resident set size, bytes.
+    pub rss_max_bytes: u64,
+    /// Samples taken.
+    pub samples: usize,
+}
+
+/// Power and energy of the device during the measured iterations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PowerEnergy {
+    /// Mean power draw, watts.
+    pub mean_power_w: f64,
+    /// Highest sampled power draw, watts.
+    pub max_power_w: f64,
+    /// Energy over the measured window, joules.
+    pub energy_j: f64,
+    /// Energy per training sample, joules.
+    pub energy_per_sample_j: f64,
+    /// How energy was obtained: `counter` (NVML total-energy counter) or `integrated` (power samples x time).
+    pub method: String,
+}
+
+/// Memory by data structure: what the backend measured next to what the analysis predicts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryBreakdown {
+    /// Measured by the backend from its tensors and allocator.
+    pub measured: MemoryMeasuredSummary,
+    /// Predicted by the static analysis; `null` when the analysis failed.
+    pub estimate: Option<MemoryEstimate>,
+}
+
+/// Memory measured by the backend, bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryMeasuredSummary {
+    /// Parameter tensors.
+    pub weights_bytes: u64,
+    /// Gradient tensors.
+    pub gradients_bytes: u64,
+    /// Optimizer state tensors.
+    pub optimizer_state_bytes: u64,
+    /// Peak allocated minus weights, gradients and optimizer state (at least 0): feature maps, their
+    /// gradients and framework workspace; `null` without an allocator peak.
+    pub activations_and_workspace_bytes: Option<u64>,
+    /// Peak bytes allocated by the framework allocator; `null` when the backend cannot tell.
+    pub peak_allocated_bytes: Option<u64>,
+    /// Bytes reserved by the allocator (allocated + cached); `null` when the backend cannot tell.
+    pub reserved_bytes: Option<u64>,
+}
+
+/// Memory predicted by the static analysis, bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryEstimate {
+    /// Parameters.
+    pub weights_bytes: u64,
+    /// Gradients.
+    pub gradients_bytes: u64,
+    /// Optimizer state.
+    pub optimizer_state_bytes: u64,
+    /// Feature maps kept for the backward pass (plus masks and indices) at the run's batch size and precision.
+    pub activations_bytes: u64,
+    /// Workspace allowance: the largest transient working set of one layer's backward for the batch.
+    pub workspace_bytes: u64,
+    /// Sum of the above.
+    pub total_bytes: u64,
+}
+
+/// Training loss.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LossSummary {
+    /// Loss at the first measured iteration (`null` if not finite).
+    pub first: Option<f64>,
+    /// Loss at the last measured iteration (`null` if not finite).
+    pub last: Option<f64>,
+    /// True when every reported loss was finite.
+    pub all_finite: bool,
+}
+
+/// The static analysis of the run's model, at the run's batch size and precision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnalysisSummary {
+    /// Trained parameters (tied weights once).
+    pub parameters: u64,
+    /// Non-trained buffers (batch-norm running statistics), elements.
+    pub buffers: u64,
+    /// Forward FLOPs per sample (one multiply-add = 2 FLOPs; PyTorch `flop_counter` convention).
+    pub forward_flops_per_sample: u64,
+    /// Backward FLOPs per sample.
+    pub backward_flops_per_sample: u64,
+    /// Training FLOPs per sample (forward + backward; the optimizer update is not counted).
+    pub train_flops_per_sample: u64,
+    /// Memory estimate at the run's batch size, precision and optimizer.
+    pub memory: MemoryEstimate,
+    /// Caveats of the analysis for this model (what its conventions leave out).
+    pub notes: Vec<String>,
+}
+
+/// The environment manifest: enough to reproduce or audit the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    /// trainbench version (Cargo package version).
+    pub trainbench_version: String,
+    /// Git commit trainbench was built from (`unknown` outside a git checkout).
+    pub git_commit: String,
+    /// SHA-256 (hex) of `spec_canonical`.
+    pub spec_sha256: String,
+    /// The spec in canonical form (the spec stage's canonical TOML: every field written out with defaults
+    /// filled in and `--set` overrides applied, in a fixed order), so layout, comments and spelled-out defaults
+    /// do not change the hash.
+    pub spec_canonical: String,
+    /// Library versions the backend ran with (`libtorch`, `cuda`, `cudnn`, `burn`, `wgpu`, ...).
+    pub library_versions: BTreeMap<String, String>,
+    /// The device the run used, as the backend described it.
+    pub device: Option<DeviceInfo>,
+    /// GPUs seen through NVML, or why none could be listed.
+    pub gpus: Sampled<GpuInventory>,
+    /// The host CPU.
+    pub cpu: CpuInfo,
+    /// Operating system.
+    pub os: OsInfo,
+    /// Host name.
+    pub hostname: String,
+    /// Environment variables that change performance (CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS, TORCH_*, ...),
+    /// as set for the run; unset ones are left out.
+    pub env_vars: BTreeMap<String, String>,
+    /// Seed of weights and synthetic data.
+    pub seed: u64,
+    /// When the run started, RFC 3339 UTC.
+    pub started_at: String,
+    /// When the run ended, RFC 3339 UTC.
+    pub finished_at: String,
+}
+
+/// NVIDIA driver and GPUs seen through NVML.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuInventory {
+    /// Driver version.
+    pub driver_version: String,
+    /// CUDA version the driver supports (`12.4`), if NVML reports it.
+    pub cuda_driver_version: Option<String>,
+    /// Devices in NVML index order.
+    pub devices: Vec<GpuDevice>,
+}
+
+/// One GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuDevice {
+    /// NVML index.
+    pub index: u32,
+    /// Product name.
+    pub name: String,
+    /// Total memory, bytes.
+    pub memory_bytes: u64,
+}
+
+/// Host CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CpuInfo {
+    /// Model name (`/proc/cpuinfo` `model name`), or `unknown`.
+    pub model: String,
+    /// Logical cores available to the process.
+    pub logical_cores: usize,
+    /// Total physical memory, bytes, if known.
+    pub memory_bytes: Option<u64>,
+}
+
+/// Operating system.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OsInfo {
+    /// OS family (`linux`, `macos`, `windows`).
+    pub family: String,
+    /// Distribution name (`/etc/os-release` `PRETTY_NAME`), if known.
+    pub distribution: Option<String>,
+    /// Kernel release (`uname -r`), if known.
+    pub kernel: Option<String>,
+    /// CPU architecture (`x86_64`, `aarch64`).
+    pub arch: String,
+}
+
+/// The index of a results folder: one entry per run, rewritten after each run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "trainbench suite index")]
+pub struct SuiteIndex {
+    /// Result format version.
+    pub format_version: u32,
+    /// Spec name the folder belongs to.
+    pub spec_name: String,
+    /// SHA-256 of the canonical spec the runs came from.
+    pub spec_sha256: String,
+    /// Last time the index was written, RFC 3339 UTC.
+    pub updated_at: String,
+    /// Runs in the order they ran.
+    pub runs: Vec<IndexEntry>,
+}
+
+/// One run in a [`SuiteIndex`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IndexEntry {
+    /// Run identifier.
+    pub run_id: String,
+    /// How it ended.
+    pub outcome: RunOutcome,
+    /// Result file name, relative to the index.
+    pub file: String,
+    /// Steady-state samples per second, if measured.
+    pub samples_per_s: Option<f64>,
+}
+
+/// The `$id` of the result schema.
+pub const RESULT_SCHEMA_ID: &str = "https://trainbench.dev/schema/result-v1.json";
+
+/// The JSON Schema (draft 2020-12) of [`RunResult`], as written to `schema/result.schema.json`.
+pub fn result_schema() -> serde_json::Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
+    let mut value = generator.into_root_schema_for::<RunResult>().to_value();
+    if let serde_json::Value::Object(root) = &mut value {
+        root.insert("$id".into(), serde_json::Value::String(RESULT_SCHEMA_ID.into()));
+    }
+    value
+}
+
+/// The result schema as the committed file holds it (pretty JSON and a final newline).
+pub fn result_schema_text() -> String {
+    let mut text = serde_json::to_string_pretty(&result_schema()).unwrap_or_default();
+    text.push('\n');
+    text
+}

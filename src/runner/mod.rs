@@ -1,0 +1,313 @@
+//! The runner: executes a [`Suite`]'s runs one by one on a backend, with collectors around each run, turns
+//! what was measured into a [`RunResult`] and writes it the moment the run ends (plus the suite index).
+//!
+//! Outcomes: a backend error `OutOfMemory` is recorded as `out_of_memory` and the sweep goes on, except that
+//! later runs of the same precision and world size with a batch at least as large are recorded as `skipped`
+//! (they would run out of memory too); other errors are recorded as `failed`; a plan timeout ends that run as
+//! `interrupted` and the sweep goes on; Ctrl-C ends the current run as `interrupted` and stops the suite,
+//! keeping every result written so far. A backend that is not compiled in stops the suite before any run.
+
+pub mod output;
+pub mod probe;
+pub mod suite;
+
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
+use trainbench_workload::mock::MockConfig;
+use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, RawMeasurements, RunPlan};
+
+use crate::backends::{self, BackendChoice};
+use crate::manifest::{ManifestInput, environment};
+use crate::metrics::collect::{CollectorConfig, Collectors};
+use crate::metrics::nvml::GpuTarget;
+use crate::metrics::{DeriveInput, derive, peak};
+use crate::result::{AnalysisSummary, FORMAT_VERSION, MemoryEstimate, RunOutcome, RunResult};
+use crate::spec::wire::MetricGroup;
+pub use output::SuiteWriter;
+pub use probe::{RunProbe, StopCause, StopFlag};
+pub use suite::Suite;
+
+/// How to run a suite.
+#[derive(Debug, Clone, Default)]
+pub struct RunnerOptions {
+    /// Results root; each suite writes to `<out_dir>/<spec name>/`.
+    pub out_dir: PathBuf,
+    /// Backend override (`--backend`); `None` keeps the spec's.
+    pub backend: Option<BackendChoice>,
+    /// Device override (`--device`); `None` keeps the spec's.
+    pub device: Option<String>,
+    /// Draw progress bars (on a terminal).
+    pub progress: bool,
+    /// Run the background collectors (CPU, NVML); off to measure their overhead.
+    pub no_collectors: bool,
+    /// Settings of the mock backend.
+    pub mock: MockConfig,
+    /// Stop request shared with the caller (Ctrl-C is honoured as well).
+    pub stop: StopFlag,
+    /// Test hook: request a stop after this many iterations of the run with this index.
+    pub interrupt_at: Option<(usize, u64)>,
+}
+
+/// Why a suite could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// The backend is not usable in this build.
+    #[error("{0}")]
+    Backend(BackendError),
+    /// A result could not be written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// What a suite produced.
+#[derive(Debug, Clone)]
+pub struct SuiteReport {
+    /// Folder the results were written to.
+    pub dir: PathBuf,
+    /// Results in run order (only runs that were reached).
+    pub results: Vec<RunResult>,
+    /// True when Ctrl-C stopped the suite before all runs were done.
+    pub interrupted: bool,
+}
+
+fn analysis_summary(a: &Analysis, plan: &RunPlan) -> AnalysisSummary {
+    let m = memory_estimate(a, plan.batch_size, plan.precision, &plan.optimizer);
+    AnalysisSummary {
+        parameters: a.parameters,
+        buffers: a.buffers,
+        forward_flops_per_sample: a.flops.forward_per_sample,
+        backward_flops_per_sample: a.flops.backward_per_sample,
+        train_flops_per_sample: a.flops.train_per_sample,
+        memory: MemoryEstimate {
+            weights_bytes: m.weights,
+            gradients_bytes: m.gradients,
+            optimizer_state_bytes: m.optimizer_state,
+            activations_bytes: m.activations,
+            workspace_bytes: m.workspace,
+            total_bytes: m.total,
+        },
+        notes: a.notes.clone(),
+    }
+}
+
+/// Run every plan of `suite`, writing each result as soon as its run ends. `on_result` is called after each
+/// result is written (for printing).
+pub fn run_suite(
+    suite: &Suite,
+    opts: &RunnerOptions,
+    on_result: &mut dyn FnMut(&RunResult, &Path),
+) -> Result<SuiteReport, RunnerError> {
+    let choice = backends::resolve(opts.backend.unwrap_or(suite.backend));
+    run_suite_with(suite, opts, backends::create(choice, &opts.mock), on_result)
+}
+
+/// [`run_suite`] on a given backend instance (embedders, tests with custom backends).
+pub fn run_suite_with(
+    suite: &Suite,
+    opts: &RunnerOptions,
+    mut backend: Box<dyn Backend>,
+    on_result: &mut dyn FnMut(&RunResult, &Path),
+) -> Result<SuiteReport, RunnerError> {
+    let graph = &suite.graph;
+    let analysis = analyze(graph);
+    let dir = opts.out_dir.join(&suite.spec_name);
+    let spec_sha = crate::manifest::sha256_hex(&suite.spec_canonical);
+    let mut writer: Option<SuiteWriter> = None;
+    let mut report = SuiteReport { dir: dir.clone(), results: Vec::new(), interrupted: false };
+    let mut ooms: Vec<RunPlan> = Vec::new();
+
+    for (i, plan) in suite.plans.iter().enumerate() {
+        if opts.stop.is_set() {
+            report.interrupted = true;
+            break;
+        }
+        let mut plan = plan.clone();
+        if let Some(d) = &opts.device {
+            plan.device = d.clone();
+        }
+        let ctx = RunContext { suite, graph, analysis: &analysis, opts, index: i };
+        let result = match ooms.iter().find(|o| same_family(o, &plan) && plan.batch_size >= o.batch_size) {
+            Some(o) => ctx.skipped(&plan, backend.as_ref(), o.batch_size),
+            None => match backend.check(&plan, graph) {
+                Err(e @ BackendError::NotBuilt { .. }) => return Err(RunnerError::Backend(e)),
+                Err(e) => ctx.not_run(&plan, backend.as_ref(), e),
+                Ok(()) => ctx.run(&plan, backend.as_mut()),
+            },
+        };
+        if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
+            ooms.push(plan.clone());
+        }
+        if writer.is_none() {
+            let w = SuiteWriter::open(dir.clone(), &suite.spec_name, &spec_sha)
+                .map_err(|source| RunnerError::Io { path: dir.display().to_string(), source })?;
+            writer = Some(w);
+        }
+        if let Some(w) = writer.as_mut() {
+            let path =
+                w.record(&result).map_err(|source| RunnerError::Io { path: dir.display().to_string(), source })?;
+            on_result(&result, &path);
+        }
+        let user_stop = matches!(&result.outcome, RunOutcome::Interrupted { reason } if reason == USER_STOP);
+        report.results.push(result);
+        if user_stop {
+            report.interrupted = true;
+            break;
+        }
+    }
+    Ok(report)
+}
+
+/// Reason recorded when Ctrl-C stopped a run.
+pub const USER_STOP: &str = "interrupted by user";
+
+/// Same model, precision, world size and device: a larger batch after an OOM would run out of memory too.
+fn same_family(a: &RunPlan, b: &RunPlan) -> bool {
+    a.precision == b.precision && a.world_size == b.world_size && a.device == b.device
+}
+
+struct RunContext<'a> {
+    suite: &'a Suite,
+    graph: &'a Graph,
+    analysis: &'a Analysis,
+    opts: &'a RunnerOptions,
+    index: usize,
+}
+
+impl RunContext<'_> {
+    fn result(
+        &self,
+        plan: &RunPlan,
+        backend: &str,
+        outcome: RunOutcome,
+        times: (SystemTime, SystemTime),
+        device: Option<DeviceInfo>,
+        raw: Option<&RawMeasurements>,
+    ) -> RunResult {
+        let env = ManifestInput {
+            spec_canonical: &self.suite.spec_canonical,
+            seed: plan.seed,
+            started: times.0,
+            finished: times.1,
+            device,
+        };
+        RunResult {
+            format_version: FORMAT_VERSION,
+            spec_name: self.suite.spec_name.clone(),
+            run_id: plan.id.clone(),
+            backend: backend.to_string(),
+            plan: plan.clone(),
+            outcome,
+            metrics: None,
+            analysis: Some(analysis_summary(self.analysis, plan)),
+            environment: environment(env, raw),
+        }
+    }
+
+    fn skipped(&self, plan: &RunPlan, backend: &dyn Backend, oom_batch: usize) -> RunResult {
+        let now = SystemTime::now();
+        let reason =
+            format!("batch size {oom_batch} of the same model, precision and device already ran out of memory");
+        self.result(plan, backend.name(), RunOutcome::Skipped { reason }, (now, now), device_of(backend, plan), None)
+    }
+
+    fn not_run(&self, plan: &RunPlan, backend: &dyn Backend, err: BackendError) -> RunResult {
+        let now = SystemTime::now();
+        self.result(plan, backend.name(), outcome_of_error(err), (now, now), device_of(backend, plan), None)
+    }
+
+    fn run(&self, plan: &RunPlan, backend: &mut dyn Backend) -> RunResult {
+        let device = device_of(backend, plan);
+        let collect = !self.opts.no_collectors;
+        let gpu_target =
+            GpuTarget::from_selector(&plan.device, device.as_ref().and_then(|d| d.details.get("pci_bus_id").cloned()));
+        let wants_gpu =
+            self.suite.collects(MetricGroup::GpuUtilization) || self.suite.collects(MetricGroup::PowerEnergy);
+        let config = CollectorConfig {
+            interval: self.suite.sample_interval,
+            cpu: collect && self.suite.collects(MetricGroup::CpuUtilization),
+            gpu: if collect && wants_gpu { gpu_target.clone() } else { None },
+        };
+        let label = format!("[{}/{}] {}", self.index + 1, self.suite.plans.len(), plan.id);
+        let mut probe = RunProbe::new(plan, &label, self.opts.progress, self.opts.stop.clone());
+        if let Some((run, n)) = self.opts.interrupt_at {
+            if run == self.index {
+                probe = probe.interrupt_after(n);
+            }
+        }
+        let started = SystemTime::now();
+        let clock = Instant::now();
+        let collectors = Collectors::start(&config);
+        let origin = collectors.origin();
+        let outcome = backend.run(plan, self.graph, &mut probe);
+        let samples = collectors.stop();
+        let finished = SystemTime::now();
+        probe.finish();
+
+        let raw = match outcome {
+            Ok(raw) => raw,
+            Err(e) => return self.result(plan, backend.name(), outcome_of_error(e), (started, finished), device, None),
+        };
+        // Backends may enforce the timeout themselves, so the probe need not have seen the cause.
+        let cause = probe.stop_cause().or_else(|| {
+            if self.opts.stop.is_set() {
+                Some(StopCause::User)
+            } else {
+                plan.timeout_s.filter(|t| clock.elapsed().as_secs_f64() >= *t).map(StopCause::Timeout)
+            }
+        });
+        let outcome = match (raw.interrupted, cause) {
+            (false, _) => RunOutcome::Completed,
+            (true, Some(StopCause::Timeout(t))) => RunOutcome::Interrupted { reason: format!("timeout after {t} s") },
+            (true, Some(StopCause::User)) => RunOutcome::Interrupted { reason: USER_STOP.into() },
+            (true, None) => RunOutcome::Interrupted { reason: "stopped early by the backend".into() },
+        };
+        let mut result = self.result(plan, backend.name(), outcome, (started, finished), device.clone(), Some(&raw));
+        let used = raw.device.clone().or(device);
+        let peak = used.as_ref().and_then(|d| peak::peak_for(d, plan.precision));
+        let absent_cpu = absent_reason(collect, self.suite.collects(MetricGroup::CpuUtilization), None);
+        let absent_gpu = absent_reason(collect, wants_gpu, gpu_target.is_none().then_some(plan.device.as_str()));
+        let secs = |t: Option<Instant>| t.map(|t| t.saturating_duration_since(origin).as_secs_f64()).unwrap_or(0.0);
+        let window = (secs(probe.measure_start), secs(probe.measure_end));
+        result.metrics = derive(&DeriveInput {
+            plan,
+            raw: &raw,
+            items_per_sample: self.graph.items_per_sample,
+            item_unit: &self.graph.item_unit,
+            analysis: result.analysis.as_ref(),
+            peak,
+            collectors: &samples,
+            window,
+            cpu_absent: &absent_cpu,
+            gpu_absent: &absent_gpu,
+        });
+        result
+    }
+}
+
+/// Why a collector's figures are missing: disabled, not asked for, or not applicable to the device.
+fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<&str>) -> String {
+    match (collect, group_on, non_gpu_device) {
+        (_, _, Some(d)) => format!("the run used device `{d}`, not an NVIDIA GPU"),
+        (false, _, None) => "collectors disabled (--no-collectors)".into(),
+        (true, false, None) => "not collected (metrics.collect)".into(),
+        (true, true, None) => "no samples".into(),
+    }
+}
+
+fn device_of(backend: &dyn Backend, plan: &RunPlan) -> Option<DeviceInfo> {
+    backend.devices().into_iter().find(|d| d.selector == plan.device)
+}
+
+fn outcome_of_error(e: BackendError) -> RunOutcome {
+    match e {
+        BackendError::OutOfMemory { batch_size, message } => RunOutcome::OutOfMemory { batch_size, message },
+        other => RunOutcome::Failed { message: other.to_string() },
+    }
+}

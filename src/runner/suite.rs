@@ -1,0 +1,59 @@
+//! What the runner executes: a [`Suite`], one validated spec's runs (from [`crate::plan::plan`]) with the
+//! workload graph and the settings all of them share.
+
+use std::time::Duration;
+
+use trainbench_workload::{Graph, RunPlan};
+
+use crate::plan::plan;
+use crate::spec::diagnostics::render_text;
+use crate::spec::wire::{BackendChoice, MetricGroup};
+use crate::spec::{Overrides, SpecValidator, ValidatedSpec};
+
+/// One spec's runs and the settings shared by all of them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suite {
+    /// Spec name (results go to `<out>/<spec_name>/`).
+    pub spec_name: String,
+    /// Canonical spec text (its SHA-256 is recorded in every result).
+    pub spec_canonical: String,
+    /// The model's training graph.
+    pub graph: Graph,
+    /// Backend the spec asks for.
+    pub backend: BackendChoice,
+    /// Runs, in execution order (the planner puts batch sizes outermost, ascending as written).
+    pub plans: Vec<RunPlan>,
+    /// Sampling period of the background collectors.
+    pub sample_interval: Duration,
+    /// Metric groups to collect; empty means all.
+    pub metric_groups: Vec<MetricGroup>,
+}
+
+impl Suite {
+    /// The suite of a validated spec.
+    pub fn from_validated(spec: &ValidatedSpec) -> Self {
+        let s = spec.spec();
+        Suite {
+            spec_name: spec.name().to_string(),
+            spec_canonical: spec.canonical_toml().to_string(),
+            graph: spec.graph().clone(),
+            backend: s.topology.backend,
+            plans: plan(spec),
+            sample_interval: Duration::from_millis(s.run.sample_interval_ms.max(1)),
+            metric_groups: s.metrics.collect.clone(),
+        }
+    }
+
+    /// The suite of a spec given as text, validated as a file would be (e.g. the canonical spec a result
+    /// embeds); the error is the rendered diagnostics.
+    pub fn from_spec_text(display: &str, text: &str) -> Result<Self, String> {
+        let validator = SpecValidator::new().map_err(|e| e.to_string())?;
+        let checked = validator.check_bytes(display, text.as_bytes(), None, &Overrides::none());
+        checked.into_result().map(|spec| Self::from_validated(&spec)).map_err(|d| render_text(&d))
+    }
+
+    /// Whether a metric group is collected.
+    pub fn collects(&self, group: MetricGroup) -> bool {
+        self.metric_groups.is_empty() || self.metric_groups.contains(&group)
+    }
+}

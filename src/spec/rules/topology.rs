@@ -1,0 +1,262 @@
+//! Rules about where a spec runs: the topologies of its sweep (world size vs strategy, batch divisibility,
+//! interconnect), the device selector and its backend, and the precisions each backend and device support.
+
+use std::collections::HashSet;
+
+use trainbench_workload::Precision;
+
+use super::Finding;
+use crate::spec::device::{DeviceFamily, DeviceSelector, SELECTOR_FORMS};
+use crate::spec::path::FieldPath;
+use crate::spec::wire::{BackendChoice, Interconnect, Strategy, SweepSpec, TopologySpec, TrainingSpec};
+
+/// One topology a spec runs on: `[topology]` with a `sweep.topologies` entry applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectiveTopology {
+    /// Where it is written (`topology` or `sweep.topologies[i]`).
+    pub path: FieldPath,
+    /// Machines.
+    pub nodes: usize,
+    /// Devices per machine.
+    pub devices_per_node: usize,
+    /// Strategy.
+    pub strategy: Strategy,
+    /// Interconnect.
+    pub interconnect: Interconnect,
+}
+
+impl EffectiveTopology {
+    /// Data-parallel world size, if it does not overflow.
+    pub fn world_size(&self) -> Option<usize> {
+        self.nodes.checked_mul(self.devices_per_node)
+    }
+    /// Path of one of its fields: in the sweep entry when written there, else in `[topology]`.
+    fn field(&self, key: &str, in_override: bool) -> FieldPath {
+        if in_override { self.path.key(key) } else { FieldPath::keys(&["topology", key]) }
+    }
+}
+
+/// The topologies a spec runs on, in sweep order.
+pub fn effective_topologies(topology: &TopologySpec, sweep: &SweepSpec) -> Vec<EffectiveTopology> {
+    let base = |path: FieldPath| EffectiveTopology {
+        path,
+        nodes: topology.nodes,
+        devices_per_node: topology.devices_per_node,
+        strategy: topology.strategy,
+        interconnect: topology.interconnect,
+    };
+    if sweep.topologies.is_empty() {
+        return vec![base(FieldPath::keys(&["topology"]))];
+    }
+    let list = FieldPath::keys(&["sweep", "topologies"]);
+    sweep
+        .topologies
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let mut t = base(list.index(i));
+            t.nodes = o.nodes.unwrap_or(t.nodes);
+            t.devices_per_node = o.devices_per_node.unwrap_or(t.devices_per_node);
+            t.strategy = o.strategy.unwrap_or(t.strategy);
+            t.interconnect = o.interconnect.unwrap_or(t.interconnect);
+            t
+        })
+        .collect()
+}
+
+/// The precisions a spec runs, with where each is written.
+pub fn effective_precisions(training: &TrainingSpec, sweep: &SweepSpec) -> Vec<(Precision, FieldPath)> {
+    if sweep.precisions.is_empty() {
+        vec![(training.precision, FieldPath::keys(&["training", "precision"]))]
+    } else {
+        let list = FieldPath::keys(&["sweep", "precisions"]);
+        sweep.precisions.iter().enumerate().map(|(i, p)| (*p, list.index(i))).collect()
+    }
+}
+
+pub(super) fn check_topologies(out: &mut Vec<Finding>, topology: &TopologySpec, sweep: &SweepSpec) {
+    let batches = FieldPath::keys(&["sweep", "batch_sizes"]);
+    let mut reported: HashSet<(usize, usize)> = HashSet::new();
+    for (ti, t) in effective_topologies(topology, sweep).iter().enumerate() {
+        let entry = sweep.topologies.get(ti);
+        let Some(world) = t.world_size() else {
+            out.push(Finding::new(
+                t.field("nodes", entry.is_some_and(|e| e.nodes.is_some())),
+                "nodes x devices_per_node overflows",
+            ));
+            continue;
+        };
+        let shape = format!("{} node(s) x {} device(s)", t.nodes, t.devices_per_node);
+        let strategy_path = t.field("strategy", entry.is_some_and(|e| e.strategy.is_some()));
+        match t.strategy {
+            Strategy::Single if world > 1 => out.push(
+                Finding::new(
+                    strategy_path.clone(),
+                    format!("strategy `single` trains on one device, but `{}` asks for {shape} = {world}", t.path),
+                )
+                .or_at(t.field("devices_per_node", entry.is_some_and(|e| e.devices_per_node.is_some())))
+                .or_at(t.field("nodes", entry.is_some_and(|e| e.nodes.is_some())))
+                .or_at(t.path.clone())
+                .hint(
+                    "use `strategy = \"all-reduce\"` or `\"parameter-server\"`, or set nodes and devices_per_node to 1",
+                ),
+            ),
+            Strategy::AllReduce if world == 1 => out.push(
+                Finding::new(
+                    strategy_path.clone(),
+                    format!("strategy `all-reduce` on a single device has nothing to reduce (`{}`)", t.path),
+                )
+                .or_at(t.path.clone())
+                .hint("use `strategy = \"single\"`, or more devices")
+                .warning(),
+            ),
+            _ => {}
+        }
+        if t.nodes > 1 && matches!(t.interconnect, Interconnect::Pcie | Interconnect::Nvlink) {
+            let name = if t.interconnect == Interconnect::Pcie { "pcie" } else { "nvlink" };
+            out.push(
+                Finding::new(
+                    t.field("interconnect", entry.is_some_and(|e| e.interconnect.is_some())),
+                    format!(
+                        "interconnect `{name}` links devices inside one machine, but `{}` spans {} nodes",
+                        t.path, t.nodes
+                    ),
+                )
+                .or_at(t.path.clone())
+                .expected("`ethernet` or `infiniband` between machines")
+                .hint("set `interconnect = \"ethernet\"` (or `\"infiniband\"`) for multi-node topologies"),
+            );
+        }
+        if t.strategy == Strategy::Single || world <= 1 {
+            continue;
+        }
+        for (bi, &b) in sweep.batch_sizes.iter().enumerate() {
+            if b % world != 0 && reported.insert((b, world)) {
+                let lower = (b / world).max(1) * world;
+                out.push(
+                    Finding::new(
+                        batches.index(bi),
+                        format!(
+                            "batch size {b} is not divisible by the data-parallel world size {world} ({shape} in `{}`)",
+                            t.path
+                        ),
+                    )
+                    .expected(format!("a multiple of {world}"))
+                    .hint(format!(
+                        "the global batch is split evenly over the devices; use e.g. {lower} or {}",
+                        lower + world
+                    )),
+                );
+            }
+        }
+    }
+}
+
+/// Check the device selector and its backend; returns the backend that will run (`tch` / `wgpu`) and the
+/// device, or `None` when they are wrong or the backend is the mock (which accepts anything).
+pub(super) fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec) -> Option<(&'static str, DeviceSelector)> {
+    let device_path = FieldPath::keys(&["topology", "device"]);
+    let device: DeviceSelector = match topology.device.parse() {
+        Ok(d) => d,
+        Err(e) => {
+            let e: crate::spec::device::DeviceParseError = e;
+            let guess = match topology.device.to_ascii_lowercase().as_str() {
+                s if s.starts_with("gpu") || s.starts_with("nvidia") => {
+                    Some("did you mean `cuda` (or `cuda:0`)?".to_string())
+                }
+                s if s.starts_with("vulkan") || s.starts_with("metal") => Some("did you mean `wgpu`?".to_string()),
+                s if s.starts_with("cuda") || s.starts_with("wgpu") || s == "cpu" => {
+                    Some(format!("selectors are lower case, e.g. `{}`", s))
+                }
+                _ => None,
+            };
+            let f = Finding::new(device_path, e.to_string()).expected(SELECTOR_FORMS);
+            out.push(match guess {
+                Some(h) => f.hint(h),
+                None => f,
+            });
+            return None;
+        }
+    };
+    let backend_path = FieldPath::keys(&["topology", "backend"]);
+    let backend = match (topology.backend, device.family()) {
+        (BackendChoice::Mock, _) => return None,
+        (BackendChoice::Auto, DeviceFamily::Wgpu) | (BackendChoice::Wgpu, _) => "wgpu",
+        (BackendChoice::Auto | BackendChoice::Tch, _) => "tch",
+    };
+    match (backend, device.family()) {
+        ("tch", DeviceFamily::Wgpu) => {
+            out.push(
+                Finding::new(
+                    device_path.clone(),
+                    format!("backend `tch` runs on `cpu` and `cuda` devices, not `{device}`"),
+                )
+                .or_at(backend_path)
+                .expected("`cpu`, `cuda` or `cuda:N` with backend `tch`")
+                .hint("use `backend = \"wgpu\"` (or `\"auto\"`) for wgpu devices"),
+            );
+            return None;
+        }
+        ("wgpu", DeviceFamily::Cpu | DeviceFamily::Cuda) => {
+            out.push(
+                Finding::new(device_path.clone(), format!("backend `wgpu` selects its devices with `wgpu...` selectors, not `{device}`"))
+                    .or_at(backend_path)
+                    .expected("`wgpu`, `wgpu:N`, `wgpu:discrete`, `wgpu:integrated` or `wgpu:cpu` with backend `wgpu`")
+                    .hint("for wgpu's software (CPU) adapter write `device = \"wgpu:cpu\"`; for libtorch use `backend = \"tch\"`"),
+            );
+            return None;
+        }
+        _ => {}
+    }
+    Some((backend, device))
+}
+
+pub(super) fn check_precisions(
+    out: &mut Vec<Finding>,
+    backend: &str,
+    device: DeviceSelector,
+    training: &TrainingSpec,
+    sweep: &SweepSpec,
+) {
+    let device_path = FieldPath::keys(&["topology", "device"]);
+    for (precision, path) in effective_precisions(training, sweep) {
+        match (backend, device.family(), precision) {
+            ("tch", DeviceFamily::Cpu, Precision::Fp16) => out.push(
+                Finding::new(path, format!("precision `fp16` needs a CUDA device, but the device is `{device}`"))
+                    .or_at(device_path.clone())
+                    .expected("`fp32` or `bf16` on `cpu`")
+                    .hint("tch's fp16 autocast runs only on CUDA; use `bf16` on the CPU, or a `cuda` device"),
+            ),
+            ("wgpu", _, Precision::Fp16 | Precision::Bf16) => out.push(
+                Finding::new(path, format!("precision `{}` is not supported by the wgpu backend", precision.as_str()))
+                    .or_at(device_path.clone())
+                    .expected("`fp32` with backend `wgpu`")
+                    .hint("the wgpu backend trains in fp32 only for now; use `fp32`, or a `cuda` device with tch"),
+            ),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn world_size_rules_cover_every_topology() {
+        let topology = TopologySpec { device: "cuda".into(), ..TopologySpec::default() };
+        let sweep: SweepSpec = serde_json::from_value(serde_json::json!({
+            "batch_sizes": [6, 8],
+            "topologies": [{"devices_per_node": 4, "strategy": "all-reduce"}, {"nodes": 2, "strategy": "single"}]
+        }))
+        .unwrap();
+        let mut out = Vec::new();
+        check_topologies(&mut out, &topology, &sweep);
+        let messages: Vec<&str> = out.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(out.len(), 3, "{messages:?}");
+        assert!(messages[0].contains("batch size 6 is not divisible by the data-parallel world size 4"));
+        assert!(messages[1].contains("strategy `single`"));
+        assert!(messages[2].contains("interconnect `pcie`"));
+    }
+}

@@ -1,0 +1,76 @@
+//! Audit's integrity checks: a consistent result passes; edits to figures, samples or the embedded spec are
+//! caught and name the field.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+mod common;
+
+use common::Synth;
+use trainbench::audit::{AuditOptions, AuditVerdict, assess, audit, verify};
+use trainbench::result::RunResult;
+
+fn fields(r: &RunResult) -> Vec<String> {
+    verify(r).into_iter().map(|i| i.field).collect()
+}
+
+#[test]
+fn a_consistent_result_passes() {
+    assert_eq!(verify(&Synth::new("toy", 8, 0, 1).build()), vec![]);
+}
+
+#[test]
+fn edits_are_detected() {
+    let base = Synth::new("toy", 8, 0, 1).build();
+
+    let mut r = base.clone();
+    r.metrics.as_mut().unwrap().throughput.samples_per_s *= 1.1;
+    assert!(fields(&r).contains(&"metrics.throughput.samples_per_s".to_string()), "{:?}", verify(&r));
+
+    let mut r = base.clone();
+    r.metrics.as_mut().unwrap().step_times_s[20] *= 0.5;
+    let f = fields(&r);
+    assert!(f.contains(&"metrics.step_time.mean_s".to_string()), "{f:?}");
+    assert!(f.contains(&"metrics.throughput.samples_per_s".to_string()), "{f:?}");
+
+    let mut r = base.clone();
+    r.environment.spec_canonical = r.environment.spec_canonical.replace("iterations = 40", "iterations = 41");
+    assert_eq!(fields(&r), ["environment.spec_sha256"]);
+
+    let mut r = base.clone();
+    r.metrics.as_mut().unwrap().step_times_s.pop();
+    assert!(fields(&r).contains(&"metrics.step_times_s".to_string()));
+
+    let mut r = base.clone();
+    r.metrics.as_mut().unwrap().memory.measured.peak_allocated_bytes = Some(1);
+    assert_eq!(fields(&r), ["metrics.memory.measured.activations_and_workspace_bytes"]);
+
+    let mut r = base;
+    r.spec_name = "other".into();
+    assert_eq!(fields(&r), ["spec_name"]);
+}
+
+#[test]
+fn audit_does_not_rerun_an_edited_result() {
+    let mut r = Synth::new("toy", 8, 0, 1).build();
+    r.metrics.as_mut().unwrap().step_time.median_s *= 0.9;
+    let report = audit(&r, &AuditOptions::default(), |_| panic!("must not re-run")).unwrap();
+    assert_eq!(report.verdict, AuditVerdict::Invalid);
+    assert_eq!(report.integrity[0].field, "metrics.step_time.median_s");
+}
+
+#[test]
+fn assess_applies_the_tolerance() {
+    let original = Synth::new("toy", 8, 0, 1).build();
+    let same = Synth::new("toy", 8, 0, 2).build();
+    let slow = Synth::new("toy", 8, 0, 3).slowdown(1.25).build();
+    let opts = AuditOptions::default();
+    assert_eq!(assess(&original, &same, &opts).verdict, AuditVerdict::Reproduced);
+    let r = assess(&original, &slow, &opts);
+    assert_eq!(r.verdict, AuditVerdict::NotReproduced);
+    assert!(r.reasons.iter().any(|x| x.contains("median step time rose")), "{:?}", r.reasons);
+    let loose = AuditOptions { tolerance: 0.3, ..AuditOptions::default() };
+    assert_eq!(assess(&original, &slow, &loose).verdict, AuditVerdict::Reproduced);
+    // Another device is reported as a difference.
+    let elsewhere = Synth { device: "Other CPU".into(), ..Synth::new("toy", 8, 0, 2) }.build();
+    let r = assess(&original, &elsewhere, &opts);
+    assert!(r.env_differences.iter().any(|d| d.field == "device" && d.blocking));
+}

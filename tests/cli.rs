@@ -1,0 +1,175 @@
+//! The spec commands end to end: `validate` (text and JSON, files and folders, `--set`), `plan`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Output;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn trainbench(args: &[&str]) -> Output {
+    assert_cmd::Command::new(env!("CARGO_BIN_EXE_trainbench")).current_dir(root()).args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path(root().join("golden/cli"));
+    s.set_prepend_module_to_snapshot(false);
+    s.set_omit_expression(true);
+    s
+}
+
+/// Replace SHA-256 digests (64 hex digits) by `[SHA256]`: they change whenever a spec type gains a field.
+fn redact(text: &str) -> String {
+    let mut out = String::new();
+    let mut run = String::new();
+    for c in text.chars().chain(std::iter::once('\n')) {
+        if c.is_ascii_hexdigit() && !c.is_ascii_uppercase() {
+            run.push(c);
+            continue;
+        }
+        out.push_str(if run.len() == 64 { "[SHA256]" } else { &run });
+        run.clear();
+        out.push(c);
+    }
+    out.pop();
+    out
+}
+
+#[test]
+fn json_format_gives_the_same_diagnostics_machine_readably() {
+    let o =
+        trainbench(&["validate", "--format", "json", "tests/invalid/unknown-key-typo.toml", "specs/smoke/mlp.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["valid"], 1);
+    assert_eq!(report["invalid"], 1);
+    let bad = &report["files"][0];
+    assert_eq!(bad["file"], "tests/invalid/unknown-key-typo.toml");
+    assert_eq!(bad["valid"], false);
+    let d = &bad["diagnostics"][0];
+    assert_eq!(d["severity"], "error");
+    assert_eq!((d["line"].as_u64(), d["column"].as_u64()), (Some(12), Some(1)));
+    assert_eq!(d["path"], "sweep.batch_szie");
+    assert_eq!(d["hint"], "did you mean `batch_sizes`?");
+    assert_eq!(d["snippet"]["text"], "batch_szie = [32, 64]");
+    let good = &report["files"][1];
+    assert_eq!(good["valid"], true);
+    assert_eq!(good["name"], "smoke-mlp");
+    assert_eq!(good["runs"], 2);
+    assert_eq!(good["sha256"].as_str().unwrap().len(), 64);
+    settings().bind(|| insta::assert_snapshot!("validate-json", redact(&stdout(&o))));
+}
+
+#[test]
+fn all_specs_in_the_repository_are_valid() {
+    let o = trainbench(&["validate", "specs"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let count = stdout(&o).lines().filter(|l| l.starts_with("ok: ")).count();
+    assert!(count >= 20, "{count} specs");
+    assert!(stdout(&o).ends_with("all valid (0 warnings)\n"), "{}", stdout(&o));
+}
+
+#[test]
+fn tbd_specs_validate_at_smoke_scale_with_overrides() {
+    let o = trainbench(&[
+        "validate",
+        "specs/tbd",
+        "--set",
+        "topology.device=cpu",
+        "--set",
+        "sweep.batch_sizes=[2]",
+        "--set",
+        "run.warmup=1",
+        "--set",
+        "run.iterations=2",
+        "--set",
+        "run.repeats=1",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(stdout(&o).matches(", 1 run)").count(), 8, "{}", stdout(&o));
+}
+
+#[test]
+fn a_folder_without_specs_is_an_error_with_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not a spec").unwrap();
+    let o =
+        assert_cmd::Command::new(env!("CARGO_BIN_EXE_trainbench")).arg("validate").arg(dir.path()).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let text = stdout(&o);
+    assert!(text.contains("no spec files (`*.toml`) in this folder or below"), "{text}");
+    assert!(text.contains("hint: pass spec files"), "{text}");
+}
+
+#[test]
+fn folders_are_searched_recursively_and_missing_paths_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("a/b");
+    std::fs::create_dir_all(&nested).unwrap();
+    std::fs::copy(root().join("specs/smoke/mlp.toml"), nested.join("mlp.toml")).unwrap();
+    std::fs::copy(root().join("tests/invalid/bad-name.toml"), dir.path().join("bad.toml")).unwrap();
+    let o = assert_cmd::Command::new(env!("CARGO_BIN_EXE_trainbench"))
+        .arg("validate")
+        .arg(dir.path())
+        .arg(dir.path().join("missing.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let text = stdout(&o);
+    assert!(text.contains("mlp.toml (smoke-mlp, 2 runs)"), "{text}");
+    assert!(text.contains("is not a valid `name`"), "{text}");
+    assert!(text.contains("missing.toml") && text.contains("cannot read this path"), "{text}");
+    assert!(text.ends_with("checked 3 spec files: 2 invalid, 1 valid (2 errors, 0 warnings)\n"), "{text}");
+}
+
+#[test]
+fn errors_in_overrides_point_at_the_override() {
+    let o = trainbench(&[
+        "validate",
+        "specs/smoke/mlp.toml",
+        "--set",
+        "run.iterations=abc",
+        "--set",
+        "sweep.batch_sizes=[0,2]",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    settings().bind(|| insta::assert_snapshot!("override-errors", stdout(&o)));
+    let malformed = trainbench(&["validate", "specs/smoke/mlp.toml", "--set", "run.iterations"]);
+    assert_eq!(malformed.status.code(), Some(2));
+    assert!(stdout(&malformed).contains("override `run.iterations` has no `=`"), "{}", stdout(&malformed));
+}
+
+#[test]
+fn plan_prints_the_sweep_product() {
+    let o = trainbench(&["plan", "specs/extra/bert_base.toml", "--set", "run.repeats=2"]);
+    assert_eq!(o.status.code(), Some(0));
+    settings().bind(|| insta::assert_snapshot!("plan-bert-repeats", redact(&stdout(&o))));
+}
+
+#[test]
+fn plan_json_lists_every_run() {
+    let o = trainbench(&["plan", "--format", "json", "specs/pai/ps_vs_allreduce.toml"]);
+    assert_eq!(o.status.code(), Some(0));
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let runs = plan["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6);
+    assert_eq!(runs[0]["run"]["id"], "pai-ps-vs-allreduce.b256.fp32.2x4.r0");
+    assert_eq!(runs[0]["strategy"], "parameter-server");
+    assert_eq!(runs[0]["run"]["world_size"], 8);
+    assert_eq!(runs[1]["run"]["seed"], 43);
+    assert_eq!(runs[3]["interconnect"], "nvlink");
+}
+
+#[test]
+fn plan_of_an_invalid_spec_exits_2_with_diagnostics() {
+    let o = trainbench(&["plan", "specs/extra/bert_base.toml", "--set", "topology.device=cpu"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stdout(&o).contains("precision `fp16` needs a CUDA device"), "{}", stdout(&o));
+}

@@ -1,0 +1,137 @@
+//! CLI snapshot tests of `trainbench run --backend mock`: the summary table and the shape of a result file
+//! (environment redacted, floats rounded to 4 significant digits so the snapshot survives last-bit noise).
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const SPEC: &str = r#"
+version = 1
+name = "cli-mock"
+[model]
+family = "mlp"
+inputs = 32
+hidden = [64]
+classes = 10
+[topology]
+backend = "mock"
+[sweep]
+batch_sizes = [8, 32]
+[run]
+warmup = 3
+iterations = 20
+"#;
+
+fn settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path("../golden/run");
+    s.set_prepend_module_to_snapshot(false);
+    s
+}
+
+fn round_floats(v: &mut Value) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let x = n.as_f64().unwrap();
+            let rounded = if x == 0.0 { 0.0 } else { format!("{x:.3e}").parse::<f64>().unwrap() };
+            *v = serde_json::json!(rounded);
+        }
+        Value::Array(items) => items.iter_mut().for_each(round_floats),
+        Value::Object(map) => map.values_mut().for_each(round_floats),
+        _ => {}
+    }
+}
+
+fn write_spec(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("spec.toml");
+    std::fs::write(&path, SPEC).unwrap();
+    path
+}
+
+#[test]
+fn run_mock_prints_a_summary_and_writes_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    let out = dir.path().join("out");
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--backend", "mock", "--out"])
+        .arg(&out)
+        .arg(&spec)
+        .assert()
+        .success();
+    let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
+    settings().bind(|| insta::assert_snapshot!("run_mock_table", stdout));
+
+    let mut result: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("cli-mock/cli-mock.b8.fp32.1x1.r0.json")).unwrap())
+            .unwrap();
+    let n = result["metrics"]["step_times_s"].as_array().unwrap().len();
+    result["metrics"]["step_times_s"] = Value::String(format!("[{n} step times]"));
+    round_floats(&mut result);
+    settings().bind(|| {
+        insta::assert_json_snapshot!("run_mock_result", result, {
+            ".environment.trainbench_version" => "[VERSION]",
+            ".environment.git_commit" => "[COMMIT]",
+            ".environment.spec_sha256" => "[SHA256]",
+            ".environment.spec_canonical" => "[CANONICAL SPEC]",
+            ".environment.gpus" => "[NVML]",
+            ".environment.cpu" => "[CPU]",
+            ".environment.os" => "[OS]",
+            ".environment.hostname" => "[HOST]",
+            ".environment.env_vars" => "[ENV]",
+            ".environment.started_at" => "[TIME]",
+            ".environment.finished_at" => "[TIME]",
+            ".metrics.cpu" => "[CPU SAMPLES]",
+        });
+    });
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("cli-mock/index.json")).unwrap()).unwrap();
+    assert_eq!(index["runs"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn run_json_format_lists_every_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--format", "json", "--set", "sweep.batch_sizes=[4]", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&spec)
+        .assert()
+        .success();
+    let rows: Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["run_id"], "cli-mock.b4.fp32.1x1.r0");
+    assert_eq!(rows[0]["outcome"]["status"], "completed");
+    assert!(rows[0]["samples_per_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn run_with_a_backend_not_built_fails_with_a_hint() {
+    if trainbench::backends::TCH_BUILT {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--backend", "tch", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&spec)
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8(assert.get_output().stderr.clone()).unwrap();
+    assert!(stderr.contains("rebuild with `--features tch`"), "{stderr}");
+}
+
+#[test]
+fn bad_set_is_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    Command::cargo_bin("trainbench").unwrap().args(["run", "--set", "nonsense"]).arg(&spec).assert().code(2);
+}

@@ -1,0 +1,240 @@
+//! Test support: self-consistent synthetic results with controlled step-time distributions, for tests of
+//! check, compare, audit and report that need exact control over the samples.
+#![allow(dead_code, missing_docs, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use trainbench::audit::sha256_hex;
+use trainbench::result::*;
+use trainbench::stats::{self, SplitMix64};
+use trainbench::workload::{Budget, DeviceInfo, OptimizerSpec, Precision, RunPlan};
+
+/// What to synthesise.
+#[derive(Debug, Clone)]
+pub struct Synth {
+    pub spec: String,
+    pub batch: usize,
+    pub precision: Precision,
+    pub repeat: u32,
+    /// Seed of the sample noise.
+    pub seed: u64,
+    /// Median step time before the slowdown, seconds.
+    pub step_s: f64,
+    /// Multiplies every step time.
+    pub slowdown: f64,
+    /// Relative spread of the step times (uniform, +-spread/2).
+    pub spread: f64,
+    pub iterations: usize,
+    pub backend: String,
+    pub device: String,
+    pub libtorch: String,
+    /// Record the run as out of memory (no metrics).
+    pub oom: bool,
+}
+
+impl Synth {
+    pub fn new(spec: &str, batch: usize, repeat: u32, seed: u64) -> Self {
+        Self {
+            spec: spec.to_string(),
+            batch,
+            precision: Precision::Fp32,
+            repeat,
+            seed,
+            step_s: 0.01 * batch as f64 / 8.0 + 0.02,
+            slowdown: 1.0,
+            spread: 0.06,
+            iterations: 40,
+            backend: "mock".into(),
+            device: "Mock CPU".into(),
+            libtorch: "2.13.0".into(),
+            oom: false,
+        }
+    }
+
+    pub fn slowdown(mut self, f: f64) -> Self {
+        self.slowdown = f;
+        self
+    }
+
+    pub fn run_id(&self) -> String {
+        format!("{}.b{}.{}.1x1.r{}", self.spec, self.batch, self.precision.as_str(), self.repeat)
+    }
+
+    pub fn build(&self) -> RunResult {
+        let mut r = self.build_completed();
+        if self.oom {
+            r.outcome = RunOutcome::OutOfMemory { batch_size: self.batch, message: "simulated".into() };
+            r.metrics = None;
+        }
+        r
+    }
+
+    fn build_completed(&self) -> RunResult {
+        let mut rng = SplitMix64::new(self.seed);
+        let steps: Vec<f64> = (0..self.iterations)
+            .map(|i| {
+                let warm = if i < 3 { 1.3 } else { 1.0 };
+                self.step_s * self.slowdown * warm * (1.0 + self.spread * (rng.next_f64() - 0.5))
+            })
+            .collect();
+        let start = stats::mser5_start(&steps);
+        let steady = &steps[start..];
+        let s = stats::summarize(steady).unwrap();
+        let ci = stats::bootstrap_median_ci(steady, 0.95, 500, self.seed).unwrap();
+        let total: f64 = steady.iter().sum();
+        let sps = self.batch as f64 * steady.len() as f64 / total;
+        let params = 1_000_000u64;
+        let flops = 6 * params;
+        let act = 40_000 * self.batch as u64;
+        let estimate = MemoryEstimate {
+            weights_bytes: params * 4,
+            gradients_bytes: params * 4,
+            optimizer_state_bytes: params * 4,
+            activations_bytes: act,
+            workspace_bytes: 1 << 16,
+            total_bytes: params * 12 + act + (1 << 16),
+        };
+        let peak = params * 12 + act + act / 10;
+        let phase = |share: f64| PhaseStat { mean_s: s.mean * share, share };
+        let spec_canonical = format!(
+            "version = 1\nname = \"{}\"\n\n[run]\niterations = {}\n\n[sweep]\nbatch_sizes = [{}]\n",
+            self.spec, self.iterations, self.batch
+        );
+        let plan = RunPlan {
+            id: self.run_id(),
+            batch_size: self.batch,
+            precision: self.precision,
+            device: "cpu".into(),
+            world_size: 1,
+            warmup: 5,
+            budget: Budget::Iterations(self.iterations as u64),
+            repeat: self.repeat,
+            seed: 42 + u64::from(self.repeat),
+            optimizer: OptimizerSpec::default(),
+            phase_timing: true,
+            timeout_s: None,
+        };
+        RunResult {
+            format_version: FORMAT_VERSION,
+            spec_name: self.spec.clone(),
+            run_id: self.run_id(),
+            backend: self.backend.clone(),
+            plan,
+            outcome: RunOutcome::Completed,
+            metrics: Some(Metrics {
+                throughput: Throughput {
+                    samples_per_s: sps,
+                    items_per_s: sps,
+                    item_unit: "samples".into(),
+                    items_per_sample: 1,
+                },
+                step_time: StepTimeStats {
+                    n: s.n,
+                    mean_s: s.mean,
+                    median_s: s.median,
+                    p5_s: s.p5,
+                    p95_s: s.p95,
+                    p99_s: s.p99,
+                    stdev_s: s.stdev,
+                    cv: s.cv,
+                    min_s: s.min,
+                    max_s: s.max,
+                    outliers: s.outliers,
+                    median_ci95_s: [ci.0, ci.1],
+                },
+                step_times_s: steps.clone(),
+                steady_state: SteadyState {
+                    warmup_iterations: 5,
+                    method: "mser-5".into(),
+                    start_index: start,
+                    truncated: start,
+                    reached: start < steps.len() / 2,
+                },
+                phases: PhaseBreakdown {
+                    synchronised: true,
+                    data: phase(0.1),
+                    forward: phase(0.3),
+                    backward: phase(0.45),
+                    comm: phase(0.0),
+                    optimizer: phase(0.1),
+                    other: phase(0.05),
+                },
+                gpu: Sampled::unavailable("CPU run"),
+                flops: FlopUtilization {
+                    flops_per_sample: Some(flops),
+                    achieved_flop_per_s: Some(flops as f64 * sps),
+                    peak_flop_per_s: Some(2.6e11),
+                    peak_source: Some("measured: fp32 GEMM".into()),
+                    fraction: Some(flops as f64 * sps / 2.6e11),
+                },
+                cpu: Sampled::Available(CpuUtilization {
+                    cores: 2,
+                    utilization: 0.9,
+                    busy_cores: 1.8,
+                    rss_mean_bytes: 200 << 20,
+                    rss_max_bytes: 210 << 20,
+                    samples: 10,
+                }),
+                power: Sampled::unavailable("no NVIDIA driver"),
+                memory: MemoryBreakdown {
+                    measured: MemoryMeasuredSummary {
+                        weights_bytes: params * 4,
+                        gradients_bytes: params * 4,
+                        optimizer_state_bytes: params * 4,
+                        activations_and_workspace_bytes: Some(peak - params * 12),
+                        peak_allocated_bytes: Some(peak),
+                        reserved_bytes: Some(peak + (1 << 20)),
+                    },
+                    estimate: Some(estimate.clone()),
+                },
+                loss: Some(LossSummary { first: Some(2.3), last: Some(2.1), all_finite: true }),
+            }),
+            analysis: Some(AnalysisSummary {
+                parameters: params,
+                buffers: 0,
+                forward_flops_per_sample: 2 * params,
+                backward_flops_per_sample: 4 * params,
+                train_flops_per_sample: flops,
+                memory: estimate,
+                notes: Vec::new(),
+            }),
+            environment: Environment {
+                trainbench_version: "0.1.0".into(),
+                git_commit: "unknown".into(),
+                spec_sha256: sha256_hex(&spec_canonical),
+                spec_canonical,
+                library_versions: BTreeMap::from([("libtorch".to_string(), self.libtorch.clone())]),
+                device: Some(DeviceInfo {
+                    selector: "cpu".into(),
+                    name: self.device.clone(),
+                    kind: "cpu".into(),
+                    memory_bytes: None,
+                    peak_flops_fp32: Some(2.6e11),
+                    details: BTreeMap::new(),
+                }),
+                gpus: Sampled::unavailable("no NVIDIA driver"),
+                cpu: CpuInfo { model: "Test CPU".into(), logical_cores: 2, memory_bytes: Some(24 << 30) },
+                os: OsInfo {
+                    family: "linux".into(),
+                    distribution: Some("Debian GNU/Linux 12".into()),
+                    kernel: Some("6.1.0".into()),
+                    arch: "x86_64".into(),
+                },
+                hostname: "testhost".into(),
+                env_vars: BTreeMap::new(),
+                seed: 42 + u64::from(self.repeat),
+                started_at: "2026-11-30T00:00:00Z".into(),
+                finished_at: "2026-11-30T00:00:05Z".into(),
+            },
+        }
+    }
+
+    /// Write the result as `<dir>/<run id>.json`.
+    pub fn write(&self, dir: &Path) -> std::path::PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join(format!("{}.json", self.run_id()));
+        std::fs::write(&path, serde_json::to_string_pretty(&self.build()).unwrap()).unwrap();
+        path
+    }
+}

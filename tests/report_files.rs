@@ -1,0 +1,79 @@
+//! `trainbench report` output files: the Markdown page of the fixtures (snapshot in golden/report/, measured values redacted),
+//! the CSV (one row per run, a fixed header), and the SVG files the Markdown links to.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use assert_cmd::Command;
+
+/// Replace measured values in Markdown table cells by `[v]`; names, batch sizes and counts stay.
+fn redact(md: &str) -> String {
+    md.lines()
+        .map(|line| {
+            if !line.starts_with('|') || line.starts_with("|---") {
+                return line.to_string();
+            }
+            let cells: Vec<String> = line
+                .split(" | ")
+                .map(|c| {
+                    let t = c.trim_matches('|').trim();
+                    let measured = t.ends_with(" ms") || t.ends_with('%') || t.ends_with("iB") || t.contains('.');
+                    let numeric = t.chars().next().is_some_and(|ch| ch.is_ascii_digit());
+                    let long_integer = t.len() > 2 && t.chars().all(|ch| ch.is_ascii_digit()) && !is_batch(t);
+                    if numeric && (measured || long_integer) { c.replace(t, "[v]") } else { c.to_string() }
+                })
+                .collect();
+            cells.join(" | ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Split one CSV line (RFC 4180 quoting, no embedded line breaks).
+fn csv_fields(line: &str) -> Vec<String> {
+    let (mut out, mut cur, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(std::mem::take(&mut cur)),
+            (c, _) => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+fn is_batch(t: &str) -> bool {
+    matches!(t, "8" | "16" | "32" | "64" | "128" | "256" | "65536")
+}
+
+#[test]
+fn markdown_csv_and_svg_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/results"));
+    let out = tmp.path().join("report");
+    Command::cargo_bin("trainbench").unwrap().arg("report").arg(&results).arg("--out").arg(&out).assert().success();
+
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for line in md.lines().filter(|l| l.starts_with("![")) {
+        let file = line.split("](").nth(1).unwrap().trim_end_matches(')');
+        let svg = std::fs::read_to_string(out.join(file)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("xmlns=\"http://www.w3.org/2000/svg\""), "{file}");
+        assert!(svg.contains("<title>"), "{file}");
+    }
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/golden/report"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| insta::assert_snapshot!("report_markdown", redact(&md)));
+
+    let csv = std::fs::read_to_string(out.join("runs.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 21);
+    assert_eq!(lines[0], trainbench::report::csv::COLUMNS.join(","));
+    assert!(lines.iter().skip(1).all(|l| csv_fields(l).len() == trainbench::report::csv::COLUMNS.len()));
+    assert!(lines[1].starts_with("fixture-mlp,fixture-mlp.b8.fp32.1x1.r0,fixture-mlp.b8.fp32.1x1,0,completed,mock,"));
+    assert!(csv.contains(",out_of_memory,mock,"));
+}

@@ -1,0 +1,187 @@
+//! Every spec under `specs/` trains for real through the tch backend on the CPU at smoke scale (feature `tch`):
+//! each run must complete with a finite loss and a positive throughput, its result file must validate against
+//! `schema/result.schema.json`, the measured weights and gradients must match the static analysis, and the
+//! *shape* of the result (which metrics exist, units, series lengths, memory categories, environment fields)
+//! is snapshotted per spec in `golden/shapes-tch/`.
+//!
+//! Smoke scale is reached with `--set` overrides, the same the CLI takes: [`COMMON`] for every spec, then the
+//! spec's row of [`SHRINK`], which makes the heavy models cheap enough for a 2-core CPU while keeping their
+//! architecture (the same layer kinds, so the same metrics and memory categories). A spec without a row runs
+//! with [`COMMON`] only.
+//!
+//! This file holds one `glob!` test only (insta collects glob failures process-wide). Run it with
+//! `cargo test --features tch --test spec_runs_tch -- --nocapture` to see each spec's wall and step times.
+#![cfg(feature = "tch")]
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use trainbench::check::shape_of;
+use trainbench::result::{RunOutcome, RunResult, result_schema};
+use trainbench::runner::{RunnerOptions, Suite, run_suite};
+use trainbench::spec::diagnostics::render_text;
+use trainbench::spec::wire::BackendChoice;
+use trainbench::spec::{Overrides, load_spec};
+
+/// Overrides applied to every spec: tch on the CPU, one small batch, fp32 only (the CPU has no fp16 autocast,
+/// so the fp16 halves of mixed-precision sweeps are dropped), one warm-up and two measured iterations, one
+/// repeat, and a single device (the PAI specs' multi-GPU topologies and their sweeps cannot run on one CPU).
+const COMMON: &[&str] = &[
+    "topology.backend=tch",
+    "topology.device=cpu",
+    "sweep.batch_sizes=[2]",
+    "sweep.precisions=[\"fp32\"]",
+    "training.precision=fp32",
+    "run.warmup=1",
+    "run.iterations=2",
+    "run.repeats=1",
+    "sweep.topologies=[]",
+    "topology.nodes=1",
+    "topology.devices_per_node=1",
+    "topology.strategy=single",
+    "topology.interconnect=pcie",
+];
+
+/// BERT at a size a CPU trains in well under a second per step (same embeddings, encoder layers, MLM and NSP
+/// heads as BERT-base).
+const BERT_SMALL: &[&str] = &[
+    "model.layers=2",
+    "model.hidden=128",
+    "model.heads=2",
+    "model.ffn=512",
+    "model.vocab=2000",
+    "model.seq_len=32",
+    "model.max_positions=64",
+];
+
+/// ResNet-50 (bottleneck blocks, ImageNet stem kept) at a quarter of the width and 64x64 inputs.
+const RESNET50_SMALL: &[&str] = &["model.width=16", "model.image_size=64"];
+
+/// Per-spec overrides on top of [`COMMON`], with the reason. Paths are relative to `specs/`.
+const SHRINK: &[(&str, &[&str], &str)] = &[
+    ("extra/bert_base.toml", BERT_SMALL, "BERT-base: 110 M parameters, seq 128"),
+    (
+        "extra/ncf.toml",
+        &["model.users=1000", "model.items=1000"],
+        "MovieLens-20M embedding tables (165 k rows) dominate the optimizer step",
+    ),
+    ("pai/1w1g.toml", RESNET50_SMALL, "ResNet-50 at 224x224"),
+    ("pai/1wng_allreduce_nvlink.toml", RESNET50_SMALL, "ResNet-50 at 224x224"),
+    ("pai/ps_vs_allreduce.toml", RESNET50_SMALL, "ResNet-50 at 224x224"),
+    ("pai/ps_worker_ethernet.toml", BERT_SMALL, "BERT-base (the family defaults)"),
+    (
+        "tbd/deep_speech2.toml",
+        &["model.frames=50", "model.rnn_hidden=128", "model.rnn_layers=2", "model.label_len=10"],
+        "7 x bi-GRU 1760 over 200 frames (the CPU GRU runs step by step); 50 frames leave 25 CTC output frames, so the transcript shrinks to 10",
+    ),
+    (
+        "tbd/faster_rcnn.toml",
+        &["sweep.batch_sizes=[1]", "model.backbone_depth=50", "model.image_size=128", "model.proposals=8"],
+        "ResNet-101 backbone at 600 px with 300 proposals; ResNet-50 has the same bottleneck blocks; batch 1 as in TBD",
+    ),
+    // Inception-v3 keeps 299x299: its auxiliary classifier needs the 17x17 Mixed_6e grid (the builder refuses
+    // smaller inputs with aux_logits), and dropping aux_logits would change the result's shape. Batch 2, not
+    // 1: the auxiliary head's batch norm sees a 1x1 map and needs more than one value per channel.
+    ("tbd/resnet50.toml", RESNET50_SMALL, "ResNet-50 at 224x224"),
+    (
+        "tbd/seq2seq.toml",
+        &["model.seq_len=16", "model.hidden=128", "model.src_vocab=2000", "model.tgt_vocab=1000"],
+        "2 x LSTM 512 over 50 tokens with 17 k / 7.7 k vocabularies",
+    ),
+    (
+        "tbd/transformer.toml",
+        &["model.seq_len=16", "model.d_model=128", "model.ffn=512", "model.vocab=2000"],
+        "Transformer-base: 63 M parameters (Adam) over 64 tokens",
+    ),
+    ("tbd/wgan_gp.toml", &["model.width=16"], "DCGAN generator and critic at width 64, with a double backward"),
+];
+
+fn specs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("specs")
+}
+
+/// The overrides of one spec (path relative to `specs/`, `/`-separated).
+fn overrides_for(rel: &str) -> Vec<String> {
+    let extra = SHRINK.iter().find(|(p, _, _)| *p == rel).map(|(_, o, _)| *o).unwrap_or(&[]);
+    COMMON.iter().chain(extra).map(|s| s.to_string()).collect()
+}
+
+/// Train one spec, check its result and return `(result, file)`.
+fn run_spec(path: &Path, rel: &str) -> (RunResult, PathBuf) {
+    let overrides = Overrides::parse(&overrides_for(rel)).map_err(|d| render_text(&d)).unwrap();
+    let spec = load_spec(path, &overrides).map_err(|d| format!("{rel}:\n{}", render_text(&d))).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let opts =
+        RunnerOptions { out_dir: tmp.path().to_path_buf(), backend: Some(BackendChoice::Tch), ..Default::default() };
+    let mut files = Vec::new();
+    let started = Instant::now();
+    let report =
+        run_suite(&Suite::from_validated(&spec), &opts, &mut |r, p| files.push((r.run_id.clone(), p.to_path_buf())))
+            .unwrap();
+    let wall = started.elapsed().as_secs_f64();
+    assert_eq!(report.results.len(), 1, "{rel}: the overrides must leave exactly one run");
+    assert_eq!(files.len(), 1, "{rel}: one result file");
+    let (run_id, file) = files.remove(0);
+
+    // The file on disk validates against the result schema and is the result the runner returned.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let schema = result_schema();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&json).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "{rel}: {} does not validate:\n{}", file.display(), errors.join("\n"));
+    let r: RunResult = serde_json::from_value(json).unwrap();
+    assert_eq!(r.run_id, run_id);
+
+    assert_eq!(r.outcome, RunOutcome::Completed, "{rel}: run {run_id} did not complete");
+    assert_eq!(r.backend, "tch", "{rel}");
+    let m = r.metrics.as_ref().unwrap();
+    assert_eq!(m.step_times_s.len(), 2, "{rel}: measured iterations");
+    assert!(m.throughput.samples_per_s > 0.0 && m.throughput.samples_per_s.is_finite(), "{rel}: throughput");
+    let loss = m.loss.as_ref().unwrap();
+    assert!(loss.all_finite, "{rel}: a loss was not finite: {loss:?}");
+    assert!(loss.first.is_some_and(f64::is_finite) && loss.last.is_some_and(f64::is_finite), "{rel}: {loss:?}");
+
+    // Measured tensor bytes against the static analysis: fp32 weights are 4 bytes per parameter and buffer
+    // (batch-norm running statistics), gradients 4 bytes per trained parameter.
+    let a = r.analysis.as_ref().unwrap();
+    let mem = &m.memory.measured;
+    assert_eq!(mem.gradients_bytes, 4 * a.parameters, "{rel}: gradient bytes vs 4 x analysis parameters");
+    assert_eq!(mem.weights_bytes, 4 * (a.parameters + a.buffers), "{rel}: weight bytes vs 4 x (parameters + buffers)");
+    assert_eq!(mem.weights_bytes, a.memory.weights_bytes, "{rel}: weight bytes vs the analysis estimate");
+
+    eprintln!(
+        "{rel:<34} wall {wall:6.2} s  step median {:8.1} ms  {:8.1} samples/s  params {}",
+        m.step_time.median_s * 1e3,
+        m.throughput.samples_per_s,
+        a.parameters
+    );
+    (r, file)
+}
+
+#[test]
+fn every_spec_trains_on_tch_cpu_with_a_stable_result_shape() {
+    let dir = specs_dir();
+    // A row for a spec that no longer exists is a stale table, not a silent no-op.
+    for (rel, _, _) in SHRINK {
+        assert!(dir.join(rel).is_file(), "SHRINK names {rel}, which is not under specs/");
+    }
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/shapes-tch"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings.bind(|| {
+        insta::glob!("../specs", "**/*.toml", |path| {
+            let rel = path.strip_prefix(&dir).unwrap().to_string_lossy().replace('\\', "/");
+            let (r, _) = run_spec(path, &rel);
+            let shape = shape_of(&r);
+            let mut entry = serde_json::Map::new();
+            entry.insert("spec_sha256".into(), r.environment.spec_sha256.clone().into());
+            entry.insert("fields".into(), serde_json::to_value(&shape.fields).unwrap());
+            let mut snapshot = serde_json::Map::new();
+            snapshot.insert(r.run_id.clone(), entry.into());
+            insta::assert_json_snapshot!(serde_json::Value::Object(snapshot));
+        });
+    });
+}

@@ -1,0 +1,51 @@
+//! Every spec under `specs/` runs at smoke scale on the mock backend (collectors off, so nothing depends on
+//! timing) and the *shape* of each result is snapshotted in `golden/shapes-specs/`: which metrics exist, units,
+//! series lengths, memory categories, environment fields, outcome; measured values are redacted to type tags,
+//! while deterministic ones (plan, analysis, memory estimate) and the spec hash are exact.
+//!
+//! This file holds one `glob!` test only (insta collects glob failures process-wide).
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use trainbench::check::shape_of;
+use trainbench::compare::load;
+
+/// Smoke scale: few iterations, one repeat; the sweep (batch sizes, precisions, topologies) is kept.
+const SMOKE: [&str; 6] = ["--set", "run.iterations=5", "--set", "run.warmup=1", "--set", "run.repeats=1"];
+
+#[test]
+fn every_spec_has_a_stable_result_shape() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(root.join("golden/shapes-specs"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings.bind(|| {
+        insta::glob!("../specs", "**/*.toml", |path| {
+            let tmp = tempfile::tempdir().unwrap();
+            let out = Command::cargo_bin("trainbench")
+                .unwrap()
+                .arg("run")
+                .arg(path)
+                .args(["--backend", "mock", "--no-collectors", "-q", "--out"])
+                .arg(tmp.path())
+                .args(SMOKE)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+            let results = load::load_all(&[tmp.path()]).unwrap();
+            let mut snapshot = serde_json::Map::new();
+            for l in &results {
+                let shape = shape_of(&l.result);
+                let mut entry = serde_json::Map::new();
+                entry.insert("spec_sha256".into(), l.result.environment.spec_sha256.clone().into());
+                entry.insert("fields".into(), serde_json::to_value(&shape.fields).unwrap());
+                snapshot.insert(l.result.run_id.clone(), entry.into());
+            }
+            insta::assert_json_snapshot!(serde_json::Value::Object(snapshot));
+        });
+    });
+}
