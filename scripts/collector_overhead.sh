@@ -4,13 +4,16 @@
 # round's steady-state median step time and the median ratio on/off (the issue's target: under 1.01).
 #
 # Usage: scripts/collector_overhead.sh SPEC [ROUNDS]   (extra `trainbench run` flags via RUN_ARGS, e.g.
-#        RUN_ARGS="--set run.iterations=100 --device cuda:0")
+#        RUN_ARGS="--set run.iterations=100 --device cuda:0"; TB=path/to/trainbench skips the release build)
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 SPEC=${1:?usage: scripts/collector_overhead.sh SPEC [ROUNDS]}
 ROUNDS=${2:-5}
-cargo build -q --release --features tch
-TB=target/release/trainbench
+# TB overrides the binary (e.g. an existing debug build: libtorch's kernels are optimised either way).
+if [ -z "${TB:-}" ]; then
+  cargo build -q --release --features tch
+  TB=target/release/trainbench
+fi
 OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate which side goes first.

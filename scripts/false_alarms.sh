@@ -1,88 +1,65 @@
 #!/usr/bin/env bash
-# False-alarm rate of `trainbench compare`: runs PAIRS pairs of identical smoke runs (same spec, same machine, one
-# after the other) and compares each pair. Any significant verdict (slower or faster) is a false alarm, since
-# nothing changed between the two runs of a pair.
+# False-alarm rate of `trainbench compare`: runs PAIRS pairs of identical runs of one spec (same machine, one
+# after the other, a different seed per run) and compares each pair. Since nothing changed between the two runs
+# of a pair, every significant verdict (slower or faster) is a false alarm; `slower` ones would fail a CI gate.
 #
-# Usage: scripts/false_alarms.sh [--pairs N] [--repeats R] [--backend tch|mock] [--threshold 5%] [--spec FILE]
-# Defaults: 20 pairs, 1 repeat per run, the tch backend on the CPU, a small ResNet at 32x32 (written below).
+# Usage: scripts/false_alarms.sh [--pairs N] [--backend tch|wgpu|mock] [--threshold 5%] [--spec FILE]
+#                                [--set KEY=VALUE]...
+# Defaults: 20 pairs of specs/smoke/resnet_tiny.toml (two batch sizes, so 40 compared configurations) on the
+# tch backend (CPU). Extra --set overrides go to every run, e.g. `--set run.iterations=40`.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 
-PAIRS=20 REPEATS=1 BACKEND=tch THRESHOLD=5% SPEC=""
+PAIRS=20 BACKEND=tch THRESHOLD=5% SPEC=specs/smoke/resnet_tiny.toml
+SETS=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --pairs) PAIRS="$2"; shift 2 ;;
-        --repeats) REPEATS="$2"; shift 2 ;;
         --backend) BACKEND="$2"; shift 2 ;;
         --threshold) THRESHOLD="$2"; shift 2 ;;
         --spec) SPEC="$2"; shift 2 ;;
+        --set) SETS+=(--set "$2"); shift 2 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
 
 FEATURES=()
-[[ "$BACKEND" == tch ]] && FEATURES=(--features tch)
+[[ "$BACKEND" == tch || "$BACKEND" == wgpu ]] && FEATURES=(--features "$BACKEND")
 cargo build --release --quiet "${FEATURES[@]}"
 TB="${CARGO_TARGET_DIR:-$ROOT/target}/release/trainbench"
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-if [[ -z "$SPEC" ]]; then
-    SPEC="$WORK/false-alarms.toml"
-    cat > "$SPEC" <<'TOML'
-version = 1
-name = "false-alarms"
-description = "Small ResNet on 32x32 synthetic images: a smoke-scale CPU benchmark for measuring compare's noise."
 
-[model]
-family = "resnet"
-depth = 18
-width = 16
-classes = 10
-image_size = 32
-
-[sweep]
-batch_sizes = [32]
-
-[topology]
-device = "cpu"
-
-[run]
-warmup = 5
-iterations = 40
-TOML
-fi
-
-declare -i slower=0 faster=0 unchanged=0 other=0
-changes=()
 for i in $(seq 1 "$PAIRS"); do
     for side in a b; do
+        seed=$((1000 + 2 * i)); [[ $side == b ]] && seed=$((seed + 1))
         "$TB" run "$SPEC" --backend "$BACKEND" --quiet --out "$WORK/$i/$side" \
-            --set "run.repeats=$REPEATS" --set "training.seed=$((1000 + i))" > /dev/null
+            --set "training.seed=$seed" "${SETS[@]}" > /dev/null
     done
     set +e
     "$TB" compare "$WORK/$i/a" "$WORK/$i/b" --threshold "$THRESHOLD" --format json > "$WORK/$i/compare.json"
     set -e
-    read -r verdict change < <(python3 - "$WORK/$i/compare.json" <<'PY'
+    python3 - "$WORK/$i/compare.json" "$i" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-p = c["pairs"][0]
-r = p["step_time"]["ratio"] if p.get("step_time") else float("nan")
-print(p["verdict"], f"{(r - 1) * 100:+.2f}")
+for p in c["pairs"]:
+    s = p.get("step_time")
+    change = f"{(s['ratio'] - 1) * 100:+6.2f}% [{(s['ratio_ci'][0] - 1) * 100:+.2f}%, {(s['ratio_ci'][1] - 1) * 100:+.2f}%]" if s else "-"
+    print(f"pair {int(sys.argv[2]):2d} {p['config']:<32} {p['verdict']:<10} {change}")
 PY
-)
-    changes+=("$change")
-    case "$verdict" in
-        slower) slower+=1 ;;
-        faster) faster+=1 ;;
-        no_change) unchanged+=1 ;;
-        *) other+=1 ;;
-    esac
-    printf 'pair %2d: %-10s median step time change %s%%\n' "$i" "$verdict" "$change"
-done
+done | tee "$WORK/verdicts.txt"
 
-abs_sorted="$(printf '%s\n' "${changes[@]}" | tr -d '+-' | sort -g)"
-echo "backend $BACKEND, $PAIRS pairs, $REPEATS repeat(s) per run, threshold $THRESHOLD"
-echo "false alarms: $((slower + faster)) of $PAIRS ($slower flagged slower = CI failures, $faster flagged faster); $unchanged no change; $other other"
-echo "|median step-time change| between identical runs: median $(echo "$abs_sorted" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')%, max $(echo "$abs_sorted" | tail -1)%"
+python3 - "$WORK/verdicts.txt" "$PAIRS" "$BACKEND" "$THRESHOLD" "$SPEC" <<'PY'
+import re, statistics, sys
+lines = open(sys.argv[1]).read().splitlines()
+verdicts = [l.split()[3] for l in lines]
+changes = [abs(float(m.group(1))) for l in lines if (m := re.search(r"([+-]\d+\.\d+)%", l))]
+slower, faster = verdicts.count("slower"), verdicts.count("faster")
+print(f"\n{sys.argv[5]} on {sys.argv[3]}: {sys.argv[2]} pairs of runs, {len(verdicts)} compared configurations, threshold {sys.argv[4]}")
+print(f"false alarms: {slower + faster} of {len(verdicts)} ({slower} flagged slower, i.e. a failed CI gate; {faster} flagged faster)")
+if changes:
+    print(f"|median step-time change| between identical runs: median {statistics.median(changes):.2f}%, "
+          f"90th percentile {sorted(changes)[int(0.9 * (len(changes) - 1))]:.2f}%, max {max(changes):.2f}%")
+PY

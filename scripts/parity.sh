@@ -12,6 +12,14 @@ cd "$ROOT"
 ROUNDS=${ROUNDS:-3} BATCH=${BATCH:-32} WARMUP=${WARMUP:-10} ITERS=${ITERS:-30} THREADS=${THREADS:-2}
 MODELS=("$@"); [ ${#MODELS[@]} -eq 0 ] && MODELS=(resnet18-cifar transformer)
 export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
+# The same fixed glibc malloc policy on both sides. By default glibc adapts its mmap and trim thresholds to
+# the process's allocation history (the largest block freed so far), which differs between the two programs
+# (NumPy temporaries on one side, weight buffers on the other) and moves step times by a few percent either
+# way through page faults. Fixed thresholds take that history out of the comparison. PARITY_MALLOC=default
+# leaves glibc's adaptive policy on.
+if [ "${PARITY_MALLOC:-fixed}" != default ]; then
+  export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=268435456
+fi
 cargo build -q --release -p trainbench-tch --example parity
 TB=target/release/examples/parity
 PY="$VENV/bin/python scripts/parity/pytorch_eager.py"
@@ -35,7 +43,7 @@ for m in "${MODELS[@]}"; do
     pyc=$(echo "$py" | field cpu_s_per_step); tbc=$(echo "$tb" | field cpu_s_per_step)
     cpu_ratios+=("$(python3 -c "print(f'{$pyc / $tbc:.4f}')")")
   done
-  median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+  median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.4f", m}'; }
   echo "PARITY model=$m batch=$BATCH threads=$THREADS rounds=$ROUNDS wall_ratios=${ratios[*]}" \
     "wall_median=$(median "${ratios[@]}") cpu_ratios=${cpu_ratios[*]} cpu_median=$(median "${cpu_ratios[@]}")" \
     "(trainbench/pytorch throughput; > 1 = trainbench faster)"

@@ -2,6 +2,8 @@
 //! the CSV (one row per run, a fixed header), and the SVG files the Markdown links to.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+mod common;
+
 use assert_cmd::Command;
 
 /// Replace measured values in Markdown table cells by `[v]`; names, batch sizes and counts stay.
@@ -76,4 +78,22 @@ fn markdown_csv_and_svg_files() {
     assert!(lines.iter().skip(1).all(|l| csv_fields(l).len() == trainbench::report::csv::COLUMNS.len()));
     assert!(lines[1].starts_with("fixture-mlp,fixture-mlp.b8.fp32.1x1.r0,fixture-mlp.b8.fp32.1x1,0,completed,mock,"));
     assert!(csv.contains(",out_of_memory,mock,"));
+}
+
+#[test]
+fn gpu_utilisation_is_plotted_when_measured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    for (i, batch) in [8usize, 32, 128].into_iter().enumerate() {
+        let s = common::Synth { gpu_percent: Some(30.0 + 20.0 * i as f64), ..common::Synth::new("gpu", batch, 0, 1) };
+        s.write(&results);
+    }
+    let out = tmp.path().join("report");
+    Command::cargo_bin("trainbench").unwrap().arg("report").arg(&results).arg("--out").arg(&out).assert().success();
+    let svg = std::fs::read_to_string(out.join("utilization-gpu.svg")).unwrap();
+    assert!(svg.contains("GPU busy · fp32 · mock · Mock CPU"), "{svg}");
+    assert!(svg.contains("FLOP of peak · fp32 · mock · Mock CPU"));
+    assert!(!svg.contains("not measured"));
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains(">70.0%</td>"), "the configuration table shows the GPU utilisation of b128");
 }

@@ -193,7 +193,13 @@ pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
                 format!("{:.1}", m.throughput.samples_per_s),
                 ms(m.step_time.median_s),
                 ms(m.step_time.p95_s),
-                m.memory.measured.peak_allocated_bytes.map(bytes).unwrap_or_else(dash),
+                // The allocator peak where the backend has one (CUDA), else the process's resident memory.
+                m.memory
+                    .measured
+                    .peak_allocated_bytes
+                    .map(bytes)
+                    .or_else(|| m.cpu.get().map(|c| format!("{} RSS", bytes(c.rss_max_bytes))))
+                    .unwrap_or_else(dash),
                 m.gpu.get().map(|g| format!("{:.1}%", g.utilization_mean_percent)).unwrap_or_else(dash),
                 m.flops.fraction.map(pct).unwrap_or_else(dash),
             ],

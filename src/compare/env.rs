@@ -14,8 +14,9 @@ pub struct EnvDifference {
     pub baseline: String,
     /// Value in the second (candidate / re-run) result; `-` when absent.
     pub candidate: String,
-    /// True when the difference makes the step times not comparable (device, backend, libraries, precision,
-    /// batch, world size; CPU model and cores for CPU runs); false for informational differences.
+    /// True when the difference makes the step times not comparable (device, backend, library versions,
+    /// precision, batch, world size; CPU model and cores for CPU runs); false for informational differences
+    /// (driver, trainbench version, spec hash, OS, environment variables, host, library file locations).
     pub blocking: bool,
 }
 
@@ -56,13 +57,10 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<EnvDifference> {
     let libs: std::collections::BTreeSet<&String> =
         ea.library_versions.keys().chain(eb.library_versions.keys()).collect();
     for lib in libs {
-        push(
-            &mut out,
-            &format!("library {lib}"),
-            or_dash(ea.library_versions.get(lib)),
-            or_dash(eb.library_versions.get(lib)),
-            true,
-        );
+        let (va, vb) = (or_dash(ea.library_versions.get(lib)), or_dash(eb.library_versions.get(lib)));
+        // Where a library was loaded from (a file path) does not change what it computes.
+        let location = va.contains('/') && vb.contains('/');
+        push(&mut out, &format!("library {lib}"), va, vb, !location);
     }
     let details = |r: &RunResult| r.environment.device.as_ref().map(|d| d.details.clone()).unwrap_or_default();
     let (da, db) = (details(a), details(b));

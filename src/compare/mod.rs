@@ -411,7 +411,7 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions) -> Pa
         (true, false) if base.failed() || !base.measured() => Verdict::BaselineFailed,
         _ => Verdict::NoData,
     };
-    if report.verdict != Verdict::NoChange && (!ra.is_empty() && !rb.is_empty()) && (cand.failed() || base.failed()) {
+    if !ra.is_empty() && !rb.is_empty() && (cand.failed() || base.failed()) {
         notes.push("some repeats failed; only the completed ones are compared".into());
     }
     report.notes = notes;

@@ -93,6 +93,13 @@ fn summary(c: &Comparison) -> String {
     if c.has_regression() {
         s.push_str(" Regression found.");
     }
+    let single = c.pairs.iter().filter(|p| p.step_time.as_ref().is_some_and(|t| t.repeats.contains(&1))).count();
+    if single > 0 {
+        s.push_str(&format!(
+            "\nNote: {single} pair(s) have a single repeat on a side, so their interval reflects only the noise within \
+             one run, not between runs; for CI gating run `run.repeats >= 2` on both sides."
+        ));
+    }
     s
 }
 

@@ -116,6 +116,20 @@ mod tests {
     }
 
     #[test]
+    fn one_sample_costs_far_less_than_its_period() {
+        // At the default 100 ms period, a sample must cost well under 1 ms of CPU (0.1% of one core) for the
+        // sampler to stay out of the measurement; the budget here is 200 us, generous for a loaded machine.
+        let n = 200;
+        let cpu0 = process_cpu_seconds().unwrap();
+        for i in 0..n {
+            std::hint::black_box(read_cpu(i as f64));
+        }
+        let per_sample = (process_cpu_seconds().unwrap() - cpu0) / n as f64;
+        eprintln!("CPU sampler: {:.1} us of CPU per sample", per_sample * 1e6);
+        assert!(per_sample < 200e-6, "{per_sample}");
+    }
+
+    #[test]
     fn too_few_samples_is_unavailable() {
         assert!(summarize(&[], 0.0, 1.0, 1).get().is_none());
         assert!(summarize(&[s(0.0, 0.0, 1)], 0.0, 1.0, 1).get().is_none());

@@ -337,6 +337,8 @@ fn utilization_plot(spec: &str, series: &[Series<'_>]) -> Result<Plot, ReportErr
 const MEMORY_PARTS: [&str; 4] = ["weights", "gradients", "optimizer state", "activations + workspace"];
 
 /// Measured and estimated breakdown of one configuration, bytes per category of [`MEMORY_PARTS`].
+/// A measured breakdown without an allocator peak has no activations + workspace figure; it is drawn as 0 and
+/// the plot says so.
 fn memory_parts(c: &ConfigRow<'_>) -> (Option<[u64; 4]>, Option<[u64; 4]>) {
     let Some(m) = c.first_metrics() else { return (None, None) };
     let me = &m.memory.measured;
@@ -379,7 +381,16 @@ fn memory_plot(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, ReportE
     let labels: Vec<String> = bars.iter().map(|(l, _)| l.clone()).collect();
     let mut svg = String::new();
     {
-        let lh = legend_height(MEMORY_PARTS.len());
+        let notes: Vec<String> = if s
+            .points
+            .iter()
+            .any(|p| p.first_metrics().is_some_and(|m| m.memory.measured.activations_and_workspace_bytes.is_none()))
+        {
+            vec!["measured activations + workspace: not available (the backend reports no allocator peak)".into()]
+        } else {
+            Vec::new()
+        };
+        let lh = legend_height(MEMORY_PARTS.len() + notes.len());
         let root = SVGBackend::with_string(&mut svg, (WIDTH, 420 + lh)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err(&id))?;
         let (upper, lower) = root.split_vertically(420);
@@ -423,7 +434,7 @@ fn memory_plot(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, ReportE
         }
         let legend: Vec<(String, Mark)> =
             MEMORY_PARTS.iter().enumerate().map(|(k, n)| (n.to_string(), Mark::Block(color(k)))).collect();
-        draw_legend(&lower, &legend, &[]).map_err(plot_err(&id))?;
+        draw_legend(&lower, &legend, &notes).map_err(plot_err(&id))?;
         root.present().map_err(plot_err(&id))?;
     }
     Ok(finish(id, title, Section::Memory, svg))

@@ -31,6 +31,8 @@ pub struct Synth {
     pub libtorch: String,
     /// Record the run as out of memory (no metrics).
     pub oom: bool,
+    /// Report NVML GPU utilisation (this percentage) instead of "unavailable".
+    pub gpu_percent: Option<f64>,
 }
 
 impl Synth {
@@ -49,6 +51,7 @@ impl Synth {
             device: "Mock CPU".into(),
             libtorch: "2.13.0".into(),
             oom: false,
+            gpu_percent: None,
         }
     }
 
@@ -160,7 +163,20 @@ impl Synth {
                     optimizer: phase(0.1),
                     other: phase(0.05),
                 },
-                gpu: Sampled::unavailable("CPU run"),
+                gpu: match self.gpu_percent {
+                    Some(p) => Sampled::Available(GpuUtilization {
+                        device_index: 0,
+                        samples: 20,
+                        utilization_mean_percent: p,
+                        utilization_max_percent: p.max(99.0),
+                        memory_utilization_mean_percent: p / 2.0,
+                        memory_used_max_bytes: 2 << 30,
+                        process_memory_max_bytes: Some(1 << 30),
+                        sm_clock_mean_mhz: 1755.0,
+                        temperature_max_c: 61.0,
+                    }),
+                    None => Sampled::unavailable("CPU run"),
+                },
                 flops: FlopUtilization {
                     flops_per_sample: Some(flops),
                     achieved_flop_per_s: Some(flops as f64 * sps),
