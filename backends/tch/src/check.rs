@@ -16,6 +16,13 @@ fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError
 /// Check a plan against this backend and the machine: device, precision, data parallelism, every layer.
 pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
     let dev = device::parse_selector(&plan.device)?;
+    supports(plan, graph)?;
+    Ok(dev)
+}
+
+/// Check a plan against this backend without touching a device: precision (fp16 is refused on `cpu`), data
+/// parallelism, every layer and loss.
+pub fn supports(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
     if plan.world_size > 1 {
         return Err(unsupported(
             &graph.name,
@@ -29,7 +36,7 @@ pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
     if plan.batch_size == 0 {
         return Err(unsupported(&graph.name, "batch", "batch_size must be at least 1"));
     }
-    if plan.precision == Precision::Fp16 && dev == Device::Cpu {
+    if plan.precision == Precision::Fp16 && plan.device == "cpu" {
         return Err(unsupported(
             &graph.name,
             "precision fp16",
@@ -52,7 +59,7 @@ pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
             ));
         }
     }
-    Ok(dev)
+    Ok(())
 }
 
 fn is_int_input(graph: &Graph, id: NodeId) -> bool {

@@ -80,17 +80,25 @@ pub fn check(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
                     }
                 }
             }
+            Op::CriticBatch => {
+                return Err(unsupported(
+                    layer,
+                    kind,
+                    "WGAN-GP's critic batch feeds a gradient penalty (second-order gradients), which burn's autodiff \
+                     does not provide",
+                ));
+            }
             Op::RoiAlign { .. } => {
                 return Err(unsupported(layer, kind, "RoIAlign has no implementation in burn 0.22"));
             }
-            Op::Loss { loss: LossKind::Wasserstein { .. } } => {
+            Op::Loss { loss: LossKind::Wasserstein { .. }, .. } => {
                 return Err(unsupported(
                     layer,
                     "wasserstein-gp",
                     "the gradient penalty needs second-order gradients, which burn's autodiff does not provide",
                 ));
             }
-            Op::Loss { loss: LossKind::Ctc } => {
+            Op::Loss { loss: LossKind::Ctc, .. } => {
                 let logits = &graph.nodes[node.inputs[0]].shape;
                 let labels = &graph.nodes[node.inputs[1]].shape;
                 if logits.rank() != 2 || labels.rank() != 1 {

@@ -86,6 +86,10 @@ impl Backend for WgpuBackend {
         adapters::select(&plan.device).map(|_| ())
     }
 
+    fn supports(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+        check::check(plan, graph)
+    }
+
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
         check::check(plan, graph)?;
         let adapter = adapters::select(&plan.device)?;

@@ -22,6 +22,18 @@ pub fn mse(a: &Act, b: &Act) -> Tensor<1> {
     d.square().mean()
 }
 
+/// Smooth-L1 over every element (`F.smooth_l1_loss(a, b, beta=beta)`, mean): `0.5 d^2 / beta` where
+/// `|d| < beta`, else `|d| - 0.5 beta`; plain L1 when `beta` is 0.
+pub fn smooth_l1(a: &Act, b: &Act, beta: f64) -> Tensor<1> {
+    let d = (a.t.clone() - b.t.clone()).abs();
+    if beta <= 0.0 {
+        return d.mean();
+    }
+    let quadratic = d.clone().square().mul_scalar(0.5 / beta);
+    let linear = d.clone().sub_scalar(0.5 * beta);
+    linear.mask_where(d.lower_elem(beta), quadratic).mean()
+}
+
 /// Binary cross-entropy with logits over every element, in the numerically stable form
 /// `max(x, 0) - x y + log(1 + exp(-|x|))` (`nn.BCEWithLogitsLoss()`). Dense targets are binarised at 0
 /// (synthetic targets are N(0, 1)); integer targets are used as 0/1 values.

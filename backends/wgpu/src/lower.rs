@@ -1,5 +1,5 @@
 //! Lowering of the workload graph to burn tensor operations: one forward pass over the nodes in order, from a
-//! synthetic batch to the summed batch-mean losses.
+//! synthetic batch to the sum of the loss nodes' batch means, each times its weight.
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use trainbench_workload::Graph;
@@ -118,8 +118,9 @@ impl<'a> Forward<'a> {
                 .iter()
                 .map(|&j| values[j].as_ref().ok_or_else(|| ValueError(format!("input {j} of `{}` missing", node.name))))
                 .collect::<Result<_, _>>()?;
-            if let Op::Loss { loss } = &node.op {
+            if let Op::Loss { loss, weight } = &node.op {
                 let l = self.loss(node, *loss, &args)?;
+                let l = if *weight == 1.0 { l } else { l.mul_scalar(f64::from(*weight)) };
                 total = Some(match total {
                     Some(t) => t + l,
                     None => l,
@@ -142,6 +143,9 @@ impl<'a> Forward<'a> {
         match kind {
             LossKind::CrossEntropy => Ok(loss::cross_entropy(args[0].float(what)?, args[1].int(what)?)),
             LossKind::Mse => Ok(loss::mse(args[0].float(what)?, args[1].float(what)?)),
+            LossKind::SmoothL1 { beta } => {
+                Ok(loss::smooth_l1(args[0].float(what)?, args[1].float(what)?, f64::from(beta)))
+            }
             LossKind::BceWithLogits => Ok(loss::bce_with_logits(args[0].float(what)?, args[1])),
             LossKind::Ctc => loss::ctc(args[0].float(what)?, args[1].int(what)?),
             LossKind::ActorCritic { entropy, value } => Ok(loss::actor_critic(
@@ -281,6 +285,24 @@ impl<'a> Forward<'a> {
                 let x = args[0].float(what)?;
                 Act { t: x.t.clone().mean_dim(x.axis(*axis)).reshape(pad(&out)), shape: out }
             }
+            Op::MatMul { transpose_b } => {
+                let (a, b) = (args[0].float(what)?, args[1].float(what)?);
+                let b = if *transpose_b { b.t.clone().swap_dims(RANK - 2, RANK - 1) } else { b.t.clone() };
+                Act { t: a.t.clone().matmul(b), shape: out }
+            }
+            Op::SinusoidalPositions { scale } => {
+                let x = args[0].float(what)?;
+                let [t, e] = [out[out.len() - 2], out[out.len() - 1]];
+                let pe = Tensor::<1>::from_data(TensorData::new(sinusoidal_table(t, e), [t * e]), &x.t.device());
+                Act { t: x.t.clone().mul_scalar(f64::from(*scale)) + pe.reshape(pad(&[t, e])), shape: out }
+            }
+            Op::LearnedPositions { max_positions, dim } => {
+                let x = args[0].float(what)?;
+                let t = out[out.len() - 2];
+                let table = self.param(id, "weight")?.reshape([*max_positions, *dim]).narrow(0, 0, t);
+                Act { t: x.t.clone() + table.reshape(pad(&[t, *dim])), shape: out }
+            }
+            Op::CriticBatch => return Err(ValueError("WGAN-GP's critic batch is refused by check()".into())),
             Op::RoiAlign { .. } => return Err(ValueError("RoIAlign is refused by check()".into())),
             Op::Loss { .. } => return Err(ValueError("losses are reduced separately".into())),
         };
@@ -300,4 +322,18 @@ impl<'a> Forward<'a> {
         self.buffer_updates.push((slot, new));
         Ok(())
     }
+}
+
+/// The fixed sinusoidal position table `[t, e]` (Vaswani et al.), row-major: `PE[p, 2i] = sin(p / 10000^(2i/e))`,
+/// `PE[p, 2i+1] = cos(..)`, computed in f64 and rounded to f32 as the tch backend does.
+fn sinusoidal_table(t: usize, e: usize) -> Vec<f32> {
+    let mut pe = vec![0f32; t * e];
+    for pos in 0..t {
+        for i in 0..e / 2 {
+            let angle = pos as f64 / 10000f64.powf(2.0 * i as f64 / e as f64);
+            pe[pos * e + 2 * i] = angle.sin() as f32;
+            pe[pos * e + 2 * i + 1] = angle.cos() as f32;
+        }
+    }
+    pe
 }

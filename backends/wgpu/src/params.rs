@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use burn::tensor::{Device, Tensor, TensorData};
 use trainbench_workload::graph::NodeId;
 use trainbench_workload::init::initial_values;
-use trainbench_workload::params::{ParamDecl, tensors};
+use trainbench_workload::params::{ParamDecl, graph_tensors, is_tied, tensors};
 use trainbench_workload::{Graph, MemoryMeasured, OptimizerSpec};
 
 /// One declared tensor and its current value (without autodiff).
@@ -25,17 +25,25 @@ pub struct Store {
 }
 
 impl Store {
-    /// Allocate every declared tensor of `graph` on `device` with its seeded initial values.
+    /// Allocate every tensor of `graph` ([`graph_tensors`]: tied weights once, with their owner) on `device` with
+    /// its seeded initial values.
     pub fn new(graph: &Graph, seed: u64, device: &Device) -> Self {
         let mut slots = Vec::new();
         let mut index = HashMap::new();
+        for (id, decl) in graph_tensors(graph) {
+            let values = initial_values(&decl, seed);
+            let n = values.len();
+            let value = Tensor::<1>::from_data(TensorData::new(values, [n]), device);
+            index.insert((id, decl.local.clone()), slots.len());
+            slots.push(Slot { decl, value });
+        }
+        // A tied weight is its owner's tensor: both uses read (and send gradients to) one slot.
         for (id, node) in graph.nodes.iter().enumerate() {
-            for decl in tensors(node) {
-                let values = initial_values(&decl, seed);
-                let n = values.len();
-                let value = Tensor::<1>::from_data(TensorData::new(values, [n]), device);
-                index.insert((id, decl.local.clone()), slots.len());
-                slots.push(Slot { decl, value });
+            let Some(owner) = node.tied_to else { continue };
+            for decl in tensors(node).iter().filter(|d| is_tied(node, d)) {
+                if let Some(&slot) = index.get(&(owner, decl.local.clone())) {
+                    index.insert((id, decl.local.clone()), slot);
+                }
             }
         }
         Self { slots, index }
