@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Step time (median) and achieved FLOP/s of every smoke spec on both backends, side by side, as a Markdown table:
 # tch on the CPU and wgpu on its best adapter (lavapipe, software Vulkan, on a machine without a GPU). Uses the
-# release binary with both backends (built first when needed). Each spec runs at batch 8 with 3 warm-up and 20
+# release binary with both backends (built first when needed; PROFILE=dev for the debug one). Each spec runs at batch 8 with 3 warm-up and 20
 # measured iterations; extra arguments are passed to every `trainbench run` (e.g. `--set run.iterations=50`).
 # Run it on an otherwise idle machine: step times of a shared CPU are noise.
 # Usage: scripts/backend_table.sh [--device-wgpu SELECTOR] [--device-tch SELECTOR] [trainbench run options...]
@@ -16,8 +16,14 @@ while [ $# -gt 0 ]; do
         *) break ;;
     esac
 done
-cargo build --release --features tch,wgpu --quiet
-BIN="$ROOT/target/release/trainbench"
+# PROFILE=dev measures the debug binary instead (dependencies at opt-level 2, trainbench's own crates unoptimised).
+if [ "${PROFILE:-release}" = dev ]; then
+    cargo build --features tch,wgpu --quiet
+    BIN="$ROOT/target/debug/trainbench"
+else
+    cargo build --release --features tch,wgpu --quiet
+    BIN="$ROOT/target/release/trainbench"
+fi
 OUT="$(mktemp -d /tmp/trainbench-backend-table.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
 for spec in specs/smoke/*.toml; do
@@ -52,7 +58,8 @@ for summary in sorted(glob.glob(os.path.join(out, "*.tch.json"))):
         cells.append(f"{median * 1e3:.2f}" if median else "-")
         cells.append(f"{flops / 1e9:.2f}" if flops else "-")
     rows.append(cells)
-print(f"tch: {devices.get('tch', '?')}; wgpu: {devices.get('wgpu', '?')}. Batch 8, median of 20 steps after 3 warm-up.")
+print(f"tch: {devices.get('tch', '?')}; wgpu: {devices.get('wgpu', '?')}. Batch 8, median of 20 steps after 3 warm-up;")
+print("GFLOP/s = the analysis's training FLOPs per sample x samples/s.")
 print()
 print("| smoke spec | tch step (ms) | tch GFLOP/s | wgpu step (ms) | wgpu GFLOP/s | wgpu / tch time |")
 print("|---|---:|---:|---:|---:|---:|")

@@ -105,7 +105,7 @@ pub fn device_for(choice: BackendChoice, device: &str) -> String {
 }
 
 /// What `choice` refuses of `plans` without touching a device ([`Backend::supports`]: layers, losses,
-/// precisions, topologies), each distinct refusal once, in plan order. Each plan runs on
+/// precisions), each distinct refusal once, in plan order. Each plan runs on
 /// [`device_for`]`(choice, plan.device)`. A backend left out of this build refuses nothing here (running it
 /// then says how to rebuild).
 pub fn refusals(choice: BackendChoice, plans: &[RunPlan], graph: &Graph) -> Vec<BackendError> {

@@ -16,13 +16,6 @@ fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError
 /// Check a plan against this backend and the machine: device, precision, data parallelism, every layer.
 pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
     let dev = device::parse_selector(&plan.device)?;
-    supports(plan, graph)?;
-    Ok(dev)
-}
-
-/// Check a plan against this backend without touching a device: precision (fp16 is refused on `cpu`), data
-/// parallelism, every layer and loss.
-pub fn supports(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
     if plan.world_size > 1 {
         return Err(unsupported(
             &graph.name,
@@ -33,6 +26,14 @@ pub fn supports(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
             ),
         ));
     }
+    supports(plan, graph)?;
+    Ok(dev)
+}
+
+/// Check a plan's model and precision against this backend without touching a device: precision (fp16 is
+/// refused on `cpu`), every layer and loss. Data parallelism is left to [`check`]: a sweep may mix topologies
+/// this machine can run with ones it cannot, and those runs are recorded as not run.
+pub fn supports(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
     if plan.batch_size == 0 {
         return Err(unsupported(&graph.name, "batch", "batch_size must be at least 1"));
     }

@@ -1,4 +1,5 @@
-//! What the wgpu backend refuses before anything runs: precisions, layers and losses it cannot execute.
+//! What the wgpu backend refuses before anything runs: precisions, layers and losses it cannot execute (asked
+//! when a spec is validated and planned), and data parallelism (asked before each run).
 
 use trainbench_workload::graph::{LossKind, Op, PoolKind};
 use trainbench_workload::{BackendError, Graph, Precision, RunPlan};
@@ -13,21 +14,28 @@ fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError
     BackendError::Unsupported { backend: NAME, layer: layer.to_string(), op: op.to_string(), reason: reason.into() }
 }
 
-/// Refuse a plan the backend cannot execute, naming the layer (or the precision) and why.
+/// Refuse a plan the backend cannot execute, naming the layer (or the precision) and why: [`supports`], and a
+/// world size above 1.
 pub fn check(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+    if plan.world_size > 1 {
+        return Err(unsupported(
+            &graph.name,
+            "data-parallel",
+            format!("world size {} needs collective communication, which the wgpu backend lacks", plan.world_size),
+        ));
+    }
+    supports(plan, graph)
+}
+
+/// Refuse a model or precision the backend cannot execute, naming the layer (or the precision) and why. Data
+/// parallelism is left to [`check`] (a sweep may mix topologies; the runs it cannot do are recorded as not run).
+pub fn supports(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
     if plan.precision != Precision::Fp32 {
         return Err(unsupported(
             &graph.name,
             plan.precision.as_str(),
             "mixed precision is not implemented on the wgpu backend (burn has no autocast or loss scaling); \
              use precision = \"fp32\"",
-        ));
-    }
-    if plan.world_size > 1 {
-        return Err(unsupported(
-            &graph.name,
-            "data-parallel",
-            format!("world size {} needs collective communication, which the wgpu backend lacks", plan.world_size),
         ));
     }
     if plan.batch_size == 0 {

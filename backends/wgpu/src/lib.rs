@@ -87,7 +87,7 @@ impl Backend for WgpuBackend {
     }
 
     fn supports(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
-        check::check(plan, graph)
+        check::supports(plan, graph)
     }
 
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {

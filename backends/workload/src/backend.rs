@@ -316,9 +316,10 @@ pub trait Backend {
     /// Refuse, before anything runs, a plan this backend cannot execute (unsupported layer or precision) or a
     /// device it cannot open here.
     fn check(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError>;
-    /// Refuse, from the plan and graph alone, what this backend can never run: layers, losses, precisions and
-    /// topologies it lacks ([`BackendError::Unsupported`]). No device is touched, so this holds on any machine;
-    /// specs are checked with it when they are validated and planned. The default accepts everything.
+    /// Refuse, from the plan and graph alone, what this backend can never run: layers, losses and precisions it
+    /// lacks ([`BackendError::Unsupported`]). No device is touched, so this holds on any machine; specs are
+    /// checked with it when they are validated and planned. Topologies (world size) are left to `check`, since
+    /// one sweep may mix runnable and unrunnable ones. The default accepts everything.
     fn supports(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
         Ok(())
     }

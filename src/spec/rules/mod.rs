@@ -3,7 +3,8 @@
 //! and the model's input against the dataset's declared shape.
 //!
 //! Rules run on a [`PartialSpec`]: every top-level table that passed the schema, so a typo in `[sweep]` does not
-//! hide a mistake in `[run]`. A rule involving several tables runs when all of them are present.
+//! hide a mistake in `[run]`. A rule involving several tables runs when all of them are present. Last, on a
+//! complete spec, [`check_support`] asks the backend that will run it what it refuses (layers, precisions).
 
 mod support;
 mod topology;

@@ -1,6 +1,6 @@
 //! The plan-time backend check: the runs a validated spec expands to are put to the backend that will run
-//! them ([`crate::backends::refusals`], which asks [`trainbench_workload::Backend::supports`]), so a layer, loss,
-//! precision or topology the backend cannot execute is refused when the spec is validated or planned, with a
+//! them ([`crate::backends::refusals`], which asks [`trainbench_workload::Backend::supports`]), so a layer, loss or
+//! precision the backend cannot execute is refused when the spec is validated or planned, with a
 //! message naming the layer and the backend, never in the middle of a run.
 
 use super::Finding;
