@@ -16,8 +16,11 @@ while [ $# -gt 0 ]; do
         *) break ;;
     esac
 done
-# PROFILE=dev measures the debug binary instead (dependencies at opt-level 2, trainbench's own crates unoptimised).
-if [ "${PROFILE:-release}" = dev ]; then
+# PROFILE=dev measures the debug binary instead (dependencies at opt-level 2, trainbench's own crates unoptimised);
+# TRAINBENCH_BIN=path measures that binary as it is (built with both backends), without building.
+if [ -n "${TRAINBENCH_BIN:-}" ]; then
+    BIN="$TRAINBENCH_BIN"
+elif [ "${PROFILE:-release}" = dev ]; then
     cargo build --features tch,wgpu --quiet
     BIN="$ROOT/target/debug/trainbench"
 else

@@ -163,9 +163,14 @@ fn measurements_are_complete_and_probe_can_stop() {
     assert_eq!(out.steps.len(), 2);
 }
 
+/// The refusal of `check`, which `supports` (plan time, no device) must give as well.
 fn refusal(plan: &RunPlan, graph: &Graph) -> String {
-    match WgpuBackend::new().check(plan, graph) {
-        Err(e @ BackendError::Unsupported { .. }) => e.to_string(),
+    let backend = WgpuBackend::new();
+    match backend.check(plan, graph) {
+        Err(e @ BackendError::Unsupported { .. }) => {
+            assert_eq!(backend.supports(plan, graph), Err(e.clone()), "supports() must refuse it too");
+            e.to_string()
+        }
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
@@ -179,6 +184,11 @@ fn refuses_what_it_cannot_run() {
     assert!(msg.contains("wgpu") && msg.contains("fp16"), "{msg}");
     p.precision = Precision::Bf16;
     assert!(refusal(&p, &graph).contains("bf16"));
+    // Data parallelism is refused per run (`check`), not at plan time: a sweep may mix topologies.
+    let mut p = plan(8, 1, OptimizerSpec::default());
+    p.world_size = 2;
+    assert_eq!(WgpuBackend::new().supports(&p, &graph), Ok(()));
+    assert!(matches!(WgpuBackend::new().check(&p, &graph), Err(BackendError::Unsupported { .. })));
 
     let mut b = GraphBuilder::new("det");
     let x = b.input("img", &[8, 12, 12], trainbench_workload::graph::InputKind::Dense).expect("input");
@@ -190,16 +200,17 @@ fn refuses_what_it_cannot_run() {
     let msg = refusal(&plan(2, 1, OptimizerSpec::default()), &g);
     assert!(msg.contains("head.roi") && msg.contains("roi_align") && msg.contains("wgpu"), "{msg}");
 
+    // WGAN-GP: the critic batch (real, fake, interpolates) feeds a gradient penalty.
     let mut b = GraphBuilder::new("gan");
     let real = b.input("real", &[4], trainbench_workload::graph::InputKind::Dense).expect("input");
-    let c1 = b.linear("critic_real", real, 1, true).expect("linear");
     let fake = b.input("fake", &[4], trainbench_workload::graph::InputKind::Dense).expect("input");
-    let c2 = b.linear("critic_fake", fake, 1, true).expect("linear");
+    let batch = b.critic_batch("critic.batch", real, fake).expect("critic batch");
+    let scores = b.linear("critic.fc", batch, 1, true).expect("linear");
     let loss = trainbench_workload::graph::LossKind::Wasserstein { gp_weight: 10.0 };
-    b.loss("wloss", loss, &[c1, c2]).expect("loss");
+    b.loss("wloss", loss, &[scores, batch]).expect("loss");
     let g = b.finish(1, "samples").expect("graph");
     let msg = refusal(&plan(2, 1, OptimizerSpec::default()), &g);
-    assert!(msg.contains("wloss") && msg.contains("second-order"), "{msg}");
+    assert!(msg.contains("critic.batch") && msg.contains("second-order"), "{msg}");
 }
 
 #[test]
