@@ -44,8 +44,8 @@ impl Backend for NotBuilt {
 
 /// Whether the tch backend is compiled in.
 pub const TCH_BUILT: bool = cfg!(feature = "tch");
-/// Whether the wgpu backend is compiled in (not yet wired into this build).
-pub const WGPU_BUILT: bool = false;
+/// Whether the wgpu backend is compiled in.
+pub const WGPU_BUILT: bool = cfg!(feature = "wgpu");
 
 #[cfg(feature = "tch")]
 fn tch() -> Box<dyn Backend> {
@@ -57,6 +57,12 @@ fn tch() -> Box<dyn Backend> {
     Box::new(NotBuilt { backend: "tch", feature: "tch" })
 }
 
+#[cfg(feature = "wgpu")]
+fn wgpu() -> Box<dyn Backend> {
+    Box::new(trainbench_wgpu::WgpuBackend::new())
+}
+
+#[cfg(not(feature = "wgpu"))]
 fn wgpu() -> Box<dyn Backend> {
     Box::new(NotBuilt { backend: "wgpu", feature: "wgpu" })
 }
@@ -70,6 +76,53 @@ pub fn resolve(choice: BackendChoice) -> BackendChoice {
         BackendChoice::Auto => BackendChoice::Tch,
         other => other,
     }
+}
+
+/// The concrete backend that runs on `device`: `auto` picks wgpu for a `wgpu...` selector (as spec validation
+/// does), else [`resolve`].
+pub fn resolve_for(choice: BackendChoice, device: &str) -> BackendChoice {
+    match choice {
+        BackendChoice::Auto if is_wgpu_selector(device) => BackendChoice::Wgpu,
+        other => resolve(other),
+    }
+}
+
+fn is_wgpu_selector(device: &str) -> bool {
+    device == "wgpu" || device.starts_with("wgpu:")
+}
+
+/// The device `choice` (resolved) runs a plan written for `device` on: `device` itself when the backend drives
+/// that kind of device, else the backend's nearest default: `wgpu` (the best adapter) for a `cpu` or `cuda`
+/// selector; `cuda` for `wgpu:discrete` and `cpu` for any other `wgpu...` selector on tch. This is what lets
+/// `trainbench run --backend wgpu` run a spec written for `device = "cpu"`.
+pub fn device_for(choice: BackendChoice, device: &str) -> String {
+    match (resolve_for(choice, device), is_wgpu_selector(device)) {
+        (BackendChoice::Wgpu, false) => "wgpu".into(),
+        (BackendChoice::Tch, true) if device == "wgpu:discrete" => "cuda".into(),
+        (BackendChoice::Tch, true) => "cpu".into(),
+        _ => device.to_string(),
+    }
+}
+
+/// What `choice` refuses of `plans` without touching a device ([`Backend::supports`]: layers, losses,
+/// precisions), each distinct refusal once, in plan order. Each plan runs on
+/// [`device_for`]`(choice, plan.device)`. A backend left out of this build refuses nothing here (running it
+/// then says how to rebuild).
+pub fn refusals(choice: BackendChoice, plans: &[RunPlan], graph: &Graph) -> Vec<BackendError> {
+    let mut out: Vec<BackendError> = Vec::new();
+    let Some(first) = plans.first() else {
+        return out;
+    };
+    let backend = create(resolve_for(choice, &first.device), &MockConfig::default());
+    for plan in plans {
+        let mut plan = plan.clone();
+        plan.device = device_for(choice, &plan.device);
+        match backend.supports(&plan, graph) {
+            Err(e) if !out.contains(&e) => out.push(e),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Name of a backend choice as written in specs and on the command line.
@@ -88,5 +141,22 @@ pub fn create(choice: BackendChoice, mock: &MockConfig) -> Box<dyn Backend> {
         BackendChoice::Tch | BackendChoice::Auto => tch(),
         BackendChoice::Wgpu => wgpu(),
         BackendChoice::Mock => Box::new(MockBackend::new(mock.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_follow_the_backend() {
+        assert_eq!(resolve_for(BackendChoice::Auto, "wgpu:1"), BackendChoice::Wgpu);
+        assert_eq!(device_for(BackendChoice::Wgpu, "cpu"), "wgpu");
+        assert_eq!(device_for(BackendChoice::Wgpu, "wgpu:cpu"), "wgpu:cpu");
+        assert_eq!(device_for(BackendChoice::Auto, "wgpu:0"), "wgpu:0");
+        assert_eq!(device_for(BackendChoice::Tch, "wgpu:discrete"), "cuda");
+        assert_eq!(device_for(BackendChoice::Tch, "wgpu"), "cpu");
+        assert_eq!(device_for(BackendChoice::Tch, "cuda:1"), "cuda:1");
+        assert_eq!(device_for(BackendChoice::Mock, "cpu"), "cpu");
     }
 }

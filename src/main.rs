@@ -33,6 +33,8 @@ enum Command {
     Report(commands::report::Args),
     /// Check a result's integrity, re-run it on this machine, and say whether it reproduces.
     Audit(commands::audit::Args),
+    /// List the devices every backend built into this binary can run on.
+    Devices(commands::devices::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => commands::compare::execute(a),
         Command::Report(a) => commands::report::execute(a),
         Command::Audit(a) => commands::audit::execute(a),
+        Command::Devices(a) => commands::devices::execute(a),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

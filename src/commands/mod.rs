@@ -6,6 +6,7 @@ pub mod analyze;
 pub mod audit;
 pub mod check;
 pub mod compare;
+pub mod devices;
 pub mod plan;
 pub mod report;
 pub mod run;

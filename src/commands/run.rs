@@ -10,7 +10,8 @@ use super::{CommandError, Outcome};
 use crate::backends::BackendChoice;
 use crate::result::{RunOutcome, RunResult};
 use crate::runner::{self, RunnerError, RunnerOptions, Suite, probe};
-use crate::spec::diagnostics::render_text;
+use crate::spec::diagnostics::{Diagnostic, render_text};
+use crate::spec::rules;
 use crate::spec::{Overrides, SpecValidator};
 
 /// Backend selection on the command line.
@@ -154,10 +155,24 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
         if !args.quiet || checked.spec.is_none() {
             eprint!("{}", render_text(&checked.diagnostics));
         }
-        match checked.spec {
-            Some(spec) => suites.push(Suite::from_validated(&spec)),
-            None => invalid = true,
+        let Some(spec) = checked.spec else {
+            invalid = true;
+            continue;
+        };
+        if args.backend.is_some() || args.device.is_some() {
+            // Overrides bypass the spec's own backend check: refuse what the chosen backend cannot run now.
+            let backend = args.backend.map_or(spec.spec().topology.backend, Into::into);
+            let refused = rules::check_support_on(&spec, backend, args.device.as_deref());
+            if !refused.is_empty() {
+                let display = path.display().to_string();
+                let diagnostics: Vec<Diagnostic> =
+                    refused.into_iter().map(|f| Diagnostic::error(&display, f.message).maybe_hint(f.hint)).collect();
+                eprint!("{}", render_text(&diagnostics));
+                invalid = true;
+                continue;
+            }
         }
+        suites.push(Suite::from_validated(&spec));
     }
     Ok((!invalid).then_some(suites))
 }

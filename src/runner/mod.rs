@@ -105,8 +105,17 @@ pub fn run_suite(
     opts: &RunnerOptions,
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
-    let choice = backends::resolve(opts.backend.unwrap_or(suite.backend));
-    run_suite_with(suite, opts, backends::create(choice, &opts.mock), on_result)
+    let choice = opts.backend.unwrap_or(suite.backend);
+    let device = opts.device.clone().or_else(|| suite.plans.first().map(|p| p.device.clone())).unwrap_or_default();
+    let resolved = backends::resolve_for(choice, &device);
+    let mut opts = opts.clone();
+    let adapted = backends::device_for(choice, &device);
+    if opts.device.is_none() && adapted != device {
+        // A spec written for another kind of device (`--backend wgpu` on `device = "cpu"`, or `auto` resolving
+        // to the only backend built in): the backend's nearest default device.
+        opts.device = Some(adapted);
+    }
+    run_suite_with(suite, &opts, backends::create(resolved, &opts.mock), on_result)
 }
 
 /// [`run_suite`] on a given backend instance (embedders, tests with custom backends).

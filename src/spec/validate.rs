@@ -206,6 +206,11 @@ impl SpecValidator {
             return Err(out);
         };
         let validated = ValidatedSpec::new(spec, graph, overrides.texts());
+        let refused = rules::check_support(&validated);
+        if !refused.is_empty() {
+            out.extend(refused.iter().map(|f| finding_diagnostic(&sources, &root, f)));
+            return Err(out);
+        }
         Ok((validated, out))
     }
 }

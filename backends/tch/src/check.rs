@@ -26,10 +26,18 @@ pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
             ),
         ));
     }
+    supports(plan, graph)?;
+    Ok(dev)
+}
+
+/// Check a plan's model and precision against this backend without touching a device: precision (fp16 is
+/// refused on `cpu`), every layer and loss. Data parallelism is left to [`check`]: a sweep may mix topologies
+/// this machine can run with ones it cannot, and those runs are recorded as not run.
+pub fn supports(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
     if plan.batch_size == 0 {
         return Err(unsupported(&graph.name, "batch", "batch_size must be at least 1"));
     }
-    if plan.precision == Precision::Fp16 && dev == Device::Cpu {
+    if plan.precision == Precision::Fp16 && plan.device == "cpu" {
         return Err(unsupported(
             &graph.name,
             "precision fp16",
@@ -52,7 +60,7 @@ pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
             ));
         }
     }
-    Ok(dev)
+    Ok(())
 }
 
 fn is_int_input(graph: &Graph, id: NodeId) -> bool {

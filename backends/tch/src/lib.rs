@@ -100,6 +100,10 @@ impl Backend for TchBackend {
         5
     }
 
+    fn supports(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+        check::supports(plan, graph)
+    }
+
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
         let dev = check::check(plan, graph)?;
         let wgan = if graph.nodes.iter().any(|n| n.part.is_some()) {

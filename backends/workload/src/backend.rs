@@ -313,13 +313,21 @@ pub trait Backend {
     fn name(&self) -> &'static str;
     /// Devices this backend can run on here.
     fn devices(&self) -> Vec<DeviceInfo>;
-    /// Refuse, before anything runs, a plan this backend cannot execute (unsupported layer or precision).
+    /// Refuse, before anything runs, a plan this backend cannot execute (unsupported layer or precision) or a
+    /// device it cannot open here.
     fn check(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError>;
     /// Iterations of a throw-away run the runner trains before the first measured run on each device in a
     /// process, to pay one-time costs (thread pools, lazy library initialisation, kernel compilation) outside
     /// every measurement; 0 (the default) when the backend has none.
     fn process_warmup_iterations(&self) -> u64 {
         0
+    }
+    /// Refuse, from the plan and graph alone, what this backend can never run: layers, losses and precisions it
+    /// lacks ([`BackendError::Unsupported`]). No device is touched, so this holds on any machine; specs are
+    /// checked with it when they are validated and planned. Topologies (world size) are left to `check`, since
+    /// one sweep may mix runnable and unrunnable ones. The default accepts everything.
+    fn supports(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
+        Ok(())
     }
     /// Train `graph` as `plan` says, reporting each iteration to `probe`.
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError>;

@@ -3,8 +3,10 @@
 //! and the model's input against the dataset's declared shape.
 //!
 //! Rules run on a [`PartialSpec`]: every top-level table that passed the schema, so a typo in `[sweep]` does not
-//! hide a mistake in `[run]`. A rule involving several tables runs when all of them are present.
+//! hide a mistake in `[run]`. A rule involving several tables runs when all of them are present. Last, on a
+//! complete spec, [`check_support`] asks the backend that will run it what it refuses (layers, precisions).
 
+mod support;
 mod topology;
 
 use std::path::Path;
@@ -14,6 +16,7 @@ use serde_json::Value;
 use trainbench_workload::graph::{Graph, InputKind, Op};
 use trainbench_workload::{ModelSpec, OptimizerSpec};
 
+pub use support::{check_support, check_support_on};
 pub use topology::{EffectiveTopology, effective_precisions, effective_topologies};
 
 use super::device::DeviceSelector;

@@ -1,0 +1,241 @@
+//! Training on a real wgpu adapter (lavapipe in CI): losses fall, parameter counts match the contract, the
+//! measurements are complete, and what the backend cannot run is refused up front.
+
+use trainbench_wgpu::{WgpuBackend, adapters, fixtures};
+use trainbench_workload::params::parameters;
+use trainbench_workload::{
+    Backend, BackendError, Budget, Graph, GraphBuilder, NoProbe, OptimizerSpec, PhaseTimes, Precision, Probe, RunPlan,
+};
+
+fn have_adapter() -> bool {
+    if adapters().is_empty() {
+        eprintln!("skipping: wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)");
+        return false;
+    }
+    true
+}
+
+fn plan(batch: usize, iterations: u64, optimizer: OptimizerSpec) -> RunPlan {
+    RunPlan {
+        id: "test".into(),
+        batch_size: batch,
+        precision: Precision::Fp32,
+        device: "wgpu".into(),
+        world_size: 1,
+        warmup: 0,
+        budget: Budget::Iterations(iterations),
+        repeat: 0,
+        seed: 3,
+        optimizer,
+        phase_timing: true,
+        timeout_s: None,
+    }
+}
+
+fn fixture(name: &str) -> Graph {
+    fixtures::build(name).expect("known fixture").expect("fixture builds")
+}
+
+/// Train a fixture at batch 8 and return the losses of every iteration.
+fn train(name: &str, optimizer: OptimizerSpec, iterations: u64) -> Vec<f64> {
+    let graph = fixture(name);
+    let mut p = plan(8, iterations, optimizer);
+    p.id = name.into();
+    let out = WgpuBackend::new().run(&p, &graph, &mut NoProbe).expect("run succeeds");
+    assert_eq!(out.losses.len() as u64, iterations);
+    assert!(out.losses.iter().all(|l| l.is_finite()), "{name}: {:?}", out.losses);
+    out.losses
+}
+
+/// The pool cycles 4 batches, so compare the loss on batch 0 at the start with its loss on a later pass: it
+/// must have fallen to below `factor` of where it started.
+fn assert_falls(name: &str, losses: &[f64], factor: f64) {
+    let first = losses[0];
+    let later = losses[(losses.len() - 1) / 4 * 4];
+    eprintln!("{name}: {first:.4} -> {later:.4}");
+    assert!(later < first * factor, "{name}: loss did not fall below {factor} x start: {losses:?}");
+}
+
+#[test]
+fn mlp_loss_falls_with_each_optimizer() {
+    if !have_adapter() {
+        return;
+    }
+    for opt in [
+        OptimizerSpec::Sgd { lr: 0.1, momentum: 0.9, weight_decay: 1e-4, nesterov: true },
+        OptimizerSpec::Adam { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
+        OptimizerSpec::Adamw { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 },
+    ] {
+        let losses = train("mlp", opt.clone(), 24);
+        assert_falls(&format!("mlp/{}", opt.kind_name()), &losses, 0.9);
+    }
+}
+
+#[test]
+fn cnn_loss_falls() {
+    if !have_adapter() {
+        return;
+    }
+    let losses = train("cnn", OptimizerSpec::Sgd { lr: 0.05, momentum: 0.9, weight_decay: 0.0, nesterov: false }, 16);
+    assert_falls("cnn", &losses, 0.9);
+}
+
+#[test]
+fn sequence_models_train() {
+    if !have_adapter() {
+        return;
+    }
+    let adam = OptimizerSpec::Adam { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 };
+    // Random per-token labels over 40-50 classes leave little to learn in a few steps: a smaller margin.
+    for (name, factor) in [("lstm", 0.97), ("transformer", 0.97), ("gru", 0.95), ("ctc", 0.9)] {
+        let losses = train(name, adam.clone(), 13);
+        assert_falls(name, &losses, factor);
+    }
+}
+
+#[test]
+fn parameter_counts_match_the_contract() {
+    if !have_adapter() {
+        return;
+    }
+    for name in fixtures::NAMES {
+        let graph = fixture(name);
+        let want: u64 = graph.nodes.iter().flat_map(parameters).map(|d| d.numel()).sum();
+        let got = WgpuBackend::new().parameter_count(&graph, "wgpu").expect("count");
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+#[derive(Default)]
+struct Recorder {
+    calls: Vec<(u64, bool, PhaseTimes)>,
+    stop_after: Option<usize>,
+}
+
+impl Probe for Recorder {
+    fn step(&mut self, index: u64, measured: bool, phases: &PhaseTimes) {
+        self.calls.push((index, measured, *phases));
+    }
+    fn should_stop(&self) -> bool {
+        self.stop_after.is_some_and(|n| self.calls.len() >= n)
+    }
+}
+
+#[test]
+fn measurements_are_complete_and_probe_can_stop() {
+    if !have_adapter() {
+        return;
+    }
+    let graph = fixture("cnn");
+    let mut p = plan(4, 3, OptimizerSpec::default());
+    p.warmup = 2;
+    let mut rec = Recorder::default();
+    let out = WgpuBackend::new().run(&p, &graph, &mut rec).expect("run");
+    assert_eq!(out.warmup_steps.len(), 2);
+    assert_eq!(out.steps.len(), 3);
+    assert_eq!(
+        rec.calls.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(),
+        vec![(0, false), (1, false), (2, true), (3, true), (4, true)]
+    );
+    for s in &out.steps {
+        let parts = s.data_s + s.forward_s + s.backward_s + s.optimizer_s;
+        assert!(s.forward_s > 0.0 && s.backward_s > 0.0 && s.optimizer_s > 0.0, "{s:?}");
+        assert!((parts - s.total_s).abs() < 1e-3, "{s:?}");
+    }
+    let params: u64 = graph.nodes.iter().flat_map(parameters).map(|d| d.numel()).sum();
+    assert_eq!(out.memory.gradients, params * 4);
+    assert_eq!(out.memory.optimizer_state, params * 4, "SGD with momentum keeps one buffer");
+    assert!(out.memory.weights > out.memory.gradients, "batch-norm running statistics count as weights");
+    let peak = out.memory.peak_allocated.expect("burn reports pool usage");
+    assert!(peak >= out.memory.weights, "peak {peak} below the weights alone");
+    assert!(out.memory.reserved.expect("reserved") >= peak);
+    for key in ["burn", "wgpu", "graphics_api", "adapter_driver"] {
+        assert!(out.versions.contains_key(key), "missing version {key}: {:?}", out.versions);
+    }
+    let dev = out.device.expect("device info");
+    assert!(dev.selector.starts_with("wgpu:") && !dev.name.is_empty());
+
+    let mut rec = Recorder { stop_after: Some(2), ..Recorder::default() };
+    let mut p = plan(4, 50, OptimizerSpec::default());
+    p.phase_timing = false;
+    let out = WgpuBackend::new().run(&p, &graph, &mut rec).expect("run");
+    assert!(out.interrupted);
+    assert_eq!(out.steps.len(), 2);
+}
+
+/// The refusal of `check`, which `supports` (plan time, no device) must give as well.
+fn refusal(plan: &RunPlan, graph: &Graph) -> String {
+    let backend = WgpuBackend::new();
+    match backend.check(plan, graph) {
+        Err(e @ BackendError::Unsupported { .. }) => {
+            assert_eq!(backend.supports(plan, graph), Err(e.clone()), "supports() must refuse it too");
+            e.to_string()
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn refuses_what_it_cannot_run() {
+    let graph = fixture("mlp");
+    let mut p = plan(8, 1, OptimizerSpec::default());
+    p.precision = Precision::Fp16;
+    let msg = refusal(&p, &graph);
+    assert!(msg.contains("wgpu") && msg.contains("fp16"), "{msg}");
+    p.precision = Precision::Bf16;
+    assert!(refusal(&p, &graph).contains("bf16"));
+    // Data parallelism is refused per run (`check`), not at plan time: a sweep may mix topologies.
+    let mut p = plan(8, 1, OptimizerSpec::default());
+    p.world_size = 2;
+    assert_eq!(WgpuBackend::new().supports(&p, &graph), Ok(()));
+    assert!(matches!(WgpuBackend::new().check(&p, &graph), Err(BackendError::Unsupported { .. })));
+
+    let mut b = GraphBuilder::new("det");
+    let x = b.input("img", &[8, 12, 12], trainbench_workload::graph::InputKind::Dense).expect("input");
+    let r = b.roi_align("head.roi", x, 4, [2, 2], 1.0).expect("roi");
+    let f = b.flatten("flat", r).expect("flat");
+    let t = b.input("t", &[128], trainbench_workload::graph::InputKind::Dense).expect("target");
+    b.loss("loss", trainbench_workload::graph::LossKind::Mse, &[f, t]).expect("loss");
+    let g = b.finish(1, "samples").expect("graph");
+    let msg = refusal(&plan(2, 1, OptimizerSpec::default()), &g);
+    assert!(msg.contains("head.roi") && msg.contains("roi_align") && msg.contains("wgpu"), "{msg}");
+
+    // WGAN-GP: the critic batch (real, fake, interpolates) feeds a gradient penalty.
+    let mut b = GraphBuilder::new("gan");
+    let real = b.input("real", &[4], trainbench_workload::graph::InputKind::Dense).expect("input");
+    let fake = b.input("fake", &[4], trainbench_workload::graph::InputKind::Dense).expect("input");
+    let batch = b.critic_batch("critic.batch", real, fake).expect("critic batch");
+    let scores = b.linear("critic.fc", batch, 1, true).expect("linear");
+    let loss = trainbench_workload::graph::LossKind::Wasserstein { gp_weight: 10.0 };
+    b.loss("wloss", loss, &[scores, batch]).expect("loss");
+    let g = b.finish(1, "samples").expect("graph");
+    let msg = refusal(&plan(2, 1, OptimizerSpec::default()), &g);
+    assert!(msg.contains("critic.batch") && msg.contains("second-order"), "{msg}");
+}
+
+#[test]
+fn devices_and_selectors() {
+    if !have_adapter() {
+        return;
+    }
+    let be = WgpuBackend::new();
+    let devices = be.devices();
+    assert_eq!(devices.len(), adapters().len());
+    for (i, d) in devices.iter().enumerate() {
+        assert_eq!(d.selector, format!("wgpu:{i}"));
+        for key in ["api", "vendor", "driver", "device_type", "max_buffer_size"] {
+            assert!(d.details.contains_key(key), "{key} missing from {d:?}");
+        }
+    }
+    let graph = fixture("mlp");
+    let mut p = plan(2, 1, OptimizerSpec::default());
+    for ok in ["wgpu", "wgpu:0"] {
+        p.device = ok.into();
+        assert!(be.check(&p, &graph).is_ok(), "{ok}");
+    }
+    p.device = format!("wgpu:{}", devices.len());
+    let e = be.check(&p, &graph).expect_err("must fail");
+    assert!(matches!(e, BackendError::Device { .. }) && e.to_string().contains("available"), "{e}");
+    p.device = "wgpu:quantum".into();
+    assert!(be.check(&p, &graph).expect_err("must fail").to_string().contains("discrete"));
+}

@@ -1,0 +1,56 @@
+//! What a backend cannot run is refused when the spec is validated and planned, never mid-run: `validate`,
+//! `plan` and `run --backend` name the layer and the backend and exit with status 2 before anything runs.
+//! The wgpu cases need feature `wgpu` (a backend compiled out cannot be asked what it supports).
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Output;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn trainbench(args: &[&str]) -> Output {
+    assert_cmd::Command::new(env!("CARGO_BIN_EXE_trainbench")).current_dir(root()).args(args).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Faster R-CNN on wgpu: RoIAlign has no burn implementation.
+const FASTER_RCNN_ON_WGPU: &[&str] = &["--set", "topology.backend=wgpu", "--set", "topology.device=wgpu"];
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn validate_and_plan_refuse_a_layer_wgpu_cannot_run() {
+    for command in ["validate", "plan"] {
+        let mut args = vec![command, "specs/tbd/faster_rcnn.toml"];
+        args.extend(FASTER_RCNN_ON_WGPU);
+        let out = trainbench(&args);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{command}: {t}");
+        assert!(t.contains("the wgpu backend cannot run layer `") && t.contains("roi_align"), "{command}: {t}");
+    }
+    // The same spec on tch (its own backend) stays valid.
+    let out = trainbench(&["validate", "specs/tbd/faster_rcnn.toml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn run_with_backend_override_refuses_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().to_str().unwrap();
+    let out = trainbench(&["run", "specs/tbd/faster_rcnn.toml", "--backend", "wgpu", "--quiet", "--out", out_dir]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("the wgpu backend cannot run layer `") && t.contains("RoIAlign"), "{t}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing may run or be written: {t}");
+}
+
+#[test]
+fn smoke_specs_pass_the_backend_check() {
+    let out = trainbench(&["validate", "specs/smoke"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
