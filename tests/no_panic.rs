@@ -220,3 +220,33 @@ fn an_endless_device_file_is_cut_off() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stdout).contains("the most a spec may hold"));
 }
+
+/// Every command that prints to stdout, with the reading end of the pipe closed before it writes (as
+/// `trainbench ... | head` does): the command must not panic, and its exit code stays its own.
+#[test]
+fn a_closed_stdout_pipe_is_not_a_panic() {
+    use std::process::{Command, Stdio};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let commands: &[&[&str]] = &[
+        &["schema"],
+        &["schema", "--result"],
+        &["validate", "specs/"],
+        &["plan", "specs/tbd/resnet50.toml"],
+        &["analyze", "specs/tbd/resnet50.toml"],
+        &["run", "specs/smoke/mlp.toml", "--backend", "mock", "--quiet", "--format", "json"],
+    ];
+    for args in commands {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_trainbench"));
+        cmd.current_dir(root).args(*args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        if args[0] == "run" {
+            cmd.arg("--out").arg(tmp.path());
+        }
+        let mut child = cmd.spawn().unwrap();
+        drop(child.stdout.take()); // close the reading end before anything is written
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "`trainbench {}` panicked on a closed pipe:\n{stderr}", args.join(" "));
+        assert_ne!(out.status.code(), Some(101), "`trainbench {}`", args.join(" "));
+    }
+}

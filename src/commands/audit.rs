@@ -58,9 +58,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         r.map_err(|e| CommandError::Other(format!("re-running {}: {e}", loaded.path.display())))?
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
+        outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
     } else {
-        print!("{}", audit::render(&report));
+        out!("{}", audit::render(&report));
     }
     Ok(match report.verdict {
         AuditVerdict::Reproduced | AuditVerdict::Consistent => Outcome::Success,

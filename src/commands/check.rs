@@ -27,6 +27,6 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         check::CheckError::Io { path, source } => CommandError::Io { path: path.display().to_string(), source },
         other => CommandError::Input(other.to_string()),
     })?;
-    print!("{}", check::render(&reports));
+    out!("{}", check::render(&reports));
     Ok(if reports.iter().any(check::CheckReport::is_failure) { Outcome::Failure } else { Outcome::Success })
 }

@@ -47,6 +47,6 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         ..CompareOptions::default()
     };
     let comparison = compare::compare(&baseline, &candidate, &opts);
-    print!("{}", render::render(&comparison, args.format));
+    out!("{}", render::render(&comparison, args.format));
     Ok(if comparison.has_regression() { Outcome::Failure } else { Outcome::Success })
 }

@@ -2,6 +2,23 @@
 //!
 //! Each `execute` returns an [`Outcome`]; `main` maps it (or an error) to the exit code.
 
+/// `print!` that never panics: a closed pipe (`trainbench ... | head`) or another stdout write error is ignored
+/// (what was measured is already in the result files).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `println!` that never panics; see `out!`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod analyze;
 pub mod audit;
 pub mod check;

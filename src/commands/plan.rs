@@ -54,9 +54,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
                     runs: None,
                     diagnostics: checked.diagnostics,
                 };
-                println!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
+                outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
             }
-            OutputFormat::Text => print!("{}", render_text(&checked.diagnostics)),
+            OutputFormat::Text => out!("{}", render_text(&checked.diagnostics)),
         }
         return Ok(Outcome::InvalidInput);
     };
@@ -64,12 +64,12 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     match args.format {
         OutputFormat::Json => {
             let plan = JsonPlan { name: spec.name(), sha256: spec.sha256(), runs };
-            println!("{}", serde_json::to_string_pretty(&plan).map_err(|e| CommandError::Other(e.to_string()))?);
+            outln!("{}", serde_json::to_string_pretty(&plan).map_err(|e| CommandError::Other(e.to_string()))?);
         }
         OutputFormat::Text => {
             eprint!("{}", render_text(spec.warnings()));
-            println!("{}", plan_table(&runs));
-            println!(
+            outln!("{}", plan_table(&runs));
+            outln!(
                 "{} run{} of `{}` (spec sha256 {})",
                 runs.len(),
                 if runs.len() == 1 { "" } else { "s" },

@@ -24,7 +24,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         report::ReportError::Io { path, source } => CommandError::Io { path: path.display().to_string(), source },
         other => CommandError::Other(other.to_string()),
     })?;
-    println!(
+    outln!(
         "wrote {} ({} runs), {}, {} and {} plot(s)",
         files.html.display(),
         results.len(),

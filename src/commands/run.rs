@@ -123,14 +123,14 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     }
     match args.format {
         Format::Text => {
-            println!("{}", summary_table(&all));
+            outln!("{}", summary_table(&all));
             if interrupted {
-                println!("interrupted: finished runs were kept");
+                outln!("interrupted: finished runs were kept");
             }
         }
         Format::Json => {
             let rows: Vec<serde_json::Value> = all.iter().map(|(r, p)| summary_json(r, p)).collect();
-            println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| CommandError::Other(e.to_string()))?);
+            outln!("{}", serde_json::to_string_pretty(&rows).map_err(|e| CommandError::Other(e.to_string()))?);
         }
     }
     let failed = all.iter().any(|(r, _)| matches!(r.outcome, RunOutcome::Failed { .. }));

@@ -16,9 +16,9 @@ pub struct Args {
 /// Carry out `trainbench schema`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     if args.result {
-        print!("{}", crate::result::result_schema_text());
+        out!("{}", crate::result::result_schema_text());
         return Ok(Outcome::Success);
     }
-    print!("{}", spec_schema_text());
+    out!("{}", spec_schema_text());
     Ok(Outcome::Success)
 }

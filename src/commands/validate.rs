@@ -79,9 +79,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     match args.format {
         OutputFormat::Json => {
             let report = JsonReport { files: reports, valid, invalid };
-            println!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
+            outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
         }
-        OutputFormat::Text => print!("{}", text_report(&reports, valid, invalid)),
+        OutputFormat::Text => out!("{}", text_report(&reports, valid, invalid)),
     }
     Ok(if invalid > 0 { Outcome::InvalidInput } else { Outcome::Success })
 }
@@ -92,9 +92,9 @@ pub fn print_override_errors(format: OutputFormat, diagnostics: Vec<Diagnostic>)
         OutputFormat::Json => {
             let report =
                 FileReport { file: "--set".into(), valid: false, name: None, sha256: None, runs: None, diagnostics };
-            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
         }
-        OutputFormat::Text => print!("{}", render_text(&diagnostics)),
+        OutputFormat::Text => out!("{}", render_text(&diagnostics)),
     }
     Outcome::InvalidInput
 }
