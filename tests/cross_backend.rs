@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use trainbench::workload::analysis::analyze;
-use trainbench::workload::{Backend, Budget, Graph, ModelSpec, NoProbe, Precision, RunPlan, zoo};
+use trainbench::workload::{Backend, Graph, ModelSpec, NoProbe, zoo};
 use trainbench_tch::TchBackend;
 use trainbench_wgpu::agreement::{AGREEMENT_RUN, Preset, compare, max_relative_error, preset_for};
 use trainbench_wgpu::{WgpuBackend, adapters, select};
@@ -51,24 +51,6 @@ fn graph(model: serde_json::Value) -> Graph {
     zoo::build(&spec).unwrap()
 }
 
-fn plan(name: &str, device: &str) -> RunPlan {
-    let run = AGREEMENT_RUN;
-    RunPlan {
-        id: format!("agreement.{name}"),
-        batch_size: run.batch,
-        precision: Precision::Fp32,
-        device: device.into(),
-        world_size: 1,
-        warmup: 0,
-        budget: Budget::Iterations(run.steps),
-        repeat: 0,
-        seed: run.seed,
-        optimizer: run.optimizer(),
-        phase_timing: false,
-        timeout_s: None,
-    }
-}
-
 #[test]
 fn tch_cpu_and_wgpu_agree_on_three_zoo_models() {
     if adapters().is_empty() {
@@ -91,8 +73,8 @@ fn tch_cpu_and_wgpu_agree_on_three_zoo_models() {
         let started = Instant::now();
         let graph = graph(model);
         let parameters = analyze(&graph).parameters;
-        let tch = TchBackend::new().run(&plan(name, "cpu"), &graph, &mut NoProbe).unwrap();
-        let wgpu = WgpuBackend::new().run(&plan(name, "wgpu"), &graph, &mut NoProbe).unwrap();
+        let tch = TchBackend::new().run(&AGREEMENT_RUN.plan(name, "cpu"), &graph, &mut NoProbe).unwrap();
+        let wgpu = WgpuBackend::new().run(&AGREEMENT_RUN.plan(name, "wgpu"), &graph, &mut NoProbe).unwrap();
 
         // Identical parameter counts: what each backend allocated and trained, and the static analysis.
         assert_eq!(WgpuBackend::new().parameter_count(&graph, "wgpu").unwrap(), parameters, "{name}");

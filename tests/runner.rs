@@ -2,9 +2,11 @@
 //! sweep going, interrupts that keep finished runs, timeouts, atomic writes.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 
-use trainbench::result::{INDEX_FILE, RunOutcome, RunResult, SuiteIndex, result_schema};
+use trainbench::result::{INDEX_FILE, RunOutcome, RunResult, SuiteIndex};
 use trainbench::runner::{RunnerOptions, Suite, run_suite, run_suite_with};
 use trainbench::spec::diagnostics::render_text;
 use trainbench::spec::wire::BackendChoice;
@@ -44,10 +46,7 @@ fn read(path: &Path) -> serde_json::Value {
 }
 
 fn assert_valid(instance: &serde_json::Value) {
-    let schema = result_schema();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> =
-        validator.iter_errors(instance).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    let errors = common::spec_run::result_schema_errors(instance);
     assert!(errors.is_empty(), "{errors:#?}");
 }
 

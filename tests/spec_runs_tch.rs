@@ -14,15 +14,13 @@
 #![cfg(feature = "tch")]
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+mod common;
 
-use trainbench::check::shape_of;
-use trainbench::result::{RunOutcome, RunResult, result_schema};
-use trainbench::runner::{RunnerOptions, Suite, run_suite};
-use trainbench::spec::diagnostics::render_text;
+use std::path::{Path, PathBuf};
+
+use common::spec_run::{TrainedSpec, shape_snapshot, train_spec};
+use trainbench::result::RunResult;
 use trainbench::spec::wire::BackendChoice;
-use trainbench::spec::{Overrides, load_spec};
 
 /// Overrides applied to every spec: tch on the CPU, one small batch, fp32 only (the CPU has no fp16 autocast,
 /// so the fp16 halves of mixed-precision sweeps are dropped), one warm-up and two measured iterations, one
@@ -107,57 +105,22 @@ fn overrides_for(rel: &str) -> Vec<String> {
     COMMON.iter().chain(extra).map(|s| s.to_string()).collect()
 }
 
-/// Train one spec, check its result and return `(result, file)`.
-fn run_spec(path: &Path, rel: &str) -> (RunResult, PathBuf) {
-    let overrides = Overrides::parse(&overrides_for(rel)).map_err(|d| render_text(&d)).unwrap();
-    let spec = load_spec(path, &overrides).map_err(|d| format!("{rel}:\n{}", render_text(&d))).unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let opts =
-        RunnerOptions { out_dir: tmp.path().to_path_buf(), backend: Some(BackendChoice::Tch), ..Default::default() };
-    let mut files = Vec::new();
-    let started = Instant::now();
-    let report =
-        run_suite(&Suite::from_validated(&spec), &opts, &mut |r, p| files.push((r.run_id.clone(), p.to_path_buf())))
-            .unwrap();
-    let wall = started.elapsed().as_secs_f64();
-    assert_eq!(report.results.len(), 1, "{rel}: the overrides must leave exactly one run");
-    assert_eq!(files.len(), 1, "{rel}: one result file");
-    let (run_id, file) = files.remove(0);
-
-    // The file on disk validates against the result schema and is the result the runner returned.
-    let text = std::fs::read_to_string(&file).unwrap();
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let schema = result_schema();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator.iter_errors(&json).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-    assert!(errors.is_empty(), "{rel}: {} does not validate:\n{}", file.display(), errors.join("\n"));
-    let r: RunResult = serde_json::from_value(json).unwrap();
-    assert_eq!(r.run_id, run_id);
-
-    assert_eq!(r.outcome, RunOutcome::Completed, "{rel}: run {run_id} did not complete");
-    assert_eq!(r.backend, "tch", "{rel}");
+/// Train one spec, check its result (the shared checks of [`train_spec`] plus tch's) and return it.
+fn run_spec(path: &Path, rel: &str) -> RunResult {
+    let TrainedSpec { result: r, wall_s } = train_spec(path, rel, &overrides_for(rel), BackendChoice::Tch, 2);
     let m = r.metrics.as_ref().unwrap();
-    assert_eq!(m.step_times_s.len(), 2, "{rel}: measured iterations");
-    assert!(m.throughput.samples_per_s > 0.0 && m.throughput.samples_per_s.is_finite(), "{rel}: throughput");
     let loss = m.loss.as_ref().unwrap();
-    assert!(loss.all_finite, "{rel}: a loss was not finite: {loss:?}");
-    assert!(loss.first.is_some_and(f64::is_finite) && loss.last.is_some_and(f64::is_finite), "{rel}: {loss:?}");
-
-    // Measured tensor bytes against the static analysis: fp32 weights are 4 bytes per parameter and buffer
-    // (batch-norm running statistics), gradients 4 bytes per trained parameter.
+    assert!(loss.last.is_some_and(f64::is_finite), "{rel}: {loss:?}");
     let a = r.analysis.as_ref().unwrap();
-    let mem = &m.memory.measured;
-    assert_eq!(mem.gradients_bytes, 4 * a.parameters, "{rel}: gradient bytes vs 4 x analysis parameters");
-    assert_eq!(mem.weights_bytes, 4 * (a.parameters + a.buffers), "{rel}: weight bytes vs 4 x (parameters + buffers)");
-    assert_eq!(mem.weights_bytes, a.memory.weights_bytes, "{rel}: weight bytes vs the analysis estimate");
+    assert_eq!(m.memory.measured.weights_bytes, a.memory.weights_bytes, "{rel}: weight bytes vs the analysis estimate");
 
     eprintln!(
-        "{rel:<34} wall {wall:6.2} s  step median {:8.1} ms  {:8.1} samples/s  params {}",
+        "{rel:<34} wall {wall_s:6.2} s  step median {:8.1} ms  {:8.1} samples/s  params {}",
         m.step_time.median_s * 1e3,
         m.throughput.samples_per_s,
         a.parameters
     );
-    (r, file)
+    r
 }
 
 #[test]
@@ -174,14 +137,8 @@ fn every_spec_trains_on_tch_cpu_with_a_stable_result_shape() {
     settings.bind(|| {
         insta::glob!("../specs", "**/*.toml", |path| {
             let rel = path.strip_prefix(&dir).unwrap().to_string_lossy().replace('\\', "/");
-            let (r, _) = run_spec(path, &rel);
-            let shape = shape_of(&r);
-            let mut entry = serde_json::Map::new();
-            entry.insert("spec_sha256".into(), r.environment.spec_sha256.clone().into());
-            entry.insert("fields".into(), serde_json::to_value(&shape.fields).unwrap());
-            let mut snapshot = serde_json::Map::new();
-            snapshot.insert(r.run_id.clone(), entry.into());
-            insta::assert_json_snapshot!(serde_json::Value::Object(snapshot));
+            let r = run_spec(path, &rel);
+            insta::assert_json_snapshot!(shape_snapshot(&r, &[]));
         });
     });
 }

@@ -12,15 +12,13 @@
 #![cfg(feature = "wgpu")]
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+mod common;
 
-use trainbench::check::shape_of;
-use trainbench::result::{RunOutcome, RunResult, result_schema};
-use trainbench::runner::{RunnerOptions, Suite, run_suite};
-use trainbench::spec::diagnostics::render_text;
+use std::path::{Path, PathBuf};
+
+use common::spec_run::{TrainedSpec, shape_snapshot, train_spec};
+use trainbench::result::RunResult;
 use trainbench::spec::wire::BackendChoice;
-use trainbench::spec::{Overrides, load_spec};
 
 /// Overrides applied to every smoke spec: wgpu on its best adapter, one batch of 2, one warm-up and two
 /// measured iterations, one repeat.
@@ -42,40 +40,12 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
 }
 
-/// Train one spec, check its result and return it.
+/// Train one spec, check its result (the shared checks of [`train_spec`] plus the adapter in the manifest) and
+/// return it.
 fn run_spec(path: &Path, rel: &str) -> RunResult {
-    let overrides = Overrides::parse(&COMMON.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-    let spec = load_spec(path, &overrides).map_err(|d| format!("{rel}:\n{}", render_text(&d))).unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let opts =
-        RunnerOptions { out_dir: tmp.path().to_path_buf(), backend: Some(BackendChoice::Wgpu), ..Default::default() };
-    let mut files = Vec::new();
-    let started = Instant::now();
-    let report = run_suite(&Suite::from_validated(&spec), &opts, &mut |_, p| files.push(p.to_path_buf())).unwrap();
-    let wall = started.elapsed().as_secs_f64();
-    assert_eq!(report.results.len(), 1, "{rel}: the overrides must leave exactly one run");
-    assert_eq!(files.len(), 1, "{rel}: one result file");
-
-    let text = std::fs::read_to_string(&files[0]).unwrap();
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let schema = result_schema();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator.iter_errors(&json).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-    assert!(errors.is_empty(), "{rel}: {} does not validate:\n{}", files[0].display(), errors.join("\n"));
-    let r: RunResult = serde_json::from_value(json).unwrap();
-
-    assert_eq!(r.outcome, RunOutcome::Completed, "{rel}: {:?}", r.outcome);
-    assert_eq!(r.backend, "wgpu", "{rel}");
+    let overrides: Vec<String> = COMMON.iter().map(|s| s.to_string()).collect();
+    let TrainedSpec { result: r, wall_s } = train_spec(path, rel, &overrides, BackendChoice::Wgpu, 2);
     let m = r.metrics.as_ref().unwrap();
-    assert_eq!(m.step_times_s.len(), 2, "{rel}: measured iterations");
-    assert!(m.throughput.samples_per_s > 0.0 && m.throughput.samples_per_s.is_finite(), "{rel}: throughput");
-    let loss = m.loss.as_ref().unwrap();
-    assert!(loss.all_finite && loss.first.is_some_and(f64::is_finite), "{rel}: {loss:?}");
-
-    let a = r.analysis.as_ref().unwrap();
-    let mem = &m.memory.measured;
-    assert_eq!(mem.gradients_bytes, 4 * a.parameters, "{rel}: gradient bytes vs 4 x analysis parameters");
-    assert_eq!(mem.weights_bytes, 4 * (a.parameters + a.buffers), "{rel}: weight bytes vs 4 x (parameters + buffers)");
 
     // The manifest names the adapter and the libraries.
     let env = &r.environment;
@@ -89,7 +59,7 @@ fn run_spec(path: &Path, rel: &str) -> RunResult {
     }
 
     eprintln!(
-        "{rel:<26} wall {wall:6.2} s  step median {:8.1} ms  {:8.1} samples/s  on {}",
+        "{rel:<26} wall {wall_s:6.2} s  step median {:8.1} ms  {:8.1} samples/s  on {}",
         m.step_time.median_s * 1e3,
         m.throughput.samples_per_s,
         device.name
@@ -116,14 +86,7 @@ fn every_smoke_spec_trains_on_wgpu_with_a_stable_result_shape() {
         insta::glob!("../specs", "smoke/*.toml", |path| {
             let rel = path.strip_prefix(&dir).unwrap().to_string_lossy().replace('\\', "/");
             let r = run_spec(path, &rel);
-            let mut shape = shape_of(&r);
-            shape.fields.retain(|k, _| !ADAPTER_SPECIFIC.contains(&k.as_str()));
-            let mut entry = serde_json::Map::new();
-            entry.insert("spec_sha256".into(), r.environment.spec_sha256.clone().into());
-            entry.insert("fields".into(), serde_json::to_value(&shape.fields).unwrap());
-            let mut snapshot = serde_json::Map::new();
-            snapshot.insert(r.run_id.clone(), entry.into());
-            insta::assert_json_snapshot!(serde_json::Value::Object(snapshot));
+            insta::assert_json_snapshot!(shape_snapshot(&r, ADAPTER_SPECIFIC));
         });
     });
 }

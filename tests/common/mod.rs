@@ -2,6 +2,8 @@
 //! check, compare, audit and report that need exact control over the samples.
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
+pub mod spec_run;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

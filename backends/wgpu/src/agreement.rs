@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use trainbench_workload::OptimizerSpec;
+use trainbench_workload::{Budget, OptimizerSpec, Precision, RunPlan};
 
 /// The agreement run every backend trains the fixtures with: batch, seed, SGD steps and the data pool size
 /// (iteration `i` uses synthetic data step `i % pool`, as every backend's pool of 4 batches does).
@@ -27,6 +27,24 @@ impl AgreementRun {
     /// The optimizer of the run.
     pub fn optimizer(&self) -> OptimizerSpec {
         OptimizerSpec::Sgd { lr: self.lr, momentum: self.momentum, weight_decay: 0.0, nesterov: false }
+    }
+
+    /// The run plan of model `name` on `device`: fp32, one device, no warm-up, `steps` measured iterations.
+    pub fn plan(&self, name: &str, device: &str) -> RunPlan {
+        RunPlan {
+            id: format!("agreement.{name}"),
+            batch_size: self.batch,
+            precision: Precision::Fp32,
+            device: device.into(),
+            world_size: 1,
+            warmup: 0,
+            budget: Budget::Iterations(self.steps),
+            repeat: 0,
+            seed: self.seed,
+            optimizer: self.optimizer(),
+            phase_timing: false,
+            timeout_s: None,
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use trainbench_wgpu::agreement::{AGREEMENT_RUN, compare, max_relative_error, preset_for};
 use trainbench_wgpu::{WgpuBackend, adapters, fixtures, select};
-use trainbench_workload::{Backend, Budget, NoProbe, Precision, RunPlan};
+use trainbench_workload::{Backend, NoProbe};
 
 fn reference(name: &str) -> Vec<f64> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference").join(format!("{name}.json"));
@@ -29,20 +29,7 @@ fn losses_agree_with_pytorch() {
     let mut failures = Vec::new();
     for name in fixtures::NAMES {
         let graph = fixtures::build(name).expect("fixture").expect("builds");
-        let plan = RunPlan {
-            id: format!("agreement.{name}"),
-            batch_size: run.batch,
-            precision: Precision::Fp32,
-            device: "wgpu".into(),
-            world_size: 1,
-            warmup: 0,
-            budget: Budget::Iterations(run.steps),
-            repeat: 0,
-            seed: run.seed,
-            optimizer: run.optimizer(),
-            phase_timing: false,
-            timeout_s: None,
-        };
+        let plan = run.plan(name, "wgpu");
         let got = WgpuBackend::new().run(&plan, &graph, &mut NoProbe).expect("run").losses;
         let want = reference(name);
         eprintln!("{name}: max relative error {:.2e} ({})", max_relative_error(&got, &want), preset.name());
