@@ -230,6 +230,7 @@ fn a_closed_stdout_pipe_is_not_a_panic() {
     let commands: &[&[&str]] = &[
         &["schema"],
         &["schema", "--result"],
+        &["devices"],
         &["validate", "specs/"],
         &["plan", "specs/tbd/resnet50.toml"],
         &["analyze", "specs/tbd/resnet50.toml"],

@@ -84,12 +84,6 @@ fn table(listings: &[Listing]) -> String {
     t.to_string()
 }
 
-/// Print to stdout; a closed pipe (`trainbench devices | head`) is not an error.
-fn print_out(text: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stdout(), "{text}");
-}
-
 /// Carry out `trainbench devices`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let listings = listings();
@@ -102,9 +96,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             })
             .collect::<Result<_, CommandError>>()?;
         let text = serde_json::to_string_pretty(&map).map_err(|e| CommandError::Other(e.to_string()))?;
-        print_out(&text);
+        outln!("{text}");
     } else {
-        print_out(&table(&listings));
+        outln!("{}", table(&listings));
     }
     Ok(Outcome::Success)
 }
