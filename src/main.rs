@@ -35,6 +35,9 @@ enum Command {
     Audit(commands::audit::Args),
     /// List the devices every backend built into this binary can run on.
     Devices(commands::devices::Args),
+    /// Run one repeat handed over by `trainbench run` on stdin (internal: repeats in processes of their own).
+    #[command(hide = true)]
+    Worker(commands::worker::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Command::Report(a) => commands::report::execute(a),
         Command::Audit(a) => commands::audit::execute(a),
         Command::Devices(a) => commands::devices::execute(a),
+        Command::Worker(a) => commands::worker::execute(a),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

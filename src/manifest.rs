@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sha2::{Digest, Sha256};
 use trainbench_workload::{DeviceInfo, RawMeasurements};
 
-use crate::result::{CpuInfo, Environment, OsInfo};
+use crate::result::{CpuInfo, Environment, OsInfo, ProcessInfo};
 
 /// trainbench's version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -131,6 +131,8 @@ pub struct ManifestInput<'a> {
     pub finished: SystemTime,
     /// The device used, when known (from the measurements or the backend's device list).
     pub device: Option<DeviceInfo>,
+    /// Whether the run's repeat has this process to itself.
+    pub own_process_per_repeat: bool,
 }
 
 /// Build the environment manifest of a run; `raw` supplies library versions (and the device) when the
@@ -151,6 +153,7 @@ pub fn environment(input: ManifestInput<'_>, raw: Option<&RawMeasurements>) -> E
         seed: input.seed,
         started_at: rfc3339(input.started),
         finished_at: rfc3339(input.finished),
+        process: Some(ProcessInfo { pid: std::process::id(), own_process_per_repeat: input.own_process_per_repeat }),
     }
 }
 

@@ -433,6 +433,20 @@ pub struct Environment {
     pub started_at: String,
     /// When the run ended, RFC 3339 UTC.
     pub finished_at: String,
+    /// The operating-system process that trained the run (absent in results written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessInfo>,
+}
+
+/// The process a run was trained in: tells `compare` whether a configuration's repeats sampled the noise between
+/// processes (one process each) or only the noise within one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessInfo {
+    /// Operating-system process id.
+    pub pid: u32,
+    /// True when the run's repeat had a fresh process of its own (`run.isolation = "process"` with repeats).
+    pub own_process_per_repeat: bool,
 }
 
 /// NVIDIA driver and GPUs seen through NVML.

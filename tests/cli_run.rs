@@ -81,6 +81,7 @@ fn run_mock_prints_a_summary_and_writes_results() {
             ".environment.cpu" => "[CPU]",
             ".environment.os" => "[OS]",
             ".environment.hostname" => "[HOST]",
+            ".environment.process.pid" => "[PID]",
             ".environment.env_vars" => "[ENV]",
             ".environment.started_at" => "[TIME]",
             ".environment.finished_at" => "[TIME]",

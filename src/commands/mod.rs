@@ -29,6 +29,7 @@ pub mod report;
 pub mod run;
 pub mod schema;
 pub mod validate;
+pub mod worker;
 
 /// How a command ended, mapped to the process exit code by `main`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -78,6 +78,9 @@ pub struct Args {
     /// Mock backend only: multiply step times by this factor (simulates a regression for testing `compare`).
     #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
     pub mock_slowdown: f64,
+    /// Mock backend only, for tests: abort the process running this repeat (a crash inside a backend).
+    #[arg(long, value_name = "REPEAT", hide = true)]
+    pub mock_abort_repeat: Option<u32>,
 }
 
 /// Carry out `trainbench run`.
@@ -98,7 +101,13 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         device: args.device.clone(),
         progress: !args.quiet,
         no_collectors: args.no_collectors,
-        mock: MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() },
+        mock: MockConfig {
+            slowdown: args.mock_slowdown,
+            abort_in_repeat: args.mock_abort_repeat,
+            ..MockConfig::default()
+        },
+        // Repeats of a spec with `run.isolation = "process"` run in `trainbench worker` processes.
+        worker_exe: std::env::current_exe().ok(),
         ..RunnerOptions::default()
     };
     let mut all: Vec<(RunResult, PathBuf)> = Vec::new();

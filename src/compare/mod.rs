@@ -6,7 +6,13 @@
 //! 1. the bootstrap 95% confidence interval of `r` excludes 1 (two-level bootstrap over repeats and iterations
 //!    when both sides have at least two repeats, else over iterations);
 //! 2. the two-sided Mann-Whitney U test of the pooled samples gives `p < alpha`;
-//! 3. `|r - 1| > threshold` (default 5%): smaller shifts are within run-to-run noise on most machines.
+//! 3. `|r - 1|` exceeds the threshold (default 5%), raised to the *noise floor* when that is higher: the largest
+//!    spread `max/min - 1` of the per-repeat medians on either side. Two repeats of one side that differ by 12%
+//!    say this machine moves a configuration by 12% with nothing changed, so a 10% difference between the sides
+//!    is no evidence of a change.
+//!
+//! The repeats carry the noise between processes only when each ran in a process of its own
+//! (`run.isolation = "process"`, recorded in each result); a note says when a side's repeats shared one.
 //!
 //! `r > 1` is slower (a regression), `r < 1` faster. A configuration that completed in the baseline but failed
 //! (or ran out of memory) in the candidate is a regression too.
@@ -133,6 +139,10 @@ pub struct StepTimeComparison {
     pub samples: [usize; 2],
     /// Repeats on each side.
     pub repeats: [usize; 2],
+    /// Largest spread `max/min - 1` of the per-repeat medians on either side; `None` with one repeat per side.
+    pub noise_floor: Option<f64>,
+    /// The threshold the verdict used: the requested one, or the noise floor when that is higher.
+    pub threshold: f64,
 }
 
 /// A summary metric on both sides.
@@ -262,6 +272,26 @@ impl<'a> Group<'a> {
             .filter(|v: &Vec<f64>| !v.is_empty())
             .collect()
     }
+    /// How the repeats were spread over processes: `None` when every repeat had a process of its own (or there
+    /// is one repeat), else a sentence saying they shared one or that the results do not tell.
+    fn shared_processes(&self) -> Option<String> {
+        let n = self.runs.len();
+        if n < 2 {
+            return None;
+        }
+        let processes: Vec<Option<(&str, u32)>> = self
+            .runs
+            .iter()
+            .map(|l| l.result.environment.process.map(|p| (l.result.environment.hostname.as_str(), p.pid)))
+            .collect();
+        if processes.iter().any(Option::is_none) {
+            return Some(format!("the results of its {n} repeats do not record their process"));
+        }
+        let mut distinct: Vec<(&str, u32)> = processes.into_iter().flatten().collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        (distinct.len() < n).then(|| format!("its {n} repeats ran in {} process(es)", distinct.len()))
+    }
     fn measured(&self) -> bool {
         self.runs.iter().any(|l| l.result.metrics.is_some())
     }
@@ -330,7 +360,9 @@ pub fn compare_samples(
     };
     let mw = stats::mann_whitney(&pb, &pa)?;
     let ratio = mb / ma;
-    let significant = (lo > 1.0 || hi < 1.0) && mw.p_value < opts.alpha && (ratio - 1.0).abs() > opts.threshold;
+    let noise_floor = [repeat_spread(baseline), repeat_spread(candidate)].into_iter().flatten().reduce(f64::max);
+    let threshold = noise_floor.map_or(opts.threshold, |n| n.max(opts.threshold));
+    let significant = (lo > 1.0 || hi < 1.0) && mw.p_value < opts.alpha && (ratio - 1.0).abs() > threshold;
     let verdict = match (significant, ratio > 1.0) {
         (true, true) => Verdict::Slower,
         (true, false) => Verdict::Faster,
@@ -346,8 +378,20 @@ pub fn compare_samples(
         prob_candidate_slower: mw.prob_a_greater,
         samples: [pa.len(), pb.len()],
         repeats: [baseline.len(), candidate.len()],
+        noise_floor,
+        threshold,
     };
     Some((cmp, verdict))
+}
+
+/// `max/min - 1` of the medians of the repeats (at least two), the spread a side shows with nothing changed.
+fn repeat_spread(repeats: &[Vec<f64>]) -> Option<f64> {
+    let medians: Vec<f64> = repeats.iter().filter_map(|r| stats::median(r)).filter(|m| *m > 0.0).collect();
+    if medians.len() < 2 {
+        return None;
+    }
+    let (lo, hi) = medians.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+    Some(hi / lo - 1.0)
 }
 
 fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions) -> PairReport {
@@ -398,10 +442,26 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions) -> Pa
     {
         notes.push(format!("peak allocated memory changed by {:+.1}%", (m.ratio - 1.0) * 100.0));
     }
+    for (name, g) in [("baseline", base), ("candidate", cand)] {
+        if let Some(how) = g.shared_processes() {
+            notes.push(format!(
+                "{name}: {how}, so the interval leaves out the noise between processes; run with \
+                 `run.isolation = \"process\"` (the default) for CI gating"
+            ));
+        }
+    }
     let (ra, rb) = (base.repeats(), cand.repeats());
     report.verdict = match (ra.is_empty(), rb.is_empty()) {
         (false, false) => match compare_samples(&ra, &rb, opts) {
             Some((cmp, verdict)) => {
+                if cmp.threshold > opts.threshold {
+                    notes.push(format!(
+                        "threshold raised from {:.1}% to the noise floor {:.1}%: repeats of one side differ by that \
+                         much with nothing changed",
+                        opts.threshold * 100.0,
+                        cmp.threshold * 100.0
+                    ));
+                }
                 report.step_time = Some(cmp);
                 verdict
             }
@@ -489,5 +549,25 @@ mod tests {
         // Same distribution.
         let (_, v) = compare_samples(&base, &[noisy(0.1, 60, 5)], &opts).unwrap();
         assert_eq!(v, Verdict::NoChange);
+    }
+
+    #[test]
+    fn repeats_that_disagree_raise_the_threshold_to_their_spread() {
+        let opts = CompareOptions::default();
+        // Baseline repeats at 10 and 12 ms: this machine moves the configuration by 20% with nothing changed.
+        let base = vec![noisy(0.010, 40, 1), noisy(0.012, 40, 2), noisy(0.010, 40, 3)];
+        let cand = vec![noisy(0.0115, 40, 4), noisy(0.0115, 40, 5), noisy(0.0115, 40, 6)];
+        let (cmp, v) = compare_samples(&base, &cand, &opts).unwrap();
+        let floor = cmp.noise_floor.unwrap();
+        assert!((0.15..0.25).contains(&floor), "{cmp:?}");
+        assert_eq!(cmp.threshold, floor);
+        assert_eq!(v, Verdict::NoChange, "{cmp:?}");
+        // The same baseline against a candidate far beyond the floor is still a regression.
+        let slow = vec![noisy(0.016, 40, 7), noisy(0.016, 40, 8), noisy(0.016, 40, 9)];
+        assert_eq!(compare_samples(&base, &slow, &opts).unwrap().1, Verdict::Slower);
+        // Repeats that agree leave the requested threshold in force.
+        let steady = vec![noisy(0.010, 40, 10), noisy(0.010, 40, 11)];
+        let (cmp, _) = compare_samples(&steady, &steady, &opts).unwrap();
+        assert!(cmp.noise_floor.unwrap() < 0.05 && cmp.threshold == opts.threshold, "{cmp:?}");
     }
 }

@@ -83,7 +83,8 @@ const HEADERS: [&str; 8] = [
 fn summary(c: &Comparison) -> String {
     let counts: Vec<String> = c.counts().iter().map(|(k, n)| format!("{n} {k}")).collect();
     let mut s = format!(
-        "{} pair(s): {}. Rule: significant when the {:.0}% CI excludes 0, p < {} and |change| > {:.1}%.",
+        "{} pair(s): {}. Rule: significant when the {:.0}% CI excludes 0, p < {} and |change| > {:.1}% (or the \
+         noise floor, the spread of one side's repeats, when larger).",
         c.pairs.len(),
         if counts.is_empty() { "none".to_string() } else { counts.join(", ") },
         c.options.confidence * 100.0,

@@ -11,6 +11,7 @@ pub mod output;
 pub mod probe;
 pub mod suite;
 pub mod warmup;
+pub mod worker;
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -49,6 +50,9 @@ pub struct RunnerOptions {
     pub stop: StopFlag,
     /// Test hook: request a stop after this many iterations of the run with this index.
     pub interrupt_at: Option<(usize, u64)>,
+    /// The `trainbench` executable that runs a repeat in a process of its own (`trainbench worker`); `None`
+    /// runs every repeat in this process whatever `run.isolation` says (the results record which).
+    pub worker_exe: Option<PathBuf>,
 }
 
 /// Why a suite could not run at all.
@@ -57,6 +61,9 @@ pub enum RunnerError {
     /// The backend is not usable in this build.
     #[error("{0}")]
     Backend(BackendError),
+    /// A worker process could not be started or could not run its job.
+    #[error("{0}")]
+    Worker(String),
     /// A result could not be written.
     #[error("{path}: {source}")]
     Io {
@@ -99,7 +106,9 @@ fn analysis_summary(a: &Analysis, plan: &RunPlan) -> AnalysisSummary {
 }
 
 /// Run every plan of `suite`, writing each result as soon as its run ends. `on_result` is called after each
-/// result is written (for printing).
+/// result is written (for printing). When the spec isolates repeats (`run.isolation = "process"`, repeats > 1)
+/// and `opts.worker_exe` is set, each repeat runs in a worker process of its own (see [`worker`]); otherwise
+/// every run happens in this process.
 pub fn run_suite(
     suite: &Suite,
     opts: &RunnerOptions,
@@ -115,63 +124,138 @@ pub fn run_suite(
         // to the only backend built in): the backend's nearest default device.
         opts.device = Some(adapted);
     }
+    if suite.isolates_repeats()
+        && let Some(exe) = opts.worker_exe.clone()
+    {
+        opts.backend = Some(resolved);
+        return worker::run_isolated(suite, &opts, &exe, on_result);
+    }
     run_suite_with(suite, &opts, backends::create(resolved, &opts.mock), on_result)
 }
 
-/// [`run_suite`] on a given backend instance (embedders, tests with custom backends).
+/// [`run_suite`] on a given backend instance, every run in this process (embedders, tests with custom
+/// backends).
 pub fn run_suite_with(
     suite: &Suite,
     opts: &RunnerOptions,
     mut backend: Box<dyn Backend>,
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
-    let graph = &suite.graph;
-    let analysis = analyze(graph);
-    let dir = opts.out_dir.join(&suite.spec_name);
-    let spec_sha = crate::manifest::sha256_hex(&suite.spec_canonical);
-    let mut writer: Option<SuiteWriter> = None;
-    let mut report = SuiteReport { dir: dir.clone(), results: Vec::new(), interrupted: false };
-    let mut ooms: Vec<RunPlan> = Vec::new();
+    let mut recorder = Recorder::new(suite, opts);
+    let indices: Vec<usize> = (0..suite.plans.len()).collect();
+    let mut ooms = Vec::new();
+    let pass = Pass { suite, opts, own_process_per_repeat: false };
+    pass.run(backend.as_mut(), &indices, &mut ooms, &mut |result| recorder.record(result, on_result))?;
+    Ok(recorder.report)
+}
 
-    for (i, plan) in suite.plans.iter().enumerate() {
-        if opts.stop.is_set() {
-            report.interrupted = true;
-            break;
+/// Writes a suite's results as they arrive and keeps the report.
+struct Recorder {
+    dir: PathBuf,
+    spec_name: String,
+    spec_sha: String,
+    writer: Option<SuiteWriter>,
+    report: SuiteReport,
+}
+
+impl Recorder {
+    fn new(suite: &Suite, opts: &RunnerOptions) -> Self {
+        let dir = opts.out_dir.join(&suite.spec_name);
+        Recorder {
+            dir: dir.clone(),
+            spec_name: suite.spec_name.clone(),
+            spec_sha: crate::manifest::sha256_hex(&suite.spec_canonical),
+            writer: None,
+            report: SuiteReport { dir, results: Vec::new(), interrupted: false },
         }
-        let mut plan = plan.clone();
-        if let Some(d) = &opts.device {
-            plan.device = d.clone();
+    }
+
+    /// Write one result (opening the folder on the first); returns whether Ctrl-C ended this run, i.e. the
+    /// suite must stop.
+    fn record(&mut self, result: RunResult, on_result: &mut dyn FnMut(&RunResult, &Path)) -> Result<Flow, RunnerError> {
+        let io = |source| RunnerError::Io { path: self.dir.display().to_string(), source };
+        if self.writer.is_none() {
+            self.writer = Some(SuiteWriter::open(self.dir.clone(), &self.spec_name, &self.spec_sha).map_err(io)?);
         }
-        let ctx = RunContext { suite, graph, analysis: &analysis, opts, index: i };
-        let result = match ooms.iter().find(|o| same_family(o, &plan) && plan.batch_size >= o.batch_size) {
-            Some(o) => ctx.skipped(&plan, backend.as_ref(), o.batch_size),
-            None => match backend.check(&plan, graph) {
-                Err(e @ BackendError::NotBuilt { .. }) => return Err(RunnerError::Backend(e)),
-                Err(e) => ctx.not_run(&plan, backend.as_ref(), e),
-                Ok(()) => ctx.run(&plan, backend.as_mut()),
-            },
-        };
-        if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
-            ooms.push(plan.clone());
-        }
-        if writer.is_none() {
-            let w = SuiteWriter::open(dir.clone(), &suite.spec_name, &spec_sha)
-                .map_err(|source| RunnerError::Io { path: dir.display().to_string(), source })?;
-            writer = Some(w);
-        }
-        if let Some(w) = writer.as_mut() {
+        if let Some(w) = self.writer.as_mut() {
             let path =
-                w.record(&result).map_err(|source| RunnerError::Io { path: dir.display().to_string(), source })?;
+                w.record(&result).map_err(|source| RunnerError::Io { path: self.dir.display().to_string(), source })?;
             on_result(&result, &path);
         }
         let user_stop = matches!(&result.outcome, RunOutcome::Interrupted { reason } if reason == USER_STOP);
-        report.results.push(result);
+        self.report.results.push(result);
         if user_stop {
-            report.interrupted = true;
-            break;
+            self.report.interrupted = true;
+            return Ok(Flow::Stop);
         }
+        Ok(Flow::Continue)
     }
-    Ok(report)
+}
+
+/// Whether a pass over plans goes on after a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    /// Next plan.
+    Continue,
+    /// The user stopped the suite.
+    Stop,
+}
+
+/// One pass over some of a suite's plans in this process, on one backend instance.
+pub(crate) struct Pass<'a> {
+    pub(crate) suite: &'a Suite,
+    pub(crate) opts: &'a RunnerOptions,
+    /// Recorded in each result: this process runs one repeat only.
+    pub(crate) own_process_per_repeat: bool,
+}
+
+impl Pass<'_> {
+    /// Run the plans at `indices`, in order, handing each result to `emit`. A plan of a family that already ran
+    /// out of memory (in `ooms`, which grows) at a batch no larger is skipped. Returns [`Flow::Stop`] when the
+    /// user stopped the suite.
+    pub(crate) fn run(
+        &self,
+        backend: &mut dyn Backend,
+        indices: &[usize],
+        ooms: &mut Vec<RunPlan>,
+        emit: &mut dyn FnMut(RunResult) -> Result<Flow, RunnerError>,
+    ) -> Result<Flow, RunnerError> {
+        let (suite, opts) = (self.suite, self.opts);
+        let analysis = analyze(&suite.graph);
+        for &i in indices {
+            let Some(plan) = suite.plans.get(i) else { continue };
+            if opts.stop.is_set() {
+                return Ok(Flow::Stop);
+            }
+            let mut plan = plan.clone();
+            if let Some(d) = &opts.device {
+                plan.device = d.clone();
+            }
+            let ctx = RunContext {
+                suite,
+                graph: &suite.graph,
+                analysis: &analysis,
+                opts,
+                index: i,
+                own_process_per_repeat: self.own_process_per_repeat,
+            };
+            let result = match ooms.iter().find(|o| same_family(o, &plan) && plan.batch_size >= o.batch_size) {
+                Some(o) => ctx.skipped(&plan, backend, o.batch_size),
+                None => match backend.check(&plan, &suite.graph) {
+                    Err(e @ BackendError::NotBuilt { .. }) => return Err(RunnerError::Backend(e)),
+                    Err(e) => ctx.not_run(&plan, backend, e),
+                    Ok(()) => ctx.run(&plan, backend),
+                },
+            };
+            if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
+                ooms.push(plan.clone());
+            }
+            if emit(result)? == Flow::Stop {
+                return Ok(Flow::Stop);
+            }
+        }
+        Ok(Flow::Continue)
+    }
 }
 
 /// Reason recorded when Ctrl-C stopped a run.
@@ -188,6 +272,7 @@ struct RunContext<'a> {
     analysis: &'a Analysis,
     opts: &'a RunnerOptions,
     index: usize,
+    own_process_per_repeat: bool,
 }
 
 impl RunContext<'_> {
@@ -206,6 +291,7 @@ impl RunContext<'_> {
             started: times.0,
             finished: times.1,
             device,
+            own_process_per_repeat: self.own_process_per_repeat,
         };
         RunResult {
             format_version: FORMAT_VERSION,

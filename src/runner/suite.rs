@@ -7,7 +7,7 @@ use trainbench_workload::{Graph, RunPlan};
 
 use crate::plan::plan;
 use crate::spec::diagnostics::render_text;
-use crate::spec::wire::{BackendChoice, MetricGroup};
+use crate::spec::wire::{BackendChoice, Isolation, MetricGroup};
 use crate::spec::{Overrides, SpecValidator, ValidatedSpec};
 
 /// One spec's runs and the settings shared by all of them.
@@ -27,6 +27,8 @@ pub struct Suite {
     pub sample_interval: Duration,
     /// Metric groups to collect; empty means all.
     pub metric_groups: Vec<MetricGroup>,
+    /// Whether each repeat runs in a process of its own.
+    pub isolation: Isolation,
 }
 
 impl Suite {
@@ -41,6 +43,7 @@ impl Suite {
             plans: plan(spec),
             sample_interval: Duration::from_millis(s.run.sample_interval_ms.max(1)),
             metric_groups: s.metrics.collect.clone(),
+            isolation: s.run.isolation,
         }
     }
 
@@ -50,6 +53,12 @@ impl Suite {
         let validator = SpecValidator::new().map_err(|e| e.to_string())?;
         let checked = validator.check_bytes(display, text.as_bytes(), None, &Overrides::none());
         checked.into_result().map(|spec| Self::from_validated(&spec)).map_err(|d| render_text(&d))
+    }
+
+    /// Whether the repeats run in processes of their own: the spec asks for it and there are repeats to
+    /// separate.
+    pub fn isolates_repeats(&self) -> bool {
+        self.isolation == Isolation::Process && self.plans.iter().any(|p| p.repeat > 0)
     }
 
     /// Whether a metric group is collected.

@@ -232,6 +232,18 @@ pub struct TopologyOverride {
     pub interconnect: Option<Interconnect>,
 }
 
+/// Where the repeats of a spec run (see `run.isolation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// Each repeat in a fresh process of its own (all batch sizes, precisions and topologies of that repeat
+    /// share it).
+    #[default]
+    Process,
+    /// Every run in the `trainbench run` process.
+    Shared,
+}
+
 /// Which backend trains the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -293,6 +305,11 @@ pub struct RunSpec {
     #[serde(default = "d_repeats")]
     #[schemars(range(min = 1))]
     pub repeats: u32,
+    /// Where repeats run: `process` gives each repeat a fresh process of its own (its own allocator, thread
+    /// pools and caches), so repeats sample the run-to-run noise between processes that `compare` must see;
+    /// `shared` runs every repeat in the `trainbench run` process (faster to start, narrower intervals).
+    #[serde(default)]
+    pub isolation: Isolation,
     /// Stop a run after this many seconds, keeping what it measured.
     #[serde(default)]
     pub timeout_s: Option<f64>,
@@ -312,6 +329,7 @@ impl Default for RunSpec {
             iterations: d_iterations(),
             time_budget_s: None,
             repeats: d_repeats(),
+            isolation: Isolation::default(),
             timeout_s: None,
             phase_timing: true,
             sample_interval_ms: d_sample_ms(),

@@ -244,6 +244,8 @@ impl Synth {
                 seed: 42 + u64::from(self.repeat),
                 started_at: "2026-11-30T00:00:00Z".into(),
                 finished_at: "2026-11-30T00:00:05Z".into(),
+                // Each repeat in a process of its own, as `run.isolation = "process"` does.
+                process: Some(ProcessInfo { pid: 1000 + self.repeat, own_process_per_repeat: true }),
             },
         }
     }

@@ -17,7 +17,7 @@ use crate::graph::Graph;
 use crate::init::SeededRng;
 
 /// Settings of the mock device.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MockConfig {
     /// Nominal FLOP/s the simulated device sustains (also reported as its fp32 peak).
     pub flop_rate: f64,
@@ -29,11 +29,22 @@ pub struct MockConfig {
     pub slowdown: f64,
     /// Simulated device memory, bytes; plans whose estimate exceeds it run out of memory.
     pub memory_bytes: u64,
+    /// Test hook: abort the whole process when asked to run a plan of this repeat, as a crash inside a backend
+    /// library would (tests that a dying worker process loses no other result).
+    #[serde(default)]
+    pub abort_in_repeat: Option<u32>,
 }
 
 impl Default for MockConfig {
     fn default() -> Self {
-        Self { flop_rate: 1e12, overhead_s: 1e-3, jitter: 0.02, slowdown: 1.0, memory_bytes: 16 << 30 }
+        Self {
+            flop_rate: 1e12,
+            overhead_s: 1e-3,
+            jitter: 0.02,
+            slowdown: 1.0,
+            memory_bytes: 16 << 30,
+            abort_in_repeat: None,
+        }
     }
 }
 
@@ -83,6 +94,10 @@ impl Backend for MockBackend {
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
         self.check(plan, graph)?;
         let c = &self.config;
+        if c.abort_in_repeat == Some(plan.repeat) {
+            eprintln!("mock backend: aborting the process in repeat {} (test hook)", plan.repeat);
+            std::process::abort();
+        }
         let analysis = analyze(graph);
         let est = memory_estimate(&analysis, plan.batch_size, plan.precision, &plan.optimizer);
         if est.total > c.memory_bytes {

@@ -1,0 +1,307 @@
+//! Repeats in processes of their own (`run.isolation = "process"`): the parent (`trainbench run`) starts one
+//! `trainbench worker` per repeat index, hands it the canonical spec and the runs of that repeat as one JSON line
+//! on its standard input, and records each result the worker prints (one JSON line per run) the moment it
+//! arrives. A fresh process per repeat means fresh allocators, thread pools and caches, so the repeats of a
+//! configuration sample the noise *between* processes, the noise a later comparison with another process faces.
+//!
+//! Protocol, parent to worker on stdin: the [`WorkerJob`] line, then `stop` when the user stopped the suite;
+//! end of input (the parent is gone) stops the worker too. Worker to parent on stdout: [`WorkerMessage`] lines;
+//! anything else a library prints on stdout is passed through to stderr. A worker that dies before reporting
+//! a run (a crash inside a backend library) leaves that run recorded as `failed` and the sweep goes on with the
+//! next repeat; what was already reported is kept.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use trainbench_workload::RunPlan;
+use trainbench_workload::mock::MockConfig;
+
+use super::{Flow, Pass, Recorder, RunnerError, RunnerOptions, StopFlag, Suite, SuiteReport, probe};
+use crate::backends::{self, BackendChoice};
+use crate::manifest::{ManifestInput, environment, sha256_hex};
+use crate::result::{FORMAT_VERSION, RunOutcome, RunResult};
+
+/// What a worker is asked to run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerJob {
+    /// The canonical spec (the worker builds the model from it; the hash must match).
+    pub spec_canonical: String,
+    /// The suite's plans, as the parent has them.
+    pub plans: Vec<RunPlan>,
+    /// Indices into `plans` of the runs this worker does, in order.
+    pub indices: Vec<usize>,
+    /// Plans that already ran out of memory in earlier workers (larger batches of their family are skipped).
+    pub known_ooms: Vec<RunPlan>,
+    /// The concrete backend.
+    pub backend: BackendChoice,
+    /// Device override.
+    pub device: Option<String>,
+    /// Draw progress bars on stderr.
+    pub progress: bool,
+    /// Collectors off.
+    pub no_collectors: bool,
+    /// Mock backend settings.
+    pub mock: MockConfig,
+    /// Test hook of [`RunnerOptions::interrupt_at`] (plan index, iterations).
+    pub interrupt_at: Option<(usize, u64)>,
+}
+
+/// One line a worker prints on stdout.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerMessage {
+    /// A finished run.
+    Result(Box<RunResult>),
+    /// The worker cannot run its job (backend not built, spec unreadable): the suite stops.
+    Fatal(String),
+}
+
+/// Run `suite` with one worker process per repeat index, recording results in `opts.out_dir`.
+pub(crate) fn run_isolated(
+    suite: &Suite,
+    opts: &RunnerOptions,
+    exe: &Path,
+    on_result: &mut dyn FnMut(&RunResult, &Path),
+) -> Result<SuiteReport, RunnerError> {
+    let mut recorder = Recorder::new(suite, opts);
+    let mut ooms: Vec<RunPlan> = Vec::new();
+    let repeats = suite.plans.iter().map(|p| p.repeat).max().map_or(0, |r| r + 1);
+    for repeat in 0..repeats {
+        if opts.stop.is_set() {
+            recorder.report.interrupted = true;
+            break;
+        }
+        let indices: Vec<usize> = (0..suite.plans.len()).filter(|&i| suite.plans[i].repeat == repeat).collect();
+        if indices.is_empty() {
+            continue;
+        }
+        let job = WorkerJob {
+            spec_canonical: suite.spec_canonical.clone(),
+            plans: suite.plans.clone(),
+            indices,
+            known_ooms: ooms.clone(),
+            backend: opts.backend.unwrap_or(suite.backend),
+            device: opts.device.clone(),
+            progress: opts.progress,
+            no_collectors: opts.no_collectors,
+            mock: opts.mock.clone(),
+            interrupt_at: opts.interrupt_at,
+        };
+        if run_worker(suite, opts, exe, &job, &mut ooms, &mut recorder, on_result)? == Flow::Stop {
+            break;
+        }
+    }
+    Ok(recorder.report)
+}
+
+/// Start one worker, record what it reports, and record the runs it did not report as failed.
+fn run_worker(
+    suite: &Suite,
+    opts: &RunnerOptions,
+    exe: &Path,
+    job: &WorkerJob,
+    ooms: &mut Vec<RunPlan>,
+    recorder: &mut Recorder,
+    on_result: &mut dyn FnMut(&RunResult, &Path),
+) -> Result<Flow, RunnerError> {
+    let line = serde_json::to_string(job).map_err(|e| RunnerError::Worker(e.to_string()))?;
+    let mut child = Command::new(exe)
+        .arg("worker")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| RunnerError::Worker(format!("cannot start the worker `{} worker`: {e}", exe.display())))?;
+    let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let _ = child.kill();
+        return Err(RunnerError::Worker("the worker's standard streams could not be opened".into()));
+    };
+    let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
+    let finished = Arc::new(AtomicBool::new(false));
+    let watcher = forward_stop(stdin, opts.stop.clone(), finished.clone());
+
+    let mut pending: Vec<usize> = job.indices.clone();
+    let mut flow = Flow::Continue;
+    let mut fatal: Option<String> = None;
+    let mut record_error: Option<RunnerError> = None;
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        match serde_json::from_str::<WorkerMessage>(&line) {
+            Ok(WorkerMessage::Result(result)) => {
+                pending.retain(|&i| suite.plans[i].id != result.plan.id);
+                if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
+                    ooms.push(result.plan.clone());
+                }
+                if record_error.is_none() {
+                    match recorder.record(*result, on_result) {
+                        Ok(Flow::Stop) => flow = Flow::Stop,
+                        Ok(Flow::Continue) => {}
+                        Err(e) => {
+                            // Nothing more can be written: ask the worker to stop, then report the error.
+                            opts.stop.request();
+                            record_error = Some(e);
+                        }
+                    }
+                }
+            }
+            Ok(WorkerMessage::Fatal(message)) => fatal = Some(message),
+            Err(_) => eprintln!("{line}"),
+        }
+    }
+    let status = child.wait();
+    finished.store(true, Ordering::SeqCst);
+    let _ = watcher.join();
+    if let Some(e) = record_error {
+        return Err(e);
+    }
+    if let Some(message) = fatal {
+        return Err(RunnerError::Worker(message));
+    }
+    if flow == Flow::Stop || opts.stop.is_set() {
+        recorder.report.interrupted = true;
+        return Ok(Flow::Stop);
+    }
+    let exit = match &status {
+        Ok(s) if s.success() => return Ok(Flow::Continue),
+        Ok(s) => s.to_string(),
+        Err(e) => e.to_string(),
+    };
+    // The worker died: the first unreported run is where it was; the rest of its repeat never started.
+    for (n, &i) in pending.iter().enumerate() {
+        let message = if n == 0 {
+            format!("the worker process running this repeat ended ({exit}) before the run finished")
+        } else {
+            format!("not run: the worker process of this repeat ended ({exit}) during an earlier run")
+        };
+        let lost = lost_result(suite, opts, &suite.plans[i], message);
+        if recorder.record(lost, on_result)? == Flow::Stop {
+            return Ok(Flow::Stop);
+        }
+    }
+    Ok(Flow::Continue)
+}
+
+/// A thread that tells the worker to stop when the suite's stop flag is set, and closes its input when the
+/// worker is done.
+fn forward_stop(
+    mut stdin: std::process::ChildStdin,
+    stop: StopFlag,
+    finished: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !finished.load(Ordering::SeqCst) {
+            if stop.is_set() {
+                let _ = writeln!(stdin, "stop").and_then(|()| stdin.flush());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+}
+
+/// The result of a run its worker never reported.
+fn lost_result(suite: &Suite, opts: &RunnerOptions, plan: &RunPlan, message: String) -> RunResult {
+    let mut plan = plan.clone();
+    if let Some(d) = &opts.device {
+        plan.device = d.clone();
+    }
+    let now = SystemTime::now();
+    let choice = opts.backend.unwrap_or(suite.backend);
+    RunResult {
+        format_version: FORMAT_VERSION,
+        spec_name: suite.spec_name.clone(),
+        run_id: plan.id.clone(),
+        backend: backends::name(choice).to_string(),
+        outcome: RunOutcome::Failed { message },
+        metrics: None,
+        analysis: None,
+        environment: environment(
+            ManifestInput {
+                spec_canonical: &suite.spec_canonical,
+                seed: plan.seed,
+                started: now,
+                finished: now,
+                device: None,
+                own_process_per_repeat: true,
+            },
+            None,
+        ),
+        plan,
+    }
+}
+
+/// The worker side (`trainbench worker`): read the job from stdin, run it, print each result as a line.
+pub fn serve() -> Result<(), String> {
+    probe::install_interrupt_handler();
+    let mut input = BufReader::new(std::io::stdin());
+    let mut line = String::new();
+    input.read_line(&mut line).map_err(|e| format!("reading the job: {e}"))?;
+    let job: WorkerJob =
+        serde_json::from_str(&line).map_err(|e| format!("`trainbench worker` is started by `trainbench run`: {e}"))?;
+    let stop = StopFlag::default();
+    {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match input.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) if line.trim() == "stop" => break,
+                    Ok(_) => {}
+                }
+            }
+            stop.request();
+        });
+    }
+    let mut out = std::io::stdout().lock();
+    let mut say = |message: &WorkerMessage| -> std::io::Result<()> {
+        let text = serde_json::to_string(message).map_err(std::io::Error::other)?;
+        writeln!(out, "{text}")?;
+        out.flush()
+    };
+    let mut suite = match Suite::from_spec_text("worker job", &job.spec_canonical) {
+        Ok(s) if sha256_hex(&s.spec_canonical) == sha256_hex(&job.spec_canonical) => s,
+        Ok(_) => {
+            let message = "the spec does not read back to the same canonical form".to_string();
+            let _ = say(&WorkerMessage::Fatal(message.clone()));
+            return Err(message);
+        }
+        Err(e) => {
+            let _ = say(&WorkerMessage::Fatal(e.clone()));
+            return Err(e);
+        }
+    };
+    suite.plans = job.plans;
+    let opts = RunnerOptions {
+        out_dir: PathBuf::new(),
+        backend: Some(job.backend),
+        device: job.device,
+        progress: job.progress,
+        no_collectors: job.no_collectors,
+        mock: job.mock.clone(),
+        stop,
+        interrupt_at: job.interrupt_at,
+        worker_exe: None,
+    };
+    let mut backend = backends::create(job.backend, &job.mock);
+    let mut ooms = job.known_ooms;
+    let pass = Pass { suite: &suite, opts: &opts, own_process_per_repeat: true };
+    let ran = pass.run(backend.as_mut(), &job.indices, &mut ooms, &mut |result| {
+        say(&WorkerMessage::Result(Box::new(result)))
+            .map(|()| Flow::Continue)
+            .map_err(|source| RunnerError::Io { path: "standard output".into(), source })
+    });
+    match ran {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let _ = say(&WorkerMessage::Fatal(e.to_string()));
+            Err(e.to_string())
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Repeats in processes of their own (`run.isolation`): `trainbench run` hands each repeat to a `trainbench
+//! worker` process, records what it reports, and survives a worker that dies.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use assert_cmd::Command;
+use trainbench::result::{RunOutcome, RunResult};
+
+const SPEC: &str = r#"
+version = 1
+name = "isolated"
+[model]
+family = "mlp"
+inputs = 16
+hidden = [32]
+classes = 4
+[topology]
+backend = "mock"
+[sweep]
+batch_sizes = [2, 4]
+[run]
+warmup = 2
+iterations = 10
+repeats = 3
+"#;
+
+/// Run the spec with extra arguments; returns the exit code and the results by run id.
+fn run(dir: &Path, extra: &[&str]) -> (i32, Vec<RunResult>) {
+    let spec = dir.join("spec.toml");
+    std::fs::write(&spec, SPEC).unwrap();
+    let out = dir.join("out");
+    let output = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--backend", "mock", "--out"])
+        .arg(&out)
+        .arg(&spec)
+        .args(extra)
+        .output()
+        .unwrap();
+    let mut results: Vec<RunResult> = std::fs::read_dir(out.join("isolated"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("isolated."))
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .collect();
+    results.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    (output.status.code().unwrap_or(-1), results)
+}
+
+fn pid(r: &RunResult) -> u32 {
+    r.environment.process.unwrap().pid
+}
+
+#[test]
+fn each_repeat_runs_in_a_process_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, results) = run(dir.path(), &[]);
+    assert_eq!(code, 0);
+    assert_eq!(results.len(), 6);
+    assert!(results.iter().all(|r| r.outcome == RunOutcome::Completed && r.metrics.is_some()));
+    assert!(results.iter().all(|r| r.environment.process.unwrap().own_process_per_repeat));
+    // Both batch sizes of a repeat share its process; no two repeats share one, and none ran in the test.
+    for repeat in 0..3 {
+        let of_repeat: BTreeSet<u32> = results.iter().filter(|r| r.plan.repeat == repeat).map(pid).collect();
+        assert_eq!(of_repeat.len(), 1, "repeat {repeat}");
+    }
+    let all: BTreeSet<u32> = results.iter().map(pid).collect();
+    assert_eq!(all.len(), 3);
+    assert!(!all.contains(&std::process::id()));
+}
+
+#[test]
+fn shared_isolation_runs_every_repeat_in_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, results) = run(dir.path(), &["--set", "run.isolation=\"shared\""]);
+    assert_eq!(code, 0);
+    assert_eq!(results.len(), 6);
+    let all: BTreeSet<u32> = results.iter().map(pid).collect();
+    assert_eq!(all.len(), 1);
+    assert!(results.iter().all(|r| !r.environment.process.unwrap().own_process_per_repeat));
+}
+
+#[test]
+fn a_worker_that_dies_fails_its_repeat_and_the_sweep_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, results) = run(dir.path(), &["--mock-abort-repeat", "1"]);
+    // A failed run makes `run` exit 1; every other run is kept.
+    assert_eq!(code, 1);
+    assert_eq!(results.len(), 6);
+    for r in &results {
+        match r.plan.repeat {
+            1 => match &r.outcome {
+                RunOutcome::Failed { message } => assert!(message.contains("worker process"), "{message}"),
+                other => panic!("{}: {other:?}", r.run_id),
+            },
+            _ => assert_eq!(r.outcome, RunOutcome::Completed, "{}", r.run_id),
+        }
+    }
+}
+
+#[test]
+fn compare_notes_repeats_that_shared_a_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    let isolated = dir.path().join("isolated");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(&isolated).unwrap();
+    run(&shared, &["--set", "run.isolation=\"shared\""]);
+    run(&isolated, &[]);
+    let output = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["compare", "--format", "json"])
+        .arg(shared.join("out"))
+        .arg(isolated.join("out"))
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let pairs = json["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 2);
+    for p in pairs {
+        let notes: Vec<&str> = p["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        assert!(notes.iter().any(|n| n.starts_with("baseline: its 3 repeats ran in 1 process(es)")), "{notes:?}");
+        assert!(!notes.iter().any(|n| n.starts_with("candidate:")), "{notes:?}");
+        assert!(p["step_time"]["noise_floor"].as_f64().is_some());
+    }
+}
