@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # The README's report screenshot (docs/report.png): trains the tiny ResNet and Transformer smoke specs over a
 # batch sweep on the CPU, renders `trainbench report` and photographs its memory-breakdown and step-time
-# sections in headless Chromium (HEIGHT sets the picture's height). Also prints a `trainbench compare` Markdown
-# table of two sweeps of the same specs (nothing changed between them) plus a deliberately heavier ResNet
-# (width 12 instead of 8).
+# sections in headless Chromium (HEIGHT sets the picture's height). The README's compare table comes from
+# scripts/compare_demo.sh.
 #
 # Usage: scripts/report_screenshot.sh [OUT_PNG]   (default docs/report.png; TB=path/to/trainbench skips the build)
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -31,7 +30,3 @@ chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --d
   --disable-component-update --disable-sync --user-data-dir="$WORK/profile" --hide-scrollbars \
   --window-size=1280,${HEIGHT:-2250} --screenshot="$PNG" "file://$WORK/report/shot.html" >/dev/null 2>&1
 echo "screenshot: $PNG" >&2
-echo "==> compare: same specs again, resnet-tiny made heavier (width 12)" >&2
-$TB run specs/smoke/transformer_tiny.toml --backend tch --quiet --out "$WORK/cand" "${SETS[@]}" >/dev/null
-$TB run specs/smoke/resnet_tiny.toml --backend tch --quiet --out "$WORK/cand" "${SETS[@]}" --set model.width=12 >/dev/null
-$TB compare "$WORK/base" "$WORK/cand" --format markdown || true
