@@ -19,6 +19,7 @@ fn text(o: &Output) -> String {
 }
 
 /// Faster R-CNN on wgpu: RoIAlign has no burn implementation.
+#[cfg(feature = "wgpu")]
 const FASTER_RCNN_ON_WGPU: &[&str] = &["--set", "topology.backend=wgpu", "--set", "topology.device=wgpu"];
 
 #[cfg(feature = "wgpu")]

@@ -1,7 +1,6 @@
 //! The `analyze` subcommand: parameters, FLOPs and the memory estimate of a spec's model, before anything runs.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -112,13 +111,8 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         }
         Format::Text => render_text(&report),
     };
-    // A closed pipe (`| head`) is not an error of ours.
-    match std::io::stdout().write_all(out.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(CommandError::Other(format!("cannot write to stdout: {e}")))
-        }
-        _ => Ok(Outcome::Success),
-    }
+    out!("{out}");
+    Ok(Outcome::Success)
 }
 
 /// Thousands separators.
