@@ -135,6 +135,17 @@ pub fn name(choice: BackendChoice) -> &'static str {
     }
 }
 
+/// The error a backend left out of this build gives (after resolving `auto`); `None` when it is built in.
+pub fn not_built(choice: BackendChoice) -> Option<BackendError> {
+    match resolve(choice) {
+        BackendChoice::Tch | BackendChoice::Auto if !TCH_BUILT => {
+            Some(NotBuilt { backend: "tch", feature: "tch" }.error())
+        }
+        BackendChoice::Wgpu if !WGPU_BUILT => Some(NotBuilt { backend: "wgpu", feature: "wgpu" }.error()),
+        _ => None,
+    }
+}
+
 /// Instantiate a backend (after resolving `auto`); `mock` uses the given settings.
 pub fn create(choice: BackendChoice, mock: &MockConfig) -> Box<dyn Backend> {
     match resolve(choice) {

@@ -9,5 +9,9 @@ pub struct Args {}
 
 /// Carry out `trainbench worker`.
 pub fn execute(_args: &Args) -> Result<Outcome, CommandError> {
-    crate::runner::worker::serve().map(|()| Outcome::Success).map_err(CommandError::Other)
+    match crate::runner::worker::serve() {
+        Ok(true) => Ok(Outcome::Success),
+        Ok(false) => Ok(Outcome::Failure),
+        Err(e) => Err(CommandError::Other(e)),
+    }
 }

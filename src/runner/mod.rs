@@ -127,6 +127,9 @@ pub fn run_suite(
     if suite.isolates_repeats()
         && let Some(exe) = opts.worker_exe.clone()
     {
+        if let Some(e) = backends::not_built(resolved) {
+            return Err(RunnerError::Backend(e));
+        }
         opts.backend = Some(resolved);
         return worker::run_isolated(suite, &opts, &exe, on_result);
     }

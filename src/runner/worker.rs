@@ -236,7 +236,9 @@ fn lost_result(suite: &Suite, opts: &RunnerOptions, plan: &RunPlan, message: Str
 }
 
 /// The worker side (`trainbench worker`): read the job from stdin, run it, print each result as a line.
-pub fn serve() -> Result<(), String> {
+/// `Ok(false)` when the job failed and the parent was told (a [`WorkerMessage::Fatal`] line, which the parent
+/// reports); `Err` when there is no job to run (the message is for whoever started the worker by hand).
+pub fn serve() -> Result<bool, String> {
     probe::install_interrupt_handler();
     let mut input = BufReader::new(std::io::stdin());
     let mut line = String::new();
@@ -269,12 +271,12 @@ pub fn serve() -> Result<(), String> {
         Ok(s) if sha256_hex(&s.spec_canonical) == sha256_hex(&job.spec_canonical) => s,
         Ok(_) => {
             let message = "the spec does not read back to the same canonical form".to_string();
-            let _ = say(&WorkerMessage::Fatal(message.clone()));
-            return Err(message);
+            let _ = say(&WorkerMessage::Fatal(message));
+            return Ok(false);
         }
         Err(e) => {
-            let _ = say(&WorkerMessage::Fatal(e.clone()));
-            return Err(e);
+            let _ = say(&WorkerMessage::Fatal(e));
+            return Ok(false);
         }
     };
     suite.plans = job.plans;
@@ -298,10 +300,10 @@ pub fn serve() -> Result<(), String> {
             .map_err(|source| RunnerError::Io { path: "standard output".into(), source })
     });
     match ran {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(true),
         Err(e) => {
             let _ = say(&WorkerMessage::Fatal(e.to_string()));
-            Err(e.to_string())
+            Ok(false)
         }
     }
 }
