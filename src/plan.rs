@@ -57,6 +57,7 @@ pub fn expand(spec: &ValidatedSpec) -> Vec<PlannedRun> {
                         optimizer: s.training.optimizer.clone(),
                         phase_timing: s.run.phase_timing,
                         timeout_s: s.run.timeout_s,
+                        cpu_threads: s.run.cpu_threads,
                     };
                     out.push(PlannedRun {
                         run,

@@ -20,6 +20,7 @@ fn plan() -> RunPlan {
         optimizer: OptimizerSpec::default(),
         phase_timing: true,
         timeout_s: None,
+        cpu_threads: None,
     }
 }
 

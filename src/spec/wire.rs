@@ -310,6 +310,12 @@ pub struct RunSpec {
     /// `shared` runs every repeat in the `trainbench run` process (faster to start, narrower intervals).
     #[serde(default)]
     pub isolation: Isolation,
+    /// Intra-op CPU threads the backend may use (tch: `torch.set_num_threads`, for CPU kernels and the CPU side
+    /// of GPU runs); unset keeps the library's default, one per core. Pinning it makes CPU step times
+    /// repeatable where threads compete for a few cores. The wgpu backend does not use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub cpu_threads: Option<u32>,
     /// Stop a run after this many seconds, keeping what it measured.
     #[serde(default)]
     pub timeout_s: Option<f64>,
@@ -330,6 +336,7 @@ impl Default for RunSpec {
             time_budget_s: None,
             repeats: d_repeats(),
             isolation: Isolation::default(),
+            cpu_threads: None,
             timeout_s: None,
             phase_timing: true,
             sample_interval_ms: d_sample_ms(),

@@ -119,6 +119,7 @@ impl Synth {
             optimizer: OptimizerSpec::default(),
             phase_timing: true,
             timeout_s: None,
+            cpu_threads: None,
         };
         RunResult {
             format_version: FORMAT_VERSION,

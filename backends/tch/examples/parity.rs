@@ -180,6 +180,7 @@ fn main() -> ExitCode {
         optimizer,
         phase_timing: false,
         timeout_s: None,
+        cpu_threads: None,
     };
     let mut clock = CpuClock::default();
     let raw = match TchBackend::new().run(&plan, &graph, &mut clock) {

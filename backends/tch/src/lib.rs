@@ -47,6 +47,7 @@ pub mod shim;
 mod train;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::OnceLock;
 
 use tch::{Device, TchError};
 use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, Probe, RawMeasurements, RunPlan};
@@ -59,6 +60,17 @@ impl TchBackend {
     /// A backend instance; cheap, holds no device state between runs.
     pub fn new() -> Self {
         Self
+    }
+}
+
+/// Set libtorch's intra-op threads for a run: `Some(n)` pins `n`, `None` restores the count libtorch chose at
+/// start (one per core), so one run's setting never leaks into the next run in the process.
+fn set_threads(threads: Option<u32>) {
+    static DEFAULT: OnceLock<i32> = OnceLock::new();
+    let default = *DEFAULT.get_or_init(tch::get_num_threads);
+    let wanted = threads.map_or(default, |n| i32::try_from(n).unwrap_or(i32::MAX));
+    if tch::get_num_threads() != wanted {
+        tch::set_num_threads(wanted);
     }
 }
 
@@ -106,6 +118,7 @@ impl Backend for TchBackend {
 
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
         let dev = check::check(plan, graph)?;
+        set_threads(plan.cpu_threads);
         let wgan = if graph.nodes.iter().any(|n| n.part.is_some()) {
             Some(check::wgan_roles(graph).map_err(|reason| BackendError::Unsupported {
                 backend: "tch",

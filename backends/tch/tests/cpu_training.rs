@@ -257,3 +257,12 @@ fn allocation_failure_is_out_of_memory_and_the_next_run_works() {
     // The backend is still usable.
     assert_eq!(be.run(&plan(4, 2, sgd(0.01)), &mlp(), &mut NoProbe).unwrap().steps.len(), 2);
 }
+
+#[test]
+fn cpu_threads_are_pinned_per_run_and_restored_after() {
+    let default = tch::get_num_threads().to_string();
+    let pinned = RunPlan { cpu_threads: Some(1), ..plan(8, 3, sgd(0.01)) };
+    assert_eq!(run(&pinned, &mlp()).versions["torch_threads"], "1");
+    // The next run without a setting gets libtorch's own default back, not the previous run's pin.
+    assert_eq!(run(&plan(8, 3, sgd(0.01)), &mlp()).versions["torch_threads"], default);
+}

@@ -85,6 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             optimizer: OptimizerSpec::default(),
             phase_timing: true,
             timeout_s: Some(600.0),
+            cpu_threads: None,
         };
         let out = backend.run(&plan, &graph, &mut NoProbe)?;
         let step = median(out.steps.iter().map(|s| s.total_s).collect());

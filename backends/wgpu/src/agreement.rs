@@ -44,6 +44,7 @@ impl AgreementRun {
             optimizer: self.optimizer(),
             phase_timing: false,
             timeout_s: None,
+            cpu_threads: None,
         }
     }
 }

@@ -29,6 +29,7 @@ fn plan(batch: usize, iterations: u64, optimizer: OptimizerSpec) -> RunPlan {
         optimizer,
         phase_timing: true,
         timeout_s: None,
+        cpu_threads: None,
     }
 }
 

@@ -176,6 +176,9 @@ pub struct RunPlan {
     pub phase_timing: bool,
     /// Per-run timeout in seconds, if any.
     pub timeout_s: Option<f64>,
+    /// Intra-op CPU threads the backend may use; `None` keeps the library's default (one per core).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_threads: Option<u32>,
 }
 
 /// Wall-clock seconds spent in each phase of one training iteration.

@@ -24,6 +24,7 @@ fn plan(batch: usize, budget: Budget) -> RunPlan {
         optimizer: OptimizerSpec::default(),
         phase_timing: true,
         timeout_s: None,
+        cpu_threads: None,
     }
 }
 

@@ -18,6 +18,7 @@ pub fn plan(batch: usize, steps: u64, optimizer: OptimizerSpec) -> RunPlan {
         optimizer,
         phase_timing: true,
         timeout_s: None,
+        cpu_threads: None,
     }
 }
 
