@@ -42,9 +42,14 @@ pub struct CollectorReport {
 }
 
 /// Sample with `read` every `interval` until a message (or hang-up) arrives on the stop channel; always
-/// samples once at start and once at stop.
-fn sample_loop<T>(interval: Duration, stop: mpsc::Receiver<()>, mut read: impl FnMut() -> Option<T>) -> Vec<T> {
-    let mut out: Vec<T> = read().into_iter().collect();
+/// samples once at stop. `first` is the sample taken at start (by the caller, when it must precede the run).
+fn sample_loop<T>(
+    interval: Duration,
+    stop: mpsc::Receiver<()>,
+    first: Option<T>,
+    mut read: impl FnMut() -> Option<T>,
+) -> Vec<T> {
+    let mut out: Vec<T> = first.into_iter().collect();
     loop {
         match stop.recv_timeout(interval) {
             Err(RecvTimeoutError::Timeout) => out.extend(read()),
@@ -66,7 +71,13 @@ impl Collectors {
         let cpu = config.cpu.then(|| {
             let (tx, rx) = mpsc::channel();
             stop.push(tx);
-            std::thread::spawn(move || sample_loop(interval, rx, || cpu::read_cpu(origin.elapsed().as_secs_f64())))
+            // The first sample is read here, before the run starts: a sampler thread that is scheduled late (two
+            // busy training threads on two cores) would otherwise take it after a short run had already ended,
+            // leaving the window unbracketed.
+            let first = cpu::read_cpu(origin.elapsed().as_secs_f64());
+            std::thread::spawn(move || {
+                sample_loop(interval, rx, first, || cpu::read_cpu(origin.elapsed().as_secs_f64()))
+            })
         });
         let gpu = config.gpu.clone().map(|target| {
             let (tx, rx) = mpsc::channel();
@@ -76,10 +87,9 @@ impl Collectors {
                 let device = nvml::resolve(&nvml, &target)?;
                 let index = device.index().unwrap_or(target.cuda_ordinal);
                 let pid = std::process::id();
-                Ok((
-                    index,
-                    sample_loop(interval, rx, || Some(nvml::read(&device, pid, origin.elapsed().as_secs_f64()))),
-                ))
+                let read = || Some(nvml::read(&device, pid, origin.elapsed().as_secs_f64()));
+                let first = read();
+                Ok((index, sample_loop(interval, rx, first, read)))
             })
         });
         Self { origin, stop, cpu, gpu }
@@ -122,6 +132,17 @@ mod tests {
         assert!(samples.len() >= 4 && samples.len() <= 20, "{}", samples.len());
         assert!(samples.windows(2).all(|w| w[1].t >= w[0].t));
         assert!(report.gpu.is_none());
+    }
+
+    #[test]
+    fn the_first_cpu_sample_precedes_the_run_and_the_last_follows_it() {
+        // However briefly a run lasts, and however late the sampler thread is scheduled, two samples bracket it.
+        let c = Collectors::start(&CollectorConfig { interval: Duration::from_secs(10), cpu: true, gpu: None });
+        let run_start = c.origin().elapsed().as_secs_f64();
+        let run_end = c.origin().elapsed().as_secs_f64();
+        let samples = c.stop().cpu.unwrap().unwrap();
+        assert_eq!(samples.len(), 2);
+        assert!(samples[0].t <= run_start && samples[1].t >= run_end, "{samples:?}");
     }
 
     #[test]
