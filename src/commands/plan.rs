@@ -10,6 +10,7 @@ use super::validate::{OutputFormat, print_override_errors};
 use super::{CommandError, Outcome};
 use crate::plan::{PlannedRun, expand};
 use crate::spec::diagnostics::render_text;
+use crate::spec::wire::Isolation;
 use crate::spec::{Overrides, SpecValidator};
 
 /// Arguments of `trainbench plan`.
@@ -76,6 +77,14 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
                 spec.name(),
                 spec.sha256()
             );
+            let run = &spec.spec().run;
+            if run.repeats > 1 {
+                let where_ = match run.isolation {
+                    Isolation::Process => "each in a process of its own (run.isolation = \"process\")",
+                    Isolation::Shared => "all in the `trainbench run` process (run.isolation = \"shared\")",
+                };
+                outln!("{} repeats per configuration, {where_}", run.repeats);
+            }
         }
     }
     Ok(Outcome::Success)
