@@ -110,3 +110,21 @@ fn bad_inputs_exit_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("format version 99"));
     tb().args(["compare", "--threshold", "5"]).arg(&bad).arg(&bad).assert().code(2);
 }
+
+#[test]
+fn an_erratic_candidate_is_called_out_because_its_spread_raises_the_threshold() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (base, cand) = (tmp.path().join("base"), tmp.path().join("cand"));
+    write_set(&base, 1, |s| s);
+    // One candidate repeat in three runs 60% slower: the candidate's own repeats differ by about that much.
+    write_set(&cand, 2, |s| if s.repeat == 1 { s.slowdown(1.6) } else { s });
+    let out = tb().args(["compare", "--format", "json"]).arg(&base).arg(&cand).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for p in v["pairs"].as_array().unwrap() {
+        let spread = p["step_time"]["repeat_spread"].as_array().unwrap();
+        assert!(spread[0].as_f64().unwrap() < 0.05 && spread[1].as_f64().unwrap() > 0.4, "{spread:?}");
+        assert_eq!(p["step_time"]["threshold"], p["step_time"]["noise_floor"]);
+        let notes: Vec<&str> = p["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        assert!(notes.iter().any(|n| n.contains("the candidate is less stable run to run")), "{notes:?}");
+    }
+}

@@ -9,7 +9,9 @@
 //! 3. `|r - 1|` exceeds the threshold (default 5%), raised to the *noise floor* when that is higher: the largest
 //!    spread `max/min - 1` of the per-repeat medians on either side. Two repeats of one side that differ by 12%
 //!    say this machine moves a configuration by 12% with nothing changed, so a 10% difference between the sides
-//!    is no evidence of a change.
+//!    is no evidence of a change. Both sides count, so that a noisy stretch during either run cannot fail a CI
+//!    gate; the cost is that a change which makes the candidate itself erratic raises the bar too, so a note
+//!    says when the candidate's spread is more than twice the baseline's.
 //!
 //! The repeats carry the noise between processes only when each ran in a process of its own
 //! (`run.isolation = "process"`, recorded in each result); a note says when a side's repeats shared one.
@@ -139,7 +141,10 @@ pub struct StepTimeComparison {
     pub samples: [usize; 2],
     /// Repeats on each side.
     pub repeats: [usize; 2],
-    /// Largest spread `max/min - 1` of the per-repeat medians on either side; `None` with one repeat per side.
+    /// Spread `max/min - 1` of the per-repeat medians of each side (baseline, candidate); `None` for a side
+    /// with one repeat.
+    pub repeat_spread: [Option<f64>; 2],
+    /// The larger of the two spreads; `None` with one repeat per side.
     pub noise_floor: Option<f64>,
     /// The threshold the verdict used: the requested one, or the noise floor when that is higher.
     pub threshold: f64,
@@ -360,7 +365,8 @@ pub fn compare_samples(
     };
     let mw = stats::mann_whitney(&pb, &pa)?;
     let ratio = mb / ma;
-    let noise_floor = [repeat_spread(baseline), repeat_spread(candidate)].into_iter().flatten().reduce(f64::max);
+    let spreads = [repeat_spread(baseline), repeat_spread(candidate)];
+    let noise_floor = spreads.into_iter().flatten().reduce(f64::max);
     let threshold = noise_floor.map_or(opts.threshold, |n| n.max(opts.threshold));
     let significant = (lo > 1.0 || hi < 1.0) && mw.p_value < opts.alpha && (ratio - 1.0).abs() > threshold;
     let verdict = match (significant, ratio > 1.0) {
@@ -378,6 +384,7 @@ pub fn compare_samples(
         prob_candidate_slower: mw.prob_a_greater,
         samples: [pa.len(), pb.len()],
         repeats: [baseline.len(), candidate.len()],
+        repeat_spread: spreads,
         noise_floor,
         threshold,
     };
@@ -454,6 +461,18 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions) -> Pa
     report.verdict = match (ra.is_empty(), rb.is_empty()) {
         (false, false) => match compare_samples(&ra, &rb, opts) {
             Some((cmp, verdict)) => {
+                if let [base_spread, Some(cand_spread)] = cmp.repeat_spread
+                    && cand_spread > opts.threshold
+                    && cand_spread > 2.0 * base_spread.unwrap_or(0.0)
+                {
+                    // An erratic candidate raises the threshold itself; say so, since that may be the regression.
+                    notes.push(format!(
+                        "the candidate's repeats differ by {:.1}%, the baseline's by {}: the candidate is less stable \
+                         run to run, and its spread is part of the noise floor",
+                        cand_spread * 100.0,
+                        base_spread.map_or("- (one repeat)".to_string(), |b| format!("{:.1}%", b * 100.0))
+                    ));
+                }
                 if cmp.threshold > opts.threshold {
                     notes.push(format!(
                         "threshold raised from {:.1}% to the noise floor {:.1}%: repeats of one side differ by that \
