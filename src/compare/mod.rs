@@ -462,7 +462,7 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions) -> Pa
         (false, false) => match compare_samples(&ra, &rb, opts) {
             Some((cmp, verdict)) => {
                 if let [base_spread, Some(cand_spread)] = cmp.repeat_spread
-                    && cand_spread > opts.threshold
+                    && cand_spread > 2.0 * opts.threshold
                     && cand_spread > 2.0 * base_spread.unwrap_or(0.0)
                 {
                     // An erratic candidate raises the threshold itself; say so, since that may be the regression.
