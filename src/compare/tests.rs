@@ -1,0 +1,57 @@
+//! Unit tests of the compare decision rule.
+
+use super::*;
+
+#[test]
+fn thresholds_parse_as_percent_or_fraction() {
+    assert_eq!(parse_threshold("5%"), Ok(0.05));
+    assert_eq!(parse_threshold(" 2.5 % "), Ok(0.025));
+    assert_eq!(parse_threshold("0.1"), Ok(0.1));
+    assert!(parse_threshold("5").unwrap_err().contains("ambiguous"));
+    assert!(parse_threshold("-1%").is_err());
+    assert!(parse_threshold("abc").is_err());
+}
+
+fn noisy(center: f64, n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = stats::SplitMix64::new(seed);
+    (0..n).map(|_| center * (1.0 + 0.05 * (rng.next_f64() - 0.5))).collect()
+}
+
+#[test]
+fn decision_needs_ci_p_value_and_threshold() {
+    let opts = CompareOptions::default();
+    let base = vec![noisy(0.1, 60, 1)];
+    let (_, v) = compare_samples(&base, &[noisy(0.12, 60, 2)], &opts).unwrap();
+    assert_eq!(v, Verdict::Slower);
+    let (_, v) = compare_samples(&base, &[noisy(0.08, 60, 3)], &opts).unwrap();
+    assert_eq!(v, Verdict::Faster);
+    // 3% slower: significant by the CI and the test, but within the 5% threshold.
+    let (cmp, v) = compare_samples(&base, &[noisy(0.103, 60, 4)], &opts).unwrap();
+    assert!(cmp.ratio_ci[0] > 1.0 && cmp.p_value < 0.05, "{cmp:?}");
+    assert_eq!(v, Verdict::NoChange);
+    let tight = CompareOptions { threshold: 0.01, ..CompareOptions::default() };
+    assert_eq!(compare_samples(&base, &[noisy(0.103, 60, 4)], &tight).unwrap().1, Verdict::Slower);
+    // Same distribution.
+    let (_, v) = compare_samples(&base, &[noisy(0.1, 60, 5)], &opts).unwrap();
+    assert_eq!(v, Verdict::NoChange);
+}
+
+#[test]
+fn repeats_that_disagree_raise_the_threshold_to_their_spread() {
+    let opts = CompareOptions::default();
+    // Baseline repeats at 10 and 12 ms: this machine moves the configuration by 20% with nothing changed.
+    let base = vec![noisy(0.010, 40, 1), noisy(0.012, 40, 2), noisy(0.010, 40, 3)];
+    let cand = vec![noisy(0.0115, 40, 4), noisy(0.0115, 40, 5), noisy(0.0115, 40, 6)];
+    let (cmp, v) = compare_samples(&base, &cand, &opts).unwrap();
+    let floor = cmp.noise_floor.unwrap();
+    assert!((0.15..0.25).contains(&floor), "{cmp:?}");
+    assert_eq!(cmp.threshold, floor);
+    assert_eq!(v, Verdict::NoChange, "{cmp:?}");
+    // The same baseline against a candidate far beyond the floor is still a regression.
+    let slow = vec![noisy(0.016, 40, 7), noisy(0.016, 40, 8), noisy(0.016, 40, 9)];
+    assert_eq!(compare_samples(&base, &slow, &opts).unwrap().1, Verdict::Slower);
+    // Repeats that agree leave the requested threshold in force.
+    let steady = vec![noisy(0.010, 40, 10), noisy(0.010, 40, 11)];
+    let (cmp, _) = compare_samples(&steady, &steady, &opts).unwrap();
+    assert!(cmp.noise_floor.unwrap() < 0.05 && cmp.threshold == opts.threshold, "{cmp:?}");
+}
