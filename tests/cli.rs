@@ -62,7 +62,7 @@ fn json_format_gives_the_same_diagnostics_machine_readably() {
     let good = &report["files"][1];
     assert_eq!(good["valid"], true);
     assert_eq!(good["name"], "smoke-mlp");
-    assert_eq!(good["runs"], 2);
+    assert_eq!(good["runs"], 6);
     assert_eq!(good["sha256"].as_str().unwrap().len(), 64);
     settings().bind(|| insta::assert_snapshot!("validate-json", redact(&stdout(&o))));
 }
@@ -123,7 +123,7 @@ fn folders_are_searched_recursively_and_missing_paths_reported() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let text = stdout(&o);
-    assert!(text.contains("mlp.toml (smoke-mlp, 2 runs)"), "{text}");
+    assert!(text.contains("mlp.toml (smoke-mlp, 6 runs)"), "{text}");
     assert!(text.contains("is not a valid `name`"), "{text}");
     assert!(text.contains("missing.toml") && text.contains("cannot read this path"), "{text}");
     assert!(text.ends_with("checked 3 spec files: 2 invalid, 1 valid (2 errors, 0 warnings)\n"), "{text}");
