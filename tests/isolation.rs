@@ -126,3 +126,25 @@ fn compare_notes_repeats_that_shared_a_process() {
         assert!(p["step_time"]["noise_floor"].as_f64().is_some());
     }
 }
+
+#[test]
+fn a_worker_hung_past_the_timeout_is_killed_and_the_sweep_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let (code, results) =
+        run(dir.path(), &["--set", "run.timeout_s=0.5", "--mock-hang-repeat", "2", "--hung-grace-s", "1"]);
+    // The hung worker is killed 1.5 s after its last word, not waited for.
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+    assert_eq!(code, 1);
+    assert_eq!(results.len(), 6);
+    for r in &results {
+        match (r.plan.repeat, &r.outcome) {
+            (2, RunOutcome::Failed { message }) if r.plan.batch_size == 2 => {
+                assert!(message.contains("killed as hung"), "{message}")
+            }
+            (2, RunOutcome::Failed { message }) => assert!(message.starts_with("not run"), "{message}"),
+            (_, RunOutcome::Completed) => {}
+            (_, other) => panic!("{}: {other:?}", r.run_id),
+        }
+    }
+}

@@ -81,6 +81,13 @@ pub struct Args {
     /// Mock backend only, for tests: abort the process running this repeat (a crash inside a backend).
     #[arg(long, value_name = "REPEAT", hide = true)]
     pub mock_abort_repeat: Option<u32>,
+    /// Mock backend only, for tests: hang (never return) in this repeat.
+    #[arg(long, value_name = "REPEAT", hide = true)]
+    pub mock_hang_repeat: Option<u32>,
+    /// For tests: seconds a worker may stay silent past its runs' timeout before it is killed as hung
+    /// (default 60).
+    #[arg(long, value_name = "SECONDS", hide = true)]
+    pub hung_grace_s: Option<f64>,
 }
 
 /// Carry out `trainbench run`.
@@ -104,8 +111,10 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         mock: MockConfig {
             slowdown: args.mock_slowdown,
             abort_in_repeat: args.mock_abort_repeat,
+            hang_in_repeat: args.mock_hang_repeat,
             ..MockConfig::default()
         },
+        hung_grace: args.hung_grace_s.filter(|s| s.is_finite() && *s >= 0.0).map(std::time::Duration::from_secs_f64),
         // Repeats of a spec with `run.isolation = "process"` run in `trainbench worker` processes.
         worker_exe: std::env::current_exe().ok(),
         ..RunnerOptions::default()

@@ -53,6 +53,9 @@ pub struct RunnerOptions {
     /// The `trainbench` executable that runs a repeat in a process of its own (`trainbench worker`); `None`
     /// runs every repeat in this process whatever `run.isolation` says (the results record which).
     pub worker_exe: Option<PathBuf>,
+    /// How long a worker may stay silent past its runs' timeout before it is killed as hung; `None` is
+    /// [`worker::HUNG_GRACE`].
+    pub hung_grace: Option<std::time::Duration>,
 }
 
 /// Why a suite could not run at all.

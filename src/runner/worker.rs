@@ -8,14 +8,17 @@
 //! end of input (the parent is gone) stops the worker too. Worker to parent on stdout: [`WorkerMessage`] lines;
 //! anything else a library prints on stdout is passed through to stderr. A worker that dies before reporting
 //! a run (a crash inside a backend library) leaves that run recorded as `failed` and the sweep goes on with the
-//! next repeat; what was already reported is kept.
+//! next repeat; what was already reported is kept. When the runs have a timeout, a worker that stays silent for
+//! the timeout plus a grace period ([`HUNG_GRACE`]) is hung inside a backend call (the backend stops at its
+//! timeout between iterations, so only a call that never returns gets there): it is killed and its run recorded
+//! as `failed`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use trainbench_workload::RunPlan;
@@ -25,6 +28,10 @@ use super::{Flow, Pass, Recorder, RunnerError, RunnerOptions, StopFlag, Suite, S
 use crate::backends::{self, BackendChoice};
 use crate::manifest::{ManifestInput, environment, sha256_hex};
 use crate::result::{FORMAT_VERSION, RunOutcome, RunResult};
+
+/// How long a worker may stay silent beyond its runs' timeout before it is killed as hung (model building,
+/// process warm-up and a slow last iteration fit in it).
+pub const HUNG_GRACE: Duration = Duration::from_secs(60);
 
 /// What a worker is asked to run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -122,8 +129,13 @@ fn run_worker(
         return Err(RunnerError::Worker("the worker's standard streams could not be opened".into()));
     };
     let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
-    let finished = Arc::new(AtomicBool::new(false));
-    let watcher = forward_stop(stdin, opts.stop.clone(), finished.clone());
+    // Only runs that all have a timeout can be hung: without one, a long run is simply long.
+    let timeouts: Option<Vec<f64>> = job.indices.iter().map(|&i| suite.plans[i].timeout_s).collect();
+    let timeout_s = timeouts.and_then(|t| t.into_iter().reduce(f64::max));
+    let grace = opts.hung_grace.unwrap_or(HUNG_GRACE);
+    let hung_after = timeout_s.map(|t| Duration::from_secs_f64(t.max(0.0)) + grace);
+    let watch = Arc::new(Watch::default());
+    let supervisor = supervise(stdin, opts.stop.clone(), watch.clone(), child.id(), hung_after);
 
     let mut pending: Vec<usize> = job.indices.clone();
     let mut flow = Flow::Continue;
@@ -131,6 +143,7 @@ fn run_worker(
     let mut record_error: Option<RunnerError> = None;
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
+        watch.heard();
         match serde_json::from_str::<WorkerMessage>(&line) {
             Ok(WorkerMessage::Result(result)) => {
                 pending.retain(|&i| suite.plans[i].id != result.plan.id);
@@ -153,9 +166,10 @@ fn run_worker(
             Err(_) => eprintln!("{line}"),
         }
     }
+    // Before `wait` reaps the worker: after that its pid may belong to another process.
+    watch.finished.store(true, Ordering::SeqCst);
     let status = child.wait();
-    finished.store(true, Ordering::SeqCst);
-    let _ = watcher.join();
+    let _ = supervisor.join();
     if let Some(e) = record_error {
         return Err(e);
     }
@@ -166,10 +180,16 @@ fn run_worker(
         recorder.report.interrupted = true;
         return Ok(Flow::Stop);
     }
-    let exit = match &status {
-        Ok(s) if s.success() => return Ok(Flow::Continue),
-        Ok(s) => s.to_string(),
-        Err(e) => e.to_string(),
+    let killed = watch.killed_after.lock().ok().and_then(|k| *k);
+    let exit = match (&status, killed, timeout_s) {
+        (_, Some(silent), Some(t)) => format!(
+            "killed as hung: no result for {:.0} s, past the run's {t} s timeout and a {:.0} s grace",
+            silent.as_secs_f64(),
+            grace.as_secs_f64()
+        ),
+        (Ok(s), _, _) if s.success() => return Ok(Flow::Continue),
+        (Ok(s), _, _) => s.to_string(),
+        (Err(e), _, _) => e.to_string(),
     };
     // The worker died: the first unreported run is where it was; the rest of its repeat never started.
     for (n, &i) in pending.iter().enumerate() {
@@ -186,22 +206,79 @@ fn run_worker(
     Ok(Flow::Continue)
 }
 
-/// A thread that tells the worker to stop when the suite's stop flag is set, and closes its input when the
-/// worker is done.
-fn forward_stop(
+/// What the supervisor thread and the reading loop share about one worker.
+#[derive(Debug)]
+struct Watch {
+    /// The worker's output has ended; the supervisor must stop.
+    finished: AtomicBool,
+    /// When the worker last printed a line (or started).
+    last_heard: Mutex<Instant>,
+    /// Set when the supervisor killed the worker as hung: how long it had been silent.
+    killed_after: Mutex<Option<Duration>>,
+}
+
+impl Default for Watch {
+    fn default() -> Self {
+        Watch {
+            finished: AtomicBool::new(false),
+            last_heard: Mutex::new(Instant::now()),
+            killed_after: Mutex::new(None),
+        }
+    }
+}
+
+impl Watch {
+    fn heard(&self) {
+        if let Ok(mut t) = self.last_heard.lock() {
+            *t = Instant::now();
+        }
+    }
+    fn silent_for(&self) -> Duration {
+        self.last_heard.lock().map(|t| t.elapsed()).unwrap_or_default()
+    }
+}
+
+/// A thread that tells the worker to stop when the suite's stop flag is set, kills it when it stays silent
+/// longer than `hung_after`, and closes its input when it is done.
+fn supervise(
     mut stdin: std::process::ChildStdin,
     stop: StopFlag,
-    finished: Arc<AtomicBool>,
+    watch: Arc<Watch>,
+    pid: u32,
+    hung_after: Option<Duration>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        while !finished.load(Ordering::SeqCst) {
-            if stop.is_set() {
+        let mut stop_sent = false;
+        while !watch.finished.load(Ordering::SeqCst) {
+            if !stop_sent && stop.is_set() {
                 let _ = writeln!(stdin, "stop").and_then(|()| stdin.flush());
+                stop_sent = true;
+            }
+            let silent = watch.silent_for();
+            if hung_after.is_some_and(|limit| silent > limit) && kill(pid) {
+                if let Ok(mut k) = watch.killed_after.lock() {
+                    *k = Some(silent);
+                }
                 break;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
     })
+}
+
+/// Kill a hung worker; false where this platform cannot.
+#[cfg(unix)]
+fn kill(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    // SAFETY: `kill` has no memory-safety preconditions; the pid is our own child, not yet reaped (the reading
+    // loop sets `finished` before `wait`).
+    unsafe { libc::kill(pid, libc::SIGKILL) == 0 }
+}
+
+/// Kill a hung worker; false where this platform cannot.
+#[cfg(not(unix))]
+fn kill(_pid: u32) -> bool {
+    false
 }
 
 /// The result of a run its worker never reported.
@@ -290,6 +367,7 @@ pub fn serve() -> Result<bool, String> {
         stop,
         interrupt_at: job.interrupt_at,
         worker_exe: None,
+        hung_grace: None,
     };
     let mut backend = backends::create(job.backend, &job.mock);
     let mut ooms = job.known_ooms;

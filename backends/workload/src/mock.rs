@@ -33,6 +33,10 @@ pub struct MockConfig {
     /// library would (tests that a dying worker process loses no other result).
     #[serde(default)]
     pub abort_in_repeat: Option<u32>,
+    /// Test hook: never return when asked to run a plan of this repeat, as a backend call that hangs would
+    /// (tests that a hung worker process is killed).
+    #[serde(default)]
+    pub hang_in_repeat: Option<u32>,
 }
 
 impl Default for MockConfig {
@@ -44,6 +48,7 @@ impl Default for MockConfig {
             slowdown: 1.0,
             memory_bytes: 16 << 30,
             abort_in_repeat: None,
+            hang_in_repeat: None,
         }
     }
 }
@@ -97,6 +102,12 @@ impl Backend for MockBackend {
         if c.abort_in_repeat == Some(plan.repeat) {
             eprintln!("mock backend: aborting the process in repeat {} (test hook)", plan.repeat);
             std::process::abort();
+        }
+        if c.hang_in_repeat == Some(plan.repeat) {
+            eprintln!("mock backend: hanging in repeat {} (test hook)", plan.repeat);
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
         }
         let analysis = analyze(graph);
         let est = memory_estimate(&analysis, plan.batch_size, plan.precision, &plan.optimizer);
