@@ -9,8 +9,10 @@
 
 use std::path::Path;
 
+mod common;
+
 use assert_cmd::Command;
-use trainbench::check::shape_of;
+use common::spec_run::shape_entry;
 use trainbench::compare::load;
 
 /// Smoke scale: few iterations, one repeat; the sweep (batch sizes, precisions, topologies) is kept.
@@ -39,11 +41,8 @@ fn every_spec_has_a_stable_result_shape() {
             let results = load::load_all(&[tmp.path()]).unwrap();
             let mut snapshot = serde_json::Map::new();
             for l in &results {
-                let shape = shape_of(&l.result);
-                let mut entry = serde_json::Map::new();
-                entry.insert("spec_sha256".into(), l.result.environment.spec_sha256.clone().into());
-                entry.insert("fields".into(), serde_json::to_value(&shape.fields).unwrap());
-                snapshot.insert(l.result.run_id.clone(), entry.into());
+                let (run_id, entry) = shape_entry(&l.result, &[]);
+                snapshot.insert(run_id, entry);
             }
             insta::assert_json_snapshot!(serde_json::Value::Object(snapshot));
         });

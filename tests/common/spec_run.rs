@@ -78,12 +78,21 @@ pub fn train_spec(
 
 /// The snapshot of a result's shape: `{run id: {spec_sha256, fields}}`, `fields` without the keys in `omit`.
 pub fn shape_snapshot(r: &RunResult, omit: &[&str]) -> serde_json::Value {
+    let (run_id, entry) = shape_entry(r, omit);
+    let mut snapshot = serde_json::Map::new();
+    snapshot.insert(run_id, entry);
+    serde_json::Value::Object(snapshot)
+}
+
+/// One run's snapshot entry: its spec hash and its shape without the fields in `omit`. The host's NVML GPU
+/// inventory (`environment.gpus.*`) is folded into one placeholder: it says whether the machine running the
+/// tests has NVIDIA GPUs, not what the run produced, and the suite must pass on machines with and without them.
+pub fn shape_entry(r: &RunResult, omit: &[&str]) -> (String, serde_json::Value) {
     let mut shape = shape_of(r);
-    shape.fields.retain(|k, _| !omit.contains(&k.as_str()));
+    shape.fields.retain(|k, _| !omit.contains(&k.as_str()) && !k.starts_with("environment.gpus."));
+    shape.fields.insert("environment.gpus".into(), "[the host's NVML inventory]".into());
     let mut entry = serde_json::Map::new();
     entry.insert("spec_sha256".into(), r.environment.spec_sha256.clone().into());
     entry.insert("fields".into(), serde_json::to_value(&shape.fields).unwrap());
-    let mut snapshot = serde_json::Map::new();
-    snapshot.insert(r.run_id.clone(), entry.into());
-    serde_json::Value::Object(snapshot)
+    (r.run_id.clone(), entry.into())
 }
