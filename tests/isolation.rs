@@ -148,3 +148,20 @@ fn a_worker_hung_past_the_timeout_is_killed_and_the_sweep_goes_on() {
         }
     }
 }
+
+#[test]
+fn a_single_repeat_with_a_timeout_runs_in_a_worker_so_a_hang_can_be_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, results) = run(
+        dir.path(),
+        &["--set", "run.repeats=1", "--set", "run.timeout_s=0.5", "--mock-hang-repeat", "0", "--hung-grace-s", "1"],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(results.len(), 2);
+    assert!(results.iter().all(|r| r.outcome.status() == "failed"), "{results:?}");
+    // Without a timeout a single repeat stays in the `trainbench run` process.
+    let dir = tempfile::tempdir().unwrap();
+    let (code, results) = run(dir.path(), &["--set", "run.repeats=1"]);
+    assert_eq!(code, 0);
+    assert!(results.iter().all(|r| !r.environment.process.unwrap().own_process_per_repeat));
+}

@@ -109,9 +109,9 @@ fn analysis_summary(a: &Analysis, plan: &RunPlan) -> AnalysisSummary {
 }
 
 /// Run every plan of `suite`, writing each result as soon as its run ends. `on_result` is called after each
-/// result is written (for printing). When the spec isolates repeats (`run.isolation = "process"`, repeats > 1)
-/// and `opts.worker_exe` is set, each repeat runs in a worker process of its own (see [`worker`]); otherwise
-/// every run happens in this process.
+/// result is written (for printing). When [`Suite::uses_workers`] (`run.isolation = "process"` with repeats or a
+/// timeout) and `opts.worker_exe` is set, each repeat runs in a worker process of its own (see [`worker`]);
+/// otherwise every run happens in this process.
 pub fn run_suite(
     suite: &Suite,
     opts: &RunnerOptions,
@@ -127,7 +127,7 @@ pub fn run_suite(
         // to the only backend built in): the backend's nearest default device.
         opts.device = Some(adapted);
     }
-    if suite.isolates_repeats()
+    if suite.uses_workers()
         && let Some(exe) = opts.worker_exe.clone()
     {
         if let Some(e) = backends::not_built(resolved) {

@@ -55,10 +55,11 @@ impl Suite {
         checked.into_result().map(|spec| Self::from_validated(&spec)).map_err(|d| render_text(&d))
     }
 
-    /// Whether the repeats run in processes of their own: the spec asks for it and there are repeats to
-    /// separate.
-    pub fn isolates_repeats(&self) -> bool {
-        self.isolation == Isolation::Process && self.plans.iter().any(|p| p.repeat > 0)
+    /// Whether the runs go to worker processes, one per repeat: the spec asks for it (`run.isolation =
+    /// "process"`) and there are repeats to separate, or the runs have a timeout (a worker hung past it can be
+    /// killed; a call hung in this process could not be).
+    pub fn uses_workers(&self) -> bool {
+        self.isolation == Isolation::Process && self.plans.iter().any(|p| p.repeat > 0 || p.timeout_s.is_some())
     }
 
     /// Whether a metric group is collected.

@@ -306,8 +306,9 @@ pub struct RunSpec {
     #[schemars(range(min = 1))]
     pub repeats: u32,
     /// Where repeats run: `process` gives each repeat a fresh process of its own (its own allocator, thread
-    /// pools and caches), so repeats sample the run-to-run noise between processes that `compare` must see;
-    /// `shared` runs every repeat in the `trainbench run` process (faster to start, narrower intervals).
+    /// pools and caches), so repeats sample the run-to-run noise between processes that `compare` must see, and
+    /// a run with a `timeout_s` that hangs inside the backend is killed; `shared` runs everything in the
+    /// `trainbench run` process (faster to start, narrower intervals, no hard timeout).
     #[serde(default)]
     pub isolation: Isolation,
     /// Intra-op CPU threads the backend may use (tch: `torch.set_num_threads`, for CPU kernels and the CPU side
