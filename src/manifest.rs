@@ -131,8 +131,8 @@ pub struct ManifestInput<'a> {
     pub finished: SystemTime,
     /// The device used, when known (from the measurements or the backend's device list).
     pub device: Option<DeviceInfo>,
-    /// Whether the run's repeat has this process to itself.
-    pub own_process_per_repeat: bool,
+    /// The process that trained the run.
+    pub process: ProcessInfo,
 }
 
 /// Build the environment manifest of a run; `raw` supplies library versions (and the device) when the
@@ -153,7 +153,7 @@ pub fn environment(input: ManifestInput<'_>, raw: Option<&RawMeasurements>) -> E
         seed: input.seed,
         started_at: rfc3339(input.started),
         finished_at: rfc3339(input.finished),
-        process: Some(ProcessInfo { pid: std::process::id(), own_process_per_repeat: input.own_process_per_repeat }),
+        process: Some(input.process),
     }
 }
 

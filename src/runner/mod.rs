@@ -25,7 +25,7 @@ use crate::manifest::{ManifestInput, environment};
 use crate::metrics::collect::{CollectorConfig, Collectors};
 use crate::metrics::nvml::GpuTarget;
 use crate::metrics::{DeriveInput, derive, peak};
-use crate::result::{AnalysisSummary, FORMAT_VERSION, MemoryEstimate, RunOutcome, RunResult};
+use crate::result::{AnalysisSummary, FORMAT_VERSION, MemoryEstimate, ProcessInfo, RunOutcome, RunResult};
 use crate::spec::wire::MetricGroup;
 pub use output::SuiteWriter;
 pub use probe::{RunProbe, StopCause, StopFlag};
@@ -56,6 +56,17 @@ pub struct RunnerOptions {
     /// How long a worker may stay silent past its runs' timeout before it is killed as hung; `None` is
     /// [`worker::HUNG_GRACE`].
     pub hung_grace: Option<std::time::Duration>,
+}
+
+impl RunnerOptions {
+    /// A suite's plan as it runs here: with the `--device` override applied.
+    fn plan_for(&self, plan: &RunPlan) -> RunPlan {
+        let mut plan = plan.clone();
+        if let Some(d) = &self.device {
+            plan.device = d.clone();
+        }
+        plan
+    }
 }
 
 /// Why a suite could not run at all.
@@ -184,8 +195,7 @@ impl Recorder {
             self.writer = Some(SuiteWriter::open(self.dir.clone(), &self.spec_name, &self.spec_sha).map_err(io)?);
         }
         if let Some(w) = self.writer.as_mut() {
-            let path =
-                w.record(&result).map_err(|source| RunnerError::Io { path: self.dir.display().to_string(), source })?;
+            let path = w.record(&result).map_err(io)?;
             on_result(&result, &path);
         }
         let user_stop = matches!(&result.outcome, RunOutcome::Interrupted { reason } if reason == USER_STOP);
@@ -233,17 +243,14 @@ impl Pass<'_> {
             if opts.stop.is_set() {
                 return Ok(Flow::Stop);
             }
-            let mut plan = plan.clone();
-            if let Some(d) = &opts.device {
-                plan.device = d.clone();
-            }
+            let plan = opts.plan_for(plan);
             let ctx = RunContext {
                 suite,
                 graph: &suite.graph,
                 analysis: &analysis,
                 opts,
                 index: i,
-                own_process_per_repeat: self.own_process_per_repeat,
+                process: ProcessInfo { pid: std::process::id(), own_process_per_repeat: self.own_process_per_repeat },
             };
             let result = match ooms.iter().find(|o| same_family(o, &plan) && plan.batch_size >= o.batch_size) {
                 Some(o) => ctx.skipped(&plan, backend, o.batch_size),
@@ -278,7 +285,8 @@ struct RunContext<'a> {
     analysis: &'a Analysis,
     opts: &'a RunnerOptions,
     index: usize,
-    own_process_per_repeat: bool,
+    /// The process that trains (or, for a lost run, trained) the run.
+    process: ProcessInfo,
 }
 
 impl RunContext<'_> {
@@ -297,7 +305,7 @@ impl RunContext<'_> {
             started: times.0,
             finished: times.1,
             device,
-            own_process_per_repeat: self.own_process_per_repeat,
+            process: self.process,
         };
         RunResult {
             format_version: FORMAT_VERSION,

@@ -22,12 +22,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use trainbench_workload::RunPlan;
+use trainbench_workload::analysis::{Analysis, analyze};
 use trainbench_workload::mock::MockConfig;
 
-use super::{Flow, Pass, Recorder, RunnerError, RunnerOptions, StopFlag, Suite, SuiteReport, probe};
+use super::{Flow, Pass, Recorder, RunContext, RunnerError, RunnerOptions, StopFlag, Suite, SuiteReport, probe};
 use crate::backends::{self, BackendChoice};
-use crate::manifest::{ManifestInput, environment, sha256_hex};
-use crate::result::{FORMAT_VERSION, RunOutcome, RunResult};
+use crate::manifest::sha256_hex;
+use crate::result::{ProcessInfo, RunOutcome, RunResult};
 
 /// How long a worker may stay silent beyond its runs' timeout before it is killed as hung (model building,
 /// process warm-up and a slow last iteration fit in it).
@@ -135,7 +136,8 @@ fn run_worker(
     let grace = opts.hung_grace.unwrap_or(HUNG_GRACE);
     let hung_after = timeout_s.map(|t| Duration::from_secs_f64(t.max(0.0)) + grace);
     let watch = Arc::new(Watch::default());
-    let supervisor = supervise(stdin, opts.stop.clone(), watch.clone(), child.id(), hung_after);
+    let pid = child.id();
+    let supervisor = supervise(stdin, opts.stop.clone(), watch.clone(), pid, hung_after);
 
     let mut pending: Vec<usize> = job.indices.clone();
     let mut flow = Flow::Continue;
@@ -192,13 +194,14 @@ fn run_worker(
         (Err(e), _, _) => e.to_string(),
     };
     // The worker died: the first unreported run is where it was; the rest of its repeat never started.
+    let analysis = analyze(&suite.graph);
     for (n, &i) in pending.iter().enumerate() {
         let message = if n == 0 {
             format!("the worker process running this repeat ended ({exit}) before the run finished")
         } else {
             format!("not run: the worker process of this repeat ended ({exit}) during an earlier run")
         };
-        let lost = lost_result(suite, opts, &suite.plans[i], message);
+        let lost = lost_result(suite, opts, &analysis, i, pid, message);
         if recorder.record(lost, on_result)? == Flow::Stop {
             return Ok(Flow::Stop);
         }
@@ -281,35 +284,27 @@ fn kill(_pid: u32) -> bool {
     false
 }
 
-/// The result of a run its worker never reported.
-fn lost_result(suite: &Suite, opts: &RunnerOptions, plan: &RunPlan, message: String) -> RunResult {
-    let mut plan = plan.clone();
-    if let Some(d) = &opts.device {
-        plan.device = d.clone();
-    }
+/// The result of the run at `index`, which worker `pid` never reported: built like every other result, with the
+/// worker's process recorded.
+fn lost_result(
+    suite: &Suite,
+    opts: &RunnerOptions,
+    analysis: &Analysis,
+    index: usize,
+    pid: u32,
+    message: String,
+) -> RunResult {
+    let ctx = RunContext {
+        suite,
+        graph: &suite.graph,
+        analysis,
+        opts,
+        index,
+        process: ProcessInfo { pid, own_process_per_repeat: true },
+    };
     let now = SystemTime::now();
-    let choice = opts.backend.unwrap_or(suite.backend);
-    RunResult {
-        format_version: FORMAT_VERSION,
-        spec_name: suite.spec_name.clone(),
-        run_id: plan.id.clone(),
-        backend: backends::name(choice).to_string(),
-        outcome: RunOutcome::Failed { message },
-        metrics: None,
-        analysis: None,
-        environment: environment(
-            ManifestInput {
-                spec_canonical: &suite.spec_canonical,
-                seed: plan.seed,
-                started: now,
-                finished: now,
-                device: None,
-                own_process_per_repeat: true,
-            },
-            None,
-        ),
-        plan,
-    }
+    let backend = backends::name(opts.backend.unwrap_or(suite.backend));
+    ctx.result(&opts.plan_for(&suite.plans[index]), backend, RunOutcome::Failed { message }, (now, now), None, None)
 }
 
 /// The worker side (`trainbench worker`): read the job from stdin, run it, print each result as a line.
