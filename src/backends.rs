@@ -1,30 +1,35 @@
-//! The backend registry: maps a backend choice to an implementation. The only place with `#[cfg(feature)]`
-//! for backends: a compiled-out backend is a stub whose every call returns [`BackendError::NotBuilt`], so the
-//! CLI and the runner never need conditional compilation.
+//! The backend registry: where a spec runs ([`place`]: `auto` resolved, the device mapped to one the backend
+//! drives, decided once when the spec is planned) and which implementation runs it ([`create`]). The only
+//! place with `#[cfg(feature)]` for backends: a compiled-out backend is a stub whose runs return
+//! [`BackendError::NotBuilt`] while its static [`Capabilities`](trainbench_workload::Capabilities) still
+//! answer plan-time questions, so the CLI and the runner never need conditional compilation.
 
+use serde::Serialize;
 use trainbench_workload::mock::{MockBackend, MockConfig};
-use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, Probe, RawMeasurements, RunPlan};
+use trainbench_workload::{
+    Backend, BackendError, BackendKind, DeviceFamily, DeviceInfo, DeviceSelector, Graph, Probe, RawMeasurements,
+    RunPlan, WgpuAdapter,
+};
 
 pub use crate::spec::wire::BackendChoice;
 
 /// A backend left out of this build.
 #[derive(Debug, Clone, Copy)]
 pub struct NotBuilt {
-    /// Backend name.
-    pub backend: &'static str,
-    /// Cargo feature that enables it.
-    pub feature: &'static str,
+    /// Which backend.
+    pub kind: BackendKind,
 }
 
 impl NotBuilt {
     fn error(&self) -> BackendError {
-        BackendError::NotBuilt { backend: self.backend, feature: self.feature }
+        let caps = self.kind.capabilities();
+        BackendError::NotBuilt { backend: caps.name, feature: caps.feature.unwrap_or(caps.name) }
     }
 }
 
 impl Backend for NotBuilt {
-    fn name(&self) -> &'static str {
-        self.backend
+    fn kind(&self) -> BackendKind {
+        self.kind
     }
     fn devices(&self) -> Vec<DeviceInfo> {
         Vec::new()
@@ -42,10 +47,14 @@ impl Backend for NotBuilt {
     }
 }
 
-/// Whether the tch backend is compiled in.
-pub const TCH_BUILT: bool = cfg!(feature = "tch");
-/// Whether the wgpu backend is compiled in.
-pub const WGPU_BUILT: bool = cfg!(feature = "wgpu");
+/// Whether a backend is compiled into this binary.
+pub fn built(kind: BackendKind) -> bool {
+    match kind {
+        BackendKind::Tch => cfg!(feature = "tch"),
+        BackendKind::Wgpu => cfg!(feature = "wgpu"),
+        BackendKind::Mock => true,
+    }
+}
 
 #[cfg(feature = "tch")]
 fn tch() -> Box<dyn Backend> {
@@ -54,7 +63,7 @@ fn tch() -> Box<dyn Backend> {
 
 #[cfg(not(feature = "tch"))]
 fn tch() -> Box<dyn Backend> {
-    Box::new(NotBuilt { backend: "tch", feature: "tch" })
+    Box::new(NotBuilt { kind: BackendKind::Tch })
 }
 
 #[cfg(feature = "wgpu")]
@@ -64,60 +73,55 @@ fn wgpu() -> Box<dyn Backend> {
 
 #[cfg(not(feature = "wgpu"))]
 fn wgpu() -> Box<dyn Backend> {
-    Box::new(NotBuilt { backend: "wgpu", feature: "wgpu" })
+    Box::new(NotBuilt { kind: BackendKind::Wgpu })
 }
 
-/// The concrete backend `auto` resolves to: tch when built in, else wgpu when built in, else tch (whose stub
-/// then explains how to rebuild).
-pub fn resolve(choice: BackendChoice) -> BackendChoice {
+/// Where a spec's runs go: the backend (`auto` resolved) and a device that backend drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// The backend that runs them.
+    pub backend: BackendKind,
+    /// The device they run on.
+    pub device: DeviceSelector,
+}
+
+/// The backend `choice` stands for on `device`: an explicit choice is itself; `auto` is wgpu for a `wgpu...`
+/// selector, else tch when built in, else wgpu when built in, else tch (whose stub then says how to rebuild).
+pub fn resolve(choice: BackendChoice, device: DeviceSelector) -> BackendKind {
     match choice {
-        BackendChoice::Auto if TCH_BUILT => BackendChoice::Tch,
-        BackendChoice::Auto if WGPU_BUILT => BackendChoice::Wgpu,
-        BackendChoice::Auto => BackendChoice::Tch,
-        other => other,
+        BackendChoice::Tch => BackendKind::Tch,
+        BackendChoice::Wgpu => BackendKind::Wgpu,
+        BackendChoice::Mock => BackendKind::Mock,
+        BackendChoice::Auto if device.family() == DeviceFamily::Wgpu => BackendKind::Wgpu,
+        BackendChoice::Auto if built(BackendKind::Tch) => BackendKind::Tch,
+        BackendChoice::Auto if built(BackendKind::Wgpu) => BackendKind::Wgpu,
+        BackendChoice::Auto => BackendKind::Tch,
     }
 }
 
-/// The concrete backend that runs on `device`: `auto` picks wgpu for a `wgpu...` selector (as spec validation
-/// does), else [`resolve`].
-pub fn resolve_for(choice: BackendChoice, device: &str) -> BackendChoice {
-    match choice {
-        BackendChoice::Auto if is_wgpu_selector(device) => BackendChoice::Wgpu,
-        other => resolve(other),
-    }
-}
-
-fn is_wgpu_selector(device: &str) -> bool {
-    device == "wgpu" || device.starts_with("wgpu:")
-}
-
-/// The device `choice` (resolved) runs a plan written for `device` on: `device` itself when the backend drives
-/// that kind of device, else the backend's nearest default: `wgpu` (the best adapter) for a `cpu` or `cuda`
-/// selector; `cuda` for `wgpu:discrete` and `cpu` for any other `wgpu...` selector on tch. This is what lets
+/// Where `choice` runs a spec written for `device`: `device` itself when the backend drives that family, else
+/// the backend's nearest default: `wgpu` (the best adapter) for a `cpu` or `cuda` selector on wgpu; `cuda` for
+/// `wgpu:discrete` and `cpu` for any other `wgpu...` selector on tch. This is what lets
 /// `trainbench run --backend wgpu` run a spec written for `device = "cpu"`.
-pub fn device_for(choice: BackendChoice, device: &str) -> String {
-    match (resolve_for(choice, device), is_wgpu_selector(device)) {
-        (BackendChoice::Wgpu, false) => "wgpu".into(),
-        (BackendChoice::Tch, true) if device == "wgpu:discrete" => "cuda".into(),
-        (BackendChoice::Tch, true) => "cpu".into(),
-        _ => device.to_string(),
-    }
+pub fn place(choice: BackendChoice, device: DeviceSelector) -> Placement {
+    let backend = resolve(choice, device);
+    let device = match (backend, device) {
+        (b, d) if b.capabilities().drives(d.family()) => d,
+        (BackendKind::Tch, DeviceSelector::Wgpu(WgpuAdapter::Discrete)) => DeviceSelector::Cuda(None),
+        (BackendKind::Tch, _) => DeviceSelector::Cpu,
+        (_, _) => DeviceSelector::Wgpu(WgpuAdapter::Default),
+    };
+    Placement { backend, device }
 }
 
-/// What `choice` refuses of `plans` without touching a device ([`Backend::supports`]: layers, losses,
-/// precisions), each distinct refusal once, in plan order. Each plan runs on
-/// [`device_for`]`(choice, plan.device)`. A backend left out of this build refuses nothing here (running it
-/// then says how to rebuild).
-pub fn refusals(choice: BackendChoice, plans: &[RunPlan], graph: &Graph) -> Vec<BackendError> {
+/// What `backend` refuses of `plans` without touching a device ([`Backend::supports`]: its declared
+/// capabilities, then what its lowering knows), each distinct refusal once, in plan order. A backend left out
+/// of this build answers from its declared capabilities alone (running it then says how to rebuild).
+pub fn refusals(backend: BackendKind, plans: &[RunPlan], graph: &Graph) -> Vec<BackendError> {
     let mut out: Vec<BackendError> = Vec::new();
-    let Some(first) = plans.first() else {
-        return out;
-    };
-    let backend = create(resolve_for(choice, &first.device), &MockConfig::default());
+    let instance = create(backend, &MockConfig::default());
     for plan in plans {
-        let mut plan = plan.clone();
-        plan.device = device_for(choice, &plan.device);
-        match backend.supports(&plan, graph) {
+        match instance.supports(plan, graph) {
             Err(e) if !out.contains(&e) => out.push(e),
             _ => {}
         }
@@ -125,49 +129,56 @@ pub fn refusals(choice: BackendChoice, plans: &[RunPlan], graph: &Graph) -> Vec<
     out
 }
 
-/// Name of a backend choice as written in specs and on the command line.
-pub fn name(choice: BackendChoice) -> &'static str {
-    match choice {
-        BackendChoice::Auto => "auto",
-        BackendChoice::Tch => "tch",
-        BackendChoice::Wgpu => "wgpu",
-        BackendChoice::Mock => "mock",
-    }
+/// The error a backend left out of this build gives; `None` when it is built in.
+pub fn not_built(kind: BackendKind) -> Option<BackendError> {
+    (!built(kind)).then(|| NotBuilt { kind }.error())
 }
 
-/// The error a backend left out of this build gives (after resolving `auto`); `None` when it is built in.
-pub fn not_built(choice: BackendChoice) -> Option<BackendError> {
-    match resolve(choice) {
-        BackendChoice::Tch | BackendChoice::Auto if !TCH_BUILT => {
-            Some(NotBuilt { backend: "tch", feature: "tch" }.error())
-        }
-        BackendChoice::Wgpu if !WGPU_BUILT => Some(NotBuilt { backend: "wgpu", feature: "wgpu" }.error()),
-        _ => None,
-    }
-}
-
-/// Instantiate a backend (after resolving `auto`); `mock` uses the given settings.
-pub fn create(choice: BackendChoice, mock: &MockConfig) -> Box<dyn Backend> {
-    match resolve(choice) {
-        BackendChoice::Tch | BackendChoice::Auto => tch(),
-        BackendChoice::Wgpu => wgpu(),
-        BackendChoice::Mock => Box::new(MockBackend::new(mock.clone())),
+/// Instantiate a backend; `mock` uses the given settings.
+pub fn create(kind: BackendKind, mock: &MockConfig) -> Box<dyn Backend> {
+    match kind {
+        BackendKind::Tch => tch(),
+        BackendKind::Wgpu => wgpu(),
+        BackendKind::Mock => Box::new(MockBackend::new(mock.clone())),
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
+    fn placed(choice: BackendChoice, device: &str) -> (BackendKind, String) {
+        let p = place(choice, device.parse().unwrap());
+        (p.backend, p.device.to_string())
+    }
+
     #[test]
     fn devices_follow_the_backend() {
-        assert_eq!(resolve_for(BackendChoice::Auto, "wgpu:1"), BackendChoice::Wgpu);
-        assert_eq!(device_for(BackendChoice::Wgpu, "cpu"), "wgpu");
-        assert_eq!(device_for(BackendChoice::Wgpu, "wgpu:cpu"), "wgpu:cpu");
-        assert_eq!(device_for(BackendChoice::Auto, "wgpu:0"), "wgpu:0");
-        assert_eq!(device_for(BackendChoice::Tch, "wgpu:discrete"), "cuda");
-        assert_eq!(device_for(BackendChoice::Tch, "wgpu"), "cpu");
-        assert_eq!(device_for(BackendChoice::Tch, "cuda:1"), "cuda:1");
-        assert_eq!(device_for(BackendChoice::Mock, "cpu"), "cpu");
+        assert_eq!(placed(BackendChoice::Auto, "wgpu:1"), (BackendKind::Wgpu, "wgpu:1".into()));
+        assert_eq!(placed(BackendChoice::Wgpu, "cpu"), (BackendKind::Wgpu, "wgpu".into()));
+        assert_eq!(placed(BackendChoice::Wgpu, "wgpu:cpu"), (BackendKind::Wgpu, "wgpu:cpu".into()));
+        assert_eq!(placed(BackendChoice::Tch, "wgpu:discrete"), (BackendKind::Tch, "cuda".into()));
+        assert_eq!(placed(BackendChoice::Tch, "wgpu"), (BackendKind::Tch, "cpu".into()));
+        assert_eq!(placed(BackendChoice::Tch, "cuda:1"), (BackendKind::Tch, "cuda:1".into()));
+        assert_eq!(placed(BackendChoice::Mock, "cpu"), (BackendKind::Mock, "cpu".into()));
+        assert_eq!(placed(BackendChoice::Mock, "wgpu:0"), (BackendKind::Mock, "wgpu:0".into()));
+    }
+
+    #[test]
+    fn a_backend_left_out_still_refuses_from_its_declaration() {
+        let graph = trainbench_workload::zoo::build(
+            &serde_json::from_value(serde_json::json!({"family": "mlp", "inputs": 8, "hidden": [8], "classes": 2}))
+                .unwrap(),
+        )
+        .unwrap();
+        let plan = RunPlan {
+            precision: trainbench_workload::Precision::Bf16,
+            device: "wgpu".parse().unwrap(),
+            ..RunPlan::for_tests("x", 1)
+        };
+        let refused = refusals(BackendKind::Wgpu, &[plan.clone(), plan], &graph);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].to_string().contains("bf16"), "{}", refused[0]);
     }
 }

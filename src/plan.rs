@@ -2,8 +2,9 @@
 //! repeat, each a fully resolved [`RunPlan`] with a stable id (`resnet50.b32.fp32.1x1.r0`) and seed.
 
 use serde::Serialize;
-use trainbench_workload::{Budget, Precision, RunPlan};
+use trainbench_workload::{BackendKind, Budget, DeviceSelector, Precision, RunPlan};
 
+use crate::backends::{self, Placement};
 use crate::spec::ValidatedSpec;
 use crate::spec::rules::{effective_precisions, effective_topologies};
 use crate::spec::wire::{BackendChoice, Interconnect, Strategy};
@@ -21,17 +22,45 @@ pub struct PlannedRun {
     pub strategy: Strategy,
     /// Link between devices.
     pub interconnect: Interconnect,
-    /// Backend as chosen in the spec (`auto` is resolved by the runner, which knows what is built in).
-    pub backend: BackendChoice,
+    /// The backend that runs it (`auto` resolved for this build).
+    pub backend: BackendKind,
 }
 
-/// The runs of a spec, in order: batch sizes outermost, then precisions, topologies and repeats.
+/// Choices from the command line (`--backend`, `--device`) that replace the spec's `topology.backend` and
+/// `topology.device`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlacementOverride {
+    /// Backend instead of `topology.backend`.
+    pub backend: Option<BackendChoice>,
+    /// Device instead of `topology.device`.
+    pub device: Option<DeviceSelector>,
+}
+
+/// Where a spec's runs go, decided once here: the backend (`auto` resolved for this build) and a device it
+/// drives ([`backends::place`]); every later stage reads the result from the plans.
+pub fn placement(spec: &ValidatedSpec, over: PlacementOverride) -> Placement {
+    let backend = over.backend.unwrap_or(spec.spec().topology.backend);
+    backends::place(backend, over.device.unwrap_or(spec.device()))
+}
+
+/// The runs of a spec where the spec puts them, in order: batch sizes outermost, then precisions, topologies
+/// and repeats.
 pub fn plan(spec: &ValidatedSpec) -> Vec<RunPlan> {
-    expand(spec).into_iter().map(|p| p.run).collect()
+    plan_on(spec, placement(spec, PlacementOverride::default()))
 }
 
-/// The runs of a spec with their topology details, in the order of [`plan`].
+/// The runs of a spec on a given placement, in the order of [`plan`].
+pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
+    expand_on(spec, placement).into_iter().map(|p| p.run).collect()
+}
+
+/// The runs of a spec with their topology details, where the spec puts them, in the order of [`plan`].
 pub fn expand(spec: &ValidatedSpec) -> Vec<PlannedRun> {
+    expand_on(spec, placement(spec, PlacementOverride::default()))
+}
+
+/// The runs of a spec with their topology details on a given placement.
+pub fn expand_on(spec: &ValidatedSpec, placement: Placement) -> Vec<PlannedRun> {
     let s = spec.spec();
     let topologies = effective_topologies(&s.topology, &s.sweep);
     let tokens = topology_tokens(&topologies);
@@ -48,7 +77,7 @@ pub fn expand(spec: &ValidatedSpec) -> Vec<PlannedRun> {
                         id: run_id(&s.name, batch_size, precision, token, repeat),
                         batch_size,
                         precision,
-                        device: s.topology.device.clone(),
+                        device: placement.device,
                         world_size: topology.world_size().unwrap_or(1),
                         warmup: s.run.warmup,
                         budget,
@@ -65,7 +94,7 @@ pub fn expand(spec: &ValidatedSpec) -> Vec<PlannedRun> {
                         devices_per_node: topology.devices_per_node,
                         strategy: topology.strategy,
                         interconnect: topology.interconnect,
-                        backend: s.topology.backend,
+                        backend: placement.backend,
                     });
                 }
             }
@@ -176,7 +205,7 @@ repeats = 3
         assert_eq!(runs.iter().take(3).map(|r| r.run.seed).collect::<Vec<_>>(), [100, 101, 102]);
         assert!(runs.iter().all(|r| r.run.budget == Budget::Iterations(3) && r.run.warmup == 1));
         assert_eq!((runs[3].run.world_size, runs[3].strategy), (2, Strategy::AllReduce));
-        assert_eq!(runs[0].run.device, "cpu");
+        assert_eq!(runs[0].run.device, DeviceSelector::Cpu);
         let timed = validated(&SPEC.replace("iterations = 3", "time_budget_s = 2.5"));
         assert!(plan(&timed).iter().all(|r| r.budget == Budget::Seconds(2.5)));
     }

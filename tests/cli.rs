@@ -171,5 +171,5 @@ fn plan_json_lists_every_run() {
 fn plan_of_an_invalid_spec_exits_2_with_diagnostics() {
     let o = trainbench(&["plan", "specs/extra/bert_base.toml", "--set", "topology.device=cpu"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stdout(&o).contains("precision `fp16` needs a CUDA device"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("precision `fp16` is not supported by the tch backend on `cpu`"), "{}", stdout(&o));
 }

@@ -114,7 +114,7 @@ fn run_json_format_lists_every_run() {
 
 #[test]
 fn run_with_a_backend_not_built_fails_with_a_hint() {
-    if trainbench::backends::TCH_BUILT {
+    if trainbench::backends::built(trainbench::workload::BackendKind::Tch) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -5,6 +5,7 @@
 
 mod common;
 
+use trainbench::plan::PlacementOverride;
 use trainbench::result::{RunOutcome, RunResult};
 use trainbench::runner::{RunnerOptions, Suite, run_suite};
 use trainbench::spec::diagnostics::render_text;
@@ -35,9 +36,9 @@ fn tiny_mlp_trains_on_the_cpu_and_its_result_validates() {
     let checked = SpecValidator::new().unwrap().check_bytes("tch-tiny.toml", SPEC.as_bytes(), None, &Overrides::none());
     let spec = checked.into_result().map_err(|d| render_text(&d)).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let opts =
-        RunnerOptions { out_dir: dir.path().to_path_buf(), backend: Some(BackendChoice::Tch), ..Default::default() };
-    let report = run_suite(&Suite::from_validated(&spec), &opts, &mut |_, _| {}).unwrap();
+    let opts = RunnerOptions { out_dir: dir.path().to_path_buf(), ..Default::default() };
+    let suite = Suite::placed(&spec, PlacementOverride { backend: Some(BackendChoice::Tch), device: None });
+    let report = run_suite(&suite, &opts, &mut |_, _| {}).unwrap();
     assert_eq!(report.results.len(), 1);
     let path = dir.path().join("tch-tiny/tch-tiny.b16.fp32.1x1.r0.json");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

@@ -9,10 +9,11 @@ use std::path::Path;
 use trainbench::result::{INDEX_FILE, RunOutcome, RunResult, SuiteIndex};
 use trainbench::runner::{RunnerOptions, Suite, run_suite, run_suite_with};
 use trainbench::spec::diagnostics::render_text;
-use trainbench::spec::wire::BackendChoice;
 use trainbench::spec::{Overrides, SpecValidator};
 use trainbench::workload::mock::MockConfig;
-use trainbench::workload::{Backend, BackendError, DeviceInfo, Graph, PhaseTimes, Probe, RawMeasurements, RunPlan};
+use trainbench::workload::{
+    Backend, BackendError, BackendKind, DeviceInfo, Graph, PhaseTimes, Probe, RawMeasurements, RunPlan,
+};
 
 fn suite(extra: &str) -> Suite {
     let text = format!(
@@ -38,7 +39,7 @@ iterations = 30
 }
 
 fn options(out: &Path) -> RunnerOptions {
-    RunnerOptions { out_dir: out.to_path_buf(), backend: Some(BackendChoice::Mock), ..RunnerOptions::default() }
+    RunnerOptions { out_dir: out.to_path_buf(), ..RunnerOptions::default() }
 }
 
 fn read(path: &Path) -> serde_json::Value {
@@ -162,13 +163,10 @@ fn collectors_can_be_switched_off() {
 
 #[test]
 fn a_backend_that_is_not_built_stops_before_any_run() {
-    if trainbench::backends::TCH_BUILT {
-        return;
-    }
+    // The stub a build without `--features tch` has, whatever this build has.
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = options(dir.path());
-    opts.backend = Some(BackendChoice::Tch);
-    let err = run_suite(&suite(""), &opts, &mut |_, _| {}).unwrap_err();
+    let stub = Box::new(trainbench::backends::NotBuilt { kind: BackendKind::Tch });
+    let err = run_suite_with(&suite(""), &options(dir.path()), stub, &mut |_, _| {}).unwrap_err();
     assert!(err.to_string().contains("--features tch"), "{err}");
     assert!(!dir.path().join("tiny").exists());
 }
@@ -176,6 +174,9 @@ fn a_backend_that_is_not_built_stops_before_any_run() {
 /// A backend that stops itself early (as tch does on its own timeout check) or fails.
 struct SelfStopping;
 impl Backend for SelfStopping {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Mock
+    }
     fn name(&self) -> &'static str {
         "self-stopping"
     }

@@ -3,8 +3,11 @@
 
 use std::path::PathBuf;
 
+use trainbench_workload::DeviceSelector;
+
 use super::RerunError;
 use crate::backends::BackendChoice;
+use crate::plan::PlacementOverride;
 use crate::result::RunResult;
 use crate::runner::{RunnerOptions, Suite, run_suite};
 use crate::spec::overrides::Overrides;
@@ -16,7 +19,7 @@ pub struct RerunOptions {
     /// Backend; `None` uses the one that produced the result.
     pub backend: Option<BackendChoice>,
     /// Device selector; `None` keeps the plan's.
-    pub device: Option<String>,
+    pub device: Option<DeviceSelector>,
     /// Folder the re-run result is written to (`<dir>/<spec>/<run id>.json`).
     pub out_dir: PathBuf,
     /// Show progress.
@@ -44,16 +47,14 @@ pub fn rerun_here(original: &RunResult, opts: &RerunOptions) -> Result<RunResult
                 crate::spec::diagnostics::render_text(&diagnostics)
             ))
         })?;
-    let mut suite = Suite::from_validated(&spec);
-    suite.plans = vec![original.plan.clone()];
-    let backend = opts.backend.or_else(|| backend_of(&original.backend));
-    let runner = RunnerOptions {
-        out_dir: opts.out_dir.clone(),
-        backend,
-        device: opts.device.clone(),
-        progress: opts.progress,
-        ..RunnerOptions::default()
+    let over = PlacementOverride {
+        backend: opts.backend.or_else(|| backend_of(&original.backend)),
+        device: Some(opts.device.unwrap_or(original.plan.device)),
     };
+    let mut suite = Suite::placed(&spec, over);
+    let device = suite.plans.first().map_or(original.plan.device, |p| p.device);
+    suite.plans = vec![trainbench_workload::RunPlan { device, ..original.plan.clone() }];
+    let runner = RunnerOptions { out_dir: opts.out_dir.clone(), progress: opts.progress, ..RunnerOptions::default() };
     let report = run_suite(&suite, &runner, &mut |_, _| {}).map_err(|e| RerunError(e.to_string()))?;
     report.results.into_iter().next().ok_or_else(|| RerunError("the re-run was interrupted before it started".into()))
 }

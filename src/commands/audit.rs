@@ -18,7 +18,7 @@ pub struct Args {
     pub backend: Option<BackendArg>,
     /// Device selector for the re-run (default: the result's).
     #[arg(long, value_name = "D")]
-    pub device: Option<String>,
+    pub device: Option<trainbench_workload::DeviceSelector>,
     /// Largest difference of median step time, throughput and peak memory that counts as reproduced.
     #[arg(long, default_value = "10%", value_parser = compare::parse_threshold)]
     pub tolerance: f64,
@@ -44,7 +44,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let out_dir = args.out.clone().unwrap_or_else(|| temp.clone());
     let rerun_opts = rerun::RerunOptions {
         backend: args.backend.map(Into::into),
-        device: args.device.clone(),
+        device: args.device,
         out_dir,
         progress: !args.quiet,
     };

@@ -6,7 +6,9 @@ use trainbench_workload::DeviceInfo;
 use trainbench_workload::mock::MockConfig;
 
 use super::{CommandError, Outcome};
-use crate::backends::{self, BackendChoice, TCH_BUILT, WGPU_BUILT};
+use trainbench_workload::BackendKind;
+
+use crate::backends;
 
 /// Arguments of `trainbench devices`.
 #[derive(Debug, clap::Args)]
@@ -39,15 +41,15 @@ struct Listing {
 }
 
 fn listings() -> Vec<Listing> {
-    [(BackendChoice::Tch, TCH_BUILT), (BackendChoice::Wgpu, WGPU_BUILT)]
+    [BackendKind::Tch, BackendKind::Wgpu]
         .into_iter()
-        .map(|(choice, built)| {
-            let backend = backends::name(choice);
-            if !built {
+        .map(|kind| {
+            let backend = kind.name();
+            if !backends::built(kind) {
                 let note = format!("not built into this binary (rebuild with `--features {backend}`)");
                 return Listing { backend, devices: Vec::new(), note: Some(note) };
             }
-            let devices = backends::create(choice, &MockConfig::default()).devices();
+            let devices = backends::create(kind, &MockConfig::default()).devices();
             let note = devices.is_empty().then(|| "no device found".to_string());
             Listing { backend, devices, note }
         })

@@ -116,7 +116,7 @@ pub fn plan_table(runs: &[PlannedRun]) -> String {
             r.id.clone(),
             r.batch_size.to_string(),
             r.precision.as_str().to_string(),
-            r.device.clone(),
+            r.device.to_string(),
             format!("{}x{}", p.nodes, p.devices_per_node),
             enum_name(&p.strategy),
             enum_name(&p.interconnect),

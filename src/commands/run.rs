@@ -8,6 +8,7 @@ use trainbench_workload::mock::MockConfig;
 
 use super::{CommandError, Outcome};
 use crate::backends::BackendChoice;
+use crate::plan::PlacementOverride;
 use crate::result::{RunOutcome, RunResult};
 use crate::runner::{self, RunnerError, RunnerOptions, Suite, probe};
 use crate::spec::diagnostics::{Diagnostic, render_text};
@@ -59,7 +60,7 @@ pub struct Args {
     pub backend: Option<BackendArg>,
     /// Device selector, overriding `topology.device` (`cpu`, `cuda:0`, ...).
     #[arg(long, value_name = "D")]
-    pub device: Option<String>,
+    pub device: Option<trainbench_workload::DeviceSelector>,
     /// Override a spec value, e.g. `--set run.iterations=20 --set sweep.batch_sizes=[32,64]`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
@@ -104,8 +105,6 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     probe::install_interrupt_handler();
     let opts = RunnerOptions {
         out_dir: args.out.clone(),
-        backend: args.backend.map(Into::into),
-        device: args.device.clone(),
         progress: !args.quiet,
         no_collectors: args.no_collectors,
         mock: MockConfig {
@@ -177,10 +176,10 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
             invalid = true;
             continue;
         };
-        if args.backend.is_some() || args.device.is_some() {
+        let over = PlacementOverride { backend: args.backend.map(Into::into), device: args.device };
+        if over != PlacementOverride::default() {
             // Overrides bypass the spec's own backend check: refuse what the chosen backend cannot run now.
-            let backend = args.backend.map_or(spec.spec().topology.backend, Into::into);
-            let refused = rules::check_support_on(&spec, backend, args.device.as_deref());
+            let refused = rules::check_support_on(&spec, over);
             if !refused.is_empty() {
                 let display = path.display().to_string();
                 let diagnostics: Vec<Diagnostic> =
@@ -190,7 +189,7 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
                 continue;
             }
         }
-        suites.push(Suite::from_validated(&spec));
+        suites.push(Suite::placed(&spec, over));
     }
     Ok((!invalid).then_some(suites))
 }

@@ -28,11 +28,13 @@ impl EnvDifference {
 }
 
 fn device_kind(r: &RunResult) -> String {
-    r.environment
-        .device
-        .as_ref()
-        .map(|d| d.kind.clone())
-        .unwrap_or_else(|| if r.plan.device.starts_with("cpu") { "cpu".to_string() } else { "unknown".to_string() })
+    r.environment.device.as_ref().map(|d| d.kind.clone()).unwrap_or_else(|| {
+        if r.plan.device == trainbench_workload::DeviceSelector::Cpu {
+            "cpu".to_string()
+        } else {
+            "unknown".to_string()
+        }
+    })
 }
 
 fn push(out: &mut Vec<EnvDifference>, field: &str, a: String, b: String, blocking: bool) {

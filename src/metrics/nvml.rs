@@ -13,6 +13,8 @@ use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::{Device, Nvml};
 
+use trainbench_workload::DeviceSelector;
+
 use crate::result::{GpuDevice, GpuInventory, GpuUtilization, Sampled};
 
 /// One reading of a GPU's counters; a field is `None` when the device does not support it.
@@ -49,13 +51,8 @@ pub struct GpuTarget {
 
 impl GpuTarget {
     /// The target for a device selector (`cuda`, `cuda:N`); `None` for non-CUDA devices.
-    pub fn from_selector(selector: &str, pci_bus_id: Option<String>) -> Option<Self> {
-        let rest = selector.strip_prefix("cuda")?;
-        let cuda_ordinal = match rest.strip_prefix(':') {
-            Some(n) => n.parse().ok()?,
-            None if rest.is_empty() => 0,
-            None => return None,
-        };
+    pub fn from_selector(selector: DeviceSelector, pci_bus_id: Option<String>) -> Option<Self> {
+        let cuda_ordinal = u32::try_from(selector.cuda_ordinal()?).ok()?;
         Some(Self { cuda_ordinal, pci_bus_id })
     }
 }

@@ -19,11 +19,11 @@ fn sample(t: f64, util: u32, power_w: u32, energy_j: Option<u64>) -> GpuSample {
 
 #[test]
 fn selectors_map_to_targets() {
-    assert_eq!(GpuTarget::from_selector("cuda", None).unwrap().cuda_ordinal, 0);
-    assert_eq!(GpuTarget::from_selector("cuda:3", None).unwrap().cuda_ordinal, 3);
-    assert!(GpuTarget::from_selector("cpu", None).is_none());
-    assert!(GpuTarget::from_selector("cudax", None).is_none());
-    assert!(GpuTarget::from_selector("cuda:x", None).is_none());
+    let target = |s: &str| GpuTarget::from_selector(s.parse().unwrap(), None);
+    assert_eq!(target("cuda").unwrap().cuda_ordinal, 0);
+    assert_eq!(target("cuda:3").unwrap().cuda_ordinal, 3);
+    assert!(target("cpu").is_none());
+    assert!(target("wgpu:0").is_none());
 }
 
 #[test]

@@ -11,7 +11,7 @@ fn plan() -> RunPlan {
         id: "m.b4.fp32.1x1.r0".into(),
         batch_size: 4,
         precision: Precision::Fp32,
-        device: "cpu".into(),
+        device: trainbench_workload::DeviceSelector::Cpu,
         world_size: 1,
         warmup: 2,
         budget: Budget::Iterations(20),

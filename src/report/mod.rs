@@ -60,7 +60,7 @@ pub struct ConfigRow<'a> {
 
 /// Device name of a result: the environment's device name, else the plan's selector.
 pub fn device_name(r: &RunResult) -> String {
-    r.environment.device.as_ref().map(|d| d.name.clone()).unwrap_or_else(|| r.plan.device.clone())
+    r.environment.device.as_ref().map(|d| d.name.clone()).unwrap_or_else(|| r.plan.device.to_string())
 }
 
 /// Median of a few values (NaN-free input); `None` when empty.
@@ -185,10 +185,10 @@ impl<'a> ReportModel<'a> {
     pub fn new(results: &'a [LoadedResult]) -> Self {
         // Runs that never started (out of memory, skipped) record no device: borrow the name another run of the
         // same backend and selector recorded, so they join their series.
-        let mut names: BTreeMap<(&str, &str), String> = BTreeMap::new();
+        let mut names: BTreeMap<(&str, String), String> = BTreeMap::new();
         for r in results.iter().map(|l| &l.result) {
             if let Some(d) = &r.environment.device {
-                names.entry((r.backend.as_str(), r.plan.device.as_str())).or_insert_with(|| d.name.clone());
+                names.entry((r.backend.as_str(), r.plan.device.to_string())).or_insert_with(|| d.name.clone());
             }
         }
         let mut groups: BTreeMap<(String, String, String, String), ConfigRow<'a>> = BTreeMap::new();
@@ -196,9 +196,10 @@ impl<'a> ReportModel<'a> {
             let r = &loaded.result;
             let device = match &r.environment.device {
                 Some(d) => d.name.clone(),
-                None => {
-                    names.get(&(r.backend.as_str(), r.plan.device.as_str())).cloned().unwrap_or_else(|| device_name(r))
-                }
+                None => names
+                    .get(&(r.backend.as_str(), r.plan.device.to_string()))
+                    .cloned()
+                    .unwrap_or_else(|| device_name(r)),
             };
             let key = (r.spec_name.clone(), r.backend.clone(), device.clone(), config_id(&r.run_id).to_string());
             groups

@@ -18,9 +18,9 @@ use std::time::{Instant, SystemTime};
 
 use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
 use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, RawMeasurements, RunPlan};
+use trainbench_workload::{Backend, BackendError, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunPlan};
 
-use crate::backends::{self, BackendChoice};
+use crate::backends;
 use crate::manifest::{ManifestInput, environment};
 use crate::metrics::collect::{CollectorConfig, Collectors};
 use crate::metrics::nvml::GpuTarget;
@@ -36,10 +36,6 @@ pub use suite::Suite;
 pub struct RunnerOptions {
     /// Results root; each suite writes to `<out_dir>/<spec name>/`.
     pub out_dir: PathBuf,
-    /// Backend override (`--backend`); `None` keeps the spec's.
-    pub backend: Option<BackendChoice>,
-    /// Device override (`--device`); `None` keeps the spec's.
-    pub device: Option<String>,
     /// Draw progress bars (on a terminal).
     pub progress: bool,
     /// Run the background collectors (CPU, NVML); off to measure their overhead.
@@ -56,17 +52,6 @@ pub struct RunnerOptions {
     /// How long a worker may stay silent past its runs' timeout before it is killed as hung; `None` is
     /// [`worker::HUNG_GRACE`].
     pub hung_grace: Option<std::time::Duration>,
-}
-
-impl RunnerOptions {
-    /// A suite's plan as it runs here: with the `--device` override applied.
-    fn plan_for(&self, plan: &RunPlan) -> RunPlan {
-        let mut plan = plan.clone();
-        if let Some(d) = &self.device {
-            plan.device = d.clone();
-        }
-        plan
-    }
 }
 
 /// Why a suite could not run at all.
@@ -128,26 +113,15 @@ pub fn run_suite(
     opts: &RunnerOptions,
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
-    let choice = opts.backend.unwrap_or(suite.backend);
-    let device = opts.device.clone().or_else(|| suite.plans.first().map(|p| p.device.clone())).unwrap_or_default();
-    let resolved = backends::resolve_for(choice, &device);
-    let mut opts = opts.clone();
-    let adapted = backends::device_for(choice, &device);
-    if opts.device.is_none() && adapted != device {
-        // A spec written for another kind of device (`--backend wgpu` on `device = "cpu"`, or `auto` resolving
-        // to the only backend built in): the backend's nearest default device.
-        opts.device = Some(adapted);
-    }
     if suite.uses_workers()
-        && let Some(exe) = opts.worker_exe.clone()
+        && let Some(exe) = &opts.worker_exe
     {
-        if let Some(e) = backends::not_built(resolved) {
+        if let Some(e) = backends::not_built(suite.backend) {
             return Err(RunnerError::Backend(e));
         }
-        opts.backend = Some(resolved);
-        return worker::run_isolated(suite, &opts, &exe, on_result);
+        return worker::run_isolated(suite, opts, exe, on_result);
     }
-    run_suite_with(suite, &opts, backends::create(resolved, &opts.mock), on_result)
+    run_suite_with(suite, opts, backends::create(suite.backend, &opts.mock), on_result)
 }
 
 /// [`run_suite`] on a given backend instance, every run in this process (embedders, tests with custom
@@ -243,7 +217,6 @@ impl Pass<'_> {
             if opts.stop.is_set() {
                 return Ok(Flow::Stop);
             }
-            let plan = opts.plan_for(plan);
             let ctx = RunContext {
                 suite,
                 graph: &suite.graph,
@@ -252,12 +225,12 @@ impl Pass<'_> {
                 index: i,
                 process: ProcessInfo { pid: std::process::id(), own_process_per_repeat: self.own_process_per_repeat },
             };
-            let result = match ooms.iter().find(|o| same_family(o, &plan) && plan.batch_size >= o.batch_size) {
-                Some(o) => ctx.skipped(&plan, backend, o.batch_size),
-                None => match backend.check(&plan, &suite.graph) {
+            let result = match ooms.iter().find(|o| same_family(o, plan) && plan.batch_size >= o.batch_size) {
+                Some(o) => ctx.skipped(plan, backend, o.batch_size),
+                None => match backend.check(plan, &suite.graph) {
                     Err(e @ BackendError::NotBuilt { .. }) => return Err(RunnerError::Backend(e)),
-                    Err(e) => ctx.not_run(&plan, backend, e),
-                    Ok(()) => ctx.run(&plan, backend),
+                    Err(e) => ctx.not_run(plan, backend, e),
+                    Ok(()) => ctx.run(plan, backend),
                 },
             };
             if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
@@ -336,7 +309,7 @@ impl RunContext<'_> {
         let device = device_of(backend, plan);
         let collect = !self.opts.no_collectors;
         let gpu_target =
-            GpuTarget::from_selector(&plan.device, device.as_ref().and_then(|d| d.details.get("pci_bus_id").cloned()));
+            GpuTarget::from_selector(plan.device, device.as_ref().and_then(|d| d.details.get("pci_bus_id").cloned()));
         let wants_gpu =
             self.suite.collects(MetricGroup::GpuUtilization) || self.suite.collects(MetricGroup::PowerEnergy);
         let config = CollectorConfig {
@@ -383,7 +356,7 @@ impl RunContext<'_> {
         let used = raw.device.clone().or(device);
         let peak = used.as_ref().and_then(|d| peak::peak_for(d, plan.precision));
         let absent_cpu = absent_reason(collect, self.suite.collects(MetricGroup::CpuUtilization), None);
-        let absent_gpu = absent_reason(collect, wants_gpu, gpu_target.is_none().then_some(plan.device.as_str()));
+        let absent_gpu = absent_reason(collect, wants_gpu, gpu_target.is_none().then_some(plan.device));
         let secs = |t: Option<Instant>| t.map(|t| t.saturating_duration_since(origin).as_secs_f64()).unwrap_or(0.0);
         let window = (secs(probe.measure_start), secs(probe.measure_end));
         result.metrics = derive(&DeriveInput {
@@ -403,7 +376,7 @@ impl RunContext<'_> {
 }
 
 /// Why a collector's figures are missing: disabled, not asked for, or not applicable to the device.
-fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<&str>) -> String {
+fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<DeviceSelector>) -> String {
     match (collect, group_on, non_gpu_device) {
         (_, _, Some(d)) => format!("the run used device `{d}`, not an NVIDIA GPU"),
         (false, _, None) => "collectors disabled (--no-collectors)".into(),
@@ -413,7 +386,7 @@ fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<&str>) ->
 }
 
 fn device_of(backend: &dyn Backend, plan: &RunPlan) -> Option<DeviceInfo> {
-    backend.devices().into_iter().find(|d| d.selector == plan.device)
+    backend.devices().into_iter().find(|d| d.selector == plan.device.to_string())
 }
 
 fn outcome_of_error(e: BackendError) -> RunOutcome {

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use trainbench_workload::{Graph, RunPlan};
+use trainbench_workload::{BackendKind, Graph, RunPlan};
 
-use crate::plan::plan;
+use crate::plan::{PlacementOverride, placement, plan_on};
 use crate::spec::diagnostics::render_text;
-use crate::spec::wire::{BackendChoice, Isolation, MetricGroup};
+use crate::spec::wire::{Isolation, MetricGroup};
 use crate::spec::{Overrides, SpecValidator, ValidatedSpec};
 
 /// One spec's runs and the settings shared by all of them.
@@ -19,9 +19,10 @@ pub struct Suite {
     pub spec_canonical: String,
     /// The model's training graph.
     pub graph: Graph,
-    /// Backend the spec asks for.
-    pub backend: BackendChoice,
-    /// Runs, in execution order (the planner puts batch sizes outermost, ascending as written).
+    /// The backend every run goes to (`auto` resolved when the suite was planned).
+    pub backend: BackendKind,
+    /// Runs, in execution order (the planner puts batch sizes outermost, ascending as written), each on a
+    /// device `backend` drives.
     pub plans: Vec<RunPlan>,
     /// Sampling period of the background collectors.
     pub sample_interval: Duration,
@@ -32,15 +33,21 @@ pub struct Suite {
 }
 
 impl Suite {
-    /// The suite of a validated spec.
+    /// The suite of a validated spec, where the spec puts it.
     pub fn from_validated(spec: &ValidatedSpec) -> Self {
+        Self::placed(spec, PlacementOverride::default())
+    }
+
+    /// The suite of a validated spec with the command line's `--backend` / `--device` applied.
+    pub fn placed(spec: &ValidatedSpec, over: PlacementOverride) -> Self {
         let s = spec.spec();
+        let placed = placement(spec, over);
         Suite {
             spec_name: spec.name().to_string(),
             spec_canonical: spec.canonical_toml().to_string(),
             graph: spec.graph().clone(),
-            backend: s.topology.backend,
-            plans: plan(spec),
+            backend: placed.backend,
+            plans: plan_on(spec, placed),
             sample_interval: Duration::from_millis(s.run.sample_interval_ms.max(1)),
             metric_groups: s.metrics.collect.clone(),
             isolation: s.run.isolation,

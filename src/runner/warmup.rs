@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};
 
-use trainbench_workload::{Backend, Budget, Graph, Probe, RunPlan};
+use trainbench_workload::{Backend, Budget, DeviceSelector, Graph, Probe, RunPlan};
 
 use super::StopFlag;
 
@@ -29,7 +29,7 @@ impl Probe for StopOnly {
 }
 
 /// Whether `(backend, device)` still needs its process warm-up; marks it as done.
-fn first_use(backend: &str, device: &str) -> bool {
+fn first_use(backend: &str, device: DeviceSelector) -> bool {
     WARMED.lock().unwrap_or_else(PoisonError::into_inner).insert((backend.to_string(), device.to_string()))
 }
 
@@ -48,7 +48,7 @@ fn warmup_plan(plan: &RunPlan, iterations: u64) -> RunPlan {
 /// is ignored: an error here (out of memory, say) recurs, and is recorded, in the measured run.
 pub fn warm_up_process(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, stop: &StopFlag) {
     let iterations = backend.process_warmup_iterations();
-    if iterations == 0 || stop.is_set() || !first_use(backend.name(), &plan.device) {
+    if iterations == 0 || stop.is_set() || !first_use(backend.name(), plan.device) {
         return;
     }
     let _ = backend.run(&warmup_plan(plan, iterations), graph, &mut StopOnly(stop.clone()));
@@ -60,9 +60,9 @@ mod tests {
 
     #[test]
     fn each_backend_and_device_warms_up_once() {
-        assert!(first_use("test-backend", "cpu"));
-        assert!(!first_use("test-backend", "cpu"));
-        assert!(first_use("test-backend", "cuda:0"));
-        assert!(first_use("other-backend", "cpu"));
+        assert!(first_use("test-backend", DeviceSelector::Cpu));
+        assert!(!first_use("test-backend", DeviceSelector::Cpu));
+        assert!(first_use("test-backend", DeviceSelector::Cuda(Some(0))));
+        assert!(first_use("other-backend", DeviceSelector::Cpu));
     }
 }

@@ -21,12 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::RunPlan;
 use trainbench_workload::analysis::{Analysis, analyze};
 use trainbench_workload::mock::MockConfig;
+use trainbench_workload::{BackendKind, RunPlan};
 
 use super::{Flow, Pass, Recorder, RunContext, RunnerError, RunnerOptions, StopFlag, Suite, SuiteReport, probe};
-use crate::backends::{self, BackendChoice};
+use crate::backends;
 use crate::manifest::sha256_hex;
 use crate::result::{ProcessInfo, RunOutcome, RunResult};
 
@@ -45,10 +45,8 @@ pub struct WorkerJob {
     pub indices: Vec<usize>,
     /// Plans that already ran out of memory in earlier workers (larger batches of their family are skipped).
     pub known_ooms: Vec<RunPlan>,
-    /// The concrete backend.
-    pub backend: BackendChoice,
-    /// Device override.
-    pub device: Option<String>,
+    /// The backend the suite was placed on (the plans carry the device).
+    pub backend: BackendKind,
     /// Draw progress bars on stderr.
     pub progress: bool,
     /// Collectors off.
@@ -93,8 +91,7 @@ pub(crate) fn run_isolated(
             plans: suite.plans.clone(),
             indices,
             known_ooms: ooms.clone(),
-            backend: opts.backend.unwrap_or(suite.backend),
-            device: opts.device.clone(),
+            backend: suite.backend,
             progress: opts.progress,
             no_collectors: opts.no_collectors,
             mock: opts.mock.clone(),
@@ -303,8 +300,7 @@ fn lost_result(
         process: ProcessInfo { pid, own_process_per_repeat: true },
     };
     let now = SystemTime::now();
-    let backend = backends::name(opts.backend.unwrap_or(suite.backend));
-    ctx.result(&opts.plan_for(&suite.plans[index]), backend, RunOutcome::Failed { message }, (now, now), None, None)
+    ctx.result(&suite.plans[index], suite.backend.name(), RunOutcome::Failed { message }, (now, now), None, None)
 }
 
 /// The worker side (`trainbench worker`): read the job from stdin, run it, print each result as a line.
@@ -352,10 +348,9 @@ pub fn serve() -> Result<bool, String> {
         }
     };
     suite.plans = job.plans;
+    suite.backend = job.backend;
     let opts = RunnerOptions {
         out_dir: PathBuf::new(),
-        backend: Some(job.backend),
-        device: job.device,
         progress: job.progress,
         no_collectors: job.no_collectors,
         mock: job.mock.clone(),

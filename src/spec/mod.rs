@@ -2,7 +2,6 @@
 //!
 //! Entry points: [`SpecValidator`] (reuse one for many files) or [`load_spec`] for a single file.
 
-pub mod device;
 pub mod diagnostics;
 pub mod humanize;
 pub mod load;
@@ -16,7 +15,7 @@ pub mod wire;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
-use trainbench_workload::Graph;
+use trainbench_workload::{DeviceSelector, Graph};
 
 pub use diagnostics::{Diagnostic, Severity};
 pub use overrides::Overrides;
@@ -33,14 +32,15 @@ pub struct ValidatedSpec {
     canonical: String,
     sha256: String,
     graph: Graph,
+    device: DeviceSelector,
     pub(crate) warnings: Vec<Diagnostic>,
 }
 
 impl ValidatedSpec {
-    fn new(spec: SpecFile, graph: Graph, overrides: Vec<String>) -> Self {
+    fn new(spec: SpecFile, graph: Graph, device: DeviceSelector, overrides: Vec<String>) -> Self {
         let canonical = canonical_toml(&spec);
         let sha256 = hex(&Sha256::digest(canonical.as_bytes()));
-        Self { spec, source: None, overrides, canonical, sha256, graph, warnings: Vec::new() }
+        Self { spec, source: None, overrides, canonical, sha256, graph, device, warnings: Vec::new() }
     }
 
     /// The typed spec, defaults filled in and overrides applied.
@@ -72,6 +72,11 @@ impl ValidatedSpec {
     /// SHA-256 of [`Self::canonical_toml`], lower-case hex (64 characters).
     pub fn sha256(&self) -> &str {
         &self.sha256
+    }
+
+    /// `topology.device`, parsed when the spec was validated.
+    pub fn device(&self) -> DeviceSelector {
+        self.device
     }
 
     /// The model's training graph, as built by the zoo.

@@ -205,7 +205,12 @@ impl SpecValidator {
             out.push(d);
             return Err(out);
         };
-        let validated = ValidatedSpec::new(spec, graph, overrides.texts());
+        let Ok(device) = spec.topology.device.parse() else {
+            // The topology rules refused an unparsable selector above; reaching here is a bug.
+            out.push(Diagnostic::error(display, "`topology.device` passed the rules but does not parse"));
+            return Err(out);
+        };
+        let validated = ValidatedSpec::new(spec, graph, device, overrides.texts());
         let refused = rules::check_support(&validated);
         if !refused.is_empty() {
             out.extend(refused.iter().map(|f| finding_diagnostic(&sources, &root, f)));

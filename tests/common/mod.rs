@@ -110,7 +110,7 @@ impl Synth {
             id: self.run_id(),
             batch_size: self.batch,
             precision: self.precision,
-            device: "cpu".into(),
+            device: trainbench_workload::DeviceSelector::Cpu,
             world_size: 1,
             warmup: 5,
             budget: Budget::Iterations(self.iterations as u64),

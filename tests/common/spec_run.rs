@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use trainbench::check::shape_of;
+use trainbench::plan::PlacementOverride;
 use trainbench::result::{RunOutcome, RunResult, result_schema};
 use trainbench::runner::{RunnerOptions, Suite, run_suite};
 use trainbench::spec::diagnostics::render_text;
@@ -40,12 +41,11 @@ pub fn train_spec(
     let overrides = Overrides::parse(overrides).map_err(|d| render_text(&d)).unwrap();
     let spec = load_spec(path, &overrides).map_err(|d| format!("{rel}:\n{}", render_text(&d))).unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let opts = RunnerOptions { out_dir: tmp.path().to_path_buf(), backend: Some(backend), ..Default::default() };
+    let opts = RunnerOptions { out_dir: tmp.path().to_path_buf(), ..Default::default() };
+    let suite = Suite::placed(&spec, PlacementOverride { backend: Some(backend), device: None });
     let mut files = Vec::new();
     let started = Instant::now();
-    let report =
-        run_suite(&Suite::from_validated(&spec), &opts, &mut |r, p| files.push((r.run_id.clone(), p.to_path_buf())))
-            .unwrap();
+    let report = run_suite(&suite, &opts, &mut |r, p| files.push((r.run_id.clone(), p.to_path_buf()))).unwrap();
     let wall_s = started.elapsed().as_secs_f64();
     assert_eq!(report.results.len(), 1, "{rel}: the overrides must leave exactly one run");
     assert_eq!(files.len(), 1, "{rel}: one result file");

@@ -171,7 +171,7 @@ fn main() -> ExitCode {
         id: format!("parity.{}.b{}", o.model, o.batch),
         batch_size: o.batch,
         precision: Precision::Fp32,
-        device: "cpu".into(),
+        device: trainbench_workload::DeviceSelector::Cpu,
         world_size: 1,
         warmup: o.warmup,
         budget: Budget::Iterations(o.iters),

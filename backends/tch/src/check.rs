@@ -2,10 +2,11 @@
 //! WGAN-GP graph's nodes (real input, generator output, critic scores) that its training step needs.
 
 use tch::Device;
+use trainbench_workload::capability::TCH;
 use trainbench_workload::graph::{Graph, InputKind, LossKind, NodeId, Op};
-use trainbench_workload::{BackendError, Precision, RunPlan};
+use trainbench_workload::{Backend, BackendError, Precision, RunPlan};
 
-use crate::device;
+use crate::{TchBackend, device};
 
 const BACKEND: &str = "tch";
 
@@ -13,54 +14,47 @@ fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError
     BackendError::Unsupported { backend: BACKEND, layer: layer.to_string(), op: op.to_string(), reason: reason.into() }
 }
 
-/// Check a plan against this backend and the machine: device, precision, data parallelism, every layer.
+/// Check a plan against this backend and the machine: the device exists, the world size is one this backend
+/// runs, and [`Backend::supports`] (declared capabilities, then [`supports_lowering`]).
 pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
-    let dev = device::parse_selector(&plan.device)?;
-    if plan.world_size > 1 {
-        return Err(unsupported(
-            &graph.name,
-            "data_parallel",
-            format!(
-                "world_size = {} needs torch.distributed, which tch does not expose; run one device per process",
-                plan.world_size
-            ),
-        ));
-    }
-    supports(plan, graph)?;
+    let dev = device::to_tch(plan.device)?;
+    TCH.check_world_size(plan, graph)?;
+    TchBackend::new().supports(plan, graph)?;
     Ok(dev)
 }
 
-/// Check a plan's model and precision against this backend without touching a device: precision (fp16 is
-/// refused on `cpu`), every layer and loss. Data parallelism is left to [`check`]: a sweep may mix topologies
-/// this machine can run with ones it cannot, and those runs are recorded as not run.
-pub fn supports(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+/// What the lowering refuses beyond the declared capabilities ([`trainbench_workload::capability::TCH`]:
+/// devices, precisions, CPU features): every layer and loss whose shapes or wiring it cannot lower, and the
+/// WGAN-GP gradient penalty under fp16 loss scaling.
+pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
     if plan.batch_size == 0 {
         return Err(unsupported(&graph.name, "batch", "batch_size must be at least 1"));
-    }
-    if plan.precision == Precision::Fp16 && plan.device == "cpu" {
-        return Err(unsupported(
-            &graph.name,
-            "precision fp16",
-            "fp16 autocast with loss scaling runs on CUDA only; use precision = \"bf16\" or \"fp32\" on the CPU",
-        ));
     }
     for (i, node) in graph.nodes.iter().enumerate() {
         check_node(graph, i).map_err(|reason| unsupported(&node.name, node.op.kind_name(), reason))?;
     }
+    if let Some(roles) = wgan_roles_if_any(graph)?
+        && plan.precision == Precision::Fp16
+    {
+        return Err(unsupported(
+            &graph.nodes[roles.loss].name,
+            "loss",
+            "the gradient penalty under fp16 loss scaling is not implemented; use bf16 or fp32",
+        ));
+    }
+    Ok(())
+}
+
+/// The WGAN-GP roles when the graph is trained as a GAN (it has parts or a Wasserstein loss), `None` for a
+/// plain graph; a GAN graph that breaks the zoo's convention is refused naming what is wrong.
+pub fn wgan_roles_if_any(graph: &Graph) -> Result<Option<WganRoles>, BackendError> {
     let has_parts = graph.nodes.iter().any(|n| n.part.is_some());
     let wgan =
         graph.losses.iter().any(|&l| matches!(graph.nodes[l].op, Op::Loss { loss: LossKind::Wasserstein { .. }, .. }));
-    if has_parts || wgan {
-        let roles = wgan_roles(graph).map_err(|reason| unsupported(&graph.name, "wgan_gp", reason))?;
-        if plan.precision == Precision::Fp16 {
-            return Err(unsupported(
-                &graph.nodes[roles.loss].name,
-                "loss",
-                "the gradient penalty under fp16 loss scaling is not implemented; use bf16 or fp32",
-            ));
-        }
+    if !(has_parts || wgan) {
+        return Ok(None);
     }
-    Ok(())
+    wgan_roles(graph).map(Some).map_err(|reason| unsupported(&graph.name, "wgan_gp", reason))
 }
 
 fn is_int_input(graph: &Graph, id: NodeId) -> bool {

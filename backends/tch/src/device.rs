@@ -6,22 +6,17 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use tch::{Device, Kind, Tensor};
-use trainbench_workload::{BackendError, DeviceInfo};
+use trainbench_workload::{BackendError, DeviceInfo, DeviceSelector};
 
 use crate::shim;
 
-/// Parse a device selector (`cpu`, `cuda`, `cuda:N`) into a tch device that exists here.
-pub fn parse_selector(selector: &str) -> Result<Device, BackendError> {
+/// The tch device a selector names, if it exists here: `cpu`, or a CUDA device libtorch sees.
+pub fn to_tch(selector: DeviceSelector) -> Result<Device, BackendError> {
     let err = |reason: String| BackendError::Device { selector: selector.to_string(), reason };
     match selector {
-        "cpu" => Ok(Device::Cpu),
-        s if s == "cuda" || s.starts_with("cuda:") => {
-            let index = match s.strip_prefix("cuda:") {
-                None => 0,
-                Some(i) => i
-                    .parse::<usize>()
-                    .map_err(|_| err(format!("`{i}` is not a device index; write `cuda:0`, `cuda:1`, ...")))?,
-            };
+        DeviceSelector::Cpu => Ok(Device::Cpu),
+        DeviceSelector::Cuda(index) => {
+            let index = index.unwrap_or(0);
             let count = tch::Cuda::device_count().max(0) as usize;
             if count == 0 {
                 return Err(err("libtorch sees no CUDA device (no GPU, no driver, or a CPU-only libtorch)".into()));
@@ -31,7 +26,7 @@ pub fn parse_selector(selector: &str) -> Result<Device, BackendError> {
             }
             Ok(Device::Cuda(index))
         }
-        other => Err(err(format!("the tch backend runs on `cpu` or `cuda:N`, not `{other}`"))),
+        DeviceSelector::Wgpu(_) => Err(err("the tch backend runs on `cpu` or `cuda:N`, not a wgpu adapter".into())),
     }
 }
 
@@ -190,9 +185,8 @@ mod tests {
 
     #[test]
     fn selectors() {
-        assert_eq!(parse_selector("cpu").unwrap(), Device::Cpu);
-        assert!(matches!(parse_selector("wgpu"), Err(BackendError::Device { .. })));
-        assert!(matches!(parse_selector("cuda:x"), Err(BackendError::Device { .. })));
+        assert_eq!(to_tch(DeviceSelector::Cpu).unwrap(), Device::Cpu);
+        assert!(matches!(to_tch("wgpu".parse().unwrap()), Err(BackendError::Device { .. })));
         assert_eq!(dotted(91300, &[10000, 100]), "9.13.0");
     }
 }

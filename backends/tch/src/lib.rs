@@ -50,7 +50,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
 use tch::{Device, TchError};
-use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, Probe, RawMeasurements, RunPlan};
+use trainbench_workload::{Backend, BackendError, BackendKind, DeviceInfo, Graph, Probe, RawMeasurements, RunPlan};
 
 /// The libtorch backend (CPU and CUDA).
 #[derive(Debug, Default, Clone, Copy)]
@@ -74,16 +74,10 @@ fn set_threads(threads: Option<u32>) {
     }
 }
 
-/// Whether a libtorch error is an allocation failure (CUDA caching allocator or CPU allocator).
-fn is_oom(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    m.contains("out of memory") || m.contains("can't allocate memory") || m.contains("not enough memory")
-}
-
 /// Map a libtorch error of a run to the backend contract's error.
 fn map_error(err: TchError, batch_size: usize) -> BackendError {
     let message = err.to_string();
-    if is_oom(&message) {
+    if BackendError::is_oom_message(&message) {
         // Keep the first line: libtorch appends a long C++ backtrace.
         let first = message.lines().next().unwrap_or("");
         let first = first.strip_prefix("Internal torch error: ").unwrap_or(first).to_string();
@@ -94,8 +88,8 @@ fn map_error(err: TchError, batch_size: usize) -> BackendError {
 }
 
 impl Backend for TchBackend {
-    fn name(&self) -> &'static str {
-        "tch"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Tch
     }
 
     fn devices(&self) -> Vec<DeviceInfo> {
@@ -112,23 +106,14 @@ impl Backend for TchBackend {
         5
     }
 
-    fn supports(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
-        check::supports(plan, graph)
+    fn supports_lowering(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+        check::supports_lowering(plan, graph)
     }
 
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
         let dev = check::check(plan, graph)?;
         set_threads(plan.cpu_threads);
-        let wgan = if graph.nodes.iter().any(|n| n.part.is_some()) {
-            Some(check::wgan_roles(graph).map_err(|reason| BackendError::Unsupported {
-                backend: "tch",
-                layer: graph.name.clone(),
-                op: "wgan_gp".into(),
-                reason,
-            })?)
-        } else {
-            None
-        };
+        let wgan = check::wgan_roles_if_any(graph)?;
         // Everything a run allocates lives inside this closure, so it is freed before the cache is emptied.
         let result = catch_unwind(AssertUnwindSafe(|| -> Result<RawMeasurements, TchError> {
             let mut session = train::Session::new(plan, graph, dev, wgan)?;
@@ -136,18 +121,7 @@ impl Backend for TchBackend {
         }));
         let result = match result {
             Ok(r) => r.map_err(|e| map_error(e, plan.batch_size)),
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".into());
-                Err(if is_oom(&msg) {
-                    BackendError::OutOfMemory { batch_size: plan.batch_size, message: msg }
-                } else {
-                    BackendError::Framework(format!("libtorch call panicked: {msg}"))
-                })
-            }
+            Err(panic) => Err(BackendError::from_panic(panic.as_ref(), plan.batch_size, "libtorch call panicked")),
         };
         if let Device::Cuda(_) = dev {
             // Return cached blocks so that the next run (e.g. a smaller batch after an OOM) starts clean.
@@ -167,9 +141,6 @@ mod tests {
 
     #[test]
     fn oom_messages_are_recognised() {
-        assert!(is_oom("CUDA out of memory. Tried to allocate 2.00 GiB"));
-        assert!(is_oom("DefaultCPUAllocator: not enough memory: you tried to allocate 1000 bytes"));
-        assert!(!is_oom("shape mismatch"));
         let e = map_error(TchError::Torch("CUDA out of memory. Tried\nbacktrace".into()), 64);
         assert_eq!(e, BackendError::OutOfMemory { batch_size: 64, message: "CUDA out of memory. Tried".into() });
     }

@@ -62,7 +62,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let device = std::env::args().nth(1).unwrap_or_else(|| "wgpu".into());
+    let device: trainbench_workload::DeviceSelector = std::env::args().nth(1).as_deref().unwrap_or("wgpu").parse()?;
     let iterations: u64 = std::env::args().nth(2).map(|s| s.parse()).transpose()?.unwrap_or(10);
     let mut models: Vec<(Graph, usize)> = vec![(mlp_784(), 64)];
     for name in fixtures::NAMES {
@@ -76,7 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             id: graph.name.clone(),
             batch_size: batch,
             precision: Precision::Fp32,
-            device: device.clone(),
+            device,
             world_size: 1,
             warmup: 3,
             budget: Budget::Iterations(iterations),

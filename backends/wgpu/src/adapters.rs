@@ -1,5 +1,6 @@
 //! Adapter discovery through wgpu: every adapter on every graphics API, device selectors
-//! (`wgpu`, `wgpu:N`, `wgpu:discrete|integrated|virtual|cpu`), and the burn device behind each.
+//! (`wgpu`, `wgpu:N`, `wgpu:discrete|integrated|cpu`, parsed by the contract's `DeviceSelector`) mapped to an
+//! adapter in [`select`], and the burn device behind each.
 //!
 //! Adapters are listed once per process, graphics API by graphics API (Vulkan, Metal, DX12, GL), in
 //! wgpu's enumeration order; `wgpu:N` is the N-th entry of that list. The burn device for an adapter is
@@ -11,7 +12,7 @@ use std::sync::{Mutex, OnceLock};
 
 use burn::tensor::wgpu::{WgpuBackend, wgpu};
 use burn::tensor::{Device, DeviceKind};
-use trainbench_workload::{BackendError, DeviceInfo};
+use trainbench_workload::{BackendError, DeviceInfo, DeviceSelector, WgpuAdapter};
 
 /// Graphics APIs in the order adapters are listed (and preferred for the default device).
 const APIS: [wgpu::Backend; 4] = [wgpu::Backend::Vulkan, wgpu::Backend::Metal, wgpu::Backend::Dx12, wgpu::Backend::Gl];
@@ -218,7 +219,7 @@ fn preference(a: &Adapter) -> (u8, u8, usize) {
     (ty, api, a.index)
 }
 
-fn device_error(selector: &str, reason: impl Into<String>) -> BackendError {
+fn device_error(selector: DeviceSelector, reason: impl Into<String>) -> BackendError {
     BackendError::Device { selector: selector.to_string(), reason: reason.into() }
 }
 
@@ -234,38 +235,18 @@ fn listing() -> String {
     format!("available: {}", names.join("; "))
 }
 
-/// The adapter a selector names: `wgpu` (best), `wgpu:N`, `wgpu:discrete`, `wgpu:integrated`,
-/// `wgpu:virtual` or `wgpu:cpu` (alias `wgpu:software`).
-pub fn select(selector: &str) -> Result<&'static Adapter, BackendError> {
+/// The adapter a selector names: `wgpu` (the best), `wgpu:N`, `wgpu:discrete`, `wgpu:integrated` or `wgpu:cpu`.
+pub fn select(selector: DeviceSelector) -> Result<&'static Adapter, BackendError> {
     let list = adapters();
-    let rest = match selector.strip_prefix("wgpu") {
-        Some("") => None,
-        Some(r) => match r.strip_prefix(':') {
-            Some(r) => Some(r),
-            None => return Err(device_error(selector, "not a wgpu selector (use `wgpu` or `wgpu:<index|type>`)")),
-        },
-        None => return Err(device_error(selector, "not a wgpu selector (use `wgpu` or `wgpu:<index|type>`)")),
-    };
-    let found = match rest {
-        None => list.iter().min_by_key(|a| preference(a)),
-        Some(r) => {
-            if let Ok(n) = r.parse::<usize>() {
-                list.get(n)
-            } else {
-                let ty = match r {
-                    "discrete" => wgpu::DeviceType::DiscreteGpu,
-                    "integrated" => wgpu::DeviceType::IntegratedGpu,
-                    "virtual" => wgpu::DeviceType::VirtualGpu,
-                    "cpu" | "software" => wgpu::DeviceType::Cpu,
-                    _ => {
-                        return Err(device_error(
-                            selector,
-                            format!("unknown adapter `{r}`: use an index or discrete, integrated, virtual, cpu"),
-                        ));
-                    }
-                };
-                list.iter().filter(|a| a.info.device_type == ty).min_by_key(|a| preference(a))
-            }
+    let of_type = |ty: wgpu::DeviceType| list.iter().filter(|a| a.info.device_type == ty).min_by_key(|a| preference(a));
+    let found = match selector {
+        DeviceSelector::Wgpu(WgpuAdapter::Default) => list.iter().min_by_key(|a| preference(a)),
+        DeviceSelector::Wgpu(WgpuAdapter::Index(n)) => list.get(n),
+        DeviceSelector::Wgpu(WgpuAdapter::Discrete) => of_type(wgpu::DeviceType::DiscreteGpu),
+        DeviceSelector::Wgpu(WgpuAdapter::Integrated) => of_type(wgpu::DeviceType::IntegratedGpu),
+        DeviceSelector::Wgpu(WgpuAdapter::Cpu) => of_type(wgpu::DeviceType::Cpu),
+        DeviceSelector::Cpu | DeviceSelector::Cuda(_) => {
+            return Err(device_error(selector, "not a wgpu selector (use `wgpu` or `wgpu:<index|type>`)"));
         }
     };
     found.ok_or_else(|| device_error(selector, format!("no such adapter; {}", listing())))
@@ -274,7 +255,7 @@ pub fn select(selector: &str) -> Result<&'static Adapter, BackendError> {
 static OPENED: Mutex<Vec<(usize, Device)>> = Mutex::new(Vec::new());
 
 /// The burn device (without autodiff) for an adapter, opened once per process.
-pub fn open(adapter: &Adapter, selector: &str) -> Result<Device, BackendError> {
+pub fn open(adapter: &Adapter, selector: DeviceSelector) -> Result<Device, BackendError> {
     let mut opened = OPENED.lock().map_err(|_| device_error(selector, "device registry poisoned by a panic"))?;
     if let Some((_, d)) = opened.iter().find(|(i, _)| *i == adapter.index) {
         return Ok(d.clone());

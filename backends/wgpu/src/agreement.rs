@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use trainbench_workload::{Budget, OptimizerSpec, Precision, RunPlan};
+use trainbench_workload::{Budget, DeviceSelector, OptimizerSpec, Precision, RunPlan};
 
 /// The agreement run every backend trains the fixtures with: batch, seed, SGD steps and the data pool size
 /// (iteration `i` uses synthetic data step `i % pool`, as every backend's pool of 4 batches does).
@@ -30,12 +30,12 @@ impl AgreementRun {
     }
 
     /// The run plan of model `name` on `device`: fp32, one device, no warm-up, `steps` measured iterations.
-    pub fn plan(&self, name: &str, device: &str) -> RunPlan {
+    pub fn plan(&self, name: &str, device: DeviceSelector) -> RunPlan {
         RunPlan {
             id: format!("agreement.{name}"),
             batch_size: self.batch,
             precision: Precision::Fp32,
-            device: device.into(),
+            device,
             world_size: 1,
             warmup: 0,
             budget: Budget::Iterations(self.steps),

@@ -1,11 +1,14 @@
 //! What the wgpu backend refuses before anything runs: precisions, layers and losses it cannot execute (asked
 //! when a spec is validated and planned), and data parallelism (asked before each run).
 
+use trainbench_workload::capability::WGPU;
 use trainbench_workload::graph::{LossKind, Op, PoolKind};
-use trainbench_workload::{BackendError, Graph, Precision, RunPlan};
+use trainbench_workload::{Backend, BackendError, Graph, RunPlan};
+
+use crate::WgpuBackend;
 
 /// Backend name used in messages.
-pub(crate) const NAME: &str = "wgpu";
+pub(crate) const NAME: &str = WGPU.name;
 
 /// Largest per-sample rank the lowering carries (the batch adds one; tensors are held at rank 6).
 pub(crate) const MAX_SAMPLE_RANK: usize = 5;
@@ -14,30 +17,16 @@ fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError
     BackendError::Unsupported { backend: NAME, layer: layer.to_string(), op: op.to_string(), reason: reason.into() }
 }
 
-/// Refuse a plan the backend cannot execute, naming the layer (or the precision) and why: [`supports`], and a
-/// world size above 1.
+/// Refuse a plan the backend cannot execute, naming the layer (or the precision) and why: a world size above
+/// one, then [`Backend::supports`] (declared capabilities, then [`supports_lowering`]).
 pub fn check(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
-    if plan.world_size > 1 {
-        return Err(unsupported(
-            &graph.name,
-            "data-parallel",
-            format!("world size {} needs collective communication, which the wgpu backend lacks", plan.world_size),
-        ));
-    }
-    supports(plan, graph)
+    WGPU.check_world_size(plan, graph)?;
+    WgpuBackend::new().supports(plan, graph)
 }
 
-/// Refuse a model or precision the backend cannot execute, naming the layer (or the precision) and why. Data
-/// parallelism is left to [`check`] (a sweep may mix topologies; the runs it cannot do are recorded as not run).
-pub fn supports(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
-    if plan.precision != Precision::Fp32 {
-        return Err(unsupported(
-            &graph.name,
-            plan.precision.as_str(),
-            "mixed precision is not implemented on the wgpu backend (burn has no autocast or loss scaling); \
-             use precision = \"fp32\"",
-        ));
-    }
+/// What the lowering refuses beyond the declared capabilities ([`trainbench_workload::capability::WGPU`]:
+/// fp32 only, no RoIAlign, no critic batch): shapes and graph structures it cannot lower, naming the layer.
+pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
     if plan.batch_size == 0 {
         return Err(unsupported(&graph.name, "batch", "batch size must be at least 1"));
     }
@@ -87,17 +76,6 @@ pub fn supports(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
                         ));
                     }
                 }
-            }
-            Op::CriticBatch => {
-                return Err(unsupported(
-                    layer,
-                    kind,
-                    "WGAN-GP's critic batch feeds a gradient penalty (second-order gradients), which burn's autodiff \
-                     does not provide",
-                ));
-            }
-            Op::RoiAlign { .. } => {
-                return Err(unsupported(layer, kind, "RoIAlign has no implementation in burn 0.22"));
             }
             Op::Loss { loss: LossKind::Wasserstein { .. }, .. } => {
                 return Err(unsupported(

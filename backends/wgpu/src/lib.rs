@@ -20,7 +20,9 @@ mod value;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use trainbench_workload::{Backend, BackendError, DeviceInfo, Graph, Probe, RawMeasurements, RunPlan};
+use trainbench_workload::{
+    Backend, BackendError, BackendKind, DeviceInfo, DeviceSelector, Graph, Probe, RawMeasurements, RunPlan,
+};
 
 pub use adapters::{Adapter, adapters, select};
 pub use check::check;
@@ -44,7 +46,7 @@ impl WgpuBackend {
 
     /// Parameter elements the backend allocates for `graph` (trained tensors only), on the adapter `selector`
     /// names; equal to the contract's count by construction, checked by the tests.
-    pub fn parameter_count(&self, graph: &Graph, selector: &str) -> Result<u64, BackendError> {
+    pub fn parameter_count(&self, graph: &Graph, selector: DeviceSelector) -> Result<u64, BackendError> {
         let adapter = adapters::select(selector)?;
         let device = adapters::open(adapter, selector)?;
         guarded(0, || Ok(params::Store::new(graph, 0, &device).parameter_count()))
@@ -56,25 +58,13 @@ impl WgpuBackend {
 fn guarded<T>(batch_size: usize, f: impl FnOnce() -> Result<T, BackendError>) -> Result<T, BackendError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
-        Err(payload) => {
-            let message = payload
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_string()))
-                .unwrap_or_else(|| "unknown panic".to_string());
-            let lower = message.to_lowercase();
-            if lower.contains("out of memory") || lower.contains("outofmemory") || lower.contains("allocation") {
-                Err(BackendError::OutOfMemory { batch_size, message })
-            } else {
-                Err(BackendError::Framework(format!("burn/wgpu failed: {message}")))
-            }
-        }
+        Err(payload) => Err(BackendError::from_panic(payload.as_ref(), batch_size, "burn/wgpu failed")),
     }
 }
 
 impl Backend for WgpuBackend {
-    fn name(&self) -> &'static str {
-        check::NAME
+    fn kind(&self) -> BackendKind {
+        BackendKind::Wgpu
     }
 
     fn devices(&self) -> Vec<DeviceInfo> {
@@ -83,11 +73,11 @@ impl Backend for WgpuBackend {
 
     fn check(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
         check::check(plan, graph)?;
-        adapters::select(&plan.device).map(|_| ())
+        adapters::select(plan.device).map(|_| ())
     }
 
-    fn supports(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
-        check::supports(plan, graph)
+    fn supports_lowering(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+        check::supports_lowering(plan, graph)
     }
 
     /// The wgpu runtime opens the adapter and cubecl compiles and caches its kernels on first use.
@@ -97,8 +87,8 @@ impl Backend for WgpuBackend {
 
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
         check::check(plan, graph)?;
-        let adapter = adapters::select(&plan.device)?;
-        let device = adapters::open(adapter, &plan.device)?;
+        let adapter = adapters::select(plan.device)?;
+        let device = adapters::open(adapter, plan.device)?;
         let mut out = guarded(plan.batch_size, || {
             train::train(plan, graph, &device, probe).map_err(|e| BackendError::Framework(e.to_string()))
         })?;

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::capability::BackendKind;
+use crate::device::DeviceSelector;
 use crate::graph::Graph;
 
 /// Numeric precision of a training run.
@@ -158,8 +160,9 @@ pub struct RunPlan {
     pub batch_size: usize,
     /// Precision.
     pub precision: Precision,
-    /// Device selector as written (`cpu`, `cuda:0`, `wgpu`, ...).
-    pub device: String,
+    /// The device it runs on (`cpu`, `cuda:0`, `wgpu`, ...): the spec's (or `--device`), mapped when the spec
+    /// was planned to a device the suite's backend drives.
+    pub device: DeviceSelector,
     /// Data-parallel world size (nodes x devices per node).
     pub world_size: usize,
     /// Warm-up iterations (not measured).
@@ -179,6 +182,53 @@ pub struct RunPlan {
     /// Intra-op CPU threads the backend may use; `None` keeps the library's default (one per core).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_threads: Option<u32>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panics_become_errors_and_allocation_failures_out_of_memory() {
+        let oom = std::panic::catch_unwind(|| panic!("CUDA out of memory. Tried to allocate 2.00 GiB")).unwrap_err();
+        assert!(matches!(
+            BackendError::from_panic(oom.as_ref(), 8, "x"),
+            BackendError::OutOfMemory { batch_size: 8, .. }
+        ));
+        let other = std::panic::catch_unwind(|| panic!("{}", String::from("shape mismatch"))).unwrap_err();
+        assert_eq!(
+            BackendError::from_panic(other.as_ref(), 8, "libtorch call panicked"),
+            BackendError::Framework("libtorch call panicked: shape mismatch".into())
+        );
+        assert!(BackendError::is_oom_message(
+            "DefaultCPUAllocator: not enough memory: you tried to allocate 1000 bytes"
+        ));
+        assert!(!BackendError::is_oom_message("shape mismatch"));
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl RunPlan {
+    /// A small plan for tests: the CPU, fp32, `iterations` measured steps after one warm-up
+    /// step, batch 4, seed 7, SGD with lr 0.01 (override fields with struct update syntax).
+    pub fn for_tests(id: &str, iterations: u64) -> Self {
+        RunPlan {
+            id: id.to_string(),
+            batch_size: 4,
+            precision: Precision::Fp32,
+            device: DeviceSelector::Cpu,
+            world_size: 1,
+            warmup: 1,
+            budget: Budget::Iterations(iterations),
+            repeat: 0,
+            seed: 7,
+            optimizer: OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0, nesterov: false },
+            phase_timing: true,
+            timeout_s: None,
+            cpu_threads: None,
+        }
+    }
 }
 
 /// Wall-clock seconds spent in each phase of one training iteration.
@@ -295,6 +345,35 @@ pub enum BackendError {
     Framework(String),
 }
 
+/// Lower-cased fragments of allocator messages (libtorch's CPU and CUDA allocators, wgpu/cubecl) that mean the
+/// device or host ran out of memory.
+const OOM_MARKERS: &[&str] =
+    &["out of memory", "outofmemory", "can't allocate memory", "not enough memory", "allocation"];
+
+impl BackendError {
+    /// Whether a framework message reports an allocation failure.
+    pub fn is_oom_message(message: &str) -> bool {
+        let lower = message.to_ascii_lowercase();
+        OOM_MARKERS.iter().any(|m| lower.contains(m))
+    }
+
+    /// The error for a panic caught around a framework call at `batch_size`: [`BackendError::OutOfMemory`] when
+    /// its message reports an allocation failure, else [`BackendError::Framework`] prefixed with `context`
+    /// (`libtorch call panicked`).
+    pub fn from_panic(payload: &(dyn std::any::Any + Send), batch_size: usize, context: &str) -> Self {
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_string()))
+            .unwrap_or_else(|| "unknown panic".to_string());
+        if Self::is_oom_message(&message) {
+            BackendError::OutOfMemory { batch_size, message }
+        } else {
+            BackendError::Framework(format!("{context}: {message}"))
+        }
+    }
+}
+
 /// Observes a run as it goes (progress bars, samplers); every method has a no-op default.
 pub trait Probe {
     /// Called after each iteration (warm-up included; `measured` tells which).
@@ -312,8 +391,12 @@ impl Probe for NoProbe {}
 
 /// A training backend: lowers a workload graph and trains it, measuring as it goes.
 pub trait Backend {
+    /// Which backend this is; its static [`crate::Capabilities`] follow from it.
+    fn kind(&self) -> BackendKind;
     /// Short name (`tch`, `wgpu`, `mock`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
     /// Devices this backend can run on here.
     fn devices(&self) -> Vec<DeviceInfo>;
     /// Refuse, before anything runs, a plan this backend cannot execute (unsupported layer or precision) or a
@@ -325,11 +408,20 @@ pub trait Backend {
     fn process_warmup_iterations(&self) -> u64 {
         0
     }
-    /// Refuse, from the plan and graph alone, what this backend can never run: layers, losses and precisions it
-    /// lacks ([`BackendError::Unsupported`]). No device is touched, so this holds on any machine; specs are
-    /// checked with it when they are validated and planned. Topologies (world size) are left to `check`, since
-    /// one sweep may mix runnable and unrunnable ones. The default accepts everything.
-    fn supports(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
+    /// Refuse, from the plan and graph alone, what this backend cannot run on this host: what its static
+    /// [`crate::Capabilities`] declare (device family, precision, layers it never runs, layers whose CPU
+    /// feature this host lacks), then what only its lowering knows ([`Backend::supports_lowering`]). No device
+    /// is opened, so specs are checked with it when they are validated and planned. Topologies (world size) are
+    /// left to `check`, since one sweep may mix runnable and unrunnable ones.
+    fn supports(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+        match self.kind().capabilities().refusal(plan, graph, crate::cpu::CpuFeatures::host()) {
+            Some(e) => Err(e),
+            None => self.supports_lowering(plan, graph),
+        }
+    }
+    /// What this backend's lowering refuses beyond its declared capabilities (shapes, graph structure), naming
+    /// the layer ([`BackendError::Unsupported`]). The default accepts everything.
+    fn supports_lowering(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
         Ok(())
     }
     /// Train `graph` as `plan` says, reporting each iteration to `probe`.

@@ -6,6 +6,9 @@
 pub mod analysis;
 pub mod backend;
 pub mod builder;
+pub mod capability;
+pub mod cpu;
+pub mod device;
 pub mod graph;
 pub mod init;
 pub mod mock;
@@ -18,5 +21,8 @@ pub use backend::{
     RawMeasurements, RunPlan,
 };
 pub use builder::{ConvCfg, GraphBuilder, ShapeError};
+pub use capability::{BackendKind, Capabilities};
+pub use cpu::{CpuFeatures, CpuIsa};
+pub use device::{DeviceFamily, DeviceSelector, WgpuAdapter};
 pub use graph::{Graph, Node, NodeId, Op, Shape};
 pub use model::ModelSpec;

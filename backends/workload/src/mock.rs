@@ -13,6 +13,7 @@ use crate::analysis::{analyze, memory_estimate};
 use crate::backend::{
     Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunPlan,
 };
+use crate::capability::BackendKind;
 use crate::graph::Graph;
 use crate::init::SeededRng;
 
@@ -81,8 +82,8 @@ impl MockBackend {
 const SPLIT: [f64; 4] = [0.05, 0.30, 0.55, 0.10];
 
 impl Backend for MockBackend {
-    fn name(&self) -> &'static str {
-        "mock"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Mock
     }
 
     fn devices(&self) -> Vec<DeviceInfo> {
@@ -144,7 +145,7 @@ impl Backend for MockBackend {
         };
 
         let mut raw = RawMeasurements {
-            device: Some(self.device(&plan.device)),
+            device: Some(self.device(&plan.device.to_string())),
             versions: BTreeMap::from([("mock".to_string(), env!("CARGO_PKG_VERSION").to_string())]),
             ..RawMeasurements::default()
         };

@@ -15,7 +15,7 @@ fn plan(batch: usize, budget: Budget) -> RunPlan {
         id: format!("mlp.b{batch}"),
         batch_size: batch,
         precision: Precision::Fp32,
-        device: "cpu".into(),
+        device: crate::DeviceSelector::Cpu,
         world_size: 1,
         warmup: 3,
         budget,

@@ -14,12 +14,11 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use trainbench_workload::graph::{Graph, InputKind, Op};
-use trainbench_workload::{ModelSpec, OptimizerSpec};
+use trainbench_workload::{DeviceSelector, ModelSpec, OptimizerSpec};
 
 pub use support::{check_support, check_support_on};
 pub use topology::{EffectiveTopology, effective_precisions, effective_topologies};
 
-use super::device::DeviceSelector;
 use super::path::FieldPath;
 use super::wire::{
     DataSource, DatasetSpec, MetricGroup, MetricsSpec, RunSpec, SpecFile, SweepSpec, TopologySpec, TrainingSpec,
@@ -175,9 +174,9 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
     if let (Some(topology), Some(sweep)) = (&spec.topology, &spec.sweep) {
         topology::check_topologies(&mut out, topology, sweep);
     }
-    let device = spec.topology.as_ref().and_then(|t| topology::check_device(&mut out, t));
-    if let (Some((backend, device)), Some(training), Some(sweep)) = (device, &spec.training, &spec.sweep) {
-        topology::check_precisions(&mut out, backend, device, training, sweep);
+    let placement = spec.topology.as_ref().and_then(|t| topology::check_device(&mut out, t));
+    if let (Some(placement), Some(training), Some(sweep)) = (placement, &spec.training, &spec.sweep) {
+        topology::check_precisions(&mut out, placement, training, sweep);
     }
     if let Some(training) = &spec.training {
         check_training(&mut out, training, spec.run.as_ref());

@@ -1,31 +1,25 @@
 //! The plan-time backend check: the runs a validated spec expands to are put to the backend that will run
-//! them ([`crate::backends::refusals`], which asks [`trainbench_workload::Backend::supports`]), so a layer, loss or
-//! precision the backend cannot execute is refused when the spec is validated or planned, with a
-//! message naming the layer and the backend, never in the middle of a run.
+//! them ([`crate::backends::refusals`], which asks [`trainbench_workload::Backend::supports`]: the backend's
+//! declared capabilities, this host's CPU features, then its lowering), so a layer, loss or precision the
+//! backend cannot execute here is refused when the spec is validated or planned, with a message naming the
+//! layer and the backend, never in the middle of a run.
 
 use super::Finding;
-use crate::backends::{self, BackendChoice};
-use crate::plan::plan;
+use crate::backends;
+use crate::plan::{PlacementOverride, placement, plan_on};
 use crate::spec::ValidatedSpec;
 use crate::spec::path::FieldPath;
 
 /// What the spec's backend (`auto` resolved as the runner resolves it) refuses of the spec's runs.
 pub fn check_support(spec: &ValidatedSpec) -> Vec<Finding> {
-    check_support_on(spec, spec.spec().topology.backend, None)
+    check_support_on(spec, PlacementOverride::default())
 }
 
-/// What `backend` would refuse of the spec's runs, on `device` when given (for `trainbench run --backend
-/// --device`).
-pub fn check_support_on(spec: &ValidatedSpec, backend: BackendChoice, device: Option<&str>) -> Vec<Finding> {
-    let mut plans = plan(spec);
-    if let Some(d) = device {
-        plans.iter_mut().for_each(|p| p.device = d.to_string());
-    }
-    let Some(first) = plans.first() else {
-        return Vec::new();
-    };
-    let name = backends::name(backends::resolve_for(backend, &first.device));
-    backends::refusals(backend, &plans, spec.graph())
+/// What the backend the spec runs on with the command line's `--backend` / `--device` would refuse of its runs.
+pub fn check_support_on(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Finding> {
+    let placed = placement(spec, over);
+    let name = placed.backend.name();
+    backends::refusals(placed.backend, &plan_on(spec, placed), spec.graph())
         .into_iter()
         .map(|e| {
             Finding::new(FieldPath::keys(&["topology", "backend"]), e.to_string())

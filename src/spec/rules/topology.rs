@@ -3,10 +3,11 @@
 
 use std::collections::HashSet;
 
-use trainbench_workload::Precision;
+use trainbench_workload::device::{DeviceParseError, SELECTOR_FORMS};
+use trainbench_workload::{BackendKind, DeviceFamily, DeviceSelector, Precision};
 
 use super::Finding;
-use crate::spec::device::{DeviceFamily, DeviceSelector, SELECTOR_FORMS};
+use crate::backends::{self, Placement};
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{BackendChoice, Interconnect, Strategy, SweepSpec, TopologySpec, TrainingSpec};
 
@@ -152,14 +153,15 @@ pub(super) fn check_topologies(out: &mut Vec<Finding>, topology: &TopologySpec, 
     }
 }
 
-/// Check the device selector and its backend; returns the backend that will run (`tch` / `wgpu`) and the
-/// device, or `None` when they are wrong or the backend is the mock (which accepts anything).
-pub(super) fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec) -> Option<(&'static str, DeviceSelector)> {
+/// Check the device selector and its backend; returns where the spec runs (the backend with `auto` resolved,
+/// see [`backends::place`]), or `None` when the selector does not parse or an explicit backend does not drive
+/// its family. What each backend drives comes from its declared capabilities.
+pub(super) fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec) -> Option<Placement> {
     let device_path = FieldPath::keys(&["topology", "device"]);
     let device: DeviceSelector = match topology.device.parse() {
         Ok(d) => d,
         Err(e) => {
-            let e: crate::spec::device::DeviceParseError = e;
+            let e: DeviceParseError = e;
             let guess = match topology.device.to_ascii_lowercase().as_str() {
                 s if s.starts_with("gpu") || s.starts_with("nvidia") => {
                     Some("did you mean `cuda` (or `cuda:0`)?".to_string())
@@ -178,63 +180,70 @@ pub(super) fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec) -> O
             return None;
         }
     };
-    let backend_path = FieldPath::keys(&["topology", "backend"]);
-    let backend = match (topology.backend, device.family()) {
-        (BackendChoice::Mock, _) => return None,
-        (BackendChoice::Auto, DeviceFamily::Wgpu) | (BackendChoice::Wgpu, _) => "wgpu",
-        (BackendChoice::Auto | BackendChoice::Tch, _) => "tch",
-    };
-    match (backend, device.family()) {
-        ("tch", DeviceFamily::Wgpu) => {
-            out.push(
-                Finding::new(
-                    device_path.clone(),
-                    format!("backend `tch` runs on `cpu` and `cuda` devices, not `{device}`"),
-                )
-                .or_at(backend_path)
-                .expected("`cpu`, `cuda` or `cuda:N` with backend `tch`")
-                .hint("use `backend = \"wgpu\"` (or `\"auto\"`) for wgpu devices"),
-            );
-            return None;
+    let placement = backends::place(topology.backend, device);
+    let caps = placement.backend.capabilities();
+    let family = device.family();
+    if topology.backend != BackendChoice::Auto && !caps.drives(family) {
+        let families: Vec<String> = caps.devices.iter().map(|f| format!("`{f}`")).collect();
+        let forms: Vec<&str> = caps.devices.iter().map(|f| family_forms(*f)).collect();
+        let other = [BackendKind::Tch, BackendKind::Wgpu].into_iter().find(|k| k.capabilities().drives(family));
+        let mut hint = match other {
+            Some(k) => format!("use `backend = \"{}\"` (or `\"auto\"`) for `{family}` devices", k.name()),
+            None => format!("no backend drives `{family}` devices"),
+        };
+        if family == DeviceFamily::Cpu && caps.drives(DeviceFamily::Wgpu) {
+            hint = format!("for wgpu's software (CPU) adapter write `device = \"wgpu:cpu\"`; {hint}");
         }
-        ("wgpu", DeviceFamily::Cpu | DeviceFamily::Cuda) => {
-            out.push(
-                Finding::new(device_path.clone(), format!("backend `wgpu` selects its devices with `wgpu...` selectors, not `{device}`"))
-                    .or_at(backend_path)
-                    .expected("`wgpu`, `wgpu:N`, `wgpu:discrete`, `wgpu:integrated` or `wgpu:cpu` with backend `wgpu`")
-                    .hint("for wgpu's software (CPU) adapter write `device = \"wgpu:cpu\"`; for libtorch use `backend = \"tch\"`"),
-            );
-            return None;
-        }
-        _ => {}
+        out.push(
+            Finding::new(
+                device_path,
+                format!("backend `{}` runs on {} devices, not `{device}`", caps.name, families.join(" and ")),
+            )
+            .or_at(FieldPath::keys(&["topology", "backend"]))
+            .expected(format!("{} with backend `{}`", forms.join(", "), caps.name))
+            .hint(hint),
+        );
+        return None;
     }
-    Some((backend, device))
+    Some(placement)
 }
 
+/// The selector forms of a device family, for messages.
+fn family_forms(family: DeviceFamily) -> &'static str {
+    match family {
+        DeviceFamily::Cpu => "`cpu`",
+        DeviceFamily::Cuda => "`cuda` or `cuda:N`",
+        DeviceFamily::Wgpu => "`wgpu`, `wgpu:N`, `wgpu:discrete`, `wgpu:integrated` or `wgpu:cpu`",
+    }
+}
+
+/// Check every precision of the sweep against what the placed backend declares for the device's family.
 pub(super) fn check_precisions(
     out: &mut Vec<Finding>,
-    backend: &str,
-    device: DeviceSelector,
+    placement: Placement,
     training: &TrainingSpec,
     sweep: &SweepSpec,
 ) {
     let device_path = FieldPath::keys(&["topology", "device"]);
+    let caps = placement.backend.capabilities();
+    let (device, family) = (placement.device, placement.device.family());
     for (precision, path) in effective_precisions(training, sweep) {
-        match (backend, device.family(), precision) {
-            ("tch", DeviceFamily::Cpu, Precision::Fp16) => out.push(
-                Finding::new(path, format!("precision `fp16` needs a CUDA device, but the device is `{device}`"))
-                    .or_at(device_path.clone())
-                    .expected("`fp32` or `bf16` on `cpu`")
-                    .hint("tch's fp16 autocast runs only on CUDA; use `bf16` on the CPU, or a `cuda` device"),
-            ),
-            ("wgpu", _, Precision::Fp16 | Precision::Bf16) => out.push(
-                Finding::new(path, format!("precision `{}` is not supported by the wgpu backend", precision.as_str()))
-                    .or_at(device_path.clone())
-                    .expected("`fp32` with backend `wgpu`")
-                    .hint("the wgpu backend trains in fp32 only for now; use `fp32`, or a `cuda` device with tch"),
-            ),
-            _ => {}
+        if caps.precisions_on(family).contains(&precision) {
+            continue;
         }
+        out.push(
+            Finding::new(
+                path,
+                format!(
+                    "precision `{}` is not supported by the {} backend on `{device}`",
+                    precision.as_str(),
+                    caps.name
+                ),
+            )
+            .or_at(device_path.clone())
+            .expected(format!("{} with backend `{}` on `{device}`", caps.precision_list(family), caps.name))
+            .hint(caps.precision_hint),
+        );
     }
 }
 

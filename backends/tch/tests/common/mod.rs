@@ -9,7 +9,7 @@ pub fn plan(batch: usize, steps: u64, optimizer: OptimizerSpec) -> RunPlan {
         id: "test".into(),
         batch_size: batch,
         precision: Precision::Fp32,
-        device: "cpu".into(),
+        device: trainbench_workload::DeviceSelector::Cpu,
         world_size: 1,
         warmup: 0,
         budget: Budget::Iterations(steps),

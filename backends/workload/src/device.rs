@@ -1,15 +1,21 @@
-//! Device selectors (`cpu`, `cuda`, `cuda:N`, `wgpu`, `wgpu:N`, `wgpu:discrete|integrated|cpu`): parsing, and
-//! which backend each one belongs to.
+//! Device selectors (`cpu`, `cuda`, `cuda:N`, `wgpu`, `wgpu:N`, `wgpu:discrete|integrated|cpu`): the one
+//! place they are parsed. A spec's `topology.device` is parsed here when the spec is validated; every later
+//! stage (plan, runner, collectors, backends) holds the typed [`DeviceSelector`] and each backend maps it to
+//! its own device in one function.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The allowed selector forms, for messages.
 pub const SELECTOR_FORMS: &str =
     "`cpu`, `cuda`, `cuda:N`, `wgpu`, `wgpu:N`, `wgpu:discrete`, `wgpu:integrated` or `wgpu:cpu`";
 
 /// A parsed device selector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DeviceSelector {
     /// The host CPU (through tch).
     Cpu,
@@ -20,7 +26,7 @@ pub enum DeviceSelector {
 }
 
 /// Which wgpu adapter a `wgpu...` selector picks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WgpuAdapter {
     /// wgpu's default (high-performance) adapter.
     Default,
@@ -35,7 +41,7 @@ pub enum WgpuAdapter {
 }
 
 /// The family of a device, deciding which backend can drive it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DeviceFamily {
     /// CPU through libtorch.
     Cpu,
@@ -46,6 +52,14 @@ pub enum DeviceFamily {
 }
 
 impl DeviceSelector {
+    /// The CUDA ordinal this selector names (`cuda` is device 0); `None` for other families.
+    pub fn cuda_ordinal(self) -> Option<usize> {
+        match self {
+            DeviceSelector::Cuda(i) => Some(i.unwrap_or(0)),
+            _ => None,
+        }
+    }
+
     /// The family of this device.
     pub fn family(self) -> DeviceFamily {
         match self {
@@ -53,6 +67,16 @@ impl DeviceSelector {
             DeviceSelector::Cuda(_) => DeviceFamily::Cuda,
             DeviceSelector::Wgpu(_) => DeviceFamily::Wgpu,
         }
+    }
+}
+
+impl fmt::Display for DeviceFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeviceFamily::Cpu => "cpu",
+            DeviceFamily::Cuda => "cuda",
+            DeviceFamily::Wgpu => "wgpu",
+        })
     }
 }
 
@@ -117,6 +141,33 @@ impl fmt::Display for DeviceSelector {
     }
 }
 
+impl Serialize for DeviceSelector {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceSelector {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = Cow::<str>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for DeviceSelector {
+    fn schema_name() -> Cow<'static, str> {
+        "DeviceSelector".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "description": "Device selector: `cpu`, `cuda`, `cuda:N`, `wgpu`, `wgpu:N`, `wgpu:discrete`, \
+                            `wgpu:integrated` or `wgpu:cpu`.",
+        })
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -128,6 +179,17 @@ mod tests {
             let d: DeviceSelector = s.parse().unwrap();
             assert_eq!(d.to_string(), s);
         }
+    }
+
+    #[test]
+    fn serde_uses_the_written_form() {
+        let d: DeviceSelector = serde_json::from_str("\"cuda:3\"").unwrap();
+        assert_eq!(d, DeviceSelector::Cuda(Some(3)));
+        assert_eq!(d.cuda_ordinal(), Some(3));
+        assert_eq!(serde_json::to_string(&d).unwrap(), "\"cuda:3\"");
+        assert!(serde_json::from_str::<DeviceSelector>("\"gpu\"").is_err());
+        assert_eq!(DeviceSelector::Cuda(None).cuda_ordinal(), Some(0));
+        assert_eq!(DeviceSelector::Cpu.cuda_ordinal(), None);
     }
 
     #[test]
