@@ -10,7 +10,7 @@ pub mod rerun;
 
 use serde::Serialize;
 
-pub use integrity::{IntegrityIssue, sha256_hex, verify};
+pub use integrity::{IntegrityIssue, verify};
 
 use crate::compare::{self, Change, CompareOptions, EnvDifference, StepTimeComparison, Verdict};
 use crate::result::RunResult;

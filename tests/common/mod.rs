@@ -7,7 +7,7 @@ pub mod spec_run;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use trainbench::audit::sha256_hex;
+use trainbench::format::sha256_hex;
 use trainbench::result::*;
 use trainbench::stats::{self, SplitMix64};
 use trainbench::workload::{Budget, DeviceInfo, OptimizerSpec, Precision, RunPlan};
