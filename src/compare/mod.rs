@@ -22,7 +22,6 @@
 pub mod env;
 pub mod load;
 pub mod render;
-pub mod stats_ext;
 
 use std::collections::BTreeMap;
 
@@ -359,7 +358,7 @@ pub fn compare_samples(
     let (ma, mb) = (stats::median(&pa)?, stats::median(&pb)?);
     let two_level = baseline.len() >= 2 && candidate.len() >= 2;
     let (lo, hi) = if two_level {
-        stats_ext::hierarchical_ratio_ci(baseline, candidate, opts.confidence, opts.resamples, opts.seed)?
+        stats::hierarchical_ratio_ci(baseline, candidate, opts.confidence, opts.resamples, opts.seed)?
     } else {
         stats::bootstrap_ratio_ci(&pa, &pb, opts.confidence, opts.resamples, opts.seed)?
     };
