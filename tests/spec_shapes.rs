@@ -13,7 +13,7 @@ mod common;
 
 use assert_cmd::Command;
 use common::spec_run::shape_entry;
-use trainbench::compare::load;
+use trainbench::result::load;
 
 /// Smoke scale: few iterations, one repeat; the sweep (batch sizes, precisions, topologies) is kept.
 const SMOKE: [&str; 6] = ["--set", "run.iterations=5", "--set", "run.warmup=1", "--set", "run.repeats=1"];

@@ -20,17 +20,15 @@
 //! (or ran out of memory) in the candidate is a regression too.
 
 pub mod env;
-pub mod load;
 pub mod render;
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::result::{RunOutcome, RunResult};
+use crate::result::{LoadedResult, RunOutcome, RunResult, config_id};
 use crate::stats;
 pub use env::{EnvDifference, differences};
-pub use load::{LoadedResult, config_id};
 
 /// Settings of a comparison.
 #[derive(Debug, Clone, Serialize)]

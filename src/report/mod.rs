@@ -9,8 +9,7 @@ pub mod plots;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::compare::load::{LoadedResult, config_id};
-use crate::result::{Metrics, RunOutcome, RunResult};
+use crate::result::{LoadedResult, Metrics, RunOutcome, RunResult, config_id};
 use crate::workload::Precision;
 
 /// Why a report could not be written.
