@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The README's `compare` table: trains the smoke suite twice on the CPU (tch, 30 iterations, 3 repeats, each
-# repeat in a process of its own) with the tiny ResNet made deliberately heavier in the second run (width 12
-# instead of 8), then prints `trainbench compare --format markdown` of the two. The heavier ResNet must be
-# flagged SLOWER; the unchanged specs should not be flagged.
+# The `compare` table of docs/measurements.md: trains the smoke suite twice on the CPU (tch, 30 iterations,
+# 3 repeats, each repeat in a process of its own) with the tiny ResNet made deliberately heavier in the second
+# run (width 12 instead of 8), then prints `trainbench compare --format markdown` of the two. The heavier
+# ResNet must be flagged SLOWER; the unchanged specs should not be flagged.
 #
 # Usage: scripts/compare_demo.sh [--set KEY=VALUE]...   (extra overrides for every run, e.g.
 #        `--set run.cpu_threads=1`; TB=path/to/trainbench skips the build)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The README's report screenshot (docs/report.png): trains the tiny ResNet and Transformer smoke specs over a
-# batch sweep on the CPU, renders `trainbench report` and photographs its memory-breakdown and step-time
-# sections in headless Chromium (HEIGHT sets the picture's height). The README's compare table comes from
-# scripts/compare_demo.sh.
+# The report screenshot of docs/measurements.md (docs/report.png): trains the tiny ResNet and Transformer smoke
+# specs over a batch sweep on the CPU, renders `trainbench report` and photographs its memory-breakdown and
+# step-time sections in headless Chromium (HEIGHT sets the picture's height). The compare table beside it comes
+# from scripts/compare_demo.sh.
 #
 # Usage: scripts/report_screenshot.sh [OUT_PNG]   (default docs/report.png; TB=path/to/trainbench skips the build)
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"

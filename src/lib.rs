@@ -10,6 +10,7 @@ pub mod backends;
 pub mod check;
 pub mod commands;
 pub mod compare;
+pub mod format;
 pub mod manifest;
 pub mod metrics;
 pub mod plan;

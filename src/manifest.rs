@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use sha2::{Digest, Sha256};
 use trainbench_workload::{DeviceInfo, RawMeasurements};
 
+use crate::format::sha256_hex;
 use crate::result::{CpuInfo, Environment, OsInfo, ProcessInfo};
 
 /// trainbench's version.
@@ -40,11 +40,6 @@ pub fn relevant_env_vars() -> BTreeMap<String, String> {
     std::env::vars()
         .filter(|(k, _)| ENV_NAMES.contains(&k.as_str()) || ENV_PREFIXES.iter().any(|p| k.starts_with(p)))
         .collect()
-}
-
-/// Lower-case hex SHA-256 of a text.
-pub fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Days since 1970-01-01 -> (year, month, day) in the proleptic Gregorian calendar.
@@ -175,12 +170,6 @@ mod tests {
         assert_eq!(at(1_735_689_600, 0), "2025-01-01T00:00:00.000Z");
         // 2100-03-01 (2100 is not a leap year)
         assert_eq!(at(4_107_542_400, 0), "2100-03-01T00:00:00.000Z");
-    }
-
-    #[test]
-    fn sha256_test_vector() {
-        // FIPS 180-2, "abc".
-        assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 
     #[test]

@@ -14,13 +14,6 @@ fn tb() -> Command {
     Command::cargo_bin("trainbench").unwrap()
 }
 
-fn settings() -> insta::Settings {
-    let mut s = insta::Settings::clone_current();
-    s.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/golden/check"));
-    s.set_prepend_module_to_snapshot(false);
-    s
-}
-
 fn rewrite(path: &Path, f: impl FnOnce(&mut RunResult)) {
     let mut r: RunResult = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     f(&mut r);
@@ -76,7 +69,7 @@ fn update_then_check_passes_and_a_lost_metric_fails_with_a_diff() {
     let (code, text) = run(&["check".as_ref(), "--golden".as_ref(), golden.as_os_str(), results.as_os_str()]);
     assert_eq!(code, 1, "{text}");
     let text = text.replace(&tmp.path().display().to_string(), "[TEMP]");
-    settings().bind(|| insta::assert_snapshot!("check_lost_metric", text));
+    common::golden_settings("check").bind(|| insta::assert_snapshot!("check_lost_metric", text));
 }
 
 #[test]

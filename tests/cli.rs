@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 use std::process::Output;
 
@@ -18,9 +20,7 @@ fn stdout(o: &Output) -> String {
 }
 
 fn settings() -> insta::Settings {
-    let mut s = insta::Settings::clone_current();
-    s.set_snapshot_path(root().join("golden/cli"));
-    s.set_prepend_module_to_snapshot(false);
+    let mut s = common::golden_settings("cli");
     s.set_omit_expression(true);
     s
 }

@@ -2,6 +2,8 @@
 //! (environment redacted, floats rounded to 4 significant digits so the snapshot survives last-bit noise).
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 
 use assert_cmd::Command;
@@ -23,13 +25,6 @@ batch_sizes = [8, 32]
 warmup = 3
 iterations = 20
 "#;
-
-fn settings() -> insta::Settings {
-    let mut s = insta::Settings::clone_current();
-    s.set_snapshot_path("../golden/run");
-    s.set_prepend_module_to_snapshot(false);
-    s
-}
 
 fn round_floats(v: &mut Value) {
     match v {
@@ -63,7 +58,7 @@ fn run_mock_prints_a_summary_and_writes_results() {
         .assert()
         .success();
     let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
-    settings().bind(|| insta::assert_snapshot!("run_mock_table", stdout));
+    common::golden_settings("run").bind(|| insta::assert_snapshot!("run_mock_table", stdout));
 
     let mut result: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("cli-mock/cli-mock.b8.fp32.1x1.r0.json")).unwrap())
@@ -71,7 +66,7 @@ fn run_mock_prints_a_summary_and_writes_results() {
     let n = result["metrics"]["step_times_s"].as_array().unwrap().len();
     result["metrics"]["step_times_s"] = Value::String(format!("[{n} step times]"));
     round_floats(&mut result);
-    settings().bind(|| {
+    common::golden_settings("run").bind(|| {
         insta::assert_json_snapshot!("run_mock_result", result, {
             ".environment.trainbench_version" => "[VERSION]",
             ".environment.git_commit" => "[COMMIT]",

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use assert_cmd::Command;
-use trainbench::compare::load;
+use trainbench::result::load;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/results");
 const SHAPES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/golden/shapes");

@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 
 /// Corpus files whose diagnostics come from the model zoo rather than the spec validator: their snapshots
@@ -14,9 +16,7 @@ const ZOO_DEPENDENT: &[&str] = &["linear-in-features-mismatch.toml"];
 #[test]
 fn every_invalid_spec_is_reported_with_exit_code_2() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path(root.join("golden/invalid"));
-    settings.set_prepend_module_to_snapshot(false);
+    let mut settings = common::golden_settings("invalid");
     settings.set_omit_expression(true);
     settings.bind(|| {
         insta::glob!("invalid/*.toml", |path| {

@@ -66,10 +66,7 @@ fn markdown_csv_and_svg_files() {
         assert!(svg.starts_with("<svg") && svg.contains("xmlns=\"http://www.w3.org/2000/svg\""), "{file}");
         assert!(svg.contains("<title>"), "{file}");
     }
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/golden/report"));
-    settings.set_prepend_module_to_snapshot(false);
-    settings.bind(|| insta::assert_snapshot!("report_markdown", redact(&md)));
+    common::golden_settings("report").bind(|| insta::assert_snapshot!("report_markdown", redact(&md)));
 
     let csv = std::fs::read_to_string(out.join("runs.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();

@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -15,9 +17,7 @@ use trainbench::spec::{Overrides, SpecValidator};
 fn every_spec_validates_and_its_plan_is_stable() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let validator = SpecValidator::new().unwrap();
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path(root.join("golden/plans"));
-    settings.set_prepend_module_to_snapshot(false);
+    let mut settings = common::golden_settings("plans");
     settings.set_omit_expression(true);
     settings.bind(|| {
         insta::glob!("../specs", "**/*.toml", |path| {

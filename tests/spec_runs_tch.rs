@@ -130,9 +130,7 @@ fn every_spec_trains_on_tch_cpu_with_a_stable_result_shape() {
     for (rel, _, _) in SHRINK {
         assert!(dir.join(rel).is_file(), "SHRINK names {rel}, which is not under specs/");
     }
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/shapes-tch"));
-    settings.set_prepend_module_to_snapshot(false);
+    let mut settings = common::golden_settings("shapes-tch");
     settings.set_omit_expression(true);
     settings.bind(|| {
         insta::glob!("../specs", "**/*.toml", |path| {

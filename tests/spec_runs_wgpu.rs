@@ -78,9 +78,7 @@ fn every_smoke_spec_trains_on_wgpu_with_a_stable_result_shape() {
         return;
     }
     let dir = root().join("specs");
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path(root().join("golden/shapes-wgpu"));
-    settings.set_prepend_module_to_snapshot(false);
+    let mut settings = common::golden_settings("shapes-wgpu");
     settings.set_omit_expression(true);
     settings.bind(|| {
         insta::glob!("../specs", "smoke/*.toml", |path| {

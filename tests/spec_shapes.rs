@@ -7,23 +7,18 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
-
 mod common;
 
 use assert_cmd::Command;
 use common::spec_run::shape_entry;
-use trainbench::compare::load;
+use trainbench::result::load;
 
 /// Smoke scale: few iterations, one repeat; the sweep (batch sizes, precisions, topologies) is kept.
 const SMOKE: [&str; 6] = ["--set", "run.iterations=5", "--set", "run.warmup=1", "--set", "run.repeats=1"];
 
 #[test]
 fn every_spec_has_a_stable_result_shape() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path(root.join("golden/shapes-specs"));
-    settings.set_prepend_module_to_snapshot(false);
+    let mut settings = common::golden_settings("shapes-specs");
     settings.set_omit_expression(true);
     settings.bind(|| {
         insta::glob!("../specs", "**/*.toml", |path| {

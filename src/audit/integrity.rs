@@ -1,8 +1,7 @@
 //! Integrity of a result file: the embedded spec matches its hash, and every derived figure matches what
 //! recomputing it from the stored samples and plan gives. A result edited by hand fails here.
 
-use sha2::{Digest, Sha256};
-
+use crate::format::sha256_hex;
 use crate::result::{Metrics, RunOutcome, RunResult};
 use crate::stats;
 use crate::workload::Budget;
@@ -18,11 +17,6 @@ pub struct IntegrityIssue {
     pub field: String,
     /// What is wrong.
     pub message: String,
-}
-
-/// Hex SHA-256 of a text.
-pub fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -163,11 +157,6 @@ fn verify_metrics(c: &mut Checker, r: &RunResult, m: &Metrics) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sha256_of_known_text() {
-        assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    }
 
     #[test]
     fn closeness_is_relative() {

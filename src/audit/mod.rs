@@ -10,7 +10,7 @@ pub mod rerun;
 
 use serde::Serialize;
 
-pub use integrity::{IntegrityIssue, sha256_hex, verify};
+pub use integrity::{IntegrityIssue, verify};
 
 use crate::compare::{self, Change, CompareOptions, EnvDifference, StepTimeComparison, Verdict};
 use crate::result::RunResult;
@@ -186,7 +186,8 @@ where
 
 /// Render an audit report for the terminal.
 pub fn render(r: &AuditReport) -> String {
-    use crate::report::{fmt_bytes, fmt_ms, fmt_sig};
+    use crate::format::human_bytes;
+    use crate::report::{fmt_ms, fmt_sig};
     let mut out = format!("audit of {} (spec {})\n", r.run_id, r.spec);
     if r.integrity.is_empty() {
         out.push_str("integrity: ok (spec hash matches, summary figures match the stored samples)\n");
@@ -232,8 +233,8 @@ pub fn render(r: &AuditReport) -> String {
     if let Some(m) = &r.peak_memory {
         out.push_str(&format!(
             "peak allocated: {} -> {} ({:+.1}%)\n",
-            fmt_bytes(m.baseline as u64),
-            fmt_bytes(m.candidate as u64),
+            human_bytes(m.baseline as u64),
+            human_bytes(m.candidate as u64),
             (m.ratio - 1.0) * 100.0
         ));
     }

@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 
 pub use shape::{SHAPE_FORMAT, Shape, shape_of};
 
-use crate::compare::load::LoadedResult;
-use crate::result::RunOutcome;
+use crate::result::{LoadedResult, RunOutcome};
 
 /// Why a check could not be carried out (as opposed to a shape mismatch, which is a [`CheckStatus`]).
 #[derive(Debug, thiserror::Error)]

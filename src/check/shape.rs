@@ -19,8 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::compare::load::config_id;
-use crate::result::RunResult;
+use crate::result::{RunResult, config_id};
 use crate::workload::Budget;
 
 /// Version of the shape format written into golden files.

@@ -9,6 +9,7 @@ use trainbench_workload::analysis::{Analysis, MemoryEstimate, analyze, memory_es
 
 use super::validate::{OutputFormat, print_override_errors};
 use super::{CommandError, Outcome};
+use crate::format::human_bytes;
 use crate::spec::diagnostics::render_text as render_diagnostics;
 use crate::spec::{Overrides, ValidatedSpec, load_spec};
 
@@ -141,18 +142,6 @@ fn flops(f: u64) -> String {
     format!("{v:.2} {u}")
 }
 
-/// Bytes in binary units.
-fn bytes(b: u64) -> String {
-    let f = b as f64;
-    let (v, u) = match f {
-        f if f >= (1u64 << 30) as f64 => (f / (1u64 << 30) as f64, "GiB"),
-        f if f >= (1u64 << 20) as f64 => (f / (1u64 << 20) as f64, "MiB"),
-        f if f >= 1024.0 => (f / 1024.0, "KiB"),
-        f => (f, "B"),
-    };
-    format!("{v:.1} {u}")
-}
-
 /// The text rendering: summary, memory estimate, per-kind totals, notes, and the layer table if present.
 pub fn render_text(r: &Report) -> String {
     let a = &r.analysis;
@@ -188,9 +177,9 @@ pub fn render_text(r: &Report) -> String {
         ("activations", m.activations),
         ("workspace", m.workspace),
     ] {
-        let _ = writeln!(s, "  {name:<17} {:>12}  {:>5.1}%", bytes(b), share(b));
+        let _ = writeln!(s, "  {name:<17} {:>12}  {:>5.1}%", human_bytes(b), share(b));
     }
-    let _ = writeln!(s, "  {:<17} {:>12}", "total", bytes(m.total));
+    let _ = writeln!(s, "  {:<17} {:>12}", "total", human_bytes(m.total));
     let verdict = if m.feature_maps_dominate { "yes" } else { "no" };
     let _ = writeln!(s, "  feature maps dominate: {verdict}");
     let _ = writeln!(
@@ -295,6 +284,5 @@ name = "fc2"
         assert_eq!(int(25_557_032), "25,557,032");
         assert_eq!(int(999), "999");
         assert_eq!(flops(8_178_368_512), "8.18 GFLOP");
-        assert_eq!(bytes(3 << 29), "1.5 GiB");
     }
 }

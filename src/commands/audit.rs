@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use super::run::BackendArg;
 use super::{CommandError, Outcome};
 use crate::audit::{self, AuditOptions, AuditVerdict, rerun};
-use crate::compare::{self, CompareOptions, load};
+use crate::compare::{self, CompareOptions};
+use crate::result::load;
 
 /// Arguments of `trainbench audit`.
 #[derive(Debug, clap::Args)]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::{CommandError, Outcome};
 use crate::check;
-use crate::compare::load;
+use crate::result::load;
 
 /// Arguments of `trainbench check`.
 #[derive(Debug, clap::Args)]

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use super::{CommandError, Outcome};
-use crate::compare::{self, CompareOptions, load, render};
+use crate::compare::{self, CompareOptions, render};
+use crate::result::load;
 
 /// Arguments of `trainbench compare`.
 #[derive(Debug, clap::Args)]

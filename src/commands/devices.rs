@@ -9,6 +9,7 @@ use super::{CommandError, Outcome};
 use trainbench_workload::BackendKind;
 
 use crate::backends;
+use crate::format::human_bytes;
 
 /// Arguments of `trainbench devices`.
 #[derive(Debug, clap::Args)]
@@ -56,10 +57,6 @@ fn listings() -> Vec<Listing> {
         .collect()
 }
 
-fn gib(bytes: Option<u64>) -> String {
-    bytes.map(|b| format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30))).unwrap_or_else(|| "-".into())
-}
-
 /// The listings as a table: one row per device, and one per backend without devices.
 fn table(listings: &[Listing]) -> String {
     let mut t = Table::new();
@@ -77,7 +74,7 @@ fn table(listings: &[Listing]) -> String {
                 d.selector.clone(),
                 d.name.clone(),
                 d.kind.clone(),
-                gib(d.memory_bytes),
+                d.memory_bytes.map(human_bytes).unwrap_or_else(|| "-".into()),
                 d.peak_flops_fp32.map(|f| format!("{:.2} TFLOP/s", f / 1e12)).unwrap_or_else(|| "-".into()),
                 details.join(", "),
             ]);

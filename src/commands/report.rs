@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use super::{CommandError, Outcome};
-use crate::compare::load;
 use crate::report;
+use crate::result::load;
 
 /// Arguments of `trainbench report`.
 #[derive(Debug, clap::Args)]

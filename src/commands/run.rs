@@ -8,6 +8,7 @@ use trainbench_workload::mock::MockConfig;
 
 use super::{CommandError, Outcome};
 use crate::backends::BackendChoice;
+use crate::format::human_bytes;
 use crate::plan::PlacementOverride;
 use crate::result::{RunOutcome, RunResult};
 use crate::runner::{self, RunnerError, RunnerOptions, Suite, probe};
@@ -198,17 +199,6 @@ fn ms(s: f64) -> String {
     format!("{:.3}", s * 1e3)
 }
 
-fn bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
-}
-
 fn pct(f: f64) -> String {
     format!("{:.1}%", f * 100.0)
 }
@@ -229,8 +219,8 @@ pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
                 m.memory
                     .measured
                     .peak_allocated_bytes
-                    .map(bytes)
-                    .or_else(|| m.cpu.get().map(|c| format!("{} RSS", bytes(c.rss_max_bytes))))
+                    .map(human_bytes)
+                    .or_else(|| m.cpu.get().map(|c| format!("{} RSS", human_bytes(c.rss_max_bytes))))
                     .unwrap_or_else(dash),
                 m.gpu.get().map(|g| format!("{:.1}%", g.utilization_mean_percent)).unwrap_or_else(dash),
                 m.flops.fraction.map(pct).unwrap_or_else(dash),
@@ -258,16 +248,4 @@ fn summary_json(r: &RunResult, path: &std::path::Path) -> serde_json::Value {
         "gpu_utilization_percent": m.and_then(|m| m.gpu.get().map(|g| g.utilization_mean_percent)),
         "flop_utilization": m.and_then(|m| m.flops.fraction),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_bytes() {
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(1536), "1.5 KiB");
-        assert_eq!(bytes(3 << 30), "3.0 GiB");
-    }
 }

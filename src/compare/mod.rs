@@ -20,18 +20,15 @@
 //! (or ran out of memory) in the candidate is a regression too.
 
 pub mod env;
-pub mod load;
 pub mod render;
-pub mod stats_ext;
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::result::{RunOutcome, RunResult};
+use crate::result::{LoadedResult, RunOutcome, RunResult, config_id};
 use crate::stats;
 pub use env::{EnvDifference, differences};
-pub use load::{LoadedResult, config_id};
 
 /// Settings of a comparison.
 #[derive(Debug, Clone, Serialize)]
@@ -359,7 +356,7 @@ pub fn compare_samples(
     let (ma, mb) = (stats::median(&pa)?, stats::median(&pb)?);
     let two_level = baseline.len() >= 2 && candidate.len() >= 2;
     let (lo, hi) = if two_level {
-        stats_ext::hierarchical_ratio_ci(baseline, candidate, opts.confidence, opts.resamples, opts.seed)?
+        stats::hierarchical_ratio_ci(baseline, candidate, opts.confidence, opts.resamples, opts.seed)?
     } else {
         stats::bootstrap_ratio_ci(&pa, &pb, opts.confidence, opts.resamples, opts.seed)?
     };

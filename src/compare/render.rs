@@ -3,7 +3,8 @@
 use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
 
 use super::{Change, Comparison, PairReport};
-use crate::report::{fmt_bytes, fmt_ms, fmt_sig};
+use crate::format::human_bytes;
+use crate::report::{fmt_ms, fmt_sig};
 
 /// Output formats of `compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -28,7 +29,7 @@ fn p_value(p: f64) -> String {
 fn change_cell(c: Option<&Change>, bytes: bool) -> String {
     match c {
         Some(c) if bytes => {
-            format!("{} -> {} ({})", fmt_bytes(c.baseline as u64), fmt_bytes(c.candidate as u64), pct(c.ratio))
+            format!("{} -> {} ({})", human_bytes(c.baseline as u64), human_bytes(c.candidate as u64), pct(c.ratio))
         }
         Some(c) => format!("{} -> {} ({})", fmt_sig(c.baseline), fmt_sig(c.candidate), pct(c.ratio)),
         None => "-".into(),

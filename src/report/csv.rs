@@ -2,8 +2,7 @@
 
 use super::ReportModel;
 use super::device_name;
-use crate::compare::load::config_id;
-use crate::result::RunResult;
+use crate::result::{RunResult, config_id};
 
 /// Column names of `runs.csv`, in order.
 pub const COLUMNS: [&str; 34] = [

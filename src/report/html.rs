@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 
 use super::plots::{Plot, Section};
-use super::{ConfigRow, ReportModel, environment_summary, fmt_bytes, fmt_ms, fmt_percent, fmt_sig};
+use super::{ConfigRow, ReportModel, environment_summary, fmt_ms, fmt_percent, fmt_sig};
+use crate::format::human_bytes;
 
 /// Escape text for HTML element content and attribute values.
 pub fn escape(s: &str) -> String {
@@ -73,7 +74,7 @@ fn config_row(c: &ConfigRow<'_>) -> String {
     row.push_str(&cell_num(c.gpu_utilization_percent().map(|v| format!("{v:.1}%"))));
     row.push_str(&cell_num(c.flop_fraction().map(fmt_percent)));
     row.push_str(&cell_num(c.cpu_utilization().map(fmt_percent)));
-    row.push_str(&cell_num(c.peak_allocated_bytes().map(fmt_bytes)));
+    row.push_str(&cell_num(c.peak_allocated_bytes().map(human_bytes)));
     row.push_str(&cell_num(c.energy_per_sample_j().map(|j| format!("{} J", fmt_sig(j)))));
     row.push_str("</tr>\n");
     row

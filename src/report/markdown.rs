@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 
 use super::plots::{Plot, Section};
-use super::{ReportModel, environment_summary, fmt_bytes, fmt_ms, fmt_percent, fmt_sig};
+use super::{ReportModel, environment_summary, fmt_ms, fmt_percent, fmt_sig};
+use crate::format::human_bytes;
 
 /// Escape text for a Markdown table cell.
 fn cell(s: &str) -> String {
@@ -58,7 +59,7 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
             opt(c.cv().map(fmt_percent)),
             opt(c.gpu_utilization_percent().map(|v| format!("{v:.1}%"))),
             opt(c.flop_fraction().map(fmt_percent)),
-            opt(c.peak_allocated_bytes().map(fmt_bytes)),
+            opt(c.peak_allocated_bytes().map(human_bytes)),
         );
     }
 

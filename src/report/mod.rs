@@ -9,8 +9,7 @@ pub mod plots;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::compare::load::{LoadedResult, config_id};
-use crate::result::{Metrics, RunOutcome, RunResult};
+use crate::result::{LoadedResult, Metrics, RunOutcome, RunResult, config_id};
 use crate::workload::Precision;
 
 /// Why a report could not be written.
@@ -296,18 +295,6 @@ pub fn write_report(results: &[LoadedResult], out: &Path) -> Result<ReportFiles,
     })
 }
 
-/// Human-readable bytes (binary units).
-pub fn fmt_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < UNITS.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[i]) }
-}
-
 /// A number with three significant digits (no exponent for everyday magnitudes).
 pub fn fmt_sig(v: f64) -> String {
     if !v.is_finite() {
@@ -362,8 +349,6 @@ mod tests {
 
     #[test]
     fn formatting() {
-        assert_eq!(fmt_bytes(512), "512 B");
-        assert_eq!(fmt_bytes(3 * 1024 * 1024), "3.0 MiB");
         assert_eq!(fmt_sig(1234.5), "1234");
         assert_eq!(fmt_sig(12.345), "12.3");
         assert_eq!(fmt_sig(0.01234), "0.012");

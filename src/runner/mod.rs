@@ -155,7 +155,7 @@ impl Recorder {
         Recorder {
             dir: dir.clone(),
             spec_name: suite.spec_name.clone(),
-            spec_sha: crate::manifest::sha256_hex(&suite.spec_canonical),
+            spec_sha: crate::format::sha256_hex(&suite.spec_canonical),
             writer: None,
             report: SuiteReport { dir, results: Vec::new(), interrupted: false },
         }

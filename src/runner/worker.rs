@@ -27,7 +27,7 @@ use trainbench_workload::{BackendKind, RunPlan};
 
 use super::{Flow, Pass, Recorder, RunContext, RunnerError, RunnerOptions, StopFlag, Suite, SuiteReport, probe};
 use crate::backends;
-use crate::manifest::sha256_hex;
+use crate::format::sha256_hex;
 use crate::result::{ProcessInfo, RunOutcome, RunResult};
 
 /// How long a worker may stay silent beyond its runs' timeout before it is killed as hung (model building,

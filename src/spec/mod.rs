@@ -14,7 +14,6 @@ pub mod wire;
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
 use trainbench_workload::{DeviceSelector, Graph};
 
 pub use diagnostics::{Diagnostic, Severity};
@@ -39,7 +38,7 @@ pub struct ValidatedSpec {
 impl ValidatedSpec {
     fn new(spec: SpecFile, graph: Graph, device: DeviceSelector, overrides: Vec<String>) -> Self {
         let canonical = canonical_toml(&spec);
-        let sha256 = hex(&Sha256::digest(canonical.as_bytes()));
+        let sha256 = crate::format::sha256_hex(&canonical);
         Self { spec, source: None, overrides, canonical, sha256, graph, device, warnings: Vec::new() }
     }
 
@@ -94,10 +93,6 @@ impl ValidatedSpec {
 /// floats are finite), so this does not fail in practice; JSON is the fallback so a hash always exists.
 fn canonical_toml(spec: &SpecFile) -> String {
     toml::to_string(spec).unwrap_or_else(|_| serde_json::to_string(spec).unwrap_or_default())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Validate one spec file with `overrides` (the convenience entry point for commands that take one spec).

@@ -7,10 +7,20 @@ pub mod spec_run;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use trainbench::audit::sha256_hex;
+use trainbench::format::sha256_hex;
 use trainbench::result::*;
 use trainbench::stats::{self, SplitMix64};
 use trainbench::workload::{Budget, DeviceInfo, OptimizerSpec, Precision, RunPlan};
+
+/// insta settings for snapshots in `golden/<subdir>/`, named without the test module's prefix: the one place
+/// the integration tests say where their golden files live. Tests whose snapshot files carry no `expression:`
+/// header add `set_omit_expression(true)`.
+pub fn golden_settings(subdir: &str) -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden").join(subdir));
+    settings.set_prepend_module_to_snapshot(false);
+    settings
+}
 
 /// What to synthesise.
 #[derive(Debug, Clone)]

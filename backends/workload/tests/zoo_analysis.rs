@@ -23,6 +23,15 @@ fn adam() -> OptimizerSpec {
     OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }
 }
 
+/// insta settings for snapshots in the workspace's `golden/<subdir>/`, named without the module prefix (the
+/// root crate's integration tests have the same helper in `tests/common/mod.rs`).
+fn golden_settings(subdir: &str) -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden").join(subdir));
+    settings.set_prepend_module_to_snapshot(false);
+    settings
+}
+
 fn check(name: &str, model: serde_json::Value, batch: usize, optimizer: OptimizerSpec) {
     let spec: ModelSpec = serde_json::from_value(model).expect("model spec");
     let graph = zoo::build(&spec).expect("zoo model builds");
@@ -32,10 +41,7 @@ fn check(name: &str, model: serde_json::Value, batch: usize, optimizer: Optimize
         .map(|p| memory_estimate(&analysis, batch, p, &optimizer))
         .collect();
     analysis.layers.clear();
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path("../../../golden/analysis");
-    settings.set_prepend_module_to_snapshot(false);
-    settings.bind(|| insta::assert_json_snapshot!(name, Golden { analysis, memory }));
+    golden_settings("analysis").bind(|| insta::assert_json_snapshot!(name, Golden { analysis, memory }));
 }
 
 #[test]

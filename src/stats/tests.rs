@@ -1,4 +1,5 @@
-//! Unit tests of `stats` with hand-computed expected values.
+//! Unit tests of `stats` (descriptive statistics, MSER-5, bootstrap, rank test) with hand-computed expected
+//! values.
 #![allow(clippy::unwrap_used)]
 
 use super::*;
@@ -168,4 +169,39 @@ fn mser5_truncates_at_most_half_and_skips_short_series() {
     assert!(!mser5(&[1.0; 30]).capped);
     assert_eq!(mser5_start(&[5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]), 0);
     assert_eq!(mser5_start(&[f64::NAN; 20]), 0);
+}
+
+// Two-level bootstrap (several repeats per side).
+
+fn repeat(center: f64, n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = SplitMix64::new(seed);
+    (0..n).map(|_| center * (1.0 + 0.02 * (rng.next_f64() - 0.5))).collect()
+}
+
+#[test]
+fn hierarchical_ci_carries_the_run_to_run_spread() {
+    // Three repeats per side whose centres differ by a few percent (run-to-run noise), no true change.
+    let a = vec![repeat(1.00, 50, 1), repeat(1.04, 50, 2), repeat(0.97, 50, 3)];
+    let b = vec![repeat(1.02, 50, 4), repeat(0.98, 50, 5), repeat(1.03, 50, 6)];
+    let (lo, hi) = hierarchical_ratio_ci(&a, &b, 0.95, 2000, 7).unwrap();
+    assert!(lo < 1.0 && hi > 1.0, "[{lo}, {hi}] should contain 1");
+    // Pooled single-level bootstrap of the same data is much narrower.
+    let pa: Vec<f64> = a.concat();
+    let pb: Vec<f64> = b.concat();
+    let (plo, phi) = bootstrap_ratio_ci(&pa, &pb, 0.95, 2000, 7).unwrap();
+    assert!(phi - plo < (hi - lo) / 2.0, "pooled [{plo}, {phi}] vs hierarchical [{lo}, {hi}]");
+}
+
+#[test]
+fn hierarchical_ci_excludes_a_clear_slowdown() {
+    let a = vec![repeat(1.0, 40, 1), repeat(1.01, 40, 2)];
+    let b = vec![repeat(1.2, 40, 3), repeat(1.21, 40, 4)];
+    let (lo, hi) = hierarchical_ratio_ci(&a, &b, 0.95, 1000, 9).unwrap();
+    assert!(lo > 1.1 && hi < 1.3, "[{lo}, {hi}]");
+}
+
+#[test]
+fn hierarchical_ci_of_an_empty_side_is_none() {
+    assert!(hierarchical_ratio_ci(&[], &[vec![1.0]], 0.95, 10, 1).is_none());
+    assert!(hierarchical_ratio_ci(&[vec![]], &[vec![1.0]], 0.95, 10, 1).is_none());
 }

@@ -1,8 +1,9 @@
-//! Reading result files: single files or whole results folders (recursively), checked against the format version.
+//! Reading result files for report, compare, check and audit: single files or whole results folders
+//! (recursively), checked against the format version; and the configuration a run id belongs to.
 
 use std::path::{Path, PathBuf};
 
-use crate::result::{FORMAT_VERSION, INDEX_FILE, RunResult};
+use super::{FORMAT_VERSION, INDEX_FILE, RunResult};
 
 /// A result file read from disk.
 #[derive(Debug, Clone)]

@@ -11,6 +11,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use trainbench_workload::{DeviceInfo, RunPlan};
 
+pub mod load;
+
+pub use load::{LoadError, LoadedResult, config_id};
+
 /// Version of the result format written by this build. Bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;
 
