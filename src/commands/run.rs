@@ -6,47 +6,14 @@ use std::path::PathBuf;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use trainbench_workload::mock::MockConfig;
 
+use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::backends::BackendChoice;
 use crate::result::{RunOutcome, RunResult};
 use crate::runner::{self, RunnerError, RunnerOptions, Suite, probe};
+use crate::spec::SpecValidator;
 use crate::spec::diagnostics::{Diagnostic, render_text};
 use crate::spec::rules;
-use crate::spec::{Overrides, SpecValidator};
-
-/// Backend selection on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendArg {
-    /// tch if built in, else wgpu.
-    Auto,
-    /// libtorch through tch.
-    Tch,
-    /// burn's wgpu backend.
-    Wgpu,
-    /// The deterministic mock backend (tests trainbench itself; measures nothing real).
-    Mock,
-}
-
-impl From<BackendArg> for BackendChoice {
-    fn from(b: BackendArg) -> Self {
-        match b {
-            BackendArg::Auto => BackendChoice::Auto,
-            BackendArg::Tch => BackendChoice::Tch,
-            BackendArg::Wgpu => BackendChoice::Wgpu,
-            BackendArg::Mock => BackendChoice::Mock,
-        }
-    }
-}
-
-/// Output format of the summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Format {
-    /// A table for people.
-    #[default]
-    Text,
-    /// JSON for scripts: one object per run.
-    Json,
-}
 
 /// Arguments of `trainbench run`.
 #[derive(Debug, clap::Args)]
@@ -56,22 +23,22 @@ pub struct Args {
     pub specs: Vec<PathBuf>,
     /// Backend, overriding `topology.backend`.
     #[arg(long, value_enum)]
-    pub backend: Option<BackendArg>,
+    pub backend: Option<BackendChoice>,
     /// Device selector, overriding `topology.device` (`cpu`, `cuda:0`, ...).
     #[arg(long, value_name = "D")]
     pub device: Option<String>,
-    /// Override a spec value, e.g. `--set run.iterations=20 --set sweep.batch_sizes=[32,64]`.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
+    /// Spec values overridden before validating.
+    #[command(flatten)]
+    pub set: SetArgs,
     /// Results folder; each spec writes to `<DIR>/<spec name>/`.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
     /// No progress bars or per-run lines (the summary is still printed).
     #[arg(long, short)]
     pub quiet: bool,
-    /// Summary format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    /// Summary format (text: a table; JSON: one object per run).
+    #[command(flatten)]
+    pub format: FormatArg,
     /// Turn the background collectors (CPU, NVML) off, to measure their overhead on step time.
     #[arg(long)]
     pub no_collectors: bool,
@@ -104,7 +71,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     probe::install_interrupt_handler();
     let opts = RunnerOptions {
         out_dir: args.out.clone(),
-        backend: args.backend.map(Into::into),
+        backend: args.backend,
         device: args.device.clone(),
         progress: !args.quiet,
         no_collectors: args.no_collectors,
@@ -139,14 +106,14 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             break;
         }
     }
-    match args.format {
-        Format::Text => {
+    match args.format.get() {
+        OutputFormat::Text => {
             outln!("{}", summary_table(&all));
             if interrupted {
                 outln!("interrupted: finished runs were kept");
             }
         }
-        Format::Json => {
+        OutputFormat::Json => {
             let rows: Vec<serde_json::Value> = all.iter().map(|(r, p)| summary_json(r, p)).collect();
             outln!("{}", serde_json::to_string_pretty(&rows).map_err(|e| CommandError::Other(e.to_string()))?);
         }
@@ -158,7 +125,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
 /// Validate every spec (with the `--set` overrides) before running any; `None` after printing diagnostics
 /// when one is invalid.
 fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
-    let overrides = match Overrides::parse(&args.sets) {
+    let overrides = match args.set.parse() {
         Ok(o) => o,
         Err(diagnostics) => {
             eprint!("{}", render_text(&diagnostics));
