@@ -1,5 +1,6 @@
 //! CLI snapshot tests of `trainbench run --backend mock`: the summary table and the shape of a result file
-//! (environment redacted, floats rounded to 4 significant digits so the snapshot survives last-bit noise).
+//! (environment redacted, floats rounded to 4 significant digits so the snapshot survives last-bit noise); what
+//! `--quiet` leaves out.
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -57,7 +58,7 @@ fn run_mock_prints_a_summary_and_writes_results() {
     let out = dir.path().join("out");
     let assert = Command::cargo_bin("trainbench")
         .unwrap()
-        .args(["run", "--quiet", "--backend", "mock", "--out"])
+        .args(["run", "--backend", "mock", "--out"])
         .arg(&out)
         .arg(&spec)
         .assert()
@@ -135,4 +136,64 @@ fn bad_set_is_an_input_error() {
     let dir = tempfile::tempdir().unwrap();
     let spec = write_spec(dir.path());
     Command::cargo_bin("trainbench").unwrap().args(["run", "--set", "nonsense"]).arg(&spec).assert().code(2);
+}
+
+#[test]
+fn quiet_prints_nothing_when_all_goes_well() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    let out = dir.path().join("out");
+    // A time budget next to written iterations is a spec warning: quiet leaves it out too.
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--set", "run.time_budget_s=0.05", "--out"])
+        .arg(&out)
+        .arg(&spec)
+        .assert()
+        .success();
+    let o = assert.get_output();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+    assert!(out.join("cli-mock/cli-mock.b8.fp32.1x1.r0.json").is_file());
+    // Without --quiet the warning and the table are there.
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--set", "run.time_budget_s=0.05", "--out"])
+        .arg(dir.path().join("out2"))
+        .arg(&spec)
+        .assert()
+        .success();
+    let o = assert.get_output();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is ignored when `run.time_budget_s` is set"), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("samples/s"), "{o:?}");
+}
+
+#[test]
+fn quiet_still_reports_failed_runs_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    // The worker of repeat 1 dies: its runs fail, with a reason on stderr and exit 1.
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--set", "run.repeats=2", "--mock-abort-repeat", "1", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&spec)
+        .assert()
+        .code(1);
+    let o = assert.get_output();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("error: run cli-mock.b8.fp32.1x1.r1 failed: the worker process"), "{stderr}");
+    assert!(stderr.contains("error: run cli-mock.b32.fp32.1x1.r1 failed: not run"), "{stderr}");
+    assert!(!stderr.contains(".r0"), "{stderr}");
+    // JSON was asked for explicitly: it is printed even when quiet.
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--format", "json", "--out"])
+        .arg(dir.path().join("out2"))
+        .arg(&spec)
+        .assert()
+        .success();
+    let rows: Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 2);
 }

@@ -1,5 +1,5 @@
 //! The `run` subcommand: runs the specs' benchmarks, writes one result file per run (plus an index per spec)
-//! and prints a summary table.
+//! and prints a summary table (none with `--quiet`, which leaves only errors and failed runs' reasons).
 
 use std::path::PathBuf;
 
@@ -33,7 +33,8 @@ pub struct Args {
     /// Results folder; each spec writes to `<DIR>/<spec name>/`.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
-    /// No progress bars or per-run lines (the summary is still printed).
+    /// Print only errors and the reasons of failed runs: no progress bars, per-run lines, spec warnings or
+    /// summary table (`--format json` still prints its summary); the exit code says how the runs went.
     #[arg(long, short)]
     pub quiet: bool,
     /// Summary format (text: a table; JSON: one object per run).
@@ -94,6 +95,10 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             if !args.quiet {
                 eprintln!("{:<12} {}  -> {}", r.outcome.status(), r.run_id, path.display());
             }
+            // Even when quiet: a failed run is an error the exit code alone would not explain.
+            if let RunOutcome::Failed { message } = &r.outcome {
+                eprintln!("error: run {} failed: {message}", r.run_id);
+            }
             written.push((r.clone(), path.to_path_buf()));
         };
         let report = runner::run_suite(suite, &opts, &mut on_result).map_err(|e| match e {
@@ -107,6 +112,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         }
     }
     match args.format.get() {
+        OutputFormat::Text if args.quiet => {}
         OutputFormat::Text => {
             outln!("{}", summary_table(&all));
             if interrupted {
