@@ -1,7 +1,8 @@
 //! The `run` subcommand: runs the specs' benchmarks, writes one result file per run (plus an index per spec)
-//! and prints a summary table (none with `--quiet`, which leaves only errors and failed runs' reasons).
+//! and prints a summary table (none with `--quiet`, which leaves only errors and failed runs' reasons). It
+//! refuses to replace results already in `--out` unless `--overwrite` says so.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use trainbench_workload::mock::MockConfig;
@@ -10,7 +11,7 @@ use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::backends::BackendChoice;
 use crate::result::{RunOutcome, RunResult};
-use crate::runner::{self, RunnerError, RunnerOptions, Suite, probe};
+use crate::runner::{self, RunnerError, RunnerOptions, Suite, output, probe};
 use crate::spec::SpecValidator;
 use crate::spec::diagnostics::{Diagnostic, render_text};
 use crate::spec::rules;
@@ -30,9 +31,13 @@ pub struct Args {
     /// Spec values overridden before validating.
     #[command(flatten)]
     pub set: SetArgs,
-    /// Results folder; each spec writes to `<DIR>/<spec name>/`.
+    /// Results folder; each spec writes to `<DIR>/<spec name>/<run id>.json`. A folder already holding results of
+    /// the same runs is refused before anything runs, unless `--overwrite` is given.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
+    /// Replace results of the same runs already in `--out` (without it, `run` refuses to start).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Print only errors and the reasons of failed runs: no progress bars, per-run lines, spec warnings or
     /// summary table (`--format json` still prints its summary); the exit code says how the runs went.
     #[arg(long, short)]
@@ -69,6 +74,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             args.mock_slowdown
         )));
     }
+    if !args.overwrite {
+        refuse_to_replace(&args.out, &suites)?;
+    }
     probe::install_interrupt_handler();
     let opts = RunnerOptions {
         out_dir: args.out.clone(),
@@ -91,7 +99,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let mut interrupted = false;
     for suite in &suites {
         let mut written = Vec::new();
-        let mut on_result = |r: &RunResult, path: &std::path::Path| {
+        let mut on_result = |r: &RunResult, path: &Path| {
             if !args.quiet {
                 eprintln!("{:<12} {}  -> {}", r.outcome.status(), r.run_id, path.display());
             }
@@ -168,6 +176,20 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
     Ok((!invalid).then_some(suites))
 }
 
+/// Refuse, before any run starts (and any worker process), to replace result files already in `out`.
+fn refuse_to_replace(out: &Path, suites: &[Suite]) -> Result<(), CommandError> {
+    let existing = output::existing_results(out, suites);
+    let Some(first) = existing.first() else { return Ok(()) };
+    let n = existing.len();
+    let (files, them) = if n == 1 { ("result file", "it") } else { ("result files", "them") };
+    Err(CommandError::Input(format!(
+        "{} already holds {n} {files} of these runs (such as {}), which this run would replace; pass \
+         `--overwrite` to replace {them}, or choose another `--out`",
+        out.display(),
+        first.display()
+    )))
+}
+
 fn ms(s: f64) -> String {
     format!("{:.3}", s * 1e3)
 }
@@ -218,7 +240,7 @@ pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
     t
 }
 
-fn summary_json(r: &RunResult, path: &std::path::Path) -> serde_json::Value {
+fn summary_json(r: &RunResult, path: &Path) -> serde_json::Value {
     let m = r.metrics.as_ref();
     serde_json::json!({
         "spec": r.spec_name,
