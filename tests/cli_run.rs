@@ -175,7 +175,7 @@ fn quiet_still_reports_failed_runs_and_json() {
     // The worker of repeat 1 dies: its runs fail, with a reason on stderr and exit 1.
     let assert = Command::cargo_bin("trainbench")
         .unwrap()
-        .args(["run", "--quiet", "--set", "run.repeats=2", "--mock-abort-repeat", "1", "--out"])
+        .args(["run", "--quiet", "--set", "run.repeats=2", "--test-hooks", r#"{"mock_abort_repeat": 1}"#, "--out"])
         .arg(dir.path().join("out"))
         .arg(&spec)
         .assert()

@@ -11,7 +11,7 @@ use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::backends::BackendChoice;
 use crate::result::{RunOutcome, RunResult};
-use crate::runner::{self, RunnerError, RunnerOptions, Suite, output, probe};
+use crate::runner::{self, RunnerError, RunnerOptions, Suite, TestHooks, output, probe};
 use crate::spec::SpecValidator;
 use crate::spec::diagnostics::{Diagnostic, render_text};
 use crate::spec::rules;
@@ -51,16 +51,9 @@ pub struct Args {
     /// Mock backend only: multiply step times by this factor (simulates a regression for testing `compare`).
     #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
     pub mock_slowdown: f64,
-    /// Mock backend only, for tests: abort the process running this repeat (a crash inside a backend).
-    #[arg(long, value_name = "REPEAT", hide = true)]
-    pub mock_abort_repeat: Option<u32>,
-    /// Mock backend only, for tests: hang (never return) in this repeat.
-    #[arg(long, value_name = "REPEAT", hide = true)]
-    pub mock_hang_repeat: Option<u32>,
-    /// For tests: seconds a worker may stay silent past its runs' timeout before it is killed as hung
-    /// (default 60).
-    #[arg(long, value_name = "SECONDS", hide = true)]
-    pub hung_grace_s: Option<f64>,
+    /// For trainbench's own tests: the runner's test hooks as JSON (see `runner::TestHooks`).
+    #[arg(long, value_name = "JSON", hide = true)]
+    pub test_hooks: Option<String>,
 }
 
 /// Carry out `trainbench run`.
@@ -74,6 +67,10 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             args.mock_slowdown
         )));
     }
+    let test_hooks = match &args.test_hooks {
+        Some(json) => TestHooks::from_json(json).map_err(CommandError::Input)?,
+        None => TestHooks::default(),
+    };
     if !args.overwrite {
         refuse_to_replace(&args.out, &suites)?;
     }
@@ -84,13 +81,8 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         device: args.device.clone(),
         progress: !args.quiet,
         no_collectors: args.no_collectors,
-        mock: MockConfig {
-            slowdown: args.mock_slowdown,
-            abort_in_repeat: args.mock_abort_repeat,
-            hang_in_repeat: args.mock_hang_repeat,
-            ..MockConfig::default()
-        },
-        hung_grace: args.hung_grace_s.filter(|s| s.is_finite() && *s >= 0.0).map(std::time::Duration::from_secs_f64),
+        mock: MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() },
+        test_hooks,
         // Repeats of a spec with `run.isolation = "process"` run in `trainbench worker` processes.
         worker_exe: std::env::current_exe().ok(),
         ..RunnerOptions::default()
