@@ -13,7 +13,8 @@ $TB validate specs/
 echo "==> trainbench analyze specs/tbd/resnet50.toml --batch 32" >&2
 $TB analyze specs/tbd/resnet50.toml --batch 32
 echo "==> trainbench run specs/smoke/ (CPU, libtorch)" >&2
-$TB run specs/smoke/*.toml --backend tch --out results/demo
+# --overwrite: a second demo replaces the first one's results.
+$TB run specs/smoke/*.toml --backend tch --out results/demo --overwrite
 echo "==> trainbench report" >&2
 $TB report results/demo --out results/demo-report
 echo "report: $ROOT/results/demo-report/index.html" >&2

@@ -1,4 +1,5 @@
-//! The spec commands end to end: `validate` (text and JSON, files and folders, `--set`), `plan`.
+//! The spec commands end to end: `validate` (text and JSON, files and folders, `--set`), `plan`; and the arguments
+//! every command shares (`--format text|json`, `--json`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -172,4 +173,65 @@ fn plan_of_an_invalid_spec_exits_2_with_diagnostics() {
     let o = trainbench(&["plan", "specs/extra/bert_base.toml", "--set", "topology.device=cpu"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stdout(&o).contains("precision `fp16` is not supported by the tch backend on `cpu`"), "{}", stdout(&o));
+}
+
+#[test]
+fn every_command_with_structured_output_takes_format_json() {
+    let result = "tests/fixtures/results/fixture-resnet/fixture-resnet.b16.fp32.1x1.r0.json";
+    let fixtures = "tests/fixtures/results";
+    let commands: [&[&str]; 7] = [
+        &["validate", "specs/smoke/mlp.toml"],
+        &["plan", "specs/smoke/mlp.toml"],
+        &["analyze", "specs/smoke/mlp.toml"],
+        &["devices"],
+        &["audit", "--integrity-only", result],
+        &["compare", fixtures, fixtures],
+        &[
+            "run",
+            "--backend",
+            "mock",
+            "--set",
+            "run.repeats=1",
+            "--set",
+            "sweep.batch_sizes=[2]",
+            "specs/smoke/mlp.toml",
+        ],
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    // Each `run` writes to a folder of its own.
+    let mut runs = 0;
+    let mut with_out = |args: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        if args[0] == "run" {
+            runs += 1;
+            args.extend(["--out".to_string(), dir.path().join(runs.to_string()).display().to_string()]);
+        }
+        args
+    };
+    for args in commands {
+        for format in [["--format", "json"].as_slice(), &["--json"]] {
+            if format == ["--json"] && args[0] == "compare" {
+                continue; // compare has three formats (table, markdown, json) and never had `--json`
+            }
+            let full = with_out(&[args, format].concat());
+            let o = trainbench(&full.iter().map(String::as_str).collect::<Vec<_>>());
+            assert!(o.status.code().is_some_and(|c| c <= 1), "{args:?} {format:?}: {o:?}");
+            let json: Result<serde_json::Value, _> = serde_json::from_str(&stdout(&o));
+            assert!(json.is_ok(), "{args:?} {format:?} does not print JSON: {}", stdout(&o));
+        }
+        // `text` is the default everywhere (compare calls it `table` and accepts `text`).
+        let full = with_out(&[args, &["--format", "text"]].concat());
+        let o = trainbench(&full.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(o.status.code().is_some_and(|c| c <= 1), "{args:?} --format text: {o:?}");
+        assert!(serde_json::from_str::<serde_json::Value>(&stdout(&o)).is_err(), "{args:?}: {}", stdout(&o));
+    }
+    let both = trainbench(&["devices", "--json", "--format", "text"]);
+    assert_eq!(both.status.code(), Some(2));
+}
+
+#[test]
+fn run_help_lists_the_shared_arguments() {
+    let o = trainbench(&["run", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    settings().bind(|| insta::assert_snapshot!("run-help", stdout(&o)));
 }

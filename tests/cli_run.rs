@@ -1,5 +1,6 @@
 //! CLI snapshot tests of `trainbench run --backend mock`: the summary table and the shape of a result file
-//! (environment redacted, floats rounded to 4 significant digits so the snapshot survives last-bit noise).
+//! (environment redacted, floats rounded to 4 significant digits so the snapshot survives last-bit noise); what
+//! `--quiet` leaves out.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -52,7 +53,7 @@ fn run_mock_prints_a_summary_and_writes_results() {
     let out = dir.path().join("out");
     let assert = Command::cargo_bin("trainbench")
         .unwrap()
-        .args(["run", "--quiet", "--backend", "mock", "--out"])
+        .args(["run", "--backend", "mock", "--out"])
         .arg(&out)
         .arg(&spec)
         .assert()
@@ -130,4 +131,133 @@ fn bad_set_is_an_input_error() {
     let dir = tempfile::tempdir().unwrap();
     let spec = write_spec(dir.path());
     Command::cargo_bin("trainbench").unwrap().args(["run", "--set", "nonsense"]).arg(&spec).assert().code(2);
+}
+
+#[test]
+fn quiet_prints_nothing_when_all_goes_well() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    let out = dir.path().join("out");
+    // A time budget next to written iterations is a spec warning: quiet leaves it out too.
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--set", "run.time_budget_s=0.05", "--out"])
+        .arg(&out)
+        .arg(&spec)
+        .assert()
+        .success();
+    let o = assert.get_output();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "");
+    assert!(out.join("cli-mock/cli-mock.b8.fp32.1x1.r0.json").is_file());
+    // Without --quiet the warning and the table are there.
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--set", "run.time_budget_s=0.05", "--out"])
+        .arg(dir.path().join("out2"))
+        .arg(&spec)
+        .assert()
+        .success();
+    let o = assert.get_output();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is ignored when `run.time_budget_s` is set"), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("samples/s"), "{o:?}");
+}
+
+#[test]
+fn quiet_still_reports_failed_runs_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    // The worker of repeat 1 dies: its runs fail, with a reason on stderr and exit 1.
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--set", "run.repeats=2", "--test-hooks", r#"{"mock_abort_repeat": 1}"#, "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&spec)
+        .assert()
+        .code(1);
+    let o = assert.get_output();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("error: run cli-mock.b8.fp32.1x1.r1 failed: the worker process"), "{stderr}");
+    assert!(stderr.contains("error: run cli-mock.b32.fp32.1x1.r1 failed: not run"), "{stderr}");
+    assert!(!stderr.contains(".r0"), "{stderr}");
+    // JSON was asked for explicitly: it is printed even when quiet.
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--format", "json", "--out"])
+        .arg(dir.path().join("out2"))
+        .arg(&spec)
+        .assert()
+        .success();
+    let rows: Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 2);
+}
+
+/// `trainbench run --quiet` of the spec into `out` with extra arguments.
+fn run_into(spec: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--set", "run.repeats=2", "--out"])
+        .arg(out)
+        .arg(spec)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// Every file under `dir` with its contents.
+fn snapshot_folder(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_second_run_into_the_same_folder_is_refused_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    let out = dir.path().join("out");
+    assert_eq!(run_into(&spec, &out, &[]).status.code(), Some(0));
+    let before = snapshot_folder(&out.join("cli-mock"));
+    assert_eq!(before.len(), 5, "4 results and the index");
+
+    let o = run_into(&spec, &out, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let expected = format!("error: {} already holds 4 result files of these runs", out.display());
+    assert!(stderr.starts_with(&expected), "{stderr}");
+    assert!(stderr.contains("`--overwrite`") && stderr.contains("another `--out`"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(snapshot_folder(&out.join("cli-mock")), before, "nothing may change");
+
+    // Runs that are not there yet are no conflict, but one that is, is.
+    assert_eq!(run_into(&spec, &out, &["--set", "sweep.batch_sizes=[4]"]).status.code(), Some(0));
+    let o = run_into(&spec, &out, &["--set", "sweep.batch_sizes=[4,8]"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("already holds 4 result files"), "{o:?}");
+}
+
+#[test]
+fn overwrite_replaces_the_earlier_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    let out = dir.path().join("out");
+    assert_eq!(run_into(&spec, &out, &[]).status.code(), Some(0));
+    let file = out.join("cli-mock/cli-mock.b8.fp32.1x1.r1.json");
+    let first: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+
+    let o = run_into(&spec, &out, &["--overwrite"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let second: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    // Each repeat ran in a worker process of its own: the replaced result names the new one.
+    assert_ne!(first["environment"]["process"]["pid"], second["environment"]["process"]["pid"]);
+    let index: Value = serde_json::from_slice(&std::fs::read(out.join("cli-mock/index.json")).unwrap()).unwrap();
+    assert_eq!(index["runs"].as_array().unwrap().len(), 4);
 }

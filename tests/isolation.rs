@@ -26,6 +26,10 @@ iterations = 10
 repeats = 3
 "#;
 
+/// Test hooks: the mock backend hangs in repeat 2 (or 0), and a worker silent for 1 s past the timeout is hung.
+const HANG_REPEAT_2: &str = r#"{"mock_hang_repeat": 2, "hung_grace_s": 1}"#;
+const HANG_REPEAT_0: &str = r#"{"mock_hang_repeat": 0, "hung_grace_s": 1}"#;
+
 /// Run the spec with extra arguments; returns the exit code and the results by run id.
 fn run(dir: &Path, extra: &[&str]) -> (i32, Vec<RunResult>) {
     let spec = dir.join("spec.toml");
@@ -85,7 +89,7 @@ fn shared_isolation_runs_every_repeat_in_one_process() {
 #[test]
 fn a_worker_that_dies_fails_its_repeat_and_the_sweep_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, results) = run(dir.path(), &["--mock-abort-repeat", "1"]);
+    let (code, results) = run(dir.path(), &["--test-hooks", r#"{"mock_abort_repeat": 1}"#]);
     // A failed run makes `run` exit 1; every other run is kept.
     assert_eq!(code, 1);
     assert_eq!(results.len(), 6);
@@ -131,8 +135,7 @@ fn compare_notes_repeats_that_shared_a_process() {
 fn a_worker_hung_past_the_timeout_is_killed_and_the_sweep_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let started = std::time::Instant::now();
-    let (code, results) =
-        run(dir.path(), &["--set", "run.timeout_s=0.5", "--mock-hang-repeat", "2", "--hung-grace-s", "1"]);
+    let (code, results) = run(dir.path(), &["--set", "run.timeout_s=0.5", "--test-hooks", HANG_REPEAT_2]);
     // The hung worker is killed 1.5 s after its last word, not waited for.
     assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
     assert_eq!(code, 1);
@@ -152,10 +155,8 @@ fn a_worker_hung_past_the_timeout_is_killed_and_the_sweep_goes_on() {
 #[test]
 fn a_single_repeat_with_a_timeout_runs_in_a_worker_so_a_hang_can_be_killed() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, results) = run(
-        dir.path(),
-        &["--set", "run.repeats=1", "--set", "run.timeout_s=0.5", "--mock-hang-repeat", "0", "--hung-grace-s", "1"],
-    );
+    let (code, results) =
+        run(dir.path(), &["--set", "run.repeats=1", "--set", "run.timeout_s=0.5", "--test-hooks", HANG_REPEAT_0]);
     assert_eq!(code, 1);
     assert_eq!(results.len(), 2);
     assert!(results.iter().all(|r| r.outcome.status() == "failed"), "{results:?}");
@@ -164,4 +165,22 @@ fn a_single_repeat_with_a_timeout_runs_in_a_worker_so_a_hang_can_be_killed() {
     let (code, results) = run(dir.path(), &["--set", "run.repeats=1"]);
     assert_eq!(code, 0);
     assert!(results.iter().all(|r| !r.environment.process.unwrap().own_process_per_repeat));
+}
+
+#[test]
+fn a_stop_inside_a_worker_stops_the_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    // Plan 1 is batch 2, repeat 1 (batch sizes outermost): its worker is told to stop after 5 iterations.
+    let (code, results) = run(dir.path(), &["--test-hooks", r#"{"interrupt_at": [1, 5]}"#]);
+    assert_eq!(code, 1);
+    let outcomes: Vec<(&str, &str)> = results.iter().map(|r| (r.run_id.as_str(), r.outcome.status())).collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("isolated.b2.fp32.1x1.r0", "completed"),
+            ("isolated.b2.fp32.1x1.r1", "interrupted"),
+            ("isolated.b4.fp32.1x1.r0", "completed"),
+        ]
+    );
+    assert_eq!(results[1].outcome, RunOutcome::Interrupted { reason: "interrupted by user".into() });
 }

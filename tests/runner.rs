@@ -124,7 +124,7 @@ fn interrupt_keeps_finished_runs_and_stops_the_suite() {
     let dir = tempfile::tempdir().unwrap();
     let s = suite("[sweep]\nbatch_sizes = [4, 8, 16]");
     let mut opts = options(dir.path());
-    opts.interrupt_at = Some((1, 10)); // during the second run: 3 warm-up + 7 measured iterations
+    opts.test_hooks.interrupt_at = Some((1, 10)); // during the second run: 3 warm-up + 7 measured iterations
     let report = run_suite(&s, &opts, &mut |_, _| {}).unwrap();
     assert!(report.interrupted);
     assert_eq!(report.results.len(), 2);

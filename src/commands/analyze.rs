@@ -7,20 +7,11 @@ use serde::Serialize;
 use trainbench_workload::Precision;
 use trainbench_workload::analysis::{Analysis, MemoryEstimate, analyze, memory_estimate};
 
-use super::validate::{OutputFormat, print_override_errors};
+use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::format::human_bytes;
 use crate::spec::diagnostics::render_text as render_diagnostics;
-use crate::spec::{Overrides, ValidatedSpec, load_spec};
-
-/// Output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Human-readable summary (and layer table with `--per-layer`).
-    Text,
-    /// One JSON object: `{"parameters", "flops", "activations", "memory", ...}`.
-    Json,
-}
+use crate::spec::{ValidatedSpec, load_spec};
 
 /// Arguments of `trainbench analyze`.
 #[derive(Debug, clap::Args)]
@@ -34,15 +25,16 @@ pub struct Args {
     /// `training.precision`].
     #[arg(long, value_parser = parse_precision)]
     pub precision: Option<Precision>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    /// Output format (text: a summary; JSON: one object with `parameters`, `flops`, `activations`, `memory`,
+    /// ...).
+    #[command(flatten)]
+    pub format: FormatArg,
     /// Include every layer (text: a table; JSON: a `layers` array).
     #[arg(long)]
     pub per_layer: bool,
-    /// Override a spec field before analysing, e.g. `--set model.depth=101` (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
+    /// Spec values overridden before analysing.
+    #[command(flatten)]
+    pub set: SetArgs,
 }
 
 fn parse_precision(s: &str) -> Result<Precision, String> {
@@ -86,13 +78,10 @@ pub fn report(
 
 /// Carry out `trainbench analyze`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
-    let format = match args.format {
-        Format::Text => OutputFormat::Text,
-        Format::Json => OutputFormat::Json,
-    };
-    let overrides = match Overrides::parse(&args.set) {
+    let format = args.format.get();
+    let overrides = match args.set.parse_or_print(format) {
         Ok(o) => o,
-        Err(diagnostics) => return Ok(print_override_errors(format, diagnostics)),
+        Err(outcome) => return Ok(outcome),
     };
     let spec = match load_spec(&args.spec, &overrides) {
         Ok(spec) => spec,
@@ -105,12 +94,12 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     if !args.per_layer {
         report.analysis.layers.clear();
     }
-    let out = match args.format {
-        Format::Json => {
+    let out = match format {
+        OutputFormat::Json => {
             let json = serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?;
             json + "\n"
         }
-        Format::Text => render_text(&report),
+        OutputFormat::Text => render_text(&report),
     };
     out!("{out}");
     Ok(Outcome::Success)
@@ -254,7 +243,7 @@ name = "fc2"
 
     fn check(text: &str) -> Result<ValidatedSpec, Vec<crate::spec::Diagnostic>> {
         let validator = crate::spec::SpecValidator::new().unwrap();
-        validator.check_bytes("bad-mlp.toml", text.as_bytes(), None, &Overrides::none()).into_result()
+        validator.check_bytes("bad-mlp.toml", text.as_bytes(), None, &crate::spec::Overrides::none()).into_result()
     }
 
     #[test]

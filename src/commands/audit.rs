@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use super::run::BackendArg;
+use super::args::{FormatArg, OutputFormat};
 use super::{CommandError, Outcome};
 use crate::audit::{self, AuditOptions, AuditVerdict, rerun};
+use crate::backends::BackendChoice;
 use crate::compare::{self, CompareOptions};
 use crate::result::load;
 
@@ -16,7 +17,7 @@ pub struct Args {
     pub result: PathBuf,
     /// Backend for the re-run (default: the one that produced the result).
     #[arg(long, value_enum)]
-    pub backend: Option<BackendArg>,
+    pub backend: Option<BackendChoice>,
     /// Device selector for the re-run (default: the result's).
     #[arg(long, value_name = "D")]
     pub device: Option<trainbench_workload::DeviceSelector>,
@@ -29,9 +30,9 @@ pub struct Args {
     /// Only check the file's integrity (spec hash, recomputed summaries); do not re-run.
     #[arg(long)]
     pub integrity_only: bool,
-    /// Print the audit as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format (`--json` is the same as `--format json`).
+    #[command(flatten)]
+    pub format: FormatArg,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -43,12 +44,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let opts = AuditOptions { tolerance: args.tolerance, compare: CompareOptions::default() };
     let temp = std::env::temp_dir().join(format!("trainbench-audit-{}", std::process::id()));
     let out_dir = args.out.clone().unwrap_or_else(|| temp.clone());
-    let rerun_opts = rerun::RerunOptions {
-        backend: args.backend.map(Into::into),
-        device: args.device,
-        out_dir,
-        progress: !args.quiet,
-    };
+    let rerun_opts = rerun::RerunOptions { backend: args.backend, device: args.device, out_dir, progress: !args.quiet };
     let report = if args.integrity_only {
         audit::integrity_report(&loaded.result)
     } else {
@@ -58,7 +54,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         }
         r.map_err(|e| CommandError::Other(format!("re-running {}: {e}", loaded.path.display())))?
     };
-    if args.json {
+    if args.format.get() == OutputFormat::Json {
         outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
     } else {
         out!("{}", audit::render(&report));

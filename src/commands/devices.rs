@@ -5,6 +5,7 @@ use comfy_table::{ContentArrangement, Table, presets};
 use trainbench_workload::DeviceInfo;
 use trainbench_workload::mock::MockConfig;
 
+use super::args::{FormatArg, OutputFormat};
 use super::{CommandError, Outcome};
 use trainbench_workload::BackendKind;
 
@@ -14,12 +15,13 @@ use crate::format::human_bytes;
 /// Arguments of `trainbench devices`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Print the devices as JSON (every detail of each device) instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    /// Output format (text: a table; JSON: every detail of each device, by backend; `--json` is the same as
+    /// `--format json`).
+    #[command(flatten)]
+    pub format: FormatArg,
 }
 
-/// Details shown in the table, in this order, when a device reports them (`--json` has every detail).
+/// Details shown in the table, in this order, when a device reports them (`--format json` has every detail).
 const SHOWN: [&str; 11] = [
     "api",
     "vendor",
@@ -86,7 +88,7 @@ fn table(listings: &[Listing]) -> String {
 /// Carry out `trainbench devices`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let listings = listings();
-    if args.json {
+    if args.format.get() == OutputFormat::Json {
         let map: serde_json::Map<String, serde_json::Value> = listings
             .iter()
             .map(|l| {

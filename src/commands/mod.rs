@@ -1,6 +1,7 @@
 //! One module per subcommand: its `clap::Args` and the function that carries it out.
 //!
-//! Each `execute` returns an [`Outcome`]; `main` maps it (or an error) to the exit code.
+//! Each `execute` returns an [`Outcome`]; `main` maps it (or an error) to the exit code. Arguments several
+//! commands take live in [`args`]; no command module uses another.
 
 /// `print!` that never panics: a closed pipe (`trainbench ... | head`) or another stdout write error is ignored
 /// (what was measured is already in the result files).
@@ -20,6 +21,7 @@ macro_rules! outln {
 }
 
 pub mod analyze;
+pub mod args;
 pub mod audit;
 pub mod check;
 pub mod compare;

@@ -6,12 +6,12 @@ use comfy_table::{ContentArrangement, Table, presets};
 use serde::Serialize;
 use trainbench_workload::Budget;
 
-use super::validate::{OutputFormat, print_override_errors};
+use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::plan::{PlannedRun, expand};
+use crate::spec::SpecValidator;
 use crate::spec::diagnostics::render_text;
 use crate::spec::wire::Isolation;
-use crate::spec::{Overrides, SpecValidator};
 
 /// Arguments of `trainbench plan`.
 #[derive(Debug, clap::Args)]
@@ -20,11 +20,11 @@ pub struct Args {
     #[arg(value_name = "SPEC")]
     pub spec: PathBuf,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    pub format: OutputFormat,
-    /// Override a spec field before planning, e.g. `--set sweep.batch_sizes=[2,4]` (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
+    #[command(flatten)]
+    pub format: FormatArg,
+    /// Spec values overridden before planning.
+    #[command(flatten)]
+    pub set: SetArgs,
 }
 
 /// `trainbench plan --format json`.
@@ -37,15 +37,16 @@ struct JsonPlan<'a> {
 
 /// Carry out `trainbench plan`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
-    let overrides = match Overrides::parse(&args.set) {
+    let format = args.format.get();
+    let overrides = match args.set.parse_or_print(format) {
         Ok(o) => o,
-        Err(diagnostics) => return Ok(print_override_errors(args.format, diagnostics)),
+        Err(outcome) => return Ok(outcome),
     };
     let validator = SpecValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
     let display = args.spec.display().to_string();
     let checked = validator.check_file(&args.spec, &display, &overrides);
     let Some(spec) = checked.spec else {
-        match args.format {
+        match format {
             OutputFormat::Json => {
                 let report = crate::spec::diagnostics::FileReport {
                     file: checked.file,
@@ -62,7 +63,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         return Ok(Outcome::InvalidInput);
     };
     let runs = expand(&spec);
-    match args.format {
+    match format {
         OutputFormat::Json => {
             let plan = JsonPlan { name: spec.name(), sha256: spec.sha256(), runs };
             outln!("{}", serde_json::to_string_pretty(&plan).map_err(|e| CommandError::Other(e.to_string()))?);

@@ -1,54 +1,22 @@
 //! The `run` subcommand: runs the specs' benchmarks, writes one result file per run (plus an index per spec)
-//! and prints a summary table.
+//! and prints a summary table (none with `--quiet`, which leaves only errors and failed runs' reasons). It
+//! refuses to replace results already in `--out` unless `--overwrite` says so.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use trainbench_workload::mock::MockConfig;
 
+use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::backends::BackendChoice;
 use crate::format::human_bytes;
 use crate::plan::PlacementOverride;
 use crate::result::{RunOutcome, RunResult};
-use crate::runner::{self, RunnerError, RunnerOptions, Suite, probe};
+use crate::runner::{self, RunnerError, RunnerOptions, Suite, TestHooks, output, probe};
+use crate::spec::SpecValidator;
 use crate::spec::diagnostics::{Diagnostic, render_text};
 use crate::spec::rules;
-use crate::spec::{Overrides, SpecValidator};
-
-/// Backend selection on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendArg {
-    /// tch if built in, else wgpu.
-    Auto,
-    /// libtorch through tch.
-    Tch,
-    /// burn's wgpu backend.
-    Wgpu,
-    /// The deterministic mock backend (tests trainbench itself; measures nothing real).
-    Mock,
-}
-
-impl From<BackendArg> for BackendChoice {
-    fn from(b: BackendArg) -> Self {
-        match b {
-            BackendArg::Auto => BackendChoice::Auto,
-            BackendArg::Tch => BackendChoice::Tch,
-            BackendArg::Wgpu => BackendChoice::Wgpu,
-            BackendArg::Mock => BackendChoice::Mock,
-        }
-    }
-}
-
-/// Output format of the summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Format {
-    /// A table for people.
-    #[default]
-    Text,
-    /// JSON for scripts: one object per run.
-    Json,
-}
 
 /// Arguments of `trainbench run`.
 #[derive(Debug, clap::Args)]
@@ -58,38 +26,36 @@ pub struct Args {
     pub specs: Vec<PathBuf>,
     /// Backend, overriding `topology.backend`.
     #[arg(long, value_enum)]
-    pub backend: Option<BackendArg>,
+    pub backend: Option<BackendChoice>,
     /// Device selector, overriding `topology.device` (`cpu`, `cuda:0`, ...).
     #[arg(long, value_name = "D")]
     pub device: Option<trainbench_workload::DeviceSelector>,
-    /// Override a spec value, e.g. `--set run.iterations=20 --set sweep.batch_sizes=[32,64]`.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
-    /// Results folder; each spec writes to `<DIR>/<spec name>/`.
+    /// Spec values overridden before validating.
+    #[command(flatten)]
+    pub set: SetArgs,
+    /// Results folder; each spec writes to `<DIR>/<spec name>/<run id>.json`. A folder already holding results of
+    /// the same runs is refused before anything runs, unless `--overwrite` is given.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
-    /// No progress bars or per-run lines (the summary is still printed).
+    /// Replace results of the same runs already in `--out` (without it, `run` refuses to start).
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Print only errors and the reasons of failed runs: no progress bars, per-run lines, spec warnings or
+    /// summary table (`--format json` still prints its summary); the exit code says how the runs went.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Summary format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    /// Summary format (text: a table; JSON: one object per run).
+    #[command(flatten)]
+    pub format: FormatArg,
     /// Turn the background collectors (CPU, NVML) off, to measure their overhead on step time.
     #[arg(long)]
     pub no_collectors: bool,
     /// Mock backend only: multiply step times by this factor (simulates a regression for testing `compare`).
     #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
     pub mock_slowdown: f64,
-    /// Mock backend only, for tests: abort the process running this repeat (a crash inside a backend).
-    #[arg(long, value_name = "REPEAT", hide = true)]
-    pub mock_abort_repeat: Option<u32>,
-    /// Mock backend only, for tests: hang (never return) in this repeat.
-    #[arg(long, value_name = "REPEAT", hide = true)]
-    pub mock_hang_repeat: Option<u32>,
-    /// For tests: seconds a worker may stay silent past its runs' timeout before it is killed as hung
-    /// (default 60).
-    #[arg(long, value_name = "SECONDS", hide = true)]
-    pub hung_grace_s: Option<f64>,
+    /// For trainbench's own tests: the runner's test hooks as JSON (see `runner::TestHooks`).
+    #[arg(long, value_name = "JSON", hide = true)]
+    pub test_hooks: Option<String>,
 }
 
 /// Carry out `trainbench run`.
@@ -103,18 +69,20 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             args.mock_slowdown
         )));
     }
+    let test_hooks = match &args.test_hooks {
+        Some(json) => TestHooks::from_json(json).map_err(CommandError::Input)?,
+        None => TestHooks::default(),
+    };
+    if !args.overwrite {
+        refuse_to_replace(&args.out, &suites)?;
+    }
     probe::install_interrupt_handler();
     let opts = RunnerOptions {
         out_dir: args.out.clone(),
         progress: !args.quiet,
         no_collectors: args.no_collectors,
-        mock: MockConfig {
-            slowdown: args.mock_slowdown,
-            abort_in_repeat: args.mock_abort_repeat,
-            hang_in_repeat: args.mock_hang_repeat,
-            ..MockConfig::default()
-        },
-        hung_grace: args.hung_grace_s.filter(|s| s.is_finite() && *s >= 0.0).map(std::time::Duration::from_secs_f64),
+        mock: MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() },
+        test_hooks,
         // Repeats of a spec with `run.isolation = "process"` run in `trainbench worker` processes.
         worker_exe: std::env::current_exe().ok(),
         ..RunnerOptions::default()
@@ -123,9 +91,13 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let mut interrupted = false;
     for suite in &suites {
         let mut written = Vec::new();
-        let mut on_result = |r: &RunResult, path: &std::path::Path| {
+        let mut on_result = |r: &RunResult, path: &Path| {
             if !args.quiet {
                 eprintln!("{:<12} {}  -> {}", r.outcome.status(), r.run_id, path.display());
+            }
+            // Even when quiet: a failed run is an error the exit code alone would not explain.
+            if let RunOutcome::Failed { message } = &r.outcome {
+                eprintln!("error: run {} failed: {message}", r.run_id);
             }
             written.push((r.clone(), path.to_path_buf()));
         };
@@ -139,14 +111,15 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             break;
         }
     }
-    match args.format {
-        Format::Text => {
+    match args.format.get() {
+        OutputFormat::Text if args.quiet => {}
+        OutputFormat::Text => {
             outln!("{}", summary_table(&all));
             if interrupted {
                 outln!("interrupted: finished runs were kept");
             }
         }
-        Format::Json => {
+        OutputFormat::Json => {
             let rows: Vec<serde_json::Value> = all.iter().map(|(r, p)| summary_json(r, p)).collect();
             outln!("{}", serde_json::to_string_pretty(&rows).map_err(|e| CommandError::Other(e.to_string()))?);
         }
@@ -158,7 +131,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
 /// Validate every spec (with the `--set` overrides) before running any; `None` after printing diagnostics
 /// when one is invalid.
 fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
-    let overrides = match Overrides::parse(&args.sets) {
+    let overrides = match args.set.parse() {
         Ok(o) => o,
         Err(diagnostics) => {
             eprint!("{}", render_text(&diagnostics));
@@ -177,7 +150,7 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
             invalid = true;
             continue;
         };
-        let over = PlacementOverride { backend: args.backend.map(Into::into), device: args.device };
+        let over = PlacementOverride { backend: args.backend, device: args.device };
         if over != PlacementOverride::default() {
             // Overrides bypass the spec's own backend check: refuse what the chosen backend cannot run now.
             let refused = rules::check_support_on(&spec, over);
@@ -193,6 +166,20 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
         suites.push(Suite::placed(&spec, over));
     }
     Ok((!invalid).then_some(suites))
+}
+
+/// Refuse, before any run starts (and any worker process), to replace result files already in `out`.
+fn refuse_to_replace(out: &Path, suites: &[Suite]) -> Result<(), CommandError> {
+    let existing = output::existing_results(out, suites);
+    let Some(first) = existing.first() else { return Ok(()) };
+    let n = existing.len();
+    let (files, them) = if n == 1 { ("result file", "it") } else { ("result files", "them") };
+    Err(CommandError::Input(format!(
+        "{} already holds {n} {files} of these runs (such as {}), which this run would replace; pass \
+         `--overwrite` to replace {them}, or choose another `--out`",
+        out.display(),
+        first.display()
+    )))
 }
 
 fn ms(s: f64) -> String {
@@ -234,7 +221,7 @@ pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
     t
 }
 
-fn summary_json(r: &RunResult, path: &std::path::Path) -> serde_json::Value {
+fn summary_json(r: &RunResult, path: &Path) -> serde_json::Value {
     let m = r.metrics.as_ref();
     serde_json::json!({
         "spec": r.spec_name,

@@ -4,19 +4,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::spec::diagnostics::{FileReport, render_text};
-use crate::spec::{Diagnostic, Overrides, SpecValidator};
-
-/// Output formats of the spec commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// Human-readable text.
-    #[default]
-    Text,
-    /// JSON on stdout.
-    Json,
-}
+use crate::spec::{Diagnostic, SpecValidator};
 
 /// Arguments of `trainbench validate`.
 #[derive(Debug, clap::Args)]
@@ -25,11 +16,11 @@ pub struct Args {
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    pub format: OutputFormat,
-    /// Override a spec field before validating, e.g. `--set run.iterations=5` (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
+    #[command(flatten)]
+    pub format: FormatArg,
+    /// Spec values overridden before validating.
+    #[command(flatten)]
+    pub set: SetArgs,
 }
 
 /// The whole report of `trainbench validate --format json`.
@@ -45,9 +36,10 @@ struct JsonReport {
 
 /// Carry out `trainbench validate`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
-    let overrides = match Overrides::parse(&args.set) {
+    let format = args.format.get();
+    let overrides = match args.set.parse_or_print(format) {
         Ok(o) => o,
-        Err(diagnostics) => return Ok(print_override_errors(args.format, diagnostics)),
+        Err(outcome) => return Ok(outcome),
     };
     let validator = SpecValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
     let (files, mut path_errors) = collect_specs(&args.paths);
@@ -76,7 +68,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     }
     let invalid = reports.iter().filter(|r| !r.valid).count();
     let valid = reports.len() - invalid;
-    match args.format {
+    match format {
         OutputFormat::Json => {
             let report = JsonReport { files: reports, valid, invalid };
             outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
@@ -84,19 +76,6 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         OutputFormat::Text => out!("{}", text_report(&reports, valid, invalid)),
     }
     Ok(if invalid > 0 { Outcome::InvalidInput } else { Outcome::Success })
-}
-
-/// Print malformed `--set` arguments and say the input is invalid.
-pub fn print_override_errors(format: OutputFormat, diagnostics: Vec<Diagnostic>) -> Outcome {
-    match format {
-        OutputFormat::Json => {
-            let report =
-                FileReport { file: "--set".into(), valid: false, name: None, sha256: None, runs: None, diagnostics };
-            outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
-        }
-        OutputFormat::Text => out!("{}", render_text(&diagnostics)),
-    }
-    Outcome::InvalidInput
 }
 
 fn text_report(reports: &[FileReport], valid: usize, invalid: usize) -> String {

@@ -9,7 +9,8 @@ use crate::report::{fmt_ms, fmt_sig};
 /// Output formats of `compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// A table for the terminal.
+    /// A table for the terminal (`text` is accepted too, as with the other commands' `--format`).
+    #[value(alias = "text")]
     Table,
     /// A Markdown table (for pull-request comments and READMEs).
     Markdown,

@@ -5,8 +5,10 @@
 //! later runs of the same precision and world size with a batch at least as large are recorded as `skipped`
 //! (they would run out of memory too); other errors are recorded as `failed`; a plan timeout ends that run as
 //! `interrupted` and the sweep goes on; Ctrl-C ends the current run as `interrupted` and stops the suite,
-//! keeping every result written so far. A backend that is not compiled in stops the suite before any run.
+//! keeping every result written so far. What stopped a run travels beside its result as a [`StopCause`], so the
+//! suite's control flow never reads a message. A backend that is not compiled in stops the suite before any run.
 
+pub mod hooks;
 pub mod output;
 pub mod probe;
 pub mod suite;
@@ -27,6 +29,7 @@ use crate::metrics::nvml::GpuTarget;
 use crate::metrics::{DeriveInput, derive, peak};
 use crate::result::{AnalysisSummary, FORMAT_VERSION, MemoryEstimate, ProcessInfo, RunOutcome, RunResult};
 use crate::spec::wire::MetricGroup;
+pub use hooks::TestHooks;
 pub use output::SuiteWriter;
 pub use probe::{RunProbe, StopCause, StopFlag};
 pub use suite::Suite;
@@ -44,14 +47,18 @@ pub struct RunnerOptions {
     pub mock: MockConfig,
     /// Stop request shared with the caller (Ctrl-C is honoured as well).
     pub stop: StopFlag,
-    /// Test hook: request a stop after this many iterations of the run with this index.
-    pub interrupt_at: Option<(usize, u64)>,
     /// The `trainbench` executable that runs a repeat in a process of its own (`trainbench worker`); `None`
     /// runs every repeat in this process whatever `run.isolation` says (the results record which).
     pub worker_exe: Option<PathBuf>,
-    /// How long a worker may stay silent past its runs' timeout before it is killed as hung; `None` is
-    /// [`worker::HUNG_GRACE`].
-    pub hung_grace: Option<std::time::Duration>,
+    /// Hooks for trainbench's own tests; the default (all off) for real runs.
+    pub test_hooks: TestHooks,
+}
+
+impl RunnerOptions {
+    /// The mock backend's settings, with its test hooks applied.
+    fn mock_config(&self) -> MockConfig {
+        self.test_hooks.mock_config(&self.mock)
+    }
 }
 
 /// Why a suite could not run at all.
@@ -121,7 +128,7 @@ pub fn run_suite(
         }
         return worker::run_isolated(suite, opts, exe, on_result);
     }
-    run_suite_with(suite, opts, backends::create(suite.backend, &opts.mock), on_result)
+    run_suite_with(suite, opts, backends::create(suite.backend, &opts.mock_config()), on_result)
 }
 
 /// [`run_suite`] on a given backend instance, every run in this process (embedders, tests with custom
@@ -136,7 +143,7 @@ pub fn run_suite_with(
     let indices: Vec<usize> = (0..suite.plans.len()).collect();
     let mut ooms = Vec::new();
     let pass = Pass { suite, opts, own_process_per_repeat: false };
-    pass.run(backend.as_mut(), &indices, &mut ooms, &mut |result| recorder.record(result, on_result))?;
+    pass.run(backend.as_mut(), &indices, &mut ooms, &mut |result, stop| recorder.record(result, stop, on_result))?;
     Ok(recorder.report)
 }
 
@@ -161,9 +168,14 @@ impl Recorder {
         }
     }
 
-    /// Write one result (opening the folder on the first); returns whether Ctrl-C ended this run, i.e. the
-    /// suite must stop.
-    fn record(&mut self, result: RunResult, on_result: &mut dyn FnMut(&RunResult, &Path)) -> Result<Flow, RunnerError> {
+    /// Write one result (opening the folder on the first); `stop` is what stopped its run early, if anything.
+    /// Returns [`Flow::Stop`] when the user stopped the run (Ctrl-C or a stop request): the suite must stop.
+    fn record(
+        &mut self,
+        result: RunResult,
+        stop: Option<StopCause>,
+        on_result: &mut dyn FnMut(&RunResult, &Path),
+    ) -> Result<Flow, RunnerError> {
         let io = |source| RunnerError::Io { path: self.dir.display().to_string(), source };
         if self.writer.is_none() {
             self.writer = Some(SuiteWriter::open(self.dir.clone(), &self.spec_name, &self.spec_sha).map_err(io)?);
@@ -172,9 +184,8 @@ impl Recorder {
             let path = w.record(&result).map_err(io)?;
             on_result(&result, &path);
         }
-        let user_stop = matches!(&result.outcome, RunOutcome::Interrupted { reason } if reason == USER_STOP);
         self.report.results.push(result);
-        if user_stop {
+        if stop == Some(StopCause::User) {
             self.report.interrupted = true;
             return Ok(Flow::Stop);
         }
@@ -200,15 +211,15 @@ pub(crate) struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    /// Run the plans at `indices`, in order, handing each result to `emit`. A plan of a family that already ran
-    /// out of memory (in `ooms`, which grows) at a batch no larger is skipped. Returns [`Flow::Stop`] when the
-    /// user stopped the suite.
+    /// Run the plans at `indices`, in order, handing each result to `emit` with what stopped its run early, if
+    /// anything. A plan of a family that already ran out of memory (in `ooms`, which grows) at a batch no larger is
+    /// skipped. Returns [`Flow::Stop`] when the user stopped the suite.
     pub(crate) fn run(
         &self,
         backend: &mut dyn Backend,
         indices: &[usize],
         ooms: &mut Vec<RunPlan>,
-        emit: &mut dyn FnMut(RunResult) -> Result<Flow, RunnerError>,
+        emit: &mut dyn FnMut(RunResult, Option<StopCause>) -> Result<Flow, RunnerError>,
     ) -> Result<Flow, RunnerError> {
         let (suite, opts) = (self.suite, self.opts);
         let analysis = analyze(&suite.graph);
@@ -225,27 +236,24 @@ impl Pass<'_> {
                 index: i,
                 process: ProcessInfo { pid: std::process::id(), own_process_per_repeat: self.own_process_per_repeat },
             };
-            let result = match ooms.iter().find(|o| same_family(o, plan) && plan.batch_size >= o.batch_size) {
-                Some(o) => ctx.skipped(plan, backend, o.batch_size),
+            let (result, stop) = match ooms.iter().find(|o| same_family(o, plan) && plan.batch_size >= o.batch_size) {
+                Some(o) => (ctx.skipped(plan, backend, o.batch_size), None),
                 None => match backend.check(plan, &suite.graph) {
                     Err(e @ BackendError::NotBuilt { .. }) => return Err(RunnerError::Backend(e)),
-                    Err(e) => ctx.not_run(plan, backend, e),
+                    Err(e) => (ctx.not_run(plan, backend, e), None),
                     Ok(()) => ctx.run(plan, backend),
                 },
             };
             if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
                 ooms.push(plan.clone());
             }
-            if emit(result)? == Flow::Stop {
+            if emit(result, stop)? == Flow::Stop {
                 return Ok(Flow::Stop);
             }
         }
         Ok(Flow::Continue)
     }
 }
-
-/// Reason recorded when Ctrl-C stopped a run.
-pub const USER_STOP: &str = "interrupted by user";
 
 /// Same model, precision, world size and device: a larger batch after an OOM would run out of memory too.
 fn same_family(a: &RunPlan, b: &RunPlan) -> bool {
@@ -305,7 +313,8 @@ impl RunContext<'_> {
         self.result(plan, backend.name(), outcome_of_error(err), (now, now), device_of(backend, plan), None)
     }
 
-    fn run(&self, plan: &RunPlan, backend: &mut dyn Backend) -> RunResult {
+    /// Train and measure `plan`; the result, and what stopped the run early (if anything).
+    fn run(&self, plan: &RunPlan, backend: &mut dyn Backend) -> (RunResult, Option<StopCause>) {
         let device = device_of(backend, plan);
         let collect = !self.opts.no_collectors;
         let gpu_target =
@@ -319,7 +328,7 @@ impl RunContext<'_> {
         };
         let label = format!("[{}/{}] {}", self.index + 1, self.suite.plans.len(), plan.id);
         let mut probe = RunProbe::new(plan, &label, self.opts.progress, self.opts.stop.clone());
-        if let Some((run, n)) = self.opts.interrupt_at {
+        if let Some((run, n)) = self.opts.test_hooks.interrupt_at {
             if run == self.index {
                 probe = probe.interrupt_after(n);
             }
@@ -336,7 +345,10 @@ impl RunContext<'_> {
 
         let raw = match outcome {
             Ok(raw) => raw,
-            Err(e) => return self.result(plan, backend.name(), outcome_of_error(e), (started, finished), device, None),
+            Err(e) => {
+                let outcome = outcome_of_error(e);
+                return (self.result(plan, backend.name(), outcome, (started, finished), device, None), None);
+            }
         };
         // Backends may enforce the timeout themselves, so the probe need not have seen the cause.
         let cause = probe.stop_cause().or_else(|| {
@@ -346,11 +358,10 @@ impl RunContext<'_> {
                 plan.timeout_s.filter(|t| clock.elapsed().as_secs_f64() >= *t).map(StopCause::Timeout)
             }
         });
-        let outcome = match (raw.interrupted, cause) {
-            (false, _) => RunOutcome::Completed,
-            (true, Some(StopCause::Timeout(t))) => RunOutcome::Interrupted { reason: format!("timeout after {t} s") },
-            (true, Some(StopCause::User)) => RunOutcome::Interrupted { reason: USER_STOP.into() },
-            (true, None) => RunOutcome::Interrupted { reason: "stopped early by the backend".into() },
+        let (outcome, stop) = match (raw.interrupted, cause) {
+            (false, _) => (RunOutcome::Completed, None),
+            (true, Some(cause)) => (RunOutcome::Interrupted { reason: cause.reason() }, Some(cause)),
+            (true, None) => (RunOutcome::Interrupted { reason: "stopped early by the backend".into() }, None),
         };
         let mut result = self.result(plan, backend.name(), outcome, (started, finished), device.clone(), Some(&raw));
         let used = raw.device.clone().or(device);
@@ -371,7 +382,7 @@ impl RunContext<'_> {
             cpu_absent: &absent_cpu,
             gpu_absent: &absent_gpu,
         });
-        result
+        (result, stop)
     }
 }
 

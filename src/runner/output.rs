@@ -1,5 +1,6 @@
 //! Writing results: each file atomically (temporary file in the same folder, fsync, rename, fsync of the
 //! folder), so a crash or Ctrl-C never leaves a half-written result; and the suite index rewritten after each run.
+//! [`existing_results`] finds the files a set of suites would replace, so a caller can refuse before any run.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -7,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::Suite;
 use crate::result::{FORMAT_VERSION, INDEX_FILE, IndexEntry, RunResult, SuiteIndex};
 
 /// Write `bytes` to `path` atomically: readers see the old file or the new one, never a mix.
@@ -42,6 +44,20 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
 /// File name of a run's result.
 pub fn result_file_name(run_id: &str) -> String {
     format!("{run_id}.json")
+}
+
+/// Where a run's result goes: `<out_dir>/<spec name>/<run id>.json`.
+pub fn result_path(out_dir: &Path, spec_name: &str, run_id: &str) -> PathBuf {
+    out_dir.join(spec_name).join(result_file_name(run_id))
+}
+
+/// The result files running `suites` into `out_dir` would replace (those already there), in plan order.
+pub fn existing_results(out_dir: &Path, suites: &[Suite]) -> Vec<PathBuf> {
+    suites
+        .iter()
+        .flat_map(|suite| suite.plans.iter().map(|plan| result_path(out_dir, &suite.spec_name, &plan.id)))
+        .filter(|path| path.is_file())
+        .collect()
 }
 
 /// The results folder of one suite, its index kept in memory and rewritten after every run.

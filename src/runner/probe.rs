@@ -50,12 +50,23 @@ impl StopFlag {
 }
 
 /// Why a run stopped early.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StopCause {
-    /// Ctrl-C.
+    /// Ctrl-C, or a [`StopFlag::request`]: the suite stops after this run.
     User,
-    /// The plan's timeout elapsed.
+    /// The plan's timeout elapsed (seconds): the sweep goes on.
     Timeout(f64),
+}
+
+impl StopCause {
+    /// The reason recorded in the result of a run this stopped.
+    pub fn reason(self) -> String {
+        match self {
+            StopCause::User => "interrupted by user".into(),
+            StopCause::Timeout(t) => format!("timeout after {t} s"),
+        }
+    }
 }
 
 /// Probe of one run.

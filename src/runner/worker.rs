@@ -25,7 +25,10 @@ use trainbench_workload::analysis::{Analysis, analyze};
 use trainbench_workload::mock::MockConfig;
 use trainbench_workload::{BackendKind, RunPlan};
 
-use super::{Flow, Pass, Recorder, RunContext, RunnerError, RunnerOptions, StopFlag, Suite, SuiteReport, probe};
+use super::{
+    Flow, Pass, Recorder, RunContext, RunnerError, RunnerOptions, StopCause, StopFlag, Suite, SuiteReport, TestHooks,
+    probe,
+};
 use crate::backends;
 use crate::format::sha256_hex;
 use crate::result::{ProcessInfo, RunOutcome, RunResult};
@@ -53,16 +56,21 @@ pub struct WorkerJob {
     pub no_collectors: bool,
     /// Mock backend settings.
     pub mock: MockConfig,
-    /// Test hook of [`RunnerOptions::interrupt_at`] (plan index, iterations).
-    pub interrupt_at: Option<(usize, u64)>,
+    /// The parent's [`RunnerOptions::test_hooks`].
+    pub test_hooks: TestHooks,
 }
 
 /// One line a worker prints on stdout.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerMessage {
-    /// A finished run.
-    Result(Box<RunResult>),
+    /// A finished run, and what stopped it early (if anything): a [`StopCause::User`] stops the suite.
+    Result {
+        /// The run's result.
+        result: Box<RunResult>,
+        /// What stopped it early.
+        stop: Option<StopCause>,
+    },
     /// The worker cannot run its job (backend not built, spec unreadable): the suite stops.
     Fatal(String),
 }
@@ -95,7 +103,7 @@ pub(crate) fn run_isolated(
             progress: opts.progress,
             no_collectors: opts.no_collectors,
             mock: opts.mock.clone(),
-            interrupt_at: opts.interrupt_at,
+            test_hooks: opts.test_hooks.clone(),
         };
         if run_worker(suite, opts, exe, &job, &mut ooms, &mut recorder, on_result)? == Flow::Stop {
             break;
@@ -130,7 +138,7 @@ fn run_worker(
     // Only runs that all have a timeout can be hung: without one, a long run is simply long.
     let timeouts: Option<Vec<f64>> = job.indices.iter().map(|&i| suite.plans[i].timeout_s).collect();
     let timeout_s = timeouts.and_then(|t| t.into_iter().reduce(f64::max));
-    let grace = opts.hung_grace.unwrap_or(HUNG_GRACE);
+    let grace = opts.test_hooks.hung_grace();
     let hung_after = timeout_s.map(|t| Duration::from_secs_f64(t.max(0.0)) + grace);
     let watch = Arc::new(Watch::default());
     let pid = child.id();
@@ -144,13 +152,13 @@ fn run_worker(
         let Ok(line) = line else { break };
         watch.heard();
         match serde_json::from_str::<WorkerMessage>(&line) {
-            Ok(WorkerMessage::Result(result)) => {
+            Ok(WorkerMessage::Result { result, stop }) => {
                 pending.retain(|&i| suite.plans[i].id != result.plan.id);
                 if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
                     ooms.push(result.plan.clone());
                 }
                 if record_error.is_none() {
-                    match recorder.record(*result, on_result) {
+                    match recorder.record(*result, stop, on_result) {
                         Ok(Flow::Stop) => flow = Flow::Stop,
                         Ok(Flow::Continue) => {}
                         Err(e) => {
@@ -199,7 +207,7 @@ fn run_worker(
             format!("not run: the worker process of this repeat ended ({exit}) during an earlier run")
         };
         let lost = lost_result(suite, opts, &analysis, i, pid, message);
-        if recorder.record(lost, on_result)? == Flow::Stop {
+        if recorder.record(lost, None, on_result)? == Flow::Stop {
             return Ok(Flow::Stop);
         }
     }
@@ -355,15 +363,14 @@ pub fn serve() -> Result<bool, String> {
         no_collectors: job.no_collectors,
         mock: job.mock.clone(),
         stop,
-        interrupt_at: job.interrupt_at,
         worker_exe: None,
-        hung_grace: None,
+        test_hooks: job.test_hooks,
     };
-    let mut backend = backends::create(job.backend, &job.mock);
+    let mut backend = backends::create(job.backend, &opts.mock_config());
     let mut ooms = job.known_ooms;
     let pass = Pass { suite: &suite, opts: &opts, own_process_per_repeat: true };
-    let ran = pass.run(backend.as_mut(), &job.indices, &mut ooms, &mut |result| {
-        say(&WorkerMessage::Result(Box::new(result)))
+    let ran = pass.run(backend.as_mut(), &job.indices, &mut ooms, &mut |result, stop| {
+        say(&WorkerMessage::Result { result: Box::new(result), stop })
             .map(|()| Flow::Continue)
             .map_err(|source| RunnerError::Io { path: "standard output".into(), source })
     });

@@ -245,7 +245,7 @@ pub enum Isolation {
 }
 
 /// Which backend trains the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendChoice {
     /// tch if built in, else wgpu.

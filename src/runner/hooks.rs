@@ -1,0 +1,73 @@
+//! [`TestHooks`]: the runner's hooks for trainbench's own tests (a stop mid-run, a short hang grace, a mock
+//! backend that crashes or hangs), held apart from the options real runs use.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use trainbench_workload::mock::MockConfig;
+
+use super::worker::HUNG_GRACE;
+
+/// Hooks for trainbench's own tests, not for benchmarks: the default (every hook off) is a real run. They travel
+/// as one value, [`super::RunnerOptions::test_hooks`], to worker processes as well; `trainbench run` takes them
+/// as the hidden `--test-hooks <JSON>` argument, e.g. `--test-hooks '{"mock_hang_repeat": 2, "hung_grace_s": 1}'`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TestHooks {
+    /// Request a stop, as Ctrl-C would, after this many iterations (warm-up included) of the run at this plan
+    /// index: `[index, iterations]`.
+    pub interrupt_at: Option<(usize, u64)>,
+    /// Seconds a worker may stay silent past its runs' timeout before it is killed as hung (default:
+    /// [`HUNG_GRACE`]).
+    pub hung_grace_s: Option<f64>,
+    /// Mock backend: abort the process running this repeat, as a crash inside a backend library would.
+    pub mock_abort_repeat: Option<u32>,
+    /// Mock backend: never return in this repeat, as a hung backend call would.
+    pub mock_hang_repeat: Option<u32>,
+}
+
+impl TestHooks {
+    /// The hooks written as JSON (the `--test-hooks` argument); an unknown key or a negative grace is an error.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let hooks: TestHooks = serde_json::from_str(text).map_err(|e| format!("--test-hooks: {e}"))?;
+        match hooks.hung_grace_s {
+            Some(s) if !(s.is_finite() && s >= 0.0) => {
+                Err(format!("--test-hooks: `hung_grace_s` must be a number of seconds, at least 0, not {s}"))
+            }
+            _ => Ok(hooks),
+        }
+    }
+
+    /// How long a worker may stay silent past its runs' timeout.
+    pub fn hung_grace(&self) -> Duration {
+        self.hung_grace_s.filter(|s| s.is_finite() && *s >= 0.0).map_or(HUNG_GRACE, Duration::from_secs_f64)
+    }
+
+    /// `mock` with the mock backend's hooks applied.
+    pub fn mock_config(&self, mock: &MockConfig) -> MockConfig {
+        MockConfig {
+            abort_in_repeat: self.mock_abort_repeat.or(mock.abort_in_repeat),
+            hang_in_repeat: self.mock_hang_repeat.or(mock.hang_in_repeat),
+            ..mock.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hooks_read_from_json_and_default_to_off() {
+        assert_eq!(TestHooks::from_json("{}").unwrap(), TestHooks::default());
+        let h =
+            TestHooks::from_json(r#"{"interrupt_at": [1, 10], "hung_grace_s": 1.5, "mock_abort_repeat": 2}"#).unwrap();
+        assert_eq!(h.interrupt_at, Some((1, 10)));
+        assert_eq!(h.hung_grace(), Duration::from_millis(1500));
+        assert_eq!(h.mock_config(&MockConfig::default()).abort_in_repeat, Some(2));
+        assert_eq!(TestHooks::default().hung_grace(), HUNG_GRACE);
+        assert!(TestHooks::from_json(r#"{"mock_abort": 1}"#).unwrap_err().contains("unknown field"));
+        assert!(TestHooks::from_json(r#"{"hung_grace_s": -1}"#).is_err());
+    }
+}
