@@ -17,9 +17,10 @@ use std::time::Instant;
 
 use serde_json::json;
 use trainbench::workload::analysis::analyze;
+use trainbench::workload::conformance::agreement::{AGREEMENT_RUN, Preset, compare, max_relative_error, preset_for};
 use trainbench::workload::{Backend, Graph, ModelSpec, NoProbe, zoo};
+use trainbench::workload::{DeviceSelector, WgpuAdapter};
 use trainbench_tch::TchBackend;
-use trainbench_wgpu::agreement::{AGREEMENT_RUN, Preset, compare, max_relative_error, preset_for};
 use trainbench_wgpu::{WgpuBackend, adapters, select};
 
 /// The three models, as `[model]` tables of a spec would write them, with the preset their 5 SGD steps meet on a
@@ -62,7 +63,8 @@ fn tch_cpu_and_wgpu_agree_on_three_zoo_models() {
         return;
     }
     // Strict on a software adapter (lavapipe), balanced on a GPU.
-    let adapter = select("wgpu").unwrap();
+    let best = DeviceSelector::Wgpu(WgpuAdapter::Default);
+    let adapter = select(best).unwrap();
     let base = preset_for(adapter.kind());
     let mut failures = Vec::new();
     for (name, model, preset) in models() {
@@ -73,11 +75,11 @@ fn tch_cpu_and_wgpu_agree_on_three_zoo_models() {
         let started = Instant::now();
         let graph = graph(model);
         let parameters = analyze(&graph).parameters;
-        let tch = TchBackend::new().run(&AGREEMENT_RUN.plan(name, "cpu"), &graph, &mut NoProbe).unwrap();
-        let wgpu = WgpuBackend::new().run(&AGREEMENT_RUN.plan(name, "wgpu"), &graph, &mut NoProbe).unwrap();
+        let tch = TchBackend::new().run(&AGREEMENT_RUN.plan(name, DeviceSelector::Cpu), &graph, &mut NoProbe).unwrap();
+        let wgpu = WgpuBackend::new().run(&AGREEMENT_RUN.plan(name, best), &graph, &mut NoProbe).unwrap();
 
         // Identical parameter counts: what each backend allocated and trained, and the static analysis.
-        assert_eq!(WgpuBackend::new().parameter_count(&graph, "wgpu").unwrap(), parameters, "{name}");
+        assert_eq!(WgpuBackend::new().parameter_count(&graph, best).unwrap(), parameters, "{name}");
         assert_eq!(tch.memory.gradients, 4 * parameters, "{name}: tch gradient bytes");
         assert_eq!(wgpu.memory.gradients, 4 * parameters, "{name}: wgpu gradient bytes");
         assert_eq!(tch.memory.weights, wgpu.memory.weights, "{name}: weight bytes");

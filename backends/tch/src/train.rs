@@ -96,25 +96,35 @@ impl GradScaler {
     }
 }
 
-/// How the graph is trained.
+/// A phase timer: synchronises the device when phases are timed, then returns the seconds since the last lap.
+type PhaseSync<'f> = &'f dyn Fn(&mut Instant) -> f64;
+
+/// How the graph is trained: each kind of step owns exactly the optimizers it needs, so a step can never meet
+/// the other kind's state.
 enum Mode {
     /// One optimizer over every parameter minimising the sum of the losses.
-    Plain(Optim),
+    Plain(PlainStep),
     /// WGAN-GP: a critic step (with gradient penalty) then a generator step, each with its own optimizer.
-    Wgan { roles: WganRoles, critic: Optim, generator: Optim },
+    Wgan(WganStep),
+}
+
+/// What every kind of step shares: the graph, the lowered model, the data pool and the precision settings.
+struct Common<'a> {
+    graph: &'a Graph,
+    device: Device,
+    model: Lowered,
+    pool: DataPool,
+    scaler: Option<GradScaler>,
+    autocast: Option<AutocastDtype>,
+    /// Gradient bytes, measured once after the first backward pass.
+    grad_bytes: u64,
 }
 
 /// Everything one run holds on the device.
 pub struct Session<'a> {
-    graph: &'a Graph,
     plan: &'a RunPlan,
-    device: Device,
-    model: Lowered,
-    pool: DataPool,
+    common: Common<'a>,
     mode: Mode,
-    scaler: Option<GradScaler>,
-    autocast: Option<AutocastDtype>,
-    grad_bytes: u64,
 }
 
 fn sync(device: Device) {
@@ -129,6 +139,21 @@ fn lap(t: &mut Instant) -> f64 {
     let s = now.duration_since(*t).as_secs_f64();
     *t = now;
     s
+}
+
+impl Common<'_> {
+    fn autocast_guard(&self) -> Result<Option<AutocastGuard>, TchError> {
+        self.autocast
+            .map(|d| AutocastGuard::enter(self.device.is_cuda(), d))
+            .transpose()
+            .map_err(|e| TchError::Kind(format!("autocast: {e}")))
+    }
+
+    fn fresh_env(&self, step: u64) -> Result<Vec<Option<Tensor>>, TchError> {
+        let mut env: Vec<Option<Tensor>> = (0..self.graph.nodes.len()).map(|_| None).collect();
+        self.pool.load(step, self.device, &mut env)?;
+        Ok(env)
+    }
 }
 
 impl<'a> Session<'a> {
@@ -156,12 +181,12 @@ impl<'a> Session<'a> {
         drop(probe);
         let pool = DataPool::new(graph, plan.batch_size, plan.seed, count, device)?;
         let mode = match wgan {
-            None => Mode::Plain(Optim::new(&plan.optimizer, model.parameters(graph, |_| true))?),
+            None => Mode::Plain(PlainStep { opt: Optim::new(&plan.optimizer, model.parameters(graph, |_| true))? }),
             Some(roles) => {
                 let is_critic = |n: &Node| n.part.as_deref() == Some(roles.critic_part.as_str());
                 let critic = Optim::new(&plan.optimizer, model.parameters(graph, is_critic))?;
                 let generator = Optim::new(&plan.optimizer, model.parameters(graph, |n| !is_critic(n)))?;
-                Mode::Wgan { roles, critic, generator }
+                Mode::Wgan(WganStep { roles, critic, generator })
             }
         };
         let scaler = if plan.precision == Precision::Fp16 { Some(GradScaler::new(device)?) } else { None };
@@ -170,26 +195,14 @@ impl<'a> Session<'a> {
             Precision::Fp16 => Some(AutocastDtype::Half),
             Precision::Bf16 => Some(AutocastDtype::BFloat16),
         };
-        Ok(Self { graph, plan, device, model, pool, mode, scaler, autocast, grad_bytes: 0 })
-    }
-
-    fn autocast_guard(&self) -> Result<Option<AutocastGuard>, TchError> {
-        self.autocast
-            .map(|d| AutocastGuard::enter(self.device.is_cuda(), d))
-            .transpose()
-            .map_err(|e| TchError::Kind(format!("autocast: {e}")))
-    }
-
-    fn fresh_env(&self, step: u64) -> Result<Vec<Option<Tensor>>, TchError> {
-        let mut env: Vec<Option<Tensor>> = (0..self.graph.nodes.len()).map(|_| None).collect();
-        self.pool.load(step, self.device, &mut env)?;
-        Ok(env)
+        let common = Common { graph, device, model, pool, scaler, autocast, grad_bytes: 0 };
+        Ok(Self { plan, common, mode })
     }
 
     /// One training iteration; returns its phase times and the (detached) loss.
     fn step(&mut self, i: u64) -> Result<(PhaseTimes, Tensor), TchError> {
-        let sync_phases = self.plan.phase_timing || !self.device.is_cuda();
-        let dev = self.device;
+        let dev = self.common.device;
+        let sync_phases = self.plan.phase_timing || !dev.is_cuda();
         let phase_sync = |t: &mut Instant| {
             if sync_phases {
                 sync(dev);
@@ -199,11 +212,11 @@ impl<'a> Session<'a> {
         let start = Instant::now();
         let mut t = start;
         let mut p = PhaseTimes::default();
-        let env = self.fresh_env(i)?;
+        let env = self.common.fresh_env(i)?;
         p.data_s = phase_sync(&mut t);
-        let loss = match &self.mode {
-            Mode::Plain(_) => self.plain_step(env, &mut p, &mut t, &phase_sync)?,
-            Mode::Wgan { .. } => self.wgan_step(env, i, &mut p, &mut t, &phase_sync)?,
+        let loss = match &mut self.mode {
+            Mode::Plain(step) => step.run(&mut self.common, env, &mut p, &mut t, &phase_sync)?,
+            Mode::Wgan(step) => step.run(&mut self.common, env, i, &mut p, &mut t, &phase_sync)?,
         };
         sync(dev);
         p.total_s = start.elapsed().as_secs_f64();
@@ -217,151 +230,11 @@ impl<'a> Session<'a> {
         Ok((p, loss))
     }
 
-    fn plain_step(
-        &mut self,
-        mut env: Vec<Option<Tensor>>,
-        p: &mut PhaseTimes,
-        t: &mut Instant,
-        phase_sync: &dyn Fn(&mut Instant) -> f64,
-    ) -> Result<Tensor, TchError> {
-        let graph = self.graph;
-        let loss = {
-            let _ac = self.autocast_guard()?;
-            self.model.eval(graph, &mut env, &graph.losses, &EvalOpts::plain())?;
-            let mut total: Option<Tensor> = None;
-            for &l in &graph.losses {
-                let v = env[l].take().ok_or_else(|| TchError::Kind("internal: loss not computed".into()))?;
-                let v = match graph.nodes[l].op {
-                    trainbench_workload::Op::Loss { weight, .. } if weight != 1.0 => {
-                        v.f_mul_scalar(f64::from(weight))?
-                    }
-                    _ => v,
-                };
-                total = Some(match total {
-                    None => v,
-                    Some(acc) => acc.f_add(&v)?,
-                });
-            }
-            total.ok_or_else(|| TchError::Kind("the graph has no loss".into()))?
-        };
-        drop(env);
-        p.forward_s += phase_sync(t);
-        match &self.scaler {
-            Some(s) => s.scale(&loss)?.f_backward()?,
-            None => loss.f_backward()?,
-        }
-        p.backward_s += phase_sync(t);
-        let Mode::Plain(opt) = &mut self.mode else {
-            return Err(TchError::Kind("internal: not a plain session".into()));
-        };
-        if self.grad_bytes == 0 {
-            self.grad_bytes = opt.grad_bytes();
-        }
-        opt.step(self.scaler.as_mut())?;
-        p.optimizer_s += phase_sync(t);
-        loss.f_detach()
-    }
-
-    /// WGAN-GP, one critic update per generator update (n_critic = 1), on the same batch:
-    /// 1. critic: the generator runs without gradients; `critic_batch` stacks (real, fake, x_hat) with x_hat a
-    ///    fresh leaf; loss_D = mean D(fake) - mean D(real) + gp_weight * GP (the Wasserstein loss node, see
-    ///    `loss::forward`); backward; critic optimizer step.
-    /// 2. generator: critic parameters frozen (requires_grad off); the graph is evaluated again up to the
-    ///    critic's scores (the critic still scores all three slots, as the graph's shapes say);
-    ///    loss_G = -mean D(fake); backward; generator optimizer step.
-    ///
-    /// Phase times add up both halves; the loss reported is the critic's loss_D.
-    fn wgan_step(
-        &mut self,
-        mut env: Vec<Option<Tensor>>,
-        i: u64,
-        p: &mut PhaseTimes,
-        t: &mut Instant,
-        phase_sync: &dyn Fn(&mut Instant) -> f64,
-    ) -> Result<Tensor, TchError> {
-        let graph = self.graph;
-        let Mode::Wgan { roles, .. } = &self.mode else {
-            return Err(TchError::Kind("internal: not a WGAN session".into()));
-        };
-        let roles = roles.clone();
-        let critic_part = roles.critic_part.clone();
-        let is_gen = move |n: &Node| n.part.as_ref().is_some_and(|q| *q != critic_part);
-        let loss_d = {
-            let _ac = self.autocast_guard()?;
-            let opts = EvalOpts { frozen: &is_gen, critic_update: true };
-            self.model.eval(graph, &mut env, &[roles.loss], &opts)?;
-            env[roles.loss].take().ok_or_else(|| TchError::Kind("internal: critic loss not computed".into()))?
-        };
-        drop(env);
-        p.forward_s += phase_sync(t);
-        loss_d.f_backward()?;
-        p.backward_s += phase_sync(t);
-        let critic_grads = self.with_critic(|c| {
-            let g = c.grad_bytes();
-            c.step(None)?;
-            for q in &c.params {
-                let _ = q.set_requires_grad(false);
-            }
-            Ok(g)
-        })?;
-        p.optimizer_s += phase_sync(t);
-        // Generator step, with the critic's parameters frozen; they are unfrozen whatever happens.
-        let result = self.generator_step(i, roles.scores, critic_grads, p, t, phase_sync);
-        self.with_critic(|c| {
-            for q in &c.params {
-                let _ = q.set_requires_grad(true);
-            }
-            Ok(0)
-        })?;
-        result?;
-        loss_d.f_detach()
-    }
-
-    fn with_critic(&mut self, f: impl FnOnce(&mut Optim) -> Result<u64, TchError>) -> Result<u64, TchError> {
-        match &mut self.mode {
-            Mode::Wgan { critic, .. } => f(critic),
-            Mode::Plain(_) => Err(TchError::Kind("internal: not a WGAN session".into())),
-        }
-    }
-
-    fn generator_step(
-        &mut self,
-        i: u64,
-        scores: usize,
-        critic_grads: u64,
-        p: &mut PhaseTimes,
-        t: &mut Instant,
-        phase_sync: &dyn Fn(&mut Instant) -> f64,
-    ) -> Result<(), TchError> {
-        let graph = self.graph;
-        let mut env = self.fresh_env(i)?;
-        let loss_g = {
-            let _ac = self.autocast_guard()?;
-            self.model.eval(graph, &mut env, &[scores], &EvalOpts::plain())?;
-            let s = env[scores].take().ok_or_else(|| TchError::Kind("internal: critic scores".into()))?;
-            let b = s.size()[0];
-            s.f_to_kind(Kind::Float)?.f_reshape([b, 3])?.f_select(1, 1)?.f_mean(None::<Kind>)?.f_neg()?
-        };
-        drop(env);
-        p.forward_s += phase_sync(t);
-        loss_g.f_backward()?;
-        p.backward_s += phase_sync(t);
-        let Mode::Wgan { generator, .. } = &mut self.mode else {
-            return Err(TchError::Kind("internal: not a WGAN session".into()));
-        };
-        if self.grad_bytes == 0 {
-            self.grad_bytes = critic_grads + generator.grad_bytes();
-        }
-        generator.step(None)?;
-        p.optimizer_s += phase_sync(t);
-        Ok(())
-    }
-
     /// Bytes of trained parameters of all optimizers.
     fn trained_bytes(&self) -> u64 {
         match &self.mode {
-            Mode::Plain(o) => o.param_bytes(),
-            Mode::Wgan { critic, generator, .. } => critic.param_bytes() + generator.param_bytes(),
+            Mode::Plain(s) => s.opt.param_bytes(),
+            Mode::Wgan(s) => s.critic.param_bytes() + s.generator.param_bytes(),
         }
     }
 
@@ -381,7 +254,7 @@ impl<'a> Session<'a> {
             out.warmup_steps.push(p);
             index += 1;
         }
-        let cuda_index = match self.device {
+        let cuda_index = match self.common.device {
             Device::Cuda(i) => Some(i),
             _ => None,
         };
@@ -409,7 +282,7 @@ impl<'a> Session<'a> {
             index += 1;
             measured += 1;
         }
-        let weights = self.model.weight_bytes();
+        let weights = self.common.model.weight_bytes();
         let trained = self.trained_bytes();
         let state = self.plan.optimizer.state_buffers() * trained;
         let (peak, reserved) = match cuda_index {
@@ -421,11 +294,150 @@ impl<'a> Session<'a> {
         };
         out.memory = MemoryMeasured {
             weights,
-            gradients: self.grad_bytes,
+            gradients: self.common.grad_bytes,
             optimizer_state: state,
             peak_allocated: peak,
             reserved,
         };
         Ok(out)
+    }
+}
+
+/// The plain step: forward all losses, backward, one optimizer step.
+struct PlainStep {
+    opt: Optim,
+}
+
+impl PlainStep {
+    fn run(
+        &mut self,
+        c: &mut Common<'_>,
+        mut env: Vec<Option<Tensor>>,
+        p: &mut PhaseTimes,
+        t: &mut Instant,
+        phase_sync: PhaseSync<'_>,
+    ) -> Result<Tensor, TchError> {
+        let graph = c.graph;
+        let loss = {
+            let _ac = c.autocast_guard()?;
+            c.model.eval(graph, &mut env, &graph.losses, &EvalOpts::plain())?;
+            let mut total: Option<Tensor> = None;
+            for &l in &graph.losses {
+                let v = env[l].take().ok_or_else(|| TchError::Kind("internal: loss not computed".into()))?;
+                let v = match graph.nodes[l].op {
+                    trainbench_workload::Op::Loss { weight, .. } if weight != 1.0 => {
+                        v.f_mul_scalar(f64::from(weight))?
+                    }
+                    _ => v,
+                };
+                total = Some(match total {
+                    None => v,
+                    Some(acc) => acc.f_add(&v)?,
+                });
+            }
+            total.ok_or_else(|| TchError::Kind("the graph has no loss".into()))?
+        };
+        drop(env);
+        p.forward_s += phase_sync(t);
+        match &c.scaler {
+            Some(s) => s.scale(&loss)?.f_backward()?,
+            None => loss.f_backward()?,
+        }
+        p.backward_s += phase_sync(t);
+        if c.grad_bytes == 0 {
+            c.grad_bytes = self.opt.grad_bytes();
+        }
+        self.opt.step(c.scaler.as_mut())?;
+        p.optimizer_s += phase_sync(t);
+        loss.f_detach()
+    }
+}
+
+/// The WGAN-GP step (the zoo's `critic_batch` convention) with the critic's and the generator's optimizers.
+struct WganStep {
+    roles: WganRoles,
+    critic: Optim,
+    generator: Optim,
+}
+
+impl WganStep {
+    /// WGAN-GP, one critic update per generator update (n_critic = 1), on the same batch:
+    /// 1. critic: the generator runs without gradients; `critic_batch` stacks (real, fake, x_hat) with x_hat a
+    ///    fresh leaf; loss_D = mean D(fake) - mean D(real) + gp_weight * GP (the Wasserstein loss node, see
+    ///    `loss::forward`); backward; critic optimizer step.
+    /// 2. generator: critic parameters frozen (requires_grad off); the graph is evaluated again up to the
+    ///    critic's scores (the critic still scores all three slots, as the graph's shapes say);
+    ///    loss_G = -mean D(fake); backward; generator optimizer step.
+    ///
+    /// Phase times add up both halves; the loss reported is the critic's loss_D.
+    fn run(
+        &mut self,
+        c: &mut Common<'_>,
+        mut env: Vec<Option<Tensor>>,
+        i: u64,
+        p: &mut PhaseTimes,
+        t: &mut Instant,
+        phase_sync: PhaseSync<'_>,
+    ) -> Result<Tensor, TchError> {
+        let graph = c.graph;
+        let roles = &self.roles;
+        let critic_part = roles.critic_part.clone();
+        let is_gen = move |n: &Node| n.part.as_ref().is_some_and(|q| *q != critic_part);
+        let loss_d = {
+            let _ac = c.autocast_guard()?;
+            let opts = EvalOpts { frozen: &is_gen, critic_update: true };
+            c.model.eval(graph, &mut env, &[roles.loss], &opts)?;
+            env[roles.loss].take().ok_or_else(|| TchError::Kind("internal: critic loss not computed".into()))?
+        };
+        drop(env);
+        p.forward_s += phase_sync(t);
+        loss_d.f_backward()?;
+        p.backward_s += phase_sync(t);
+        let critic_grads = self.critic.grad_bytes();
+        self.critic.step(None)?;
+        self.set_critic_trainable(false);
+        p.optimizer_s += phase_sync(t);
+        // Generator step, with the critic's parameters frozen; they are unfrozen whatever happens.
+        let result = self.generator_step(c, i, critic_grads, p, t, phase_sync);
+        self.set_critic_trainable(true);
+        result?;
+        loss_d.f_detach()
+    }
+
+    fn set_critic_trainable(&self, on: bool) {
+        for q in &self.critic.params {
+            let _ = q.set_requires_grad(on);
+        }
+    }
+
+    fn generator_step(
+        &mut self,
+        c: &mut Common<'_>,
+        i: u64,
+        critic_grads: u64,
+        p: &mut PhaseTimes,
+        t: &mut Instant,
+        phase_sync: PhaseSync<'_>,
+    ) -> Result<(), TchError> {
+        let graph = c.graph;
+        let scores = self.roles.scores;
+        let mut env = c.fresh_env(i)?;
+        let loss_g = {
+            let _ac = c.autocast_guard()?;
+            c.model.eval(graph, &mut env, &[scores], &EvalOpts::plain())?;
+            let s = env[scores].take().ok_or_else(|| TchError::Kind("internal: critic scores".into()))?;
+            let b = s.size()[0];
+            s.f_to_kind(Kind::Float)?.f_reshape([b, 3])?.f_select(1, 1)?.f_mean(None::<Kind>)?.f_neg()?
+        };
+        drop(env);
+        p.forward_s += phase_sync(t);
+        loss_g.f_backward()?;
+        p.backward_s += phase_sync(t);
+        if c.grad_bytes == 0 {
+            c.grad_bytes = critic_grads + self.generator.grad_bytes();
+        }
+        self.generator.step(None)?;
+        p.optimizer_s += phase_sync(t);
+        Ok(())
     }
 }

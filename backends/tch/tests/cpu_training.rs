@@ -6,12 +6,26 @@
 mod common;
 
 use common::*;
-use tch::Device;
+use tch::{Device, Kind, Tensor};
 use trainbench_tch::TchBackend;
 use trainbench_tch::lower::Lowered;
+use trainbench_tch::shim::{AutocastDtype, AutocastGuard};
+use trainbench_workload::conformance::agreement::Preset;
 use trainbench_workload::graph::Graph;
 use trainbench_workload::params::{graph_tensors, parameters};
-use trainbench_workload::{Backend, BackendError, NoProbe, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan};
+use trainbench_workload::{
+    Backend, BackendError, CpuFeatures, CpuIsa, DeviceSelector, NoProbe, PhaseTimes, Precision, Probe, RawMeasurements,
+    RunPlan,
+};
+
+// The shared conformance kit on the CPU: losses fall, weights match the contract, same initial weights and the
+// same 5 SGD steps as PyTorch within the strict preset (the same CPU kernels), refusals.
+trainbench_workload::conformance_tests!(
+    backend = TchBackend::new(),
+    device = DeviceSelector::Cpu,
+    preset = Preset::Strict,
+    available = true,
+);
 
 fn run(plan: &RunPlan, graph: &Graph) -> RawMeasurements {
     TchBackend::new().run(plan, graph, &mut NoProbe).unwrap_or_else(|e| panic!("{}: {e}", graph.name))
@@ -197,10 +211,83 @@ fn bf16_autocast_trains_on_cpu() {
     p.precision = Precision::Bf16;
     let bf16 = run(&p, &small_cnn()).losses[0];
     assert!(bf16 != fp32 && ((bf16 - fp32) / fp32).abs() < 0.05, "fp32 {fp32} bf16 {bf16}");
-    for g in [small_cnn(), attention_block(), lstm_tagger()] {
+    for g in [small_cnn(), attention_block()] {
         let mut p = plan(8, 20, adam(0.01));
         p.precision = Precision::Bf16;
         assert_learns(&g, &p);
+    }
+}
+
+/// Whether trainbench's rule lets a bf16 LSTM run on this host's CPU (its features and any oneDNN cap).
+fn bf16_lstm_allowed() -> bool {
+    CpuFeatures::host().supports(CpuIsa::Avx512Core).is_ok()
+}
+
+#[test]
+fn bf16_lstm_trains_where_the_cpu_allows_and_is_refused_elsewhere() {
+    // Holds on every CPU: one branch or the other is asserted, whichever this host is.
+    let mut p = plan(8, 20, adam(0.01));
+    p.precision = Precision::Bf16;
+    let g = lstm_tagger();
+    if bf16_lstm_allowed() {
+        assert_learns(&g, &p);
+        return;
+    }
+    let e = TchBackend::new().supports(&p, &g).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(&e, BackendError::Unsupported { op, .. } if op == "lstm"), "{text}");
+    assert!(text.contains("bf16") && text.contains("AVX-512"), "{text}");
+    assert_eq!(TchBackend::new().run(&p, &g, &mut NoProbe).map(|_| ()), Err(e));
+}
+
+/// What libtorch itself does with a bf16 LSTM on the CPU (autocast, forward and backward), bypassing
+/// trainbench's refusal: libtorch's message when it cannot.
+fn raw_bf16_lstm() -> Result<(), String> {
+    let _autocast = AutocastGuard::enter(false, AutocastDtype::BFloat16).map_err(|e| e.to_string())?;
+    let f = (Kind::Float, Device::Cpu);
+    let (batch, time, input, hidden) = (4, 5, 16, 32);
+    let x = Tensor::randn([batch, time, input], f);
+    let params: Vec<Tensor> = [vec![4 * hidden, input], vec![4 * hidden, hidden], vec![4 * hidden], vec![4 * hidden]]
+        .into_iter()
+        .map(|shape| Tensor::randn(shape.as_slice(), f).set_requires_grad(true))
+        .collect();
+    let state = [Tensor::zeros([1, batch, hidden], f), Tensor::zeros([1, batch, hidden], f)];
+    let (out, _, _) = x.f_lstm(&state, &params, true, 1, 0.0, true, false, true).map_err(|e| e.to_string())?;
+    let loss = out.f_to_kind(Kind::Float).and_then(|o| o.f_sum(Kind::Float)).map_err(|e| e.to_string())?;
+    loss.f_backward().map_err(|e| e.to_string())
+}
+
+/// Runs in a child process (see `the_bf16_lstm_rule_matches_libtorch`): the rule and libtorch agree here.
+#[test]
+#[ignore = "run by the_bf16_lstm_rule_matches_libtorch in a child process with ONEDNN_MAX_CPU_ISA set"]
+fn bf16_lstm_rule_agrees_with_libtorch_in_this_process() {
+    let allowed = bf16_lstm_allowed();
+    match raw_bf16_lstm() {
+        Ok(()) => assert!(allowed, "libtorch ran a bf16 LSTM that trainbench would refuse ({:?})", CpuFeatures::host()),
+        Err(e) => {
+            assert!(!allowed, "trainbench allows a bf16 LSTM that libtorch cannot run: {e}");
+            assert!(e.contains("primitive descriptor"), "an unexpected failure: {e}");
+        }
+    }
+}
+
+#[test]
+fn the_bf16_lstm_rule_matches_libtorch() {
+    // The rule against libtorch itself, on this CPU as it is and with oneDNN capped at AVX2 (what an AVX2-only
+    // CPU offers), each in a fresh process because oneDNN reads the cap once. On an AVX2-only host both runs
+    // check the refusal side; on an AVX-512 host the first checks that bf16 LSTMs really run.
+    let exe = std::env::current_exe().unwrap();
+    for cap in [None, Some("AVX2")] {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["--exact", "bf16_lstm_rule_agrees_with_libtorch_in_this_process", "--ignored", "--nocapture"]);
+        cmd.env_remove("ONEDNN_MAX_CPU_ISA").env_remove("DNNL_MAX_CPU_ISA");
+        if let Some(c) = cap {
+            cmd.env("ONEDNN_MAX_CPU_ISA", c);
+        }
+        let out = cmd.output().unwrap();
+        let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "cap {cap:?}:\n{log}");
+        assert!(log.contains("1 passed"), "cap {cap:?}: the child ran no test:\n{log}");
     }
 }
 
@@ -214,7 +301,7 @@ fn refusals_name_what_to_change() {
     assert!(matches!(&e, BackendError::Unsupported { op, .. } if op.contains("fp16")), "{e}");
     assert!(e.to_string().contains("bf16"), "{e}");
     let mut p = plan(4, 1, sgd(0.01));
-    p.device = "cuda:7".into();
+    p.device = DeviceSelector::Cuda(Some(7));
     assert!(matches!(be.check(&p, &g), Err(BackendError::Device { .. })));
     let mut p = plan(4, 1, sgd(0.01));
     p.world_size = 2;

@@ -5,7 +5,8 @@
 //! FLOPs per training step are estimated as 3x the forward multiply-adds x 2 of the matrix products
 //! (linear, convolution, recurrent, attention); element-wise work is not counted.
 
-use trainbench_wgpu::{WgpuBackend, fixtures};
+use trainbench_wgpu::WgpuBackend;
+use trainbench_workload::conformance::fixtures;
 use trainbench_workload::graph::{Activation, InputKind, LossKind, Op, RnnCell};
 use trainbench_workload::{Backend, Budget, Graph, GraphBuilder, NoProbe, OptimizerSpec, Precision, RunPlan};
 

@@ -6,9 +6,7 @@
 //! raw tensors exactly as `torch.optim` computes them.
 
 mod adapters;
-pub mod agreement;
 mod check;
-pub mod fixtures;
 mod layers;
 mod loss;
 mod lower;

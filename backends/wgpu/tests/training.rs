@@ -1,11 +1,22 @@
 //! Training on a real wgpu adapter (lavapipe in CI): losses fall, parameter counts match the contract, the
 //! measurements are complete, and what the backend cannot run is refused up front.
 
-use trainbench_wgpu::{WgpuBackend, adapters, fixtures};
-use trainbench_workload::params::parameters;
+use trainbench_wgpu::{WgpuBackend, adapters, select};
+use trainbench_workload::conformance::agreement::preset_for;
+use trainbench_workload::conformance::fixtures;
 use trainbench_workload::{
-    Backend, BackendError, Budget, Graph, GraphBuilder, NoProbe, OptimizerSpec, PhaseTimes, Precision, Probe, RunPlan,
+    Backend, BackendError, DeviceSelector, Graph, GraphBuilder, NoProbe, OptimizerSpec, PhaseTimes, Precision, Probe,
+    RunPlan, WgpuAdapter,
 };
+
+// The shared conformance kit on the best adapter (lavapipe in CI): losses fall, weights match the contract,
+// same initial weights and 5 SGD steps as PyTorch within the preset for the adapter's kind, refusals.
+trainbench_workload::conformance_tests!(
+    backend = WgpuBackend::new(),
+    device = DeviceSelector::Wgpu(WgpuAdapter::Default),
+    preset = preset_for(select(DeviceSelector::Wgpu(WgpuAdapter::Default)).map(|a| a.kind()).unwrap_or("gpu")),
+    available = !adapters().is_empty(),
+);
 
 fn have_adapter() -> bool {
     if adapters().is_empty() {
@@ -17,19 +28,12 @@ fn have_adapter() -> bool {
 
 fn plan(batch: usize, iterations: u64, optimizer: OptimizerSpec) -> RunPlan {
     RunPlan {
-        id: "test".into(),
         batch_size: batch,
-        precision: Precision::Fp32,
-        device: "wgpu".into(),
-        world_size: 1,
+        device: DeviceSelector::Wgpu(WgpuAdapter::Default),
         warmup: 0,
-        budget: Budget::Iterations(iterations),
-        repeat: 0,
         seed: 3,
         optimizer,
-        phase_timing: true,
-        timeout_s: None,
-        cpu_threads: None,
+        ..RunPlan::for_tests("test", iterations)
     }
 }
 
@@ -69,41 +73,6 @@ fn mlp_loss_falls_with_each_optimizer() {
     ] {
         let losses = train("mlp", opt.clone(), 24);
         assert_falls(&format!("mlp/{}", opt.kind_name()), &losses, 0.9);
-    }
-}
-
-#[test]
-fn cnn_loss_falls() {
-    if !have_adapter() {
-        return;
-    }
-    let losses = train("cnn", OptimizerSpec::Sgd { lr: 0.05, momentum: 0.9, weight_decay: 0.0, nesterov: false }, 16);
-    assert_falls("cnn", &losses, 0.9);
-}
-
-#[test]
-fn sequence_models_train() {
-    if !have_adapter() {
-        return;
-    }
-    let adam = OptimizerSpec::Adam { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 };
-    // Random per-token labels over 40-50 classes leave little to learn in a few steps: a smaller margin.
-    for (name, factor) in [("lstm", 0.97), ("transformer", 0.97), ("gru", 0.95), ("ctc", 0.9)] {
-        let losses = train(name, adam.clone(), 13);
-        assert_falls(name, &losses, factor);
-    }
-}
-
-#[test]
-fn parameter_counts_match_the_contract() {
-    if !have_adapter() {
-        return;
-    }
-    for name in fixtures::NAMES {
-        let graph = fixture(name);
-        let want: u64 = graph.nodes.iter().flat_map(parameters).map(|d| d.numel()).sum();
-        let got = WgpuBackend::new().parameter_count(&graph, "wgpu").expect("count");
-        assert_eq!(got, want, "{name}");
     }
 }
 
@@ -231,12 +200,12 @@ fn devices_and_selectors() {
     let graph = fixture("mlp");
     let mut p = plan(2, 1, OptimizerSpec::default());
     for ok in ["wgpu", "wgpu:0"] {
-        p.device = ok.into();
+        p.device = ok.parse().expect("selector");
         assert!(be.check(&p, &graph).is_ok(), "{ok}");
     }
-    p.device = format!("wgpu:{}", devices.len());
+    p.device = DeviceSelector::Wgpu(WgpuAdapter::Index(devices.len()));
     let e = be.check(&p, &graph).expect_err("must fail");
     assert!(matches!(e, BackendError::Device { .. }) && e.to_string().contains("available"), "{e}");
-    p.device = "wgpu:quantum".into();
-    assert!(be.check(&p, &graph).expect_err("must fail").to_string().contains("discrete"));
+    p.device = DeviceSelector::Cpu;
+    assert!(be.check(&p, &graph).expect_err("must fail").to_string().contains("does not drive cpu devices"));
 }

@@ -7,6 +7,8 @@ pub mod analysis;
 pub mod backend;
 pub mod builder;
 pub mod capability;
+#[cfg(any(test, feature = "testing"))]
+pub mod conformance;
 pub mod cpu;
 pub mod device;
 pub mod graph;

@@ -90,9 +90,18 @@ impl Backend for MockBackend {
         vec![self.device("mock")]
     }
 
-    fn check(&self, plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
+    fn check(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+        self.supports(plan, graph)
+    }
+
+    fn supports_lowering(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
         if plan.batch_size == 0 {
-            return Err(BackendError::Framework("the mock backend needs a batch size of at least 1".into()));
+            return Err(BackendError::Unsupported {
+                backend: "mock",
+                layer: graph.name.clone(),
+                op: "batch".into(),
+                reason: "the mock backend needs a batch size of at least 1".into(),
+            });
         }
         Ok(())
     }

@@ -2,24 +2,10 @@
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
 use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, PoolKind, RnnCell};
-use trainbench_workload::{Budget, ConvCfg, GraphBuilder, OptimizerSpec, Precision, RunPlan};
+use trainbench_workload::{ConvCfg, GraphBuilder, OptimizerSpec, RunPlan};
 
 pub fn plan(batch: usize, steps: u64, optimizer: OptimizerSpec) -> RunPlan {
-    RunPlan {
-        id: "test".into(),
-        batch_size: batch,
-        precision: Precision::Fp32,
-        device: trainbench_workload::DeviceSelector::Cpu,
-        world_size: 1,
-        warmup: 0,
-        budget: Budget::Iterations(steps),
-        repeat: 0,
-        seed: 7,
-        optimizer,
-        phase_timing: true,
-        timeout_s: None,
-        cpu_threads: None,
-    }
+    RunPlan { batch_size: batch, warmup: 0, optimizer, ..RunPlan::for_tests("test", steps) }
 }
 
 pub fn sgd(lr: f64) -> OptimizerSpec {

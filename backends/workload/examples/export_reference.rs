@@ -1,13 +1,13 @@
 //! Writes, for every fixture, the graph, its seeded initial tensors and the synthetic batches of the agreement
 //! run as JSON, for `reference/torch_reference.py` to train the same model in PyTorch.
 //!
-//! Usage: `cargo run -p trainbench-wgpu --example export_reference -- <out-dir>`
+//! Usage: `cargo run -p trainbench-workload --features testing --example export_reference -- <out-dir>`
 
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use trainbench_wgpu::agreement::AGREEMENT_RUN;
-use trainbench_wgpu::fixtures;
+use trainbench_workload::conformance::agreement::AGREEMENT_RUN;
+use trainbench_workload::conformance::fixtures;
 use trainbench_workload::init::{SyntheticTensor, initial_values, synthetic_input};
 use trainbench_workload::params::tensors;
 

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use trainbench_workload::{Budget, DeviceSelector, OptimizerSpec, Precision, RunPlan};
+use crate::{Budget, DeviceSelector, OptimizerSpec, Precision, RunPlan};
 
 /// The agreement run every backend trains the fixtures with: batch, seed, SGD steps and the data pool size
 /// (iteration `i` uses synthetic data step `i % pool`, as every backend's pool of 4 batches does).
@@ -85,7 +85,7 @@ impl Preset {
 }
 
 /// The preset two fp32 runs of the agreement fixtures must meet when one runs on a device of `kind`
-/// ([`trainbench_workload::DeviceInfo::kind`]): [`Preset::Strict`] on a CPU or software adapter (measured here:
+/// ([`crate::DeviceInfo::kind`]): [`Preset::Strict`] on a CPU or software adapter (measured here:
 /// lavapipe against PyTorch's CPU kernels within 5e-7 relative over 6 steps), [`Preset::Balanced`] on a GPU,
 /// whose reduction orders differ more.
 pub fn preset_for(kind: &str) -> Preset {
