@@ -1,6 +1,7 @@
 // trainbench-tch shim: the few libtorch APIs tch does not expose (caching-allocator statistics, autocast for a
 // given device type and dtype, library versions, CUDA device properties through the driver API). Every function catches C++
 // exceptions and reports them through a message buffer, so no exception ever crosses into Rust.
+#include <ATen/Version.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -38,6 +39,11 @@ extern "C" {
 
 // libtorch version the shim was compiled against ("2.13.0").
 const char* tb_torch_version() { return TORCH_VERSION; }
+
+// The CPU kernel level ATen dispatches to here ("AVX512", "AVX2", "DEFAULT"; ATEN_CPU_CAPABILITY can lower it).
+int tb_cpu_capability(char* out, size_t out_len, char* err, size_t err_len) {
+  TB_GUARD({ copy_message(at::get_cpu_capability().c_str(), out, out_len); })
+}
 
 // CUDA runtime and cuDNN versions as libtorch reports them (0 where unavailable).
 int tb_cuda_versions(long* cudart, long* cudnn, char* err, size_t err_len) {

@@ -79,6 +79,9 @@ pub fn cpu_info() -> DeviceInfo {
     let logical = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     details.insert("logical_cpus".into(), logical.to_string());
     details.insert("torch_threads".into(), tch::get_num_threads().to_string());
+    if let Ok(cap) = shim::cpu_capability() {
+        details.insert("libtorch_cpu_capability".into(), cap);
+    }
     details.insert("peak_flops_fp32_source".into(), "measured: 1024^3 fp32 matmul through libtorch".into());
     DeviceInfo {
         selector: "cpu".into(),
@@ -158,6 +161,10 @@ pub fn versions(device: Device) -> BTreeMap<String, String> {
     v.insert("tch".into(), "0.26".into());
     v.insert("torch_threads".into(), tch::get_num_threads().to_string());
     v.insert("libtorch_lib".into(), env!("TRAINBENCH_TCH_LIBTORCH_LIB").into());
+    // ATen's CPU kernel level: what libtorch itself reports of the CPU (the manifest's `cpu` has the flags).
+    if let Ok(cap) = shim::cpu_capability() {
+        v.insert("libtorch_cpu_capability".into(), cap);
+    }
     if matches!(device, Device::Cuda(_)) {
         match shim::cuda_versions() {
             Ok((cudart, cudnn)) => {

@@ -5,6 +5,7 @@ use std::ffi::{CStr, c_char, c_int, c_long};
 
 unsafe extern "C" {
     fn tb_torch_version() -> *const c_char;
+    fn tb_cpu_capability(out: *mut c_char, out_len: usize, err: *mut c_char, err_len: usize) -> c_int;
     fn tb_cuda_versions(cudart: *mut c_long, cudnn: *mut c_long, err: *mut c_char, err_len: usize) -> c_int;
     fn tb_cuda_memory_stats(device: c_int, out: *mut i64, err: *mut c_char, err_len: usize) -> c_int;
     fn tb_cuda_reset_peak(device: c_int, err: *mut c_char, err_len: usize) -> c_int;
@@ -63,6 +64,16 @@ fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), ShimError> {
 pub fn torch_version() -> String {
     // SAFETY: returns a pointer to a static string literal.
     unsafe { CStr::from_ptr(tb_torch_version()) }.to_string_lossy().into_owned()
+}
+
+/// The CPU kernel level ATen dispatches to on this machine (`AVX512`, `AVX2`, `DEFAULT`), as libtorch reports it.
+pub fn cpu_capability() -> Result<String, ShimError> {
+    let mut out = vec![0 as c_char; 64];
+    let len = out.len();
+    // SAFETY: `out` is a live buffer of `len` elements; the shim NUL-terminates what it writes.
+    call(|e, n| unsafe { tb_cpu_capability(out.as_mut_ptr(), len, e, n) })?;
+    // SAFETY: NUL-terminated by the shim (copy_message).
+    Ok(unsafe { CStr::from_ptr(out.as_ptr()) }.to_string_lossy().into_owned())
 }
 
 /// CUDA runtime and cuDNN versions as libtorch encodes them (`13000`, `91300`), 0 where absent.
