@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::path::Path;

@@ -14,6 +14,7 @@
 #![cfg(feature = "tch")]
 #![allow(clippy::unwrap_used)]
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

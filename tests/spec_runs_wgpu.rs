@@ -12,6 +12,7 @@
 #![cfg(feature = "wgpu")]
 #![allow(clippy::unwrap_used)]
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use assert_cmd::Command;

@@ -24,7 +24,7 @@ fn adam() -> OptimizerSpec {
 }
 
 /// insta settings for snapshots in the workspace's `golden/<subdir>/`, named without the module prefix (the
-/// root crate's integration tests have the same helper in `tests/common/mod.rs`).
+/// root crate's integration tests have the same helper in `tests/it/common/mod.rs`).
 fn golden_settings(subdir: &str) -> insta::Settings {
     let mut settings = insta::Settings::clone_current();
     settings.set_snapshot_path(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../golden").join(subdir));

@@ -8,9 +8,8 @@
 //! lavapipe: 2e-6 relative after 4 steps, 6e-4 after 5). On a GPU every preset is at least `balanced`.
 //! Dropout is 0: the two backends draw different masks.
 //!
-//! Needs both backends: `cargo test --features tch,wgpu --test cross_backend -- --nocapture`. Without a wgpu
+//! Needs both backends: `cargo test --features tch,wgpu --test it cross_backend:: -- --nocapture`. Without a wgpu
 //! adapter it says it skips, except under `CI=true`, where that is an error.
-#![cfg(all(feature = "tch", feature = "wgpu"))]
 #![allow(clippy::unwrap_used)]
 
 use std::time::Instant;

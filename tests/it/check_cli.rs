@@ -2,13 +2,12 @@
 //! disappears fails with a readable diff (snapshot in golden/check/).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
-
 use std::path::Path;
 
 use assert_cmd::Command;
-use common::Synth;
 use trainbench::result::RunResult;
+
+use crate::common::Synth;
 
 fn tb() -> Command {
     Command::cargo_bin("trainbench").unwrap()
@@ -69,7 +68,7 @@ fn update_then_check_passes_and_a_lost_metric_fails_with_a_diff() {
     let (code, text) = run(&["check".as_ref(), "--golden".as_ref(), golden.as_os_str(), results.as_os_str()]);
     assert_eq!(code, 1, "{text}");
     let text = text.replace(&tmp.path().display().to_string(), "[TEMP]");
-    common::golden_settings("check").bind(|| insta::assert_snapshot!("check_lost_metric", text));
+    crate::common::golden_settings("check").bind(|| insta::assert_snapshot!("check_lost_metric", text));
 }
 
 #[test]

@@ -1,10 +1,9 @@
 //! `trainbench compare` end to end on synthetic results: injected slowdowns, noise, comparability, formats.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
-
 use assert_cmd::Command;
-use common::Synth;
+
+use crate::common::Synth;
 
 fn tb() -> Command {
     Command::cargo_bin("trainbench").unwrap()

@@ -1,5 +1,8 @@
 //! Test support: self-consistent synthetic results with controlled step-time distributions, for tests of
 //! check, compare, audit and report that need exact control over the samples.
+//!
+//! A module of the `it` test binary (`crate::common`); the `glob!` test files at `tests/*.rs` include it with
+//! `#[path = "it/common/mod.rs"]`.
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
 pub mod spec_run;

@@ -2,8 +2,6 @@
 //! sweep going, interrupts that keep finished runs, timeouts, atomic writes.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::path::Path;
 
 use trainbench::result::{INDEX_FILE, RunOutcome, RunResult, SuiteIndex};
@@ -47,7 +45,7 @@ fn read(path: &Path) -> serde_json::Value {
 }
 
 fn assert_valid(instance: &serde_json::Value) {
-    let errors = common::spec_run::result_schema_errors(instance);
+    let errors = crate::common::spec_run::result_schema_errors(instance);
     assert!(errors.is_empty(), "{errors:#?}");
 }
 

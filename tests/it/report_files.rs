@@ -2,8 +2,6 @@
 //! the CSV (one row per run, a fixed header), and the SVG files the Markdown links to.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
-
 use assert_cmd::Command;
 
 /// Replace measured values in Markdown table cells by `[v]`; names, batch sizes and counts stay.
@@ -66,7 +64,7 @@ fn markdown_csv_and_svg_files() {
         assert!(svg.starts_with("<svg") && svg.contains("xmlns=\"http://www.w3.org/2000/svg\""), "{file}");
         assert!(svg.contains("<title>"), "{file}");
     }
-    common::golden_settings("report").bind(|| insta::assert_snapshot!("report_markdown", redact(&md)));
+    crate::common::golden_settings("report").bind(|| insta::assert_snapshot!("report_markdown", redact(&md)));
 
     let csv = std::fs::read_to_string(out.join("runs.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
@@ -82,7 +80,10 @@ fn gpu_utilisation_is_plotted_when_measured() {
     let tmp = tempfile::tempdir().unwrap();
     let results = tmp.path().join("results");
     for (i, batch) in [8usize, 32, 128].into_iter().enumerate() {
-        let s = common::Synth { gpu_percent: Some(30.0 + 20.0 * i as f64), ..common::Synth::new("gpu", batch, 0, 1) };
+        let s = crate::common::Synth {
+            gpu_percent: Some(30.0 + 20.0 * i as f64),
+            ..crate::common::Synth::new("gpu", batch, 0, 1)
+        };
         s.write(&results);
     }
     let out = tmp.path().join("report");

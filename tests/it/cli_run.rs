@@ -3,8 +3,6 @@
 //! `--quiet` leaves out.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::path::Path;
 
 use assert_cmd::Command;
@@ -59,7 +57,7 @@ fn run_mock_prints_a_summary_and_writes_results() {
         .assert()
         .success();
     let stdout = String::from_utf8(assert.get_output().stdout.clone()).unwrap();
-    common::golden_settings("run").bind(|| insta::assert_snapshot!("run_mock_table", stdout));
+    crate::common::golden_settings("run").bind(|| insta::assert_snapshot!("run_mock_table", stdout));
 
     let mut result: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("cli-mock/cli-mock.b8.fp32.1x1.r0.json")).unwrap())
@@ -67,7 +65,7 @@ fn run_mock_prints_a_summary_and_writes_results() {
     let n = result["metrics"]["step_times_s"].as_array().unwrap().len();
     result["metrics"]["step_times_s"] = Value::String(format!("[{n} step times]"));
     round_floats(&mut result);
-    common::golden_settings("run").bind(|| {
+    crate::common::golden_settings("run").bind(|| {
         insta::assert_json_snapshot!("run_mock_result", result, {
             ".environment.trainbench_version" => "[VERSION]",
             ".environment.git_commit" => "[COMMIT]",

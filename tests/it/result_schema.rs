@@ -1,5 +1,5 @@
 //! Keeps `schema/result.schema.json` in sync with the result types: fails when the committed file is stale.
-//! Regenerate with `TRAINBENCH_UPDATE_SCHEMA=1 cargo test --test result_schema`.
+//! Regenerate with `TRAINBENCH_UPDATE_SCHEMA=1 cargo test --test it result_schema::`.
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -14,7 +14,7 @@ fn committed_result_schema_is_current() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
-        "schema/result.schema.json is stale; regenerate with `TRAINBENCH_UPDATE_SCHEMA=1 cargo test --test result_schema`"
+        "schema/result.schema.json is stale; regenerate with `TRAINBENCH_UPDATE_SCHEMA=1 cargo test --test it result_schema::`"
     );
 }
 

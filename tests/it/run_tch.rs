@@ -1,9 +1,6 @@
 //! End to end through the real tch backend on the CPU (feature `tch`): a tiny spec trains, its result file
 //! validates against the result schema and carries the figures the backend and collectors provide.
-#![cfg(feature = "tch")]
 #![allow(clippy::unwrap_used)]
-
-mod common;
 
 use trainbench::plan::PlacementOverride;
 use trainbench::result::{RunOutcome, RunResult};
@@ -42,7 +39,7 @@ fn tiny_mlp_trains_on_the_cpu_and_its_result_validates() {
     assert_eq!(report.results.len(), 1);
     let path = dir.path().join("tch-tiny/tch-tiny.b16.fp32.1x1.r0.json");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let errors = common::spec_run::result_schema_errors(&json);
+    let errors = crate::common::spec_run::result_schema_errors(&json);
     assert!(errors.is_empty(), "the result breaks the result schema:\n{}", errors.join("\n"));
     let r: RunResult = serde_json::from_value(json).unwrap();
     assert_eq!(r.outcome, RunOutcome::Completed);

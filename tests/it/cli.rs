@@ -3,8 +3,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::path::Path;
 use std::process::Output;
 
@@ -21,7 +19,7 @@ fn stdout(o: &Output) -> String {
 }
 
 fn settings() -> insta::Settings {
-    let mut s = common::golden_settings("cli");
+    let mut s = crate::common::golden_settings("cli");
     s.set_omit_expression(true);
     s
 }

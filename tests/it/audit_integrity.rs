@@ -2,11 +2,10 @@
 //! caught and name the field.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
-
-use common::Synth;
 use trainbench::audit::{AuditOptions, AuditVerdict, assess, audit, verify};
 use trainbench::result::RunResult;
+
+use crate::common::Synth;
 
 fn fields(r: &RunResult) -> Vec<String> {
     verify(r).into_iter().map(|i| i.field).collect()

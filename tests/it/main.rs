@@ -1,0 +1,30 @@
+//! The root crate's integration tests as one test binary: each module is one area (CLI, runner, result tools,
+//! schemas, backends), and `common` is their shared support (synthetic results, insta settings, spec runs). One
+//! binary links the library and, in builds with backend features, libtorch and burn once instead of once per file.
+//!
+//! Tests that use insta's `glob!` stay binaries of their own (`tests/invalid_specs.rs`, `tests/spec_plans.rs`,
+//! `tests/spec_shapes.rs`, `tests/spec_runs_tch.rs`, `tests/spec_runs_wgpu.rs`): insta collects `glob!` failures
+//! process-wide: while one runs, a failing snapshot of any other test in the process is collected by it, and the
+//! test it belongs to passes. They include `common` by path. Run one area with a filter: `cargo test --test it cli_run::`.
+
+mod common;
+
+mod audit_integrity;
+mod check_cli;
+mod cli;
+mod cli_run;
+mod compare_cli;
+#[cfg(all(feature = "tch", feature = "wgpu"))]
+mod cross_backend;
+mod fixtures_check;
+mod isolation;
+mod mock_pipeline;
+mod no_panic;
+mod plan_refusals;
+mod report_browser;
+mod report_files;
+mod result_schema;
+#[cfg(feature = "tch")]
+mod run_tch;
+mod runner;
+mod schema_sync;
