@@ -41,6 +41,8 @@ pub struct Synth {
     pub backend: String,
     pub device: String,
     pub libtorch: String,
+    /// The host's best oneDNN instruction-set level (`environment.cpu.isa`).
+    pub cpu_isa: Option<String>,
     /// Record the run as out of memory (no metrics).
     pub oom: bool,
     /// Report NVML GPU utilisation (this percentage) instead of "unavailable".
@@ -62,6 +64,7 @@ impl Synth {
             backend: "mock".into(),
             device: "Mock CPU".into(),
             libtorch: "2.13.0".into(),
+            cpu_isa: Some("AVX2".into()),
             oom: false,
             gpu_percent: None,
         }
@@ -243,7 +246,14 @@ impl Synth {
                     details: BTreeMap::new(),
                 }),
                 gpus: Sampled::unavailable("no NVIDIA driver"),
-                cpu: CpuInfo { model: "Test CPU".into(), logical_cores: 2, memory_bytes: Some(24 << 30) },
+                cpu: CpuInfo {
+                    model: "Test CPU".into(),
+                    logical_cores: 2,
+                    memory_bytes: Some(24 << 30),
+                    features: ["avx", "avx2", "fma", "f16c"].map(String::from).to_vec(),
+                    onednn_isa_cap: None,
+                    isa: self.cpu_isa.clone(),
+                },
                 os: OsInfo {
                     family: "linux".into(),
                     distribution: Some("Debian GNU/Linux 12".into()),
