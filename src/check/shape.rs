@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::result::{RunResult, config_id};
+use crate::result::RunResult;
 use crate::workload::Budget;
 
 /// Version of the shape format written into golden files.
@@ -119,12 +119,7 @@ pub fn shape_of(result: &RunResult) -> Shape {
     let time_budget = matches!(result.plan.budget, Budget::Seconds(_));
     let mut fields = BTreeMap::new();
     walk(&value, "", time_budget, &mut fields);
-    Shape {
-        shape_format: SHAPE_FORMAT,
-        spec: result.spec_name.clone(),
-        config: config_id(&result.run_id).to_string(),
-        fields,
-    }
+    Shape { shape_format: SHAPE_FORMAT, spec: result.spec_name.clone(), config: result.config_id().to_string(), fields }
 }
 
 fn join(prefix: &str, key: &str) -> String {

@@ -9,6 +9,7 @@ use crate::result::MemoryEstimate;
 fn plan() -> RunPlan {
     RunPlan {
         id: "m.b4.fp32.1x1.r0".into(),
+        config: "m.b4.fp32.1x1".into(),
         batch_size: 4,
         precision: Precision::Fp32,
         device: trainbench_workload::DeviceSelector::Cpu,

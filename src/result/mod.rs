@@ -13,7 +13,7 @@ use trainbench_workload::{DeviceInfo, RunPlan};
 
 pub mod load;
 
-pub use load::{LoadError, LoadedResult, config_id};
+pub use load::{LoadError, LoadedResult};
 
 /// Version of the result format written by this build. Bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;

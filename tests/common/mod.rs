@@ -75,8 +75,12 @@ impl Synth {
         self
     }
 
+    pub fn config_id(&self) -> String {
+        format!("{}.b{}.{}.1x1", self.spec, self.batch, self.precision.as_str())
+    }
+
     pub fn run_id(&self) -> String {
-        format!("{}.b{}.{}.1x1.r{}", self.spec, self.batch, self.precision.as_str(), self.repeat)
+        format!("{}.r{}", self.config_id(), self.repeat)
     }
 
     pub fn build(&self) -> RunResult {
@@ -121,6 +125,7 @@ impl Synth {
         );
         let plan = RunPlan {
             id: self.run_id(),
+            config: self.config_id(),
             batch_size: self.batch,
             precision: self.precision,
             device: trainbench_workload::DeviceSelector::Cpu,

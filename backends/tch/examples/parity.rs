@@ -169,6 +169,7 @@ fn main() -> ExitCode {
     }
     let plan = RunPlan {
         id: format!("parity.{}.b{}", o.model, o.batch),
+        config: format!("parity.{}.b{}", o.model, o.batch),
         batch_size: o.batch,
         precision: Precision::Fp32,
         device: trainbench_workload::DeviceSelector::Cpu,

@@ -74,6 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (graph, batch) in models {
         let plan = RunPlan {
             id: graph.name.clone(),
+            config: graph.name.clone(),
             batch_size: batch,
             precision: Precision::Fp32,
             device,

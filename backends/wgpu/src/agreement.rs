@@ -33,6 +33,7 @@ impl AgreementRun {
     pub fn plan(&self, name: &str, device: DeviceSelector) -> RunPlan {
         RunPlan {
             id: format!("agreement.{name}"),
+            config: format!("agreement.{name}"),
             batch_size: self.batch,
             precision: Precision::Fp32,
             device,

@@ -18,6 +18,7 @@ fn have_adapter() -> bool {
 fn plan(batch: usize, iterations: u64, optimizer: OptimizerSpec) -> RunPlan {
     RunPlan {
         id: "test".into(),
+        config: "test".into(),
         batch_size: batch,
         precision: Precision::Fp32,
         device: "wgpu".into(),

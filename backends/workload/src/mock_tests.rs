@@ -13,6 +13,7 @@ fn graph(hidden: usize) -> Graph {
 fn plan(batch: usize, budget: Budget) -> RunPlan {
     RunPlan {
         id: format!("mlp.b{batch}"),
+        config: format!("mlp.b{batch}"),
         batch_size: batch,
         precision: Precision::Fp32,
         device: crate::DeviceSelector::Cpu,

@@ -7,6 +7,7 @@ use trainbench_workload::{Budget, ConvCfg, GraphBuilder, OptimizerSpec, Precisio
 pub fn plan(batch: usize, steps: u64, optimizer: OptimizerSpec) -> RunPlan {
     RunPlan {
         id: "test".into(),
+        config: "test".into(),
         batch_size: batch,
         precision: Precision::Fp32,
         device: trainbench_workload::DeviceSelector::Cpu,
