@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Runs the whole test suite on a fresh machine: sets up what it needs (Python environment with PyTorch 2.13.0,
-# Debian packages for the browser test and software Vulkan), lints (scripts/lint.sh: formatting, then clippy),
-# then runs every unit, integration, snapshot and backend test with both backends (tch and wgpu) built in, the
-# cross-backend agreement test included.
+# Runs the whole test suite on a fresh machine: prints the CPU (model, AVX2/AVX-512/AMX flags, any oneDNN cap),
+# sets up what it needs (Python environment with PyTorch 2.13.0, Debian packages for the browser test and software
+# Vulkan), lints (scripts/lint.sh: formatting, then clippy), then runs every unit, integration, snapshot and
+# backend test with both backends (tch and wgpu) built in, the cross-backend agreement test included.
+# First the CPU the log comes from, so that a failure in a CPU kernel can be read against it (libtorch's oneDNN
+# runs some layers only with AVX-512, and ONEDNN_MAX_CPU_ISA can cap what it uses). Never fails: an ARM host or
+# a container without /proc/cpuinfo prints "unknown" and "none".
+cpu_model=$( (grep -m1 -E '^(model name|Hardware|Model)[[:space:]]*:' /proc/cpuinfo | cut -d: -f2- | sed 's/^[[:space:]]*//') 2>/dev/null || true)
+cpu_flags=$( (grep -o -w -E 'avx2|avx512[a-z_0-9]*|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ' | sed 's/ $//') 2>/dev/null || true)
+echo "==> CPU: ${cpu_model:-unknown}, $(nproc 2>/dev/null || echo '?') logical cores" >&2
+echo "==> CPU flags: ${cpu_flags:-none}${ONEDNN_MAX_CPU_ISA:+ (ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)}${DNNL_MAX_CPU_ISA:+ (DNNL_MAX_CPU_ISA=$DNNL_MAX_CPU_ISA)}" >&2
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 bash scripts/system-deps.sh || echo "warning: could not install Debian packages; browser and wgpu tests will skip (or fail under CI=true)" >&2

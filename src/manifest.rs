@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use trainbench_workload::{DeviceInfo, RawMeasurements};
+use trainbench_workload::{CpuFeatures, DeviceInfo, RawMeasurements};
 
 use crate::format::sha256_hex;
 use crate::result::{CpuInfo, Environment, OsInfo, ProcessInfo};
@@ -32,6 +32,11 @@ const ENV_NAMES: &[&str] = &[
     "PYTORCH_CUDA_ALLOC_CONF",
     "WGPU_BACKEND",
     "WGPU_ADAPTER_NAME",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "ATEN_CPU_CAPABILITY",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "ONEDNN_VERBOSE",
 ];
 const ENV_PREFIXES: &[&str] = &["LIBTORCH", "TORCH_", "NVIDIA_", "NCCL_", "CUDNN_", "TRAINBENCH_"];
 
@@ -70,7 +75,8 @@ fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
-/// Host CPU from `/proc/cpuinfo` and `/proc/meminfo`.
+/// Host CPU from `/proc/cpuinfo` and `/proc/meminfo`, with its instruction-set features and oneDNN cap
+/// ([`CpuFeatures::host`]).
 pub fn cpu_info() -> CpuInfo {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let field = |key: &str| {
@@ -85,10 +91,14 @@ pub fn cpu_info() -> CpuInfo {
         let kb: u64 = l.strip_prefix("MemTotal:")?.trim().trim_end_matches("kB").trim().parse().ok()?;
         Some(kb * 1024)
     });
+    let features = CpuFeatures::host();
     CpuInfo {
         model: model.unwrap_or_else(|| "unknown".into()),
         logical_cores: crate::metrics::cpu::available_cores(),
         memory_bytes,
+        features: features.flags().to_vec(),
+        onednn_isa_cap: features.onednn_cap().map(str::to_string),
+        isa: features.best().map(|isa| isa.onednn_name().to_string()),
     }
 }
 
@@ -181,5 +191,8 @@ mod tests {
             assert!(os_info().kernel.is_some());
         }
         assert!(!hostname().is_empty());
+        let host = CpuFeatures::host();
+        assert_eq!(cpu.features, host.flags());
+        assert_eq!(cpu.isa.as_deref(), host.best().map(|isa| isa.onednn_name()));
     }
 }

@@ -73,8 +73,10 @@ pub fn expand_on(spec: &ValidatedSpec, placement: Placement) -> Vec<PlannedRun> 
         for (precision, _) in effective_precisions(&s.training, &s.sweep) {
             for (topology, token) in topologies.iter().zip(&tokens) {
                 for repeat in 0..s.run.repeats {
+                    let config = config_id(&s.name, batch_size, precision, token);
                     let run = RunPlan {
-                        id: run_id(&s.name, batch_size, precision, token, repeat),
+                        id: format!("{config}.r{repeat}"),
+                        config,
                         batch_size,
                         precision,
                         device: placement.device,
@@ -103,9 +105,10 @@ pub fn expand_on(spec: &ValidatedSpec, placement: Placement) -> Vec<PlannedRun> 
     out
 }
 
-/// `<name>.b<batch>.<precision>.<topology>.r<repeat>`.
-fn run_id(name: &str, batch: usize, precision: Precision, topology: &str, repeat: u32) -> String {
-    format!("{name}.b{batch}.{}.{topology}.r{repeat}", precision.as_str())
+/// `<name>.b<batch>.<precision>.<topology>`: the configuration, which each repeat's run id extends with
+/// `.r<repeat>`.
+fn config_id(name: &str, batch: usize, precision: Precision, topology: &str) -> String {
+    format!("{name}.b{batch}.{}.{topology}", precision.as_str())
 }
 
 /// `NxM` per topology; when two topologies share a shape, their strategy and interconnect are appended
@@ -219,8 +222,11 @@ repeats = 3
     }
 
     #[test]
-    fn ids_follow_the_pattern() {
-        assert_eq!(run_id("resnet50", 32, Precision::Fp32, "1x1", 0), "resnet50.b32.fp32.1x1.r0");
+    fn ids_follow_the_pattern_and_repeats_share_their_configuration() {
+        assert_eq!(config_id("resnet50", 32, Precision::Fp32, "1x1"), "resnet50.b32.fp32.1x1");
+        let runs = plan(&validated("version = 1\nname = \"d\"\n[model]\nfamily = \"mlp\"\n[run]\nrepeats = 2\n"));
+        let ids: Vec<(&str, &str)> = runs.iter().map(|r| (r.id.as_str(), r.config.as_str())).collect();
+        assert_eq!(ids, [("d.b32.fp32.1x1.r0", "d.b32.fp32.1x1"), ("d.b32.fp32.1x1.r1", "d.b32.fp32.1x1")]);
     }
 
     #[test]

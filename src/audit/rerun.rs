@@ -53,7 +53,9 @@ pub fn rerun_here(original: &RunResult, opts: &RerunOptions) -> Result<RunResult
     };
     let mut suite = Suite::placed(&spec, over);
     let device = suite.plans.first().map_or(original.plan.device, |p| p.device);
-    suite.plans = vec![trainbench_workload::RunPlan { device, ..original.plan.clone() }];
+    // The original's configuration, recovered from its run id when it predates `RunPlan::config`.
+    let config = original.config_id().to_string();
+    suite.plans = vec![trainbench_workload::RunPlan { device, config, ..original.plan.clone() }];
     let runner = RunnerOptions { out_dir: opts.out_dir.clone(), progress: opts.progress, ..RunnerOptions::default() };
     let report = run_suite(&suite, &runner, &mut |_, _| {}).map_err(|e| RerunError(e.to_string()))?;
     report.results.into_iter().next().ok_or_else(|| RerunError("the re-run was interrupted before it started".into()))

@@ -12,6 +12,9 @@
 //! - `environment.gpus.devices[].name: "string"`: fields of the elements of an array of objects (the
 //!   array itself is `array`, its length is not part of the shape);
 //! - `environment.env_vars: "map (keys and values vary)"`: a map whose content depends on the user's shell;
+//! - `environment.cpu.isa: "varies with the host CPU"`: a host's instruction-set facts, whose presence (an empty
+//!   flag list, no level on an ARM host, no `ONEDNN_MAX_CPU_ISA` cap) says which machine ran the check, not
+//!   what the run produced;
 //! - `x: "object (empty)"` for an empty object, so that an emptied map is visible.
 
 use std::collections::BTreeMap;
@@ -19,7 +22,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::result::{RunResult, config_id};
+use crate::result::RunResult;
 use crate::workload::Budget;
 
 /// Version of the shape format written into golden files.
@@ -75,6 +78,9 @@ const VARYING: &[&str] = &["plan.id", "plan.repeat", "plan.seed"];
 /// Maps whose keys depend on the machine or the user's shell: reduced to one descriptor.
 const OPAQUE_MAPS: &[&str] = &["environment.env_vars"];
 
+/// Host facts reduced to one descriptor whatever their value, so that a shape is the same on every CPU.
+const HOST_CPU_FACTS: &[&str] = &["environment.cpu.features", "environment.cpu.isa", "environment.cpu.onednn_isa_cap"];
+
 /// The series whose length is the number of measured iterations (variable under a time budget).
 const ITERATION_SERIES: &[&str] = &["metrics.step_times_s"];
 
@@ -113,12 +119,7 @@ pub fn shape_of(result: &RunResult) -> Shape {
     let time_budget = matches!(result.plan.budget, Budget::Seconds(_));
     let mut fields = BTreeMap::new();
     walk(&value, "", time_budget, &mut fields);
-    Shape {
-        shape_format: SHAPE_FORMAT,
-        spec: result.spec_name.clone(),
-        config: config_id(&result.run_id).to_string(),
-        fields,
-    }
+    Shape { shape_format: SHAPE_FORMAT, spec: result.spec_name.clone(), config: result.config_id().to_string(), fields }
 }
 
 fn join(prefix: &str, key: &str) -> String {
@@ -128,6 +129,10 @@ fn join(prefix: &str, key: &str) -> String {
 fn walk(v: &Value, path: &str, time_budget: bool, out: &mut BTreeMap<String, String>) {
     // Element paths (`a[]`) are matched against the patterns without the brackets.
     let bare = path.replace("[]", "");
+    if any_match(HOST_CPU_FACTS, &bare) {
+        out.insert(path.to_string(), "varies with the host CPU".to_string());
+        return;
+    }
     if !path.is_empty() && any_match(LITERAL, &bare) && !any_match(VARYING, &bare) && !v.is_object() {
         out.insert(path.to_string(), format!("= {v}"));
         return;
@@ -206,6 +211,7 @@ mod tests {
             "metrics": {"step_times_s": [0.1, 0.2, 0.3], "throughput": {"samples_per_s": 12.5, "item_unit": "samples"},
                         "memory": {"measured": {"peak_allocated_bytes": null, "weights_bytes": 10}}},
             "environment": {"env_vars": {"OMP_NUM_THREADS": "2"}, "library_versions": {},
+                            "cpu": {"model": "x", "features": ["avx2"], "isa": null},
                             "gpus": {"status": "available", "devices": [{"index": 0, "name": "a"}, {"index": 1, "name": null}]}},
         });
         let mut out = BTreeMap::new();
@@ -220,6 +226,10 @@ mod tests {
         assert_eq!(get("metrics.memory.measured.weights_bytes"), Some("integer"));
         assert_eq!(get("environment.env_vars"), Some("map (keys and values vary)"));
         assert_eq!(get("environment.library_versions"), Some("object (empty)"));
+        assert_eq!(get("environment.cpu.model"), Some("string"));
+        assert_eq!(get("environment.cpu.features"), Some("varies with the host CPU"));
+        assert_eq!(get("environment.cpu.isa"), Some("varies with the host CPU"));
+        assert!(!out.keys().any(|k| k.starts_with("environment.cpu.features[]")));
         assert_eq!(get("environment.gpus.status"), Some("= \"available\""));
         assert_eq!(get("environment.gpus.devices"), Some("array"));
         assert_eq!(get("environment.gpus.devices[].index"), Some("integer"));

@@ -15,8 +15,9 @@ pub struct EnvDifference {
     /// Value in the second (candidate / re-run) result; `-` when absent.
     pub candidate: String,
     /// True when the difference makes the step times not comparable (device, backend, library versions,
-    /// precision, batch, world size; CPU model and cores for CPU runs); false for informational differences
-    /// (driver, trainbench version, spec hash, OS, environment variables, host, library file locations).
+    /// precision, batch, world size; CPU model, cores and instruction-set level for CPU runs); false for
+    /// informational differences (driver, trainbench version, spec hash, OS, environment variables, host,
+    /// library file locations, an instruction-set level only one of the results recorded).
     pub blocking: bool,
 }
 
@@ -73,6 +74,10 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<EnvDifference> {
     let cpu_run = device_kind(a) == "cpu" || device_kind(b) == "cpu";
     push(&mut out, "CPU model", ea.cpu.model.clone(), eb.cpu.model.clone(), cpu_run);
     push(&mut out, "CPU cores", ea.cpu.logical_cores.to_string(), eb.cpu.logical_cores.to_string(), cpu_run);
+    // The instruction-set level decides which oneDNN kernels a CPU run used. A result written before it was
+    // recorded has none, which says nothing about its host: such a difference is only informational.
+    let (ia, ib) = (ea.cpu.isa.as_ref(), eb.cpu.isa.as_ref());
+    push(&mut out, "CPU ISA", or_dash(ia), or_dash(ib), cpu_run && ia.is_some() && ib.is_some());
     let driver = |r: &RunResult| r.environment.gpus.get().map(|g| g.driver_version.clone());
     push(&mut out, "GPU driver", or_dash(driver(a).as_ref()), or_dash(driver(b).as_ref()), false);
     push(&mut out, "trainbench version", ea.trainbench_version.clone(), eb.trainbench_version.clone(), false);

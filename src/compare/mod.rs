@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::result::{LoadedResult, RunOutcome, RunResult, config_id};
+use crate::result::{LoadedResult, RunOutcome, RunResult};
 use crate::stats;
 pub use env::{EnvDifference, differences};
 
@@ -321,12 +321,12 @@ fn group(results: &[LoadedResult]) -> BTreeMap<GroupKey, Vec<Group<'_>>> {
     for l in results {
         let r = &l.result;
         let device = crate::report::device_name(r);
-        let groups = out.entry((r.spec_name.clone(), config_id(&r.run_id).to_string())).or_default();
+        let groups = out.entry((r.spec_name.clone(), r.config_id().to_string())).or_default();
         match groups.iter_mut().find(|g| g.backend == r.backend && g.device == device) {
             Some(g) => g.runs.push(l),
             None => groups.push(Group {
                 spec: r.spec_name.clone(),
-                config: config_id(&r.run_id).to_string(),
+                config: r.config_id().to_string(),
                 backend: r.backend.clone(),
                 device,
                 runs: vec![l],

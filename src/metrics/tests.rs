@@ -1,26 +1,18 @@
 //! Tests of metric derivation on hand-made measurements.
 #![allow(clippy::unwrap_used)]
 
-use trainbench_workload::{Budget, MemoryMeasured, OptimizerSpec, Precision};
+use trainbench_workload::{MemoryMeasured, OptimizerSpec};
 
 use super::*;
 use crate::result::MemoryEstimate;
 
 fn plan() -> RunPlan {
     RunPlan {
-        id: "m.b4.fp32.1x1.r0".into(),
-        batch_size: 4,
-        precision: Precision::Fp32,
-        device: trainbench_workload::DeviceSelector::Cpu,
-        world_size: 1,
+        config: "m.b4.fp32.1x1".into(),
         warmup: 2,
-        budget: Budget::Iterations(20),
-        repeat: 0,
         seed: 1,
         optimizer: OptimizerSpec::default(),
-        phase_timing: true,
-        timeout_s: None,
-        cpu_threads: None,
+        ..RunPlan::for_tests("m.b4.fp32.1x1.r0", 20)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::ReportModel;
 use super::device_name;
-use crate::result::{RunResult, config_id};
+use crate::result::RunResult;
 
 /// Column names of `runs.csv`, in order.
 pub const COLUMNS: [&str; 34] = [
@@ -59,7 +59,7 @@ fn row(r: &RunResult) -> Vec<String> {
     vec![
         r.spec_name.clone(),
         r.run_id.clone(),
-        config_id(&r.run_id).to_string(),
+        r.config_id().to_string(),
         r.plan.repeat.to_string(),
         r.outcome.status().to_string(),
         r.backend.clone(),

@@ -9,7 +9,7 @@ pub mod plots;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::result::{LoadedResult, Metrics, RunOutcome, RunResult, config_id};
+use crate::result::{LoadedResult, Metrics, RunOutcome, RunResult};
 use crate::workload::Precision;
 
 /// Why a report could not be written.
@@ -200,12 +200,12 @@ impl<'a> ReportModel<'a> {
                     .cloned()
                     .unwrap_or_else(|| device_name(r)),
             };
-            let key = (r.spec_name.clone(), r.backend.clone(), device.clone(), config_id(&r.run_id).to_string());
+            let key = (r.spec_name.clone(), r.backend.clone(), device.clone(), r.config_id().to_string());
             groups
                 .entry(key)
                 .or_insert_with(|| ConfigRow {
                     spec: r.spec_name.clone(),
-                    config: config_id(&r.run_id).to_string(),
+                    config: r.config_id().to_string(),
                     backend: r.backend.clone(),
                     device,
                     precision: r.plan.precision,

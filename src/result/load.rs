@@ -1,5 +1,5 @@
 //! Reading result files for report, compare, check and audit: single files or whole results folders
-//! (recursively), checked against the format version; and the configuration a run id belongs to.
+//! (recursively), checked against the format version; and the configuration a result belongs to.
 
 use std::path::{Path, PathBuf};
 
@@ -120,9 +120,22 @@ pub fn load_all<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<LoadedResult>, LoadEr
     Ok(out)
 }
 
+impl RunResult {
+    /// The configuration this result is a repeat of (`resnet50.b32.fp32.1x1`), which compare, report and check
+    /// group repeats by: the one its plan stored.
+    pub fn config_id(&self) -> &str {
+        if self.plan.config.is_empty() {
+            // A result written before plans stored their configuration: recover it from the run id.
+            config_from_run_id(&self.run_id)
+        } else {
+            &self.plan.config
+        }
+    }
+}
+
 /// The run identifier without its repeat suffix: `resnet50.b32.fp32.1x1.r3` -> `resnet50.b32.fp32.1x1`.
-/// Identifiers without a `.r<N>` suffix are returned unchanged.
-pub fn config_id(run_id: &str) -> &str {
+/// Identifiers without a `.r<N>` suffix are returned unchanged. Only for results without `plan.config`.
+fn config_from_run_id(run_id: &str) -> &str {
     match run_id.rsplit_once('.') {
         Some((head, tail))
             if tail.len() > 1 && tail.starts_with('r') && tail[1..].chars().all(|c| c.is_ascii_digit()) =>
@@ -134,16 +147,31 @@ pub fn config_id(run_id: &str) -> &str {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
-    fn config_id_strips_only_the_repeat_suffix() {
-        assert_eq!(config_id("resnet50.b32.fp32.1x1.r0"), "resnet50.b32.fp32.1x1");
-        assert_eq!(config_id("resnet50.b32.fp32.1x1.r12"), "resnet50.b32.fp32.1x1");
-        assert_eq!(config_id("resnet50.b32.fp32.1x1"), "resnet50.b32.fp32.1x1");
-        assert_eq!(config_id("m.rx"), "m.rx");
-        assert_eq!(config_id("m.r"), "m.r");
-        assert_eq!(config_id("r1"), "r1");
+    fn the_configuration_is_the_plans_or_parsed_from_an_older_results_run_id() {
+        let text = include_str!("../../tests/fixtures/results/fixture-mlp/fixture-mlp.b8.fp32.1x1.r1.json");
+        let mut r: RunResult = serde_json::from_str(text).unwrap();
+        r.plan.config.clear();
+        assert_eq!(r.config_id(), "fixture-mlp.b8.fp32.1x1");
+        r.plan.config = "stored".into();
+        assert_eq!(r.config_id(), "stored");
+        let mut json: serde_json::Value = serde_json::from_str(text).unwrap();
+        json["plan"].as_object_mut().unwrap().remove("config");
+        let older: RunResult = serde_json::from_value(json).unwrap();
+        assert_eq!((older.plan.config.as_str(), older.config_id()), ("", "fixture-mlp.b8.fp32.1x1"));
+    }
+
+    #[test]
+    fn a_run_id_loses_only_its_repeat_suffix() {
+        assert_eq!(config_from_run_id("resnet50.b32.fp32.1x1.r0"), "resnet50.b32.fp32.1x1");
+        assert_eq!(config_from_run_id("resnet50.b32.fp32.1x1.r12"), "resnet50.b32.fp32.1x1");
+        assert_eq!(config_from_run_id("resnet50.b32.fp32.1x1"), "resnet50.b32.fp32.1x1");
+        assert_eq!(config_from_run_id("m.rx"), "m.rx");
+        assert_eq!(config_from_run_id("m.r"), "m.r");
+        assert_eq!(config_from_run_id("r1"), "r1");
     }
 }

@@ -13,7 +13,7 @@ use trainbench_workload::{DeviceInfo, RunPlan};
 
 pub mod load;
 
-pub use load::{LoadError, LoadedResult, config_id};
+pub use load::{LoadError, LoadedResult};
 
 /// Version of the result format written by this build. Bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;
@@ -487,6 +487,20 @@ pub struct CpuInfo {
     pub logical_cores: usize,
     /// Total physical memory, bytes, if known.
     pub memory_bytes: Option<u64>,
+    /// The instruction-set flags that decide which CPU kernels can run (`avx2`, `avx512f`, `amx_bf16`, ...),
+    /// those of the contract crate's recorded list that the host has, in the kernel's spelling (empty in results
+    /// written before they were recorded).
+    #[serde(default)]
+    pub features: Vec<String>,
+    /// The `ONEDNN_MAX_CPU_ISA` (or `DNNL_MAX_CPU_ISA`) cap on oneDNN's instruction sets in effect for the run,
+    /// upper-cased; absent when none was set.
+    #[serde(default)]
+    pub onednn_isa_cap: Option<String>,
+    /// The highest instruction-set level oneDNN could use for the run, in oneDNN's spelling
+    /// (`AVX2`, `AVX512_CORE`, `AVX512_CORE_BF16`, `AVX512_CORE_AMX`), after the cap; absent when the host has
+    /// none of them (or the result predates it).
+    #[serde(default)]
+    pub isa: Option<String>,
 }
 
 /// Operating system.

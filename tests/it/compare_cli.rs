@@ -86,6 +86,26 @@ fn different_devices_or_libraries_are_not_comparable_unless_allowed() {
 }
 
 #[test]
+fn another_cpu_instruction_set_level_is_not_comparable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (base, cand, old) = (tmp.path().join("base"), tmp.path().join("cand"), tmp.path().join("old"));
+    Synth { cpu_isa: Some("AVX512_CORE".into()), ..Synth::new("toy", 8, 0, 1) }.write(&base);
+    Synth::new("toy", 8, 0, 2).write(&cand);
+    let out = tb().args(["compare"]).arg(&base).arg(&cand).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("not comparable: CPU ISA differs: AVX512_CORE vs AVX2"), "{text}");
+
+    // A baseline written before the level was recorded is still compared; the difference is only noted.
+    Synth { cpu_isa: None, ..Synth::new("toy", 8, 0, 1) }.write(&old);
+    let out = tb().args(["compare", "--format", "json"]).arg(&old).arg(&cand).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pair = &v["pairs"][0];
+    assert_eq!(pair["verdict"], "no_change", "{pair}");
+    let isa = pair["env_differences"].as_array().unwrap().iter().find(|d| d["field"] == "CPU ISA").unwrap();
+    assert_eq!((&isa["baseline"], &isa["candidate"], &isa["blocking"]), (&"-".into(), &"AVX2".into(), &false.into()));
+}
+
+#[test]
 fn unpaired_runs_are_listed() {
     let tmp = tempfile::tempdir().unwrap();
     let (base, cand) = (tmp.path().join("base"), tmp.path().join("cand"));

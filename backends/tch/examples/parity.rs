@@ -168,19 +168,12 @@ fn main() -> ExitCode {
         }
     }
     let plan = RunPlan {
-        id: format!("parity.{}.b{}", o.model, o.batch),
         batch_size: o.batch,
-        precision: Precision::Fp32,
-        device: trainbench_workload::DeviceSelector::Cpu,
-        world_size: 1,
         warmup: o.warmup,
-        budget: Budget::Iterations(o.iters),
-        repeat: 0,
         seed: o.seed,
         optimizer,
         phase_timing: false,
-        timeout_s: None,
-        cpu_threads: None,
+        ..RunPlan::for_tests(&format!("parity.{}.b{}", o.model, o.batch), o.iters)
     };
     let mut clock = CpuClock::default();
     let raw = match TchBackend::new().run(&plan, &graph, &mut clock) {

@@ -74,19 +74,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("|---|---|---|---|---|---|---|---|");
     for (graph, batch) in models {
         let plan = RunPlan {
-            id: graph.name.clone(),
             batch_size: batch,
-            precision: Precision::Fp32,
             device,
-            world_size: 1,
             warmup: 3,
-            budget: Budget::Iterations(iterations),
-            repeat: 0,
             seed: 1,
             optimizer: OptimizerSpec::default(),
-            phase_timing: true,
             timeout_s: Some(600.0),
-            cpu_threads: None,
+            ..RunPlan::for_tests(&graph.name, iterations)
         };
         let out = backend.run(&plan, &graph, &mut NoProbe)?;
         let step = median(out.steps.iter().map(|s| s.total_s).collect());

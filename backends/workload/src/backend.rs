@@ -156,6 +156,11 @@ pub enum Budget {
 pub struct RunPlan {
     /// Stable identifier, e.g. `resnet50.b32.fp32.1x1.r0`; also the result file stem.
     pub id: String,
+    /// The configuration this run is a repeat of: the identifier without its `.r<repeat>` suffix
+    /// (`resnet50.b32.fp32.1x1`), which compare, report and check group repeats by. Empty in results written
+    /// before it was stored (and then left out when such a result is written again).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub config: String,
     /// Global batch size (summed over data-parallel workers).
     pub batch_size: usize,
     /// Precision.
@@ -211,10 +216,12 @@ mod tests {
 #[cfg(any(test, feature = "testing"))]
 impl RunPlan {
     /// A small plan for tests: the CPU, fp32, `iterations` measured steps after one warm-up
-    /// step, batch 4, seed 7, SGD with lr 0.01 (override fields with struct update syntax).
+    /// step, batch 4, seed 7, SGD with lr 0.01 (override fields with struct update syntax); its configuration
+    /// is `id` itself (repeat 0 of a configuration of that name).
     pub fn for_tests(id: &str, iterations: u64) -> Self {
         RunPlan {
             id: id.to_string(),
+            config: id.to_string(),
             batch_size: 4,
             precision: Precision::Fp32,
             device: DeviceSelector::Cpu,

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::backend::{NoProbe, OptimizerSpec, Precision};
+use crate::backend::{NoProbe, OptimizerSpec};
 use crate::model::{MlpSpec, ModelSpec};
 use crate::zoo::build;
 
@@ -12,19 +12,12 @@ fn graph(hidden: usize) -> Graph {
 
 fn plan(batch: usize, budget: Budget) -> RunPlan {
     RunPlan {
-        id: format!("mlp.b{batch}"),
         batch_size: batch,
-        precision: Precision::Fp32,
-        device: crate::DeviceSelector::Cpu,
-        world_size: 1,
         warmup: 3,
         budget,
-        repeat: 0,
         seed: 5,
         optimizer: OptimizerSpec::default(),
-        phase_timing: true,
-        timeout_s: None,
-        cpu_threads: None,
+        ..RunPlan::for_tests(&format!("mlp.b{batch}"), 1)
     }
 }
 

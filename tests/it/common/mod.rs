@@ -13,7 +13,7 @@ use std::path::Path;
 use trainbench::format::sha256_hex;
 use trainbench::result::*;
 use trainbench::stats::{self, SplitMix64};
-use trainbench::workload::{Budget, DeviceInfo, OptimizerSpec, Precision, RunPlan};
+use trainbench::workload::{DeviceInfo, OptimizerSpec, Precision, RunPlan};
 
 /// insta settings for snapshots in `golden/<subdir>/`, named without the test module's prefix: the one place
 /// the integration tests say where their golden files live. Tests whose snapshot files carry no `expression:`
@@ -44,6 +44,8 @@ pub struct Synth {
     pub backend: String,
     pub device: String,
     pub libtorch: String,
+    /// The host's best oneDNN instruction-set level (`environment.cpu.isa`).
+    pub cpu_isa: Option<String>,
     /// Record the run as out of memory (no metrics).
     pub oom: bool,
     /// Report NVML GPU utilisation (this percentage) instead of "unavailable".
@@ -65,6 +67,7 @@ impl Synth {
             backend: "mock".into(),
             device: "Mock CPU".into(),
             libtorch: "2.13.0".into(),
+            cpu_isa: Some("AVX2".into()),
             oom: false,
             gpu_percent: None,
         }
@@ -75,8 +78,12 @@ impl Synth {
         self
     }
 
+    pub fn config_id(&self) -> String {
+        format!("{}.b{}.{}.1x1", self.spec, self.batch, self.precision.as_str())
+    }
+
     pub fn run_id(&self) -> String {
-        format!("{}.b{}.{}.1x1.r{}", self.spec, self.batch, self.precision.as_str(), self.repeat)
+        format!("{}.r{}", self.config_id(), self.repeat)
     }
 
     pub fn build(&self) -> RunResult {
@@ -120,19 +127,14 @@ impl Synth {
             self.spec, self.iterations, self.batch
         );
         let plan = RunPlan {
-            id: self.run_id(),
+            config: self.config_id(),
             batch_size: self.batch,
             precision: self.precision,
-            device: trainbench_workload::DeviceSelector::Cpu,
-            world_size: 1,
             warmup: 5,
-            budget: Budget::Iterations(self.iterations as u64),
             repeat: self.repeat,
             seed: 42 + u64::from(self.repeat),
             optimizer: OptimizerSpec::default(),
-            phase_timing: true,
-            timeout_s: None,
-            cpu_threads: None,
+            ..RunPlan::for_tests(&self.run_id(), self.iterations as u64)
         };
         RunResult {
             format_version: FORMAT_VERSION,
@@ -246,7 +248,14 @@ impl Synth {
                     details: BTreeMap::new(),
                 }),
                 gpus: Sampled::unavailable("no NVIDIA driver"),
-                cpu: CpuInfo { model: "Test CPU".into(), logical_cores: 2, memory_bytes: Some(24 << 30) },
+                cpu: CpuInfo {
+                    model: "Test CPU".into(),
+                    logical_cores: 2,
+                    memory_bytes: Some(24 << 30),
+                    features: ["avx", "avx2", "fma", "f16c"].map(String::from).to_vec(),
+                    onednn_isa_cap: None,
+                    isa: self.cpu_isa.clone(),
+                },
                 os: OsInfo {
                     family: "linux".into(),
                     distribution: Some("Debian GNU/Linux 12".into()),

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::{Budget, DeviceSelector, OptimizerSpec, Precision, RunPlan};
+use crate::{DeviceSelector, OptimizerSpec, RunPlan};
 
 /// The agreement run every backend trains the fixtures with: batch, seed, SGD steps and the data pool size
 /// (iteration `i` uses synthetic data step `i % pool`, as every backend's pool of 4 batches does).
@@ -32,19 +32,13 @@ impl AgreementRun {
     /// The run plan of model `name` on `device`: fp32, one device, no warm-up, `steps` measured iterations.
     pub fn plan(&self, name: &str, device: DeviceSelector) -> RunPlan {
         RunPlan {
-            id: format!("agreement.{name}"),
             batch_size: self.batch,
-            precision: Precision::Fp32,
             device,
-            world_size: 1,
             warmup: 0,
-            budget: Budget::Iterations(self.steps),
-            repeat: 0,
             seed: self.seed,
             optimizer: self.optimizer(),
             phase_timing: false,
-            timeout_s: None,
-            cpu_threads: None,
+            ..RunPlan::for_tests(&format!("agreement.{name}"), self.steps)
         }
     }
 }
