@@ -15,9 +15,7 @@ use trainbench_tch::TchBackend;
 use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind};
 use trainbench_workload::model::{ModelSpec, ResnetSpec, ResnetStem};
 use trainbench_workload::params::parameters;
-use trainbench_workload::{
-    Backend, Budget, GraphBuilder, OptimizerSpec, PhaseTimes, Precision, Probe, RunPlan, ShapeError, zoo,
-};
+use trainbench_workload::{Backend, GraphBuilder, OptimizerSpec, PhaseTimes, Probe, RunPlan, ShapeError, zoo};
 
 /// CPU time consumed by this process (all threads), in seconds.
 fn process_cpu_s() -> f64 {

@@ -8,7 +8,7 @@
 use trainbench_wgpu::WgpuBackend;
 use trainbench_workload::conformance::fixtures;
 use trainbench_workload::graph::{Activation, InputKind, LossKind, Op, RnnCell};
-use trainbench_workload::{Backend, Budget, Graph, GraphBuilder, NoProbe, OptimizerSpec, Precision, RunPlan};
+use trainbench_workload::{Backend, Graph, GraphBuilder, NoProbe, OptimizerSpec, RunPlan};
 
 fn forward_flops(graph: &Graph, batch: usize) -> f64 {
     let mut f = 0.0;

@@ -4,6 +4,7 @@
 use trainbench_wgpu::{WgpuBackend, adapters, select};
 use trainbench_workload::conformance::agreement::preset_for;
 use trainbench_workload::conformance::fixtures;
+use trainbench_workload::params::parameters;
 use trainbench_workload::{
     Backend, BackendError, DeviceSelector, Graph, GraphBuilder, NoProbe, OptimizerSpec, PhaseTimes, Precision, Probe,
     RunPlan, WgpuAdapter,
