@@ -1,6 +1,7 @@
 //! What a backend cannot run is refused when the spec is validated and planned, never mid-run: `validate`,
 //! `plan` and `run --backend` name the layer and the backend and exit with status 2 before anything runs.
-//! The wgpu cases need feature `wgpu` (a backend compiled out cannot be asked what it supports).
+//! Every case holds in every build: a backend compiled out still answers from its declared capabilities
+//! (`trainbench_workload::capability`).
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -19,10 +20,8 @@ fn text(o: &Output) -> String {
 }
 
 /// Faster R-CNN on wgpu: RoIAlign has no burn implementation.
-#[cfg(feature = "wgpu")]
 const FASTER_RCNN_ON_WGPU: &[&str] = &["--set", "topology.backend=wgpu", "--set", "topology.device=wgpu"];
 
-#[cfg(feature = "wgpu")]
 #[test]
 fn validate_and_plan_refuse_a_layer_wgpu_cannot_run() {
     for command in ["validate", "plan"] {
@@ -38,7 +37,6 @@ fn validate_and_plan_refuse_a_layer_wgpu_cannot_run() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
-#[cfg(feature = "wgpu")]
 #[test]
 fn run_with_backend_override_refuses_before_any_run() {
     let dir = tempfile::tempdir().unwrap();
