@@ -26,13 +26,10 @@ pub struct RerunOptions {
     pub progress: bool,
 }
 
+/// The backend a result names (`RunResult::backend`, a `BackendKind`'s name), read as the spec's
+/// `topology.backend` reads it: the names are defined once, by the types, not listed again here.
 fn backend_of(name: &str) -> Option<BackendChoice> {
-    match name {
-        "tch" => Some(BackendChoice::Tch),
-        "wgpu" => Some(BackendChoice::Wgpu),
-        "mock" => Some(BackendChoice::Mock),
-        _ => None,
-    }
+    serde_json::from_value(serde_json::Value::String(name.to_string())).ok()
 }
 
 /// Re-run `original`'s plan with the model and settings of its embedded spec.
@@ -59,4 +56,22 @@ pub fn rerun_here(original: &RunResult, opts: &RerunOptions) -> Result<RunResult
     let runner = RunnerOptions { out_dir: opts.out_dir.clone(), progress: opts.progress, ..RunnerOptions::default() };
     let report = run_suite(&suite, &runner, &mut |_, _| {}).map_err(|e| RerunError(e.to_string()))?;
     report.results.into_iter().next().ok_or_else(|| RerunError("the re-run was interrupted before it started".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use trainbench_workload::BackendKind;
+
+    use super::*;
+    use crate::backends;
+
+    #[test]
+    fn a_recorded_backend_name_reruns_on_that_backend() {
+        for kind in [BackendKind::Tch, BackendKind::Wgpu, BackendKind::Mock] {
+            let choice = backend_of(kind.name());
+            assert_eq!(choice.map(|c| backends::resolve(c, DeviceSelector::Cpu)), Some(kind), "{}", kind.name());
+        }
+        assert_eq!(backend_of("torch"), None);
+        assert_eq!(backend_of(""), None);
+    }
 }

@@ -1,5 +1,5 @@
-//! What the runner executes: a [`Suite`], one validated spec's runs (from [`crate::plan::plan`]) with the
-//! workload graph and the settings all of them share.
+//! What the runner executes: a [`Suite`], one validated spec's runs (from [`crate::plan::plan_on`], on the
+//! placement decided once when the suite is built) with the workload graph and the settings all of them share.
 
 use std::time::Duration;
 

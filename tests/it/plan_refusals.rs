@@ -1,6 +1,8 @@
 //! What a backend cannot run is refused when the spec is validated and planned, never mid-run: `validate`,
 //! `plan` and `run --backend` name the layer and the backend and exit with status 2 before anything runs.
-//! The wgpu cases need feature `wgpu` (a backend compiled out cannot be asked what it supports).
+//! Every case holds in every build and on every CPU: a backend compiled out still answers from its declared
+//! capabilities (`trainbench_workload::capability`), and the CPU-feature case caps oneDNN with
+//! `ONEDNN_MAX_CPU_ISA`, so the host's own instruction sets cannot change the answer.
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -19,10 +21,8 @@ fn text(o: &Output) -> String {
 }
 
 /// Faster R-CNN on wgpu: RoIAlign has no burn implementation.
-#[cfg(feature = "wgpu")]
 const FASTER_RCNN_ON_WGPU: &[&str] = &["--set", "topology.backend=wgpu", "--set", "topology.device=wgpu"];
 
-#[cfg(feature = "wgpu")]
 #[test]
 fn validate_and_plan_refuse_a_layer_wgpu_cannot_run() {
     for command in ["validate", "plan"] {
@@ -38,7 +38,6 @@ fn validate_and_plan_refuse_a_layer_wgpu_cannot_run() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
-#[cfg(feature = "wgpu")]
 #[test]
 fn run_with_backend_override_refuses_before_any_run() {
     let dir = tempfile::tempdir().unwrap();
@@ -48,6 +47,38 @@ fn run_with_backend_override_refuses_before_any_run() {
     assert_eq!(out.status.code(), Some(2), "{t}");
     assert!(t.contains("the wgpu backend cannot run layer `") && t.contains("RoIAlign"), "{t}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing may run or be written: {t}");
+}
+
+/// A bf16 LSTM on the CPU without AVX-512 (oneDNN capped at AVX2, what an AVX2-only CPU offers) is refused by
+/// `validate`, `plan` and `run` alike, with status 2 and nothing written, naming the layer, the precision and the
+/// missing feature: the plan-time refusal path, not a failed run with oneDNN's internal message.
+#[test]
+fn bf16_lstm_on_a_cpu_without_avx512_is_refused_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().to_str().unwrap();
+    for command in [&["validate"][..], &["plan"], &["run", "--out", out_dir]] {
+        let mut args = command.to_vec();
+        args.extend([
+            "specs/smoke/seq2seq_tiny.toml",
+            "--set",
+            "training.precision=bf16",
+            "--set",
+            "topology.backend=tch",
+        ]);
+        let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_trainbench"))
+            .current_dir(root())
+            .env("ONEDNN_MAX_CPU_ISA", "AVX2")
+            .env_remove("DNNL_MAX_CPU_ISA")
+            .args(&args)
+            .output()
+            .unwrap();
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {t}");
+        assert!(t.contains("the tch backend cannot run layer `encoder.lstm` (lstm)"), "{command:?}: {t}");
+        assert!(t.contains("precision bf16") && t.contains("needs AVX-512"), "{command:?}: {t}");
+        assert!(!t.contains("primitive descriptor"), "{command:?}: {t}");
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing may run or be written");
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! Devices of the tch backend: selector parsing, [`DeviceInfo`] for the CPU and CUDA devices, the measured CPU
-//! fp32 peak, and the library versions recorded in every result.
+//! Devices of the tch backend: the typed [`DeviceSelector`] (parsed by the contract crate) mapped to a tch
+//! device ([`to_tch`]), [`DeviceInfo`] for the CPU and CUDA devices, the measured CPU fp32 peak, and the library
+//! versions recorded in every result.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -1,5 +1,8 @@
 //! trainbench's backend contract: the workload graph, the model zoo that builds it, its static analysis,
-//! and the [`Backend`] trait every training backend implements.
+//! and the [`Backend`] trait every training backend implements; the identity of devices and backends, decided
+//! once here: the one device-selector parser ([`DeviceSelector`]), each backend's static [`Capabilities`] and
+//! the host CPU's features ([`CpuFeatures`]). With feature `testing`, the conformance kit every backend's tests
+//! run and `RunPlan::for_tests`.
 //!
 //! Both the CLI crate and the backend crates depend on this crate, and on nothing of each other.
 

@@ -10,7 +10,8 @@ use crate::plan::{PlacementOverride, placement, plan_on};
 use crate::spec::ValidatedSpec;
 use crate::spec::path::FieldPath;
 
-/// What the spec's backend (`auto` resolved as the runner resolves it) refuses of the spec's runs.
+/// What the spec's backend (`auto` resolved by [`placement`], as for the suite that runs it) refuses of the
+/// spec's runs.
 pub fn check_support(spec: &ValidatedSpec) -> Vec<Finding> {
     check_support_on(spec, PlacementOverride::default())
 }
