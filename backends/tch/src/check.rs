@@ -8,7 +8,7 @@ use trainbench_workload::{Backend, BackendError, Precision, RunPlan};
 
 use crate::{TchBackend, device};
 
-const BACKEND: &str = "tch";
+const BACKEND: &str = TCH.name;
 
 fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError {
     BackendError::Unsupported { backend: BACKEND, layer: layer.to_string(), op: op.to_string(), reason: reason.into() }
