@@ -281,7 +281,7 @@ pub enum Op {
         /// Second axis.
         b: usize,
     },
-    /// Select a contiguous range along a per-sample axis (e.g. the [CLS] token).
+    /// Select a contiguous range along a per-sample axis (e.g. the `[CLS]` token).
     Slice {
         /// Axis in the per-sample shape.
         axis: usize,

@@ -1,7 +1,7 @@
 //! Building graphs with end-to-end shape inference: every method checks its inputs and returns a located error.
 //!
 //! The basic layers live here; products, positional encodings, GAN and detection ops, weight tying and losses in
-//! [`special`].
+//! `special.rs`.
 
 mod special;
 

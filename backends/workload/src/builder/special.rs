@@ -66,7 +66,7 @@ impl GraphBuilder {
         self.add(name, Op::CriticBatch, vec![real, fake], s)
     }
 
-    /// Tie `node`'s `weight` to `owner`'s (see [`Node::tied_to`]): both must hold a weight of the same shape
+    /// Tie `node`'s `weight` to `owner`'s (see [`crate::graph::Node::tied_to`]): both must hold a weight of the same shape
     /// (`Embedding [vocab, dim]`, `Linear [out, in]`), and `owner` must not itself be tied.
     pub fn tie(&mut self, node: NodeId, owner: NodeId) -> Result<(), ShapeError> {
         fn weight_shape(op: &Op) -> Option<[usize; 2]> {
