@@ -397,7 +397,9 @@ fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<DeviceSel
 }
 
 fn device_of(backend: &dyn Backend, plan: &RunPlan) -> Option<DeviceInfo> {
-    backend.devices().into_iter().find(|d| d.selector == plan.device.to_string())
+    // Compare typed selectors: a plan on `cuda` runs on the device listed as `cuda:0`.
+    let same = |listed: &str| listed.parse::<DeviceSelector>().is_ok_and(|d| d.canonical() == plan.device.canonical());
+    backend.devices().into_iter().find(|d| same(&d.selector))
 }
 
 fn outcome_of_error(e: BackendError) -> RunOutcome {

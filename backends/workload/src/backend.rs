@@ -210,6 +210,14 @@ mod tests {
             "DefaultCPUAllocator: not enough memory: you tried to allocate 1000 bytes"
         ));
         assert!(!BackendError::is_oom_message("shape mismatch"));
+        for variant in [
+            "CUDA error: out of memory",
+            "CUDA out of memory. Tried to allocate 20.00 MiB",
+            "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+            "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+        ] {
+            assert!(BackendError::is_oom_message(variant), "{variant}");
+        }
     }
 }
 
@@ -354,8 +362,16 @@ pub enum BackendError {
 
 /// Lower-cased fragments of allocator messages (libtorch's CPU and CUDA allocators, wgpu/cubecl) that mean the
 /// device or host ran out of memory.
-const OOM_MARKERS: &[&str] =
-    &["out of memory", "outofmemory", "can't allocate memory", "not enough memory", "allocation"];
+const OOM_MARKERS: &[&str] = &[
+    "out of memory",
+    "outofmemory",
+    "can't allocate memory",
+    "not enough memory",
+    "allocation",
+    // cuBLAS and cuDNN report their own workspace allocation failures under these status names.
+    "cublas_status_alloc_failed",
+    "cudnn_status_alloc_failed",
+];
 
 impl BackendError {
     /// Whether a framework message reports an allocation failure.

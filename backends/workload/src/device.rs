@@ -60,6 +60,14 @@ impl DeviceSelector {
         }
     }
 
+    /// The selector with defaults made explicit (`cuda` is `cuda:0`), for comparing two selectors of one device.
+    pub fn canonical(self) -> Self {
+        match self {
+            DeviceSelector::Cuda(None) => DeviceSelector::Cuda(Some(0)),
+            other => other,
+        }
+    }
+
     /// The family of this device.
     pub fn family(self) -> DeviceFamily {
         match self {
@@ -190,6 +198,8 @@ mod tests {
         assert!(serde_json::from_str::<DeviceSelector>("\"gpu\"").is_err());
         assert_eq!(DeviceSelector::Cuda(None).cuda_ordinal(), Some(0));
         assert_eq!(DeviceSelector::Cpu.cuda_ordinal(), None);
+        assert_eq!(DeviceSelector::Cuda(None).canonical(), DeviceSelector::Cuda(Some(0)));
+        assert_eq!(DeviceSelector::Cpu.canonical(), DeviceSelector::Cpu);
     }
 
     #[test]
