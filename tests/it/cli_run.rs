@@ -1,6 +1,6 @@
 //! CLI snapshot tests of `trainbench run --backend mock`: the summary table and the shape of a result file
-//! (environment redacted, floats rounded to 4 significant digits so the snapshot survives last-bit noise); what
-//! `--quiet` leaves out.
+//! (environment redacted, floats rounded to 4 significant digits so the snapshot survives last-bit noise); the
+//! reasons of runs that did not complete under the table; what `--quiet` leaves out.
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -176,8 +176,8 @@ fn quiet_still_reports_failed_runs_and_json() {
     let o = assert.get_output();
     assert_eq!(String::from_utf8_lossy(&o.stdout), "");
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("error: run cli-mock.b8.fp32.1x1.r1 failed: the worker process"), "{stderr}");
-    assert!(stderr.contains("error: run cli-mock.b32.fp32.1x1.r1 failed: not run"), "{stderr}");
+    assert!(stderr.contains("cli-mock.b8.fp32.1x1.r1: failed: the worker process"), "{stderr}");
+    assert!(stderr.contains("cli-mock.b32.fp32.1x1.r1: failed: not run"), "{stderr}");
     assert!(!stderr.contains(".r0"), "{stderr}");
     // JSON was asked for explicitly: it is printed even when quiet.
     let assert = Command::cargo_bin("trainbench")
@@ -189,6 +189,50 @@ fn quiet_still_reports_failed_runs_and_json() {
         .success();
     let rows: Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn the_reasons_of_runs_that_did_not_complete_are_printed_under_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    // Repeat 0: batch 8 completes, batch 50M runs out of the mock device's 16 GiB. Repeat 1 (a worker of its own):
+    // batch 8 fails (test hook), batch 50M is skipped after repeat 0's out-of-memory.
+    let args = ["--set", "sweep.batch_sizes=[8, 50000000]", "--set", "run.repeats=2"];
+    let hooks = ["--test-hooks", r#"{"mock_fail_repeat": 1}"#];
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&spec)
+        .args(args)
+        .args(hooks)
+        .assert()
+        .code(1);
+    let o = assert.get_output();
+    let tmp = dir.path().display().to_string();
+    let text = format!(
+        "--- stdout ---\n{}--- stderr ---\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr).replace(&tmp, "[TMP]")
+    );
+    crate::common::golden_settings("run").bind(|| insta::assert_snapshot!("run_failure_reasons", text));
+
+    // Quiet: only the failed run's line, on stderr (out of memory and skipped are outcomes of a sweep, not errors).
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--out"])
+        .arg(dir.path().join("out-quiet"))
+        .arg(&spec)
+        .args(args)
+        .args(hooks)
+        .assert()
+        .code(1);
+    let o = assert.get_output();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "cli-mock.b8.fp32.1x1.r1: failed: mock backend: failing in repeat 1 (test hook)\n"
+    );
 }
 
 /// `trainbench run --quiet` of the spec into `out` with extra arguments.
