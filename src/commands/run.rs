@@ -41,8 +41,9 @@ pub struct Args {
     /// Replace results of the same runs already in `--out` (without it, `run` refuses to start).
     #[arg(long)]
     pub overwrite: bool,
-    /// Print only errors and the reasons of failed runs: no progress bars, per-run lines, spec warnings or
-    /// summary table (`--format json` still prints its summary); the exit code says how the runs went.
+    /// Print only errors and the reasons of failed runs: no progress (bars, or lines when stderr is not a
+    /// terminal), per-run lines, spec warnings or summary table (`--format json` still prints its summary); the
+    /// exit code says how the runs went.
     #[arg(long, short)]
     pub quiet: bool,
     /// Summary format (text: a table; JSON: one object per run).
@@ -74,6 +75,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         Some(json) => TestHooks::from_json(json).map_err(CommandError::Input)?,
         None => TestHooks::default(),
     };
+    let progress_interval = probe::progress_interval_from_env().map_err(CommandError::Input)?;
     if !args.overwrite {
         refuse_to_replace(&args.out, &suites)?;
     }
@@ -81,6 +83,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let opts = RunnerOptions {
         out_dir: args.out.clone(),
         progress: !args.quiet,
+        progress_interval,
         no_collectors: args.no_collectors,
         mock: MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() },
         test_hooks,
