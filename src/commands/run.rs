@@ -1,6 +1,7 @@
 //! The `run` subcommand: runs the specs' benchmarks, writes one result file per run (plus an index per spec)
-//! and prints a summary table (none with `--quiet`, which leaves only errors and failed runs' reasons). It
-//! refuses to replace results already in `--out` unless `--overwrite` says so.
+//! and prints a summary table with, under it, the reason of every run that did not complete (`--quiet` leaves
+//! only errors and failed runs' reasons). It refuses to replace results already in `--out` unless
+//! `--overwrite` says so.
 
 use std::path::{Path, PathBuf};
 
@@ -40,8 +41,9 @@ pub struct Args {
     /// Replace results of the same runs already in `--out` (without it, `run` refuses to start).
     #[arg(long)]
     pub overwrite: bool,
-    /// Print only errors and the reasons of failed runs: no progress bars, per-run lines, spec warnings or
-    /// summary table (`--format json` still prints its summary); the exit code says how the runs went.
+    /// Print only errors and the reasons of failed runs: no progress (bars, or lines when stderr is not a
+    /// terminal), per-run lines, spec warnings or summary table (`--format json` still prints its summary); the
+    /// exit code says how the runs went.
     #[arg(long, short)]
     pub quiet: bool,
     /// Summary format (text: a table; JSON: one object per run).
@@ -73,6 +75,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         Some(json) => TestHooks::from_json(json).map_err(CommandError::Input)?,
         None => TestHooks::default(),
     };
+    let progress_interval = probe::progress_interval_from_env().map_err(CommandError::Input)?;
     if !args.overwrite {
         refuse_to_replace(&args.out, &suites)?;
     }
@@ -80,6 +83,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let opts = RunnerOptions {
         out_dir: args.out.clone(),
         progress: !args.quiet,
+        progress_interval,
         no_collectors: args.no_collectors,
         mock: MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() },
         test_hooks,
@@ -93,11 +97,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         let mut written = Vec::new();
         let mut on_result = |r: &RunResult, path: &Path| {
             if !args.quiet {
-                eprintln!("{:<12} {}  -> {}", r.outcome.status(), r.run_id, path.display());
-            }
-            // Even when quiet: a failed run is an error the exit code alone would not explain.
-            if let RunOutcome::Failed { message } = &r.outcome {
-                eprintln!("error: run {} failed: {message}", r.run_id);
+                eprintln!("{:<13} {}  -> {}", r.outcome.status(), r.run_id, path.display());
             }
             written.push((r.clone(), path.to_path_buf()));
         };
@@ -111,15 +111,27 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             break;
         }
     }
+    // The reasons of the runs that did not complete, one line each: with `--quiet` only the failed runs', the
+    // ones the exit code reports. Under the table they go to stdout with it: they are its footnotes (a row that
+    // says `failed` has no figures, the line says why), and whoever keeps the table (`> summary.txt`, a CI
+    // step's output) keeps them too. Anywhere else stdout is empty (`--quiet`) or JSON for scripts (where each
+    // row's `outcome` holds the reason already), so they go to stderr.
+    let reasons: Vec<String> = all
+        .iter()
+        .filter(|(r, _)| !args.quiet || matches!(r.outcome, RunOutcome::Failed { .. }))
+        .filter_map(|(r, _)| reason_line(&r.run_id, &r.outcome))
+        .collect();
     match args.format.get() {
-        OutputFormat::Text if args.quiet => {}
+        OutputFormat::Text if args.quiet => reasons.iter().for_each(|l| eprintln!("{l}")),
         OutputFormat::Text => {
             outln!("{}", summary_table(&all));
+            reasons.iter().for_each(|l| outln!("{l}"));
             if interrupted {
                 outln!("interrupted: finished runs were kept");
             }
         }
         OutputFormat::Json => {
+            reasons.iter().for_each(|l| eprintln!("{l}"));
             let rows: Vec<serde_json::Value> = all.iter().map(|(r, p)| summary_json(r, p)).collect();
             outln!("{}", serde_json::to_string_pretty(&rows).map_err(|e| CommandError::Other(e.to_string()))?);
         }
@@ -221,6 +233,30 @@ pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
     t
 }
 
+/// Longest message a reason line shows; the result file holds all of it.
+const REASON_CHARS: usize = 300;
+
+/// Why run `run_id` did not complete, as one line: `<run id>: <status>: <message>`; `None` for a completed run.
+/// A framework message of several lines (a C++ backtrace) or of more than [`REASON_CHARS`] characters is cut to
+/// its first line and that length, saying so. The one place these lines are written.
+pub fn reason_line(run_id: &str, outcome: &RunOutcome) -> Option<String> {
+    let message = match outcome {
+        RunOutcome::Completed => return None,
+        RunOutcome::OutOfMemory { batch_size, message } => format!("batch size {batch_size}: {message}"),
+        RunOutcome::Failed { message } => message.clone(),
+        RunOutcome::Interrupted { reason } | RunOutcome::Skipped { reason } => reason.clone(),
+    };
+    let message = message.trim();
+    let first = message.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let mut shown: String = first.chars().take(REASON_CHARS).collect();
+    if message.is_empty() {
+        shown.push_str("(no message)");
+    } else if shown.len() < message.len() {
+        shown.push_str(" [...; the result file has the whole message]");
+    }
+    Some(format!("{run_id}: {}: {shown}", outcome.status()))
+}
+
 fn summary_json(r: &RunResult, path: &Path) -> serde_json::Value {
     let m = r.metrics.as_ref();
     serde_json::json!({
@@ -235,4 +271,38 @@ fn summary_json(r: &RunResult, path: &Path) -> serde_json::Value {
         "gpu_utilization_percent": m.and_then(|m| m.gpu.get().map(|g| g.utilization_mean_percent)),
         "flop_utilization": m.and_then(|m| m.flops.fraction),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(message: &str) -> RunOutcome {
+        RunOutcome::Failed { message: message.into() }
+    }
+
+    #[test]
+    fn a_reason_is_one_line_with_the_run_and_its_status() {
+        assert_eq!(reason_line("r", &RunOutcome::Completed), None);
+        assert_eq!(reason_line("r", &failed("boom")).as_deref(), Some("r: failed: boom"));
+        let oom = RunOutcome::OutOfMemory { batch_size: 64, message: "CUDA out of memory".into() };
+        assert_eq!(reason_line("r", &oom).as_deref(), Some("r: out_of_memory: batch size 64: CUDA out of memory"));
+        let skipped = RunOutcome::Skipped { reason: "batch size 32 already ran out of memory".into() };
+        assert_eq!(reason_line("r", &skipped).as_deref(), Some("r: skipped: batch size 32 already ran out of memory"));
+        let timeout = RunOutcome::Interrupted { reason: "timeout after 5 s".into() };
+        assert_eq!(reason_line("r", &timeout).as_deref(), Some("r: interrupted: timeout after 5 s"));
+    }
+
+    #[test]
+    fn a_long_or_multi_line_message_is_cut_and_says_so() {
+        let line = reason_line("r", &failed("\nerror in kernel\nException raised from f at a.cpp:1\nframe #0"))
+            .unwrap_or_default();
+        assert_eq!(line, "r: failed: error in kernel [...; the result file has the whole message]");
+        let long = "é".repeat(REASON_CHARS + 5);
+        let line = reason_line("r", &failed(&long)).unwrap_or_default();
+        assert_eq!(line.lines().count(), 1);
+        assert!(line.contains(&"é".repeat(REASON_CHARS)) && !line.contains(&"é".repeat(REASON_CHARS + 1)), "{line}");
+        assert!(line.ends_with("[...; the result file has the whole message]"), "{line}");
+        assert_eq!(reason_line("r", &failed("")).as_deref(), Some("r: failed: (no message)"));
+    }
 }

@@ -1,5 +1,5 @@
 //! [`TestHooks`]: the runner's hooks for trainbench's own tests (a stop mid-run, a short hang grace, a mock
-//! backend that crashes or hangs), held apart from the options real runs use.
+//! backend that crashes, hangs or fails), held apart from the options real runs use.
 
 use std::time::Duration;
 
@@ -24,6 +24,8 @@ pub struct TestHooks {
     pub mock_abort_repeat: Option<u32>,
     /// Mock backend: never return in this repeat, as a hung backend call would.
     pub mock_hang_repeat: Option<u32>,
+    /// Mock backend: fail every run of this repeat with a framework error.
+    pub mock_fail_repeat: Option<u32>,
 }
 
 impl TestHooks {
@@ -48,6 +50,7 @@ impl TestHooks {
         MockConfig {
             abort_in_repeat: self.mock_abort_repeat.or(mock.abort_in_repeat),
             hang_in_repeat: self.mock_hang_repeat.or(mock.hang_in_repeat),
+            fail_in_repeat: self.mock_fail_repeat.or(mock.fail_in_repeat),
             ..mock.clone()
         }
     }
@@ -61,11 +64,14 @@ mod tests {
     #[test]
     fn hooks_read_from_json_and_default_to_off() {
         assert_eq!(TestHooks::from_json("{}").unwrap(), TestHooks::default());
-        let h =
-            TestHooks::from_json(r#"{"interrupt_at": [1, 10], "hung_grace_s": 1.5, "mock_abort_repeat": 2}"#).unwrap();
+        let h = TestHooks::from_json(
+            r#"{"interrupt_at": [1, 10], "hung_grace_s": 1.5, "mock_abort_repeat": 2, "mock_fail_repeat": 1}"#,
+        )
+        .unwrap();
         assert_eq!(h.interrupt_at, Some((1, 10)));
         assert_eq!(h.hung_grace(), Duration::from_millis(1500));
         assert_eq!(h.mock_config(&MockConfig::default()).abort_in_repeat, Some(2));
+        assert_eq!(h.mock_config(&MockConfig::default()).fail_in_repeat, Some(1));
         assert_eq!(TestHooks::default().hung_grace(), HUNG_GRACE);
         assert!(TestHooks::from_json(r#"{"mock_abort": 1}"#).unwrap_err().contains("unknown field"));
         assert!(TestHooks::from_json(r#"{"hung_grace_s": -1}"#).is_err());

@@ -16,7 +16,7 @@ pub mod warmup;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
 use trainbench_workload::mock::MockConfig;
@@ -39,8 +39,10 @@ pub use suite::Suite;
 pub struct RunnerOptions {
     /// Results root; each suite writes to `<out_dir>/<spec name>/`.
     pub out_dir: PathBuf,
-    /// Draw progress bars (on a terminal).
+    /// Show each run's progress on stderr: a bar on a terminal, else a line every `progress_interval`.
     pub progress: bool,
+    /// Time between progress lines when stderr is not a terminal; `None`: [`probe::PROGRESS_INTERVAL`].
+    pub progress_interval: Option<Duration>,
     /// Run the background collectors (CPU, NVML); off to measure their overhead.
     pub no_collectors: bool,
     /// Settings of the mock backend.
@@ -55,6 +57,11 @@ pub struct RunnerOptions {
 }
 
 impl RunnerOptions {
+    /// How [`RunProbe::new`] shows progress: not at all, or at this interval between lines in a log.
+    fn progress_display(&self) -> Option<Duration> {
+        self.progress.then(|| self.progress_interval.unwrap_or(probe::PROGRESS_INTERVAL))
+    }
+
     /// The mock backend's settings, with its test hooks applied.
     fn mock_config(&self) -> MockConfig {
         self.test_hooks.mock_config(&self.mock)
@@ -327,7 +334,7 @@ impl RunContext<'_> {
             gpu: if collect && wants_gpu { gpu_target.clone() } else { None },
         };
         let label = format!("[{}/{}] {}", self.index + 1, self.suite.plans.len(), plan.id);
-        let mut probe = RunProbe::new(plan, &label, self.opts.progress, self.opts.stop.clone());
+        let mut probe = RunProbe::new(plan, &label, self.opts.progress_display(), self.opts.stop.clone());
         if let Some((run, n)) = self.opts.test_hooks.interrupt_at {
             if run == self.index {
                 probe = probe.interrupt_after(n);

@@ -1,14 +1,39 @@
-//! The runner's [`Probe`]: drives the progress bar, marks the measured window for the collectors, and stops a
-//! run on Ctrl-C or on its timeout. Also owns the process-wide Ctrl-C handler.
+//! The runner's [`Probe`]: shows a run's progress (a bar on a terminal, a line at a steady interval in a log),
+//! marks the measured window for the collectors, and stops a run on Ctrl-C or on its timeout. Also owns the
+//! process-wide Ctrl-C handler.
+//!
+//! Progress goes to stderr, which worker processes inherit, so repeats in processes of their own report theirs
+//! the same way. When stderr is not a terminal (a CI or Slurm log, a file), a bar would print nothing until the
+//! run ends, so the probe writes a plain line instead every [`PROGRESS_INTERVAL`] (or every
+//! `TRAINBENCH_PROGRESS_INTERVAL_S` seconds, [`progress_interval_from_env`]): the run, the iteration, the median
+//! step time so far and an ETA. The interval is checked after each iteration, so a line never interrupts one.
 
 use std::cell::Cell;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use trainbench_workload::{Budget, PhaseTimes, Probe, RunPlan};
+
+/// Default interval between progress lines when stderr is not a terminal.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Environment variable overriding [`PROGRESS_INTERVAL`], in seconds (`0`: a line after every iteration, which
+/// trainbench's own tests use, since the mock backend finishes a run in well under a second).
+pub const PROGRESS_INTERVAL_ENV: &str = "TRAINBENCH_PROGRESS_INTERVAL_S";
+
+/// The interval between progress lines that `TRAINBENCH_PROGRESS_INTERVAL_S` asks for, if it is set; an error
+/// when it is not a number of seconds, at least 0.
+pub fn progress_interval_from_env() -> Result<Option<Duration>, String> {
+    let Some(value) = std::env::var_os(PROGRESS_INTERVAL_ENV) else { return Ok(None) };
+    let text = value.to_string_lossy();
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 => Ok(Some(Duration::from_secs_f64(s))),
+        _ => Err(format!("{PROGRESS_INTERVAL_ENV} must be a number of seconds, at least 0, not `{text}`")),
+    }
+}
 
 /// Ctrl-C presses seen by this process.
 static INTERRUPTS: AtomicUsize = AtomicUsize::new(0);
@@ -69,10 +94,21 @@ impl StopCause {
     }
 }
 
+/// How a run's progress is shown.
+#[derive(Debug)]
+enum Display {
+    /// Not at all (`--quiet`, or the caller asked for none).
+    Hidden,
+    /// A bar, redrawn in place on a terminal.
+    Bar(ProgressBar),
+    /// A line at a steady interval, for logs.
+    Lines(LogLines),
+}
+
 /// Probe of one run.
 #[derive(Debug)]
 pub struct RunProbe {
-    bar: ProgressBar,
+    display: Display,
     time_budget: Option<f64>,
     measured_s: f64,
     deadline: Option<(Instant, f64)>,
@@ -88,27 +124,30 @@ pub struct RunProbe {
 }
 
 impl RunProbe {
-    /// A probe for `plan`; `show` draws a progress bar on stderr (only if it is a terminal).
-    pub fn new(plan: &RunPlan, label: &str, show: bool, stop: StopFlag) -> Self {
+    /// A probe for `plan`, labelled `label` on stderr. `progress`: `None` shows nothing; `Some(interval)` draws
+    /// a bar when stderr is a terminal, and otherwise writes a progress line every `interval`.
+    pub fn new(plan: &RunPlan, label: &str, progress: Option<Duration>, stop: StopFlag) -> Self {
         let (len, time_budget) = match plan.budget {
             Budget::Iterations(n) => (plan.warmup + n, None),
             // Time budgets: warm-up iterations count 1 each, then milliseconds of measured time.
             Budget::Seconds(s) => (plan.warmup + (s * 1000.0).ceil() as u64, Some(s)),
         };
-        let bar = if show && std::io::stderr().is_terminal() {
-            let b = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-            let style = ProgressStyle::with_template("{prefix:.bold} [{bar:30}] {pos}/{len} {msg} ETA {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> ");
-            b.set_style(style);
-            b.set_prefix(label.to_string());
-            b.set_message("warm-up");
-            b
-        } else {
-            ProgressBar::hidden()
+        let display = match progress {
+            None => Display::Hidden,
+            Some(_) if std::io::stderr().is_terminal() => {
+                let b = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+                let style = ProgressStyle::with_template("{prefix:.bold} [{bar:30}] {pos}/{len} {msg} ETA {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> ");
+                b.set_style(style);
+                b.set_prefix(label.to_string());
+                b.set_message("warm-up");
+                Display::Bar(b)
+            }
+            Some(interval) => Display::Lines(LogLines::new(plan, label, interval)),
         };
         Self {
-            bar,
+            display,
             time_budget,
             measured_s: 0.0,
             deadline: plan.timeout_s.map(|t| (Instant::now() + Duration::from_secs_f64(t.max(0.0)), t)),
@@ -134,7 +173,16 @@ impl RunProbe {
 
     /// Remove the progress bar.
     pub fn finish(&self) {
-        self.bar.finish_and_clear();
+        if let Display::Bar(bar) = &self.display {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// Advance the bar by `n` positions.
+    fn advance(&self, n: u64) {
+        if let Display::Bar(bar) = &self.display {
+            bar.inc(n);
+        }
     }
 }
 
@@ -146,22 +194,27 @@ impl Probe for RunProbe {
                 self.stop.request();
             }
         }
+        if let Display::Lines(lines) = &mut self.display {
+            lines.step(measured, phases.total_s);
+        }
         if !measured {
-            self.bar.inc(1);
+            self.advance(1);
             return;
         }
         let now = Instant::now();
         if self.measure_start.is_none() {
             self.measure_start = Some(now.checked_sub(Duration::from_secs_f64(phases.total_s.max(0.0))).unwrap_or(now));
-            self.bar.set_message("measuring");
+            if let Display::Bar(bar) = &self.display {
+                bar.set_message("measuring");
+            }
         }
         self.measure_end = Some(now);
         match self.time_budget {
-            None => self.bar.inc(1),
+            None => self.advance(1),
             Some(_) => {
                 let before = (self.measured_s * 1000.0) as u64;
                 self.measured_s += phases.total_s;
-                self.bar.inc(((self.measured_s * 1000.0) as u64).saturating_sub(before));
+                self.advance(((self.measured_s * 1000.0) as u64).saturating_sub(before));
             }
         }
     }
@@ -178,5 +231,148 @@ impl Probe for RunProbe {
             }
         }
         false
+    }
+}
+
+/// Progress lines for logs: what a run has done so far, written to stderr at a steady interval.
+#[derive(Debug)]
+struct LogLines {
+    label: String,
+    warmup: u64,
+    budget: Budget,
+    interval: Duration,
+    next_due: Instant,
+    /// Step times of the warm-up iterations so far, seconds.
+    warmup_s: Vec<f64>,
+    /// Step times of the measured iterations so far, seconds.
+    measured_s: Vec<f64>,
+}
+
+impl LogLines {
+    fn new(plan: &RunPlan, label: &str, interval: Duration) -> Self {
+        LogLines {
+            label: label.to_string(),
+            warmup: plan.warmup,
+            budget: plan.budget,
+            interval,
+            next_due: Instant::now() + interval,
+            warmup_s: Vec::new(),
+            measured_s: Vec::new(),
+        }
+    }
+
+    /// Note one iteration; write a line when the interval has passed since the last one (or the run's start).
+    fn step(&mut self, measured: bool, step_s: f64) {
+        let step_s = if step_s.is_finite() { step_s.max(0.0) } else { 0.0 };
+        let times = if measured { &mut self.measured_s } else { &mut self.warmup_s };
+        times.push(step_s);
+        let now = Instant::now();
+        if now < self.next_due {
+            return;
+        }
+        self.next_due = now + self.interval;
+        // A log that cannot be written to must not end the run.
+        let _ = writeln!(std::io::stderr().lock(), "{}", self.line());
+    }
+
+    /// The progress line: `progress <label>: <warm-up i/N | measured i/N>, median step <t>, ETA <t>`; the median is
+    /// that of the phase the run is in, since warm-up steps are slower.
+    fn line(&self) -> String {
+        let spent: f64 = self.measured_s.iter().sum();
+        let done = self.measured_s.len();
+        let (phase, median) = if done == 0 {
+            (format!("warm-up {}/{}", self.warmup_s.len(), self.warmup), median(&self.warmup_s))
+        } else {
+            let phase = match self.budget {
+                Budget::Iterations(n) => format!("measured {done}/{n}"),
+                Budget::Seconds(budget) => format!("measured {spent:.1}/{budget} s ({done} iterations)"),
+            };
+            (phase, median(&self.measured_s))
+        };
+        let warmup_left = self.warmup.saturating_sub(self.warmup_s.len() as u64) as f64 * median;
+        let eta_s = match self.budget {
+            Budget::Iterations(n) => warmup_left + n.saturating_sub(done as u64) as f64 * median,
+            Budget::Seconds(budget) => warmup_left + (budget - spent).max(0.0),
+        };
+        format!("progress {}: {phase}, median step {}, ETA {}", self.label, step_time(median), eta(eta_s))
+    }
+}
+
+/// The median of `values` (0 when there are none).
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// A step time: milliseconds below a second, else seconds.
+fn step_time(s: f64) -> String {
+    if s < 1.0 { format!("{:.3} ms", s * 1e3) } else { format!("{s:.2} s") }
+}
+
+/// A time left: seconds under a minute, then minutes and seconds, then hours and minutes.
+fn eta(s: f64) -> String {
+    let s = if s.is_finite() { s.max(0.0) } else { 0.0 };
+    let whole = s.round() as u64;
+    match whole {
+        _ if s < 10.0 => format!("{s:.1} s"),
+        0..60 => format!("{whole} s"),
+        60..3600 => format!("{} min {:02} s", whole / 60, whole % 60),
+        _ => format!("{} h {:02} min", whole / 3600, whole % 3600 / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(warmup: u64, budget: Budget) -> LogLines {
+        let plan = RunPlan { warmup, budget, ..RunPlan::for_tests("m.b8", 1) };
+        // An interval no test reaches: the lines are read, not written.
+        LogLines::new(&plan, "[2/4] m.b8", Duration::from_secs(3600))
+    }
+
+    #[test]
+    fn a_progress_line_names_the_run_the_iteration_the_median_and_the_eta() {
+        let mut l = lines(2, Budget::Iterations(100));
+        l.step(false, 0.030);
+        assert_eq!(l.line(), "progress [2/4] m.b8: warm-up 1/2, median step 30.000 ms, ETA 3.0 s");
+        l.step(false, 0.010);
+        for t in [0.012, 0.010, 0.011] {
+            l.step(true, t);
+        }
+        // 97 measured iterations left at the measured median (11 ms); warm-up times no longer count.
+        assert_eq!(l.line(), "progress [2/4] m.b8: measured 3/100, median step 11.000 ms, ETA 1.1 s");
+        let mut slow = lines(0, Budget::Iterations(200));
+        slow.step(true, 4.0);
+        slow.step(true, 5.0);
+        assert_eq!(slow.line(), "progress [2/4] m.b8: measured 2/200, median step 4.50 s, ETA 14 min 51 s");
+    }
+
+    #[test]
+    fn a_time_budget_counts_measured_seconds() {
+        let mut l = lines(1, Budget::Seconds(30.0));
+        l.step(false, 2.0);
+        l.step(true, 1.5);
+        l.step(true, 2.5);
+        assert_eq!(l.line(), "progress [2/4] m.b8: measured 4.0/30 s (2 iterations), median step 2.00 s, ETA 26 s");
+        let mut warming = lines(3, Budget::Seconds(30.0));
+        warming.step(false, 1.0);
+        assert_eq!(warming.line(), "progress [2/4] m.b8: warm-up 1/3, median step 1.00 s, ETA 32 s");
+    }
+
+    #[test]
+    fn odd_step_times_make_no_odd_lines() {
+        let mut l = lines(0, Budget::Iterations(3));
+        l.step(true, f64::NAN);
+        l.step(true, -1.0);
+        assert_eq!(l.line(), "progress [2/4] m.b8: measured 2/3, median step 0.000 ms, ETA 0.0 s");
+        assert_eq!(median(&[]), 0.0);
+        assert_eq!(eta(f64::INFINITY), "0.0 s");
+        assert_eq!(eta(7265.0), "2 h 01 min");
     }
 }

@@ -50,8 +50,10 @@ pub struct WorkerJob {
     pub known_ooms: Vec<RunPlan>,
     /// The backend the suite was placed on (the plans carry the device).
     pub backend: BackendKind,
-    /// Draw progress bars on stderr.
+    /// Show progress on stderr (which the worker shares with the parent).
     pub progress: bool,
+    /// The parent's [`RunnerOptions::progress_interval`].
+    pub progress_interval: Option<Duration>,
     /// Collectors off.
     pub no_collectors: bool,
     /// Mock backend settings.
@@ -101,6 +103,7 @@ pub(crate) fn run_isolated(
             known_ooms: ooms.clone(),
             backend: suite.backend,
             progress: opts.progress,
+            progress_interval: opts.progress_interval,
             no_collectors: opts.no_collectors,
             mock: opts.mock.clone(),
             test_hooks: opts.test_hooks.clone(),
@@ -360,6 +363,7 @@ pub fn serve() -> Result<bool, String> {
     let opts = RunnerOptions {
         out_dir: PathBuf::new(),
         progress: job.progress,
+        progress_interval: job.progress_interval,
         no_collectors: job.no_collectors,
         mock: job.mock.clone(),
         stop,

@@ -1,5 +1,6 @@
 //! CLI snapshot tests of `trainbench run --backend mock`: the summary table and the shape of a result file
-//! (environment redacted, floats rounded to 4 significant digits so the snapshot survives last-bit noise); what
+//! (environment redacted, floats rounded to 4 significant digits so the snapshot survives last-bit noise); the
+//! reasons of runs that did not complete under the table; progress lines when stderr is not a terminal; what
 //! `--quiet` leaves out.
 #![allow(clippy::unwrap_used)]
 
@@ -176,8 +177,8 @@ fn quiet_still_reports_failed_runs_and_json() {
     let o = assert.get_output();
     assert_eq!(String::from_utf8_lossy(&o.stdout), "");
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("error: run cli-mock.b8.fp32.1x1.r1 failed: the worker process"), "{stderr}");
-    assert!(stderr.contains("error: run cli-mock.b32.fp32.1x1.r1 failed: not run"), "{stderr}");
+    assert!(stderr.contains("cli-mock.b8.fp32.1x1.r1: failed: the worker process"), "{stderr}");
+    assert!(stderr.contains("cli-mock.b32.fp32.1x1.r1: failed: not run"), "{stderr}");
     assert!(!stderr.contains(".r0"), "{stderr}");
     // JSON was asked for explicitly: it is printed even when quiet.
     let assert = Command::cargo_bin("trainbench")
@@ -189,6 +190,117 @@ fn quiet_still_reports_failed_runs_and_json() {
         .success();
     let rows: Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn the_reasons_of_runs_that_did_not_complete_are_printed_under_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    // Repeat 0: batch 8 completes, batch 50M runs out of the mock device's 16 GiB. Repeat 1 (a worker of its own):
+    // batch 8 fails (test hook), batch 50M is skipped after repeat 0's out-of-memory.
+    let args = ["--set", "sweep.batch_sizes=[8, 50000000]", "--set", "run.repeats=2"];
+    let hooks = ["--test-hooks", r#"{"mock_fail_repeat": 1}"#];
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .env_remove("TRAINBENCH_PROGRESS_INTERVAL_S")
+        .args(["run", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&spec)
+        .args(args)
+        .args(hooks)
+        .assert()
+        .code(1);
+    let o = assert.get_output();
+    let tmp = dir.path().display().to_string();
+    let text = format!(
+        "--- stdout ---\n{}--- stderr ---\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr).replace(&tmp, "[TMP]")
+    );
+    crate::common::golden_settings("run").bind(|| insta::assert_snapshot!("run_failure_reasons", text));
+
+    // Quiet: only the failed run's line, on stderr (out of memory and skipped are outcomes of a sweep, not errors).
+    let assert = Command::cargo_bin("trainbench")
+        .unwrap()
+        .args(["run", "--quiet", "--out"])
+        .arg(dir.path().join("out-quiet"))
+        .arg(&spec)
+        .args(args)
+        .args(hooks)
+        .assert()
+        .code(1);
+    let o = assert.get_output();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "cli-mock.b8.fp32.1x1.r1: failed: mock backend: failing in repeat 1 (test hook)\n"
+    );
+}
+
+/// Whether `line` reads `progress [i/N] <run id>: <warm-up|measured> a/b, median step <x> ms, ETA <y> s`.
+fn is_progress_line(line: &str, run_id: &str) -> bool {
+    let Some(rest) = line.strip_prefix("progress [") else { return false };
+    let Some((index, rest)) = rest.split_once("] ") else { return false };
+    let Some(rest) = rest.strip_prefix(run_id).and_then(|r| r.strip_prefix(": ")) else { return false };
+    let fields: Vec<&str> = rest.split(", ").collect();
+    let fraction =
+        |s: &str| s.split_once('/').is_some_and(|(a, b)| a.parse::<u64>().is_ok() && b.parse::<u64>().is_ok());
+    let number_then = |s: Option<&str>, unit: &str| {
+        s.and_then(|s| s.strip_suffix(unit)).is_some_and(|n| n.parse::<f64>().is_ok_and(|x| x >= 0.0))
+    };
+    fraction(index)
+        && fields.len() == 3
+        && fields[0].split_once(' ').is_some_and(|(phase, f)| ["warm-up", "measured"].contains(&phase) && fraction(f))
+        && number_then(fields[1].strip_prefix("median step "), " ms")
+        && number_then(fields[2].strip_prefix("ETA "), " s")
+}
+
+#[test]
+fn progress_lines_are_written_when_stderr_is_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(dir.path());
+    // The mock backend simulates its step times without sleeping, so a run lasts milliseconds: an interval of
+    // 0 s writes a line after every iteration, which makes the lines' presence independent of the machine's speed.
+    let run = |out: &str, extra: &[&str]| {
+        Command::cargo_bin("trainbench")
+            .unwrap()
+            .env("TRAINBENCH_PROGRESS_INTERVAL_S", "0")
+            .args(["run", "--set", "sweep.batch_sizes=[8]", "--out"])
+            .arg(dir.path().join(out))
+            .arg(&spec)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // Two repeats, each in a worker process whose stderr is the parent's; then one repeat in this process.
+    for (out, repeats) in [("workers", 2u32), ("in-process", 1)] {
+        let o = run(out, &["--set", &format!("run.repeats={repeats}")]);
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        for r in 0..repeats {
+            let id = format!("cli-mock.b8.fp32.1x1.r{r}");
+            let mine: Vec<&str> =
+                stderr.lines().filter(|l| l.starts_with(&format!("progress [{}/{repeats}] {id}:", r + 1))).collect();
+            assert!(mine.iter().all(|l| is_progress_line(l, &id)), "{stderr}");
+            assert!(mine.iter().any(|l| l.contains(": warm-up 1/3, ")), "{stderr}");
+            assert!(mine.iter().any(|l| l.contains(": measured 20/20, ")), "{stderr}");
+        }
+        assert!(String::from_utf8_lossy(&o.stdout).contains("samples/s"), "{o:?}");
+    }
+    // --quiet writes none; a bad interval is refused before anything runs.
+    let o = run("quiet", &["--quiet"]);
+    assert_eq!((o.status.code(), String::from_utf8_lossy(&o.stderr).as_ref()), (Some(0), ""), "{o:?}");
+    let o = Command::cargo_bin("trainbench")
+        .unwrap()
+        .env("TRAINBENCH_PROGRESS_INTERVAL_S", "soon")
+        .args(["run", "--out"])
+        .arg(dir.path().join("bad"))
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("TRAINBENCH_PROGRESS_INTERVAL_S must be a number"), "{o:?}");
+    assert!(!dir.path().join("bad").exists());
 }
 
 /// `trainbench run --quiet` of the spec into `out` with extra arguments.

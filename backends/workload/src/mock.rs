@@ -38,6 +38,10 @@ pub struct MockConfig {
     /// (tests that a hung worker process is killed).
     #[serde(default)]
     pub hang_in_repeat: Option<u32>,
+    /// Test hook: fail every run of this repeat with a framework error, as a backend that reports one would
+    /// (tests how failed runs are recorded and reported).
+    #[serde(default)]
+    pub fail_in_repeat: Option<u32>,
 }
 
 impl Default for MockConfig {
@@ -50,6 +54,7 @@ impl Default for MockConfig {
             memory_bytes: 16 << 30,
             abort_in_repeat: None,
             hang_in_repeat: None,
+            fail_in_repeat: None,
         }
     }
 }
@@ -118,6 +123,12 @@ impl Backend for MockBackend {
             loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }
+        }
+        if c.fail_in_repeat == Some(plan.repeat) {
+            return Err(BackendError::Framework(format!(
+                "mock backend: failing in repeat {} (test hook)",
+                plan.repeat
+            )));
         }
         let analysis = analyze(graph);
         let est = memory_estimate(&analysis, plan.batch_size, plan.precision, &plan.optimizer);

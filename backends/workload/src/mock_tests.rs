@@ -63,6 +63,16 @@ fn out_of_memory_is_an_error_value() {
 }
 
 #[test]
+fn the_fail_hook_fails_only_its_repeat() {
+    let g = graph(16);
+    let mut mock = MockBackend::new(MockConfig { fail_in_repeat: Some(1), ..MockConfig::default() });
+    let p = plan(8, Budget::Iterations(5));
+    assert!(mock.run(&p, &g, &mut NoProbe).is_ok());
+    let err = mock.run(&RunPlan { repeat: 1, ..p }, &g, &mut NoProbe).unwrap_err();
+    assert!(matches!(&err, BackendError::Framework(m) if m.contains("test hook")), "{err}");
+}
+
+#[test]
 fn time_budget_is_simulated_time() {
     let p = plan(8, Budget::Seconds(0.01));
     let r = MockBackend::default().run(&p, &graph(128), &mut NoProbe).unwrap();
