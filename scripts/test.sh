@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: prints the CPU (model, AVX2/AVX-512/AMX flags, any oneDNN cap),
 # sets up what it needs (Python environment with PyTorch 2.13.0, Debian packages for the browser test and software
-# Vulkan), lints (scripts/lint.sh: formatting, then clippy), then runs every unit, integration, snapshot and
-# backend test with both backends (tch and wgpu) built in, the cross-backend agreement test included.
+# Vulkan, taplo from npm for the editor-schema test), lints (scripts/lint.sh: formatting, then clippy), then runs
+# every unit, integration, snapshot and backend test with both backends (tch and wgpu) built in, the
+# cross-backend agreement test included.
 # First the CPU the log comes from, so that a failure in a CPU kernel can be read against it (libtorch's oneDNN
 # runs some layers only with AVX-512, and ONEDNN_MAX_CPU_ISA can cap what it uses). Never fails: an ARM host or
 # a container without /proc/cpuinfo prints "unknown" and "none".
@@ -13,6 +14,7 @@ echo "==> CPU flags: ${cpu_flags:-none}${ONEDNN_MAX_CPU_ISA:+ (ONEDNN_MAX_CPU_IS
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 bash scripts/system-deps.sh || echo "warning: could not install Debian packages; browser and wgpu tests will skip (or fail under CI=true)" >&2
+bash scripts/editor-deps.sh || echo "warning: could not install taplo from npm; the editor-schema test will fail under CI=true" >&2
 echo "==> scripts/lint.sh (cargo fmt --check, then clippy with warnings as errors)" >&2
 bash scripts/lint.sh
 echo "==> cargo test (features: tch, wgpu)" >&2

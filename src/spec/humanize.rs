@@ -1,6 +1,6 @@
 //! Turns JSON Schema validation errors into human diagnostics: unknown keys with a did-you-mean, enum values
-//! with the allowed list, and, for the internally tagged `family` / `kind` / `type` tables (a `oneOf` in the
-//! schema), the errors of the variant the tag names instead of "not valid under any of the schemas".
+//! with the allowed list, and, for the internally tagged `family` / `kind` / `type` tables (a
+//! [`TaggedUnion`] in the schema), messages that name the tag and its values.
 
 use jsonschema::ValidationError;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::diagnostics::Diagnostic;
 use super::load::{self, Node, NodeKind, Sources};
 use super::path::{FieldPath, Segment};
+use super::schema::TaggedUnion;
 
 /// Everything needed to explain a schema error: the schema, the instance (JSON and spanned tree), the sources.
 pub struct Humanizer<'a> {
@@ -48,7 +49,10 @@ impl Humanizer<'_> {
                 let name = property.as_str().unwrap_or_default();
                 vec![self.missing_key(&path, name)]
             }
-            ValidationErrorKind::Type { kind } => vec![self.wrong_type(&path, kind)],
+            ValidationErrorKind::Type { kind } => match self.tagged_at(&path) {
+                Some(union) => vec![self.not_a_tagged_table(&path, &union)],
+                None => vec![self.wrong_type(&path, kind)],
+            },
             ValidationErrorKind::Enum { options } => vec![self.bad_choice(&path, options)],
             ValidationErrorKind::Constant { expected_value } => {
                 let d = self.at(&path, At::Value, format!("`{path}` must be {}", show(expected_value)));
@@ -142,10 +146,12 @@ impl Humanizer<'_> {
         } else {
             self.at(table, At::Value, message)
         };
+        let union = self.tagged_at(table).filter(|u| u.tag == key);
         let described = self.description_at(&table.key(key));
-        let d = match described {
-            Some(text) => d.expected(format!("`{key}`: {text}")),
-            None => d,
+        let d = match (union, described) {
+            (Some(union), _) => d.expected(format!("`{key}` = one of {}", list(&union.tags()))),
+            (None, Some(text)) => d.expected(format!("`{key}`: {text}")),
+            (None, None) => d,
         };
         match (table.is_root(), key) {
             (true, "model") => d.hint("add a [model] table, e.g. `[model]` then `family = \"resnet\"`"),
@@ -194,7 +200,21 @@ impl Humanizer<'_> {
         let choices: Vec<String> = options
             .as_array()
             .map_or_else(Vec::new, |a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect());
-        self.choice_diagnostic(path, &choices, "value")
+        // The tag of a tagged table is "an unknown family", not "an unknown value".
+        let tag = path.last_key().filter(|key| self.tagged_at(&path.parent()).is_some_and(|u| u.tag == *key));
+        self.choice_diagnostic(path, &choices, tag.unwrap_or("value"))
+    }
+
+    /// A tagged table given as something else (`model = "resnet"`).
+    fn not_a_tagged_table(&self, path: &FieldPath, union: &TaggedUnion<'_>) -> Diagnostic {
+        let found = load::get(self.root, path).map_or("nothing", Node::type_name);
+        let tag = union.tag;
+        let d = self.at(
+            path,
+            At::Value,
+            format!("wrong type for `{path}`: expected a table with a `{tag}` key, found {found}"),
+        );
+        d.expected(format!("a table with `{tag}` = one of {}", list(&union.tags())))
     }
 
     fn choice_diagnostic(&self, path: &FieldPath, choices: &[String], what: &str) -> Diagnostic {
@@ -219,7 +239,7 @@ impl Humanizer<'_> {
             .expected(format!("a value {relation} {limit}"))
     }
 
-    /// `oneOf` / `anyOf`: explain through the variant the tag (or the value's shape) selects.
+    /// `oneOf` / `anyOf`: explain through the variant the value's shape selects.
     fn alternatives(
         &self,
         path: &FieldPath,
@@ -231,32 +251,6 @@ impl Humanizer<'_> {
         };
         let variants: Vec<&Value> = variants.iter().map(|v| resolve(self.schema, v)).collect();
         let value = self.value_at(path);
-        if let Some((tag, tags)) = tag_of_variants(&variants) {
-            let tag_values: Vec<String> = tags.iter().map(|(v, _)| v.clone()).collect();
-            let Some(Value::Object(map)) = value else {
-                let found = load::get(self.root, path).map_or("nothing", Node::type_name);
-                let d = self.at(
-                    path,
-                    At::Value,
-                    format!("wrong type for `{path}`: expected a table with a `{tag}` key, found {found}"),
-                );
-                return vec![d.expected(format!("a table with `{tag}` = one of {}", list(&tag_values)))];
-            };
-            return match map.get(&tag) {
-                None => {
-                    let d =
-                        self.at(path, At::Value, format!("missing required key `{tag}` in {}", path.table_display()));
-                    vec![d.expected(format!("`{tag}` = one of {}", list(&tag_values)))]
-                }
-                Some(Value::String(name)) => match tags.iter().find(|(v, _)| v == name) {
-                    Some((_, i)) => context
-                        .get(*i)
-                        .map_or_else(Vec::new, |errs| errs.iter().flat_map(|e| self.explain(e)).collect()),
-                    None => vec![self.choice_diagnostic(&path.key(tag.clone()), &tag_values, &tag)],
-                },
-                Some(_) => vec![self.choice_diagnostic(&path.key(tag.clone()), &tag_values, &tag)],
-            };
-        }
         let candidates: Vec<usize> =
             variants.iter().enumerate().filter(|(_, v)| !is_null_schema(v)).map(|(i, _)| i).collect();
         let words: Vec<String> = candidates
@@ -287,7 +281,8 @@ impl Humanizer<'_> {
     }
 
     /// The schema describing the value at `path` (following `$ref`, properties, items and tagged variants).
-    /// With `pick_last`, a `oneOf` at the path itself is narrowed to the variant the instance selects.
+    /// With `pick_last`, a tagged union or `oneOf` at the path itself is narrowed to the variant the instance
+    /// selects.
     fn schema_at(&self, path: &FieldPath, pick_last: bool) -> Option<&Value> {
         let mut schema = resolve(self.schema, self.schema);
         let mut value = Some(self.instance);
@@ -318,13 +313,16 @@ impl Humanizer<'_> {
         Some(text.split_whitespace().collect::<Vec<_>>().join(" "))
     }
 
+    /// The tagged union the table at `path` is an instance of, if it is one.
+    fn tagged_at(&self, path: &FieldPath) -> Option<TaggedUnion<'_>> {
+        TaggedUnion::of(self.schema_at(path, false)?)
+    }
+
     /// The tag and its value when the table at `path` is a tagged variant (`family` `resnet`).
     fn tag_of(&self, path: &FieldPath) -> Option<(String, String)> {
-        let schema = self.schema_at(path, false)?;
-        let variants: Vec<&Value> = schema.get("oneOf")?.as_array()?.iter().map(|v| resolve(self.schema, v)).collect();
-        let (tag, _) = tag_of_variants(&variants)?;
-        let value = self.value_at(path)?.get(&tag)?.as_str()?.to_string();
-        Some((tag, value))
+        let tag = self.tagged_at(path)?.tag;
+        let value = self.value_at(path)?.get(tag)?.as_str()?.to_string();
+        Some((tag.to_string(), value))
     }
 
     /// The top-level table (other than `table`) that has `key` among its keys, if exactly one does.
@@ -362,46 +360,20 @@ fn resolve<'s>(root: &'s Value, mut schema: &'s Value) -> &'s Value {
     schema
 }
 
-/// The variant of a `oneOf`/`anyOf` schema that `value` selects (by tag, or the only non-null one).
+/// The variant of a tagged union or `oneOf`/`anyOf` schema that `value` selects (by tag, or the only non-null
+/// one). A tagged union whose tag is missing or unknown stays itself (its properties are the tag alone).
 fn pick_variant<'s>(root: &'s Value, schema: &'s Value, value: Option<&Value>) -> &'s Value {
+    if let Some(union) = TaggedUnion::of(schema) {
+        let name = value.and_then(|v| v.get(union.tag)).and_then(Value::as_str);
+        return name.and_then(|n| union.variant(n)).unwrap_or(schema);
+    }
     let Some(list) = schema.get("oneOf").or_else(|| schema.get("anyOf")).and_then(Value::as_array) else {
         return schema;
     };
     let variants: Vec<&Value> = list.iter().map(|v| resolve(root, v)).collect();
-    if let Some((tag, tags)) = tag_of_variants(&variants) {
-        let name = value.and_then(|v| v.get(&tag)).and_then(Value::as_str);
-        if let Some((_, i)) = tags.iter().find(|(t, _)| Some(t.as_str()) == name) {
-            return variants[*i];
-        }
-        return schema;
-    }
     let fitting: Vec<&Value> =
         variants.iter().copied().filter(|v| !is_null_schema(v) && value.is_none_or(|x| shape_fits(v, x))).collect();
     if fitting.len() == 1 { fitting[0] } else { schema }
-}
-
-/// The tag property shared by all object variants (each with a `const`), and each tag value's variant index.
-fn tag_of_variants(variants: &[&Value]) -> Option<(String, Vec<(String, usize)>)> {
-    let objects: Vec<(usize, &Value)> =
-        variants.iter().copied().enumerate().filter(|(_, v)| v.get("properties").is_some()).collect();
-    if objects.len() < 2 || objects.len() != variants.iter().filter(|v| !is_null_schema(v)).count() {
-        return None;
-    }
-    let first = objects[0].1.get("properties")?.as_object()?;
-    'candidates: for (name, prop) in first {
-        if prop.get("const").is_none() {
-            continue;
-        }
-        let mut tags = Vec::new();
-        for (i, v) in &objects {
-            match v.get("properties").and_then(|p| p.get(name)).and_then(|p| p.get("const")).and_then(Value::as_str) {
-                Some(c) => tags.push((c.to_string(), *i)),
-                None => continue 'candidates,
-            }
-        }
-        return Some((name.clone(), tags));
-    }
-    None
 }
 
 fn is_null_schema(schema: &Value) -> bool {

@@ -139,6 +139,10 @@ impl SpecValidator {
         let mut seen: HashSet<(String, String)> = out.iter().map(|d| (d.path.clone(), d.message.clone())).collect();
         let mut truncated = out.len() >= MAX_DIAGNOSTICS;
         for error in self.compiled.iter_errors(&form.value).take(MAX_SCHEMA_ERRORS) {
+            // A closed table's `propertyNames` (there for editors) repeats its `additionalProperties` error.
+            if matches!(error.kind(), ValidationErrorKind::PropertyNames { .. }) {
+                continue;
+            }
             let at = FieldPath::from_pointer(error.instance_path().as_str(), &form.value);
             if form.poisoned.iter().any(|p| at.starts_with(p)) {
                 continue;

@@ -16,6 +16,7 @@ mod cli_run;
 mod compare_cli;
 #[cfg(all(feature = "tch", feature = "wgpu"))]
 mod cross_backend;
+mod editor_schema;
 mod fixtures_check;
 mod isolation;
 mod mock_pipeline;

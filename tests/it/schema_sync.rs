@@ -23,7 +23,7 @@ fn schema_command_prints_the_committed_schema() {
     let printed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(printed, trainbench::spec::schema::spec_schema());
     assert_eq!(printed["title"], "trainbench spec v1");
-    assert!(printed["$defs"]["ModelSpec"]["oneOf"].as_array().unwrap().len() >= 12);
+    assert!(printed["$defs"]["ModelSpec"]["allOf"].as_array().unwrap().len() >= 12);
 }
 
 #[test]
