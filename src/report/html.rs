@@ -39,7 +39,7 @@ th{background:#f4f4f4;position:sticky;top:0}td.num{text-align:right;font-variant
 tr:nth-child(even) td{background:#fafafa}tbody+tbody{border-top:2px solid #999}\
 .bad{color:#b00020;font-weight:600}.best{font-weight:700}.muted{color:#777}\
 .range{color:#666;font-size:.8em;margin-left:.3em;white-space:nowrap}\
-.scroll{overflow-x:auto}";
+.scroll{overflow-x:auto}#overview-table td{white-space:nowrap}#overview-table td.wrap{white-space:normal}";
 
 /// The SVG as inlined in HTML: without the namespace attribute (implied in HTML documents).
 fn inline_svg(svg: &str) -> String {
@@ -58,6 +58,9 @@ fn overview_cell(column: Column, cell: &Cell) -> String {
     let mut classes = Vec::new();
     if column.numeric() {
         classes.push("num");
+    }
+    if column == Column::Placement {
+        classes.push("wrap"); // the only long free text; the rest stays on one line
     }
     classes.push(match cell.emphasis {
         Emphasis::Plain => "",
