@@ -1,7 +1,9 @@
-//! The self-contained HTML report: inline CSS, inline SVG plots, no scripts and no external requests.
+//! The self-contained HTML report: inline CSS, inline SVG plots, no scripts and no external requests. The
+//! overview table comes first, then one grid of compact plots per section, then every configuration and run.
 
 use std::fmt::Write as _;
 
+use super::overview::{Cell, Column, Emphasis, Overview};
 use super::plots::{Plot, Section};
 use super::{ConfigRow, ReportModel, environment_summary, fmt_ms, fmt_percent, fmt_sig};
 use crate::format::human_bytes;
@@ -23,17 +25,21 @@ pub fn escape(s: &str) -> String {
 }
 
 const STYLE: &str = "\
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1200px;padding:0 1rem;\
-color:#222;line-height:1.45}\
-h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.3rem;margin-top:2.5rem}\
-nav ul{columns:2;padding-left:1.2rem}\
-figure{margin:1.2rem 0;overflow-x:auto}figcaption{font-size:.9rem;color:#555}\
-figure svg{max-width:100%;height:auto}\
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5rem auto;max-width:1280px;padding:0 1rem;\
+color:#222;line-height:1.4}\
+h1{margin:0 0 .2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.25rem;margin:2rem 0 .6rem;font-size:1.25rem}\
+nav{font-size:.9rem;margin:.4rem 0 1rem}nav a{margin-right:.9rem}\
+p.note{font-size:.85rem;color:#555;margin:.4rem 0}\
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(360px,1fr));gap:.8rem 1rem;align-items:start}\
+.grid figure{margin:0;border:1px solid #e6e6e6;border-radius:4px;padding:.2rem}\
+figure svg{display:block;width:100%;height:auto}figcaption{font-size:.8rem;color:#555;padding:.2rem .3rem}\
 table{border-collapse:collapse;font-size:.85rem;width:100%}\
 th,td{border:1px solid #ddd;padding:.3rem .45rem;text-align:left;vertical-align:top}\
 th{background:#f4f4f4;position:sticky;top:0}td.num{text-align:right;font-variant-numeric:tabular-nums}\
-tr:nth-child(even) td{background:#fafafa}.bad{color:#b00020;font-weight:600}.muted{color:#777}\
-.scroll{overflow-x:auto}";
+tr:nth-child(even) td{background:#fafafa}tbody+tbody{border-top:2px solid #999}\
+.bad{color:#b00020;font-weight:600}.best{font-weight:700}.muted{color:#777}\
+.range{color:#666;font-size:.8em;margin-left:.3em;white-space:nowrap}\
+.scroll{overflow-x:auto}#overview-table td{white-space:nowrap}#overview-table td.wrap{white-space:normal}";
 
 /// The SVG as inlined in HTML: without the namespace attribute (implied in HTML documents).
 fn inline_svg(svg: &str) -> String {
@@ -47,9 +53,62 @@ fn cell_num(v: Option<String>) -> String {
     }
 }
 
+/// A cell of the overview table.
+fn overview_cell(column: Column, cell: &Cell) -> String {
+    let mut classes = Vec::new();
+    if column.numeric() {
+        classes.push("num");
+    }
+    if column == Column::Placement {
+        classes.push("wrap"); // the only long free text; the rest stays on one line
+    }
+    classes.push(match cell.emphasis {
+        Emphasis::Plain => "",
+        Emphasis::Best => "best",
+        Emphasis::Bad => "bad",
+        Emphasis::Missing => "muted",
+    });
+    let class = classes.into_iter().filter(|c| !c.is_empty()).collect::<Vec<_>>().join(" ");
+    let class = if class.is_empty() { String::new() } else { format!(" class=\"{class}\"") };
+    let range =
+        cell.range.as_ref().map(|r| format!("<span class=\"range\">[{}]</span>", escape(r))).unwrap_or_default();
+    format!("<td{class}>{}{range}</td>", escape(&cell.text))
+}
+
+/// The overview section: one row per configuration, one `<tbody>` per spec.
+fn overview(model: &ReportModel<'_>) -> String {
+    let table = Overview::new(model);
+    let mut h = String::from("<section id=\"overview\">\n<h2>Overview</h2>\n<div class=\"scroll\">");
+    h.push_str("<table id=\"overview-table\">\n<thead><tr>");
+    for c in &table.columns {
+        let _ = write!(h, "<th>{}</th>", escape(c.heading()));
+    }
+    h.push_str("</tr></thead>\n");
+    let mut spec: Option<&str> = None;
+    for row in &table.rows {
+        if spec != Some(row.spec.as_str()) {
+            if spec.is_some() {
+                h.push_str("</tbody>\n");
+            }
+            let _ = writeln!(h, "<tbody data-spec=\"{}\">", escape(&row.spec));
+            spec = Some(row.spec.as_str());
+        }
+        let _ = write!(h, "<tr data-config=\"{}\">", escape(&row.config));
+        for (column, cell) in table.columns.iter().zip(&row.cells) {
+            h.push_str(&overview_cell(*column, cell));
+        }
+        h.push_str("</tr>\n");
+    }
+    if spec.is_some() {
+        h.push_str("</tbody>\n");
+    }
+    let _ = writeln!(h, "</table></div>\n<p class=\"note\">{}</p>\n</section>", escape(&table.note()));
+    h
+}
+
 fn config_row(c: &ConfigRow<'_>) -> String {
     let outcome = c.outcome_summary();
-    let outcome_cell = if c.runs.iter().all(|r| r.outcome.status() == "completed") {
+    let outcome_cell = if c.all_completed() {
         format!("<td>{}</td>", escape(&outcome))
     } else {
         format!("<td class=\"bad\">{}</td>", escape(&outcome))
@@ -80,7 +139,35 @@ fn config_row(c: &ConfigRow<'_>) -> String {
     row
 }
 
-/// Render the HTML page.
+/// The plot sections: per section a note saying what is plotted, then a grid of its panels.
+fn plot_sections(plots: &[Plot]) -> String {
+    let mut h = String::new();
+    for s in Section::ALL {
+        let in_section: Vec<&Plot> = plots.iter().filter(|p| p.section == s).collect();
+        if in_section.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            h,
+            "<section id=\"{}\">\n<h2>{}</h2>\n<p class=\"note\">{}</p>\n<div class=\"grid\">",
+            s.anchor(),
+            escape(s.heading()),
+            escape(s.description())
+        );
+        for p in in_section {
+            let caption = if p.notes.is_empty() {
+                String::new()
+            } else {
+                format!("\n<figcaption>{}</figcaption>", escape(&p.notes.join(" ")))
+            };
+            let _ = writeln!(h, "<figure id=\"plot-{}\">\n{}{caption}\n</figure>", escape(&p.id), inline_svg(&p.svg));
+        }
+        h.push_str("</div>\n</section>\n");
+    }
+    h
+}
+
+/// Render the HTML page: the overview table, the plot grids, then every configuration and run in detail.
 pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     let mut h = String::new();
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -88,45 +175,22 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     h.push_str("<title>trainbench report</title>\n");
     let _ = writeln!(h, "<style>{STYLE}</style>\n</head>\n<body>");
     h.push_str("<h1>trainbench report</h1>\n");
-    let specs = model.specs();
-    let _ = writeln!(
-        h,
-        "<p>{} runs in {} configurations of {} spec(s): {}.</p>",
-        model.runs.len(),
-        model.configs.len(),
-        specs.len(),
-        escape(&specs.join(", "))
-    );
-    h.push_str("<nav><ul>\n");
+    let _ = writeln!(h, "<p>{}</p>", escape(&super::summary_line(model)));
+    h.push_str("<nav><a href=\"#overview\">Overview</a>");
     for s in Section::ALL {
         if plots.iter().any(|p| p.section == s) {
-            let _ = writeln!(h, "<li><a href=\"#{}\">{}</a></li>", s.anchor(), escape(s.heading()));
+            let _ = write!(h, "<a href=\"#{}\">{}</a>", s.anchor(), escape(s.heading()));
         }
     }
     h.push_str(
-        "<li><a href=\"#runs\">Configurations</a></li>\n<li><a href=\"#environment\">Runs and environments</a></li>\n",
+        "<a href=\"#details\">Configurations in detail</a><a href=\"#environment\">Runs and environments</a></nav>\n",
     );
-    h.push_str("</ul></nav>\n");
+    h.push_str(&overview(model));
+    h.push_str(&plot_sections(plots));
 
-    for s in Section::ALL {
-        let in_section: Vec<&Plot> = plots.iter().filter(|p| p.section == s).collect();
-        if in_section.is_empty() {
-            continue;
-        }
-        let _ = writeln!(h, "<section id=\"{}\">\n<h2>{}</h2>", s.anchor(), escape(s.heading()));
-        for p in in_section {
-            let _ = writeln!(
-                h,
-                "<figure id=\"plot-{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>",
-                escape(&p.id),
-                inline_svg(&p.svg),
-                escape(&p.caption)
-            );
-        }
-        h.push_str("</section>\n");
-    }
-
-    h.push_str("<section id=\"runs\">\n<h2>Configurations</h2>\n<div class=\"scroll\"><table>\n<thead><tr>");
+    h.push_str(
+        "<section id=\"details\">\n<h2>Configurations in detail</h2>\n<div class=\"scroll\"><table>\n<thead><tr>",
+    );
     for head in [
         "spec",
         "configuration",

@@ -1,7 +1,10 @@
-//! The Markdown report: the same sections as the HTML page, with the plots as SVG files next to it.
+//! The Markdown report: the same sections as the HTML page (overview table first, then the plots of each
+//! section side by side in one paragraph, which Markdown viewers wrap into a grid), with the plots as SVG files
+//! next to it.
 
 use std::fmt::Write as _;
 
+use super::overview::{Emphasis, Overview};
 use super::plots::{Plot, Section};
 use super::{ReportModel, environment_summary, fmt_ms, fmt_percent, fmt_sig};
 use crate::format::human_bytes;
@@ -15,31 +18,57 @@ fn opt(v: Option<String>) -> String {
     v.map(|s| cell(&s)).unwrap_or_else(|| "-".into())
 }
 
+/// The overview table and the note under it.
+fn overview(model: &ReportModel<'_>) -> String {
+    let table = Overview::new(model);
+    let mut m = String::from("## Overview\n\n|");
+    for c in &table.columns {
+        let _ = write!(m, " {} |", c.heading());
+    }
+    m.push_str("\n|");
+    for c in &table.columns {
+        m.push_str(if c.numeric() { "--:|" } else { "---|" });
+    }
+    m.push('\n');
+    for row in &table.rows {
+        m.push('|');
+        for c in &row.cells {
+            let text = match c.emphasis {
+                Emphasis::Best => format!("**{}**", cell(&c.text)),
+                _ => cell(&c.text),
+            };
+            let range = c.range.as_ref().map(|r| format!(" [{}]", cell(r))).unwrap_or_default();
+            let _ = write!(m, " {text}{range} |");
+        }
+        m.push('\n');
+    }
+    let _ = writeln!(m, "\n{}\n", table.note());
+    m
+}
+
 /// Render `report.md`; plots are linked as `<id>.svg`.
 pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     let mut m = String::new();
     m.push_str("# trainbench report\n\n");
-    let specs = model.specs();
-    let _ = writeln!(
-        m,
-        "{} runs in {} configurations of {} spec(s): {}.\n",
-        model.runs.len(),
-        model.configs.len(),
-        specs.len(),
-        specs.join(", ")
-    );
+    let _ = writeln!(m, "{}\n", super::summary_line(model));
+    m.push_str(&overview(model));
     for s in Section::ALL {
         let in_section: Vec<&Plot> = plots.iter().filter(|p| p.section == s).collect();
         if in_section.is_empty() {
             continue;
         }
-        let _ = writeln!(m, "## {}\n", s.heading());
-        for p in in_section {
-            let _ = writeln!(m, "![{}]({}.svg)\n\n{}\n", p.title, p.id, p.caption);
+        let _ = writeln!(m, "## {}\n\n{}\n", s.heading(), s.description());
+        let images: Vec<String> = in_section.iter().map(|p| format!("![{}]({}.svg)", p.title, p.id)).collect();
+        let _ = writeln!(m, "{}\n", images.join("\n"));
+        for p in in_section.iter().filter(|p| !p.notes.is_empty()) {
+            let _ = writeln!(m, "- *{}*: {}", p.title, p.notes.join(" "));
+        }
+        if in_section.iter().any(|p| !p.notes.is_empty()) {
+            m.push('\n');
         }
     }
 
-    m.push_str("## Configurations\n\n");
+    m.push_str("## Configurations in detail\n\n");
     m.push_str("| configuration | outcome | repeats | backend | device | precision | batch | samples/s | median step | p95 step | CV | GPU busy | FLOP of peak | peak allocated |\n");
     m.push_str("|---|---|--:|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for c in &model.configs {

@@ -1,5 +1,6 @@
-//! The HTML report in a real headless Chromium: it renders, every plot is in the DOM with its title, and the
-//! page references nothing on the network. Skipped (with a notice) only where /usr/bin/chromium is absent.
+//! The HTML report in a real headless Chromium: it renders, the overview table comes first with a row per
+//! configuration, every plot is a panel of a grid in the DOM with its title, and the page references nothing on
+//! the network. Skipped (with a notice) only where /usr/bin/chromium is absent.
 #![allow(clippy::unwrap_used)] // test helpers outside test functions
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,33 @@ fn report(dir: &Path) -> PathBuf {
     out
 }
 
+/// The overview table is the first table and comes before any plot; it has one row per configuration (10: one
+/// `<tbody>` per spec), throughput with its interval over repeats, step times, peak memory, utilisation and the
+/// outcome; the best throughput of each spec is bold.
+fn overview_comes_first_with_a_row_per_configuration(dom: &str) {
+    let at = dom.find("<table id=\"overview-table\">").expect("an overview table");
+    assert_eq!(dom.find("<table"), Some(at), "the overview is the first table");
+    assert!(at < dom.find("<svg").unwrap(), "the overview comes before the plots");
+    let table = dom[at..].split("</table>").next().unwrap();
+    for head in ["configuration", "outcome", "samples/s [repeats]", "median step", "p95 step", "peak memory"] {
+        assert!(table.contains(&format!("<th>{head}</th>")), "no column `{head}`: {table}");
+    }
+    assert!(table.contains("<th>FLOP of peak</th>") && table.contains("<th>data</th>"), "{table}");
+    assert!(!table.contains("<th>GPU busy</th>") && !table.contains("<th>comm</th>"), "no GPU, one device: {table}");
+    let rows: Vec<&str> = table.split("<tr data-config=\"").skip(1).collect();
+    assert_eq!(rows.len(), 10, "{table}");
+    assert_eq!(table.matches("<tbody data-spec=").count(), 2);
+    let configs: Vec<&str> = rows.iter().map(|r| r.split('"').next().unwrap()).collect();
+    assert_eq!(configs[0], "fixture-mlp.b8.fp32.1x1");
+    assert!(configs.contains(&"fixture-resnet.b65536.fp32.1x1"));
+    let oom = rows.iter().find(|r| r.starts_with("fixture-resnet.b65536")).unwrap();
+    assert!(oom.contains("<td class=\"bad\">1 out_of_memory, 1 skipped</td>"), "{oom}");
+    // Two repeats each: the samples/s cell carries the interval; the largest batch is the best of its spec.
+    let best = rows.iter().find(|r| r.starts_with("fixture-resnet.b256")).unwrap();
+    assert!(best.contains("<td class=\"num best\">") && best.contains("<span class=\"range\">["), "{best}");
+    assert_eq!(table.matches("class=\"num best\"").count(), 3, "the best of fixture-resnet and a tie in fixture-mlp");
+}
+
 #[test]
 fn report_renders_in_chromium_with_all_plots_and_no_network() {
     if !Path::new(CHROMIUM).exists() {
@@ -55,24 +83,29 @@ fn report_renders_in_chromium_with_all_plots_and_no_network() {
     assert!(dom.status.success(), "chromium failed: {}", String::from_utf8_lossy(&dom.stderr));
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.contains("<h1>trainbench report</h1>"), "{dom}");
-    let mem = "fp32 · mock · trainbench mock device (simulated, not a measurement)";
+    overview_comes_first_with_a_row_per_configuration(&dom);
     for title in [
-        "Throughput vs batch size: fixture-resnet".to_string(),
-        "Throughput vs batch size: fixture-mlp".to_string(),
-        "GPU and FLOP utilisation vs batch size: fixture-mlp".to_string(),
-        format!("Memory breakdown per batch size: fixture-resnet ({mem})"),
-        format!("Memory breakdown per batch size: fixture-mlp ({})", mem.replace("fp32", "bf16")),
-        "Step-time distribution: fixture-mlp".to_string(),
-        "Phase shares of an iteration".to_string(),
+        "Throughput vs batch size: fixture-resnet",
+        "Throughput vs batch size: fixture-mlp",
+        "GPU and FLOP utilisation vs batch size: fixture-mlp",
+        "Memory breakdown per batch size: fixture-resnet (fp32)",
+        "Memory breakdown per batch size: fixture-mlp (bf16)",
+        "Step-time distribution: fixture-mlp",
+        "Phase shares of an iteration: fixture-resnet",
     ] {
         assert!(dom.contains(&format!("<title>{title}</title>")), "no plot titled `{title}` in the DOM");
     }
     let svgs = dom.matches("<svg").count();
-    assert_eq!(svgs, 10, "2 specs x (throughput, utilisation, step times) + 3 memory (one per precision) + phases");
+    assert_eq!(svgs, 11, "2 specs x (throughput, utilisation, phases, step times) + 3 memory (one per precision)");
+    // Small multiples: every plot is a panel of a grid, none stands alone in a section.
+    let grids: Vec<&str> = dom.split("<div class=\"grid\">").skip(1).collect();
+    assert_eq!(grids.len(), 5, "one grid per plot section");
+    let in_grids: usize = grids.iter().map(|g| g.split("</div>").next().unwrap().matches("<svg").count()).sum();
+    assert_eq!(in_grids, svgs);
     for src in dom.split("src=\"").skip(1).chain(dom.split("href=\"").skip(1)) {
         assert!(!src.starts_with("http"), "external reference: {}", &src[..src.len().min(80)]);
     }
-    // Every configuration has a row; the out-of-memory one is marked.
+    // Every configuration has a row in the detail table too; the out-of-memory one is marked.
     assert_eq!(dom.matches("<td>fixture-resnet</td>").count(), 4);
     assert_eq!(dom.matches("<td>fixture-mlp</td>").count(), 6);
     assert!(dom.contains("<td class=\"bad\">1 out_of_memory, 1 skipped</td>"), "{dom}");

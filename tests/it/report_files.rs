@@ -14,11 +14,22 @@ fn redact(md: &str) -> String {
             let cells: Vec<String> = line
                 .split(" | ")
                 .map(|c| {
-                    let t = c.trim_matches('|').trim();
-                    let measured = t.ends_with(" ms") || t.ends_with('%') || t.ends_with("iB") || t.contains('.');
+                    // A cell: `figure`, `**figure**` (the best of its spec) or `figure [low–high]` (over repeats).
+                    let inner = c.trim_matches('|').trim();
+                    let bold = inner.starts_with("**");
+                    let t = inner.trim_start_matches("**");
+                    let measured = t.ends_with(" ms")
+                        || t.ends_with('%')
+                        || t.ends_with("iB")
+                        || t.contains('.')
+                        || t.contains('[');
                     let numeric = t.chars().next().is_some_and(|ch| ch.is_ascii_digit());
                     let long_integer = t.len() > 2 && t.chars().all(|ch| ch.is_ascii_digit()) && !is_batch(t);
-                    if numeric && (measured || long_integer) { c.replace(t, "[v]") } else { c.to_string() }
+                    if numeric && (measured || long_integer) {
+                        c.replace(inner, if bold { "**[v]**" } else { "[v]" })
+                    } else {
+                        c.to_string()
+                    }
                 })
                 .collect();
             cells.join(" | ")
@@ -89,9 +100,14 @@ fn gpu_utilisation_is_plotted_when_measured() {
     let out = tmp.path().join("report");
     Command::cargo_bin("trainbench").unwrap().arg("report").arg(&results).arg("--out").arg(&out).assert().success();
     let svg = std::fs::read_to_string(out.join("utilization-gpu.svg")).unwrap();
-    assert!(svg.contains("GPU busy · fp32 · mock · Mock CPU"), "{svg}");
-    assert!(svg.contains("FLOP of peak · fp32 · mock · Mock CPU"));
-    assert!(!svg.contains("not measured"));
+    // One precision, world size, backend and device: the legend names the precision only.
+    assert!(svg.contains("GPU busy · fp32"), "{svg}");
+    assert!(svg.contains("FLOP of peak · fp32"));
+    assert!(!svg.contains("Mock CPU"), "what every configuration shares stays out of the legend");
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
-    assert!(html.contains(">70.0%</td>"), "the configuration table shows the GPU utilisation of b128");
+    assert!(!html.contains("not measured"));
+    assert!(html.contains(">70.0%</td>"), "the tables show the GPU utilisation of b128");
+    let overview = html.split("<table id=\"overview-table\">").nth(1).unwrap().split("</table>").next().unwrap();
+    assert!(overview.contains("<th>GPU busy</th>"), "{overview}");
+    assert_eq!(overview.matches("<tr data-config=").count(), 3);
 }

@@ -1,0 +1,209 @@
+//! Stacked bar panels: the memory breakdown per batch size (measured beside estimated) and the phase shares of
+//! an iteration per configuration (horizontal bars).
+
+use plotters::prelude::*;
+
+use super::super::model::{Phase, Varying};
+use super::super::{ConfigRow, ReportError, Series};
+use super::{CAPTION_SIZE, CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
+use super::{color, finish, label_area_width, plot_err, slug, tick};
+
+/// Memory categories of the stacked bars, bottom up.
+const MEMORY_PARTS: [&str; 4] = ["weights", "gradients", "optimizer state", "activations + workspace"];
+
+/// Bytes per category of [`MEMORY_PARTS`].
+type Parts = [u64; 4];
+
+/// Measured and estimated breakdown of one configuration, bytes per category of [`MEMORY_PARTS`].
+/// A measured breakdown without an allocator peak has no activations + workspace figure; it is drawn as 0 and
+/// the plot says so.
+fn memory_parts(c: &ConfigRow<'_>) -> (Option<Parts>, Option<Parts>) {
+    let Some(m) = c.first_metrics() else { return (None, None) };
+    let me = &m.memory.measured;
+    let measured = [
+        me.weights_bytes,
+        me.gradients_bytes,
+        me.optimizer_state_bytes,
+        me.activations_and_workspace_bytes.unwrap_or(0),
+    ];
+    let estimate = m.memory.estimate.as_ref().map(|e| {
+        [e.weights_bytes, e.gradients_bytes, e.optimizer_state_bytes, e.activations_bytes + e.workspace_bytes]
+    });
+    (Some(measured), estimate)
+}
+
+/// A binary unit and its divisor for a largest value of `max` bytes.
+fn byte_unit(max: u64) -> (&'static str, f64) {
+    if max >= 1 << 30 {
+        ("GiB", (1u64 << 30) as f64)
+    } else if max >= 1 << 20 {
+        ("MiB", (1u64 << 20) as f64)
+    } else {
+        ("KiB", 1024.0)
+    }
+}
+
+/// The memory breakdown of one series: per batch size, the measured bar (left) and the estimate (pale, right).
+pub(super) fn memory(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, ReportError> {
+    let id = format!("memory-{}-{index}", slug(spec));
+    let title = format!("Memory breakdown per batch size: {spec} ({})", s.label);
+    let groups: Vec<(usize, Option<Parts>, Option<Parts>)> = s
+        .points
+        .iter()
+        .map(|p| {
+            let (m, e) = memory_parts(p);
+            (p.batch, m, e)
+        })
+        .filter(|(_, m, e)| m.is_some() || e.is_some())
+        .collect();
+    let max_total =
+        groups.iter().flat_map(|(_, m, e)| [m, e]).flatten().map(|v| v.iter().sum::<u64>()).max().unwrap_or(0);
+    let (unit, div) = byte_unit(max_total);
+    let ymax = (max_total as f64 / div * 1.08).max(1e-9);
+    let n = groups.len().max(1);
+    let labels: Vec<String> = groups.iter().map(|(b, _, _)| b.to_string()).collect();
+    let notes: Vec<String> = if s
+        .points
+        .iter()
+        .any(|p| p.first_metrics().is_some_and(|m| m.memory.measured.activations_and_workspace_bytes.is_none()))
+    {
+        vec!["Measured activations + workspace: not available (the backend reports no allocator peak).".into()]
+    } else {
+        Vec::new()
+    };
+    let mut entries: Vec<(String, Mark)> =
+        MEMORY_PARTS.iter().enumerate().map(|(k, n)| (n.to_string(), Mark::Block(color(k)))).collect();
+    entries.push(("pale: estimate".into(), Mark::PaleBlock(color(7))));
+    let legend = Legend::new(entries, WIDTH);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT + legend.height)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err(&id))?;
+        let (upper, lower) = root.split_vertically(CHART_HEIGHT);
+        let mut chart = ChartBuilder::on(&upper)
+            .caption(format!("{spec} · {}", s.label), (FONT, CAPTION_SIZE))
+            .margin(8)
+            .margin_right(16)
+            .x_label_area_size(40)
+            .y_label_area_size(52)
+            .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..ymax)
+            .map_err(plot_err(&id))?;
+        let label_fmt = |v: &SegmentValue<usize>| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .max_light_lines(1)
+            .disable_x_mesh()
+            .x_desc("batch size")
+            .y_desc(format!("memory ({unit})"))
+            .x_labels(n)
+            .x_label_formatter(&label_fmt)
+            .y_label_formatter(&|y| tick(*y))
+            .label_style((FONT, LABEL_SIZE))
+            .axis_desc_style((FONT, LABEL_SIZE + 1))
+            .draw()
+            .map_err(plot_err(&id))?;
+        // Two bars share a segment: the measured one in its left half, the estimate in its right half.
+        let segment = chart.plotting_area().dim_in_pixel().0 / n as u32;
+        let (outer, inner) = (segment / 8, segment / 2 + 1);
+        for part in 0..MEMORY_PARTS.len() {
+            let c = color(part);
+            let mut rects = Vec::new();
+            for (i, (_, measured, estimate)) in groups.iter().enumerate() {
+                for (bar, pale) in [(measured, false), (estimate, true)] {
+                    let Some(v) = bar else { continue };
+                    let below: u64 = v[..part].iter().sum();
+                    let (y0, y1) = (below as f64 / div, (below + v[part]) as f64 / div);
+                    let style = if pale { c.mix(0.4).filled() } else { c.filled() };
+                    let mut r = Rectangle::new([(SegmentValue::Exact(i), y0), (SegmentValue::Exact(i + 1), y1)], style);
+                    let (left, right) = if pale { (inner, outer) } else { (outer, inner) };
+                    r.set_margin(0, 0, left, right);
+                    rects.push(r);
+                }
+            }
+            chart.draw_series(rects).map_err(plot_err(&id))?;
+        }
+        legend.draw(&lower).map_err(plot_err(&id))?;
+        root.present().map_err(plot_err(&id))?;
+    }
+    Ok(finish(id, title, Section::Memory, svg, notes))
+}
+
+/// Phase shares of one spec: a stacked horizontal bar per configuration, the first configuration on top.
+pub(super) fn phases(spec: &str, configs: &[&ConfigRow<'_>], varying: Varying) -> Result<Plot, ReportError> {
+    let id = format!("phases-{}", slug(spec));
+    let title = format!("Phase shares of an iteration: {spec}");
+    let rows: Vec<(String, [f64; 6])> = configs
+        .iter()
+        .map(|c| {
+            let mark = if c.phases_synchronised() { "" } else { " *" };
+            (format!("{}{mark}", c.short_label(varying)), Phase::ALL.map(|p| c.phase_share(p).unwrap_or(0.0)))
+        })
+        .collect();
+    let notes = if configs.iter().all(|c| c.phases_synchronised()) {
+        Vec::new()
+    } else {
+        vec!["* Phases timed without synchronising the device: the split is approximate, the total exact.".into()]
+    };
+    let shown: Vec<usize> =
+        (0..Phase::ALL.len()).filter(|k| rows.iter().any(|(_, shares)| shares[*k] >= 0.0005)).collect();
+    let legend =
+        Legend::new(shown.iter().map(|k| (Phase::ALL[*k].name().to_string(), Mark::Block(color(*k)))).collect(), WIDTH);
+    let n = rows.len().max(1);
+    let labels: Vec<String> = rows.iter().rev().map(|(l, _)| l.clone()).collect();
+    let chart_height = 70 + 22 * n as u32;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, chart_height + legend.height)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err(&id))?;
+        let (upper, lower) = root.split_vertically(chart_height);
+        let mut chart = ChartBuilder::on(&upper)
+            .caption(spec, (FONT, CAPTION_SIZE))
+            .margin(8)
+            .margin_right(16)
+            .x_label_area_size(40)
+            .y_label_area_size(label_area_width(&labels))
+            .build_cartesian_2d(0.0..100.0, (0..n - 1).into_segmented())
+            .map_err(plot_err(&id))?;
+        let label_fmt = |v: &SegmentValue<usize>| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .max_light_lines(1)
+            .disable_y_mesh()
+            .x_desc("share of the iteration (%)")
+            .y_labels(n)
+            .y_label_formatter(&label_fmt)
+            .x_label_formatter(&|x| tick(*x))
+            .label_style((FONT, LABEL_SIZE))
+            .axis_desc_style((FONT, LABEL_SIZE + 1))
+            .draw()
+            .map_err(plot_err(&id))?;
+        for k in 0..Phase::ALL.len() {
+            let rects: Vec<Rectangle<(f64, SegmentValue<usize>)>> = rows
+                .iter()
+                .rev()
+                .enumerate()
+                .map(|(i, (_, shares))| {
+                    let total: f64 = shares.iter().sum::<f64>().max(1e-12);
+                    let x0 = shares[..k].iter().sum::<f64>() / total * 100.0;
+                    let x1 = x0 + shares[k] / total * 100.0;
+                    let mut r = Rectangle::new(
+                        [(x0, SegmentValue::Exact(i)), (x1, SegmentValue::Exact(i + 1))],
+                        color(k).filled(),
+                    );
+                    r.set_margin(4, 4, 0, 0);
+                    r
+                })
+                .collect();
+            chart.draw_series(rects).map_err(plot_err(&id))?;
+        }
+        legend.draw(&lower).map_err(plot_err(&id))?;
+        root.present().map_err(plot_err(&id))?;
+    }
+    Ok(finish(id, title, Section::Phases, svg, notes))
+}

@@ -1,0 +1,308 @@
+//! SVG plots of a report as compact panels for a grid of small multiples, drawn with plotters' SVG backend
+//! (text becomes `<text>` elements: no fonts needed). One file per kind of chart: `lines.rs` (throughput and
+//! utilisation against batch size, with error bars over repeats), `bars.rs` (stacked memory and phase bars),
+//! `boxes.rs` (step-time distributions); this file holds what they share, the legend included.
+//!
+//! Each plot is an SVG document whose first child is a `<title>`, so it can be found in a DOM by its title.
+
+mod bars;
+mod boxes;
+mod lines;
+
+use plotters::prelude::*;
+
+use super::{ReportError, ReportModel};
+
+/// One drawn plot.
+#[derive(Debug, Clone)]
+pub struct Plot {
+    /// Identifier: file stem of the SVG and HTML element id (`throughput-resnet50`).
+    pub id: String,
+    /// Title, also the SVG's `<title>`.
+    pub title: String,
+    /// The SVG document.
+    pub svg: String,
+    /// Notes about this plot alone (what was not measured and why), shown under it.
+    pub notes: Vec<String>,
+    /// Which section of the report it belongs to.
+    pub section: Section,
+}
+
+/// Report sections plots are grouped under, each a grid with one panel per spec (memory: per series).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Section {
+    /// Throughput against batch size.
+    Throughput,
+    /// GPU and FLOP utilisation against batch size.
+    Utilization,
+    /// Phase shares.
+    Phases,
+    /// Memory breakdown.
+    Memory,
+    /// Step-time distribution.
+    StepTimes,
+}
+
+impl Section {
+    /// Every section, in report order.
+    pub const ALL: [Section; 5] =
+        [Section::Throughput, Section::Utilization, Section::Phases, Section::Memory, Section::StepTimes];
+    /// Section heading.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Section::Throughput => "Throughput vs batch size",
+            Section::Utilization => "GPU and FLOP utilisation vs batch size",
+            Section::Phases => "Phase shares",
+            Section::Memory => "Memory breakdown per batch size",
+            Section::StepTimes => "Step-time distribution",
+        }
+    }
+    /// Anchor id of the section.
+    pub fn anchor(self) -> &'static str {
+        match self {
+            Section::Throughput => "throughput",
+            Section::Utilization => "utilization",
+            Section::Phases => "phases",
+            Section::Memory => "memory",
+            Section::StepTimes => "step-times",
+        }
+    }
+    /// One sentence saying what the section's plots show and how they were computed.
+    pub fn description(self) -> &'static str {
+        match self {
+            Section::Throughput => {
+                "Steady-state samples per second against the global batch size: points are the median over \
+                 repeats, error bars span the smallest to the largest repeat; a red cross marks a batch size \
+                 that ran out of memory."
+            }
+            Section::Utilization => {
+                "Solid: mean NVML GPU busy time; dashed: achieved FLOP/s (analysis FLOPs x throughput) over the \
+                 device peak. Median over repeats, error bars from the smallest to the largest repeat."
+            }
+            Section::Phases => {
+                "Share of each phase of an iteration per configuration (data, forward, backward, comm, \
+                 optimizer, other; median over repeats)."
+            }
+            Section::Memory => {
+                "Per batch size, the backend's measured breakdown (activations + workspace = allocator peak \
+                 minus weights, gradients and optimizer state; left bar) next to the static analysis' estimate \
+                 (pale right bar)."
+            }
+            Section::StepTimes => {
+                "Steady-state step times of all repeats pooled (warm-up and MSER-5 transient removed): the box \
+                 spans the quartiles, the thick mark is the median, whiskers reach the furthest step within 1.5 \
+                 IQR of the box, dots are the steps beyond (far ones are counted at the right edge, +n)."
+            }
+        }
+    }
+}
+
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Width of a panel, pixels; the HTML grid scales panels to its column width.
+const WIDTH: u32 = 420;
+/// Height of the chart part of a line or memory panel (its legend comes below).
+const CHART_HEIGHT: u32 = 260;
+const FONT: &str = "sans-serif";
+/// Font size of a panel's caption (plotters draws sizes at 1/1.24 of the number given: 18 is 14.5 px).
+const CAPTION_SIZE: u32 = 18;
+/// Font size of axis labels and legends (11.3 px).
+const LABEL_SIZE: u32 = 14;
+
+/// A file-name-safe form of a name.
+pub fn slug(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect()
+}
+
+fn plot_err<E: std::fmt::Debug>(id: &str) -> impl Fn(E) -> ReportError + '_ {
+    move |e| ReportError::Plot { plot: id.to_string(), message: format!("{e:?}") }
+}
+
+/// Insert `<title>` as the first child of the SVG root.
+fn with_title(svg: String, title: &str) -> String {
+    let escaped = super::html::escape(title);
+    match svg.find('>') {
+        Some(i) => format!("{}\n<title>{escaped}</title>{}", &svg[..=i], &svg[i + 1..]),
+        None => svg,
+    }
+}
+
+fn finish(id: String, title: String, section: Section, svg: String, notes: Vec<String>) -> Plot {
+    let svg = with_title(svg, &title);
+    Plot { id, title, svg, section, notes }
+}
+
+/// Every plot of a report, in section order, then spec order.
+pub fn all_plots(model: &ReportModel<'_>) -> Result<Vec<Plot>, ReportError> {
+    let mut plots = Vec::new();
+    for spec in &model.specs() {
+        let series = model.series_of(spec);
+        if series.iter().any(|s| s.points.iter().any(|p| p.samples_per_s().is_some())) {
+            plots.push(lines::throughput(spec, &series)?);
+        }
+        if series.iter().any(|s| s.points.iter().any(|p| p.gpu_utilization_percent().or(p.flop_fraction()).is_some())) {
+            plots.push(lines::utilization(spec, &series)?);
+        }
+        for (i, s) in series.iter().enumerate() {
+            if s.points.iter().any(|p| p.first_metrics().is_some()) {
+                plots.push(bars::memory(spec, i, s)?);
+            }
+        }
+        let configs: Vec<_> = model.configs_of(spec).filter(|c| c.first_metrics().is_some()).collect();
+        if !configs.is_empty() {
+            plots.push(bars::phases(spec, &configs, model.varying)?);
+        }
+        let timed: Vec<_> = model.configs_of(spec).filter(|c| !c.pooled_step_times().is_empty()).collect();
+        if !timed.is_empty() {
+            plots.push(boxes::step_times(spec, &timed, model.varying)?);
+        }
+    }
+    plots.sort_by_key(|p| p.section); // stable: spec order within a section
+    Ok(plots)
+}
+
+/// How an entry of a legend is drawn.
+#[derive(Debug, Clone, Copy)]
+enum Mark {
+    /// A solid line with a dot.
+    Line(RGBColor),
+    /// A dashed line with a triangle.
+    Dashed(RGBColor),
+    /// A filled square.
+    Block(RGBColor),
+    /// A pale filled square.
+    PaleBlock(RGBColor),
+    /// A red cross.
+    Cross,
+}
+
+/// A legend laid out left to right, wrapping into rows, below a chart.
+struct Legend {
+    /// Entries with their top-left corner.
+    placed: Vec<(String, Mark, (i32, i32))>,
+    /// Height in pixels.
+    height: u32,
+}
+
+const LEGEND_ROW: i32 = 18;
+const LEGEND_LEFT: i32 = 12;
+
+/// Approximate width of a label in pixels: sans-serif glyphs average about 0.6 of the drawn font size.
+fn text_width(s: &str) -> i32 {
+    (s.chars().count() as f64 * LABEL_SIZE as f64 / 1.24 * 0.6).ceil() as i32
+}
+
+/// An axis tick: at most three significant digits, no trailing zeros, thousands as `k` and millions as `M`.
+fn tick(v: f64) -> String {
+    let a = v.abs();
+    let (v, suffix) = if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e4 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let s = super::fmt_sig(v);
+    let s =
+        if s.contains('.') && !s.contains('e') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+    format!("{s}{suffix}")
+}
+
+impl Legend {
+    fn new(entries: Vec<(String, Mark)>, width: u32) -> Self {
+        let right = width as i32 - LEGEND_LEFT;
+        let (mut x, mut y) = (LEGEND_LEFT, 4);
+        let mut placed = Vec::new();
+        for (label, mark) in entries {
+            let w = 24 + text_width(&label) + 14;
+            if x > LEGEND_LEFT && x + w > right {
+                x = LEGEND_LEFT;
+                y += LEGEND_ROW;
+            }
+            placed.push((label, mark, (x, y)));
+            x += w;
+        }
+        let height = if placed.is_empty() { 0 } else { (y + LEGEND_ROW + 4) as u32 };
+        Self { placed, height }
+    }
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, plotters::coord::Shift>,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        for (label, mark, (x, top)) in &self.placed {
+            let (x, y) = (*x, top + LEGEND_ROW / 2);
+            match *mark {
+                Mark::Line(c) => {
+                    area.draw(&PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)))?;
+                    area.draw(&Circle::new((x + 9, y), 3, c.filled()))?;
+                }
+                Mark::Dashed(c) => {
+                    area.draw(&PathElement::new(vec![(x, y), (x + 5, y)], c.stroke_width(2)))?;
+                    area.draw(&PathElement::new(vec![(x + 13, y), (x + 18, y)], c.stroke_width(2)))?;
+                    area.draw(&TriangleMarker::new((x + 9, y), 4, c.filled()))?;
+                }
+                Mark::Block(c) => area.draw(&Rectangle::new([(x + 3, y - 5), (x + 13, y + 5)], c.filled()))?,
+                Mark::PaleBlock(c) => {
+                    area.draw(&Rectangle::new([(x + 3, y - 5), (x + 13, y + 5)], c.mix(0.4).filled()))?
+                }
+                Mark::Cross => area.draw(&Cross::new((x + 9, y), 4, RED.stroke_width(2)))?,
+            }
+            area.draw(&Text::new(label.clone(), (x + 24, y - 6), (FONT, LABEL_SIZE).into_font()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Width of the label area of a chart whose rows are labelled with `labels`.
+fn label_area_width(labels: &[String]) -> u32 {
+    labels.iter().map(|l| text_width(l)).max().unwrap_or(40).clamp(40, WIDTH as i32 / 2) as u32 + 12
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legends_wrap_into_rows() {
+        let entries: Vec<(String, Mark)> =
+            (0..8).map(|i| (format!("entry number {i}"), Mark::Block(color(i)))).collect();
+        let legend = Legend::new(entries, WIDTH);
+        let rows: std::collections::BTreeSet<i32> = legend.placed.iter().map(|(_, _, (_, y))| *y).collect();
+        assert!(rows.len() >= 3, "{rows:?}");
+        assert!(legend.placed.iter().all(|(l, _, (x, _))| x + 24 + text_width(l) <= WIDTH as i32));
+        assert_eq!(Legend::new(Vec::new(), WIDTH).height, 0);
+    }
+
+    #[test]
+    fn ticks_are_short() {
+        assert_eq!(tick(0.0), "0");
+        assert_eq!(tick(5.0), "5");
+        assert_eq!(tick(2.5), "2.5");
+        assert_eq!(tick(100_000.0), "100k");
+        assert_eq!(tick(12_500.0), "12.5k");
+        assert_eq!(tick(2_000_000.0), "2M");
+        assert_eq!(tick(0.0012), "0.001");
+    }
+
+    #[test]
+    fn titles_go_first() {
+        let svg = with_title("<svg a=\"1\">\n<rect/></svg>".to_string(), "T & <b>");
+        assert!(svg.starts_with("<svg a=\"1\">\n<title>T &amp; &lt;b&gt;</title>"));
+    }
+}
