@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use super::super::model::{Phase, Varying};
 use super::super::{ConfigRow, ReportError, Series};
 use super::{CAPTION_SIZE, CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{color, finish, label_area_width, plot_err, slug, tick};
+use super::{color, finish, plot_err, row_chart, slug, tick};
 
 /// Memory categories of the stacked bars, bottom up.
 const MEMORY_PARTS: [&str; 4] = ["weights", "gradients", "optimizer state", "activations + workspace"];
@@ -159,30 +159,7 @@ pub(super) fn phases(spec: &str, configs: &[&ConfigRow<'_>], varying: Varying) -
         let root = SVGBackend::with_string(&mut svg, (WIDTH, chart_height + legend.height)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err(&id))?;
         let (upper, lower) = root.split_vertically(chart_height);
-        let mut chart = ChartBuilder::on(&upper)
-            .caption(spec, (FONT, CAPTION_SIZE))
-            .margin(8)
-            .margin_right(16)
-            .x_label_area_size(40)
-            .y_label_area_size(label_area_width(&labels))
-            .build_cartesian_2d(0.0..100.0, (0..n - 1).into_segmented())
-            .map_err(plot_err(&id))?;
-        let label_fmt = |v: &SegmentValue<usize>| match v {
-            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-            _ => String::new(),
-        };
-        chart
-            .configure_mesh()
-            .max_light_lines(1)
-            .disable_y_mesh()
-            .x_desc("share of the iteration (%)")
-            .y_labels(n)
-            .y_label_formatter(&label_fmt)
-            .x_label_formatter(&|x| tick(*x))
-            .label_style((FONT, LABEL_SIZE))
-            .axis_desc_style((FONT, LABEL_SIZE + 1))
-            .draw()
-            .map_err(plot_err(&id))?;
+        let mut chart = row_chart(&upper, &id, spec, 0.0..100.0, &labels, "share of the iteration (%)")?;
         for k in 0..Phase::ALL.len() {
             let rects: Vec<Rectangle<(f64, SegmentValue<usize>)>> = rows
                 .iter()

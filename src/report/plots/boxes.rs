@@ -7,8 +7,8 @@ use plotters::prelude::*;
 
 use super::super::model::Varying;
 use super::super::{ConfigRow, ReportError};
-use super::{CAPTION_SIZE, FONT, LABEL_SIZE, Plot, Section, WIDTH};
-use super::{color, finish, label_area_width, plot_err, slug, text_width, tick};
+use super::{FONT, LABEL_SIZE, Plot, Section, WIDTH};
+use super::{color, finish, plot_err, row_chart, slug, text_width};
 use crate::stats::{quantile_sorted, sorted};
 
 /// The five figures of one box, and the steps beyond its whiskers, in milliseconds.
@@ -80,30 +80,7 @@ pub(super) fn step_times(spec: &str, configs: &[&ConfigRow<'_>], varying: Varyin
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err(&id))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(spec, (FONT, CAPTION_SIZE))
-            .margin(8)
-            .margin_right(16)
-            .x_label_area_size(40)
-            .y_label_area_size(label_area_width(&labels))
-            .build_cartesian_2d(lo..hi, (0..n - 1).into_segmented())
-            .map_err(plot_err(&id))?;
-        let label_fmt = |v: &SegmentValue<usize>| match v {
-            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-            _ => String::new(),
-        };
-        chart
-            .configure_mesh()
-            .max_light_lines(1)
-            .disable_y_mesh()
-            .x_desc("step time (ms)")
-            .y_labels(n)
-            .y_label_formatter(&label_fmt)
-            .x_label_formatter(&|x| tick(*x))
-            .label_style((FONT, LABEL_SIZE))
-            .axis_desc_style((FONT, LABEL_SIZE + 1))
-            .draw()
-            .map_err(plot_err(&id))?;
+        let mut chart = row_chart(&root, &id, spec, lo..hi, &labels, "step time (ms)")?;
         let segment = chart.plotting_area().dim_in_pixel().1 / n as u32;
         let inset = segment.saturating_sub(14) / 2;
         for (i, (_, b, c)) in rows.iter().enumerate() {

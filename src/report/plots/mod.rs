@@ -9,6 +9,9 @@ mod bars;
 mod boxes;
 mod lines;
 
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::SegmentedCoord;
+use plotters::coord::types::{RangedCoordf64, RangedCoordusize};
 use plotters::prelude::*;
 
 use super::{ReportError, ReportModel};
@@ -270,6 +273,47 @@ impl Legend {
 }
 
 /// Width of the label area of a chart whose rows are labelled with `labels`.
+/// The coordinates of a chart with one row per configuration: a linear x axis, one segment per row.
+type RowCoord = Cartesian2d<RangedCoordf64, SegmentedCoord<RangedCoordusize>>;
+
+/// A horizontal chart on `area` with one row per label (phase bars, step-time boxes): `x` on the x axis, described
+/// as `x_desc`, rows named by `labels` from the bottom up, its caption and mesh drawn.
+fn row_chart<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    id: &str,
+    caption: &str,
+    x: std::ops::Range<f64>,
+    labels: &[String],
+    x_desc: &str,
+) -> Result<ChartContext<'a, SVGBackend<'b>, RowCoord>, ReportError> {
+    let n = labels.len().max(1);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, (FONT, CAPTION_SIZE))
+        .margin(8)
+        .margin_right(16)
+        .x_label_area_size(40)
+        .y_label_area_size(label_area_width(labels))
+        .build_cartesian_2d(x, (0..n - 1).into_segmented())
+        .map_err(plot_err(id))?;
+    let label_fmt = |v: &SegmentValue<usize>| match v {
+        SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
+    chart
+        .configure_mesh()
+        .max_light_lines(1)
+        .disable_y_mesh()
+        .x_desc(x_desc)
+        .y_labels(n)
+        .y_label_formatter(&label_fmt)
+        .x_label_formatter(&|x| tick(*x))
+        .label_style((FONT, LABEL_SIZE))
+        .axis_desc_style((FONT, LABEL_SIZE + 1))
+        .draw()
+        .map_err(plot_err(id))?;
+    Ok(chart)
+}
+
 fn label_area_width(labels: &[String]) -> u32 {
     labels.iter().map(|l| text_width(l)).max().unwrap_or(40).clamp(40, WIDTH as i32 / 2) as u32 + 12
 }
