@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use super::super::model::{Phase, Varying};
 use super::super::{ConfigRow, ReportError, Series};
 use super::{CAPTION_SIZE, CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{color, finish, plot_err, row_chart, slug, tick};
+use super::{color, finish, plot_err, row_chart, segment_label, slug, tick};
 
 /// Memory categories of the stacked bars, bottom up.
 const MEMORY_PARTS: [&str; 4] = ["weights", "gradients", "optimizer state", "activations + workspace"];
@@ -88,10 +88,7 @@ pub(super) fn memory(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, R
             .y_label_area_size(52)
             .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..ymax)
             .map_err(plot_err(&id))?;
-        let label_fmt = |v: &SegmentValue<usize>| match v {
-            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-            _ => String::new(),
-        };
+        let label_fmt = |v: &SegmentValue<usize>| segment_label(&labels, v);
         chart
             .configure_mesh()
             .max_light_lines(1)

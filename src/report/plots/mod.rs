@@ -273,6 +273,14 @@ impl Legend {
 }
 
 /// Width of the label area of a chart whose rows are labelled with `labels`.
+/// The tick label of a segmented axis: the label of the segment's centre, nothing at its edges.
+fn segment_label(labels: &[String], v: &SegmentValue<usize>) -> String {
+    match v {
+        SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
 /// The coordinates of a chart with one row per configuration: a linear x axis, one segment per row.
 type RowCoord = Cartesian2d<RangedCoordf64, SegmentedCoord<RangedCoordusize>>;
 
@@ -295,10 +303,7 @@ fn row_chart<'a, 'b>(
         .y_label_area_size(label_area_width(labels))
         .build_cartesian_2d(x, (0..n - 1).into_segmented())
         .map_err(plot_err(id))?;
-    let label_fmt = |v: &SegmentValue<usize>| match v {
-        SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-        _ => String::new(),
-    };
+    let label_fmt = |v: &SegmentValue<usize>| segment_label(labels, v);
     chart
         .configure_mesh()
         .max_light_lines(1)
