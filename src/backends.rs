@@ -7,7 +7,7 @@
 use serde::Serialize;
 use trainbench_workload::mock::{MockBackend, MockConfig};
 use trainbench_workload::{
-    Backend, BackendError, BackendKind, DeviceFamily, DeviceInfo, DeviceSelector, Graph, Probe, RawMeasurements,
+    Backend, BackendError, BackendKind, DeviceFamily, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext,
     RunPlan, WgpuAdapter,
 };
 
@@ -37,11 +37,11 @@ impl Backend for NotBuilt {
     fn check(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
         Err(self.error())
     }
-    fn run(
+    fn run_in(
         &mut self,
         _plan: &RunPlan,
         _graph: &Graph,
-        _probe: &mut dyn Probe,
+        _ctx: &mut RunContext<'_>,
     ) -> Result<RawMeasurements, BackendError> {
         Err(self.error())
     }

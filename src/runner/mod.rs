@@ -20,7 +20,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
 use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{Backend, BackendError, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunPlan};
+use trainbench_workload::{
+    Backend, BackendError, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext, RunPlan,
+};
 
 use crate::backends;
 use crate::manifest::{ManifestInput, environment};
@@ -235,7 +237,7 @@ impl Pass<'_> {
             if opts.stop.is_set() {
                 return Ok(Flow::Stop);
             }
-            let ctx = RunContext {
+            let ctx = RunSlot {
                 suite,
                 graph: &suite.graph,
                 analysis: &analysis,
@@ -267,7 +269,8 @@ fn same_family(a: &RunPlan, b: &RunPlan) -> bool {
     a.precision == b.precision && a.world_size == b.world_size && a.device == b.device
 }
 
-struct RunContext<'a> {
+/// One run of a suite being recorded: the suite and graph it belongs to, its index, the process it ran in.
+struct RunSlot<'a> {
     suite: &'a Suite,
     graph: &'a Graph,
     analysis: &'a Analysis,
@@ -277,7 +280,7 @@ struct RunContext<'a> {
     process: ProcessInfo,
 }
 
-impl RunContext<'_> {
+impl RunSlot<'_> {
     fn result(
         &self,
         plan: &RunPlan,
@@ -345,7 +348,7 @@ impl RunContext<'_> {
         let clock = Instant::now();
         let collectors = Collectors::start(&config);
         let origin = collectors.origin();
-        let outcome = backend.run(plan, self.graph, &mut probe);
+        let outcome = backend.run_in(plan, self.graph, &mut RunContext::new(&mut probe));
         let samples = collectors.stop();
         let finished = SystemTime::now();
         probe.finish();

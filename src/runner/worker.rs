@@ -26,7 +26,7 @@ use trainbench_workload::mock::MockConfig;
 use trainbench_workload::{BackendKind, RunPlan};
 
 use super::{
-    Flow, Pass, Recorder, RunContext, RunnerError, RunnerOptions, StopCause, StopFlag, Suite, SuiteReport, TestHooks,
+    Flow, Pass, Recorder, RunSlot, RunnerError, RunnerOptions, StopCause, StopFlag, Suite, SuiteReport, TestHooks,
     probe,
 };
 use crate::backends;
@@ -302,7 +302,7 @@ fn lost_result(
     pid: u32,
     message: String,
 ) -> RunResult {
-    let ctx = RunContext {
+    let ctx = RunSlot {
         suite,
         graph: &suite.graph,
         analysis,

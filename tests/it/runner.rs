@@ -10,7 +10,7 @@ use trainbench::spec::diagnostics::render_text;
 use trainbench::spec::{Overrides, SpecValidator};
 use trainbench::workload::mock::MockConfig;
 use trainbench::workload::{
-    Backend, BackendError, BackendKind, DeviceInfo, Graph, PhaseTimes, Probe, RawMeasurements, RunPlan,
+    Backend, BackendError, BackendKind, DeviceInfo, Graph, PhaseTimes, RawMeasurements, RunContext, RunPlan,
 };
 
 fn suite(extra: &str) -> Suite {
@@ -184,12 +184,17 @@ impl Backend for SelfStopping {
     fn check(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
         Ok(())
     }
-    fn run(&mut self, plan: &RunPlan, _graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
+    fn run_in(
+        &mut self,
+        plan: &RunPlan,
+        _graph: &Graph,
+        ctx: &mut RunContext<'_>,
+    ) -> Result<RawMeasurements, BackendError> {
         if plan.batch_size == 8 {
             return Err(BackendError::Framework("boom".into()));
         }
         let p = PhaseTimes { total_s: 0.01, forward_s: 0.01, ..PhaseTimes::default() };
-        probe.step(0, true, &p);
+        ctx.probe.step(0, true, &p);
         std::thread::sleep(std::time::Duration::from_millis(5));
         Ok(RawMeasurements { steps: vec![p], losses: vec![1.0], interrupted: true, ..RawMeasurements::default() })
     }

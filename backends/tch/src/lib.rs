@@ -50,7 +50,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
 use tch::{Device, TchError};
-use trainbench_workload::{Backend, BackendError, BackendKind, DeviceInfo, Graph, Probe, RawMeasurements, RunPlan};
+use trainbench_workload::{
+    Backend, BackendError, BackendKind, DeviceInfo, Graph, RawMeasurements, RunContext, RunPlan,
+};
 
 /// The libtorch backend (CPU and CUDA).
 #[derive(Debug, Default, Clone, Copy)]
@@ -110,7 +112,13 @@ impl Backend for TchBackend {
         check::supports_lowering(plan, graph)
     }
 
-    fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
+    fn run_in(
+        &mut self,
+        plan: &RunPlan,
+        graph: &Graph,
+        ctx: &mut RunContext<'_>,
+    ) -> Result<RawMeasurements, BackendError> {
+        let probe = &mut *ctx.probe;
         let dev = check::check(plan, graph)?;
         set_threads(plan.cpu_threads);
         let wgan = check::wgan_roles_if_any(graph)?;

@@ -19,7 +19,7 @@ mod value;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use trainbench_workload::{
-    Backend, BackendError, BackendKind, DeviceInfo, DeviceSelector, Graph, Probe, RawMeasurements, RunPlan,
+    Backend, BackendError, BackendKind, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext, RunPlan,
 };
 
 pub use adapters::{Adapter, adapters, select};
@@ -83,7 +83,13 @@ impl Backend for WgpuBackend {
         3
     }
 
-    fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
+    fn run_in(
+        &mut self,
+        plan: &RunPlan,
+        graph: &Graph,
+        ctx: &mut RunContext<'_>,
+    ) -> Result<RawMeasurements, BackendError> {
+        let probe = &mut *ctx.probe;
         check::check(plan, graph)?;
         let adapter = adapters::select(plan.device)?;
         let device = adapters::open(adapter, plan.device)?;

@@ -412,6 +412,21 @@ pub trait Probe {
 pub struct NoProbe;
 impl Probe for NoProbe {}
 
+/// What a backend is handed for one run besides its plan and graph. Each concern the runner supplies (where
+/// iterations are reported; later stages add where batches come from and how gradients are exchanged) is one
+/// field, so adding one does not change the [`Backend`] signature.
+pub struct RunContext<'a> {
+    /// Receives every iteration and says when to stop.
+    pub probe: &'a mut dyn Probe,
+}
+
+impl<'a> RunContext<'a> {
+    /// A context that only reports to `probe`: synthetic data, a single rank.
+    pub fn new(probe: &'a mut dyn Probe) -> Self {
+        RunContext { probe }
+    }
+}
+
 /// A training backend: lowers a workload graph and trains it, measuring as it goes.
 pub trait Backend {
     /// Which backend this is; its static [`crate::Capabilities`] follow from it.
@@ -447,6 +462,15 @@ pub trait Backend {
     fn supports_lowering(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
         Ok(())
     }
-    /// Train `graph` as `plan` says, reporting each iteration to `probe`.
-    fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError>;
+    /// Train `graph` as `plan` says with what `ctx` supplies, reporting each iteration to `ctx.probe`.
+    fn run_in(
+        &mut self,
+        plan: &RunPlan,
+        graph: &Graph,
+        ctx: &mut RunContext<'_>,
+    ) -> Result<RawMeasurements, BackendError>;
+    /// Train `graph` as `plan` says on its own (synthetic data, one rank), reporting each iteration to `probe`.
+    fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
+        self.run_in(plan, graph, &mut RunContext::new(probe))
+    }
 }

@@ -23,7 +23,7 @@ pub mod zoo;
 
 pub use backend::{
     Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, NoProbe, OptimizerSpec, PhaseTimes, Precision, Probe,
-    RawMeasurements, RunPlan,
+    RawMeasurements, RunContext, RunPlan,
 };
 pub use builder::{ConvCfg, GraphBuilder, ShapeError};
 pub use capability::{BackendKind, Capabilities};

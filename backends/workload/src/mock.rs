@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::analysis::{analyze, memory_estimate};
 use crate::backend::{
-    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunPlan,
+    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, PhaseTimes, RawMeasurements, RunContext, RunPlan,
 };
 use crate::capability::BackendKind;
 use crate::graph::Graph;
@@ -111,7 +111,13 @@ impl Backend for MockBackend {
         Ok(())
     }
 
-    fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
+    fn run_in(
+        &mut self,
+        plan: &RunPlan,
+        graph: &Graph,
+        ctx: &mut RunContext<'_>,
+    ) -> Result<RawMeasurements, BackendError> {
+        let probe = &mut *ctx.probe;
         self.check(plan, graph)?;
         let c = &self.config;
         if c.abort_in_repeat == Some(plan.repeat) {
