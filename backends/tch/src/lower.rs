@@ -4,7 +4,7 @@
 
 use tch::{Device, TchError, Tensor};
 use trainbench_workload::graph::{Graph, Node, NodeId, Op};
-use trainbench_workload::init::{SyntheticTensor, initial_values, synthetic_input};
+use trainbench_workload::init::{HostTensor, initial_values, synthetic_input};
 use trainbench_workload::params::{ParamDecl, is_tied, tensors};
 
 use crate::loss;
@@ -231,8 +231,8 @@ impl DataPool {
                 let mut shape = vec![batch as i64];
                 shape.extend(graph.nodes[i].shape.0.iter().map(|&d| d as i64));
                 let t = match synthetic_input(graph, i, batch, seed, step as u64) {
-                    SyntheticTensor::Dense(v) => Tensor::f_from_slice(&v)?,
-                    SyntheticTensor::Ids(v) => Tensor::f_from_slice(&v)?,
+                    HostTensor::Dense(v) => Tensor::f_from_slice(&v)?,
+                    HostTensor::Ids(v) => Tensor::f_from_slice(&v)?,
                 }
                 .f_reshape(shape)?;
                 b.push(if device.is_cuda() { t.f_pin_memory(device)? } else { t });

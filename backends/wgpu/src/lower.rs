@@ -4,7 +4,7 @@
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use trainbench_workload::Graph;
 use trainbench_workload::graph::{LossKind, Node, NodeId, Op};
-use trainbench_workload::init::{SyntheticTensor, synthetic_input};
+use trainbench_workload::init::{HostTensor, synthetic_input};
 use trainbench_workload::params::ParamRole;
 
 use crate::layers::{self, ConvSpec, PoolSpec};
@@ -14,15 +14,15 @@ use crate::seq::{self, AttentionWeights, Projections, RnnWeights};
 use crate::value::{Act, IntAct, RANK, Value, ValueError, pad};
 
 /// One synthetic batch in host memory: every graph input with its values.
-pub type HostBatch = Vec<(NodeId, SyntheticTensor)>;
+pub type HostBatch = Vec<(NodeId, HostTensor)>;
 
 /// Bytes of a host batch as libtorch holds it (fp32 values, int64 ids).
 fn host_bytes(batch: &HostBatch) -> u64 {
     batch
         .iter()
         .map(|(_, t)| match t {
-            SyntheticTensor::Dense(v) => v.len() as u64 * 4,
-            SyntheticTensor::Ids(v) => v.len() as u64 * 8,
+            HostTensor::Dense(v) => v.len() as u64 * 4,
+            HostTensor::Ids(v) => v.len() as u64 * 8,
         })
         .sum()
 }
@@ -48,11 +48,11 @@ pub fn upload(graph: &Graph, batch: usize, host: &HostBatch, device: &Device) ->
             let mut shape = vec![batch];
             shape.extend(&graph.nodes[*id].shape.0);
             let value = match data {
-                SyntheticTensor::Dense(v) => Value::F(Act {
+                HostTensor::Dense(v) => Value::F(Act {
                     t: Tensor::<RANK>::from_data(TensorData::new(v.clone(), pad(&shape)), device),
                     shape,
                 }),
-                SyntheticTensor::Ids(v) => Value::I(IntAct {
+                HostTensor::Ids(v) => Value::I(IntAct {
                     t: Tensor::<RANK, Int>::from_data(TensorData::new(v.clone(), pad(&shape)), device),
                     shape,
                 }),

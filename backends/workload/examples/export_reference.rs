@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 use trainbench_workload::conformance::agreement::AGREEMENT_RUN;
 use trainbench_workload::conformance::fixtures;
-use trainbench_workload::init::{SyntheticTensor, initial_values, synthetic_input};
+use trainbench_workload::init::{HostTensor, initial_values, synthetic_input};
 use trainbench_workload::params::tensors;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,8 +36,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut inputs = serde_json::Map::new();
             for (id, node) in graph.inputs() {
                 let v: Value = match synthetic_input(&graph, id, run.batch, run.seed, data_step) {
-                    SyntheticTensor::Dense(v) => json!({"kind": "dense", "values": v}),
-                    SyntheticTensor::Ids(v) => json!({"kind": "ids", "values": v}),
+                    HostTensor::Dense(v) => json!({"kind": "dense", "values": v}),
+                    HostTensor::Ids(v) => json!({"kind": "ids", "values": v}),
                 };
                 inputs.insert(node.name.clone(), v);
             }

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::BackendKind;
+use crate::data::BatchSource;
 use crate::device::DeviceSelector;
 use crate::graph::Graph;
 
@@ -355,6 +356,9 @@ pub enum BackendError {
         /// Why.
         reason: String,
     },
+    /// The dataset could not deliver a batch (a corrupt or unreadable file, named in the message).
+    #[error("dataset: {0}")]
+    Data(String),
     /// Anything else the framework reported.
     #[error("{0}")]
     Framework(String),
@@ -418,12 +422,16 @@ impl Probe for NoProbe {}
 pub struct RunContext<'a> {
     /// Receives every iteration and says when to stop.
     pub probe: &'a mut dyn Probe,
+    /// Where training batches come from: `None` means synthetic data the backend generates itself
+    /// (`init::synthetic_input`); `Some` is a dataset read on the host, whose batches the backend copies to its
+    /// device, timing the wait for each batch and the copy separately.
+    pub data: Option<&'a mut dyn BatchSource>,
 }
 
 impl<'a> RunContext<'a> {
     /// A context that only reports to `probe`: synthetic data, a single rank.
     pub fn new(probe: &'a mut dyn Probe) -> Self {
-        RunContext { probe }
+        RunContext { probe, data: None }
     }
 }
 

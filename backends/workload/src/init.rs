@@ -68,9 +68,10 @@ pub fn initial_values(decl: &ParamDecl, seed: u64) -> Vec<f32> {
     }
 }
 
-/// One input tensor of a synthetic batch.
+/// One input tensor of a batch on the host, synthetic ([`synthetic_input`]) or read from a dataset
+/// ([`crate::data::BatchSource`]).
 #[derive(Debug, Clone, PartialEq)]
-pub enum SyntheticTensor {
+pub enum HostTensor {
     /// Real values, shape `[batch, ..per-sample shape]`.
     Dense(Vec<f32>),
     /// Integer ids or labels, shape `[batch, ..per-sample shape]`.
@@ -95,23 +96,23 @@ fn binary_target(graph: &Graph, input: NodeId) -> bool {
 }
 
 /// The synthetic values of graph input `input` for a batch at `step` (data cycles every `samples` steps when set).
-pub fn synthetic_input(graph: &Graph, input: NodeId, batch: usize, seed: u64, step: u64) -> SyntheticTensor {
+pub fn synthetic_input(graph: &Graph, input: NodeId, batch: usize, seed: u64, step: u64) -> HostTensor {
     let node: &Node = &graph.nodes[input];
     let n = batch * node.shape.numel() as usize;
     let mut rng = SeededRng::new(seed ^ step.wrapping_mul(0x2545_f491_4f6c_dd1d), &node.name);
     match &node.op {
         Op::Input { kind: InputKind::Tokens { vocab } } => {
-            SyntheticTensor::Ids((0..n).map(|_| rng.below(*vocab as u64) as i64).collect())
+            HostTensor::Ids((0..n).map(|_| rng.below(*vocab as u64) as i64).collect())
         }
         Op::Input { kind: InputKind::Labels { classes } } => {
             let floor = label_floor(graph, input);
             let span = (*classes as u64).saturating_sub(floor).max(1);
-            SyntheticTensor::Ids((0..n).map(|_| (floor + rng.below(span)) as i64).collect())
+            HostTensor::Ids((0..n).map(|_| (floor + rng.below(span)) as i64).collect())
         }
         _ if binary_target(graph, input) => {
-            SyntheticTensor::Dense((0..n).map(|_| if rng.below(2) == 1 { 1.0 } else { 0.0 }).collect())
+            HostTensor::Dense((0..n).map(|_| if rng.below(2) == 1 { 1.0 } else { 0.0 }).collect())
         }
-        _ => SyntheticTensor::Dense((0..n).map(|_| rng.normal()).collect()),
+        _ => HostTensor::Dense((0..n).map(|_| rng.normal()).collect()),
     }
 }
 
@@ -146,7 +147,7 @@ mod tests {
         let s = crate::model::NcfSpec { users: 100, items: 50, factors: 8, mlp_layers: vec![16, 8] };
         let g = crate::zoo::build(&crate::model::ModelSpec::Ncf(s)).unwrap();
         let target = g.inputs().map(|(i, _)| i).find(|&i| binary_target(&g, i)).unwrap();
-        let SyntheticTensor::Dense(v) = synthetic_input(&g, target, 64, 3, 0) else { panic!("dense target") };
+        let HostTensor::Dense(v) = synthetic_input(&g, target, 64, 3, 0) else { panic!("dense target") };
         assert!(v.iter().all(|&x| x == 0.0 || x == 1.0));
         assert!(v.contains(&0.0) && v.contains(&1.0));
     }

@@ -13,6 +13,7 @@ pub mod capability;
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub mod cpu;
+pub mod data;
 pub mod device;
 pub mod graph;
 pub mod init;
