@@ -21,6 +21,8 @@ enum Command {
     Plan(commands::plan::Args),
     /// Print parameters, FLOPs and the memory estimate of a spec's model.
     Analyze(commands::analyze::Args),
+    /// Predict step time, throughput and the data/compute/comm shares on hardware profiles (PAI's model).
+    Predict(commands::predict::Args),
     /// Run benchmarks and write one result file per run.
     Run(commands::run::Args),
     /// Print the JSON Schema of specs (or of results).
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Validate(a) => commands::validate::execute(a),
         Command::Plan(a) => commands::plan::execute(a),
         Command::Analyze(a) => commands::analyze::execute(a),
+        Command::Predict(a) => commands::predict::execute(a),
         Command::Run(a) => commands::run::execute(a),
         Command::Schema(a) => commands::schema::execute(a),
         Command::Check(a) => commands::check::execute(a),

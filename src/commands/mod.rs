@@ -27,6 +27,7 @@ pub mod check;
 pub mod compare;
 pub mod devices;
 pub mod plan;
+pub mod predict;
 pub mod report;
 pub mod run;
 pub mod schema;
