@@ -21,6 +21,9 @@ enum Command {
     Plan(commands::plan::Args),
     /// Print parameters, FLOPs and the memory estimate of a spec's model.
     Analyze(commands::analyze::Args),
+    /// Measure this machine's device (GEMM and convolution rates, memory bandwidth, per-op overhead) into a
+    /// hardware profile for `predict`.
+    Calibrate(commands::calibrate::Args),
     /// Predict step time, throughput and the data/compute/comm shares on hardware profiles (PAI's model).
     Predict(commands::predict::Args),
     /// Run benchmarks and write one result file per run.
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::Validate(a) => commands::validate::execute(a),
         Command::Plan(a) => commands::plan::execute(a),
         Command::Analyze(a) => commands::analyze::execute(a),
+        Command::Calibrate(a) => commands::calibrate::execute(a),
         Command::Predict(a) => commands::predict::execute(a),
         Command::Run(a) => commands::run::execute(a),
         Command::Schema(a) => commands::schema::execute(a),

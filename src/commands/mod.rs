@@ -23,6 +23,7 @@ macro_rules! outln {
 pub mod analyze;
 pub mod args;
 pub mod audit;
+pub mod calibrate;
 pub mod check;
 pub mod compare;
 pub mod devices;

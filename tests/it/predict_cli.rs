@@ -81,3 +81,32 @@ fn validate_checks_hardware_profiles_with_located_errors() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("bandwith_gbs") && out.contains("bandwidth_gbs") && out.contains("bad.toml:"), "{out}");
 }
+
+#[test]
+fn calibrate_writes_a_profile_predict_reads_and_never_overwrites_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hw.toml");
+    let o = tb().args(["calibrate", "--backend", "mock", "--max-gemm", "128", "--out"]).arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = trainbench::hardware::ProfileValidator::new().unwrap();
+    let f = v.check_file(&out, "hw.toml").unwrap();
+    let cal = f.calibration.as_ref().unwrap();
+    assert!(cal.method.contains("mock") && cal.backend == "mock");
+    // The mock's kernels run at its nominal rate: the best rate reached is that rate.
+    let rate = trainbench_workload::mock::MockConfig::default().flop_rate;
+    assert!((f.device.peak_tflops.fp32 * 1e12 - rate).abs() < 1e-6 * rate);
+    assert_eq!(cal.gemm.iter().filter(|p| p.precision == trainbench_workload::Precision::Fp32).count(), 3);
+    // A second calibration does not replace the first without --overwrite.
+    let again = tb().args(["calibrate", "--backend", "mock", "--out"]).arg(&out).output().unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--overwrite"));
+    let o = tb()
+        .args(["predict", "specs/smoke/mlp.toml", "--format", "json"])
+        .env("TRAINBENCH_HARDWARE", &out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["predictions"][0]["calibrated"], true);
+    assert_eq!(j["predictions"][0]["hardware"], "this-machine");
+}
