@@ -42,6 +42,10 @@ pub struct Args {
     /// Intra-op CPU threads while measuring (as `run.cpu_threads`); unset keeps the library's default.
     #[arg(long)]
     pub cpu_threads: Option<u32>,
+    /// Time CPU kernels with the process's CPU clock instead of the wall clock: on a shared machine, what the
+    /// work costs with a core to itself (use with `--cpu-threads 1`; more threads add their waiting).
+    #[arg(long)]
+    pub cpu_clock: bool,
     /// Profile name written into the file.
     #[arg(long, default_value = "this-machine")]
     pub name: String,
@@ -152,6 +156,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let mut request = default_request(args.device, precisions, args.max_gemm);
     request.repeats = args.repeats.max(1);
     request.cpu_threads = args.cpu_threads;
+    request.cpu_clock = args.cpu_clock;
     eprintln!("calibrating {} with {} (takes a minute on a busy CPU)...", args.device, kind.name());
     let mut backend = backends::create(kind, &MockConfig::default());
     let m = backend.calibrate(&request).map_err(|e| CommandError::Other(e.to_string()))?;

@@ -1,8 +1,8 @@
 //! What-if analysis in the style of PAI's: re-predict one configuration with one thing changed and report
 //! the speed-up over the baseline. Changes tried: the strategy (PS/worker <-> all-reduce on the same link,
-//! all-reduce over NVLink inside one machine when the profile has NVLink), each alternative link the profile
-//! lists for the role the exchange (or the input copy) uses, each other device profile given, and each other
-//! precision the device has a peak for.
+//! all-reduce over NVLink inside one machine when the profile has NVLink, one parameter server per worker),
+//! each alternative link the profile lists for the role the exchange (or the input copy) uses, each other
+//! device profile given, and each other precision the device has a peak for.
 
 use serde::Serialize;
 use trainbench_workload::Precision;
@@ -71,6 +71,14 @@ pub fn what_if(
             Strategy::ParameterServer => {
                 let s = with(&|s| s.comm.strategy = Strategy::AllReduce);
                 rows.push(row("strategy: all-reduce on the same link".into(), base, predict(graph, &s, profile)));
+                if setting.comm.parameter_servers < world {
+                    let s = with(&|s| s.comm.parameter_servers = world);
+                    let change = format!(
+                        "parameter servers: {world} (one per worker) instead of {}",
+                        setting.comm.parameter_servers
+                    );
+                    rows.push(row(change, base, predict(graph, &s, profile)));
+                }
             }
             Strategy::AllReduce => {
                 let s = with(&|s| s.comm.strategy = Strategy::ParameterServer);

@@ -1,16 +1,13 @@
 //! Calibration on libtorch (`Backend::calibrate`): times square matrix products and convolutions per precision,
 //! an add over vectors far larger than the caches (STREAM's add: two read, one written), the fixed cost of one
 //! small operation with autograd recording, and on CUDA the pinned host-to-device copy. Each figure is the
-//! median of `repeats` timed calls after one untimed call, the device synchronised around each call.
+//! median over `repeats` samples, each of enough calls to last [`MIN_SAMPLE_S`] (see there why).
 
 use std::time::Instant;
 
 use tch::{Device, Kind, TchError, Tensor};
 use trainbench_workload::calibrate::{CalibrationRequest, KernelTiming, Measurement, median};
 use trainbench_workload::{BackendError, Precision};
-
-/// Calls timed together for the per-operation overhead (one call is below the clock's resolution).
-const OVERHEAD_BATCH: u32 = 200;
 
 fn sync(device: Device) {
     if let Device::Cuda(i) = device {
@@ -26,16 +23,70 @@ fn kind(p: Precision) -> Kind {
     }
 }
 
-/// Median seconds of `repeats` calls of `f` (after one untimed call), the device synchronised around each.
-fn time(device: Device, repeats: u32, mut f: impl FnMut() -> Result<(), TchError>) -> Result<f64, TchError> {
+/// Shortest timed sample, seconds: calls are repeated until a sample lasts this long, so that a sample spans
+/// several scheduler time slices on a shared machine, as a training step does (a single short call would run
+/// inside one slice at full speed and overstate the rate a run then sees).
+const MIN_SAMPLE_S: f64 = 0.02;
+/// Most calls in one sample.
+const MAX_CALLS: u32 = 10_000;
+
+/// Seconds on the clock a calibration reads: the wall clock, or the process's CPU clock.
+#[derive(Clone, Copy)]
+struct Clock {
+    cpu: bool,
+}
+
+impl Clock {
+    fn now(self) -> f64 {
+        if self.cpu {
+            process_cpu_s()
+        } else {
+            static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+            START.get_or_init(Instant::now).elapsed().as_secs_f64()
+        }
+    }
+}
+
+/// CPU seconds of this process (all threads), from `CLOCK_PROCESS_CPUTIME_ID` (nanosecond resolution).
+#[cfg(unix)]
+fn process_cpu_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `clock_gettime` writes one `timespec` into the pointer, which points at a valid one.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Without a process CPU clock, the wall clock (the method says which clock was asked for).
+#[cfg(not(unix))]
+fn process_cpu_s() -> f64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_secs_f64()
+}
+
+/// Median seconds per call over `repeats` samples of `f` (after one untimed call), each sample at least
+/// [`MIN_SAMPLE_S`] long, the device synchronised at both ends of each sample.
+fn time(
+    clock: Clock,
+    device: Device,
+    repeats: u32,
+    mut f: impl FnMut() -> Result<(), TchError>,
+) -> Result<f64, TchError> {
+    let t = clock.now();
     f()?;
     sync(device);
+    let first = (clock.now() - t).max(1e-7);
+    let calls = ((MIN_SAMPLE_S / first).ceil() as u32).clamp(1, MAX_CALLS);
     let mut xs = Vec::new();
     for _ in 0..repeats.max(1) {
-        let t = Instant::now();
-        f()?;
+        let t = clock.now();
+        for _ in 0..calls {
+            f()?;
+        }
         sync(device);
-        xs.push(t.elapsed().as_secs_f64());
+        xs.push((clock.now() - t) / f64::from(calls));
     }
     Ok(median(xs))
 }
@@ -44,6 +95,7 @@ fn time(device: Device, repeats: u32, mut f: impl FnMut() -> Result<(), TchError
 pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measurement, TchError> {
     let _guard = tch::no_grad_guard();
     let r = request.repeats;
+    let clock = Clock { cpu: request.cpu_clock && device == Device::Cpu };
     let mut kernels = Vec::new();
     let mut skipped = Vec::new();
     for &p in &request.precisions {
@@ -56,7 +108,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
             let n = n as i64;
             let a = Tensor::f_randn([n, n], opts)?;
             let b = Tensor::f_randn([n, n], opts)?;
-            let seconds = time(device, r, || a.f_matmul(&b).map(drop))?;
+            let seconds = time(clock, device, r, || a.f_matmul(&b).map(drop))?;
             let flops = 2.0 * (n * n * n) as f64;
             kernels.push(KernelTiming {
                 kind: "gemm".into(),
@@ -70,7 +122,8 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
             let x = Tensor::f_randn([s.n as i64, s.c as i64, s.hw as i64, s.hw as i64], opts)?;
             let w = Tensor::f_randn([s.k as i64, s.c as i64, s.r as i64, s.r as i64], opts)?;
             let pad = (s.r / 2) as i64;
-            let seconds = time(device, r, || x.f_conv2d(&w, None::<Tensor>, [1, 1], [pad, pad], [1, 1], 1).map(drop))?;
+            let seconds =
+                time(clock, device, r, || x.f_conv2d(&w, None::<Tensor>, [1, 1], [pad, pad], [1, 1], 1).map(drop))?;
             let shape = format!("N={} C={} H=W={} K={} {}x{}", s.n, s.c, s.hw, s.k, s.r, s.r);
             kernels.push(KernelTiming { kind: "conv".into(), precision: p, shape, flops: s.flops(), seconds });
         }
@@ -82,38 +135,36 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
         Tensor::f_randn([e], (Kind::Float, device))?,
         Tensor::f_randn([e], (Kind::Float, device))?,
     );
-    let add_s = time(device, r, || b.f_add_out(&a, &c).map(drop))?;
+    let add_s = time(clock, device, r, || b.f_add_out(&a, &c).map(drop))?;
     let triad_bytes_per_s = 12.0 * e as f64 / add_s;
     drop((a, b, c));
     // Per-operation overhead: a 4-element add with autograd recording, as a training step's small ops are.
     let overhead_s = {
-        let _grad = tch::with_grad(|| ());
         let x = Tensor::f_ones([4], (Kind::Float, device))?.set_requires_grad(true);
-        let per_batch = time(device, r, || {
-            for _ in 0..OVERHEAD_BATCH {
-                drop(tch::with_grad(|| x.f_add(&x))?);
-            }
-            Ok(())
-        })?;
-        per_batch / f64::from(OVERHEAD_BATCH)
+        time(clock, device, r, || tch::with_grad(|| x.f_add(&x)).map(drop))?
     };
     let host_to_device_bytes_per_s = match device {
         Device::Cuda(_) => {
             let host = Tensor::f_randn([16 << 20], (Kind::Float, Device::Cpu))?.f_pin_memory(device)?;
-            let s = time(device, r, || host.f_to_device(device).map(drop))?;
+            let s = time(clock, device, r, || host.f_to_device(device).map(drop))?;
             Some(64.0 * (1 << 20) as f64 / s)
         }
         _ => None,
     };
     let threads = tch::get_num_threads();
     let mut method = format!(
-        "tch backend (libtorch {}), {threads} intra-op thread(s): median of {r} timed calls after one untimed call, \
-         device synchronised around each; GEMM = matmul of random square matrices, conv = conv2d stride 1 same \
-         padding without bias, memory = add_out over 3 x {e} fp32 elements, overhead = {OVERHEAD_BATCH} adds of 4 \
-         elements with autograd recording per timed call{}",
+        "tch backend (libtorch {}), {threads} intra-op thread(s): median over {r} samples of repeated calls (each \
+         sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices, conv = conv2d stride 1 same \
+         padding without bias, memory = add_out over 3 x {e} fp32 elements, overhead = an add of 4 elements with \
+         autograd recording{}",
         crate::device::versions(device).get("libtorch").cloned().unwrap_or_default(),
         if device.is_cuda() { ", host-to-device = 64 MiB pinned copy" } else { "" }
     );
+    method.push_str(if clock.cpu {
+        "; clock: the process's CPU time (the time with a core to itself on a shared machine)"
+    } else {
+        "; clock: wall time"
+    });
     for s in skipped {
         method.push_str("; skipped: ");
         method.push_str(s);

@@ -46,6 +46,11 @@ pub struct CalibrationRequest {
     pub repeats: u32,
     /// Intra-op CPU threads (as `run.cpu_threads`); `None` keeps the library's default.
     pub cpu_threads: Option<u32>,
+    /// Time with the process's CPU clock instead of the wall clock (CPU devices): on a shared machine, the time
+    /// the work takes with a core to itself. Meaningful with one intra-op thread (more threads add their
+    /// waiting to the CPU time).
+    #[serde(default)]
+    pub cpu_clock: bool,
 }
 
 /// One timed kernel.
@@ -97,6 +102,7 @@ pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_g
         triad_elements: 8 << 20,
         repeats: 7,
         cpu_threads: None,
+        cpu_clock: false,
     }
 }
 

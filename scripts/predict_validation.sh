@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# predict against run on this machine: calibrates the CPU (tch) into a profile unless one is given, then for
+# each configuration below runs `trainbench predict` on that profile and `trainbench run` (tch, CPU), and prints
+# a Markdown table: measured median step time, the prediction of three model variants (plain roofline at the
+# calibrated peaks; + per-size GEMM/conv efficiency curves; + per-operation overhead = the full model), the
+# errors, their median absolute value and the worst case.
+# Usage: scripts/predict_validation.sh [--profile P.toml] [--iterations N] [--threads T] [--configs FILE]
+#   --threads: intra-op threads of both the calibration and the runs (default 1: on a shared 2-core machine a
+#   second thread waits on a descheduled peer and the figures become scheduling noise).
+#   FILE: lines `spec batch [world]` (world > 1 once multi-process runs exist: predicted with the spec's topology
+#   and `--set topology.devices_per_node=<world>`); default: the built-in list below.
+# TRAINBENCH_BIN=path uses that binary (built with tch); else the debug binary is built (`--features tch`).
+# Step times of a shared CPU are noisy: run it on an otherwise idle machine, and read each row's spread.
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$ROOT"
+PROFILE_PATH=""
+ITER=12
+THREADS=1
+CONFIGS=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --profile) PROFILE_PATH="$2"; shift 2 ;;
+        --iterations) ITER="$2"; shift 2 ;;
+        --threads) THREADS="$2"; shift 2 ;;
+        --configs) CONFIGS="$2"; shift 2 ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+if [ -n "${TRAINBENCH_BIN:-}" ]; then
+    BIN="$TRAINBENCH_BIN"
+else
+    cargo build --features tch --quiet
+    BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/trainbench"
+fi
+OUT="$(mktemp -d /tmp/trainbench-predict-validation.XXXXXX)"
+trap 'rm -rf "$OUT"' EXIT
+if [ -z "$PROFILE_PATH" ]; then
+    PROFILE_PATH="$OUT/this-machine.toml"
+    "$BIN" calibrate --backend tch --device cpu --cpu-threads "$THREADS" --cpu-clock --out "$PROFILE_PATH" >&2
+fi
+# The ablations: without the calibration table (plain roofline at the best measured rate and the measured
+# bandwidth), and with the curves but no per-operation overhead.
+python3 - "$PROFILE_PATH" "$OUT" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+cut = text.index("[calibration]")
+peaks = text[:cut]
+# The calibrated bandwidth is the memory bandwidth already; drop the curves and the overhead.
+open(sys.argv[2] + "/roofline.toml", "w").write(peaks.replace('name = "', 'name = "roofline-', 1))
+no_overhead = re.sub(r"(?m)^op_overhead_us = .*$", "op_overhead_us = 0.0", text)
+open(sys.argv[2] + "/curves.toml", "w").write(no_overhead.replace('name = "', 'name = "curves-', 1))
+PY
+if [ -z "$CONFIGS" ]; then
+    CONFIGS="$OUT/configs.txt"
+    cat >"$CONFIGS" <<'LIST'
+specs/smoke/mlp.toml 1
+specs/smoke/mlp.toml 64
+specs/smoke/custom.toml 1
+specs/smoke/custom.toml 16
+specs/smoke/custom.toml 64
+specs/smoke/resnet_tiny.toml 1
+specs/smoke/resnet_tiny.toml 8
+specs/smoke/resnet_tiny.toml 64
+specs/smoke/seq2seq_tiny.toml 1
+specs/smoke/seq2seq_tiny.toml 16
+specs/smoke/seq2seq_tiny.toml 64
+specs/smoke/transformer_tiny.toml 1
+specs/smoke/transformer_tiny.toml 16
+specs/smoke/transformer_tiny.toml 64
+specs/parity/resnet18_cifar.toml 8
+specs/parity/resnet18_cifar.toml 32
+specs/parity/transformer_lm.toml 8
+specs/parity/transformer_lm.toml 32
+LIST
+fi
+i=0
+while read -r spec batch world; do
+    [ -z "$spec" ] && continue
+    i=$((i + 1))
+    sets=(--set "sweep.batch_sizes=[$batch]" --set "sweep.precisions=[\"fp32\"]" --set "sweep.topologies=[]")
+    if [ -n "${world:-}" ] && [ "$world" -gt 1 ]; then
+        sets+=(--set "topology.devices_per_node=$world")
+    fi
+    echo "==> $spec batch $batch ${world:+world $world}" >&2
+    for variant in roofline curves full; do
+        prof="$PROFILE_PATH"
+        [ "$variant" != full ] && prof="$OUT/$variant.toml"
+        "$BIN" predict "$spec" --hardware "$prof" --format json "${sets[@]}" >"$OUT/$i.$variant.json"
+    done
+    "$BIN" run "$spec" --backend tch --device cpu --quiet --format json --out "$OUT/results-$i" "${sets[@]}" \
+        --set run.warmup=5 --set "run.iterations=$ITER" --set run.repeats=1 --set "run.cpu_threads=$THREADS" >"$OUT/$i.run.json"
+    echo "$i $spec $batch ${world:-1}" >>"$OUT/index.txt"
+done <"$CONFIGS"
+python3 - "$OUT" "$PROFILE_PATH" "$THREADS" <<'PY'
+import json, statistics, sys
+out, profile, threads = sys.argv[1], sys.argv[2], sys.argv[3]
+rows, phase_rows, errs = [], [], {"roofline": [], "curves": [], "full": []}
+for line in open(out + "/index.txt"):
+    i, spec, batch, world = line.split()
+    run = json.load(open(f"{out}/{i}.run.json"))[0]
+    result = json.load(open(run["file"]))
+    m = result["metrics"]
+    st = m["step_time"]
+    busy = (m.get("cpu") or {}).get("busy_cores") or 1.0
+    # CPU seconds per step: what the step costs with a core to itself (one intra-op thread).
+    cpu_step = st["mean_s"] * busy
+    name = spec.split("/")[-1][:-5]
+    cells = [name, batch, world, f"{st['median_s'] * 1e3:.2f}", f"{busy:.2f}", f"{cpu_step * 1e3:.2f}"]
+    for v in ("roofline", "curves", "full"):
+        p = json.load(open(f"{out}/{i}.{v}.json"))["predictions"][0]
+        e = (p["step_time_s"] - cpu_step) / cpu_step
+        errs[v].append(abs(e))
+        cells += [f"{p['step_time_s'] * 1e3:.2f}", f"{100 * e:+.0f}%"]
+        if v == "full":
+            ph = m["phases"]
+            pr = p["phases"]
+            phase_rows.append([name, batch] + [
+                f"{ph[k]['mean_s'] * busy * 1e3:.2f} / {pr[k + '_s'] * 1e3:.2f}" for k in ("forward", "backward", "optimizer")
+            ])
+    rows.append(cells)
+print(f"Profile: {profile}; intra-op threads: {threads}. Measured: `trainbench run` (tch, CPU, fp32); wall = median")
+print("step; busy = process CPU time / wall time over the run; CPU/step = mean step x busy, the step's cost with a")
+print("core to itself, which the errors are taken against. Predicted: `trainbench predict` on the profile")
+print("(roofline: calibrated peak and bandwidth only; + curves: per-size GEMM/conv rates; full: + per-op overhead).")
+print()
+print("| spec | batch | world | wall (ms) | busy | CPU/step (ms) | roofline (ms) | error | + curves (ms) | error | full model (ms) | error |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for c in rows:
+    print("| " + " | ".join(str(x) for x in c) + " |")
+print()
+for v, name in (("roofline", "roofline at calibrated peaks"), ("curves", "+ efficiency curves"), ("full", "+ per-op overhead (full model)")):
+    e = errs[v]
+    print(f"- {name}: median |error| {100 * statistics.median(e):.1f}%, worst {100 * max(e):.1f}% over {len(e)} configurations")
+print()
+print("Phases, measured CPU time / full model (ms):")
+print()
+print("| spec | batch | forward | backward | optimizer |")
+print("|---|---:|---:|---:|---:|")
+for c in phase_rows:
+    print("| " + " | ".join(str(x) for x in c) + " |")
+PY
