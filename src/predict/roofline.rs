@@ -5,8 +5,10 @@
 //! Bytes moved, per layer and batch (activations at the precision's activation size, weights fp32 or, under
 //! autocast, their 2-byte copies): forward reads the inputs and the weights and writes the output; backward
 //! reads the output gradient and the saved input, writes the input gradient (where an input needs one), reads
-//! the weights and writes their gradient. Views (reshape, transpose, slice) move nothing. The optimizer reads
-//! each parameter, its gradient and its state and writes the parameter and the state (fp32).
+//! the weights and writes their gradient; operations that pass over their data several times (normalisation,
+//! softmax, dropout, attention's scores) move more (`extra_bytes`). Views (reshape, transpose, slice) move
+//! nothing. The optimizer reads each parameter, its gradient and its state and writes the parameter and the
+//! state (fp32).
 
 use serde::Serialize;
 use trainbench_workload::analysis::Analysis;
@@ -109,6 +111,30 @@ fn kernels(graph: &Graph, node: &trainbench_workload::graph::Node) -> (f64, Kern
     }
 }
 
+/// Bytes a layer moves beyond reading its inputs and writing its output once (forward, backward), for the
+/// operations that make several passes: normalisations compute statistics before normalising (and their
+/// backward reads input and output gradient twice); softmax and log-softmax take a maximum and a sum first;
+/// dropout writes and reads a mask; attention's core writes the score tensor (heads x Tq x Tk), softmaxes it in
+/// place and reads it for the weighted sum (its backward passes over it about twice as often).
+fn extra_bytes(graph: &Graph, node: &trainbench_workload::graph::Node, out_bytes: f64, b: f64, act: f64) -> (f64, f64) {
+    match &node.op {
+        Op::BatchNorm { .. } | Op::LayerNorm { .. } => (out_bytes, 2.0 * out_bytes),
+        Op::Softmax => (out_bytes, out_bytes),
+        Op::Loss { loss: LossKind::CrossEntropy, .. } => {
+            let logits = graph.nodes[node.inputs[0]].shape.numel() as f64 * b * act;
+            (3.0 * logits, 2.0 * logits)
+        }
+        Op::Dropout { .. } => (out_bytes / act, out_bytes / act),
+        Op::Attention { heads, .. } => {
+            let tq = graph.nodes[node.inputs[0]].shape.0.first().copied().unwrap_or(1) as f64;
+            let tk = graph.nodes[node.inputs[1]].shape.0.first().copied().unwrap_or(1) as f64;
+            let scores = *heads as f64 * tq * tk * b * act;
+            (4.0 * scores, 8.0 * scores)
+        }
+        _ => (0.0, 0.0),
+    }
+}
+
 fn is_view(op: &Op) -> bool {
     matches!(op, Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. })
 }
@@ -151,22 +177,20 @@ pub fn step(
             (inputs * b, a.output_elements as f64 * b * element_bytes(&node.op, precision))
         };
         let weights = a.parameters as f64 * weight_bytes;
+        let act = precision.activation_bytes() as f64;
+        let (extra_f, extra_b) = if is_view(&node.op) { (0.0, 0.0) } else { extra_bytes(graph, node, out, b, act) };
         let (n_kernels, class) = kernels(graph, node);
         let f_flops = a.forward_flops as f64 * b;
         let per_kernel = f_flops / n_kernels;
         let f_compute = n_kernels * device.compute_s(class, per_kernel);
-        let forward = PhaseCost::new(
-            f_flops,
-            inputs + out + weights,
-            f_compute,
-            device.memory_s(inputs + out + weights),
-            ops_f * device.op_overhead_s,
-        );
+        let f_bytes = inputs + out + weights + extra_f;
+        let forward =
+            PhaseCost::new(f_flops, f_bytes, f_compute, device.memory_s(f_bytes), ops_f * device.op_overhead_s);
         let backward = if a.requires_grad {
             let bw_flops = a.backward_flops as f64 * b;
             // Backward kernels have the forward's sizes (weight gradient, input gradient): the same rate.
             let bw_compute = if f_flops > 0.0 { f_compute * bw_flops / f_flops } else { 0.0 };
-            let bytes = out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights;
+            let bytes = out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b;
             PhaseCost::new(bw_flops, bytes, bw_compute, device.memory_s(bytes), ops_b * device.op_overhead_s)
         } else {
             PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0)
