@@ -119,6 +119,7 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
             host_to_device_gbs: m.host_to_device_bytes_per_s.map(|b| b / 1e9),
             gemm: points("gemm"),
             conv: points("conv"),
+            conv_backward: points("conv_backward"),
         }),
     }
 }

@@ -210,6 +210,10 @@ pub struct Calibration {
     /// Convolutions measured (forward), the efficiency curve of convolutions.
     #[serde(default)]
     pub conv: Vec<KernelPoint>,
+    /// Convolution backward passes measured (input and weight gradients, 2 x the forward's FLOPs), the
+    /// efficiency curve of convolutions' backward; without it the forward curve is used.
+    #[serde(default)]
+    pub conv_backward: Vec<KernelPoint>,
 }
 
 /// One measured kernel: its shape, work and achieved rate.

@@ -14,6 +14,8 @@ pub enum KernelClass {
     Gemm,
     /// Convolutions.
     Conv,
+    /// Convolutions' backward (input and weight gradients together).
+    ConvBackward,
 }
 
 /// The device as the roofline sees it.
@@ -28,6 +30,7 @@ pub struct DeviceModel {
     /// Calibrated (FLOPs per call, achieved FLOP/s net of overhead) points per class, sorted by FLOPs.
     gemm: Vec<(f64, f64)>,
     conv: Vec<(f64, f64)>,
+    conv_backward: Vec<(f64, f64)>,
 }
 
 impl DeviceModel {
@@ -52,6 +55,7 @@ impl DeviceModel {
             op_overhead_s: overhead,
             gemm: curve(|c| &c.gemm),
             conv: curve(|c| &c.conv),
+            conv_backward: curve(|c| &c.conv_backward),
         })
     }
 
@@ -61,10 +65,12 @@ impl DeviceModel {
         if flops <= 0.0 {
             return 0.0;
         }
+        let conv = if self.conv.is_empty() { &self.gemm } else { &self.conv };
         let curve = match class {
             KernelClass::Gemm => &self.gemm,
-            KernelClass::Conv if self.conv.is_empty() => &self.gemm,
-            KernelClass::Conv => &self.conv,
+            KernelClass::Conv => conv,
+            KernelClass::ConvBackward if self.conv_backward.is_empty() => conv,
+            KernelClass::ConvBackward => &self.conv_backward,
         };
         flops / interpolate(curve, flops).unwrap_or(self.peak_flop_s)
     }

@@ -188,8 +188,13 @@ pub fn step(
             PhaseCost::new(f_flops, f_bytes, f_compute, device.memory_s(f_bytes), ops_f * device.op_overhead_s);
         let backward = if a.requires_grad {
             let bw_flops = a.backward_flops as f64 * b;
-            // Backward kernels have the forward's sizes (weight gradient, input gradient): the same rate.
-            let bw_compute = if f_flops > 0.0 { f_compute * bw_flops / f_flops } else { 0.0 };
+            // Backward kernels have the forward's sizes (weight gradient, input gradient): the forward's rate,
+            // except for convolutions, whose backward has a calibrated curve of its own.
+            let bw_compute = match class {
+                KernelClass::Conv if bw_flops > 0.0 => device.compute_s(KernelClass::ConvBackward, bw_flops),
+                _ if f_flops > 0.0 => f_compute * bw_flops / f_flops,
+                _ => 0.0,
+            };
             let bytes = out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b;
             PhaseCost::new(bw_flops, bytes, bw_compute, device.memory_s(bytes), ops_b * device.op_overhead_s)
         } else {

@@ -140,6 +140,7 @@ fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
         host_to_device_gbs: None,
         gemm: vec![point(1e6, 1e-5 + 1e-5), point(1e9, 1e9 / 4e11 + 1e-5)],
         conv: vec![],
+        conv_backward: vec![],
     });
     let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();

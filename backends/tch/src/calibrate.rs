@@ -1,4 +1,5 @@
-//! Calibration on libtorch (`Backend::calibrate`): times square matrix products and convolutions per precision,
+//! Calibration on libtorch (`Backend::calibrate`): times square matrix products and convolutions (forward, and
+//! backward: input and weight gradients) per precision,
 //! an add over vectors far larger than the caches (STREAM's add: two read, one written), the fixed cost of one
 //! small operation with autograd recording, and on CUDA the pinned host-to-device copy. Each figure is the
 //! median over `repeats` samples, each of enough calls to last [`MIN_SAMPLE_S`] (see there why).
@@ -125,7 +126,27 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
             let seconds =
                 time(clock, device, r, || x.f_conv2d(&w, None::<Tensor>, [1, 1], [pad, pad], [1, 1], 1).map(drop))?;
             let shape = format!("N={} C={} H=W={} K={} {}x{}", s.n, s.c, s.hw, s.k, s.r, s.r);
-            kernels.push(KernelTiming { kind: "conv".into(), precision: p, shape, flops: s.flops(), seconds });
+            kernels.push(KernelTiming {
+                kind: "conv".into(),
+                precision: p,
+                shape: shape.clone(),
+                flops: s.flops(),
+                seconds,
+            });
+            // Backward: input and weight gradients (2 x the forward's FLOPs) through autograd, graph kept.
+            let (xg, wg) = (x.set_requires_grad(true), w.set_requires_grad(true));
+            let loss = tch::with_grad(|| {
+                xg.f_conv2d(&wg, None::<Tensor>, [1, 1], [pad, pad], [1, 1], 1).and_then(|y| y.f_sum(kind(p)))
+            })?;
+            let seconds =
+                time(clock, device, r, || Tensor::f_run_backward(&[&loss], &[&xg, &wg], true, false).map(drop))?;
+            kernels.push(KernelTiming {
+                kind: "conv_backward".into(),
+                precision: p,
+                shape,
+                flops: 2.0 * s.flops(),
+                seconds,
+            });
         }
     }
     // STREAM's add: a = b + c over fp32 vectors, 3 x 4 bytes per element.
@@ -155,7 +176,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
     let mut method = format!(
         "tch backend (libtorch {}), {threads} intra-op thread(s): median over {r} samples of repeated calls (each \
          sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices, conv = conv2d stride 1 same \
-         padding without bias, memory = add_out over 3 x {e} fp32 elements, overhead = an add of 4 elements with \
+         padding without bias (backward: input and weight gradients through autograd), memory = add_out over 3 x {e} fp32 elements, overhead = an add of 4 elements with \
          autograd recording{}",
         crate::device::versions(device).get("libtorch").cloned().unwrap_or_default(),
         if device.is_cuda() { ", host-to-device = 64 MiB pinned copy" } else { "" }

@@ -56,7 +56,7 @@ pub struct CalibrationRequest {
 /// One timed kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KernelTiming {
-    /// `gemm` or `conv`.
+    /// `gemm`, `conv` (forward) or `conv_backward` (input and weight gradients: 2 x the forward's FLOPs).
     pub kind: String,
     /// Precision.
     pub precision: Precision,

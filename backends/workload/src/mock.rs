@@ -129,7 +129,21 @@ impl Backend for MockBackend {
             for s in &request.conv_shapes {
                 let shape = format!("N={} C={} H=W={} K={} {}x{}", s.n, s.c, s.hw, s.k, s.r, s.r);
                 let flops = s.flops();
-                kernels.push(KernelTiming { kind: "conv".into(), precision, shape, flops, seconds: flops / rate });
+                kernels.push(KernelTiming {
+                    kind: "conv".into(),
+                    precision,
+                    shape: shape.clone(),
+                    flops,
+                    seconds: flops / rate,
+                });
+                let flops = 2.0 * flops;
+                kernels.push(KernelTiming {
+                    kind: "conv_backward".into(),
+                    precision,
+                    shape,
+                    flops,
+                    seconds: flops / rate,
+                });
             }
         }
         Ok(Measurement {
