@@ -353,3 +353,27 @@ fn cpu_threads_are_pinned_per_run_and_restored_after() {
     // The next run without a setting gets libtorch's own default back, not the previous run's pin.
     assert_eq!(run(&plan(8, 3, sgd(0.01)), &mlp()).versions["torch_threads"], default);
 }
+
+/// Calibration on the CPU times every kernel asked for (fp16 left out, with the reason in the method), and
+/// every figure is a positive, finite time or rate; the CPU needs no host-to-device copy.
+#[test]
+fn calibration_measures_every_kernel_asked_for() {
+    let mut request = trainbench_workload::calibrate::default_request(
+        DeviceSelector::Cpu,
+        vec![Precision::Fp32, Precision::Fp16],
+        64,
+    );
+    request.conv_shapes.truncate(2);
+    request.triad_elements = 1 << 16;
+    request.repeats = 2;
+    request.cpu_threads = Some(1);
+    request.cpu_clock = true;
+    let m = TchBackend::new().calibrate(&request).unwrap();
+    let count = |kind: &str| m.kernels.iter().filter(|k| k.kind == kind).count();
+    assert_eq!((count("gemm"), count("conv"), count("conv_backward")), (2, 2, 2), "{:?}", m.kernels);
+    assert!(m.kernels.iter().all(|k| k.precision == Precision::Fp32 && k.flops > 0.0));
+    assert!(m.kernels.iter().all(|k| k.seconds.is_finite() && k.seconds > 0.0));
+    assert!(m.triad_bytes_per_s.is_finite() && m.triad_bytes_per_s > 0.0);
+    assert!(m.op_overhead_s > 0.0 && m.host_to_device_bytes_per_s.is_none());
+    assert!(m.method.contains("skipped: fp16") && m.method.contains("CPU time"), "{}", m.method);
+}
