@@ -9,12 +9,15 @@
 //! suite's control flow never reads a message. A backend that is not compiled in stops the suite before any run.
 
 pub mod hooks;
+pub mod launch;
 pub mod output;
 pub mod probe;
+pub mod ranks;
 pub mod suite;
 pub mod warmup;
 pub mod worker;
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -129,7 +132,9 @@ pub fn run_suite(
     opts: &RunnerOptions,
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
-    if suite.uses_workers()
+    // Data-parallel runs always start their own ranks.
+    let ranked = suite.plans.iter().any(|p| !p.strategy.is_single());
+    if (suite.uses_workers() || ranked)
         && let Some(exe) = &opts.worker_exe
     {
         if let Some(e) = backends::not_built(suite.backend) {
@@ -151,7 +156,7 @@ pub fn run_suite_with(
     let mut recorder = Recorder::new(suite, opts);
     let indices: Vec<usize> = (0..suite.plans.len()).collect();
     let mut ooms = Vec::new();
-    let pass = Pass { suite, opts, own_process_per_repeat: false };
+    let pass = Pass { suite, opts, own_process_per_repeat: false, ranks: None };
     pass.run(backend.as_mut(), &indices, &mut ooms, &mut |result, stop| recorder.record(result, stop, on_result))?;
     Ok(recorder.report)
 }
@@ -217,6 +222,8 @@ pub(crate) struct Pass<'a> {
     pub(crate) opts: &'a RunnerOptions,
     /// Recorded in each result: this process runs one repeat only.
     pub(crate) own_process_per_repeat: bool,
+    /// This process is one rank of a data-parallel group (`trainbench worker --ranks`).
+    pub(crate) ranks: Option<&'a RefCell<ranks::Ranks>>,
 }
 
 impl Pass<'_> {
@@ -244,6 +251,7 @@ impl Pass<'_> {
                 opts,
                 index: i,
                 process: ProcessInfo { pid: std::process::id(), own_process_per_repeat: self.own_process_per_repeat },
+                ranks: self.ranks,
             };
             let (result, stop) = match ooms.iter().find(|o| same_family(o, plan) && plan.batch_size >= o.batch_size) {
                 Some(o) => (ctx.skipped(plan, backend, o.batch_size), None),
@@ -278,6 +286,8 @@ struct RunSlot<'a> {
     index: usize,
     /// The process that trains (or, for a lost run, trained) the run.
     process: ProcessInfo,
+    /// The group of ranks this process belongs to, for data-parallel plans.
+    ranks: Option<&'a RefCell<ranks::Ranks>>,
 }
 
 impl RunSlot<'_> {
@@ -308,6 +318,7 @@ impl RunSlot<'_> {
             metrics: None,
             analysis: Some(analysis_summary(self.analysis, plan)),
             environment: environment(env, raw),
+            distributed: None,
         }
     }
 
@@ -348,7 +359,13 @@ impl RunSlot<'_> {
         let clock = Instant::now();
         let collectors = Collectors::start(&config);
         let origin = collectors.origin();
-        let outcome = backend.run_in(plan, self.graph, &mut RunContext::new(&mut probe));
+        let (outcome, distributed) = match self.ranks.filter(|_| !plan.strategy.is_single()) {
+            Some(ranks) => match ranks.borrow_mut().train(plan, self.graph, backend, &mut probe) {
+                Ok((raw, section)) => (Ok(raw), section),
+                Err(e) => (Err(e), None),
+            },
+            None => (backend.run_in(plan, self.graph, &mut RunContext::new(&mut probe)), None),
+        };
         let samples = collectors.stop();
         let finished = SystemTime::now();
         probe.finish();
@@ -392,6 +409,7 @@ impl RunSlot<'_> {
             cpu_absent: &absent_cpu,
             gpu_absent: &absent_gpu,
         });
+        result.distributed = distributed;
         (result, stop)
     }
 }

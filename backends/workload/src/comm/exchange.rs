@@ -29,7 +29,8 @@ pub struct Layout {
 impl Layout {
     /// The layout of `graph`'s trained tensors.
     pub fn of(graph: &Graph) -> Self {
-        let decls: Vec<ParamDecl> = graph_tensors(graph).into_iter().map(|(_, d)| d).filter(|d| d.trainable()).collect();
+        let decls: Vec<ParamDecl> =
+            graph_tensors(graph).into_iter().map(|(_, d)| d).filter(|d| d.trainable()).collect();
         let mut offsets = Vec::with_capacity(decls.len());
         let mut total = 0usize;
         for d in &decls {
@@ -213,7 +214,15 @@ impl<'c> PsWorkerExchange<'c> {
         let layout = Layout::of(graph);
         let owners = layout.shard_owners(servers);
         let shards = (0..servers).map(|s| layout.shard(&owners, s)).collect();
-        Ok(PsWorkerExchange { comm, layout, workers, servers, shards, buf: Vec::new(), stats: ExchangeStats::default() })
+        Ok(PsWorkerExchange {
+            comm,
+            layout,
+            workers,
+            servers,
+            shards,
+            buf: Vec::new(),
+            stats: ExchangeStats::default(),
+        })
     }
 }
 

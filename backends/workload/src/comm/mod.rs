@@ -49,6 +49,11 @@ impl DataParallel {
         }
     }
 
+    /// Whether nothing is exchanged.
+    pub fn is_single(&self) -> bool {
+        *self == DataParallel::Single
+    }
+
     /// Parameter-server ranks beside the `workers` (0 for the other strategies).
     pub fn servers(self) -> usize {
         match self {
@@ -84,7 +89,7 @@ pub struct CommError {
 
 /// A group of ranks and the few operations data-parallel training needs from an engine. Every rank of the
 /// group calls collectives in the same order; messages are matched by peer and tag.
-pub trait Communicator: Send {
+pub trait Communicator {
     /// This process's rank in `0..size()`.
     fn rank(&self) -> usize;
     /// Ranks in the group.
@@ -103,4 +108,9 @@ pub trait Communicator: Send {
     fn broadcast_bytes(&mut self, root: usize, bytes: &mut Vec<u8>) -> Result<(), CommError>;
     /// Wait until every rank is here.
     fn barrier(&mut self) -> Result<(), CommError>;
+    /// End every rank of the group with `code` (one rank failed mid-run; the others would wait for it
+    /// forever). The default ends this process only.
+    fn abort(&mut self, code: i32) -> ! {
+        std::process::exit(code)
+    }
 }

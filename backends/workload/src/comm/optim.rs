@@ -91,7 +91,8 @@ mod tests {
     #[test]
     fn sgd_with_momentum_follows_pytorch() {
         // torch.optim.SGD([p], lr=0.1, momentum=0.9) on p = 1 with gradients 1, 1: p = 0.9, then 0.9 - 0.1 * 1.9.
-        let mut o = HostOptimizer::new(&OptimizerSpec::Sgd { lr: 0.1, momentum: 0.9, weight_decay: 0.0, nesterov: false });
+        let mut o =
+            HostOptimizer::new(&OptimizerSpec::Sgd { lr: 0.1, momentum: 0.9, weight_decay: 0.0, nesterov: false });
         let mut w = [1.0f32];
         o.step(&mut w, &[1.0]);
         assert!((w[0] - 0.9).abs() < 1e-7);

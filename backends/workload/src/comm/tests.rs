@@ -31,7 +31,11 @@ fn initial(layout: &Layout, seed: u64) -> Vec<f32> {
 
 /// Train `steps` steps on `workers` threads with all-reduce and each worker's own optimizer; the weights of
 /// every worker, and the stats of worker 0.
-fn all_reduce_run(workers: usize, steps: u64, stop_wish_at: Option<(usize, u64)>) -> (Vec<Vec<f32>>, ExchangeStats, u64) {
+fn all_reduce_run(
+    workers: usize,
+    steps: u64,
+    stop_wish_at: Option<(usize, u64)>,
+) -> (Vec<Vec<f32>>, ExchangeStats, u64) {
     let g = mlp();
     let handles: Vec<_> = ThreadComm::group(workers)
         .into_iter()
@@ -73,9 +77,8 @@ fn all_reduce_averages_and_every_worker_holds_the_same_weights() {
     let mut w = initial(&layout, 5);
     let mut opt = HostOptimizer::new(&sgd());
     for step in 0..3 {
-        let mean: Vec<f32> = (0..layout.total)
-            .map(|i| (0..4).map(|k| grad(&layout, k, step)[i]).sum::<f32>() / 4.0)
-            .collect();
+        let mean: Vec<f32> =
+            (0..layout.total).map(|i| (0..4).map(|k| grad(&layout, k, step)[i]).sum::<f32>() / 4.0).collect();
         opt.step(&mut w, &mean);
     }
     let worst = w.iter().zip(&weights[0]).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
