@@ -3,8 +3,6 @@
 //! (`trainbench_workload::comm`), parameter-server ranks serve their shard, and afterwards every rank sends its
 //! figures to rank 0, which merges them (per step, the slowest worker's phases) and writes the result.
 
-use std::time::Instant;
-
 use serde::{Deserialize, Serialize};
 use trainbench_workload::comm::server::{ServerReport, serve};
 use trainbench_workload::comm::{
@@ -43,6 +41,8 @@ struct RankReport {
     host: String,
     /// A worker's measured steps (empty for a server).
     steps: Vec<PhaseTimes>,
+    /// A worker's loss at each measured step (the mean over its slice of the global batch).
+    losses: Vec<f64>,
     /// A worker's exchange traffic.
     bytes_sent: u64,
     exchanged_steps: u64,
@@ -133,6 +133,7 @@ impl Ranks {
             rank: self.rank(),
             host: self.host.clone(),
             steps: raw.steps.clone(),
+            losses: raw.losses.clone(),
             bytes_sent: stats.bytes_sent,
             exchanged_steps: stats.steps,
             server: None,
@@ -151,13 +152,12 @@ impl Ranks {
     /// Serve `plan`'s parameters until the workers stop, then send this rank's figures to rank 0.
     pub fn serve(&mut self, plan: &RunPlan, graph: &Graph) -> Result<ServerReport, CommError> {
         let servers = plan.strategy.servers();
-        let started = Instant::now();
         let served = serve(self.comm.as_mut(), graph, plan.seed, &plan.optimizer, servers)?;
-        let _ = started;
         let report = RankReport {
             rank: self.rank(),
             host: self.host.clone(),
             steps: Vec::new(),
+            losses: Vec::new(),
             bytes_sent: served.bytes_sent,
             exchanged_steps: served.steps,
             server: Some((served.elements, served.bytes_received, served.bytes_sent)),
@@ -172,7 +172,8 @@ impl Ranks {
         Ok(all.map(|all| all.iter().filter_map(|b| serde_json::from_slice::<RankReport>(b).ok()).collect()))
     }
 
-    /// Rank 0's measurements with each step replaced by the slowest worker's, and the distributed section.
+    /// Rank 0's measurements with each step replaced by the slowest worker's and each loss by the workers'
+    /// mean, and the distributed section.
     fn merge(
         &self,
         plan: &RunPlan,
@@ -188,6 +189,13 @@ impl Ranks {
                 .max_by(|a, b| a.total_s.partial_cmp(&b.total_s).unwrap_or(std::cmp::Ordering::Equal))
             {
                 *step = *slowest;
+            }
+        }
+        // Equal slices: the loss of the global batch is the mean of the workers' losses.
+        for (i, loss) in raw.losses.iter_mut().enumerate() {
+            let each: Vec<f64> = workers.iter().filter_map(|r| r.losses.get(i).copied()).collect();
+            if each.len() == workers.len() && !each.is_empty() {
+                *loss = each.iter().sum::<f64>() / each.len() as f64;
             }
         }
         let ranks = workers.iter().map(|r| RankPhases { rank: r.rank, mean: mean_phases(&r.steps) }).collect();

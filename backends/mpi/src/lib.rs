@@ -24,7 +24,7 @@ impl MpiComm {
         let universe = mpi::initialize().ok_or_else(|| error("MPI was already initialised in this process".into()))?;
         let world = universe.world();
         let version = mpi::environment::library_version()
-            .map(|v| v.lines().next().unwrap_or_default().trim().trim_end_matches(',').to_string())
+            .map(|v| v.trim_end_matches('\0').split(',').next().unwrap_or_default().trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
         Ok(MpiComm { world, version, _universe: universe })
     }
