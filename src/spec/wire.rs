@@ -96,6 +96,17 @@ pub enum DataFormat {
     RawF32,
 }
 
+impl DataFormat {
+    /// The name written in a spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DataFormat::Npy => "npy",
+            DataFormat::ImageFolder => "image-folder",
+            DataFormat::RawF32 => "raw-f32",
+        }
+    }
+}
+
 /// How the model trains.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

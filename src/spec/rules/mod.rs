@@ -21,7 +21,8 @@ pub use topology::{EffectiveTopology, effective_precisions, effective_topologies
 
 use super::path::FieldPath;
 use super::wire::{
-    DataSource, DatasetSpec, MetricGroup, MetricsSpec, RunSpec, SpecFile, SweepSpec, TopologySpec, TrainingSpec,
+    DataFormat, DataSource, DatasetSpec, MetricGroup, MetricsSpec, RunSpec, SpecFile, SweepSpec, TopologySpec,
+    TrainingSpec,
 };
 
 /// One rule violation: where (the first of `paths` written in the spec is pointed at), what, and how to fix it.
@@ -323,6 +324,10 @@ fn check_run(out: &mut Vec<Finding>, run: &RunSpec, cx: &RuleContext<'_>) {
     }
 }
 
+/// Local dataset formats that trainbench reads; the others are refused rather than silently replaced by
+/// synthetic data.
+const READ_FORMATS: &[DataFormat] = &[];
+
 fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&ModelSpec>, cx: &RuleContext<'_>) {
     let path = |k: &str| FieldPath::keys(&["dataset", k]);
     match dataset.source {
@@ -335,6 +340,19 @@ fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&M
                             .hint("trainbench never downloads data: point `path` at files on disk and name their `format`"),
                     );
                 }
+            }
+            if let Some(format) = dataset.format.filter(|f| !READ_FORMATS.contains(f)) {
+                out.push(
+                    Finding::new(
+                        path("format"),
+                        format!(
+                            "local datasets of format `{}` are not read yet: the run would train on synthetic data",
+                            format.as_str()
+                        ),
+                    )
+                    .or_at(path("source"))
+                    .hint("use `source = \"synthetic\"` until this format is read"),
+                );
             }
             if let (Some(p), Some(base)) = (&dataset.path, cx.base_dir) {
                 if !base.join(p).exists() {
