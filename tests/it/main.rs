@@ -19,6 +19,7 @@ mod cross_backend;
 mod editor_schema;
 mod fixtures_check;
 mod isolation;
+mod local_data;
 mod mock_pipeline;
 mod no_panic;
 mod plan_refusals;

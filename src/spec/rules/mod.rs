@@ -6,6 +6,7 @@
 //! hide a mistake in `[run]`. A rule involving several tables runs when all of them are present. Last, on a
 //! complete spec, [`check_support`] asks the backend that will run it what it refuses (layers, precisions).
 
+mod dataset;
 mod support;
 mod topology;
 
@@ -16,13 +17,13 @@ use serde_json::Value;
 use trainbench_workload::graph::{Graph, InputKind, Op};
 use trainbench_workload::{DeviceSelector, ModelSpec, OptimizerSpec};
 
+pub use dataset::{check_local_data, reader_format};
 pub use support::{check_support, check_support_on};
 pub use topology::{EffectiveTopology, effective_precisions, effective_topologies};
 
 use super::path::FieldPath;
 use super::wire::{
-    DataFormat, DataSource, DatasetSpec, MetricGroup, MetricsSpec, RunSpec, SpecFile, SweepSpec, TopologySpec,
-    TrainingSpec,
+    DataSource, DatasetSpec, MetricGroup, MetricsSpec, RunSpec, SpecFile, SweepSpec, TopologySpec, TrainingSpec,
 };
 
 /// One rule violation: where (the first of `paths` written in the spec is pointed at), what, and how to fix it.
@@ -324,10 +325,6 @@ fn check_run(out: &mut Vec<Finding>, run: &RunSpec, cx: &RuleContext<'_>) {
     }
 }
 
-/// Local dataset formats that trainbench reads; the others are refused rather than silently replaced by
-/// synthetic data.
-const READ_FORMATS: &[DataFormat] = &[];
-
 fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&ModelSpec>, cx: &RuleContext<'_>) {
     let path = |k: &str| FieldPath::keys(&["dataset", k]);
     match dataset.source {
@@ -341,7 +338,7 @@ fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&M
                     );
                 }
             }
-            if let Some(format) = dataset.format.filter(|f| !READ_FORMATS.contains(f)) {
+            if let Some(format) = dataset.format.filter(|f| reader_format(*f).is_none()) {
                 out.push(
                     Finding::new(
                         path("format"),
@@ -353,6 +350,25 @@ fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&M
                     .or_at(path("source"))
                     .hint("use `source = \"synthetic\"` until this format is read"),
                 );
+            }
+            match (dataset.workers.unwrap_or(0), dataset.prefetch) {
+                (0, Some(_)) => out.push(
+                    Finding::new(path("prefetch"), "`dataset.prefetch` needs reading threads: `dataset.workers` is 0")
+                        .or_at(path("workers"))
+                        .hint("set `workers` to 1 or more, or remove `prefetch`"),
+                ),
+                (w, Some(p)) if p < w => out.push(
+                    Finding::new(
+                        path("prefetch"),
+                        format!(
+                            "`dataset.prefetch` ({p}) is below `dataset.workers` ({w}): {} threads would always wait",
+                            w - p
+                        ),
+                    )
+                    .expected(format!("at least {w}"))
+                    .hint("raise `prefetch` (default: twice `workers`) or lower `workers`"),
+                ),
+                _ => {}
             }
             if let (Some(p), Some(base)) = (&dataset.path, cx.base_dir) {
                 if !base.join(p).exists() {
@@ -367,7 +383,14 @@ fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&M
             }
         }
         DataSource::Synthetic => {
-            for (key, present) in [("path", dataset.path.is_some()), ("format", dataset.format.is_some())] {
+            let keys = [
+                ("path", dataset.path.is_some()),
+                ("format", dataset.format.is_some()),
+                ("workers", dataset.workers.is_some()),
+                ("prefetch", dataset.prefetch.is_some()),
+                ("on_error", dataset.on_error.is_some()),
+            ];
+            for (key, present) in keys {
                 if present {
                     out.push(
                         Finding::new(
