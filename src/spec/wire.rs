@@ -119,8 +119,15 @@ pub enum DataFormat {
     Npy,
     /// A folder of images, one sub-folder per class.
     ImageFolder,
-    /// Raw little-endian f32 samples of the input shape.
+    /// A folder holding `inputs.f32` (little-endian float32 samples of the model's input shape, back to back,
+    /// no header) and `labels.i64` (little-endian int64 labels of the label shape, one per sample for a
+    /// classifier); memory-mapped.
     RawF32,
+    /// CIFAR-10's binary version: a folder of `data_batch_*.bin` files of 3,073-byte records (label byte,
+    /// then 3x32x32 pixels as red, green and blue planes); pixels scaled to [0, 1] and normalised with the
+    /// CIFAR-10 channel means and deviations. The model takes 3x32x32 images.
+    #[serde(rename = "cifar10")]
+    Cifar10,
 }
 
 impl DataFormat {
@@ -130,6 +137,7 @@ impl DataFormat {
             DataFormat::Npy => "npy",
             DataFormat::ImageFolder => "image-folder",
             DataFormat::RawF32 => "raw-f32",
+            DataFormat::Cifar10 => "cifar10",
         }
     }
 }

@@ -8,6 +8,8 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
+use trainbench::workload::data::{self, Format, InputOut, Layout, SampleOut, cifar};
+
 use crate::common::datasets::{self, mlp_spec};
 
 fn validate(dir: &Path, spec: &str) -> (i32, String) {
@@ -122,4 +124,101 @@ fn a_dataset_broken_after_validation_fails_the_run_naming_the_file() {
     let message = outcome["message"].as_str().unwrap();
     assert!(message.contains("labels.npy") && message.contains("not a .npy file"), "{message}");
     assert!(report.results[0].data.is_none());
+}
+
+/// Open a dataset folder through the library as a run would, for the model of `spec`.
+fn open(dir: &Path, spec: &str, format: Format) -> Box<dyn trainbench::workload::data::Dataset> {
+    let path = dir.join("spec.toml");
+    std::fs::write(&path, spec).unwrap();
+    let spec = trainbench::spec::load_spec(&path, &trainbench::spec::Overrides::none()).unwrap();
+    let layout = Layout::of(spec.graph()).unwrap();
+    data::open(format, &spec.dataset_root().unwrap(), &layout).unwrap()
+}
+
+/// Sample `index` of `dataset`: its input values and labels.
+fn sample(dataset: &dyn trainbench::workload::data::Dataset, index: usize, width: usize) -> (Vec<f32>, Vec<i64>) {
+    let (mut x, mut y) = (vec![0f32; width], vec![0i64; 1]);
+    let mut rng = trainbench::workload::init::SeededRng::new(0, "t");
+    dataset.read(index, &mut rng, SampleOut { input: InputOut::Dense(&mut x), labels: &mut y }).unwrap();
+    (x, y)
+}
+
+#[test]
+fn npy_u8_inputs_are_scaled_and_int32_labels_widened() {
+    let dir = tempfile::tempdir().unwrap();
+    datasets::npy_u8(&dir.path().join("u"), 300, 4, 10);
+    let d = open(dir.path(), &mlp_spec(4, 10, "u", "npy", ""), Format::Npy);
+    assert_eq!(sample(d.as_ref(), 5, 4), (vec![5.0 / 255.0; 4], vec![5]));
+    assert_eq!(sample(d.as_ref(), 299, 4), (vec![43.0 / 255.0; 4], vec![9]));
+}
+
+#[test]
+fn raw_f32_folders_are_read_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = datasets::raw_f32(&dir.path().join("r"), 30, 64, 10);
+    assert_eq!(validate(dir.path(), &mlp_spec(64, 10, "r", "raw-f32", "")).0, 0);
+    let ds = open(dir.path(), &mlp_spec(64, 10, "r", "raw-f32", ""), Format::RawF32);
+    assert_eq!(sample(ds.as_ref(), 17, 64), (vec![17.0; 64], vec![7]));
+    let bytes = std::fs::read(d.join("inputs.f32")).unwrap();
+    std::fs::write(d.join("inputs.f32"), &bytes[..bytes.len() - 4]).unwrap();
+    let (code, text) = validate(dir.path(), &mlp_spec(64, 10, "r", "raw-f32", ""));
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("inputs.f32") && text.contains("not a whole number of samples of [64]"), "{text}");
+    datasets::raw_f32(&dir.path().join("r"), 30, 63, 10);
+    let (code, text) = validate(dir.path(), &mlp_spec(64, 10, "r", "raw-f32", ""));
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("inputs.f32"), "{text}");
+}
+
+#[test]
+fn cifar10_batches_are_read_normalised_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = datasets::cifar10(&dir.path().join("c"), 2, 12);
+    let spec = datasets::resnet32_spec("c", "cifar10", "");
+    assert_eq!(validate(dir.path(), &spec).0, 0);
+    let ds = open(dir.path(), &spec, Format::Cifar10);
+    assert_eq!(ds.len(), 24);
+    let (x, y) = sample(ds.as_ref(), 15, 3 * 32 * 32);
+    assert_eq!(y, vec![5], "record 3 of the second file");
+    let norm = |p: f32, c: usize| (p / 255.0 - cifar::MEAN[c]) / cifar::STD[c];
+    assert!((x[0] - norm(3.0, 0)).abs() < 1e-5 && (x[1023] - norm(3.0, 0)).abs() < 1e-5);
+    assert!((x[1024] - norm(0.0, 1)).abs() < 1e-5 && (x[3071] - norm(255.0, 2)).abs() < 1e-5);
+    let bytes = std::fs::read(d.join("data_batch_2.bin")).unwrap();
+    std::fs::write(d.join("data_batch_2.bin"), &bytes[..bytes.len() - 10]).unwrap();
+    let (code, text) = validate(dir.path(), &spec);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("data_batch_2.bin") && text.contains("3073-byte records"), "{text}");
+    let (code, text) = validate(dir.path(), &mlp_spec(64, 10, "c", "cifar10", ""));
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("3x32x32"), "{text}");
+}
+
+#[test]
+fn every_format_runs_end_to_end_on_the_mock_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    datasets::raw_f32(&dir.path().join("r"), 20, 64, 10);
+    datasets::cifar10(&dir.path().join("c"), 1, 20);
+    for (name, spec) in [
+        ("raw", mlp_spec(64, 10, "r", "raw-f32", "")),
+        ("cifar", datasets::resnet32_spec("c", "cifar10", "workers = 1")),
+    ] {
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, spec).unwrap();
+        let out = dir.path().join(format!("out-{name}"));
+        Command::cargo_bin("trainbench")
+            .unwrap()
+            .args(["run", "--quiet", "--out"])
+            .arg(&out)
+            .arg(&path)
+            .assert()
+            .success();
+        let index = std::fs::read_dir(out.read_dir().unwrap().next().unwrap().unwrap().path()).unwrap();
+        let file = index.filter_map(Result::ok).find(|e| e.file_name() != "index.json").unwrap().path();
+        let result: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        assert_eq!(result["outcome"]["status"], "completed", "{name}");
+        assert_eq!(
+            (result["data"]["samples"].as_u64(), result["data"]["dropped_per_epoch"].as_u64()),
+            (Some(20), Some(4))
+        );
+    }
 }

@@ -15,7 +15,9 @@ use crate::spec::wire::{DataFormat, DataSource, DatasetSpec};
 pub fn reader_format(format: DataFormat) -> Option<Format> {
     match format {
         DataFormat::Npy => Some(Format::Npy),
-        DataFormat::ImageFolder | DataFormat::RawF32 => None,
+        DataFormat::RawF32 => Some(Format::RawF32),
+        DataFormat::Cifar10 => Some(Format::Cifar10),
+        DataFormat::ImageFolder => None,
     }
 }
 

@@ -333,7 +333,7 @@ fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&M
                 if !present {
                     out.push(
                         Finding::new(path(key), format!("`source = \"local\"` needs `dataset.{key}`"))
-                            .expected(if key == "path" { "a path relative to the spec file" } else { "`npy`, `image-folder` or `raw-f32`" })
+                            .expected(if key == "path" { "a path relative to the spec file" } else { "`npy`, `raw-f32`, `cifar10` or `image-folder`" })
                             .hint("trainbench never downloads data: point `path` at files on disk and name their `format`"),
                     );
                 }

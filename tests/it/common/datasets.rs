@@ -35,3 +35,40 @@ pub fn mlp_spec(inputs: usize, classes: usize, path: &str, format: &str, extra: 
          [sweep]\nbatch_sizes = [8]\n[topology]\nbackend = \"mock\"\n[run]\nwarmup = 1\niterations = 4\n"
     )
 }
+
+/// Write a `raw-f32` dataset folder: `inputs.f32` with sample `i` all `i`, `labels.i64` with `i % classes`.
+pub fn raw_f32(dir: &Path, n: usize, width: usize, classes: usize) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let inputs: Vec<u8> =
+        (0..n).flat_map(|i| std::iter::repeat_n(i as f32, width)).flat_map(f32::to_le_bytes).collect();
+    std::fs::write(dir.join("inputs.f32"), inputs).unwrap();
+    let labels: Vec<u8> = (0..n).flat_map(|i| ((i % classes) as i64).to_le_bytes()).collect();
+    std::fs::write(dir.join("labels.i64"), labels).unwrap();
+    dir.to_path_buf()
+}
+
+/// Write a CIFAR-10 binary folder of `files` `data_batch_<k>.bin` files with `per_file` records each: record
+/// `r` of file `k` has label `(k * per_file + r) % 10` and every red pixel `r % 256`, green 0, blue 255.
+pub fn cifar10(dir: &Path, files: usize, per_file: usize) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    for k in 0..files {
+        let mut bytes = Vec::with_capacity(per_file * 3073);
+        for r in 0..per_file {
+            bytes.push(((k * per_file + r) % 10) as u8);
+            bytes.extend(std::iter::repeat_n((r % 256) as u8, 1024));
+            bytes.extend(std::iter::repeat_n(0u8, 1024));
+            bytes.extend(std::iter::repeat_n(255u8, 1024));
+        }
+        std::fs::write(dir.join(format!("data_batch_{}.bin", k + 1)), bytes).unwrap();
+    }
+    dir.to_path_buf()
+}
+
+/// A spec training a tiny ResNet-18 on 32x32 RGB images of 10 classes from the local dataset at `path`.
+pub fn resnet32_spec(path: &str, format: &str, extra: &str) -> String {
+    format!(
+        "version = 1\nname = \"local-images\"\n[model]\nfamily = \"resnet\"\ndepth = 18\nwidth = 8\nclasses = 10\nimage_size = 32\nstem = \"cifar\"\n\
+         [dataset]\nsource = \"local\"\npath = \"{path}\"\nformat = \"{format}\"\n{extra}\n\
+         [sweep]\nbatch_sizes = [8]\n[topology]\nbackend = \"mock\"\n[run]\nwarmup = 1\niterations = 4\n"
+    )
+}

@@ -3,12 +3,14 @@
 //! The runner builds a [`BatchSource`] from a spec's `[dataset]` when it reads local files and hands it to the
 //! backend through [`crate::RunContext::data`]; with synthetic data there is none and the backend generates its
 //! batches itself. Beside this file: what a model's batches hold ([`Layout`], `layout.rs`), one reader per
-//! format (`npy.rs`), and the pipeline that turns a [`Dataset`] into batches (`loader.rs`: epochs, shuffling,
+//! format (`npy.rs`, `raw.rs`, `cifar.rs`), and the pipeline that turns a [`Dataset`] into batches (`loader.rs`: epochs, shuffling,
 //! sharding, worker threads, prefetching).
 
+pub mod cifar;
 mod layout;
 pub mod loader;
 pub mod npy;
+pub mod raw;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
@@ -50,6 +52,10 @@ pub trait BatchSource: Send {
 pub enum Format {
     /// A folder with `inputs.npy` and `labels.npy` ([`npy`]).
     Npy,
+    /// A folder with `inputs.f32` and `labels.i64`, headerless ([`raw`]).
+    RawF32,
+    /// CIFAR-10's binary batches, `data_batch_*.bin` ([`cifar`]).
+    Cifar10,
 }
 
 /// Where one sample's values go: the model input's slot of the batch.
@@ -109,6 +115,8 @@ pub fn open(format: Format, root: &Path, layout: &Layout) -> Result<Box<dyn Data
     }
     let dataset: Box<dyn Dataset> = match format {
         Format::Npy => Box::new(npy::NpyDataset::open(root, layout)?),
+        Format::RawF32 => Box::new(raw::open(root, layout)?),
+        Format::Cifar10 => Box::new(cifar::CifarDataset::open(root, layout)?),
     };
     if dataset.is_empty() {
         return Err(DataError { file: root.display().to_string(), reason: "the dataset holds no sample".into() });

@@ -117,6 +117,26 @@ impl NpyArray {
         Ok(NpyArray { path: path.to_path_buf(), dtype: header.dtype, shape: header.shape, map: Some(map), offset })
     }
 
+    /// Map a headerless file of little-endian `dtype` values, samples of `per_sample` back to back; refused
+    /// when its size is not a whole number of samples.
+    pub fn open_raw(path: &Path, dtype: Dtype, per_sample: &[usize]) -> Result<Self, DataError> {
+        let err = |reason: String| DataError { file: path.display().to_string(), reason };
+        let file = File::open(path).map_err(|e| err(format!("cannot open: {e}")))?;
+        let len = file.metadata().map_err(|e| err(format!("cannot read its size: {e}")))?.len() as usize;
+        let sample = per_sample.iter().product::<usize>() * dtype.size();
+        if len == 0 || sample == 0 || len % sample != 0 {
+            return Err(err(format!(
+                "holds {len} bytes, not a whole number of samples of {} {} values ({sample} bytes each): the file is truncated or its samples have another shape",
+                dims(per_sample),
+                dtype.name()
+            )));
+        }
+        // SAFETY: as in `open`: read-only, every read bounds-checked.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| err(format!("cannot map the file: {e}")))?;
+        let shape = std::iter::once(len / sample).chain(per_sample.iter().copied()).collect();
+        Ok(NpyArray { path: path.to_path_buf(), dtype, shape, map: Some(map), offset: 0 })
+    }
+
     /// Number of samples (the first axis; 1 for a 0-d array).
     pub fn samples(&self) -> usize {
         self.shape.first().copied().unwrap_or(1)
@@ -248,6 +268,10 @@ pub fn f16_to_f32(h: u16) -> f32 {
     f32::from_bits(bits)
 }
 
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
 fn dims(shape: &[usize]) -> String {
     format!("[{}]", shape.iter().map(usize::to_string).collect::<Vec<_>>().join(", "))
 }
@@ -265,6 +289,11 @@ impl NpyDataset {
     pub fn open(root: &Path, layout: &Layout) -> Result<Self, DataError> {
         let inputs = NpyArray::open(&root.join("inputs.npy"))?;
         let labels = NpyArray::open(&root.join("labels.npy"))?;
+        Self::from_arrays(inputs, labels, layout)
+    }
+
+    /// A dataset of two mapped arrays, checked against `layout` (shapes, element types, sample counts).
+    pub fn from_arrays(inputs: NpyArray, labels: NpyArray, layout: &Layout) -> Result<Self, DataError> {
         let file = |a: &NpyArray| a.path.display().to_string();
         let want_in: Vec<usize> = std::iter::once(inputs.samples()).chain(layout.input_shape.iter().copied()).collect();
         if inputs.shape.len() != want_in.len() || inputs.shape[1..] != want_in[1..] {
@@ -374,9 +403,11 @@ impl Dataset for NpyDataset {
         DatasetInfo {
             samples: self.len(),
             description: format!(
-                "inputs.npy {} {}, labels.npy {} {}",
+                "{} {} {}, {} {} {}",
+                file_name(&self.inputs.path),
                 self.inputs.dtype.name(),
                 dims(&self.inputs.shape),
+                file_name(&self.labels.path),
                 self.labels.dtype.name(),
                 dims(&self.labels.shape)
             ),
