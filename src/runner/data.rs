@@ -56,8 +56,7 @@ impl LocalData {
     /// A fresh loader of this dataset for `plan` on `graph`, as rank `rank` of `plan.world_size`.
     pub fn loader(&self, plan: &RunPlan, graph: &Graph, rank: usize) -> Result<Loader, DataError> {
         let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
-        let format = reader_format(self.format)
-            .ok_or_else(|| err(format!("format `{}` is not read by this build", self.format.as_str())))?;
+        let format = reader_format(self.format);
         let layout = Layout::of(graph).map_err(err)?;
         let dataset = data::open(format, &self.root, &layout)?;
         let config = LoaderConfig {

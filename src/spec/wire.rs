@@ -117,7 +117,9 @@ pub enum DataFormat {
     /// inputs, uint8 scaled by 1/255; int64, int32 or uint8 token ids for token models) and `labels.npy`
     /// (`[samples, ..label shape]`, int64, int32 or uint8 class ids). C order, little-endian; memory-mapped.
     Npy,
-    /// A folder of images, one sub-folder per class.
+    /// A folder of images, one sub-folder per class (classes in sorted name order), JPEG or PNG; each sample
+    /// decoded and put through the ImageNet training transform: random-resized crop to the model's `[3, H, W]`,
+    /// horizontal flip, ImageNet mean/std normalisation; seeded per epoch and sample.
     ImageFolder,
     /// A folder holding `inputs.f32` (little-endian float32 samples of the model's input shape, back to back,
     /// no header) and `labels.i64` (little-endian int64 labels of the label shape, one per sample for a

@@ -18,6 +18,7 @@ mod compare_cli;
 mod cross_backend;
 mod editor_schema;
 mod fixtures_check;
+mod image_folder;
 mod isolation;
 mod local_data;
 mod mock_pipeline;

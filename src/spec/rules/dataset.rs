@@ -11,13 +11,13 @@ use super::Finding;
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{DataFormat, DataSource, DatasetSpec};
 
-/// The reader of a spec's format; `None` for a format not read yet (refused by the rules).
-pub fn reader_format(format: DataFormat) -> Option<Format> {
+/// The reader of a spec's format.
+pub fn reader_format(format: DataFormat) -> Format {
     match format {
-        DataFormat::Npy => Some(Format::Npy),
-        DataFormat::RawF32 => Some(Format::RawF32),
-        DataFormat::Cifar10 => Some(Format::Cifar10),
-        DataFormat::ImageFolder => None,
+        DataFormat::Npy => Format::Npy,
+        DataFormat::RawF32 => Format::RawF32,
+        DataFormat::Cifar10 => Format::Cifar10,
+        DataFormat::ImageFolder => Format::ImageFolder,
     }
 }
 
@@ -29,7 +29,10 @@ pub fn check_local_data(dataset: &DatasetSpec, graph: &Graph, batch_sizes: &[usi
         return Vec::new();
     };
     let root = base.join(path);
-    let Some(format) = reader_format(format).filter(|_| root.exists()) else { return Vec::new() };
+    if !root.exists() {
+        return Vec::new();
+    }
+    let format = reader_format(format);
     let layout = match Layout::of(graph) {
         Ok(l) => l,
         Err(why) => {

@@ -338,19 +338,6 @@ fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&M
                     );
                 }
             }
-            if let Some(format) = dataset.format.filter(|f| reader_format(*f).is_none()) {
-                out.push(
-                    Finding::new(
-                        path("format"),
-                        format!(
-                            "local datasets of format `{}` are not read yet: the run would train on synthetic data",
-                            format.as_str()
-                        ),
-                    )
-                    .or_at(path("source"))
-                    .hint("use `source = \"synthetic\"` until this format is read"),
-                );
-            }
             match (dataset.workers.unwrap_or(0), dataset.prefetch) {
                 (0, Some(_)) => out.push(
                     Finding::new(path("prefetch"), "`dataset.prefetch` needs reading threads: `dataset.workers` is 0")

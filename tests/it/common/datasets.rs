@@ -72,3 +72,45 @@ pub fn resnet32_spec(path: &str, format: &str, extra: &str) -> String {
          [sweep]\nbatch_sizes = [8]\n[topology]\nbackend = \"mock\"\n[run]\nwarmup = 1\niterations = 4\n"
     )
 }
+
+/// The colour of class `k`'s images in [`image_folder`].
+pub fn class_colour(k: usize) -> [u8; 3] {
+    [(k * 40 % 256) as u8, 100, (200 - k * 30 % 200) as u8]
+}
+
+/// Write an image folder: `classes` sub-folders `class_<k>` of `per_class` images each, `width x height`,
+/// every pixel [`class_colour`]`(k)`; even-numbered files are PNG (odd ones RGBA), odd-numbered ones JPEG at
+/// quality 100 (the first of class 0 grayscale-free RGB, every fifth a grayscale JPEG of the green value).
+pub fn image_folder(dir: &Path, classes: usize, per_class: usize, width: u16, height: u16) -> PathBuf {
+    for k in 0..classes {
+        let class = dir.join(format!("class_{k}"));
+        std::fs::create_dir_all(&class).unwrap();
+        let c = class_colour(k);
+        let n = usize::from(width) * usize::from(height);
+        for i in 0..per_class {
+            if i % 2 == 0 {
+                let file = std::fs::File::create(class.join(format!("img_{i:03}.png"))).unwrap();
+                let mut enc = png::Encoder::new(std::io::BufWriter::new(file), u32::from(width), u32::from(height));
+                let rgba = i % 4 == 2;
+                enc.set_color(if rgba { png::ColorType::Rgba } else { png::ColorType::Rgb });
+                enc.set_depth(png::BitDepth::Eight);
+                let px: Vec<u8> = if rgba {
+                    std::iter::repeat_n([c[0], c[1], c[2], 255], n).flatten().collect()
+                } else {
+                    std::iter::repeat_n(c, n).flatten().collect()
+                };
+                enc.write_header().unwrap().write_image_data(&px).unwrap();
+            } else {
+                let enc = jpeg_encoder::Encoder::new_file(class.join(format!("img_{i:03}.jpg")), 100).unwrap();
+                if i % 5 == 0 {
+                    let px = vec![c[1]; n];
+                    enc.encode(&px, width, height, jpeg_encoder::ColorType::Luma).unwrap();
+                } else {
+                    let px: Vec<u8> = std::iter::repeat_n(c, n).flatten().collect();
+                    enc.encode(&px, width, height, jpeg_encoder::ColorType::Rgb).unwrap();
+                }
+            }
+        }
+    }
+    dir.to_path_buf()
+}

@@ -15,7 +15,6 @@
 //! [`LoaderStats::skipped`] and replaced by the next readable sample of the epoch's order ([`OnError::Skip`]).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -87,7 +86,8 @@ impl EpochShape {
 pub struct LoaderStats {
     /// Batches handed to the training loop.
     pub batches: u64,
-    /// Samples that could not be read and were skipped (only with [`OnError::Skip`]).
+    /// Samples that could not be read and were skipped in the batches handed over (only with
+    /// [`OnError::Skip`]; reads ahead that were not handed over are not counted).
     pub skipped: u64,
 }
 
@@ -114,7 +114,6 @@ struct Shared {
     layout: Layout,
     config: LoaderConfig,
     shape: EpochShape,
-    skipped: AtomicU64,
     /// The order of the epoch most recently asked for, kept so it is shuffled once.
     order: Mutex<Option<(u64, Arc<Vec<u32>>)>>,
 }
@@ -132,8 +131,9 @@ impl Shared {
         }
     }
 
-    /// This rank's part of the global batch number `seq` (counted from the first epoch on).
-    fn batch(&self, seq: u64) -> Result<HostBatch, DataError> {
+    /// This rank's part of the global batch number `seq` (counted from the first epoch on), and how many
+    /// unreadable samples were skipped in it.
+    fn batch(&self, seq: u64) -> Result<(HostBatch, u64), DataError> {
         let per_epoch = self.shape.batches_per_epoch as u64;
         let (epoch, k) = (seq / per_epoch, (seq % per_epoch) as usize);
         let order = self.order(epoch);
@@ -145,6 +145,7 @@ impl Shared {
             ValueKind::Dense => HostTensor::Dense(vec![0.0; local * in_n]),
             ValueKind::Ids { .. } => HostTensor::Ids(vec![0; local * in_n]),
         };
+        let mut skipped = 0u64;
         for s in 0..local {
             let lab = &mut labels[s * lab_n..(s + 1) * lab_n];
             let pos = start + s;
@@ -157,10 +158,12 @@ impl Shared {
                     &mut rng,
                     SampleOut { input: slot(&mut input, s, in_n), labels: &mut *lab },
                 ) {
-                    Ok(()) => break,
+                    Ok(()) => {
+                        skipped += tries as u64;
+                        break;
+                    }
                     Err(e) if self.config.on_error == OnError::Fail => return Err(e),
                     Err(e) => {
-                        self.skipped.fetch_add(1, Ordering::Relaxed);
                         tries += 1;
                         if tries >= order.len().min(MAX_SKIPS_IN_A_ROW) {
                             return Err(DataError {
@@ -177,7 +180,7 @@ impl Shared {
         }
         let mut inputs = vec![(self.layout.input, input), (self.layout.labels, HostTensor::Ids(labels))];
         inputs.sort_by_key(|(id, _)| *id);
-        Ok(HostBatch { inputs })
+        Ok((HostBatch { inputs }, skipped))
     }
 }
 
@@ -199,8 +202,8 @@ struct Queue {
     next_claim: u64,
     /// The next batch number the training loop takes.
     next_take: u64,
-    /// Batches read, waiting for their turn.
-    ready: BTreeMap<u64, Result<HostBatch, DataError>>,
+    /// Batches read (and the samples skipped in them), waiting for their turn.
+    ready: BTreeMap<u64, Result<(HostBatch, u64), DataError>>,
     /// The loader is being dropped.
     stop: bool,
 }
@@ -217,6 +220,8 @@ pub struct Loader {
     /// Batch number of the next batch, when read on the caller's thread.
     next: u64,
     delivered: u64,
+    /// Samples skipped in the batches delivered.
+    skipped: u64,
 }
 
 impl Loader {
@@ -232,8 +237,7 @@ impl Loader {
         let shape = EpochShape::new(dataset.len(), config.batch_size)?;
         let workers = config.workers;
         let prefetch = config.prefetch.max(1) as u64;
-        let shared =
-            Arc::new(Shared { dataset, layout, config, shape, skipped: AtomicU64::new(0), order: Mutex::new(None) });
+        let shared = Arc::new(Shared { dataset, layout, config, shape, order: Mutex::new(None) });
         let queue = Arc::new((Mutex::new(Queue::default()), Condvar::new()));
         let handles = (0..workers)
             .map(|_| {
@@ -241,7 +245,7 @@ impl Loader {
                 std::thread::spawn(move || work(&shared, &queue, prefetch))
             })
             .collect();
-        Ok(Loader { shared, queue, workers: handles, next: 0, delivered: 0 })
+        Ok(Loader { shared, queue, workers: handles, next: 0, delivered: 0, skipped: 0 })
     }
 
     /// The epoch arithmetic: samples, batches per epoch, dropped samples.
@@ -254,9 +258,9 @@ impl Loader {
         self.shared.dataset.info()
     }
 
-    /// Batches delivered and samples skipped so far.
+    /// Batches delivered so far and the samples skipped in them.
     pub fn stats(&self) -> LoaderStats {
-        LoaderStats { batches: self.delivered, skipped: self.shared.skipped.load(Ordering::Relaxed) }
+        LoaderStats { batches: self.delivered, skipped: self.skipped }
     }
 }
 
@@ -303,8 +307,10 @@ impl BatchSource for Loader {
                 q = cv.wait(q).unwrap_or_else(std::sync::PoisonError::into_inner);
             }
         };
+        let (batch, skipped) = batch?;
         self.delivered += 1;
-        batch
+        self.skipped += skipped;
+        Ok(batch)
     }
 }
 

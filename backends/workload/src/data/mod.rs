@@ -3,10 +3,12 @@
 //! The runner builds a [`BatchSource`] from a spec's `[dataset]` when it reads local files and hands it to the
 //! backend through [`crate::RunContext::data`]; with synthetic data there is none and the backend generates its
 //! batches itself. Beside this file: what a model's batches hold ([`Layout`], `layout.rs`), one reader per
-//! format (`npy.rs`, `raw.rs`, `cifar.rs`), and the pipeline that turns a [`Dataset`] into batches (`loader.rs`: epochs, shuffling,
+//! format (`npy.rs`, `raw.rs`, `cifar.rs`,
+//! `image_folder.rs` with the image transform in `transform.rs`), and the pipeline that turns a [`Dataset`] into batches (`loader.rs`: epochs, shuffling,
 //! sharding, worker threads, prefetching).
 
 pub mod cifar;
+pub mod image_folder;
 mod layout;
 pub mod loader;
 pub mod npy;
@@ -14,6 +16,7 @@ pub mod raw;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
+pub mod transform;
 
 use std::path::Path;
 
@@ -56,6 +59,8 @@ pub enum Format {
     RawF32,
     /// CIFAR-10's binary batches, `data_batch_*.bin` ([`cifar`]).
     Cifar10,
+    /// One sub-folder of JPEG/PNG images per class ([`image_folder`]).
+    ImageFolder,
 }
 
 /// Where one sample's values go: the model input's slot of the batch.
@@ -117,6 +122,7 @@ pub fn open(format: Format, root: &Path, layout: &Layout) -> Result<Box<dyn Data
         Format::Npy => Box::new(npy::NpyDataset::open(root, layout)?),
         Format::RawF32 => Box::new(raw::open(root, layout)?),
         Format::Cifar10 => Box::new(cifar::CifarDataset::open(root, layout)?),
+        Format::ImageFolder => Box::new(image_folder::ImageFolder::open(root, layout)?),
     };
     if dataset.is_empty() {
         return Err(DataError { file: root.display().to_string(), reason: "the dataset holds no sample".into() });
