@@ -105,6 +105,14 @@ fn a_run_reads_the_dataset_and_records_it() {
     assert!(loader["batches"].as_u64().unwrap() >= 3);
     assert_eq!(loader["samples"].as_u64().unwrap(), 8 * loader["batches"].as_u64().unwrap());
     assert!(loader["samples_per_s"].as_f64().unwrap() > 0.0);
+
+    let report = dir.path().join("report");
+    Command::cargo_bin("trainbench").unwrap().args(["report", "--out"]).arg(&report).arg(&out).assert().success();
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(
+        md.contains("loader samples/s") && md.contains("the input pipeline reading the local dataset alone"),
+        "{md}"
+    );
 }
 
 #[test]
