@@ -8,6 +8,7 @@
 //! keeping every result written so far. What stopped a run travels beside its result as a [`StopCause`], so the
 //! suite's control flow never reads a message. A backend that is not compiled in stops the suite before any run.
 
+pub mod data;
 pub mod hooks;
 pub mod launch;
 pub mod output;
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
+use trainbench_workload::data::{BatchSource, DataError, Loader};
 use trainbench_workload::mock::MockConfig;
 use trainbench_workload::{
     Backend, BackendError, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext, RunPlan,
@@ -32,7 +34,9 @@ use crate::manifest::{ManifestInput, environment};
 use crate::metrics::collect::{CollectorConfig, Collectors};
 use crate::metrics::nvml::GpuTarget;
 use crate::metrics::{DeriveInput, derive, peak};
-use crate::result::{AnalysisSummary, FORMAT_VERSION, MemoryEstimate, ProcessInfo, RunOutcome, RunResult};
+use crate::result::{
+    AnalysisSummary, FORMAT_VERSION, LoaderThroughput, MemoryEstimate, ProcessInfo, RunOutcome, RunResult,
+};
 use crate::spec::wire::MetricGroup;
 pub use hooks::TestHooks;
 pub use output::SuiteWriter;
@@ -319,6 +323,7 @@ impl RunSlot<'_> {
             analysis: Some(analysis_summary(self.analysis, plan)),
             environment: environment(env, raw),
             distributed: None,
+            data: None,
         }
     }
 
@@ -355,26 +360,44 @@ impl RunSlot<'_> {
             }
         }
         warmup::warm_up_process(backend, plan, self.graph, &self.opts.stop);
+        let (mut loader, throughput) = match self.open_data(plan) {
+            Ok(opened) => opened,
+            Err(e) => {
+                let now = SystemTime::now();
+                let outcome = RunOutcome::Failed { message: format!("local dataset: {e}") };
+                return (self.result(plan, backend.name(), outcome, (now, now), device, None), None);
+            }
+        };
         let started = SystemTime::now();
         let clock = Instant::now();
         let collectors = Collectors::start(&config);
         let origin = collectors.origin();
         let (outcome, distributed) = match self.ranks.filter(|_| !plan.strategy.is_single()) {
-            Some(ranks) => match ranks.borrow_mut().train(plan, self.graph, backend, &mut probe) {
-                Ok((raw, section)) => (Ok(raw), section),
-                Err(e) => (Err(e), None),
-            },
-            None => (backend.run_in(plan, self.graph, &mut RunContext::new(&mut probe)), None),
+            Some(ranks) => {
+                let data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
+                match ranks.borrow_mut().train(plan, self.graph, backend, &mut probe, data) {
+                    Ok((raw, section)) => (Ok(raw), section),
+                    Err(e) => (Err(e), None),
+                }
+            }
+            None => {
+                let mut ctx = RunContext::new(&mut probe);
+                ctx.data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
+                (backend.run_in(plan, self.graph, &mut ctx), None)
+            }
         };
         let samples = collectors.stop();
         let finished = SystemTime::now();
         probe.finish();
+        let data = self.suite.data.as_ref().zip(loader.as_ref()).map(|(d, l)| d.summary(l, throughput));
 
         let raw = match outcome {
             Ok(raw) => raw,
             Err(e) => {
                 let outcome = outcome_of_error(e);
-                return (self.result(plan, backend.name(), outcome, (started, finished), device, None), None);
+                let mut result = self.result(plan, backend.name(), outcome, (started, finished), device, None);
+                result.data = data;
+                return (result, None);
             }
         };
         // Backends may enforce the timeout themselves, so the probe need not have seen the cause.
@@ -391,6 +414,7 @@ impl RunSlot<'_> {
             (true, None) => (RunOutcome::Interrupted { reason: "stopped early by the backend".into() }, None),
         };
         let mut result = self.result(plan, backend.name(), outcome, (started, finished), device.clone(), Some(&raw));
+        result.data = data;
         let used = raw.device.clone().or(device);
         let peak = used.as_ref().and_then(|d| peak::peak_for(d, plan.precision));
         let absent_cpu = absent_reason(collect, self.suite.collects(MetricGroup::CpuUtilization), None);
@@ -411,6 +435,20 @@ impl RunSlot<'_> {
         });
         result.distributed = distributed;
         (result, stop)
+    }
+}
+
+impl RunSlot<'_> {
+    /// The run's loader when it reads a local dataset, and the loader's throughput measured alone just before.
+    fn open_data(&self, plan: &RunPlan) -> Result<(Option<Loader>, Option<LoaderThroughput>), DataError> {
+        let Some(local) = &self.suite.data else { return Ok((None, None)) };
+        let throughput = local.measure(plan, self.graph)?;
+        // A data-parallel worker reads its shard: its rank's slice of every global batch.
+        let rank = match self.ranks {
+            Some(r) if !plan.strategy.is_single() => r.borrow().rank(),
+            _ => 0,
+        };
+        Ok((Some(local.loader(plan, self.graph, rank)?), Some(throughput)))
     }
 }
 

@@ -8,6 +8,7 @@ use trainbench_workload::comm::server::{ServerReport, serve};
 use trainbench_workload::comm::{
     AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, PsWorkerExchange,
 };
+use trainbench_workload::data::BatchSource;
 use trainbench_workload::{Backend, BackendError, Graph, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan};
 
 use crate::result::distributed::{DistributedResult, RankPhases};
@@ -115,6 +116,7 @@ impl Ranks {
         graph: &Graph,
         backend: &mut dyn Backend,
         probe: &mut dyn Probe,
+        data: Option<&mut dyn BatchSource>,
     ) -> Result<(RawMeasurements, Option<DistributedResult>), BackendError> {
         let engine_error = |e: CommError| BackendError::Framework(format!("data-parallel exchange: {e}"));
         let (raw, stats) = {
@@ -125,6 +127,8 @@ impl Ranks {
                 _ => Box::new(AllReduceExchange::new(self.comm.as_mut(), graph)),
             };
             let mut ctx = RunContext::new(probe);
+            // Re-borrowed for this run (shortens the trait object's lifetime to the context's).
+            ctx.data = data.map(|d| -> &mut dyn BatchSource { d });
             ctx.exchange = Some(exchange.as_mut());
             let raw = backend.run_in(plan, graph, &mut ctx)?;
             (raw, exchange.stats())

@@ -26,6 +26,7 @@ use trainbench_workload::analysis::{Analysis, analyze};
 use trainbench_workload::mock::MockConfig;
 use trainbench_workload::{BackendKind, RunPlan};
 
+use super::data::LocalData;
 use super::ranks::Ranks;
 use super::{
     Flow, Pass, Recorder, RunSlot, RunnerError, RunnerOptions, StopCause, StopFlag, Suite, SuiteReport, TestHooks,
@@ -62,6 +63,10 @@ pub struct WorkerJob {
     pub mock: MockConfig,
     /// The parent's [`RunnerOptions::test_hooks`].
     pub test_hooks: TestHooks,
+    /// The suite's local dataset, resolved by the parent (the canonical spec's path is relative to a folder
+    /// the worker does not know).
+    #[serde(default)]
+    pub data: Option<LocalData>,
 }
 
 /// One line a worker prints on stdout.
@@ -125,6 +130,7 @@ pub(crate) fn run_isolated(
                 no_collectors: opts.no_collectors,
                 mock: opts.mock.clone(),
                 test_hooks: opts.test_hooks.clone(),
+                data: suite.data.clone(),
             };
             let launch = Launch { exe, processes };
             if run_worker(suite, opts, launch, &job, &mut ooms, &mut recorder, on_result)? == Flow::Stop {
@@ -449,6 +455,7 @@ pub fn serve(ranked: bool) -> Result<bool, String> {
     }
     suite.plans = job.plans;
     suite.backend = job.backend;
+    suite.data = job.data;
     let opts = RunnerOptions {
         out_dir: PathBuf::new(),
         progress: job.progress,

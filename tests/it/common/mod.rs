@@ -5,6 +5,7 @@
 //! `#[path = "it/common/mod.rs"]`.
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
+pub mod datasets;
 pub mod spec_run;
 
 use std::collections::BTreeMap;
@@ -271,6 +272,7 @@ impl Synth {
                 process: Some(ProcessInfo { pid: 1000 + self.repeat, own_process_per_repeat: true }),
             },
             distributed: None,
+            data: None,
         }
     }
 
