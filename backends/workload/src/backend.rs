@@ -485,6 +485,19 @@ pub trait Backend {
         graph: &Graph,
         ctx: &mut RunContext<'_>,
     ) -> Result<RawMeasurements, BackendError>;
+    /// Measure the device for the performance model (`trainbench calibrate`): matrix products and convolutions
+    /// per precision, a memory triad, the fixed cost of one operation and, on an accelerator, the host-to-device
+    /// copy. The default refuses: a backend that cannot time its own kernels says so.
+    fn calibrate(
+        &mut self,
+        request: &crate::calibrate::CalibrationRequest,
+    ) -> Result<crate::calibrate::Measurement, BackendError> {
+        Err(BackendError::Framework(format!(
+            "the {} backend cannot calibrate `{}`: it has no kernel timing; calibrate with the tch backend",
+            self.name(),
+            request.device
+        )))
+    }
     /// Train `graph` as `plan` says on its own (synthetic data, one rank), reporting each iteration to `probe`.
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
         self.run_in(plan, graph, &mut RunContext::new(probe))
