@@ -87,7 +87,6 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
     drop((a, b, c));
     // Per-operation overhead: a 4-element add with autograd recording, as a training step's small ops are.
     let overhead_s = {
-        let _grad = tch::with_grad(|| ());
         let x = Tensor::f_ones([4], (Kind::Float, device))?.set_requires_grad(true);
         let per_batch = time(device, r, || {
             for _ in 0..OVERHEAD_BATCH {
