@@ -13,6 +13,7 @@ pub mod hooks;
 pub mod launch;
 pub mod output;
 pub mod probe;
+pub mod ranked;
 pub mod ranks;
 pub mod suite;
 pub mod warmup;
@@ -136,6 +137,10 @@ pub fn run_suite(
     opts: &RunnerOptions,
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
+    // Started on every rank by an external launcher (multi-node): this process is one of the ranks.
+    if let Some(launcher) = ranks::launcher_world().filter(|(_, n)| *n > 1) {
+        return ranked::run_as_ranks(suite, opts, launcher, on_result);
+    }
     // Data-parallel runs always start their own ranks.
     let ranked = suite.plans.iter().any(|p| !p.strategy.is_single());
     if (suite.uses_workers() || ranked)
