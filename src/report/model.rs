@@ -135,6 +135,8 @@ pub struct Varying {
     pub precision: bool,
     /// More than one data-parallel world size.
     pub world_size: bool,
+    /// More than one data-parallel strategy (`all-reduce`, `parameter-server ×N`) among runs with several workers.
+    pub strategy: bool,
     /// More than one backend and device pair.
     pub placement: bool,
 }
@@ -181,6 +183,9 @@ impl<'a> ConfigRow<'a> {
         }
         if v.world_size {
             parts.push(format!("{}x", self.world_size));
+        }
+        if v.strategy && self.world_size > 1 {
+            parts.push(self.strategy());
         }
         if v.placement {
             parts.push(self.placement());
@@ -300,9 +305,10 @@ impl<'a> ConfigRow<'a> {
     pub fn first_metrics(&self) -> Option<&'a Metrics> {
         self.metrics().next()
     }
-    /// The series this configuration belongs to: same spec, precision, world size, backend and device.
-    pub fn series_key(&self) -> (String, Precision, usize, String, String) {
-        (self.spec.clone(), self.precision, self.world_size, self.backend.clone(), self.device.clone())
+    /// The series this configuration belongs to: same spec, precision, world size, data-parallel strategy,
+    /// backend and device.
+    pub fn series_key(&self) -> (String, Precision, usize, String, String, String) {
+        (self.spec.clone(), self.precision, self.world_size, self.strategy(), self.backend.clone(), self.device.clone())
     }
     /// True when a repeat ran out of memory.
     pub fn out_of_memory(&self) -> bool {
@@ -426,6 +432,13 @@ impl<'a> ReportModel<'a> {
         let varying = Varying {
             precision: differs(&|c| c.precision.as_str().to_string()),
             world_size: differs(&|c| c.world_size.to_string()),
+            strategy: {
+                let mut strategies: Vec<String> =
+                    configs.iter().filter(|c| c.world_size > 1).map(ConfigRow::strategy).collect();
+                strategies.sort();
+                strategies.dedup();
+                strategies.len() > 1
+            },
             placement: differs(&|c| c.placement()),
         };
         Self { runs, configs, varying }
@@ -473,6 +486,9 @@ impl<'a> ReportModel<'a> {
         }
         if v.world_size {
             parts.push(if c.world_size == 1 { "1 device".to_string() } else { format!("{} devices", c.world_size) });
+        }
+        if v.strategy && c.world_size > 1 {
+            parts.push(c.strategy());
         }
         if v.placement {
             parts.push(c.placement());

@@ -112,6 +112,15 @@ fn a_report_of_data_parallel_runs_has_a_scaling_plot_and_table() {
         assert!(svg.contains(legend), "{legend} missing from the legend");
     }
     assert!(svg.contains("world size (workers)") && svg.contains("scaling efficiency %"));
+    // Against batch size, the two strategies on 2 workers are two series, named apart.
+    let svg = std::fs::read_to_string(tmp.path().join("report/throughput-toy.svg")).unwrap();
+    for legend in ["1 device", "2 devices · all-reduce", "2 devices · parameter-server ×1", "4 devices · all-reduce"]
+    {
+        assert!(svg.contains(&format!(">\n{legend}\n<")), "{legend} missing from the legend");
+    }
+    let csv = std::fs::read_to_string(tmp.path().join("report/runs.csv")).unwrap();
+    let ps = csv.lines().find(|l| l.starts_with("toy,toy.b32.fp32.1x2-ps1.r0,")).unwrap();
+    assert!(ps.contains(",32,2,parameter-server,0.25,"), "{ps}");
 
     assert!(html.contains("<a href=\"#scaling\">Scaling vs world size</a>"));
     assert!(html.contains("<figure id=\"plot-scaling-toy\">"));
