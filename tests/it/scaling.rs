@@ -122,6 +122,10 @@ fn a_report_of_data_parallel_runs_has_a_scaling_plot_and_table() {
     let ps = csv.lines().find(|l| l.starts_with("toy,toy.b32.fp32.1x2-ps1.r0,")).unwrap();
     assert!(ps.contains(",32,2,parameter-server,0.25,"), "{ps}");
 
+    let overview = html.split("<table id=\"overview-table\">").nth(1).unwrap().split("</table>").next().unwrap();
+    assert!(overview.contains("<th>comm</th>"), "{overview}");
+    let single = overview.split("<tr data-config=\"toy.b32.fp32.1x1\">").nth(1).unwrap().split("</tr>").next().unwrap();
+    assert!(single.ends_with("<td class=\"num muted\">-</td>"), "one worker has no comm share: {single}");
     assert!(html.contains("<a href=\"#scaling\">Scaling vs world size</a>"));
     assert!(html.contains("<figure id=\"plot-scaling-toy\">"));
     let table = html.split("<table id=\"scaling-table\">").nth(1).unwrap().split("</table>").next().unwrap();
