@@ -12,10 +12,10 @@ use crate::result::LoadedResult;
 
 /// Scaling efficiency of `world` workers delivering `throughput` samples/s against one worker's
 /// `single` samples/s on the same global batch: `throughput / (world x single)`; 1 is linear scaling.
-/// `None` when a figure is not a positive finite number.
+/// `None` when a figure, or the quotient, is not a positive finite number.
 pub fn efficiency(throughput: f64, world: usize, single: f64) -> Option<f64> {
     let ok = |v: f64| v.is_finite() && v > 0.0;
-    (ok(throughput) && ok(single) && world >= 1).then(|| throughput / (world as f64 * single))
+    Some(throughput / (world as f64 * single)).filter(|e| ok(throughput) && ok(single) && world >= 1 && e.is_finite())
 }
 
 /// A configuration's scaling efficiency, or why it has none.
@@ -228,5 +228,6 @@ mod tests {
         assert_eq!(efficiency(500.0, 2, 0.0), None);
         assert_eq!(efficiency(f64::NAN, 2, 320.0), None);
         assert_eq!(efficiency(500.0, 0, 320.0), None);
+        assert_eq!(efficiency(f64::MAX, 2, f64::MIN_POSITIVE), None, "overflows to infinity");
     }
 }

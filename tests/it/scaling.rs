@@ -265,3 +265,29 @@ fn the_shape_of_a_data_parallel_result_pins_its_distributed_section() {
     one_rank.distributed.as_mut().unwrap().ranks.pop();
     assert_eq!(trainbench::check::shape_of(&one_rank).fields.get("distributed.ranks").unwrap(), "array[1]");
 }
+
+#[test]
+fn degenerate_data_parallel_figures_are_reported_without_a_figure_not_a_panic() {
+    let mut single = run(1, DataParallel::Single, 0, 0.1).build();
+    single.metrics.as_mut().unwrap().throughput.samples_per_s = f64::NAN;
+    let mut two = run(2, DataParallel::AllReduce, 0, 0.064).build();
+    two.metrics.as_mut().unwrap().throughput.samples_per_s = 0.0;
+    let d = two.distributed.as_mut().unwrap();
+    (d.comm_share, d.algorithm_bandwidth_gb_s, d.bus_bandwidth_gb_s) = (Some(f64::NAN), None, Some(f64::INFINITY));
+    (d.ranks, d.hosts) = (Vec::new(), Vec::new());
+    let mut huge = run(8, DataParallel::ParameterServer { servers: 0 }, 0, 1e-300).build();
+    huge.metrics = None;
+    let results: Vec<LoadedResult> = [single, two, huge]
+        .into_iter()
+        .map(|result| LoadedResult { path: PathBuf::from(format!("{}.json", result.run_id)), result })
+        .collect();
+    let eff = efficiencies(&results);
+    assert_eq!(eff.len(), 2);
+    assert!(eff.iter().all(|(_, e)| e.value().is_none()), "{eff:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    trainbench::report::write_report(&results, tmp.path()).unwrap();
+    let md = std::fs::read_to_string(tmp.path().join("report.md")).unwrap();
+    assert!(md.contains("measured no throughput"), "{md}");
+    let rows = trainbench::commands::run::summary_table(&[(results[1].result.clone(), PathBuf::from("x.json"))]);
+    assert_eq!(rows.row(0).unwrap().cell_iter().last().unwrap().content(), "-", "a NaN share is no figure");
+}
