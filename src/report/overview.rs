@@ -82,7 +82,10 @@ impl Column {
                  over repeats); a run whose samples/s comes close to it is input-bound"
             }
             Column::DataShare => "data: share of the iteration producing and transferring the batch",
-            Column::CommShare => "comm: share of the iteration communicating gradients",
+            Column::CommShare => {
+                "comm: share of a data-parallel step spent exchanging gradients (median over steps and repeats; - for \
+                 one worker)"
+            }
             _ => return None,
         })
     }
@@ -153,7 +156,7 @@ impl Overview {
             (Column::Cpu, any(&|c| c.cpu_utilization().is_some())),
             (Column::LoaderPerS, any(&|c| c.loader_samples_per_s().is_some())),
             (Column::DataShare, share_seen(Phase::Data)),
-            (Column::CommShare, share_seen(Phase::Comm)),
+            (Column::CommShare, any(&|c| c.comm_share().is_some())),
         ];
         let shown = |col: Column| optional.iter().find(|(c, _)| *c == col).is_none_or(|(_, on)| *on);
         let columns: Vec<Column> = [
@@ -219,7 +222,7 @@ impl Overview {
                         Column::Cpu => Cell::opt(c.cpu_utilization().map(fmt_percent)),
                         Column::LoaderPerS => Cell::opt(c.loader_samples_per_s().map(fmt_sig)),
                         Column::DataShare => Cell::opt(c.phase_share(Phase::Data).map(fmt_percent)),
-                        Column::CommShare => Cell::opt(c.phase_share(Phase::Comm).map(fmt_percent)),
+                        Column::CommShare => Cell::opt(c.comm_share().map(fmt_percent)),
                     })
                     .collect();
                 Row { spec: c.spec.clone(), config: c.config.clone(), cells }

@@ -33,4 +33,5 @@ mod result_schema;
 #[cfg(feature = "tch")]
 mod run_tch;
 mod runner;
+mod scaling;
 mod schema_sync;
