@@ -27,7 +27,7 @@ use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
 use trainbench_workload::data::{BatchSource, DataError, Loader};
 use trainbench_workload::mock::MockConfig;
 use trainbench_workload::{
-    Backend, BackendError, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext, RunPlan,
+    Backend, BackendError, BackendKind, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext, RunPlan,
 };
 
 use crate::backends;
@@ -141,8 +141,9 @@ pub fn run_suite(
     if let Some(launcher) = ranks::launcher_world().filter(|(_, n)| *n > 1) {
         return ranked::run_as_ranks(suite, opts, launcher, on_result);
     }
-    // Data-parallel runs always start their own ranks.
-    let ranked = suite.plans.iter().any(|p| !p.strategy.is_single());
+    // Data-parallel runs always start their own ranks, except on the mock backend, which simulates every
+    // topology in one process (it exchanges nothing).
+    let ranked = suite.backend != BackendKind::Mock && suite.plans.iter().any(|p| !p.strategy.is_single());
     if (suite.uses_workers() || ranked)
         && let Some(exe) = &opts.worker_exe
     {

@@ -102,8 +102,9 @@ pub(crate) fn run_isolated(
         let indices: Vec<usize> = (0..suite.plans.len()).filter(|&i| suite.plans[i].repeat == repeat).collect();
         // Single-worker runs share the repeat's process; each data-parallel run starts its own group of ranks,
         // so a rank that dies fails only its run.
+        let simulated = suite.backend == BackendKind::Mock;
         let (single, ranked): (Vec<usize>, Vec<usize>) =
-            indices.into_iter().partition(|&i| suite.plans[i].strategy.is_single());
+            indices.into_iter().partition(|&i| simulated || suite.plans[i].strategy.is_single());
         let mut groups: Vec<(Vec<usize>, Option<usize>)> = Vec::new();
         if !single.is_empty() {
             groups.push((single, None));

@@ -237,7 +237,8 @@ pub struct TopologySpec {
     pub strategy: Strategy,
     /// Parameter-server ranks beside the workers (`strategy = "parameter-server"` only); each holds a shard of
     /// the weights (whole tensors, balanced by size) and its optimizer state.
-    #[serde(default = "d_one")]
+    // Left out of the canonical form at its default, so specs written before the key existed keep their hash.
+    #[serde(default = "d_one", skip_serializing_if = "is_one")]
     #[schemars(range(min = 1))]
     pub parameter_servers: usize,
     /// Link between devices, used by the communication model and recorded in results.
@@ -265,6 +266,9 @@ fn d_device() -> String {
 fn d_one() -> usize {
     1
 }
+fn is_one(n: &usize) -> bool {
+    *n == 1
+}
 
 /// One entry of `sweep.topologies`: fields left out are taken from `[topology]`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
@@ -282,7 +286,7 @@ pub struct TopologyOverride {
     #[serde(default)]
     pub strategy: Option<Strategy>,
     /// Parameter-server ranks (`strategy = "parameter-server"` only).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub parameter_servers: Option<usize>,
     /// Interconnect.
