@@ -15,7 +15,11 @@
 //! - `environment.cpu.isa: "varies with the host CPU"`: a host's instruction-set facts, whose presence (an empty
 //!   flag list, no level on an ARM host, no `ONEDNN_MAX_CPU_ISA` cap) says which machine ran the check, not
 //!   what the run produced;
-//! - `x: "object (empty)"` for an empty object, so that an emptied map is visible.
+//! - `x: "object (empty)"` for an empty object, so that an emptied map is visible;
+//! - `distributed.ranks: "array[2]"`: arrays whose length is fixed by the configuration (a data-parallel run's
+//!   workers and hosts) keep it, so a rank that stopped reporting is a shape change. The `distributed` section's
+//!   topology (world size, strategy, servers, engine) and traffic (gradient bytes and bytes sent per step,
+//!   fixed by the model, precision and strategy) are literal; its times and bandwidths are measured.
 
 use std::collections::BTreeMap;
 
@@ -70,7 +74,16 @@ const LITERAL: &[&str] = &[
     "metrics.power.method",
     "metrics.memory.estimate.**",
     "analysis.**",
+    "distributed.world_size",
+    "distributed.strategy",
+    "distributed.parameter_servers",
+    "distributed.engine",
+    "distributed.gradient_bytes",
+    "distributed.bytes_sent_per_step",
 ];
+
+/// Arrays of objects or strings whose length the configuration fixes: their descriptor keeps it.
+const COUNTED_ARRAYS: &[&str] = &["distributed.hosts", "distributed.ranks"];
 
 /// Paths under a literal pattern that still vary between repeats.
 const VARYING: &[&str] = &["plan.id", "plan.repeat", "plan.seed"];
@@ -162,7 +175,9 @@ fn walk(v: &Value, path: &str, time_budget: bool, out: &mut BTreeMap<String, Str
             out.insert(path.to_string(), "array (empty)".to_string());
         }
         Value::Array(items) => {
-            out.insert(path.to_string(), "array".to_string());
+            let desc =
+                if any_match(COUNTED_ARRAYS, &bare) { format!("array[{}]", items.len()) } else { "array".to_string() };
+            out.insert(path.to_string(), desc);
             let elem = format!("{path}[]");
             let mut merged = BTreeMap::new();
             for item in items {
@@ -234,6 +249,23 @@ mod tests {
         assert_eq!(get("environment.gpus.devices"), Some("array"));
         assert_eq!(get("environment.gpus.devices[].index"), Some("integer"));
         assert_eq!(get("environment.gpus.devices[].name"), Some("string | null"));
+
+        let d = serde_json::json!({"distributed": {"world_size": 2, "strategy": "all-reduce", "engine": "mpi",
+            "engine_version": "Open MPI v4.1.4", "hosts": ["a", "a"], "gradient_bytes": 400, "comm_share": null,
+            "ranks": [{"rank": 0, "mean": {"comm_s": 0.1}}, {"rank": 1, "mean": {"comm_s": 0.2}}]}});
+        let mut dist = BTreeMap::new();
+        walk(&d, "", false, &mut dist);
+        let get = |k: &str| dist.get(k).map(String::as_str);
+        assert_eq!(get("distributed.world_size"), Some("= 2"));
+        assert_eq!(get("distributed.strategy"), Some("= \"all-reduce\""));
+        assert_eq!(get("distributed.engine"), Some("= \"mpi\""));
+        assert_eq!(get("distributed.engine_version"), Some("string"));
+        assert_eq!(get("distributed.gradient_bytes"), Some("= 400"));
+        assert_eq!(get("distributed.comm_share"), Some("null"));
+        assert_eq!(get("distributed.hosts"), Some("array[2]"));
+        assert_eq!(get("distributed.hosts[]"), Some("string"));
+        assert_eq!(get("distributed.ranks"), Some("array[2]"));
+        assert_eq!(get("distributed.ranks[].mean.comm_s"), Some("number"));
 
         let mut timed = BTreeMap::new();
         walk(&v, "", true, &mut timed);

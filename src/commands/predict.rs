@@ -66,10 +66,12 @@ pub struct Report {
     pub predictions: Vec<Entry>,
 }
 
-/// Parameter servers of a PS/worker run. `topology.parameter_servers` is not a spec key yet: until it is, the
-/// model assumes one server, and says so in the text output.
-pub fn parameter_servers(_run: &PlannedRun) -> usize {
-    1
+/// Parameter servers of a PS/worker run: `topology.parameter_servers` as planned (1 for other strategies).
+pub fn parameter_servers(run: &PlannedRun) -> usize {
+    match run.run.strategy {
+        trainbench_workload::comm::DataParallel::ParameterServer { servers } => servers.max(1),
+        _ => 1,
+    }
 }
 
 /// The model's setting for a planned run.
@@ -231,12 +233,6 @@ pub fn render_text(r: &Report) -> String {
                 p.comm.link,
                 p.comm.bytes_per_worker / 1e6
             );
-            if p.comm.formula.starts_with("parameter servers") {
-                let _ = writeln!(
-                    s,
-                    "  (one parameter server assumed: the spec has no `topology.parameter_servers` key yet)"
-                );
-            }
         }
         if !p.layers.is_empty() {
             let _ = writeln!(

@@ -13,6 +13,7 @@ use super::{CommandError, Outcome};
 use crate::backends::BackendChoice;
 use crate::format::human_bytes;
 use crate::plan::PlacementOverride;
+use crate::report::model::comm_share_of;
 use crate::result::{RunOutcome, RunResult};
 use crate::runner::{self, RunnerError, RunnerOptions, Suite, TestHooks, output, probe};
 use crate::spec::SpecValidator;
@@ -116,6 +117,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     // says `failed` has no figures, the line says why), and whoever keeps the table (`> summary.txt`, a CI
     // step's output) keeps them too. Anywhere else stdout is empty (`--quiet`) or JSON for scripts (where each
     // row's `outcome` holds the reason already), so they go to stderr.
+    if silent_rank() {
+        return Ok(Outcome::Success);
+    }
     let reasons: Vec<String> = all
         .iter()
         .filter(|(r, _)| !args.quiet || matches!(r.outcome, RunOutcome::Failed { .. }))
@@ -138,6 +142,13 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     }
     let failed = all.iter().any(|(r, _)| matches!(r.outcome, RunOutcome::Failed { .. }));
     Ok(if failed || interrupted { Outcome::Failure } else { Outcome::Success })
+}
+
+/// Whether this process is a rank other than 0 of a group an external launcher started (`mpirun -n N
+/// trainbench run`): rank 0 writes and prints the results, the others stay silent.
+fn silent_rank() -> bool {
+    runner::ranks::launcher_world().is_some_and(|(_, n)| n > 1)
+        && runner::ranks::launcher_rank().is_some_and(|r| r != 0)
 }
 
 /// Validate every spec (with the `--set` overrides) before running any; `None` after printing diagnostics
@@ -206,7 +217,7 @@ fn pct(f: f64) -> String {
 pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(["run", "outcome", "samples/s", "median ms", "p95 ms", "mem peak", "GPU util", "FLOP util"]);
+    t.set_header(["run", "outcome", "samples/s", "median ms", "p95 ms", "mem peak", "GPU util", "FLOP util", "comm"]);
     for (r, _) in rows {
         let dash = || "-".to_string();
         let row = match &r.metrics {
@@ -223,8 +234,9 @@ pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
                     .unwrap_or_else(dash),
                 m.gpu.get().map(|g| format!("{:.1}%", g.utilization_mean_percent)).unwrap_or_else(dash),
                 m.flops.fraction.map(pct).unwrap_or_else(dash),
+                comm_share_of(r).map(pct).unwrap_or_else(dash),
             ],
-            None => vec![dash(); 6],
+            None => vec![dash(); 7],
         };
         let mut cells = vec![r.run_id.clone(), r.outcome.status().to_string()];
         cells.extend(row);
@@ -270,6 +282,7 @@ fn summary_json(r: &RunResult, path: &Path) -> serde_json::Value {
         "peak_allocated_bytes": m.and_then(|m| m.memory.measured.peak_allocated_bytes),
         "gpu_utilization_percent": m.and_then(|m| m.gpu.get().map(|g| g.utilization_mean_percent)),
         "flop_utilization": m.and_then(|m| m.flops.fraction),
+        "comm_share": comm_share_of(r),
     })
 }
 

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::result::RunResult;
+use crate::result::distributed::DistributedResult;
 
 /// One field that differs between two results.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -15,9 +16,10 @@ pub struct EnvDifference {
     /// Value in the second (candidate / re-run) result; `-` when absent.
     pub candidate: String,
     /// True when the difference makes the step times not comparable (device, backend, library versions,
-    /// precision, batch, world size; CPU model, cores and instruction-set level for CPU runs); false for
-    /// informational differences (driver, trainbench version, spec hash, OS, environment variables, host,
-    /// library file locations, an instruction-set level only one of the results recorded).
+    /// precision, batch, world size, data-parallel strategy, communication engine and its version; CPU model,
+    /// cores and instruction-set level for CPU runs); false for informational differences (driver, trainbench
+    /// version, spec hash, OS, environment variables, host, a data-parallel run's launcher and hosts, library
+    /// file locations, an instruction-set level only one of the results recorded).
     pub blocking: bool,
 }
 
@@ -57,6 +59,7 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<EnvDifference> {
     push(&mut out, "precision", a.plan.precision.as_str().into(), b.plan.precision.as_str().into(), true);
     push(&mut out, "batch size", a.plan.batch_size.to_string(), b.plan.batch_size.to_string(), true);
     push(&mut out, "world size", a.plan.world_size.to_string(), b.plan.world_size.to_string(), true);
+    distribution(&mut out, a, b);
     let libs: std::collections::BTreeSet<&String> =
         ea.library_versions.keys().chain(eb.library_versions.keys()).collect();
     for lib in libs {
@@ -91,6 +94,35 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<EnvDifference> {
     push(&mut out, "host", ea.hostname.clone(), eb.hostname.clone(), false);
     out.sort_by_key(|d| !d.blocking);
     out
+}
+
+/// How the workers of a data-parallel run were combined: `all-reduce`, `parameter-server (2 servers)`.
+fn strategy(r: &RunResult) -> String {
+    match r.plan.strategy.servers() {
+        0 => r.plan.strategy.name().to_string(),
+        1 => format!("{} (1 server)", r.plan.strategy.name()),
+        n => format!("{} ({n} servers)", r.plan.strategy.name()),
+    }
+}
+
+/// The differences in how two data-parallel runs were spread: the strategy and the engine decide what the
+/// exchange costs (blocking); the launcher and the hosts are informational.
+fn distribution(out: &mut Vec<EnvDifference>, a: &RunResult, b: &RunResult) {
+    push(out, "strategy", strategy(a), strategy(b), true);
+    let (da, db) = (a.distributed.as_ref(), b.distributed.as_ref());
+    let both = da.is_some() && db.is_some();
+    let field = |d: Option<&DistributedResult>, f: &dyn Fn(&DistributedResult) -> String| d.map_or("-".into(), f);
+    let hosts = |d: &DistributedResult| {
+        let mut h = d.hosts.clone();
+        h.sort();
+        h.dedup();
+        h.join(", ")
+    };
+    push(out, "engine", field(da, &|d| d.engine.clone()), field(db, &|d| d.engine.clone()), both);
+    let version = |d: &DistributedResult| d.engine_version.clone();
+    push(out, "engine version", field(da, &version), field(db, &version), both);
+    push(out, "launcher", field(da, &|d| d.launcher.clone()), field(db, &|d| d.launcher.clone()), false);
+    push(out, "hosts", field(da, &hosts), field(db, &hosts), false);
 }
 
 fn short(sha: &str) -> String {

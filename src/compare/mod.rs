@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::report::scaling;
 use crate::result::{LoadedResult, RunOutcome, RunResult};
 use crate::stats;
 pub use env::{EnvDifference, differences};
@@ -199,6 +200,10 @@ pub struct PairReport {
     pub throughput: Option<Change>,
     /// Highest allocator peak over repeats, bytes; ratio > 1 is more memory.
     pub peak_memory: Option<Change>,
+    /// Data-parallel configurations: the scaling efficiency on each side, against the world-size-1
+    /// configuration of the same side's results; ratio > 1 scales better.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaling_efficiency: Option<Change>,
     /// Environment differences; blocking ones make the pair not comparable unless `--allow-env-diff`.
     pub env_differences: Vec<EnvDifference>,
     /// Warnings and remarks.
@@ -398,7 +403,27 @@ fn repeat_spread(repeats: &[Vec<f64>]) -> Option<f64> {
     Some(hi / lo - 1.0)
 }
 
-fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions) -> PairReport {
+/// The scaling efficiencies of both sides' data-parallel configurations.
+type SideEfficiencies = [BTreeMap<scaling::ConfigKey, scaling::Efficiency>; 2];
+
+/// A note on the scaling efficiency of a data-parallel pair (each side against world size 1 in its own results).
+fn scaling_note(base: &Group<'_>, cand: &Group<'_>, eff: &SideEfficiencies) -> (Option<Change>, Option<String>) {
+    let key = |g: &Group<'_>| (g.spec.clone(), g.config.clone(), g.backend.clone(), g.device.clone());
+    let (b, c) = (eff[0].get(&key(base)), eff[1].get(&key(cand)));
+    if b.is_none() && c.is_none() {
+        return (None, None);
+    }
+    let show = |e: Option<&scaling::Efficiency>| match e {
+        Some(scaling::Efficiency::Measured { value, .. }) => format!("{:.1}%", value * 100.0),
+        Some(scaling::Efficiency::Absent(why)) => format!("- ({why})"),
+        None => "- (one worker)".to_string(),
+    };
+    let change = Change::new(b.and_then(|e| e.value()), c.and_then(|e| e.value()));
+    let note = format!("scaling efficiency against world size 1 in the same results: {} -> {}", show(b), show(c));
+    (change, Some(note))
+}
+
+fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions, eff: &SideEfficiencies) -> PairReport {
     let env_differences = differences(base.first(), cand.first());
     let mut notes = Vec::new();
     let blocking: Vec<&EnvDifference> = env_differences.iter().filter(|d| d.blocking).collect();
@@ -412,11 +437,16 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions) -> Pa
         step_time: None,
         throughput: Change::new(base.samples_per_s(), cand.samples_per_s()),
         peak_memory: Change::new(base.peak_memory(), cand.peak_memory()),
+        scaling_efficiency: None,
         env_differences: env_differences.clone(),
         notes: Vec::new(),
     };
+    let (scaling_efficiency, scaling_note) = scaling_note(base, cand, eff);
+    report.scaling_efficiency = scaling_efficiency;
+    notes.extend(scaling_note);
     if !blocking.is_empty() {
         if !opts.allow_env_diff {
+            report.notes = notes;
             report.verdict = Verdict::NotComparable;
             return report;
         }
@@ -496,6 +526,7 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions) -> Pa
 
 /// Compare two result sets.
 pub fn compare(baseline: &[LoadedResult], candidate: &[LoadedResult], opts: &CompareOptions) -> Comparison {
+    let eff = [scaling::efficiencies(baseline), scaling::efficiencies(candidate)];
     let base = group(baseline);
     let mut cand = group(candidate);
     let mut pairs = Vec::new();
@@ -507,7 +538,7 @@ pub fn compare(baseline: &[LoadedResult], candidate: &[LoadedResult], opts: &Com
             match cand_groups.iter().position(|c| c.backend == b.backend && c.device == b.device) {
                 Some(i) => {
                     let c = cand_groups.remove(i);
-                    pairs.push(compare_pair(&b, &c, opts));
+                    pairs.push(compare_pair(&b, &c, opts, &eff));
                 }
                 None => left_over.push(b),
             }
@@ -519,7 +550,7 @@ pub fn compare(baseline: &[LoadedResult], candidate: &[LoadedResult], opts: &Com
                 only_in_baseline.push(unpaired(&b));
             } else {
                 let c = cand_groups.remove(0);
-                pairs.push(compare_pair(&b, &c, opts));
+                pairs.push(compare_pair(&b, &c, opts, &eff));
             }
         }
         cand.entry(key).or_default().extend(cand_groups);

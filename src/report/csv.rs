@@ -5,7 +5,7 @@ use super::device_name;
 use crate::result::RunResult;
 
 /// Column names of `runs.csv`, in order.
-pub const COLUMNS: [&str; 34] = [
+pub const COLUMNS: [&str; 36] = [
     "spec",
     "run_id",
     "config",
@@ -16,6 +16,8 @@ pub const COLUMNS: [&str; 34] = [
     "precision",
     "batch_size",
     "world_size",
+    "strategy",
+    "comm_share",
     "samples_per_s",
     "items_per_s",
     "item_unit",
@@ -67,6 +69,8 @@ fn row(r: &RunResult) -> Vec<String> {
         r.plan.precision.as_str().to_string(),
         r.plan.batch_size.to_string(),
         r.plan.world_size.to_string(),
+        r.plan.strategy.name().to_string(),
+        num(super::model::comm_share_of(r)),
         num(m.map(|m| m.throughput.samples_per_s)),
         num(m.map(|m| m.throughput.items_per_s)),
         m.map(|m| m.throughput.item_unit.clone()).unwrap_or_default(),

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::overview::{Cell, Column, Emphasis, Overview};
 use super::plots::{Plot, Section};
+use super::scaling::{self, ScalingRow};
 use super::{ConfigRow, ReportModel, environment_summary, fmt_ms, fmt_percent, fmt_sig};
 use crate::format::human_bytes;
 
@@ -139,12 +140,60 @@ fn config_row(c: &ConfigRow<'_>) -> String {
     row
 }
 
-/// The plot sections: per section a note saying what is plotted, then a grid of its panels.
-fn plot_sections(plots: &[Plot]) -> String {
+/// True when a section has something to show: a plot, or for scaling a row of the scaling table.
+fn shown(s: Section, plots: &[Plot], scaling_rows: &[ScalingRow]) -> bool {
+    plots.iter().any(|p| p.section == s) || (s == Section::Scaling && !scaling_rows.is_empty())
+}
+
+/// The scaling table (data-parallel runs against world size 1), with what its columns hold and why an
+/// efficiency is missing.
+fn scaling_table(rows: &[ScalingRow]) -> String {
+    let mut h = String::from("<div class=\"scroll\"><table id=\"scaling-table\">\n<thead><tr><th>configuration</th>");
+    for head in scaling::HEADINGS {
+        let _ = write!(h, "<th>{}</th>", escape(head));
+    }
+    h.push_str("</tr></thead>\n");
+    let mut spec: Option<&str> = None;
+    for row in rows {
+        if spec != Some(row.spec.as_str()) {
+            if spec.is_some() {
+                h.push_str("</tbody>\n");
+            }
+            let _ = writeln!(h, "<tbody data-spec=\"{}\">", escape(&row.spec));
+            spec = Some(row.spec.as_str());
+        }
+        let _ = write!(h, "<tr data-config=\"{}\"><td>{}</td>", escape(&row.config), escape(&row.config));
+        for (i, c) in row.cells.iter().enumerate() {
+            let numeric = !matches!(i, 1 | 2);
+            let class = match (numeric, c == "-") {
+                (true, true) => " class=\"num muted\"",
+                (true, false) => " class=\"num\"",
+                (false, _) => "",
+            };
+            let _ = write!(h, "<td{class}>{}</td>", escape(c));
+        }
+        h.push_str("</tr>\n");
+    }
+    if spec.is_some() {
+        h.push_str("</tbody>\n");
+    }
+    h.push_str("</table></div>\n");
+    let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(scaling::NOTE));
+    let absent: Vec<String> =
+        rows.iter().filter_map(|r| r.absent_because.as_ref().map(|why| format!("{}: {why}", r.config))).collect();
+    if !absent.is_empty() {
+        let _ = writeln!(h, "<p class=\"note\">No efficiency for {}.</p>", escape(&absent.join("; ")));
+    }
+    h
+}
+
+/// The plot sections: per section a note saying what is plotted, then a grid of its panels (and, for scaling,
+/// the scaling table).
+fn plot_sections(plots: &[Plot], scaling_rows: &[ScalingRow]) -> String {
     let mut h = String::new();
     for s in Section::ALL {
         let in_section: Vec<&Plot> = plots.iter().filter(|p| p.section == s).collect();
-        if in_section.is_empty() {
+        if !shown(s, plots, scaling_rows) {
             continue;
         }
         let _ = writeln!(
@@ -162,7 +211,11 @@ fn plot_sections(plots: &[Plot]) -> String {
             };
             let _ = writeln!(h, "<figure id=\"plot-{}\">\n{}{caption}\n</figure>", escape(&p.id), inline_svg(&p.svg));
         }
-        h.push_str("</div>\n</section>\n");
+        h.push_str("</div>\n");
+        if s == Section::Scaling {
+            h.push_str(&scaling_table(scaling_rows));
+        }
+        h.push_str("</section>\n");
     }
     h
 }
@@ -177,8 +230,9 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     h.push_str("<h1>trainbench report</h1>\n");
     let _ = writeln!(h, "<p>{}</p>", escape(&super::summary_line(model)));
     h.push_str("<nav><a href=\"#overview\">Overview</a>");
+    let scaling_rows = scaling::table(model);
     for s in Section::ALL {
-        if plots.iter().any(|p| p.section == s) {
+        if shown(s, plots, &scaling_rows) {
             let _ = write!(h, "<a href=\"#{}\">{}</a>", s.anchor(), escape(s.heading()));
         }
     }
@@ -186,7 +240,7 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
         "<a href=\"#details\">Configurations in detail</a><a href=\"#environment\">Runs and environments</a></nav>\n",
     );
     h.push_str(&overview(model));
-    h.push_str(&plot_sections(plots));
+    h.push_str(&plot_sections(plots, &scaling_rows));
 
     h.push_str(
         "<section id=\"details\">\n<h2>Configurations in detail</h2>\n<div class=\"scroll\"><table>\n<thead><tr>",

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use super::overview::{Emphasis, Overview};
 use super::plots::{Plot, Section};
+use super::scaling;
 use super::{ReportModel, environment_summary, fmt_ms, fmt_percent, fmt_sig};
 use crate::format::human_bytes;
 
@@ -46,20 +47,47 @@ fn overview(model: &ReportModel<'_>) -> String {
     m
 }
 
+/// The scaling table, what its columns hold and why an efficiency is missing.
+fn scaling_table(rows: &[scaling::ScalingRow]) -> String {
+    let mut m = format!("| configuration | {} |\n|---|", scaling::HEADINGS.join(" | "));
+    for i in 0..scaling::HEADINGS.len() {
+        m.push_str(if matches!(i, 1 | 2) { "---|" } else { "--:|" });
+    }
+    m.push('\n');
+    for r in rows {
+        let cells: Vec<String> = r.cells.iter().map(|c| cell(c)).collect();
+        let _ = writeln!(m, "| {} | {} |", cell(&r.config), cells.join(" | "));
+    }
+    let _ = writeln!(m, "\n{}\n", scaling::NOTE);
+    let absent: Vec<String> =
+        rows.iter().filter_map(|r| r.absent_because.as_ref().map(|why| format!("{}: {why}", r.config))).collect();
+    if !absent.is_empty() {
+        let _ = writeln!(m, "No efficiency for {}.\n", absent.join("; "));
+    }
+    m
+}
+
 /// Render `report.md`; plots are linked as `<id>.svg`.
 pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     let mut m = String::new();
     m.push_str("# trainbench report\n\n");
     let _ = writeln!(m, "{}\n", super::summary_line(model));
     m.push_str(&overview(model));
+    let scaling_rows = scaling::table(model);
     for s in Section::ALL {
         let in_section: Vec<&Plot> = plots.iter().filter(|p| p.section == s).collect();
-        if in_section.is_empty() {
+        let table = s == Section::Scaling && !scaling_rows.is_empty();
+        if in_section.is_empty() && !table {
             continue;
         }
         let _ = writeln!(m, "## {}\n\n{}\n", s.heading(), s.description());
-        let images: Vec<String> = in_section.iter().map(|p| format!("![{}]({}.svg)", p.title, p.id)).collect();
-        let _ = writeln!(m, "{}\n", images.join("\n"));
+        if !in_section.is_empty() {
+            let images: Vec<String> = in_section.iter().map(|p| format!("![{}]({}.svg)", p.title, p.id)).collect();
+            let _ = writeln!(m, "{}\n", images.join("\n"));
+        }
+        if table {
+            m.push_str(&scaling_table(&scaling_rows));
+        }
         for p in in_section.iter().filter(|p| !p.notes.is_empty()) {
             let _ = writeln!(m, "- *{}*: {}", p.title, p.notes.join(" "));
         }

@@ -1,6 +1,7 @@
 //! Reports of result sets: groups runs into configurations and series (`model.rs`), then writes a
 //! self-contained HTML page, a Markdown page with SVG plots next to it, and a CSV of every run (one file per
-//! format; the overview table both pages open with in `overview.rs`, the plots in `plots/`).
+//! format; the overview table both pages open with in `overview.rs`, the scaling of data-parallel runs in
+//! `scaling.rs`, the plots in `plots/`).
 
 pub mod csv;
 pub mod html;
@@ -8,6 +9,7 @@ pub mod markdown;
 pub mod model;
 pub mod overview;
 pub mod plots;
+pub mod scaling;
 
 use std::path::{Path, PathBuf};
 

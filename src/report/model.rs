@@ -3,12 +3,24 @@
 
 use std::collections::BTreeMap;
 
+use crate::result::distributed::DistributedResult;
 use crate::result::{LoadedResult, Metrics, PhaseBreakdown, RunOutcome, RunResult};
 use crate::workload::Precision;
 
 /// Device name of a result: the environment's device name, else the plan's selector.
 pub fn device_name(r: &RunResult) -> String {
     r.environment.device.as_ref().map(|d| d.name.clone()).unwrap_or_else(|| r.plan.device.to_string())
+}
+
+/// The share of a data-parallel run's steps spent exchanging gradients: the median over its steps
+/// (`distributed.comm_share`), else the share of the mean comm phase; `None` for a single-worker run, which
+/// exchanges nothing, and for a run that measured nothing.
+pub fn comm_share_of(r: &RunResult) -> Option<f64> {
+    if r.plan.world_size <= 1 && r.distributed.is_none() {
+        return None;
+    }
+    let mean_share = || r.metrics.as_ref().map(|m| m.phases.comm.share);
+    r.distributed.as_ref().and_then(|d| d.comm_share).or_else(mean_share).filter(|s| s.is_finite())
 }
 
 /// Median of a few values (non-finite ones ignored); `None` when none is left.
@@ -123,6 +135,8 @@ pub struct Varying {
     pub precision: bool,
     /// More than one data-parallel world size.
     pub world_size: bool,
+    /// More than one data-parallel strategy (`all-reduce`, `parameter-server ×N`) among runs with several workers.
+    pub strategy: bool,
     /// More than one backend and device pair.
     pub placement: bool,
 }
@@ -169,6 +183,9 @@ impl<'a> ConfigRow<'a> {
         }
         if v.world_size {
             parts.push(format!("{}x", self.world_size));
+        }
+        if v.strategy && self.world_size > 1 {
+            parts.push(self.strategy());
         }
         if v.placement {
             parts.push(self.placement());
@@ -250,6 +267,11 @@ impl<'a> ConfigRow<'a> {
     pub fn cpu_utilization(&self) -> Option<f64> {
         median_of(self.metrics().filter_map(|m| m.cpu.get()).map(|c| c.utilization).collect())
     }
+    /// Samples per second the input pipeline delivered on its own (no training), median over the repeats that
+    /// read a local dataset.
+    pub fn loader_samples_per_s(&self) -> Option<f64> {
+        median_of(self.runs.iter().filter_map(|r| r.data.as_ref()?.loader.as_ref()).map(|l| l.samples_per_s).collect())
+    }
     /// Highest allocator peak over the repeats, bytes.
     pub fn peak_allocated_bytes(&self) -> Option<u64> {
         self.metrics().filter_map(|m| m.memory.measured.peak_allocated_bytes).max()
@@ -283,13 +305,55 @@ impl<'a> ConfigRow<'a> {
     pub fn first_metrics(&self) -> Option<&'a Metrics> {
         self.metrics().next()
     }
-    /// The series this configuration belongs to: same spec, precision, world size, backend and device.
-    pub fn series_key(&self) -> (String, Precision, usize, String, String) {
-        (self.spec.clone(), self.precision, self.world_size, self.backend.clone(), self.device.clone())
+    /// The series this configuration belongs to: same spec, precision, world size, data-parallel strategy,
+    /// backend and device.
+    pub fn series_key(&self) -> (String, Precision, usize, String, String, String) {
+        (self.spec.clone(), self.precision, self.world_size, self.strategy(), self.backend.clone(), self.device.clone())
     }
     /// True when a repeat ran out of memory.
     pub fn out_of_memory(&self) -> bool {
         self.runs.iter().any(|r| matches!(r.outcome, RunOutcome::OutOfMemory { .. }))
+    }
+    /// The `distributed` sections of the repeats that wrote one (data-parallel runs).
+    pub fn distributed(&self) -> impl Iterator<Item = &'a DistributedResult> + '_ {
+        self.runs.iter().filter_map(|r| r.distributed.as_ref())
+    }
+    /// How the workers combined gradients: `single`, `all-reduce`, `parameter-server ×2` (two server ranks).
+    pub fn strategy(&self) -> String {
+        let strategy = self.runs.first().map(|r| r.plan.strategy).unwrap_or_default();
+        match strategy.servers() {
+            0 => strategy.name().to_string(),
+            n => format!("{} ×{n}", strategy.name()),
+        }
+    }
+    /// The communication engine and its version (`mpi (Open MPI v4.1.4)`), from the first repeat that says.
+    pub fn engine(&self) -> Option<String> {
+        self.distributed().next().map(|d| {
+            if d.engine_version.is_empty() { d.engine.clone() } else { format!("{} ({})", d.engine, d.engine_version) }
+        })
+    }
+    /// Median over repeats of the share of a step spent exchanging gradients ([`comm_share_of`]).
+    pub fn comm_share(&self) -> Option<f64> {
+        median_of(self.runs.iter().filter_map(|r| comm_share_of(r)).collect())
+    }
+    /// Bytes each worker sent per step (the first repeat's; fixed by the model, precision and strategy).
+    pub fn bytes_sent_per_step(&self) -> Option<u64> {
+        self.distributed().next().map(|d| d.bytes_sent_per_step)
+    }
+    /// Median over repeats of the algorithm bandwidth (gradient bytes over the exchange time), GB/s.
+    pub fn algorithm_bandwidth_gb_s(&self) -> Option<f64> {
+        median_of(self.distributed().filter_map(|d| d.algorithm_bandwidth_gb_s).collect())
+    }
+    /// Median over repeats of the bus bandwidth (all-reduce only), GB/s.
+    pub fn bus_bandwidth_gb_s(&self) -> Option<f64> {
+        median_of(self.distributed().filter_map(|d| d.bus_bandwidth_gb_s).collect())
+    }
+    /// SHA-256 of the specs the repeats ran from (one, unless results of several runs were mixed).
+    pub fn spec_hashes(&self) -> Vec<&'a str> {
+        let mut v: Vec<&'a str> = self.runs.iter().map(|r| r.environment.spec_sha256.as_str()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 }
 
@@ -368,6 +432,13 @@ impl<'a> ReportModel<'a> {
         let varying = Varying {
             precision: differs(&|c| c.precision.as_str().to_string()),
             world_size: differs(&|c| c.world_size.to_string()),
+            strategy: {
+                let mut strategies: Vec<String> =
+                    configs.iter().filter(|c| c.world_size > 1).map(ConfigRow::strategy).collect();
+                strategies.sort();
+                strategies.dedup();
+                strategies.len() > 1
+            },
             placement: differs(&|c| c.placement()),
         };
         Self { runs, configs, varying }
@@ -415,6 +486,9 @@ impl<'a> ReportModel<'a> {
         }
         if v.world_size {
             parts.push(if c.world_size == 1 { "1 device".to_string() } else { format!("{} devices", c.world_size) });
+        }
+        if v.strategy && c.world_size > 1 {
+            parts.push(c.strategy());
         }
         if v.placement {
             parts.push(c.placement());

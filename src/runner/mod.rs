@@ -8,20 +8,26 @@
 //! keeping every result written so far. What stopped a run travels beside its result as a [`StopCause`], so the
 //! suite's control flow never reads a message. A backend that is not compiled in stops the suite before any run.
 
+pub mod data;
 pub mod hooks;
+pub mod launch;
 pub mod output;
 pub mod probe;
+pub mod ranked;
+pub mod ranks;
 pub mod suite;
 pub mod warmup;
 pub mod worker;
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
+use trainbench_workload::data::{BatchSource, DataError, Loader};
 use trainbench_workload::mock::MockConfig;
 use trainbench_workload::{
-    Backend, BackendError, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext, RunPlan,
+    Backend, BackendError, BackendKind, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext, RunPlan,
 };
 
 use crate::backends;
@@ -29,7 +35,9 @@ use crate::manifest::{ManifestInput, environment};
 use crate::metrics::collect::{CollectorConfig, Collectors};
 use crate::metrics::nvml::GpuTarget;
 use crate::metrics::{DeriveInput, derive, peak};
-use crate::result::{AnalysisSummary, FORMAT_VERSION, MemoryEstimate, ProcessInfo, RunOutcome, RunResult};
+use crate::result::{
+    AnalysisSummary, FORMAT_VERSION, LoaderThroughput, MemoryEstimate, ProcessInfo, RunOutcome, RunResult,
+};
 use crate::spec::wire::MetricGroup;
 pub use hooks::TestHooks;
 pub use output::SuiteWriter;
@@ -129,7 +137,14 @@ pub fn run_suite(
     opts: &RunnerOptions,
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
-    if suite.uses_workers()
+    // Started on every rank by an external launcher (multi-node): this process is one of the ranks.
+    if let Some(launcher) = ranks::launcher_world().filter(|(_, n)| *n > 1) {
+        return ranked::run_as_ranks(suite, opts, launcher, on_result);
+    }
+    // Data-parallel runs always start their own ranks, except on the mock backend, which simulates every
+    // topology in one process (it exchanges nothing).
+    let ranked = suite.backend != BackendKind::Mock && suite.plans.iter().any(|p| !p.strategy.is_single());
+    if (suite.uses_workers() || ranked)
         && let Some(exe) = &opts.worker_exe
     {
         if let Some(e) = backends::not_built(suite.backend) {
@@ -151,7 +166,7 @@ pub fn run_suite_with(
     let mut recorder = Recorder::new(suite, opts);
     let indices: Vec<usize> = (0..suite.plans.len()).collect();
     let mut ooms = Vec::new();
-    let pass = Pass { suite, opts, own_process_per_repeat: false };
+    let pass = Pass { suite, opts, own_process_per_repeat: false, ranks: None };
     pass.run(backend.as_mut(), &indices, &mut ooms, &mut |result, stop| recorder.record(result, stop, on_result))?;
     Ok(recorder.report)
 }
@@ -217,6 +232,8 @@ pub(crate) struct Pass<'a> {
     pub(crate) opts: &'a RunnerOptions,
     /// Recorded in each result: this process runs one repeat only.
     pub(crate) own_process_per_repeat: bool,
+    /// This process is one rank of a data-parallel group (`trainbench worker --ranks`).
+    pub(crate) ranks: Option<&'a RefCell<ranks::Ranks>>,
 }
 
 impl Pass<'_> {
@@ -244,6 +261,7 @@ impl Pass<'_> {
                 opts,
                 index: i,
                 process: ProcessInfo { pid: std::process::id(), own_process_per_repeat: self.own_process_per_repeat },
+                ranks: self.ranks,
             };
             let (result, stop) = match ooms.iter().find(|o| same_family(o, plan) && plan.batch_size >= o.batch_size) {
                 Some(o) => (ctx.skipped(plan, backend, o.batch_size), None),
@@ -278,6 +296,8 @@ struct RunSlot<'a> {
     index: usize,
     /// The process that trains (or, for a lost run, trained) the run.
     process: ProcessInfo,
+    /// The group of ranks this process belongs to, for data-parallel plans.
+    ranks: Option<&'a RefCell<ranks::Ranks>>,
 }
 
 impl RunSlot<'_> {
@@ -308,6 +328,8 @@ impl RunSlot<'_> {
             metrics: None,
             analysis: Some(analysis_summary(self.analysis, plan)),
             environment: environment(env, raw),
+            distributed: None,
+            data: None,
         }
     }
 
@@ -344,20 +366,44 @@ impl RunSlot<'_> {
             }
         }
         warmup::warm_up_process(backend, plan, self.graph, &self.opts.stop);
+        let (mut loader, throughput) = match self.open_data(plan) {
+            Ok(opened) => opened,
+            Err(e) => {
+                let now = SystemTime::now();
+                let outcome = RunOutcome::Failed { message: format!("local dataset: {e}") };
+                return (self.result(plan, backend.name(), outcome, (now, now), device, None), None);
+            }
+        };
         let started = SystemTime::now();
         let clock = Instant::now();
         let collectors = Collectors::start(&config);
         let origin = collectors.origin();
-        let outcome = backend.run_in(plan, self.graph, &mut RunContext::new(&mut probe));
+        let (outcome, distributed) = match self.ranks.filter(|_| !plan.strategy.is_single()) {
+            Some(ranks) => {
+                let data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
+                match ranks.borrow_mut().train(plan, self.graph, backend, &mut probe, data) {
+                    Ok((raw, section)) => (Ok(raw), section),
+                    Err(e) => (Err(e), None),
+                }
+            }
+            None => {
+                let mut ctx = RunContext::new(&mut probe);
+                ctx.data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
+                (backend.run_in(plan, self.graph, &mut ctx), None)
+            }
+        };
         let samples = collectors.stop();
         let finished = SystemTime::now();
         probe.finish();
+        let data = self.suite.data.as_ref().zip(loader.as_ref()).map(|(d, l)| d.summary(l, throughput));
 
         let raw = match outcome {
             Ok(raw) => raw,
             Err(e) => {
                 let outcome = outcome_of_error(e);
-                return (self.result(plan, backend.name(), outcome, (started, finished), device, None), None);
+                let mut result = self.result(plan, backend.name(), outcome, (started, finished), device, None);
+                result.data = data;
+                return (result, None);
             }
         };
         // Backends may enforce the timeout themselves, so the probe need not have seen the cause.
@@ -374,6 +420,7 @@ impl RunSlot<'_> {
             (true, None) => (RunOutcome::Interrupted { reason: "stopped early by the backend".into() }, None),
         };
         let mut result = self.result(plan, backend.name(), outcome, (started, finished), device.clone(), Some(&raw));
+        result.data = data;
         let used = raw.device.clone().or(device);
         let peak = used.as_ref().and_then(|d| peak::peak_for(d, plan.precision));
         let absent_cpu = absent_reason(collect, self.suite.collects(MetricGroup::CpuUtilization), None);
@@ -392,7 +439,22 @@ impl RunSlot<'_> {
             cpu_absent: &absent_cpu,
             gpu_absent: &absent_gpu,
         });
+        result.distributed = distributed;
         (result, stop)
+    }
+}
+
+impl RunSlot<'_> {
+    /// The run's loader when it reads a local dataset, and the loader's throughput measured alone just before.
+    fn open_data(&self, plan: &RunPlan) -> Result<(Option<Loader>, Option<LoaderThroughput>), DataError> {
+        let Some(local) = &self.suite.data else { return Ok((None, None)) };
+        let throughput = local.measure(plan, self.graph)?;
+        // A data-parallel worker reads its shard: its rank's slice of every global batch.
+        let rank = match self.ranks {
+            Some(r) if !plan.strategy.is_single() => r.borrow().rank(),
+            _ => 0,
+        };
+        Ok((Some(local.loader(plan, self.graph, rank)?), Some(throughput)))
     }
 }
 

@@ -16,9 +16,13 @@ mod cli_run;
 mod compare_cli;
 #[cfg(all(feature = "tch", feature = "wgpu"))]
 mod cross_backend;
+#[cfg(all(feature = "tch", feature = "mpi"))]
+mod distributed;
 mod editor_schema;
 mod fixtures_check;
+mod image_folder;
 mod isolation;
+mod local_data;
 mod mock_pipeline;
 mod no_panic;
 mod plan_refusals;
@@ -29,4 +33,5 @@ mod result_schema;
 #[cfg(feature = "tch")]
 mod run_tch;
 mod runner;
+mod scaling;
 mod schema_sync;

@@ -11,6 +11,7 @@ pub mod backend;
 pub mod builder;
 pub mod calibrate;
 pub mod capability;
+pub mod comm;
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub mod cpu;

@@ -1,13 +1,15 @@
 //! SVG plots of a report as compact panels for a grid of small multiples, drawn with plotters' SVG backend
 //! (text becomes `<text>` elements: no fonts needed). One file per kind of chart: `lines.rs` (throughput and
 //! utilisation against batch size, with error bars over repeats), `bars.rs` (stacked memory and phase bars),
-//! `boxes.rs` (step-time distributions); this file holds what they share, the legend included.
+//! `boxes.rs` (step-time distributions), `scaling.rs` (throughput and scaling efficiency against world size); this
+//! file holds what they share, the legend included.
 //!
 //! Each plot is an SVG document whose first child is a `<title>`, so it can be found in a DOM by its title.
 
 mod bars;
 mod boxes;
 mod lines;
+mod scaling;
 
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::SegmentedCoord;
@@ -36,6 +38,8 @@ pub struct Plot {
 pub enum Section {
     /// Throughput against batch size.
     Throughput,
+    /// Throughput and scaling efficiency against world size (reports with data-parallel runs).
+    Scaling,
     /// GPU and FLOP utilisation against batch size.
     Utilization,
     /// Phase shares.
@@ -48,12 +52,19 @@ pub enum Section {
 
 impl Section {
     /// Every section, in report order.
-    pub const ALL: [Section; 5] =
-        [Section::Throughput, Section::Utilization, Section::Phases, Section::Memory, Section::StepTimes];
+    pub const ALL: [Section; 6] = [
+        Section::Throughput,
+        Section::Scaling,
+        Section::Utilization,
+        Section::Phases,
+        Section::Memory,
+        Section::StepTimes,
+    ];
     /// Section heading.
     pub fn heading(self) -> &'static str {
         match self {
             Section::Throughput => "Throughput vs batch size",
+            Section::Scaling => "Scaling vs world size",
             Section::Utilization => "GPU and FLOP utilisation vs batch size",
             Section::Phases => "Phase shares",
             Section::Memory => "Memory breakdown per batch size",
@@ -64,6 +75,7 @@ impl Section {
     pub fn anchor(self) -> &'static str {
         match self {
             Section::Throughput => "throughput",
+            Section::Scaling => "scaling",
             Section::Utilization => "utilization",
             Section::Phases => "phases",
             Section::Memory => "memory",
@@ -77,6 +89,11 @@ impl Section {
                 "Steady-state samples per second against the global batch size: points are the median over \
                  repeats, error bars span the smallest to the largest repeat; a red cross marks a batch size \
                  that ran out of memory."
+            }
+            Section::Scaling => {
+                "Data-parallel runs per strategy: solid, steady-state samples per second (left axis); dashed, \
+                 scaling efficiency (right axis), the samples per second over the world size times those of the \
+                 world-size-1 configuration of the same sweep (medians over repeats), which each line starts from."
             }
             Section::Utilization => {
                 "Solid: mean NVML GPU busy time; dashed: achieved FLOP/s (analysis FLOPs x throughput) over the \
@@ -157,6 +174,11 @@ pub fn all_plots(model: &ReportModel<'_>) -> Result<Vec<Plot>, ReportError> {
         let series = model.series_of(spec);
         if series.iter().any(|s| s.points.iter().any(|p| p.samples_per_s().is_some())) {
             plots.push(lines::throughput(spec, &series)?);
+        }
+        if model.configs_of(spec).any(|c| c.world_size > 1)
+            && let Some(p) = scaling::scaling(model, spec)?
+        {
+            plots.push(p);
         }
         if series.iter().any(|s| s.points.iter().any(|p| p.gpu_utilization_percent().or(p.flop_fraction()).is_some())) {
             plots.push(lines::utilization(spec, &series)?);

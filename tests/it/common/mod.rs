@@ -5,15 +5,18 @@
 //! `#[path = "it/common/mod.rs"]`.
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
+pub mod datasets;
 pub mod spec_run;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use trainbench::format::sha256_hex;
+use trainbench::result::distributed::{DistributedResult, RankPhases};
 use trainbench::result::*;
 use trainbench::stats::{self, SplitMix64};
-use trainbench::workload::{DeviceInfo, OptimizerSpec, Precision, RunPlan};
+use trainbench::workload::comm::DataParallel;
+use trainbench::workload::{DeviceInfo, OptimizerSpec, PhaseTimes, Precision, RunPlan};
 
 /// insta settings for snapshots in `golden/<subdir>/`, named without the test module's prefix: the one place
 /// the integration tests say where their golden files live. Tests whose snapshot files carry no `expression:`
@@ -50,6 +53,17 @@ pub struct Synth {
     pub oom: bool,
     /// Report NVML GPU utilisation (this percentage) instead of "unavailable".
     pub gpu_percent: Option<f64>,
+    /// A data-parallel run (a `distributed` section, the topology in the ids); `None`: one worker.
+    pub dp: Option<SynthDp>,
+}
+
+/// The data parallelism of a synthetic run.
+#[derive(Debug, Clone, Copy)]
+pub struct SynthDp {
+    pub world: usize,
+    pub strategy: DataParallel,
+    /// Share of each step spent exchanging gradients (the other phases shrink to make room).
+    pub comm_share: f64,
 }
 
 impl Synth {
@@ -70,7 +84,14 @@ impl Synth {
             cpu_isa: Some("AVX2".into()),
             oom: false,
             gpu_percent: None,
+            dp: None,
         }
+    }
+
+    /// The same run on `world` workers with `strategy`, spending `comm_share` of each step exchanging.
+    pub fn data_parallel(mut self, world: usize, strategy: DataParallel, comm_share: f64) -> Self {
+        self.dp = Some(SynthDp { world, strategy, comm_share });
+        self
     }
 
     pub fn slowdown(mut self, f: f64) -> Self {
@@ -79,7 +100,14 @@ impl Synth {
     }
 
     pub fn config_id(&self) -> String {
-        format!("{}.b{}.{}.1x1", self.spec, self.batch, self.precision.as_str())
+        let topology = match self.dp {
+            None => "1x1".to_string(),
+            Some(SynthDp { world, strategy: DataParallel::ParameterServer { servers }, .. }) => {
+                format!("1x{world}-ps{servers}")
+            }
+            Some(d) => format!("1x{}", d.world),
+        };
+        format!("{}.b{}.{}.{topology}", self.spec, self.batch, self.precision.as_str())
     }
 
     pub fn run_id(&self) -> String {
@@ -121,7 +149,9 @@ impl Synth {
             total_bytes: params * 12 + act + (1 << 16),
         };
         let peak = params * 12 + act + act / 10;
+        let comm = self.dp.map_or(0.0, |d| d.comm_share);
         let phase = |share: f64| PhaseStat { mean_s: s.mean * share, share };
+        let shrunk = |share: f64| phase(share * (1.0 - comm));
         let spec_canonical = format!(
             "version = 1\nname = \"{}\"\n\n[run]\niterations = {}\n\n[sweep]\nbatch_sizes = [{}]\n",
             self.spec, self.iterations, self.batch
@@ -134,8 +164,46 @@ impl Synth {
             repeat: self.repeat,
             seed: 42 + u64::from(self.repeat),
             optimizer: OptimizerSpec::default(),
+            world_size: self.dp.map_or(1, |d| d.world),
+            strategy: self.dp.map_or(DataParallel::Single, |d| d.strategy),
             ..RunPlan::for_tests(&self.run_id(), self.iterations as u64)
         };
+        let distributed = self.dp.map(|d| {
+            let gradient_bytes = params * 4;
+            let exchange_s = s.median * d.comm_share;
+            let algorithm = (exchange_s > 0.0).then(|| gradient_bytes as f64 / exchange_s / 1e9);
+            let all_reduce = d.strategy == DataParallel::AllReduce;
+            let ring = 2.0 * (d.world as f64 - 1.0) / d.world as f64;
+            let mean = PhaseTimes {
+                data_s: s.mean * 0.1 * (1.0 - comm),
+                forward_s: s.mean * 0.3 * (1.0 - comm),
+                backward_s: s.mean * 0.45 * (1.0 - comm),
+                comm_s: s.mean * comm,
+                optimizer_s: s.mean * 0.1 * (1.0 - comm),
+                total_s: s.mean,
+            };
+            DistributedResult {
+                world_size: d.world,
+                strategy: d.strategy.name().into(),
+                parameter_servers: d.strategy.servers(),
+                engine: "mpi".into(),
+                engine_version: "Open MPI v4.1.4".into(),
+                launcher: "trainbench".into(),
+                hosts: vec!["testhost".into(); d.strategy.processes(d.world)],
+                ranks: (0..d.world).map(|rank| RankPhases { rank, mean }).collect(),
+                gradient_bytes,
+                bytes_sent_per_step: if all_reduce {
+                    2 * (d.world as u64 - 1) * gradient_bytes / d.world as u64
+                } else {
+                    gradient_bytes
+                },
+                algorithm_bandwidth_gb_s: algorithm,
+                bus_bandwidth_gb_s: algorithm.filter(|_| all_reduce).map(|a| a * ring),
+                comm_share: Some(d.comm_share),
+                weights_digest: Some("00000000feedbeef".into()),
+                weights_identical: Some(true),
+            }
+        });
         RunResult {
             format_version: FORMAT_VERSION,
             spec_name: self.spec.clone(),
@@ -174,12 +242,12 @@ impl Synth {
                 },
                 phases: PhaseBreakdown {
                     synchronised: true,
-                    data: phase(0.1),
-                    forward: phase(0.3),
-                    backward: phase(0.45),
-                    comm: phase(0.0),
-                    optimizer: phase(0.1),
-                    other: phase(0.05),
+                    data: shrunk(0.1),
+                    forward: shrunk(0.3),
+                    backward: shrunk(0.45),
+                    comm: phase(comm),
+                    optimizer: shrunk(0.1),
+                    other: shrunk(0.05),
                 },
                 gpu: match self.gpu_percent {
                     Some(p) => Sampled::Available(GpuUtilization {
@@ -270,6 +338,8 @@ impl Synth {
                 // Each repeat in a process of its own, as `run.isolation = "process"` does.
                 process: Some(ProcessInfo { pid: 1000 + self.repeat, own_process_per_repeat: true }),
             },
+            distributed,
+            data: None,
         }
     }
 

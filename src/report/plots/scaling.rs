@@ -1,0 +1,143 @@
+//! The scaling panel of a spec with data-parallel runs: throughput (solid, left axis) and scaling efficiency
+//! (dashed, right axis) against the world size (log2 axis), one colour per strategy (and batch size, precision or
+//! placement where a report has several), each line starting from the world-size-1 configuration of the sweep.
+
+use plotters::prelude::*;
+
+use super::super::model::{ConfigRow, ReportModel};
+use super::super::scaling::{efficiency_of, reference_of};
+use super::{CAPTION_SIZE, CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
+use super::{color, finish, slug, tick};
+
+/// One line of the panel: its label and `(world size, samples/s, efficiency)` points by world size.
+struct Line {
+    label: String,
+    points: Vec<(f64, Option<f64>, Option<f64>)>,
+}
+
+/// The lines of a spec: configurations with more than one worker grouped by strategy, precision, batch size and
+/// placement, each preceded by its world-size-1 reference (efficiency 1 by definition).
+fn lines(model: &ReportModel<'_>, spec: &str) -> Vec<Line> {
+    let scaled: Vec<&ConfigRow<'_>> = model.configs_of(spec).filter(|c| c.world_size > 1).collect();
+    let key = |c: &ConfigRow<'_>| (c.strategy(), c.precision, c.batch, c.placement());
+    let mut keys: Vec<_> = scaled.iter().map(|c| key(c)).collect();
+    keys.sort();
+    keys.dedup();
+    let differs = |f: &dyn Fn(&ConfigRow<'_>) -> String| {
+        scaled.iter().any(|c| f(c) != scaled.first().map_or(String::new(), |s| f(s)))
+    };
+    let (batches, precisions, placements) = (
+        differs(&|c| c.batch.to_string()),
+        differs(&|c| c.precision.as_str().to_string()),
+        differs(&|c| c.placement()),
+    );
+    keys.into_iter()
+        .map(|k| {
+            let mut members: Vec<&ConfigRow<'_>> = scaled.iter().copied().filter(|c| key(c) == k).collect();
+            members.sort_by_key(|c| c.world_size);
+            let mut points = Vec::new();
+            if let Some(reference) = members.first().and_then(|c| reference_of(model, c).ok())
+                && let Some(t) = reference.samples_per_s()
+            {
+                points.push((1.0, Some(t), Some(1.0)));
+            }
+            for c in &members {
+                points.push((c.world_size as f64, c.samples_per_s(), efficiency_of(model, c).and_then(|e| e.value())));
+            }
+            let (strategy, precision, batch, placement) = k;
+            let mut label = vec![strategy];
+            if batches {
+                label.push(format!("b{batch}"));
+            }
+            if precisions {
+                label.push(precision.as_str().to_string());
+            }
+            if placements {
+                label.push(placement);
+            }
+            Line { label: label.join(" · "), points }
+        })
+        .collect()
+}
+
+/// Throughput and scaling efficiency against world size for one spec; `None` when no point has a throughput.
+pub(super) fn scaling(model: &ReportModel<'_>, spec: &str) -> Result<Option<Plot>, super::ReportError> {
+    let lines = lines(model, spec);
+    if !lines.iter().any(|l| l.points.iter().any(|p| p.1.is_some())) {
+        return Ok(None);
+    }
+    let id = format!("scaling-{}", slug(spec));
+    let title = format!("Throughput and scaling efficiency vs world size: {spec}");
+    let worlds = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+    let (xlo, xhi) = (worlds.clone().fold(f64::INFINITY, f64::min).max(1.0), worlds.fold(1.0, f64::max));
+    let (xlo, xhi) = (xlo / 1.5, xhi * 1.5);
+    let ymax = (lines.iter().flat_map(|l| l.points.iter().filter_map(|p| p.1)).fold(0.0, f64::max) * 1.1).max(1e-9);
+    let emax =
+        (lines.iter().flat_map(|l| l.points.iter().filter_map(|p| p.2)).fold(1.0, f64::max) * 100.0 * 1.1).max(110.0);
+    let mut entries = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        entries.push((format!("samples/s · {}", l.label), Mark::Line(color(i))));
+        if l.points.iter().any(|p| p.2.is_some()) {
+            entries.push((format!("efficiency · {}", l.label), Mark::Dashed(color(i))));
+        }
+    }
+    let legend = Legend::new(entries, WIDTH);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT + legend.height)).into_drawing_area();
+        draw(&root, spec, (xlo, xhi, ymax, emax), &lines, &legend)
+            .map_err(|message| super::ReportError::Plot { plot: id.clone(), message })?;
+    }
+    Ok(Some(finish(id, title, Section::Scaling, svg, Vec::new())))
+}
+
+fn draw(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    caption: &str,
+    (xlo, xhi, ymax, emax): (f64, f64, f64, f64),
+    lines: &[Line],
+    legend: &Legend,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<_>| format!("{e:?}");
+    root.fill(&WHITE).map_err(e)?;
+    let (upper, lower) = root.split_vertically(CHART_HEIGHT);
+    let mut chart = ChartBuilder::on(&upper)
+        .caption(caption, (FONT, CAPTION_SIZE))
+        .margin(8)
+        .x_label_area_size(40)
+        .y_label_area_size(52)
+        .right_y_label_area_size(44)
+        .build_cartesian_2d((xlo..xhi).log_scale().base(2.0), 0.0..ymax)
+        .map_err(e)?
+        .set_secondary_coord((xlo..xhi).log_scale().base(2.0), 0.0..emax);
+    chart
+        .configure_mesh()
+        .max_light_lines(1)
+        .x_desc("world size (workers)")
+        .y_desc("samples / s")
+        .label_style((FONT, LABEL_SIZE))
+        .axis_desc_style((FONT, LABEL_SIZE + 1))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| tick(*y))
+        .draw()
+        .map_err(e)?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("scaling efficiency %")
+        .label_style((FONT, LABEL_SIZE))
+        .axis_desc_style((FONT, LABEL_SIZE + 1))
+        .y_label_formatter(&|y| tick(*y))
+        .draw()
+        .map_err(e)?;
+    for (i, l) in lines.iter().enumerate() {
+        let c = color(i);
+        let pts: Vec<(f64, f64)> = l.points.iter().filter_map(|p| p.1.map(|t| (p.0, t))).collect();
+        chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2))).map_err(e)?;
+        chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled()))).map_err(e)?;
+        let eff: Vec<(f64, f64)> = l.points.iter().filter_map(|p| p.2.map(|v| (p.0, v * 100.0))).collect();
+        chart.draw_secondary_series(DashedLineSeries::new(eff.clone(), 5, 4, c.stroke_width(2))).map_err(e)?;
+        chart.draw_secondary_series(eff.iter().map(|p| TriangleMarker::new(*p, 4, c.filled()))).map_err(e)?;
+    }
+    legend.draw(&lower).map_err(e)?;
+    root.present().map_err(e)
+}
