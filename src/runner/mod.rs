@@ -419,8 +419,9 @@ impl RunSlot<'_> {
     /// The run's loader when it reads a local dataset, and the loader's throughput measured alone just before.
     fn open_data(&self, plan: &RunPlan) -> Result<(Option<Loader>, Option<LoaderThroughput>), DataError> {
         let Some(local) = &self.suite.data else { return Ok((None, None)) };
-        let throughput = local.measure(plan, self.graph)?;
-        Ok((Some(local.loader(plan, self.graph, 0)?), Some(throughput)))
+        let dataset = local.open(self.graph)?;
+        let throughput = local.measure(dataset.clone(), plan, self.graph)?;
+        Ok((Some(local.loader(dataset, plan, self.graph, 0)?), Some(throughput)))
     }
 }
 
