@@ -16,6 +16,8 @@ mod cli_run;
 mod compare_cli;
 #[cfg(all(feature = "tch", feature = "wgpu"))]
 mod cross_backend;
+#[cfg(all(feature = "tch", feature = "mpi"))]
+mod distributed;
 mod editor_schema;
 mod fixtures_check;
 mod image_folder;

@@ -40,6 +40,7 @@
 
 pub mod check;
 pub mod device;
+mod dist;
 pub mod loss;
 pub mod lower;
 pub mod ops;
@@ -50,6 +51,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
 use tch::{Device, TchError};
+use trainbench_workload::comm::GradientExchange;
 use trainbench_workload::{
     Backend, BackendError, BackendKind, DeviceInfo, Graph, RawMeasurements, RunContext, RunPlan,
 };
@@ -120,11 +122,14 @@ impl Backend for TchBackend {
     ) -> Result<RawMeasurements, BackendError> {
         let probe = &mut *ctx.probe;
         let dev = check::check(plan, graph)?;
+        // Re-borrowed for this call (the closure shortens the trait object's lifetime to the borrow's).
+        let given = ctx.exchange.as_deref_mut().map(|x| -> &mut dyn GradientExchange { x });
+        let exchange = check::exchange_for(plan, graph, given)?;
         set_threads(plan.cpu_threads);
         let wgan = check::wgan_roles_if_any(graph)?;
         // Everything a run allocates lives inside this closure, so it is freed before the cache is emptied.
         let result = catch_unwind(AssertUnwindSafe(|| -> Result<RawMeasurements, TchError> {
-            let mut session = train::Session::new(plan, graph, dev, wgan)?;
+            let mut session = train::Session::new(plan, graph, dev, wgan, exchange)?;
             session.run(probe)
         }));
         let result = match result {

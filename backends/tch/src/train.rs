@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use tch::{COptimizer, Device, Kind, TchError, Tensor};
+use trainbench_workload::comm::GradientExchange;
 use trainbench_workload::graph::{Graph, Node};
 use trainbench_workload::{
     Budget, MemoryMeasured, OptimizerSpec, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan,
@@ -118,6 +119,12 @@ struct Common<'a> {
     autocast: Option<AutocastDtype>,
     /// Gradient bytes, measured once after the first backward pass.
     grad_bytes: u64,
+    /// The data-parallel exchange after backward (`None`: a single worker).
+    exchange: Option<&'a mut dyn GradientExchange>,
+    /// This worker wants the run to end after the current step (asked of the exchange).
+    stop_wish: bool,
+    /// The workers agreed, in the last step's exchange, that it was the last.
+    agreed_stop: bool,
 }
 
 /// Everything one run holds on the device.
@@ -158,7 +165,13 @@ impl Common<'_> {
 
 impl<'a> Session<'a> {
     /// Lower the graph, build the optimizer(s) and the data pool.
-    pub fn new(plan: &'a RunPlan, graph: &'a Graph, device: Device, wgan: Option<WganRoles>) -> Result<Self, TchError> {
+    pub fn new(
+        plan: &'a RunPlan,
+        graph: &'a Graph,
+        device: Device,
+        wgan: Option<WganRoles>,
+        exchange: Option<&'a mut dyn GradientExchange>,
+    ) -> Result<Self, TchError> {
         tch::manual_seed(plan.seed as i64);
         if device.is_cuda() {
             tch::Cuda::manual_seed_all(plan.seed);
@@ -176,10 +189,12 @@ impl<'a> Session<'a> {
             }
         }
         let model = Lowered::new(graph, device, plan.seed)?;
-        let probe = DataPool::new(graph, plan.batch_size, plan.seed, 1, Device::Cpu)?;
+        // A data-parallel worker trains on its slice of the global batch every worker generates alike.
+        let slice = exchange.as_ref().map_or((0, 1), |x| (x.worker(), x.workers()));
+        let probe = DataPool::new_slice(graph, plan.batch_size, slice, plan.seed, 1, Device::Cpu)?;
         let count = pool_size(probe.batch_bytes());
         drop(probe);
-        let pool = DataPool::new(graph, plan.batch_size, plan.seed, count, device)?;
+        let pool = DataPool::new_slice(graph, plan.batch_size, slice, plan.seed, count, device)?;
         let mode = match wgan {
             None => Mode::Plain(PlainStep { opt: Optim::new(&plan.optimizer, model.parameters(graph, |_| true))? }),
             Some(roles) => {
@@ -195,7 +210,21 @@ impl<'a> Session<'a> {
             Precision::Fp16 => Some(AutocastDtype::Half),
             Precision::Bf16 => Some(AutocastDtype::BFloat16),
         };
-        let common = Common { graph, device, model, pool, scaler, autocast, grad_bytes: 0 };
+        if let (Some(x), Mode::Plain(step)) = (exchange.as_deref(), &mode) {
+            crate::dist::check_layout(x, &step.opt.params)?;
+        }
+        let common = Common {
+            graph,
+            device,
+            model,
+            pool,
+            scaler,
+            autocast,
+            grad_bytes: 0,
+            exchange,
+            stop_wish: false,
+            agreed_stop: false,
+        };
         Ok(Self { plan, common, mode })
     }
 
@@ -244,15 +273,24 @@ impl<'a> Session<'a> {
         let timed_out = |plan: &RunPlan| plan.timeout_s.is_some_and(|s| started.elapsed().as_secs_f64() >= s);
         let mut out = RawMeasurements::default();
         let mut index = 0u64;
+        // Data-parallel workers stop together: a wish to stop is agreed in the step's exchange, and the run
+        // ends after the step every worker took.
+        let distributed = self.common.exchange.is_some();
         for _ in 0..self.plan.warmup {
-            if probe.should_stop() || timed_out(self.plan) {
+            let stop = probe.should_stop() || timed_out(self.plan);
+            if stop && !distributed {
                 out.interrupted = true;
                 return Ok(out);
             }
+            self.common.stop_wish = stop;
             let (p, _) = self.step(index)?;
             probe.step(index, false, &p);
             out.warmup_steps.push(p);
             index += 1;
+            if self.common.agreed_stop {
+                out.interrupted = true;
+                return Ok(out);
+            }
         }
         let cuda_index = match self.common.device {
             Device::Cuda(i) => Some(i),
@@ -268,19 +306,30 @@ impl<'a> Session<'a> {
                 Budget::Iterations(n) => measured >= n,
                 Budget::Seconds(s) => measured > 0 && measure_start.elapsed().as_secs_f64() >= s,
             };
-            if done {
+            if done && !distributed {
                 break;
             }
-            if probe.should_stop() || timed_out(self.plan) {
+            let stop = probe.should_stop() || timed_out(self.plan);
+            if stop && !distributed {
                 out.interrupted = true;
                 break;
             }
+            // This worker's wish to end after this step: the budget reached with it, or a stop.
+            let last = match self.plan.budget {
+                Budget::Iterations(n) => measured + 1 >= n,
+                Budget::Seconds(s) => measure_start.elapsed().as_secs_f64() >= s,
+            };
+            self.common.stop_wish = stop || last;
             let (p, loss) = self.step(index)?;
             out.losses.push(loss.f_double_value(&[])?);
             probe.step(index, true, &p);
             out.steps.push(p);
             index += 1;
             measured += 1;
+            if distributed && self.common.agreed_stop {
+                out.interrupted = stop || !last;
+                break;
+            }
         }
         let weights = self.common.model.weight_bytes();
         let trained = self.trained_bytes();
@@ -346,6 +395,17 @@ impl PlainStep {
         p.backward_s += phase_sync(t);
         if c.grad_bytes == 0 {
             c.grad_bytes = self.opt.grad_bytes();
+        }
+        if let Some(x) = c.exchange.as_deref_mut() {
+            let step = crate::dist::exchange(x, &self.opt.params, c.stop_wish)?;
+            c.agreed_stop = step.stop;
+            p.comm_s += phase_sync(t);
+            if step.weights_updated {
+                // The parameter servers applied the optimizer: only the gradients are left to drop.
+                self.opt.opt.zero_grad()?;
+                p.optimizer_s += phase_sync(t);
+                return loss.f_detach();
+            }
         }
         self.opt.step(c.scaler.as_mut())?;
         p.optimizer_s += phase_sync(t);

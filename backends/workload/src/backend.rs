@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::BackendKind;
+use crate::comm::{DataParallel, GradientExchange};
 use crate::data::BatchSource;
 use crate::device::DeviceSelector;
 use crate::graph::Graph;
@@ -169,8 +170,11 @@ pub struct RunPlan {
     /// The device it runs on (`cpu`, `cuda:0`, `wgpu`, ...): the spec's (or `--device`), mapped when the spec
     /// was planned to a device the suite's backend drives.
     pub device: DeviceSelector,
-    /// Data-parallel world size (nodes x devices per node).
+    /// Data-parallel world size (nodes x devices per node): the workers.
     pub world_size: usize,
+    /// How the workers combine gradients (left out of results when `single`).
+    #[serde(default, skip_serializing_if = "DataParallel::is_single")]
+    pub strategy: DataParallel,
     /// Warm-up iterations (not measured).
     pub warmup: u64,
     /// Measured iterations or time budget.
@@ -235,6 +239,7 @@ impl RunPlan {
             precision: Precision::Fp32,
             device: DeviceSelector::Cpu,
             world_size: 1,
+            strategy: DataParallel::Single,
             warmup: 1,
             budget: Budget::Iterations(iterations),
             repeat: 0,
@@ -426,12 +431,15 @@ pub struct RunContext<'a> {
     /// (`init::synthetic_input`); `Some` is a dataset read on the host, whose batches the backend copies to its
     /// device, timing the wait for each batch and the copy separately.
     pub data: Option<&'a mut dyn BatchSource>,
+    /// The data-parallel exchange this worker calls after each backward pass (`None`: a single worker). It
+    /// also says which slice of the global batch this worker trains on ([`GradientExchange::worker`]).
+    pub exchange: Option<&'a mut dyn GradientExchange>,
 }
 
 impl<'a> RunContext<'a> {
     /// A context that only reports to `probe`: synthetic data, a single rank.
     pub fn new(probe: &'a mut dyn Probe) -> Self {
-        RunContext { probe, data: None }
+        RunContext { probe, data: None, exchange: None }
     }
 }
 
