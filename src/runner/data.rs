@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::data::{self, BatchSource, DataError, Dataset, Layout, Loader, LoaderConfig, OnError};
+use trainbench_workload::data::{self, BatchSource, DataError, Layout, Loader, LoaderConfig, OnError};
 use trainbench_workload::{Graph, RunPlan};
 
 use crate::result::{DataSummary, LoaderThroughput};
@@ -53,24 +53,12 @@ impl LocalData {
         })
     }
 
-    /// Open the dataset for `graph` (files listed, headers checked), to build loaders from.
-    pub fn open(&self, graph: &Graph) -> Result<Arc<dyn Dataset>, DataError> {
+    /// A fresh loader of this dataset for `plan` on `graph`, as rank `rank` of `plan.world_size`.
+    pub fn loader(&self, plan: &RunPlan, graph: &Graph, rank: usize) -> Result<Loader, DataError> {
         let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
+        let format = reader_format(self.format);
         let layout = Layout::of(graph).map_err(err)?;
-        Ok(Arc::from(data::open(reader_format(self.format), &self.root, &layout)?))
-    }
-
-    /// A fresh loader of `dataset` (opened by [`Self::open`]) for `plan` on `graph`, as rank `rank` of
-    /// `plan.world_size`.
-    pub fn loader(
-        &self,
-        dataset: Arc<dyn Dataset>,
-        plan: &RunPlan,
-        graph: &Graph,
-        rank: usize,
-    ) -> Result<Loader, DataError> {
-        let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
-        let layout = Layout::of(graph).map_err(err)?;
+        let dataset = data::open(format, &self.root, &layout)?;
         let config = LoaderConfig {
             batch_size: plan.batch_size,
             world_size: plan.world_size.max(1),
@@ -83,19 +71,14 @@ impl LocalData {
                 OnDataError::Skip => OnError::Skip,
             },
         };
-        Loader::new(dataset, layout, config).map_err(err)
+        Loader::new(Arc::from(dataset), layout, config).map_err(err)
     }
 
-    /// Pull batches from a fresh loader of `dataset` with no training (for [`MEASURE_TIME`], between
+    /// Pull batches from a fresh loader with no training (for [`MEASURE_TIME`], between
     /// [`MEASURE_MIN_BATCHES`] and [`MEASURE_MAX_BATCHES`] batches) and time them from the loader's start.
-    pub fn measure(
-        &self,
-        dataset: Arc<dyn Dataset>,
-        plan: &RunPlan,
-        graph: &Graph,
-    ) -> Result<LoaderThroughput, DataError> {
+    pub fn measure(&self, plan: &RunPlan, graph: &Graph) -> Result<LoaderThroughput, DataError> {
         let clock = Instant::now();
-        let mut loader = self.loader(dataset, plan, graph, 0)?;
+        let mut loader = self.loader(plan, graph, 0)?;
         let per_batch = (plan.batch_size / plan.world_size.max(1)) as u64;
         let mut batches = 0u64;
         while batches < MEASURE_MIN_BATCHES || (batches < MEASURE_MAX_BATCHES && clock.elapsed() < MEASURE_TIME) {

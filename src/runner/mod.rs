@@ -447,9 +447,8 @@ impl RunSlot<'_> {
                     .into(),
             });
         }
-        let dataset = local.open(self.graph)?;
-        let throughput = local.measure(dataset.clone(), plan, self.graph)?;
-        Ok((Some(local.loader(dataset, plan, self.graph, 0)?), Some(throughput)))
+        let throughput = local.measure(plan, self.graph)?;
+        Ok((Some(local.loader(plan, self.graph, 0)?), Some(throughput)))
     }
 }
 

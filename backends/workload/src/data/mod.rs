@@ -48,12 +48,6 @@ pub trait BatchSource: Send {
     /// The next batch of this rank's shard, blocking until the pipeline has it: the time spent here is the
     /// run's input stall.
     fn next_batch(&mut self) -> Result<HostBatch, DataError>;
-
-    /// Samples of the whole dataset one epoch visits (all ranks together, the last partial batch dropped);
-    /// `None` when the source has no epochs.
-    fn samples_per_epoch(&self) -> Option<usize> {
-        None
-    }
 }
 
 /// The local dataset formats trainbench reads.
