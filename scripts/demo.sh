@@ -6,7 +6,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 bash scripts/system-deps.sh || echo "warning: could not install Debian packages (not root?); continuing" >&2
 echo "==> building trainbench (release, with the tch backend)" >&2
-cargo build --release --features tch
+cargo build --release --features tch,mpi
 TB=target/release/trainbench
 echo "==> trainbench validate specs/" >&2
 $TB validate specs/

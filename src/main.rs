@@ -21,6 +21,11 @@ enum Command {
     Plan(commands::plan::Args),
     /// Print parameters, FLOPs and the memory estimate of a spec's model.
     Analyze(commands::analyze::Args),
+    /// Measure this machine's device (GEMM and convolution rates, memory bandwidth, per-op overhead) into a
+    /// hardware profile for `predict`.
+    Calibrate(commands::calibrate::Args),
+    /// Predict step time, throughput and the data/compute/comm shares on hardware profiles (PAI's model).
+    Predict(commands::predict::Args),
     /// Run benchmarks and write one result file per run.
     Run(commands::run::Args),
     /// Print the JSON Schema of specs (or of results).
@@ -46,6 +51,8 @@ fn main() -> ExitCode {
         Command::Validate(a) => commands::validate::execute(a),
         Command::Plan(a) => commands::plan::execute(a),
         Command::Analyze(a) => commands::analyze::execute(a),
+        Command::Calibrate(a) => commands::calibrate::execute(a),
+        Command::Predict(a) => commands::predict::execute(a),
         Command::Run(a) => commands::run::execute(a),
         Command::Schema(a) => commands::schema::execute(a),
         Command::Check(a) => commands::check::execute(a),

@@ -63,8 +63,15 @@ impl SetArgs {
 fn print_override_errors(format: OutputFormat, diagnostics: Vec<Diagnostic>) -> Outcome {
     match format {
         OutputFormat::Json => {
-            let report =
-                FileReport { file: "--set".into(), valid: false, name: None, sha256: None, runs: None, diagnostics };
+            let report = FileReport {
+                file: "--set".into(),
+                valid: false,
+                name: None,
+                sha256: None,
+                runs: None,
+                kind: None,
+                diagnostics,
+            };
             outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
         }
         OutputFormat::Text => out!("{}", render_text(&diagnostics)),

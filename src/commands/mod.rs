@@ -23,10 +23,12 @@ macro_rules! outln {
 pub mod analyze;
 pub mod args;
 pub mod audit;
+pub mod calibrate;
 pub mod check;
 pub mod compare;
 pub mod devices;
 pub mod plan;
+pub mod predict;
 pub mod report;
 pub mod run;
 pub mod schema;

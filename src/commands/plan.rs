@@ -54,6 +54,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
                     name: None,
                     sha256: None,
                     runs: None,
+                    kind: None,
                     diagnostics: checked.diagnostics,
                 };
                 outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);

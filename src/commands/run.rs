@@ -116,6 +116,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     // says `failed` has no figures, the line says why), and whoever keeps the table (`> summary.txt`, a CI
     // step's output) keeps them too. Anywhere else stdout is empty (`--quiet`) or JSON for scripts (where each
     // row's `outcome` holds the reason already), so they go to stderr.
+    if silent_rank() {
+        return Ok(Outcome::Success);
+    }
     let reasons: Vec<String> = all
         .iter()
         .filter(|(r, _)| !args.quiet || matches!(r.outcome, RunOutcome::Failed { .. }))
@@ -138,6 +141,13 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     }
     let failed = all.iter().any(|(r, _)| matches!(r.outcome, RunOutcome::Failed { .. }));
     Ok(if failed || interrupted { Outcome::Failure } else { Outcome::Success })
+}
+
+/// Whether this process is a rank other than 0 of a group an external launcher started (`mpirun -n N
+/// trainbench run`): rank 0 writes and prints the results, the others stay silent.
+fn silent_rank() -> bool {
+    runner::ranks::launcher_world().is_some_and(|(_, n)| n > 1)
+        && runner::ranks::launcher_rank().is_some_and(|r| r != 0)
 }
 
 /// Validate every spec (with the `--set` overrides) before running any; `None` after printing diagnostics

@@ -1,4 +1,6 @@
 //! The `validate` subcommand: checks spec files (and folders of them, recursively) and prints every problem.
+//! Hardware profiles (a top-level `kind = "hardware"`, or a `#:schema` line naming `hardware.schema.json`;
+//! see `crate::hardware::looks_like_profile`) are checked against the hardware schema instead.
 
 use std::path::{Path, PathBuf};
 
@@ -6,6 +8,7 @@ use serde::Serialize;
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
+use crate::hardware::{ProfileValidator, looks_like_profile};
 use crate::spec::diagnostics::{FileReport, render_text};
 use crate::spec::{Diagnostic, SpecValidator};
 
@@ -51,10 +54,36 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             name: None,
             sha256: None,
             runs: None,
+            kind: None,
             diagnostics: vec![d],
         })
         .collect();
+    let mut profiles: Option<ProfileValidator> = None;
     for (path, display) in &files {
+        let text = crate::hardware::load::read_bounded(path).unwrap_or_default();
+        if looks_like_profile(&String::from_utf8_lossy(&text)) {
+            let validator = match &profiles {
+                Some(v) => v,
+                None => profiles.insert(ProfileValidator::new().map_err(|e| CommandError::Other(e.to_string()))?),
+            };
+            let checked = validator.check_file(path, display);
+            let (name, diagnostics) = match checked {
+                Ok(f) => (Some(f.name), Vec::new()),
+                Err(d) => (None, d),
+            };
+            let valid = !diagnostics.iter().any(Diagnostic::is_error);
+            let sha256 = valid.then(|| crate::format::sha256_hex(&String::from_utf8_lossy(&text)));
+            reports.push(FileReport {
+                file: display.clone(),
+                valid,
+                name,
+                sha256,
+                runs: None,
+                kind: Some("hardware"),
+                diagnostics,
+            });
+            continue;
+        }
         let checked = validator.check_file(path, display, &overrides);
         let spec = checked.spec.as_ref();
         reports.push(FileReport {
@@ -63,6 +92,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             name: spec.map(|s| s.name().to_string()),
             sha256: spec.map(|s| s.sha256().to_string()),
             runs: spec.map(|s| crate::plan::plan(s).len()),
+            kind: None,
             diagnostics: checked.diagnostics,
         });
     }
@@ -85,6 +115,9 @@ fn text_report(reports: &[FileReport], valid: usize, invalid: usize) -> String {
         out.push_str(&render_text(&r.diagnostics));
         errors += r.diagnostics.iter().filter(|d| d.is_error()).count();
         warnings += r.diagnostics.len() - r.diagnostics.iter().filter(|d| d.is_error()).count();
+        if let (true, Some(name), Some(kind)) = (r.valid, &r.name, r.kind) {
+            out.push_str(&format!("ok: {} ({name}, {kind} profile)\n", r.file));
+        }
         if let (true, Some(name), Some(runs)) = (r.valid, &r.name, r.runs) {
             out.push_str(&format!("ok: {} ({name}, {runs} run{})\n", r.file, if runs == 1 { "" } else { "s" }));
         }

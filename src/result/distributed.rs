@@ -37,6 +37,12 @@ pub struct DistributedResult {
     pub bus_bandwidth_gb_s: Option<f64>,
     /// Median share of a step spent exchanging gradients (PAI's T_comm / T_iter).
     pub comm_share: Option<f64>,
+    /// Digest of the trained weights on rank 0 after the last step (absent when the backend gives none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_digest: Option<String>,
+    /// Whether every worker ended with the same weights (bit for bit); absent without digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_identical: Option<bool>,
 }
 
 /// One worker's mean phase times.

@@ -26,6 +26,9 @@ pub struct TestHooks {
     pub mock_hang_repeat: Option<u32>,
     /// Mock backend: fail every run of this repeat with a framework error.
     pub mock_fail_repeat: Option<u32>,
+    /// Data-parallel runs: `[repeat, rank, seconds]`: that rank's process aborts this many seconds into its run
+    /// of that repeat, as a rank that crashes mid-run would.
+    pub abort_rank: Option<(u32, usize, f64)>,
 }
 
 impl TestHooks {

@@ -13,6 +13,7 @@ pub mod hooks;
 pub mod launch;
 pub mod output;
 pub mod probe;
+pub mod ranked;
 pub mod ranks;
 pub mod suite;
 pub mod warmup;
@@ -136,6 +137,10 @@ pub fn run_suite(
     opts: &RunnerOptions,
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
+    // Started on every rank by an external launcher (multi-node): this process is one of the ranks.
+    if let Some(launcher) = ranks::launcher_world().filter(|(_, n)| *n > 1) {
+        return ranked::run_as_ranks(suite, opts, launcher, on_result);
+    }
     // Data-parallel runs always start their own ranks.
     let ranked = suite.plans.iter().any(|p| !p.strategy.is_single());
     if (suite.uses_workers() || ranked)
@@ -373,10 +378,13 @@ impl RunSlot<'_> {
         let collectors = Collectors::start(&config);
         let origin = collectors.origin();
         let (outcome, distributed) = match self.ranks.filter(|_| !plan.strategy.is_single()) {
-            Some(ranks) => match ranks.borrow_mut().train(plan, self.graph, backend, &mut probe) {
-                Ok((raw, section)) => (Ok(raw), section),
-                Err(e) => (Err(e), None),
-            },
+            Some(ranks) => {
+                let data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
+                match ranks.borrow_mut().train(plan, self.graph, backend, &mut probe, data) {
+                    Ok((raw, section)) => (Ok(raw), section),
+                    Err(e) => (Err(e), None),
+                }
+            }
             None => {
                 let mut ctx = RunContext::new(&mut probe);
                 ctx.data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
@@ -439,16 +447,13 @@ impl RunSlot<'_> {
     /// The run's loader when it reads a local dataset, and the loader's throughput measured alone just before.
     fn open_data(&self, plan: &RunPlan) -> Result<(Option<Loader>, Option<LoaderThroughput>), DataError> {
         let Some(local) = &self.suite.data else { return Ok((None, None)) };
-        if !plan.strategy.is_single() {
-            return Err(DataError {
-                file: local.root.display().to_string(),
-                reason: "local datasets are not fed to data-parallel ranks yet (each rank would need its shard); \
-                         train on `source = \"synthetic\"` for data-parallel runs"
-                    .into(),
-            });
-        }
         let throughput = local.measure(plan, self.graph)?;
-        Ok((Some(local.loader(plan, self.graph, 0)?), Some(throughput)))
+        // A data-parallel worker reads its shard: its rank's slice of every global batch.
+        let rank = match self.ranks {
+            Some(r) if !plan.strategy.is_single() => r.borrow().rank(),
+            _ => 0,
+        };
+        Ok((Some(local.loader(plan, self.graph, rank)?), Some(throughput)))
     }
 }
 

@@ -8,6 +8,7 @@ use trainbench_workload::comm::server::{ServerReport, serve};
 use trainbench_workload::comm::{
     AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, PsWorkerExchange,
 };
+use trainbench_workload::data::BatchSource;
 use trainbench_workload::{Backend, BackendError, Graph, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan};
 
 use crate::result::distributed::{DistributedResult, RankPhases};
@@ -19,6 +20,14 @@ const WORLD_SIZE_VARIABLES: &[(&str, &str)] = &[
     ("OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"),
     ("PMI_SIZE", "mpiexec (MPICH)"),
 ];
+
+/// The launcher variables that carry this process's rank, in the same order.
+const RANK_VARIABLES: &[&str] = &["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"];
+
+/// This process's rank as its launcher numbered it, when a launcher started it.
+pub fn launcher_rank() -> Option<usize> {
+    RANK_VARIABLES.iter().find_map(|var| std::env::var(var).ok().and_then(|v| v.trim().parse().ok()))
+}
 
 /// Who started this process as a rank, and the world size the launcher promised, from its environment.
 pub fn launcher_world() -> Option<(&'static str, usize)> {
@@ -43,6 +52,8 @@ struct RankReport {
     steps: Vec<PhaseTimes>,
     /// A worker's loss at each measured step (the mean over its slice of the global batch).
     losses: Vec<f64>,
+    /// A worker's digest of its trained weights.
+    weights_digest: Option<String>,
     /// A worker's exchange traffic.
     bytes_sent: u64,
     exchanged_steps: u64,
@@ -57,9 +68,15 @@ impl Ranks {
         let (comm, host) = open_engine()?;
         let (launcher, promised) = launcher_world().unwrap_or(("unknown", comm.size()));
         if promised != comm.size() {
+            let hint = if launcher == "torchrun" {
+                "torchrun starts ranks for c10d engines (NCCL, on CUDA), which trainbench does not have yet; start CPU \
+                 ranks with `mpirun` or `srun --mpi=pmix`"
+            } else {
+                "the launcher and the MPI library trainbench was built with do not match (use the `mpirun` of the \
+                 same MPI)"
+            };
             return Err(format!(
-                "{launcher} started {promised} ranks, but the {} engine sees a world of {}: the launcher and the MPI \
-                 library trainbench was built with do not match (use the `mpirun` of the same MPI)",
+                "{launcher} started {promised} ranks, but the {} engine sees a world of {}: {hint}",
                 comm.engine().name,
                 comm.size()
             ));
@@ -115,6 +132,7 @@ impl Ranks {
         graph: &Graph,
         backend: &mut dyn Backend,
         probe: &mut dyn Probe,
+        data: Option<&mut dyn BatchSource>,
     ) -> Result<(RawMeasurements, Option<DistributedResult>), BackendError> {
         let engine_error = |e: CommError| BackendError::Framework(format!("data-parallel exchange: {e}"));
         let (raw, stats) = {
@@ -125,6 +143,8 @@ impl Ranks {
                 _ => Box::new(AllReduceExchange::new(self.comm.as_mut(), graph)),
             };
             let mut ctx = RunContext::new(probe);
+            // Re-borrowed for this run (shortens the trait object's lifetime to the context's).
+            ctx.data = data.map(|d| -> &mut dyn BatchSource { d });
             ctx.exchange = Some(exchange.as_mut());
             let raw = backend.run_in(plan, graph, &mut ctx)?;
             (raw, exchange.stats())
@@ -134,6 +154,7 @@ impl Ranks {
             host: self.host.clone(),
             steps: raw.steps.clone(),
             losses: raw.losses.clone(),
+            weights_digest: raw.weights_digest.clone(),
             bytes_sent: stats.bytes_sent,
             exchanged_steps: stats.steps,
             server: None,
@@ -158,6 +179,7 @@ impl Ranks {
             host: self.host.clone(),
             steps: Vec::new(),
             losses: Vec::new(),
+            weights_digest: None,
             bytes_sent: served.bytes_sent,
             exchanged_steps: served.steps,
             server: Some((served.elements, served.bytes_received, served.bytes_sent)),
@@ -225,6 +247,11 @@ impl Ranks {
             algorithm_bandwidth_gb_s: algorithm,
             bus_bandwidth_gb_s: bus,
             comm_share: median(&shares),
+            weights_digest: raw.weights_digest.clone(),
+            weights_identical: raw
+                .weights_digest
+                .as_ref()
+                .map(|d| workers.iter().all(|r| r.weights_digest.as_ref() == Some(d))),
         };
         (raw, section)
     }

@@ -30,7 +30,7 @@ use super::data::LocalData;
 use super::ranks::Ranks;
 use super::{
     Flow, Pass, Recorder, RunSlot, RunnerError, RunnerOptions, StopCause, StopFlag, Suite, SuiteReport, TestHooks,
-    launch, probe,
+    launch, probe, ranked,
 };
 use crate::backends;
 use crate::format::sha256_hex;
@@ -469,7 +469,7 @@ pub fn serve(ranked: bool) -> Result<bool, String> {
     let mut backend = backends::create(job.backend, &opts.mock_config());
     let mut ooms = job.known_ooms;
     if let Some(r) = &ranks {
-        return Ok(serve_ranked(r, &suite, &opts, backend.as_mut(), &job.indices, &mut ooms, &mut say));
+        return Ok(ranked::serve_ranked(r, &suite, &opts, backend.as_mut(), &job.indices, &mut ooms, &mut say));
     }
     let pass = Pass { suite: &suite, opts: &opts, own_process_per_repeat: true, ranks: None };
     let ran = pass.run(backend.as_mut(), &job.indices, &mut ooms, &mut |result, stop| {
@@ -484,53 +484,4 @@ pub fn serve(ranked: bool) -> Result<bool, String> {
             Ok(false)
         }
     }
-}
-
-/// One rank's part of its group's runs: servers serve, workers train through a [`Pass`] with the group, rank 0
-/// prints each result; a run that did not complete ends the group.
-fn serve_ranked(
-    ranks: &RefCell<Ranks>,
-    suite: &Suite,
-    opts: &RunnerOptions,
-    backend: &mut dyn trainbench_workload::Backend,
-    indices: &[usize],
-    ooms: &mut Vec<RunPlan>,
-    say: &mut dyn FnMut(&WorkerMessage) -> std::io::Result<()>,
-) -> bool {
-    let rank = ranks.borrow().rank();
-    for &i in indices {
-        let Some(plan) = suite.plans.get(i) else { continue };
-        if ranks.borrow().is_server(plan) {
-            if backend.check(plan, &suite.graph).is_err() {
-                continue;
-            }
-            let served = ranks.borrow_mut().serve(plan, &suite.graph);
-            if let Err(e) = served {
-                eprintln!("trainbench rank {rank}: parameter server of `{}` failed: {e}", plan.id);
-                ranks.borrow_mut().abort(1);
-            }
-            continue;
-        }
-        let pass = Pass { suite, opts, own_process_per_repeat: true, ranks: Some(ranks) };
-        let mut ended_badly = false;
-        let ran = pass.run(backend, &[i], ooms, &mut |result, stop| {
-            ended_badly = matches!(result.outcome, RunOutcome::Failed { .. } | RunOutcome::OutOfMemory { .. });
-            if let (true, RunOutcome::Failed { message } | RunOutcome::OutOfMemory { message, .. }) =
-                (rank != 0, &result.outcome)
-            {
-                eprintln!("trainbench rank {rank}: run `{}` failed: {message}", result.plan.id);
-            }
-            say(&WorkerMessage::Result { result: Box::new(result), stop })
-                .map(|()| Flow::Continue)
-                .map_err(|source| RunnerError::Io { path: "standard output".into(), source })
-        });
-        if let Err(e) = ran {
-            let _ = say(&WorkerMessage::Fatal(e.to_string()));
-            ranks.borrow_mut().abort(1);
-        }
-        if ended_badly {
-            ranks.borrow_mut().abort(1);
-        }
-    }
-    true
 }

@@ -183,6 +183,9 @@ pub struct FileReport {
     pub sha256: Option<String>,
     /// Number of runs the spec expands to, when valid.
     pub runs: Option<usize>,
+    /// `hardware` for a hardware profile (`trainbench validate` checks those too); absent for specs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
     /// Every problem found, in source order.
     pub diagnostics: Vec<Diagnostic>,
 }

@@ -28,10 +28,16 @@ pub fn spec_schema() -> Value {
     if let Value::Object(root) = &mut value {
         root.insert("$id".into(), Value::String(SPEC_SCHEMA_ID.into()));
     }
-    add_integer_bounds(&mut value);
-    select_by_tag(&mut value, "");
-    name_the_keys(&mut value);
+    shape_for_editors(&mut value);
     value
+}
+
+/// Shape a schemars-generated schema the way every trainbench schema is shaped (integer bounds, tagged unions
+/// selected by their tag, closed tables naming their keys); the hardware profile schema uses it too.
+pub fn shape_for_editors(value: &mut Value) {
+    add_integer_bounds(value);
+    select_by_tag(value, "");
+    name_the_keys(value);
 }
 
 /// The spec schema rendered as the committed file holds it (pretty JSON and a final newline).

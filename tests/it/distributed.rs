@@ -73,5 +73,83 @@ fn data_parallel_runs_reproduce_one_worker_and_send_what_the_formulas_say() {
         let expected = if servers > 0 { s } else { 2 * (workers - 1) * s / workers };
         assert_eq!(d.bytes_sent_per_step, expected, "{topology}");
         assert_eq!(d.ranks.len(), workers as usize);
+        assert!(d.weights_digest.is_some(), "{topology}");
+        assert_eq!(d.weights_identical, Some(true), "{topology}: every worker ends with the same weights, bit for bit");
     }
+}
+
+#[test]
+fn a_rank_that_dies_fails_its_run_and_the_sweep_goes_on_without_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SPEC
+        .replace("batch_sizes = [16]", "batch_sizes = [8]")
+        .replace("iterations = 12", "iterations = 20000\nrepeats = 2")
+        .replace("topologies = [\n  { devices_per_node = 1, strategy = \"single\" },\n", "topologies = [\n")
+        .replace("  { devices_per_node = 4, strategy = \"all-reduce\" },\n", "")
+        .replace("  { devices_per_node = 2, strategy = \"parameter-server\", parameter_servers = 2 },\n", "");
+    std::fs::write(dir.path().join("dp.toml"), spec).unwrap();
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["run", "dp.toml", "--out", "out", "--quiet", "--set", "run.iterations=300"])
+        .args(["--test-hooks", r#"{"abort_rank": [0, 1, 0.5]}"#])
+        .args(["--set", "run.time_budget_s=3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lost: RunResult =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/dp/dp.b8.fp32.1x2.r0.json")).unwrap())
+            .unwrap();
+    let RunOutcome::Failed { message } = &lost.outcome else { panic!("{:?}\n{stderr}", lost.outcome) };
+    assert!(message.contains("rank 1"), "the failed rank is named: {message}");
+    let next: RunResult =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/dp/dp.b8.fp32.1x2.r1.json")).unwrap())
+            .unwrap();
+    assert_eq!(next.outcome, RunOutcome::Completed, "the sweep goes on: {stderr}");
+    let left = processes_in(dir.path());
+    assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
+}
+
+/// Processes whose working folder is `dir` (the ranks and the launcher a test started there).
+fn processes_in(dir: &std::path::Path) -> Vec<String> {
+    let dir = dir.canonicalize().unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
+        .filter(|e| std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd == dir))
+        .map(|e| std::fs::read_to_string(e.path().join("cmdline")).unwrap_or_default().replace('\0', " "))
+        .collect()
+}
+
+/// `mpirun` with the options a container and a root user need, as a user would type it on one node.
+fn mpirun(ranks: usize, dir: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new("mpirun");
+    c.current_dir(dir).args(["-n", &ranks.to_string(), "--oversubscribe", "--bind-to", "none"]);
+    c.args(["--mca", "btl_vader_single_copy_mechanism", "none", "--allow-run-as-root"]);
+    c.arg(assert_cmd::cargo::cargo_bin("trainbench"));
+    c
+}
+
+#[test]
+fn mpirun_by_hand_runs_the_spec_on_every_rank_and_refuses_a_world_of_another_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SPEC
+        .replace("  { devices_per_node = 1, strategy = \"single\" },\n", "")
+        .replace("  { devices_per_node = 4, strategy = \"all-reduce\" },\n", "")
+        .replace("  { devices_per_node = 2, strategy = \"parameter-server\", parameter_servers = 2 },\n", "");
+    std::fs::write(dir.path().join("dp.toml"), spec).unwrap();
+    let out = mpirun(2, dir.path()).args(["run", "dp.toml", "--out", "out", "--quiet"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = result(dir.path(), "1x2");
+    assert_eq!(r.outcome, RunOutcome::Completed);
+    let d = r.distributed.unwrap();
+    assert_eq!((d.world_size, d.launcher.as_str()), (2, "mpirun (Open MPI)"));
+    assert_eq!(d.weights_identical, Some(true));
+
+    let out = mpirun(3, dir.path()).args(["run", "dp.toml", "--out", "out3", "--quiet"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a world of 3 for a run of 2 workers is refused");
+    assert!(stderr.contains("started 3 ranks") && stderr.contains("needs 2"), "{stderr}");
+    assert!(!dir.path().join("out3/dp").exists(), "nothing ran");
 }

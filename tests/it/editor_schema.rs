@@ -138,3 +138,19 @@ fn a_typo_in_a_tagged_table_names_the_key_and_the_keys_allowed() {
         assert!(!output.contains("oneOf") && !output.contains("anyOf"), "{output}");
     }
 }
+
+#[test]
+fn every_shipped_hardware_profile_passes_taplo_through_its_schema_line() {
+    let Some(taplo) = taplo() else { return };
+    let schema = Path::new(ROOT).join("schema/hardware.schema.json").canonicalize().unwrap();
+    let profiles = toml_files(&Path::new(ROOT).join("hardware"));
+    assert!(profiles.len() >= 6, "found only {} profiles", profiles.len());
+    for p in &profiles {
+        let text = std::fs::read_to_string(p).unwrap();
+        let line = text.lines().next().and_then(|l| l.strip_prefix("#:schema ")).unwrap_or_default();
+        let target = p.parent().unwrap().join(line.trim()).canonicalize().ok();
+        assert_eq!(target.as_ref(), Some(&schema), "{}: the first line must be `#:schema` to the schema", p.display());
+    }
+    let (ok, output) = check(&taplo, &profiles);
+    assert!(ok, "taplo rejected shipped hardware profiles:\n{output}");
+}

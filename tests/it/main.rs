@@ -26,6 +26,7 @@ mod local_data;
 mod mock_pipeline;
 mod no_panic;
 mod plan_refusals;
+mod predict_cli;
 mod report_browser;
 mod report_files;
 mod result_schema;

@@ -33,3 +33,15 @@ fn schema_carries_doc_comments_as_descriptions() {
     assert!(warmup.as_str().unwrap().contains("warm-up") || warmup.as_str().unwrap().contains("discarded"), "{warmup}");
     assert_eq!(schema["$defs"]["SweepSpec"]["properties"]["batch_sizes"]["minItems"], 1);
 }
+
+#[test]
+fn committed_hardware_schema_is_up_to_date() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/hardware.schema.json");
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    let generated = trainbench::hardware::hardware_schema_text();
+    assert!(
+        committed == generated,
+        "schema/hardware.schema.json is stale (the hardware profile types changed).\n\
+         Refresh it with:\n\n    cargo run -- schema --hardware > schema/hardware.schema.json\n"
+    );
+}

@@ -61,3 +61,16 @@ pub fn exchange(x: &mut dyn GradientExchange, params: &[Tensor], stop: bool) -> 
     })?;
     Ok(step)
 }
+
+/// The digest of `params`' values ([`trainbench_workload::backend::weights_digest`]), read through host memory.
+pub fn digest(params: &[Tensor]) -> Result<String, TchError> {
+    let mut host: Vec<Vec<f32>> = Vec::with_capacity(params.len());
+    for p in params {
+        let n = p.numel();
+        let t = p.f_detach()?.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_contiguous()?;
+        let mut v = vec![0f32; n];
+        t.f_copy_data(&mut v, n)?;
+        host.push(v);
+    }
+    Ok(trainbench_workload::backend::weights_digest(host.iter().map(Vec::as_slice)))
+}

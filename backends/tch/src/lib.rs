@@ -38,6 +38,7 @@
 //!   one generator step with the critic frozen, each with its own optimizer built from the plan's optimizer
 //!   spec; n_critic = 1; the reported loss is the critic's.
 
+pub mod calibrate;
 pub mod check;
 pub mod device;
 mod dist;
@@ -112,6 +113,18 @@ impl Backend for TchBackend {
 
     fn supports_lowering(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
         check::supports_lowering(plan, graph)
+    }
+
+    fn calibrate(
+        &mut self,
+        request: &trainbench_workload::calibrate::CalibrationRequest,
+    ) -> Result<trainbench_workload::calibrate::Measurement, BackendError> {
+        let dev = device::to_tch(request.device)?;
+        set_threads(request.cpu_threads);
+        match catch_unwind(AssertUnwindSafe(|| calibrate::calibrate(request, dev))) {
+            Ok(r) => r.map_err(calibrate::map),
+            Err(panic) => Err(BackendError::from_panic(panic.as_ref(), 0, "libtorch call panicked")),
+        }
     }
 
     fn run_in(

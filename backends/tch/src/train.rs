@@ -341,6 +341,9 @@ impl<'a> Session<'a> {
             }
             None => (None, None),
         };
+        if let (true, Mode::Plain(step)) = (distributed, &self.mode) {
+            out.weights_digest = Some(crate::dist::digest(&step.opt.params)?);
+        }
         out.memory = MemoryMeasured {
             weights,
             gradients: self.common.grad_bytes,

@@ -318,6 +318,25 @@ pub struct RawMeasurements {
     pub versions: BTreeMap<String, String>,
     /// True when the run was stopped early (interrupt or timeout); the steps so far are kept.
     pub interrupted: bool,
+    /// Data-parallel workers: a digest of the trained weights after the last step ([`weights_digest`]), which
+    /// must be the same on every worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_digest: Option<String>,
+}
+
+/// A digest of weights (FNV-1a over the bits of every value, in order), as 16 hex digits: equal weights give
+/// equal digests, and a single flipped bit changes it.
+pub fn weights_digest<'a>(tensors: impl IntoIterator<Item = &'a [f32]>) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for t in tensors {
+        for v in t {
+            for b in v.to_bits().to_le_bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+    }
+    format!("{h:016x}")
 }
 
 /// Why a backend could not run a plan.
@@ -485,6 +504,19 @@ pub trait Backend {
         graph: &Graph,
         ctx: &mut RunContext<'_>,
     ) -> Result<RawMeasurements, BackendError>;
+    /// Measure the device for the performance model (`trainbench calibrate`): matrix products and convolutions
+    /// per precision, a memory triad, the fixed cost of one operation and, on an accelerator, the host-to-device
+    /// copy. The default refuses: a backend that cannot time its own kernels says so.
+    fn calibrate(
+        &mut self,
+        request: &crate::calibrate::CalibrationRequest,
+    ) -> Result<crate::calibrate::Measurement, BackendError> {
+        Err(BackendError::Framework(format!(
+            "the {} backend cannot calibrate `{}`: it has no kernel timing; calibrate with the tch backend",
+            self.name(),
+            request.device
+        )))
+    }
     /// Train `graph` as `plan` says on its own (synthetic data, one rank), reporting each iteration to `probe`.
     fn run(&mut self, plan: &RunPlan, graph: &Graph, probe: &mut dyn Probe) -> Result<RawMeasurements, BackendError> {
         self.run_in(plan, graph, &mut RunContext::new(probe))

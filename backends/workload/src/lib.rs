@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod backend;
 pub mod builder;
+pub mod calibrate;
 pub mod capability;
 pub mod comm;
 #[cfg(any(test, feature = "testing"))]

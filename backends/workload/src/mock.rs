@@ -13,6 +13,7 @@ use crate::analysis::{analyze, memory_estimate};
 use crate::backend::{
     Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, PhaseTimes, RawMeasurements, RunContext, RunPlan,
 };
+use crate::calibrate::{CalibrationRequest, KernelTiming, Measurement};
 use crate::capability::BackendKind;
 use crate::graph::Graph;
 use crate::init::SeededRng;
@@ -83,6 +84,9 @@ impl MockBackend {
     }
 }
 
+/// The mock device's simulated memory bandwidth, bytes per second (reported by its calibration).
+pub const MOCK_BANDWIDTH: f64 = 100e9;
+
 /// Phase split of a simulated iteration (data, forward, backward, optimizer); communication comes on top.
 const SPLIT: [f64; 4] = [0.05, 0.30, 0.55, 0.10];
 
@@ -109,6 +113,33 @@ impl Backend for MockBackend {
             });
         }
         Ok(())
+    }
+
+    /// Simulated calibration: every kernel runs at the nominal FLOP rate (no overhead), the triad at
+    /// [`MOCK_BANDWIDTH`]; the method says it is simulated. For tests of `calibrate` and `predict` only.
+    fn calibrate(&mut self, request: &CalibrationRequest) -> Result<Measurement, BackendError> {
+        let rate = self.config.flop_rate * self.config.slowdown.recip();
+        let mut kernels = Vec::new();
+        for &precision in &request.precisions {
+            for &n in &request.gemm_sizes {
+                let flops = 2.0 * (n * n * n) as f64;
+                let shape = format!("m=n=k={n}");
+                kernels.push(KernelTiming { kind: "gemm".into(), precision, shape, flops, seconds: flops / rate });
+            }
+            for s in &request.conv_shapes {
+                let shape = format!("N={} C={} H=W={} K={} {}x{}", s.n, s.c, s.hw, s.k, s.r, s.r);
+                let flops = s.flops();
+                kernels.push(KernelTiming { kind: "conv".into(), precision, shape, flops, seconds: flops / rate });
+            }
+        }
+        Ok(Measurement {
+            device: self.device(&request.device.to_string()),
+            kernels,
+            op_overhead_s: 0.0,
+            triad_bytes_per_s: MOCK_BANDWIDTH,
+            host_to_device_bytes_per_s: None,
+            method: "mock backend: simulated from its nominal FLOP rate and bandwidth, not a measurement".into(),
+        })
     }
 
     fn run_in(

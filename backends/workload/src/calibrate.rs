@@ -1,0 +1,111 @@
+//! The calibration contract: what `trainbench calibrate` asks a backend to measure on a device (matrix products
+//! and convolutions per precision at several sizes, a STREAM-like triad, the fixed cost of one operation, the
+//! host-to-device copy), and what comes back. The performance model reads the result as an efficiency curve.
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::{DeviceInfo, Precision};
+use crate::device::DeviceSelector;
+
+/// One convolution shape to time (NCHW input, K filters of R x R, stride 1, same padding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConvShape {
+    /// Batch.
+    pub n: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Height and width.
+    pub hw: usize,
+    /// Output channels.
+    pub k: usize,
+    /// Kernel size.
+    pub r: usize,
+}
+
+impl ConvShape {
+    /// FLOPs of the forward convolution (2 x multiply-adds, same padding, stride 1).
+    pub fn flops(&self) -> f64 {
+        2.0 * (self.n * self.k * self.hw * self.hw * self.c * self.r * self.r) as f64
+    }
+}
+
+/// What to measure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationRequest {
+    /// The device.
+    pub device: DeviceSelector,
+    /// Precisions of the matrix products and convolutions.
+    pub precisions: Vec<Precision>,
+    /// Square matrix product sizes (m = n = k).
+    pub gemm_sizes: Vec<usize>,
+    /// Convolution shapes.
+    pub conv_shapes: Vec<ConvShape>,
+    /// Elements of each triad vector.
+    pub triad_elements: usize,
+    /// Timed calls per kernel (the median is kept), after one untimed call.
+    pub repeats: u32,
+    /// Intra-op CPU threads (as `run.cpu_threads`); `None` keeps the library's default.
+    pub cpu_threads: Option<u32>,
+}
+
+/// One timed kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelTiming {
+    /// `gemm` or `conv`.
+    pub kind: String,
+    /// Precision.
+    pub precision: Precision,
+    /// Shape as a reader writes it.
+    pub shape: String,
+    /// FLOPs per call.
+    pub flops: f64,
+    /// Median seconds per call.
+    pub seconds: f64,
+}
+
+/// What a backend measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// The device measured.
+    pub device: DeviceInfo,
+    /// Matrix products and convolutions (precisions the device cannot run are left out).
+    pub kernels: Vec<KernelTiming>,
+    /// Median seconds of one element-wise add of a few elements with autograd recording (dispatch, launch).
+    pub op_overhead_s: f64,
+    /// Triad bandwidth (`a = b + s * c`: 3 vectors moved), bytes per second.
+    pub triad_bytes_per_s: f64,
+    /// Host-to-device copy bandwidth (pinned memory), bytes per second; `None` when the device is the host.
+    pub host_to_device_bytes_per_s: Option<f64>,
+    /// How it was measured (library and version, threads, repetitions, statistic).
+    pub method: String,
+}
+
+/// The default request: square GEMMs from 32 to 1024 (at most `max_gemm`), a few convolutions, a triad of
+/// 8 M elements (96 MB moved per call, well past the last-level cache), 7 timed calls each.
+pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_gemm: usize) -> CalibrationRequest {
+    CalibrationRequest {
+        device,
+        precisions,
+        gemm_sizes: [32, 64, 128, 256, 512, 1024].into_iter().filter(|&s| s <= max_gemm).collect(),
+        conv_shapes: vec![
+            ConvShape { n: 1, c: 3, hw: 32, k: 16, r: 3 },
+            ConvShape { n: 8, c: 16, hw: 32, k: 16, r: 3 },
+            ConvShape { n: 8, c: 64, hw: 16, k: 64, r: 3 },
+            ConvShape { n: 16, c: 64, hw: 32, k: 64, r: 3 },
+            ConvShape { n: 8, c: 256, hw: 14, k: 256, r: 3 },
+        ],
+        triad_elements: 8 << 20,
+        repeats: 7,
+        cpu_threads: None,
+    }
+}
+
+/// The median of `xs` (0 for none).
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 { xs[n / 2] } else { 0.5 * (xs[n / 2 - 1] + xs[n / 2]) }
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Data-parallel parity: the same model, global batch and world size trained by PyTorch DDP over Gloo (started by
+# torchrun, scripts/parity/ddp.py) and by `trainbench run` with `strategy = "all-reduce"` (ranks started through
+# mpirun, gradients all-reduced through Open MPI), one intra-op thread per rank on both sides, interleaved round
+# by round. Prints each side's median step time (per step, the slowest rank) and the throughput ratio
+# trainbench / DDP (median over rounds; > 1 = trainbench faster).
+#
+# Usage: scripts/parity_ddp.sh [MODEL...]   (default: transformer resnet18-cifar)
+# Environment: ROUNDS (3), BATCH (global, 32), WORLD (2), WARMUP (10), ITERS (30); TB=path/to/trainbench skips
+#              the release build (which needs feature mpi).
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$ROOT"
+ROUNDS=${ROUNDS:-3} BATCH=${BATCH:-32} WORLD=${WORLD:-2} WARMUP=${WARMUP:-10} ITERS=${ITERS:-30}
+MODELS=("$@"); [ ${#MODELS[@]} -eq 0 ] && MODELS=(transformer resnet18-cifar)
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+if [ -z "${TB:-}" ]; then
+  cargo build -q --release --features tch,mpi
+  TB=${CARGO_TARGET_DIR:-target}/release/trainbench
+fi
+spec_of() { case "$1" in resnet18-cifar) echo specs/parity/resnet18_cifar.toml ;; transformer) echo specs/parity/transformer_lm.toml ;;
+  *) echo "unknown model $1 (resnet18-cifar, transformer)" >&2; exit 2 ;; esac; }
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.4f", m}'; }
+WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
+for m in "${MODELS[@]}"; do
+  spec=$(spec_of "$m")
+  set_args=(--set "sweep.batch_sizes=[$BATCH]" --set "run.warmup=$WARMUP" --set "run.iterations=$ITERS"
+            --set "topology.devices_per_node=$WORLD" --set 'topology.strategy="all-reduce"' --set "run.cpu_threads=1")
+  ratios=()
+  for r in $(seq 1 "$ROUNDS"); do
+    run_tb() {
+      $TB run "$spec" --quiet --format json "${set_args[@]}" --out "$WORK/out-$m-$r" > "$WORK/$m-$r.json"
+      python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["median_step_s"])' "$WORK/$m-$r.json"
+    }
+    run_ddp() {
+      (cd scripts/parity && "$VENV/bin/torchrun" --standalone --nproc_per_node "$WORLD" ddp.py "$m" --batch "$BATCH" \
+        --warmup "$WARMUP" --iters "$ITERS" --threads 1 2>/dev/null | grep '^RESULT')
+    }
+    if (( r % 2 )); then ddp=$(run_ddp); tbm=$(run_tb); else tbm=$(run_tb); ddp=$(run_ddp); fi
+    dm=$(echo "$ddp" | field median_s)
+    ratio=$(python3 -c "print(f'{$dm / $tbm:.4f}')")
+    ratios+=("$ratio")
+    echo "round $r $m: ddp ${dm}s trainbench ${tbm}s ratio $ratio"
+  done
+  echo "PARITY-DDP model=$m world=$WORLD batch=$BATCH rounds=$ROUNDS ratios=${ratios[*]}" \
+    "median=$(median "${ratios[@]}") (trainbench/DDP throughput by median step time; > 1 = trainbench faster)"
+done

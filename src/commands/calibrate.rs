@@ -1,0 +1,190 @@
+//! The `calibrate` subcommand: measures the device it runs on through a backend (`Backend::calibrate`) and
+//! writes a hardware profile (`hardware/this-machine.toml` by convention) whose peaks, memory bandwidth and
+//! efficiency curves are what this machine reached, with how they were measured.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use trainbench_workload::calibrate::{Measurement, default_request};
+use trainbench_workload::mock::MockConfig;
+use trainbench_workload::{DeviceSelector, Precision};
+
+use super::{CommandError, Outcome};
+use crate::backends;
+use crate::hardware::ProfileValidator;
+use crate::hardware::wire::{
+    Calibration, DeviceKind, DeviceProfile, HardwareFile, KernelPoint, Link, LinkKind, PeakTflops, ProfileKind,
+};
+use crate::spec::wire::BackendChoice;
+
+/// Arguments of `trainbench calibrate`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where to write the profile (e.g. `hardware/this-machine.toml`).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Device to measure.
+    #[arg(long, default_value = "cpu")]
+    pub device: DeviceSelector,
+    /// Backend that runs the kernels (`auto`: tch when built in).
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// Precisions of the matrix products and convolutions [default: fp32 and bf16 on the CPU; fp32, fp16 and
+    /// bf16 on CUDA].
+    #[arg(long = "precision", value_parser = parse_precision)]
+    pub precisions: Vec<Precision>,
+    /// Largest square GEMM measured (sizes 32, 64, ... up to this).
+    #[arg(long, default_value_t = 1024)]
+    pub max_gemm: usize,
+    /// Timed calls per kernel (the median is kept).
+    #[arg(long, default_value_t = 7)]
+    pub repeats: u32,
+    /// Intra-op CPU threads while measuring (as `run.cpu_threads`); unset keeps the library's default.
+    #[arg(long)]
+    pub cpu_threads: Option<u32>,
+    /// Profile name written into the file.
+    #[arg(long, default_value = "this-machine")]
+    pub name: String,
+    /// Replace an existing file at `--out`.
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    match s {
+        "fp32" => Ok(Precision::Fp32),
+        "fp16" => Ok(Precision::Fp16),
+        "bf16" => Ok(Precision::Bf16),
+        _ => Err(format!("unknown precision `{s}` (expected fp32, fp16 or bf16)")),
+    }
+}
+
+/// The profile a measurement describes: peaks are the best rates reached, memory bandwidth the add's, the host
+/// link the measured copy (CUDA); no intra-node link or network is measured yet (multi-process runs come later).
+pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, measured_at: String) -> HardwareFile {
+    let best = |p: Precision| {
+        m.kernels
+            .iter()
+            .filter(|k| k.precision == p && k.seconds > 0.0)
+            .map(|k| k.flops / k.seconds / 1e12)
+            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))))
+    };
+    let points = |kind: &str| {
+        m.kernels
+            .iter()
+            .filter(|k| k.kind == kind)
+            .map(|k| KernelPoint { precision: k.precision, shape: k.shape.clone(), flops: k.flops, seconds: k.seconds })
+            .collect()
+    };
+    let is_cpu = m.device.kind == "cpu";
+    HardwareFile {
+        version: 1,
+        kind: ProfileKind::Hardware,
+        name: name.to_string(),
+        description: format!("{} measured by trainbench calibrate ({backend}, {selector})", m.device.name),
+        device: DeviceProfile {
+            name: m.device.name.clone(),
+            kind: if is_cpu { DeviceKind::Cpu } else { DeviceKind::Gpu },
+            peak_tflops: PeakTflops {
+                fp32: best(Precision::Fp32).unwrap_or(0.0),
+                tf32: None,
+                fp16: best(Precision::Fp16),
+                bf16: best(Precision::Bf16),
+            },
+            memory_bandwidth_gbs: m.triad_bytes_per_s / 1e9,
+            memory_gib: m.device.memory_bytes.map_or(0.0, |b| b as f64 / f64::from(1u32 << 30)),
+        },
+        host_link: m.host_to_device_bytes_per_s.map(|b| Link {
+            kind: LinkKind::Pcie,
+            name: "host-to-device copy (measured)".into(),
+            generation: None,
+            lanes: None,
+            bandwidth_gbs: b / 1e9,
+            latency_us: 0.0,
+        }),
+        intra_node: None,
+        network: None,
+        alternatives: Default::default(),
+        calibration: Some(Calibration {
+            method: m.method.clone(),
+            measured_at,
+            backend: backend.to_string(),
+            device: selector.to_string(),
+            op_overhead_us: m.op_overhead_s * 1e6,
+            triad_gbs: m.triad_bytes_per_s / 1e9,
+            host_to_device_gbs: m.host_to_device_bytes_per_s.map(|b| b / 1e9),
+            gemm: points("gemm"),
+            conv: points("conv"),
+        }),
+    }
+}
+
+/// The `#:schema` line for a profile written at `out`, when the schema is where a checkout keeps it.
+fn schema_line(out: &Path) -> String {
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if dir.join("../schema/hardware.schema.json").is_file() {
+        "#:schema ../schema/hardware.schema.json\n".into()
+    } else {
+        String::new()
+    }
+}
+
+/// Carry out `trainbench calibrate`.
+pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
+    if args.out.exists() && !args.overwrite {
+        return Err(CommandError::Input(format!(
+            "{} exists; pass --overwrite to replace it (or write elsewhere with --out)",
+            args.out.display()
+        )));
+    }
+    let kind = backends::resolve(args.backend, args.device);
+    if let Some(e) = backends::not_built(kind) {
+        return Err(CommandError::Input(e.to_string()));
+    }
+    let precisions = if args.precisions.is_empty() {
+        match args.device {
+            DeviceSelector::Cpu => vec![Precision::Fp32, Precision::Bf16],
+            _ => vec![Precision::Fp32, Precision::Fp16, Precision::Bf16],
+        }
+    } else {
+        args.precisions.clone()
+    };
+    let mut request = default_request(args.device, precisions, args.max_gemm);
+    request.repeats = args.repeats.max(1);
+    request.cpu_threads = args.cpu_threads;
+    eprintln!("calibrating {} with {} (takes a minute on a busy CPU)...", args.device, kind.name());
+    let mut backend = backends::create(kind, &MockConfig::default());
+    let m = backend.calibrate(&request).map_err(|e| CommandError::Other(e.to_string()))?;
+    let measured_at = crate::manifest::rfc3339(SystemTime::now());
+    let profile = profile_of(&m, &args.name, kind.name(), &args.device.to_string(), measured_at.clone());
+    let body = toml::to_string(&profile).map_err(|e| CommandError::Other(e.to_string()))?;
+    let text = format!(
+        "{}# Written by `trainbench calibrate` at {measured_at}: what this machine reached, not datasheet figures.\n{body}",
+        schema_line(&args.out)
+    );
+    // What is written must read back as a valid profile.
+    let validator = ProfileValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    if let Err(d) = validator.check_bytes(&args.out.display().to_string(), text.as_bytes()) {
+        return Err(CommandError::Other(format!(
+            "the measured profile does not validate (a bug):\n{}",
+            crate::spec::diagnostics::render_text(&d)
+        )));
+    }
+    if let Some(dir) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| CommandError::Io { path: dir.display().to_string(), source: e })?;
+    }
+    std::fs::write(&args.out, &text)
+        .map_err(|e| CommandError::Io { path: args.out.display().to_string(), source: e })?;
+    let p = &profile.device.peak_tflops;
+    outln!(
+        "wrote {}: fp32 {:.3} TFLOP/s{}{}, memory {:.1} GB/s, {:.1} us per operation{}",
+        args.out.display(),
+        p.fp32,
+        p.bf16.map(|x| format!(", bf16 {x:.3} TFLOP/s")).unwrap_or_default(),
+        p.fp16.map(|x| format!(", fp16 {x:.3} TFLOP/s")).unwrap_or_default(),
+        profile.device.memory_bandwidth_gbs,
+        m.op_overhead_s * 1e6,
+        m.host_to_device_bytes_per_s.map(|b| format!(", host-to-device {:.1} GB/s", b / 1e9)).unwrap_or_default()
+    );
+    Ok(Outcome::Success)
+}

@@ -1,0 +1,283 @@
+//! The `predict` subcommand: the PAI performance model (`crate::predict`) for every configuration a spec plans,
+//! on one or more hardware profiles, with the per-layer table and the what-if table on request.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::args::{FormatArg, OutputFormat, SetArgs};
+use super::{CommandError, Outcome};
+use crate::hardware::{Profile, ProfileValidator, THIS_MACHINE};
+use crate::plan::{PlannedRun, expand};
+use crate::predict::whatif::{WhatIf, what_if};
+use crate::predict::{Bound, CommSetting, Prediction, Setting, predict};
+use crate::spec::diagnostics::render_text as render_diagnostics;
+use crate::spec::load_spec;
+
+/// Arguments of `trainbench predict`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The spec whose planned configurations are predicted.
+    pub spec: PathBuf,
+    /// Hardware profile: a path, or a shipped profile's name (`pai-assumed`, `p100`, `v100`, `a100`, `h100`,
+    /// `h200`); repeat for several [default: this machine's calibrated profile, `$TRAINBENCH_HARDWARE` or
+    /// `hardware/this-machine.toml`].
+    #[arg(long = "hardware", value_name = "PROFILE")]
+    pub hardware: Vec<String>,
+    /// Output format (JSON: `{ spec, predictions: [{ config, step_time_s, samples_per_s, shares, ... }] }`).
+    #[command(flatten)]
+    pub format: FormatArg,
+    /// Include every layer's forward and backward cost (text: a table; JSON: `layers`).
+    #[arg(long)]
+    pub per_layer: bool,
+    /// Add the what-if table: other strategy, each alternative link, the other shipped devices, other
+    /// precisions, with predicted speed-ups.
+    #[arg(long)]
+    pub what_if: bool,
+    /// Spec values overridden before predicting.
+    #[command(flatten)]
+    pub set: SetArgs,
+}
+
+/// One configuration on one profile.
+#[derive(Debug, Serialize)]
+pub struct Entry {
+    /// Configuration id (as in run ids, without the repeat).
+    pub config: String,
+    /// Where the profile came from (path or `shipped:<name>`).
+    pub hardware_origin: String,
+    /// Strategy, topology and link, as planned.
+    pub topology: String,
+    /// The prediction.
+    #[serde(flatten)]
+    pub prediction: Prediction,
+    /// What-if rows (with `--what-if`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub what_if: Vec<WhatIf>,
+}
+
+/// What `predict --format json` prints.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Spec name.
+    pub spec: String,
+    /// One entry per configuration and profile.
+    pub predictions: Vec<Entry>,
+}
+
+/// Parameter servers of a PS/worker run. `topology.parameter_servers` is not a spec key yet: until it is, the
+/// model assumes one server, and says so in the text output.
+pub fn parameter_servers(_run: &PlannedRun) -> usize {
+    1
+}
+
+/// The model's setting for a planned run.
+pub fn setting_of(run: &PlannedRun) -> Setting {
+    Setting {
+        batch: run.run.batch_size,
+        precision: run.run.precision,
+        optimizer: run.run.optimizer.clone(),
+        comm: CommSetting {
+            strategy: run.strategy,
+            nodes: run.nodes,
+            devices_per_node: run.devices_per_node,
+            interconnect: run.interconnect,
+            parameter_servers: parameter_servers(run),
+        },
+    }
+}
+
+fn topology(run: &PlannedRun) -> String {
+    let s = serde_json::to_value(run.strategy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+    let i = serde_json::to_value(run.interconnect).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+    format!("{s} {}x{} over {i}", run.nodes, run.devices_per_node)
+}
+
+fn profiles(args: &Args) -> Result<Vec<Profile>, CommandError> {
+    let v = ProfileValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    let fail = |d: Vec<crate::spec::Diagnostic>| CommandError::Input(render_diagnostics(&d).trim_end().to_string());
+    if args.hardware.is_empty() {
+        let here = std::env::current_dir().unwrap_or_default();
+        return match v.this_machine(&here).map_err(fail)? {
+            Some(p) => Ok(vec![p]),
+            None => Err(CommandError::Input(format!(
+                "no hardware profile: pass --hardware (a path, or one of pai-assumed, p100, v100, a100, h100, h200), \
+                 or calibrate this machine first: `trainbench calibrate --out {THIS_MACHINE}`"
+            ))),
+        };
+    }
+    args.hardware.iter().map(|h| v.resolve(h).map_err(fail)).collect()
+}
+
+/// Carry out `trainbench predict`.
+pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
+    let format = args.format.get();
+    let overrides = match args.set.parse_or_print(format) {
+        Ok(o) => o,
+        Err(outcome) => return Ok(outcome),
+    };
+    let spec = match load_spec(&args.spec, &overrides) {
+        Ok(spec) => spec,
+        Err(diagnostics) => {
+            eprint!("{}", render_diagnostics(&diagnostics));
+            return Ok(Outcome::InvalidInput);
+        }
+    };
+    let profiles = profiles(args)?;
+    let others: Vec<_> = if args.what_if {
+        ProfileValidator::new()
+            .map_err(|e| CommandError::Other(e.to_string()))?
+            .shipped()
+            .into_iter()
+            .map(|p| p.file)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let graph = spec.graph();
+    let mut entries = Vec::new();
+    for run in expand(&spec).iter().filter(|r| r.run.repeat == 0) {
+        let setting = setting_of(run);
+        for profile in &profiles {
+            let mut prediction = predict(graph, &setting, &profile.file)
+                .map_err(|e| CommandError::Input(format!("{}: {e}", run.run.config)))?;
+            let what_if =
+                if args.what_if { what_if(graph, &setting, &profile.file, &prediction, &others) } else { Vec::new() };
+            if !args.per_layer {
+                prediction.layers.clear();
+            }
+            entries.push(Entry {
+                config: run.run.config.clone(),
+                hardware_origin: profile.origin.clone(),
+                topology: topology(run),
+                prediction,
+                what_if,
+            });
+        }
+    }
+    let report = Report { spec: spec.name().to_string(), predictions: entries };
+    match format {
+        OutputFormat::Json => {
+            let json = serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?;
+            outln!("{json}");
+        }
+        OutputFormat::Text => out!("{}", render_text(&report)),
+    }
+    Ok(Outcome::Success)
+}
+
+fn ms(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{:.1} us", s * 1e6)
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// The text rendering: one block per configuration and profile.
+pub fn render_text(r: &Report) -> String {
+    let mut s = String::new();
+    for e in &r.predictions {
+        let p = &e.prediction;
+        let _ = writeln!(
+            s,
+            "{} on {} ({}){}",
+            e.config,
+            p.hardware,
+            e.topology,
+            if p.calibrated { ", calibrated" } else { ", datasheet" }
+        );
+        let _ = writeln!(
+            s,
+            "  step {} ({} overlapped), {:.1} samples/s; batch {} per device x {} workers",
+            ms(p.step_time_s),
+            ms(p.step_time_overlapped_s),
+            p.samples_per_s,
+            p.per_device_batch,
+            p.world_size
+        );
+        let ph = &p.phases;
+        let _ = writeln!(
+            s,
+            "  data {} | forward {} | backward {} | optimizer {} | comm {}",
+            ms(ph.data_s),
+            ms(ph.forward_s),
+            ms(ph.backward_s),
+            ms(ph.optimizer_s),
+            ms(ph.comm_s)
+        );
+        let _ = writeln!(
+            s,
+            "  shares: data {}, compute {}, comm {}; compute: {} compute-bound, {} memory-bound, {} per-op overhead",
+            pct(p.shares.data),
+            pct(p.shares.compute),
+            pct(p.shares.comm),
+            ms(p.bound.compute_bound_s),
+            ms(p.bound.memory_bound_s),
+            ms(p.bound.overhead_s)
+        );
+        if p.world_size > 1 {
+            let _ = writeln!(
+                s,
+                "  comm: {} over {} ({:.1} MB per worker)",
+                p.comm.formula,
+                p.comm.link,
+                p.comm.bytes_per_worker / 1e6
+            );
+            if p.comm.formula.starts_with("parameter servers") {
+                let _ = writeln!(
+                    s,
+                    "  (one parameter server assumed: the spec has no `topology.parameter_servers` key yet)"
+                );
+            }
+        }
+        if !p.layers.is_empty() {
+            let _ = writeln!(
+                s,
+                "  {:<32} {:<14} {:>11} {:>7} {:>11} {:>7}",
+                "layer", "op", "forward", "bound", "backward", "bound"
+            );
+            let b = |x: Bound| match x {
+                Bound::Compute => "compute",
+                Bound::Memory => "memory",
+            };
+            for l in &p.layers {
+                let _ = writeln!(
+                    s,
+                    "  {:<32} {:<14} {:>11} {:>7} {:>11} {:>7}",
+                    l.name,
+                    l.op,
+                    ms(l.forward.time_s),
+                    b(l.forward.bound),
+                    ms(l.backward.time_s),
+                    if l.backward.time_s > 0.0 { b(l.backward.bound) } else { "-" }
+                );
+            }
+        }
+        if !e.what_if.is_empty() {
+            let _ = writeln!(
+                s,
+                "  what if                                                      step       speed-up  comm share"
+            );
+            for w in &e.what_if {
+                match (w.step_time_s, w.speedup, w.comm_share) {
+                    (Some(t), Some(x), Some(c)) => {
+                        let _ = writeln!(s, "  {:<60} {:>10} {:>8.2}x {:>10}", w.change, ms(t), x, pct(c));
+                    }
+                    _ => {
+                        let _ = writeln!(s, "  {:<60} n/a: {}", w.change, w.error.as_deref().unwrap_or(""));
+                    }
+                }
+            }
+        }
+        s.push('\n');
+    }
+    s
+}

@@ -1,0 +1,229 @@
+//! Hardware profile version 1 as written in TOML (`hardware/*.toml`): the wire types. Doc comments here become
+//! the descriptions of `schema/hardware.schema.json`.
+//!
+//! A profile describes one machine as the performance model sees it: the device's peak FLOP/s per precision,
+//! its memory bandwidth and capacity, the link between host and device, the link between the devices of one
+//! machine and the network between machines; optionally the links a what-if may switch to, and what
+//! `trainbench calibrate` measured on the machine. Figures are per device and per direction.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use trainbench_workload::Precision;
+
+/// One hardware profile. The top-level `kind = "hardware"` tells it apart from a spec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "trainbench hardware profile v1")]
+pub struct HardwareFile {
+    /// Profile format version; must be 1.
+    pub version: u32,
+    /// Always `hardware`: marks the file as a hardware profile (specs have no top-level `kind`).
+    pub kind: ProfileKind,
+    /// Profile name: letters, digits, `-`, `_` and `.` (at most 64 characters).
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
+    pub name: String,
+    /// What machine this is, and where its figures come from.
+    #[serde(default)]
+    pub description: String,
+    /// The accelerator (or CPU) that trains.
+    pub device: DeviceProfile,
+    /// Link between host memory and the device (input batches cross it); absent when the device is the host
+    /// (a CPU), whose inputs need no copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_link: Option<Link>,
+    /// Link between the devices of one machine (PCIe through the host, or NVLink); absent for a machine with
+    /// one device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intra_node: Option<Link>,
+    /// Network between machines (Ethernet, InfiniBand); absent for a single machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Link>,
+    /// Links and devices `trainbench predict --what-if` tries instead of this profile's own.
+    #[serde(default, skip_serializing_if = "Alternatives::is_empty")]
+    pub alternatives: Alternatives,
+    /// What `trainbench calibrate` measured on this machine, and how; absent in datasheet profiles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
+}
+
+/// The marker value of [`HardwareFile::kind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProfileKind {
+    /// A hardware profile.
+    Hardware,
+}
+
+/// The device's compute and memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceProfile {
+    /// Product name (`NVIDIA Tesla V100-SXM2-16GB`, or the CPU model).
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// `gpu` or `cpu`.
+    pub kind: DeviceKind,
+    /// Peak dense FLOP/s per precision, in TFLOP/s.
+    pub peak_tflops: PeakTflops,
+    /// Memory bandwidth in GB/s (10^9 bytes per second).
+    #[schemars(range(min = 0.0))]
+    pub memory_bandwidth_gbs: f64,
+    /// Memory capacity in GiB.
+    #[schemars(range(min = 0.0))]
+    pub memory_gib: f64,
+}
+
+/// What kind of device trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviceKind {
+    /// A GPU (or another accelerator with its own memory behind a host link).
+    Gpu,
+    /// The host CPU.
+    Cpu,
+}
+
+/// Peak dense FLOP/s per precision, TFLOP/s (10^12 FLOP per second; a multiply-add counts 2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PeakTflops {
+    /// fp32 on the general-purpose units (no tensor cores).
+    #[schemars(range(min = 0.0))]
+    pub fp32: f64,
+    /// TF32 tensor-core peak, where the device has one (used for fp32 GEMMs and convolutions when TF32 is on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub tf32: Option<f64>,
+    /// fp16 peak (tensor cores where present, fp32 accumulation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub fp16: Option<f64>,
+    /// bf16 peak (tensor cores where present, fp32 accumulation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub bf16: Option<f64>,
+}
+
+/// A link: its kind, bandwidth and latency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Link {
+    /// Kind of link.
+    pub kind: LinkKind,
+    /// What it is, as a reader would say it (`PCIe 3.0 x16`, `NVLink 2 (6 links)`, `25 Gbit Ethernet`).
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Generation (PCIe 3/4/5, NVLink 1..4), where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub generation: Option<u32>,
+    /// PCIe lanes, where it has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub lanes: Option<u32>,
+    /// Usable bandwidth per device and direction, GB/s (10^9 bytes per second; 25 Gbit/s = 3.125 GB/s).
+    #[schemars(range(min = 0.0))]
+    pub bandwidth_gbs: f64,
+    /// One-way latency of a small message, microseconds.
+    #[serde(default)]
+    #[schemars(range(min = 0.0))]
+    pub latency_us: f64,
+}
+
+/// The kinds of links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkKind {
+    /// PCI Express.
+    Pcie,
+    /// NVIDIA NVLink.
+    Nvlink,
+    /// Shared host memory (ranks of one CPU machine).
+    SharedMemory,
+    /// Ethernet.
+    Ethernet,
+    /// InfiniBand.
+    Infiniband,
+}
+
+impl LinkKind {
+    /// Name as written in profiles.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkKind::Pcie => "pcie",
+            LinkKind::Nvlink => "nvlink",
+            LinkKind::SharedMemory => "shared-memory",
+            LinkKind::Ethernet => "ethernet",
+            LinkKind::Infiniband => "infiniband",
+        }
+    }
+}
+
+/// What `--what-if` may switch to, besides the strategy, the precision and the other shipped devices.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Alternatives {
+    /// Other host links.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_link: Vec<Link>,
+    /// Other links between the devices of one machine.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intra_node: Vec<Link>,
+    /// Other networks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<Link>,
+}
+
+impl Alternatives {
+    /// True when no alternative is listed.
+    pub fn is_empty(&self) -> bool {
+        self.host_link.is_empty() && self.intra_node.is_empty() && self.network.is_empty()
+    }
+}
+
+/// What `trainbench calibrate` measured, and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    /// How it was measured (backend, library version, threads, repetitions, statistic).
+    pub method: String,
+    /// When (UTC, RFC 3339).
+    pub measured_at: String,
+    /// Backend that ran the kernels (`tch`, `mock`).
+    pub backend: String,
+    /// Device selector measured (`cpu`, `cuda:0`).
+    pub device: String,
+    /// Fixed cost of one framework operation (dispatch, kernel launch), microseconds: the median time of an
+    /// element-wise add of a few elements.
+    #[schemars(range(min = 0.0))]
+    pub op_overhead_us: f64,
+    /// Achieved memory bandwidth of a STREAM-like triad (`a = b + s * c`), GB/s.
+    #[schemars(range(min = 0.0))]
+    pub triad_gbs: f64,
+    /// Achieved host-to-device copy bandwidth (CUDA, pinned memory), GB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub host_to_device_gbs: Option<f64>,
+    /// Matrix products measured: achieved FLOP/s against work per call (the efficiency curve of GEMMs).
+    #[serde(default)]
+    pub gemm: Vec<KernelPoint>,
+    /// Convolutions measured (forward), the efficiency curve of convolutions.
+    #[serde(default)]
+    pub conv: Vec<KernelPoint>,
+}
+
+/// One measured kernel: its shape, work and achieved rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KernelPoint {
+    /// Precision it ran at.
+    pub precision: Precision,
+    /// Shape, as a reader would write it (`m=n=k=256`, `N=8 C=64 H=W=32 K=64 3x3`).
+    pub shape: String,
+    /// FLOPs of one call (2 x multiply-adds).
+    #[schemars(range(min = 0.0))]
+    pub flops: f64,
+    /// Median seconds per call, overhead included.
+    #[schemars(range(min = 0.0))]
+    pub seconds: f64,
+}

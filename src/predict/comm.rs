@@ -1,0 +1,105 @@
+//! T_comm: the gradient (and weight) exchange of one step per strategy, from the volumes of
+//! `shared/design/distributed.md`. S = gradient bytes, W workers, P parameter servers, B link bandwidth
+//! (bytes/s, per direction), alpha the link's latency.
+//!
+//! - Ring all-reduce: T = 2(W-1) alpha + 2(W-1)/W x S / B.
+//! - Parameter servers sharded by tensor: per direction T = alpha + max(S / B_worker, W x S / (P x B_server));
+//!   push and pull make two directions. Over a network a machine's link is shared by its workers
+//!   (B_worker = B / devices_per_node); servers sit on machines of their own (B_server = B).
+//! - One device (or strategy `single`): no exchange.
+//!
+//! Which link carries it is the spec's `topology.interconnect`, looked up in the profile: `pcie` is the
+//! profile's PCIe intra-node link, else its PCIe host link (GPUs of one machine talk through the host's PCIe
+//! switch), or, on a CPU machine, its shared-memory link; `nvlink` its NVLink intra-node link; `ethernet` and
+//! `infiniband` its network of that kind. A profile without that link is refused, never guessed.
+
+use serde::Serialize;
+
+use super::PredictError;
+use crate::hardware::wire::{HardwareFile, Link, LinkKind};
+use crate::spec::wire::{Interconnect, Strategy};
+
+/// Where and how gradients travel in one step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommCost {
+    /// Seconds per step.
+    pub time_s: f64,
+    /// Bytes each worker sends per step (and receives as much).
+    pub bytes_per_worker: f64,
+    /// The link used (`none` without exchange).
+    pub link: String,
+    /// The formula applied, for the reader.
+    pub formula: String,
+}
+
+/// The topology the exchange runs on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CommSetting {
+    /// Strategy.
+    pub strategy: Strategy,
+    /// Machines.
+    pub nodes: usize,
+    /// Devices per machine.
+    pub devices_per_node: usize,
+    /// Link named by the spec.
+    pub interconnect: Interconnect,
+    /// Parameter servers (PS/worker only).
+    pub parameter_servers: usize,
+}
+
+/// The link of `profile` that `interconnect` names.
+pub fn link<'p>(profile: &'p HardwareFile, interconnect: Interconnect) -> Result<&'p Link, PredictError> {
+    let of = |l: &'p Option<Link>, kinds: &[LinkKind]| l.as_ref().filter(|l| kinds.contains(&l.kind));
+    let found = match interconnect {
+        Interconnect::Pcie => of(&profile.intra_node, &[LinkKind::Pcie, LinkKind::SharedMemory])
+            .or_else(|| of(&profile.host_link, &[LinkKind::Pcie])),
+        Interconnect::Nvlink => of(&profile.intra_node, &[LinkKind::Nvlink]),
+        Interconnect::Ethernet => of(&profile.network, &[LinkKind::Ethernet]),
+        Interconnect::Infiniband => of(&profile.network, &[LinkKind::Infiniband]),
+    };
+    found.ok_or_else(|| PredictError::NoLink {
+        profile: profile.name.clone(),
+        interconnect: format!("{interconnect:?}").to_ascii_lowercase(),
+    })
+}
+
+/// The exchange of `gradient_bytes` per step on `setting` over `profile`.
+pub fn comm(profile: &HardwareFile, setting: &CommSetting, gradient_bytes: f64) -> Result<CommCost, PredictError> {
+    let w = (setting.nodes * setting.devices_per_node) as f64;
+    let none = CommCost { time_s: 0.0, bytes_per_worker: 0.0, link: "none".into(), formula: "no exchange".into() };
+    if w <= 1.0 {
+        return Ok(none);
+    }
+    let s = gradient_bytes;
+    Ok(match setting.strategy {
+        Strategy::Single => none,
+        Strategy::AllReduce => {
+            let l = link(profile, setting.interconnect)?;
+            let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
+            let bytes = 2.0 * (w - 1.0) / w * s;
+            CommCost {
+                time_s: 2.0 * (w - 1.0) * alpha + bytes / b,
+                bytes_per_worker: bytes,
+                link: l.name.clone(),
+                formula: format!("ring all-reduce: 2(W-1) alpha + 2(W-1)/W S / B, W = {w}"),
+            }
+        }
+        Strategy::ParameterServer => {
+            let l = link(profile, setting.interconnect)?;
+            let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
+            let p = setting.parameter_servers.max(1) as f64;
+            let shared = matches!(l.kind, LinkKind::Ethernet | LinkKind::Infiniband);
+            let b_worker = if shared { b / setting.devices_per_node as f64 } else { b };
+            let per_direction = alpha + (s / b_worker).max(w * s / (p * b));
+            CommCost {
+                time_s: 2.0 * per_direction,
+                bytes_per_worker: 2.0 * s,
+                link: l.name.clone(),
+                formula: format!(
+                    "parameter servers: 2 x (alpha + max(S / B_worker, W S / (P B))), W = {w}, P = {p}{}",
+                    if shared { format!(", B_worker = B / {}", setting.devices_per_node) } else { String::new() }
+                ),
+            }
+        }
+    })
+}

@@ -1,0 +1,221 @@
+//! The PAI performance model: T_iter = T_data + T_compute + T_comm, predicted for a configuration on a hardware
+//! profile before anything runs.
+//!
+//! - T_compute ([`roofline`]): per layer and phase, FLOPs over the compute rate (the datasheet peak, or the
+//!   calibrated rate of a kernel of that size) against bytes over the memory bandwidth, whichever is larger
+//!   (marked compute- or memory-bound), plus a per-operation overhead from calibration; the optimizer step is
+//!   memory-bound.
+//! - T_data: the per-device batch's input bytes over the host link (zero when the device is the host).
+//! - T_comm ([`comm`]): the strategy's volume over the link the topology names.
+//! - Totals: serial (PAI's model, no overlap) and overlapped (input prefetched under the step; the exchange
+//!   hidden under backward): `max(T_data, T_fwd + max(T_bwd, T_comm) + T_opt)`.
+//!
+//! [`whatif`] re-predicts with one thing changed (strategy, a link, the device, the precision).
+
+pub mod comm;
+pub mod device;
+pub mod roofline;
+pub mod whatif;
+
+use serde::Serialize;
+use trainbench_workload::analysis::analyze;
+use trainbench_workload::graph::{Graph, InputKind, Op};
+use trainbench_workload::{OptimizerSpec, Precision};
+
+pub use comm::{CommCost, CommSetting};
+pub use roofline::{Bound, LayerCost, PhaseCost};
+
+use crate::hardware::wire::HardwareFile;
+
+/// Why a prediction cannot be made (the profile lacks what the configuration needs).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PredictError {
+    /// The device has no peak for the precision.
+    #[error("hardware profile `{profile}` gives no {precision} peak (device.peak_tflops.{precision})")]
+    NoPeak {
+        /// Profile name.
+        profile: String,
+        /// Precision asked for.
+        precision: &'static str,
+    },
+    /// The profile has no link of the kind the topology names.
+    #[error(
+        "hardware profile `{profile}` has no link for `topology.interconnect = \"{interconnect}\"` (add it as \
+         intra_node or network, or predict on a profile that has one)"
+    )]
+    NoLink {
+        /// Profile name.
+        profile: String,
+        /// The interconnect named.
+        interconnect: String,
+    },
+    /// The global batch does not split over the workers.
+    #[error("global batch {batch} does not split evenly over {world} workers")]
+    Batch {
+        /// Global batch.
+        batch: usize,
+        /// World size.
+        world: usize,
+    },
+}
+
+/// One configuration to predict: what a planned run fixes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setting {
+    /// Global batch size.
+    pub batch: usize,
+    /// Precision.
+    pub precision: Precision,
+    /// Optimizer.
+    pub optimizer: OptimizerSpec,
+    /// Topology of the exchange.
+    pub comm: CommSetting,
+}
+
+impl Setting {
+    /// Workers (nodes x devices per node).
+    pub fn world(&self) -> usize {
+        (self.comm.nodes * self.comm.devices_per_node).max(1)
+    }
+}
+
+/// Seconds per phase of one step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Phases {
+    /// Input batch to the device.
+    pub data_s: f64,
+    /// Forward pass, loss included.
+    pub forward_s: f64,
+    /// Backward pass.
+    pub backward_s: f64,
+    /// Optimizer step.
+    pub optimizer_s: f64,
+    /// Gradient exchange.
+    pub comm_s: f64,
+}
+
+/// Shares of the serial step time, in [0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Shares {
+    /// T_data / T_iter.
+    pub data: f64,
+    /// T_compute / T_iter (forward + backward + optimizer).
+    pub compute: f64,
+    /// T_comm / T_iter.
+    pub comm: f64,
+}
+
+/// Where compute time goes: compute-bound kernels, memory-bound ones and the fixed per-operation cost.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BoundSplit {
+    /// Seconds of layers (phases) limited by FLOPs.
+    pub compute_bound_s: f64,
+    /// Seconds of layers (phases) and optimizer limited by bytes.
+    pub memory_bound_s: f64,
+    /// Seconds of per-operation overhead.
+    pub overhead_s: f64,
+}
+
+/// A prediction for one configuration on one profile.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prediction {
+    /// Profile name.
+    pub hardware: String,
+    /// Global batch.
+    pub batch_size: usize,
+    /// Samples per device and step.
+    pub per_device_batch: usize,
+    /// Precision.
+    pub precision: Precision,
+    /// Workers.
+    pub world_size: usize,
+    /// Serial step time (PAI: no overlap), seconds.
+    pub step_time_s: f64,
+    /// Step time with input prefetch and the exchange overlapped with backward, seconds.
+    pub step_time_overlapped_s: f64,
+    /// Global batch over the serial step time.
+    pub samples_per_s: f64,
+    /// Phases.
+    pub phases: Phases,
+    /// Shares of the serial step.
+    pub shares: Shares,
+    /// Compute- vs memory-bound split of T_compute.
+    pub bound: BoundSplit,
+    /// The exchange.
+    pub comm: CommCost,
+    /// Whether the compute model used a calibration (efficiency curves, overhead, measured bandwidth).
+    pub calibrated: bool,
+    /// Per-layer costs (filled when asked for).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<LayerCost>,
+}
+
+/// Input bytes of one sample as the backend feeds them (f32 dense inputs, i64 ids and labels).
+pub fn input_bytes_per_sample(graph: &Graph) -> f64 {
+    graph
+        .inputs()
+        .map(|(_, n)| {
+            let b = match n.op {
+                Op::Input { kind: InputKind::Dense, .. } => 4.0,
+                _ => 8.0,
+            };
+            n.shape.numel() as f64 * b
+        })
+        .sum()
+}
+
+/// Predict one step of `graph` under `setting` on `profile`.
+pub fn predict(graph: &Graph, setting: &Setting, profile: &HardwareFile) -> Result<Prediction, PredictError> {
+    let world = setting.world();
+    if setting.batch % world != 0 {
+        return Err(PredictError::Batch { batch: setting.batch, world });
+    }
+    let b = setting.batch / world;
+    let analysis = analyze(graph);
+    let dev = device::DeviceModel::new(profile, setting.precision)?;
+    let compute = roofline::step(graph, &analysis, b, setting.precision, &setting.optimizer, &dev);
+    let data_s = match &profile.host_link {
+        Some(l) => l.latency_us * 1e-6 + b as f64 * input_bytes_per_sample(graph) / (l.bandwidth_gbs * 1e9),
+        None => 0.0,
+    };
+    let comm = comm::comm(profile, &setting.comm, analysis.parameters as f64 * 4.0)?;
+    let forward_s: f64 = compute.layers.iter().map(|l| l.forward.time_s).sum();
+    let backward_s: f64 = compute.layers.iter().map(|l| l.backward.time_s).sum();
+    let optimizer_s = compute.optimizer.time_s;
+    let phases = Phases { data_s, forward_s, backward_s, optimizer_s, comm_s: comm.time_s };
+    let step = data_s + forward_s + backward_s + optimizer_s + comm.time_s;
+    let overlapped = data_s.max(forward_s + backward_s.max(comm.time_s) + optimizer_s);
+    let share = |x: f64| if step > 0.0 { x / step } else { 0.0 };
+    let mut split = BoundSplit { compute_bound_s: 0.0, memory_bound_s: 0.0, overhead_s: 0.0 };
+    for p in compute.layers.iter().flat_map(|l| [&l.forward, &l.backward]).chain([&compute.optimizer]) {
+        split.overhead_s += p.overhead_s;
+        match p.bound {
+            Bound::Compute => split.compute_bound_s += p.compute_s,
+            Bound::Memory => split.memory_bound_s += p.memory_s,
+        }
+    }
+    Ok(Prediction {
+        hardware: profile.name.clone(),
+        batch_size: setting.batch,
+        per_device_batch: b,
+        precision: setting.precision,
+        world_size: world,
+        step_time_s: step,
+        step_time_overlapped_s: overlapped,
+        samples_per_s: if step > 0.0 { setting.batch as f64 / step } else { 0.0 },
+        phases,
+        shares: Shares {
+            data: share(data_s),
+            compute: share(forward_s + backward_s + optimizer_s),
+            comm: share(comm.time_s),
+        },
+        bound: split,
+        comm,
+        calibrated: profile.calibration.is_some(),
+        layers: compute.layers,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

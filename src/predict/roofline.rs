@@ -1,0 +1,189 @@
+//! The roofline of one training step, layer by layer and phase by phase: FLOPs (from the static analysis) over
+//! the compute rate a kernel of that size reaches, bytes moved over the memory bandwidth, the larger of the two
+//! plus a fixed overhead per framework operation; then the optimizer step, memory-bound.
+//!
+//! Bytes moved, per layer and batch (activations at the precision's activation size, weights fp32 or, under
+//! autocast, their 2-byte copies): forward reads the inputs and the weights and writes the output; backward
+//! reads the output gradient and the saved input, writes the input gradient (where an input needs one), reads
+//! the weights and writes their gradient. Views (reshape, transpose, slice) move nothing. The optimizer reads
+//! each parameter, its gradient and its state and writes the parameter and the state (fp32).
+
+use serde::Serialize;
+use trainbench_workload::analysis::Analysis;
+use trainbench_workload::graph::{Graph, InputKind, LossKind, Op};
+use trainbench_workload::{OptimizerSpec, Precision};
+
+use super::device::{DeviceModel, KernelClass};
+
+/// What limits a phase of a layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bound {
+    /// FLOPs over the compute rate exceed bytes over the bandwidth.
+    Compute,
+    /// Bytes over the bandwidth win (every layer without FLOPs).
+    Memory,
+}
+
+/// One phase (forward or backward) of one layer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PhaseCost {
+    /// FLOPs for the per-device batch.
+    pub flops: f64,
+    /// Bytes moved through device memory.
+    pub bytes: f64,
+    /// FLOPs over the rate a kernel of this size reaches, seconds.
+    pub compute_s: f64,
+    /// Bytes over the memory bandwidth, seconds.
+    pub memory_s: f64,
+    /// Framework operations times the per-operation overhead, seconds.
+    pub overhead_s: f64,
+    /// max(compute, memory) + overhead, seconds.
+    pub time_s: f64,
+    /// Which of compute and memory is larger.
+    pub bound: Bound,
+}
+
+impl PhaseCost {
+    fn new(flops: f64, bytes: f64, compute_s: f64, memory_s: f64, overhead_s: f64) -> Self {
+        let bound = if compute_s > 0.0 && compute_s >= memory_s { Bound::Compute } else { Bound::Memory };
+        Self { flops, bytes, compute_s, memory_s, overhead_s, time_s: compute_s.max(memory_s) + overhead_s, bound }
+    }
+}
+
+/// Forward and backward of one layer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayerCost {
+    /// Node name.
+    pub name: String,
+    /// Operation kind.
+    pub op: String,
+    /// Forward pass.
+    pub forward: PhaseCost,
+    /// Backward pass (zero where nothing needs a gradient).
+    pub backward: PhaseCost,
+}
+
+/// The compute part of one step on one device.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepCompute {
+    /// Every layer but the inputs, in graph order.
+    pub layers: Vec<LayerCost>,
+    /// The optimizer step.
+    pub optimizer: PhaseCost,
+}
+
+/// Framework operations a node costs (forward, backward), in libtorch eager terms: one kernel for most
+/// layers; linear's backward is two products and a bias sum; a recurrent layer runs its cell step by step
+/// (about 8 operations per step, layer and direction); attention is its projections, the fused core and
+/// reshapes; dropout draws a mask and multiplies.
+fn op_count(graph: &Graph, node: &trainbench_workload::graph::Node) -> (f64, f64) {
+    match &node.op {
+        Op::Input { .. } => (0.0, 0.0),
+        Op::Linear { .. } | Op::MatMul { .. } => (1.0, 3.0),
+        Op::Rnn { layers, bidirectional, .. } => {
+            let t = graph.nodes[node.inputs[0]].shape.0.first().copied().unwrap_or(1) as f64;
+            let per = *layers as f64 * if *bidirectional { 2.0 } else { 1.0 } * (1.0 + 8.0 * t);
+            (per, 2.0 * per)
+        }
+        Op::Attention { .. } => (10.0, 14.0),
+        Op::Dropout { .. } => (2.0, 1.0),
+        Op::RoiAlign { .. } => (5.0, 5.0),
+        Op::Loss { loss: LossKind::CrossEntropy, .. } => (2.0, 2.0),
+        Op::Loss { .. } => (3.0, 3.0),
+        _ => (1.0, 1.0),
+    }
+}
+
+/// Kernels of one forward pass of a node with FLOPs, and which curve they follow: the work of one kernel is the
+/// layer's FLOPs over this count.
+fn kernels(graph: &Graph, node: &trainbench_workload::graph::Node) -> (f64, KernelClass) {
+    match &node.op {
+        Op::Conv { .. } => (1.0, KernelClass::Conv),
+        Op::Rnn { layers, bidirectional, .. } => {
+            let t = graph.nodes[node.inputs[0]].shape.0.first().copied().unwrap_or(1) as f64;
+            (*layers as f64 * if *bidirectional { 2.0 } else { 1.0 } * t, KernelClass::Gemm)
+        }
+        Op::Attention { .. } => (6.0, KernelClass::Gemm),
+        _ => (1.0, KernelClass::Gemm),
+    }
+}
+
+fn is_view(op: &Op) -> bool {
+    matches!(op, Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. })
+}
+
+/// Bytes of one element of a node's output as the backend holds it.
+fn element_bytes(op: &Op, precision: Precision) -> f64 {
+    match op {
+        Op::Input { kind: InputKind::Tokens { .. } | InputKind::Labels { .. }, .. } => 8.0,
+        Op::Input { .. } => 4.0,
+        _ => precision.activation_bytes() as f64,
+    }
+}
+
+/// The compute of one step of `graph` at `batch` samples per device.
+pub fn step(
+    graph: &Graph,
+    analysis: &Analysis,
+    batch: usize,
+    precision: Precision,
+    optimizer: &OptimizerSpec,
+    device: &DeviceModel,
+) -> StepCompute {
+    let b = batch as f64;
+    let weight_bytes = if precision == Precision::Fp32 { 4.0 } else { 2.0 };
+    let mut layers = Vec::new();
+    for (node, a) in graph.nodes.iter().zip(&analysis.layers) {
+        if matches!(node.op, Op::Input { .. }) {
+            continue;
+        }
+        let (ops_f, ops_b) = op_count(graph, node);
+        let input_grad = node.inputs.iter().any(|&j| analysis.layers.get(j).is_some_and(|l| l.requires_grad));
+        let (inputs, out) = if is_view(&node.op) {
+            (0.0, 0.0)
+        } else {
+            let inputs: f64 = node
+                .inputs
+                .iter()
+                .map(|&j| graph.nodes[j].shape.numel() as f64 * element_bytes(&graph.nodes[j].op, precision))
+                .sum();
+            (inputs * b, a.output_elements as f64 * b * element_bytes(&node.op, precision))
+        };
+        let weights = a.parameters as f64 * weight_bytes;
+        let (n_kernels, class) = kernels(graph, node);
+        let f_flops = a.forward_flops as f64 * b;
+        let per_kernel = f_flops / n_kernels;
+        let f_compute = n_kernels * device.compute_s(class, per_kernel);
+        let forward = PhaseCost::new(
+            f_flops,
+            inputs + out + weights,
+            f_compute,
+            device.memory_s(inputs + out + weights),
+            ops_f * device.op_overhead_s,
+        );
+        let backward = if a.requires_grad {
+            let bw_flops = a.backward_flops as f64 * b;
+            // Backward kernels have the forward's sizes (weight gradient, input gradient): the same rate.
+            let bw_compute = if f_flops > 0.0 { f_compute * bw_flops / f_flops } else { 0.0 };
+            let bytes = out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights;
+            PhaseCost::new(bw_flops, bytes, bw_compute, device.memory_s(bytes), ops_b * device.op_overhead_s)
+        } else {
+            PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0)
+        };
+        layers.push(LayerCost { name: node.name.clone(), op: a.op.clone(), forward, backward });
+    }
+    let s = optimizer.state_buffers() as f64;
+    let params = analysis.parameters as f64;
+    let bytes = params * 4.0 * (3.0 + 2.0 * s);
+    let tensors = trainbench_workload::params::graph_tensors(graph).iter().filter(|(_, d)| d.trainable()).count();
+    let per_tensor = match optimizer {
+        OptimizerSpec::Sgd { momentum, weight_decay, .. } => {
+            1.0 + if *momentum > 0.0 { 2.0 } else { 0.0 } + if *weight_decay > 0.0 { 1.0 } else { 0.0 }
+        }
+        OptimizerSpec::Adam { .. } | OptimizerSpec::Adamw { .. } => 8.0,
+    };
+    let optimizer =
+        PhaseCost::new(0.0, bytes, 0.0, device.memory_s(bytes), tensors as f64 * per_tensor * device.op_overhead_s);
+    StepCompute { layers, optimizer }
+}

@@ -1,0 +1,175 @@
+//! The model's arithmetic on small hand-computed cases: one linear layer on a made-up device, the exchange
+//! formulas, the calibrated curve and the direction of what-ifs.
+
+use trainbench_workload::graph::{InputKind, LossKind};
+use trainbench_workload::{GraphBuilder, OptimizerSpec, Precision};
+
+use super::*;
+use crate::hardware::wire::{
+    Alternatives, Calibration, DeviceKind, DeviceProfile, KernelPoint, Link, LinkKind, PeakTflops, ProfileKind,
+};
+use crate::spec::wire::{Interconnect, Strategy};
+
+/// input [1000] -> linear 1000 -> 1000 (no bias) -> MSE against a dense target [1000].
+fn gemm_graph() -> Graph {
+    let mut b = GraphBuilder::new("gemm");
+    let x = b.input("x", &[1000], InputKind::Dense).unwrap();
+    let t = b.input("t", &[1000], InputKind::Dense).unwrap();
+    let y = b.linear("fc", x, 1000, false).unwrap();
+    b.loss("loss", LossKind::Mse, &[y, t]).unwrap();
+    b.finish(1, "samples").unwrap()
+}
+
+fn link(kind: LinkKind, gbs: f64, latency_us: f64) -> Link {
+    Link {
+        kind,
+        name: format!("{} {gbs}", kind.as_str()),
+        generation: None,
+        lanes: None,
+        bandwidth_gbs: gbs,
+        latency_us,
+    }
+}
+
+/// 1 TFLOP/s, 1000 GB/s, PCIe 10 GB/s, NVLink 50 GB/s, network 2.5 GB/s (20 Gbit) with a 10 GB/s alternative.
+fn profile() -> HardwareFile {
+    HardwareFile {
+        version: 1,
+        kind: ProfileKind::Hardware,
+        name: "made-up".into(),
+        description: String::new(),
+        device: DeviceProfile {
+            name: "made-up GPU".into(),
+            kind: DeviceKind::Gpu,
+            peak_tflops: PeakTflops { fp32: 1.0, tf32: None, fp16: Some(4.0), bf16: None },
+            memory_bandwidth_gbs: 1000.0,
+            memory_gib: 16.0,
+        },
+        host_link: Some(link(LinkKind::Pcie, 10.0, 0.0)),
+        intra_node: Some(link(LinkKind::Nvlink, 50.0, 0.0)),
+        network: Some(link(LinkKind::Ethernet, 2.5, 0.0)),
+        alternatives: Alternatives { network: vec![link(LinkKind::Ethernet, 10.0, 0.0)], ..Alternatives::default() },
+        calibration: None,
+    }
+}
+
+fn setting(batch: usize, strategy: Strategy, nodes: usize, per_node: usize, interconnect: Interconnect) -> Setting {
+    Setting {
+        batch,
+        precision: Precision::Fp32,
+        optimizer: OptimizerSpec::Sgd { lr: 0.1, momentum: 0.0, weight_decay: 0.0, nesterov: false },
+        comm: CommSetting { strategy, nodes, devices_per_node: per_node, interconnect, parameter_servers: 1 },
+    }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1e-12)
+}
+
+#[test]
+fn one_linear_layer_is_compute_bound_at_the_peak() {
+    let p = predict(&gemm_graph(), &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &profile()).unwrap();
+    let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
+    // 2 x 100 x 1000 x 1000 FLOPs at 1e12 FLOP/s.
+    assert!(close(fc.forward.flops, 2e8) && close(fc.forward.compute_s, 2e-4), "{fc:?}");
+    // Input 100 x 1000 x 4 B + output as much + 1e6 fp32 weights, at 1e12 B/s.
+    assert!(close(fc.forward.bytes, 4.8e6) && close(fc.forward.memory_s, 4.8e-6));
+    assert_eq!(fc.forward.bound, Bound::Compute);
+    assert!(close(fc.forward.time_s, 2e-4));
+    // The input is data: only the weight gradient, 1 x forward.
+    assert!(close(fc.backward.flops, 2e8) && close(fc.backward.time_s, 2e-4));
+    // Data: two dense inputs of 1000 f32 per sample, 100 samples over 10 GB/s.
+    assert!(close(p.phases.data_s, 100.0 * 8000.0 / 1e10));
+    // SGD without momentum: read parameter and gradient, write parameter: 12 bytes per parameter.
+    assert!(close(p.phases.optimizer_s, 1.2e7 / 1e12));
+    let loss = p.layers.iter().find(|l| l.name == "loss").unwrap();
+    assert_eq!(loss.forward.bound, Bound::Memory);
+    assert_eq!(p.comm.time_s, 0.0);
+    let total = p.phases.data_s + p.phases.forward_s + p.phases.backward_s + p.phases.optimizer_s;
+    assert!(close(p.step_time_s, total));
+    assert!(close(p.shares.data + p.shares.compute + p.shares.comm, 1.0));
+    assert!(close(p.samples_per_s, 100.0 / total));
+    assert!(p.bound.compute_bound_s > p.bound.memory_bound_s);
+}
+
+#[test]
+fn exchange_follows_the_ring_and_parameter_server_formulas() {
+    let g = gemm_graph();
+    let s = 1e6 * 4.0; // gradient bytes
+    let mut prof = profile();
+    prof.network = Some(link(LinkKind::Ethernet, 2.5, 20.0));
+    let ring = predict(&g, &setting(400, Strategy::AllReduce, 4, 1, Interconnect::Ethernet), &prof).unwrap();
+    assert!(close(ring.comm.time_s, 2.0 * 3.0 * 20e-6 + 2.0 * 3.0 / 4.0 * s / 2.5e9), "{:?}", ring.comm);
+    assert_eq!(ring.per_device_batch, 100);
+    // One server: its link carries W x S each way; with 2 workers per machine each gets half the NIC.
+    let ps = predict(&g, &setting(400, Strategy::ParameterServer, 2, 2, Interconnect::Ethernet), &prof).unwrap();
+    let per_direction = 20e-6 + f64::max(s / (2.5e9 / 2.0), 4.0 * s / 2.5e9);
+    assert!(close(ps.comm.time_s, 2.0 * per_direction), "{:?}", ps.comm);
+    assert!(ps.shares.comm > ring.shares.comm);
+    // Overlap hides the exchange under backward, never below the compute.
+    assert!(ring.step_time_overlapped_s < ring.step_time_s);
+    assert!(ring.step_time_overlapped_s >= ring.phases.forward_s + ring.phases.backward_s);
+}
+
+#[test]
+fn a_missing_link_or_peak_is_refused() {
+    let g = gemm_graph();
+    let e = predict(&g, &setting(200, Strategy::AllReduce, 2, 1, Interconnect::Infiniband), &profile()).unwrap_err();
+    assert!(matches!(e, PredictError::NoLink { .. }), "{e}");
+    let mut s = setting(100, Strategy::Single, 1, 1, Interconnect::Pcie);
+    s.precision = Precision::Bf16;
+    assert!(matches!(predict(&g, &s, &profile()).unwrap_err(), PredictError::NoPeak { .. }));
+    let e = predict(&g, &setting(10, Strategy::AllReduce, 1, 3, Interconnect::Nvlink), &profile()).unwrap_err();
+    assert_eq!(e, PredictError::Batch { batch: 10, world: 3 });
+}
+
+#[test]
+fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
+    let g = gemm_graph();
+    let mut prof = profile();
+    let point =
+        |flops: f64, seconds: f64| KernelPoint { precision: Precision::Fp32, shape: String::new(), flops, seconds };
+    // 10 us overhead; net rates 1e11 at 1e6 FLOPs and 4e11 at 1e9 FLOPs.
+    prof.calibration = Some(Calibration {
+        method: "test".into(),
+        measured_at: String::new(),
+        backend: "mock".into(),
+        device: "cpu".into(),
+        op_overhead_us: 10.0,
+        triad_gbs: 100.0,
+        host_to_device_gbs: None,
+        gemm: vec![point(1e6, 1e-5 + 1e-5), point(1e9, 1e9 / 4e11 + 1e-5)],
+        conv: vec![],
+    });
+    let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
+    // 2e8 FLOPs lies at 2/3 of the way from 1e6 to 1e9 in log space: rate 1e11 x 4^(log(200)/log(1000)).
+    let t = (200f64).ln() / (1000f64).ln();
+    let rate = (1e11f64.ln() + t * (4e11f64.ln() - 1e11f64.ln())).exp();
+    assert!(close(fc.forward.compute_s, 2e8 / rate), "{fc:?}");
+    // One forward operation's overhead, and memory at the triad's 100 GB/s.
+    assert!(close(fc.forward.overhead_s, 1e-5) && close(fc.forward.memory_s, 4.8e6 / 1e11));
+    assert!(close(fc.backward.overhead_s, 3e-5));
+    assert!(p.calibrated);
+    assert!(device::interpolate(&[(1.0, 2.0)], 5.0) == Some(2.0));
+}
+
+#[test]
+fn what_ifs_point_the_right_way_with_formula_magnitudes() {
+    let g = gemm_graph();
+    let prof = profile();
+    let s = setting(800, Strategy::ParameterServer, 8, 1, Interconnect::Ethernet);
+    let base = predict(&g, &s, &prof).unwrap();
+    let rows = whatif::what_if(&g, &s, &prof, &base, &[]);
+    let find = |p: &str| rows.iter().find(|r| r.change.starts_with(p)).unwrap_or_else(|| panic!("{p}: {rows:?}"));
+    // A 4x faster network divides T_comm by 4 (no latency), the rest unchanged.
+    let net = find("network:");
+    let expected = base.step_time_s / (base.step_time_s - base.phases.comm_s * 0.75);
+    assert!(close(net.speedup.unwrap(), expected), "{net:?}");
+    // All-reduce over NVLink in one machine is faster than PS on Ethernet.
+    assert!(find("strategy: all-reduce over NVLink").speedup.unwrap() > 1.0);
+    assert!(find("strategy: all-reduce on the same link").speedup.unwrap() > 1.0);
+    // fp16 at 4x the peak speeds up compute only.
+    let fp16 = find("precision: fp16");
+    assert!(fp16.speedup.unwrap() > 1.0 && fp16.speedup.unwrap() < 4.0);
+}

@@ -1,0 +1,112 @@
+//! `trainbench predict` and hardware profiles on the command line: the JSON keys scripts read, the PAI what-if
+//! table on PAI's assumed machine (snapshot in golden/predict/: the model's arithmetic on datasheet figures is
+//! deterministic), and located errors for a broken profile.
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+
+fn tb() -> Command {
+    let mut c = Command::cargo_bin("trainbench").unwrap();
+    c.current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("TRAINBENCH_HARDWARE");
+    c
+}
+
+#[test]
+fn json_has_step_time_throughput_and_shares() {
+    let o = tb()
+        .args(["predict", "specs/pai/ps_vs_allreduce.toml", "--hardware", "pai-assumed", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = v["predictions"].as_array().unwrap();
+    assert_eq!(p.len(), 2, "one per topology of the sweep");
+    for e in p {
+        let step = e["step_time_s"].as_f64().unwrap();
+        assert!(step > 0.0);
+        assert!((e["samples_per_s"].as_f64().unwrap() - 256.0 / step).abs() < 1e-9 * 256.0 / step);
+        let s = &e["shares"];
+        let sum = s["data"].as_f64().unwrap() + s["compute"].as_f64().unwrap() + s["comm"].as_f64().unwrap();
+        assert!((sum - 1.0).abs() < 1e-9, "{s}");
+    }
+    // PS/worker over 25 Gbit Ethernet spends more of its step communicating than all-reduce over NVLink.
+    assert!(p[0]["shares"]["comm"].as_f64().unwrap() > p[1]["shares"]["comm"].as_f64().unwrap());
+}
+
+#[test]
+fn what_if_table_on_pai_assumed_hardware() {
+    let o = tb()
+        .args(["predict", "specs/pai/ps_worker_ethernet.toml", "--hardware", "pai-assumed", "--what-if"])
+        .args(["--set", "sweep.batch_sizes=[32]"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    crate::common::golden_settings("predict").bind(|| insta::assert_snapshot!("pai_ps_worker_what_if", text));
+}
+
+#[test]
+fn per_layer_table_marks_compute_and_memory_bound_layers() {
+    let o = tb().args(["predict", "specs/smoke/mlp.toml", "--hardware", "v100", "--per-layer"]).output().unwrap();
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("fc0") && text.contains("memory"), "{text}");
+}
+
+#[test]
+fn without_a_profile_predict_says_how_to_get_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("specs/smoke/mlp.toml");
+    let o = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .env_remove("TRAINBENCH_HARDWARE")
+        .arg("predict")
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("trainbench calibrate --out hardware/this-machine.toml"));
+}
+
+#[test]
+fn validate_checks_hardware_profiles_with_located_errors() {
+    let o = tb().args(["validate", "hardware/"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/hardware/v100.toml")).unwrap();
+    std::fs::write(&bad, text.replace("bandwidth_gbs = 150.0", "bandwith_gbs = 150.0")).unwrap();
+    let o = tb().arg("validate").arg(&bad).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("bandwith_gbs") && out.contains("bandwidth_gbs") && out.contains("bad.toml:"), "{out}");
+}
+
+#[test]
+fn calibrate_writes_a_profile_predict_reads_and_never_overwrites_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hw.toml");
+    let o = tb().args(["calibrate", "--backend", "mock", "--max-gemm", "128", "--out"]).arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = trainbench::hardware::ProfileValidator::new().unwrap();
+    let f = v.check_file(&out, "hw.toml").unwrap();
+    let cal = f.calibration.as_ref().unwrap();
+    assert!(cal.method.contains("mock") && cal.backend == "mock");
+    // The mock's kernels run at its nominal rate: the best rate reached is that rate.
+    let rate = trainbench_workload::mock::MockConfig::default().flop_rate;
+    assert!((f.device.peak_tflops.fp32 * 1e12 - rate).abs() < 1e-6 * rate);
+    assert_eq!(cal.gemm.iter().filter(|p| p.precision == trainbench_workload::Precision::Fp32).count(), 3);
+    // A second calibration does not replace the first without --overwrite.
+    let again = tb().args(["calibrate", "--backend", "mock", "--out"]).arg(&out).output().unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--overwrite"));
+    let o = tb()
+        .args(["predict", "specs/smoke/mlp.toml", "--format", "json"])
+        .env("TRAINBENCH_HARDWARE", &out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["predictions"][0]["calibrated"], true);
+    assert_eq!(j["predictions"][0]["hardware"], "this-machine");
+}
