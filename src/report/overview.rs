@@ -1,6 +1,7 @@
 //! The overview table both report pages open with: one row per configuration with its throughput (and the
-//! interval over repeats), step times, peak memory, utilisation, outcome and, when measured, the input pipeline's own
-//! throughput and the data and comm shares. Columns no configuration has a figure for are left out; HTML and Markdown render the same cells.
+//! interval over repeats), step times, peak memory, utilisation, outcome and, when measured, the input
+//! pipeline's own throughput and the data and comm shares. Columns no configuration has a figure for are left
+//! out; HTML and Markdown render the same cells.
 
 use std::collections::BTreeMap;
 
