@@ -4,12 +4,12 @@
 # Markdown table: median step time (per step, the slowest worker), samples/s, scaling efficiency against one
 # worker, comm share, bytes each worker sends per step, and the algorithm bandwidth.
 #
-# Usage: scripts/dist_table.sh [SPEC...]   (default: specs/smoke/mlp_data_parallel.toml specs/smoke/transformer_tiny.toml)
+# Usage: scripts/dist_table.sh [SPEC...]   (default: scripts/dist_table/mlp_data_parallel.toml specs/smoke/transformer_tiny.toml)
 # Environment: BATCH (global, 32), ITERS (40); TB=path/to/trainbench skips the release build (feature mpi).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 BATCH=${BATCH:-32} ITERS=${ITERS:-40}
-SPECS=("$@"); [ ${#SPECS[@]} -eq 0 ] && SPECS=(specs/smoke/mlp_data_parallel.toml specs/smoke/transformer_tiny.toml)
+SPECS=("$@"); [ ${#SPECS[@]} -eq 0 ] && SPECS=(scripts/dist_table/mlp_data_parallel.toml specs/smoke/transformer_tiny.toml)
 if [ -z "${TB:-}" ]; then
   cargo build -q --release --features tch,mpi
   TB=${CARGO_TARGET_DIR:-target}/release/trainbench
