@@ -134,13 +134,7 @@ impl Backend for TchBackend {
         ctx: &mut RunContext<'_>,
     ) -> Result<RawMeasurements, BackendError> {
         if ctx.data.is_some() {
-            // The batches of a local dataset are read by the runner, but this backend does not train on them yet:
-            // refuse rather than train on synthetic data in their place.
-            return Err(BackendError::Data(
-                "the tch backend does not train on local datasets yet (they are read and validated, and the mock \
-                 backend takes them); use `source = \"synthetic\"` for now"
-                    .into(),
-            ));
+            return Err(trainbench_workload::data::not_trained_yet(self.name()));
         }
         let probe = &mut *ctx.probe;
         let dev = check::check(plan, graph)?;

@@ -43,6 +43,15 @@ pub struct DataError {
     pub reason: String,
 }
 
+/// The refusal of a backend that does not train on a dataset's batches yet: the run fails naming why, instead
+/// of training on synthetic data in their place (tch and wgpu until their batch feeding lands).
+pub fn not_trained_yet(backend: &str) -> crate::BackendError {
+    crate::BackendError::Data(format!(
+        "the {backend} backend does not train on local datasets yet (they are read and validated, and the mock \
+         backend takes them); use `source = \"synthetic\"` for now"
+    ))
+}
+
 /// Where a run's training batches come from when they are read from a dataset.
 pub trait BatchSource: Send {
     /// The next batch of this rank's shard, blocking until the pipeline has it: the time spent here is the
