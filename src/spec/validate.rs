@@ -197,7 +197,7 @@ impl SpecValidator {
             }
         });
         if let (Some(graph), Some(dataset), Some(model)) = (&graph, &partial.dataset, &partial.model) {
-            let findings = rules::check_graph(dataset, model, graph);
+            let findings = rules::check_graph(dataset, model, partial.training.as_ref(), graph);
             out.extend(findings.iter().map(|f| finding_diagnostic(&sources, &root, f)));
         }
         if out.iter().any(Diagnostic::is_error) {

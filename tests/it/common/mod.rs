@@ -175,6 +175,8 @@ impl Synth {
                 phases: PhaseBreakdown {
                     synchronised: true,
                     data: phase(0.1),
+                    data_stall: phase(0.04),
+                    data_copy: phase(0.06),
                     forward: phase(0.3),
                     backward: phase(0.45),
                     comm: phase(0.0),
@@ -223,6 +225,7 @@ impl Synth {
                     estimate: Some(estimate.clone()),
                 },
                 loss: Some(LossSummary { first: Some(2.3), last: Some(2.1), all_finite: true }),
+                time_to_target: None,
             }),
             analysis: Some(AnalysisSummary {
                 parameters: params,

@@ -4,8 +4,12 @@
 //! backend through [`crate::RunContext::data`]; with synthetic data there is none and the backend generates its
 //! batches itself. Readers, decoding and the prefetching pipeline live beside this file.
 
+pub mod memory;
+
 use crate::graph::NodeId;
 use crate::init::HostTensor;
+
+pub use memory::MemorySource;
 
 /// One training batch on the host: the values of every graph input, batch first, in each input node's shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,4 +33,41 @@ pub trait BatchSource: Send {
     /// The next batch of this rank's shard, blocking until the pipeline has it: the time spent here is the
     /// run's input stall.
     fn next_batch(&mut self) -> Result<HostBatch, DataError>;
+    /// Batches in one epoch of this rank's shard, when known; runs with a target that counts epochs need it.
+    fn epoch_batches(&self) -> Option<u64> {
+        None
+    }
+}
+
+impl HostBatch {
+    /// Samples in this batch: the leading dimension of its inputs, given `graph`'s per-sample shapes (0 for a
+    /// batch without inputs).
+    pub fn samples(&self, graph: &crate::Graph) -> usize {
+        self.inputs
+            .first()
+            .map(|(id, t)| {
+                let per = graph.nodes[*id].shape.numel().max(1) as usize;
+                let len = match t {
+                    HostTensor::Dense(v) => v.len(),
+                    HostTensor::Ids(v) => v.len(),
+                };
+                len / per
+            })
+            .unwrap_or(0)
+    }
+
+    /// The values of graph input `id`, if the batch has them.
+    pub fn input(&self, id: NodeId) -> Option<&HostTensor> {
+        self.inputs.iter().find(|(i, _)| *i == id).map(|(_, t)| t)
+    }
+}
+
+/// The evaluation split of a run with a target, held on the host: every batch is evaluated at each evaluation
+/// (the last one may be smaller than the others; nothing is dropped).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvalSet {
+    /// The batches, each of any number of samples.
+    pub batches: Vec<HostBatch>,
+    /// Where it was read from, for messages.
+    pub origin: String,
 }
