@@ -1,6 +1,6 @@
 //! The overview table both report pages open with: one row per configuration with its throughput (and the
 //! interval over repeats), step times, peak memory, utilisation, outcome and, when measured, data and comm
-//! shares. Columns no configuration has a figure for are left out; HTML and Markdown render the same cells.
+//! shares, the input stall share, and the time to a training target. Columns no configuration has a figure for are left out; HTML and Markdown render the same cells.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +35,10 @@ pub enum Column {
     DataShare,
     /// Share of the iteration spent communicating gradients.
     CommShare,
+    /// Share of the iteration spent waiting for the next batch (input stall).
+    StallShare,
+    /// Time to the training target (runs with `[training.target]`).
+    TimeToTarget,
 }
 
 impl Column {
@@ -53,6 +57,8 @@ impl Column {
             Column::Cpu => "CPU",
             Column::DataShare => "data",
             Column::CommShare => "comm",
+            Column::StallShare => "stall",
+            Column::TimeToTarget => "to target",
         }
     }
     /// True for right-aligned numeric columns.
@@ -76,6 +82,13 @@ impl Column {
             Column::Cpu => "CPU: process utilisation of all cores",
             Column::DataShare => "data: share of the iteration producing and transferring the batch",
             Column::CommShare => "comm: share of the iteration communicating gradients",
+            Column::StallShare => {
+                "stall: share of the iteration waiting for the next batch from the dataset pipeline (part of data)"
+            }
+            Column::TimeToTarget => {
+                "to target: seconds from the first step to the evaluation that reached the training target, median \
+                 over the repeats that reached it (reached/with a target)"
+            }
             _ => return None,
         })
     }
@@ -146,6 +159,8 @@ impl Overview {
             (Column::Cpu, any(&|c| c.cpu_utilization().is_some())),
             (Column::DataShare, share_seen(Phase::Data)),
             (Column::CommShare, share_seen(Phase::Comm)),
+            (Column::StallShare, any(&|c| c.stall_share().is_some_and(|s| s >= 0.0005))),
+            (Column::TimeToTarget, any(&|c| c.time_to_target().is_some())),
         ];
         let shown = |col: Column| optional.iter().find(|(c, _)| *c == col).is_none_or(|(_, on)| *on);
         let columns: Vec<Column> = [
@@ -160,7 +175,9 @@ impl Overview {
             Column::Flop,
             Column::Cpu,
             Column::DataShare,
+            Column::StallShare,
             Column::CommShare,
+            Column::TimeToTarget,
         ]
         .into_iter()
         .filter(|c| shown(*c))
@@ -210,6 +227,17 @@ impl Overview {
                         Column::Cpu => Cell::opt(c.cpu_utilization().map(fmt_percent)),
                         Column::DataShare => Cell::opt(c.phase_share(Phase::Data).map(fmt_percent)),
                         Column::CommShare => Cell::opt(c.phase_share(Phase::Comm).map(fmt_percent)),
+                        Column::StallShare => Cell::opt(c.stall_share().map(fmt_percent)),
+                        Column::TimeToTarget => match c.time_to_target() {
+                            Some((median, reached, of)) => Cell {
+                                emphasis: if reached == of { Emphasis::Plain } else { Emphasis::Bad },
+                                ..Cell::plain(format!(
+                                    "{} ({reached}/{of})",
+                                    median.map_or_else(|| "not reached".to_string(), |s| format!("{s:.2} s"))
+                                ))
+                            },
+                            None => Cell::opt(None),
+                        },
                     })
                     .collect();
                 Row { spec: c.spec.clone(), config: c.config.clone(), cells }

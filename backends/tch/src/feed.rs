@@ -3,47 +3,18 @@
 //! evaluation of an evaluation split for a run with a target (forward only, no gradients).
 
 use tch::{Device, Kind, TchError, Tensor};
+use trainbench_workload::Op;
 use trainbench_workload::data::HostBatch;
 use trainbench_workload::graph::{Graph, NodeId};
 use trainbench_workload::init::HostTensor;
 use trainbench_workload::target::{EvalTally, classifier_nodes};
-use trainbench_workload::{BackendError, Op};
 
 use crate::lower::{EvalOpts, Lowered};
 
 /// One batch on the device: a tensor per graph input.
 pub type DeviceBatch = Vec<(NodeId, Tensor)>;
 
-/// The samples of `batch`, checked against `graph`: every graph input present, each holding `samples` x its
-/// per-sample element count, with integers where the graph takes ids or labels. `expected` is the plan's batch
-/// size for training batches, `None` for evaluation batches (of any size).
-pub fn check_batch(graph: &Graph, batch: &HostBatch, expected: Option<usize>) -> Result<usize, BackendError> {
-    let samples = batch.samples(graph);
-    if let Some(b) = expected.filter(|&b| b != samples) {
-        return Err(BackendError::Data(format!("a batch holds {samples} samples, the run's batch size is {b}")));
-    }
-    for (id, node) in graph.inputs() {
-        let t = batch.input(id).ok_or_else(|| {
-            BackendError::Data(format!("a batch has no values for the model's input `{}`", node.name))
-        })?;
-        let per = node.shape.numel() as usize;
-        let (len, dense) = match t {
-            HostTensor::Dense(v) => (v.len(), true),
-            HostTensor::Ids(v) => (v.len(), false),
-        };
-        let wants_dense = matches!(node.op, Op::Input { kind: trainbench_workload::graph::InputKind::Dense });
-        if len != samples * per || dense != wants_dense {
-            return Err(BackendError::Data(format!(
-                "input `{}` of a batch holds {len} {} values, the model takes {samples} x {} {}",
-                node.name,
-                if dense { "f32" } else { "integer" },
-                node.shape,
-                if wants_dense { "f32" } else { "integer" }
-            )));
-        }
-    }
-    Ok(samples)
-}
+pub use trainbench_workload::data::check_batch;
 
 /// Copy `batch` (already checked) to `device`: a tensor made from the host values (the conversion, on the CPU),
 /// pinned and copied without blocking on CUDA.

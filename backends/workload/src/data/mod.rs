@@ -62,6 +62,41 @@ impl HostBatch {
     }
 }
 
+/// The samples of `batch`, checked against `graph`: every graph input present, each holding `samples` x its
+/// per-sample element count, with integers where the graph takes ids or labels. `expected` is the plan's batch
+/// size for training batches, `None` for evaluation batches (of any size).
+pub fn check_batch(
+    graph: &crate::Graph,
+    batch: &HostBatch,
+    expected: Option<usize>,
+) -> Result<usize, crate::BackendError> {
+    let samples = batch.samples(graph);
+    if let Some(b) = expected.filter(|&b| b != samples) {
+        return Err(crate::BackendError::Data(format!("a batch holds {samples} samples, the run's batch size is {b}")));
+    }
+    for (id, node) in graph.inputs() {
+        let t = batch.input(id).ok_or_else(|| {
+            crate::BackendError::Data(format!("a batch has no values for the model's input `{}`", node.name))
+        })?;
+        let per = node.shape.numel() as usize;
+        let (len, dense) = match t {
+            HostTensor::Dense(v) => (v.len(), true),
+            HostTensor::Ids(v) => (v.len(), false),
+        };
+        let wants_dense = matches!(node.op, crate::Op::Input { kind: crate::graph::InputKind::Dense });
+        if len != samples * per || dense != wants_dense {
+            return Err(crate::BackendError::Data(format!(
+                "input `{}` of a batch holds {len} {} values, the model takes {samples} x {} {}",
+                node.name,
+                if dense { "f32" } else { "integer" },
+                node.shape,
+                if wants_dense { "f32" } else { "integer" }
+            )));
+        }
+    }
+    Ok(samples)
+}
+
 /// The evaluation split of a run with a target, held on the host: every batch is evaluated at each evaluation
 /// (the last one may be smaller than the others; nothing is dropped).
 #[derive(Debug, Clone, Default, PartialEq)]
