@@ -45,6 +45,55 @@ pub struct RunResult {
     pub analysis: Option<AnalysisSummary>,
     /// Where, with what and when the run happened.
     pub environment: Environment,
+    /// The local dataset the run read and its input pipeline's own throughput; absent for synthetic data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataSummary>,
+}
+
+/// A local dataset as a run read it: the files, the epoch arithmetic, the pipeline's settings, and how fast the
+/// pipeline delivers batches on its own (no training), which tells whether a run is input-bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DataSummary {
+    /// Dataset format (`npy`, ...).
+    pub format: String,
+    /// The dataset's folder, as resolved when the run started.
+    pub path: String,
+    /// The files, element types and shapes, in words.
+    pub description: String,
+    /// Samples in the dataset.
+    pub samples: u64,
+    /// Samples visited per epoch: full global batches only.
+    pub samples_per_epoch: u64,
+    /// Global batches per epoch.
+    pub batches_per_epoch: u64,
+    /// Samples of the last partial global batch, dropped every epoch (each epoch's order is reshuffled, so
+    /// different samples are dropped each time).
+    pub dropped_per_epoch: u64,
+    /// Reading threads (`dataset.workers`; 0: batches read on the training thread).
+    pub workers: u32,
+    /// Most batches held ahead of training (`dataset.prefetch`; 0 without reading threads).
+    pub prefetch: u32,
+    /// What an unreadable sample does (`fail`, `skip`).
+    pub on_error: String,
+    /// Samples that could not be read and were skipped during the run (`on_error = "skip"`).
+    pub skipped: u64,
+    /// The pipeline measured alone, before the run: batches pulled from a fresh loader with no training.
+    pub loader: Option<LoaderThroughput>,
+}
+
+/// The input pipeline's throughput measured on its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoaderThroughput {
+    /// Batches pulled (of this rank's size).
+    pub batches: u64,
+    /// Samples pulled.
+    pub samples: u64,
+    /// Seconds from starting the loader to the last batch.
+    pub seconds: f64,
+    /// Samples per second the loader delivered.
+    pub samples_per_s: f64,
 }
 
 impl RunResult {

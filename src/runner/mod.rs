@@ -8,6 +8,7 @@
 //! keeping every result written so far. What stopped a run travels beside its result as a [`StopCause`], so the
 //! suite's control flow never reads a message. A backend that is not compiled in stops the suite before any run.
 
+pub mod data;
 pub mod hooks;
 pub mod output;
 pub mod probe;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
+use trainbench_workload::data::{BatchSource, DataError, Loader};
 use trainbench_workload::mock::MockConfig;
 use trainbench_workload::{
     Backend, BackendError, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext, RunPlan,
@@ -29,7 +31,9 @@ use crate::manifest::{ManifestInput, environment};
 use crate::metrics::collect::{CollectorConfig, Collectors};
 use crate::metrics::nvml::GpuTarget;
 use crate::metrics::{DeriveInput, derive, peak};
-use crate::result::{AnalysisSummary, FORMAT_VERSION, MemoryEstimate, ProcessInfo, RunOutcome, RunResult};
+use crate::result::{
+    AnalysisSummary, FORMAT_VERSION, LoaderThroughput, MemoryEstimate, ProcessInfo, RunOutcome, RunResult,
+};
 use crate::spec::wire::MetricGroup;
 pub use hooks::TestHooks;
 pub use output::SuiteWriter;
@@ -308,6 +312,7 @@ impl RunSlot<'_> {
             metrics: None,
             analysis: Some(analysis_summary(self.analysis, plan)),
             environment: environment(env, raw),
+            data: None,
         }
     }
 
@@ -344,20 +349,34 @@ impl RunSlot<'_> {
             }
         }
         warmup::warm_up_process(backend, plan, self.graph, &self.opts.stop);
+        let (mut loader, throughput, eval) = match self.open_data(plan) {
+            Ok(opened) => opened,
+            Err(e) => {
+                let now = SystemTime::now();
+                let outcome = RunOutcome::Failed { message: format!("local dataset: {e}") };
+                return (self.result(plan, backend.name(), outcome, (now, now), device, None), None);
+            }
+        };
         let started = SystemTime::now();
         let clock = Instant::now();
         let collectors = Collectors::start(&config);
         let origin = collectors.origin();
-        let outcome = backend.run_in(plan, self.graph, &mut RunContext::new(&mut probe));
+        let mut ctx = RunContext::new(&mut probe);
+        ctx.data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
+        ctx.eval = eval.as_ref();
+        let outcome = backend.run_in(plan, self.graph, &mut ctx);
         let samples = collectors.stop();
         let finished = SystemTime::now();
         probe.finish();
+        let data = self.suite.data.as_ref().zip(loader.as_ref()).map(|(d, l)| d.summary(l, throughput));
 
         let raw = match outcome {
             Ok(raw) => raw,
             Err(e) => {
                 let outcome = outcome_of_error(e);
-                return (self.result(plan, backend.name(), outcome, (started, finished), device, None), None);
+                let mut result = self.result(plan, backend.name(), outcome, (started, finished), device, None);
+                result.data = data;
+                return (result, None);
             }
         };
         // Backends may enforce the timeout themselves, so the probe need not have seen the cause.
@@ -374,6 +393,7 @@ impl RunSlot<'_> {
             (true, None) => (RunOutcome::Interrupted { reason: "stopped early by the backend".into() }, None),
         };
         let mut result = self.result(plan, backend.name(), outcome, (started, finished), device.clone(), Some(&raw));
+        result.data = data;
         let used = raw.device.clone().or(device);
         let peak = used.as_ref().and_then(|d| peak::peak_for(d, plan.precision));
         let absent_cpu = absent_reason(collect, self.suite.collects(MetricGroup::CpuUtilization), None);
@@ -395,6 +415,20 @@ impl RunSlot<'_> {
         (result, stop)
     }
 }
+
+impl RunSlot<'_> {
+    /// The run's loader when it reads a local dataset, the loader's throughput measured alone just before, and
+    /// the evaluation split of a run with a target.
+    fn open_data(&self, plan: &RunPlan) -> Result<OpenedData, DataError> {
+        let Some(local) = &self.suite.data else { return Ok((None, None, None)) };
+        let throughput = local.measure(plan, self.graph)?;
+        let eval = local.eval_set(plan, self.graph)?;
+        Ok((Some(local.loader(plan, self.graph, 0)?), Some(throughput), eval))
+    }
+}
+
+/// What a run reading a local dataset opens: its loader, the loader's throughput alone, its evaluation split.
+type OpenedData = (Option<Loader>, Option<LoaderThroughput>, Option<trainbench_workload::data::EvalSet>);
 
 /// Why a collector's figures are missing: disabled, not asked for, or not applicable to the device.
 fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<DeviceSelector>) -> String {

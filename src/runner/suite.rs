@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use trainbench_workload::{BackendKind, Graph, RunPlan};
 
+use super::data::LocalData;
 use crate::plan::{PlacementOverride, placement, plan_on};
 use crate::spec::diagnostics::render_text;
 use crate::spec::wire::{Isolation, MetricGroup};
@@ -30,6 +31,8 @@ pub struct Suite {
     pub metric_groups: Vec<MetricGroup>,
     /// Whether each repeat runs in a process of its own.
     pub isolation: Isolation,
+    /// The local dataset every run reads; `None` for synthetic data.
+    pub data: Option<LocalData>,
 }
 
 impl Suite {
@@ -51,6 +54,7 @@ impl Suite {
             sample_interval: Duration::from_millis(s.run.sample_interval_ms.max(1)),
             metric_groups: s.metrics.collect.clone(),
             isolation: s.run.isolation,
+            data: LocalData::of(spec),
         }
     }
 

@@ -25,6 +25,7 @@ use trainbench_workload::analysis::{Analysis, analyze};
 use trainbench_workload::mock::MockConfig;
 use trainbench_workload::{BackendKind, RunPlan};
 
+use super::data::LocalData;
 use super::{
     Flow, Pass, Recorder, RunSlot, RunnerError, RunnerOptions, StopCause, StopFlag, Suite, SuiteReport, TestHooks,
     probe,
@@ -60,6 +61,10 @@ pub struct WorkerJob {
     pub mock: MockConfig,
     /// The parent's [`RunnerOptions::test_hooks`].
     pub test_hooks: TestHooks,
+    /// The suite's local dataset, resolved by the parent (the canonical spec's path is relative to a folder
+    /// the worker does not know).
+    #[serde(default)]
+    pub data: Option<LocalData>,
 }
 
 /// One line a worker prints on stdout.
@@ -107,6 +112,7 @@ pub(crate) fn run_isolated(
             no_collectors: opts.no_collectors,
             mock: opts.mock.clone(),
             test_hooks: opts.test_hooks.clone(),
+            data: suite.data.clone(),
         };
         if run_worker(suite, opts, exe, &job, &mut ooms, &mut recorder, on_result)? == Flow::Stop {
             break;
@@ -360,6 +366,7 @@ pub fn serve() -> Result<bool, String> {
     };
     suite.plans = job.plans;
     suite.backend = job.backend;
+    suite.data = job.data;
     let opts = RunnerOptions {
         out_dir: PathBuf::new(),
         progress: job.progress,

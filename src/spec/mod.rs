@@ -27,6 +27,8 @@ pub use wire::SpecFile;
 pub struct ValidatedSpec {
     spec: SpecFile,
     pub(crate) source: Option<PathBuf>,
+    /// The folder relative dataset paths were resolved against when validated (`None` from memory).
+    pub(crate) base_dir: Option<PathBuf>,
     overrides: Vec<String>,
     canonical: String,
     sha256: String,
@@ -39,7 +41,7 @@ impl ValidatedSpec {
     fn new(spec: SpecFile, graph: Graph, device: DeviceSelector, overrides: Vec<String>) -> Self {
         let canonical = canonical_toml(&spec);
         let sha256 = crate::format::sha256_hex(&canonical);
-        Self { spec, source: None, overrides, canonical, sha256, graph, device, warnings: Vec::new() }
+        Self { spec, source: None, base_dir: None, overrides, canonical, sha256, graph, device, warnings: Vec::new() }
     }
 
     /// The typed spec, defaults filled in and overrides applied.
@@ -81,6 +83,34 @@ impl ValidatedSpec {
     /// The model's training graph, as built by the zoo.
     pub fn graph(&self) -> &Graph {
         &self.graph
+    }
+
+    /// The local dataset's folder (`dataset.path` resolved against the spec's folder, or as written when the
+    /// spec was checked from memory); `None` for synthetic data.
+    pub fn dataset_root(&self) -> Option<PathBuf> {
+        if self.spec.dataset.source != wire::DataSource::Local {
+            return None;
+        }
+        let path = Path::new(self.spec.dataset.path.as_deref()?);
+        let joined = match &self.base_dir {
+            Some(base) => base.join(path),
+            None => path.to_path_buf(),
+        };
+        Some(std::path::absolute(&joined).unwrap_or(joined))
+    }
+
+    /// The folder of the evaluation split (`dataset.eval_path`) of a local dataset, resolved like
+    /// [`ValidatedSpec::dataset_root`]; `None` without one.
+    pub fn eval_root(&self) -> Option<PathBuf> {
+        if self.spec.dataset.source != wire::DataSource::Local {
+            return None;
+        }
+        let path = Path::new(self.spec.dataset.eval_path.as_deref()?);
+        let joined = match &self.base_dir {
+            Some(base) => base.join(path),
+            None => path.to_path_buf(),
+        };
+        Some(std::path::absolute(&joined).unwrap_or(joined))
     }
 
     /// Warnings found while validating (the spec is valid regardless).

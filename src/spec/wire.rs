@@ -73,6 +73,20 @@ pub struct DatasetSpec {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub samples: Option<u64>,
+    /// Host threads reading and decoding batches ahead of training (local datasets); 0 (the default) reads
+    /// each batch on the training thread when it is needed.
+    #[serde(default)]
+    #[schemars(range(max = 256))]
+    pub workers: Option<u32>,
+    /// Most batches the reading threads hold ahead of training (local datasets, `workers` > 0); default twice
+    /// `workers`.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 4096))]
+    pub prefetch: Option<u32>,
+    /// What a sample that cannot be read (a corrupt file) does to a run: `fail` (the default) fails the run
+    /// naming the file; `skip` counts it (recorded in the result) and takes the next sample in its place.
+    #[serde(default)]
+    pub on_error: Option<OnDataError>,
     /// The evaluation split of a run with a target (`[training.target]`): a dataset of the same `format` at this
     /// path, relative to the spec file. Exclusive with `eval_fraction`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,6 +96,17 @@ pub struct DatasetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub eval_fraction: Option<f64>,
+}
+
+/// What a sample that cannot be read does to a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnDataError {
+    /// Fail the run, naming the file.
+    #[default]
+    Fail,
+    /// Count the sample as skipped and go on with the next one.
+    Skip,
 }
 
 /// Data source.
@@ -99,12 +124,35 @@ pub enum DataSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum DataFormat {
-    /// A `.npy` array of inputs next to a `.npy` array of labels.
+    /// A folder holding `inputs.npy` (`[samples, ..input shape]`: float32, float16 or uint8 for real-valued
+    /// inputs, uint8 scaled by 1/255; int64, int32 or uint8 token ids for token models) and `labels.npy`
+    /// (`[samples, ..label shape]`, int64, int32 or uint8 class ids). C order, little-endian; memory-mapped.
     Npy,
-    /// A folder of images, one sub-folder per class.
+    /// A folder of images, one sub-folder per class (classes in sorted name order), JPEG or PNG; each sample
+    /// decoded and put through the ImageNet training transform: random-resized crop to the model's `[3, H, W]`,
+    /// horizontal flip, ImageNet mean/std normalisation; seeded per epoch and sample.
     ImageFolder,
-    /// Raw little-endian f32 samples of the input shape.
+    /// A folder holding `inputs.f32` (little-endian float32 samples of the model's input shape, back to back,
+    /// no header) and `labels.i64` (little-endian int64 labels of the label shape, one per sample for a
+    /// classifier); memory-mapped.
     RawF32,
+    /// CIFAR-10's binary version: a folder of `data_batch_*.bin` files of 3,073-byte records (label byte,
+    /// then 3x32x32 pixels as red, green and blue planes); pixels scaled to [0, 1] and normalised with the
+    /// CIFAR-10 channel means and deviations. The model takes 3x32x32 images.
+    #[serde(rename = "cifar10")]
+    Cifar10,
+}
+
+impl DataFormat {
+    /// The name written in a spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DataFormat::Npy => "npy",
+            DataFormat::ImageFolder => "image-folder",
+            DataFormat::RawF32 => "raw-f32",
+            DataFormat::Cifar10 => "cifar10",
+        }
+    }
 }
 
 /// How the model trains.

@@ -16,9 +16,12 @@ mod cli_run;
 mod compare_cli;
 #[cfg(all(feature = "tch", feature = "wgpu"))]
 mod cross_backend;
+mod digits;
 mod editor_schema;
 mod fixtures_check;
+mod image_folder;
 mod isolation;
+mod local_data;
 mod mock_pipeline;
 mod no_panic;
 mod plan_refusals;

@@ -6,6 +6,7 @@
 //! hide a mistake in `[run]`. A rule involving several tables runs when all of them are present. Last, on a
 //! complete spec, [`check_support`] asks the backend that will run it what it refuses (layers, precisions).
 
+mod dataset;
 mod support;
 mod target;
 mod topology;
@@ -17,7 +18,9 @@ use serde_json::Value;
 use trainbench_workload::graph::{Graph, InputKind, Op};
 use trainbench_workload::{DeviceSelector, ModelSpec, OptimizerSpec};
 
+pub use dataset::{check_local_data, reader_format};
 pub use support::{check_support, check_support_on};
+pub use target::check_eval_data;
 pub use topology::{EffectiveTopology, effective_precisions, effective_topologies};
 
 use super::path::FieldPath;
@@ -333,10 +336,29 @@ fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&M
                 if !present {
                     out.push(
                         Finding::new(path(key), format!("`source = \"local\"` needs `dataset.{key}`"))
-                            .expected(if key == "path" { "a path relative to the spec file" } else { "`npy`, `image-folder` or `raw-f32`" })
+                            .expected(if key == "path" { "a path relative to the spec file" } else { "`npy`, `raw-f32`, `cifar10` or `image-folder`" })
                             .hint("trainbench never downloads data: point `path` at files on disk and name their `format`"),
                     );
                 }
+            }
+            match (dataset.workers.unwrap_or(0), dataset.prefetch) {
+                (0, Some(_)) => out.push(
+                    Finding::new(path("prefetch"), "`dataset.prefetch` needs reading threads: `dataset.workers` is 0")
+                        .or_at(path("workers"))
+                        .hint("set `workers` to 1 or more, or remove `prefetch`"),
+                ),
+                (w, Some(p)) if p < w => out.push(
+                    Finding::new(
+                        path("prefetch"),
+                        format!(
+                            "`dataset.prefetch` ({p}) is below `dataset.workers` ({w}): {} threads would always wait",
+                            w - p
+                        ),
+                    )
+                    .expected(format!("at least {w}"))
+                    .hint("raise `prefetch` (default: twice `workers`) or lower `workers`"),
+                ),
+                _ => {}
             }
             if let (Some(p), Some(base)) = (&dataset.path, cx.base_dir) {
                 if !base.join(p).exists() {
@@ -351,7 +373,14 @@ fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&M
             }
         }
         DataSource::Synthetic => {
-            for (key, present) in [("path", dataset.path.is_some()), ("format", dataset.format.is_some())] {
+            let keys = [
+                ("path", dataset.path.is_some()),
+                ("format", dataset.format.is_some()),
+                ("workers", dataset.workers.is_some()),
+                ("prefetch", dataset.prefetch.is_some()),
+                ("on_error", dataset.on_error.is_some()),
+            ];
+            for (key, present) in keys {
                 if present {
                     out.push(
                         Finding::new(

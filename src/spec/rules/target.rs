@@ -1,12 +1,16 @@
 //! Rules of a training target (`[training.target]`, time-to-accuracy) and of the evaluation split it reads
 //! (`dataset.eval_path`, `dataset.eval_fraction`): a target needs local data and exactly one evaluation split,
 //! one cadence and at least one budget; an evaluation split without a target would be ignored, so it is refused;
-//! an accuracy target needs a classifier (a cross-entropy loss in the graph).
+//! an accuracy target needs a classifier (a cross-entropy loss in the graph); the evaluation split's files are
+//! opened as a run would open them.
 
+use std::path::Path;
+
+use trainbench_workload::data::{self, Layout};
 use trainbench_workload::graph::Graph;
 use trainbench_workload::target::{TargetMetric, classifier_nodes};
 
-use super::Finding;
+use super::{Finding, reader_format};
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{DataSource, DatasetSpec, TrainingSpec};
 
@@ -115,4 +119,53 @@ pub fn check_target_graph(out: &mut Vec<Finding>, training: &TrainingSpec, graph
             );
         }
     }
+}
+
+/// The evaluation split's files, opened as a run would open them: `dataset.eval_path` exists and reads as the
+/// dataset's format for this model (headers, shapes, element types, label range where cheap), and
+/// `dataset.eval_fraction` leaves at least one global batch of every swept size to train on.
+pub fn check_eval_data(dataset: &DatasetSpec, graph: &Graph, batch_sizes: &[usize], base: &Path) -> Vec<Finding> {
+    let (DataSource::Local, Some(format)) = (dataset.source, dataset.format) else { return Vec::new() };
+    let Ok(layout) = Layout::of(graph) else { return Vec::new() };
+    let format = reader_format(format);
+    let mut out = Vec::new();
+    if let Some(p) = &dataset.eval_path {
+        let root = base.join(p);
+        if !root.exists() {
+            out.push(
+                Finding::new(
+                    dataset_key("eval_path"),
+                    format!("evaluation split `{p}` does not exist (relative to the spec's folder)"),
+                )
+                .hint("paths are resolved relative to the folder holding the spec file"),
+            );
+        } else if let Err(e) = data::open(format, &root, &layout) {
+            out.push(
+                Finding::new(dataset_key("eval_path"), format!("evaluation split: {e}"))
+                    .hint("the evaluation split is read with the dataset's `format` for the same model"),
+            );
+        }
+    }
+    if let (Some(f), Some(p)) = (dataset.eval_fraction.filter(|f| *f > 0.0 && *f < 1.0), &dataset.path) {
+        let root = base.join(p);
+        if let Ok(d) = data::open(format, &root, &layout) {
+            let n = d.len();
+            let held = ((n as f64 * f).ceil() as usize).max(1);
+            let train = n.saturating_sub(held);
+            if let Some(b) = batch_sizes.iter().copied().filter(|&b| train < b).max() {
+                out.push(
+                    Finding::new(
+                        dataset_key("eval_fraction"),
+                        format!(
+                            "holding out {f} of the {n} samples of `{}` leaves {train} to train on, fewer than one \
+                             batch of {b}",
+                            root.display()
+                        ),
+                    )
+                    .hint("hold out a smaller fraction, or use a smaller batch size"),
+                );
+            }
+        }
+    }
+    out
 }

@@ -5,6 +5,7 @@
 //! `#[path = "it/common/mod.rs"]`.
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
+pub mod datasets;
 pub mod spec_run;
 
 use std::collections::BTreeMap;
@@ -273,6 +274,7 @@ impl Synth {
                 // Each repeat in a process of its own, as `run.isolation = "process"` does.
                 process: Some(ProcessInfo { pid: 1000 + self.repeat, own_process_per_repeat: true }),
             },
+            data: None,
         }
     }
 
