@@ -4,4 +4,4 @@
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 cargo fmt --all --check
-cargo clippy --workspace --all-targets --features tch,wgpu -- -D warnings
+cargo clippy --workspace --all-targets --features tch,wgpu,mpi -- -D warnings

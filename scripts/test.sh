@@ -17,5 +17,5 @@ bash scripts/system-deps.sh || echo "warning: could not install Debian packages;
 bash scripts/editor-deps.sh || echo "warning: could not install taplo from npm; the editor-schema test will fail under CI=true" >&2
 echo "==> scripts/lint.sh (cargo fmt --check, then clippy with warnings as errors)" >&2
 bash scripts/lint.sh
-echo "==> cargo test (features: tch, wgpu)" >&2
-CI=true cargo test --features tch,wgpu --workspace
+echo "==> cargo test (features: tch, wgpu, mpi)" >&2
+CI=true cargo test --features tch,wgpu,mpi --workspace

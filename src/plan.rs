@@ -2,6 +2,7 @@
 //! repeat, each a fully resolved [`RunPlan`] with a stable id (`resnet50.b32.fp32.1x1.r0`) and seed.
 
 use serde::Serialize;
+use trainbench_workload::comm::DataParallel;
 use trainbench_workload::{BackendKind, Budget, DeviceSelector, Precision, RunPlan};
 
 use crate::backends::{self, Placement};
@@ -81,6 +82,13 @@ pub fn expand_on(spec: &ValidatedSpec, placement: Placement) -> Vec<PlannedRun> 
                         precision,
                         device: placement.device,
                         world_size: topology.world_size().unwrap_or(1),
+                        strategy: match topology.strategy {
+                            Strategy::Single => DataParallel::Single,
+                            Strategy::AllReduce => DataParallel::AllReduce,
+                            Strategy::ParameterServer => {
+                                DataParallel::ParameterServer { servers: topology.parameter_servers.max(1) }
+                            }
+                        },
                         warmup: s.run.warmup,
                         budget,
                         repeat,
@@ -122,7 +130,13 @@ fn topology_tokens(topologies: &[crate::spec::rules::EffectiveTopology]) -> Vec<
             let shared =
                 topologies.iter().filter(|o| o.nodes == t.nodes && o.devices_per_node == t.devices_per_node).count()
                     > 1;
-            if shared {
+            let servers = topologies
+                .iter()
+                .any(|o| o.strategy == Strategy::ParameterServer && o.parameter_servers != t.parameter_servers);
+            if shared && t.strategy == Strategy::ParameterServer && servers {
+                let (s, i) = (strategy_code(t.strategy), interconnect_code(t.interconnect));
+                format!("{shape}-{s}{}-{i}", t.parameter_servers)
+            } else if shared {
                 format!("{shape}-{}-{}", strategy_code(t.strategy), interconnect_code(t.interconnect))
             } else {
                 shape
@@ -156,7 +170,14 @@ mod tests {
     use crate::spec::rules::EffectiveTopology;
 
     fn topo(nodes: usize, devices: usize, strategy: Strategy, interconnect: Interconnect) -> EffectiveTopology {
-        EffectiveTopology { path: FieldPath::root(), nodes, devices_per_node: devices, strategy, interconnect }
+        EffectiveTopology {
+            path: FieldPath::root(),
+            nodes,
+            devices_per_node: devices,
+            strategy,
+            parameter_servers: 1,
+            interconnect,
+        }
     }
 
     fn validated(text: &str) -> ValidatedSpec {

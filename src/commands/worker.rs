@@ -3,13 +3,17 @@
 
 use super::{CommandError, Outcome};
 
-/// Arguments of `trainbench worker` (none: the job comes on standard input).
+/// Arguments of `trainbench worker` (the job comes on standard input).
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// This process is one rank of a data-parallel group started by an MPI launcher.
+    #[arg(long)]
+    pub ranks: bool,
+}
 
 /// Carry out `trainbench worker`.
-pub fn execute(_args: &Args) -> Result<Outcome, CommandError> {
-    match crate::runner::worker::serve() {
+pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
+    match crate::runner::worker::serve(args.ranks) {
         Ok(true) => Ok(Outcome::Success),
         Ok(false) => Ok(Outcome::Failure),
         Err(e) => Err(CommandError::Other(e)),

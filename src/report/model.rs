@@ -250,6 +250,11 @@ impl<'a> ConfigRow<'a> {
     pub fn cpu_utilization(&self) -> Option<f64> {
         median_of(self.metrics().filter_map(|m| m.cpu.get()).map(|c| c.utilization).collect())
     }
+    /// Samples per second the input pipeline delivered on its own (no training), median over the repeats that
+    /// read a local dataset.
+    pub fn loader_samples_per_s(&self) -> Option<f64> {
+        median_of(self.runs.iter().filter_map(|r| r.data.as_ref()?.loader.as_ref()).map(|l| l.samples_per_s).collect())
+    }
     /// Highest allocator peak over the repeats, bytes.
     pub fn peak_allocated_bytes(&self) -> Option<u64> {
         self.metrics().filter_map(|m| m.memory.measured.peak_allocated_bytes).max()

@@ -1,6 +1,7 @@
 //! The overview table both report pages open with: one row per configuration with its throughput (and the
-//! interval over repeats), step times, peak memory, utilisation, outcome and, when measured, data and comm
-//! shares, the input stall share, and the time to a training target. Columns no configuration has a figure for are left out; HTML and Markdown render the same cells.
+//! interval over repeats), step times, peak memory, utilisation, outcome and, when measured, the input
+//! pipeline's own throughput, the data and comm shares, the input stall share, and the time to a training target.
+//! Columns no configuration has a figure for are left out; HTML and Markdown render the same cells.
 
 use std::collections::BTreeMap;
 
@@ -31,6 +32,8 @@ pub enum Column {
     Flop,
     /// Process CPU utilisation.
     Cpu,
+    /// Samples per second of the input pipeline alone (local datasets).
+    LoaderPerS,
     /// Share of the iteration spent producing the batch.
     DataShare,
     /// Share of the iteration spent communicating gradients.
@@ -55,6 +58,7 @@ impl Column {
             Column::Gpu => "GPU busy",
             Column::Flop => "FLOP of peak",
             Column::Cpu => "CPU",
+            Column::LoaderPerS => "loader samples/s",
             Column::DataShare => "data",
             Column::CommShare => "comm",
             Column::StallShare => "stall",
@@ -80,6 +84,10 @@ impl Column {
             Column::Gpu => "GPU busy: mean NVML kernel-busy time",
             Column::Flop => "FLOP of peak: analysis FLOPs x throughput over the device peak",
             Column::Cpu => "CPU: process utilisation of all cores",
+            Column::LoaderPerS => {
+                "loader samples/s: the input pipeline reading the local dataset alone, with no training (median \
+                 over repeats); a run whose samples/s comes close to it is input-bound"
+            }
             Column::DataShare => "data: share of the iteration producing and transferring the batch",
             Column::CommShare => "comm: share of the iteration communicating gradients",
             Column::StallShare => {
@@ -157,6 +165,7 @@ impl Overview {
             (Column::Gpu, any(&|c| c.gpu_utilization_percent().is_some())),
             (Column::Flop, any(&|c| c.flop_fraction().is_some())),
             (Column::Cpu, any(&|c| c.cpu_utilization().is_some())),
+            (Column::LoaderPerS, any(&|c| c.loader_samples_per_s().is_some())),
             (Column::DataShare, share_seen(Phase::Data)),
             (Column::CommShare, share_seen(Phase::Comm)),
             (Column::StallShare, any(&|c| c.stall_share().is_some_and(|s| s >= 0.0005))),
@@ -174,6 +183,7 @@ impl Overview {
             Column::Gpu,
             Column::Flop,
             Column::Cpu,
+            Column::LoaderPerS,
             Column::DataShare,
             Column::StallShare,
             Column::CommShare,
@@ -225,6 +235,7 @@ impl Overview {
                         Column::Gpu => Cell::opt(c.gpu_utilization_percent().map(|v| format!("{v:.1}%"))),
                         Column::Flop => Cell::opt(c.flop_fraction().map(fmt_percent)),
                         Column::Cpu => Cell::opt(c.cpu_utilization().map(fmt_percent)),
+                        Column::LoaderPerS => Cell::opt(c.loader_samples_per_s().map(fmt_sig)),
                         Column::DataShare => Cell::opt(c.phase_share(Phase::Data).map(fmt_percent)),
                         Column::CommShare => Cell::opt(c.phase_share(Phase::Comm).map(fmt_percent)),
                         Column::StallShare => Cell::opt(c.stall_share().map(fmt_percent)),

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use trainbench_workload::target::TargetOutcome;
 use trainbench_workload::{DeviceInfo, RunPlan};
 
+pub mod distributed;
 pub mod load;
 
 pub use load::{LoadError, LoadedResult};
@@ -45,6 +46,9 @@ pub struct RunResult {
     pub analysis: Option<AnalysisSummary>,
     /// Where, with what and when the run happened.
     pub environment: Environment,
+    /// Data-parallel runs: world, strategy, engine, per-rank phases, traffic and bandwidth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<distributed::DistributedResult>,
     /// The local dataset the run read and its input pipeline's own throughput; absent for synthetic data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataSummary>,

@@ -79,13 +79,14 @@ impl LocalData {
         })
     }
 
-    /// The dataset a run trains on: the folder's, less the held-out part when the evaluation split is a
-    /// fraction of it.
-    fn train_dataset(&self, layout: &Layout) -> Result<Arc<dyn Dataset>, DataError> {
-        let dataset: Arc<dyn Dataset> = Arc::from(data::open(reader_format(self.format), &self.root, layout)?);
+    /// Open the dataset for `graph` (files listed, headers checked), to build loaders from: the folder's
+    /// samples, less the held-out part when the evaluation split is a fraction of them.
+    pub fn open(&self, graph: &Graph) -> Result<Arc<dyn Dataset>, DataError> {
+        let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
+        let layout = Layout::of(graph).map_err(err)?;
+        let dataset: Arc<dyn Dataset> = Arc::from(data::open(reader_format(self.format), &self.root, &layout)?);
         match &self.eval {
             Some(EvalSplit::Fraction(f)) => {
-                let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
                 let (train, _) = split::hold_out(dataset, *f).map_err(err)?;
                 Ok(Arc::new(train))
             }
@@ -114,11 +115,17 @@ impl LocalData {
         }
     }
 
-    /// A fresh loader of this dataset for `plan` on `graph`, as rank `rank` of `plan.world_size`.
-    pub fn loader(&self, plan: &RunPlan, graph: &Graph, rank: usize) -> Result<Loader, DataError> {
+    /// A fresh loader of `dataset` (opened by [`Self::open`]) for `plan` on `graph`, as rank `rank` of
+    /// `plan.world_size`.
+    pub fn loader(
+        &self,
+        dataset: Arc<dyn Dataset>,
+        plan: &RunPlan,
+        graph: &Graph,
+        rank: usize,
+    ) -> Result<Loader, DataError> {
         let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
         let layout = Layout::of(graph).map_err(err)?;
-        let dataset = self.train_dataset(&layout)?;
         let config = LoaderConfig {
             batch_size: plan.batch_size,
             world_size: plan.world_size.max(1),
@@ -134,11 +141,16 @@ impl LocalData {
         Loader::new(dataset, layout, config).map_err(err)
     }
 
-    /// Pull batches from a fresh loader with no training (for [`MEASURE_TIME`], between
+    /// Pull batches from a fresh loader of `dataset` with no training (for [`MEASURE_TIME`], between
     /// [`MEASURE_MIN_BATCHES`] and [`MEASURE_MAX_BATCHES`] batches) and time them from the loader's start.
-    pub fn measure(&self, plan: &RunPlan, graph: &Graph) -> Result<LoaderThroughput, DataError> {
+    pub fn measure(
+        &self,
+        dataset: Arc<dyn Dataset>,
+        plan: &RunPlan,
+        graph: &Graph,
+    ) -> Result<LoaderThroughput, DataError> {
         let clock = Instant::now();
-        let mut loader = self.loader(plan, graph, 0)?;
+        let mut loader = self.loader(dataset, plan, graph, 0)?;
         let per_batch = (plan.batch_size / plan.world_size.max(1)) as u64;
         let mut batches = 0u64;
         while batches < MEASURE_MIN_BATCHES || (batches < MEASURE_MAX_BATCHES && clock.elapsed() < MEASURE_TIME) {

@@ -10,12 +10,15 @@
 
 pub mod data;
 pub mod hooks;
+pub mod launch;
 pub mod output;
 pub mod probe;
+pub mod ranks;
 pub mod suite;
 pub mod warmup;
 pub mod worker;
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -133,7 +136,9 @@ pub fn run_suite(
     opts: &RunnerOptions,
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
-    if suite.uses_workers()
+    // Data-parallel runs always start their own ranks.
+    let ranked = suite.plans.iter().any(|p| !p.strategy.is_single());
+    if (suite.uses_workers() || ranked)
         && let Some(exe) = &opts.worker_exe
     {
         if let Some(e) = backends::not_built(suite.backend) {
@@ -155,7 +160,7 @@ pub fn run_suite_with(
     let mut recorder = Recorder::new(suite, opts);
     let indices: Vec<usize> = (0..suite.plans.len()).collect();
     let mut ooms = Vec::new();
-    let pass = Pass { suite, opts, own_process_per_repeat: false };
+    let pass = Pass { suite, opts, own_process_per_repeat: false, ranks: None };
     pass.run(backend.as_mut(), &indices, &mut ooms, &mut |result, stop| recorder.record(result, stop, on_result))?;
     Ok(recorder.report)
 }
@@ -221,6 +226,8 @@ pub(crate) struct Pass<'a> {
     pub(crate) opts: &'a RunnerOptions,
     /// Recorded in each result: this process runs one repeat only.
     pub(crate) own_process_per_repeat: bool,
+    /// This process is one rank of a data-parallel group (`trainbench worker --ranks`).
+    pub(crate) ranks: Option<&'a RefCell<ranks::Ranks>>,
 }
 
 impl Pass<'_> {
@@ -248,6 +255,7 @@ impl Pass<'_> {
                 opts,
                 index: i,
                 process: ProcessInfo { pid: std::process::id(), own_process_per_repeat: self.own_process_per_repeat },
+                ranks: self.ranks,
             };
             let (result, stop) = match ooms.iter().find(|o| same_family(o, plan) && plan.batch_size >= o.batch_size) {
                 Some(o) => (ctx.skipped(plan, backend, o.batch_size), None),
@@ -282,6 +290,8 @@ struct RunSlot<'a> {
     index: usize,
     /// The process that trains (or, for a lost run, trained) the run.
     process: ProcessInfo,
+    /// The group of ranks this process belongs to, for data-parallel plans.
+    ranks: Option<&'a RefCell<ranks::Ranks>>,
 }
 
 impl RunSlot<'_> {
@@ -312,6 +322,7 @@ impl RunSlot<'_> {
             metrics: None,
             analysis: Some(analysis_summary(self.analysis, plan)),
             environment: environment(env, raw),
+            distributed: None,
             data: None,
         }
     }
@@ -361,10 +372,18 @@ impl RunSlot<'_> {
         let clock = Instant::now();
         let collectors = Collectors::start(&config);
         let origin = collectors.origin();
-        let mut ctx = RunContext::new(&mut probe);
-        ctx.data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
-        ctx.eval = eval.as_ref();
-        let outcome = backend.run_in(plan, self.graph, &mut ctx);
+        let (outcome, distributed) = match self.ranks.filter(|_| !plan.strategy.is_single()) {
+            Some(ranks) => match ranks.borrow_mut().train(plan, self.graph, backend, &mut probe) {
+                Ok((raw, section)) => (Ok(raw), section),
+                Err(e) => (Err(e), None),
+            },
+            None => {
+                let mut ctx = RunContext::new(&mut probe);
+                ctx.data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
+                ctx.eval = eval.as_ref();
+                (backend.run_in(plan, self.graph, &mut ctx), None)
+            }
+        };
         let samples = collectors.stop();
         let finished = SystemTime::now();
         probe.finish();
@@ -412,6 +431,7 @@ impl RunSlot<'_> {
             cpu_absent: &absent_cpu,
             gpu_absent: &absent_gpu,
         });
+        result.distributed = distributed;
         (result, stop)
     }
 }
@@ -421,9 +441,18 @@ impl RunSlot<'_> {
     /// the evaluation split of a run with a target.
     fn open_data(&self, plan: &RunPlan) -> Result<OpenedData, DataError> {
         let Some(local) = &self.suite.data else { return Ok((None, None, None)) };
-        let throughput = local.measure(plan, self.graph)?;
+        if !plan.strategy.is_single() {
+            return Err(DataError {
+                file: local.root.display().to_string(),
+                reason: "local datasets are not fed to data-parallel ranks yet (each rank would need its shard); \
+                         train on `source = \"synthetic\"` for data-parallel runs"
+                    .into(),
+            });
+        }
+        let dataset = local.open(self.graph)?;
+        let throughput = local.measure(dataset.clone(), plan, self.graph)?;
         let eval = local.eval_set(plan, self.graph)?;
-        Ok((Some(local.loader(plan, self.graph, 0)?), Some(throughput), eval))
+        Ok((Some(local.loader(dataset, plan, self.graph, 0)?), Some(throughput), eval))
     }
 }
 

@@ -13,9 +13,10 @@
 //! timeout between iterations, so only a call that never returns gets there): it is killed and its run recorded
 //! as `failed`.
 
+use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -26,9 +27,10 @@ use trainbench_workload::mock::MockConfig;
 use trainbench_workload::{BackendKind, RunPlan};
 
 use super::data::LocalData;
+use super::ranks::Ranks;
 use super::{
     Flow, Pass, Recorder, RunSlot, RunnerError, RunnerOptions, StopCause, StopFlag, Suite, SuiteReport, TestHooks,
-    probe,
+    launch, probe,
 };
 use crate::backends;
 use crate::format::sha256_hex;
@@ -98,47 +100,93 @@ pub(crate) fn run_isolated(
             break;
         }
         let indices: Vec<usize> = (0..suite.plans.len()).filter(|&i| suite.plans[i].repeat == repeat).collect();
-        if indices.is_empty() {
-            continue;
+        // Single-worker runs share the repeat's process; each data-parallel run starts its own group of ranks,
+        // so a rank that dies fails only its run.
+        let (single, ranked): (Vec<usize>, Vec<usize>) =
+            indices.into_iter().partition(|&i| suite.plans[i].strategy.is_single());
+        let mut groups: Vec<(Vec<usize>, Option<usize>)> = Vec::new();
+        if !single.is_empty() {
+            groups.push((single, None));
         }
-        let job = WorkerJob {
-            spec_canonical: suite.spec_canonical.clone(),
-            plans: suite.plans.clone(),
-            indices,
-            known_ooms: ooms.clone(),
-            backend: suite.backend,
-            progress: opts.progress,
-            progress_interval: opts.progress_interval,
-            no_collectors: opts.no_collectors,
-            mock: opts.mock.clone(),
-            test_hooks: opts.test_hooks.clone(),
-            data: suite.data.clone(),
-        };
-        if run_worker(suite, opts, exe, &job, &mut ooms, &mut recorder, on_result)? == Flow::Stop {
+        for i in ranked {
+            let p = &suite.plans[i];
+            groups.push((vec![i], Some(p.strategy.processes(p.world_size))));
+        }
+        let mut flow = Flow::Continue;
+        for (indices, processes) in groups {
+            if opts.stop.is_set() {
+                recorder.report.interrupted = true;
+                flow = Flow::Stop;
+                break;
+            }
+            let job = WorkerJob {
+                spec_canonical: suite.spec_canonical.clone(),
+                plans: suite.plans.clone(),
+                indices,
+                known_ooms: ooms.clone(),
+                backend: suite.backend,
+                progress: opts.progress,
+                progress_interval: opts.progress_interval,
+                no_collectors: opts.no_collectors,
+                mock: opts.mock.clone(),
+                test_hooks: opts.test_hooks.clone(),
+                data: suite.data.clone(),
+            };
+            let launch = Launch { exe, processes };
+            if run_worker(suite, opts, launch, &job, &mut ooms, &mut recorder, on_result)? == Flow::Stop {
+                flow = Flow::Stop;
+                break;
+            }
+        }
+        if flow == Flow::Stop {
             break;
         }
     }
     Ok(recorder.report)
 }
 
+/// How a worker is started: `exe worker`, or `processes` ranks through the MPI launcher.
+#[derive(Debug, Clone, Copy)]
+struct Launch<'a> {
+    exe: &'a Path,
+    processes: Option<usize>,
+}
+
 /// Start one worker, record what it reports, and record the runs it did not report as failed.
 fn run_worker(
     suite: &Suite,
     opts: &RunnerOptions,
-    exe: &Path,
+    launch: Launch<'_>,
     job: &WorkerJob,
     ooms: &mut Vec<RunPlan>,
     recorder: &mut Recorder,
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<Flow, RunnerError> {
     let line = serde_json::to_string(job).map_err(|e| RunnerError::Worker(e.to_string()))?;
-    let mut child = Command::new(exe)
-        .arg("worker")
+    let exe = launch.exe;
+    let ranked = launch.processes.is_some();
+    let mut command = launch::worker_command(exe, launch.processes).map_err(RunnerError::Worker)?;
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(if ranked { Stdio::piped() } else { Stdio::inherit() })
         .spawn()
         .map_err(|e| RunnerError::Worker(format!("cannot start the worker `{} worker`: {e}", exe.display())))?;
+    // A group of ranks: its stderr is passed through, keeping the lines that say which rank failed and why.
+    let rank_failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stderr_thread = child.stderr.take().map(|err| {
+        let keep = rank_failures.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                if launch::is_rank_failure_line(line.trim()) {
+                    if let Ok(mut k) = keep.lock() {
+                        k.push(line.trim().to_string());
+                    }
+                }
+            }
+        })
+    });
     let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         let _ = child.kill();
         return Err(RunnerError::Worker("the worker's standard streams could not be opened".into()));
@@ -151,7 +199,7 @@ fn run_worker(
     let hung_after = timeout_s.map(|t| Duration::from_secs_f64(t.max(0.0)) + grace);
     let watch = Arc::new(Watch::default());
     let pid = child.id();
-    let supervisor = supervise(stdin, opts.stop.clone(), watch.clone(), pid, hung_after);
+    let supervisor = supervise(stdin, opts.stop.clone(), watch.clone(), (pid, ranked), hung_after);
 
     let mut pending: Vec<usize> = job.indices.clone();
     let mut flow = Flow::Continue;
@@ -186,6 +234,9 @@ fn run_worker(
     watch.finished.store(true, Ordering::SeqCst);
     let status = child.wait();
     let _ = supervisor.join();
+    if let Some(t) = stderr_thread {
+        let _ = t.join();
+    }
     if let Some(e) = record_error {
         return Err(e);
     }
@@ -207,6 +258,8 @@ fn run_worker(
         (Ok(s), _, _) => s.to_string(),
         (Err(e), _, _) => e.to_string(),
     };
+    let failures = rank_failures.lock().map(|f| f.clone()).unwrap_or_default();
+    let exit = if failures.is_empty() { exit } else { format!("{exit}; {}", failures.join("; ")) };
     // The worker died: the first unreported run is where it was; the rest of its repeat never started.
     let analysis = analyze(&suite.graph);
     for (n, &i) in pending.iter().enumerate() {
@@ -261,7 +314,7 @@ fn supervise(
     mut stdin: std::process::ChildStdin,
     stop: StopFlag,
     watch: Arc<Watch>,
-    pid: u32,
+    (pid, group): (u32, bool),
     hung_after: Option<Duration>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
@@ -272,7 +325,7 @@ fn supervise(
                 stop_sent = true;
             }
             let silent = watch.silent_for();
-            if hung_after.is_some_and(|limit| silent > limit) && kill(pid) {
+            if hung_after.is_some_and(|limit| silent > limit) && kill(pid, group) {
                 if let Ok(mut k) = watch.killed_after.lock() {
                     *k = Some(silent);
                 }
@@ -283,18 +336,20 @@ fn supervise(
     })
 }
 
-/// Kill a hung worker; false where this platform cannot.
+/// Kill a hung worker (with `group`, its whole process group: the launcher and every rank); false where this
+/// platform cannot.
 #[cfg(unix)]
-fn kill(pid: u32) -> bool {
+fn kill(pid: u32, group: bool) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    let target = if group { -pid } else { pid };
     // SAFETY: `kill` has no memory-safety preconditions; the pid is our own child, not yet reaped (the reading
-    // loop sets `finished` before `wait`).
-    unsafe { libc::kill(pid, libc::SIGKILL) == 0 }
+    // loop sets `finished` before `wait`), and with `group` the leader of the group it was started in.
+    unsafe { libc::kill(target, libc::SIGKILL) == 0 }
 }
 
 /// Kill a hung worker; false where this platform cannot.
 #[cfg(not(unix))]
-fn kill(_pid: u32) -> bool {
+fn kill(_pid: u32, _group: bool) -> bool {
     false
 }
 
@@ -315,6 +370,7 @@ fn lost_result(
         opts,
         index,
         process: ProcessInfo { pid, own_process_per_repeat: true },
+        ranks: None,
     };
     let now = SystemTime::now();
     ctx.result(&suite.plans[index], suite.backend.name(), RunOutcome::Failed { message }, (now, now), None, None)
@@ -323,15 +379,29 @@ fn lost_result(
 /// The worker side (`trainbench worker`): read the job from stdin, run it, print each result as a line.
 /// `Ok(false)` when the job failed and the parent was told (a [`WorkerMessage::Fatal`] line, which the parent
 /// reports); `Err` when there is no job to run (the message is for whoever started the worker by hand).
-pub fn serve() -> Result<bool, String> {
+///
+/// With `ranked` (`trainbench worker --ranks`, started by an MPI launcher) this process is one rank of a
+/// data-parallel group: rank 0 reads the job and hands it to the others, workers train with the gradient
+/// exchange and parameter-server ranks serve, only rank 0 prints results, and a run that fails mid-way ends
+/// the whole group (the other ranks would wait for the failed one forever).
+pub fn serve(ranked: bool) -> Result<bool, String> {
     probe::install_interrupt_handler();
+    let ranks = if ranked { Some(RefCell::new(Ranks::open()?)) } else { None };
+    let rank = ranks.as_ref().map_or(0, |r| r.borrow().rank());
     let mut input = BufReader::new(std::io::stdin());
     let mut line = String::new();
-    input.read_line(&mut line).map_err(|e| format!("reading the job: {e}"))?;
-    let job: WorkerJob =
+    if rank == 0 {
+        input.read_line(&mut line).map_err(|e| format!("reading the job: {e}"))?;
+    }
+    if let Some(r) = &ranks {
+        let mut bytes = std::mem::take(&mut line).into_bytes();
+        r.borrow_mut().broadcast(&mut bytes).map_err(|e| format!("handing the job to every rank: {e}"))?;
+        line = String::from_utf8(bytes).map_err(|e| format!("the job is not text: {e}"))?;
+    }
+    let mut job: WorkerJob =
         serde_json::from_str(&line).map_err(|e| format!("`trainbench worker` is started by `trainbench run`: {e}"))?;
     let stop = StopFlag::default();
-    {
+    if rank == 0 {
         let stop = stop.clone();
         std::thread::spawn(move || {
             let mut line = String::new();
@@ -348,6 +418,12 @@ pub fn serve() -> Result<bool, String> {
     }
     let mut out = std::io::stdout().lock();
     let mut say = |message: &WorkerMessage| -> std::io::Result<()> {
+        if rank != 0 {
+            if let WorkerMessage::Fatal(m) = message {
+                eprintln!("trainbench rank {rank}: {m}");
+            }
+            return Ok(());
+        }
         let text = serde_json::to_string(message).map_err(std::io::Error::other)?;
         writeln!(out, "{text}")?;
         out.flush()
@@ -364,6 +440,19 @@ pub fn serve() -> Result<bool, String> {
             return Ok(false);
         }
     };
+    if let Some(r) = &ranks {
+        let group = r.borrow();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for &i in &job.indices {
+            let Some(plan) = job.plans.get_mut(i) else { continue };
+            if let Err(e) = group.check_plan(plan) {
+                let _ = say(&WorkerMessage::Fatal(e));
+                return Ok(false);
+            }
+            // Ranks sharing this machine's cores each get their share of intra-op threads unless the spec says.
+            plan.cpu_threads = plan.cpu_threads.or(Some(u32::try_from((threads / group.size()).max(1)).unwrap_or(1)));
+        }
+    }
     suite.plans = job.plans;
     suite.backend = job.backend;
     suite.data = job.data;
@@ -379,7 +468,10 @@ pub fn serve() -> Result<bool, String> {
     };
     let mut backend = backends::create(job.backend, &opts.mock_config());
     let mut ooms = job.known_ooms;
-    let pass = Pass { suite: &suite, opts: &opts, own_process_per_repeat: true };
+    if let Some(r) = &ranks {
+        return Ok(serve_ranked(r, &suite, &opts, backend.as_mut(), &job.indices, &mut ooms, &mut say));
+    }
+    let pass = Pass { suite: &suite, opts: &opts, own_process_per_repeat: true, ranks: None };
     let ran = pass.run(backend.as_mut(), &job.indices, &mut ooms, &mut |result, stop| {
         say(&WorkerMessage::Result { result: Box::new(result), stop })
             .map(|()| Flow::Continue)
@@ -392,4 +484,53 @@ pub fn serve() -> Result<bool, String> {
             Ok(false)
         }
     }
+}
+
+/// One rank's part of its group's runs: servers serve, workers train through a [`Pass`] with the group, rank 0
+/// prints each result; a run that did not complete ends the group.
+fn serve_ranked(
+    ranks: &RefCell<Ranks>,
+    suite: &Suite,
+    opts: &RunnerOptions,
+    backend: &mut dyn trainbench_workload::Backend,
+    indices: &[usize],
+    ooms: &mut Vec<RunPlan>,
+    say: &mut dyn FnMut(&WorkerMessage) -> std::io::Result<()>,
+) -> bool {
+    let rank = ranks.borrow().rank();
+    for &i in indices {
+        let Some(plan) = suite.plans.get(i) else { continue };
+        if ranks.borrow().is_server(plan) {
+            if backend.check(plan, &suite.graph).is_err() {
+                continue;
+            }
+            let served = ranks.borrow_mut().serve(plan, &suite.graph);
+            if let Err(e) = served {
+                eprintln!("trainbench rank {rank}: parameter server of `{}` failed: {e}", plan.id);
+                ranks.borrow_mut().abort(1);
+            }
+            continue;
+        }
+        let pass = Pass { suite, opts, own_process_per_repeat: true, ranks: Some(ranks) };
+        let mut ended_badly = false;
+        let ran = pass.run(backend, &[i], ooms, &mut |result, stop| {
+            ended_badly = matches!(result.outcome, RunOutcome::Failed { .. } | RunOutcome::OutOfMemory { .. });
+            if let (true, RunOutcome::Failed { message } | RunOutcome::OutOfMemory { message, .. }) =
+                (rank != 0, &result.outcome)
+            {
+                eprintln!("trainbench rank {rank}: run `{}` failed: {message}", result.plan.id);
+            }
+            say(&WorkerMessage::Result { result: Box::new(result), stop })
+                .map(|()| Flow::Continue)
+                .map_err(|source| RunnerError::Io { path: "standard output".into(), source })
+        });
+        if let Err(e) = ran {
+            let _ = say(&WorkerMessage::Fatal(e.to_string()));
+            ranks.borrow_mut().abort(1);
+        }
+        if ended_badly {
+            ranks.borrow_mut().abort(1);
+        }
+    }
+    true
 }

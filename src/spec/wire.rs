@@ -301,6 +301,11 @@ pub struct TopologySpec {
     /// parameter-server = PS/worker).
     #[serde(default)]
     pub strategy: Strategy,
+    /// Parameter-server ranks beside the workers (`strategy = "parameter-server"` only); each holds a shard of
+    /// the weights (whole tensors, balanced by size) and its optimizer state.
+    #[serde(default = "d_one")]
+    #[schemars(range(min = 1))]
+    pub parameter_servers: usize,
     /// Link between devices, used by the communication model and recorded in results.
     #[serde(default)]
     pub interconnect: Interconnect,
@@ -314,6 +319,7 @@ impl Default for TopologySpec {
             nodes: 1,
             devices_per_node: 1,
             strategy: Strategy::Single,
+            parameter_servers: 1,
             interconnect: Interconnect::Pcie,
         }
     }
@@ -341,6 +347,10 @@ pub struct TopologyOverride {
     /// Parallelism strategy.
     #[serde(default)]
     pub strategy: Option<Strategy>,
+    /// Parameter-server ranks (`strategy = "parameter-server"` only).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub parameter_servers: Option<usize>,
     /// Interconnect.
     #[serde(default)]
     pub interconnect: Option<Interconnect>,

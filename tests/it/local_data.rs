@@ -105,6 +105,14 @@ fn a_run_reads_the_dataset_and_records_it() {
     assert!(loader["batches"].as_u64().unwrap() >= 3);
     assert_eq!(loader["samples"].as_u64().unwrap(), 8 * loader["batches"].as_u64().unwrap());
     assert!(loader["samples_per_s"].as_f64().unwrap() > 0.0);
+
+    let report = dir.path().join("report");
+    Command::cargo_bin("trainbench").unwrap().args(["report", "--out"]).arg(&report).arg(&out).assert().success();
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(
+        md.contains("loader samples/s") && md.contains("the input pipeline reading the local dataset alone"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -221,4 +229,79 @@ fn every_format_runs_end_to_end_on_the_mock_backend() {
             (Some(20), Some(4))
         );
     }
+}
+
+/// A custom token model: `len` token ids of a vocabulary of 50 in, a class of 50 per position out.
+fn token_spec(path: &str) -> String {
+    format!(
+        "version = 1\nname = \"tokens\"\n[model]\nfamily = \"custom\"\ninput = [8]\ninput_kind = {{ tokens = {{ vocab = 50 }} }}\n\
+         loss = \"cross-entropy\"\nlayers = [{{ type = \"embedding\", dim = 16 }}, {{ type = \"linear\", out_features = 50 }}]\n\
+         [dataset]\nsource = \"local\"\npath = \"{path}\"\nformat = \"npy\"\n[sweep]\nbatch_sizes = [4]\n\
+         [topology]\nbackend = \"mock\"\n[run]\nwarmup = 1\niterations = 3\n"
+    )
+}
+
+#[test]
+fn token_datasets_feed_ids_as_they_are_and_ids_outside_the_vocabulary_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("t");
+    std::fs::create_dir_all(&d).unwrap();
+    let write = |top: i32| {
+        let ids: Vec<u8> = (0..10 * 8).flat_map(|i| (i % top).to_le_bytes()).collect();
+        trainbench::workload::data::npy::write(&d.join("inputs.npy"), "<i4", &[10, 8], &ids).unwrap();
+        let next: Vec<u8> = (0..10 * 8).flat_map(|i| (((i + 1) % 50) as i64).to_le_bytes()).collect();
+        trainbench::workload::data::npy::write(&d.join("labels.npy"), "<i8", &[10, 8], &next).unwrap();
+    };
+    write(50);
+    let (code, text) = validate(dir.path(), &token_spec("t"));
+    assert_eq!(code, 0, "{text}");
+    let spec =
+        trainbench::spec::load_spec(&dir.path().join("spec.toml"), &trainbench::spec::Overrides::none()).unwrap();
+    let layout = Layout::of(spec.graph()).unwrap();
+    assert_eq!(layout.label_shape, vec![8]);
+    let ds = data::open(Format::Npy, &d, &layout).unwrap();
+    let (mut x, mut y) = (vec![0i64; 8], vec![0i64; 8]);
+    let mut rng = trainbench::workload::init::SeededRng::new(0, "t");
+    ds.read(2, &mut rng, SampleOut { input: InputOut::Ids(&mut x), labels: &mut y }).unwrap();
+    assert_eq!(x, (16..24).collect::<Vec<i64>>());
+    assert_eq!(y, (17..25).collect::<Vec<i64>>());
+    write(60);
+    let (code, text) = validate(dir.path(), &token_spec("t"));
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("inputs.npy") && text.contains("token id 50") && text.contains("0..50"), "{text}");
+}
+
+#[test]
+fn repeats_in_worker_processes_read_the_dataset_too() {
+    let dir = tempfile::tempdir().unwrap();
+    datasets::npy_f32(&dir.path().join("d"), 40, 64, 10);
+    let spec = dir.path().join("spec.toml");
+    let text = mlp_spec(64, 10, "d", "npy", "").replace("iterations = 4\n", "iterations = 4\nrepeats = 2\n");
+    std::fs::write(&spec, text).unwrap();
+    let out = dir.path().join("out");
+    // From another folder: the workers must not resolve the dataset against their own working directory.
+    Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(std::env::temp_dir())
+        .args(["run", "--quiet", "--out"])
+        .arg(&out)
+        .arg(&spec)
+        .assert()
+        .success();
+    for r in 0..2 {
+        let file = out.join("local-data").join(format!("local-data.b8.fp32.1x1.r{r}.json"));
+        let result: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(result["outcome"]["status"], "completed", "{result:#}");
+        assert_eq!(result["environment"]["process"]["own_process_per_repeat"], true);
+        assert_eq!(result["data"]["samples"], 40);
+    }
+}
+
+#[test]
+fn samples_is_refused_for_a_local_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    datasets::npy_f32(&dir.path().join("d"), 40, 64, 10);
+    let (code, text) = validate(dir.path(), &mlp_spec(64, 10, "d", "npy", "samples = 10"));
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("`dataset.samples` sizes synthetic data"), "{text}");
 }

@@ -17,6 +17,8 @@ mod compare_cli;
 #[cfg(all(feature = "tch", feature = "wgpu"))]
 mod cross_backend;
 mod digits;
+#[cfg(all(feature = "tch", feature = "mpi"))]
+mod distributed;
 mod editor_schema;
 mod fixtures_check;
 mod image_folder;

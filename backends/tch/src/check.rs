@@ -3,6 +3,7 @@
 
 use tch::Device;
 use trainbench_workload::capability::TCH;
+use trainbench_workload::comm::GradientExchange;
 use trainbench_workload::graph::{Graph, InputKind, LossKind, NodeId, Op};
 use trainbench_workload::{Backend, BackendError, Precision, RunPlan};
 
@@ -21,6 +22,56 @@ pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
     TCH.check_world_size(plan, graph)?;
     TchBackend::new().supports(plan, graph)?;
     Ok(dev)
+}
+
+/// The exchange a data-parallel plan trains with, checked against the plan: `None` for a single worker; for
+/// more, the exchange the runner set up for exactly this strategy and world size. WGAN-GP's two-optimizer step
+/// and fp16 loss scaling with parameter servers (which apply unscaled gradients) are refused.
+pub fn exchange_for<'x>(
+    plan: &RunPlan,
+    graph: &Graph,
+    given: Option<&'x mut dyn GradientExchange>,
+) -> Result<Option<&'x mut dyn GradientExchange>, BackendError> {
+    let refuse = |reason: String| Err(unsupported(&graph.name, "data_parallel", reason));
+    if plan.strategy.is_single() {
+        return match given {
+            None => Ok(None),
+            Some(_) => refuse("a single-worker plan was handed a data-parallel exchange".into()),
+        };
+    }
+    let Some(x) = given else {
+        return refuse(format!(
+            "`{}` with world size {} runs in ranks started by `trainbench run` (through mpirun) or by a launcher; \
+             this process has no ranks",
+            plan.strategy.name(),
+            plan.world_size
+        ));
+    };
+    if x.workers() != plan.world_size || x.strategy() != plan.strategy {
+        return refuse(format!(
+            "the plan asks for {} with {} worker(s), the ranks provide {} with {}",
+            plan.strategy.name(),
+            plan.world_size,
+            x.strategy().name(),
+            x.workers()
+        ));
+    }
+    if wgan_roles_if_any(graph)?.is_some() {
+        return refuse("WGAN-GP's critic and generator steps are not data-parallel yet; run it with one worker".into());
+    }
+    if plan.strategy.servers() > 0 && plan.precision == Precision::Fp16 {
+        return refuse(
+            "parameter servers apply plain gradients, and fp16 needs loss scaling on the workers; use fp32 or bf16"
+                .into(),
+        );
+    }
+    if plan.batch_size % plan.world_size != 0 {
+        return refuse(format!(
+            "the global batch {} does not split evenly over {} workers",
+            plan.batch_size, plan.world_size
+        ));
+    }
+    Ok(Some(x))
 }
 
 /// What the lowering refuses beyond the declared capabilities ([`trainbench_workload::capability::TCH`]:

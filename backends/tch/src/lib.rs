@@ -46,6 +46,7 @@
 
 pub mod check;
 pub mod device;
+mod dist;
 pub mod feed;
 pub mod loss;
 pub mod lower;
@@ -57,6 +58,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
 use tch::{Device, TchError};
+use trainbench_workload::comm::GradientExchange;
+use trainbench_workload::data::BatchSource;
 use trainbench_workload::{
     Backend, BackendError, BackendKind, DeviceInfo, Graph, RawMeasurements, RunContext, RunPlan,
 };
@@ -126,13 +129,19 @@ impl Backend for TchBackend {
         ctx: &mut RunContext<'_>,
     ) -> Result<RawMeasurements, BackendError> {
         let dev = check::check(plan, graph)?;
+        let probe = &mut *ctx.probe;
+        let source = ctx.data.as_deref_mut().map(|d| -> &mut dyn BatchSource { d });
+        let eval = ctx.eval;
+        // Re-borrowed for this call (the closure shortens the trait object's lifetime to the borrow's).
+        let given = ctx.exchange.as_deref_mut().map(|x| -> &mut dyn GradientExchange { x });
+        let exchange = check::exchange_for(plan, graph, given)?;
         set_threads(plan.cpu_threads);
         let wgan = check::wgan_roles_if_any(graph)?;
         // Everything a run allocates lives inside this closure, so it is freed before the cache is emptied.
         let result = catch_unwind(AssertUnwindSafe(|| -> Result<RawMeasurements, BackendError> {
-            let mut session = train::Session::new(plan, graph, dev, wgan, ctx.data.is_none())
+            let mut session = train::Session::new(plan, graph, dev, wgan, exchange, source.is_none())
                 .map_err(|e| map_error(e, plan.batch_size))?;
-            session.run(ctx)
+            session.run(probe, source, eval)
         }));
         let result = match result {
             Ok(r) => r,

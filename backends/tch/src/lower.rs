@@ -223,16 +223,34 @@ impl DataPool {
     /// (step k of the pool uses data step k, so every backend cycles through the same batches). On CUDA the
     /// host copies are pinned so the per-step transfer is a true asynchronous-capable DMA.
     pub fn new(graph: &Graph, batch: usize, seed: u64, count: usize, device: Device) -> Result<Self, TchError> {
+        Self::new_slice(graph, batch, (0, 1), seed, count, device)
+    }
+
+    /// As [`DataPool::new`] for worker `slice.0` of `slice.1`: every worker generates the same global batches
+    /// of `batch` samples and keeps its contiguous share of `batch / workers` samples, so the workers together
+    /// train on exactly what one worker would train on alone.
+    pub fn new_slice(
+        graph: &Graph,
+        batch: usize,
+        slice: (usize, usize),
+        seed: u64,
+        count: usize,
+        device: Device,
+    ) -> Result<Self, TchError> {
+        let (worker, workers) = (slice.0, slice.1.max(1));
+        let local = batch / workers;
         let inputs: Vec<NodeId> = graph.inputs().map(|(i, _)| i).collect();
         let mut batches = Vec::with_capacity(count);
         for step in 0..count {
             let mut b = Vec::with_capacity(inputs.len());
             for &i in &inputs {
-                let mut shape = vec![batch as i64];
+                let mut shape = vec![local as i64];
                 shape.extend(graph.nodes[i].shape.0.iter().map(|&d| d as i64));
+                let per = graph.nodes[i].shape.numel() as usize;
+                let rows = worker * local * per..(worker + 1) * local * per;
                 let t = match synthetic_input(graph, i, batch, seed, step as u64) {
-                    HostTensor::Dense(v) => Tensor::f_from_slice(&v)?,
-                    HostTensor::Ids(v) => Tensor::f_from_slice(&v)?,
+                    HostTensor::Dense(v) => Tensor::f_from_slice(&v[rows])?,
+                    HostTensor::Ids(v) => Tensor::f_from_slice(&v[rows])?,
                 }
                 .f_reshape(shape)?;
                 b.push(if device.is_cuda() { t.f_pin_memory(device)? } else { t });

@@ -4,10 +4,12 @@
 use std::time::Instant;
 
 use tch::{COptimizer, Device, Kind, TchError, Tensor};
+use trainbench_workload::comm::GradientExchange;
+use trainbench_workload::data::{self, BatchSource, EvalSet};
 use trainbench_workload::graph::{Graph, Node};
 use trainbench_workload::target::{EvalTally, TargetTracker};
 use trainbench_workload::{
-    BackendError, Budget, MemoryMeasured, OptimizerSpec, PhaseTimes, Precision, RawMeasurements, RunContext, RunPlan,
+    BackendError, Budget, MemoryMeasured, OptimizerSpec, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan,
 };
 
 use crate::check::WganRoles;
@@ -128,6 +130,12 @@ struct Common<'a> {
     autocast: Option<AutocastDtype>,
     /// Gradient bytes, measured once after the first backward pass.
     grad_bytes: u64,
+    /// The data-parallel exchange after backward (`None`: a single worker).
+    exchange: Option<&'a mut dyn GradientExchange>,
+    /// This worker wants the run to end after the current step (asked of the exchange).
+    stop_wish: bool,
+    /// The workers agreed, in the last step's exchange, that it was the last.
+    agreed_stop: bool,
 }
 
 /// Everything one run holds on the device.
@@ -181,6 +189,7 @@ impl<'a> Session<'a> {
         graph: &'a Graph,
         device: Device,
         wgan: Option<WganRoles>,
+        exchange: Option<&'a mut dyn GradientExchange>,
         synthetic: bool,
     ) -> Result<Self, TchError> {
         tch::manual_seed(plan.seed as i64);
@@ -200,11 +209,13 @@ impl<'a> Session<'a> {
             }
         }
         let model = Lowered::new(graph, device, plan.seed)?;
+        // A data-parallel worker trains on its slice of the global batch every worker generates alike.
+        let slice = exchange.as_ref().map_or((0, 1), |x| (x.worker(), x.workers()));
         let pool = if synthetic {
-            let probe = DataPool::new(graph, plan.batch_size, plan.seed, 1, Device::Cpu)?;
+            let probe = DataPool::new_slice(graph, plan.batch_size, slice, plan.seed, 1, Device::Cpu)?;
             let count = pool_size(probe.batch_bytes());
             drop(probe);
-            Some(DataPool::new(graph, plan.batch_size, plan.seed, count, device)?)
+            Some(DataPool::new_slice(graph, plan.batch_size, slice, plan.seed, count, device)?)
         } else {
             None
         };
@@ -223,13 +234,28 @@ impl<'a> Session<'a> {
             Precision::Fp16 => Some(AutocastDtype::Half),
             Precision::Bf16 => Some(AutocastDtype::BFloat16),
         };
-        let common = Common { graph, device, model, pool, current: None, scaler, autocast, grad_bytes: 0 };
+        if let (Some(x), Mode::Plain(step)) = (exchange.as_deref(), &mode) {
+            crate::dist::check_layout(x, &step.opt.params)?;
+        }
+        let common = Common {
+            graph,
+            device,
+            model,
+            pool,
+            current: None,
+            scaler,
+            autocast,
+            grad_bytes: 0,
+            exchange,
+            stop_wish: false,
+            agreed_stop: false,
+        };
         Ok(Self { plan, common, mode })
     }
 
-    /// One training iteration on the next batch of `ctx.data` (or the synthetic pool); returns its phase times
+    /// One training iteration on the next batch of `source` (or the synthetic pool); returns its phase times
     /// and the (detached) loss.
-    fn step(&mut self, i: u64, ctx: &mut RunContext<'_>) -> Result<(PhaseTimes, Tensor), BackendError> {
+    fn step(&mut self, i: u64, source: Option<&mut dyn BatchSource>) -> Result<(PhaseTimes, Tensor), BackendError> {
         let batch = self.plan.batch_size;
         let dev = self.common.device;
         let sync_phases = self.plan.phase_timing || !dev.is_cuda();
@@ -241,8 +267,8 @@ impl<'a> Session<'a> {
         };
         let start = Instant::now();
         let mut p = PhaseTimes::default();
-        if let Some(fetched) = ctx.next_batch() {
-            let (host, stall) = fetched?;
+        if let Some(source) = source {
+            let (host, stall) = data::fetch(source)?;
             p.stall_s = stall;
             let mut t = Instant::now();
             let samples = feed::check_batch(self.common.graph, &host, Some(batch))?;
@@ -280,10 +306,10 @@ impl<'a> Session<'a> {
     }
 
     /// Evaluate every batch of the evaluation split, forward only.
-    fn evaluate(&self, ctx: &RunContext<'_>) -> Result<EvalTally, BackendError> {
+    fn evaluate(&self, eval: &EvalSet) -> Result<EvalTally, BackendError> {
         let c = &self.common;
         let mut tally = EvalTally::default();
-        for host in ctx.eval.map(|e| e.batches.as_slice()).unwrap_or(&[]) {
+        for host in &eval.batches {
             let samples = feed::check_batch(c.graph, host, None)?;
             let mut go = || -> Result<(), TchError> {
                 let batch = feed::to_device(c.graph, host, samples, c.device)?;
@@ -305,35 +331,55 @@ impl<'a> Session<'a> {
     }
 
     /// Run warm-up and measured iterations as the plan says (with a target: until it is reached or its budget
-    /// ends, evaluating as it says), reporting each to `ctx.probe`.
-    pub fn run(&mut self, ctx: &mut RunContext<'_>) -> Result<RawMeasurements, BackendError> {
+    /// ends, evaluating `eval` as it says), on the batches of `source` (synthetic without one), reporting each
+    /// step to `probe`.
+    pub fn run(
+        &mut self,
+        probe: &mut dyn Probe,
+        mut source: Option<&mut dyn BatchSource>,
+        eval: Option<&EvalSet>,
+    ) -> Result<RawMeasurements, BackendError> {
         let batch = self.plan.batch_size;
         let started = Instant::now();
         let timed_out = |plan: &RunPlan| plan.timeout_s.is_some_and(|s| started.elapsed().as_secs_f64() >= s);
-        let mut tracker = match &self.plan.target {
-            Some(t) => {
-                if ctx.eval.is_none() {
-                    return Err(BackendError::Data("the run has a target but no evaluation split".into()));
-                }
-                let epoch = ctx.data.as_ref().and_then(|d| d.epoch_batches());
-                Some(TargetTracker::new(t, epoch).map_err(|e| BackendError::Data(e.to_string()))?)
-            }
-            None => None,
-        };
         let mut out = RawMeasurements::default();
         let mut index = 0u64;
+        // Data-parallel workers stop together: a wish to stop is agreed in the step's exchange, and the run
+        // ends after the step every worker took.
+        let distributed = self.common.exchange.is_some();
+        let mut tracker = match (&self.plan.target, eval) {
+            (None, _) => None,
+            (Some(_), _) if distributed => {
+                return Err(BackendError::Data(
+                    "runs with a target train on one worker; data-parallel runs do not \
+                     evaluate yet"
+                        .into(),
+                ));
+            }
+            (Some(_), None) => return Err(BackendError::Data("the run has a target but no evaluation split".into())),
+            (Some(t), Some(_)) => {
+                let epoch = source.as_ref().and_then(|d| d.epoch_batches());
+                Some(TargetTracker::new(t, epoch).map_err(|e| BackendError::Data(e.to_string()))?)
+            }
+        };
         for _ in 0..self.plan.warmup {
-            if ctx.probe.should_stop() || timed_out(self.plan) {
+            let stop = probe.should_stop() || timed_out(self.plan);
+            if stop && !distributed {
                 out.interrupted = true;
                 return Ok(out);
             }
-            let (p, _) = self.step(index, ctx)?;
+            self.common.stop_wish = stop;
+            let (p, _) = self.step(index, source.as_deref_mut())?;
             if let Some(t) = tracker.as_mut() {
                 t.trained(p.total_s);
             }
-            ctx.probe.step(index, false, &p);
+            probe.step(index, false, &p);
             out.warmup_steps.push(p);
             index += 1;
+            if self.common.agreed_stop {
+                out.interrupted = true;
+                return Ok(out);
+            }
         }
         let cuda_index = match self.common.device {
             Device::Cuda(i) => Some(i),
@@ -350,32 +396,43 @@ impl<'a> Session<'a> {
                 (None, Budget::Iterations(n)) => measured >= n,
                 (None, Budget::Seconds(s)) => measured > 0 && measure_start.elapsed().as_secs_f64() >= s,
             };
-            if done {
+            if done && !distributed {
                 break;
             }
-            if ctx.probe.should_stop() || timed_out(self.plan) {
+            let stop = probe.should_stop() || timed_out(self.plan);
+            if stop && !distributed {
                 out.interrupted = true;
                 break;
             }
-            let (p, loss) = self.step(index, ctx)?;
+            // This worker's wish to end after this step: the budget reached with it, or a stop.
+            let last = match self.plan.budget {
+                Budget::Iterations(n) => measured + 1 >= n,
+                Budget::Seconds(s) => measure_start.elapsed().as_secs_f64() >= s,
+            };
+            self.common.stop_wish = stop || last;
+            let (p, loss) = self.step(index, source.as_deref_mut())?;
             out.losses.push(loss.f_double_value(&[]).map_err(|e| map(e, batch))?);
-            ctx.probe.step(index, true, &p);
+            probe.step(index, true, &p);
             out.steps.push(p);
             index += 1;
             measured += 1;
-            if let Some(t) = tracker.as_mut() {
+            if distributed && self.common.agreed_stop {
+                out.interrupted = stop || !last;
+                break;
+            }
+            if let (Some(t), Some(eval)) = (tracker.as_mut(), eval) {
                 t.trained(p.total_s);
                 if t.due() {
                     let e = Instant::now();
-                    let tally = self.evaluate(ctx)?;
+                    let tally = self.evaluate(eval)?;
                     t.record(tally, e.elapsed().as_secs_f64(), started.elapsed().as_secs_f64());
                 }
             }
         }
-        if let Some(mut t) = tracker {
+        if let (Some(mut t), Some(eval)) = (tracker, eval) {
             if t.unevaluated_steps() && !out.interrupted {
                 let e = Instant::now();
-                let tally = self.evaluate(ctx)?;
+                let tally = self.evaluate(eval)?;
                 t.record(tally, e.elapsed().as_secs_f64(), started.elapsed().as_secs_f64());
             }
             out.target = Some(t.outcome());
@@ -444,6 +501,17 @@ impl PlainStep {
         p.backward_s += phase_sync(t);
         if c.grad_bytes == 0 {
             c.grad_bytes = self.opt.grad_bytes();
+        }
+        if let Some(x) = c.exchange.as_deref_mut() {
+            let step = crate::dist::exchange(x, &self.opt.params, c.stop_wish)?;
+            c.agreed_stop = step.stop;
+            p.comm_s += phase_sync(t);
+            if step.weights_updated {
+                // The parameter servers applied the optimizer: only the gradients are left to drop.
+                self.opt.opt.zero_grad()?;
+                p.optimizer_s += phase_sync(t);
+                return loss.f_detach();
+            }
         }
         self.opt.step(c.scaler.as_mut())?;
         p.optimizer_s += phase_sync(t);

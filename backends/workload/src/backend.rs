@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::BackendKind;
+use crate::comm::{DataParallel, GradientExchange};
 use crate::data::{BatchSource, EvalSet};
 use crate::device::DeviceSelector;
 use crate::graph::Graph;
@@ -170,8 +171,11 @@ pub struct RunPlan {
     /// The device it runs on (`cpu`, `cuda:0`, `wgpu`, ...): the spec's (or `--device`), mapped when the spec
     /// was planned to a device the suite's backend drives.
     pub device: DeviceSelector,
-    /// Data-parallel world size (nodes x devices per node).
+    /// Data-parallel world size (nodes x devices per node): the workers.
     pub world_size: usize,
+    /// How the workers combine gradients (left out of results when `single`).
+    #[serde(default, skip_serializing_if = "DataParallel::is_single")]
+    pub strategy: DataParallel,
     /// Warm-up iterations (not measured).
     pub warmup: u64,
     /// Measured iterations or time budget.
@@ -241,6 +245,7 @@ impl RunPlan {
             precision: Precision::Fp32,
             device: DeviceSelector::Cpu,
             world_size: 1,
+            strategy: DataParallel::Single,
             warmup: 1,
             budget: Budget::Iterations(iterations),
             repeat: 0,
@@ -445,6 +450,9 @@ pub struct RunContext<'a> {
     /// (`init::synthetic_input`); `Some` is a dataset read on the host, whose batches the backend copies to its
     /// device, timing the wait for each batch and the copy separately.
     pub data: Option<&'a mut dyn BatchSource>,
+    /// The data-parallel exchange this worker calls after each backward pass (`None`: a single worker). It
+    /// also says which slice of the global batch this worker trains on ([`GradientExchange::worker`]).
+    pub exchange: Option<&'a mut dyn GradientExchange>,
     /// The evaluation split of a run with a target ([`RunPlan::target`]): every batch is evaluated (forward
     /// only) at each evaluation; `None` when the plan has no target.
     pub eval: Option<&'a EvalSet>,
@@ -453,19 +461,14 @@ pub struct RunContext<'a> {
 impl<'a> RunContext<'a> {
     /// A context that only reports to `probe`: synthetic data, a single rank.
     pub fn new(probe: &'a mut dyn Probe) -> Self {
-        RunContext { probe, data: None, eval: None }
+        RunContext { probe, data: None, exchange: None, eval: None }
     }
 
     /// The next training batch from [`RunContext::data`] and the seconds spent waiting for it (the stall);
     /// `None` with synthetic data. A [`DataError`](crate::data::DataError) becomes [`BackendError::Data`],
     /// naming the file.
     pub fn next_batch(&mut self) -> Option<Result<(crate::data::HostBatch, f64), BackendError>> {
-        let source = self.data.as_mut()?;
-        let t = std::time::Instant::now();
-        Some(match source.next_batch() {
-            Ok(b) => Ok((b, t.elapsed().as_secs_f64())),
-            Err(e) => Err(BackendError::Data(e.to_string())),
-        })
+        Some(crate::data::fetch(self.data.as_deref_mut()?))
     }
 }
 

@@ -92,7 +92,7 @@ pub const TCH: Capabilities = Capabilities {
     devices: &[DeviceFamily::Cpu, DeviceFamily::Cuda],
     precisions: &[(DeviceFamily::Cpu, &[Precision::Fp32, Precision::Bf16]), (DeviceFamily::Cuda, ALL_PRECISIONS)],
     precision_hint: "tch's fp16 autocast with loss scaling runs only on CUDA; use `bf16` on the CPU, or a `cuda` device",
-    max_world_size: 1,
+    max_world_size: usize::MAX,
     refused_ops: &[],
     cpu_requirements: &[CpuRequirement {
         op: "lstm",

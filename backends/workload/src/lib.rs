@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod backend;
 pub mod builder;
 pub mod capability;
+pub mod comm;
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub mod cpu;

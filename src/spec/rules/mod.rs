@@ -341,6 +341,16 @@ fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&M
                     );
                 }
             }
+            if dataset.samples.is_some() {
+                out.push(
+                    Finding::new(
+                        path("samples"),
+                        "`dataset.samples` sizes synthetic data; a local dataset holds what its files hold",
+                    )
+                    .or_at(path("source"))
+                    .hint("remove `samples`, or write a smaller dataset"),
+                );
+            }
             match (dataset.workers.unwrap_or(0), dataset.prefetch) {
                 (0, Some(_)) => out.push(
                     Finding::new(path("prefetch"), "`dataset.prefetch` needs reading threads: `dataset.workers` is 0")

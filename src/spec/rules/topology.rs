@@ -22,6 +22,8 @@ pub struct EffectiveTopology {
     pub devices_per_node: usize,
     /// Strategy.
     pub strategy: Strategy,
+    /// Parameter-server ranks (read with `strategy = "parameter-server"` only).
+    pub parameter_servers: usize,
     /// Interconnect.
     pub interconnect: Interconnect,
 }
@@ -44,6 +46,7 @@ pub fn effective_topologies(topology: &TopologySpec, sweep: &SweepSpec) -> Vec<E
         nodes: topology.nodes,
         devices_per_node: topology.devices_per_node,
         strategy: topology.strategy,
+        parameter_servers: topology.parameter_servers,
         interconnect: topology.interconnect,
     };
     if sweep.topologies.is_empty() {
@@ -59,6 +62,7 @@ pub fn effective_topologies(topology: &TopologySpec, sweep: &SweepSpec) -> Vec<E
             t.nodes = o.nodes.unwrap_or(t.nodes);
             t.devices_per_node = o.devices_per_node.unwrap_or(t.devices_per_node);
             t.strategy = o.strategy.unwrap_or(t.strategy);
+            t.parameter_servers = o.parameter_servers.unwrap_or(t.parameter_servers);
             t.interconnect = o.interconnect.unwrap_or(t.interconnect);
             t
         })
@@ -112,6 +116,25 @@ pub(super) fn check_topologies(out: &mut Vec<Finding>, topology: &TopologySpec, 
                 .warning(),
             ),
             _ => {}
+        }
+        if t.strategy != Strategy::ParameterServer && t.parameter_servers != 1 {
+            out.push(
+                Finding::new(
+                    t.field("parameter_servers", entry.is_some_and(|e| e.parameter_servers.is_some())),
+                    format!(
+                        "`parameter_servers = {}` is only read with `strategy = \"parameter-server\"`, and `{}` uses `{}`",
+                        t.parameter_servers,
+                        t.path,
+                        match t.strategy {
+                            Strategy::Single => "single",
+                            Strategy::AllReduce => "all-reduce",
+                            Strategy::ParameterServer => "parameter-server",
+                        }
+                    ),
+                )
+                .or_at(t.path.clone())
+                .hint("set `strategy = \"parameter-server\"`, or remove `parameter_servers`"),
+            );
         }
         if t.nodes > 1 && matches!(t.interconnect, Interconnect::Pcie | Interconnect::Nvlink) {
             let name = if t.interconnect == Interconnect::Pcie { "pcie" } else { "nvlink" };

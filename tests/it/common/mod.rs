@@ -274,6 +274,7 @@ impl Synth {
                 // Each repeat in a process of its own, as `run.isolation = "process"` does.
                 process: Some(ProcessInfo { pid: 1000 + self.repeat, own_process_per_repeat: true }),
             },
+            distributed: None,
             data: None,
         }
     }

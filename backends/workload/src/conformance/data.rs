@@ -29,7 +29,7 @@ pub fn train_on(
 ) -> Result<Vec<f64>, BackendError> {
     let mut source = MemorySource::new(batches);
     let mut probe = NoProbe;
-    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), eval: None };
+    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: None };
     let out = backend.run_in(plan, graph, &mut ctx)?;
     assert_eq!(out.losses.len(), out.steps.len(), "{}: a loss per measured step", backend.name());
     for p in &out.steps {
@@ -78,7 +78,7 @@ pub fn dataset_errors_name_the_file(backend: &mut dyn Backend, device: DeviceSel
     let err = DataError { file: "shard-3.npy".into(), reason: "truncated: 12 of 80 bytes".into() };
     let mut source = MemorySource::new(synthetic_batches(&graph, 8, plan.seed, 2)).failing_after(3, err);
     let mut probe = NoProbe;
-    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), eval: None };
+    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: None };
     match backend.run_in(&plan, &graph, &mut ctx) {
         Err(BackendError::Data(m)) => assert!(m.contains("shard-3.npy"), "{name}: {m}"),
         other => panic!("{name}: a dataset error must fail the run naming the file, got {other:?}"),
@@ -129,7 +129,7 @@ pub fn evaluation_reaches_full_accuracy(backend: &mut dyn Backend, device: Devic
     let eval = EvalSet { batches: eval_batches, origin: "memory".into() };
     let mut source = MemorySource::new(separable_batches(&graph, 8, 1, 16));
     let mut probe = NoProbe;
-    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), eval: Some(&eval) };
+    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: Some(&eval) };
     let out = backend.run_in(&plan, &graph, &mut ctx).unwrap_or_else(|e| panic!("{name}: {e}"));
     let t = out.target.unwrap_or_else(|| panic!("{name}: a run with a target records its outcome"));
     eprintln!("{name}: {:?}", t.curve.iter().map(|p| (p.step, p.accuracy)).collect::<Vec<_>>());

@@ -30,10 +30,17 @@ fn is_image(path: &Path) -> bool {
         .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png"))
 }
 
-fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>, DataError> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+/// The entries of `dir` in name order, each with whether it is a folder (symbolic links followed); the kind
+/// comes from the directory listing where it can, so a folder of a million images is not stat-ed file by file.
+fn sorted_entries(dir: &Path) -> Result<Vec<(PathBuf, bool)>, DataError> {
+    let mut v: Vec<(PathBuf, bool)> = std::fs::read_dir(dir)
         .map_err(|e| DataError { file: dir.display().to_string(), reason: format!("cannot list the folder: {e}") })?
-        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let kind = e.file_type().ok()?;
+            let is_dir = if kind.is_symlink() { e.path().is_dir() } else { kind.is_dir() };
+            Some((e.path(), is_dir))
+        })
         .collect();
     v.sort();
     Ok(v)
@@ -59,7 +66,8 @@ impl ImageFolder {
                 ));
             }
         };
-        let class_dirs: Vec<PathBuf> = sorted_entries(root)?.into_iter().filter(|p| p.is_dir()).collect();
+        let class_dirs: Vec<PathBuf> =
+            sorted_entries(root)?.into_iter().filter(|(_, is_dir)| *is_dir).map(|(p, _)| p).collect();
         if class_dirs.is_empty() {
             return Err(err(
                 root,
@@ -81,7 +89,7 @@ impl ImageFolder {
         let mut classes = Vec::new();
         for (c, dir) in class_dirs.iter().enumerate() {
             let images: Vec<PathBuf> =
-                sorted_entries(dir)?.into_iter().filter(|p| p.is_file() && is_image(p)).collect();
+                sorted_entries(dir)?.into_iter().filter(|(p, is_dir)| !is_dir && is_image(p)).map(|(p, _)| p).collect();
             let Some(first) = images.first() else {
                 return Err(err(dir, "class folder holds no .jpg, .jpeg or .png image".into()));
             };

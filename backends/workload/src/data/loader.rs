@@ -290,6 +290,10 @@ fn work(shared: &Shared, queue: &(Mutex<Queue>, Condvar), prefetch: u64) {
 }
 
 impl BatchSource for Loader {
+    fn samples_per_epoch(&self) -> Option<usize> {
+        Some(self.shared.shape.samples_per_epoch)
+    }
+
     fn next_batch(&mut self) -> Result<HostBatch, DataError> {
         let batch = if self.workers.is_empty() {
             self.next += 1;

@@ -57,6 +57,12 @@ pub trait BatchSource: Send {
     fn epoch_batches(&self) -> Option<u64> {
         None
     }
+
+    /// Samples of the whole dataset one epoch visits (all ranks together, the last partial batch dropped);
+    /// `None` when the source has no epochs.
+    fn samples_per_epoch(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl HostBatch {
@@ -79,6 +85,16 @@ impl HostBatch {
     /// The values of graph input `id`, if the batch has them.
     pub fn input(&self, id: NodeId) -> Option<&HostTensor> {
         self.inputs.iter().find(|(i, _)| *i == id).map(|(_, t)| t)
+    }
+}
+
+/// The next batch of `source` and the seconds spent waiting for it (the stall); a [`DataError`] becomes
+/// [`crate::BackendError::Data`], naming the file.
+pub fn fetch(source: &mut dyn BatchSource) -> Result<(HostBatch, f64), crate::BackendError> {
+    let t = std::time::Instant::now();
+    match source.next_batch() {
+        Ok(b) => Ok((b, t.elapsed().as_secs_f64())),
+        Err(e) => Err(crate::BackendError::Data(e.to_string())),
     }
 }
 

@@ -359,7 +359,18 @@ impl NpyDataset {
     }
 }
 
-/// Labels scanned for their range at validation when there are at most this many values; larger label arrays
+/// Refuse token ids outside `0..vocab`, naming the file and the sample.
+fn check_ids(ids: &[i64], vocab: usize, file: &Path, index: usize) -> Result<(), DataError> {
+    match ids.iter().find(|&&t| t < 0 || t as u64 >= vocab as u64) {
+        None => Ok(()),
+        Some(bad) => Err(DataError {
+            file: file.display().to_string(),
+            reason: format!("sample {index} holds token id {bad}, outside the model's vocabulary 0..{vocab}"),
+        }),
+    }
+}
+
+/// Labels (and token ids) scanned for their range at validation when there are at most this many values; larger label arrays
 /// are checked as each sample is read.
 pub const LABEL_SCAN_LIMIT: usize = 1 << 24;
 
@@ -374,12 +385,7 @@ impl Dataset for NpyDataset {
             InputOut::Ids(v) => {
                 self.inputs.read_i64(index, v)?;
                 if let ValueKind::Ids { vocab } = self.layout.input_kind {
-                    if let Some(bad) = v.iter().find(|&&t| t < 0 || t as u64 >= vocab as u64) {
-                        return Err(DataError {
-                            file: self.inputs.path.display().to_string(),
-                            reason: format!("sample {index} holds token id {bad}, outside the vocabulary 0..{vocab}"),
-                        });
-                    }
+                    check_ids(v, vocab, &self.inputs.path, index)?;
                 }
             }
         }
@@ -388,13 +394,20 @@ impl Dataset for NpyDataset {
     }
 
     fn scan_labels(&self) -> Result<(), DataError> {
-        if self.labels.samples() * self.labels.sample_numel() > LABEL_SCAN_LIMIT {
-            return Ok(());
+        if self.labels.samples() * self.labels.sample_numel() <= LABEL_SCAN_LIMIT {
+            let mut buf = vec![0i64; self.labels.sample_numel()];
+            for i in 0..self.labels.samples() {
+                self.labels.read_i64(i, &mut buf)?;
+                check_label(&buf, self.layout.classes, &self.labels.path, i)?;
+            }
         }
-        let mut buf = vec![0i64; self.labels.sample_numel()];
-        for i in 0..self.labels.samples() {
-            self.labels.read_i64(i, &mut buf)?;
-            check_label(&buf, self.layout.classes, &self.labels.path, i)?;
+        let ValueKind::Ids { vocab } = self.layout.input_kind else { return Ok(()) };
+        if self.inputs.samples() * self.inputs.sample_numel() <= LABEL_SCAN_LIMIT {
+            let mut buf = vec![0i64; self.inputs.sample_numel()];
+            for i in 0..self.inputs.samples() {
+                self.inputs.read_i64(i, &mut buf)?;
+                check_ids(&buf, vocab, &self.inputs.path, i)?;
+            }
         }
         Ok(())
     }

@@ -84,6 +84,7 @@ fn an_epoch_visits_each_sample_once_and_drops_the_last_partial_batch() {
     let epoch1: Vec<usize> = pull(&mut l, 6).iter().flat_map(ids).collect();
     assert_ne!(epoch0, epoch1, "each epoch is reshuffled");
     assert_eq!(l.stats().batches, 12);
+    assert_eq!(l.samples_per_epoch(), Some(96));
 }
 
 #[test]

@@ -1,0 +1,125 @@
+//! The MPI engine: [`MpiComm`] implements trainbench's [`Communicator`] on `MPI_COMM_WORLD` (Open MPI or
+//! MPICH, found at build time through their compiler wrapper), so CPU ranks exchange gradients through the
+//! library's own collectives (shared memory between local ranks, TCP or InfiniBand between machines).
+
+use mpi::Count;
+use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
+use mpi::datatype::{Equivalence, PartitionMut};
+use mpi::environment::Universe;
+use mpi::point_to_point::{Destination, Source};
+use mpi::topology::{Communicator as _, SimpleCommunicator};
+use trainbench_workload::comm::{CommError, Communicator, EngineInfo};
+
+/// `MPI_COMM_WORLD` of this process; MPI is finalised when it is dropped.
+pub struct MpiComm {
+    world: SimpleCommunicator,
+    version: String,
+    // Dropped last: finalises MPI.
+    _universe: Universe,
+}
+
+impl MpiComm {
+    /// Initialise MPI (once per process) and take the world. Started without a launcher, the world has one rank.
+    pub fn init() -> Result<MpiComm, CommError> {
+        let universe = mpi::initialize().ok_or_else(|| error("MPI was already initialised in this process".into()))?;
+        let world = universe.world();
+        let version = mpi::environment::library_version()
+            .map(|v| v.trim_end_matches('\0').split(',').next().unwrap_or_default().trim().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        Ok(MpiComm { world, version, _universe: universe })
+    }
+
+    /// The name of the processor (host) this rank runs on.
+    pub fn host(&self) -> String {
+        mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into())
+    }
+}
+
+fn error(message: String) -> CommError {
+    CommError { engine: "mpi".into(), message }
+}
+
+fn count(n: usize) -> Result<Count, CommError> {
+    Count::try_from(n).map_err(|_| error(format!("a message of {n} elements is more than MPI counts")))
+}
+
+impl Communicator for MpiComm {
+    fn rank(&self) -> usize {
+        self.world.rank() as usize
+    }
+    fn size(&self) -> usize {
+        self.world.size() as usize
+    }
+    fn engine(&self) -> EngineInfo {
+        EngineInfo { name: "mpi".into(), version: self.version.clone() }
+    }
+
+    fn all_reduce_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
+        if send.len() != recv.len() {
+            return Err(error(format!("all-reduce of {} values into {}", send.len(), recv.len())));
+        }
+        count(send.len())?;
+        self.world.all_reduce_into(send, recv, SystemOperation::sum());
+        Ok(())
+    }
+
+    fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError> {
+        count(data.len())?;
+        self.world.process_at_rank(to as i32).send_with_tag(data, i32::from(tag));
+        Ok(())
+    }
+
+    fn recv(&mut self, from: usize, tag: u16, data: &mut [f32]) -> Result<(), CommError> {
+        let status = self.world.process_at_rank(from as i32).receive_into_with_tag(data, i32::from(tag));
+        let got = status.count(f32::equivalent_datatype()) as usize;
+        if got != data.len() {
+            return Err(error(format!("rank {from} sent {got} values, {} expected", data.len())));
+        }
+        Ok(())
+    }
+
+    fn gather_bytes(&mut self, root: usize, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError> {
+        let root_process = self.world.process_at_rank(root as i32);
+        let len = count(bytes.len())?;
+        if self.rank() != root {
+            root_process.gather_into(&len);
+            root_process.gather_varcount_into(bytes);
+            return Ok(None);
+        }
+        let mut lens = vec![0 as Count; self.size()];
+        root_process.gather_into_root(&len, &mut lens[..]);
+        let displs: Vec<Count> = lens
+            .iter()
+            .scan(0, |acc, &l| {
+                let d = *acc;
+                *acc += l;
+                Some(d)
+            })
+            .collect();
+        let total: usize = lens.iter().map(|&l| l as usize).sum();
+        let mut all = vec![0u8; total];
+        {
+            let mut partition = PartitionMut::new(&mut all[..], &lens[..], &displs[..]);
+            root_process.gather_varcount_into_root(bytes, &mut partition);
+        }
+        Ok(Some(lens.iter().zip(&displs).map(|(&l, &d)| all[d as usize..(d + l) as usize].to_vec()).collect()))
+    }
+
+    fn broadcast_bytes(&mut self, root: usize, bytes: &mut Vec<u8>) -> Result<(), CommError> {
+        let root_process = self.world.process_at_rank(root as i32);
+        let mut len = count(bytes.len())? as u64;
+        root_process.broadcast_into(&mut len);
+        bytes.resize(len as usize, 0);
+        root_process.broadcast_into(&mut bytes[..]);
+        Ok(())
+    }
+
+    fn barrier(&mut self) -> Result<(), CommError> {
+        self.world.barrier();
+        Ok(())
+    }
+
+    fn abort(&mut self, code: i32) -> ! {
+        self.world.abort(code)
+    }
+}

@@ -1,0 +1,63 @@
+//! A data-parallel worker's side in the tch backend: the gradients (or, with parameter servers, the weights)
+//! staged through host memory for the exchange (`trainbench_workload::comm`), which decides what comes back.
+
+use tch::{Device, Kind, TchError, Tensor};
+use trainbench_workload::comm::{GradientExchange, StepExchange};
+
+fn comm_error(e: impl std::fmt::Display) -> TchError {
+    TchError::Kind(format!("data-parallel exchange: {e}"))
+}
+
+/// Refuse parameters that do not match the exchange's layout (they would exchange the wrong values).
+pub fn check_layout(x: &dyn GradientExchange, params: &[Tensor]) -> Result<(), TchError> {
+    let layout = x.layout();
+    let sizes: Vec<usize> = params.iter().map(|p| p.numel()).collect();
+    let expected: Vec<usize> = (0..layout.decls.len()).map(|i| layout.len_of(i)).collect();
+    if sizes != expected {
+        return Err(comm_error(format!(
+            "the model's {} trained tensors do not match the exchange's layout of {}",
+            sizes.len(),
+            expected.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Exchange the gradients of `params` (after backward). All-reduce: the gradients become the mean over the
+/// workers and the caller steps its optimizer. Parameter servers: the parameters become the servers' updated
+/// weights and the caller skips its optimizer.
+pub fn exchange(x: &mut dyn GradientExchange, params: &[Tensor], stop: bool) -> Result<StepExchange, TchError> {
+    let total = x.layout().total;
+    let mut grads = vec![0f32; total];
+    let mut at = 0;
+    for p in params {
+        let n = p.numel();
+        let g = p.grad();
+        if g.defined() {
+            let host = g.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_contiguous()?;
+            host.f_copy_data(&mut grads[at..at + n], n)?;
+        }
+        at += n;
+    }
+    let mut weights = if x.strategy().servers() > 0 { vec![0f32; total] } else { Vec::new() };
+    let step = x.exchange(&mut grads, &mut weights, stop).map_err(comm_error)?;
+    let source = if step.weights_updated { &weights } else { &grads };
+    let mut at = 0;
+    tch::no_grad(|| -> Result<(), TchError> {
+        for p in params {
+            let n = p.numel();
+            let values = Tensor::f_from_slice(&source[at..at + n])?.f_view(p.size().as_slice())?;
+            if step.weights_updated {
+                p.shallow_clone().f_copy_(&values)?;
+            } else {
+                let mut g = p.grad();
+                if g.defined() {
+                    g.f_copy_(&values)?;
+                }
+            }
+            at += n;
+        }
+        Ok(())
+    })?;
+    Ok(step)
+}

@@ -1,0 +1,154 @@
+//! `threads`: an in-process engine for tests. Ranks are threads of one process exchanging messages over
+//! channels; collectives gather to rank 0 and fan out, in rank order, so results are deterministic. It lets the
+//! strategies and the parameter-server protocol be tested without MPI; real runs use a real engine.
+
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+use super::{CommError, Communicator, EngineInfo};
+
+const TAG_REDUCE: u16 = u16::MAX;
+const TAG_REDUCED: u16 = u16::MAX - 1;
+const TAG_GATHER: u16 = u16::MAX - 2;
+const TAG_BCAST: u16 = u16::MAX - 3;
+
+enum Payload {
+    F32(Vec<f32>),
+    Bytes(Vec<u8>),
+}
+
+struct Message {
+    from: usize,
+    tag: u16,
+    payload: Payload,
+}
+
+/// One rank of an in-process group (see the module documentation).
+pub struct ThreadComm {
+    rank: usize,
+    peers: Vec<Sender<Message>>,
+    inbox: Receiver<Message>,
+    /// Messages received before they were asked for.
+    early: Vec<Message>,
+}
+
+impl ThreadComm {
+    /// A group of `size` ranks; hand one to each thread.
+    pub fn group(size: usize) -> Vec<ThreadComm> {
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..size).map(|_| channel::<Message>()).unzip();
+        receivers
+            .into_iter()
+            .enumerate()
+            .map(|(rank, inbox)| ThreadComm { rank, peers: senders.clone(), inbox, early: Vec::new() })
+            .collect()
+    }
+
+    fn error(&self, message: String) -> CommError {
+        CommError { engine: "threads".into(), message }
+    }
+
+    fn post(&self, to: usize, tag: u16, payload: Payload) -> Result<(), CommError> {
+        let peer = self.peers.get(to).ok_or_else(|| self.error(format!("no rank {to}")))?;
+        peer.send(Message { from: self.rank, tag, payload }).map_err(|_| self.error(format!("rank {to} has gone")))
+    }
+
+    fn take(&mut self, from: usize, tag: u16) -> Result<Payload, CommError> {
+        if let Some(i) = self.early.iter().position(|m| m.from == from && m.tag == tag) {
+            return Ok(self.early.remove(i).payload);
+        }
+        loop {
+            let m = self.inbox.recv().map_err(|_| self.error(format!("rank {from} has gone")))?;
+            if m.from == from && m.tag == tag {
+                return Ok(m.payload);
+            }
+            self.early.push(m);
+        }
+    }
+
+    fn take_f32(&mut self, from: usize, tag: u16) -> Result<Vec<f32>, CommError> {
+        match self.take(from, tag)? {
+            Payload::F32(v) => Ok(v),
+            Payload::Bytes(_) => Err(self.error(format!("rank {from} sent bytes where values were expected"))),
+        }
+    }
+
+    fn take_bytes(&mut self, from: usize, tag: u16) -> Result<Vec<u8>, CommError> {
+        match self.take(from, tag)? {
+            Payload::Bytes(v) => Ok(v),
+            Payload::F32(_) => Err(self.error(format!("rank {from} sent values where bytes were expected"))),
+        }
+    }
+}
+
+impl Communicator for ThreadComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.peers.len()
+    }
+    fn engine(&self) -> EngineInfo {
+        EngineInfo { name: "threads".into(), version: "in-process test engine".into() }
+    }
+
+    fn all_reduce_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
+        if self.rank == 0 {
+            recv.copy_from_slice(send);
+            for r in 1..self.size() {
+                let v = self.take_f32(r, TAG_REDUCE)?;
+                if v.len() != recv.len() {
+                    return Err(self.error(format!("rank {r} reduced {} values, rank 0 {}", v.len(), recv.len())));
+                }
+                recv.iter_mut().zip(&v).for_each(|(a, b)| *a += b);
+            }
+            for r in 1..self.size() {
+                self.post(r, TAG_REDUCED, Payload::F32(recv.to_vec()))?;
+            }
+        } else {
+            self.post(0, TAG_REDUCE, Payload::F32(send.to_vec()))?;
+            let v = self.take_f32(0, TAG_REDUCED)?;
+            recv.copy_from_slice(&v);
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError> {
+        self.post(to, tag, Payload::F32(data.to_vec()))
+    }
+
+    fn recv(&mut self, from: usize, tag: u16, data: &mut [f32]) -> Result<(), CommError> {
+        let v = self.take_f32(from, tag)?;
+        if v.len() != data.len() {
+            return Err(self.error(format!("rank {from} sent {} values, {} expected", v.len(), data.len())));
+        }
+        data.copy_from_slice(&v);
+        Ok(())
+    }
+
+    fn gather_bytes(&mut self, root: usize, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError> {
+        if self.rank != root {
+            self.post(root, TAG_GATHER, Payload::Bytes(bytes.to_vec()))?;
+            return Ok(None);
+        }
+        let mut all = Vec::with_capacity(self.size());
+        for r in 0..self.size() {
+            all.push(if r == root { bytes.to_vec() } else { self.take_bytes(r, TAG_GATHER)? });
+        }
+        Ok(Some(all))
+    }
+
+    fn broadcast_bytes(&mut self, root: usize, bytes: &mut Vec<u8>) -> Result<(), CommError> {
+        if self.rank == root {
+            for r in (0..self.size()).filter(|&r| r != root) {
+                self.post(r, TAG_BCAST, Payload::Bytes(bytes.clone()))?;
+            }
+        } else {
+            *bytes = self.take_bytes(root, TAG_BCAST)?;
+        }
+        Ok(())
+    }
+
+    fn barrier(&mut self) -> Result<(), CommError> {
+        let mut none = [0.0f32; 0];
+        self.all_reduce_sum(&[], &mut none)
+    }
+}

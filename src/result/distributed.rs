@@ -1,0 +1,50 @@
+//! The `distributed` section of a result: how a data-parallel run was spread (world, strategy, engine,
+//! launcher, hosts), each rank's phase times, and the traffic and bandwidth of its gradient exchange.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use trainbench_workload::PhaseTimes;
+
+/// A data-parallel run's distribution and communication figures (absent for single-worker runs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DistributedResult {
+    /// Workers (the plan's world size).
+    pub world_size: usize,
+    /// `all-reduce` or `parameter-server`.
+    pub strategy: String,
+    /// Parameter-server ranks (0 for all-reduce).
+    pub parameter_servers: usize,
+    /// The engine (`mpi`) and its library version.
+    pub engine: String,
+    /// The engine library's version string.
+    pub engine_version: String,
+    /// Who started the ranks: `trainbench` (through `mpirun`), `mpirun`, `srun`, ... (from the environment).
+    pub launcher: String,
+    /// Host name of every rank, in rank order (workers, then servers).
+    pub hosts: Vec<String>,
+    /// Mean phase times of each worker over the measured steps (the step time of the run is, per step, the
+    /// slowest worker's).
+    pub ranks: Vec<RankPhases>,
+    /// Gradient bytes each worker contributes per step (S).
+    pub gradient_bytes: u64,
+    /// Bytes each worker sent per step: 2 (W-1)/W x S for a ring all-reduce, S for parameter servers (plus S
+    /// received).
+    pub bytes_sent_per_step: u64,
+    /// Gradient bytes over the median exchange time (GB/s, 1e9 bytes): the algorithm bandwidth.
+    pub algorithm_bandwidth_gb_s: Option<f64>,
+    /// All-reduce only: algorithm bandwidth x 2 (W-1)/W, what each link carried (comparable to the link's speed).
+    pub bus_bandwidth_gb_s: Option<f64>,
+    /// Median share of a step spent exchanging gradients (PAI's T_comm / T_iter).
+    pub comm_share: Option<f64>,
+}
+
+/// One worker's mean phase times.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RankPhases {
+    /// Rank.
+    pub rank: usize,
+    /// Mean seconds per phase over the measured steps.
+    pub mean: PhaseTimes,
+}

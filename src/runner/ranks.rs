@@ -1,0 +1,278 @@
+//! The rank side of a data-parallel run: this worker process is one rank of a group an engine connects
+//! (`trainbench worker --ranks`, started by `mpirun`). Workers train with a gradient exchange
+//! (`trainbench_workload::comm`), parameter-server ranks serve their shard, and afterwards every rank sends its
+//! figures to rank 0, which merges them (per step, the slowest worker's phases) and writes the result.
+
+use serde::{Deserialize, Serialize};
+use trainbench_workload::comm::server::{ServerReport, serve};
+use trainbench_workload::comm::{
+    AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, PsWorkerExchange,
+};
+use trainbench_workload::{Backend, BackendError, Graph, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan};
+
+use crate::result::distributed::{DistributedResult, RankPhases};
+
+/// The launcher variables that carry a world size, in the order they are trusted.
+const WORLD_SIZE_VARIABLES: &[(&str, &str)] = &[
+    ("WORLD_SIZE", "torchrun"),
+    ("SLURM_NTASKS", "srun"),
+    ("OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"),
+    ("PMI_SIZE", "mpiexec (MPICH)"),
+];
+
+/// Who started this process as a rank, and the world size the launcher promised, from its environment.
+pub fn launcher_world() -> Option<(&'static str, usize)> {
+    WORLD_SIZE_VARIABLES
+        .iter()
+        .find_map(|(var, who)| std::env::var(var).ok().and_then(|v| v.trim().parse().ok()).map(|n| (*who, n)))
+}
+
+/// This process's place in a group of ranks.
+pub struct Ranks {
+    comm: Box<dyn Communicator>,
+    launcher: String,
+    host: String,
+}
+
+/// What each rank sends rank 0 after a run.
+#[derive(Debug, Serialize, Deserialize)]
+struct RankReport {
+    rank: usize,
+    host: String,
+    /// A worker's measured steps (empty for a server).
+    steps: Vec<PhaseTimes>,
+    /// A worker's loss at each measured step (the mean over its slice of the global batch).
+    losses: Vec<f64>,
+    /// A worker's exchange traffic.
+    bytes_sent: u64,
+    exchanged_steps: u64,
+    /// A server's traffic.
+    server: Option<(u64, u64, u64)>,
+}
+
+impl Ranks {
+    /// Join the group through the engine this build has; refuse a group whose size is not the launcher's (an
+    /// MPI program started by another MPI's launcher becomes several worlds of one rank, silently).
+    pub fn open() -> Result<Ranks, String> {
+        let (comm, host) = open_engine()?;
+        let (launcher, promised) = launcher_world().unwrap_or(("unknown", comm.size()));
+        if promised != comm.size() {
+            return Err(format!(
+                "{launcher} started {promised} ranks, but the {} engine sees a world of {}: the launcher and the MPI \
+                 library trainbench was built with do not match (use the `mpirun` of the same MPI)",
+                comm.engine().name,
+                comm.size()
+            ));
+        }
+        Ok(Ranks { comm, launcher: launcher.to_string(), host })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.comm.rank()
+    }
+
+    /// Ranks in the group.
+    pub fn size(&self) -> usize {
+        self.comm.size()
+    }
+
+    /// `bytes` of rank 0 on every rank (the job, which only rank 0 reads).
+    pub fn broadcast(&mut self, bytes: &mut Vec<u8>) -> Result<(), CommError> {
+        self.comm.broadcast_bytes(0, bytes)
+    }
+
+    /// Refuse a plan this group cannot run: its workers and servers must be exactly the group.
+    pub fn check_plan(&self, plan: &RunPlan) -> Result<(), String> {
+        let needed = plan.strategy.processes(plan.world_size);
+        if plan.strategy.is_single() || needed != self.size() {
+            return Err(format!(
+                "run `{}` needs {needed} process(es) ({} worker(s) with {}), this group has {}",
+                plan.id,
+                plan.world_size,
+                plan.strategy.name(),
+                self.size()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether this rank serves parameters for `plan` rather than training.
+    pub fn is_server(&self, plan: &RunPlan) -> bool {
+        self.rank() >= plan.world_size
+    }
+
+    /// End every rank of the group now (a rank failed mid-run: the others would wait for it forever).
+    pub fn abort(&mut self, code: i32) -> ! {
+        self.comm.abort(code)
+    }
+
+    /// Train `plan` as one worker, then gather every rank's figures on rank 0, which gets the merged
+    /// measurements and the distributed section.
+    pub fn train(
+        &mut self,
+        plan: &RunPlan,
+        graph: &Graph,
+        backend: &mut dyn Backend,
+        probe: &mut dyn Probe,
+    ) -> Result<(RawMeasurements, Option<DistributedResult>), BackendError> {
+        let engine_error = |e: CommError| BackendError::Framework(format!("data-parallel exchange: {e}"));
+        let (raw, stats) = {
+            let mut exchange: Box<dyn GradientExchange + '_> = match plan.strategy {
+                DataParallel::ParameterServer { servers } => {
+                    Box::new(PsWorkerExchange::new(self.comm.as_mut(), graph, servers).map_err(engine_error)?)
+                }
+                _ => Box::new(AllReduceExchange::new(self.comm.as_mut(), graph)),
+            };
+            let mut ctx = RunContext::new(probe);
+            ctx.exchange = Some(exchange.as_mut());
+            let raw = backend.run_in(plan, graph, &mut ctx)?;
+            (raw, exchange.stats())
+        };
+        let report = RankReport {
+            rank: self.rank(),
+            host: self.host.clone(),
+            steps: raw.steps.clone(),
+            losses: raw.losses.clone(),
+            bytes_sent: stats.bytes_sent,
+            exchanged_steps: stats.steps,
+            server: None,
+        };
+        let reports = self.gather(&report).map_err(engine_error)?;
+        Ok(match reports {
+            Some(all) => {
+                let gradient_bytes = 4 * trainbench_workload::comm::Layout::of(graph).total as u64;
+                let (merged, section) = self.merge(plan, raw, &all, gradient_bytes);
+                (merged, Some(section))
+            }
+            None => (raw, None),
+        })
+    }
+
+    /// Serve `plan`'s parameters until the workers stop, then send this rank's figures to rank 0.
+    pub fn serve(&mut self, plan: &RunPlan, graph: &Graph) -> Result<ServerReport, CommError> {
+        let servers = plan.strategy.servers();
+        let served = serve(self.comm.as_mut(), graph, plan.seed, &plan.optimizer, servers)?;
+        let report = RankReport {
+            rank: self.rank(),
+            host: self.host.clone(),
+            steps: Vec::new(),
+            losses: Vec::new(),
+            bytes_sent: served.bytes_sent,
+            exchanged_steps: served.steps,
+            server: Some((served.elements, served.bytes_received, served.bytes_sent)),
+        };
+        self.gather(&report)?;
+        Ok(served)
+    }
+
+    fn gather(&mut self, report: &RankReport) -> Result<Option<Vec<RankReport>>, CommError> {
+        let bytes = serde_json::to_vec(report).unwrap_or_default();
+        let all = self.comm.gather_bytes(0, &bytes)?;
+        Ok(all.map(|all| all.iter().filter_map(|b| serde_json::from_slice::<RankReport>(b).ok()).collect()))
+    }
+
+    /// Rank 0's measurements with each step replaced by the slowest worker's and each loss by the workers'
+    /// mean, and the distributed section.
+    fn merge(
+        &self,
+        plan: &RunPlan,
+        mut raw: RawMeasurements,
+        all: &[RankReport],
+        gradient_bytes: u64,
+    ) -> (RawMeasurements, DistributedResult) {
+        let workers: Vec<&RankReport> = all.iter().filter(|r| r.server.is_none()).collect();
+        for (i, step) in raw.steps.iter_mut().enumerate() {
+            if let Some(slowest) = workers
+                .iter()
+                .filter_map(|r| r.steps.get(i))
+                .max_by(|a, b| a.total_s.partial_cmp(&b.total_s).unwrap_or(std::cmp::Ordering::Equal))
+            {
+                *step = *slowest;
+            }
+        }
+        // Equal slices: the loss of the global batch is the mean of the workers' losses.
+        for (i, loss) in raw.losses.iter_mut().enumerate() {
+            let each: Vec<f64> = workers.iter().filter_map(|r| r.losses.get(i).copied()).collect();
+            if each.len() == workers.len() && !each.is_empty() {
+                *loss = each.iter().sum::<f64>() / each.len() as f64;
+            }
+        }
+        let ranks = workers.iter().map(|r| RankPhases { rank: r.rank, mean: mean_phases(&r.steps) }).collect();
+        let per_step = |r: &RankReport| r.bytes_sent.checked_div(r.exchanged_steps).unwrap_or(0);
+        let bytes_sent_per_step = workers.first().map_or(0, |r| per_step(r));
+        let comm: Vec<f64> = raw.steps.iter().map(|s| s.comm_s).filter(|&c| c > 0.0).collect();
+        let shares: Vec<f64> = raw.steps.iter().filter(|s| s.total_s > 0.0).map(|s| s.comm_s / s.total_s).collect();
+        let algorithm = median(&comm).map(|t| gradient_bytes as f64 / t / 1e9);
+        let bus = match plan.strategy {
+            DataParallel::AllReduce => {
+                let w = plan.world_size as f64;
+                algorithm.map(|a| a * 2.0 * (w - 1.0) / w)
+            }
+            _ => None,
+        };
+        let section = DistributedResult {
+            world_size: plan.world_size,
+            strategy: plan.strategy.name().to_string(),
+            parameter_servers: plan.strategy.servers(),
+            engine: self.comm.engine().name,
+            engine_version: self.comm.engine().version,
+            launcher: self.launcher.clone(),
+            hosts: all.iter().map(|r| r.host.clone()).collect(),
+            ranks,
+            gradient_bytes,
+            bytes_sent_per_step,
+            algorithm_bandwidth_gb_s: algorithm,
+            bus_bandwidth_gb_s: bus,
+            comm_share: median(&shares),
+        };
+        (raw, section)
+    }
+}
+
+/// What each worker sends per step for `strategy` (the formulas of the design notes), for tests and checks.
+pub fn expected_bytes_sent(strategy: DataParallel, gradient_bytes: u64, workers: usize) -> u64 {
+    match strategy {
+        DataParallel::AllReduce => ExchangeStats::ring_bytes_per_step(gradient_bytes, workers),
+        DataParallel::ParameterServer { .. } => gradient_bytes,
+        DataParallel::Single => 0,
+    }
+}
+
+fn mean_phases(steps: &[PhaseTimes]) -> PhaseTimes {
+    let n = steps.len().max(1) as f64;
+    let sum = |f: fn(&PhaseTimes) -> f64| steps.iter().map(f).sum::<f64>() / n;
+    PhaseTimes {
+        data_s: sum(|p| p.data_s),
+        stall_s: sum(|p| p.stall_s),
+        copy_s: sum(|p| p.copy_s),
+        forward_s: sum(|p| p.forward_s),
+        backward_s: sum(|p| p.backward_s),
+        comm_s: sum(|p| p.comm_s),
+        optimizer_s: sum(|p| p.optimizer_s),
+        total_s: sum(|p| p.total_s),
+    }
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    Some(s[s.len() / 2])
+}
+
+#[cfg(feature = "mpi")]
+fn open_engine() -> Result<(Box<dyn Communicator>, String), String> {
+    let comm = trainbench_mpi::MpiComm::init().map_err(|e| e.to_string())?;
+    let host = comm.host();
+    Ok((Box::new(comm), host))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn open_engine() -> Result<(Box<dyn Communicator>, String), String> {
+    Err("data-parallel runs on CPU ranks need the MPI engine: trainbench was built without feature `mpi`; rebuild \
+         with `--features mpi` (Debian packages libopenmpi-dev openmpi-bin libclang-dev)"
+        .into())
+}
