@@ -255,7 +255,11 @@ impl<'a> Session<'a> {
 
     /// One training iteration on the next batch of `source` (or the synthetic pool); returns its phase times
     /// and the (detached) loss.
-    fn step(&mut self, i: u64, source: Option<&mut dyn BatchSource>) -> Result<(PhaseTimes, Tensor), BackendError> {
+    fn step(
+        &mut self,
+        i: u64,
+        source: &mut Option<&mut dyn BatchSource>,
+    ) -> Result<(PhaseTimes, Tensor), BackendError> {
         let batch = self.plan.batch_size;
         let dev = self.common.device;
         let sync_phases = self.plan.phase_timing || !dev.is_cuda();
@@ -267,7 +271,7 @@ impl<'a> Session<'a> {
         };
         let start = Instant::now();
         let mut p = PhaseTimes::default();
-        if let Some(source) = source {
+        if let Some(source) = source.as_deref_mut() {
             let (host, stall) = data::fetch(source)?;
             p.stall_s = stall;
             let mut t = Instant::now();
@@ -369,7 +373,7 @@ impl<'a> Session<'a> {
                 return Ok(out);
             }
             self.common.stop_wish = stop;
-            let (p, _) = self.step(index, source.as_deref_mut())?;
+            let (p, _) = self.step(index, &mut source)?;
             if let Some(t) = tracker.as_mut() {
                 t.trained(p.total_s);
             }
@@ -410,7 +414,7 @@ impl<'a> Session<'a> {
                 Budget::Seconds(s) => measure_start.elapsed().as_secs_f64() >= s,
             };
             self.common.stop_wish = stop || last;
-            let (p, loss) = self.step(index, source.as_deref_mut())?;
+            let (p, loss) = self.step(index, &mut source)?;
             out.losses.push(loss.f_double_value(&[]).map_err(|e| map(e, batch))?);
             probe.step(index, true, &p);
             out.steps.push(p);
