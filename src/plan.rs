@@ -97,6 +97,7 @@ pub fn expand_on(spec: &ValidatedSpec, placement: Placement) -> Vec<PlannedRun> 
                         phase_timing: s.run.phase_timing,
                         timeout_s: s.run.timeout_s,
                         cpu_threads: s.run.cpu_threads,
+                        target: s.training.target.as_ref().map(|t| t.plan()),
                     };
                     out.push(PlannedRun {
                         run,

@@ -204,6 +204,10 @@ pub struct PairReport {
     /// configuration of the same side's results; ratio > 1 scales better.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scaling_efficiency: Option<Change>,
+    /// Runs with a training target: seconds to the target (median over the repeats that reached it); ratio > 1
+    /// is slower to reach it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_to_target: Option<Change>,
     /// Environment differences; blocking ones make the pair not comparable unless `--allow-env-diff`.
     pub env_differences: Vec<EnvDifference>,
     /// Warnings and remarks.
@@ -309,6 +313,13 @@ impl<'a> Group<'a> {
         let v: Vec<f64> =
             self.runs.iter().filter_map(|l| l.result.metrics.as_ref()).map(|m| m.throughput.samples_per_s).collect();
         stats::median(&v)
+    }
+    /// Median seconds to the target over the repeats that reached it, and `(reached, with a target)`.
+    fn time_to_target(&self) -> (Option<f64>, usize, usize) {
+        let targets: Vec<_> =
+            self.runs.iter().filter_map(|l| l.result.metrics.as_ref()?.time_to_target.as_ref()).collect();
+        let reached: Vec<f64> = targets.iter().filter_map(|t| t.time_to_target_s).collect();
+        (stats::median(&reached), reached.len(), targets.len())
     }
     fn peak_memory(&self) -> Option<f64> {
         self.runs
@@ -438,6 +449,7 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions, eff: 
         throughput: Change::new(base.samples_per_s(), cand.samples_per_s()),
         peak_memory: Change::new(base.peak_memory(), cand.peak_memory()),
         scaling_efficiency: None,
+        time_to_target: Change::new(base.time_to_target().0, cand.time_to_target().0),
         env_differences: env_differences.clone(),
         notes: Vec::new(),
     };
@@ -475,6 +487,16 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions, eff: 
         && (m.ratio - 1.0).abs() > opts.threshold
     {
         notes.push(format!("peak allocated memory changed by {:+.1}%", (m.ratio - 1.0) * 100.0));
+    }
+    let (bt, ct) = (base.time_to_target(), cand.time_to_target());
+    if bt.2 > 0 || ct.2 > 0 {
+        let side = |t: (Option<f64>, usize, usize)| match t {
+            (_, _, 0) => "no target".to_string(),
+            (Some(s), r, n) => format!("{s:.2} s ({r}/{n} repeats reached it)"),
+            (None, _, n) => format!("not reached (0/{n} repeats)"),
+        };
+        let change = report.time_to_target.map_or(String::new(), |c| format!(", {:+.1}%", (c.ratio - 1.0) * 100.0));
+        notes.push(format!("time to target: baseline {}, candidate {}{change}", side(bt), side(ct)));
     }
     for (name, g) in [("baseline", base), ("candidate", cand)] {
         if let Some(how) = g.shared_processes() {

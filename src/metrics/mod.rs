@@ -4,6 +4,8 @@
 //! Definitions:
 //! - Steady state: MSER-5 over the measured whole-iteration times ([`crate::stats::mser5_start`]); every
 //!   statistic below uses the iterations from its start on.
+//! - Data phase: the wait for the next batch (stall) plus its copy onto the device; the stall share of the
+//!   mean iteration says how input-bound a run is.
 //! - Throughput: batch size x steady iterations / their summed time (the rate actually sustained, not
 //!   batch / median).
 //! - FLOP utilisation: analysis training FLOPs per sample x samples/s over the device peak ([`peak`]).
@@ -123,6 +125,7 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
         power,
         memory: MemoryBreakdown { measured: memory(raw), estimate: input.analysis.map(|a| a.memory.clone()) },
         loss: loss(&raw.losses),
+        time_to_target: raw.target.clone(),
         step_times_s,
     })
 }
@@ -168,6 +171,8 @@ fn phases(steps: &[PhaseTimes], synchronised: bool) -> PhaseBreakdown {
     PhaseBreakdown {
         synchronised,
         data: stat(data),
+        data_stall: stat(mean_of(|p| p.stall_s)),
+        data_copy: stat(mean_of(|p| p.copy_s)),
         forward: stat(fwd),
         backward: stat(bwd),
         comm: stat(comm),

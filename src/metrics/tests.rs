@@ -19,6 +19,8 @@ fn plan() -> RunPlan {
 fn step(total: f64) -> PhaseTimes {
     PhaseTimes {
         data_s: 0.1 * total,
+        stall_s: 0.04 * total,
+        copy_s: 0.06 * total,
         forward_s: 0.3 * total,
         backward_s: 0.4 * total,
         comm_s: 0.0,
@@ -108,6 +110,10 @@ fn phases_memory_and_loss() {
     let (p, r, a, c) = (plan(), raw(), analysis(), CollectorReport::default());
     let m = derive(&input(&p, &r, &a, &c)).unwrap();
     assert!((m.phases.forward.share - 0.3).abs() < 1e-12);
+    // The data phase splits into the wait for the batch (stall) and its copy; the stall share is its own.
+    assert!((m.phases.data_stall.share - 0.04).abs() < 1e-12);
+    assert!((m.phases.data_copy.share - 0.06).abs() < 1e-12);
+    assert!((m.phases.data_stall.mean_s + m.phases.data_copy.mean_s - m.phases.data.mean_s).abs() < 1e-12);
     assert!((m.phases.other.share - 0.1).abs() < 1e-12);
     assert!((m.phases.backward.mean_s - 0.2).abs() < 1e-12);
     assert_eq!(m.memory.measured.activations_and_workspace_bytes, Some(700));

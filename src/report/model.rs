@@ -293,6 +293,26 @@ impl<'a> ConfigRow<'a> {
     pub fn energy_per_sample_j(&self) -> Option<f64> {
         median_of(self.metrics().filter_map(|m| m.power.get()).map(|p| p.energy_per_sample_j).collect())
     }
+    /// Share of the iteration spent waiting for the next batch from the dataset pipeline (median over
+    /// repeats): how input-bound the run is.
+    pub fn stall_share(&self) -> Option<f64> {
+        median_of(self.metrics().map(|m| m.phases.data_stall.share).collect())
+    }
+    /// Runs with a target: the outcome of each repeat that recorded one.
+    pub fn targets(&self) -> impl Iterator<Item = &'a trainbench_workload::target::TargetOutcome> + '_ {
+        self.metrics().filter_map(|m| m.time_to_target.as_ref())
+    }
+    /// Seconds to the target (median over the repeats that reached it) and how many of the repeats with a
+    /// target reached it: `(median, reached, with a target)`; `None` without a target.
+    pub fn time_to_target(&self) -> Option<(Option<f64>, usize, usize)> {
+        let all: Vec<_> = self.targets().collect();
+        if all.is_empty() {
+            return None;
+        }
+        let reached: Vec<f64> = all.iter().filter_map(|t| t.time_to_target_s).collect();
+        let n = reached.len();
+        Some((median_of(reached), n, all.len()))
+    }
     /// A phase's share of the iteration (median over repeats).
     pub fn phase_share(&self, phase: Phase) -> Option<f64> {
         median_of(self.metrics().map(|m| phase.share_in(&m.phases)).collect())

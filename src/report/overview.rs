@@ -1,7 +1,7 @@
 //! The overview table both report pages open with: one row per configuration with its throughput (and the
 //! interval over repeats), step times, peak memory, utilisation, outcome and, when measured, the input
-//! pipeline's own throughput and the data and comm shares. Columns no configuration has a figure for are left
-//! out; HTML and Markdown render the same cells.
+//! pipeline's own throughput, the data and comm shares, the input stall share, and the time to a training target.
+//! Columns no configuration has a figure for are left out; HTML and Markdown render the same cells.
 
 use std::collections::BTreeMap;
 
@@ -38,6 +38,10 @@ pub enum Column {
     DataShare,
     /// Share of the iteration spent communicating gradients.
     CommShare,
+    /// Share of the iteration spent waiting for the next batch (input stall).
+    StallShare,
+    /// Time to the training target (runs with `[training.target]`).
+    TimeToTarget,
 }
 
 impl Column {
@@ -57,6 +61,8 @@ impl Column {
             Column::LoaderPerS => "loader samples/s",
             Column::DataShare => "data",
             Column::CommShare => "comm",
+            Column::StallShare => "stall",
+            Column::TimeToTarget => "to target",
         }
     }
     /// True for right-aligned numeric columns.
@@ -86,6 +92,13 @@ impl Column {
             Column::CommShare => {
                 "comm: share of a data-parallel step spent exchanging gradients (median over steps and repeats; - for \
                  one worker)"
+            }
+            Column::StallShare => {
+                "stall: share of the iteration waiting for the next batch from the dataset pipeline (part of data)"
+            }
+            Column::TimeToTarget => {
+                "to target: seconds from the first step to the evaluation that reached the training target, median \
+                 over the repeats that reached it (reached/with a target)"
             }
             _ => return None,
         })
@@ -158,6 +171,8 @@ impl Overview {
             (Column::LoaderPerS, any(&|c| c.loader_samples_per_s().is_some())),
             (Column::DataShare, share_seen(Phase::Data)),
             (Column::CommShare, any(&|c| c.comm_share().is_some())),
+            (Column::StallShare, any(&|c| c.stall_share().is_some_and(|s| s >= 0.0005))),
+            (Column::TimeToTarget, any(&|c| c.time_to_target().is_some())),
         ];
         let shown = |col: Column| optional.iter().find(|(c, _)| *c == col).is_none_or(|(_, on)| *on);
         let columns: Vec<Column> = [
@@ -173,7 +188,9 @@ impl Overview {
             Column::Cpu,
             Column::LoaderPerS,
             Column::DataShare,
+            Column::StallShare,
             Column::CommShare,
+            Column::TimeToTarget,
         ]
         .into_iter()
         .filter(|c| shown(*c))
@@ -224,6 +241,17 @@ impl Overview {
                         Column::LoaderPerS => Cell::opt(c.loader_samples_per_s().map(fmt_sig)),
                         Column::DataShare => Cell::opt(c.phase_share(Phase::Data).map(fmt_percent)),
                         Column::CommShare => Cell::opt(c.comm_share().map(fmt_percent)),
+                        Column::StallShare => Cell::opt(c.stall_share().map(fmt_percent)),
+                        Column::TimeToTarget => match c.time_to_target() {
+                            Some((median, reached, of)) => Cell {
+                                emphasis: if reached == of { Emphasis::Plain } else { Emphasis::Bad },
+                                ..Cell::plain(format!(
+                                    "{} ({reached}/{of})",
+                                    median.map_or_else(|| "not reached".to_string(), |s| format!("{s:.2} s"))
+                                ))
+                            },
+                            None => Cell::opt(None),
+                        },
                     })
                     .collect();
                 Row { spec: c.spec.clone(), config: c.config.clone(), cells }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use trainbench_workload::target::TargetOutcome;
 use trainbench_workload::{DeviceInfo, RunPlan};
 
 pub mod distributed;
@@ -206,6 +207,10 @@ pub struct Metrics {
     pub memory: MemoryBreakdown,
     /// Training loss at the first and last measured iteration; `null` if the backend reported none.
     pub loss: Option<LossSummary>,
+    /// Time-to-accuracy of a run with a target (`[training.target]`): the evaluation curve and the time, steps
+    /// and epochs to the target; absent without a target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_target: Option<TargetOutcome>,
 }
 
 /// Steady-state throughput: samples over the summed step times of the steady-state iterations.
@@ -271,7 +276,7 @@ pub struct SteadyState {
 }
 
 /// Mean time and share of one phase.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseStat {
     /// Mean seconds per iteration.
@@ -287,8 +292,16 @@ pub struct PhaseBreakdown {
     /// True when the device was synchronised between phases, so the split is exact; false means phases
     /// overlap asynchronously and only `total` is trustworthy.
     pub synchronised: bool,
-    /// Producing and transferring the input batch.
+    /// Producing and transferring the input batch (`data_stall` + `data_copy`).
     pub data: PhaseStat,
+    /// Of `data`, waiting for the next batch from the dataset pipeline (0 with synthetic data): its share is
+    /// the run's stall share, how input-bound it is.
+    #[serde(default)]
+    pub data_stall: PhaseStat,
+    /// Of `data`, moving the batch onto the device (host-to-device copy; on the CPU, the conversion into a
+    /// tensor).
+    #[serde(default)]
+    pub data_copy: PhaseStat,
     /// Forward pass including the loss.
     pub forward: PhaseStat,
     /// Backward pass.

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::data::{self, BatchSource, DataError, Layout, Loader, LoaderConfig, OnError};
+use trainbench_workload::data::{
+    self, BatchSource, DataError, Dataset, EvalSet, Layout, Loader, LoaderConfig, OnError, split,
+};
 use trainbench_workload::{Graph, RunPlan};
 
 use crate::result::{DataSummary, LoaderThroughput};
@@ -30,6 +32,25 @@ pub struct LocalData {
     pub prefetch: u32,
     /// What an unreadable sample does.
     pub on_error: OnDataError,
+    /// The evaluation split of a run with a target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval: Option<EvalSplit>,
+}
+
+/// Where a run with a target finds its evaluation split.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvalSplit {
+    /// A dataset of the same format in this folder (`dataset.eval_path`, resolved).
+    Path(PathBuf),
+    /// The last fraction of the training dataset's samples, held out of training (`dataset.eval_fraction`).
+    Fraction(f64),
+}
+
+/// Batch size the evaluation split is read in (its last batch smaller): large enough that evaluation is a
+/// few forward passes, small enough to fit wherever a training batch of the model fits.
+fn eval_batch(plan: &RunPlan) -> usize {
+    plan.batch_size.max(1)
 }
 
 /// Time the loader is measured alone for before each run (at least [`MEASURE_MIN_BATCHES`] are pulled).
@@ -50,15 +71,61 @@ impl LocalData {
             workers,
             prefetch: if workers == 0 { 0 } else { d.prefetch.unwrap_or(2 * workers) },
             on_error: d.on_error.unwrap_or_default(),
+            eval: match (spec.eval_root(), d.eval_fraction) {
+                (Some(p), _) => Some(EvalSplit::Path(p)),
+                (None, Some(f)) => Some(EvalSplit::Fraction(f)),
+                (None, None) => None,
+            },
         })
     }
 
-    /// A fresh loader of this dataset for `plan` on `graph`, as rank `rank` of `plan.world_size`.
-    pub fn loader(&self, plan: &RunPlan, graph: &Graph, rank: usize) -> Result<Loader, DataError> {
+    /// Open the dataset for `graph` (files listed, headers checked), to build loaders from: the folder's
+    /// samples, less the held-out part when the evaluation split is a fraction of them.
+    pub fn open(&self, graph: &Graph) -> Result<Arc<dyn Dataset>, DataError> {
         let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
-        let format = reader_format(self.format);
         let layout = Layout::of(graph).map_err(err)?;
-        let dataset = data::open(format, &self.root, &layout)?;
+        let dataset: Arc<dyn Dataset> = Arc::from(data::open(reader_format(self.format), &self.root, &layout)?);
+        match &self.eval {
+            Some(EvalSplit::Fraction(f)) => {
+                let (train, _) = split::hold_out(dataset, *f).map_err(err)?;
+                Ok(Arc::new(train))
+            }
+            _ => Ok(dataset),
+        }
+    }
+
+    /// The evaluation split of a run with a target, read whole; `None` without one.
+    pub fn eval_set(&self, plan: &RunPlan, graph: &Graph) -> Result<Option<EvalSet>, DataError> {
+        let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
+        let layout = Layout::of(graph).map_err(err)?;
+        let batch = eval_batch(plan);
+        match &self.eval {
+            None => Ok(None),
+            Some(EvalSplit::Path(path)) => {
+                let dataset = data::open(reader_format(self.format), path, &layout)?;
+                let origin = path.display().to_string();
+                split::read_eval(dataset.as_ref(), &layout, batch, plan.seed, &origin).map(Some)
+            }
+            Some(EvalSplit::Fraction(f)) => {
+                let dataset: Arc<dyn Dataset> = Arc::from(data::open(reader_format(self.format), &self.root, &layout)?);
+                let (_, held) = split::hold_out(dataset, *f).map_err(err)?;
+                let origin = format!("{} (held out: {f})", self.root.display());
+                split::read_eval(&held, &layout, batch, plan.seed, &origin).map(Some)
+            }
+        }
+    }
+
+    /// A fresh loader of `dataset` (opened by [`Self::open`]) for `plan` on `graph`, as rank `rank` of
+    /// `plan.world_size`.
+    pub fn loader(
+        &self,
+        dataset: Arc<dyn Dataset>,
+        plan: &RunPlan,
+        graph: &Graph,
+        rank: usize,
+    ) -> Result<Loader, DataError> {
+        let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
+        let layout = Layout::of(graph).map_err(err)?;
         let config = LoaderConfig {
             batch_size: plan.batch_size,
             world_size: plan.world_size.max(1),
@@ -71,14 +138,19 @@ impl LocalData {
                 OnDataError::Skip => OnError::Skip,
             },
         };
-        Loader::new(Arc::from(dataset), layout, config).map_err(err)
+        Loader::new(dataset, layout, config).map_err(err)
     }
 
-    /// Pull batches from a fresh loader with no training (for [`MEASURE_TIME`], between
+    /// Pull batches from a fresh loader of `dataset` with no training (for [`MEASURE_TIME`], between
     /// [`MEASURE_MIN_BATCHES`] and [`MEASURE_MAX_BATCHES`] batches) and time them from the loader's start.
-    pub fn measure(&self, plan: &RunPlan, graph: &Graph) -> Result<LoaderThroughput, DataError> {
+    pub fn measure(
+        &self,
+        dataset: Arc<dyn Dataset>,
+        plan: &RunPlan,
+        graph: &Graph,
+    ) -> Result<LoaderThroughput, DataError> {
         let clock = Instant::now();
-        let mut loader = self.loader(plan, graph, 0)?;
+        let mut loader = self.loader(dataset, plan, graph, 0)?;
         let per_batch = (plan.batch_size / plan.world_size.max(1)) as u64;
         let mut batches = 0u64;
         while batches < MEASURE_MIN_BATCHES || (batches < MEASURE_MAX_BATCHES && clock.elapsed() < MEASURE_TIME) {

@@ -366,7 +366,7 @@ impl RunSlot<'_> {
             }
         }
         warmup::warm_up_process(backend, plan, self.graph, &self.opts.stop);
-        let (mut loader, throughput) = match self.open_data(plan) {
+        let (mut loader, throughput, eval) = match self.open_data(plan) {
             Ok(opened) => opened,
             Err(e) => {
                 let now = SystemTime::now();
@@ -389,6 +389,7 @@ impl RunSlot<'_> {
             None => {
                 let mut ctx = RunContext::new(&mut probe);
                 ctx.data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
+                ctx.eval = eval.as_ref();
                 (backend.run_in(plan, self.graph, &mut ctx), None)
             }
         };
@@ -445,18 +446,24 @@ impl RunSlot<'_> {
 }
 
 impl RunSlot<'_> {
-    /// The run's loader when it reads a local dataset, and the loader's throughput measured alone just before.
-    fn open_data(&self, plan: &RunPlan) -> Result<(Option<Loader>, Option<LoaderThroughput>), DataError> {
-        let Some(local) = &self.suite.data else { return Ok((None, None)) };
-        let throughput = local.measure(plan, self.graph)?;
-        // A data-parallel worker reads its shard: its rank's slice of every global batch.
+    /// The run's loader when it reads a local dataset (a data-parallel worker's on its rank's shard: its slice
+    /// of every global batch), the loader's throughput measured alone just before, and the evaluation split of a
+    /// run with a target.
+    fn open_data(&self, plan: &RunPlan) -> Result<OpenedData, DataError> {
+        let Some(local) = &self.suite.data else { return Ok((None, None, None)) };
+        let dataset = local.open(self.graph)?;
+        let throughput = local.measure(dataset.clone(), plan, self.graph)?;
+        let eval = local.eval_set(plan, self.graph)?;
         let rank = match self.ranks {
             Some(r) if !plan.strategy.is_single() => r.borrow().rank(),
             _ => 0,
         };
-        Ok((Some(local.loader(plan, self.graph, rank)?), Some(throughput)))
+        Ok((Some(local.loader(dataset, plan, self.graph, rank)?), Some(throughput), eval))
     }
 }
+
+/// What a run reading a local dataset opens: its loader, the loader's throughput alone, its evaluation split.
+type OpenedData = (Option<Loader>, Option<LoaderThroughput>, Option<trainbench_workload::data::EvalSet>);
 
 /// Why a collector's figures are missing: disabled, not asked for, or not applicable to the device.
 fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<DeviceSelector>) -> String {

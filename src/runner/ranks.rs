@@ -271,6 +271,8 @@ fn mean_phases(steps: &[PhaseTimes]) -> PhaseTimes {
     let sum = |f: fn(&PhaseTimes) -> f64| steps.iter().map(f).sum::<f64>() / n;
     PhaseTimes {
         data_s: sum(|p| p.data_s),
+        stall_s: sum(|p| p.stall_s),
+        copy_s: sum(|p| p.copy_s),
         forward_s: sum(|p| p.forward_s),
         backward_s: sum(|p| p.backward_s),
         comm_s: sum(|p| p.comm_s),

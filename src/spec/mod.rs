@@ -99,6 +99,20 @@ impl ValidatedSpec {
         Some(std::path::absolute(&joined).unwrap_or(joined))
     }
 
+    /// The folder of the evaluation split (`dataset.eval_path`) of a local dataset, resolved like
+    /// [`ValidatedSpec::dataset_root`]; `None` without one.
+    pub fn eval_root(&self) -> Option<PathBuf> {
+        if self.spec.dataset.source != wire::DataSource::Local {
+            return None;
+        }
+        let path = Path::new(self.spec.dataset.eval_path.as_deref()?);
+        let joined = match &self.base_dir {
+            Some(base) => base.join(path),
+            None => path.to_path_buf(),
+        };
+        Some(std::path::absolute(&joined).unwrap_or(joined))
+    }
+
     /// Warnings found while validating (the spec is valid regardless).
     pub fn warnings(&self) -> &[Diagnostic] {
         &self.warnings

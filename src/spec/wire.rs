@@ -2,6 +2,8 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+pub use trainbench_workload::target::TargetMetric;
+use trainbench_workload::target::{EvalEvery, TargetPlan};
 use trainbench_workload::{ModelSpec, OptimizerSpec, Precision};
 
 /// One benchmark: a model, its data, how it trains, what to sweep, where it runs and what to measure.
@@ -85,6 +87,15 @@ pub struct DatasetSpec {
     /// naming the file; `skip` counts it (recorded in the result) and takes the next sample in its place.
     #[serde(default)]
     pub on_error: Option<OnDataError>,
+    /// The evaluation split of a run with a target (`[training.target]`): a dataset of the same `format` at this
+    /// path, relative to the spec file. Exclusive with `eval_fraction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_path: Option<String>,
+    /// The evaluation split of a run with a target, held out of `path`: this fraction of its samples (the last
+    /// ones), never trained on. Exclusive with `eval_path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub eval_fraction: Option<f64>,
 }
 
 /// What a sample that cannot be read does to a run.
@@ -163,6 +174,60 @@ pub struct TrainingSpec {
     /// Let cuDNN pick the fastest convolution algorithms (CUDA only).
     #[serde(default = "d_true")]
     pub cudnn_benchmark: bool,
+    /// Train to a target (time-to-accuracy) instead of for `run.iterations`: the run evaluates the evaluation
+    /// split as often as this says and stops when the metric reaches the value or a budget runs out. Needs a
+    /// local dataset and an evaluation split (`dataset.eval_path` or `dataset.eval_fraction`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetSpec>,
+}
+
+/// A training target: metric, value, evaluation cadence and the budget that ends a run that never reaches it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSpec {
+    /// `accuracy` (classification accuracy on the evaluation split, reached when at least `value`; needs a
+    /// model with a cross-entropy loss) or `loss` (mean loss on the evaluation split, reached when at most
+    /// `value`).
+    pub metric: TargetMetric,
+    /// The value to reach.
+    pub value: f64,
+    /// Evaluate every this many training steps (exclusive with `eval_every_epochs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub eval_every_steps: Option<u64>,
+    /// Evaluate every this many epochs of the training split (exclusive with `eval_every_steps`; the default
+    /// is every epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub eval_every_epochs: Option<u64>,
+    /// Give up after this many epochs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_epochs: Option<u64>,
+    /// Give up after this many training steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_steps: Option<u64>,
+    /// Give up after this many seconds of training and evaluation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_seconds: Option<f64>,
+}
+
+impl TargetSpec {
+    /// The target as a run plan carries it (cadence in steps or epochs; every epoch when neither is given).
+    pub fn plan(&self) -> TargetPlan {
+        TargetPlan {
+            metric: self.metric,
+            value: self.value,
+            every: match (self.eval_every_steps, self.eval_every_epochs) {
+                (Some(n), _) => EvalEvery::Steps(n),
+                (None, n) => EvalEvery::Epochs(n.unwrap_or(1)),
+            },
+            max_epochs: self.max_epochs,
+            max_steps: self.max_steps,
+            max_seconds: self.max_seconds,
+        }
+    }
 }
 
 impl Default for TrainingSpec {
@@ -173,6 +238,7 @@ impl Default for TrainingSpec {
             seed: d_seed(),
             loss_scale: d_loss_scale(),
             cudnn_benchmark: true,
+            target: None,
         }
     }
 }

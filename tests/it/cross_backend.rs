@@ -98,3 +98,61 @@ fn tch_cpu_and_wgpu_agree_on_three_zoo_models() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The same batches handed in through `RunContext::data` give the same losses on both backends: the MLP fixture
+/// trained for 5 SGD steps on a separable dataset (one batch per step, none repeated) agrees within the preset
+/// for the adapter's kind (`strict` on lavapipe), and the evaluation of the same held-out set gives the same
+/// loss and accuracy.
+#[test]
+fn tch_and_wgpu_agree_on_given_batches() {
+    use trainbench::workload::RunPlan;
+    use trainbench::workload::conformance::data::{separable_batches, train_on};
+    use trainbench::workload::conformance::fixtures;
+    use trainbench::workload::data::{EvalSet, MemorySource};
+    use trainbench::workload::target::{EvalEvery, TargetMetric, TargetPlan};
+    use trainbench::workload::{OptimizerSpec, RunContext};
+
+    let Some(adapter) = select(DeviceSelector::Wgpu(WgpuAdapter::Default)).ok() else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true but wgpu found no adapter");
+        eprintln!("skipping: wgpu found no adapter");
+        return;
+    };
+    let preset = preset_for(adapter.kind());
+    let graph = fixtures::mlp().unwrap();
+    let sgd = OptimizerSpec::Sgd { lr: 0.05, momentum: 0.9, weight_decay: 0.0, nesterov: false };
+    let plan =
+        |device| RunPlan { batch_size: 8, warmup: 0, optimizer: sgd.clone(), device, ..RunPlan::for_tests("given", 5) };
+    let batches = separable_batches(&graph, 8, 11, 5);
+    let tch = train_on(&mut TchBackend::new(), &plan(DeviceSelector::Cpu), &graph, batches.clone()).unwrap();
+    let wgpu_device = DeviceSelector::Wgpu(WgpuAdapter::Default);
+    let wgpu = train_on(&mut WgpuBackend::new(), &plan(wgpu_device), &graph, batches.clone()).unwrap();
+    eprintln!("given batches: tch {tch:?}\n               wgpu {wgpu:?} ({})", preset.name());
+    if let Err(d) = compare(&wgpu, &tch, preset) {
+        panic!("wgpu and tch disagree on the same batches: {d}\n  tch {tch:?}\n  wgpu {wgpu:?}");
+    }
+
+    // One evaluation after 5 steps: the same loss within the preset and the same accuracy.
+    let target = TargetPlan {
+        metric: TargetMetric::Loss,
+        value: 1e-9,
+        every: EvalEvery::Steps(5),
+        max_epochs: None,
+        max_steps: Some(5),
+        max_seconds: None,
+    };
+    let eval = EvalSet { batches: separable_batches(&graph, 13, 12, 2), origin: "memory".into() };
+    let evaluate = |backend: &mut dyn Backend, device| {
+        let mut source = MemorySource::new(batches.clone());
+        let mut probe = NoProbe;
+        let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: Some(&eval) };
+        let p = RunPlan { target: Some(target.clone()), ..plan(device) };
+        let out = backend.run_in(&p, &graph, &mut ctx).unwrap();
+        let point = *out.target.unwrap().curve.last().unwrap();
+        (point.loss, point.accuracy.unwrap())
+    };
+    let (tl, ta) = evaluate(&mut TchBackend::new(), DeviceSelector::Cpu);
+    let (wl, wa) = evaluate(&mut WgpuBackend::new(), wgpu_device);
+    eprintln!("evaluation: tch loss {tl} accuracy {ta}; wgpu loss {wl} accuracy {wa}");
+    compare(&[wl], &[tl], preset).unwrap();
+    assert_eq!(ta, wa);
+}

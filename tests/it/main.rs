@@ -16,6 +16,7 @@ mod cli_run;
 mod compare_cli;
 #[cfg(all(feature = "tch", feature = "wgpu"))]
 mod cross_backend;
+mod digits;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod distributed;
 mod editor_schema;

@@ -7,9 +7,15 @@
 //! # What one run does
 //! - Weights: every tensor `trainbench_workload::params::tensors` declares, with the values of
 //!   `trainbench_workload::init::initial_values` (identical on every backend), fp32 master copies.
-//! - Data: a pool of up to 4 synthetic batches (`init::synthetic_input`, data steps 0..k) generated before the
-//!   run in host memory (pinned on CUDA) and cycled; the data phase is the host-to-device copy of one batch
-//!   (a no-copy handle on the CPU).
+//! - Data: with synthetic data, a pool of up to 4 synthetic batches (`init::synthetic_input`, data steps 0..k)
+//!   generated before the run in host memory (pinned on CUDA) and cycled; the data phase is the host-to-device
+//!   copy of one batch (a no-copy handle on the CPU). With a dataset (`RunContext::data`), each step waits for
+//!   the next host batch (the stall), checks it against the graph's inputs and copies it into tensors (pinned,
+//!   non-blocking on CUDA; the conversion on the CPU): `data_s` = stall + copy. A dataset error fails the run
+//!   with `BackendError::Data`.
+//! - Target (time-to-accuracy): evaluation of the evaluation split under `no_grad` (losses and, for a
+//!   cross-entropy loss, argmax accuracy of its logits), as often as the target says; the run ends at the target
+//!   or its budget. Batch norm uses batch statistics in evaluation as in training.
 //! - Forward: graph nodes in topological order, outputs freed after their last consumer; ReLU after
 //!   convolution / batch norm / linear / add, and residual adds, run in place when their input has no other
 //!   consumer (as torchvision does). Losses are averaged over the batch and summed.
@@ -42,6 +48,7 @@ pub mod calibrate;
 pub mod check;
 pub mod device;
 mod dist;
+pub mod feed;
 pub mod loss;
 pub mod lower;
 pub mod ops;
@@ -53,6 +60,7 @@ use std::sync::OnceLock;
 
 use tch::{Device, TchError};
 use trainbench_workload::comm::GradientExchange;
+use trainbench_workload::data::BatchSource;
 use trainbench_workload::{
     Backend, BackendError, BackendKind, DeviceInfo, Graph, RawMeasurements, RunContext, RunPlan,
 };
@@ -133,23 +141,23 @@ impl Backend for TchBackend {
         graph: &Graph,
         ctx: &mut RunContext<'_>,
     ) -> Result<RawMeasurements, BackendError> {
-        if ctx.data.is_some() {
-            return Err(trainbench_workload::data::not_trained_yet(self.name()));
-        }
-        let probe = &mut *ctx.probe;
         let dev = check::check(plan, graph)?;
+        let probe = &mut *ctx.probe;
+        let source = ctx.data.as_deref_mut().map(|d| -> &mut dyn BatchSource { d });
+        let eval = ctx.eval;
         // Re-borrowed for this call (the closure shortens the trait object's lifetime to the borrow's).
         let given = ctx.exchange.as_deref_mut().map(|x| -> &mut dyn GradientExchange { x });
         let exchange = check::exchange_for(plan, graph, given)?;
         set_threads(plan.cpu_threads);
         let wgan = check::wgan_roles_if_any(graph)?;
         // Everything a run allocates lives inside this closure, so it is freed before the cache is emptied.
-        let result = catch_unwind(AssertUnwindSafe(|| -> Result<RawMeasurements, TchError> {
-            let mut session = train::Session::new(plan, graph, dev, wgan, exchange)?;
-            session.run(probe)
+        let result = catch_unwind(AssertUnwindSafe(|| -> Result<RawMeasurements, BackendError> {
+            let mut session = train::Session::new(plan, graph, dev, wgan, exchange, source.is_none())
+                .map_err(|e| map_error(e, plan.batch_size))?;
+            session.run(probe, source, eval)
         }));
         let result = match result {
-            Ok(r) => r.map_err(|e| map_error(e, plan.batch_size)),
+            Ok(r) => r,
             Err(panic) => Err(BackendError::from_panic(panic.as_ref(), plan.batch_size, "libtorch call panicked")),
         };
         if let Device::Cuda(_) = dev {

@@ -5,12 +5,15 @@ use std::time::Instant;
 
 use tch::{COptimizer, Device, Kind, TchError, Tensor};
 use trainbench_workload::comm::GradientExchange;
+use trainbench_workload::data::{self, BatchSource, EvalSet};
 use trainbench_workload::graph::{Graph, Node};
+use trainbench_workload::target::{EvalTally, TargetTracker};
 use trainbench_workload::{
-    Budget, MemoryMeasured, OptimizerSpec, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan,
+    BackendError, Budget, MemoryMeasured, OptimizerSpec, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan,
 };
 
 use crate::check::WganRoles;
+use crate::feed::{self, DeviceBatch};
 use crate::lower::{DataPool, EvalOpts, Lowered, host_available_bytes, host_bytes_needed, pool_size, tensor_bytes};
 use crate::shim::{self, AutocastDtype, AutocastGuard};
 
@@ -97,6 +100,10 @@ impl GradScaler {
     }
 }
 
+fn map(e: TchError, batch: usize) -> BackendError {
+    crate::map_error(e, batch)
+}
+
 /// A phase timer: synchronises the device when phases are timed, then returns the seconds since the last lap.
 type PhaseSync<'f> = &'f dyn Fn(&mut Instant) -> f64;
 
@@ -109,12 +116,16 @@ enum Mode {
     Wgan(WganStep),
 }
 
-/// What every kind of step shares: the graph, the lowered model, the data pool and the precision settings.
+/// What every kind of step shares: the graph, the lowered model, the data (synthetic pool or the batch read
+/// for this step) and the precision settings.
 struct Common<'a> {
     graph: &'a Graph,
     device: Device,
     model: Lowered,
-    pool: DataPool,
+    /// Synthetic batches, when the run is not handed a dataset.
+    pool: Option<DataPool>,
+    /// This step's batch from the dataset, on the device.
+    current: Option<DeviceBatch>,
     scaler: Option<GradScaler>,
     autocast: Option<AutocastDtype>,
     /// Gradient bytes, measured once after the first backward pass.
@@ -158,19 +169,28 @@ impl Common<'_> {
 
     fn fresh_env(&self, step: u64) -> Result<Vec<Option<Tensor>>, TchError> {
         let mut env: Vec<Option<Tensor>> = (0..self.graph.nodes.len()).map(|_| None).collect();
-        self.pool.load(step, self.device, &mut env)?;
+        match (&self.current, &self.pool) {
+            (Some(batch), _) => {
+                for (id, t) in batch {
+                    env[*id] = Some(t.shallow_clone());
+                }
+            }
+            (None, Some(pool)) => pool.load(step, self.device, &mut env)?,
+            (None, None) => return Err(TchError::Kind("internal: no batch for this step".into())),
+        }
         Ok(env)
     }
 }
 
 impl<'a> Session<'a> {
-    /// Lower the graph, build the optimizer(s) and the data pool.
+    /// Lower the graph, build the optimizer(s) and, without a dataset (`synthetic`), the data pool.
     pub fn new(
         plan: &'a RunPlan,
         graph: &'a Graph,
         device: Device,
         wgan: Option<WganRoles>,
         exchange: Option<&'a mut dyn GradientExchange>,
+        synthetic: bool,
     ) -> Result<Self, TchError> {
         tch::manual_seed(plan.seed as i64);
         if device.is_cuda() {
@@ -191,10 +211,14 @@ impl<'a> Session<'a> {
         let model = Lowered::new(graph, device, plan.seed)?;
         // A data-parallel worker trains on its slice of the global batch every worker generates alike.
         let slice = exchange.as_ref().map_or((0, 1), |x| (x.worker(), x.workers()));
-        let probe = DataPool::new_slice(graph, plan.batch_size, slice, plan.seed, 1, Device::Cpu)?;
-        let count = pool_size(probe.batch_bytes());
-        drop(probe);
-        let pool = DataPool::new_slice(graph, plan.batch_size, slice, plan.seed, count, device)?;
+        let pool = if synthetic {
+            let probe = DataPool::new_slice(graph, plan.batch_size, slice, plan.seed, 1, Device::Cpu)?;
+            let count = pool_size(probe.batch_bytes());
+            drop(probe);
+            Some(DataPool::new_slice(graph, plan.batch_size, slice, plan.seed, count, device)?)
+        } else {
+            None
+        };
         let mode = match wgan {
             None => Mode::Plain(PlainStep { opt: Optim::new(&plan.optimizer, model.parameters(graph, |_| true))? }),
             Some(roles) => {
@@ -218,6 +242,7 @@ impl<'a> Session<'a> {
             device,
             model,
             pool,
+            current: None,
             scaler,
             autocast,
             grad_bytes: 0,
@@ -228,8 +253,14 @@ impl<'a> Session<'a> {
         Ok(Self { plan, common, mode })
     }
 
-    /// One training iteration; returns its phase times and the (detached) loss.
-    fn step(&mut self, i: u64) -> Result<(PhaseTimes, Tensor), TchError> {
+    /// One training iteration on the next batch of `source` (or the synthetic pool); returns its phase times
+    /// and the (detached) loss.
+    fn step(
+        &mut self,
+        i: u64,
+        source: &mut Option<&mut dyn BatchSource>,
+    ) -> Result<(PhaseTimes, Tensor), BackendError> {
+        let batch = self.plan.batch_size;
         let dev = self.common.device;
         let sync_phases = self.plan.phase_timing || !dev.is_cuda();
         let phase_sync = |t: &mut Instant| {
@@ -239,24 +270,60 @@ impl<'a> Session<'a> {
             lap(t)
         };
         let start = Instant::now();
-        let mut t = start;
         let mut p = PhaseTimes::default();
-        let env = self.common.fresh_env(i)?;
-        p.data_s = phase_sync(&mut t);
-        let loss = match &mut self.mode {
-            Mode::Plain(step) => step.run(&mut self.common, env, &mut p, &mut t, &phase_sync)?,
-            Mode::Wgan(step) => step.run(&mut self.common, env, i, &mut p, &mut t, &phase_sync)?,
+        if let Some(source) = source.as_deref_mut() {
+            let (host, stall) = data::fetch(source)?;
+            p.stall_s = stall;
+            let mut t = Instant::now();
+            let samples = feed::check_batch(self.common.graph, &host, Some(batch))?;
+            let on_device = feed::to_device(self.common.graph, &host, samples, dev).map_err(|e| map(e, batch))?;
+            drop(host);
+            self.common.current = Some(on_device);
+            p.copy_s = phase_sync(&mut t);
+        }
+        let mut t = Instant::now();
+        let run = |s: &mut Self, p: &mut PhaseTimes, t: &mut Instant| -> Result<Tensor, TchError> {
+            let env = s.common.fresh_env(i)?;
+            if s.common.current.is_none() {
+                p.copy_s = phase_sync(t);
+            }
+            match &mut s.mode {
+                Mode::Plain(step) => step.run(&mut s.common, env, p, t, &phase_sync),
+                Mode::Wgan(step) => step.run(&mut s.common, env, i, p, t, &phase_sync),
+            }
         };
+        let loss = run(self, &mut p, &mut t).map_err(|e| map(e, batch))?;
+        self.common.current = None;
         sync(dev);
+        p.data_s = p.stall_s + p.copy_s;
         p.total_s = start.elapsed().as_secs_f64();
         if !sync_phases {
             // Without synchronisation between phases only the iteration total is a true device time.
             p.data_s = 0.0;
+            p.stall_s = 0.0;
+            p.copy_s = 0.0;
             p.forward_s = 0.0;
             p.backward_s = 0.0;
             p.optimizer_s = 0.0;
         }
         Ok((p, loss))
+    }
+
+    /// Evaluate every batch of the evaluation split, forward only.
+    fn evaluate(&self, eval: &EvalSet) -> Result<EvalTally, BackendError> {
+        let c = &self.common;
+        let mut tally = EvalTally::default();
+        for host in &eval.batches {
+            let samples = feed::check_batch(c.graph, host, None)?;
+            let mut go = || -> Result<(), TchError> {
+                let batch = feed::to_device(c.graph, host, samples, c.device)?;
+                let _ac = c.autocast_guard()?;
+                feed::evaluate(&c.model, c.graph, batch, samples, &mut tally)
+            };
+            go().map_err(|e| map(e, samples))?;
+        }
+        sync(c.device);
+        Ok(tally)
     }
 
     /// Bytes of trained parameters of all optimizers.
@@ -267,8 +334,16 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Run warm-up and measured iterations as the plan says, reporting each to `probe`.
-    pub fn run(&mut self, probe: &mut dyn Probe) -> Result<RawMeasurements, TchError> {
+    /// Run warm-up and measured iterations as the plan says (with a target: until it is reached or its budget
+    /// ends, evaluating `eval` as it says), on the batches of `source` (synthetic without one), reporting each
+    /// step to `probe`.
+    pub fn run(
+        &mut self,
+        probe: &mut dyn Probe,
+        mut source: Option<&mut dyn BatchSource>,
+        eval: Option<&EvalSet>,
+    ) -> Result<RawMeasurements, BackendError> {
+        let batch = self.plan.batch_size;
         let started = Instant::now();
         let timed_out = |plan: &RunPlan| plan.timeout_s.is_some_and(|s| started.elapsed().as_secs_f64() >= s);
         let mut out = RawMeasurements::default();
@@ -276,6 +351,21 @@ impl<'a> Session<'a> {
         // Data-parallel workers stop together: a wish to stop is agreed in the step's exchange, and the run
         // ends after the step every worker took.
         let distributed = self.common.exchange.is_some();
+        let mut tracker = match (&self.plan.target, eval) {
+            (None, _) => None,
+            (Some(_), _) if distributed => {
+                return Err(BackendError::Data(
+                    "runs with a target train on one worker; data-parallel runs do not \
+                     evaluate yet"
+                        .into(),
+                ));
+            }
+            (Some(_), None) => return Err(BackendError::Data("the run has a target but no evaluation split".into())),
+            (Some(t), Some(_)) => {
+                let epoch = source.as_ref().and_then(|d| d.epoch_batches());
+                Some(TargetTracker::new(t, epoch).map_err(|e| BackendError::Data(e.to_string()))?)
+            }
+        };
         for _ in 0..self.plan.warmup {
             let stop = probe.should_stop() || timed_out(self.plan);
             if stop && !distributed {
@@ -283,7 +373,10 @@ impl<'a> Session<'a> {
                 return Ok(out);
             }
             self.common.stop_wish = stop;
-            let (p, _) = self.step(index)?;
+            let (p, _) = self.step(index, &mut source)?;
+            if let Some(t) = tracker.as_mut() {
+                t.trained(p.total_s);
+            }
             probe.step(index, false, &p);
             out.warmup_steps.push(p);
             index += 1;
@@ -297,14 +390,15 @@ impl<'a> Session<'a> {
             _ => None,
         };
         if let Some(d) = cuda_index {
-            shim::cuda_reset_peak(d).map_err(|e| TchError::Kind(e.0))?;
+            shim::cuda_reset_peak(d).map_err(|e| BackendError::Framework(e.0))?;
         }
         let measure_start = Instant::now();
         let mut measured = 0u64;
         loop {
-            let done = match self.plan.budget {
-                Budget::Iterations(n) => measured >= n,
-                Budget::Seconds(s) => measured > 0 && measure_start.elapsed().as_secs_f64() >= s,
+            let done = match (&mut tracker, self.plan.budget) {
+                (Some(t), _) => t.finished(started.elapsed().as_secs_f64()),
+                (None, Budget::Iterations(n)) => measured >= n,
+                (None, Budget::Seconds(s)) => measured > 0 && measure_start.elapsed().as_secs_f64() >= s,
             };
             if done && !distributed {
                 break;
@@ -320,8 +414,8 @@ impl<'a> Session<'a> {
                 Budget::Seconds(s) => measure_start.elapsed().as_secs_f64() >= s,
             };
             self.common.stop_wish = stop || last;
-            let (p, loss) = self.step(index)?;
-            out.losses.push(loss.f_double_value(&[])?);
+            let (p, loss) = self.step(index, &mut source)?;
+            out.losses.push(loss.f_double_value(&[]).map_err(|e| map(e, batch))?);
             probe.step(index, true, &p);
             out.steps.push(p);
             index += 1;
@@ -330,19 +424,35 @@ impl<'a> Session<'a> {
                 out.interrupted = stop || !last;
                 break;
             }
+            if let (Some(t), Some(eval)) = (tracker.as_mut(), eval) {
+                t.trained(p.total_s);
+                if t.due() {
+                    let e = Instant::now();
+                    let tally = self.evaluate(eval)?;
+                    t.record(tally, e.elapsed().as_secs_f64(), started.elapsed().as_secs_f64());
+                }
+            }
+        }
+        if let (Some(mut t), Some(eval)) = (tracker, eval) {
+            if t.unevaluated_steps() && !out.interrupted {
+                let e = Instant::now();
+                let tally = self.evaluate(eval)?;
+                t.record(tally, e.elapsed().as_secs_f64(), started.elapsed().as_secs_f64());
+            }
+            out.target = Some(t.outcome());
         }
         let weights = self.common.model.weight_bytes();
         let trained = self.trained_bytes();
         let state = self.plan.optimizer.state_buffers() * trained;
         let (peak, reserved) = match cuda_index {
             Some(d) => {
-                let s = shim::cuda_memory_stats(d).map_err(|e| TchError::Kind(e.0))?;
+                let s = shim::cuda_memory_stats(d).map_err(|e| BackendError::Framework(e.0))?;
                 (Some(s.peak_allocated), Some(s.peak_reserved))
             }
             None => (None, None),
         };
         if let (true, Mode::Plain(step)) = (distributed, &self.mode) {
-            out.weights_digest = Some(crate::dist::digest(&step.opt.params)?);
+            out.weights_digest = Some(crate::dist::digest(&step.opt.params).map_err(|e| map(e, self.plan.batch_size))?);
         }
         out.memory = MemoryMeasured {
             weights,

@@ -7,6 +7,7 @@
 
 mod adapters;
 mod check;
+mod eval;
 mod layers;
 mod loss;
 mod lower;
@@ -89,15 +90,14 @@ impl Backend for WgpuBackend {
         graph: &Graph,
         ctx: &mut RunContext<'_>,
     ) -> Result<RawMeasurements, BackendError> {
-        if ctx.data.is_some() {
-            return Err(trainbench_workload::data::not_trained_yet(self.name()));
-        }
-        let probe = &mut *ctx.probe;
         check::check(plan, graph)?;
         let adapter = adapters::select(plan.device)?;
         let device = adapters::open(adapter, plan.device)?;
         let mut out = guarded(plan.batch_size, || {
-            train::train(plan, graph, &device, probe).map_err(|e| BackendError::Framework(e.to_string()))
+            train::train(plan, graph, &device, ctx).map_err(|e| match e {
+                train::TrainError::Backend(b) => b,
+                other => BackendError::Framework(other.to_string()),
+            })
         })?;
         let info = adapter.device_info();
         out.versions.insert("burn".into(), BURN_VERSION.into());

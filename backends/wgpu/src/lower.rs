@@ -13,7 +13,7 @@ use crate::params::Store;
 use crate::seq::{self, AttentionWeights, Projections, RnnWeights};
 use crate::value::{Act, IntAct, RANK, Value, ValueError, pad};
 
-/// One synthetic batch in host memory: every graph input with its values.
+/// One batch in host memory (synthetic or read from a dataset): every graph input with its values.
 pub type HostBatch = Vec<(NodeId, HostTensor)>;
 
 /// Bytes of a host batch as libtorch holds it (fp32 values, int64 ids).
@@ -70,6 +70,10 @@ pub struct Forward<'a> {
     batch: usize,
     /// New values of buffers (batch-norm running statistics), by slot.
     pub buffer_updates: Vec<(usize, Tensor<1>)>,
+    /// A node whose value [`Forward::run`] keeps in [`Forward::kept`] (an evaluation's logits).
+    pub keep: Option<NodeId>,
+    /// The value of [`Forward::keep`] after a run.
+    pub kept: Option<Value>,
 }
 
 /// PyTorch's batch-norm momentum for the running statistics.
@@ -78,7 +82,7 @@ const BN_MOMENTUM: f64 = 0.1;
 impl<'a> Forward<'a> {
     /// Prepare a forward pass of `graph` with `leaves` (from [`Store::leaves`]) at `batch` samples.
     pub fn new(graph: &'a Graph, store: &'a Store, leaves: &'a [Tensor<1>], batch: usize) -> Self {
-        Self { graph, store, leaves, batch, buffer_updates: Vec::new() }
+        Self { graph, store, leaves, batch, buffer_updates: Vec::new(), keep: None, kept: None }
     }
 
     fn param(&self, id: NodeId, local: &str) -> Result<Tensor<1>, ValueError> {
@@ -127,6 +131,9 @@ impl<'a> Forward<'a> {
                 });
             } else {
                 let v = self.node(id, node, &args)?;
+                if self.keep == Some(id) {
+                    self.kept = Some(v.clone());
+                }
                 values[id] = Some(v);
             }
             for &j in &node.inputs {

@@ -1,11 +1,16 @@
-//! The training loop: synthetic batch, forward, backward, optimizer step, each phase timed with the device
-//! synchronised; memory sampled from burn's memory pool; the probe told after every iteration.
+//! The training loop: the next batch (synthetic, or from the dataset `RunContext::data` hands in: the wait for
+//! it is the stall, its upload the copy), forward, backward, optimizer step, each phase timed with the device
+//! synchronised; memory sampled from burn's memory pool; the probe told after every iteration. With a target,
+//! the evaluation split is evaluated as often as it says and the run ends at the target or its budget.
 
 use std::time::Instant;
 
 use burn::tensor::Device;
-use trainbench_workload::{Budget, Graph, PhaseTimes, Probe, RawMeasurements, RunPlan};
+use trainbench_workload::data::check_batch;
+use trainbench_workload::target::TargetTracker;
+use trainbench_workload::{BackendError, Budget, Graph, PhaseTimes, RawMeasurements, RunContext, RunPlan};
 
+use crate::eval::evaluate;
 use crate::lower::{Forward, data_pool, upload};
 use crate::optim::Optimizer;
 use crate::params::Store;
@@ -20,6 +25,9 @@ pub enum TrainError {
     /// The device reported an execution failure.
     #[error("device execution failed: {0}")]
     Device(String),
+    /// The dataset or the run's target failed (a [`BackendError::Data`]), passed on as it is.
+    #[error(transparent)]
+    Backend(BackendError),
 }
 
 fn sync(device: &Device) -> Result<(), TrainError> {
@@ -42,6 +50,23 @@ impl MemoryWatch {
     }
 }
 
+/// Evaluate the evaluation split and record it in `tracker`.
+fn evaluate_into(
+    tracker: &mut TargetTracker,
+    graph: &Graph,
+    store: &Store,
+    ctx: &RunContext<'_>,
+    device: &Device,
+    started: Instant,
+) -> Result<(), TrainError> {
+    let Some(eval) = ctx.eval else { return Ok(()) };
+    let e = Instant::now();
+    let tally = evaluate(graph, store, eval, device)?;
+    sync(device)?;
+    tracker.record(tally, e.elapsed().as_secs_f64(), started.elapsed().as_secs_f64());
+    Ok(())
+}
+
 fn secs(a: Instant, b: Instant) -> f64 {
     b.duration_since(a).as_secs_f64()
 }
@@ -51,7 +76,7 @@ pub fn train(
     plan: &RunPlan,
     graph: &Graph,
     device: &Device,
-    probe: &mut dyn Probe,
+    ctx: &mut RunContext<'_>,
 ) -> Result<RawMeasurements, TrainError> {
     let ad = device.clone().autodiff();
     device.seed(plan.seed);
@@ -59,7 +84,19 @@ pub fn train(
     let mut optimizer = Optimizer::new(plan.optimizer.clone(), store.slots.len());
     let mut out = RawMeasurements { memory: store.memory(&plan.optimizer), ..RawMeasurements::default() };
     let mut watch = MemoryWatch::default();
-    let pool = data_pool(graph, plan.batch_size, plan.seed);
+    let pool = if ctx.data.is_none() { data_pool(graph, plan.batch_size, plan.seed) } else { Vec::new() };
+    let mut tracker = match &plan.target {
+        Some(t) => {
+            if ctx.eval.is_none() {
+                return Err(TrainError::Backend(BackendError::Data(
+                    "the run has a target but no evaluation split".into(),
+                )));
+            }
+            let epoch = ctx.data.as_ref().and_then(|d| d.epoch_batches());
+            Some(TargetTracker::new(t, epoch).map_err(|e| TrainError::Backend(BackendError::Data(e.to_string())))?)
+        }
+        None => None,
+    };
     sync(device)?;
     let started = Instant::now();
     let mut measured_since: Option<Instant> = None;
@@ -68,21 +105,28 @@ pub fn train(
         let measured = step >= plan.warmup;
         if measured {
             let since = *measured_since.get_or_insert_with(Instant::now);
-            let done = match plan.budget {
-                Budget::Iterations(n) => out.steps.len() as u64 >= n,
-                Budget::Seconds(s) => !out.steps.is_empty() && since.elapsed().as_secs_f64() >= s,
+            let done = match (&mut tracker, plan.budget) {
+                (Some(t), _) => t.finished(started.elapsed().as_secs_f64()),
+                (None, Budget::Iterations(n)) => out.steps.len() as u64 >= n,
+                (None, Budget::Seconds(s)) => !out.steps.is_empty() && since.elapsed().as_secs_f64() >= s,
             };
             if done {
                 break;
             }
         }
-        if probe.should_stop() || plan.timeout_s.is_some_and(|t| started.elapsed().as_secs_f64() >= t) {
+        if ctx.probe.should_stop() || plan.timeout_s.is_some_and(|t| started.elapsed().as_secs_f64() >= t) {
             out.interrupted = true;
             break;
         }
         let t0 = Instant::now();
-        let host = &pool[(step % pool.len() as u64) as usize];
-        let inputs = upload(graph, plan.batch_size, host, &ad);
+        let (inputs, stall_s) = match ctx.next_batch() {
+            Some(fetched) => {
+                let (host, stall) = fetched.map_err(TrainError::Backend)?;
+                let samples = check_batch(graph, &host, Some(plan.batch_size)).map_err(TrainError::Backend)?;
+                (upload(graph, samples, &host.inputs, &ad), stall)
+            }
+            None => (upload(graph, plan.batch_size, &pool[(step % pool.len() as u64) as usize], &ad), 0.0),
+        };
         if plan.phase_timing {
             sync(device)?;
         }
@@ -121,13 +165,15 @@ pub fn train(
         let t4 = Instant::now();
         let phases = PhaseTimes {
             data_s: secs(t0, t1),
+            stall_s,
+            copy_s: (secs(t0, t1) - stall_s).max(0.0),
             forward_s: secs(t1, t2),
             backward_s: secs(t2, t3),
             comm_s: 0.0,
             optimizer_s: secs(t3, t4),
             total_s: secs(t0, t4),
         };
-        probe.step(step, measured, &phases);
+        ctx.probe.step(step, measured, &phases);
         if measured {
             out.steps.push(phases);
             out.losses.push(f64::from(loss_value));
@@ -135,6 +181,18 @@ pub fn train(
             out.warmup_steps.push(phases);
         }
         step += 1;
+        if let Some(t) = tracker.as_mut() {
+            t.trained(phases.total_s);
+            if measured && t.due() {
+                evaluate_into(t, graph, &store, ctx, device, started)?;
+            }
+        }
+    }
+    if let Some(mut t) = tracker {
+        if t.unevaluated_steps() && !out.interrupted {
+            evaluate_into(&mut t, graph, &store, ctx, device, started)?;
+        }
+        out.target = Some(t.outcome());
     }
     watch.sample(device);
     out.memory.peak_allocated = watch.peak;

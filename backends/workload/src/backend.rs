@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::capability::BackendKind;
 use crate::comm::{DataParallel, GradientExchange};
-use crate::data::BatchSource;
+use crate::data::{BatchSource, EvalSet};
 use crate::device::DeviceSelector;
 use crate::graph::Graph;
+pub use crate::target::{TargetOutcome, TargetPlan};
 
 /// Numeric precision of a training run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema)]
@@ -192,6 +193,11 @@ pub struct RunPlan {
     /// Intra-op CPU threads the backend may use; `None` keeps the library's default (one per core).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_threads: Option<u32>,
+    /// Train to a target instead of for a fixed budget (time-to-accuracy): the metric, its value, how often
+    /// the evaluation split is evaluated and the budget that ends a run that never gets there. `None` trains
+    /// for `budget` as usual.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetPlan>,
 }
 
 #[cfg(test)]
@@ -248,6 +254,7 @@ impl RunPlan {
             phase_timing: true,
             timeout_s: None,
             cpu_threads: None,
+            target: None,
         }
     }
 }
@@ -255,8 +262,16 @@ impl RunPlan {
 /// Wall-clock seconds spent in each phase of one training iteration.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PhaseTimes {
-    /// Producing and transferring the input batch.
+    /// Producing and transferring the input batch: [`PhaseTimes::stall_s`] + [`PhaseTimes::copy_s`].
     pub data_s: f64,
+    /// Of `data_s`, the time the training loop waited for its next batch from the dataset pipeline (0 with
+    /// synthetic data, whose batches are ready before the run starts).
+    #[serde(default)]
+    pub stall_s: f64,
+    /// Of `data_s`, moving the batch onto the device: the host-to-device copy on an accelerator (from pinned
+    /// memory on CUDA), the conversion of the host values into a tensor on the CPU.
+    #[serde(default)]
+    pub copy_s: f64,
     /// Forward pass including the loss.
     pub forward_s: f64,
     /// Backward pass.
@@ -322,6 +337,10 @@ pub struct RawMeasurements {
     /// must be the same on every worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_digest: Option<String>,
+    /// With a training target ([`RunPlan::target`]): the evaluations and whether and when the target was
+    /// reached; `None` without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetOutcome>,
 }
 
 /// A digest of weights (FNV-1a over the bits of every value, in order), as 16 hex digits: equal weights give
@@ -453,12 +472,22 @@ pub struct RunContext<'a> {
     /// The data-parallel exchange this worker calls after each backward pass (`None`: a single worker). It
     /// also says which slice of the global batch this worker trains on ([`GradientExchange::worker`]).
     pub exchange: Option<&'a mut dyn GradientExchange>,
+    /// The evaluation split of a run with a target ([`RunPlan::target`]): every batch is evaluated (forward
+    /// only) at each evaluation; `None` when the plan has no target.
+    pub eval: Option<&'a EvalSet>,
 }
 
 impl<'a> RunContext<'a> {
     /// A context that only reports to `probe`: synthetic data, a single rank.
     pub fn new(probe: &'a mut dyn Probe) -> Self {
-        RunContext { probe, data: None, exchange: None }
+        RunContext { probe, data: None, exchange: None, eval: None }
+    }
+
+    /// The next training batch from [`RunContext::data`] and the seconds spent waiting for it (the stall);
+    /// `None` with synthetic data. A [`DataError`](crate::data::DataError) becomes [`BackendError::Data`],
+    /// naming the file.
+    pub fn next_batch(&mut self) -> Option<Result<(crate::data::HostBatch, f64), BackendError>> {
+        Some(crate::data::fetch(self.data.as_deref_mut()?))
     }
 }
 

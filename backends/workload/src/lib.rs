@@ -20,8 +20,10 @@ pub mod device;
 pub mod graph;
 pub mod init;
 pub mod mock;
+mod mock_prior;
 pub mod model;
 pub mod params;
+pub mod target;
 pub mod zoo;
 
 pub use backend::{

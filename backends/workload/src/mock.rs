@@ -17,6 +17,8 @@ use crate::calibrate::{CalibrationRequest, KernelTiming, Measurement};
 use crate::capability::BackendKind;
 use crate::graph::Graph;
 use crate::init::SeededRng;
+use crate::mock_prior::Prior;
+use crate::target::{EvalTally, TargetTracker};
 
 /// Settings of the mock device.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -162,7 +164,6 @@ impl Backend for MockBackend {
         graph: &Graph,
         ctx: &mut RunContext<'_>,
     ) -> Result<RawMeasurements, BackendError> {
-        let probe = &mut *ctx.probe;
         self.check(plan, graph)?;
         let c = &self.config;
         if c.abort_in_repeat == Some(plan.repeat) {
@@ -199,6 +200,7 @@ impl Backend for MockBackend {
         };
         let base = (compute_s + c.overhead_s + comm_s) * c.slowdown;
         let mut rng = SeededRng::new(plan.seed, "mock-step-times");
+        let initial_loss = (analysis.items_per_sample.max(2) as f64).ln().max(1.0);
         let mut iteration = |i: u64| -> PhaseTimes {
             let transient = 1.0 + 2.0 * (-(i as f64) / 2.0).exp();
             let noise = 1.0 + c.jitter * (2.0 * f64::from(rng.uniform()) - 1.0);
@@ -207,6 +209,8 @@ impl Backend for MockBackend {
             let rest = total - comm;
             PhaseTimes {
                 data_s: rest * SPLIT[0],
+                stall_s: 0.0,
+                copy_s: rest * SPLIT[0],
                 forward_s: rest * SPLIT[1],
                 backward_s: rest * SPLIT[2],
                 comm_s: comm,
@@ -220,38 +224,77 @@ impl Backend for MockBackend {
             versions: BTreeMap::from([("mock".to_string(), env!("CARGO_PKG_VERSION").to_string())]),
             ..RawMeasurements::default()
         };
+        let mut tracker = match &plan.target {
+            Some(t) => {
+                if ctx.eval.is_none() {
+                    return Err(BackendError::Data("the run has a target but no evaluation split".into()));
+                }
+                let epoch = ctx.data.as_ref().and_then(|d| d.epoch_batches());
+                Some(TargetTracker::new(t, epoch).map_err(|e| BackendError::Data(e.to_string()))?)
+            }
+            None => None,
+        };
+        let mut prior = Prior::new();
+        // Loss of the step on the batch the source gave, or the synthetic curve without a source.
+        let train_on = |prior: &mut Prior, ctx: &mut RunContext<'_>, index: u64| -> Result<f64, BackendError> {
+            match ctx.next_batch() {
+                None => Ok(initial_loss * (-(index as f64) / 200.0).exp()),
+                Some(b) => prior.train(graph, &b?.0),
+            }
+        };
         let mut index = 0u64;
+        let mut simulated = 0.0;
         for _ in 0..plan.warmup {
-            if probe.should_stop() {
+            if ctx.probe.should_stop() {
                 raw.interrupted = true;
                 return Ok(raw);
             }
+            train_on(&mut prior, ctx, index)?;
             let p = iteration(index);
-            probe.step(index, false, &p);
+            simulated += p.total_s;
+            if let Some(t) = tracker.as_mut() {
+                t.trained(p.total_s);
+            }
+            ctx.probe.step(index, false, &p);
             raw.warmup_steps.push(p);
             index += 1;
         }
-        let mut simulated = 0.0;
-        let initial_loss = (analysis.items_per_sample.max(2) as f64).ln().max(1.0);
+        let measure_start = simulated;
         loop {
             let measured = raw.steps.len() as u64;
-            let done = match plan.budget {
-                Budget::Iterations(n) => measured >= n,
-                Budget::Seconds(s) => measured > 0 && simulated >= s,
+            let done = match (&mut tracker, plan.budget) {
+                (Some(t), _) => t.finished(simulated),
+                (None, Budget::Iterations(n)) => measured >= n,
+                (None, Budget::Seconds(s)) => measured > 0 && simulated - measure_start >= s,
             };
             if done {
                 break;
             }
-            if probe.should_stop() {
+            if ctx.probe.should_stop() {
                 raw.interrupted = true;
                 break;
             }
+            let loss = train_on(&mut prior, ctx, index)?;
             let p = iteration(index);
             simulated += p.total_s;
-            probe.step(index, true, &p);
+            ctx.probe.step(index, true, &p);
             raw.steps.push(p);
-            raw.losses.push(initial_loss * (-(index as f64) / 200.0).exp());
+            raw.losses.push(loss);
             index += 1;
+            if let Some(t) = tracker.as_mut() {
+                t.trained(p.total_s);
+                if t.due() {
+                    simulated +=
+                        self.evaluate(&prior, graph, ctx, t, simulated, p.forward_s / plan.batch_size as f64)?;
+                }
+            }
+        }
+        if let Some(mut t) = tracker {
+            if t.unevaluated_steps() && !raw.interrupted {
+                simulated += self.evaluate(&prior, graph, ctx, &mut t, simulated, 0.0)?;
+            }
+            let _ = simulated;
+            raw.target = Some(t.outcome());
         }
         raw.memory = MemoryMeasured {
             weights: est.weights,
@@ -261,6 +304,28 @@ impl Backend for MockBackend {
             reserved: Some(est.total.div_ceil(2 << 20) * (2 << 20)),
         };
         Ok(raw)
+    }
+}
+
+impl MockBackend {
+    /// Evaluate the evaluation split with what `prior` learned, recording it in `tracker`; returns the simulated
+    /// seconds it took (`per_sample_s` a sample).
+    fn evaluate(
+        &self,
+        prior: &Prior,
+        graph: &Graph,
+        ctx: &RunContext<'_>,
+        tracker: &mut TargetTracker,
+        simulated: f64,
+        per_sample_s: f64,
+    ) -> Result<f64, BackendError> {
+        let mut tally = EvalTally::default();
+        for b in ctx.eval.map(|e| e.batches.as_slice()).unwrap_or(&[]) {
+            prior.evaluate(graph, b, &mut tally)?;
+        }
+        let took = per_sample_s * tally.samples as f64;
+        tracker.record(tally, took, simulated + took);
+        Ok(took)
     }
 }
 

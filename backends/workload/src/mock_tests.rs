@@ -97,3 +97,42 @@ fn should_stop_keeps_what_was_measured() {
     assert!(r.interrupted);
     assert_eq!((r.warmup_steps.len(), r.steps.len()), (3, 4));
 }
+
+#[test]
+fn trains_on_the_batches_given_and_evaluates_to_a_target() {
+    use crate::data::memory::{constant_label_batches, synthetic_batches};
+    use crate::data::{EvalSet, MemorySource};
+    use crate::target::{EvalEvery, TargetMetric, TargetPlan};
+    let g = graph(16);
+    let target = TargetPlan {
+        metric: TargetMetric::Accuracy,
+        value: 1.0,
+        every: EvalEvery::Epochs(1),
+        max_epochs: Some(5),
+        max_steps: None,
+        max_seconds: None,
+    };
+    let p = RunPlan { target: Some(target.clone()), ..plan(8, Budget::Iterations(1)) };
+    let eval = EvalSet { batches: constant_label_batches(&g, 5, 1, 2, 7), origin: "memory".into() };
+    let mut source = MemorySource::new(constant_label_batches(&g, 8, 2, 4, 7));
+    let mut probe = NoProbe;
+    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: Some(&eval) };
+    let out = MockBackend::default().run_in(&p, &g, &mut ctx).unwrap();
+    let t = out.target.unwrap();
+    // 3 warm-up steps and one measured step complete the first epoch of 4 batches; it predicts class 7.
+    assert!(t.reached, "{t:?}");
+    assert_eq!((t.steps_to_target, t.epochs_to_target, t.eval_samples), (Some(4), Some(1.0), 10));
+    assert_eq!(out.steps.len(), 1);
+    assert!(out.steps.iter().all(|s| s.stall_s == 0.0 && s.copy_s == s.data_s));
+    // Random labels never reach it: the budget ends the run after 5 epochs, evaluated each epoch.
+    let eval = EvalSet { batches: synthetic_batches(&g, 5, 1, 2), origin: "memory".into() };
+    let mut source = MemorySource::new(synthetic_batches(&g, 8, 2, 4));
+    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: Some(&eval) };
+    let t = MockBackend::default().run_in(&p, &g, &mut ctx).unwrap().target.unwrap();
+    assert!(!t.reached && t.time_to_target_s.is_none());
+    assert_eq!(t.curve.len(), 5);
+    assert!(t.stopped.contains("max_epochs"), "{}", t.stopped);
+    // A target without an evaluation split is an error, not a run that never stops.
+    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: None };
+    assert!(matches!(MockBackend::default().run_in(&p, &g, &mut ctx), Err(BackendError::Data(_))));
+}

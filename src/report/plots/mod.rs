@@ -10,6 +10,7 @@ mod bars;
 mod boxes;
 mod lines;
 mod scaling;
+mod target;
 
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::SegmentedCoord;
@@ -48,17 +49,20 @@ pub enum Section {
     Memory,
     /// Step-time distribution.
     StepTimes,
+    /// Evaluation curves of runs with a training target.
+    TimeToTarget,
 }
 
 impl Section {
     /// Every section, in report order.
-    pub const ALL: [Section; 6] = [
+    pub const ALL: [Section; 7] = [
         Section::Throughput,
         Section::Scaling,
         Section::Utilization,
         Section::Phases,
         Section::Memory,
         Section::StepTimes,
+        Section::TimeToTarget,
     ];
     /// Section heading.
     pub fn heading(self) -> &'static str {
@@ -69,6 +73,7 @@ impl Section {
             Section::Phases => "Phase shares",
             Section::Memory => "Memory breakdown per batch size",
             Section::StepTimes => "Step-time distribution",
+            Section::TimeToTarget => "Time to accuracy",
         }
     }
     /// Anchor id of the section.
@@ -80,6 +85,7 @@ impl Section {
             Section::Phases => "phases",
             Section::Memory => "memory",
             Section::StepTimes => "step-times",
+            Section::TimeToTarget => "time-to-target",
         }
     }
     /// One sentence saying what the section's plots show and how they were computed.
@@ -112,6 +118,11 @@ impl Section {
                 "Steady-state step times of all repeats pooled (warm-up and MSER-5 transient removed): the box \
                  spans the quartiles, the thick mark is the median, whiskers reach the furthest step within 1.5 \
                  IQR of the box, dots are the steps beyond (far ones are counted at the right edge, +n)."
+            }
+            Section::TimeToTarget => {
+                "Runs with a training target: each evaluation of the held-out split (accuracy, or loss for a loss \
+                 target) against seconds since the first training step, evaluations included, one line per \
+                 repeat; the dashed line is the target."
             }
         }
     }
@@ -195,6 +206,10 @@ pub fn all_plots(model: &ReportModel<'_>) -> Result<Vec<Plot>, ReportError> {
         let timed: Vec<_> = model.configs_of(spec).filter(|c| !c.pooled_step_times().is_empty()).collect();
         if !timed.is_empty() {
             plots.push(boxes::step_times(spec, &timed, model.varying)?);
+        }
+        let targeted: Vec<_> = model.configs_of(spec).filter(|c| c.targets().next().is_some()).collect();
+        if !targeted.is_empty() {
+            plots.push(target::time_to_target(spec, &targeted)?);
         }
     }
     plots.sort_by_key(|p| p.section); // stable: spec order within a section

@@ -8,6 +8,7 @@
 
 mod dataset;
 mod support;
+mod target;
 mod topology;
 
 use std::path::Path;
@@ -19,6 +20,7 @@ use trainbench_workload::{DeviceSelector, ModelSpec, OptimizerSpec};
 
 pub use dataset::{check_local_data, reader_format};
 pub use support::{check_support, check_support_on};
+pub use target::check_eval_data;
 pub use topology::{EffectiveTopology, effective_precisions, effective_topologies};
 
 use super::path::FieldPath;
@@ -182,6 +184,7 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
     }
     if let Some(training) = &spec.training {
         check_training(&mut out, training, spec.run.as_ref());
+        target::check_target(&mut out, training, spec.dataset.as_ref());
     }
     if let Some(run) = &spec.run {
         check_run(&mut out, run, cx);
@@ -440,10 +443,19 @@ fn check_metrics(out: &mut Vec<Finding>, metrics: &MetricsSpec, topology: &Topol
     }
 }
 
-/// Rules that need the model's graph: the dataset's declared shape and classes against the graph's inputs.
+/// Rules that need the model's graph: the dataset's declared shape and classes against the graph's inputs, an
+/// accuracy target against the graph's losses.
 /// (A custom model's input shape is checked without the graph, in [`check`].)
-pub fn check_graph(dataset: &DatasetSpec, model: &ModelSpec, graph: &Graph) -> Vec<Finding> {
+pub fn check_graph(
+    dataset: &DatasetSpec,
+    model: &ModelSpec,
+    training: Option<&TrainingSpec>,
+    graph: &Graph,
+) -> Vec<Finding> {
     let mut out = Vec::new();
+    if let Some(training) = training {
+        target::check_target_graph(&mut out, training, graph);
+    }
     let dataset = &DatasetSpec {
         input_shape: if matches!(model, ModelSpec::Custom(_)) { None } else { dataset.input_shape.clone() },
         ..dataset.clone()
@@ -517,9 +529,9 @@ mod tests {
     #[test]
     fn dataset_shape_and_classes_are_checked_against_the_graph() {
         let ok = DatasetSpec { input_shape: Some(vec![3, 224, 224]), classes: Some(1000), ..DatasetSpec::default() };
-        assert!(check_graph(&ok, &mlp(), &graph()).is_empty());
+        assert!(check_graph(&ok, &mlp(), None, &graph()).is_empty());
         let bad = DatasetSpec { input_shape: Some(vec![3, 32, 32]), classes: Some(10), ..DatasetSpec::default() };
-        let findings = check_graph(&bad, &mlp(), &graph());
+        let findings = check_graph(&bad, &mlp(), None, &graph());
         assert_eq!(findings.len(), 2);
         assert!(findings[0].message.contains("[3, 32, 32]") && findings[0].message.contains("[3, 224, 224]"));
         assert!(findings[1].message.contains("(10)") && findings[1].message.contains("1000"));

@@ -176,6 +176,8 @@ impl Synth {
             let ring = 2.0 * (d.world as f64 - 1.0) / d.world as f64;
             let mean = PhaseTimes {
                 data_s: s.mean * 0.1 * (1.0 - comm),
+                stall_s: s.mean * 0.04 * (1.0 - comm),
+                copy_s: s.mean * 0.06 * (1.0 - comm),
                 forward_s: s.mean * 0.3 * (1.0 - comm),
                 backward_s: s.mean * 0.45 * (1.0 - comm),
                 comm_s: s.mean * comm,
@@ -243,6 +245,8 @@ impl Synth {
                 phases: PhaseBreakdown {
                     synchronised: true,
                     data: shrunk(0.1),
+                    data_stall: shrunk(0.04),
+                    data_copy: shrunk(0.06),
                     forward: shrunk(0.3),
                     backward: shrunk(0.45),
                     comm: phase(comm),
@@ -291,6 +295,7 @@ impl Synth {
                     estimate: Some(estimate.clone()),
                 },
                 loss: Some(LossSummary { first: Some(2.3), last: Some(2.1), all_finite: true }),
+                time_to_target: None,
             }),
             analysis: Some(AnalysisSummary {
                 parameters: params,

@@ -7,9 +7,12 @@
 //! ([`starts_from_the_shared_weights`]: step 0 equals PyTorch's within the preset); training agrees with
 //! PyTorch step for step within a named tolerance preset ([`agrees_with_pytorch`]); and what
 //! [`Backend::supports`] refuses is refused by `check` and `run` too, before anything trains
-//! ([`refuses_what_supports_says`]).
+//! ([`refuses_what_supports_says`]). With data handed in ([`data`]): the batches given are the batches trained on,
+//! a one-class dataset is learned, a dataset error names its file, and evaluation reaches full accuracy on a
+//! separable set.
 
 pub mod agreement;
+pub mod data;
 pub mod fixtures;
 
 use crate::backend::{Backend, BackendError, NoProbe, OptimizerSpec, Precision, RunPlan};
@@ -208,6 +211,34 @@ macro_rules! conformance_tests {
             }
 
             #[test]
+            fn given_batches_are_trained_on() {
+                if ready() {
+                    kit::data::given_batches_are_trained_on(&mut $backend, $device);
+                }
+            }
+
+            #[test]
+            fn learns_a_one_class_dataset() {
+                if ready() {
+                    kit::data::learns_a_one_class_dataset(&mut $backend, $device);
+                }
+            }
+
+            #[test]
+            fn dataset_errors_name_the_file() {
+                if ready() {
+                    kit::data::dataset_errors_name_the_file(&mut $backend, $device);
+                }
+            }
+
+            #[test]
+            fn evaluation_reaches_full_accuracy() {
+                if ready() {
+                    kit::data::evaluation_reaches_full_accuracy(&mut $backend, $device);
+                }
+            }
+
+            #[test]
             fn refuses_what_supports_says() {
                 if ready() {
                     kit::refuses_what_supports_says(&mut $backend, $device);
@@ -238,5 +269,8 @@ mod tests {
         let mut mock = MockBackend::default();
         weights_match_declarations(&mut mock, DeviceSelector::Cpu);
         refuses_what_supports_says(&mut mock, DeviceSelector::Cpu);
+        // Its prior-only model learns label frequencies: a one-class dataset, not a separable one.
+        data::learns_a_one_class_dataset(&mut mock, DeviceSelector::Cpu);
+        data::dataset_errors_name_the_file(&mut mock, DeviceSelector::Cpu);
     }
 }

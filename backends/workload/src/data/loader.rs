@@ -312,6 +312,10 @@ impl BatchSource for Loader {
         self.skipped += skipped;
         Ok(batch)
     }
+
+    fn epoch_batches(&self) -> Option<u64> {
+        Some(self.shared.shape.batches_per_epoch as u64)
+    }
 }
 
 impl Drop for Loader {

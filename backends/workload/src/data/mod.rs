@@ -13,6 +13,7 @@ mod layout;
 pub mod loader;
 pub mod npy;
 pub mod raw;
+pub mod split;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
@@ -20,11 +21,15 @@ pub mod transform;
 
 use std::path::Path;
 
+pub mod memory;
+
 use crate::graph::NodeId;
 use crate::init::{HostTensor, SeededRng};
 
 pub use layout::{Layout, ValueKind};
 pub use loader::{Loader, LoaderConfig, LoaderStats, OnError};
+
+pub use memory::MemorySource;
 
 /// One training batch on the host: the values of every graph input, batch first, in each input node's shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,20 +48,99 @@ pub struct DataError {
     pub reason: String,
 }
 
-/// The refusal of a backend that does not train on a dataset's batches yet: the run fails naming why, instead
-/// of training on synthetic data in their place (tch and wgpu until their batch feeding lands).
-pub fn not_trained_yet(backend: &str) -> crate::BackendError {
-    crate::BackendError::Data(format!(
-        "the {backend} backend does not train on local datasets yet (they are read and validated, and the mock \
-         backend takes them); use `source = \"synthetic\"` for now"
-    ))
-}
-
 /// Where a run's training batches come from when they are read from a dataset.
 pub trait BatchSource: Send {
     /// The next batch of this rank's shard, blocking until the pipeline has it: the time spent here is the
     /// run's input stall.
     fn next_batch(&mut self) -> Result<HostBatch, DataError>;
+    /// Batches in one epoch of this rank's shard, when known; runs with a target that counts epochs need it.
+    fn epoch_batches(&self) -> Option<u64> {
+        None
+    }
+
+    /// Samples of the whole dataset one epoch visits (all ranks together, the last partial batch dropped);
+    /// `None` when the source has no epochs.
+    fn samples_per_epoch(&self) -> Option<usize> {
+        None
+    }
+}
+
+impl HostBatch {
+    /// Samples in this batch: the leading dimension of its inputs, given `graph`'s per-sample shapes (0 for a
+    /// batch without inputs).
+    pub fn samples(&self, graph: &crate::Graph) -> usize {
+        self.inputs
+            .first()
+            .map(|(id, t)| {
+                let per = graph.nodes[*id].shape.numel().max(1) as usize;
+                let len = match t {
+                    HostTensor::Dense(v) => v.len(),
+                    HostTensor::Ids(v) => v.len(),
+                };
+                len / per
+            })
+            .unwrap_or(0)
+    }
+
+    /// The values of graph input `id`, if the batch has them.
+    pub fn input(&self, id: NodeId) -> Option<&HostTensor> {
+        self.inputs.iter().find(|(i, _)| *i == id).map(|(_, t)| t)
+    }
+}
+
+/// The next batch of `source` and the seconds spent waiting for it (the stall); a [`DataError`] becomes
+/// [`crate::BackendError::Data`], naming the file.
+pub fn fetch(source: &mut dyn BatchSource) -> Result<(HostBatch, f64), crate::BackendError> {
+    let t = std::time::Instant::now();
+    match source.next_batch() {
+        Ok(b) => Ok((b, t.elapsed().as_secs_f64())),
+        Err(e) => Err(crate::BackendError::Data(e.to_string())),
+    }
+}
+
+/// The samples of `batch`, checked against `graph`: every graph input present, each holding `samples` x its
+/// per-sample element count, with integers where the graph takes ids or labels. `expected` is the plan's batch
+/// size for training batches, `None` for evaluation batches (of any size).
+pub fn check_batch(
+    graph: &crate::Graph,
+    batch: &HostBatch,
+    expected: Option<usize>,
+) -> Result<usize, crate::BackendError> {
+    let samples = batch.samples(graph);
+    if let Some(b) = expected.filter(|&b| b != samples) {
+        return Err(crate::BackendError::Data(format!("a batch holds {samples} samples, the run's batch size is {b}")));
+    }
+    for (id, node) in graph.inputs() {
+        let t = batch.input(id).ok_or_else(|| {
+            crate::BackendError::Data(format!("a batch has no values for the model's input `{}`", node.name))
+        })?;
+        let per = node.shape.numel() as usize;
+        let (len, dense) = match t {
+            HostTensor::Dense(v) => (v.len(), true),
+            HostTensor::Ids(v) => (v.len(), false),
+        };
+        let wants_dense = matches!(node.op, crate::Op::Input { kind: crate::graph::InputKind::Dense });
+        if len != samples * per || dense != wants_dense {
+            return Err(crate::BackendError::Data(format!(
+                "input `{}` of a batch holds {len} {} values, the model takes {samples} x {} {}",
+                node.name,
+                if dense { "f32" } else { "integer" },
+                node.shape,
+                if wants_dense { "f32" } else { "integer" }
+            )));
+        }
+    }
+    Ok(samples)
+}
+
+/// The evaluation split of a run with a target, held on the host: every batch is evaluated at each evaluation
+/// (the last one may be smaller than the others; nothing is dropped).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvalSet {
+    /// The batches, each of any number of samples.
+    pub batches: Vec<HostBatch>,
+    /// Where it was read from, for messages.
+    pub origin: String,
 }
 
 /// The local dataset formats trainbench reads.
