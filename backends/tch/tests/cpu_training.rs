@@ -10,6 +10,7 @@ use tch::{Device, Kind, Tensor};
 use trainbench_tch::TchBackend;
 use trainbench_tch::lower::Lowered;
 use trainbench_tch::shim::{AutocastDtype, AutocastGuard};
+use trainbench_workload::comm::DataParallel;
 use trainbench_workload::conformance::agreement::Preset;
 use trainbench_workload::graph::Graph;
 use trainbench_workload::params::{graph_tensors, parameters};
@@ -293,7 +294,7 @@ fn the_bf16_lstm_rule_matches_libtorch() {
 
 #[test]
 fn refusals_name_what_to_change() {
-    let be = TchBackend::new();
+    let mut be = TchBackend::new();
     let g = mlp();
     let mut p = plan(4, 1, sgd(0.01));
     p.precision = Precision::Fp16;
@@ -303,9 +304,15 @@ fn refusals_name_what_to_change() {
     let mut p = plan(4, 1, sgd(0.01));
     p.device = DeviceSelector::Cuda(Some(7));
     assert!(matches!(be.check(&p, &g), Err(BackendError::Device { .. })));
+    // Two data-parallel workers pass the plan check (tch trains on ranks), but a process without ranks (no
+    // exchange in its run context) refuses to train them alone, naming how ranks are started.
     let mut p = plan(4, 1, sgd(0.01));
     p.world_size = 2;
-    assert!(matches!(be.check(&p, &g), Err(BackendError::Unsupported { .. })));
+    p.strategy = DataParallel::AllReduce;
+    assert!(be.check(&p, &g).is_ok());
+    let e = be.run(&p, &g, &mut NoProbe).unwrap_err();
+    assert!(matches!(&e, BackendError::Unsupported { op, .. } if op == "data_parallel"), "{e}");
+    assert!(e.to_string().contains("mpirun"), "{e}");
 }
 
 #[test]
