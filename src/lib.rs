@@ -19,5 +19,6 @@ pub mod predict;
 pub mod report;
 pub mod result;
 pub mod runner;
+pub mod slurm;
 pub mod spec;
 pub mod stats;

@@ -26,8 +26,10 @@ enum Command {
     Calibrate(commands::calibrate::Args),
     /// Predict step time, throughput and the data/compute/comm shares on hardware profiles (PAI's model).
     Predict(commands::predict::Args),
-    /// Run benchmarks and write one result file per run.
+    /// Run benchmarks and write one result file per run (here, or on a Slurm cluster with `--on slurm`).
     Run(commands::run::Args),
+    /// Where the runs of a Slurm submission stand; `--resume` submits the failed or missing ones again.
+    Status(commands::status::Args),
     /// Print the JSON Schema of specs (or of results).
     Schema(commands::schema::Args),
     /// Compare the shape of results (metrics, units, series lengths) with golden files.
@@ -43,6 +45,9 @@ enum Command {
     /// Run one repeat handed over by `trainbench run` on stdin (internal: repeats in processes of their own).
     #[command(hide = true)]
     Worker(commands::worker::Args),
+    /// Run one task of a Slurm submission (internal: started by the batch scripts `run --on slurm` writes).
+    #[command(hide = true)]
+    SlurmTask(commands::slurm_task::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +66,8 @@ fn main() -> ExitCode {
         Command::Audit(a) => commands::audit::execute(a),
         Command::Devices(a) => commands::devices::execute(a),
         Command::Worker(a) => commands::worker::execute(a),
+        Command::Status(a) => commands::status::execute(a),
+        Command::SlurmTask(a) => commands::slurm_task::execute(a),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

@@ -32,6 +32,8 @@ pub mod predict;
 pub mod report;
 pub mod run;
 pub mod schema;
+pub mod slurm_task;
+pub mod status;
 pub mod validate;
 pub mod worker;
 

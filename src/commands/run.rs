@@ -1,7 +1,9 @@
 //! The `run` subcommand: runs the specs' benchmarks, writes one result file per run (plus an index per spec)
 //! and prints a summary table with, under it, the reason of every run that did not complete (`--quiet` leaves
 //! only errors and failed runs' reasons). It refuses to replace results already in `--out` unless
-//! `--overwrite` says so.
+//! `--overwrite` says so. With `--on slurm` it hands the runs to Slurm instead (one job array task per run, see
+//! `crate::slurm`): writes the submission next to the results, submits it (or prints its batch scripts with
+//! `--dry-run`) and with `--wait` waits for it and prints its status.
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +18,10 @@ use crate::plan::PlacementOverride;
 use crate::report::model::comm_share_of;
 use crate::result::{RunOutcome, RunResult};
 use crate::runner::{self, RunnerError, RunnerOptions, Suite, TestHooks, output, probe};
+use crate::slurm::SlurmError;
+use crate::slurm::plan_file::PlanFile;
+use crate::slurm::script::{SlurmOptions, array_list};
+use crate::slurm::{status, submit};
 use crate::spec::SpecValidator;
 use crate::spec::diagnostics::{Diagnostic, render_text};
 use crate::spec::rules;
@@ -59,13 +65,54 @@ pub struct Args {
     /// For trainbench's own tests: the runner's test hooks as JSON (see `runner::TestHooks`).
     #[arg(long, value_name = "JSON", hide = true)]
     pub test_hooks: Option<String>,
+    /// Where the runs go: `local` (this machine) or `slurm` (each run one task of a Slurm job array, written to
+    /// `--out` exactly as a local run would; follow them with `trainbench status DIR`).
+    #[arg(long, value_enum, default_value_t = RunOn::Local)]
+    pub on: RunOn,
+    /// `--on slurm`: the partition to submit to.
+    #[arg(long, value_name = "P")]
+    pub partition: Option<String>,
+    /// `--on slurm`: the account to charge.
+    #[arg(long, value_name = "A")]
+    pub account: Option<String>,
+    /// `--on slurm`: every task's time limit in Slurm's format (`30`, `1:30:00`), instead of the one derived from
+    /// `run.timeout_s`.
+    #[arg(long, value_name = "T")]
+    pub time: Option<String>,
+    /// `--on slurm`: a further `sbatch` option for the batch scripts, e.g. `--slurm-arg=--qos=high` (repeatable).
+    #[arg(long = "slurm-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub slurm_args: Vec<String>,
+    /// `--on slurm`: write the plan file and batch scripts and print the scripts, without submitting (submit
+    /// them later with `trainbench status DIR --resume`).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// `--on slurm`: wait until every task ended, then print the status.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+/// Where `trainbench run` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum RunOn {
+    /// This machine.
+    #[default]
+    Local,
+    /// A Slurm cluster (this machine is a login node with `sbatch`).
+    Slurm,
 }
 
 /// Carry out `trainbench run`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
-    let Some(suites) = load_suites(args)? else {
+    if args.on == RunOn::Local {
+        refuse_slurm_options(args)?;
+    }
+    let Some(loaded) = load_suites(args)? else {
         return Ok(Outcome::InvalidInput);
     };
+    if args.on == RunOn::Slurm {
+        return on_slurm(args, &loaded);
+    }
+    let suites: Vec<Suite> = loaded.into_iter().map(|l| l.suite).collect();
     if !(args.mock_slowdown.is_finite() && args.mock_slowdown > 0.0) {
         return Err(CommandError::Input(format!(
             "--mock-slowdown must be a positive number, not {}",
@@ -151,9 +198,18 @@ fn silent_rank() -> bool {
         && runner::ranks::launcher_rank().is_some_and(|r| r != 0)
 }
 
+/// A validated spec's suite, with what a Slurm submission needs beside it.
+struct Loaded {
+    /// The spec file as given.
+    source: String,
+    suite: Suite,
+    /// The machines each plan's topology spreads over, in plan order.
+    nodes: Vec<usize>,
+}
+
 /// Validate every spec (with the `--set` overrides) before running any; `None` after printing diagnostics
 /// when one is invalid.
-fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
+fn load_suites(args: &Args) -> Result<Option<Vec<Loaded>>, CommandError> {
     let overrides = match args.set.parse() {
         Ok(o) => o,
         Err(diagnostics) => {
@@ -186,7 +242,9 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Suite>>, CommandError> {
                 continue;
             }
         }
-        suites.push(Suite::placed(&spec, over));
+        let nodes =
+            crate::plan::expand_on(&spec, crate::plan::placement(&spec, over)).iter().map(|p| p.nodes).collect();
+        suites.push(Loaded { source: path.display().to_string(), suite: Suite::placed(&spec, over), nodes });
     }
     Ok((!invalid).then_some(suites))
 }
@@ -203,6 +261,115 @@ fn refuse_to_replace(out: &Path, suites: &[Suite]) -> Result<(), CommandError> {
         out.display(),
         first.display()
     )))
+}
+
+/// Refuse the Slurm options without `--on slurm` (never accepted and ignored).
+fn refuse_slurm_options(args: &Args) -> Result<(), CommandError> {
+    let given = [
+        ("--partition", args.partition.is_some()),
+        ("--account", args.account.is_some()),
+        ("--time", args.time.is_some()),
+        ("--slurm-arg", !args.slurm_args.is_empty()),
+        ("--dry-run", args.dry_run),
+        ("--wait", args.wait),
+    ];
+    match given.iter().find(|(_, on)| *on) {
+        Some((name, _)) => Err(CommandError::Input(format!(
+            "{name} is an option of `--on slurm`; add `--on slurm` to hand the runs to Slurm, or leave {name} out"
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn slurm_error(e: SlurmError) -> CommandError {
+    match e {
+        SlurmError::Invalid(_) | SlurmError::Io { .. } => CommandError::Input(e.to_string()),
+        other => CommandError::Other(other.to_string()),
+    }
+}
+
+/// `--on slurm`: write the submission next to the results, then submit it (or print it with `--dry-run`).
+fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
+    if args.test_hooks.is_some() {
+        return Err(CommandError::Input("--test-hooks is not passed on to Slurm tasks; run without it".into()));
+    }
+    if !(args.mock_slowdown.is_finite() && args.mock_slowdown > 0.0) {
+        return Err(CommandError::Input(format!(
+            "--mock-slowdown must be a positive number, not {}",
+            args.mock_slowdown
+        )));
+    }
+    if args.format.get() == OutputFormat::Json && !args.wait {
+        return Err(CommandError::Input(
+            "`--on slurm --format json` prints the status after `--wait`; add `--wait`, or see the status as JSON \
+             later with `trainbench status DIR --format json`"
+                .into(),
+        ));
+    }
+    let suites: Vec<Suite> = loaded.iter().map(|l| l.suite.clone()).collect();
+    if !args.overwrite {
+        refuse_to_replace(&args.out, &suites)?;
+    }
+    std::fs::create_dir_all(&args.out)
+        .map_err(|source| CommandError::Io { path: args.out.display().to_string(), source })?;
+    let out = std::fs::canonicalize(&args.out)
+        .map_err(|source| CommandError::Io { path: args.out.display().to_string(), source })?;
+    let existing = output::existing_results(&out, &suites);
+    let moved = submit::prepare(&out, args.overwrite, &existing).map_err(slurm_error)?;
+    for m in moved.iter().filter(|_| !args.quiet) {
+        eprintln!("kept the earlier result as {}", m.display());
+    }
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| CommandError::Other(format!("the trainbench executable cannot be found: {e}")))?;
+    let entries: Vec<(String, Suite, Vec<usize>)> =
+        loaded.iter().map(|l| (l.source.clone(), l.suite.clone(), l.nodes.clone())).collect();
+    let mock = MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() };
+    let mut plan = PlanFile::new(out.clone(), exe, &entries, args.no_collectors, mock);
+    let opts = SlurmOptions {
+        partition: args.partition.clone(),
+        account: args.account.clone(),
+        time: args.time.clone(),
+        extra: args.slurm_args.clone(),
+    };
+    let scripts = submit::write_submission(&mut plan, &opts).map_err(slurm_error)?;
+    let dir = crate::slurm::submission_dir(&out);
+    if args.dry_run {
+        for s in &scripts {
+            outln!("# {}", dir.join(&s.name).display());
+            out!("{}", s.text);
+        }
+        eprintln!(
+            "{} runs in {} batch script(s), not submitted: submit them with `trainbench status {} --resume`",
+            plan.tasks.len(),
+            scripts.len(),
+            out.display()
+        );
+        return Ok(Outcome::Success);
+    }
+    for s in &scripts {
+        let job = submit::submit(&out, &s.name, &s.tasks).map_err(slurm_error)?;
+        if !args.quiet {
+            eprintln!("submitted job {} ({}): tasks {}", job.job, s.name, array_list(&s.tasks));
+        }
+    }
+    if !args.wait {
+        if !args.quiet {
+            eprintln!("follow the runs with `trainbench status {}`", out.display());
+        }
+        return Ok(Outcome::Success);
+    }
+    probe::install_interrupt_handler();
+    let (_, report) = status::wait(&out, std::time::Duration::from_secs(2)).map_err(slurm_error)?;
+    match args.format.get() {
+        OutputFormat::Text if args.quiet => {}
+        OutputFormat::Text => outln!("{}", status::render_text(&report).trim_end()),
+        OutputFormat::Json => {
+            outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?)
+        }
+    }
+    let unfinished = report.tasks.iter().any(|t| t.state.resubmitted());
+    Ok(if unfinished { Outcome::Failure } else { Outcome::Success })
 }
 
 fn ms(s: f64) -> String {

@@ -80,8 +80,13 @@ pub fn parse_result(path: &Path, text: &str) -> Result<LoadedResult, LoadError> 
     Ok(LoadedResult { path: path.to_path_buf(), result })
 }
 
+/// The folder a Slurm submission keeps its plan file, batch scripts, logs and replaced results in, inside a
+/// results folder (`trainbench run --on slurm`; an earlier submission replaced by `--overwrite` is kept as
+/// `_slurm-<time>`); no spec name starts with `_`, so these folders never hold a spec's results.
+pub const SLURM_DIR: &str = "_slurm";
+
 /// Collect the result files under `path`: the file itself, or every `*.json` below a folder (sorted, skipping
-/// the suite index and shape snapshots).
+/// the suite index, shape snapshots and a Slurm submission's folder, [`SLURM_DIR`]).
 pub fn result_files(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let meta = std::fs::metadata(path).map_err(|source| LoadError::Io { path: path.to_path_buf(), source })?;
     if !meta.is_dir() {
@@ -96,7 +101,9 @@ pub fn result_files(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
             let p = entry.path();
             let file_type = entry.file_type().map_err(|source| LoadError::Io { path: p.clone(), source })?;
             if file_type.is_dir() {
-                stack.push(p);
+                if !entry.file_name().to_string_lossy().starts_with(SLURM_DIR) {
+                    stack.push(p);
+                }
             } else if p.extension().is_some_and(|e| e == "json") && !is_auxiliary(&p) {
                 out.push(p);
             }

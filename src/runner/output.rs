@@ -1,5 +1,7 @@
 //! Writing results: each file atomically (temporary file in the same folder, fsync, rename, fsync of the
-//! folder), so a crash or Ctrl-C never leaves a half-written result; and the suite index rewritten after each run.
+//! folder), so a crash or Ctrl-C never leaves a half-written result; and the suite index rewritten after each run,
+//! under a lock on the folder and merged with what is on disk, so processes writing results of the same suite at
+//! once (the tasks of a Slurm job array) never drop each other's entries.
 //! [`existing_results`] finds the files a set of suites would replace, so a caller can refuse before any run.
 
 use std::fs::{self, File};
@@ -72,9 +74,7 @@ impl SuiteWriter {
     /// entries replaced run by run; an index of another spec version (different hash) is started afresh.
     pub fn open(dir: PathBuf, spec_name: &str, spec_sha256: &str) -> std::io::Result<Self> {
         fs::create_dir_all(&dir)?;
-        let existing: Option<SuiteIndex> =
-            fs::read_to_string(dir.join(INDEX_FILE)).ok().and_then(|s| serde_json::from_str(&s).ok());
-        let runs = existing
+        let runs = read_index(&dir)
             .filter(|i| i.format_version == FORMAT_VERSION && i.spec_sha256 == spec_sha256)
             .map(|i| i.runs)
             .unwrap_or_default();
@@ -93,7 +93,8 @@ impl SuiteWriter {
         &self.dir
     }
 
-    /// Write a run's result, then the updated index; returns the result's path.
+    /// Write a run's result, then the updated index; returns the result's path. The index is read again under
+    /// the folder's lock and this run's entry merged in, so entries other processes wrote meanwhile stay.
     pub fn record(&mut self, result: &RunResult) -> std::io::Result<PathBuf> {
         let file = result_file_name(&result.run_id);
         let path = self.dir.join(&file);
@@ -104,6 +105,16 @@ impl SuiteWriter {
             file,
             samples_per_s: result.metrics.as_ref().map(|m| m.throughput.samples_per_s),
         };
+        let _lock = IndexLock::acquire(&self.dir)?;
+        if let Some(on_disk) = read_index(&self.dir)
+            .filter(|i| i.format_version == FORMAT_VERSION && i.spec_sha256 == self.index.spec_sha256)
+        {
+            for e in on_disk.runs {
+                if !self.index.runs.iter().any(|mine| mine.run_id == e.run_id) {
+                    self.index.runs.push(e);
+                }
+            }
+        }
         match self.index.runs.iter_mut().find(|e| e.run_id == entry.run_id) {
             Some(e) => *e = entry,
             None => self.index.runs.push(entry),
@@ -117,6 +128,50 @@ impl SuiteWriter {
     pub fn index(&self) -> &SuiteIndex {
         &self.index
     }
+}
+
+/// The suite index in `dir`, when there is a readable one.
+fn read_index(dir: &Path) -> Option<SuiteIndex> {
+    fs::read_to_string(dir.join(INDEX_FILE)).ok().and_then(|s| serde_json::from_str(&s).ok())
+}
+
+/// Name of the lock file beside the index.
+const LOCK_FILE: &str = ".index.lock";
+
+/// An exclusive advisory lock (`flock`) on a results folder's index, held until dropped; the kernel releases it
+/// when the process ends, so a crashed writer never leaves the folder locked.
+struct IndexLock {
+    _file: File,
+}
+
+impl IndexLock {
+    fn acquire(dir: &Path) -> std::io::Result<Self> {
+        let file = fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
+        lock_exclusive(&file)?;
+        Ok(IndexLock { _file: file })
+    }
+}
+
+/// Block until this process holds `file`'s exclusive `flock` (released when the file is closed).
+#[cfg(unix)]
+fn lock_exclusive(file: &File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: `flock` has no memory-safety preconditions; the descriptor belongs to `file`, open for the call.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Without `flock`, writers of one folder must not overlap.
+#[cfg(not(unix))]
+fn lock_exclusive(_file: &File) -> std::io::Result<()> {
+    Ok(())
 }
 
 #[cfg(test)]
@@ -133,6 +188,28 @@ mod tests {
         assert_eq!(fs::read_to_string(&path).unwrap(), "two");
         let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("a.json")]);
+    }
+
+    fn result(run_id: &str) -> RunResult {
+        let text = include_str!("../../tests/fixtures/results/fixture-mlp/fixture-mlp.b8.fp32.1x1.r1.json");
+        let mut r: RunResult = serde_json::from_str(text).unwrap();
+        r.run_id = run_id.to_string();
+        r
+    }
+
+    #[test]
+    fn writers_of_the_same_suite_at_once_keep_every_entry() {
+        // Two processes (array tasks) open the folder before either wrote: each must keep the other's entry.
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = SuiteWriter::open(dir.path().to_path_buf(), "s", "sha").unwrap();
+        let mut b = SuiteWriter::open(dir.path().to_path_buf(), "s", "sha").unwrap();
+        a.record(&result("s.b8.r0")).unwrap();
+        b.record(&result("s.b8.r1")).unwrap();
+        a.record(&result("s.b8.r2")).unwrap();
+        let index: SuiteIndex =
+            serde_json::from_str(&fs::read_to_string(dir.path().join(INDEX_FILE)).unwrap()).unwrap();
+        let ids: Vec<&str> = index.runs.iter().map(|e| e.run_id.as_str()).collect();
+        assert_eq!(ids, ["s.b8.r0", "s.b8.r1", "s.b8.r2"]);
     }
 
     #[test]
