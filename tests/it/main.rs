@@ -36,3 +36,4 @@ mod run_tch;
 mod runner;
 mod scaling;
 mod schema_sync;
+mod slurm;

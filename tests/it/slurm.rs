@@ -1,0 +1,199 @@
+//! `trainbench run --on slurm` against a real single-node Slurm (`scripts/slurm-local.sh`): a smoke suite
+//! submitted as a job array and waited for, every result file and the index checked; a task that fails (its
+//! result path blocked by a folder) reported with its log, then resubmitted alone by `status --resume` while
+//! the finished runs are neither run again nor lost. Skips with a message where Slurm cannot be started (not
+//! root, no packages); under `CI=true` that is a failure. Slurm is stopped even when an assertion fails. The
+//! dry run needs no Slurm.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const SPEC: &str = r#"
+version = 1
+name = "slurm-smoke"
+[model]
+family = "mlp"
+inputs = 32
+hidden = [64]
+classes = 10
+[topology]
+backend = "mock"
+[sweep]
+batch_sizes = [8, 16, 32]
+[run]
+warmup = 3
+iterations = 20
+timeout_s = 60
+"#;
+
+const RUNS: [&str; 3] = ["slurm-smoke.b8.fp32.1x1.r0", "slurm-smoke.b16.fp32.1x1.r0", "slurm-smoke.b32.fp32.1x1.r0"];
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slurm-local.sh")
+}
+
+/// A single-node Slurm started for one test, stopped when dropped.
+struct LocalSlurm {
+    dir: tempfile::TempDir,
+}
+
+impl LocalSlurm {
+    /// Start it, or say why not: `None` (skip) outside CI, a panic under `CI=true`.
+    fn start() -> Option<LocalSlurm> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("bash").arg(script()).arg("start").env("TRAINBENCH_SLURM_DIR", dir.path()).output();
+        let why = match out {
+            Ok(o) if o.status.success() => return Some(LocalSlurm { dir }),
+            Ok(o) => format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
+            Err(e) => e.to_string(),
+        };
+        let _ = Command::new("bash").arg(script()).arg("stop").env("TRAINBENCH_SLURM_DIR", dir.path()).output();
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: a local Slurm must start for this test: {why}");
+        eprintln!("SKIPPED: a local Slurm could not be started (scripts/slurm-local.sh start): {}", why.trim());
+        None
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.dir.path().join("slurm.conf")
+    }
+
+    fn trainbench(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_trainbench"));
+        c.env("SLURM_CONF", self.conf());
+        c
+    }
+}
+
+impl Drop for LocalSlurm {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg(script()).arg("stop").env("TRAINBENCH_SLURM_DIR", self.dir.path()).output();
+    }
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+}
+
+fn index_ids(out: &Path) -> Vec<String> {
+    let index = read_json(&out.join("slurm-smoke/index.json"));
+    let mut ids: Vec<String> =
+        index["runs"].as_array().unwrap().iter().map(|e| e["run_id"].as_str().unwrap().to_string()).collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn a_suite_runs_as_a_job_array_and_only_the_failed_task_is_resubmitted() {
+    let Some(slurm) = LocalSlurm::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let spec = work.path().join("spec.toml");
+    std::fs::write(&spec, SPEC).unwrap();
+    let out = work.path().join("out");
+    // The injected bad run: a folder where the b16 result goes, so its task cannot write it and fails.
+    let blocked = out.join("slurm-smoke").join(format!("{}.json", RUNS[1]));
+    std::fs::create_dir_all(blocked.join("in-the-way")).unwrap();
+
+    let first = slurm
+        .trainbench()
+        .args(["run", "--on", "slurm", "--wait", "--slurm-arg=--overcommit", "--out"])
+        .arg(&out)
+        .arg(&spec)
+        .output()
+        .unwrap();
+    let shown = text(&first);
+    assert_eq!(first.status.code(), Some(1), "one task failed: {shown}");
+    assert!(shown.contains("3 tasks: 2 done, 1 failed, 0 running, 0 pending, 0 missing"), "{shown}");
+    // The failed task is reported with its log, whose tail says what went wrong.
+    assert!(shown.contains(&format!("task 1 ({}) failed", RUNS[1])), "{shown}");
+    assert!(shown.contains("  log: ") && shown.contains(&blocked.display().to_string()), "{shown}");
+
+    let submission = out.join("_slurm");
+    let plan = read_json(&submission.join("plan.json"));
+    assert_eq!(plan["tasks"].as_array().unwrap().len(), 3);
+    let jobs = read_json(&submission.join("jobs.json"));
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(jobs["jobs"][0]["tasks"], serde_json::json!([0, 1, 2]));
+    let first_job = jobs["jobs"][0]["job"].as_u64().unwrap();
+    assert!(submission.join(format!("logs/{first_job}_1.out")).is_file());
+    for id in [RUNS[0], RUNS[2]] {
+        let r = read_json(&out.join(format!("slurm-smoke/{id}.json")));
+        assert_eq!(r["outcome"]["status"], "completed", "{id}");
+        assert_eq!(r["run_id"], id);
+    }
+    assert_eq!(index_ids(&out), vec![RUNS[2].to_string(), RUNS[0].to_string()]);
+    let kept = std::fs::read(out.join(format!("slurm-smoke/{}.json", RUNS[0]))).unwrap();
+
+    // `status` alone says the same, and fails while a run is failed.
+    let status = slurm.trainbench().arg("status").arg(&out).output().unwrap();
+    assert_eq!(status.status.code(), Some(1), "{}", text(&status));
+    assert!(text(&status).contains("1 failed"), "{}", text(&status));
+
+    // Clear the way and resume: only task 1 is submitted again, the finished runs stay as they were.
+    std::fs::remove_dir_all(&blocked).unwrap();
+    let resumed =
+        slurm.trainbench().args(["status", "--resume", "--wait", "--poll", "0.5"]).arg(&out).output().unwrap();
+    let shown = text(&resumed);
+    assert!(resumed.status.success(), "{shown}");
+    assert!(shown.contains("3 tasks: 3 done, 0 failed"), "{shown}");
+    let jobs = read_json(&submission.join("jobs.json"));
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(jobs["jobs"][1]["tasks"], serde_json::json!([1]));
+    let r = read_json(&out.join(format!("slurm-smoke/{}.json", RUNS[1])));
+    assert_eq!(r["outcome"]["status"], "completed");
+    assert_eq!(std::fs::read(out.join(format!("slurm-smoke/{}.json", RUNS[0]))).unwrap(), kept);
+    let mut all: Vec<String> = RUNS.iter().map(|s| s.to_string()).collect();
+    all.sort();
+    assert_eq!(index_ids(&out), all);
+
+    // Nothing left to do: a second resume submits nothing.
+    let again = slurm.trainbench().args(["status", "--resume"]).arg(&out).output().unwrap();
+    assert!(again.status.success() && text(&again).contains("nothing to resubmit"), "{}", text(&again));
+    assert_eq!(read_json(&submission.join("jobs.json"))["jobs"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_dry_run_writes_and_prints_the_batch_script_without_slurm() {
+    let work = tempfile::tempdir().unwrap();
+    let spec = work.path().join("spec.toml");
+    std::fs::write(&spec, SPEC).unwrap();
+    let out = work.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_trainbench"))
+        .args(["run", "--on", "slurm", "--dry-run", "--partition", "debug", "--out"])
+        .arg(&out)
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let printed = String::from_utf8_lossy(&o.stdout).into_owned();
+    let script = std::fs::read_to_string(out.join("_slurm/array-0.sbatch")).unwrap();
+    assert!(printed.contains(&script), "the printed script is the written one:\n{printed}");
+    for line in ["#SBATCH --array=0-2", "#SBATCH --ntasks=1", "#SBATCH --partition=debug", "#SBATCH --time=4"] {
+        assert!(script.lines().any(|l| l == line), "{line} missing:\n{script}");
+    }
+    assert!(script.contains("slurm-task --plan-file") && script.contains("\"$SLURM_ARRAY_TASK_ID\""), "{script}");
+    // Nothing was submitted: every task is missing, and the results folder holds no result.
+    let s = Command::new(env!("CARGO_BIN_EXE_trainbench"))
+        .arg("status")
+        .arg(&out)
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(s.status.code(), Some(1), "{}", text(&s));
+    assert!(text(&s).contains("3 missing") && text(&s).contains("never submitted"), "{}", text(&s));
+    // Slurm options without `--on slurm` are refused, not ignored.
+    let local = Command::new(env!("CARGO_BIN_EXE_trainbench"))
+        .args(["run", "--partition", "debug", "--out"])
+        .arg(work.path().join("local"))
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert_eq!(local.status.code(), Some(2), "{}", text(&local));
+    assert!(text(&local).contains("--partition is an option of `--on slurm`"), "{}", text(&local));
+}
