@@ -303,6 +303,13 @@ impl<'a> Group<'a> {
         distinct.dedup();
         (distinct.len() < n).then(|| format!("its {n} repeats ran in {} process(es)", distinct.len()))
     }
+    /// The machines the repeats ran on (`a, b`), when more than one (a suite assembled on a cluster).
+    fn machines(&self) -> Option<String> {
+        let mut hosts: Vec<&str> = self.runs.iter().map(|l| l.result.environment.hostname.as_str()).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        (hosts.len() > 1).then(|| hosts.join(", "))
+    }
     fn measured(&self) -> bool {
         self.runs.iter().any(|l| l.result.metrics.is_some())
     }
@@ -499,6 +506,13 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions, eff: 
         notes.push(format!("time to target: baseline {}, candidate {}{change}", side(bt), side(ct)));
     }
     for (name, g) in [("baseline", base), ("candidate", cand)] {
+        if let Some(hosts) = g.machines() {
+            notes.push(format!(
+                "{name}: its {} repeats ran on different machines ({hosts}), so the interval includes the difference \
+                 between machines",
+                g.runs.len()
+            ));
+        }
         if let Some(how) = g.shared_processes() {
             notes.push(format!(
                 "{name}: {how}, so the interval leaves out the noise between processes; run with \

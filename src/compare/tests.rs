@@ -55,3 +55,25 @@ fn repeats_that_disagree_raise_the_threshold_to_their_spread() {
     let (cmp, _) = compare_samples(&steady, &steady, &opts).unwrap();
     assert!(cmp.noise_floor.unwrap() < 0.05 && cmp.threshold == opts.threshold, "{cmp:?}");
 }
+
+#[test]
+fn a_side_whose_repeats_ran_on_different_machines_says_so() {
+    #![allow(clippy::unwrap_used)]
+    let load = |text: &str, host: &str| {
+        let mut result: RunResult = serde_json::from_str(text).unwrap();
+        result.environment.hostname = host.to_string();
+        LoadedResult { path: std::path::PathBuf::from("x.json"), result }
+    };
+    let r0 = include_str!("../../tests/fixtures/results/fixture-mlp/fixture-mlp.b8.fp32.1x1.r0.json");
+    let r1 = include_str!("../../tests/fixtures/results/fixture-mlp/fixture-mlp.b8.fp32.1x1.r1.json");
+    let one = [load(r0, "vm"), load(r1, "vm")];
+    let cluster = [load(r0, "node1"), load(r1, "node2")];
+    let c = compare(&one, &cluster, &CompareOptions::default());
+    let notes = c.pairs[0].notes.join("\n");
+    assert!(notes.contains("candidate: its 2 repeats ran on different machines (node1, node2)"), "{notes}");
+    assert!(!notes.contains("baseline: its 2 repeats ran on different machines"), "{notes}");
+    let model = crate::report::model::ReportModel::new(&cluster);
+    let line = crate::report::summary_line(&model);
+    assert!(line.contains("The runs came from 2 machines: node1 (1), node2 (1)"), "{line}");
+    assert!(crate::report::machines_note(&crate::report::model::ReportModel::new(&one)).is_none());
+}
