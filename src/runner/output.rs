@@ -135,24 +135,22 @@ fn read_index(dir: &Path) -> Option<SuiteIndex> {
     fs::read_to_string(dir.join(INDEX_FILE)).ok().and_then(|s| serde_json::from_str(&s).ok())
 }
 
-/// Name of the lock file beside the index.
-const LOCK_FILE: &str = ".index.lock";
-
-/// An exclusive advisory lock (`flock`) on a results folder's index, held until dropped; the kernel releases it
-/// when the process ends, so a crashed writer never leaves the folder locked.
+/// An exclusive advisory lock (`flock`) on a results folder itself (no lock file is left beside the results),
+/// held until dropped; the kernel releases it when the process ends, so a crashed writer never leaves the
+/// folder locked.
 struct IndexLock {
-    _file: File,
+    _dir: File,
 }
 
 impl IndexLock {
     fn acquire(dir: &Path) -> std::io::Result<Self> {
-        let file = fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
-        lock_exclusive(&file)?;
-        Ok(IndexLock { _file: file })
+        let handle = File::open(dir)?;
+        lock_exclusive(&handle)?;
+        Ok(IndexLock { _dir: handle })
     }
 }
 
-/// Block until this process holds `file`'s exclusive `flock` (released when the file is closed).
+/// Block until this process holds `file`'s exclusive `flock` (released when it is closed).
 #[cfg(unix)]
 fn lock_exclusive(file: &File) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
