@@ -290,6 +290,13 @@ fn slurm_error(e: SlurmError) -> CommandError {
 
 /// `--on slurm`: write the submission next to the results, then submit it (or print it with `--dry-run`).
 fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
+    let opts = SlurmOptions {
+        partition: args.partition.clone(),
+        account: args.account.clone(),
+        time: args.time.clone(),
+        extra: args.slurm_args.clone(),
+    };
+    opts.check().map_err(CommandError::Input)?;
     if args.test_hooks.is_some() {
         return Err(CommandError::Input("--test-hooks is not passed on to Slurm tasks; run without it".into()));
     }
@@ -326,12 +333,6 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
         loaded.iter().map(|l| (l.source.clone(), l.suite.clone(), l.nodes.clone())).collect();
     let mock = MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() };
     let mut plan = PlanFile::new(out.clone(), exe, &entries, args.no_collectors, mock);
-    let opts = SlurmOptions {
-        partition: args.partition.clone(),
-        account: args.account.clone(),
-        time: args.time.clone(),
-        extra: args.slurm_args.clone(),
-    };
     let scripts = submit::write_submission(&mut plan, &opts).map_err(slurm_error)?;
     let dir = crate::slurm::submission_dir(&out);
     if args.dry_run {

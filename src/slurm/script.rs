@@ -23,6 +23,46 @@ pub struct SlurmOptions {
     pub extra: Vec<String>,
 }
 
+impl SlurmOptions {
+    /// Refuse values that would not stay one `#SBATCH` option each (a line break, a partition with spaces, a
+    /// `--slurm-arg` that is not an option), naming the flag and the value.
+    pub fn check(&self) -> Result<(), String> {
+        let word = |flag: &str, v: &str| {
+            if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                Err(format!(
+                    "{flag} `{}` must be one word (Slurm's name for it), without spaces or line breaks",
+                    v.escape_debug()
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        if let Some(p) = &self.partition {
+            word("--partition", p)?;
+        }
+        if let Some(a) = &self.account {
+            word("--account", a)?;
+        }
+        if let Some(t) = &self.time {
+            if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit() || c == ':' || c == '-') {
+                return Err(format!(
+                    "--time `{}` is not a Slurm time limit: write minutes (`30`), `H:MM:SS` or `D-HH:MM`",
+                    t.escape_debug()
+                ));
+            }
+        }
+        for a in &self.extra {
+            if !a.starts_with('-') || a.chars().any(char::is_control) {
+                return Err(format!(
+                    "--slurm-arg `{}` must be one sbatch option on one line, such as `--slurm-arg=--qos=high`",
+                    a.escape_debug()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One batch script: a job array over the tasks sharing one resource shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchScript {
@@ -173,6 +213,22 @@ mod tests {
         assert_eq!(array_list(&[]), "");
         assert_eq!(array_list(&[3]), "3");
         assert_eq!(array_list(&[0, 1, 2, 3, 7, 9, 10]), "0-3,7,9-10");
+    }
+
+    #[test]
+    fn options_that_would_break_the_script_are_refused() {
+        let ok = SlurmOptions {
+            partition: Some("gpu".into()),
+            account: Some("proj-1".into()),
+            time: Some("1-02:00:00".into()),
+            extra: vec!["--qos=high".into()],
+        };
+        assert_eq!(ok.check(), Ok(()));
+        let bad = |o: SlurmOptions| o.check().unwrap_err();
+        assert!(bad(SlurmOptions { partition: Some("a b".into()), ..ok.clone() }).starts_with("--partition"));
+        assert!(bad(SlurmOptions { time: Some("1h".into()), ..ok.clone() }).starts_with("--time `1h`"));
+        assert!(bad(SlurmOptions { extra: vec!["qos=high".into()], ..ok.clone() }).starts_with("--slurm-arg"));
+        assert!(bad(SlurmOptions { extra: vec!["--a\n#SBATCH --b".into()], ..ok }).starts_with("--slurm-arg"));
     }
 
     #[test]

@@ -33,11 +33,16 @@ pub fn run_task(plan_path: &Path, n: usize) -> Result<TaskOutcome, SlurmError> {
     let path = plan.result_path(task);
     if rank0 {
         eprintln!("trainbench: Slurm task {n}: run `{}` of `{}` -> {}", task.plan.id, spec.spec_name, path.display());
-        if let Some(earlier) = read_result(&path) {
-            if is_final(&earlier.outcome) {
+    }
+    // Every rank reads the shared folder, so all of them skip a run that is done (none waits for the others).
+    if let Some(earlier) = read_result(&path) {
+        if is_final(&earlier.outcome) {
+            if rank0 {
                 eprintln!("trainbench: its result is already there ({}): not run again", earlier.outcome.status());
-                return Ok(TaskOutcome::AlreadyDone(path));
             }
+            return Ok(TaskOutcome::AlreadyDone(path));
+        }
+        if rank0 {
             let kept = keep_attempt(&plan, &task.plan, &path)?;
             eprintln!("trainbench: the earlier {} result was moved to {}", earlier.outcome.status(), kept.display());
         }
