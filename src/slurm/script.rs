@@ -195,6 +195,14 @@ fn render(
         // Every rank runs the task; the ranks find their rank and world size in srun's variables, rank 0 writes.
         let _ = writeln!(
             s,
+            "# As trainbench's own mpirun launch: no cross-memory attach between local ranks (containers forbid it)."
+        );
+        let _ = writeln!(
+            s,
+            "export OMPI_MCA_btl_vader_single_copy_mechanism=\"${{OMPI_MCA_btl_vader_single_copy_mechanism:-none}}\""
+        );
+        let _ = writeln!(
+            s,
             "exec srun --mpi=pmix --ntasks={} \"$TRAINBENCH\" slurm-task --plan-file {plan_arg} --task \"$SLURM_ARRAY_TASK_ID\"",
             r.ntasks
         );

@@ -197,3 +197,61 @@ fn a_dry_run_writes_and_prints_the_batch_script_without_slurm() {
     assert_eq!(local.status.code(), Some(2), "{}", text(&local));
     assert!(text(&local).contains("--partition is an option of `--on slurm`"), "{}", text(&local));
 }
+
+/// A data-parallel run on Slurm: world size 2 on tch becomes an `srun --mpi=pmix --ntasks=2` step whose ranks
+/// find their rank in srun's variables; rank 0 writes the result, which records srun as the launcher. Needs the
+/// `tch` and `mpi` features (the mock backend simulates topologies in one process, so it has no ranks).
+#[cfg(all(feature = "tch", feature = "mpi"))]
+#[test]
+fn a_world_size_2_run_is_an_srun_step_of_two_ranks() {
+    const DP: &str = r#"
+version = 1
+name = "slurm-dp"
+[model]
+family = "mlp"
+inputs = 32
+hidden = [64]
+classes = 10
+[sweep]
+batch_sizes = [16]
+topologies = [
+  { devices_per_node = 1, strategy = "single" },
+  { devices_per_node = 2, strategy = "all-reduce" },
+]
+[topology]
+backend = "tch"
+device = "cpu"
+[run]
+warmup = 1
+iterations = 5
+timeout_s = 240
+"#;
+    let Some(slurm) = LocalSlurm::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let spec = work.path().join("dp.toml");
+    std::fs::write(&spec, DP).unwrap();
+    let out = work.path().join("out");
+    let o = slurm
+        .trainbench()
+        .args(["run", "--on", "slurm", "--wait", "--slurm-arg=--overcommit", "--out"])
+        .arg(&out)
+        .arg(&spec)
+        .output()
+        .unwrap();
+    let shown = text(&o);
+    assert!(o.status.success(), "{shown}");
+    assert!(shown.contains("2 tasks: 2 done, 0 failed"), "{shown}");
+    let script = std::fs::read_to_string(out.join("_slurm/array-1.sbatch")).unwrap();
+    assert!(script.contains("#SBATCH --ntasks=2") && script.contains("srun --mpi=pmix --ntasks=2"), "{script}");
+    let single = read_json(&out.join("slurm-dp/slurm-dp.b16.fp32.1x1.r0.json"));
+    assert_eq!(single["outcome"]["status"], "completed", "{single}");
+    let pair = read_json(&out.join("slurm-dp/slurm-dp.b16.fp32.1x2.r0.json"));
+    assert_eq!(pair["outcome"]["status"], "completed", "{pair}");
+    assert_eq!(pair["distributed"]["world_size"], 2, "{pair}");
+    assert_eq!(pair["distributed"]["launcher"], "srun", "{pair}");
+    let ids = {
+        let index = read_json(&out.join("slurm-dp/index.json"));
+        index["runs"].as_array().unwrap().len()
+    };
+    assert_eq!(ids, 2);
+}
