@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use trainbench_workload::{CpuFeatures, DeviceInfo, RawMeasurements};
 
 use crate::format::sha256_hex;
-use crate::result::{CpuInfo, Environment, OsInfo, ProcessInfo};
+use crate::result::{CpuInfo, Environment, OsInfo, ProcessInfo, SchedulerJob};
 
 /// trainbench's version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -159,7 +159,22 @@ pub fn environment(input: ManifestInput<'_>, raw: Option<&RawMeasurements>) -> E
         started_at: rfc3339(input.started),
         finished_at: rfc3339(input.finished),
         process: Some(input.process),
+        scheduler: scheduler_job(|name| std::env::var(name).ok()),
     }
+}
+
+/// The Slurm job this process runs in, from its variables (`var` looks one up); `None` outside a job.
+pub fn scheduler_job(var: impl Fn(&str) -> Option<String>) -> Option<SchedulerJob> {
+    let get = |name: &str| var(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    Some(SchedulerJob {
+        kind: "slurm".into(),
+        job_id: get("SLURM_JOB_ID")?,
+        array_job_id: get("SLURM_ARRAY_JOB_ID"),
+        array_task_id: get("SLURM_ARRAY_TASK_ID"),
+        nodes: get("SLURM_JOB_NODELIST"),
+        partition: get("SLURM_JOB_PARTITION"),
+        cluster: get("SLURM_CLUSTER_NAME"),
+    })
 }
 
 #[cfg(test)]
@@ -168,6 +183,21 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn a_slurm_job_is_read_from_its_variables() {
+        assert_eq!(scheduler_job(|_| None), None);
+        let vars = [
+            ("SLURM_JOB_ID", "17"),
+            ("SLURM_ARRAY_JOB_ID", "12"),
+            ("SLURM_ARRAY_TASK_ID", "3"),
+            ("SLURM_JOB_NODELIST", "n[1-2]"),
+        ];
+        let job = scheduler_job(|n| vars.iter().find(|(k, _)| *k == n).map(|(_, v)| v.to_string())).unwrap();
+        assert_eq!((job.kind.as_str(), job.job_id.as_str()), ("slurm", "17"));
+        assert_eq!((job.array_job_id.as_deref(), job.array_task_id.as_deref()), (Some("12"), Some("3")));
+        assert_eq!((job.nodes.as_deref(), job.partition.as_deref()), (Some("n[1-2]"), None));
+    }
 
     #[test]
     fn rfc3339_known_instants() {

@@ -506,6 +506,35 @@ pub struct Environment {
     /// The operating-system process that trained the run (absent in results written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<ProcessInfo>,
+    /// The batch-scheduler job the run was trained in (an array task of `trainbench run --on slurm`, or any run
+    /// started inside a Slurm job); absent outside one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<SchedulerJob>,
+}
+
+/// A batch scheduler's job, as its variables describe it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerJob {
+    /// The scheduler: `slurm`.
+    pub kind: String,
+    /// The job id (`SLURM_JOB_ID`).
+    pub job_id: String,
+    /// Of an array task, the array's job id (`SLURM_ARRAY_JOB_ID`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_job_id: Option<String>,
+    /// Of an array task, its index (`SLURM_ARRAY_TASK_ID`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_task_id: Option<String>,
+    /// The nodes the job was given (`SLURM_JOB_NODELIST`, Slurm's compressed list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<String>,
+    /// The partition (`SLURM_JOB_PARTITION`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// The cluster (`SLURM_CLUSTER_NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// The process a run was trained in: tells `compare` whether a configuration's repeats sampled the noise between

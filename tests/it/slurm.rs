@@ -122,10 +122,17 @@ fn a_suite_runs_as_a_job_array_and_only_the_failed_task_is_resubmitted() {
     assert_eq!(jobs["jobs"][0]["tasks"], serde_json::json!([0, 1, 2]));
     let first_job = jobs["jobs"][0]["job"].as_u64().unwrap();
     assert!(submission.join(format!("logs/{first_job}_1.out")).is_file());
-    for id in [RUNS[0], RUNS[2]] {
+    for (task, id) in [(0, RUNS[0]), (2, RUNS[2])] {
         let r = read_json(&out.join(format!("slurm-smoke/{id}.json")));
         assert_eq!(r["outcome"]["status"], "completed", "{id}");
         assert_eq!(r["run_id"], id);
+        // The result names the array task that made it and the node it ran on.
+        let job = &r["environment"]["scheduler"];
+        assert_eq!(job["kind"], "slurm", "{r}");
+        assert_eq!(job["array_job_id"], first_job.to_string(), "{r}");
+        assert_eq!(job["array_task_id"], task.to_string(), "{r}");
+        assert_eq!(job["partition"], "debug", "{r}");
+        assert!(job["nodes"].as_str().is_some_and(|n| !n.is_empty()) && r["environment"]["hostname"].is_string());
     }
     assert_eq!(index_ids(&out), vec![RUNS[2].to_string(), RUNS[0].to_string()]);
     let kept = std::fs::read(out.join(format!("slurm-smoke/{}.json", RUNS[0]))).unwrap();
@@ -187,6 +194,10 @@ fn a_dry_run_writes_and_prints_the_batch_script_without_slurm() {
         .unwrap();
     assert_eq!(s.status.code(), Some(1), "{}", text(&s));
     assert!(text(&s).contains("3 missing") && text(&s).contains("never submitted"), "{}", text(&s));
+    // A folder without a submission is an input error that says how to make one.
+    let none = Command::new(env!("CARGO_BIN_EXE_trainbench")).arg("status").arg(work.path()).output().unwrap();
+    assert_eq!(none.status.code(), Some(2), "{}", text(&none));
+    assert!(text(&none).contains("holds no Slurm submission"), "{}", text(&none));
     // Slurm options without `--on slurm` are refused, not ignored.
     let local = Command::new(env!("CARGO_BIN_EXE_trainbench"))
         .args(["run", "--partition", "debug", "--out"])

@@ -342,6 +342,7 @@ impl Synth {
                 finished_at: "2026-11-30T00:00:05Z".into(),
                 // Each repeat in a process of its own, as `run.isolation = "process"` does.
                 process: Some(ProcessInfo { pid: 1000 + self.repeat, own_process_per_repeat: true }),
+                scheduler: None,
             },
             distributed,
             data: None,
