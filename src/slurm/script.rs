@@ -179,6 +179,15 @@ fn render(
             let _ = writeln!(s, "# no --time: the spec sets no run.timeout_s (the partition's default limit applies)");
         }
     }
+    if r.ntasks == 1 && (opts.time.is_some() || r.minutes.is_some()) {
+        // The script execs trainbench, so the batch shell is trainbench: SIGINT stops the run as Ctrl-C does,
+        // recorded `interrupted` with what it measured, before Slurm's time limit kills it without a result.
+        let _ = writeln!(
+            s,
+            "# SIGINT 60 s before the time limit: the run stops as `interrupted` and its result is written"
+        );
+        let _ = writeln!(s, "#SBATCH --signal=B:INT@60");
+    }
     if let Some(p) = &opts.partition {
         let _ = writeln!(s, "#SBATCH --partition={p}");
     }

@@ -181,7 +181,13 @@ fn a_dry_run_writes_and_prints_the_batch_script_without_slurm() {
     let printed = String::from_utf8_lossy(&o.stdout).into_owned();
     let script = std::fs::read_to_string(out.join("_slurm/array-0.sbatch")).unwrap();
     assert!(printed.contains(&script), "the printed script is the written one:\n{printed}");
-    for line in ["#SBATCH --array=0-2", "#SBATCH --ntasks=1", "#SBATCH --partition=debug", "#SBATCH --time=4"] {
+    for line in [
+        "#SBATCH --array=0-2",
+        "#SBATCH --ntasks=1",
+        "#SBATCH --partition=debug",
+        "#SBATCH --time=4",
+        "#SBATCH --signal=B:INT@60",
+    ] {
         assert!(script.lines().any(|l| l == line), "{line} missing:\n{script}");
     }
     assert!(script.contains("slurm-task --plan-file") && script.contains("\"$SLURM_ARRAY_TASK_ID\""), "{script}");
