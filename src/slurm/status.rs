@@ -295,3 +295,103 @@ pub fn wait(out: &Path, interval: std::time::Duration) -> Result<(PlanFile, Stat
         std::thread::sleep(interval);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use trainbench_workload::{BackendKind, RunPlan};
+
+    use super::*;
+    use crate::slurm::plan_file::{PlanSuite, PlanTask, Resources};
+    use crate::slurm::queue::SlurmTask;
+
+    fn plan(out: &Path, n: usize) -> PlanFile {
+        let task = |i: usize| {
+            let p = RunPlan::for_tests(&format!("s.b{i}.fp32.1x1.r0"), 5);
+            let resources = Resources::of(&p, BackendKind::Mock, 1);
+            PlanTask { suite: 0, plan: p, resources, script: "array-0.sbatch".into() }
+        };
+        PlanFile {
+            format_version: crate::slurm::plan_file::PLAN_FORMAT_VERSION,
+            out: out.to_path_buf(),
+            exe: PathBuf::from("/bin/true"),
+            suites: vec![PlanSuite {
+                source: "s.toml".into(),
+                spec_name: "s".into(),
+                spec_canonical: String::new(),
+                backend: BackendKind::Mock,
+                data: None,
+            }],
+            tasks: (0..n).map(task).collect(),
+            no_collectors: false,
+            mock: Default::default(),
+        }
+    }
+
+    fn write_result(out: &Path, run_id: &str, outcome: RunOutcome) {
+        let text = include_str!("../../tests/fixtures/results/fixture-mlp/fixture-mlp.b8.fp32.1x1.r1.json");
+        let mut r: RunResult = serde_json::from_str(text).unwrap();
+        r.run_id = run_id.to_string();
+        r.outcome = outcome;
+        std::fs::create_dir_all(out.join("s")).unwrap();
+        std::fs::write(out.join(format!("s/{run_id}.json")), serde_json::to_string(&r).unwrap()).unwrap();
+    }
+
+    fn slurm(state: &str, reason: Option<&str>) -> SlurmTask {
+        SlurmTask { state: state.into(), reason: reason.map(String::from), exit_code: Some("1:0".into()) }
+    }
+
+    #[test]
+    fn each_task_is_classified_from_results_jobs_logs_and_the_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let plan = plan(out, 8);
+        // Job 7 ran tasks 0-6; task 7 was never submitted.
+        let jobs = Submissions {
+            jobs: vec![Submission {
+                job: 7,
+                script: "array-0.sbatch".into(),
+                tasks: (0..7).collect(),
+                submitted_at: String::new(),
+            }],
+        };
+        let mut view = QueueView::default();
+        view.tasks.insert((7, 0), slurm("PENDING", Some("Resources")));
+        view.tasks.insert((7, 1), slurm("RUNNING", None));
+        write_result(out, "s.b2.fp32.1x1.r0", RunOutcome::Completed);
+        write_result(out, "s.b3.fp32.1x1.r0", RunOutcome::Failed { message: "\nboom\nframe #0".into() });
+        view.tasks.insert((7, 4), slurm("TIMEOUT", None));
+        std::fs::create_dir_all(crate::slurm::logs_dir(out)).unwrap();
+        std::fs::write(log_path(out, 7, 5), "line 1\n\nerror: it broke\n").unwrap();
+        // Task 6: submitted, unknown to Slurm, no log, no result.
+        let states: Vec<(TaskState, String)> = (0..8)
+            .map(|n| {
+                let s = task_status(&plan, &jobs, &view, out, n);
+                (s.state, s.detail)
+            })
+            .collect();
+        assert_eq!(states[0], (TaskState::Pending, "Slurm: PENDING (Resources), exit code 1:0".into()));
+        assert_eq!(states[1].0, TaskState::Running);
+        assert_eq!(states[2].0, TaskState::Done);
+        assert_eq!(states[3], (TaskState::Failed, "boom".into()));
+        assert_eq!(states[4], (TaskState::Failed, "Slurm: TIMEOUT, exit code 1:0; it wrote no result".into()));
+        assert_eq!(states[5], (TaskState::Failed, "the task ended without writing a result".into()));
+        assert_eq!(
+            states[6],
+            (TaskState::Missing, "job 7 is unknown to Slurm, and the task left no log or result".into())
+        );
+        assert_eq!(states[7], (TaskState::Missing, "never submitted".into()));
+        assert_eq!(log_tail(&log_path(out, 7, 5), 1), vec!["error: it broke".to_string()]);
+        let resubmitted: Vec<usize> =
+            (0..8).filter(|&n| task_status(&plan, &jobs, &view, out, n).state.resubmitted()).collect();
+        assert_eq!(resubmitted, [3, 4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn a_failed_or_interrupted_result_is_not_final_an_out_of_memory_one_is() {
+        assert!(is_final(&RunOutcome::Completed));
+        assert!(is_final(&RunOutcome::OutOfMemory { batch_size: 8, message: String::new() }));
+        assert!(!is_final(&RunOutcome::Failed { message: String::new() }));
+        assert!(!is_final(&RunOutcome::Interrupted { reason: String::new() }));
+    }
+}
