@@ -35,18 +35,27 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slurm-local.sh")
 }
 
+/// One local Slurm at a time: its daemons listen on Slurm's fixed ports.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A single-node Slurm started for one test, stopped when dropped.
 struct LocalSlurm {
     dir: tempfile::TempDir,
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
+
+/// How long one `trainbench` command of these tests may take before `timeout` ends it (a task Slurm never
+/// starts would otherwise wait forever); Slurm is stopped afterwards all the same.
+const COMMAND_LIMIT_S: &str = "180";
 
 impl LocalSlurm {
     /// Start it, or say why not: `None` (skip) outside CI, a panic under `CI=true`.
     fn start() -> Option<LocalSlurm> {
+        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new("bash").arg(script()).arg("start").env("TRAINBENCH_SLURM_DIR", dir.path()).output();
         let why = match out {
-            Ok(o) if o.status.success() => return Some(LocalSlurm { dir }),
+            Ok(o) if o.status.success() => return Some(LocalSlurm { dir, _turn: turn }),
             Ok(o) => format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
             Err(e) => e.to_string(),
         };
@@ -61,7 +70,8 @@ impl LocalSlurm {
     }
 
     fn trainbench(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_trainbench"));
+        let mut c = Command::new("timeout");
+        c.args(["--kill-after=10", COMMAND_LIMIT_S, env!("CARGO_BIN_EXE_trainbench")]);
         c.env("SLURM_CONF", self.conf());
         c
     }
