@@ -13,7 +13,7 @@ echo "==> CPU: ${cpu_model:-unknown}, $(nproc 2>/dev/null || echo '?') logical c
 echo "==> CPU flags: ${cpu_flags:-none}${ONEDNN_MAX_CPU_ISA:+ (ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)}${DNNL_MAX_CPU_ISA:+ (DNNL_MAX_CPU_ISA=$DNNL_MAX_CPU_ISA)}" >&2
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
-bash scripts/system-deps.sh || echo "warning: could not install Debian packages; browser and wgpu tests will skip (or fail under CI=true)" >&2
+bash scripts/system-deps.sh || echo "warning: could not install Debian packages; browser, wgpu, MPI and Slurm tests will skip (or fail under CI=true)" >&2
 bash scripts/editor-deps.sh || echo "warning: could not install taplo from npm; the editor-schema test will fail under CI=true" >&2
 echo "==> scripts/lint.sh (cargo fmt --check, then clippy with warnings as errors)" >&2
 bash scripts/lint.sh
