@@ -2,7 +2,7 @@
 //! staged through host memory for the exchange (`trainbench_workload::comm`), which decides what comes back.
 
 use tch::{Device, Kind, TchError, Tensor};
-use trainbench_workload::comm::{GradientExchange, StepExchange};
+use trainbench_workload::comm::{GradientExchange, StepExchange, StopWish};
 
 fn comm_error(e: impl std::fmt::Display) -> TchError {
     TchError::Kind(format!("data-parallel exchange: {e}"))
@@ -26,7 +26,7 @@ pub fn check_layout(x: &dyn GradientExchange, params: &[Tensor]) -> Result<(), T
 /// Exchange the gradients of `params` (after backward). All-reduce: the gradients become the mean over the
 /// workers and the caller steps its optimizer. Parameter servers: the parameters become the servers' updated
 /// weights and the caller skips its optimizer.
-pub fn exchange(x: &mut dyn GradientExchange, params: &[Tensor], stop: bool) -> Result<StepExchange, TchError> {
+pub fn exchange(x: &mut dyn GradientExchange, params: &[Tensor], wish: StopWish) -> Result<StepExchange, TchError> {
     let total = x.layout().total;
     let mut grads = vec![0f32; total];
     let mut at = 0;
@@ -40,7 +40,7 @@ pub fn exchange(x: &mut dyn GradientExchange, params: &[Tensor], stop: bool) -> 
         at += n;
     }
     let mut weights = if x.strategy().servers() > 0 { vec![0f32; total] } else { Vec::new() };
-    let step = x.exchange(&mut grads, &mut weights, stop).map_err(comm_error)?;
+    let step = x.exchange(&mut grads, &mut weights, wish).map_err(comm_error)?;
     let source = if step.weights_updated { &weights } else { &grads };
     let mut at = 0;
     tch::no_grad(|| -> Result<(), TchError> {

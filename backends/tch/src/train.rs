@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use tch::{COptimizer, Device, Kind, TchError, Tensor};
-use trainbench_workload::comm::GradientExchange;
+use trainbench_workload::comm::{GradientExchange, StopWish};
 use trainbench_workload::data::{self, BatchSource, EvalSet};
 use trainbench_workload::graph::{Graph, Node};
 use trainbench_workload::target::{EvalTally, TargetTracker};
@@ -133,9 +133,11 @@ struct Common<'a> {
     /// The data-parallel exchange after backward (`None`: a single worker).
     exchange: Option<&'a mut dyn GradientExchange>,
     /// This worker wants the run to end after the current step (asked of the exchange).
-    stop_wish: bool,
+    stop_wish: StopWish,
     /// The workers agreed, in the last step's exchange, that it was the last.
     agreed_stop: bool,
+    /// ... and some worker was stopped early (so every worker's run is interrupted).
+    agreed_interrupted: bool,
 }
 
 /// Everything one run holds on the device.
@@ -247,8 +249,9 @@ impl<'a> Session<'a> {
             autocast,
             grad_bytes: 0,
             exchange,
-            stop_wish: false,
+            stop_wish: StopWish::Continue,
             agreed_stop: false,
+            agreed_interrupted: false,
         };
         Ok(Self { plan, common, mode })
     }
@@ -372,7 +375,7 @@ impl<'a> Session<'a> {
                 out.interrupted = true;
                 return Ok(out);
             }
-            self.common.stop_wish = stop;
+            self.common.stop_wish = if stop { StopWish::Interrupted } else { StopWish::Continue };
             let (p, _) = self.step(index, &mut source)?;
             if let Some(t) = tracker.as_mut() {
                 t.trained(p.total_s);
@@ -413,7 +416,11 @@ impl<'a> Session<'a> {
                 Budget::Iterations(n) => measured + 1 >= n,
                 Budget::Seconds(s) => measure_start.elapsed().as_secs_f64() >= s,
             };
-            self.common.stop_wish = stop || last;
+            self.common.stop_wish = match (stop, last) {
+                (true, _) => StopWish::Interrupted,
+                (false, true) => StopWish::Finished,
+                (false, false) => StopWish::Continue,
+            };
             let (p, loss) = self.step(index, &mut source)?;
             out.losses.push(loss.f_double_value(&[]).map_err(|e| map(e, batch))?);
             probe.step(index, true, &p);
@@ -421,7 +428,8 @@ impl<'a> Session<'a> {
             index += 1;
             measured += 1;
             if distributed && self.common.agreed_stop {
-                out.interrupted = stop || !last;
+                // Another worker's budget may end first (clocks differ): only a stop interrupts.
+                out.interrupted = self.common.agreed_interrupted;
                 break;
             }
             if let (Some(t), Some(eval)) = (tracker.as_mut(), eval) {
@@ -512,6 +520,7 @@ impl PlainStep {
         if let Some(x) = c.exchange.as_deref_mut() {
             let step = crate::dist::exchange(x, &self.opt.params, c.stop_wish)?;
             c.agreed_stop = step.stop;
+            c.agreed_interrupted = step.interrupted;
             p.comm_s += phase_sync(t);
             if step.weights_updated {
                 // The parameter servers applied the optimizer: only the gradients are left to drop.

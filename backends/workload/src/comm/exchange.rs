@@ -67,11 +67,34 @@ impl Layout {
     }
 }
 
+/// A worker's wish after a step, agreed over all workers in the step's exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StopWish {
+    /// Train on.
+    #[default]
+    Continue,
+    /// This worker's budget (iterations or seconds) ends with this step: a normal end.
+    Finished,
+    /// This worker was stopped (Ctrl-C, `run.timeout_s`): the run ends early, and is marked interrupted.
+    Interrupted,
+}
+
+impl StopWish {
+    /// The wish as the two flags the exchange sums or ORs: `[finished, interrupted]`.
+    fn flags(self) -> [f32; 2] {
+        [f32::from(u8::from(self == StopWish::Finished)), f32::from(u8::from(self == StopWish::Interrupted))]
+    }
+}
+
 /// What the exchange of one step decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepExchange {
     /// Some worker asked to stop: this was the last step, for every rank.
     pub stop: bool,
+    /// Some worker was stopped early ([`StopWish::Interrupted`]): every rank marks its run interrupted, while a
+    /// stop that only ends budgets is a normal end (workers' clocks differ, so a seconds budget ends on the
+    /// first worker that reaches it).
+    pub interrupted: bool,
     /// The exchange replaced the weights (parameter servers): the backend copies them in and skips its own
     /// optimizer step. Otherwise the gradients were replaced by their mean and the backend steps as usual.
     pub weights_updated: bool,
@@ -115,9 +138,14 @@ pub trait GradientExchange {
     /// The trained tensors, in the order `grads` and `weights` hold them.
     fn layout(&self) -> &Layout;
     /// Exchange one step's gradients: `grads` (flat, [`Layout`] order, this worker's batch mean) become the mean
-    /// over the workers, or, with parameter servers, `weights` become the servers' updated weights. `stop` is
-    /// this worker's wish to stop after this step.
-    fn exchange(&mut self, grads: &mut Vec<f32>, weights: &mut [f32], stop: bool) -> Result<StepExchange, CommError>;
+    /// over the workers, or, with parameter servers, `weights` become the servers' updated weights. `wish` is
+    /// this worker's wish after this step.
+    fn exchange(
+        &mut self,
+        grads: &mut Vec<f32>,
+        weights: &mut [f32],
+        wish: StopWish,
+    ) -> Result<StepExchange, CommError>;
     /// Traffic so far.
     fn stats(&self) -> ExchangeStats;
 }
@@ -154,7 +182,12 @@ impl GradientExchange for AllReduceExchange<'_> {
         &self.layout
     }
 
-    fn exchange(&mut self, grads: &mut Vec<f32>, _weights: &mut [f32], stop: bool) -> Result<StepExchange, CommError> {
+    fn exchange(
+        &mut self,
+        grads: &mut Vec<f32>,
+        _weights: &mut [f32],
+        wish: StopWish,
+    ) -> Result<StepExchange, CommError> {
         let n = grads.len();
         self.scratch.resize(n, 0.0);
         let bucket = (BUCKET_BYTES / 4).max(1);
@@ -169,14 +202,15 @@ impl GradientExchange for AllReduceExchange<'_> {
         let w = self.comm.size();
         let inv = 1.0 / w as f32;
         grads.iter_mut().for_each(|g| *g *= inv);
-        let mut flag = [0.0f32];
-        self.comm.all_reduce_sum(&[f32::from(u8::from(stop))], &mut flag)?;
+        let mut flag = [0.0f32; 2];
+        self.comm.all_reduce_sum(&wish.flags(), &mut flag)?;
         self.stats.messages += 1;
         let moved = ExchangeStats::ring_bytes_per_step(4 * n as u64, w);
         self.stats.steps += 1;
         self.stats.bytes_sent += moved;
         self.stats.bytes_received += moved;
-        Ok(StepExchange { stop: flag[0] > 0.0, weights_updated: false })
+        let interrupted = flag[1] > 0.0;
+        Ok(StepExchange { stop: flag[0] > 0.0 || interrupted, interrupted, weights_updated: false })
     }
 
     fn stats(&self) -> ExchangeStats {
@@ -243,25 +277,30 @@ impl GradientExchange for PsWorkerExchange<'_> {
         &self.layout
     }
 
-    fn exchange(&mut self, grads: &mut Vec<f32>, weights: &mut [f32], stop: bool) -> Result<StepExchange, CommError> {
+    fn exchange(
+        &mut self,
+        grads: &mut Vec<f32>,
+        weights: &mut [f32],
+        wish: StopWish,
+    ) -> Result<StepExchange, CommError> {
         let layout = &self.layout;
-        // Push: one message per server, its tensors' gradients packed in layout order, then the stop wish.
+        // Push: one message per server, its tensors' gradients packed in layout order, then the wish's two flags.
         for (s, shard) in self.shards.iter().enumerate() {
             self.buf.clear();
             for &i in shard {
                 let o = layout.offsets[i];
                 self.buf.extend_from_slice(&grads[o..o + layout.len_of(i)]);
             }
-            self.buf.push(f32::from(u8::from(stop)));
+            self.buf.extend_from_slice(&wish.flags());
             self.comm.send(self.workers + s, TAG_PUSH, &self.buf)?;
-            self.stats.bytes_sent += 4 * (self.buf.len() as u64 - 1);
+            self.stats.bytes_sent += 4 * (self.buf.len() as u64 - 2);
             self.stats.messages += 1;
         }
-        // Pull: the shard's updated weights, then the stop flag every server agreed on.
-        let mut agreed = false;
+        // Pull: the shard's updated weights, then the two flags every server agreed on.
+        let (mut agreed, mut interrupted) = (false, false);
         for (s, shard) in self.shards.iter().enumerate() {
             let n: usize = shard.iter().map(|&i| layout.len_of(i)).sum();
-            self.buf.resize(n + 1, 0.0);
+            self.buf.resize(n + 2, 0.0);
             self.comm.recv(self.workers + s, TAG_PULL, &mut self.buf)?;
             let mut at = 0;
             for &i in shard {
@@ -270,11 +309,12 @@ impl GradientExchange for PsWorkerExchange<'_> {
                 at += len;
             }
             agreed |= self.buf[n] > 0.0;
+            interrupted |= self.buf[n + 1] > 0.0;
             self.stats.bytes_received += 4 * n as u64;
             self.stats.messages += 1;
         }
         self.stats.steps += 1;
-        Ok(StepExchange { stop: agreed, weights_updated: true })
+        Ok(StepExchange { stop: agreed || interrupted, interrupted, weights_updated: true })
     }
 
     fn stats(&self) -> ExchangeStats {

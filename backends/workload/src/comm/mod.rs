@@ -19,7 +19,9 @@ mod tests;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use exchange::{AllReduceExchange, ExchangeStats, GradientExchange, Layout, PsWorkerExchange, StepExchange};
+pub use exchange::{
+    AllReduceExchange, ExchangeStats, GradientExchange, Layout, PsWorkerExchange, StepExchange, StopWish,
+};
 
 /// How a run's workers combine their gradients (PAI's job classes: 1w1g, 1wng / AllReduce, PS/worker).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]

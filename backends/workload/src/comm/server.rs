@@ -50,15 +50,16 @@ pub fn serve(
     let n = weights.len();
     let mut opt = HostOptimizer::new(optimizer);
     let mut sum = vec![0.0f32; n];
-    let mut buf = vec![0.0f32; n + 1];
+    let mut buf = vec![0.0f32; n + 2];
     let mut report = ServerReport { elements: n as u64, ..ServerReport::default() };
     loop {
         sum.iter_mut().for_each(|x| *x = 0.0);
-        let mut stop = false;
+        let (mut stop, mut interrupted) = (false, false);
         for w in 0..workers {
             comm.recv(w, TAG_PUSH, &mut buf)?;
             sum.iter_mut().zip(&buf[..n]).for_each(|(a, b)| *a += b);
             stop |= buf[n] > 0.0;
+            interrupted |= buf[n + 1] > 0.0;
             report.bytes_received += 4 * n as u64;
         }
         let t = Instant::now();
@@ -68,12 +69,13 @@ pub fn serve(
         report.update_s += t.elapsed().as_secs_f64();
         buf[..n].copy_from_slice(&weights);
         buf[n] = f32::from(u8::from(stop));
+        buf[n + 1] = f32::from(u8::from(interrupted));
         for w in 0..workers {
             comm.send(w, TAG_PULL, &buf)?;
             report.bytes_sent += 4 * n as u64;
         }
         report.steps += 1;
-        if stop {
+        if stop || interrupted {
             return Ok(report);
         }
     }

@@ -2,7 +2,7 @@
 //! agree on stopping, and the bytes counted are the formulas'.
 #![allow(clippy::unwrap_used)]
 
-use super::exchange::{AllReduceExchange, ExchangeStats, GradientExchange, Layout, PsWorkerExchange};
+use super::exchange::{AllReduceExchange, ExchangeStats, GradientExchange, Layout, PsWorkerExchange, StopWish};
 use super::local::ThreadComm;
 use super::optim::HostOptimizer;
 use super::server::serve;
@@ -49,10 +49,15 @@ fn all_reduce_run(
                 let mut done = 0;
                 for step in 0..steps {
                     let mut gr = grad(&layout, x.worker(), step);
-                    let wish = stop_wish_at == Some((x.worker(), step));
+                    let wish = if stop_wish_at == Some((x.worker(), step)) {
+                        StopWish::Interrupted
+                    } else {
+                        StopWish::Continue
+                    };
                     let r = x.exchange(&mut gr, &mut [], wish).unwrap();
                     opt.step(&mut w, &gr);
                     done += 1;
+                    assert_eq!(r.interrupted, r.stop, "only an interruption stops this run early");
                     if r.stop {
                         break;
                     }
@@ -115,9 +120,11 @@ fn parameter_servers_train_what_all_reduce_trains_under_sgd() {
                 let mut w = initial(&layout, 5);
                 for step in 0..steps {
                     let mut gr = grad(&layout, x.worker(), step);
-                    let r = x.exchange(&mut gr, &mut w, step + 1 == steps).unwrap();
+                    let wish = if step + 1 == steps { StopWish::Finished } else { StopWish::Continue };
+                    let r = x.exchange(&mut gr, &mut w, wish).unwrap();
                     assert!(r.weights_updated);
                     assert_eq!(r.stop, step + 1 == steps);
+                    assert!(!r.interrupted, "a budget's end is not an interruption");
                 }
                 let st = x.stats();
                 (w, st.bytes_sent, st.bytes_received)
