@@ -210,6 +210,51 @@ fn a_dry_run_writes_and_prints_the_batch_script_without_slurm() {
         .unwrap();
     assert_eq!(s.status.code(), Some(1), "{}", text(&s));
     assert!(text(&s).contains("3 missing") && text(&s).contains("never submitted"), "{}", text(&s));
+    // A dry run again replaces a submission that was never submitted.
+    let again = Command::new(env!("CARGO_BIN_EXE_trainbench"))
+        .args(["run", "--on", "slurm", "--dry-run", "--out"])
+        .arg(&out)
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", text(&again));
+    // One that was submitted is refused, and kept beside the new one with `--overwrite`, which also keeps the
+    // results it would replace in the new submission's attempts.
+    let jobs = r#"{"jobs":[{"job":1,"script":"array-0.sbatch","tasks":[0],"submitted_at":"x"}]}"#;
+    std::fs::write(out.join("_slurm/jobs.json"), jobs).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/results/fixture-mlp/fixture-mlp.b8.fp32.1x1.r0.json");
+    let earlier = out.join(format!("slurm-smoke/{}.json", RUNS[0]));
+    std::fs::create_dir_all(earlier.parent().unwrap()).unwrap();
+    std::fs::copy(&fixture, &earlier).unwrap();
+    let dry = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_trainbench"))
+            .args(["run", "--on", "slurm", "--dry-run"])
+            .args(extra)
+            .arg("--out")
+            .arg(&out)
+            .arg(&spec)
+            .output()
+            .unwrap()
+    };
+    let refused = dry(&[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(text(&refused).contains("already holds 1 result file"), "{}", text(&refused));
+    std::fs::rename(&earlier, work.path().join("aside.json")).unwrap();
+    let refused = dry(&[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(text(&refused).contains("already holds a Slurm submission"), "{}", text(&refused));
+    std::fs::rename(work.path().join("aside.json"), &earlier).unwrap();
+    let replaced = dry(&["--overwrite"]);
+    assert!(replaced.status.success(), "{}", text(&replaced));
+    assert!(!earlier.exists() && out.join(format!("_slurm/attempts/{}.json", RUNS[0])).is_file());
+    let kept: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("_slurm-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "the earlier submission is kept: {kept:?}");
+    assert!(out.join(&kept[0]).join("jobs.json").is_file());
     // A folder without a submission is an input error that says how to make one.
     let none = Command::new(env!("CARGO_BIN_EXE_trainbench")).arg("status").arg(work.path()).output().unwrap();
     assert_eq!(none.status.code(), Some(2), "{}", text(&none));
