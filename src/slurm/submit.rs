@@ -97,8 +97,15 @@ pub fn submit(out: &Path, script: &str, tasks: &[usize]) -> Result<Submission, S
         .output()
         .map_err(|e| SlurmError::Slurm(format!("`sbatch` could not be started: {e}")))?;
     if !output.status.success() {
+        // Array indices are task numbers; Slurm caps them below MaxArraySize (1001 unless the cluster raises it).
+        let hint = if tasks.iter().any(|&t| t >= 1000) {
+            "; array indices are the plan's task numbers, which Slurm keeps below its MaxArraySize (1001 by \
+             default, see `scontrol show config`): submit the sweep in parts, into separate `--out` folders"
+        } else {
+            ""
+        };
         return Err(SlurmError::Slurm(format!(
-            "`sbatch {array} {}` failed ({}): {}",
+            "`sbatch {array} {}` failed ({}): {}{hint}",
             path.display(),
             output.status,
             String::from_utf8_lossy(&output.stderr).trim()
