@@ -46,8 +46,10 @@ fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
+        // The last line is the one that says why (`fatal: ...`); earlier ones are the steps that led there.
         let err = String::from_utf8_lossy(&out.stderr);
-        Err(format!("`{cmd}` failed ({}): {}", out.status, err.trim()))
+        let last = err.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("");
+        Err(format!("`{cmd}` failed ({}): {last}", out.status))
     }
 }
 
