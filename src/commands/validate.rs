@@ -108,6 +108,21 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     Ok(if invalid > 0 { Outcome::InvalidInput } else { Outcome::Success })
 }
 
+/// What the summary line says was checked: `files` in all, `profiles` of them hardware profiles.
+fn checked_noun(files: usize, profiles: usize) -> String {
+    let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    match (files - profiles, profiles) {
+        (_, 0) => plural(files, "spec file", "spec files"),
+        (0, p) => plural(p, "hardware profile", "hardware profiles"),
+        (specs, p) => format!(
+            "{} ({}, {})",
+            plural(files, "file", "files"),
+            plural(specs, "spec", "specs"),
+            plural(p, "hardware profile", "hardware profiles")
+        ),
+    }
+}
+
 fn text_report(reports: &[FileReport], valid: usize, invalid: usize) -> String {
     let mut out = String::new();
     let (mut errors, mut warnings) = (0, 0);
@@ -123,15 +138,15 @@ fn text_report(reports: &[FileReport], valid: usize, invalid: usize) -> String {
         }
     }
     let files = valid + invalid;
-    let noun = if files == 1 { "file" } else { "files" };
+    let what = checked_noun(files, reports.iter().filter(|r| r.kind.is_some()).count());
     if invalid == 0 {
         out.push_str(&format!(
-            "checked {files} spec {noun}: all valid ({warnings} warning{})\n",
+            "checked {what}: all valid ({warnings} warning{})\n",
             if warnings == 1 { "" } else { "s" }
         ));
     } else {
         out.push_str(&format!(
-            "checked {files} spec {noun}: {invalid} invalid, {valid} valid ({errors} error{}, {warnings} warning{})\n",
+            "checked {what}: {invalid} invalid, {valid} valid ({errors} error{}, {warnings} warning{})\n",
             if errors == 1 { "" } else { "s" },
             if warnings == 1 { "" } else { "s" }
         ));

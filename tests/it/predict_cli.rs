@@ -71,7 +71,12 @@ fn without_a_profile_predict_says_how_to_get_one() {
 #[test]
 fn validate_checks_hardware_profiles_with_located_errors() {
     let o = tb().args(["validate", "hardware/"]).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("hardware profiles: all valid"), "the summary names what it checked: {out}");
+    let o = tb().args(["validate", "hardware/v100.toml", "specs/smoke/mlp.toml"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("checked 2 files (1 spec, 1 hardware profile): all valid"), "{out}");
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/hardware/v100.toml")).unwrap();
