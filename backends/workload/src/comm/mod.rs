@@ -1,6 +1,6 @@
-//! Data-parallel training across ranks: the engine interface ([`Communicator`]: MPI today, NCCL next), the
-//! strategies built on it (ring all-reduce of gradients, sharded parameter servers) and the one call a backend
-//! makes after its backward pass ([`GradientExchange::exchange`]).
+//! Data-parallel training across ranks: the engine interface ([`Communicator`]: MPI for CPU ranks, NCCL for
+//! CUDA ranks), the strategies built on it (ring all-reduce of gradients, sharded parameter servers) and the one
+//! call a backend makes after its backward pass ([`GradientExchange::exchange`]).
 //!
 //! A backend never knows which engine it talks to, nor which strategy: it flattens its gradients (and, for
 //! parameter servers, its weights) into host buffers in [`Layout`] order, calls the exchange, and copies back
