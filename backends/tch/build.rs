@@ -90,6 +90,11 @@ fn compile_nccl(torch_lib: &std::path::Path, includes: &[PathBuf], abi: &str) ->
     let tree = match cuda_tree(torch_lib) {
         Ok(t) => t,
         Err(why) => {
+            // Installing the missing headers (scripts/env.sh) re-runs this script.
+            if let Some(site) = torch_lib.parent().and_then(|t| t.parent()) {
+                let cu = site.join("nvidia/cu13/include");
+                println!("cargo:rerun-if-changed={}", if cu.exists() { cu } else { site.join("nvidia") }.display());
+            }
             println!("cargo:warning=the NCCL engine is not built: {why}");
             println!("cargo:rustc-env=TRAINBENCH_TCH_NCCL_MISSING={why}");
             return None;

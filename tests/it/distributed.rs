@@ -182,9 +182,10 @@ fn cuda_ranks_without_a_gpu_are_refused_before_anything_starts_exit_2() {
         std::fs::write(dir.path().join("dpc.toml"), spec).unwrap();
         for args in [vec!["plan", "dpc.toml"], vec!["run", "dpc.toml", "--out", "out", "--quiet"]] {
             let out = Command::cargo_bin("trainbench").unwrap().current_dir(dir.path()).args(&args).output().unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{args:?} with {workers} worker(s): {stderr}");
-            assert!(stderr.contains("NCCL engine") && stderr.contains(&why), "{args:?}: {stderr}");
+            // `plan` prints its diagnostics on stdout, `run` on stderr.
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert_eq!(out.status.code(), Some(2), "{args:?} with {workers} worker(s): {text}");
+            assert!(text.contains("NCCL engine") && text.contains(&why), "{args:?}: {text}");
         }
         assert!(!dir.path().join("out").exists(), "nothing ran");
     }
