@@ -5,10 +5,12 @@
 # through the NCCL engine (trainbench's own launcher, one rank, a real NCCL communicator). Every step has its own
 # time limit; everything (logs, result JSONs, a summary with the figures) lands under $OUT.
 #
-#   scripts/gpu_check.sh          on a GPU machine ($OUT defaults to target/gpu-check)
-#   scripts/gpu_check.sh --dry    here, without a GPU: the same steps on what this machine has (the TBD runs on
-#                                 the CPU at fp32 and bf16 with a few iterations; the NCCL step must be refused
-#                                 with exit 2), to check the script itself
+#   scripts/gpu_check.sh               on a GPU machine ($OUT defaults to target/gpu-check)
+#   scripts/gpu_check.sh --build-only  only the build (a device call runs at most 10 minutes: build in one call,
+#                                      then run the rest in the next while the machine is warm; target/ stays)
+#   scripts/gpu_check.sh --dry         here, without a GPU: the same steps on what this machine has (the TBD runs
+#                                      on the CPU at batch 2, fp32 and bf16, a few iterations; the NCCL step must
+#                                      be refused with exit 2), to check the script itself
 #
 # TRAINBENCH_BIN=path skips the build and uses that binary (it must have been built with `--features tch`).
 # Needs: a Rust toolchain with the crates already fetched (the GPU machine reaches no network), and the PyTorch
@@ -17,7 +19,13 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 DRY=0
-[[ "${1:-}" == "--dry" ]] && DRY=1
+BUILD_ONLY=0
+case "${1:-}" in
+    --dry) DRY=1 ;;
+    --build-only) BUILD_ONLY=1 ;;
+    "") ;;
+    *) echo "usage: $0 [--dry | --build-only]" >&2; exit 2 ;;
+esac
 OUT="${OUT:-$ROOT/target/gpu-check}"
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
@@ -51,6 +59,7 @@ if ! step env 300 bash -c "source scripts/env.sh && python -c 'import torch; pri
 fi
 # shellcheck source=env.sh
 source scripts/env.sh
+set +e # env.sh turns on errexit; a failed step must not end the check
 
 if [[ -n "${TRAINBENCH_BIN:-}" ]]; then
     BIN="$TRAINBENCH_BIN"
@@ -65,19 +74,26 @@ else
     }
     BIN="$CARGO_TARGET_DIR/release/trainbench"
 fi
+if [[ $BUILD_ONLY == 1 ]]; then
+    tail -n 80 "$OUT/build.log" >"$OUT/logs.txt"
+    rm -f "$OUT"/*.log
+    say "built $BIN; done $(date -u +%FT%TZ)"
+    exit 0
+fi
 
 step devices 60 "$BIN" devices
 
 SPEC=specs/tbd/resnet50.toml
-COMMON=(--set 'sweep.batch_sizes=[16]' --set run.repeats=1 --set run.timeout_s=150 --quiet)
 if [[ $DRY == 1 ]]; then
-    # The CPU stands in: same spec, fewer iterations, bf16 for the half-precision run (fp16 is CUDA-only).
-    COMMON+=(--set 'topology.device="cpu"' --set run.warmup=1 --set run.iterations=3)
+    # The CPU stands in: same spec, batch 2, a few iterations, bf16 for the half-precision run (fp16 is
+    # CUDA-only).
+    COMMON=(--set 'sweep.batch_sizes=[2]' --set 'topology.device="cpu"' --set run.warmup=1 --set run.iterations=3)
     HALF=bf16
 else
-    COMMON+=(--set run.warmup=20 --set run.iterations=100)
+    COMMON=(--set 'sweep.batch_sizes=[16]' --set run.warmup=20 --set run.iterations=100)
     HALF=fp16
 fi
+COMMON+=(--set run.repeats=1 --set run.timeout_s=150 --quiet)
 
 step fp32 200 "$BIN" run "$SPEC" --out "$OUT/runs/fp32" "${COMMON[@]}"
 step "$HALF" 200 "$BIN" run "$SPEC" --out "$OUT/runs/$HALF" "${COMMON[@]}" --set "training.precision=\"$HALF\""

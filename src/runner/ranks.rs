@@ -124,6 +124,11 @@ pub struct Ranks {
     cuda_device: Option<usize>,
 }
 
+/// Whether trainbench's own launcher started this rank (the NCCL path of `trainbench run`).
+fn started_by_trainbench() -> bool {
+    std::env::var(OWN_LAUNCHER_VARIABLE).is_ok_and(|v| !v.trim().is_empty())
+}
+
 /// This process's rank among those on its machine, as its launcher numbered it (0 without one).
 pub fn launcher_local_rank() -> usize {
     LOCAL_RANK_VARIABLES.iter().find_map(|var| std::env::var(var).ok().and_then(|v| v.trim().parse().ok())).unwrap_or(0)
@@ -153,10 +158,7 @@ impl Ranks {
     pub fn open(engine: Engine) -> Result<Ranks, String> {
         let Opened { comm, host, cuda_device } = open_engine(engine)?;
         let (launcher, promised) = launcher_world().unwrap_or(("unknown", comm.size()));
-        let launcher = match std::env::var(OWN_LAUNCHER_VARIABLE) {
-            Ok(own) if !own.trim().is_empty() => "trainbench run",
-            _ => launcher,
-        };
+        let launcher = if started_by_trainbench() { "trainbench run" } else { launcher };
         if promised != comm.size() {
             let hint = if launcher == "torchrun" {
                 "torchrun starts NCCL ranks (CUDA specs); start CPU ranks with `mpirun` or `srun --mpi=pmix`"
@@ -443,6 +445,7 @@ fn open_nccl(first_device: usize, timeout: Duration) -> Result<Opened, String> {
                     MPI's variables), which are not set"
             .into());
     };
+    let who = if started_by_trainbench() { "trainbench run" } else { who };
     let device = first_device + launcher_local_rank();
     let at = trainbench_tch::nccl::Rendezvous {
         master_addr: addr.trim().to_string(),

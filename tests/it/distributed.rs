@@ -232,4 +232,20 @@ fn a_rank_asked_to_join_an_nccl_group_without_a_gpu_says_why_and_exits() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("MASTER_PORT"), "the missing rendezvous variable is named: {stderr}");
+
+    // trainbench's own launcher (what `trainbench run` starts for CUDA ranks): both ranks fail to join, the
+    // launcher names the rank that ended, fails, and leaves nothing running.
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["worker", "--launch", "2", "--engine", "nccl", "--comm-timeout-s", "5"])
+        .write_stdin("")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("trainbench rank ") && stderr.contains("the process ended"), "{stderr}");
+    assert!(stderr.contains("(trainbench run): nccl:"), "each rank knows its launcher and engine: {stderr}");
+    let left = processes_in(dir.path());
+    assert!(left.is_empty(), "no rank is left running: {left:?}");
 }
