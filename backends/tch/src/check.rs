@@ -41,8 +41,8 @@ pub fn exchange_for<'x>(
     }
     let Some(x) = given else {
         return refuse(format!(
-            "`{}` with world size {} runs in ranks started by `trainbench run` (through mpirun) or by a launcher; \
-             this process has no ranks",
+            "`{}` with world size {} runs in ranks started by `trainbench run` (CPU ranks through mpirun, CUDA \
+             ranks itself) or by a launcher; this process has no ranks",
             plan.strategy.name(),
             plan.world_size
         ));
