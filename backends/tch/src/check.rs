@@ -81,7 +81,6 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
     if plan.batch_size == 0 {
         return Err(unsupported(&graph.name, "batch", "batch_size must be at least 1"));
     }
-    engine_refusal(plan).map_err(|reason| unsupported(&graph.name, "data_parallel", reason))?;
     for (i, node) in graph.nodes.iter().enumerate() {
         check_node(graph, i).map_err(|reason| unsupported(&node.name, node.op.kind_name(), reason))?;
     }
@@ -207,19 +206,19 @@ pub fn wgan_roles(graph: &Graph) -> Result<WganRoles, String> {
     Ok(WganRoles { loss, scores, critic_batch, critic_part })
 }
 
-/// The engine a data-parallel plan needs on this host: CUDA ranks exchange through NCCL
-/// ([`crate::nccl`]), which this build may lack and which needs a GPU per rank; CPU ranks go through MPI, which
-/// the runner checks when it starts them.
-fn engine_refusal(plan: &RunPlan) -> Result<(), String> {
+/// What stops a data-parallel plan's ranks from starting on this host, if anything: CUDA ranks exchange through
+/// NCCL ([`crate::nccl`]), which this build may lack and which needs a GPU per rank; CPU ranks go through MPI,
+/// which the runner checks when it starts them. Asked by `plan` and `run` before anything starts, not by
+/// [`trainbench_workload::Backend::supports`]: a spec stays valid on a machine where it cannot run.
+pub fn engine_refusal(plan: &RunPlan) -> Option<String> {
     if plan.strategy.is_single() || !matches!(plan.device, trainbench_workload::DeviceSelector::Cuda(_)) {
-        return Ok(());
+        return None;
     }
-    match crate::nccl::refusal() {
-        None => Ok(()),
-        Some(why) => Err(format!(
+    crate::nccl::refusal().map(|why| {
+        format!(
             "`{}` with world size {} on CUDA trains through the NCCL engine: {why}",
             plan.strategy.name(),
             plan.world_size
-        )),
-    }
+        )
+    })
 }
