@@ -18,6 +18,10 @@ fn main() {
             // Keep libtorch_cuda loaded (its initialisers register CUDA) despite --as-needed.
             println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
         }
+        // The NCCL engine's object needs the CUDA runtime's directory too (present when it was built).
+        if let Ok(cuda) = std::env::var("DEP_TRAINBENCH_TCH_CUDA_LIB") {
+            println!("cargo:rustc-link-arg=-Wl,-rpath,{cuda}");
+        }
     }
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=TRAINBENCH_GIT_COMMIT={commit}");

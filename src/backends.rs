@@ -129,6 +129,32 @@ pub fn refusals(backend: BackendKind, plans: &[RunPlan], graph: &Graph) -> Vec<B
     out
 }
 
+/// What stops `plans` from starting on this machine beyond what the backend refuses in `supports`: the engine
+/// a data-parallel group needs (NCCL for CUDA ranks of tch) missing from this build or this host. Asked by
+/// `plan` and `run`, not by `validate` (a spec stays valid where it cannot run). Each reason once.
+pub fn launch_refusals(backend: BackendKind, plans: &[RunPlan]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for plan in plans {
+        if let Some(why) = engine_refusal(backend, plan)
+            && !out.contains(&why)
+        {
+            out.push(why);
+        }
+    }
+    out
+}
+
+#[cfg(feature = "tch")]
+fn engine_refusal(backend: BackendKind, plan: &RunPlan) -> Option<String> {
+    (backend == BackendKind::Tch).then(|| trainbench_tch::check::engine_refusal(plan)).flatten()
+}
+
+/// Without the tch backend, its runs are refused as not built (by `supports`); the others need no engine here.
+#[cfg(not(feature = "tch"))]
+fn engine_refusal(_backend: BackendKind, _plan: &RunPlan) -> Option<String> {
+    None
+}
+
 /// The error a backend left out of this build gives; `None` when it is built in.
 pub fn not_built(kind: BackendKind) -> Option<BackendError> {
     (!built(kind)).then(|| NotBuilt { kind }.error())

@@ -8,9 +8,10 @@ use trainbench_workload::Budget;
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
-use crate::plan::{PlannedRun, expand};
+use crate::plan::{PlacementOverride, PlannedRun, expand};
 use crate::spec::SpecValidator;
-use crate::spec::diagnostics::render_text;
+use crate::spec::diagnostics::{Diagnostic, render_text};
+use crate::spec::rules;
 use crate::spec::wire::Isolation;
 
 /// Arguments of `trainbench plan`.
@@ -44,7 +45,17 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     };
     let validator = SpecValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
     let display = args.spec.display().to_string();
-    let checked = validator.check_file(&args.spec, &display, &overrides);
+    let mut checked = validator.check_file(&args.spec, &display, &overrides);
+    if let Some(spec) = &checked.spec {
+        // What this machine cannot start (the engine of a data-parallel group) is refused as `run` would.
+        let refused = rules::check_launch(spec, PlacementOverride::default());
+        if !refused.is_empty() {
+            checked
+                .diagnostics
+                .extend(refused.into_iter().map(|f| Diagnostic::error(&display, f.message).maybe_hint(f.hint)));
+            checked.spec = None;
+        }
+    }
     let Some(spec) = checked.spec else {
         match format {
             OutputFormat::Json => {

@@ -230,17 +230,22 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Loaded>>, CommandError> {
             continue;
         };
         let over = PlacementOverride { backend: args.backend, device: args.device };
+        let mut refused = Vec::new();
         if over != PlacementOverride::default() {
             // Overrides bypass the spec's own backend check: refuse what the chosen backend cannot run now.
-            let refused = rules::check_support_on(&spec, over);
-            if !refused.is_empty() {
-                let display = path.display().to_string();
-                let diagnostics: Vec<Diagnostic> =
-                    refused.into_iter().map(|f| Diagnostic::error(&display, f.message).maybe_hint(f.hint)).collect();
-                eprint!("{}", render_text(&diagnostics));
-                invalid = true;
-                continue;
-            }
+            refused = rules::check_support_on(&spec, over);
+        }
+        if refused.is_empty() {
+            // What this machine cannot start (the engine of a data-parallel group).
+            refused = rules::check_launch(&spec, over);
+        }
+        if !refused.is_empty() {
+            let display = path.display().to_string();
+            let diagnostics: Vec<Diagnostic> =
+                refused.into_iter().map(|f| Diagnostic::error(&display, f.message).maybe_hint(f.hint)).collect();
+            eprint!("{}", render_text(&diagnostics));
+            invalid = true;
+            continue;
         }
         let nodes =
             crate::plan::expand_on(&spec, crate::plan::placement(&spec, over)).iter().map(|p| p.nodes).collect();

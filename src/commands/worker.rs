@@ -1,19 +1,67 @@
 //! The hidden `worker` subcommand: runs the repeat `trainbench run` hands it in a process of its own (see
 //! `runner::worker`). Not meant to be typed by people.
 
+use std::time::Duration;
+
 use super::{CommandError, Outcome};
+use crate::runner::ranks::Engine;
 
 /// Arguments of `trainbench worker` (the job comes on standard input).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// This process is one rank of a data-parallel group started by an MPI launcher.
+    /// This process is one rank of a data-parallel group started by the engine's launcher.
     #[arg(long)]
     pub ranks: bool,
+    /// Start this many ranks (`trainbench worker --ranks`) on this machine with torchrun's variables and wait
+    /// for them: trainbench's own launcher, for NCCL ranks.
+    #[arg(long, conflicts_with = "ranks")]
+    pub launch: Option<usize>,
+    /// The engine connecting the ranks.
+    #[arg(long, value_enum, default_value = "mpi")]
+    pub engine: EngineName,
+    /// NCCL: the CUDA device of local rank 0 (local rank r drives the r-th device after it).
+    #[arg(long, default_value_t = 0)]
+    pub cuda_device: usize,
+    /// NCCL: bound on the rendezvous and on each collective, in seconds.
+    #[arg(long, default_value_t = 1800.0)]
+    pub comm_timeout_s: f64,
+}
+
+/// The engines `--engine` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineName {
+    /// MPI (CPU ranks).
+    Mpi,
+    /// NCCL (CUDA ranks).
+    Nccl,
+}
+
+impl Args {
+    fn engine(&self) -> Result<Engine, CommandError> {
+        Ok(match self.engine {
+            EngineName::Mpi => Engine::Mpi,
+            EngineName::Nccl => {
+                let timeout = Duration::try_from_secs_f64(self.comm_timeout_s)
+                    .ok()
+                    .filter(|t| !t.is_zero())
+                    .ok_or_else(|| CommandError::Other(format!("--comm-timeout-s {}", self.comm_timeout_s)))?;
+                Engine::Nccl { first_device: self.cuda_device, timeout }
+            }
+        })
+    }
 }
 
 /// Carry out `trainbench worker`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
-    match crate::runner::worker::serve(args.ranks) {
+    let engine = args.engine()?;
+    let served = match args.launch {
+        Some(n) => {
+            let exe = std::env::current_exe().map_err(|e| CommandError::Other(format!("this program's path: {e}")))?;
+            crate::runner::launch::launch_ranks(&exe, n, engine)
+        }
+        None => crate::runner::worker::serve(args.ranks.then_some(engine)),
+    };
+    match served {
         Ok(true) => Ok(Outcome::Success),
         Ok(false) => Ok(Outcome::Failure),
         Err(e) => Err(CommandError::Other(e)),

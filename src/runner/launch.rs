@@ -1,10 +1,16 @@
 //! How `trainbench run` starts the processes of a run: one `trainbench worker` per repeat, or, for a
-//! data-parallel run, its ranks through the MPI launcher (`mpirun`/`mpiexec`, `TRAINBENCH_MPIRUN` to choose
-//! one) as `trainbench worker --ranks`, in a process group of their own so that a timeout ends all of them.
+//! data-parallel run, its ranks as `trainbench worker --ranks`, in a process group of their own so that a
+//! timeout ends all of them: MPI ranks through the MPI launcher (`mpirun`/`mpiexec`, `TRAINBENCH_MPIRUN` to
+//! choose one), NCCL ranks through trainbench's own launcher (`trainbench worker --launch N`, [`launch_ranks`]),
+//! which gives each rank torchrun's variables and, like `mpirun`, ends the group when one rank fails.
 
+use std::net::TcpListener;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
+use std::time::Duration;
+
+use super::ranks::{Engine, OWN_LAUNCHER_VARIABLE};
 
 /// The MPI launcher found on this machine and whether it is Open MPI's (whose options differ from MPICH's).
 #[derive(Debug, Clone)]
@@ -36,14 +42,21 @@ fn launcher() -> Result<&'static Launcher, String> {
         .map_err(Clone::clone)
 }
 
-/// The command that starts a run's worker: `exe worker`, or for `processes` ranks, the MPI launcher running
-/// `exe worker --ranks` on this machine (oversubscribed: ranks may outnumber cores; never bound to cores).
-pub fn worker_command(exe: &Path, processes: Option<usize>) -> Result<Command, String> {
+/// The command that starts a run's worker: `exe worker`, or for `processes` ranks of `engine`, the launcher
+/// that starts them on this machine: trainbench's own for NCCL, the MPI launcher running `exe worker --ranks`
+/// for MPI (oversubscribed: ranks may outnumber cores; never bound to cores).
+pub fn worker_command(exe: &Path, processes: Option<usize>, engine: Engine) -> Result<Command, String> {
     let Some(n) = processes else {
         let mut c = Command::new(exe);
         c.arg("worker");
         return Ok(c);
     };
+    if let Engine::Nccl { .. } = engine {
+        let mut c = Command::new(exe);
+        c.args(["worker", "--launch", &n.to_string()]).args(engine_args(engine));
+        in_own_group(&mut c);
+        return Ok(c);
+    }
     let l = launcher()?;
     let mut c = Command::new(&l.program);
     c.arg("-n").arg(n.to_string());
@@ -56,12 +69,145 @@ pub fn worker_command(exe: &Path, processes: Option<usize>) -> Result<Command, S
         }
     }
     c.arg(exe).args(["worker", "--ranks"]);
+    in_own_group(&mut c);
+    Ok(c)
+}
+
+/// The arguments of `trainbench worker` that name `engine` (see `commands::worker`).
+pub fn engine_args(engine: Engine) -> Vec<String> {
+    match engine {
+        Engine::Mpi => vec!["--engine".into(), "mpi".into()],
+        Engine::Nccl { first_device, timeout } => vec![
+            "--engine".into(),
+            "nccl".into(),
+            "--cuda-device".into(),
+            first_device.to_string(),
+            "--comm-timeout-s".into(),
+            timeout.as_secs_f64().to_string(),
+        ],
+    }
+}
+
+/// Start `c` as the leader of a process group of its own (which its children join), so one signal ends all.
+fn in_own_group(c: &mut Command) {
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
         c.process_group(0);
     }
-    Ok(c)
+    #[cfg(not(unix))]
+    let _ = c;
+}
+
+/// trainbench's launcher for NCCL ranks on one machine (`trainbench worker --launch N`): start `n` ranks of
+/// `exe worker --ranks` with `engine`'s arguments and torchrun's variables (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
+/// `LOCAL_WORLD_SIZE`, `MASTER_ADDR` = 127.0.0.1, `MASTER_PORT` = a free port), then wait for them. `Ok(true)`
+/// when every rank succeeded.
+pub fn launch_ranks(exe: &Path, n: usize, engine: Engine) -> Result<bool, String> {
+    let port = free_port()?;
+    let commands = (0..n)
+        .map(|rank| {
+            let mut c = Command::new(exe);
+            c.args(["worker", "--ranks"]).args(engine_args(engine));
+            c.env("RANK", rank.to_string())
+                .env("WORLD_SIZE", n.to_string())
+                .env("LOCAL_RANK", rank.to_string())
+                .env("LOCAL_WORLD_SIZE", n.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .env(OWN_LAUNCHER_VARIABLE, "1");
+            c
+        })
+        .collect();
+    run_group(commands)
+}
+
+/// A TCP port free on the loopback interface now (the operating system's choice; rank 0's store binds it a
+/// moment later).
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free TCP port for the ranks' rendezvous: {e}"))
+}
+
+/// Start one process per command, rank 0 on this process's standard input and output (the parent's protocol),
+/// the others' output on standard error; wait for all. When one ends badly, print which rank and how
+/// (`trainbench rank N: ...`, the line the parent keeps), kill the others (they would wait for it in a
+/// collective) and return `Ok(false)`.
+pub fn run_group(commands: Vec<Command>) -> Result<bool, String> {
+    let mut children: Vec<(usize, Child)> = Vec::new();
+    for (rank, mut c) in commands.into_iter().enumerate() {
+        if rank > 0 {
+            c.stdin(Stdio::null());
+            if let Some(err) = stderr_as_stdio() {
+                c.stdout(err);
+            }
+        }
+        match c.spawn() {
+            Ok(child) => children.push((rank, child)),
+            Err(e) => {
+                end_all(&mut children);
+                return Err(format!("cannot start rank {rank}: {e}"));
+            }
+        }
+    }
+    let mut ok = true;
+    while !children.is_empty() {
+        // The first rank found ended, and whether it failed.
+        let mut ended: Option<(usize, bool)> = None;
+        for (i, (rank, child)) in children.iter_mut().enumerate() {
+            let failed = match child.try_wait() {
+                Ok(Some(status)) if status.success() => false,
+                Ok(Some(status)) => {
+                    eprintln!("trainbench rank {rank}: the process ended ({status})");
+                    true
+                }
+                Ok(None) => continue,
+                Err(e) => {
+                    eprintln!("trainbench rank {rank}: cannot be waited for ({e})");
+                    true
+                }
+            };
+            ended = Some((i, failed));
+            break;
+        }
+        match ended {
+            Some((i, failed)) => {
+                children.swap_remove(i);
+                if failed {
+                    ok = false;
+                    end_all(&mut children);
+                }
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    Ok(ok)
+}
+
+/// Kill and reap every child still running.
+fn end_all(children: &mut Vec<(usize, Child)>) {
+    for (_, child) in children.iter_mut() {
+        let _ = child.kill();
+    }
+    for (_, child) in children.iter_mut() {
+        let _ = child.wait();
+    }
+    children.clear();
+}
+
+/// A duplicate of this process's standard error, to hand a child as its standard output.
+#[cfg(unix)]
+fn stderr_as_stdio() -> Option<Stdio> {
+    use std::os::fd::AsFd;
+    std::io::stderr().as_fd().try_clone_to_owned().ok().map(Stdio::from)
+}
+
+/// A duplicate of this process's standard error, where the platform has one to give.
+#[cfg(not(unix))]
+fn stderr_as_stdio() -> Option<Stdio> {
+    None
 }
 
 #[cfg(unix)]
@@ -81,4 +227,68 @@ pub fn is_rank_failure_line(line: &str) -> bool {
     line.starts_with("trainbench rank ")
         || (line.contains("process rank") && (line.contains("exited") || line.contains("signal")))
         || line.contains("MPI_ABORT was invoked on rank")
+}
+
+#[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    fn sh(script: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        c
+    }
+
+    #[test]
+    fn a_group_whose_ranks_all_succeed_succeeds() {
+        assert_eq!(run_group(vec![sh("exit 0"), sh("sleep 0.2"), sh("true")]), Ok(true));
+    }
+
+    #[test]
+    fn a_rank_that_fails_ends_the_others_at_once() {
+        let start = Instant::now();
+        // Rank 0 would wait 60 s for its peer (as in a collective); rank 1 fails.
+        let ok = run_group(vec![sh("sleep 60"), sh("sleep 0.2; exit 3")]).unwrap();
+        assert!(!ok);
+        assert!(start.elapsed() < Duration::from_secs(30), "rank 0 was killed, not waited for");
+    }
+
+    #[test]
+    fn a_rank_that_cannot_start_is_an_error_and_leaves_no_rank_running() {
+        let missing = Command::new("/nonexistent/trainbench-rank");
+        let e = run_group(vec![sh("sleep 60"), missing]).unwrap_err();
+        assert!(e.contains("cannot start rank 1"), "{e}");
+    }
+
+    #[test]
+    fn the_ranks_get_torchruns_variables() {
+        let dir = std::env::temp_dir().join(format!("tb-launch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A stand-in for `trainbench worker --ranks`: writes what it was given.
+        let exe = dir.join("rank.sh");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\necho \"$* $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $TRAINBENCH_LAUNCHER\" > \"$(dirname \"$0\")/rank$RANK\"\n",
+        )
+        .unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let engine = Engine::Nccl { first_device: 1, timeout: Duration::from_secs(90) };
+        assert_eq!(launch_ranks(&exe, 2, engine), Ok(true));
+        for rank in 0..2 {
+            let got = std::fs::read_to_string(dir.join(format!("rank{rank}"))).unwrap();
+            assert_eq!(
+                got.trim(),
+                format!(
+                    "worker --ranks --engine nccl --cuda-device 1 --comm-timeout-s 90 {rank} 2 {rank} 2 127.0.0.1 1"
+                )
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -1,6 +1,7 @@
 //! The run loop of a rank of a data-parallel group: [`serve_ranked`] (the plans of a `trainbench worker --ranks`
 //! job: servers serve, workers train, rank 0 reports) and [`run_as_ranks`] (`trainbench run` itself started on
-//! every rank by an external launcher, `mpirun -n N trainbench run SPEC` or `srun`).
+//! every rank by an external launcher: `mpirun -n N trainbench run SPEC` or `srun` for CPU specs, `torchrun` for
+//! CUDA specs).
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use trainbench_workload::RunPlan;
 
-use super::ranks::Ranks;
+use super::ranks::{Engine, Ranks};
 use super::worker::WorkerMessage;
 use super::{Flow, Pass, Recorder, RunnerError, RunnerOptions, Suite, SuiteReport};
 use crate::backends;
@@ -93,9 +94,14 @@ pub(crate) fn run_as_ranks(
             p.strategy.name()
         )));
     }
-    let ranks = RefCell::new(Ranks::open().map_err(RunnerError::Worker)?);
+    let engine = Engine::for_plans(&suite.plans).map_err(RunnerError::Worker)?;
+    let ranks = RefCell::new(Ranks::open(engine).map_err(RunnerError::Worker)?);
     let rank = ranks.borrow().rank();
     let mut suite = suite.clone();
+    for plan in &mut suite.plans {
+        ranks.borrow().check_plan(plan).map_err(RunnerError::Worker)?;
+        ranks.borrow().place(plan);
+    }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Ranks on one machine share its cores; the launcher says how many share this one.
     let local = ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"]

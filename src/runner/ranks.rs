@@ -1,7 +1,12 @@
 //! The rank side of a data-parallel run: this worker process is one rank of a group an engine connects
-//! (`trainbench worker --ranks`, started by `mpirun`). Workers train with a gradient exchange
-//! (`trainbench_workload::comm`), parameter-server ranks serve their shard, and afterwards every rank sends its
-//! figures to rank 0, which merges them (per step, the slowest worker's phases) and writes the result.
+//! (`trainbench worker --ranks`, started by `mpirun` for MPI or by trainbench's own launcher for NCCL; or
+//! `trainbench run` under an external launcher). The engine is chosen from where the plans run ([`Engine`]:
+//! CUDA ranks through NCCL, the others through MPI) and opened in [`open_engine`]; nothing else here knows
+//! which one it talks to. Workers train with a gradient exchange (`trainbench_workload::comm`),
+//! parameter-server ranks serve their shard, and afterwards every rank sends its figures to rank 0, which merges
+//! them (per step, the slowest worker's phases) and writes the result.
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use trainbench_workload::comm::server::{ServerReport, serve};
@@ -9,7 +14,9 @@ use trainbench_workload::comm::{
     AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, PsWorkerExchange,
 };
 use trainbench_workload::data::BatchSource;
-use trainbench_workload::{Backend, BackendError, Graph, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan};
+use trainbench_workload::{
+    Backend, BackendError, DeviceSelector, Graph, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
+};
 
 use crate::result::distributed::{DistributedResult, RankPhases};
 
@@ -36,11 +43,95 @@ pub fn launcher_world() -> Option<(&'static str, usize)> {
         .find_map(|(var, who)| std::env::var(var).ok().and_then(|v| v.trim().parse().ok()).map(|n| (*who, n)))
 }
 
+/// The launcher variables that carry this process's rank among the ranks on its machine.
+const LOCAL_RANK_VARIABLES: &[&str] = &["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"];
+
+/// Set by trainbench's own launcher on the ranks it starts (the NCCL path), naming it as the launcher.
+pub const OWN_LAUNCHER_VARIABLE: &str = "TRAINBENCH_LAUNCHER";
+
+/// c10d's own bound on a collective, used when the runs have no `run.timeout_s`.
+const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// The engine that connects a group's ranks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Engine {
+    /// MPI (`MPI_COMM_WORLD`, feature `mpi`): CPU ranks, and every rank that stages through the host.
+    Mpi,
+    /// NCCL through the tch backend's c10d shim (feature `tch`): CUDA ranks, one per GPU; local rank `r`
+    /// drives CUDA device `first_device + r`.
+    Nccl {
+        /// The CUDA device of local rank 0 (the plans' device index).
+        first_device: usize,
+        /// Bound on the rendezvous and on each collective: the runs' timeout plus the hung-worker grace, or
+        /// c10d's 30 minutes without one.
+        timeout: Duration,
+    },
+}
+
+impl Engine {
+    /// The engine for a group that runs `plans`: NCCL when they run on CUDA, MPI otherwise; plans on CUDA and
+    /// elsewhere, or on different CUDA devices, cannot share a group.
+    pub fn for_plans<'a>(plans: impl IntoIterator<Item = &'a RunPlan>) -> Result<Engine, String> {
+        let mut engine: Option<(Engine, DeviceSelector)> = None;
+        let mut timeout = Some(0.0f64);
+        for plan in plans {
+            timeout = timeout.zip(plan.timeout_s).map(|(a, b)| a.max(b));
+            let this = match plan.device {
+                DeviceSelector::Cuda(index) => {
+                    Engine::Nccl { first_device: index.unwrap_or(0), timeout: DEFAULT_COMM_TIMEOUT }
+                }
+                _ => Engine::Mpi,
+            };
+            match engine {
+                Some((e, first)) if e != this => {
+                    return Err(format!(
+                        "run `{}` runs on {}, other runs of the same ranks on {first}: one group of ranks runs on one \
+                         kind of device and, on CUDA, from one first device (CUDA ranks through NCCL, the others \
+                         through MPI); launch them separately",
+                        plan.id, plan.device
+                    ));
+                }
+                _ => engine = Some((this, plan.device)),
+            }
+        }
+        Ok(match engine {
+            Some((Engine::Nccl { first_device, .. }, _)) => Engine::Nccl {
+                first_device,
+                timeout: timeout
+                    .filter(|t| *t > 0.0)
+                    .map_or(DEFAULT_COMM_TIMEOUT, |t| Duration::from_secs_f64(t) + super::worker::HUNG_GRACE),
+            },
+            _ => Engine::Mpi,
+        })
+    }
+
+    /// Name as recorded in results (`mpi`, `nccl`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Mpi => "mpi",
+            Engine::Nccl { .. } => "nccl",
+        }
+    }
+}
+
 /// This process's place in a group of ranks.
 pub struct Ranks {
     comm: Box<dyn Communicator>,
     launcher: String,
     host: String,
+    engine: Engine,
+    /// The CUDA device this rank drives (NCCL).
+    cuda_device: Option<usize>,
+}
+
+/// Whether trainbench's own launcher started this rank (the NCCL path of `trainbench run`).
+fn started_by_trainbench() -> bool {
+    std::env::var(OWN_LAUNCHER_VARIABLE).is_ok_and(|v| !v.trim().is_empty())
+}
+
+/// This process's rank among those on its machine, as its launcher numbered it (0 without one).
+pub fn launcher_local_rank() -> usize {
+    LOCAL_RANK_VARIABLES.iter().find_map(|var| std::env::var(var).ok().and_then(|v| v.trim().parse().ok())).unwrap_or(0)
 }
 
 /// What each rank sends rank 0 after a run.
@@ -64,13 +155,13 @@ struct RankReport {
 impl Ranks {
     /// Join the group through the engine this build has; refuse a group whose size is not the launcher's (an
     /// MPI program started by another MPI's launcher becomes several worlds of one rank, silently).
-    pub fn open() -> Result<Ranks, String> {
-        let (comm, host) = open_engine()?;
+    pub fn open(engine: Engine) -> Result<Ranks, String> {
+        let Opened { comm, host, cuda_device } = open_engine(engine)?;
         let (launcher, promised) = launcher_world().unwrap_or(("unknown", comm.size()));
+        let launcher = if started_by_trainbench() { "trainbench run" } else { launcher };
         if promised != comm.size() {
             let hint = if launcher == "torchrun" {
-                "torchrun starts ranks for c10d engines (NCCL, on CUDA), which trainbench does not have yet; start CPU \
-                 ranks with `mpirun` or `srun --mpi=pmix`"
+                "torchrun starts NCCL ranks (CUDA specs); start CPU ranks with `mpirun` or `srun --mpi=pmix`"
             } else {
                 "the launcher and the MPI library trainbench was built with do not match (use the `mpirun` of the \
                  same MPI)"
@@ -81,7 +172,15 @@ impl Ranks {
                 comm.size()
             ));
         }
-        Ok(Ranks { comm, launcher: launcher.to_string(), host })
+        Ok(Ranks { comm, launcher: launcher.to_string(), host, engine, cuda_device })
+    }
+
+    /// Point `plan` at this rank's own device: with NCCL, local rank `r` trains on the `r`-th CUDA device from
+    /// the plan's (rank 0's plan is unchanged).
+    pub fn place(&self, plan: &mut RunPlan) {
+        if let Some(d) = self.cuda_device {
+            plan.device = DeviceSelector::Cuda(Some(d));
+        }
     }
 
     /// This process's rank.
@@ -101,6 +200,16 @@ impl Ranks {
 
     /// Refuse a plan this group cannot run: its workers and servers must be exactly the group.
     pub fn check_plan(&self, plan: &RunPlan) -> Result<(), String> {
+        let engine = Engine::for_plans([plan])?;
+        if engine.name() != self.engine.name() {
+            return Err(format!(
+                "run `{}` on {} needs the {} engine, this group was connected by {}",
+                plan.id,
+                plan.device,
+                engine.name(),
+                self.engine.name()
+            ));
+        }
         let needed = plan.strategy.processes(plan.world_size);
         if plan.strategy.is_single() || needed != self.size() {
             return Err(format!(
@@ -290,16 +399,118 @@ fn median(v: &[f64]) -> Option<f64> {
     Some(s[s.len() / 2])
 }
 
+/// An engine's group, the host this rank runs on and, for NCCL, the CUDA device it drives.
+struct Opened {
+    comm: Box<dyn Communicator>,
+    host: String,
+    cuda_device: Option<usize>,
+}
+
+/// Join the group through `engine`. A third engine is one more arm here (and a variant of [`Engine`]) that
+/// returns its `Communicator`.
+fn open_engine(engine: Engine) -> Result<Opened, String> {
+    match engine {
+        Engine::Mpi => open_mpi(),
+        Engine::Nccl { first_device, timeout } => open_nccl(first_device, timeout),
+    }
+}
+
 #[cfg(feature = "mpi")]
-fn open_engine() -> Result<(Box<dyn Communicator>, String), String> {
+fn open_mpi() -> Result<Opened, String> {
     let comm = trainbench_mpi::MpiComm::init().map_err(|e| e.to_string())?;
     let host = comm.host();
-    Ok((Box::new(comm), host))
+    Ok(Opened { comm: Box::new(comm), host, cuda_device: None })
 }
 
 #[cfg(not(feature = "mpi"))]
-fn open_engine() -> Result<(Box<dyn Communicator>, String), String> {
+fn open_mpi() -> Result<Opened, String> {
     Err("data-parallel runs on CPU ranks need the MPI engine: trainbench was built without feature `mpi`; rebuild \
          with `--features mpi` (Debian packages libopenmpi-dev openmpi-bin libclang-dev)"
         .into())
+}
+
+/// NCCL's rendezvous from torchrun's variables (`MASTER_ADDR`, `MASTER_PORT`) and the launcher's rank and world.
+#[cfg(feature = "tch")]
+fn open_nccl(first_device: usize, timeout: Duration) -> Result<Opened, String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let (Some(addr), Some(port)) = (var("MASTER_ADDR"), var("MASTER_PORT")) else {
+        return Err("CUDA ranks meet through NCCL's TCP store at MASTER_ADDR:MASTER_PORT, which are not set: start \
+                    them with `trainbench run` (one node) or `torchrun`, or set both beside the launcher's rank \
+                    variables"
+            .into());
+    };
+    let master_port = port.trim().parse::<u16>().map_err(|_| format!("MASTER_PORT `{port}` is not a TCP port"))?;
+    let (Some(rank), Some((who, world))) = (launcher_rank(), launcher_world()) else {
+        return Err("CUDA ranks take their rank and world size from the launcher (RANK and WORLD_SIZE, or Slurm's or \
+                    MPI's variables), which are not set"
+            .into());
+    };
+    let who = if started_by_trainbench() { "trainbench run" } else { who };
+    let device = first_device + launcher_local_rank();
+    let at = trainbench_tch::nccl::Rendezvous {
+        master_addr: addr.trim().to_string(),
+        master_port,
+        rank,
+        world,
+        device,
+        timeout,
+    };
+    let comm = trainbench_tch::nccl::NcclComm::open(&at).map_err(|e| format!("rank {rank} of {world} ({who}): {e}"))?;
+    Ok(Opened { comm: Box::new(comm), host: host_name(), cuda_device: Some(device) })
+}
+
+#[cfg(not(feature = "tch"))]
+fn open_nccl(_first_device: usize, _timeout: Duration) -> Result<Opened, String> {
+    Err("data-parallel runs on CUDA ranks need the NCCL engine of the tch backend: trainbench was built without \
+         feature `tch`; rebuild with `--features tch`"
+        .into())
+}
+
+/// This machine's host name (the kernel's), for the result's list of hosts.
+#[cfg(feature = "tch")]
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(clippy::unwrap_used)]
+    fn plan(device: DeviceSelector, timeout_s: Option<f64>) -> RunPlan {
+        let mut p = RunPlan::for_tests("p", 2);
+        p.device = device;
+        p.timeout_s = timeout_s;
+        p
+    }
+
+    #[test]
+    fn cuda_plans_take_nccl_and_the_others_mpi() {
+        assert_eq!(Engine::for_plans([&plan(DeviceSelector::Cpu, None)]), Ok(Engine::Mpi));
+        assert_eq!(
+            Engine::for_plans([&plan(DeviceSelector::Cuda(Some(1)), None)]),
+            Ok(Engine::Nccl { first_device: 1, timeout: DEFAULT_COMM_TIMEOUT })
+        );
+        let mixed = Engine::for_plans([&plan(DeviceSelector::Cuda(None), None), &plan(DeviceSelector::Cpu, None)]);
+        assert!(mixed.is_err_and(|e| e.contains("one kind of device")));
+    }
+
+    #[test]
+    fn the_nccl_timeout_is_the_runs_timeout_plus_the_grace() {
+        let plans = [plan(DeviceSelector::Cuda(None), Some(30.0)), plan(DeviceSelector::Cuda(None), Some(90.0))];
+        assert_eq!(
+            Engine::for_plans(&plans),
+            Ok(Engine::Nccl { first_device: 0, timeout: Duration::from_secs(90) + super::super::worker::HUNG_GRACE })
+        );
+        let one_without = [plan(DeviceSelector::Cuda(None), Some(30.0)), plan(DeviceSelector::Cuda(None), None)];
+        assert_eq!(
+            Engine::for_plans(&one_without),
+            Ok(Engine::Nccl { first_device: 0, timeout: DEFAULT_COMM_TIMEOUT })
+        );
+    }
 }

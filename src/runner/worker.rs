@@ -30,7 +30,7 @@ use super::data::LocalData;
 use super::ranks::Ranks;
 use super::{
     Flow, Pass, Recorder, RunSlot, RunnerError, RunnerOptions, StopCause, StopFlag, Suite, SuiteReport, TestHooks,
-    launch, probe, ranked,
+    launch, probe, ranked, ranks,
 };
 use crate::backends;
 use crate::format::sha256_hex;
@@ -105,13 +105,14 @@ pub(crate) fn run_isolated(
         let simulated = suite.backend == BackendKind::Mock;
         let (single, ranked): (Vec<usize>, Vec<usize>) =
             indices.into_iter().partition(|&i| simulated || suite.plans[i].strategy.is_single());
-        let mut groups: Vec<(Vec<usize>, Option<usize>)> = Vec::new();
+        let mut groups: Vec<(Vec<usize>, Option<RankCount>)> = Vec::new();
         if !single.is_empty() {
             groups.push((single, None));
         }
         for i in ranked {
             let p = &suite.plans[i];
-            groups.push((vec![i], Some(p.strategy.processes(p.world_size))));
+            let engine = ranks::Engine::for_plans([p]).map_err(RunnerError::Worker)?;
+            groups.push((vec![i], Some((p.strategy.processes(p.world_size), engine))));
         }
         let mut flow = Flow::Continue;
         for (indices, processes) in groups {
@@ -146,11 +147,14 @@ pub(crate) fn run_isolated(
     Ok(recorder.report)
 }
 
-/// How a worker is started: `exe worker`, or `processes` ranks through the MPI launcher.
+/// A group's ranks and the engine that connects them.
+type RankCount = (usize, ranks::Engine);
+
+/// How a worker is started: `exe worker`, or `processes` ranks of an engine through its launcher.
 #[derive(Debug, Clone, Copy)]
 struct Launch<'a> {
     exe: &'a Path,
-    processes: Option<usize>,
+    processes: Option<RankCount>,
 }
 
 /// Start one worker, record what it reports, and record the runs it did not report as failed.
@@ -166,7 +170,8 @@ fn run_worker(
     let line = serde_json::to_string(job).map_err(|e| RunnerError::Worker(e.to_string()))?;
     let exe = launch.exe;
     let ranked = launch.processes.is_some();
-    let mut command = launch::worker_command(exe, launch.processes).map_err(RunnerError::Worker)?;
+    let (processes, engine) = launch.processes.map_or((None, ranks::Engine::Mpi), |(n, e)| (Some(n), e));
+    let mut command = launch::worker_command(exe, processes, engine).map_err(RunnerError::Worker)?;
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -381,13 +386,16 @@ fn lost_result(
 /// `Ok(false)` when the job failed and the parent was told (a [`WorkerMessage::Fatal`] line, which the parent
 /// reports); `Err` when there is no job to run (the message is for whoever started the worker by hand).
 ///
-/// With `ranked` (`trainbench worker --ranks`, started by an MPI launcher) this process is one rank of a
-/// data-parallel group: rank 0 reads the job and hands it to the others, workers train with the gradient
-/// exchange and parameter-server ranks serve, only rank 0 prints results, and a run that fails mid-way ends
-/// the whole group (the other ranks would wait for the failed one forever).
-pub fn serve(ranked: bool) -> Result<bool, String> {
+/// With `ranked` (`trainbench worker --ranks`, started by the engine's launcher) this process is one rank of a
+/// data-parallel group connected by that engine: rank 0 reads the job and hands it to the others, workers train
+/// with the gradient exchange and parameter-server ranks serve, only rank 0 prints results, and a run that fails
+/// mid-way ends the whole group (the other ranks would wait for the failed one forever).
+pub fn serve(ranked: Option<ranks::Engine>) -> Result<bool, String> {
     probe::install_interrupt_handler();
-    let ranks = if ranked { Some(RefCell::new(Ranks::open()?)) } else { None };
+    let ranks = match ranked {
+        Some(engine) => Some(RefCell::new(Ranks::open(engine)?)),
+        None => None,
+    };
     let rank = ranks.as_ref().map_or(0, |r| r.borrow().rank());
     let mut input = BufReader::new(std::io::stdin());
     let mut line = String::new();
@@ -450,6 +458,7 @@ pub fn serve(ranked: bool) -> Result<bool, String> {
                 let _ = say(&WorkerMessage::Fatal(e));
                 return Ok(false);
             }
+            group.place(plan);
             // Ranks sharing this machine's cores each get their share of intra-op threads unless the spec says.
             plan.cpu_threads = plan.cpu_threads.or(Some(u32::try_from((threads / group.size()).max(1)).unwrap_or(1)));
         }

@@ -1,6 +1,8 @@
 //! Data-parallel runs through MPI on CPU ranks (features `tch` and `mpi`): all-reduce at world sizes 2 and 4
 //! and parameter servers reproduce one worker on the same global batch, and the bytes each worker sends per
-//! step are the ring and parameter-server formulas.
+//! step are the ring and parameter-server formulas. CUDA ranks go through NCCL: on a machine without a GPU (or
+//! a build without the engine) their specs are refused before anything starts, and a rank asked to join an
+//! NCCL group says why it cannot; `scripts/gpu_check.sh` runs them on a GPU.
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
@@ -152,4 +154,98 @@ fn mpirun_by_hand_runs_the_spec_on_every_rank_and_refuses_a_world_of_another_siz
     assert!(!out.status.success(), "a world of 3 for a run of 2 workers is refused");
     assert!(stderr.contains("started 3 ranks") && stderr.contains("needs 2"), "{stderr}");
     assert!(!dir.path().join("out3/dp").exists(), "nothing ran");
+}
+
+/// The spec's data-parallel runs on CUDA, with `workers` workers.
+fn cuda_spec(workers: usize) -> String {
+    SPEC.replace("device = \"cpu\"", "device = \"cuda\"")
+        .replace("  { devices_per_node = 1, strategy = \"single\" },\n", "")
+        .replace("  { devices_per_node = 4, strategy = \"all-reduce\" },\n", "")
+        .replace("  { devices_per_node = 2, strategy = \"parameter-server\", parameter_servers = 2 },\n", "")
+        .replace(
+            "devices_per_node = 2, strategy = \"all-reduce\"",
+            &format!("devices_per_node = {workers}, strategy = \"all-reduce\""),
+        )
+}
+
+#[test]
+fn cuda_ranks_without_a_gpu_are_refused_before_anything_starts_exit_2() {
+    let Some(why) = trainbench_tch::nccl::refusal() else {
+        return; // A GPU machine with the engine runs them (scripts/gpu_check.sh).
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // World size 2, and world size 1 with all-reduce (NCCL with one rank).
+    for workers in [2, 1] {
+        let spec = cuda_spec(workers);
+        assert!(spec.contains(&format!("devices_per_node = {workers}, strategy = \"all-reduce\"")), "{spec}");
+        assert!(spec.contains("device = \"cuda\""), "{spec}");
+        std::fs::write(dir.path().join("dpc.toml"), spec).unwrap();
+        for args in [vec!["plan", "dpc.toml"], vec!["run", "dpc.toml", "--out", "out", "--quiet"]] {
+            let out = Command::cargo_bin("trainbench").unwrap().current_dir(dir.path()).args(&args).output().unwrap();
+            // `plan` prints its diagnostics on stdout, `run` on stderr.
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert_eq!(out.status.code(), Some(2), "{args:?} with {workers} worker(s): {text}");
+            assert!(text.contains("NCCL engine") && text.contains(&why), "{args:?}: {text}");
+        }
+        assert!(!dir.path().join("out").exists(), "nothing ran");
+    }
+    // `torchrun --nproc-per-node 2 trainbench run` on this machine: every rank refuses the same way.
+    std::fs::write(dir.path().join("dpc.toml"), cuda_spec(2)).unwrap();
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .env("RANK", "1")
+        .env("WORLD_SIZE", "2")
+        .env("LOCAL_RANK", "1")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", "29500")
+        .args(["run", "dpc.toml", "--out", "out", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_rank_asked_to_join_an_nccl_group_without_a_gpu_says_why_and_exits() {
+    if trainbench_tch::nccl::refusal().is_none() {
+        return; // The rank would join for real.
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rank = |env: &[(&str, &str)]| {
+        let mut c = Command::cargo_bin("trainbench").unwrap();
+        c.current_dir(dir.path()).args(["worker", "--ranks", "--engine", "nccl", "--comm-timeout-s", "5"]);
+        c.env_remove("MASTER_PORT");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.write_stdin("").output().unwrap()
+    };
+    let torchrun = [("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "127.0.0.1")];
+    let out = rank(&[torchrun.as_slice(), &[("MASTER_PORT", "29500")]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "an error, not a crash: {stderr}");
+    assert!(
+        stderr.contains("nccl") && (stderr.contains("no CUDA device") || stderr.contains("no NCCL engine")),
+        "{stderr}"
+    );
+    let out = rank(&torchrun);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("MASTER_PORT"), "the missing rendezvous variable is named: {stderr}");
+
+    // trainbench's own launcher (what `trainbench run` starts for CUDA ranks): both ranks fail to join, the
+    // launcher names the rank that ended, fails, and leaves nothing running.
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["worker", "--launch", "2", "--engine", "nccl", "--comm-timeout-s", "5"])
+        .write_stdin("")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("trainbench rank ") && stderr.contains("the process ended"), "{stderr}");
+    assert!(stderr.contains("(trainbench run): nccl:"), "each rank knows its launcher and engine: {stderr}");
+    let left = processes_in(dir.path());
+    assert!(left.is_empty(), "no rank is left running: {left:?}");
 }

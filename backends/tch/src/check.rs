@@ -41,8 +41,8 @@ pub fn exchange_for<'x>(
     }
     let Some(x) = given else {
         return refuse(format!(
-            "`{}` with world size {} runs in ranks started by `trainbench run` (through mpirun) or by a launcher; \
-             this process has no ranks",
+            "`{}` with world size {} runs in ranks started by `trainbench run` (CPU ranks through mpirun, CUDA \
+             ranks itself) or by a launcher; this process has no ranks",
             plan.strategy.name(),
             plan.world_size
         ));
@@ -204,4 +204,21 @@ pub fn wgan_roles(graph: &Graph) -> Result<WganRoles, String> {
         ));
     }
     Ok(WganRoles { loss, scores, critic_batch, critic_part })
+}
+
+/// What stops a data-parallel plan's ranks from starting on this host, if anything: CUDA ranks exchange through
+/// NCCL ([`crate::nccl`]), which this build may lack and which needs a GPU per rank; CPU ranks go through MPI,
+/// which the runner checks when it starts them. Asked by `plan` and `run` before anything starts, not by
+/// [`trainbench_workload::Backend::supports`]: a spec stays valid on a machine where it cannot run.
+pub fn engine_refusal(plan: &RunPlan) -> Option<String> {
+    if plan.strategy.is_single() || !matches!(plan.device, trainbench_workload::DeviceSelector::Cuda(_)) {
+        return None;
+    }
+    crate::nccl::refusal().map(|why| {
+        format!(
+            "`{}` with world size {} on CUDA trains through the NCCL engine: {why}",
+            plan.strategy.name(),
+            plan.world_size
+        )
+    })
 }

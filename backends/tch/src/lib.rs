@@ -51,6 +51,7 @@ mod dist;
 pub mod feed;
 pub mod loss;
 pub mod lower;
+pub mod nccl;
 pub mod ops;
 pub mod shim;
 mod train;

@@ -19,7 +19,7 @@ use trainbench_workload::graph::{Graph, InputKind, Op};
 use trainbench_workload::{DeviceSelector, ModelSpec, OptimizerSpec};
 
 pub use dataset::{check_local_data, reader_format};
-pub use support::{check_support, check_support_on};
+pub use support::{check_launch, check_support, check_support_on};
 pub use target::check_eval_data;
 pub use topology::{EffectiveTopology, effective_precisions, effective_topologies};
 

@@ -32,3 +32,19 @@ pub fn check_support_on(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Fi
         })
         .collect()
 }
+
+/// What stops the spec's runs from starting on this machine (the engine a data-parallel group needs, missing
+/// here: [`backends::launch_refusals`]), with `--backend` / `--device` applied. `plan` and `run` refuse these
+/// (exit 2); `validate` does not, since the spec itself is sound.
+pub fn check_launch(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Finding> {
+    let placed = placement(spec, over);
+    backends::launch_refusals(placed.backend, &plan_on(spec, placed))
+        .into_iter()
+        .map(|why| {
+            Finding::new(FieldPath::keys(&["topology", "device"]), why).hint(
+                "this machine cannot start these ranks; run the spec where it can, or choose another device \
+                 (`topology.device` or `--device`)",
+            )
+        })
+        .collect()
+}

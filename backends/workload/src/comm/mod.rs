@@ -1,10 +1,11 @@
-//! Data-parallel training across ranks: the engine interface ([`Communicator`]: MPI today, NCCL next), the
-//! strategies built on it (ring all-reduce of gradients, sharded parameter servers) and the one call a backend
-//! makes after its backward pass ([`GradientExchange::exchange`]).
+//! Data-parallel training across ranks: the engine interface ([`Communicator`]: MPI for CPU ranks, NCCL for
+//! CUDA ranks), the strategies built on it (ring all-reduce of gradients, sharded parameter servers) and the one
+//! call a backend makes after its backward pass ([`GradientExchange::exchange`]).
 //!
 //! A backend never knows which engine it talks to, nor which strategy: it flattens its gradients (and, for
 //! parameter servers, its weights) into host buffers in [`Layout`] order, calls the exchange, and copies back
-//! what it says changed. A third engine implements [`Communicator`] and nothing else.
+//! what it says changed. Another engine implements [`Communicator`] and nothing else here (the runner picks it:
+//! ARCHITECTURE.md, "Data-parallel runs").
 //!
 //! Ranks: workers are `0..workers` (rank 0 writes the result); parameter servers, when the strategy has them,
 //! are `workers..workers + servers` and run [`server::serve`] instead of a backend.
