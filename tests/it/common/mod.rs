@@ -345,6 +345,7 @@ impl Synth {
             },
             distributed,
             data: None,
+            prediction: None,
         }
     }
 
