@@ -199,3 +199,43 @@ fn a_local_dataset_adds_the_input_pipelines_wait() {
         assert!(f(&p["phases"]["data_s"]) >= wait);
     }
 }
+
+#[test]
+fn report_puts_predicted_against_measured_with_the_errors_and_shares() {
+    let dir = tempfile::tempdir().unwrap();
+    calibrate_mock(dir.path());
+    let results = run(dir.path(), SPEC, "predicted", &[]);
+    let report = dir.path().join("report");
+    tb(dir.path()).args(["report", "--out"]).arg(&report).arg(dir.path().join("out")).assert().success();
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    let section = md.split("## Predicted vs measured").nth(1).expect("a predicted-vs-measured section");
+    let section = section.split("\n## ").next().unwrap();
+    assert!(section.contains("![Predicted vs measured step time: predicted](predicted-predicted.svg)"), "{section}");
+    assert!(section.contains("(predicted-shares-predicted.svg)"), "{section}");
+    // One table row per configuration, its error computed from the result's own figures.
+    for (_, r) in &results {
+        let config = r["plan"]["config"].as_str().unwrap();
+        let line =
+            section.lines().find(|l| l.starts_with(&format!("| {config} |"))).unwrap_or_else(|| panic!("{section}"));
+        let measured = f(&r["metrics"]["step_time"]["median_s"]);
+        let predicted = f(&r["prediction"]["step_time_s"]);
+        let error = format!("{:+.1}%", (predicted - measured) / measured * 100.0);
+        assert!(line.contains(&error) && line.contains("this-machine (calibrated)"), "{line} lacks {error}");
+    }
+    assert!(section.contains("Over 2 configuration(s): median |error|"), "{section}");
+    for id in ["predicted-predicted", "predicted-shares-predicted"] {
+        let svg = std::fs::read_to_string(report.join(format!("{id}.svg"))).unwrap();
+        assert!(svg.contains("<title>"), "{id}");
+    }
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(html.contains("<section id=\"predicted\">") && html.contains("<table id=\"predicted-table\">"));
+
+    // Without a profile the section still says why there is no prediction.
+    std::fs::remove_file(dir.path().join("hardware/this-machine.toml")).unwrap();
+    run(dir.path(), SPEC, "predicted", &[]);
+    tb(dir.path()).args(["report", "--out"]).arg(&report).arg(dir.path().join("out")).assert().success();
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    let section = md.split("## Predicted vs measured").nth(1).expect("the section, with the reasons");
+    assert!(section.contains("No prediction for predicted.b8.fp32.1x1: no hardware profile"), "{section}");
+    assert!(!section.contains("predicted-predicted.svg"), "no scatter without a prediction: {section}");
+}
