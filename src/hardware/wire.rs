@@ -214,6 +214,23 @@ pub struct Calibration {
     /// efficiency curve of convolutions' backward; without it the forward curve is used.
     #[serde(default)]
     pub conv_backward: Vec<KernelPoint>,
+    /// Memory bandwidth by working set: the same add over vectors of several sizes (from a few KiB, inside the
+    /// caches, to `triad_gbs`'s, past them). A layer moving a few hundred KiB runs at its cache's speed, not at
+    /// the memory's; without these points every size runs at `triad_gbs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bandwidth: Vec<BandwidthPoint>,
+}
+
+/// One measured add: the bytes it moved per call (its three vectors) and the median seconds per call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BandwidthPoint {
+    /// Bytes moved by one call (3 vectors of 4-byte elements).
+    #[schemars(range(min = 0.0))]
+    pub bytes: f64,
+    /// Median seconds per call, overhead included.
+    #[schemars(range(min = 0.0))]
+    pub seconds: f64,
 }
 
 /// One measured kernel: its shape, work and achieved rate.
