@@ -227,6 +227,20 @@ fn report_puts_predicted_against_measured_with_the_errors_and_shares() {
         let svg = std::fs::read_to_string(report.join(format!("{id}.svg"))).unwrap();
         assert!(svg.contains("<title>"), "{id}");
     }
+    // runs.csv carries each run's predicted step and profile.
+    let csv = std::fs::read_to_string(report.join("runs.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let (step, profile) = (
+        header.iter().position(|h| *h == "predicted_step_s").unwrap(),
+        header.iter().position(|h| *h == "prediction_profile").unwrap(),
+    );
+    for line in lines {
+        let cells = crate::report_files::csv_fields(line);
+        let (_, r) = results.iter().find(|(_, r)| cells[1] == r["run_id"].as_str().unwrap()).unwrap();
+        assert_eq!(cells[step].parse::<f64>().unwrap(), f(&r["prediction"]["step_time_s"]));
+        assert_eq!(cells[profile], "this-machine");
+    }
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
     assert!(html.contains("<section id=\"predicted\">") && html.contains("<table id=\"predicted-table\">"));
 
