@@ -122,6 +122,7 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
             conv: points("conv"),
             conv_backward: points("conv_backward"),
             bandwidth: Vec::new(),
+            elementwise: Vec::new(),
         }),
     }
 }
@@ -195,10 +196,22 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let mut backend = backends::create(kind, &MockConfig::default());
     let m = backend.calibrate(&request).map_err(|e| CommandError::Other(e.to_string()))?;
     let bandwidth = bandwidth_curve(backend.as_mut(), &request, &m)?;
+    let (elementwise, skipped) =
+        crate::predict::elementwise::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
     let measured_at = crate::manifest::rfc3339(SystemTime::now());
     let mut profile = profile_of(&m, &args.name, kind.name(), &args.device.to_string(), measured_at.clone());
     if let Some(c) = profile.calibration.as_mut() {
         c.bandwidth = bandwidth;
+        c.elementwise = elementwise;
+        c.method.push_str(&format!(
+            "; element-wise operations: a micro-graph (input [16, 64] -> linear -> {} x the operation -> MSE) \
+             trained at batch 64 with and without the operation, the difference of the mean forward and backward \
+             phases per operation, median of 3 rounds",
+            crate::predict::elementwise::STACK
+        ));
+        for (class, why) in skipped {
+            c.method.push_str(&format!("; element-wise {class} not measured: {why}"));
+        }
         c.method.push_str(&format!(
             "; bandwidth by working set: the same add over 3 x {} fp32 elements",
             BANDWIDTH_ELEMENTS.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")

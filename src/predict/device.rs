@@ -29,6 +29,9 @@ pub struct DeviceModel {
     /// Calibrated (bytes per call, achieved bytes/s net of overhead) by working set, sorted by bytes; empty
     /// without bandwidth points (every size at `memory_bytes_s`).
     bandwidth: Vec<(f64, f64)>,
+    /// Element-wise classes measured: (class, forward seconds per element, backward seconds per element), net
+    /// of the per-operation overhead.
+    elementwise: Vec<(String, f64, f64)>,
     /// Fixed seconds per framework operation (0 in datasheet profiles).
     pub op_overhead_s: f64,
     /// Calibrated (FLOPs per call, achieved FLOP/s net of overhead) points per class, sorted by FLOPs.
@@ -63,10 +66,23 @@ impl DeviceModel {
             })
             .unwrap_or_default();
         bandwidth.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let per_element = |s: f64, n: f64| (s - overhead).max(0.0) / n;
+        let elementwise = cal
+            .map(|c| {
+                c.elementwise
+                    .iter()
+                    .filter(|p| p.elements > 0.0)
+                    .map(|p| {
+                        (p.op.clone(), per_element(p.forward_s, p.elements), per_element(p.backward_s, p.elements))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Self {
             peak_flop_s: peak * 1e12,
             memory_bytes_s: memory,
             bandwidth,
+            elementwise,
             op_overhead_s: overhead,
             gemm: curve(|c| &c.gemm),
             conv: curve(|c| &c.conv),
@@ -88,6 +104,12 @@ impl DeviceModel {
             KernelClass::ConvBackward => &self.conv_backward,
         };
         flops / interpolate(curve, flops).unwrap_or(self.peak_flop_s)
+    }
+
+    /// Seconds of the element-wise work of a node of `class` on `elements` elements, (forward, backward), when the
+    /// class was measured.
+    pub fn elementwise_s(&self, class: &str, elements: f64) -> Option<(f64, f64)> {
+        self.elementwise.iter().find(|(c, _, _)| c == class).map(|(_, f, b)| (f * elements, b * elements))
     }
 
     /// Seconds to move `bytes` through device memory: at the bandwidth measured for a working set of that size

@@ -14,6 +14,7 @@
 
 pub mod comm;
 pub mod device;
+pub mod elementwise;
 pub mod record;
 pub mod roofline;
 pub mod whatif;

@@ -1,6 +1,7 @@
 //! The roofline of one training step, layer by layer and phase by phase: FLOPs (from the static analysis) over
 //! the compute rate a kernel of that size reaches, bytes moved over the memory bandwidth, the larger of the two
-//! plus a fixed overhead per framework operation; then the optimizer step, memory-bound.
+//! plus a fixed overhead per framework operation; then the optimizer step, memory-bound. Element-wise operations
+//! of a calibrated class (`elementwise.rs`) cost at least their measured per-element work, counted as compute.
 //!
 //! Bytes moved, per layer and batch (activations at the precision's activation size, weights fp32 or, under
 //! autocast, their 2-byte copies): forward reads the inputs and the weights and writes the output; backward
@@ -182,7 +183,12 @@ pub fn step(
         let (n_kernels, class) = kernels(graph, node);
         let f_flops = a.forward_flops as f64 * b;
         let per_kernel = f_flops / n_kernels;
-        let f_compute = n_kernels * device.compute_s(class, per_kernel);
+        // Element-wise operations of a measured class: their per-element work, where it exceeds FLOPs at the
+        // GEMM rate (dropout's random numbers, exponentials, reductions).
+        let elementwise = super::elementwise::class_of(&node.op)
+            .and_then(|c| device.elementwise_s(c, a.output_elements as f64 * b))
+            .unwrap_or((0.0, 0.0));
+        let f_compute = (n_kernels * device.compute_s(class, per_kernel)).max(elementwise.0);
         let f_bytes = inputs + out + weights + extra_f;
         let forward =
             PhaseCost::new(f_flops, f_bytes, f_compute, device.memory_s(f_bytes), ops_f * device.op_overhead_s);
@@ -192,9 +198,10 @@ pub fn step(
             // except for convolutions, whose backward has a calibrated curve of its own.
             let bw_compute = match class {
                 KernelClass::Conv if bw_flops > 0.0 => device.compute_s(KernelClass::ConvBackward, bw_flops),
-                _ if f_flops > 0.0 => f_compute * bw_flops / f_flops,
+                _ if f_flops > 0.0 => n_kernels * device.compute_s(class, per_kernel) * bw_flops / f_flops,
                 _ => 0.0,
-            };
+            }
+            .max(elementwise.1);
             let bytes = out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b;
             PhaseCost::new(bw_flops, bytes, bw_compute, device.memory_s(bytes), ops_b * device.op_overhead_s)
         } else {

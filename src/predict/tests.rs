@@ -142,6 +142,7 @@ fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
         conv: vec![],
         conv_backward: vec![],
         bandwidth: vec![],
+        elementwise: vec![],
     });
     let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
@@ -178,6 +179,7 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
         conv: vec![],
         conv_backward: vec![],
         bandwidth: vec![bw(1e8, 10.0, 1e-6), bw(1e6, 400.0, 1e-6)],
+        elementwise: vec![],
     });
     let dev = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
     assert!(close(dev.memory_s(1e6), 1e6 / 400e9), "net of the overhead");
@@ -193,6 +195,48 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
     prof.calibration.as_mut().unwrap().bandwidth.clear();
     let flat = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
     assert!(close(flat.memory_s(1e6), 1e6 / 10e9));
+}
+
+#[test]
+fn a_measured_element_wise_class_costs_its_per_element_work() {
+    let mut b = GraphBuilder::new("drop");
+    let x = b.input("x", &[1000], InputKind::Dense).unwrap();
+    let t = b.input("t", &[1000], InputKind::Dense).unwrap();
+    let y = b.linear("fc", x, 1000, false).unwrap();
+    let d = b.dropout("drop", y, 0.1).unwrap();
+    b.loss("loss", LossKind::Mse, &[d, t]).unwrap();
+    let g = b.finish(1, "samples").unwrap();
+    let mut prof = profile();
+    // 1 us overhead; dropout measured at 10 ns per element forward, 2 ns backward on 1e5 elements.
+    prof.calibration = Some(Calibration {
+        method: "test".into(),
+        measured_at: String::new(),
+        backend: "mock".into(),
+        device: "cpu".into(),
+        op_overhead_us: 1.0,
+        triad_gbs: 1000.0,
+        host_to_device_gbs: None,
+        gemm: vec![],
+        conv: vec![],
+        conv_backward: vec![],
+        bandwidth: vec![],
+        elementwise: vec![crate::hardware::wire::ElementwisePoint {
+            op: "dropout".into(),
+            elements: 1e5,
+            forward_s: 1e-3 + 1e-6,
+            backward_s: 2e-4 + 1e-6,
+        }],
+    });
+    let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let drop = p.layers.iter().find(|l| l.name == "drop").unwrap();
+    // 100 samples x 1000 elements at 10 ns: 1 ms, above its bytes at 1000 GB/s: compute-bound.
+    assert!(close(drop.forward.compute_s, 1e-3) && drop.forward.bound == Bound::Compute, "{drop:?}");
+    assert!(close(drop.backward.compute_s, 2e-4) && drop.backward.bound == Bound::Compute, "{drop:?}");
+    // A class that was not measured keeps bytes over bandwidth.
+    prof.calibration.as_mut().unwrap().elementwise[0].op = "softmax".into();
+    let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let drop = p.layers.iter().find(|l| l.name == "drop").unwrap();
+    assert_eq!((drop.forward.compute_s, drop.forward.bound), (0.0, Bound::Memory));
 }
 
 #[test]
