@@ -47,6 +47,26 @@ pub fn class_of(op: &Op) -> Option<&'static str> {
     }
 }
 
+/// The element-wise work of a node at `batch` samples: its measured class and how many elements it touches.
+/// Attention's core softmaxes its score tensor (heads x query positions x key positions per sample); the other
+/// classes touch their output.
+pub fn work_of(
+    graph: &Graph,
+    node: &trainbench_workload::Node,
+    output_elements: u64,
+    batch: f64,
+) -> Option<(&'static str, f64)> {
+    match &node.op {
+        Op::Attention { heads, .. } => {
+            let positions = |i: usize| {
+                node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64
+            };
+            Some(("softmax", *heads as f64 * positions(0) * positions(1) * batch))
+        }
+        op => class_of(op).map(|c| (c, output_elements as f64 * batch)),
+    }
+}
+
 /// The micro-graph: input -> linear -> `copies` x the class's operation -> MSE against a target.
 fn graph(class: &str, copies: usize) -> Result<Graph, String> {
     let e = |e: trainbench_workload::ShapeError| e.to_string();
@@ -167,6 +187,22 @@ mod tests {
             assert_eq!(classes, vec![class; STACK], "{class}");
             assert!(graph(class, 0).unwrap().nodes.iter().all(|n| class_of(&n.op).is_none()));
         }
+    }
+
+    #[test]
+    fn attention_softmaxes_its_scores() {
+        let mut b = GraphBuilder::new("attn");
+        let q = b.input("q", &[16, 64], InputKind::Dense).unwrap();
+        let kv = b.input("kv", &[10, 64], InputKind::Dense).unwrap();
+        let a = b.attention("attn", q, kv, 4, false).unwrap();
+        let t = b.input("t", &[16, 64], InputKind::Dense).unwrap();
+        b.loss("loss", LossKind::Mse, &[a, t]).unwrap();
+        let g = b.finish(1, "samples").unwrap();
+        let node = g.nodes.iter().find(|n| n.name == "attn").unwrap();
+        // 4 heads x 16 queries x 10 keys per sample, 8 samples.
+        assert_eq!(work_of(&g, node, 1024, 8.0), Some(("softmax", 4.0 * 16.0 * 10.0 * 8.0)));
+        let loss = g.nodes.iter().find(|n| n.name == "loss").unwrap();
+        assert_eq!(work_of(&g, loss, 1, 8.0), None);
     }
 
     #[test]
