@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # predict against run on this machine: calibrates the CPU (tch) into a profile unless one is given, then for
 # each configuration below runs `trainbench predict` on that profile and `trainbench run` (tch, CPU), and prints
-# a Markdown table: measured median step time, the prediction of three model variants (plain roofline at the
-# calibrated peaks; + per-size GEMM/conv efficiency curves; + per-operation overhead = the full model), the
-# errors, their median absolute value and the worst case.
+# a Markdown table: measured median step time, the prediction of five model variants (plain roofline at the
+# calibrated peaks; + per-size GEMM/conv efficiency curves; + per-operation overhead; + memory bandwidth by working
+# set; + element-wise operations' measured cost = the full model), the errors, their median absolute value and the
+# worst case.
 # Usage: scripts/predict_validation.sh [--profile P.toml] [--iterations N] [--threads T] [--configs FILE]
 #   --threads: intra-op threads of both the calibration and the runs (default 1: on a shared 2-core machine a
 #   second thread waits on a descheduled peer and the figures become scheduling noise).
@@ -39,16 +40,24 @@ if [ -z "$PROFILE_PATH" ]; then
     "$BIN" calibrate --backend tch --device cpu --cpu-threads "$THREADS" --cpu-clock --out "$PROFILE_PATH" >&2
 fi
 # The ablations: without the calibration table (plain roofline at the best measured rate and the measured
-# bandwidth), and with the curves but no per-operation overhead.
+# bandwidth); + the GEMM/conv curves; + the per-operation overhead (one memory bandwidth for every working set:
+# the model before the bandwidth curve); + bandwidth by working set; the full model adds the element-wise
+# operations' measured cost.
 python3 - "$PROFILE_PATH" "$OUT" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 cut = text.index("[calibration]")
 peaks = text[:cut]
+def without(t, table):
+    return re.sub(r"\[\[calibration\." + table + r"\]\]\s*\n(?:[a-z_]+ = [^\n]*\n)+", "", t)
+def write(variant, t):
+    open(sys.argv[2] + "/" + variant + ".toml", "w").write(t.replace('name = "', 'name = "' + variant + '-', 1))
 # The calibrated bandwidth is the memory bandwidth already; drop the curves and the overhead.
-open(sys.argv[2] + "/roofline.toml", "w").write(peaks.replace('name = "', 'name = "roofline-', 1))
-no_overhead = re.sub(r"(?m)^op_overhead_us = .*$", "op_overhead_us = 0.0", text)
-open(sys.argv[2] + "/curves.toml", "w").write(no_overhead.replace('name = "', 'name = "curves-', 1))
+write("roofline", peaks)
+one_bandwidth = without(without(text, "bandwidth"), "elementwise")
+write("curves", re.sub(r"(?m)^op_overhead_us = .*$", "op_overhead_us = 0.0", one_bandwidth))
+write("overhead", one_bandwidth)
+write("bandwidth", without(text, "elementwise"))
 PY
 if [ -z "$CONFIGS" ]; then
     CONFIGS="$OUT/configs.txt"
@@ -82,7 +91,7 @@ while read -r spec batch world; do
         sets+=(--set "topology.devices_per_node=$world")
     fi
     echo "==> $spec batch $batch ${world:+world $world}" >&2
-    for variant in roofline curves full; do
+    for variant in roofline curves overhead bandwidth full; do
         prof="$PROFILE_PATH"
         [ "$variant" != full ] && prof="$OUT/$variant.toml"
         "$BIN" predict "$spec" --hardware "$prof" --format json "${sets[@]}" >"$OUT/$i.$variant.json"
@@ -94,7 +103,8 @@ done <"$CONFIGS"
 python3 - "$OUT" "$PROFILE_PATH" "$THREADS" <<'PY'
 import json, statistics, sys
 out, profile, threads = sys.argv[1], sys.argv[2], sys.argv[3]
-rows, phase_rows, errs = [], [], {"roofline": [], "curves": [], "full": []}
+VARIANTS = ("roofline", "curves", "overhead", "bandwidth", "full")
+rows, phase_rows, errs = [], [], {v: [] for v in VARIANTS}
 for line in open(out + "/index.txt"):
     i, spec, batch, world = line.split()
     run = json.load(open(f"{out}/{i}.run.json"))[0]
@@ -106,7 +116,7 @@ for line in open(out + "/index.txt"):
     cpu_step = st["mean_s"] * busy
     name = spec.split("/")[-1][:-5]
     cells = [name, batch, world, f"{st['median_s'] * 1e3:.2f}", f"{busy:.2f}", f"{cpu_step * 1e3:.2f}"]
-    for v in ("roofline", "curves", "full"):
+    for v in VARIANTS:
         p = json.load(open(f"{out}/{i}.{v}.json"))["predictions"][0]
         e = (p["step_time_s"] - cpu_step) / cpu_step
         errs[v].append(abs(e))
@@ -121,14 +131,15 @@ for line in open(out + "/index.txt"):
 print(f"Profile: {profile}; intra-op threads: {threads}. Measured: `trainbench run` (tch, CPU, fp32); wall = median")
 print("step; busy = process CPU time / wall time over the run; CPU/step = mean step x busy, the step's cost with a")
 print("core to itself, which the errors are taken against. Predicted: `trainbench predict` on the profile")
-print("(roofline: calibrated peak and bandwidth only; + curves: per-size GEMM/conv rates; full: + per-op overhead).")
+print("(roofline: calibrated peak and bandwidth only; + curves: per-size GEMM/conv rates; + overhead: per-op overhead,")
+print("one bandwidth for every size; + bandwidth: by working set; full: + element-wise operations' measured cost).")
 print()
-print("| spec | batch | world | wall (ms) | busy | CPU/step (ms) | roofline (ms) | error | + curves (ms) | error | full model (ms) | error |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| spec | batch | world | wall (ms) | busy | CPU/step (ms) | roofline (ms) | error | + curves (ms) | error | + overhead (ms) | error | + bandwidth (ms) | error | full model (ms) | error |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for c in rows:
     print("| " + " | ".join(str(x) for x in c) + " |")
 print()
-for v, name in (("roofline", "roofline at calibrated peaks"), ("curves", "+ efficiency curves"), ("full", "+ per-op overhead (full model)")):
+for v, name in (("roofline", "roofline at calibrated peaks"), ("curves", "+ efficiency curves"), ("overhead", "+ per-op overhead (the model before the two below)"), ("bandwidth", "+ bandwidth by working set"), ("full", "+ element-wise operations' cost (full model)")):
     e = errs[v]
     print(f"- {name}: median |error| {100 * statistics.median(e):.1f}%, worst {100 * max(e):.1f}% over {len(e)} configurations")
 print()

@@ -19,7 +19,9 @@
 //! - `distributed.ranks: "array[2]"`: arrays whose length is fixed by the configuration (a data-parallel run's
 //!   workers and hosts) keep it, so a rank that stopped reporting is a shape change. The `distributed` section's
 //!   topology (world size, strategy, servers, engine) and traffic (gradient bytes and bytes sent per step,
-//!   fixed by the model, precision and strategy) are literal; its times and bandwidths are measured.
+//!   fixed by the model, precision and strategy) are literal; its times and bandwidths are measured;
+//! - `prediction: "varies with the machine's hardware profile"`: the performance model's prediction, or why
+//!   there is none, depends on the profile the checking machine has, so only the section's presence is pinned.
 
 use std::collections::BTreeMap;
 
@@ -94,6 +96,10 @@ const OPAQUE_MAPS: &[&str] = &["environment.env_vars"];
 /// Host facts reduced to one descriptor whatever their value, so that a shape is the same on every CPU.
 const HOST_CPU_FACTS: &[&str] = &["environment.cpu.features", "environment.cpu.isa", "environment.cpu.onednn_isa_cap"];
 
+/// Sections whose content depends on which hardware profile the checking machine has (a calibrated profile of
+/// its own, or none): reduced to one descriptor, so the section's presence is part of the shape, its content not.
+const HARDWARE_PROFILE_FACTS: &[&str] = &["prediction"];
+
 /// The series whose length is the number of measured iterations (variable under a time budget).
 const ITERATION_SERIES: &[&str] = &["metrics.step_times_s"];
 
@@ -144,6 +150,10 @@ fn walk(v: &Value, path: &str, time_budget: bool, out: &mut BTreeMap<String, Str
     let bare = path.replace("[]", "");
     if any_match(HOST_CPU_FACTS, &bare) {
         out.insert(path.to_string(), "varies with the host CPU".to_string());
+        return;
+    }
+    if any_match(HARDWARE_PROFILE_FACTS, &bare) {
+        out.insert(path.to_string(), "varies with the machine's hardware profile".to_string());
         return;
     }
     if !path.is_empty() && any_match(LITERAL, &bare) && !any_match(VARYING, &bare) && !v.is_object() {

@@ -13,7 +13,8 @@ use super::{CommandError, Outcome};
 use crate::backends;
 use crate::hardware::ProfileValidator;
 use crate::hardware::wire::{
-    Calibration, DeviceKind, DeviceProfile, HardwareFile, KernelPoint, Link, LinkKind, PeakTflops, ProfileKind,
+    BandwidthPoint, Calibration, DeviceKind, DeviceProfile, HardwareFile, KernelPoint, Link, LinkKind, PeakTflops,
+    ProfileKind,
 };
 use crate::spec::wire::BackendChoice;
 
@@ -120,6 +121,8 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
             gemm: points("gemm"),
             conv: points("conv"),
             conv_backward: points("conv_backward"),
+            bandwidth: Vec::new(),
+            elementwise: Vec::new(),
         }),
     }
 }
@@ -132,6 +135,37 @@ fn schema_line(out: &Path) -> String {
     } else {
         String::new()
     }
+}
+
+/// Elements of each vector of the smaller adds that measure bandwidth by working set (3 vectors of 4 bytes: 48 KiB,
+/// 384 KiB, 3 MiB and 24 MiB moved per call, from inside a core's caches to about a last-level cache), beside the
+/// request's own, past every cache.
+const BANDWIDTH_ELEMENTS: [usize; 4] = [4 << 10, 32 << 10, 256 << 10, 2 << 20];
+
+/// The bandwidth curve: the backend's add timed at each of [`BANDWIDTH_ELEMENTS`] (a request with no kernels) and
+/// at the main request's size, as (bytes moved, seconds per call) points.
+fn bandwidth_curve(
+    backend: &mut dyn trainbench_workload::Backend,
+    request: &trainbench_workload::calibrate::CalibrationRequest,
+    main: &Measurement,
+) -> Result<Vec<BandwidthPoint>, CommandError> {
+    let point = |elements: usize, bytes_per_s: f64| {
+        let bytes = 12.0 * elements as f64;
+        BandwidthPoint { bytes, seconds: if bytes_per_s > 0.0 { bytes / bytes_per_s } else { 0.0 } }
+    };
+    let mut points = Vec::new();
+    for elements in BANDWIDTH_ELEMENTS.into_iter().filter(|e| *e < request.triad_elements) {
+        let small = trainbench_workload::calibrate::CalibrationRequest {
+            gemm_sizes: Vec::new(),
+            conv_shapes: Vec::new(),
+            triad_elements: elements,
+            ..request.clone()
+        };
+        let m = backend.calibrate(&small).map_err(|e| CommandError::Other(e.to_string()))?;
+        points.push(point(elements, m.triad_bytes_per_s));
+    }
+    points.push(point(request.triad_elements, main.triad_bytes_per_s));
+    Ok(points)
 }
 
 /// Carry out `trainbench calibrate`.
@@ -161,8 +195,28 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     eprintln!("calibrating {} with {} (takes a minute on a busy CPU)...", args.device, kind.name());
     let mut backend = backends::create(kind, &MockConfig::default());
     let m = backend.calibrate(&request).map_err(|e| CommandError::Other(e.to_string()))?;
+    let bandwidth = bandwidth_curve(backend.as_mut(), &request, &m)?;
+    let (elementwise, skipped) =
+        crate::predict::elementwise::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
     let measured_at = crate::manifest::rfc3339(SystemTime::now());
-    let profile = profile_of(&m, &args.name, kind.name(), &args.device.to_string(), measured_at.clone());
+    let mut profile = profile_of(&m, &args.name, kind.name(), &args.device.to_string(), measured_at.clone());
+    if let Some(c) = profile.calibration.as_mut() {
+        c.bandwidth = bandwidth;
+        c.elementwise = elementwise;
+        c.method.push_str(&format!(
+            "; element-wise operations: a micro-graph (input [16, 64] -> linear -> {} x the operation -> MSE) \
+             trained at batch 64 with and without the operation, the difference of the mean forward and backward \
+             phases per operation, median of 3 rounds",
+            crate::predict::elementwise::STACK
+        ));
+        for (class, why) in skipped {
+            c.method.push_str(&format!("; element-wise {class} not measured: {why}"));
+        }
+        c.method.push_str(&format!(
+            "; bandwidth by working set: the same add over 3 x {} fp32 elements",
+            BANDWIDTH_ELEMENTS.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
     let body = toml::to_string(&profile).map_err(|e| CommandError::Other(e.to_string()))?;
     let text = format!(
         "{}# Written by `trainbench calibrate` at {measured_at}: what this machine reached, not datasheet figures.\n{body}",

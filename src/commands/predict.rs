@@ -11,7 +11,7 @@ use super::{CommandError, Outcome};
 use crate::hardware::{Profile, ProfileValidator, THIS_MACHINE};
 use crate::plan::{PlannedRun, expand};
 use crate::predict::whatif::{WhatIf, what_if};
-use crate::predict::{Bound, CommSetting, Prediction, Setting, predict};
+use crate::predict::{Bound, Prediction, Setting, predict};
 use crate::spec::diagnostics::render_text as render_diagnostics;
 use crate::spec::load_spec;
 
@@ -66,30 +66,6 @@ pub struct Report {
     pub predictions: Vec<Entry>,
 }
 
-/// Parameter servers of a PS/worker run: `topology.parameter_servers` as planned (1 for other strategies).
-pub fn parameter_servers(run: &PlannedRun) -> usize {
-    match run.run.strategy {
-        trainbench_workload::comm::DataParallel::ParameterServer { servers } => servers.max(1),
-        _ => 1,
-    }
-}
-
-/// The model's setting for a planned run.
-pub fn setting_of(run: &PlannedRun) -> Setting {
-    Setting {
-        batch: run.run.batch_size,
-        precision: run.run.precision,
-        optimizer: run.run.optimizer.clone(),
-        comm: CommSetting {
-            strategy: run.strategy,
-            nodes: run.nodes,
-            devices_per_node: run.devices_per_node,
-            interconnect: run.interconnect,
-            parameter_servers: parameter_servers(run),
-        },
-    }
-}
-
 fn topology(run: &PlannedRun) -> String {
     let s = serde_json::to_value(run.strategy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
     let i = serde_json::to_value(run.interconnect).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
@@ -140,7 +116,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let graph = spec.graph();
     let mut entries = Vec::new();
     for run in expand(&spec).iter().filter(|r| r.run.repeat == 0) {
-        let setting = setting_of(run);
+        let setting = Setting::of(run);
         for profile in &profiles {
             let mut prediction = predict(graph, &setting, &profile.file)
                 .map_err(|e| CommandError::Input(format!("{}: {e}", run.run.config)))?;

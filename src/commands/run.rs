@@ -14,7 +14,9 @@ use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::backends::BackendChoice;
 use crate::format::human_bytes;
+use crate::hardware::ProfileValidator;
 use crate::plan::PlacementOverride;
+use crate::predict::record::RunProfile;
 use crate::report::model::comm_share_of;
 use crate::result::{RunOutcome, RunResult};
 use crate::runner::{self, RunnerError, RunnerOptions, Suite, TestHooks, output, probe};
@@ -59,6 +61,12 @@ pub struct Args {
     /// Turn the background collectors (CPU, NVML) off, to measure their overhead on step time.
     #[arg(long)]
     pub no_collectors: bool,
+    /// Hardware profile each result's prediction is made on: a path, or a shipped profile's name (`v100`, ...).
+    /// Without it, this machine's calibrated profile (`$TRAINBENCH_HARDWARE`, else
+    /// `hardware/this-machine.toml`) is used for the runs on the backend and device it was calibrated on; the
+    /// other runs record why they have no prediction.
+    #[arg(long, value_name = "PROFILE")]
+    pub hardware: Option<String>,
     /// Mock backend only: multiply step times by this factor (simulates a regression for testing `compare`).
     #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
     pub mock_slowdown: f64,
@@ -101,6 +109,18 @@ pub enum RunOn {
     Slurm,
 }
 
+/// The profile the runs are predicted on: `--hardware` (refused when it does not load), else this machine's.
+fn run_profile(named: Option<&str>) -> Result<RunProfile, CommandError> {
+    let v = ProfileValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    match named {
+        Some(name) => v
+            .resolve(name)
+            .map(RunProfile::Given)
+            .map_err(|d| CommandError::Input(render_text(&d).trim_end().to_string())),
+        None => Ok(RunProfile::this_machine(&v, &std::env::current_dir().unwrap_or_default())),
+    }
+}
+
 /// Carry out `trainbench run`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     if args.on == RunOn::Local {
@@ -127,6 +147,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     if !args.overwrite {
         refuse_to_replace(&args.out, &suites)?;
     }
+    let hardware = run_profile(args.hardware.as_deref())?;
     probe::install_interrupt_handler();
     let opts = RunnerOptions {
         out_dir: args.out.clone(),
@@ -135,6 +156,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         no_collectors: args.no_collectors,
         mock: MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() },
         test_hooks,
+        hardware,
         // Repeats of a spec with `run.isolation = "process"` run in `trainbench worker` processes.
         worker_exe: std::env::current_exe().ok(),
         ..RunnerOptions::default()

@@ -214,6 +214,46 @@ pub struct Calibration {
     /// efficiency curve of convolutions' backward; without it the forward curve is used.
     #[serde(default)]
     pub conv_backward: Vec<KernelPoint>,
+    /// Memory bandwidth by working set: the same add over vectors of several sizes (from a few KiB, inside the
+    /// caches, to `triad_gbs`'s, past them). A layer moving a few hundred KiB runs at its cache's speed, not at
+    /// the memory's; without these points every size runs at `triad_gbs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bandwidth: Vec<BandwidthPoint>,
+    /// Element-wise operations' own cost (dropout, normalisations, softmax, activations), measured by training
+    /// a micro-graph with and without the operation through the backend; without a class, its nodes are priced
+    /// by bytes over bandwidth alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elementwise: Vec<ElementwisePoint>,
+}
+
+/// One element-wise operation class's measured cost for one call on `elements` elements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ElementwisePoint {
+    /// The class: `dropout`, `layer_norm`, `batch_norm`, `softmax`, `relu` (and other piecewise-linear
+    /// activations), `gelu` (and tanh, sigmoid).
+    pub op: String,
+    /// Elements of the measured call's output.
+    #[schemars(range(min = 0.0))]
+    pub elements: f64,
+    /// Seconds of one forward call, overhead included.
+    #[schemars(range(min = 0.0))]
+    pub forward_s: f64,
+    /// Seconds of its backward, overhead included.
+    #[schemars(range(min = 0.0))]
+    pub backward_s: f64,
+}
+
+/// One measured add: the bytes it moved per call (its three vectors) and the median seconds per call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BandwidthPoint {
+    /// Bytes moved by one call (3 vectors of 4-byte elements).
+    #[schemars(range(min = 0.0))]
+    pub bytes: f64,
+    /// Median seconds per call, overhead included.
+    #[schemars(range(min = 0.0))]
+    pub seconds: f64,
 }
 
 /// One measured kernel: its shape, work and achieved rate.

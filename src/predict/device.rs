@@ -1,6 +1,7 @@
 //! What the model knows about the device from a profile: the compute rate a kernel of a given size reaches
-//! (the datasheet peak, or the calibrated efficiency curve), the memory bandwidth and the per-operation
-//! overhead.
+//! (the datasheet peak, or the calibrated efficiency curve), the memory bandwidth a working set of a given size
+//! reaches (the datasheet's, or the calibrated curve from cache-sized to memory-sized vectors) and the
+//! per-operation overhead.
 
 use trainbench_workload::Precision;
 
@@ -25,6 +26,12 @@ pub struct DeviceModel {
     pub peak_flop_s: f64,
     /// Memory bandwidth, bytes per second (the calibrated triad when there is one, else the datasheet).
     pub memory_bytes_s: f64,
+    /// Calibrated (bytes per call, achieved bytes/s net of overhead) by working set, sorted by bytes; empty
+    /// without bandwidth points (every size at `memory_bytes_s`).
+    bandwidth: Vec<(f64, f64)>,
+    /// Element-wise classes measured: (class, forward seconds per element, backward seconds per element), net
+    /// of the per-operation overhead.
+    elementwise: Vec<(String, f64, f64)>,
     /// Fixed seconds per framework operation (0 in datasheet profiles).
     pub op_overhead_s: f64,
     /// Calibrated (FLOPs per call, achieved FLOP/s net of overhead) points per class, sorted by FLOPs.
@@ -49,9 +56,33 @@ impl DeviceModel {
         let curve = |points: fn(&Calibration) -> &Vec<KernelPoint>| {
             cal.map(|c| curve(points(c), precision, overhead)).unwrap_or_default()
         };
+        let mut bandwidth: Vec<(f64, f64)> = cal
+            .map(|c| {
+                c.bandwidth
+                    .iter()
+                    .filter(|p| p.bytes > 0.0 && p.seconds > 0.0)
+                    .map(|p| (p.bytes, p.bytes / net_of_overhead(p.seconds, overhead)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        bandwidth.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let per_element = |s: f64, n: f64| (s - overhead).max(0.0) / n;
+        let elementwise = cal
+            .map(|c| {
+                c.elementwise
+                    .iter()
+                    .filter(|p| p.elements > 0.0)
+                    .map(|p| {
+                        (p.op.clone(), per_element(p.forward_s, p.elements), per_element(p.backward_s, p.elements))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Self {
             peak_flop_s: peak * 1e12,
             memory_bytes_s: memory,
+            bandwidth,
+            elementwise,
             op_overhead_s: overhead,
             gemm: curve(|c| &c.gemm),
             conv: curve(|c| &c.conv),
@@ -75,9 +106,19 @@ impl DeviceModel {
         flops / interpolate(curve, flops).unwrap_or(self.peak_flop_s)
     }
 
-    /// Seconds to move `bytes` through device memory.
+    /// Seconds of the element-wise work of a node of `class` on `elements` elements, (forward, backward), when the
+    /// class was measured.
+    pub fn elementwise_s(&self, class: &str, elements: f64) -> Option<(f64, f64)> {
+        self.elementwise.iter().find(|(c, _, _)| c == class).map(|(_, f, b)| (f * elements, b * elements))
+    }
+
+    /// Seconds to move `bytes` through device memory: at the bandwidth measured for a working set of that size
+    /// (log-log interpolation, flat beyond the measured sizes), else at `memory_bytes_s`.
     pub fn memory_s(&self, bytes: f64) -> f64 {
-        bytes / self.memory_bytes_s
+        if bytes <= 0.0 {
+            return 0.0;
+        }
+        bytes / interpolate(&self.bandwidth, bytes).unwrap_or(self.memory_bytes_s)
     }
 }
 
@@ -86,14 +127,16 @@ fn curve(points: &[KernelPoint], precision: Precision, overhead_s: f64) -> Vec<(
     let mut v: Vec<(f64, f64)> = points
         .iter()
         .filter(|p| p.precision == precision && p.flops > 0.0 && p.seconds > 0.0)
-        .map(|p| {
-            // A call that took less than the overhead says nothing about the rate: count it at its total time.
-            let net = if p.seconds > 2.0 * overhead_s { p.seconds - overhead_s } else { p.seconds };
-            (p.flops, p.flops / net)
-        })
+        .map(|p| (p.flops, p.flops / net_of_overhead(p.seconds, overhead_s)))
         .collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     v
+}
+
+/// A call's seconds without the per-operation overhead the model adds on its own; a call that took less than
+/// twice the overhead says little about the rate and is counted at its total time.
+fn net_of_overhead(seconds: f64, overhead_s: f64) -> f64 {
+    if seconds > 2.0 * overhead_s { seconds - overhead_s } else { seconds }
 }
 
 /// The rate at `flops` on a curve of (flops, rate): log-log linear between points, the end value outside.

@@ -14,6 +14,8 @@
 
 pub mod comm;
 pub mod device;
+pub mod elementwise;
+pub mod record;
 pub mod roofline;
 pub mod whatif;
 
@@ -26,6 +28,11 @@ pub use comm::{CommCost, CommSetting};
 pub use roofline::{Bound, LayerCost, PhaseCost};
 
 use crate::hardware::wire::HardwareFile;
+use crate::plan::PlannedRun;
+
+/// The model's version, recorded with every prediction a result keeps: bumped whenever a term changes, so
+/// predictions of different models are not mixed up.
+pub const MODEL_VERSION: &str = "pai-roofline-3";
 
 /// Why a prediction cannot be made (the profile lacks what the configuration needs).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -73,6 +80,26 @@ pub struct Setting {
 }
 
 impl Setting {
+    /// The setting of a planned run: its batch, precision and optimizer, and its topology as planned
+    /// (`topology.parameter_servers` for PS/worker, 1 for other strategies).
+    pub fn of(run: &PlannedRun) -> Self {
+        Setting {
+            batch: run.run.batch_size,
+            precision: run.run.precision,
+            optimizer: run.run.optimizer.clone(),
+            comm: CommSetting {
+                strategy: run.strategy,
+                nodes: run.nodes,
+                devices_per_node: run.devices_per_node,
+                interconnect: run.interconnect,
+                parameter_servers: match run.run.strategy {
+                    trainbench_workload::comm::DataParallel::ParameterServer { servers } => servers.max(1),
+                    _ => 1,
+                },
+            },
+        }
+    }
+
     /// Workers (nodes x devices per node).
     pub fn world(&self) -> usize {
         (self.comm.nodes * self.comm.devices_per_node).max(1)

@@ -1,6 +1,7 @@
 //! The roofline of one training step, layer by layer and phase by phase: FLOPs (from the static analysis) over
 //! the compute rate a kernel of that size reaches, bytes moved over the memory bandwidth, the larger of the two
-//! plus a fixed overhead per framework operation; then the optimizer step, memory-bound.
+//! plus a fixed overhead per framework operation; then the optimizer step, memory-bound. Element-wise operations
+//! of a calibrated class (`elementwise.rs`) cost at least their measured per-element work, counted as compute.
 //!
 //! Bytes moved, per layer and batch (activations at the precision's activation size, weights fp32 or, under
 //! autocast, their 2-byte copies): forward reads the inputs and the weights and writes the output; backward
@@ -182,7 +183,16 @@ pub fn step(
         let (n_kernels, class) = kernels(graph, node);
         let f_flops = a.forward_flops as f64 * b;
         let per_kernel = f_flops / n_kernels;
-        let f_compute = n_kernels * device.compute_s(class, per_kernel);
+        // Element-wise operations of a measured class: their per-element work, where it exceeds FLOPs at the
+        // GEMM rate (dropout's random numbers, exponentials, reductions).
+        let elementwise = super::elementwise::work_of(graph, node, a.output_elements, b)
+            .and_then(|(c, elements)| device.elementwise_s(c, elements))
+            .unwrap_or((0.0, 0.0));
+        // Attention's products and its softmax run one after the other; an element-wise layer's work and its
+        // bytes overlap.
+        let gemm_s = n_kernels * device.compute_s(class, per_kernel);
+        let f_compute =
+            if matches!(node.op, Op::Attention { .. }) { gemm_s + elementwise.0 } else { gemm_s.max(elementwise.0) };
         let f_bytes = inputs + out + weights + extra_f;
         let forward =
             PhaseCost::new(f_flops, f_bytes, f_compute, device.memory_s(f_bytes), ops_f * device.op_overhead_s);
@@ -192,8 +202,13 @@ pub fn step(
             // except for convolutions, whose backward has a calibrated curve of its own.
             let bw_compute = match class {
                 KernelClass::Conv if bw_flops > 0.0 => device.compute_s(KernelClass::ConvBackward, bw_flops),
-                _ if f_flops > 0.0 => f_compute * bw_flops / f_flops,
+                _ if f_flops > 0.0 => gemm_s * bw_flops / f_flops,
                 _ => 0.0,
+            };
+            let bw_compute = if matches!(node.op, Op::Attention { .. }) {
+                bw_compute + elementwise.1
+            } else {
+                bw_compute.max(elementwise.1)
             };
             let bytes = out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b;
             PhaseCost::new(bw_flops, bytes, bw_compute, device.memory_s(bytes), ops_b * device.op_overhead_s)

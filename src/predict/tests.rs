@@ -141,6 +141,8 @@ fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
         gemm: vec![point(1e6, 1e-5 + 1e-5), point(1e9, 1e9 / 4e11 + 1e-5)],
         conv: vec![],
         conv_backward: vec![],
+        bandwidth: vec![],
+        elementwise: vec![],
     });
     let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
@@ -153,6 +155,88 @@ fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
     assert!(close(fc.backward.overhead_s, 3e-5));
     assert!(p.calibrated);
     assert!(device::interpolate(&[(1.0, 2.0)], 5.0) == Some(2.0));
+}
+
+#[test]
+fn memory_time_follows_the_bandwidth_of_the_working_set() {
+    let g = gemm_graph();
+    let mut prof = profile();
+    let bw = |bytes: f64, gbs: f64, overhead_s: f64| crate::hardware::wire::BandwidthPoint {
+        bytes,
+        seconds: bytes / (gbs * 1e9) + overhead_s,
+    };
+    // 1 us overhead; a 1 MB working set at 400 GB/s (a cache), 100 MB at 10 GB/s (memory); each point's
+    // call includes the overhead, which the model adds per operation on its own.
+    prof.calibration = Some(Calibration {
+        method: "test".into(),
+        measured_at: String::new(),
+        backend: "mock".into(),
+        device: "cpu".into(),
+        op_overhead_us: 1.0,
+        triad_gbs: 10.0,
+        host_to_device_gbs: None,
+        gemm: vec![],
+        conv: vec![],
+        conv_backward: vec![],
+        bandwidth: vec![bw(1e8, 10.0, 1e-6), bw(1e6, 400.0, 1e-6)],
+        elementwise: vec![],
+    });
+    let dev = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
+    assert!(close(dev.memory_s(1e6), 1e6 / 400e9), "net of the overhead");
+    assert!(close(dev.memory_s(1e3), 1e3 / 400e9), "flat below the smallest set");
+    assert!(close(dev.memory_s(1e9), 1e9 / 10e9), "flat beyond the largest");
+    // Halfway in log space: the geometric mean of the rates.
+    assert!(close(dev.memory_s(1e7), 1e7 / (400e9f64 * 10e9).sqrt()));
+    // The forward of `fc` moves 4.8 MB (inputs, weights, output): between the two points, well above 10 GB/s.
+    let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
+    assert!(close(fc.forward.memory_s, dev.memory_s(4.8e6)) && fc.forward.memory_s < 4.8e6 / 10e9 / 5.0);
+    // Without points, every size moves at the triad.
+    prof.calibration.as_mut().unwrap().bandwidth.clear();
+    let flat = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
+    assert!(close(flat.memory_s(1e6), 1e6 / 10e9));
+}
+
+#[test]
+fn a_measured_element_wise_class_costs_its_per_element_work() {
+    let mut b = GraphBuilder::new("drop");
+    let x = b.input("x", &[1000], InputKind::Dense).unwrap();
+    let t = b.input("t", &[1000], InputKind::Dense).unwrap();
+    let y = b.linear("fc", x, 1000, false).unwrap();
+    let d = b.dropout("drop", y, 0.1).unwrap();
+    b.loss("loss", LossKind::Mse, &[d, t]).unwrap();
+    let g = b.finish(1, "samples").unwrap();
+    let mut prof = profile();
+    // 1 us overhead; dropout measured at 10 ns per element forward, 2 ns backward on 1e5 elements.
+    prof.calibration = Some(Calibration {
+        method: "test".into(),
+        measured_at: String::new(),
+        backend: "mock".into(),
+        device: "cpu".into(),
+        op_overhead_us: 1.0,
+        triad_gbs: 1000.0,
+        host_to_device_gbs: None,
+        gemm: vec![],
+        conv: vec![],
+        conv_backward: vec![],
+        bandwidth: vec![],
+        elementwise: vec![crate::hardware::wire::ElementwisePoint {
+            op: "dropout".into(),
+            elements: 1e5,
+            forward_s: 1e-3 + 1e-6,
+            backward_s: 2e-4 + 1e-6,
+        }],
+    });
+    let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let drop = p.layers.iter().find(|l| l.name == "drop").unwrap();
+    // 100 samples x 1000 elements at 10 ns: 1 ms, above its bytes at 1000 GB/s: compute-bound.
+    assert!(close(drop.forward.compute_s, 1e-3) && drop.forward.bound == Bound::Compute, "{drop:?}");
+    assert!(close(drop.backward.compute_s, 2e-4) && drop.backward.bound == Bound::Compute, "{drop:?}");
+    // A class that was not measured keeps bytes over bandwidth.
+    prof.calibration.as_mut().unwrap().elementwise[0].op = "softmax".into();
+    let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let drop = p.layers.iter().find(|l| l.name == "drop").unwrap();
+    assert_eq!((drop.forward.compute_s, drop.forward.bound), (0.0, Bound::Memory));
 }
 
 #[test]

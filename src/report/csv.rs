@@ -1,11 +1,12 @@
-//! CSV export: one row per run (repeats not pooled), every summary metric and the environment in columns.
+//! CSV export: one row per run (repeats not pooled), every summary metric, the recorded prediction's step time and
+//! profile, and the environment in columns.
 
 use super::ReportModel;
 use super::device_name;
 use crate::result::RunResult;
 
 /// Column names of `runs.csv`, in order.
-pub const COLUMNS: [&str; 36] = [
+pub const COLUMNS: [&str; 38] = [
     "spec",
     "run_id",
     "config",
@@ -38,6 +39,8 @@ pub const COLUMNS: [&str; 36] = [
     "peak_allocated_bytes",
     "estimated_total_bytes",
     "energy_per_sample_j",
+    "predicted_step_s",
+    "prediction_profile",
     "trainbench_version",
     "library_versions",
     "spec_sha256",
@@ -57,6 +60,7 @@ fn row(r: &RunResult) -> Vec<String> {
     let m = r.metrics.as_ref();
     let st = m.map(|m| &m.step_time);
     let mem = m.map(|m| &m.memory.measured);
+    let predicted = r.prediction.as_ref().and_then(|p| p.predicted());
     let libs: Vec<String> = r.environment.library_versions.iter().map(|(k, v)| format!("{k}={v}")).collect();
     vec![
         r.spec_name.clone(),
@@ -91,6 +95,8 @@ fn row(r: &RunResult) -> Vec<String> {
         num(mem.and_then(|x| x.peak_allocated_bytes)),
         num(m.and_then(|m| m.memory.estimate.as_ref()).map(|e| e.total_bytes)),
         num(m.and_then(|m| m.power.get()).map(|p| p.energy_per_sample_j)),
+        num(predicted.map(|p| p.step_time_s)),
+        predicted.map(|p| p.profile.name.clone()).unwrap_or_default(),
         r.environment.trainbench_version.clone(),
         libs.join(";"),
         r.environment.spec_sha256.clone(),

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::overview::{Cell, Column, Emphasis, Overview};
 use super::plots::{Plot, Section};
+use super::predicted::{self, PredictionTable};
 use super::scaling::{self, ScalingRow};
 use super::{ConfigRow, ReportModel, environment_summary, fmt_ms, fmt_percent, fmt_sig};
 use crate::format::human_bytes;
@@ -140,9 +141,40 @@ fn config_row(c: &ConfigRow<'_>) -> String {
     row
 }
 
-/// True when a section has something to show: a plot, or for scaling a row of the scaling table.
-fn shown(s: Section, plots: &[Plot], scaling_rows: &[ScalingRow]) -> bool {
-    plots.iter().any(|p| p.section == s) || (s == Section::Scaling && !scaling_rows.is_empty())
+/// True when a section has something to show: a plot, or for scaling a row of the scaling table, or for
+/// predictions a row or a reason.
+fn shown(s: Section, plots: &[Plot], scaling_rows: &[ScalingRow], predictions: &PredictionTable) -> bool {
+    plots.iter().any(|p| p.section == s)
+        || (s == Section::Scaling && !scaling_rows.is_empty())
+        || (s == Section::Predicted && !predictions.is_empty())
+}
+
+/// The predicted-against-measured table, what its columns hold, the errors' summary and what has no prediction.
+fn predicted_table(t: &PredictionTable) -> String {
+    let mut h = String::new();
+    if !t.rows.is_empty() {
+        h.push_str("<div class=\"scroll\"><table id=\"predicted-table\">\n<thead><tr><th>configuration</th>");
+        for head in predicted::HEADINGS {
+            let _ = write!(h, "<th>{}</th>", escape(head));
+        }
+        h.push_str("</tr></thead>\n<tbody>\n");
+        for r in &t.rows {
+            let _ = write!(h, "<tr data-config=\"{}\"><td>{}</td>", escape(&r.config), escape(&r.config));
+            for (i, c) in predicted::cells(r).iter().enumerate() {
+                let class = match i {
+                    2 if r.error.abs() > 0.25 => " class=\"num bad\"",
+                    5 => "",
+                    _ => " class=\"num\"",
+                };
+                let _ = write!(h, "<td{class}>{}</td>", escape(c));
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</tbody></table></div>\n");
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(predicted::NOTE));
+    }
+    let _ = writeln!(h, "<p class=\"note\" id=\"predicted-summary\">{}</p>", escape(&t.summary_line()));
+    h
 }
 
 /// The scaling table (data-parallel runs against world size 1), with what its columns hold and why an
@@ -189,11 +221,11 @@ fn scaling_table(rows: &[ScalingRow]) -> String {
 
 /// The plot sections: per section a note saying what is plotted, then a grid of its panels (and, for scaling,
 /// the scaling table).
-fn plot_sections(plots: &[Plot], scaling_rows: &[ScalingRow]) -> String {
+fn plot_sections(plots: &[Plot], scaling_rows: &[ScalingRow], predictions: &PredictionTable) -> String {
     let mut h = String::new();
     for s in Section::ALL {
         let in_section: Vec<&Plot> = plots.iter().filter(|p| p.section == s).collect();
-        if !shown(s, plots, scaling_rows) {
+        if !shown(s, plots, scaling_rows, predictions) {
             continue;
         }
         let _ = writeln!(
@@ -215,6 +247,9 @@ fn plot_sections(plots: &[Plot], scaling_rows: &[ScalingRow]) -> String {
         if s == Section::Scaling {
             h.push_str(&scaling_table(scaling_rows));
         }
+        if s == Section::Predicted {
+            h.push_str(&predicted_table(predictions));
+        }
         h.push_str("</section>\n");
     }
     h
@@ -231,8 +266,9 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     let _ = writeln!(h, "<p>{}</p>", escape(&super::summary_line(model)));
     h.push_str("<nav><a href=\"#overview\">Overview</a>");
     let scaling_rows = scaling::table(model);
+    let predictions = predicted::table(model);
     for s in Section::ALL {
-        if shown(s, plots, &scaling_rows) {
+        if shown(s, plots, &scaling_rows, &predictions) {
             let _ = write!(h, "<a href=\"#{}\">{}</a>", s.anchor(), escape(s.heading()));
         }
     }
@@ -240,7 +276,7 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
         "<a href=\"#details\">Configurations in detail</a><a href=\"#environment\">Runs and environments</a></nav>\n",
     );
     h.push_str(&overview(model));
-    h.push_str(&plot_sections(plots, &scaling_rows));
+    h.push_str(&plot_sections(plots, &scaling_rows, &predictions));
 
     h.push_str(
         "<section id=\"details\">\n<h2>Configurations in detail</h2>\n<div class=\"scroll\"><table>\n<thead><tr>",

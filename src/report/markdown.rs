@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use super::overview::{Emphasis, Overview};
 use super::plots::{Plot, Section};
+use super::predicted;
 use super::scaling;
 use super::{ReportModel, environment_summary, fmt_ms, fmt_percent, fmt_sig};
 use crate::format::human_bytes;
@@ -67,6 +68,21 @@ fn scaling_table(rows: &[scaling::ScalingRow]) -> String {
     m
 }
 
+/// The predicted-against-measured table, what its columns hold, the errors' summary and what has no prediction.
+fn predicted_table(t: &predicted::PredictionTable) -> String {
+    let mut m = String::new();
+    if !t.rows.is_empty() {
+        let _ = writeln!(m, "| configuration | {} |\n|---|--:|--:|--:|--:|--:|---|", predicted::HEADINGS.join(" | "));
+        for r in &t.rows {
+            let cells: Vec<String> = predicted::cells(r).iter().map(|c| cell(c)).collect();
+            let _ = writeln!(m, "| {} | {} |", cell(&r.config), cells.join(" | "));
+        }
+        let _ = writeln!(m, "\n{}\n", predicted::NOTE);
+    }
+    let _ = writeln!(m, "{}\n", t.summary_line());
+    m
+}
+
 /// Render `report.md`; plots are linked as `<id>.svg`.
 pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     let mut m = String::new();
@@ -74,9 +90,11 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     let _ = writeln!(m, "{}\n", super::summary_line(model));
     m.push_str(&overview(model));
     let scaling_rows = scaling::table(model);
+    let predictions = predicted::table(model);
     for s in Section::ALL {
         let in_section: Vec<&Plot> = plots.iter().filter(|p| p.section == s).collect();
-        let table = s == Section::Scaling && !scaling_rows.is_empty();
+        let table =
+            (s == Section::Scaling && !scaling_rows.is_empty()) || (s == Section::Predicted && !predictions.is_empty());
         if in_section.is_empty() && !table {
             continue;
         }
@@ -85,8 +103,11 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
             let images: Vec<String> = in_section.iter().map(|p| format!("![{}]({}.svg)", p.title, p.id)).collect();
             let _ = writeln!(m, "{}\n", images.join("\n"));
         }
-        if table {
+        if table && s == Section::Scaling {
             m.push_str(&scaling_table(&scaling_rows));
+        }
+        if table && s == Section::Predicted {
+            m.push_str(&predicted_table(&predictions));
         }
         for p in in_section.iter().filter(|p| !p.notes.is_empty()) {
             let _ = writeln!(m, "- *{}*: {}", p.title, p.notes.join(" "));

@@ -1,7 +1,7 @@
 //! Reports of result sets: groups runs into configurations and series (`model.rs`), then writes a
 //! self-contained HTML page, a Markdown page with SVG plots next to it, and a CSV of every run (one file per
 //! format; the overview table both pages open with in `overview.rs`, the scaling of data-parallel runs in
-//! `scaling.rs`, the plots in `plots/`).
+//! `scaling.rs`, predicted against measured in `predicted.rs`, the plots in `plots/`).
 
 pub mod csv;
 pub mod html;
@@ -9,6 +9,7 @@ pub mod markdown;
 pub mod model;
 pub mod overview;
 pub mod plots;
+pub mod predicted;
 pub mod scaling;
 
 use std::path::{Path, PathBuf};

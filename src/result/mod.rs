@@ -14,6 +14,7 @@ use trainbench_workload::{DeviceInfo, RunPlan};
 
 pub mod distributed;
 pub mod load;
+pub mod prediction;
 
 pub use load::{LoadError, LoadedResult};
 
@@ -52,6 +53,10 @@ pub struct RunResult {
     /// The local dataset the run read and its input pipeline's own throughput; absent for synthetic data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataSummary>,
+    /// The performance model's prediction for this run's configuration on the hardware profile of the machine
+    /// it ran on (or why there is none); absent only in results written before predictions were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<prediction::PredictionSection>,
 }
 
 /// A local dataset as a run read it: the files, the epoch arithmetic, the pipeline's settings, and how fast the

@@ -35,6 +35,7 @@ use crate::manifest::{ManifestInput, environment};
 use crate::metrics::collect::{CollectorConfig, Collectors};
 use crate::metrics::nvml::GpuTarget;
 use crate::metrics::{DeriveInput, derive, peak};
+use crate::predict::record::{RunProfile, section};
 use crate::result::{
     AnalysisSummary, FORMAT_VERSION, LoaderThroughput, MemoryEstimate, ProcessInfo, RunOutcome, RunResult,
 };
@@ -64,6 +65,9 @@ pub struct RunnerOptions {
     pub worker_exe: Option<PathBuf>,
     /// Hooks for trainbench's own tests; the default (all off) for real runs.
     pub test_hooks: TestHooks,
+    /// The hardware profile each result's `prediction` is made on (`trainbench run --hardware`, else this
+    /// machine's calibrated profile); the default records that none was given.
+    pub hardware: RunProfile,
 }
 
 impl RunnerOptions {
@@ -171,9 +175,13 @@ pub fn run_suite_with(
     Ok(recorder.report)
 }
 
-/// Writes a suite's results as they arrive and keeps the report.
+/// Writes a suite's results as they arrive, each with its prediction, and keeps the report.
 struct Recorder {
     dir: PathBuf,
+    /// The suite (graph and topologies) the predictions are made for.
+    suite: Suite,
+    /// The profile they are made on.
+    hardware: RunProfile,
     spec_name: String,
     spec_sha: String,
     writer: Option<SuiteWriter>,
@@ -185,6 +193,8 @@ impl Recorder {
         let dir = opts.out_dir.join(&suite.spec_name);
         Recorder {
             dir: dir.clone(),
+            suite: suite.clone(),
+            hardware: opts.hardware.clone(),
             spec_name: suite.spec_name.clone(),
             spec_sha: crate::format::sha256_hex(&suite.spec_canonical),
             writer: None,
@@ -192,14 +202,17 @@ impl Recorder {
         }
     }
 
-    /// Write one result (opening the folder on the first); `stop` is what stopped its run early, if anything.
-    /// Returns [`Flow::Stop`] when the user stopped the run (Ctrl-C or a stop request): the suite must stop.
+    /// Write one result (opening the folder on the first), with the prediction for its configuration; `stop` is
+    /// what stopped its run early, if anything. Returns [`Flow::Stop`] when the user stopped the run (Ctrl-C or a
+    /// stop request): the suite must stop.
     fn record(
         &mut self,
-        result: RunResult,
+        mut result: RunResult,
         stop: Option<StopCause>,
         on_result: &mut dyn FnMut(&RunResult, &Path),
     ) -> Result<Flow, RunnerError> {
+        let setting = self.suite.setting(&result.plan);
+        result.prediction = Some(section(&self.hardware, &self.suite.graph, setting.as_ref(), &result));
         let io = |source| RunnerError::Io { path: self.dir.display().to_string(), source };
         if self.writer.is_none() {
             self.writer = Some(SuiteWriter::open(self.dir.clone(), &self.spec_name, &self.spec_sha).map_err(io)?);
@@ -330,6 +343,7 @@ impl RunSlot<'_> {
             environment: environment(env, raw),
             distributed: None,
             data: None,
+            prediction: None,
         }
     }
 

@@ -475,6 +475,8 @@ pub fn serve(ranked: Option<ranks::Engine>) -> Result<bool, String> {
         stop,
         worker_exe: None,
         test_hooks: job.test_hooks,
+        // The parent adds each result's prediction as it records it.
+        hardware: Default::default(),
     };
     let mut backend = backends::create(job.backend, &opts.mock_config());
     let mut ooms = job.known_ooms;

@@ -50,8 +50,12 @@ fn run_mock_prints_a_summary_and_writes_results() {
     let dir = tempfile::tempdir().unwrap();
     let spec = write_spec(dir.path());
     let out = dir.path().join("out");
+    // In a folder without `hardware/this-machine.toml` and without `$TRAINBENCH_HARDWARE`: no profile, so the
+    // result records why it has no prediction (tests/it/run_prediction.rs covers the profiles).
     let assert = Command::cargo_bin("trainbench")
         .unwrap()
+        .current_dir(dir.path())
+        .env_remove("TRAINBENCH_HARDWARE")
         .args(["run", "--backend", "mock", "--out"])
         .arg(&out)
         .arg(&spec)

@@ -31,6 +31,7 @@ mod predict_cli;
 mod report_browser;
 mod report_files;
 mod result_schema;
+mod run_prediction;
 #[cfg(feature = "tch")]
 mod run_tch;
 mod runner;

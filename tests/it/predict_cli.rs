@@ -101,6 +101,11 @@ fn calibrate_writes_a_profile_predict_reads_and_never_overwrites_silently() {
     let rate = trainbench_workload::mock::MockConfig::default().flop_rate;
     assert!((f.device.peak_tflops.fp32 * 1e12 - rate).abs() < 1e-6 * rate);
     assert_eq!(cal.gemm.iter().filter(|p| p.precision == trainbench_workload::Precision::Fp32).count(), 3);
+    // Bandwidth by working set: four cache-sized adds and the memory-sized one, in bytes moved per call; the
+    // mock's bandwidth does not depend on the size.
+    let bytes: Vec<f64> = cal.bandwidth.iter().map(|p| p.bytes).collect();
+    assert_eq!(bytes, [48.0 * 1024.0, 384.0 * 1024.0, 3.0 * 1048576.0, 24.0 * 1048576.0, 96.0 * 1048576.0]);
+    assert!(cal.bandwidth.iter().all(|p| (p.bytes / p.seconds / 1e9 - cal.triad_gbs).abs() < 1e-9 * cal.triad_gbs));
     // A second calibration does not replace the first without --overwrite.
     let again = tb().args(["calibrate", "--backend", "mock", "--out"]).arg(&out).output().unwrap();
     assert_eq!(again.status.code(), Some(2));

@@ -39,7 +39,7 @@ fn redact(md: &str) -> String {
 }
 
 /// Split one CSV line (RFC 4180 quoting, no embedded line breaks).
-fn csv_fields(line: &str) -> Vec<String> {
+pub(crate) fn csv_fields(line: &str) -> Vec<String> {
     let (mut out, mut cur, mut quoted) = (Vec::new(), String::new(), false);
     let mut chars = line.chars().peekable();
     while let Some(c) = chars.next() {

@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use super::super::model::{Phase, Varying};
 use super::super::{ConfigRow, ReportError, Series};
 use super::{CAPTION_SIZE, CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{color, finish, plot_err, row_chart, segment_label, slug, tick};
+use super::{color, finish, plot_err, segment_label, slug, stacked_rows, tick};
 
 /// Memory categories of the stacked bars, bottom up.
 const MEMORY_PARTS: [&str; 4] = ["weights", "gradients", "optimizer state", "activations + workspace"];
@@ -144,40 +144,9 @@ pub(super) fn phases(spec: &str, configs: &[&ConfigRow<'_>], varying: Varying) -
     } else {
         vec!["* Phases timed without synchronising the device: the split is approximate, the total exact.".into()]
     };
-    let shown: Vec<usize> =
-        (0..Phase::ALL.len()).filter(|k| rows.iter().any(|(_, shares)| shares[*k] >= 0.0005)).collect();
-    let legend =
-        Legend::new(shown.iter().map(|k| (Phase::ALL[*k].name().to_string(), Mark::Block(color(*k)))).collect(), WIDTH);
-    let n = rows.len().max(1);
-    let labels: Vec<String> = rows.iter().rev().map(|(l, _)| l.clone()).collect();
-    let chart_height = 70 + 22 * n as u32;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, chart_height + legend.height)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err(&id))?;
-        let (upper, lower) = root.split_vertically(chart_height);
-        let mut chart = row_chart(&upper, &id, spec, 0.0..100.0, &labels, "share of the iteration (%)")?;
-        for k in 0..Phase::ALL.len() {
-            let rects: Vec<Rectangle<(f64, SegmentValue<usize>)>> = rows
-                .iter()
-                .rev()
-                .enumerate()
-                .map(|(i, (_, shares))| {
-                    let total: f64 = shares.iter().sum::<f64>().max(1e-12);
-                    let x0 = shares[..k].iter().sum::<f64>() / total * 100.0;
-                    let x1 = x0 + shares[k] / total * 100.0;
-                    let mut r = Rectangle::new(
-                        [(x0, SegmentValue::Exact(i)), (x1, SegmentValue::Exact(i + 1))],
-                        color(k).filled(),
-                    );
-                    r.set_margin(4, 4, 0, 0);
-                    r
-                })
-                .collect();
-            chart.draw_series(rects).map_err(plot_err(&id))?;
-        }
-        legend.draw(&lower).map_err(plot_err(&id))?;
-        root.present().map_err(plot_err(&id))?;
-    }
+    let parts: Vec<(String, RGBColor)> =
+        Phase::ALL.iter().enumerate().map(|(k, p)| (p.name().to_string(), color(k))).collect();
+    let rows: Vec<(String, Vec<f64>)> = rows.into_iter().map(|(l, v)| (l, v.to_vec())).collect();
+    let svg = stacked_rows(&id, spec, &rows, &parts, "share of the iteration (%)")?;
     Ok(finish(id, title, Section::Phases, svg, notes))
 }

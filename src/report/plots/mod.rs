@@ -1,7 +1,8 @@
 //! SVG plots of a report as compact panels for a grid of small multiples, drawn with plotters' SVG backend
 //! (text becomes `<text>` elements: no fonts needed). One file per kind of chart: `lines.rs` (throughput and
 //! utilisation against batch size, with error bars over repeats), `bars.rs` (stacked memory and phase bars),
-//! `boxes.rs` (step-time distributions), `scaling.rs` (throughput and scaling efficiency against world size); this
+//! `boxes.rs` (step-time distributions), `scaling.rs` (throughput and scaling efficiency against world size),
+//! `predicted.rs` (predicted against measured step times, data / compute / comm shares of both); this
 //! file holds what they share, the legend included.
 //!
 //! Each plot is an SVG document whose first child is a `<title>`, so it can be found in a DOM by its title.
@@ -9,6 +10,7 @@
 mod bars;
 mod boxes;
 mod lines;
+mod predicted;
 mod scaling;
 mod target;
 
@@ -45,6 +47,8 @@ pub enum Section {
     Utilization,
     /// Phase shares.
     Phases,
+    /// Predicted against measured step times and shares (runs that recorded a prediction).
+    Predicted,
     /// Memory breakdown.
     Memory,
     /// Step-time distribution.
@@ -55,11 +59,12 @@ pub enum Section {
 
 impl Section {
     /// Every section, in report order.
-    pub const ALL: [Section; 7] = [
+    pub const ALL: [Section; 8] = [
         Section::Throughput,
         Section::Scaling,
         Section::Utilization,
         Section::Phases,
+        Section::Predicted,
         Section::Memory,
         Section::StepTimes,
         Section::TimeToTarget,
@@ -71,6 +76,7 @@ impl Section {
             Section::Scaling => "Scaling vs world size",
             Section::Utilization => "GPU and FLOP utilisation vs batch size",
             Section::Phases => "Phase shares",
+            Section::Predicted => "Predicted vs measured",
             Section::Memory => "Memory breakdown per batch size",
             Section::StepTimes => "Step-time distribution",
             Section::TimeToTarget => "Time to accuracy",
@@ -83,6 +89,7 @@ impl Section {
             Section::Scaling => "scaling",
             Section::Utilization => "utilization",
             Section::Phases => "phases",
+            Section::Predicted => "predicted",
             Section::Memory => "memory",
             Section::StepTimes => "step-times",
             Section::TimeToTarget => "time-to-target",
@@ -108,6 +115,12 @@ impl Section {
             Section::Phases => {
                 "Share of each phase of an iteration per configuration (data, forward, backward, comm, \
                  optimizer, other; median over repeats)."
+            }
+            Section::Predicted => {
+                "The performance model's prediction each run recorded (T_data + T_compute + T_comm on the hardware \
+                 profile of its machine) against what it measured: left, predicted step time against the measured \
+                 median (log axes; dashed, y = x; shaded, within 25%); right, PAI's data / compute / comm shares \
+                 of the iteration per configuration, measured (with the time no phase accounts for) above predicted."
             }
             Section::Memory => {
                 "Per batch size, the backend's measured breakdown (activations + workspace = allocator peak \
@@ -181,6 +194,7 @@ fn finish(id: String, title: String, section: Section, svg: String, notes: Vec<S
 /// Every plot of a report, in section order, then spec order.
 pub fn all_plots(model: &ReportModel<'_>) -> Result<Vec<Plot>, ReportError> {
     let mut plots = Vec::new();
+    let predictions = super::predicted::table(model);
     for spec in &model.specs() {
         let series = model.series_of(spec);
         if series.iter().any(|s| s.points.iter().any(|p| p.samples_per_s().is_some())) {
@@ -202,6 +216,20 @@ pub fn all_plots(model: &ReportModel<'_>) -> Result<Vec<Plot>, ReportError> {
         let configs: Vec<_> = model.configs_of(spec).filter(|c| c.first_metrics().is_some()).collect();
         if !configs.is_empty() {
             plots.push(bars::phases(spec, &configs, model.varying)?);
+        }
+        let predicted: Vec<_> = predictions.rows_of(spec).collect();
+        if !predicted.is_empty() {
+            let labels: Vec<String> = predicted
+                .iter()
+                .map(|r| {
+                    model
+                        .configs_of(spec)
+                        .find(|c| c.config == r.config)
+                        .map_or_else(|| r.config.clone(), |c| c.short_label(model.varying))
+                })
+                .collect();
+            plots.push(predicted::scatter(spec, &predicted, &labels)?);
+            plots.push(predicted::shares(spec, &predicted, &labels)?);
         }
         let timed: Vec<_> = model.configs_of(spec).filter(|c| !c.pooled_step_times().is_empty()).collect();
         if !timed.is_empty() {
@@ -354,6 +382,54 @@ fn row_chart<'a, 'b>(
         .draw()
         .map_err(plot_err(id))?;
     Ok(chart)
+}
+
+/// One stacked horizontal bar of a [`stacked_rows`] panel: its label and one value per part (any unit: each bar
+/// is scaled to 100%).
+type StackedRow = (String, Vec<f64>);
+
+/// A panel of stacked horizontal bars, each scaled to 100% (phase shares, data / compute / comm shares): one row
+/// per entry of `rows`, the first on top, one colour per part; parts below 0.05% in every row are left out of the
+/// legend.
+fn stacked_rows(
+    id: &str,
+    caption: &str,
+    rows: &[StackedRow],
+    parts: &[(String, RGBColor)],
+    x_desc: &str,
+) -> Result<String, ReportError> {
+    let shown: Vec<usize> =
+        (0..parts.len()).filter(|k| rows.iter().any(|(_, v)| v.get(*k).is_some_and(|x| *x >= 0.0005))).collect();
+    let legend = Legend::new(shown.iter().map(|k| (parts[*k].0.clone(), Mark::Block(parts[*k].1))).collect(), WIDTH);
+    let labels: Vec<String> = rows.iter().rev().map(|(l, _)| l.clone()).collect();
+    let chart_height = 70 + 22 * rows.len().max(1) as u32;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, chart_height + legend.height)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err(id))?;
+        let (upper, lower) = root.split_vertically(chart_height);
+        let mut chart = row_chart(&upper, id, caption, 0.0..100.0, &labels, x_desc)?;
+        for (k, (_, c)) in parts.iter().enumerate() {
+            let rects: Vec<Rectangle<(f64, SegmentValue<usize>)>> = rows
+                .iter()
+                .rev()
+                .enumerate()
+                .map(|(i, (_, v))| {
+                    let total: f64 = v.iter().sum::<f64>().max(1e-12);
+                    let x0 = v.iter().take(k).sum::<f64>() / total * 100.0;
+                    let x1 = x0 + v.get(k).copied().unwrap_or(0.0) / total * 100.0;
+                    let mut r =
+                        Rectangle::new([(x0, SegmentValue::Exact(i)), (x1, SegmentValue::Exact(i + 1))], c.filled());
+                    r.set_margin(4, 4, 0, 0);
+                    r
+                })
+                .collect();
+            chart.draw_series(rects).map_err(plot_err(id))?;
+        }
+        legend.draw(&lower).map_err(plot_err(id))?;
+        root.present().map_err(plot_err(id))?;
+    }
+    Ok(svg)
 }
 
 fn label_area_width(labels: &[String]) -> u32 {

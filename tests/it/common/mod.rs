@@ -346,6 +346,7 @@ impl Synth {
             },
             distributed,
             data: None,
+            prediction: None,
         }
     }
 

@@ -1,0 +1,216 @@
+//! Element-wise operations' own cost. A dropout, a normalisation or a softmax is not free once its bytes are
+//! moved: dropout draws a random number per element, softmax and GELU evaluate exponentials, normalisations
+//! reduce and rescale. On one CPU thread these cost 1-6 ns per element where an add of the same bytes costs
+//! 0.13 (`scripts/op_costs.py`), so bytes over bandwidth alone under-predicts them by 7-37x.
+//!
+//! Measured through the backend itself (`trainbench calibrate`), the way a run executes them: a micro-graph
+//! (input [16, 64] -> linear -> the operation stacked [`STACK`] times -> MSE) is trained at batch 64 beside the
+//! same graph without the operation; the difference of their mean forward and backward phase times over
+//! [`STACK`] is one operation's cost at 65,536 elements (with `--cpu-clock`, the phases are scaled by the
+//! process's CPU time over wall time during each run). The model charges a node of a measured class its cost
+//! per element times its elements, net of the per-operation overhead it adds on its own.
+
+use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, Op};
+use trainbench_workload::{
+    Backend, Budget, DeviceSelector, GraphBuilder, OptimizerSpec, Precision, RunContext, RunPlan,
+};
+
+use crate::hardware::wire::ElementwisePoint;
+
+/// How many copies of the operation the measured graph stacks (more copies, a larger difference to measure).
+pub const STACK: usize = 6;
+
+/// Samples per step of the micro-graphs.
+const BATCH: usize = 64;
+/// One sample: 16 positions of 64 features (a small Transformer's activations).
+const SAMPLE: [usize; 2] = [16, 64];
+/// Measured steps per micro-graph run (after [`WARMUP`]); each class is measured [`ROUNDS`] times and the median
+/// kept.
+const STEPS: u64 = 12;
+const WARMUP: u64 = 3;
+const ROUNDS: usize = 3;
+
+/// The measured classes, by name.
+pub const CLASSES: [&str; 6] = ["dropout", "layer_norm", "batch_norm", "softmax", "relu", "gelu"];
+
+/// The class whose measured cost stands for a node's operation; `None` for operations priced by FLOPs and bytes
+/// alone.
+pub fn class_of(op: &Op) -> Option<&'static str> {
+    match op {
+        Op::Dropout { .. } => Some("dropout"),
+        Op::LayerNorm { .. } => Some("layer_norm"),
+        Op::BatchNorm { .. } => Some("batch_norm"),
+        Op::Softmax => Some("softmax"),
+        Op::Act { function: Activation::Relu | Activation::LeakyRelu(_) | Activation::HardTanh20 } => Some("relu"),
+        Op::Act { function: Activation::Gelu | Activation::Tanh | Activation::Sigmoid } => Some("gelu"),
+        _ => None,
+    }
+}
+
+/// The element-wise work of a node at `batch` samples: its measured class and how many elements it touches.
+/// Attention's core softmaxes its score tensor (heads x query positions x key positions per sample); the other
+/// classes touch their output.
+pub fn work_of(
+    graph: &Graph,
+    node: &trainbench_workload::Node,
+    output_elements: u64,
+    batch: f64,
+) -> Option<(&'static str, f64)> {
+    match &node.op {
+        Op::Attention { heads, .. } => {
+            let positions = |i: usize| {
+                node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64
+            };
+            Some(("softmax", *heads as f64 * positions(0) * positions(1) * batch))
+        }
+        op => class_of(op).map(|c| (c, output_elements as f64 * batch)),
+    }
+}
+
+/// The micro-graph: input -> linear -> `copies` x the class's operation -> MSE against a target.
+fn graph(class: &str, copies: usize) -> Result<Graph, String> {
+    let e = |e: trainbench_workload::ShapeError| e.to_string();
+    let mut b = GraphBuilder::new(format!("calibrate-{class}"));
+    let x = b.input("x", &SAMPLE, InputKind::Dense).map_err(e)?;
+    let t = b.input("t", &SAMPLE, InputKind::Dense).map_err(e)?;
+    let mut y = b.linear("fc", x, SAMPLE[1], true).map_err(e)?;
+    for i in 0..copies {
+        let name = format!("{class}{i}");
+        y = match class {
+            "dropout" => b.dropout(&name, y, 0.1),
+            "layer_norm" => b.layer_norm(&name, y, 1e-5),
+            "batch_norm" => b.batch_norm(&name, y),
+            "softmax" => b.softmax(&name, y),
+            "relu" => b.act(&name, y, Activation::Relu),
+            _ => b.act(&name, y, Activation::Gelu),
+        }
+        .map_err(e)?;
+    }
+    b.loss("loss", LossKind::Mse, &[y, t]).map_err(e)?;
+    b.finish(1, "samples").map_err(e)
+}
+
+fn plan(device: DeviceSelector, cpu_threads: Option<u32>) -> RunPlan {
+    RunPlan {
+        id: "calibrate-elementwise".into(),
+        config: "calibrate-elementwise".into(),
+        batch_size: BATCH,
+        precision: Precision::Fp32,
+        device,
+        world_size: 1,
+        strategy: Default::default(),
+        warmup: WARMUP,
+        budget: Budget::Iterations(STEPS),
+        repeat: 0,
+        seed: 0,
+        optimizer: OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.0, weight_decay: 0.0, nesterov: false },
+        phase_timing: true,
+        timeout_s: None,
+        cpu_threads,
+        target: None,
+    }
+}
+
+/// Mean (forward, backward) seconds of one step of `graph`; with `cpu_clock`, scaled by the process's CPU time
+/// over the wall time of the run.
+fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_clock: bool) -> Result<(f64, f64), String> {
+    let mut probe = trainbench_workload::backend::NoProbe;
+    let wall0 = std::time::Instant::now();
+    let cpu0 = crate::metrics::cpu::process_cpu_seconds();
+    let raw = backend.run_in(plan, graph, &mut RunContext::new(&mut probe)).map_err(|e| e.to_string())?;
+    let wall = wall0.elapsed().as_secs_f64();
+    let scale = match (cpu_clock, cpu0, crate::metrics::cpu::process_cpu_seconds()) {
+        (true, Some(a), Some(b)) if wall > 0.0 && b > a => (b - a) / wall,
+        _ => 1.0,
+    };
+    let n = raw.steps.len().max(1) as f64;
+    let forward = raw.steps.iter().map(|s| s.forward_s).sum::<f64>() / n;
+    let backward = raw.steps.iter().map(|s| s.backward_s).sum::<f64>() / n;
+    Ok((forward * scale, backward * scale))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Measure every class of [`CLASSES`] the backend runs on `device`; the classes it refuses are returned as
+/// `(class, reason)` beside the points.
+pub fn measure(
+    backend: &mut dyn Backend,
+    device: DeviceSelector,
+    cpu_threads: Option<u32>,
+    cpu_clock: bool,
+) -> (Vec<ElementwisePoint>, Vec<(String, String)>) {
+    let plan = plan(device, cpu_threads);
+    let (mut points, mut skipped) = (Vec::new(), Vec::new());
+    for class in CLASSES {
+        let one = |backend: &mut dyn Backend| -> Result<(f64, f64), String> {
+            let (base, with) = (graph(class, 0)?, graph(class, STACK)?);
+            backend.check(&plan, &with).map_err(|e| e.to_string())?;
+            let b = phases(backend, &plan, &base, cpu_clock)?;
+            let w = phases(backend, &plan, &with, cpu_clock)?;
+            Ok((((w.0 - b.0) / STACK as f64).max(0.0), ((w.1 - b.1) / STACK as f64).max(0.0)))
+        };
+        let mut rounds = Vec::new();
+        for _ in 0..ROUNDS {
+            match one(backend) {
+                Ok(r) => rounds.push(r),
+                Err(e) => {
+                    skipped.push((class.to_string(), e));
+                    break;
+                }
+            }
+        }
+        if rounds.len() == ROUNDS {
+            points.push(ElementwisePoint {
+                op: class.to_string(),
+                elements: (BATCH * SAMPLE[0] * SAMPLE[1]) as f64,
+                forward_s: median(rounds.iter().map(|r| r.0).collect()),
+                backward_s: median(rounds.iter().map(|r| r.1).collect()),
+            });
+        }
+    }
+    (points, skipped)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_class_builds_and_maps_back_from_its_graph() {
+        for class in CLASSES {
+            let g = graph(class, STACK).unwrap();
+            let classes: Vec<&str> = g.nodes.iter().filter_map(|n| class_of(&n.op)).collect();
+            assert_eq!(classes, vec![class; STACK], "{class}");
+            assert!(graph(class, 0).unwrap().nodes.iter().all(|n| class_of(&n.op).is_none()));
+        }
+    }
+
+    #[test]
+    fn attention_softmaxes_its_scores() {
+        let mut b = GraphBuilder::new("attn");
+        let q = b.input("q", &[16, 64], InputKind::Dense).unwrap();
+        let kv = b.input("kv", &[10, 64], InputKind::Dense).unwrap();
+        let a = b.attention("attn", q, kv, 4, false).unwrap();
+        let t = b.input("t", &[16, 64], InputKind::Dense).unwrap();
+        b.loss("loss", LossKind::Mse, &[a, t]).unwrap();
+        let g = b.finish(1, "samples").unwrap();
+        let node = g.nodes.iter().find(|n| n.name == "attn").unwrap();
+        // 4 heads x 16 queries x 10 keys per sample, 8 samples.
+        assert_eq!(work_of(&g, node, 1024, 8.0), Some(("softmax", 4.0 * 16.0 * 10.0 * 8.0)));
+        let loss = g.nodes.iter().find(|n| n.name == "loss").unwrap();
+        assert_eq!(work_of(&g, loss, 1, 8.0), None);
+    }
+
+    #[test]
+    fn the_mock_backend_measures_every_class() {
+        let mut mock = trainbench_workload::mock::MockBackend::new(Default::default());
+        let (points, skipped) = measure(&mut mock, DeviceSelector::Cpu, None, false);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(points.iter().map(|p| p.op.as_str()).collect::<Vec<_>>(), CLASSES);
+        assert!(points.iter().all(|p| p.elements == 65536.0 && p.forward_s >= 0.0 && p.backward_s >= 0.0));
+    }
+}
