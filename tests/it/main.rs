@@ -21,6 +21,8 @@ mod digits;
 mod distributed;
 mod editor_schema;
 mod fixtures_check;
+#[cfg(all(feature = "tch", feature = "wgpu"))]
+mod formats_trained;
 mod image_folder;
 mod isolation;
 mod local_data;
