@@ -5,8 +5,8 @@ use plotters::prelude::*;
 
 use super::super::model::{Phase, Varying};
 use super::super::{ConfigRow, ReportError, Series};
-use super::{CAPTION_SIZE, CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{color, finish, plot_err, segment_label, slug, stacked_rows, tick};
+use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
+use super::{chart_and_legend, color, finish, panel_chart, plot_err, segment_label, slug, stacked_rows, tick};
 
 /// Memory categories of the stacked bars, bottom up.
 const MEMORY_PARTS: [&str; 4] = ["weights", "gradients", "optimizer state", "activations + workspace"];
@@ -78,14 +78,8 @@ pub(super) fn memory(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, R
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT + legend.height)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err(&id))?;
-        let (upper, lower) = root.split_vertically(CHART_HEIGHT);
-        let mut chart = ChartBuilder::on(&upper)
-            .caption(format!("{spec} · {}", s.label), (FONT, CAPTION_SIZE))
-            .margin(8)
-            .margin_right(16)
-            .x_label_area_size(40)
-            .y_label_area_size(52)
+        let (upper, lower) = chart_and_legend(&root).map_err(plot_err(&id))?;
+        let mut chart = panel_chart(&upper, format!("{spec} · {}", s.label), false)
             .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..ymax)
             .map_err(plot_err(&id))?;
         let label_fmt = |v: &SegmentValue<usize>| segment_label(&labels, v);

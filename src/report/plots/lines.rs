@@ -6,8 +6,8 @@ use plotters::prelude::*;
 
 use super::super::model::Spread;
 use super::super::{ConfigRow, ReportError, Series};
-use super::{CAPTION_SIZE, CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{color, finish, slug, tick};
+use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
+use super::{chart_and_legend, color, finish, panel_chart, slug, tick};
 
 /// x range on a log2 batch axis covering all batch sizes, with some room.
 fn batch_range(series: &[Series<'_>]) -> (f64, f64) {
@@ -44,14 +44,8 @@ fn draw_panel(
     legend: &Legend,
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<_>| format!("{e:?}");
-    root.fill(&WHITE).map_err(e)?;
-    let (upper, lower) = root.split_vertically(CHART_HEIGHT);
-    let mut chart = ChartBuilder::on(&upper)
-        .caption(caption, (FONT, CAPTION_SIZE))
-        .margin(8)
-        .margin_right(16)
-        .x_label_area_size(40)
-        .y_label_area_size(52)
+    let (upper, lower) = chart_and_legend(root).map_err(e)?;
+    let mut chart = panel_chart(&upper, caption, false)
         .build_cartesian_2d((xlo..xhi).log_scale().base(2.0), 0.0..ymax)
         .map_err(e)?;
     chart

@@ -168,6 +168,31 @@ const CAPTION_SIZE: u32 = 18;
 /// Font size of axis labels and legends (11.3 px).
 const LABEL_SIZE: u32 = 14;
 
+/// The two parts of a panel whose legend comes below its chart, `root` filled white first: the chart's area
+/// (the top [`CHART_HEIGHT`] pixels) and the legend's.
+type Area<'b> = DrawingArea<SVGBackend<'b>, Shift>;
+fn chart_and_legend<'b>(root: &Area<'b>) -> Result<(Area<'b>, Area<'b>), DrawingAreaErrorKind<std::io::Error>> {
+    root.fill(&WHITE)?;
+    Ok(root.split_vertically(CHART_HEIGHT))
+}
+
+/// A chart builder on `area` with every panel's caption font, margins and axis label areas; `right_axis` leaves
+/// room for a secondary y axis on the right.
+fn panel_chart<'a, 'b>(
+    area: &'a Area<'b>,
+    caption: impl AsRef<str>,
+    right_axis: bool,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(area);
+    builder.caption(caption, (FONT, CAPTION_SIZE)).margin(8).x_label_area_size(40).y_label_area_size(52);
+    if right_axis {
+        builder.right_y_label_area_size(44);
+    } else {
+        builder.margin_right(16);
+    }
+    builder
+}
+
 /// A file-name-safe form of a name.
 pub fn slug(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect()

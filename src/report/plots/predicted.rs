@@ -5,8 +5,8 @@
 use plotters::prelude::*;
 
 use super::super::predicted::{PredictedRow, SHARE_PARTS};
-use super::{CAPTION_SIZE, CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, ReportError, Section, WIDTH};
-use super::{color, finish, slug, stacked_rows, tick};
+use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, ReportError, Section, WIDTH};
+use super::{chart_and_legend, color, finish, panel_chart, slug, stacked_rows, tick};
 
 /// The band drawn around y = x: predictions within 25% of the measurement.
 const BAND: f64 = 0.25;
@@ -68,14 +68,8 @@ fn draw(
     legend: &Legend,
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<_>| format!("{e:?}");
-    root.fill(&WHITE).map_err(e)?;
-    let (upper, lower) = root.split_vertically(CHART_HEIGHT);
-    let mut chart = ChartBuilder::on(&upper)
-        .caption(caption, (FONT, CAPTION_SIZE))
-        .margin(8)
-        .margin_right(16)
-        .x_label_area_size(40)
-        .y_label_area_size(52)
+    let (upper, lower) = chart_and_legend(root).map_err(e)?;
+    let mut chart = panel_chart(&upper, caption, false)
         .build_cartesian_2d((lo..hi).log_scale(), (lo..hi).log_scale())
         .map_err(e)?;
     // No grid (the band and the diagonal are the reference); ticks labelled at 1, 2 and 5 of each decade.

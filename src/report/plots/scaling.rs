@@ -6,8 +6,8 @@ use plotters::prelude::*;
 
 use super::super::model::{ConfigRow, ReportModel};
 use super::super::scaling::{efficiency_of, reference_of};
-use super::{CAPTION_SIZE, CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{color, finish, slug, tick};
+use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
+use super::{chart_and_legend, color, finish, panel_chart, slug, tick};
 
 /// One line of the panel: its label and `(world size, samples/s, efficiency)` points by world size.
 struct Line {
@@ -99,14 +99,8 @@ fn draw(
     legend: &Legend,
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<_>| format!("{e:?}");
-    root.fill(&WHITE).map_err(e)?;
-    let (upper, lower) = root.split_vertically(CHART_HEIGHT);
-    let mut chart = ChartBuilder::on(&upper)
-        .caption(caption, (FONT, CAPTION_SIZE))
-        .margin(8)
-        .x_label_area_size(40)
-        .y_label_area_size(52)
-        .right_y_label_area_size(44)
+    let (upper, lower) = chart_and_legend(root).map_err(e)?;
+    let mut chart = panel_chart(&upper, caption, true)
         .build_cartesian_2d((xlo..xhi).log_scale().base(2.0), 0.0..ymax)
         .map_err(e)?
         .set_secondary_coord((xlo..xhi).log_scale().base(2.0), 0.0..emax);

@@ -5,8 +5,8 @@
 use plotters::prelude::*;
 
 use super::super::{ConfigRow, ReportError};
-use super::{CAPTION_SIZE, CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{color, finish, slug, tick};
+use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
+use super::{chart_and_legend, color, finish, panel_chart, slug, tick};
 use trainbench_workload::target::TargetMetric;
 
 /// One curve: its label, colour and `(seconds, value)` points.
@@ -55,16 +55,8 @@ pub(super) fn time_to_target(spec: &str, configs: &[&ConfigRow<'_>]) -> Result<P
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT + legend.height)).into_drawing_area();
         let e = |e: DrawingAreaErrorKind<_>| ReportError::Plot { plot: id.clone(), message: format!("{e:?}") };
-        root.fill(&WHITE).map_err(e)?;
-        let (upper, lower) = root.split_vertically(CHART_HEIGHT);
-        let mut chart = ChartBuilder::on(&upper)
-            .caption(spec, (FONT, CAPTION_SIZE))
-            .margin(8)
-            .margin_right(16)
-            .x_label_area_size(40)
-            .y_label_area_size(52)
-            .build_cartesian_2d(0.0..xmax, 0.0..ymax)
-            .map_err(e)?;
+        let (upper, lower) = chart_and_legend(&root).map_err(e)?;
+        let mut chart = panel_chart(&upper, spec, false).build_cartesian_2d(0.0..xmax, 0.0..ymax).map_err(e)?;
         chart
             .configure_mesh()
             .max_light_lines(1)
