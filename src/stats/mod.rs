@@ -162,12 +162,21 @@ pub fn mser5(xs: &[f64]) -> Mser {
         return Mser { start: 0, capped: false };
     }
     let batches: Vec<f64> = xs.chunks_exact(MSER_BATCH).map(|c| c.iter().sum::<f64>() / MSER_BATCH as f64).collect();
+    // The sum of squared deviations of every tail `batches[d..]`, accumulated from the end in one pass
+    // (Welford's update: stable, and exactly 0 for a constant tail), so a run of millions of steps costs O(n).
+    let mut tail_ss = vec![0.0; k];
+    let (mut mean, mut ss) = (0.0, 0.0);
+    for (i, &y) in batches.iter().enumerate().rev() {
+        let n = (k - i) as f64;
+        let delta = y - mean;
+        mean += delta / n;
+        ss += delta * (y - mean);
+        tail_ss[i] = ss;
+    }
     let mut best = (f64::INFINITY, 0);
-    for d in 0..=k / 2 {
-        let tail = &batches[d..];
-        let m = tail.iter().sum::<f64>() / tail.len() as f64;
-        let ss: f64 = tail.iter().map(|y| (y - m) * (y - m)).sum();
-        let mser = ss / (tail.len() * tail.len()) as f64;
+    for (d, &ss) in tail_ss.iter().enumerate().take(k / 2 + 1) {
+        let len = (k - d) as f64;
+        let mser = ss.max(0.0) / (len * len);
         // Strictly smaller: among equal values the earliest (least truncation) wins.
         if mser < best.0 {
             best = (mser, d);

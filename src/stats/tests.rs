@@ -171,6 +171,42 @@ fn mser5_truncates_at_most_half_and_skips_short_series() {
     assert_eq!(mser5_start(&[f64::NAN; 20]), 0);
 }
 
+/// MSER-5 by its definition: every truncation point's tail mean and squared deviations computed afresh.
+fn mser5_by_definition(xs: &[f64]) -> usize {
+    let batches: Vec<f64> = xs.chunks_exact(MSER_BATCH).map(|c| c.iter().sum::<f64>() / MSER_BATCH as f64).collect();
+    let k = batches.len();
+    let mut best = (f64::INFINITY, 0);
+    for d in 0..=k / 2 {
+        let tail = &batches[d..];
+        let m = tail.iter().sum::<f64>() / tail.len() as f64;
+        let ss: f64 = tail.iter().map(|y| (y - m) * (y - m)).sum();
+        let v = ss / (tail.len() * tail.len()) as f64;
+        if v < best.0 {
+            best = (v, d);
+        }
+    }
+    best.1 * MSER_BATCH
+}
+
+#[test]
+fn mser5_in_one_pass_agrees_with_its_definition() {
+    let mut rng = SplitMix64::new(11);
+    for case in 0..40 {
+        let n = 20 + case * 13;
+        let transient = case % 7;
+        let xs: Vec<f64> = (0..n)
+            .map(|i| {
+                let decay = if i < transient * 5 { 2.0 * (transient * 5 - i) as f64 / 10.0 } else { 0.0 };
+                1.0 + decay + 0.05 * (rng.next_f64() - 0.5)
+            })
+            .collect();
+        assert_eq!(mser5_start(&xs), mser5_by_definition(&xs), "case {case}");
+    }
+    // A series of a million steps is truncated in one pass (the definition would take minutes).
+    let long: Vec<f64> = (0..1_000_000).map(|i| if i < 500 { 3.0 } else { 1.0 + 1e-3 * (i % 3) as f64 }).collect();
+    assert_eq!(mser5_start(&long), 500);
+}
+
 // Two-level bootstrap (several repeats per side).
 
 fn repeat(center: f64, n: usize, seed: u64) -> Vec<f64> {
