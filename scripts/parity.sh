@@ -31,10 +31,7 @@ if [ -z "${TB:-}" ]; then
 fi
 PY="$VENV/bin/python scripts/parity/pytorch_eager.py"
 PYARGS="--batch $BATCH --warmup $WARMUP --iters $ITERS --threads $THREADS"
-spec_of() { case "$1" in resnet18-cifar) echo specs/parity/resnet18_cifar.toml ;; transformer) echo specs/parity/transformer_lm.toml ;;
-  *) echo "unknown model $1 (resnet18-cifar, transformer)" >&2; exit 2 ;; esac; }
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.4f", m}'; }
+source scripts/parity/common.sh
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
 for m in "${MODELS[@]}"; do
   spec=$(spec_of "$m")
