@@ -75,6 +75,16 @@ impl LocalSlurm {
         c.env("SLURM_CONF", self.conf());
         c
     }
+
+    /// `trainbench run SPEC --on slurm --wait` into `out` (tasks may overcommit the 2 CPUs).
+    fn submit_and_wait(&self, spec: &Path, out: &Path) -> std::process::Output {
+        self.trainbench()
+            .args(["run", "--on", "slurm", "--wait", "--slurm-arg=--overcommit", "--out"])
+            .arg(out)
+            .arg(spec)
+            .output()
+            .unwrap()
+    }
 }
 
 impl Drop for LocalSlurm {
@@ -110,13 +120,7 @@ fn a_suite_runs_as_a_job_array_and_only_the_failed_task_is_resubmitted() {
     let blocked = out.join("slurm-smoke").join(format!("{}.json", RUNS[1]));
     std::fs::create_dir_all(blocked.join("in-the-way")).unwrap();
 
-    let first = slurm
-        .trainbench()
-        .args(["run", "--on", "slurm", "--wait", "--slurm-arg=--overcommit", "--out"])
-        .arg(&out)
-        .arg(&spec)
-        .output()
-        .unwrap();
+    let first = slurm.submit_and_wait(&spec, &out);
     let shown = text(&first);
     assert_eq!(first.status.code(), Some(1), "one task failed: {shown}");
     assert!(shown.contains("3 tasks: 2 done, 1 failed, 0 running, 0 pending, 0 missing"), "{shown}");
@@ -303,13 +307,7 @@ timeout_s = 240
     let spec = work.path().join("dp.toml");
     std::fs::write(&spec, DP).unwrap();
     let out = work.path().join("out");
-    let o = slurm
-        .trainbench()
-        .args(["run", "--on", "slurm", "--wait", "--slurm-arg=--overcommit", "--out"])
-        .arg(&out)
-        .arg(&spec)
-        .output()
-        .unwrap();
+    let o = slurm.submit_and_wait(&spec, &out);
     let shown = text(&o);
     assert!(o.status.success(), "{shown}");
     assert!(shown.contains("2 tasks: 2 done, 0 failed"), "{shown}");
