@@ -186,6 +186,9 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
         check_training(&mut out, training, spec.run.as_ref());
         target::check_target(&mut out, training, spec.dataset.as_ref());
     }
+    if let (Some(training), Some(topology), Some(sweep)) = (&spec.training, &spec.topology, &spec.sweep) {
+        target::check_target_world(&mut out, training, &effective_topologies(topology, sweep));
+    }
     if let Some(run) = &spec.run {
         check_run(&mut out, run, cx);
     }

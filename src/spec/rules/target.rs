@@ -2,7 +2,8 @@
 //! (`dataset.eval_path`, `dataset.eval_fraction`): a target needs local data and exactly one evaluation split,
 //! one cadence and at least one budget; an evaluation split without a target would be ignored, so it is refused;
 //! an accuracy target needs a classifier (a cross-entropy loss in the graph); the evaluation split's files are
-//! opened as a run would open them.
+//! opened as a run would open them; a target trains and evaluates on one worker, so a data-parallel topology
+//! beside it is refused.
 
 use std::path::Path;
 
@@ -10,7 +11,7 @@ use trainbench_workload::data::{self, Layout};
 use trainbench_workload::graph::Graph;
 use trainbench_workload::target::{TargetMetric, classifier_nodes};
 
-use super::{Finding, reader_format};
+use super::{EffectiveTopology, Finding, reader_format};
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{DataSource, DatasetSpec, TrainingSpec};
 
@@ -20,6 +21,28 @@ fn target_key(k: &str) -> FieldPath {
 
 fn dataset_key(k: &str) -> FieldPath {
     FieldPath::keys(&["dataset", k])
+}
+
+/// A run with a target trains and evaluates on one worker (data-parallel workers do not evaluate yet): every
+/// topology of more than one worker beside `[training.target]` is refused here rather than failing at run time.
+pub fn check_target_world(out: &mut Vec<Finding>, training: &TrainingSpec, topologies: &[EffectiveTopology]) {
+    if training.target.is_none() {
+        return;
+    }
+    for t in topologies {
+        let Some(workers) = t.world_size().filter(|&w| w > 1) else { continue };
+        out.push(
+            Finding::new(
+                t.path.clone(),
+                format!(
+                    "`[training.target]` trains and evaluates on one worker; this topology has {workers} workers \
+                     ({} node(s) x {} device(s))",
+                    t.nodes, t.devices_per_node
+                ),
+            )
+            .hint("run the target with `nodes = 1` and `devices_per_node = 1`, or remove `[training.target]`"),
+        );
+    }
 }
 
 /// The target's own fields and its agreement with `[dataset]`.
