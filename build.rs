@@ -1,6 +1,7 @@
-//! Build script of the trainbench package: embeds libtorch's rpath in the binary and tests when feature `tch`
-//! is on (link arguments of a dependency's build script do not reach its dependants), and records the git
-//! commit as `TRAINBENCH_GIT_COMMIT` (`unknown` outside a git checkout) for the environment manifest.
+//! Build script of the trainbench package: embeds libtorch's rpath in `trainbench-engine` and the tests when
+//! feature `tch` is on (link arguments of a dependency's build script do not reach its dependants; the
+//! `trainbench` front binary links no backend and gets none), and records the git commit as
+//! `TRAINBENCH_GIT_COMMIT` (`unknown` outside a git checkout) for the environment manifest.
 
 use std::process::Command;
 
@@ -13,14 +14,18 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     // Exported by backends/tch/build.rs (links = "trainbench_tch"); present only with feature `tch`.
     if let Ok(lib) = std::env::var("DEP_TRAINBENCH_TCH_LIBTORCH_LIB") {
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+        let mut args = vec![format!("-Wl,-rpath,{lib}")];
         if std::env::var("DEP_TRAINBENCH_TCH_TORCH_CUDA").as_deref() == Ok("1") {
             // Keep libtorch_cuda loaded (its initialisers register CUDA) despite --as-needed.
-            println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
+            args.push("-Wl,--no-as-needed,-ltorch_cuda,--as-needed".into());
         }
         // The NCCL engine's object needs the CUDA runtime's directory too (present when it was built).
         if let Ok(cuda) = std::env::var("DEP_TRAINBENCH_TCH_CUDA_LIB") {
-            println!("cargo:rustc-link-arg=-Wl,-rpath,{cuda}");
+            args.push(format!("-Wl,-rpath,{cuda}"));
+        }
+        for arg in &args {
+            println!("cargo:rustc-link-arg-bin=trainbench-engine={arg}");
+            println!("cargo:rustc-link-arg-tests={arg}");
         }
     }
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());

@@ -1,15 +1,45 @@
 //! The backend registry: where a spec runs ([`place`]: `auto` resolved, the device mapped to one the backend
-//! drives, decided once when the spec is planned) and which implementation runs it ([`create`]). The only
-//! place with `#[cfg(feature)]` for backends: a compiled-out backend is a stub whose runs return
-//! [`BackendError::NotBuilt`] while its static [`Capabilities`](trainbench_workload::Capabilities) still
-//! answer plan-time questions, so the CLI and the runner never need conditional compilation.
+//! drives, decided once when the spec is planned), what its backend refuses before anything runs
+//! ([`refusals`], from the static [`Capabilities`](trainbench_workload::Capabilities) and lowering rules, so it
+//! needs no engine) and which implementation runs it ([`create`], from the [`Engines`] table the process
+//! installed at start). The library links no backend: the `trainbench-engine` binary installs what its build
+//! links ([`install`]); the `trainbench` front binary installs nothing and hands the commands that train over
+//! to it ([`crate::cli`]). Whether a backend is in *this build* is [`built`] (cargo features, the same for both
+//! binaries); whether *this process* can run it is the table.
+
+use std::sync::OnceLock;
 
 use serde::Serialize;
+use trainbench_workload::engines::Engines;
 use trainbench_workload::mock::{MockBackend, MockConfig};
 use trainbench_workload::{
-    Backend, BackendError, BackendKind, DeviceFamily, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext,
-    RunPlan, WgpuAdapter,
+    Backend, BackendError, BackendKind, CpuFeatures, DeviceFamily, DeviceInfo, DeviceSelector, Graph, RawMeasurements,
+    RunContext, RunPlan, WgpuAdapter,
 };
+
+static INSTALLED: OnceLock<Engines> = OnceLock::new();
+
+/// Make `engines` this process's engines (the engine binary's `main`, tests that train in their own process).
+/// The first call wins; later ones are ignored, so every test may call it.
+pub fn install(engines: Engines) {
+    let _ = INSTALLED.get_or_init(|| engines);
+}
+
+/// The engines this process can use: empty unless [`install`] was called.
+pub fn engines() -> Engines {
+    INSTALLED.get().copied().unwrap_or_default()
+}
+
+/// Whether this process trains (its engines are installed), as opposed to the front binary.
+pub fn installed() -> bool {
+    INSTALLED.get().is_some()
+}
+
+/// A plan-time question only a process that links the engines can answer (whether this host can start NCCL
+/// ranks): the front binary hands the command over to `trainbench-engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("this question needs the training engine (trainbench-engine)")]
+pub struct NeedsEngine;
 
 pub use crate::spec::wire::BackendChoice;
 
@@ -56,24 +86,39 @@ pub fn built(kind: BackendKind) -> bool {
     }
 }
 
-#[cfg(feature = "tch")]
-fn tch() -> Box<dyn Backend> {
-    Box::new(trainbench_tch::TchBackend::new())
+/// A backend this build has but this process does not link (the front binary): running it is a bug in the
+/// hand-over, said plainly rather than a crash.
+#[derive(Debug, Clone, Copy)]
+struct Unlinked {
+    kind: BackendKind,
 }
 
-#[cfg(not(feature = "tch"))]
-fn tch() -> Box<dyn Backend> {
-    Box::new(NotBuilt { kind: BackendKind::Tch })
+impl Backend for Unlinked {
+    fn kind(&self) -> BackendKind {
+        self.kind
+    }
+    fn devices(&self) -> Vec<DeviceInfo> {
+        Vec::new()
+    }
+    fn check(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
+        Err(unlinked(self.kind))
+    }
+    fn run_in(
+        &mut self,
+        _plan: &RunPlan,
+        _graph: &Graph,
+        _ctx: &mut RunContext<'_>,
+    ) -> Result<RawMeasurements, BackendError> {
+        Err(unlinked(self.kind))
+    }
 }
 
-#[cfg(feature = "wgpu")]
-fn wgpu() -> Box<dyn Backend> {
-    Box::new(trainbench_wgpu::WgpuBackend::new())
-}
-
-#[cfg(not(feature = "wgpu"))]
-fn wgpu() -> Box<dyn Backend> {
-    Box::new(NotBuilt { kind: BackendKind::Wgpu })
+fn unlinked(kind: BackendKind) -> BackendError {
+    BackendError::Framework(format!(
+        "the {} backend runs in the `trainbench-engine` process, and this process is not one; run it through \
+         `trainbench run` (or install the engines first when embedding the library: `backends::install`)",
+        kind.name()
+    ))
 }
 
 /// Where a spec's runs go: the backend (`auto` resolved) and a device that backend drives.
@@ -119,10 +164,10 @@ pub fn place(choice: BackendChoice, device: DeviceSelector) -> Placement {
 /// of this build answers from its declared capabilities alone (running it then says how to rebuild).
 pub fn refusals(backend: BackendKind, plans: &[RunPlan], graph: &Graph) -> Vec<BackendError> {
     let mut out: Vec<BackendError> = Vec::new();
-    let instance = create(backend, &MockConfig::default());
+    let caps = backend.capabilities();
     for plan in plans {
-        match instance.supports(plan, graph) {
-            Err(e) if !out.contains(&e) => out.push(e),
+        match caps.refusal(plan, graph, CpuFeatures::host()) {
+            Some(e) if !out.contains(&e) => out.push(e),
             _ => {}
         }
     }
@@ -132,27 +177,35 @@ pub fn refusals(backend: BackendKind, plans: &[RunPlan], graph: &Graph) -> Vec<B
 /// What stops `plans` from starting on this machine beyond what the backend refuses in `supports`: the engine
 /// a data-parallel group needs (NCCL for CUDA ranks of tch) missing from this build or this host. Asked by
 /// `plan` and `run`, not by `validate` (a spec stays valid where it cannot run). Each reason once.
-pub fn launch_refusals(backend: BackendKind, plans: &[RunPlan]) -> Vec<String> {
+/// [`NeedsEngine`] when only the engine process can tell (the front binary asked about CUDA ranks).
+pub fn launch_refusals(backend: BackendKind, plans: &[RunPlan]) -> Result<Vec<String>, NeedsEngine> {
     let mut out: Vec<String> = Vec::new();
     for plan in plans {
-        if let Some(why) = engine_refusal(backend, plan)
+        if let Some(why) = engine_refusal(backend, plan)?
             && !out.contains(&why)
         {
             out.push(why);
         }
     }
-    out
+    Ok(out)
 }
 
-#[cfg(feature = "tch")]
-fn engine_refusal(backend: BackendKind, plan: &RunPlan) -> Option<String> {
-    (backend == BackendKind::Tch).then(|| trainbench_tch::check::engine_refusal(plan)).flatten()
-}
-
-/// Without the tch backend, its runs are refused as not built (by `supports`); the others need no engine here.
-#[cfg(not(feature = "tch"))]
-fn engine_refusal(_backend: BackendKind, _plan: &RunPlan) -> Option<String> {
-    None
+/// CUDA ranks of tch exchange through NCCL, which this host may not run. Without the tch backend in this build
+/// its runs are refused as not built when they start; the other backends need no engine here.
+fn engine_refusal(backend: BackendKind, plan: &RunPlan) -> Result<Option<String>, NeedsEngine> {
+    let cuda_ranks =
+        backend == BackendKind::Tch && !plan.strategy.is_single() && matches!(plan.device, DeviceSelector::Cuda(_));
+    if !cuda_ranks || !built(BackendKind::Tch) {
+        return Ok(None);
+    }
+    let nccl = engines().nccl.ok_or(NeedsEngine)?;
+    Ok((nccl.refusal)().map(|why| {
+        format!(
+            "`{}` with world size {} on CUDA trains through the NCCL engine: {why}",
+            plan.strategy.name(),
+            plan.world_size
+        )
+    }))
 }
 
 /// The error a backend left out of this build gives; `None` when it is built in.
@@ -160,12 +213,18 @@ pub fn not_built(kind: BackendKind) -> Option<BackendError> {
     (!built(kind)).then(|| NotBuilt { kind }.error())
 }
 
-/// Instantiate a backend; `mock` uses the given settings.
+/// Instantiate a backend; `mock` uses the given settings. A backend left out of this build is [`NotBuilt`]; one
+/// this process does not link (the front binary) refuses to run, saying where it runs.
 pub fn create(kind: BackendKind, mock: &MockConfig) -> Box<dyn Backend> {
-    match kind {
-        BackendKind::Tch => tch(),
-        BackendKind::Wgpu => wgpu(),
-        BackendKind::Mock => Box::new(MockBackend::new(mock.clone())),
+    let linked = match kind {
+        BackendKind::Tch => engines().tch,
+        BackendKind::Wgpu => engines().wgpu,
+        BackendKind::Mock => return Box::new(MockBackend::new(mock.clone())),
+    };
+    match linked {
+        Some(make) => make(),
+        None if built(kind) => Box::new(Unlinked { kind }),
+        None => Box::new(NotBuilt { kind }),
     }
 }
 

@@ -65,4 +65,13 @@ pub enum CommandError {
     /// Anything else (exit 1).
     #[error("{0}")]
     Other(String),
+    /// Only the engine binary can answer (the front binary then hands the command over to it).
+    #[error("{}", crate::backends::NeedsEngine)]
+    NeedsEngine,
+}
+
+impl From<crate::backends::NeedsEngine> for CommandError {
+    fn from(_: crate::backends::NeedsEngine) -> Self {
+        CommandError::NeedsEngine
+    }
 }

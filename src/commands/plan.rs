@@ -48,7 +48,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let mut checked = validator.check_file(&args.spec, &display, &overrides);
     if let Some(spec) = &checked.spec {
         // What this machine cannot start (the engine of a data-parallel group) is refused as `run` would.
-        let refused = rules::check_launch(spec, PlacementOverride::default());
+        let refused = rules::check_launch(spec, PlacementOverride::default())?;
         if !refused.is_empty() {
             checked
                 .diagnostics

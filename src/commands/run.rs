@@ -259,7 +259,7 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Loaded>>, CommandError> {
         }
         if refused.is_empty() {
             // What this machine cannot start (the engine of a data-parallel group).
-            refused = rules::check_launch(&spec, over);
+            refused = rules::check_launch(&spec, over)?;
         }
         if !refused.is_empty() {
             let display = path.display().to_string();

@@ -14,6 +14,7 @@ use trainbench_workload::comm::{
     AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, PsWorkerExchange,
 };
 use trainbench_workload::data::BatchSource;
+use trainbench_workload::engines::Rendezvous;
 use trainbench_workload::{
     Backend, BackendError, DeviceSelector, Graph, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
 };
@@ -415,23 +416,37 @@ fn open_engine(engine: Engine) -> Result<Opened, String> {
     }
 }
 
-#[cfg(feature = "mpi")]
-fn open_mpi() -> Result<Opened, String> {
-    let comm = trainbench_mpi::MpiComm::init().map_err(|e| e.to_string())?;
-    let host = comm.host();
-    Ok(Opened { comm: Box::new(comm), host, cuda_device: None })
+/// Why this process cannot open an engine: left out of the build (rebuild with its feature), or this process
+/// links no engine at all (only `trainbench-engine` starts ranks).
+fn engine_missing(what: &str, feature: &str, built: bool) -> String {
+    if built {
+        format!("{what} is linked into trainbench-engine, not this process; ranks run `trainbench-engine worker`")
+    } else {
+        format!("{what}: trainbench was built without feature `{feature}`; rebuild with `--features {feature}`")
+    }
 }
 
-#[cfg(not(feature = "mpi"))]
 fn open_mpi() -> Result<Opened, String> {
-    Err("data-parallel runs on CPU ranks need the MPI engine: trainbench was built without feature `mpi`; rebuild \
-         with `--features mpi` (Debian packages libopenmpi-dev openmpi-bin libclang-dev)"
-        .into())
+    let Some(join) = crate::backends::engines().mpi else {
+        return Err(engine_missing(
+            "data-parallel runs on CPU ranks need the MPI engine",
+            "mpi",
+            cfg!(feature = "mpi"),
+        ) + " (Debian packages libopenmpi-dev openmpi-bin libclang-dev)");
+    };
+    let joined = join().map_err(|e| e.to_string())?;
+    Ok(Opened { comm: joined.comm, host: joined.host, cuda_device: None })
 }
 
 /// NCCL's rendezvous from torchrun's variables (`MASTER_ADDR`, `MASTER_PORT`) and the launcher's rank and world.
-#[cfg(feature = "tch")]
 fn open_nccl(first_device: usize, timeout: Duration) -> Result<Opened, String> {
+    let Some(nccl) = crate::backends::engines().nccl else {
+        return Err(engine_missing(
+            "data-parallel runs on CUDA ranks need the NCCL engine of the tch backend",
+            "tch",
+            cfg!(feature = "tch"),
+        ));
+    };
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let (Some(addr), Some(port)) = (var("MASTER_ADDR"), var("MASTER_PORT")) else {
         return Err("CUDA ranks meet through NCCL's TCP store at MASTER_ADDR:MASTER_PORT, which are not set: start \
@@ -447,27 +462,12 @@ fn open_nccl(first_device: usize, timeout: Duration) -> Result<Opened, String> {
     };
     let who = if started_by_trainbench() { "trainbench run" } else { who };
     let device = first_device + launcher_local_rank();
-    let at = trainbench_tch::nccl::Rendezvous {
-        master_addr: addr.trim().to_string(),
-        master_port,
-        rank,
-        world,
-        device,
-        timeout,
-    };
-    let comm = trainbench_tch::nccl::NcclComm::open(&at).map_err(|e| format!("rank {rank} of {world} ({who}): {e}"))?;
-    Ok(Opened { comm: Box::new(comm), host: host_name(), cuda_device: Some(device) })
-}
-
-#[cfg(not(feature = "tch"))]
-fn open_nccl(_first_device: usize, _timeout: Duration) -> Result<Opened, String> {
-    Err("data-parallel runs on CUDA ranks need the NCCL engine of the tch backend: trainbench was built without \
-         feature `tch`; rebuild with `--features tch`"
-        .into())
+    let at = Rendezvous { master_addr: addr.trim().to_string(), master_port, rank, world, device, timeout };
+    let comm = (nccl.open)(&at).map_err(|e| format!("rank {rank} of {world} ({who}): {e}"))?;
+    Ok(Opened { comm, host: host_name(), cuda_device: Some(device) })
 }
 
 /// This machine's host name (the kernel's), for the result's list of hosts.
-#[cfg(feature = "tch")]
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())

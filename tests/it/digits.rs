@@ -56,6 +56,7 @@ mod trained {
         let dir = tempfile::tempdir().unwrap();
         let opts = RunnerOptions { out_dir: dir.path().to_path_buf(), no_collectors: true, ..Default::default() };
         let suite = Suite::placed(&spec, PlacementOverride { backend: Some(backend), device: Some(device) });
+        crate::common::link_engines();
         let report = run_suite(&suite, &opts, &mut |_, _| {}).unwrap();
         let result = &report.results[0];
         assert_eq!(result.outcome, RunOutcome::Completed, "{:?}", result.outcome);

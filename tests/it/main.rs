@@ -23,6 +23,7 @@ mod editor_schema;
 mod fixtures_check;
 #[cfg(all(feature = "tch", feature = "wgpu"))]
 mod formats_trained;
+mod handoff;
 mod image_folder;
 mod isolation;
 mod local_data;

@@ -120,10 +120,6 @@ impl Backend for TchBackend {
         5
     }
 
-    fn supports_lowering(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
-        check::supports_lowering(plan, graph)
-    }
-
     fn calibrate(
         &mut self,
         request: &trainbench_workload::calibrate::CalibrationRequest,

@@ -11,28 +11,10 @@
 //! set by build.rs); otherwise, and on a machine without a CUDA device, [`NcclComm::open`] is a clear error that
 //! says why and what to do.
 
-use std::time::Duration;
-
 use tch::{Device, Kind, Tensor};
 use trainbench_workload::comm::{CommError, Communicator, EngineInfo};
 
-/// Where and how a rank joins its group: torchrun's variables (`MASTER_ADDR`, `MASTER_PORT`, `RANK`,
-/// `WORLD_SIZE`) and the CUDA device this rank drives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rendezvous {
-    /// Host of rank 0, which serves the `TCPStore` the ranks meet through.
-    pub master_addr: String,
-    /// The store's TCP port on `master_addr`.
-    pub master_port: u16,
-    /// This rank.
-    pub rank: usize,
-    /// Ranks in the group.
-    pub world: usize,
-    /// The CUDA device index of this rank (NCCL runs one rank per GPU).
-    pub device: usize,
-    /// Bound on the rendezvous and on every collective (c10d's defaults are 300 s and 30 min).
-    pub timeout: Duration,
-}
+pub use trainbench_workload::engines::Rendezvous;
 
 fn error(message: impl Into<String>) -> CommError {
     CommError { engine: "nccl".into(), message: message.into() }
@@ -491,6 +473,8 @@ mod sys {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn at(rank: usize, world: usize, device: usize) -> Rendezvous {

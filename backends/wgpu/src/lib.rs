@@ -75,10 +75,6 @@ impl Backend for WgpuBackend {
         adapters::select(plan.device).map(|_| ())
     }
 
-    fn supports_lowering(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
-        check::supports_lowering(plan, graph)
-    }
-
     /// The wgpu runtime opens the adapter and cubecl compiles and caches its kernels on first use.
     fn process_warmup_iterations(&self) -> u64 {
         3

@@ -512,19 +512,14 @@ pub trait Backend {
     }
     /// Refuse, from the plan and graph alone, what this backend cannot run on this host: what its static
     /// [`crate::Capabilities`] declare (device family, precision, layers it never runs, layers whose CPU
-    /// feature this host lacks), then what only its lowering knows ([`Backend::supports_lowering`]). No device
-    /// is opened, so specs are checked with it when they are validated and planned. Topologies (world size) are
-    /// left to `check`, since one sweep may mix runnable and unrunnable ones.
+    /// feature this host lacks, then what its lowering refuses: [`crate::lowering`]). No device is opened and
+    /// no engine is needed, so specs are checked with it when they are validated and planned. Topologies
+    /// (world size) are left to `check`, since one sweep may mix runnable and unrunnable ones.
     fn supports(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
         match self.kind().capabilities().refusal(plan, graph, crate::cpu::CpuFeatures::host()) {
             Some(e) => Err(e),
-            None => self.supports_lowering(plan, graph),
+            None => Ok(()),
         }
-    }
-    /// What this backend's lowering refuses beyond its declared capabilities (shapes, graph structure), naming
-    /// the layer ([`BackendError::Unsupported`]). The default accepts everything.
-    fn supports_lowering(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
-        Ok(())
     }
     /// Train `graph` as `plan` says with what `ctx` supplies, reporting each iteration to `ctx.probe`.
     fn run_in(

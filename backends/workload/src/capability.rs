@@ -1,8 +1,8 @@
 //! What each backend can run, as static data every stage reads: the devices it drives, the precisions per
 //! device, the largest world size, the layers it never runs and the layers that need a CPU feature. It exists
-//! whether or not the backend is compiled in, so a spec is checked the same way in every build, and the
-//! backends' own `supports` start from it ([`Capabilities::refusal`]) before adding what only their lowering
-//! knows (shapes, graph structure).
+//! whether or not the backend is compiled in, and points at what its lowering refuses ([`crate::lowering`]:
+//! shapes, graph structure), so a spec is checked the same way in every build and in every process, linked to
+//! the backend or not ([`Capabilities::refusal`], which the backends' own `supports` answer with).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -63,7 +63,7 @@ pub struct CpuRequirement {
 }
 
 /// Everything a backend declares about what it can run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Capabilities {
     /// Backend name.
     pub name: &'static str,
@@ -81,6 +81,9 @@ pub struct Capabilities {
     pub refused_ops: &'static [RefusedOp],
     /// Layer kinds that need a CPU feature on the CPU.
     pub cpu_requirements: &'static [CpuRequirement],
+    /// What its lowering refuses beyond the declarations above ([`crate::lowering`]): pure, so a process that
+    /// does not link the backend answers it too.
+    pub lowering: fn(&RunPlan, &Graph) -> Result<(), BackendError>,
 }
 
 const ALL_PRECISIONS: &[Precision] = &[Precision::Fp32, Precision::Fp16, Precision::Bf16];
@@ -101,6 +104,7 @@ pub const TCH: Capabilities = Capabilities {
         why: "libtorch runs bf16 LSTMs on the CPU through oneDNN, whose bf16 LSTM primitive exists only for \
               AVX-512 and up; use precision = \"fp32\" on this CPU, or a CUDA device",
     }],
+    lowering: crate::lowering::tch::supports_lowering,
 };
 
 /// burn's wgpu backend: fp32 only, no second-order gradients, no RoIAlign.
@@ -121,6 +125,7 @@ pub const WGPU: Capabilities = Capabilities {
         },
     ],
     cpu_requirements: &[],
+    lowering: crate::lowering::wgpu::supports_lowering,
 };
 
 /// The mock backend accepts everything (it computes nothing).
@@ -137,6 +142,7 @@ pub const MOCK: Capabilities = Capabilities {
     max_world_size: usize::MAX,
     refused_ops: &[],
     cpu_requirements: &[],
+    lowering: crate::lowering::mock,
 };
 
 impl Capabilities {
@@ -182,6 +188,11 @@ impl Capabilities {
     /// it does not drive, a precision it lacks there, a layer it never runs, a layer whose CPU need this host
     /// does not meet. World sizes are left to the runner (a sweep may mix topologies).
     pub fn refusal(&self, plan: &RunPlan, graph: &Graph, cpu: &CpuFeatures) -> Option<BackendError> {
+        self.declared_refusal(plan, graph, cpu).or_else(|| (self.lowering)(plan, graph).err())
+    }
+
+    /// [`Capabilities::refusal`] from the declared fields alone, before the lowering is asked.
+    fn declared_refusal(&self, plan: &RunPlan, graph: &Graph, cpu: &CpuFeatures) -> Option<BackendError> {
         let unsupported = |layer: &str, op: &str, reason: String| BackendError::Unsupported {
             backend: self.name,
             layer: layer.to_string(),

@@ -105,18 +105,6 @@ impl Backend for MockBackend {
         self.supports(plan, graph)
     }
 
-    fn supports_lowering(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
-        if plan.batch_size == 0 {
-            return Err(BackendError::Unsupported {
-                backend: "mock",
-                layer: graph.name.clone(),
-                op: "batch".into(),
-                reason: "the mock backend needs a batch size of at least 1".into(),
-            });
-        }
-        Ok(())
-    }
-
     /// Simulated calibration: every kernel runs at the nominal FLOP rate (no overhead), the triad at
     /// [`MOCK_BANDWIDTH`]; the method says it is simulated. For tests of `calibrate` and `predict` only.
     fn calibrate(&mut self, request: &CalibrationRequest) -> Result<Measurement, BackendError> {

@@ -35,10 +35,11 @@ pub fn check_support_on(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Fi
 
 /// What stops the spec's runs from starting on this machine (the engine a data-parallel group needs, missing
 /// here: [`backends::launch_refusals`]), with `--backend` / `--device` applied. `plan` and `run` refuse these
-/// (exit 2); `validate` does not, since the spec itself is sound.
-pub fn check_launch(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Finding> {
+/// (exit 2); `validate` does not, since the spec itself is sound. [`backends::NeedsEngine`] in a process
+/// without the engines when only they can tell.
+pub fn check_launch(spec: &ValidatedSpec, over: PlacementOverride) -> Result<Vec<Finding>, backends::NeedsEngine> {
     let placed = placement(spec, over);
-    backends::launch_refusals(placed.backend, &plan_on(spec, placed))
+    Ok(backends::launch_refusals(placed.backend, &plan_on(spec, placed))?
         .into_iter()
         .map(|why| {
             Finding::new(FieldPath::keys(&["topology", "device"]), why).hint(
@@ -46,5 +47,5 @@ pub fn check_launch(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Findin
                  (`topology.device` or `--device`)",
             )
         })
-        .collect()
+        .collect())
 }

@@ -18,6 +18,12 @@ use trainbench::stats::{self, SplitMix64};
 use trainbench::workload::comm::DataParallel;
 use trainbench::workload::{DeviceInfo, OptimizerSpec, PhaseTimes, Precision, RunPlan};
 
+/// Install the training engines this build links in the test process, as `trainbench-engine`'s `main` does,
+/// for tests that run suites in their own process on tch or wgpu (the library links no backend). Idempotent.
+pub fn link_engines() {
+    trainbench::backends::install(trainbench_engines::linked());
+}
+
 /// insta settings for snapshots in `golden/<subdir>/`, named without the test module's prefix: the one place
 /// the integration tests say where their golden files live. Tests whose snapshot files carry no `expression:`
 /// header add `set_omit_expression(true)`.
