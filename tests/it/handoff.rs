@@ -101,3 +101,42 @@ fn handed_over_commands_keep_their_output_and_exit_code() {
     let out = run(env!("CARGO_BIN_EXE_trainbench"), &["run", "no-such-spec.toml", "--backend", "mock"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn sigterm_to_the_pid_that_was_started_stops_the_run_and_keeps_its_result() {
+    use std::io::BufRead as _;
+    // `kill PID` or Slurm's `scancel` reach the engine that replaced `trainbench`, and stop the run as Ctrl-C
+    // does: after the current iteration, the result written as interrupted, exit 1.
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("long.toml");
+    std::fs::write(
+        &spec,
+        "version = 1\nname = \"long\"\n[model]\nfamily = \"mlp\"\ninputs = 8\nhidden = [8]\nclasses = 2\n\
+         [topology]\nbackend = \"mock\"\n[sweep]\nbatch_sizes = [2]\n[run]\nwarmup = 1\niterations = 10000000\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_trainbench"))
+        .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .env("TRAINBENCH_PROGRESS_INTERVAL_S", "0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("progress") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the run ended before it reported progress");
+    }
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: `kill` with a child's pid and a valid signal number has no memory effects.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{rest}");
+    let result = std::fs::read_to_string(out.join("long/long.b2.fp32.1x1.r0.json")).unwrap();
+    let result: trainbench::result::RunResult = serde_json::from_str(&result).unwrap();
+    assert!(matches!(result.outcome, trainbench::result::RunOutcome::Interrupted { .. }), "{:?}", result.outcome);
+}
