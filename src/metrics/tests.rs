@@ -43,6 +43,7 @@ fn raw() -> RawMeasurements {
             optimizer_state: 100,
             peak_allocated: Some(1000),
             reserved: Some(2000),
+            activations: Some(500),
         },
         ..RawMeasurements::default()
     }
@@ -144,7 +145,11 @@ fn gpu_samples_give_utilisation_and_energy_per_sample() {
         ..Default::default()
     };
     // 100 J per second from the counter = 100 W; 8 samples/s -> 12.5 J per sample.
-    let c = CollectorReport { cpu: None, gpu: Some(Ok((0, vec![g(0.0, 0), g(0.5, 50_000), g(1.0, 100_000)]))) };
+    let c = CollectorReport {
+        cpu: None,
+        gpu: Some(Ok((0, vec![g(0.0, 0), g(0.5, 50_000), g(1.0, 100_000)]))),
+        gpu_scope: None,
+    };
     let m = derive(&input(&p, &r, &a, &c)).unwrap();
     let pw = m.power.get().unwrap();
     assert_eq!((pw.mean_power_w, pw.energy_j, pw.energy_per_sample_j), (100.0, 100.0, 12.5));

@@ -1,7 +1,12 @@
 //! Safe wrappers over the C++ shim (shim/shim.cpp): caching-allocator statistics, autocast for a device type
-//! and dtype, library versions and CUDA device properties — the libtorch APIs tch does not expose.
+//! and dtype, library versions, CUDA device properties and PCI bus ids, the driver's CUDA version, the TF32
+//! switches and pinning — the libtorch APIs tch does not expose. CUDA events are in [`crate::events`], the fused
+//! optimizers in [`crate::fused`].
 
 use std::ffi::{CStr, c_char, c_int, c_long};
+
+use tch::Tensor;
+use torch_sys::C_tensor;
 
 unsafe extern "C" {
     fn tb_torch_version() -> *const c_char;
@@ -23,6 +28,17 @@ unsafe extern "C" {
         err: *mut c_char,
         err_len: usize,
     ) -> c_int;
+    fn tb_cuda_driver_version(version: *mut c_int, err: *mut c_char, err_len: usize) -> c_int;
+    fn tb_cuda_pci_bus_id(device: c_int, out: *mut c_char, out_len: usize, err: *mut c_char, err_len: usize) -> c_int;
+    fn tb_set_tf32(
+        matmul: c_int,
+        cudnn: c_int,
+        got_matmul: *mut c_int,
+        got_cudnn: *mut c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn tb_pin_memory(t: *const C_tensor, out: *mut *mut C_tensor, err: *mut c_char, err_len: usize) -> c_int;
     fn tb_autocast_enter(
         device_cuda: c_int,
         dtype_bf16: c_int,
@@ -48,7 +64,7 @@ pub struct ShimError(pub String);
 const ERR_LEN: usize = 1024;
 
 /// Call a shim function with an error buffer; a non-zero return becomes the buffer's message.
-fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), ShimError> {
+pub(crate) fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), ShimError> {
     let mut buf = vec![0 as c_char; ERR_LEN];
     let rc = f(buf.as_mut_ptr(), ERR_LEN);
     if rc == 0 {
@@ -159,6 +175,51 @@ pub fn cuda_device_properties(device: usize) -> Result<CudaDeviceProps, ShimErro
     // SAFETY: the shim NUL-terminates `name`.
     let name = unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
     Ok(CudaDeviceProps { name, capability: (major, minor), multiprocessors: sms, total_memory: mem })
+}
+
+/// The CUDA version the installed NVIDIA driver supports, as `13.0`; `None` without a driver (no libcuda).
+pub fn cuda_driver_version() -> Result<Option<String>, ShimError> {
+    let mut v: c_int = 0;
+    // SAFETY: the out-pointer is a valid local.
+    call(|e, n| unsafe { tb_cuda_driver_version(&mut v, e, n) })?;
+    Ok((v > 0).then(|| cuda_version_text(i64::from(v))))
+}
+
+/// `13000` -> `13.0` (CUDA's encoding: 1000 x major + 10 x minor).
+pub fn cuda_version_text(v: i64) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// The PCI bus id of CUDA device `device` (`0000:17:00.0`), which names the same GPU to NVML whatever the CUDA
+/// device order and `CUDA_VISIBLE_DEVICES` (a MIG instance gives its parent GPU's).
+pub fn cuda_pci_bus_id(device: usize) -> Result<String, ShimError> {
+    let mut out = vec![0 as c_char; 64];
+    let len = out.len();
+    // SAFETY: `out` is a live buffer of `len` elements; the driver NUL-terminates what it writes.
+    call(|e, n| unsafe { tb_cuda_pci_bus_id(device as c_int, out.as_mut_ptr(), len, e, n) })?;
+    // SAFETY: NUL-terminated (the buffer was zeroed and the driver writes fewer than `len` bytes).
+    Ok(unsafe { CStr::from_ptr(out.as_ptr()) }.to_string_lossy().into_owned())
+}
+
+/// Set the TF32 switches of CUDA fp32 work (process-wide, as PyTorch's flags) and return what libtorch reads
+/// back: `(matmul, cudnn)`.
+pub fn set_tf32(matmul: bool, cudnn: bool) -> Result<(bool, bool), ShimError> {
+    let (mut m, mut c) = (0, 0);
+    // SAFETY: out-pointers are valid locals.
+    call(|e, n| unsafe { tb_set_tf32(c_int::from(matmul), c_int::from(cudnn), &mut m, &mut c, e, n) })?;
+    Ok((m != 0, c != 0))
+}
+
+/// A pinned copy of a CPU tensor (libtorch's `pin_memory()` without the deprecated device argument).
+pub fn pin_memory(t: &Tensor) -> Result<Tensor, ShimError> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `t` is a live tensor handle; the shim writes a new handle to `out` on success.
+    call(|e, n| unsafe { tb_pin_memory(t.as_ptr(), &mut out, e, n) })?;
+    if out.is_null() {
+        return Err(ShimError("pin_memory returned no tensor".into()));
+    }
+    // SAFETY: `out` is a fresh `at::Tensor*` allocated by the shim, owned from here on by the tch Tensor.
+    Ok(unsafe { Tensor::from_ptr(out) })
 }
 
 /// An active autocast region; leaving it (drop) restores the previous autocast state of the device type.
