@@ -243,5 +243,11 @@ mod tests {
         assert_eq!(dotted(91300, &[10000, 100]), "9.13.0");
         assert_eq!(shim::cuda_version_text(13000), "13.0");
         assert_eq!(shim::cuda_version_text(12040), "12.4");
+        // The refusal without a CUDA device says why, with the versions it can read.
+        let why = no_cuda_reason();
+        assert!(why.starts_with("libtorch sees no CUDA device"), "{why}");
+        if shim::cuda_driver_version().unwrap().is_none() {
+            assert!(why.contains("no NVIDIA driver"), "{why}");
+        }
     }
 }

@@ -158,6 +158,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn events_time_the_device_or_say_why_not() {
+        match Event::new(0).and_then(|e| e.record().map(|()| e)) {
+            // With a GPU: two events around some work give a non-negative device time.
+            Ok(start) => {
+                let x = tch::Tensor::ones([256, 256], (tch::Kind::Float, tch::Device::Cuda(0)));
+                let _y = x.matmul(&x);
+                let end = Event::new(0).unwrap();
+                end.record().unwrap();
+                end.synchronize().unwrap();
+                assert!(start.seconds_to(&end).unwrap() >= 0.0);
+            }
+            // Without one: an error naming the event, not a crash.
+            Err(e) => {
+                assert!(!tch::Cuda::is_available());
+                assert!(e.to_string().contains("CUDA event"), "{e}");
+            }
+        }
+    }
+
+    #[test]
     fn phases_sum_their_intervals() {
         use Phase::*;
         // A WGAN-like step: copy 1 ms, forward 3, backward 6, optimizer 2, then forward 1, backward 2, optimizer 1.

@@ -258,3 +258,51 @@ impl Drop for AutocastGuard {
         let _ = call(|e, n| unsafe { tb_autocast_exit(self.cuda, self.prev_enabled, self.prev_dtype, e, n) });
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use tch::{Device, Kind};
+
+    use super::*;
+
+    #[test]
+    fn the_tf32_switches_are_set_and_read_back() {
+        // libtorch keeps them in its global context, which exists without a GPU. The other tests of this binary
+        // never read them.
+        assert_eq!(set_tf32(true, false).unwrap(), (true, false));
+        assert_eq!(set_tf32(false, false).unwrap(), (false, false));
+        assert_eq!(set_tf32(true, true).unwrap(), (true, true));
+        // PyTorch's defaults again.
+        assert_eq!(set_tf32(false, true).unwrap(), (false, true));
+    }
+
+    #[test]
+    fn the_driver_version_is_absent_or_dotted() {
+        match cuda_driver_version().unwrap() {
+            None => assert!(!tch::Cuda::is_available(), "a CUDA device but no driver version"),
+            Some(v) => assert!(v.split('.').all(|p| p.parse::<u32>().is_ok()) && v.contains('.'), "{v}"),
+        }
+        // Without a driver there is no PCI bus id either, and the query says why instead of crashing.
+        if !tch::Cuda::is_available() {
+            assert!(!cuda_pci_bus_id(0).unwrap_err().0.is_empty());
+        } else {
+            let bus = cuda_pci_bus_id(0).unwrap();
+            assert_eq!(bus.matches(':').count(), 2, "{bus}");
+        }
+    }
+
+    #[test]
+    fn pinning_gives_the_same_values_or_says_why_not() {
+        let t = Tensor::arange(6, (Kind::Float, Device::Cpu));
+        match pin_memory(&t) {
+            // With an accelerator: a pinned copy of the same values.
+            Ok(p) => {
+                assert!(p.is_pinned(Device::Cuda(0)));
+                assert_eq!(Vec::<f32>::try_from(&p).unwrap(), Vec::<f32>::try_from(&t).unwrap());
+            }
+            // Without one (this machine when no GPU): libtorch's reason, not a crash.
+            Err(e) => assert!(!tch::Cuda::is_available() && !e.0.is_empty(), "{e}"),
+        }
+    }
+}
