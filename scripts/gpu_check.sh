@@ -48,6 +48,7 @@ OUT="${OUT:-$ROOT/target/gpu-check}"
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
+rm -rf "$OUT/results.jsonl" "$OUT/parity.txt" "$OUT/runs"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
 # step NAME LIMIT_S COMMAND...: run with a time limit, output in $OUT/NAME.log, one summary line.

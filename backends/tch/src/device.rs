@@ -209,9 +209,6 @@ pub fn versions(device: Device) -> BTreeMap<String, String> {
         v.insert("libtorch_cpu_capability".into(), cap);
     }
     if matches!(device, Device::Cuda(_)) {
-        if let Ok(Some(driver)) = shim::cuda_driver_version() {
-            v.insert("cuda_driver".into(), driver);
-        }
         match shim::cuda_versions() {
             Ok((cudart, cudnn)) => {
                 if cudart > 0 {

@@ -55,6 +55,8 @@ pub struct Synth {
     pub gpu_percent: Option<f64>,
     /// A data-parallel run (a `distributed` section, the topology in the ids); `None`: one worker.
     pub dp: Option<SynthDp>,
+    /// The plan's numerical settings (TF32 switches, cuDNN autotuning, initial loss scale).
+    pub numerics: trainbench_workload::Numerics,
 }
 
 /// The data parallelism of a synthetic run.
@@ -85,6 +87,7 @@ impl Synth {
             oom: false,
             gpu_percent: None,
             dp: None,
+            numerics: trainbench_workload::Numerics::default(),
         }
     }
 
@@ -166,6 +169,7 @@ impl Synth {
             optimizer: OptimizerSpec::default(),
             world_size: self.dp.map_or(1, |d| d.world),
             strategy: self.dp.map_or(DataParallel::Single, |d| d.strategy),
+            numerics: self.numerics,
             ..RunPlan::for_tests(&self.run_id(), self.iterations as u64)
         };
         let distributed = self.dp.map(|d| {
