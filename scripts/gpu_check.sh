@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# The GPU check, one prepared script for when a GPU machine is lent (15 minutes of device time in all, start
-# included): builds trainbench in release with the tch backend, then lists the devices, trains a TBD spec
-# (ResNet-50) on CUDA in fp32 and fp16 at one small batch, and runs it at world size 1 with all-reduce, which goes
-# through the NCCL engine (trainbench's own launcher, one rank, a real NCCL communicator). Every step has its own
-# time limit; everything (logs, result JSONs, a summary with the figures) lands under $OUT.
+# The GPU check, one prepared script for when a GPU machine is lent (a device call runs at most 10 minutes;
+# the steps below are time-boxed to fit in one after the build): builds trainbench in release with the tch
+# backend, then on CUDA device 0:
+#   devices  `trainbench devices` (name, PCI bus id, driver's CUDA version)
+#   resnet   the TBD ResNet-50 at batch 32 and 128 in fp32 (PyTorch's TF32 defaults: cuDNN on), fp16 and bf16
+#   tf32     the same at batch 128 in fp32 with TF32 off everywhere, and on everywhere
+#   bert     BERT-base (AdamW, the fused Adam kernel) at batch 32 in fp32 and fp16
+#   oom      ResNet-50 at batch 4096: must be recorded out_of_memory, not failed
+#   nccl     ResNet-50 at world size 1 with all-reduce through the NCCL engine
+#   parity   PyTorch eager on the same GPU (scripts/parity/cuda_eager.py) at batch 128, fp32 and fp16, against
+#            the resnet step's results: per-step median, free-running samples/s, allocator peak
+# Every step has its own time limit; everything lands under $OUT: summary.txt (one line of figures per run:
+# throughput per step and free-running, device-time phases, TF32 switches and the peak used, memory breakdown
+# against the allocator peak and the analysis's estimate, NVML figures and the device they were mapped to,
+# outcome), results.jsonl (every result), parity lines, and logs.txt (the tail of every step's log).
 #
-#   scripts/gpu_check.sh               on a GPU machine ($OUT defaults to target/gpu-check)
-#   scripts/gpu_check.sh --build-only  only the build (a device call runs at most 10 minutes: build in one call,
-#                                      then run the rest in the next while the machine is warm; target/ stays)
-#   scripts/gpu_check.sh --dry         here, without a GPU: the same steps on what this machine has (the TBD runs
-#                                      on the CPU at batch 2, fp32 and bf16, a few iterations; the NCCL step must
-#                                      be refused with exit 2), to check the script itself
+#   scripts/gpu_check.sh                  on a GPU machine ($OUT defaults to target/gpu-check)
+#   scripts/gpu_check.sh --build-only     only the build (build in one device call, run in the next while the
+#                                         machine is warm; target/ stays)
+#   scripts/gpu_check.sh --steps a,b      only these steps (names above), e.g. to split the check over two calls
+#   scripts/gpu_check.sh --dry            here, without a GPU: the same steps on the CPU (batch 2, a few
+#                                         iterations, fp32 and bf16; the TF32 and NCCL runs must be refused with
+#                                         exit 2, the OOM probe must be recorded out_of_memory; no parity), to
+#                                         check the script itself
 #
-# TRAINBENCH_BIN=path skips the build and uses that binary (it must have been built with `--features tch`).
+# TRAINBENCH_BIN=path skips the build and uses that binary (built with `--features tch`; its libtorch is found
+# through the absolute path of the environment it was built in, which this script checks first).
 # Needs: a Rust toolchain with the crates already fetched (the GPU machine reaches no network), and the PyTorch
 # environment of scripts/env.sh (TRAINBENCH_VENV), which on a machine without network must already exist.
 set -uo pipefail
@@ -20,16 +33,22 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 DRY=0
 BUILD_ONLY=0
-case "${1:-}" in
-    --dry) DRY=1 ;;
-    --build-only) BUILD_ONLY=1 ;;
-    "") ;;
-    *) echo "usage: $0 [--dry | --build-only]" >&2; exit 2 ;;
-esac
+STEPS=devices,resnet,tf32,bert,oom,nccl,parity
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --dry) DRY=1 ;;
+        --build-only) BUILD_ONLY=1 ;;
+        --steps) STEPS=$2; shift ;;
+        *) echo "usage: $0 [--dry | --build-only] [--steps devices,resnet,tf32,bert,oom,nccl,parity]" >&2; exit 2 ;;
+    esac
+    shift
+done
+wanted() { [[ ",$STEPS," == *",$1,"* ]]; }
 OUT="${OUT:-$ROOT/target/gpu-check}"
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
+rm -rf "$OUT/results.jsonl" "$OUT/parity.txt" "$OUT/runs"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
 # step NAME LIMIT_S COMMAND...: run with a time limit, output in $OUT/NAME.log, one summary line.
@@ -45,9 +64,11 @@ step() {
     return "$rc"
 }
 
-say "gpu_check $(date -u +%FT%TZ) dry=$DRY commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+say "gpu_check $(date -u +%FT%TZ) dry=$DRY steps=$STEPS commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 {
     echo "== nvidia-smi"; nvidia-smi -L 2>&1 || echo "(no nvidia-smi)"
+    nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version,mig.mode.current --format=csv 2>&1 || true
+    echo "== CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-} CUDA_DEVICE_ORDER=${CUDA_DEVICE_ORDER:-}"
     echo "== cpu"; nproc; grep -m1 'model name' /proc/cpuinfo
     echo "== cargo"; cargo --version 2>&1 || echo "(no cargo)"
 } >"$OUT/machine.log" 2>&1
@@ -64,11 +85,20 @@ set +e # env.sh turns on errexit; a failed step must not end the check
 if [[ -n "${TRAINBENCH_BIN:-}" ]]; then
     BIN="$TRAINBENCH_BIN"
     say "using $BIN (no build)"
+    # A binary finds libtorch through the absolute path of the environment it was built in: say so plainly
+    # instead of letting the loader's message stand alone.
+    missing=$(ldd "$BIN" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
+    if [[ -n "$missing" ]]; then
+        runpath=$(readelf -d "$BIN" 2>/dev/null | sed -n 's/.*R\(UN\)\?PATH.*\[\(.*\)\]/\2/p' | head -1)
+        say "$BIN cannot start here: $missing not found; it looks for libtorch in ${runpath:-?} (the environment it" \
+            "was built in). Build on this machine, or put that environment's torch/lib on LD_LIBRARY_PATH."
+        exit 1
+    fi
 else
     export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
     touch backends/tch/shim/shim.cpp
     # The build prints whether the NCCL engine was compiled (a cargo warning names what is missing when not).
-    step build 480 cargo build --release --locked --offline --features tch || {
+    step build 540 cargo build --release --locked --offline --features tch || {
         say "the release build failed (build.log): nothing else can run"
         exit 1
     }
@@ -81,71 +111,91 @@ if [[ $BUILD_ONLY == 1 ]]; then
     exit 0
 fi
 
-step devices 60 "$BIN" devices
+wanted devices && step devices 30 "$BIN" devices --format json
 
-SPEC=specs/tbd/resnet50.toml
+RESNET=specs/tbd/resnet50.toml
+BERT=specs/extra/bert_base.toml
+ONE=(--set run.repeats=1 --quiet)
 if [[ $DRY == 1 ]]; then
-    # The CPU stands in: same spec, batch 2, a few iterations, bf16 for the half-precision run (fp16 is
-    # CUDA-only).
-    COMMON=(--set 'sweep.batch_sizes=[2]' --set 'topology.device="cpu"' --set run.warmup=1 --set run.iterations=3)
-    HALF=bf16
+    # The CPU stands in: same specs, batch 2, a few iterations, bf16 for the half precision (fp16 is CUDA-only).
+    CPU=(--set 'topology.device="cpu"' --set run.warmup=1 --set run.iterations=3 "${ONE[@]}")
+    RES=("${CPU[@]}" --set 'sweep.batch_sizes=[2]' --set 'sweep.precisions=["fp32","bf16"]')
+    BIG=("${CPU[@]}" --set 'sweep.batch_sizes=[2]' --set 'sweep.precisions=["fp32"]')
+    # BERT-base takes over 10 s a step on two cores: two layers at sequence 32 check the same path.
+    BERTS=("${CPU[@]}" --set 'sweep.batch_sizes=[2]' --set 'sweep.precisions=["fp32"]' --set run.iterations=2
+        --set model.layers=2 --set model.seq_len=32)
+    OOMS=("${CPU[@]}" --set 'sweep.batch_sizes=[65536]')
 else
-    COMMON=(--set 'sweep.batch_sizes=[16]' --set run.warmup=20 --set run.iterations=100)
-    HALF=fp16
+    GPU=(--set run.warmup=20 --set run.iterations=60 --set run.timeout_s=120 "${ONE[@]}")
+    RES=("${GPU[@]}" --set 'sweep.batch_sizes=[32,128]' --set 'sweep.precisions=["fp32","fp16","bf16"]')
+    BIG=("${GPU[@]}" --set 'sweep.batch_sizes=[128]' --set 'sweep.precisions=["fp32"]')
+    BERTS=("${GPU[@]}" --set 'sweep.batch_sizes=[32]' --set 'sweep.precisions=["fp32","fp16"]' --set run.iterations=40)
+    OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=2 "${ONE[@]}")
 fi
-COMMON+=(--set run.repeats=1 --set run.timeout_s=150 --quiet)
 
-step fp32 200 "$BIN" run "$SPEC" --out "$OUT/runs/fp32" "${COMMON[@]}"
-step "$HALF" 200 "$BIN" run "$SPEC" --out "$OUT/runs/$HALF" "${COMMON[@]}" --set "training.precision=\"$HALF\""
+wanted resnet && step resnet 170 "$BIN" run "$RESNET" --out "$OUT/runs/resnet" "${RES[@]}"
 
-# World size 1 through NCCL: all-reduce with one CUDA worker (a rank started by trainbench's own launcher).
-NCCL=(--set 'topology.devices_per_node=1' --set 'topology.strategy="all-reduce"')
-if [[ $DRY == 1 ]]; then
-    # Here the CUDA spec must be refused before anything starts (exit 2, the reason named).
-    step nccl 120 "$BIN" run "$SPEC" --out "$OUT/runs/nccl" --set 'sweep.batch_sizes=[16]' "${NCCL[@]}"
-    rc=$?
-    if [[ $rc == 2 ]] && grep -q "NCCL engine" "$OUT/nccl.log"; then
-        say "nccl: refused as expected without a GPU: $(grep -m1 -o 'trains through the NCCL engine: [^;]*' "$OUT/nccl.log")"
+if wanted tf32; then
+    OFF=(--set 'training.tf32.matmul=false' --set 'training.tf32.cudnn=false')
+    ON=(--set 'training.tf32.matmul=true' --set 'training.tf32.cudnn=true')
+    if [[ $DRY == 1 ]]; then
+        # On the CPU the switches must be refused before anything starts (exit 2, the field named).
+        step tf32 60 "$BIN" run "$RESNET" --out "$OUT/runs/tf32" "${BIG[@]}" "${ON[@]}"
+        rc=$?
+        if [[ $rc == 2 ]] && grep -q "training.tf32" "$OUT/tf32.log"; then
+            say "tf32: refused on the CPU as expected"
+        else
+            say "tf32: expected exit 2 naming training.tf32, got $rc (tf32.log)"
+        fi
     else
-        say "nccl: expected exit 2 naming the NCCL engine, got $rc (nccl.log)"
+        step tf32off 80 "$BIN" run "$RESNET" --out "$OUT/runs/tf32off" "${BIG[@]}" "${OFF[@]}"
+        step tf32on 80 "$BIN" run "$RESNET" --out "$OUT/runs/tf32on" "${BIG[@]}" "${ON[@]}"
     fi
-else
-    step nccl 240 "$BIN" run "$SPEC" --out "$OUT/runs/nccl" "${COMMON[@]}" "${NCCL[@]}"
 fi
 
-# Results and figures (at most 8 files come back from a device run): the summary with one line per run, each
-# result JSON, and every step's log (its last 80 lines) in logs.txt.
-python3 - "$OUT" <<'EOF' | tee -a "$SUMMARY"
-import glob, json, os, shutil, sys
-out = sys.argv[1]
-for path in sorted(glob.glob(os.path.join(out, "runs", "*", "*", "*.json"))):
-    try:
-        r = json.load(open(path))
-    except Exception:
-        continue
-    if not isinstance(r, dict) or "plan" not in r:
-        continue
-    step = os.path.basename(os.path.dirname(os.path.dirname(path)))
-    shutil.copyfile(path, os.path.join(out, f"{step}-{os.path.basename(path)}"))
-    m = r.get("metrics") or {}
-    outcome = r.get("outcome")
-    outcome = outcome if isinstance(outcome, str) else json.dumps(outcome)[:300]
-    line = f"{r['plan']['id']} [{r['plan'].get('device')}]: {outcome}"
-    if m:
-        st, ph, mem = m.get("step_time", {}), m.get("phases", {}), m.get("memory", {}).get("measured", {})
-        line += (f"; {m.get('throughput', {}).get('samples_per_s', 0):.1f} samples/s, median step "
-                 f"{1e3 * st.get('median_s', 0):.2f} ms (p95 {1e3 * st.get('p95_s', 0):.2f}), "
-                 f"FLOP/s {m.get('flops', {}).get('achieved_flop_per_s')}, peak alloc {mem.get('peak_allocated_bytes')}")
-        comm = ph.get("comm") or {}
-        if comm:
-            line += f", comm phase {json.dumps(comm)[:120]}"
-    d = r.get("distributed") or {}
-    if d:
-        line += (f"; engine {d.get('engine')} ({d.get('engine_version')}), launcher {d.get('launcher')}, "
-                 f"hosts {d.get('hosts')}, gradient bytes {d.get('gradient_bytes')}, comm share {d.get('comm_share')}, "
-                 f"algbw {d.get('algorithm_bandwidth_gb_s')} GB/s")
-    print(line)
-EOF
+wanted bert && step bert 100 "$BIN" run "$BERT" --out "$OUT/runs/bert" "${BERTS[@]}"
+
+if wanted oom; then
+    step oom 60 "$BIN" run "$RESNET" --out "$OUT/runs/oom" "${OOMS[@]}"
+    if grep -rqs '"out_of_memory"' "$OUT/runs/oom"; then
+        say "oom: recorded out_of_memory as expected"
+    else
+        say "oom: expected an out_of_memory outcome (oom.log and the result)"
+    fi
+fi
+
+if wanted nccl; then
+    # World size 1 through NCCL: all-reduce with one CUDA worker (a rank started by trainbench's own launcher).
+    NCCL=(--set 'topology.devices_per_node=1' --set 'topology.strategy="all-reduce"')
+    if [[ $DRY == 1 ]]; then
+        # Here the CUDA spec must be refused before anything starts (exit 2, the reason named).
+        step nccl 60 "$BIN" run "$RESNET" --out "$OUT/runs/nccl" --set 'sweep.batch_sizes=[16]' "${NCCL[@]}"
+        rc=$?
+        if [[ $rc == 2 ]] && grep -q "NCCL engine" "$OUT/nccl.log"; then
+            say "nccl: refused as expected without a GPU: $(grep -m1 -o 'trains through the NCCL engine: [^;]*' "$OUT/nccl.log")"
+        else
+            say "nccl: expected exit 2 naming the NCCL engine, got $rc (nccl.log)"
+        fi
+    else
+        step nccl 60 "$BIN" run "$RESNET" --out "$OUT/runs/nccl" "${BIG[@]}" --set run.iterations=30 "${NCCL[@]}"
+    fi
+fi
+
+if wanted parity; then
+    if [[ $DRY == 1 ]]; then
+        say "parity: skipped (needs a GPU)"
+    else
+        for p in fp32 fp16; do
+            step "parity-$p" 60 "$VENV/bin/python" scripts/parity/cuda_eager.py --batch 128 --precision "$p" \
+                --warmup 20 --iters 60 --free 50
+            grep '^RESULT' "$OUT/parity-$p.log" | tee -a "$OUT/parity.txt" >/dev/null
+        done
+    fi
+fi
+
+# Results and figures (few files come back from a device run): the summary with one line per run, every result
+# in results.jsonl, the parity lines, and every step's log (its last 80 lines) in logs.txt.
+python3 scripts/gpu_check_summary.py "$OUT" | tee -a "$SUMMARY"
 for f in "$OUT"/*.log; do
     echo "===== $(basename "$f") (last 80 lines)"
     tail -n 80 "$f"

@@ -98,6 +98,7 @@ pub fn expand_on(spec: &ValidatedSpec, placement: Placement) -> Vec<PlannedRun> 
                         timeout_s: s.run.timeout_s,
                         cpu_threads: s.run.cpu_threads,
                         target: s.training.target.as_ref().map(|t| t.plan()),
+                        numerics: s.training.numerics(),
                     };
                     out.push(PlannedRun {
                         run,

@@ -146,6 +146,26 @@ fn verify_metrics(c: &mut Checker, r: &RunResult, m: &Metrics) {
     if let (Some(peak), Some(act)) = (me.peak_allocated_bytes, me.activations_and_workspace_bytes) {
         let fixed = me.weights_bytes + me.gradients_bytes + me.optimizer_state_bytes;
         c.int("metrics.memory.measured.activations_and_workspace_bytes", act, peak.saturating_sub(fixed));
+        if let (Some(a), Some(ws)) = (me.activations_bytes, me.workspace_bytes) {
+            c.int("metrics.memory.measured.workspace_bytes", ws, peak.saturating_sub(fixed + a));
+            if let (Some(ratio), true) = (me.breakdown_to_peak, peak > 0) {
+                let parts = fixed + a + peak.saturating_sub(fixed + a);
+                c.num("metrics.memory.measured.breakdown_to_peak", ratio, parts as f64 / peak as f64);
+            }
+        }
+        if let (Some(est), Some(err)) = (&m.memory.estimate, m.memory.estimate_error) {
+            c.num("metrics.memory.estimate_error", err, est.total_bytes as f64 / peak as f64 - 1.0);
+        }
+    }
+    if let Some(fr) = &m.throughput.free_running {
+        if fr.seconds > 0.0 {
+            let sps = r.plan.batch_size as f64 * fr.steps as f64 / fr.seconds;
+            c.num("metrics.throughput.free_running.samples_per_s", fr.samples_per_s, sps);
+            if m.throughput.samples_per_s > 0.0 {
+                let ratio = fr.samples_per_s / m.throughput.samples_per_s;
+                c.num("metrics.throughput.free_running.ratio_to_per_step", fr.ratio_to_per_step, ratio);
+            }
+        }
     }
     let p = &m.phases;
     let shares = [p.data, p.forward, p.backward, p.comm, p.optimizer, p.other];

@@ -16,10 +16,11 @@ pub struct EnvDifference {
     /// Value in the second (candidate / re-run) result; `-` when absent.
     pub candidate: String,
     /// True when the difference makes the step times not comparable (device, backend, library versions,
-    /// precision, batch, world size, data-parallel strategy, communication engine and its version; CPU model,
-    /// cores and instruction-set level for CPU runs); false for informational differences (driver, trainbench
-    /// version, spec hash, OS, environment variables, host, a data-parallel run's launcher and hosts, library
-    /// file locations, an instruction-set level only one of the results recorded).
+    /// precision, batch, world size, TF32 switches, cuDNN autotuning, data-parallel strategy, communication
+    /// engine and its version; CPU model, cores and instruction-set level for CPU runs); false for informational
+    /// differences (driver, trainbench version, spec hash, OS, environment variables, host, a data-parallel run's
+    /// launcher and hosts, library file locations, an instruction-set level only one of the results recorded,
+    /// fp16's initial loss scale).
     pub blocking: bool,
 }
 
@@ -59,6 +60,11 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<EnvDifference> {
     push(&mut out, "precision", a.plan.precision.as_str().into(), b.plan.precision.as_str().into(), true);
     push(&mut out, "batch size", a.plan.batch_size.to_string(), b.plan.batch_size.to_string(), true);
     push(&mut out, "world size", a.plan.world_size.to_string(), b.plan.world_size.to_string(), true);
+    // What fp32 runs on (CUDA's TF32 switches) and cuDNN's autotuning change the kernels as much as a precision.
+    let (na, nb) = (a.plan.numerics, b.plan.numerics);
+    push(&mut out, "TF32", na.tf32.label().into(), nb.tf32.label().into(), true);
+    push(&mut out, "cuDNN benchmark", na.cudnn_benchmark.to_string(), nb.cudnn_benchmark.to_string(), true);
+    push(&mut out, "initial loss scale", na.loss_scale.to_string(), nb.loss_scale.to_string(), false);
     distribution(&mut out, a, b);
     let libs: std::collections::BTreeSet<&String> =
         ea.library_versions.keys().chain(eb.library_versions.keys()).collect();

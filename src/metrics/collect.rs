@@ -27,6 +27,7 @@ pub struct Collectors {
     stop: Vec<Sender<()>>,
     cpu: Option<JoinHandle<Vec<CpuSample>>>,
     gpu: Option<JoinHandle<GpuOutcome>>,
+    gpu_scope: Option<String>,
 }
 
 /// NVML index of the sampled GPU and its samples, or why there are none.
@@ -39,6 +40,8 @@ pub struct CollectorReport {
     pub cpu: Option<Result<Vec<CpuSample>, String>>,
     /// NVML index and GPU samples, or why there are none; `None` when no GPU was asked for.
     pub gpu: Option<GpuOutcome>,
+    /// What the GPU samples cover when it is more than the run's device ([`nvml::MIG_SCOPE`]).
+    pub gpu_scope: Option<String>,
 }
 
 /// Sample with `read` every `interval` until a message (or hang-up) arrives on the stop channel; always
@@ -92,7 +95,8 @@ impl Collectors {
                 Ok((index, sample_loop(interval, rx, first, read)))
             })
         });
-        Self { origin, stop, cpu, gpu }
+        let gpu_scope = config.gpu.as_ref().filter(|t| t.mig).map(|_| nvml::MIG_SCOPE.to_string());
+        Self { origin, stop, cpu, gpu, gpu_scope }
     }
 
     /// The instant sample timestamps are measured from.
@@ -113,6 +117,7 @@ impl Collectors {
                 })
             }),
             gpu: self.gpu.map(|h| h.join().unwrap_or_else(|_| Err(joined("GPU")))),
+            gpu_scope: self.gpu_scope,
         }
     }
 }
@@ -147,7 +152,7 @@ mod tests {
 
     #[test]
     fn gpu_sampler_reports_why_it_is_missing() {
-        let target = GpuTarget { cuda_ordinal: 0, pci_bus_id: None };
+        let target = GpuTarget { cuda_ordinal: 0, pci_bus_id: None, mig: false };
         let c =
             Collectors::start(&CollectorConfig { interval: Duration::from_millis(5), cpu: false, gpu: Some(target) });
         match c.stop().gpu.unwrap() {

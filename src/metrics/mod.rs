@@ -11,18 +11,25 @@
 //! - FLOP utilisation: analysis training FLOPs per sample x samples/s over the device peak ([`peak`]).
 //! - GPU and CPU figures: the samples inside the measured window (first measured iteration to the end).
 //! - Energy per sample: mean power over the measured window / samples per second.
-//! - Activations and workspace: allocator peak minus weights, gradients and optimizer state.
+//! - Throughput on CUDA: the per-step figure above is the headline (every backend reports it alike, and the
+//!   statistics need per-step samples); the free-running window beside it says what the per-step
+//!   synchronisation cost ([`crate::result::FreeRunningThroughput`]).
+//! - Memory: weights, gradients and optimizer state from tensor sizes; activations measured by the backend
+//!   (allocated bytes after the forward pass minus before it); workspace = allocator peak minus all of those
+//!   (at least 0); the analysis's estimate beside them with its error against the peak. Without a measured
+//!   activation figure, `activations_and_workspace_bytes` = peak minus weights, gradients and state.
 
 pub mod collect;
 pub mod cpu;
 pub mod nvml;
+pub mod nvml_map;
 pub mod peak;
 
 use trainbench_workload::{PhaseTimes, RawMeasurements, RunPlan};
 
 use crate::result::{
-    AnalysisSummary, FlopUtilization, LossSummary, MemoryBreakdown, MemoryMeasuredSummary, Metrics, PhaseBreakdown,
-    PhaseStat, PowerEnergy, Sampled, SteadyState, StepTimeStats, Throughput,
+    AnalysisSummary, FlopUtilization, FreeRunningThroughput, LossSummary, MemoryBreakdown, MemoryMeasuredSummary,
+    Metrics, PhaseBreakdown, PhaseStat, PowerEnergy, Sampled, SteadyState, StepTimeStats, Throughput,
 };
 use crate::stats;
 use collect::CollectorReport;
@@ -90,6 +97,7 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
             items_per_s: samples_per_s * input.items_per_sample as f64,
             item_unit: input.item_unit.to_string(),
             items_per_sample: input.items_per_sample,
+            free_running: free_running(raw, batch, samples_per_s),
         },
         step_time: StepTimeStats {
             n: summary.n,
@@ -120,10 +128,11 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
             peak_flop_per_s: input.peak.as_ref().map(|p| p.flop_per_s),
             peak_source: input.peak.as_ref().map(|p| p.source.clone()),
             fraction,
+            tf32: raw.tf32,
         },
         cpu,
         power,
-        memory: MemoryBreakdown { measured: memory(raw), estimate: input.analysis.map(|a| a.memory.clone()) },
+        memory: memory_breakdown(raw, input.analysis),
         loss: loss(&raw.losses),
         time_to_target: raw.target.clone(),
         step_times_s,
@@ -139,7 +148,13 @@ fn gpu_figures(
         None => (Sampled::unavailable(input.gpu_absent), Sampled::unavailable(input.gpu_absent)),
         Some(Err(reason)) => (Sampled::unavailable(reason.clone()), Sampled::unavailable(reason.clone())),
         Some(Ok((index, samples))) => {
-            let util = nvml::summarize_utilization(samples, *index, start, end);
+            let scope = input.collectors.gpu_scope.clone();
+            let util = match nvml::summarize_utilization(samples, *index, start, end) {
+                Sampled::Available(u) => {
+                    Sampled::Available(crate::result::GpuUtilization { scope: scope.clone(), ..u })
+                }
+                other => other,
+            };
             let power = match nvml::summarize_power(samples, start, end) {
                 Ok(p) if samples_per_s > 0.0 => Sampled::Available(PowerEnergy {
                     mean_power_w: p.mean_w,
@@ -147,6 +162,7 @@ fn gpu_figures(
                     energy_j: p.mean_w * (end - start).max(0.0),
                     energy_per_sample_j: p.mean_w / samples_per_s,
                     method: p.method.to_string(),
+                    scope,
                 }),
                 Ok(_) => Sampled::unavailable("no samples were processed"),
                 Err(reason) => Sampled::Unavailable { reason },
@@ -181,9 +197,40 @@ fn phases(steps: &[PhaseTimes], synchronised: bool) -> PhaseBreakdown {
     }
 }
 
+/// The free-running window's throughput, beside the per-step headline `per_step` samples/s.
+fn free_running(raw: &RawMeasurements, batch: f64, per_step: f64) -> Option<FreeRunningThroughput> {
+    let w = raw.free_running.filter(|w| w.steps > 0 && w.seconds > 0.0)?;
+    let samples_per_s = batch * w.steps as f64 / w.seconds;
+    Some(FreeRunningThroughput {
+        steps: w.steps,
+        seconds: w.seconds,
+        samples_per_s,
+        ratio_to_per_step: if per_step > 0.0 { samples_per_s / per_step } else { 0.0 },
+    })
+}
+
+/// The measured breakdown (see the module docs) and the analysis's estimate with its error against the peak.
+fn memory_breakdown(raw: &RawMeasurements, analysis: Option<&AnalysisSummary>) -> MemoryBreakdown {
+    let measured = memory(raw);
+    let estimate = analysis.map(|a| a.memory.clone());
+    let estimate_error = match (&estimate, measured.peak_allocated_bytes) {
+        (Some(e), Some(peak)) if peak > 0 => Some(e.total_bytes as f64 / peak as f64 - 1.0),
+        _ => None,
+    };
+    MemoryBreakdown { measured, estimate, estimate_error }
+}
+
 fn memory(raw: &RawMeasurements) -> MemoryMeasuredSummary {
     let m = &raw.memory;
     let held = m.weights + m.gradients + m.optimizer_state;
+    let (workspace, to_peak) = match (m.peak_allocated, m.activations) {
+        (Some(peak), Some(act)) if peak > 0 => {
+            let parts = held + act;
+            let workspace = peak.saturating_sub(parts);
+            (Some(workspace), Some((parts + workspace) as f64 / peak as f64))
+        }
+        _ => (None, None),
+    };
     MemoryMeasuredSummary {
         weights_bytes: m.weights,
         gradients_bytes: m.gradients,
@@ -191,6 +238,9 @@ fn memory(raw: &RawMeasurements) -> MemoryMeasuredSummary {
         activations_and_workspace_bytes: m.peak_allocated.map(|p| p.saturating_sub(held)),
         peak_allocated_bytes: m.peak_allocated,
         reserved_bytes: m.reserved,
+        activations_bytes: m.activations,
+        workspace_bytes: workspace,
+        breakdown_to_peak: to_peak,
     }
 }
 

@@ -2,10 +2,10 @@
 //! used (device and this process), power, total energy, SM clock and temperature. Without a driver every
 //! figure degrades to `unavailable: <reason>` and nothing fails.
 //!
-//! Which NVML device a `cuda:N` run uses: the backend's `pci_bus_id` detail when it reports one (exact);
-//! otherwise entry N of `CUDA_VISIBLE_DEVICES` (an index or a full `GPU-…` UUID); otherwise NVML index N. NVML
-//! numbers devices in PCI order while CUDA defaults to fastest-first, so only the first rule is exact on
-//! machines with mixed GPUs (set `CUDA_DEVICE_ORDER=PCI_BUS_ID` to make them agree).
+//! Which NVML device a `cuda:N` run uses is decided by [`super::nvml_map::map`]: the backend's `pci_bus_id`
+//! detail (the tch backend reports it from the CUDA driver), else only rules that are exact; an unmappable
+//! device leaves the GPU figures unavailable with the reason rather than sampling another GPU. Under MIG the
+//! figures are the parent GPU's (NVML has no per-instance power or memory use): the result says so.
 
 use std::sync::OnceLock;
 
@@ -15,6 +15,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use trainbench_workload::DeviceSelector;
 
+use super::nvml_map::{NvmlEntry, map};
 use crate::result::{GpuDevice, GpuInventory, GpuUtilization, Sampled};
 
 /// One reading of a GPU's counters; a field is `None` when the device does not support it.
@@ -47,40 +48,56 @@ pub struct GpuTarget {
     pub cuda_ordinal: u32,
     /// PCI bus id reported by the backend, if any (exact match).
     pub pci_bus_id: Option<String>,
+    /// The device is a MIG instance (the backend's `mig` detail): NVML's figures are its whole GPU's.
+    pub mig: bool,
 }
 
 impl GpuTarget {
     /// The target for a device selector (`cuda`, `cuda:N`); `None` for non-CUDA devices.
     pub fn from_selector(selector: DeviceSelector, pci_bus_id: Option<String>) -> Option<Self> {
         let cuda_ordinal = u32::try_from(selector.cuda_ordinal()?).ok()?;
-        Some(Self { cuda_ordinal, pci_bus_id })
+        Some(Self { cuda_ordinal, pci_bus_id, mig: false })
+    }
+
+    /// The target for a device selector and the backend's description of that device (its `pci_bus_id` and
+    /// `mig` details).
+    pub fn for_device(selector: DeviceSelector, device: Option<&trainbench_workload::DeviceInfo>) -> Option<Self> {
+        let detail = |k: &str| device.and_then(|d| d.details.get(k).cloned());
+        let mut t = Self::from_selector(selector, detail("pci_bus_id"))?;
+        t.mig = detail("mig").is_some_and(|m| m == "true");
+        Some(t)
     }
 }
+
+/// What the result says of NVML's figures of a run on a MIG instance.
+pub const MIG_SCOPE: &str = "gpu-wide: the run used a MIG instance; NVML's utilisation, memory and power figures \
+                             are its whole GPU's, other instances' work included";
 
 fn init() -> Result<Nvml, String> {
     Nvml::init().map_err(|e| format!("NVML is not available ({e}); no NVIDIA driver on this machine?"))
 }
 
-/// Open the NVML device a target designates (see the module docs for the rules).
+/// Every GPU NVML lists, with its PCI bus id and UUID.
+fn entries(nvml: &Nvml) -> Vec<NvmlEntry> {
+    (0..nvml.device_count().unwrap_or(0))
+        .filter_map(|i| {
+            let d = nvml.device_by_index(i).ok()?;
+            Some(NvmlEntry {
+                index: i,
+                pci_bus_id: d.pci_info().map(|p| p.bus_id).unwrap_or_default(),
+                uuid: d.uuid().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// Open the NVML device a target designates (see [`super::nvml_map::map`] for the rules).
 pub fn resolve<'n>(nvml: &'n Nvml, target: &GpuTarget) -> Result<Device<'n>, String> {
-    if let Some(bus) = &target.pci_bus_id {
-        return nvml.device_by_pci_bus_id(bus.as_str()).map_err(|e| format!("NVML has no device at PCI {bus}: {e}"));
-    }
-    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok().filter(|v| !v.trim().is_empty());
-    if let Some(visible) = visible {
-        let entry =
-            visible.split(',').map(str::trim).nth(target.cuda_ordinal as usize).ok_or_else(|| {
-                format!("CUDA_VISIBLE_DEVICES={visible} has no entry for cuda:{}", target.cuda_ordinal)
-            })?;
-        if let Ok(i) = entry.parse::<u32>() {
-            return nvml.device_by_index(i).map_err(|e| format!("NVML device {i}: {e}"));
-        }
-        if entry.starts_with("GPU-") {
-            return nvml.device_by_uuid(entry).map_err(|e| format!("NVML device {entry}: {e}"));
-        }
-        return Err(format!("cannot map CUDA_VISIBLE_DEVICES entry `{entry}` to an NVML device"));
-    }
-    nvml.device_by_index(target.cuda_ordinal).map_err(|e| format!("NVML device {}: {e}", target.cuda_ordinal))
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    let pci_order = std::env::var("CUDA_DEVICE_ORDER").is_ok_and(|v| v.trim() == "PCI_BUS_ID");
+    let (index, _how) =
+        map(target.cuda_ordinal, target.pci_bus_id.as_deref(), &entries(nvml), visible.as_deref(), pci_order)?;
+    nvml.device_by_index(index).map_err(|e| format!("NVML device {index}: {e}"))
 }
 
 /// Load NVML for a sampling thread (which then resolves its device with [`resolve`] and keeps it).
@@ -124,6 +141,7 @@ pub fn inventory() -> Sampled<GpuInventory> {
                             index: i,
                             name: d.name().unwrap_or_else(|_| "unknown".into()),
                             memory_bytes: d.memory_info().map(|m| m.total).unwrap_or(0),
+                            pci_bus_id: d.pci_info().ok().map(|p| p.bus_id),
                         })
                     })
                     .collect();
@@ -179,6 +197,7 @@ pub fn summarize_utilization(samples: &[GpuSample], index: u32, start: f64, end:
         process_memory_max_bytes: w.iter().filter_map(|s| s.process_mem).max(),
         sm_clock_mean_mhz: mean(w.iter().filter_map(|s| s.sm_clock_mhz.map(f64::from))).unwrap_or(0.0),
         temperature_max_c: w.iter().filter_map(|s| s.temp_c.map(f64::from)).fold(0.0, f64::max),
+        scope: None,
     })
 }
 

@@ -2,13 +2,16 @@
 //! name, and a measured fp32 GEMM rate for CPUs when the backend reports none.
 //!
 //! Precedence (see [`peak_for`]): for fp16/bf16 on a GPU in the table, the table's dense tensor-core peak; for
-//! fp32, the backend's `DeviceInfo::peak_flops_fp32` when it reports one (the tch backend measures libtorch's
-//! own GEMM on the CPU), else the table, else, on a CPU, [`measure_cpu_fp32`].
+//! fp32 with either TF32 switch on (CUDA: libtorch's default leaves cuDNN's on), the table's dense TF32
+//! tensor-core peak; for fp32 otherwise, the backend's `DeviceInfo::peak_flops_fp32` when it reports one (the
+//! tch backend measures libtorch's own GEMM on the CPU), else the table, else, on a CPU, [`measure_cpu_fp32`].
+//! A table peak is scaled by the device's multiprocessors over the product's when the device has fewer (a MIG
+//! instance: `3g.40gb` of an H100 has 60 of 132).
 
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use trainbench_workload::{DeviceInfo, Precision};
+use trainbench_workload::{DeviceInfo, Precision, Tf32};
 
 /// Datasheet peaks of one GPU model, FLOP/s, dense (no structured sparsity), at boost clock.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,29 +24,46 @@ pub struct GpuPeak {
     pub fp16: f64,
     /// bf16 tensor-core peak with fp32 accumulation; `None` where bf16 is unsupported.
     pub bf16: Option<f64>,
+    /// TF32 tensor-core peak (dense); `None` before Ampere (no TF32).
+    pub tf32: Option<f64>,
+    /// Streaming multiprocessors of the full product.
+    pub sms: u32,
 }
 
 const T: f64 = 1e12;
 
 /// Name patterns (all must occur, case-insensitively) and the peaks they select; most specific first.
 const TABLE: &[(&[&str], GpuPeak)] = &[
-    (&["h200", "nvl"], GpuPeak { product: "H200 NVL", fp32: 60.0 * T, fp16: 835.0 * T, bf16: Some(835.0 * T) }),
-    (&["h200"], GpuPeak { product: "H200 SXM", fp32: 67.0 * T, fp16: 989.4 * T, bf16: Some(989.4 * T) }),
-    (&["gh200"], GpuPeak { product: "GH200", fp32: 67.0 * T, fp16: 989.4 * T, bf16: Some(989.4 * T) }),
-    (&["h100", "pcie"], GpuPeak { product: "H100 PCIe", fp32: 51.0 * T, fp16: 756.0 * T, bf16: Some(756.0 * T) }),
-    (&["h100", "nvl"], GpuPeak { product: "H100 NVL", fp32: 60.0 * T, fp16: 835.0 * T, bf16: Some(835.0 * T) }),
-    (&["h100"], GpuPeak { product: "H100 SXM", fp32: 67.0 * T, fp16: 989.4 * T, bf16: Some(989.4 * T) }),
-    (&["a100"], GpuPeak { product: "A100", fp32: 19.5 * T, fp16: 312.0 * T, bf16: Some(312.0 * T) }),
-    (&["a10"], GpuPeak { product: "A10", fp32: 31.2 * T, fp16: 125.0 * T, bf16: Some(125.0 * T) }),
-    (&["l40s"], GpuPeak { product: "L40S", fp32: 91.6 * T, fp16: 362.05 * T, bf16: Some(362.05 * T) }),
-    (&["l4"], GpuPeak { product: "L4", fp32: 30.3 * T, fp16: 121.0 * T, bf16: Some(121.0 * T) }),
-    (&["v100", "pcie"], GpuPeak { product: "V100 PCIe", fp32: 14.0 * T, fp16: 112.0 * T, bf16: None }),
-    (&["v100"], GpuPeak { product: "V100 SXM2", fp32: 15.7 * T, fp16: 125.0 * T, bf16: None }),
-    (&["t4"], GpuPeak { product: "T4", fp32: 8.1 * T, fp16: 65.0 * T, bf16: None }),
-    (&["rtx", "4090"], GpuPeak { product: "GeForce RTX 4090", fp32: 82.6 * T, fp16: 165.2 * T, bf16: Some(165.2 * T) }),
-    (&["rtx", "3090"], GpuPeak { product: "GeForce RTX 3090", fp32: 35.6 * T, fp16: 71.0 * T, bf16: Some(71.0 * T) }),
-    (&["rtx", "a6000"], GpuPeak { product: "RTX A6000", fp32: 38.7 * T, fp16: 154.8 * T, bf16: Some(154.8 * T) }),
+    (&["h200", "nvl"], gpu("H200 NVL", 60.0, 835.0, Some(835.0), Some(417.5), 132)),
+    (&["h200"], gpu("H200 SXM", 67.0, 989.4, Some(989.4), Some(494.7), 132)),
+    (&["gh200"], gpu("GH200", 67.0, 989.4, Some(989.4), Some(494.7), 132)),
+    (&["h100", "pcie"], gpu("H100 PCIe", 51.0, 756.0, Some(756.0), Some(378.0), 114)),
+    (&["h100", "nvl"], gpu("H100 NVL", 60.0, 835.0, Some(835.0), Some(417.5), 132)),
+    (&["h100"], gpu("H100 SXM", 67.0, 989.4, Some(989.4), Some(494.7), 132)),
+    (&["a100"], gpu("A100", 19.5, 312.0, Some(312.0), Some(156.0), 108)),
+    (&["a10"], gpu("A10", 31.2, 125.0, Some(125.0), Some(62.5), 72)),
+    (&["l40s"], gpu("L40S", 91.6, 362.05, Some(362.05), Some(183.0), 142)),
+    (&["l4"], gpu("L4", 30.3, 121.0, Some(121.0), Some(60.0), 58)),
+    (&["v100", "pcie"], gpu("V100 PCIe", 14.0, 112.0, None, None, 80)),
+    (&["v100"], gpu("V100 SXM2", 15.7, 125.0, None, None, 80)),
+    (&["t4"], gpu("T4", 8.1, 65.0, None, None, 40)),
+    (&["rtx", "4090"], gpu("GeForce RTX 4090", 82.6, 165.2, Some(165.2), Some(82.6), 128)),
+    (&["rtx", "3090"], gpu("GeForce RTX 3090", 35.6, 71.0, Some(71.0), Some(35.6), 82)),
+    (&["rtx", "a6000"], gpu("RTX A6000", 38.7, 154.8, Some(154.8), Some(77.4), 84)),
 ];
+
+/// A table row in TFLOP/s.
+const fn gpu(product: &'static str, fp32: f64, fp16: f64, bf16: Option<f64>, tf32: Option<f64>, sms: u32) -> GpuPeak {
+    GpuPeak { product, fp32: fp32 * T, fp16: fp16 * T, bf16: tera(bf16), tf32: tera(tf32), sms }
+}
+
+/// TFLOP/s to FLOP/s, where known.
+const fn tera(x: Option<f64>) -> Option<f64> {
+    match x {
+        Some(v) => Some(v * T),
+        None => None,
+    }
+}
 
 fn contains_word(name: &str, pat: &str) -> bool {
     // A pattern must not be the prefix of a longer model number: "a10" must not match "a100", "l4" not "l40s".
@@ -68,33 +88,54 @@ pub struct Peak {
     pub source: String,
 }
 
-/// The peak FLOP/s to compare a run on `device` at `precision` against; `None` when unknown.
-pub fn peak_for(device: &DeviceInfo, precision: Precision) -> Option<Peak> {
+/// The share of a product's multiprocessors the device has, when fewer (a MIG instance), from the backend's
+/// `multiprocessors` detail: `(device SMs, product SMs)`.
+fn sm_share(device: &DeviceInfo, table: &GpuPeak) -> Option<(u32, u32)> {
+    let sms: u32 = device.details.get("multiprocessors")?.parse().ok()?;
+    (sms > 0 && sms < table.sms).then_some((sms, table.sms))
+}
+
+/// The peak FLOP/s to compare a run on `device` at `precision` against, with the TF32 switches the run used
+/// (`None` where TF32 does not exist); `None` when unknown.
+pub fn peak_for(device: &DeviceInfo, precision: Precision, tf32: Option<Tf32>) -> Option<Peak> {
     let is_cpu = device.kind == "cpu";
     let table = if is_cpu { None } else { gpu_peak(&device.name) };
     if let Some(t) = table {
-        match precision {
-            Precision::Fp16 => {
-                return Some(Peak { flop_per_s: t.fp16, source: format!("table: {} fp16 tensor (dense)", t.product) });
-            }
-            Precision::Bf16 => {
-                if let Some(bf16) = t.bf16 {
-                    return Some(Peak {
-                        flop_per_s: bf16,
-                        source: format!("table: {} bf16 tensor (dense)", t.product),
-                    });
+        let scaled = |p: Peak| match sm_share(device, &t) {
+            Some((have, full)) => Peak {
+                flop_per_s: p.flop_per_s * f64::from(have) / f64::from(full),
+                source: format!("{} x {have}/{full} SMs (MIG instance)", p.source),
+            },
+            None => p,
+        };
+        let tf32_on = tf32.filter(|s| s.any());
+        let tensor = match precision {
+            Precision::Fp16 => Some((t.fp16, "fp16 tensor (dense)".to_string())),
+            Precision::Bf16 => t.bf16.map(|p| (p, "bf16 tensor (dense)".to_string())),
+            Precision::Fp32 => match (tf32_on, t.tf32) {
+                (Some(s), Some(p)) => {
+                    let note = match (s.matmul, s.cudnn) {
+                        (true, true) => "",
+                        (false, _) => "; TF32 on for cuDNN only, fp32 matmuls run at the fp32 rate",
+                        (true, false) => "; TF32 on for matmuls only, cuDNN runs at the fp32 rate",
+                    };
+                    Some((p, format!("tf32 tensor (dense){note}")))
                 }
-            }
-            Precision::Fp32 => {}
+                _ => None,
+            },
+        };
+        if let Some((p, what)) = tensor {
+            return Some(scaled(Peak { flop_per_s: p, source: format!("table: {} {what}", t.product) }));
+        }
+        if device.peak_flops_fp32.filter(|p| *p > 0.0).is_none() {
+            let note = if precision == Precision::Fp32 { "" } else { " (fp32 peak; no reduced-precision peak known)" };
+            return Some(scaled(Peak { flop_per_s: t.fp32, source: format!("table: {} fp32{note}", t.product) }));
         }
     }
     let note = if precision == Precision::Fp32 { "" } else { " (fp32 peak; no reduced-precision peak known)" };
     if let Some(p) = device.peak_flops_fp32.filter(|p| *p > 0.0) {
         let how = device.details.get("peak_flops_fp32_source").map(|s| format!(" ({s})")).unwrap_or_default();
         return Some(Peak { flop_per_s: p, source: format!("backend: {} fp32{how}{note}", device.name) });
-    }
-    if let Some(t) = table {
-        return Some(Peak { flop_per_s: t.fp32, source: format!("table: {} fp32{note}", t.product) });
     }
     if is_cpu {
         let p = measure_cpu_fp32();
@@ -219,16 +260,56 @@ mod tests {
     #[test]
     fn precedence_of_sources() {
         let h100 = device("NVIDIA H100 80GB HBM3", "cuda", Some(1.0));
-        let p = peak_for(&h100, Precision::Bf16).unwrap();
+        let p = peak_for(&h100, Precision::Bf16, None).unwrap();
         assert_eq!((p.flop_per_s, p.source.as_str()), (989.4e12, "table: H100 SXM bf16 tensor (dense)"));
-        // fp32: the backend's figure wins over the table.
-        assert_eq!(peak_for(&h100, Precision::Fp32).unwrap().flop_per_s, 1.0);
+        // fp32 without TF32: the backend's figure wins over the table.
+        assert_eq!(peak_for(&h100, Precision::Fp32, Some(Tf32::OFF)).unwrap().flop_per_s, 1.0);
         let t4 = device("Tesla T4", "cuda", None);
-        assert_eq!(peak_for(&t4, Precision::Fp32).unwrap().flop_per_s, 8.1e12);
-        assert!(peak_for(&t4, Precision::Bf16).unwrap().source.contains("fp32 peak"));
+        assert_eq!(peak_for(&t4, Precision::Fp32, None).unwrap().flop_per_s, 8.1e12);
+        assert!(peak_for(&t4, Precision::Bf16, None).unwrap().source.contains("fp32 peak"));
         let cpu = device("Some CPU", "cpu", Some(2.5e11));
-        assert_eq!(peak_for(&cpu, Precision::Fp32).unwrap().source, "backend: Some CPU fp32");
-        assert!(peak_for(&device("unknown gpu", "discrete-gpu", None), Precision::Fp32).is_none());
+        assert_eq!(peak_for(&cpu, Precision::Fp32, None).unwrap().source, "backend: Some CPU fp32");
+        assert!(peak_for(&device("unknown gpu", "discrete-gpu", None), Precision::Fp32, None).is_none());
+    }
+
+    #[test]
+    fn fp32_with_tf32_is_measured_against_the_tf32_peak() {
+        let a100 = device("NVIDIA A100-SXM4-80GB", "cuda", None);
+        // libtorch's default (cuDNN on): an fp32 ResNet-50 runs its convolutions on tensor cores.
+        let p = peak_for(&a100, Precision::Fp32, Some(Tf32::default())).unwrap();
+        assert_eq!(p.flop_per_s, 156e12);
+        assert_eq!(
+            p.source,
+            "table: A100 tf32 tensor (dense); TF32 on for cuDNN only, fp32 matmuls run at the fp32 rate"
+        );
+        let both = Tf32 { matmul: true, cudnn: true };
+        assert_eq!(peak_for(&a100, Precision::Fp32, Some(both)).unwrap().source, "table: A100 tf32 tensor (dense)");
+        // Both off: the fp32 (non-tensor) peak.
+        assert_eq!(peak_for(&a100, Precision::Fp32, Some(Tf32::OFF)).unwrap().flop_per_s, 19.5e12);
+        // No TF32 before Ampere: a V100 keeps its fp32 peak whatever the switches say.
+        let v100 = device("Tesla V100-SXM2-16GB", "cuda", None);
+        assert_eq!(peak_for(&v100, Precision::Fp32, Some(both)).unwrap().flop_per_s, 15.7e12);
+        // Reduced precisions ignore the switches.
+        assert_eq!(peak_for(&a100, Precision::Bf16, Some(both)).unwrap().flop_per_s, 312e12);
+        // Every Ampere-or-later row has a TF32 peak of about half its fp16 tensor peak (datasheets round: the
+        // L40S lists 183 against 362.05), never below its fp32 peak.
+        for (_, row) in TABLE {
+            if let Some(tf32) = row.tf32 {
+                assert!(tf32 <= row.fp16 * 0.51 && tf32 >= row.fp32, "{}", row.product);
+            }
+        }
+    }
+
+    #[test]
+    fn a_mig_instance_gets_its_share_of_the_peak() {
+        let mut mig = device("NVIDIA H100 80GB HBM3 MIG 3g.40gb", "cuda", None);
+        mig.details.insert("multiprocessors".into(), "60".into());
+        let p = peak_for(&mig, Precision::Bf16, None).unwrap();
+        assert!((p.flop_per_s - 989.4e12 * 60.0 / 132.0).abs() < 1e6, "{}", p.flop_per_s);
+        assert_eq!(p.source, "table: H100 SXM bf16 tensor (dense) x 60/132 SMs (MIG instance)");
+        // A full GPU is not scaled.
+        mig.details.insert("multiprocessors".into(), "132".into());
+        assert_eq!(peak_for(&mig, Precision::Bf16, None).unwrap().flop_per_s, 989.4e12);
     }
 
     #[test]

@@ -43,6 +43,7 @@ fn raw() -> RawMeasurements {
             optimizer_state: 100,
             peak_allocated: Some(1000),
             reserved: Some(2000),
+            activations: Some(500),
         },
         ..RawMeasurements::default()
     }
@@ -144,9 +145,84 @@ fn gpu_samples_give_utilisation_and_energy_per_sample() {
         ..Default::default()
     };
     // 100 J per second from the counter = 100 W; 8 samples/s -> 12.5 J per sample.
-    let c = CollectorReport { cpu: None, gpu: Some(Ok((0, vec![g(0.0, 0), g(0.5, 50_000), g(1.0, 100_000)]))) };
+    let c = CollectorReport {
+        cpu: None,
+        gpu: Some(Ok((0, vec![g(0.0, 0), g(0.5, 50_000), g(1.0, 100_000)]))),
+        gpu_scope: None,
+    };
     let m = derive(&input(&p, &r, &a, &c)).unwrap();
     let pw = m.power.get().unwrap();
     assert_eq!((pw.mean_power_w, pw.energy_j, pw.energy_per_sample_j), (100.0, 100.0, 12.5));
     assert_eq!(m.gpu.get().unwrap().utilization_mean_percent, 50.0);
+}
+
+#[test]
+fn a_mig_instance_marks_the_gpu_figures_gpu_wide() {
+    let (p, r, a) = (plan(), raw(), analysis());
+    let g = |t: f64, e: u64| nvml::GpuSample { t, power_mw: Some(100_000), energy_mj: Some(e), ..Default::default() };
+    let c = CollectorReport {
+        cpu: None,
+        gpu: Some(Ok((0, vec![g(0.0, 0), g(1.0, 100_000)]))),
+        gpu_scope: Some(nvml::MIG_SCOPE.into()),
+    };
+    let m = derive(&input(&p, &r, &a, &c)).unwrap();
+    assert_eq!(m.power.get().unwrap().scope.as_deref(), Some(nvml::MIG_SCOPE));
+    // NVML has no utilisation for a MIG-enabled GPU: that figure is unavailable, not borrowed.
+    assert!(m.gpu.get().is_none());
+}
+
+/// The memory figures of a run: weights, gradients and state 100 bytes each, allocator peak 1000.
+fn with_memory(activations: Option<u64>) -> RawMeasurements {
+    let mut r = raw();
+    r.memory.activations = activations;
+    r
+}
+
+#[test]
+fn the_breakdown_splits_the_peak_from_measured_activations() {
+    let (p, a, c) = (plan(), analysis(), CollectorReport::default());
+    // Activations measured around the forward pass: workspace is the rest of the peak, and the parts sum to it.
+    let r = with_memory(Some(500));
+    let mem = derive(&input(&p, &r, &a, &c)).unwrap().memory;
+    assert_eq!(mem.measured.activations_bytes, Some(500));
+    assert_eq!(mem.measured.workspace_bytes, Some(200));
+    assert_eq!(mem.measured.breakdown_to_peak, Some(1.0));
+    assert_eq!(mem.measured.activations_and_workspace_bytes, Some(700));
+    // The analysis estimates 850 bytes against a peak of 1000: 15% low.
+    assert!((mem.estimate_error.unwrap() + 0.15).abs() < 1e-12);
+    // Activations and gradients that never coexist: the parts exceed the peak, workspace is 0 and the ratio says
+    // by how much.
+    let r = with_memory(Some(800));
+    let mem = derive(&input(&p, &r, &a, &c)).unwrap().memory;
+    assert_eq!(mem.measured.workspace_bytes, Some(0));
+    assert!((mem.measured.breakdown_to_peak.unwrap() - 1.1).abs() < 1e-12);
+    // Without a measured activation figure (the CPU) only the older derivation is there.
+    let r = with_memory(None);
+    let mem = derive(&input(&p, &r, &a, &c)).unwrap().memory;
+    assert_eq!((mem.measured.workspace_bytes, mem.measured.breakdown_to_peak), (None, None));
+    assert_eq!(mem.measured.activations_and_workspace_bytes, Some(700));
+}
+
+#[test]
+fn the_free_running_window_is_reported_beside_the_per_step_figure() {
+    let (p, a, c) = (plan(), analysis(), CollectorReport::default());
+    let mut r = raw();
+    assert!(derive(&input(&p, &r, &a, &c)).unwrap().throughput.free_running.is_none());
+    // 20 steps of batch 4 in 8 s: 10 samples/s against the per-step 8 samples/s.
+    r.free_running = Some(trainbench_workload::FreeRunning { steps: 20, seconds: 8.0 });
+    let t = derive(&input(&p, &r, &a, &c)).unwrap().throughput;
+    assert_eq!(t.samples_per_s, 8.0);
+    let fr = t.free_running.unwrap();
+    assert_eq!((fr.steps, fr.samples_per_s, fr.ratio_to_per_step), (20, 10.0, 1.25));
+    // A window that measured nothing is left out.
+    r.free_running = Some(trainbench_workload::FreeRunning { steps: 0, seconds: 0.0 });
+    assert!(derive(&input(&p, &r, &a, &c)).unwrap().throughput.free_running.is_none());
+}
+
+#[test]
+fn the_tf32_switches_are_recorded_with_the_flops() {
+    let (p, a, c) = (plan(), analysis(), CollectorReport::default());
+    let mut r = raw();
+    r.tf32 = Some(trainbench_workload::Tf32::default());
+    assert_eq!(derive(&input(&p, &r, &a, &c)).unwrap().flops.tf32, Some(trainbench_workload::Tf32::default()));
 }

@@ -108,6 +108,7 @@ fn plan(device: DeviceSelector, cpu_threads: Option<u32>) -> RunPlan {
         timeout_s: None,
         cpu_threads,
         target: None,
+        numerics: Default::default(),
     }
 }
 

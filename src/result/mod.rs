@@ -230,6 +230,26 @@ pub struct Throughput {
     pub item_unit: String,
     /// Items counted per sample.
     pub items_per_sample: u64,
+    /// CUDA: the free-running window after the measured steps (no synchronisation between steps). The
+    /// headline `samples_per_s` above is the per-step figure, which every backend reports alike and every
+    /// statistic (steady state, intervals, comparisons) is computed from; this one is what a loop that never
+    /// waits for the device sustains. `null` where steps are synchronous anyway (the CPU) or there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_running: Option<FreeRunningThroughput>,
+}
+
+/// Throughput of the free-running window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FreeRunningThroughput {
+    /// Steps in the window.
+    pub steps: u64,
+    /// Seconds from its first step to the synchronisation after its last.
+    pub seconds: f64,
+    /// Training samples per second over the window.
+    pub samples_per_s: f64,
+    /// `samples_per_s` over the headline per-step figure (above 1: the per-step synchronisation cost that much).
+    pub ratio_to_per_step: f64,
 }
 
 /// Summary statistics of step times, in seconds. Quantiles use linear interpolation between order statistics
@@ -342,6 +362,9 @@ pub struct GpuUtilization {
     pub sm_clock_mean_mhz: f64,
     /// Highest temperature, degrees Celsius.
     pub temperature_max_c: f64,
+    /// What the figures cover when it is more than the run's device (`gpu-wide: ...` for a MIG instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 /// Achieved floating-point rate against the device peak (FLOPs from the static analysis).
@@ -358,6 +381,10 @@ pub struct FlopUtilization {
     pub peak_source: Option<String>,
     /// achieved / peak, in `0..=1`.
     pub fraction: Option<f64>,
+    /// CUDA: the TF32 switches the run used (read back from libtorch); with either on, fp32 runs are measured
+    /// against the TF32 tensor-core peak. `null` where TF32 does not exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf32: Option<trainbench_workload::Tf32>,
 }
 
 /// Process CPU figures sampled during the measured iterations.
@@ -392,6 +419,9 @@ pub struct PowerEnergy {
     pub energy_per_sample_j: f64,
     /// How energy was obtained: `counter` (NVML total-energy counter) or `integrated` (power samples x time).
     pub method: String,
+    /// What the figures cover when it is more than the run's device (`gpu-wide: ...` for a MIG instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 /// Memory by data structure: what the backend measured next to what the analysis predicts.
@@ -402,6 +432,10 @@ pub struct MemoryBreakdown {
     pub measured: MemoryMeasuredSummary,
     /// Predicted by the static analysis; `null` when the analysis failed.
     pub estimate: Option<MemoryEstimate>,
+    /// The estimate's error against the measured allocator peak: estimated total / peak - 1 (negative: the
+    /// analysis predicts less than was allocated); `null` without both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate_error: Option<f64>,
 }
 
 /// Memory measured by the backend, bytes.
@@ -421,6 +455,20 @@ pub struct MemoryMeasuredSummary {
     pub peak_allocated_bytes: Option<u64>,
     /// Bytes reserved by the allocator (allocated + cached); `null` when the backend cannot tell.
     pub reserved_bytes: Option<u64>,
+    /// What the forward pass leaves allocated for backward (saved feature maps, masks, the loss): allocated
+    /// bytes after it minus before it, the largest over the measured steps; `null` where the allocator keeps
+    /// no statistics (the CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activations_bytes: Option<u64>,
+    /// Peak allocated minus weights, gradients, optimizer state and activations (at least 0): cuDNN and cuBLAS
+    /// workspaces, gradients of feature maps in flight, allocator rounding; `null` without both measurements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_bytes: Option<u64>,
+    /// Weights + gradients + optimizer state + activations + workspace over the peak: 1 when the parts fit in
+    /// the peak, above 1 by as much as they overlap less than assumed (gradients set to none do not all exist
+    /// at the peak); `null` without both measurements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breakdown_to_peak: Option<f64>,
 }
 
 /// Memory predicted by the static analysis, bytes.
@@ -575,6 +623,9 @@ pub struct GpuDevice {
     pub name: String,
     /// Total memory, bytes.
     pub memory_bytes: u64,
+    /// PCI bus id (`00000000:17:00.0`), which names the GPU to CUDA too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
 }
 
 /// Host CPU.

@@ -363,8 +363,7 @@ impl RunSlot<'_> {
     fn run(&self, plan: &RunPlan, backend: &mut dyn Backend) -> (RunResult, Option<StopCause>) {
         let device = device_of(backend, plan);
         let collect = !self.opts.no_collectors;
-        let gpu_target =
-            GpuTarget::from_selector(plan.device, device.as_ref().and_then(|d| d.details.get("pci_bus_id").cloned()));
+        let gpu_target = GpuTarget::for_device(plan.device, device.as_ref());
         let wants_gpu =
             self.suite.collects(MetricGroup::GpuUtilization) || self.suite.collects(MetricGroup::PowerEnergy);
         let config = CollectorConfig {
@@ -437,7 +436,7 @@ impl RunSlot<'_> {
         let mut result = self.result(plan, backend.name(), outcome, (started, finished), device.clone(), Some(&raw));
         result.data = data;
         let used = raw.device.clone().or(device);
-        let peak = used.as_ref().and_then(|d| peak::peak_for(d, plan.precision));
+        let peak = used.as_ref().and_then(|d| peak::peak_for(d, plan.precision, raw.tf32));
         let absent_cpu = absent_reason(collect, self.suite.collects(MetricGroup::CpuUtilization), None);
         let absent_gpu = absent_reason(collect, wants_gpu, gpu_target.is_none().then_some(plan.device));
         let secs = |t: Option<Instant>| t.map(|t| t.saturating_duration_since(origin).as_secs_f64()).unwrap_or(0.0);

@@ -133,3 +133,42 @@ pub(crate) fn run_as_ranks(
         None => Ok(recorder.report),
     }
 }
+
+/// The outcome of a data-parallel run as its group ended: a run rank 0 reports as failed (its exchange broke
+/// off) because another rank ran out of memory is out of memory, with that rank's line
+/// (`trainbench rank N: run ... failed: CUDA out of memory ...`) as the message, so the sweep skips larger
+/// batches as it does for one worker. Any other outcome is kept.
+pub(crate) fn outcome_with_rank_failures(outcome: RunOutcome, failures: &[String], batch_size: usize) -> RunOutcome {
+    let RunOutcome::Failed { .. } = outcome else { return outcome };
+    match failures.iter().find(|l| trainbench_workload::BackendError::is_oom_message(l)) {
+        Some(line) => RunOutcome::OutOfMemory { batch_size, message: line.clone() },
+        None => outcome,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_ranks_allocation_failure_makes_the_run_out_of_memory() {
+        let failed = RunOutcome::Failed { message: "data-parallel exchange: NCCL: remote process exited".into() };
+        for line in [
+            "trainbench rank 1: run `m.b64.fp32.1x2.r0` failed: CUDA out of memory. Tried to allocate 2.00 GiB",
+            "trainbench rank 1: run `m` failed: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate`",
+            "trainbench rank 3: run `m` failed: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+        ] {
+            let failures = vec!["trainbench rank 0: the process ended (exit status: 1)".to_string(), line.to_string()];
+            assert_eq!(
+                outcome_with_rank_failures(failed.clone(), &failures, 64),
+                RunOutcome::OutOfMemory { batch_size: 64, message: line.to_string() }
+            );
+        }
+        // Other failures stay failures; other outcomes are kept whatever the lines say.
+        let other = vec!["trainbench rank 1: run `m` failed: shape mismatch".to_string()];
+        assert_eq!(outcome_with_rank_failures(failed.clone(), &other, 64), failed);
+        let oom_line = vec!["trainbench rank 1: run `m` failed: CUDA out of memory".to_string()];
+        assert_eq!(outcome_with_rank_failures(RunOutcome::Completed, &oom_line, 64), RunOutcome::Completed);
+    }
+}

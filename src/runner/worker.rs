@@ -208,6 +208,8 @@ fn run_worker(
     let supervisor = supervise(stdin, opts.stop.clone(), watch.clone(), (pid, ranked), hung_after);
 
     let mut pending: Vec<usize> = job.indices.clone();
+    // A group's failed runs wait for the group's end: another rank's line may say it ran out of memory.
+    let mut failed_in_group = Vec::new();
     let mut flow = Flow::Continue;
     let mut fatal: Option<String> = None;
     let mut record_error: Option<RunnerError> = None;
@@ -217,6 +219,10 @@ fn run_worker(
         match serde_json::from_str::<WorkerMessage>(&line) {
             Ok(WorkerMessage::Result { result, stop }) => {
                 pending.retain(|&i| suite.plans[i].id != result.plan.id);
+                if ranked && matches!(result.outcome, RunOutcome::Failed { .. }) {
+                    failed_in_group.push((result, stop));
+                    continue;
+                }
                 if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
                     ooms.push(result.plan.clone());
                 }
@@ -243,6 +249,21 @@ fn run_worker(
     if let Some(t) = stderr_thread {
         let _ = t.join();
     }
+    let failures = rank_failures.lock().map(|f| f.clone()).unwrap_or_default();
+    for (mut result, stop) in failed_in_group {
+        let batch = result.plan.batch_size;
+        result.outcome = ranked::outcome_with_rank_failures(result.outcome, &failures, batch);
+        if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
+            ooms.push(result.plan.clone());
+        }
+        if record_error.is_none() {
+            match recorder.record(*result, stop, on_result) {
+                Ok(Flow::Stop) => flow = Flow::Stop,
+                Ok(Flow::Continue) => {}
+                Err(e) => record_error = Some(e),
+            }
+        }
+    }
     if let Some(e) = record_error {
         return Err(e);
     }
@@ -264,7 +285,6 @@ fn run_worker(
         (Ok(s), _, _) => s.to_string(),
         (Err(e), _, _) => e.to_string(),
     };
-    let failures = rank_failures.lock().map(|f| f.clone()).unwrap_or_default();
     let exit = if failures.is_empty() { exit } else { format!("{exit}; {}", failures.join("; ")) };
     // The worker died: the first unreported run is where it was; the rest of its repeat never started.
     let analysis = analyze(&suite.graph);
@@ -274,7 +294,11 @@ fn run_worker(
         } else {
             format!("not run: the worker process of this repeat ended ({exit}) during an earlier run")
         };
-        let lost = lost_result(suite, opts, &analysis, i, pid, message);
+        let mut lost = lost_result(suite, opts, &analysis, i, pid, message);
+        if n == 0 {
+            // A rank that ran out of memory ended the group: the run is out of memory, not failed.
+            lost.outcome = ranked::outcome_with_rank_failures(lost.outcome, &failures, lost.plan.batch_size);
+        }
         if recorder.record(lost, None, on_result)? == Flow::Stop {
             return Ok(Flow::Stop);
         }

@@ -174,6 +174,13 @@ pub struct TrainingSpec {
     /// Let cuDNN pick the fastest convolution algorithms (CUDA only).
     #[serde(default = "d_true")]
     pub cudnn_benchmark: bool,
+    /// TF32 for fp32 work on CUDA (compute capability 8.0 and later): `matmul` (cuBLAS, PyTorch's
+    /// `torch.backends.cuda.matmul.allow_tf32`, default false) and `cudnn` (convolutions and recurrent layers,
+    /// `torch.backends.cudnn.allow_tf32`, default true), PyTorch's defaults when left out. CUDA devices only:
+    /// refused on others. The result records what the run used, and FLOP utilisation is measured against the
+    /// TF32 tensor-core peak when either is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf32: Option<trainbench_workload::Tf32>,
     /// Train to a target (time-to-accuracy) instead of for `run.iterations`: the run evaluates the evaluation
     /// split as often as this says and stops when the metric reaches the value or a budget runs out. Needs a
     /// local dataset and an evaluation split (`dataset.eval_path` or `dataset.eval_fraction`).
@@ -238,7 +245,19 @@ impl Default for TrainingSpec {
             seed: d_seed(),
             loss_scale: d_loss_scale(),
             cudnn_benchmark: true,
+            tf32: None,
             target: None,
+        }
+    }
+}
+
+impl TrainingSpec {
+    /// The numerical settings every planned run carries (TF32 switches, cuDNN autotuning, initial loss scale).
+    pub fn numerics(&self) -> trainbench_workload::Numerics {
+        trainbench_workload::Numerics {
+            tf32: self.tf32.unwrap_or_default(),
+            cudnn_benchmark: self.cudnn_benchmark,
+            loss_scale: self.loss_scale,
         }
     }
 }
@@ -247,7 +266,7 @@ fn d_seed() -> u64 {
     42
 }
 fn d_loss_scale() -> f64 {
-    65536.0
+    trainbench_workload::Numerics::DEFAULT_LOSS_SCALE
 }
 fn d_true() -> bool {
     true

@@ -86,6 +86,18 @@ fn different_devices_or_libraries_are_not_comparable_unless_allowed() {
 }
 
 #[test]
+fn other_tf32_switches_are_not_comparable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (base, cand) = (tmp.path().join("base"), tmp.path().join("cand"));
+    Synth::new("toy", 8, 0, 1).write(&base);
+    let strict = trainbench_workload::Numerics { tf32: trainbench_workload::Tf32::OFF, ..Default::default() };
+    Synth { numerics: strict, ..Synth::new("toy", 8, 0, 2).slowdown(1.5) }.write(&cand);
+    let out = tb().args(["compare"]).arg(&base).arg(&cand).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("not comparable: TF32 differs: cudnn vs off"), "{text}");
+}
+
+#[test]
 fn another_cpu_instruction_set_level_is_not_comparable() {
     let tmp = tempfile::tempdir().unwrap();
     let (base, cand, old) = (tmp.path().join("base"), tmp.path().join("cand"), tmp.path().join("old"));

@@ -1,12 +1,21 @@
 // trainbench-tch shim: the few libtorch APIs tch does not expose (caching-allocator statistics, autocast for a
-// given device type and dtype, library versions, CUDA device properties through the driver API). Every function catches C++
-// exceptions and reports them through a message buffer, so no exception ever crosses into Rust.
+// given device type and dtype, library versions, CUDA device properties and PCI bus ids through the driver API,
+// the TF32 switches, CUDA events, pinning without a device argument, the fused optimizers and the list-wide AMP
+// unscale). Every function catches C++ exceptions and reports them through a message buffer, so no exception
+// ever crosses into Rust. Tensors cross as tch's handles (`at::Tensor*`).
+#include <ATen/Context.h>
+#include <ATen/Functions.h>
 #include <ATen/Version.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/DeviceType.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/headeronly/version.h>
+
+#include <optional>
+#include <vector>
 
 #include <cstdint>
 #include <cstring>
@@ -21,18 +30,38 @@ void copy_message(const char* what, char* buf, size_t len) {
   std::strncpy(buf, what, len - 1);
   buf[len - 1] = '\0';
 }
+
+// The CUDA driver library, loaded once (nullptr without a driver).
+void* cuda_driver() {
+  static void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  return lib;
+}
+
+// A tensor list from tch's handles.
+std::vector<at::Tensor> list(at::Tensor** ts, int n) {
+  std::vector<at::Tensor> v;
+  v.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v.push_back(*ts[i]);
+  return v;
+}
+
+// An optional tensor from a handle that may be null.
+std::optional<at::Tensor> opt(at::Tensor* t) {
+  return t == nullptr ? std::nullopt : std::optional<at::Tensor>(*t);
+}
 }  // namespace
 
-#define TB_GUARD(body)                       \
-  try {                                      \
-    body;                                    \
-    return 0;                                \
-  } catch (const std::exception& e) {        \
-    copy_message(e.what(), err, err_len);    \
-    return -1;                               \
-  } catch (...) {                            \
-    copy_message("unknown C++ exception", err, err_len); \
-    return -1;                               \
+// Run a body (variadic: commas inside braces do not split it) and turn any C++ exception into -1 and a message.
+#define TB_GUARD(...)                                      \
+  try {                                                    \
+    __VA_ARGS__;                                           \
+    return 0;                                              \
+  } catch (const std::exception& e) {                      \
+    copy_message(e.what(), err, err_len);                  \
+    return -1;                                             \
+  } catch (...) {                                          \
+    copy_message("unknown C++ exception", err, err_len);   \
+    return -1;                                             \
   }
 
 extern "C" {
@@ -96,7 +125,7 @@ int tb_cuda_device_properties(int device, char* name, size_t name_len, int* majo
   using name_t = int (*)(char*, int, int);
   using mem_t = int (*)(size_t*, int);
   using attr_t = int (*)(int*, int, int);
-  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  void* lib = cuda_driver();
   if (lib == nullptr) {
     copy_message("cannot load libcuda.so.1 (no NVIDIA driver)", err, err_len);
     return -1;
@@ -121,6 +150,160 @@ int tb_cuda_device_properties(int device, char* name, size_t name_len, int* majo
   }
   *total_mem = mem;
   return 0;
+}
+
+// The CUDA version the installed driver supports (cuDriverGetVersion: 1000 * major + 10 * minor, e.g. 13000),
+// 0 without a driver. Needs no cuInit, so it answers even when the driver cannot start a context.
+int tb_cuda_driver_version(int* version, char* err, size_t err_len) {
+  using ver_t = int (*)(int*);
+  *version = 0;
+  void* lib = cuda_driver();
+  if (lib == nullptr) return 0;
+  auto cu_ver = reinterpret_cast<ver_t>(dlsym(lib, "cuDriverGetVersion"));
+  if (cu_ver == nullptr || cu_ver(version) != 0) {
+    copy_message("cuDriverGetVersion failed", err, err_len);
+    return -1;
+  }
+  return 0;
+}
+
+// The PCI bus id (`0000:17:00.0`) of CUDA device `device`, as the CUDA driver numbers devices (the same order
+// and CUDA_VISIBLE_DEVICES filtering as libtorch's ordinals). A MIG instance answers with its parent GPU's id.
+int tb_cuda_pci_bus_id(int device, char* out, size_t out_len, char* err, size_t err_len) {
+  using init_t = int (*)(unsigned int);
+  using get_t = int (*)(int*, int);
+  using bus_t = int (*)(char*, int, int);
+  void* lib = cuda_driver();
+  if (lib == nullptr) {
+    copy_message("cannot load libcuda.so.1 (no NVIDIA driver)", err, err_len);
+    return -1;
+  }
+  auto cu_init = reinterpret_cast<init_t>(dlsym(lib, "cuInit"));
+  auto cu_get = reinterpret_cast<get_t>(dlsym(lib, "cuDeviceGet"));
+  auto cu_bus = reinterpret_cast<bus_t>(dlsym(lib, "cuDeviceGetPCIBusId"));
+  int dev = 0;
+  if (!cu_init || !cu_get || !cu_bus || cu_init(0) != 0 || cu_get(&dev, device) != 0 ||
+      cu_bus(out, static_cast<int>(out_len), dev) != 0) {
+    copy_message("cuDeviceGetPCIBusId failed", err, err_len);
+    return -1;
+  }
+  return 0;
+}
+
+// Set the TF32 switches of fp32 work on CUDA (cuBLAS matmuls; cuDNN convolutions and recurrent layers) through
+// the per-operation precision settings, then read back what libtorch will use (1 = TF32, 0 = IEEE fp32).
+int tb_set_tf32(int matmul, int cudnn, int* got_matmul, int* got_cudnn, char* err, size_t err_len) {
+  TB_GUARD({
+    using at::Float32Backend;
+    using at::Float32Op;
+    using at::Float32Precision;
+    auto& ctx = at::globalContext();
+    const auto prec = [](int on) { return on ? Float32Precision::TF32 : Float32Precision::IEEE; };
+    ctx.setFloat32Precision(Float32Backend::CUDA, Float32Op::MATMUL, prec(matmul));
+    ctx.setFloat32Precision(Float32Backend::CUDA, Float32Op::CONV, prec(cudnn));
+    ctx.setFloat32Precision(Float32Backend::CUDA, Float32Op::RNN, prec(cudnn));
+    *got_matmul = ctx.float32Precision(Float32Backend::CUDA, Float32Op::MATMUL) == Float32Precision::TF32 ? 1 : 0;
+    const bool conv = ctx.float32Precision(Float32Backend::CUDA, Float32Op::CONV) == Float32Precision::TF32;
+    const bool rnn = ctx.float32Precision(Float32Backend::CUDA, Float32Op::RNN) == Float32Precision::TF32;
+    *got_cudnn = (conv && rnn) ? 1 : 0;
+  })
+}
+
+// A timing CUDA event on device `device` (not yet recorded).
+int tb_event_new(int device, void** out, char* err, size_t err_len) {
+  TB_GUARD({
+    (void)device;
+    *out = new c10::Event(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
+  })
+}
+
+// Record `event` on the current stream of CUDA device `device` (returns at once; the GPU marks it when the
+// stream's earlier work is done).
+int tb_event_record(void* event, int device, char* err, size_t err_len) {
+  TB_GUARD({
+    c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+    const auto stream = impl.getStream(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device)));
+    static_cast<c10::Event*>(event)->record(stream);
+  })
+}
+
+// Wait on the host until `event` is marked.
+int tb_event_synchronize(void* event, char* err, size_t err_len) {
+  TB_GUARD({ static_cast<c10::Event*>(event)->synchronize(); })
+}
+
+// Milliseconds of device time from `start` to `end` (both recorded and marked).
+int tb_event_elapsed_ms(void* start, void* end, double* ms, char* err, size_t err_len) {
+  TB_GUARD({ *ms = static_cast<c10::Event*>(start)->elapsedTime(*static_cast<c10::Event*>(end)); })
+}
+
+// Free an event made by tb_event_new.
+void tb_event_free(void* event) { delete static_cast<c10::Event*>(event); }
+
+// A pinned (page-locked) host copy of a CPU tensor, for the current accelerator (`Tensor::pin_memory()` without
+// the deprecated device argument, which warned once per call).
+int tb_pin_memory(at::Tensor* t, at::Tensor** out, char* err, size_t err_len) {
+  TB_GUARD({ *out = new at::Tensor(t->pin_memory()); })
+}
+
+// One fused Adam or AdamW step (`adamw` != 0) over `n` parameters with their gradients, first and second
+// moments, and step counts (fp32 tensors already incremented for this step; the same tensor may repeat). With
+// `grad_scale` and `found_inf` (either may be null), gradients are divided by the scale inside the kernel and the
+// whole step is skipped on the device when found_inf is non-zero: no host synchronisation.
+int tb_fused_adam(int adamw, at::Tensor** params, at::Tensor** grads, at::Tensor** exp_avg, at::Tensor** exp_avg_sq,
+                  at::Tensor** steps, int n, double lr, double beta1, double beta2, double weight_decay, double eps,
+                  at::Tensor* grad_scale, at::Tensor* found_inf, char* err, size_t err_len) {
+  TB_GUARD({
+    const auto p = list(params, n), g = list(grads, n), m = list(exp_avg, n), v = list(exp_avg_sq, n),
+               s = list(steps, n);
+    const std::vector<at::Tensor> max_sq;
+    if (adamw) {
+      at::_fused_adamw_(p, g, m, v, max_sq, s, lr, beta1, beta2, weight_decay, eps, false, false, opt(grad_scale),
+                        opt(found_inf));
+    } else {
+      at::_fused_adam_(p, g, m, v, max_sq, s, lr, beta1, beta2, weight_decay, eps, false, false, opt(grad_scale),
+                       opt(found_inf));
+    }
+  })
+}
+
+// One fused SGD step over `n` parameters; `momentum_buf` holds `n` buffers when momentum is non-zero (set to
+// the gradient on the first step, as PyTorch's SGD does), else is ignored. Scale and found_inf as tb_fused_adam.
+int tb_fused_sgd(at::Tensor** params, at::Tensor** grads, at::Tensor** momentum_buf, int n, double weight_decay,
+                 double momentum, double lr, int nesterov, int first_step, at::Tensor* grad_scale,
+                 at::Tensor* found_inf, char* err, size_t err_len) {
+  TB_GUARD({
+    const auto p = list(params, n), g = list(grads, n);
+    const auto b = momentum != 0.0 ? list(momentum_buf, n) : std::vector<at::Tensor>();
+    at::_fused_sgd_(p, g, b, weight_decay, momentum, lr, 0.0, nesterov != 0, false, first_step != 0,
+                    opt(grad_scale), opt(found_inf));
+  })
+}
+
+// Check `n` gradients for infinities and NaNs in one list-wide kernel, setting `found_inf` (a one-element fp32
+// tensor) to 1 if any, and multiply them by `inv_scale` (pass 1 to check only).
+int tb_amp_unscale(at::Tensor** grads, int n, at::Tensor* found_inf, at::Tensor* inv_scale, char* err,
+                   size_t err_len) {
+  TB_GUARD({ at::_amp_foreach_non_finite_check_and_unscale_(list(grads, n), *found_inf, *inv_scale); })
+}
+
+// `list[i] += alpha * other` for every tensor (`other` a one-element tensor), or `list[i] += alpha` when
+// `other` is null, in one list-wide kernel.
+int tb_foreach_add(at::Tensor** ts, int n, at::Tensor* other, double alpha, char* err, size_t err_len) {
+  TB_GUARD({
+    if (other == nullptr) {
+      at::_foreach_add_(list(ts, n), at::Scalar(alpha));
+    } else {
+      at::_foreach_add_(list(ts, n), *other, at::Scalar(alpha));
+    }
+  })
+}
+
+// Drop the gradients of `n` tensors (PyTorch's `zero_grad(set_to_none=True)`).
+int tb_grads_to_none(at::Tensor** ts, int n, char* err, size_t err_len) {
+  TB_GUARD({
+    for (int i = 0; i < n; ++i) ts[i]->mutable_grad().reset();
+  })
 }
 
 // Enter an autocast region on a device type (0 = CPU, 1 = CUDA) with a lower-precision dtype

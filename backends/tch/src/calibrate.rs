@@ -166,7 +166,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
     };
     let host_to_device_bytes_per_s = match device {
         Device::Cuda(_) => {
-            let host = Tensor::f_randn([16 << 20], (Kind::Float, Device::Cpu))?.f_pin_memory(device)?;
+            let host = crate::lower::pinned(&Tensor::f_randn([16 << 20], (Kind::Float, Device::Cpu))?)?;
             let s = time(clock, device, r, || host.f_to_device(device).map(drop))?;
             Some(64.0 * (1 << 20) as f64 / s)
         }

@@ -20,7 +20,7 @@ pub fn to_tch(selector: DeviceSelector) -> Result<Device, BackendError> {
             let index = index.unwrap_or(0);
             let count = tch::Cuda::device_count().max(0) as usize;
             if count == 0 {
-                return Err(err("libtorch sees no CUDA device (no GPU, no driver, or a CPU-only libtorch)".into()));
+                return Err(err(no_cuda_reason()));
             }
             if index >= count {
                 return Err(err(format!("there are {count} CUDA device(s): use cuda:0..cuda:{}", count - 1)));
@@ -29,6 +29,30 @@ pub fn to_tch(selector: DeviceSelector) -> Result<Device, BackendError> {
         }
         DeviceSelector::Wgpu(_) => Err(err("the tch backend runs on `cpu` or `cuda:N`, not a wgpu adapter".into())),
     }
+}
+
+/// Why libtorch sees no CUDA device, with the driver's CUDA version and the one libtorch was built for: the
+/// PyPI wheel is built for CUDA 13 and needs a driver that supports it.
+pub fn no_cuda_reason() -> String {
+    let built = match shim::cuda_versions() {
+        Ok((cudart, _)) if cudart > 0 => Some(shim::cuda_version_text(cudart)),
+        _ => None,
+    };
+    let driver = shim::cuda_driver_version();
+    let mut msg = String::from("libtorch sees no CUDA device");
+    match (&driver, &built) {
+        (Ok(None), _) => msg.push_str(": no NVIDIA driver here (libcuda.so.1 is not found)"),
+        (Ok(Some(d)), Some(b)) => msg.push_str(&format!(
+            ": the NVIDIA driver supports CUDA {d} and this libtorch was built for CUDA {b} (a driver older than \
+             the build's CUDA cannot run it: update the driver, or build against a libtorch for CUDA {d}); \
+             otherwise no GPU is visible (CUDA_VISIBLE_DEVICES?)"
+        )),
+        (Ok(Some(d)), None) => {
+            msg.push_str(&format!(": the NVIDIA driver supports CUDA {d}, but this libtorch has no CUDA support"))
+        }
+        (Err(e), _) => msg.push_str(&format!(" (the driver's CUDA version is unknown: {e})")),
+    }
+    msg
 }
 
 /// The CPU's model name from /proc/cpuinfo (or the architecture when unreadable).
@@ -74,8 +98,9 @@ pub fn cpu_peak_flops_fp32() -> Option<f64> {
     })
 }
 
-/// Describe the CPU as a device.
-pub fn cpu_info() -> DeviceInfo {
+/// Describe the CPU as a device, with its measured fp32 peak ([`cpu_peak_flops_fp32`], about 0.3 s the first
+/// time in a process) when `measure`.
+pub fn cpu_info(measure: bool) -> DeviceInfo {
     let mut details = BTreeMap::new();
     let logical = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     details.insert("logical_cpus".into(), logical.to_string());
@@ -83,13 +108,19 @@ pub fn cpu_info() -> DeviceInfo {
     if let Ok(cap) = shim::cpu_capability() {
         details.insert("libtorch_cpu_capability".into(), cap);
     }
-    details.insert("peak_flops_fp32_source".into(), "measured: 1024^3 fp32 matmul through libtorch".into());
+    let peak = if measure { cpu_peak_flops_fp32() } else { None };
+    let source = if measure {
+        "measured: 1024^3 fp32 matmul through libtorch"
+    } else {
+        "measured when a run on the CPU starts (not for listings beside CUDA devices)"
+    };
+    details.insert("peak_flops_fp32_source".into(), source.into());
     DeviceInfo {
         selector: "cpu".into(),
         name: cpu_name(),
         kind: "cpu".into(),
         memory_bytes: mem_total(),
-        peak_flops_fp32: cpu_peak_flops_fp32(),
+        peak_flops_fp32: peak,
         details,
     }
 }
@@ -109,12 +140,21 @@ pub fn cuda_info(index: usize) -> DeviceInfo {
         Ok(p) => {
             details.insert("compute_capability".into(), format!("{}.{}", p.capability.0, p.capability.1));
             details.insert("multiprocessors".into(), p.multiprocessors.to_string());
+            if p.name.contains(" MIG ") {
+                // A MIG instance: its multiprocessors are a share of the GPU's (the peak is scaled by them).
+                details.insert("mig".into(), "true".into());
+            }
             (p.name, Some(p.total_memory))
         }
         Err(e) => {
             details.insert("properties_error".into(), e.0);
             (format!("CUDA device {index}"), None)
         }
+    };
+    // The exact name of this GPU to NVML, whatever CUDA's device order and CUDA_VISIBLE_DEVICES say.
+    match shim::cuda_pci_bus_id(index) {
+        Ok(bus) => details.insert("pci_bus_id".into(), bus),
+        Err(e) => details.insert("pci_bus_id_error".into(), e.0),
     };
     details.insert("cudnn_available".into(), tch::Cuda::cudnn_is_available().to_string());
     DeviceInfo {
@@ -131,14 +171,16 @@ pub fn cuda_info(index: usize) -> DeviceInfo {
 pub fn info(device: Device) -> DeviceInfo {
     match device {
         Device::Cuda(i) => cuda_info(i),
-        _ => cpu_info(),
+        _ => cpu_info(true),
     }
 }
 
 /// Every device this backend can run on here.
 pub fn all() -> Vec<DeviceInfo> {
-    let mut v = vec![cpu_info()];
     let n = tch::Cuda::device_count().max(0) as usize;
+    // Beside CUDA devices the CPU's peak is not measured here: a CUDA run (or its worker) lists the devices to
+    // find its own and would pay for a CPU measurement it never uses.
+    let mut v = vec![cpu_info(n == 0)];
     v.extend((0..n).map(cuda_info));
     v
 }
@@ -171,7 +213,7 @@ pub fn versions(device: Device) -> BTreeMap<String, String> {
             Ok((cudart, cudnn)) => {
                 if cudart > 0 {
                     // CUDART_VERSION = 1000 * major + 10 * minor.
-                    v.insert("cuda".into(), format!("{}.{}", cudart / 1000, (cudart % 1000) / 10));
+                    v.insert("cuda".into(), shim::cuda_version_text(cudart));
                 }
                 if cudnn > 0 {
                     // cuDNN >= 9: 10000 * major + 100 * minor + patch.
@@ -196,5 +238,13 @@ mod tests {
         assert_eq!(to_tch(DeviceSelector::Cpu).unwrap(), Device::Cpu);
         assert!(matches!(to_tch("wgpu".parse().unwrap()), Err(BackendError::Device { .. })));
         assert_eq!(dotted(91300, &[10000, 100]), "9.13.0");
+        assert_eq!(shim::cuda_version_text(13000), "13.0");
+        assert_eq!(shim::cuda_version_text(12040), "12.4");
+        // The refusal without a CUDA device says why, with the versions it can read.
+        let why = no_cuda_reason();
+        assert!(why.starts_with("libtorch sees no CUDA device"), "{why}");
+        if shim::cuda_driver_version().unwrap().is_none() {
+            assert!(why.contains("no NVIDIA driver"), "{why}");
+        }
     }
 }

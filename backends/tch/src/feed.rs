@@ -29,7 +29,7 @@ pub fn to_device(graph: &Graph, batch: &HostBatch, samples: usize, device: Devic
         }
         .f_reshape(shape)?;
         let t =
-            if device.is_cuda() { t.f_pin_memory(device)?.f_to_device_(device, t.kind(), true, false)? } else { t };
+            if device.is_cuda() { crate::lower::pinned(&t)?.f_to_device_(device, t.kind(), true, false)? } else { t };
         out.push((*id, t));
     }
     Ok(out)

@@ -19,25 +19,33 @@
 //! - Forward: graph nodes in topological order, outputs freed after their last consumer; ReLU after
 //!   convolution / batch norm / linear / add, and residual adds, run in place when their input has no other
 //!   consumer (as torchvision does). Losses are averaged over the batch and summed.
-//! - Backward, then the optimizer: libtorch's C++ `torch::optim` SGD (momentum, Nesterov), Adam, AdamW, with
-//!   gradients set to none after each step.
+//! - Backward, then the optimizer (`optim`): on CUDA the fused SGD / Adam / AdamW kernels through the shim
+//!   (`fused`), with fp16's loss scale and found-infinity flag on the device; on the CPU libtorch's C++
+//!   `torch::optim`. Gradients are set to none after each step.
 //! - Precision: bf16 = autocast to bfloat16 (CPU or CUDA); fp16 = CUDA autocast to half with dynamic loss
-//!   scaling (GradScaler semantics), refused on the CPU.
-//! - Timing: the device is synchronised between phases when `plan.phase_timing` (CPU ops are synchronous, so
-//!   CPU phases are always true); without it, CUDA runs report only each iteration's total.
-//! - Memory: weights, gradients and optimizer state from tensor sizes; on CUDA, peak allocated and peak
-//!   reserved bytes of the caching allocator over the measured iterations (reset after warm-up) through the
-//!   C++ shim. libtorch's CPU allocator keeps no statistics, so CPU runs report `None` there.
-//! - Out of memory: any allocation failure becomes [`BackendError::OutOfMemory`]; the run's tensors are
-//!   dropped and the CUDA cache emptied, so the next run starts clean.
+//!   scaling (GradScaler semantics, initial scale `plan.numerics.loss_scale`), refused on the CPU. On CUDA the
+//!   TF32 switches and cuDNN autotuning are set from `plan.numerics` and what libtorch reads back is recorded.
+//! - Timing (`clock`): on the CPU host clocks between phases (ops are synchronous); on CUDA with
+//!   `plan.phase_timing`, CUDA events at each phase boundary (`events`) and one synchronisation at the step's
+//!   end, so phases are device time and the CPU still queues ahead; without it, only each step's total. After
+//!   the measured steps, a CUDA run adds a free-running window (up to 50 steps, one synchronisation).
+//! - Memory: weights, gradients and optimizer state from tensor sizes (the fused optimizers' state as
+//!   allocated); on CUDA, the caching allocator's allocated bytes before and after each forward pass
+//!   (activations), and peak allocated and peak reserved bytes over the measured iterations (reset after
+//!   warm-up) through the C++ shim. libtorch's CPU allocator keeps no statistics, so CPU runs report `None`.
+//! - Out of memory: any allocation failure (the caching allocator's, cuBLAS's and cuDNN's
+//!   `*_STATUS_ALLOC_FAILED`, the host's) becomes [`BackendError::OutOfMemory`]; the run's tensors are dropped and
+//!   the CUDA cache emptied, so the next run starts clean.
+//! - Devices: each CUDA device reports its PCI bus id (the CUDA driver's), which tells NVML which GPU to sample;
+//!   without a device, the refusal names the driver's CUDA version and libtorch's.
 //!
 //! # Lowering notes
 //! - RoI align: proposals are the fixed grid of [`ops::roi_boxes`]; bins average `sampling_ratio^2` bilinear
 //!   samples taken with `grid_sampler_2d` (torchvision's `roi_align` is not part of libtorch).
 //! - Attention: `nn.MultiheadAttention` layout (packed or separate projections) with
 //!   `scaled_dot_product_attention`, no attention dropout.
-//! - Recurrent layers: `at::lstm` / `at::gru`, batch first, zero initial state; on CUDA the weights are not
-//!   flattened into one cuDNN buffer beforehand (libtorch copies them per call).
+//! - Recurrent layers: `at::lstm` / `at::gru`, batch first, zero initial state; on CUDA with cuDNN the weights
+//!   are flattened into one cuDNN buffer once per run (`_cudnn_rnn_flatten_weight`, as `flatten_parameters()`).
 //! - Tied weights (`Node::tied_to`) are one tensor, counted and optimised once; sinusoidal position tables
 //!   and RoI sampling grids are computed once per run.
 //! - WGAN-GP (the zoo's `critic_batch` convention, see `train`): one critic step with gradient penalty, then
@@ -46,13 +54,17 @@
 
 pub mod calibrate;
 pub mod check;
+mod clock;
 pub mod device;
 mod dist;
+pub mod events;
 pub mod feed;
+pub mod fused;
 pub mod loss;
 pub mod lower;
 pub mod nccl;
 pub mod ops;
+mod optim;
 pub mod shim;
 mod train;
 
@@ -177,5 +189,37 @@ mod tests {
     fn oom_messages_are_recognised() {
         let e = map_error(TchError::Torch("CUDA out of memory. Tried\nbacktrace".into()), 64);
         assert_eq!(e, BackendError::OutOfMemory { batch_size: 64, message: "CUDA out of memory. Tried".into() });
+        // Every way libtorch 2.13 and the CUDA libraries say an allocation failed, as tch hands them over.
+        for (raw, first) in [
+            (
+                "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of \
+                 139.80 GiB of which 1.2 GiB is free.\nException raised from malloc",
+                "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 139.80 GiB of which \
+                 1.2 GiB is free.",
+            ),
+            (
+                "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported",
+                "CUDA error: out of memory",
+            ),
+            (
+                "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\nframe #0",
+                "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+            ),
+            ("cuDNN error: CUDNN_STATUS_ALLOC_FAILED\nException raised from", "cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
+            (
+                "DefaultCPUAllocator: not enough memory: you tried to allocate 8589934592 bytes.",
+                "DefaultCPUAllocator: not enough memory: you tried to allocate 8589934592 bytes.",
+            ),
+        ] {
+            assert_eq!(
+                map_error(TchError::Torch(raw.into()), 8),
+                BackendError::OutOfMemory { batch_size: 8, message: first.into() },
+                "{raw}"
+            );
+        }
+        // Not allocation failures.
+        for raw in ["CUDA error: an illegal memory access was encountered", "cuDNN error: CUDNN_STATUS_BAD_PARAM"] {
+            assert!(matches!(map_error(TchError::Torch(raw.into()), 8), BackendError::Framework(_)), "{raw}");
+        }
     }
 }

@@ -102,6 +102,41 @@ impl Lowered {
         Ok(Self { device, decls, tensors: all, tied, constants, consumers, inplace_ok })
     }
 
+    /// Put the weights of every recurrent layer into one cuDNN buffer (as PyTorch's `flatten_parameters()`), so
+    /// that cuDNN does not copy them into one on every call (and libtorch does not warn each time). The tensors
+    /// stay the same parameters, now views into that buffer. CUDA with cuDNN only; fp32 weights.
+    pub fn flatten_rnns(&self, graph: &Graph) -> Result<(), TchError> {
+        for (i, node) in graph.nodes.iter().enumerate() {
+            let Op::Rnn { cell, input_size, hidden, layers, bidirectional } = node.op else { continue };
+            let weights = &self.tensors[i];
+            let dirs = if bidirectional { 2 } else { 1 };
+            // PyTorch's order: per layer and direction, weight_ih, weight_hh, bias_ih, bias_hh.
+            if weights.len() != 4 * layers * dirs {
+                continue;
+            }
+            // cuDNN's modes: LSTM 2, GRU 3.
+            let mode = match cell {
+                trainbench_workload::graph::RnnCell::Lstm => 2,
+                trainbench_workload::graph::RnnCell::Gru => 3,
+            };
+            // The parameters become views into the returned buffer, which they keep alive.
+            let _flat = tch::no_grad(|| {
+                Tensor::f_internal_cudnn_rnn_flatten_weight(
+                    weights,
+                    4,
+                    input_size as i64,
+                    mode,
+                    hidden as i64,
+                    0,
+                    layers as i64,
+                    true,
+                    bidirectional,
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// Every allocated tensor with its declaration and node (tied aliases excluded).
     fn owned(&self) -> impl Iterator<Item = (usize, &ParamDecl, &Tensor)> {
         (0..self.decls.len()).flat_map(move |i| {
@@ -253,7 +288,7 @@ impl DataPool {
                     HostTensor::Ids(v) => Tensor::f_from_slice(&v[rows])?,
                 }
                 .f_reshape(shape)?;
-                b.push(if device.is_cuda() { t.f_pin_memory(device)? } else { t });
+                b.push(if device.is_cuda() { pinned(&t)? } else { t });
             }
             batches.push(b);
         }
@@ -265,14 +300,21 @@ impl DataPool {
         self.batches.first().map(|b| b.iter().map(tensor_bytes).sum()).unwrap_or(0)
     }
 
-    /// Fill `env` with batch `step % count` on `device` (a host-to-device copy on CUDA, a no-copy handle on CPU).
+    /// Fill `env` with batch `step % count` on `device` (on CUDA a non-blocking copy from the pinned host batch,
+    /// queued on the stream like a kernel; a no-copy handle on the CPU).
     pub fn load(&self, step: u64, device: Device, env: &mut [Option<Tensor>]) -> Result<(), TchError> {
         let b = &self.batches[(step % self.batches.len() as u64) as usize];
         for (t, &i) in b.iter().zip(&self.inputs) {
-            env[i] = Some(if device.is_cuda() { t.f_to_device(device)? } else { t.shallow_clone() });
+            env[i] =
+                Some(if device.is_cuda() { t.f_to_device_(device, t.kind(), true, false)? } else { t.shallow_clone() });
         }
         Ok(())
     }
+}
+
+/// A pinned copy of a host tensor (for non-blocking copies to CUDA).
+pub fn pinned(t: &Tensor) -> Result<Tensor, TchError> {
+    crate::shim::pin_memory(t).map_err(|e| TchError::Torch(format!("pin_memory: {e}")))
 }
 
 /// Host bytes a run needs before libtorch allocates anything: the initial values of every declared tensor

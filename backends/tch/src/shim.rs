@@ -1,7 +1,12 @@
 //! Safe wrappers over the C++ shim (shim/shim.cpp): caching-allocator statistics, autocast for a device type
-//! and dtype, library versions and CUDA device properties — the libtorch APIs tch does not expose.
+//! and dtype, library versions, CUDA device properties and PCI bus ids, the driver's CUDA version, the TF32
+//! switches and pinning — the libtorch APIs tch does not expose. CUDA events are in [`crate::events`], the fused
+//! optimizers in [`crate::fused`].
 
 use std::ffi::{CStr, c_char, c_int, c_long};
+
+use tch::Tensor;
+use torch_sys::C_tensor;
 
 unsafe extern "C" {
     fn tb_torch_version() -> *const c_char;
@@ -23,6 +28,17 @@ unsafe extern "C" {
         err: *mut c_char,
         err_len: usize,
     ) -> c_int;
+    fn tb_cuda_driver_version(version: *mut c_int, err: *mut c_char, err_len: usize) -> c_int;
+    fn tb_cuda_pci_bus_id(device: c_int, out: *mut c_char, out_len: usize, err: *mut c_char, err_len: usize) -> c_int;
+    fn tb_set_tf32(
+        matmul: c_int,
+        cudnn: c_int,
+        got_matmul: *mut c_int,
+        got_cudnn: *mut c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn tb_pin_memory(t: *const C_tensor, out: *mut *mut C_tensor, err: *mut c_char, err_len: usize) -> c_int;
     fn tb_autocast_enter(
         device_cuda: c_int,
         dtype_bf16: c_int,
@@ -48,7 +64,7 @@ pub struct ShimError(pub String);
 const ERR_LEN: usize = 1024;
 
 /// Call a shim function with an error buffer; a non-zero return becomes the buffer's message.
-fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), ShimError> {
+pub(crate) fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), ShimError> {
     let mut buf = vec![0 as c_char; ERR_LEN];
     let rc = f(buf.as_mut_ptr(), ERR_LEN);
     if rc == 0 {
@@ -161,6 +177,51 @@ pub fn cuda_device_properties(device: usize) -> Result<CudaDeviceProps, ShimErro
     Ok(CudaDeviceProps { name, capability: (major, minor), multiprocessors: sms, total_memory: mem })
 }
 
+/// The CUDA version the installed NVIDIA driver supports, as `13.0`; `None` without a driver (no libcuda).
+pub fn cuda_driver_version() -> Result<Option<String>, ShimError> {
+    let mut v: c_int = 0;
+    // SAFETY: the out-pointer is a valid local.
+    call(|e, n| unsafe { tb_cuda_driver_version(&mut v, e, n) })?;
+    Ok((v > 0).then(|| cuda_version_text(i64::from(v))))
+}
+
+/// `13000` -> `13.0` (CUDA's encoding: 1000 x major + 10 x minor).
+pub fn cuda_version_text(v: i64) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// The PCI bus id of CUDA device `device` (`0000:17:00.0`), which names the same GPU to NVML whatever the CUDA
+/// device order and `CUDA_VISIBLE_DEVICES` (a MIG instance gives its parent GPU's).
+pub fn cuda_pci_bus_id(device: usize) -> Result<String, ShimError> {
+    let mut out = vec![0 as c_char; 64];
+    let len = out.len();
+    // SAFETY: `out` is a live buffer of `len` elements; the driver NUL-terminates what it writes.
+    call(|e, n| unsafe { tb_cuda_pci_bus_id(device as c_int, out.as_mut_ptr(), len, e, n) })?;
+    // SAFETY: NUL-terminated (the buffer was zeroed and the driver writes fewer than `len` bytes).
+    Ok(unsafe { CStr::from_ptr(out.as_ptr()) }.to_string_lossy().into_owned())
+}
+
+/// Set the TF32 switches of CUDA fp32 work (process-wide, as PyTorch's flags) and return what libtorch reads
+/// back: `(matmul, cudnn)`.
+pub fn set_tf32(matmul: bool, cudnn: bool) -> Result<(bool, bool), ShimError> {
+    let (mut m, mut c) = (0, 0);
+    // SAFETY: out-pointers are valid locals.
+    call(|e, n| unsafe { tb_set_tf32(c_int::from(matmul), c_int::from(cudnn), &mut m, &mut c, e, n) })?;
+    Ok((m != 0, c != 0))
+}
+
+/// A pinned copy of a CPU tensor (libtorch's `pin_memory()` without the deprecated device argument).
+pub fn pin_memory(t: &Tensor) -> Result<Tensor, ShimError> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `t` is a live tensor handle; the shim writes a new handle to `out` on success.
+    call(|e, n| unsafe { tb_pin_memory(t.as_ptr(), &mut out, e, n) })?;
+    if out.is_null() {
+        return Err(ShimError("pin_memory returned no tensor".into()));
+    }
+    // SAFETY: `out` is a fresh `at::Tensor*` allocated by the shim, owned from here on by the tch Tensor.
+    Ok(unsafe { Tensor::from_ptr(out) })
+}
+
 /// An active autocast region; leaving it (drop) restores the previous autocast state of the device type.
 #[derive(Debug)]
 pub struct AutocastGuard {
@@ -195,5 +256,53 @@ impl Drop for AutocastGuard {
         // Restoring thread-local flags cannot fail in practice; a failure leaves autocast as it was.
         // SAFETY: plain call with values the shim produced on entry.
         let _ = call(|e, n| unsafe { tb_autocast_exit(self.cuda, self.prev_enabled, self.prev_dtype, e, n) });
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use tch::{Device, Kind};
+
+    use super::*;
+
+    #[test]
+    fn the_tf32_switches_are_set_and_read_back() {
+        // libtorch keeps them in its global context, which exists without a GPU. The other tests of this binary
+        // never read them.
+        assert_eq!(set_tf32(true, false).unwrap(), (true, false));
+        assert_eq!(set_tf32(false, false).unwrap(), (false, false));
+        assert_eq!(set_tf32(true, true).unwrap(), (true, true));
+        // PyTorch's defaults again.
+        assert_eq!(set_tf32(false, true).unwrap(), (false, true));
+    }
+
+    #[test]
+    fn the_driver_version_is_absent_or_dotted() {
+        match cuda_driver_version().unwrap() {
+            None => assert!(!tch::Cuda::is_available(), "a CUDA device but no driver version"),
+            Some(v) => assert!(v.split('.').all(|p| p.parse::<u32>().is_ok()) && v.contains('.'), "{v}"),
+        }
+        // Without a driver there is no PCI bus id either, and the query says why instead of crashing.
+        if !tch::Cuda::is_available() {
+            assert!(!cuda_pci_bus_id(0).unwrap_err().0.is_empty());
+        } else {
+            let bus = cuda_pci_bus_id(0).unwrap();
+            assert_eq!(bus.matches(':').count(), 2, "{bus}");
+        }
+    }
+
+    #[test]
+    fn pinning_gives_the_same_values_or_says_why_not() {
+        let t = Tensor::arange(6, (Kind::Float, Device::Cpu));
+        match pin_memory(&t) {
+            // With an accelerator: a pinned copy of the same values.
+            Ok(p) => {
+                assert!(p.is_pinned(Device::Cuda(0)));
+                assert_eq!(Vec::<f32>::try_from(&p).unwrap(), Vec::<f32>::try_from(&t).unwrap());
+            }
+            // Without one (this machine when no GPU): libtorch's reason, not a crash.
+            Err(e) => assert!(!tch::Cuda::is_available() && !e.0.is_empty(), "{e}"),
+        }
     }
 }

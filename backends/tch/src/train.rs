@@ -1,111 +1,32 @@
-//! The training loop of one run: data, forward (+ loss), backward and optimizer phases timed per iteration,
-//! mixed precision (autocast, fp16 loss scaling), the WGAN-GP two-optimizer step, and memory measurement.
+//! The training loop of one run: data, forward (+ loss), backward and optimizer phases timed per iteration
+//! ([`Clock`]: CUDA events on the stream, host clocks on the CPU), a free-running window on CUDA, mixed precision
+//! (autocast, fp16 loss scaling), the WGAN-GP two-optimizer step, and memory measurement.
 
 use std::time::Instant;
 
-use tch::{COptimizer, Device, Kind, TchError, Tensor};
+use tch::{Device, Kind, TchError, Tensor};
 use trainbench_workload::comm::{GradientExchange, StopWish};
 use trainbench_workload::data::{self, BatchSource, EvalSet};
 use trainbench_workload::graph::{Graph, Node};
 use trainbench_workload::target::{EvalTally, TargetTracker};
 use trainbench_workload::{
-    BackendError, Budget, MemoryMeasured, OptimizerSpec, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan,
+    BackendError, Budget, FreeRunning, MemoryMeasured, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan, Tf32,
 };
 
 use crate::check::WganRoles;
+use crate::clock::Clock;
+use crate::events::Phase;
 use crate::feed::{self, DeviceBatch};
-use crate::lower::{DataPool, EvalOpts, Lowered, host_available_bytes, host_bytes_needed, pool_size, tensor_bytes};
+use crate::lower::{DataPool, EvalOpts, Lowered, host_available_bytes, host_bytes_needed, pool_size};
+use crate::optim::{GradScaler, Optim};
 use crate::shim::{self, AutocastDtype, AutocastGuard};
 
-/// An optimizer over a set of parameters (libtorch's C++ `torch::optim`, PyTorch's semantics).
-struct Optim {
-    opt: COptimizer,
-    params: Vec<Tensor>,
-}
-
-impl Optim {
-    fn new(spec: &OptimizerSpec, params: Vec<Tensor>) -> Result<Self, TchError> {
-        let mut opt = match *spec {
-            OptimizerSpec::Sgd { lr, momentum, weight_decay, nesterov } => {
-                COptimizer::sgd(lr, momentum, 0.0, weight_decay, nesterov)?
-            }
-            OptimizerSpec::Adam { lr, beta1, beta2, eps, weight_decay } => {
-                COptimizer::adam(lr, beta1, beta2, weight_decay, eps, false)?
-            }
-            OptimizerSpec::Adamw { lr, beta1, beta2, eps, weight_decay } => {
-                COptimizer::adamw(lr, beta1, beta2, weight_decay, eps, false)?
-            }
-        };
-        for p in &params {
-            opt.add_parameters(p, 0)?;
-        }
-        Ok(Self { opt, params })
-    }
-
-    fn param_bytes(&self) -> u64 {
-        self.params.iter().map(tensor_bytes).sum()
-    }
-
-    fn grad_bytes(&self) -> u64 {
-        self.params.iter().map(|p| p.grad()).filter(|g| g.defined()).map(|g| tensor_bytes(&g)).sum()
-    }
-
-    /// Step (skipped when the scaler found non-finite gradients), then drop the gradients (set to none).
-    fn step(&mut self, scaler: Option<&mut GradScaler>) -> Result<(), TchError> {
-        match scaler {
-            None => self.opt.step()?,
-            Some(s) => {
-                let found_inf = s.unscale(&self.params)?;
-                if found_inf.f_double_value(&[0])? == 0.0 {
-                    self.opt.step()?;
-                }
-                s.update(&found_inf)?;
-            }
-        }
-        self.opt.zero_grad()
-    }
-}
-
-/// Dynamic loss scaling as `torch.amp.GradScaler` (initial scale 2^16, growth 2 every 2000 finite steps,
-/// backoff 0.5 on overflow).
-struct GradScaler {
-    scale: Tensor,
-    growth_tracker: Tensor,
-}
-
-impl GradScaler {
-    fn new(device: Device) -> Result<Self, TchError> {
-        Ok(Self {
-            scale: Tensor::f_full([1], 65536.0, (Kind::Float, device))?,
-            growth_tracker: Tensor::f_zeros([1], (Kind::Int, device))?,
-        })
-    }
-    fn scale(&self, loss: &Tensor) -> Result<Tensor, TchError> {
-        loss.f_mul(&self.scale)
-    }
-    fn unscale(&self, params: &[Tensor]) -> Result<Tensor, TchError> {
-        let mut found_inf = self.scale.f_zeros_like()?;
-        let inv = self.scale.f_reciprocal()?;
-        for p in params {
-            let mut g = p.grad();
-            if g.defined() {
-                g.f_internal_amp_non_finite_check_and_unscale(&mut found_inf, &inv)?;
-            }
-        }
-        Ok(found_inf)
-    }
-    fn update(&mut self, found_inf: &Tensor) -> Result<(), TchError> {
-        let _updated = self.scale.f_internal_amp_update_scale_(&self.growth_tracker, found_inf, 2.0, 0.5, 2000)?;
-        Ok(())
-    }
-}
+/// Most steps of the free-running window (it runs as many as the measured steps, up to this).
+pub const FREE_RUNNING_MAX_STEPS: u64 = 50;
 
 fn map(e: TchError, batch: usize) -> BackendError {
     crate::map_error(e, batch)
 }
-
-/// A phase timer: synchronises the device when phases are timed, then returns the seconds since the last lap.
-type PhaseSync<'f> = &'f dyn Fn(&mut Instant) -> f64;
 
 /// How the graph is trained: each kind of step owns exactly the optimizers it needs, so a step can never meet
 /// the other kind's state.
@@ -130,6 +51,11 @@ struct Common<'a> {
     autocast: Option<AutocastDtype>,
     /// Gradient bytes, measured once after the first backward pass.
     grad_bytes: u64,
+    /// CUDA: the largest growth of the allocator's allocated bytes over a forward pass since the last reset
+    /// (what the forward pass leaves for backward: saved activations and the loss).
+    activations: Option<u64>,
+    /// The TF32 switches libtorch reported after they were set (CUDA only).
+    tf32: Option<Tf32>,
     /// The data-parallel exchange after backward (`None`: a single worker).
     exchange: Option<&'a mut dyn GradientExchange>,
     /// This worker wants the run to end after the current step (asked of the exchange).
@@ -153,15 +79,26 @@ fn sync(device: Device) {
     }
 }
 
-/// Seconds since `t`, then reset `t` to now.
-fn lap(t: &mut Instant) -> f64 {
-    let now = Instant::now();
-    let s = now.duration_since(*t).as_secs_f64();
-    *t = now;
-    s
-}
-
 impl Common<'_> {
+    /// CUDA: the caching allocator's allocated bytes now (host-side bookkeeping: no synchronisation).
+    fn allocated(&self) -> Result<Option<u64>, TchError> {
+        match self.device {
+            Device::Cuda(d) => shim::cuda_memory_stats(d)
+                .map(|s| Some(s.allocated))
+                .map_err(|e| TchError::Torch(format!("allocator statistics: {e}"))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Note what a forward pass that started at `before` allocated bytes left allocated.
+    fn note_forward(&mut self, before: Option<u64>) -> Result<(), TchError> {
+        if let (Some(b), Some(a)) = (before, self.allocated()?) {
+            let grown = a.saturating_sub(b);
+            self.activations = Some(self.activations.map_or(grown, |m| m.max(grown)));
+        }
+        Ok(())
+    }
+
     fn autocast_guard(&self) -> Result<Option<AutocastGuard>, TchError> {
         self.autocast
             .map(|d| AutocastGuard::enter(self.device.is_cuda(), d))
@@ -195,9 +132,14 @@ impl<'a> Session<'a> {
         synthetic: bool,
     ) -> Result<Self, TchError> {
         tch::manual_seed(plan.seed as i64);
+        let numerics = plan.numerics;
+        let mut tf32 = None;
         if device.is_cuda() {
             tch::Cuda::manual_seed_all(plan.seed);
-            tch::Cuda::cudnn_set_benchmark(true);
+            tch::Cuda::cudnn_set_benchmark(numerics.cudnn_benchmark);
+            let (matmul, cudnn) = shim::set_tf32(numerics.tf32.matmul, numerics.tf32.cudnn)
+                .map_err(|e| TchError::Torch(format!("TF32 switches: {e}")))?;
+            tf32 = Some(Tf32 { matmul, cudnn });
         }
         // Weights and data are generated in host memory first: refuse, as out of memory, what cannot fit
         // instead of letting the allocator abort the process.
@@ -211,6 +153,10 @@ impl<'a> Session<'a> {
             }
         }
         let model = Lowered::new(graph, device, plan.seed)?;
+        if device.is_cuda() && tch::Cuda::cudnn_is_available() {
+            // One cuDNN buffer per recurrent layer, as `flatten_parameters()`: no copy of the weights per call.
+            model.flatten_rnns(graph)?;
+        }
         // A data-parallel worker trains on its slice of the global batch every worker generates alike.
         let slice = exchange.as_ref().map_or((0, 1), |x| (x.worker(), x.workers()));
         let pool = if synthetic {
@@ -222,22 +168,25 @@ impl<'a> Session<'a> {
             None
         };
         let mode = match wgan {
-            None => Mode::Plain(PlainStep { opt: Optim::new(&plan.optimizer, model.parameters(graph, |_| true))? }),
+            None => {
+                Mode::Plain(PlainStep { opt: Optim::new(&plan.optimizer, model.parameters(graph, |_| true), device)? })
+            }
             Some(roles) => {
                 let is_critic = |n: &Node| n.part.as_deref() == Some(roles.critic_part.as_str());
-                let critic = Optim::new(&plan.optimizer, model.parameters(graph, is_critic))?;
-                let generator = Optim::new(&plan.optimizer, model.parameters(graph, |n| !is_critic(n)))?;
+                let critic = Optim::new(&plan.optimizer, model.parameters(graph, is_critic), device)?;
+                let generator = Optim::new(&plan.optimizer, model.parameters(graph, |n| !is_critic(n)), device)?;
                 Mode::Wgan(WganStep { roles, critic, generator })
             }
         };
-        let scaler = if plan.precision == Precision::Fp16 { Some(GradScaler::new(device)?) } else { None };
+        let scaler =
+            if plan.precision == Precision::Fp16 { Some(GradScaler::new(device, numerics.loss_scale)?) } else { None };
         let autocast = match plan.precision {
             Precision::Fp32 => None,
             Precision::Fp16 => Some(AutocastDtype::Half),
             Precision::Bf16 => Some(AutocastDtype::BFloat16),
         };
         if let (Some(x), Mode::Plain(step)) = (exchange.as_deref(), &mode) {
-            crate::dist::check_layout(x, &step.opt.params)?;
+            crate::dist::check_layout(x, step.opt.params())?;
         }
         let common = Common {
             graph,
@@ -248,6 +197,8 @@ impl<'a> Session<'a> {
             scaler,
             autocast,
             grad_bytes: 0,
+            activations: None,
+            tf32,
             exchange,
             stop_wish: StopWish::Continue,
             agreed_stop: false,
@@ -256,60 +207,81 @@ impl<'a> Session<'a> {
         Ok(Self { plan, common, mode })
     }
 
-    /// One training iteration on the next batch of `source` (or the synthetic pool); returns its phase times
-    /// and the (detached) loss.
+    /// One training iteration on the next batch of `source` (or the synthetic pool), timed by `clock`; returns
+    /// its phase times and the (detached) loss.
     fn step(
         &mut self,
         i: u64,
         source: &mut Option<&mut dyn BatchSource>,
+        clock: &mut Clock,
     ) -> Result<(PhaseTimes, Tensor), BackendError> {
         let batch = self.plan.batch_size;
-        let dev = self.common.device;
-        let sync_phases = self.plan.phase_timing || !dev.is_cuda();
-        let phase_sync = |t: &mut Instant| {
-            if sync_phases {
-                sync(dev);
-            }
-            lap(t)
-        };
         let start = Instant::now();
         let mut p = PhaseTimes::default();
         if let Some(source) = source.as_deref_mut() {
             let (host, stall) = data::fetch(source)?;
             p.stall_s = stall;
-            let mut t = Instant::now();
+            clock.start().map_err(|e| map(e, batch))?;
             let samples = feed::check_batch(self.common.graph, &host, Some(batch))?;
+            let dev = self.common.device;
             let on_device = feed::to_device(self.common.graph, &host, samples, dev).map_err(|e| map(e, batch))?;
             drop(host);
             self.common.current = Some(on_device);
-            p.copy_s = phase_sync(&mut t);
+            clock.lap(Phase::Copy).map_err(|e| map(e, batch))?;
+        } else {
+            clock.start().map_err(|e| map(e, batch))?;
         }
-        let mut t = Instant::now();
-        let run = |s: &mut Self, p: &mut PhaseTimes, t: &mut Instant| -> Result<Tensor, TchError> {
+        let run = |s: &mut Self, clock: &mut Clock| -> Result<Tensor, TchError> {
             let env = s.common.fresh_env(i)?;
             if s.common.current.is_none() {
-                p.copy_s = phase_sync(t);
+                clock.lap(Phase::Copy)?;
             }
             match &mut s.mode {
-                Mode::Plain(step) => step.run(&mut s.common, env, p, t, &phase_sync),
-                Mode::Wgan(step) => step.run(&mut s.common, env, i, p, t, &phase_sync),
+                Mode::Plain(step) => step.run(&mut s.common, env, clock),
+                Mode::Wgan(step) => step.run(&mut s.common, env, i, clock),
             }
         };
-        let loss = run(self, &mut p, &mut t).map_err(|e| map(e, batch))?;
+        let loss = run(self, clock).map_err(|e| map(e, batch))?;
         self.common.current = None;
-        sync(dev);
-        p.data_s = p.stall_s + p.copy_s;
+        let phases = clock.finish().map_err(|e| map(e, batch))?;
         p.total_s = start.elapsed().as_secs_f64();
-        if !sync_phases {
-            // Without synchronisation between phases only the iteration total is a true device time.
-            p.data_s = 0.0;
-            p.stall_s = 0.0;
-            p.copy_s = 0.0;
-            p.forward_s = 0.0;
-            p.backward_s = 0.0;
-            p.optimizer_s = 0.0;
+        match phases {
+            Some(t) => {
+                p.copy_s = t[Phase::Copy as usize];
+                p.forward_s = t[Phase::Forward as usize];
+                p.backward_s = t[Phase::Backward as usize];
+                p.comm_s = t[Phase::Comm as usize];
+                p.optimizer_s = t[Phase::Optimizer as usize];
+                p.data_s = p.stall_s + p.copy_s;
+            }
+            // Without phase timing only the iteration total is a true device time.
+            None => p.stall_s = 0.0,
         }
         Ok((p, loss))
+    }
+
+    /// The free-running window: up to `steps` more steps queued with no synchronisation and no loss read, then
+    /// one synchronisation; `None` when a stop or the run's timeout cut it short.
+    fn free_running(
+        &mut self,
+        steps: u64,
+        index: &mut u64,
+        source: &mut Option<&mut dyn BatchSource>,
+        probe: &mut dyn Probe,
+        timed_out: &dyn Fn() -> bool,
+    ) -> Result<Option<FreeRunning>, BackendError> {
+        let mut clock = Clock::free_running();
+        let start = Instant::now();
+        for _ in 0..steps {
+            if probe.should_stop() || timed_out() {
+                sync(self.common.device);
+                return Ok(None);
+            }
+            let (_, _loss) = self.step(*index, source, &mut clock)?;
+            *index += 1;
+        }
+        sync(self.common.device);
+        Ok(Some(FreeRunning { steps, seconds: start.elapsed().as_secs_f64() }))
     }
 
     /// Evaluate every batch of the evaluation split, forward only.
@@ -337,6 +309,16 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// Bytes of optimizer state: allocated, where the optimizers expose it (the fused ones on CUDA), else as
+    /// the optimizer's rule says (buffers per trained element).
+    fn state_bytes(&self) -> u64 {
+        let exposed = match &self.mode {
+            Mode::Plain(s) => s.opt.state_bytes(),
+            Mode::Wgan(s) => s.critic.state_bytes().zip(s.generator.state_bytes()).map(|(a, b)| a + b),
+        };
+        exposed.unwrap_or_else(|| self.plan.optimizer.state_buffers() * self.trained_bytes())
+    }
+
     /// Run warm-up and measured iterations as the plan says (with a target: until it is reached or its budget
     /// ends, evaluating `eval` as it says), on the batches of `source` (synthetic without one), reporting each
     /// step to `probe`.
@@ -349,7 +331,8 @@ impl<'a> Session<'a> {
         let batch = self.plan.batch_size;
         let started = Instant::now();
         let timed_out = |plan: &RunPlan| plan.timeout_s.is_some_and(|s| started.elapsed().as_secs_f64() >= s);
-        let mut out = RawMeasurements::default();
+        let mut out = RawMeasurements { tf32: self.common.tf32, ..RawMeasurements::default() };
+        let mut clock = Clock::for_run(self.common.device, self.plan.phase_timing);
         let mut index = 0u64;
         // Data-parallel workers stop together: a wish to stop is agreed in the step's exchange, and the run
         // ends after the step every worker took.
@@ -376,7 +359,7 @@ impl<'a> Session<'a> {
                 return Ok(out);
             }
             self.common.stop_wish = if stop { StopWish::Interrupted } else { StopWish::Continue };
-            let (p, _) = self.step(index, &mut source)?;
+            let (p, _) = self.step(index, &mut source, &mut clock)?;
             if let Some(t) = tracker.as_mut() {
                 t.trained(p.total_s);
             }
@@ -394,6 +377,7 @@ impl<'a> Session<'a> {
         };
         if let Some(d) = cuda_index {
             shim::cuda_reset_peak(d).map_err(|e| BackendError::Framework(e.0))?;
+            self.common.activations = None;
         }
         let measure_start = Instant::now();
         let mut measured = 0u64;
@@ -421,7 +405,7 @@ impl<'a> Session<'a> {
                 (false, true) => StopWish::Finished,
                 (false, false) => StopWish::Continue,
             };
-            let (p, loss) = self.step(index, &mut source)?;
+            let (p, loss) = self.step(index, &mut source, &mut clock)?;
             out.losses.push(loss.f_double_value(&[]).map_err(|e| map(e, batch))?);
             probe.step(index, true, &p);
             out.steps.push(p);
@@ -450,8 +434,7 @@ impl<'a> Session<'a> {
             out.target = Some(t.outcome());
         }
         let weights = self.common.model.weight_bytes();
-        let trained = self.trained_bytes();
-        let state = self.plan.optimizer.state_buffers() * trained;
+        let state = self.state_bytes();
         let (peak, reserved) = match cuda_index {
             Some(d) => {
                 let s = shim::cuda_memory_stats(d).map_err(|e| BackendError::Framework(e.0))?;
@@ -460,7 +443,7 @@ impl<'a> Session<'a> {
             None => (None, None),
         };
         if let (true, Mode::Plain(step)) = (distributed, &self.mode) {
-            out.weights_digest = Some(crate::dist::digest(&step.opt.params).map_err(|e| map(e, self.plan.batch_size))?);
+            out.weights_digest = Some(crate::dist::digest(step.opt.params()).map_err(|e| map(e, batch))?);
         }
         out.memory = MemoryMeasured {
             weights,
@@ -468,7 +451,17 @@ impl<'a> Session<'a> {
             optimizer_state: state,
             peak_allocated: peak,
             reserved,
+            activations: self.common.activations,
         };
+        // CUDA queues kernels ahead of the device: after the measured steps (each ending in one synchronisation),
+        // as many more run free (up to FREE_RUNNING_MAX_STEPS) with one synchronisation at the end. On the CPU
+        // every step is synchronous anyway; a target or several workers have their own stopping rules.
+        if cuda_index.is_some() && out.target.is_none() && !distributed && !out.interrupted && measured > 0 {
+            let steps = measured.min(FREE_RUNNING_MAX_STEPS);
+            let plan = self.plan;
+            let timed_out = || timed_out(plan);
+            out.free_running = self.free_running(steps, &mut index, &mut source, probe, &timed_out)?;
+        }
         Ok(out)
     }
 }
@@ -479,15 +472,9 @@ struct PlainStep {
 }
 
 impl PlainStep {
-    fn run(
-        &mut self,
-        c: &mut Common<'_>,
-        mut env: Vec<Option<Tensor>>,
-        p: &mut PhaseTimes,
-        t: &mut Instant,
-        phase_sync: PhaseSync<'_>,
-    ) -> Result<Tensor, TchError> {
+    fn run(&mut self, c: &mut Common<'_>, mut env: Vec<Option<Tensor>>, clock: &mut Clock) -> Result<Tensor, TchError> {
         let graph = c.graph;
+        let before = c.allocated()?;
         let loss = {
             let _ac = c.autocast_guard()?;
             c.model.eval(graph, &mut env, &graph.losses, &EvalOpts::plain())?;
@@ -508,29 +495,30 @@ impl PlainStep {
             total.ok_or_else(|| TchError::Kind("the graph has no loss".into()))?
         };
         drop(env);
-        p.forward_s += phase_sync(t);
+        c.note_forward(before)?;
+        clock.lap(Phase::Forward)?;
         match &c.scaler {
             Some(s) => s.scale(&loss)?.f_backward()?,
             None => loss.f_backward()?,
         }
-        p.backward_s += phase_sync(t);
+        clock.lap(Phase::Backward)?;
         if c.grad_bytes == 0 {
             c.grad_bytes = self.opt.grad_bytes();
         }
         if let Some(x) = c.exchange.as_deref_mut() {
-            let step = crate::dist::exchange(x, &self.opt.params, c.stop_wish)?;
+            let step = crate::dist::exchange(x, self.opt.params(), c.stop_wish)?;
             c.agreed_stop = step.stop;
             c.agreed_interrupted = step.interrupted;
-            p.comm_s += phase_sync(t);
+            clock.lap(Phase::Comm)?;
             if step.weights_updated {
                 // The parameter servers applied the optimizer: only the gradients are left to drop.
-                self.opt.opt.zero_grad()?;
-                p.optimizer_s += phase_sync(t);
+                self.opt.zero_grad()?;
+                clock.lap(Phase::Optimizer)?;
                 return loss.f_detach();
             }
         }
         self.opt.step(c.scaler.as_mut())?;
-        p.optimizer_s += phase_sync(t);
+        clock.lap(Phase::Optimizer)?;
         loss.f_detach()
     }
 }
@@ -557,14 +545,13 @@ impl WganStep {
         c: &mut Common<'_>,
         mut env: Vec<Option<Tensor>>,
         i: u64,
-        p: &mut PhaseTimes,
-        t: &mut Instant,
-        phase_sync: PhaseSync<'_>,
+        clock: &mut Clock,
     ) -> Result<Tensor, TchError> {
         let graph = c.graph;
         let roles = &self.roles;
         let critic_part = roles.critic_part.clone();
         let is_gen = move |n: &Node| n.part.as_ref().is_some_and(|q| *q != critic_part);
+        let before = c.allocated()?;
         let loss_d = {
             let _ac = c.autocast_guard()?;
             let opts = EvalOpts { frozen: &is_gen, critic_update: true };
@@ -572,22 +559,23 @@ impl WganStep {
             env[roles.loss].take().ok_or_else(|| TchError::Kind("internal: critic loss not computed".into()))?
         };
         drop(env);
-        p.forward_s += phase_sync(t);
+        c.note_forward(before)?;
+        clock.lap(Phase::Forward)?;
         loss_d.f_backward()?;
-        p.backward_s += phase_sync(t);
+        clock.lap(Phase::Backward)?;
         let critic_grads = self.critic.grad_bytes();
         self.critic.step(None)?;
         self.set_critic_trainable(false);
-        p.optimizer_s += phase_sync(t);
+        clock.lap(Phase::Optimizer)?;
         // Generator step, with the critic's parameters frozen; they are unfrozen whatever happens.
-        let result = self.generator_step(c, i, critic_grads, p, t, phase_sync);
+        let result = self.generator_step(c, i, critic_grads, clock);
         self.set_critic_trainable(true);
         result?;
         loss_d.f_detach()
     }
 
     fn set_critic_trainable(&self, on: bool) {
-        for q in &self.critic.params {
+        for q in self.critic.params() {
             let _ = q.set_requires_grad(on);
         }
     }
@@ -597,13 +585,12 @@ impl WganStep {
         c: &mut Common<'_>,
         i: u64,
         critic_grads: u64,
-        p: &mut PhaseTimes,
-        t: &mut Instant,
-        phase_sync: PhaseSync<'_>,
+        clock: &mut Clock,
     ) -> Result<(), TchError> {
         let graph = c.graph;
         let scores = self.roles.scores;
         let mut env = c.fresh_env(i)?;
+        let before = c.allocated()?;
         let loss_g = {
             let _ac = c.autocast_guard()?;
             c.model.eval(graph, &mut env, &[scores], &EvalOpts::plain())?;
@@ -612,14 +599,15 @@ impl WganStep {
             s.f_to_kind(Kind::Float)?.f_reshape([b, 3])?.f_select(1, 1)?.f_mean(None::<Kind>)?.f_neg()?
         };
         drop(env);
-        p.forward_s += phase_sync(t);
+        c.note_forward(before)?;
+        clock.lap(Phase::Forward)?;
         loss_g.f_backward()?;
-        p.backward_s += phase_sync(t);
+        clock.lap(Phase::Backward)?;
         if c.grad_bytes == 0 {
             c.grad_bytes = critic_grads + self.generator.grad_bytes();
         }
         self.generator.step(None)?;
-        p.optimizer_s += phase_sync(t);
+        clock.lap(Phase::Optimizer)?;
         Ok(())
     }
 }

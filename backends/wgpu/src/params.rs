@@ -69,6 +69,7 @@ impl Store {
             optimizer_state: trained * 4 * optimizer.state_buffers(),
             peak_allocated: None,
             reserved: None,
+            activations: None,
         }
     }
 

@@ -198,6 +198,10 @@ pub struct RunPlan {
     /// for `budget` as usual.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetPlan>,
+    /// TF32 switches, cuDNN autotuning and fp16's initial loss scale (left out of the JSON when they are the
+    /// defaults: PyTorch's).
+    #[serde(default, skip_serializing_if = "crate::Numerics::is_default")]
+    pub numerics: crate::Numerics,
 }
 
 #[cfg(test)]
@@ -255,6 +259,7 @@ impl RunPlan {
             timeout_s: None,
             cpu_threads: None,
             target: None,
+            numerics: crate::Numerics::default(),
         }
     }
 }
@@ -297,6 +302,21 @@ pub struct MemoryMeasured {
     pub peak_allocated: Option<u64>,
     /// Bytes reserved by the framework allocator (allocated + cached).
     pub reserved: Option<u64>,
+    /// Bytes the forward pass left allocated for backward (saved activations, the loss), measured as the
+    /// allocator's allocated bytes after the forward pass minus before it (largest over measured steps);
+    /// `None` where the allocator keeps no statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activations: Option<u64>,
+}
+
+/// A free-running window: steps run back to back with no synchronisation and no per-step reading of results,
+/// then one synchronisation, as a training loop that never looks at its loss runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FreeRunning {
+    /// Steps in the window.
+    pub steps: u64,
+    /// Wall-clock seconds from the window's first step to the synchronisation after its last.
+    pub seconds: f64,
 }
 
 /// A device a backend can run on.
@@ -341,6 +361,14 @@ pub struct RawMeasurements {
     /// reached; `None` without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetOutcome>,
+    /// A free-running window after the measured steps (CUDA: kernels queue ahead of the device); `None` where
+    /// every step is synchronous anyway (the CPU) or the run had none (a target, several workers, a stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_running: Option<FreeRunning>,
+    /// The TF32 switches the run used, as read back from the framework; `None` where TF32 does not exist (the
+    /// CPU, wgpu).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf32: Option<crate::Tf32>,
 }
 
 /// A digest of weights (FNV-1a over the bits of every value, in order), as 16 hex digits: equal weights give

@@ -24,13 +24,14 @@ pub mod lowering;
 pub mod mock;
 mod mock_prior;
 pub mod model;
+pub mod numerics;
 pub mod params;
 pub mod target;
 pub mod zoo;
 
 pub use backend::{
-    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, NoProbe, OptimizerSpec, PhaseTimes, Precision, Probe,
-    RawMeasurements, RunContext, RunPlan,
+    Backend, BackendError, Budget, DeviceInfo, FreeRunning, MemoryMeasured, NoProbe, OptimizerSpec, PhaseTimes,
+    Precision, Probe, RawMeasurements, RunContext, RunPlan,
 };
 pub use builder::{ConvCfg, GraphBuilder, ShapeError};
 pub use capability::{BackendKind, Capabilities};
@@ -38,3 +39,4 @@ pub use cpu::{CpuFeatures, CpuIsa};
 pub use device::{DeviceFamily, DeviceSelector, WgpuAdapter};
 pub use graph::{Graph, Node, NodeId, Op, Shape};
 pub use model::ModelSpec;
+pub use numerics::{Numerics, Tf32};

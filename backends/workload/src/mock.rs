@@ -290,6 +290,7 @@ impl Backend for MockBackend {
             optimizer_state: est.optimizer_state,
             peak_allocated: Some(est.total),
             reserved: Some(est.total.div_ceil(2 << 20) * (2 << 20)),
+            activations: Some(est.activations),
         };
         Ok(raw)
     }

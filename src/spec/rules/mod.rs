@@ -182,6 +182,9 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
     if let (Some(placement), Some(training), Some(sweep)) = (placement, &spec.training, &spec.sweep) {
         topology::check_precisions(&mut out, placement, training, sweep);
     }
+    if let (Some(placement), Some(training)) = (placement, &spec.training) {
+        topology::check_tf32(&mut out, placement, training);
+    }
     if let Some(training) = &spec.training {
         check_training(&mut out, training, spec.run.as_ref());
         target::check_target(&mut out, training, spec.dataset.as_ref());

@@ -270,6 +270,24 @@ pub(super) fn check_precisions(
     }
 }
 
+/// `training.tf32` switches CUDA's tensor cores: refused, when written, for a run on any other device (which
+/// would accept it and ignore it).
+pub(super) fn check_tf32(out: &mut Vec<Finding>, placement: Placement, training: &TrainingSpec) {
+    let (Some(tf32), device) = (training.tf32, placement.device) else { return };
+    if device.family() == DeviceFamily::Cuda {
+        return;
+    }
+    out.push(
+        Finding::new(
+            FieldPath::keys(&["training", "tf32"]),
+            format!("`training.tf32` ({}) applies to CUDA devices only; this spec runs on `{device}`", tf32.label()),
+        )
+        .or_at(FieldPath::keys(&["topology", "device"]))
+        .expected("no `training.tf32`, or a `cuda` device")
+        .hint("remove `[training.tf32]`, or run on `cuda` / `cuda:N` (fp32 is IEEE fp32 on the CPU and on wgpu)"),
+    );
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

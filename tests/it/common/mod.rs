@@ -61,6 +61,8 @@ pub struct Synth {
     pub gpu_percent: Option<f64>,
     /// A data-parallel run (a `distributed` section, the topology in the ids); `None`: one worker.
     pub dp: Option<SynthDp>,
+    /// The plan's numerical settings (TF32 switches, cuDNN autotuning, initial loss scale).
+    pub numerics: trainbench_workload::Numerics,
 }
 
 /// The data parallelism of a synthetic run.
@@ -91,6 +93,7 @@ impl Synth {
             oom: false,
             gpu_percent: None,
             dp: None,
+            numerics: trainbench_workload::Numerics::default(),
         }
     }
 
@@ -172,6 +175,7 @@ impl Synth {
             optimizer: OptimizerSpec::default(),
             world_size: self.dp.map_or(1, |d| d.world),
             strategy: self.dp.map_or(DataParallel::Single, |d| d.strategy),
+            numerics: self.numerics,
             ..RunPlan::for_tests(&self.run_id(), self.iterations as u64)
         };
         let distributed = self.dp.map(|d| {
@@ -225,6 +229,7 @@ impl Synth {
                     items_per_s: sps,
                     item_unit: "samples".into(),
                     items_per_sample: 1,
+                    free_running: None,
                 },
                 step_time: StepTimeStats {
                     n: s.n,
@@ -270,6 +275,7 @@ impl Synth {
                         process_memory_max_bytes: Some(1 << 30),
                         sm_clock_mean_mhz: 1755.0,
                         temperature_max_c: 61.0,
+                        scope: None,
                     }),
                     None => Sampled::unavailable("CPU run"),
                 },
@@ -279,6 +285,7 @@ impl Synth {
                     peak_flop_per_s: Some(2.6e11),
                     peak_source: Some("measured: fp32 GEMM".into()),
                     fraction: Some(flops as f64 * sps / 2.6e11),
+                    tf32: None,
                 },
                 cpu: Sampled::Available(CpuUtilization {
                     cores: 2,
@@ -297,8 +304,12 @@ impl Synth {
                         activations_and_workspace_bytes: Some(peak - params * 12),
                         peak_allocated_bytes: Some(peak),
                         reserved_bytes: Some(peak + (1 << 20)),
+                        activations_bytes: None,
+                        workspace_bytes: None,
+                        breakdown_to_peak: None,
                     },
                     estimate: Some(estimate.clone()),
+                    estimate_error: None,
                 },
                 loss: Some(LossSummary { first: Some(2.3), last: Some(2.1), all_finite: true }),
                 time_to_target: None,

@@ -1,0 +1,109 @@
+"""The figures of scripts/gpu_check.sh, one line per run, from the result JSONs under OUT/runs: throughput per
+step and free-running, device-time phases, the TF32 switches and the peak FLOP utilisation is measured against,
+the memory breakdown against the allocator peak and the analysis's estimate, the NVML figures and which GPU they
+were sampled on, and the outcome. Every result is also appended to OUT/results.jsonl; PyTorch eager's lines in
+OUT/parity.txt are set against trainbench's run of the same batch and precision.
+
+Usage: gpu_check_summary.py OUT
+"""
+
+import glob
+import json
+import os
+import sys
+
+
+def mib(b):
+    return "-" if b is None else f"{b / 2**20:.0f} MiB"
+
+
+def pct(x):
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def run_line(step, r):
+    plan, m = r["plan"], r.get("metrics") or {}
+    outcome = r.get("outcome")
+    outcome = outcome if isinstance(outcome, str) else json.dumps(outcome)[:300]
+    line = f"[{step}] {plan['id']} on {plan.get('device')}: {outcome}"
+    if not m:
+        return line
+    tp, st, ph, fl = m.get("throughput", {}), m.get("step_time", {}), m.get("phases", {}), m.get("flops", {})
+    line += (f"\n    per step {tp.get('samples_per_s', 0):.1f} samples/s, median {1e3 * st.get('median_s', 0):.2f} ms"
+             f" (p95 {1e3 * st.get('p95_s', 0):.2f})")
+    fr = tp.get("free_running")
+    if fr:
+        line += f"; free-running {fr['samples_per_s']:.1f} samples/s over {fr['steps']} steps (x{fr['ratio_to_per_step']:.3f})"
+    shares = " ".join(f"{k} {1e3 * (ph.get(k) or {}).get('mean_s', 0):.2f}" for k in
+                      ("data_copy", "forward", "backward", "comm", "optimizer", "other"))
+    line += f"\n    phases (ms, synchronised={ph.get('synchronised')}): {shares}"
+    line += (f"\n    FLOP utilisation {pct(fl.get('fraction'))} of {fl.get('peak_flop_per_s')} ({fl.get('peak_source')}); "
+             f"tf32 {fl.get('tf32')}")
+    mem = m.get("memory", {})
+    me, est = mem.get("measured", {}), mem.get("estimate") or {}
+    line += (f"\n    memory: weights {mib(me.get('weights_bytes'))}, gradients {mib(me.get('gradients_bytes'))}, "
+             f"state {mib(me.get('optimizer_state_bytes'))}, activations {mib(me.get('activations_bytes'))}, "
+             f"workspace {mib(me.get('workspace_bytes'))}; peak {mib(me.get('peak_allocated_bytes'))} "
+             f"(parts/peak {me.get('breakdown_to_peak')}), reserved {mib(me.get('reserved_bytes'))}; "
+             f"estimate {mib(est.get('total_bytes'))} (activations {mib(est.get('activations_bytes'))}), "
+             f"error {pct(mem.get('estimate_error'))}")
+    gpu, power = m.get("gpu", {}), m.get("power", {})
+    details = ((r.get("environment") or {}).get("device") or {}).get("details", {})
+    if "utilization_mean_percent" in gpu:
+        line += (f"\n    NVML device {gpu.get('device_index')} (CUDA pci {details.get('pci_bus_id')}): "
+                 f"util {gpu['utilization_mean_percent']:.0f}%, memory used max {mib(gpu.get('memory_used_max_bytes'))}, "
+                 f"process {mib(gpu.get('process_memory_max_bytes'))}, SM {gpu.get('sm_clock_mean_mhz', 0):.0f} MHz")
+        if gpu.get("scope"):
+            line += f" [{gpu['scope']}]"
+    else:
+        line += f"\n    NVML: {json.dumps(gpu)[:200]}"
+    if "mean_power_w" in power:
+        line += (f"; power {power['mean_power_w']:.0f} W ({power['method']}), "
+                 f"{power['energy_per_sample_j']:.3f} J/sample")
+    inv = (r.get("environment") or {}).get("gpus", {})
+    if isinstance(inv, dict) and inv.get("devices"):
+        line += "\n    NVML inventory: " + ", ".join(
+            f"{d['index']}={d.get('pci_bus_id')} {d['name']}" for d in inv["devices"])
+        line += f"; driver {inv.get('driver_version')} (CUDA {inv.get('cuda_driver_version')})"
+    return line
+
+
+def main():
+    out = sys.argv[1]
+    ours = {}
+    with open(os.path.join(out, "results.jsonl"), "a") as jl:
+        for path in sorted(glob.glob(os.path.join(out, "runs", "*", "*", "*.json"))):
+            try:
+                r = json.load(open(path))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(r, dict) or "plan" not in r:
+                continue
+            step = os.path.basename(os.path.dirname(os.path.dirname(path)))
+            jl.write(json.dumps(r) + "\n")
+            print(run_line(step, r))
+            if step == "resnet" and r.get("metrics"):
+                ours[(r["plan"]["batch_size"], r["plan"]["precision"])] = r["metrics"]
+    parity = os.path.join(out, "parity.txt")
+    if not os.path.exists(parity):
+        return
+    for line in open(parity):
+        f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+        key = (int(f["batch"]), f["precision"])
+        m = ours.get(key)
+        if m is None:
+            print(f"parity {key}: no trainbench result of the resnet step to set against PyTorch's")
+            continue
+        tb_med, py_med = m["step_time"]["median_s"], float(f["median_s"])
+        fr = m["throughput"].get("free_running") or {}
+        tb_free, py_free = fr.get("samples_per_s"), float(f["free_samples_per_s"])
+        peak = m["memory"]["measured"].get("peak_allocated_bytes")
+        print(f"parity ResNet-50 b{key[0]} {key[1]} on {f['device']} (torch {f['torch']}): per-step median "
+              f"trainbench {1e3 * tb_med:.2f} ms vs PyTorch {1e3 * py_med:.2f} ms (throughput ratio "
+              f"{py_med / tb_med:.3f}); free-running {tb_free} vs {py_free:.1f} samples/s "
+              f"(ratio {(tb_free or 0) / py_free:.3f}); allocator peak {mib(peak)} vs PyTorch "
+              f"{mib(int(f['max_memory_allocated']))}")
+
+
+if __name__ == "__main__":
+    main()
