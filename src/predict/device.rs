@@ -1,11 +1,13 @@
 //! What the model knows about the device from a profile: the compute rate a kernel of a given size reaches
 //! (the datasheet peak, or the calibrated efficiency curve), the memory bandwidth a working set of a given size
 //! reaches (the datasheet's, or the calibrated curve from cache-sized to memory-sized vectors) and the
-//! per-operation overhead.
+//! per-operation overhead; with a calibration of the backend's training step, the fixed cost of a node in each
+//! phase, the optimizer's cost and the rate of unequal matrix products on a grid of sizes.
 
 use trainbench_workload::Precision;
 
 use super::PredictError;
+use super::stepcost::OptimizerCost;
 use crate::hardware::wire::{Calibration, HardwareFile, KernelPoint};
 
 /// Which efficiency curve a kernel follows.
@@ -38,6 +40,98 @@ pub struct DeviceModel {
     gemm: Vec<(f64, f64)>,
     conv: Vec<(f64, f64)>,
     conv_backward: Vec<(f64, f64)>,
+    /// Fixed per-node costs measured through the training step, when calibrated.
+    pub nodes: Option<NodeCosts>,
+    /// Optimizer costs by kind, when calibrated.
+    optimizers: Vec<(String, OptimizerCost)>,
+    /// Unequal products' rates on a grid, when calibrated at this precision.
+    grid: Option<GemmGrid>,
+}
+
+/// Fixed seconds of one node in the training step's forward and backward phases (`calibration.node`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeCosts {
+    /// One framework operation of a node (forward, backward).
+    pub op: (f64, f64),
+    /// A linear layer with bias (forward, backward), its tiny product included.
+    pub linear: (f64, f64),
+    /// The step's own (forward, backward), once per step.
+    pub step: (f64, f64),
+}
+
+impl NodeCosts {
+    fn of(c: &Calibration) -> Option<Self> {
+        let get = |class: &str| c.node.iter().find(|p| p.class == class).map(|p| (p.forward_s, p.backward_s));
+        Some(Self { op: get("elementwise")?, linear: get("linear")?, step: get("step").unwrap_or((0.0, 0.0)) })
+    }
+}
+
+/// Rates of `[m x k] x [k x n]` products on a full grid of m, k and n (each axis sorted): trilinear
+/// interpolation of the log rate in log sizes, clamped to the grid's ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GemmGrid {
+    axes: [Vec<f64>; 3],
+    /// Log rate (FLOP/s net of overhead) at `axes[0][i], axes[1][j], axes[2][l]`, index `(i * nk + j) * nn + l`.
+    log_rate: Vec<f64>,
+}
+
+impl GemmGrid {
+    /// The grid of `points` at `precision`, when they cover every combination of their sizes.
+    fn new(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<Self> {
+        let pts: Vec<_> = c.gemm_shapes.iter().filter(|p| p.precision == precision && p.seconds > 0.0).collect();
+        let axis = |f: fn(&crate::hardware::wire::GemmShapePoint) -> u64| {
+            let mut v: Vec<f64> = pts.iter().map(|p| f(p) as f64).collect();
+            v.sort_by(f64::total_cmp);
+            v.dedup();
+            v
+        };
+        let axes = [axis(|p| p.m), axis(|p| p.k), axis(|p| p.n)];
+        let (nk, nn) = (axes[1].len(), axes[2].len());
+        let mut log_rate = vec![f64::NAN; axes[0].len() * nk * nn];
+        for p in &pts {
+            let pos = |a: &Vec<f64>, x: u64| a.iter().position(|v| *v == x as f64);
+            let (i, j, l) = (pos(&axes[0], p.m)?, pos(&axes[1], p.k)?, pos(&axes[2], p.n)?);
+            let flops = 2.0 * (p.m * p.k * p.n) as f64;
+            log_rate[(i * nk + j) * nn + l] = (flops / net_of_overhead(p.seconds, overhead_s)).ln();
+        }
+        if log_rate.is_empty() || log_rate.iter().any(|r| !r.is_finite()) {
+            return None;
+        }
+        Some(Self { axes, log_rate })
+    }
+
+    /// Achieved FLOP/s of one `[m x k] x [k x n]` product.
+    pub fn rate(&self, m: f64, k: f64, n: f64) -> f64 {
+        // Per axis: the lower index and the weight of the upper one, in log size.
+        let locate = |a: &Vec<f64>, x: f64| -> (usize, f64) {
+            if a.len() < 2 || x <= a[0] {
+                return (0, 0.0);
+            }
+            let last = a.len() - 1;
+            if x >= a[last] {
+                return (last - 1, 1.0);
+            }
+            let i = a.partition_point(|v| *v <= x) - 1;
+            (i, (x.ln() - a[i].ln()) / (a[i + 1].ln() - a[i].ln()))
+        };
+        let q = [locate(&self.axes[0], m), locate(&self.axes[1], k), locate(&self.axes[2], n)];
+        let (nk, nn) = (self.axes[1].len(), self.axes[2].len());
+        let mut acc = 0.0;
+        for c in 0..8usize {
+            let mut w = 1.0;
+            let mut idx = [0usize; 3];
+            for (d, &(i, t)) in q.iter().enumerate() {
+                let upper = c >> d & 1 == 1;
+                let len = self.axes[d].len();
+                idx[d] = if upper { (i + 1).min(len - 1) } else { i };
+                w *= if upper { t } else { 1.0 - t };
+            }
+            if w > 0.0 {
+                acc += w * self.log_rate[(idx[0] * nk + idx[1]) * nn + idx[2]];
+            }
+        }
+        acc.exp()
+    }
 }
 
 impl DeviceModel {
@@ -66,19 +160,35 @@ impl DeviceModel {
             })
             .unwrap_or_default();
         bandwidth.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let per_element = |s: f64, n: f64| (s - overhead).max(0.0) / n;
+        let per_element = |s: f64, fixed: f64, n: f64| (s - fixed).max(0.0) / n;
+        let fixed = cal.and_then(NodeCosts::of).map_or((overhead, overhead), |n| n.op);
         let elementwise = cal
             .map(|c| {
                 c.elementwise
                     .iter()
                     .filter(|p| p.elements > 0.0)
                     .map(|p| {
-                        (p.op.clone(), per_element(p.forward_s, p.elements), per_element(p.backward_s, p.elements))
+                        (
+                            p.op.clone(),
+                            per_element(p.forward_s, fixed.0, p.elements),
+                            per_element(p.backward_s, fixed.1, p.elements),
+                        )
                     })
                     .collect()
             })
             .unwrap_or_default();
+        let optimizers = cal
+            .map(|c| {
+                super::stepcost::OPTIMIZERS
+                    .iter()
+                    .filter_map(|k| OptimizerCost::of(&c.optimizer, k).map(|o| ((*k).to_string(), o)))
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Self {
+            nodes: cal.and_then(NodeCosts::of),
+            optimizers,
+            grid: cal.and_then(|c| GemmGrid::new(c, precision, overhead)),
             peak_flop_s: peak * 1e12,
             memory_bytes_s: memory,
             bandwidth,
@@ -104,6 +214,27 @@ impl DeviceModel {
             KernelClass::ConvBackward => &self.conv_backward,
         };
         flops / interpolate(curve, flops).unwrap_or(self.peak_flop_s)
+    }
+
+    /// Seconds of one `[m x k] x [k x n]` product: at the calibrated grid's rate, else along the GEMM curve by
+    /// its FLOPs.
+    pub fn gemm_s(&self, m: f64, k: f64, n: f64) -> f64 {
+        let flops = 2.0 * m * k * n;
+        match &self.grid {
+            Some(g) if flops > 0.0 => flops / g.rate(m, k, n),
+            _ => self.compute_s(KernelClass::Gemm, flops),
+        }
+    }
+
+    /// Whether unequal products have a calibrated grid.
+    pub fn has_grid(&self) -> bool {
+        self.grid.is_some()
+    }
+
+    /// Seconds of one step of the optimizer `kind` (`stepcost::optimizer_kind`) over `tensors` tensors of
+    /// `parameters` parameters, when that kind was calibrated.
+    pub fn optimizer_s(&self, kind: &str, tensors: f64, parameters: f64) -> Option<f64> {
+        self.optimizers.iter().find(|(k, _)| k == kind).map(|(_, c)| c.seconds(tensors, parameters))
     }
 
     /// Seconds of the element-wise work of a node of `class` on `elements` elements, (forward, backward), when the

@@ -11,9 +11,7 @@
 //! per element times its elements, net of the per-operation overhead it adds on its own.
 
 use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, Op};
-use trainbench_workload::{
-    Backend, Budget, DeviceSelector, GraphBuilder, OptimizerSpec, Precision, RunContext, RunPlan,
-};
+use trainbench_workload::{Backend, DeviceSelector, GraphBuilder, OptimizerSpec, RunPlan};
 
 use crate::hardware::wire::ElementwisePoint;
 
@@ -24,10 +22,9 @@ pub const STACK: usize = 6;
 const BATCH: usize = 64;
 /// One sample: 16 positions of 64 features (a small Transformer's activations).
 const SAMPLE: [usize; 2] = [16, 64];
-/// Measured steps per micro-graph run (after [`WARMUP`]); each class is measured [`ROUNDS`] times and the median
+/// Measured steps per micro-graph run (after 3 warm-up steps); each class is measured [`ROUNDS`] times and the median
 /// kept.
 const STEPS: u64 = 12;
-const WARMUP: u64 = 3;
 const ROUNDS: usize = 3;
 
 /// The measured classes, by name.
@@ -91,42 +88,13 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
 }
 
 fn plan(device: DeviceSelector, cpu_threads: Option<u32>) -> RunPlan {
-    RunPlan {
-        id: "calibrate-elementwise".into(),
-        config: "calibrate-elementwise".into(),
-        batch_size: BATCH,
-        precision: Precision::Fp32,
-        device,
-        world_size: 1,
-        strategy: Default::default(),
-        warmup: WARMUP,
-        budget: Budget::Iterations(STEPS),
-        repeat: 0,
-        seed: 0,
-        optimizer: OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.0, weight_decay: 0.0, nesterov: false },
-        phase_timing: true,
-        timeout_s: None,
-        cpu_threads,
-        target: None,
-    }
+    let sgd = OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.0, weight_decay: 0.0, nesterov: false };
+    super::stepcost::plan(device, cpu_threads, BATCH, sgd, STEPS)
 }
 
-/// Mean (forward, backward) seconds of one step of `graph`; with `cpu_clock`, scaled by the process's CPU time
-/// over the wall time of the run.
+/// Mean (forward, backward) seconds of one step of `graph` (see `stepcost::phases`).
 fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_clock: bool) -> Result<(f64, f64), String> {
-    let mut probe = trainbench_workload::backend::NoProbe;
-    let wall0 = std::time::Instant::now();
-    let cpu0 = crate::metrics::cpu::process_cpu_seconds();
-    let raw = backend.run_in(plan, graph, &mut RunContext::new(&mut probe)).map_err(|e| e.to_string())?;
-    let wall = wall0.elapsed().as_secs_f64();
-    let scale = match (cpu_clock, cpu0, crate::metrics::cpu::process_cpu_seconds()) {
-        (true, Some(a), Some(b)) if wall > 0.0 && b > a => (b - a) / wall,
-        _ => 1.0,
-    };
-    let n = raw.steps.len().max(1) as f64;
-    let forward = raw.steps.iter().map(|s| s.forward_s).sum::<f64>() / n;
-    let backward = raw.steps.iter().map(|s| s.backward_s).sum::<f64>() / n;
-    Ok((forward * scale, backward * scale))
+    super::stepcost::phases(backend, plan, graph, cpu_clock).map(|p| (p.forward, p.backward))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use tch::{Device, Kind, TchError, Tensor};
-use trainbench_workload::calibrate::{CalibrationRequest, KernelTiming, Measurement, median};
+use trainbench_workload::calibrate::{CalibrationRequest, GemmShapeTiming, KernelTiming, Measurement, median};
 use trainbench_workload::{BackendError, Precision};
 
 fn sync(device: Device) {
@@ -98,6 +98,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
     let r = request.repeats;
     let clock = Clock { cpu: request.cpu_clock && device == Device::Cpu };
     let mut kernels = Vec::new();
+    let mut gemm_shapes = Vec::new();
     let mut skipped = Vec::new();
     for &p in &request.precisions {
         if p == Precision::Fp16 && device == Device::Cpu {
@@ -118,6 +119,15 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
                 flops,
                 seconds,
             });
+        }
+        // Unequal products at the first precision only (the grid is the larger part of the calibration).
+        if Some(&p) == request.precisions.first() {
+            for &[m, k, n] in &request.gemm_shapes {
+                let a = Tensor::f_randn([m as i64, k as i64], opts)?;
+                let b = Tensor::f_randn([k as i64, n as i64], opts)?;
+                let seconds = time(clock, device, r, || a.f_matmul(&b).map(drop))?;
+                gemm_shapes.push(GemmShapeTiming { precision: p, dims: [m, k, n], seconds });
+            }
         }
         for s in &request.conv_shapes {
             let x = Tensor::f_randn([s.n as i64, s.c as i64, s.hw as i64, s.hw as i64], opts)?;
@@ -175,7 +185,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
     let threads = tch::get_num_threads();
     let mut method = format!(
         "tch backend (libtorch {}), {threads} intra-op thread(s): median over {r} samples of repeated calls (each \
-         sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices, conv = conv2d stride 1 same \
+         sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices (and of [m x k] x [k x n] on a grid, first precision), conv = conv2d stride 1 same \
          padding without bias (backward: input and weight gradients through autograd), memory = add_out over 3 x {e} fp32 elements, overhead = an add of 4 elements with \
          autograd recording{}",
         crate::device::versions(device).get("libtorch").cloned().unwrap_or_default(),
@@ -193,6 +203,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
     Ok(Measurement {
         device: crate::device::info(device),
         kernels,
+        gemm_shapes,
         op_overhead_s: overhead_s,
         triad_bytes_per_s,
         host_to_device_bytes_per_s,

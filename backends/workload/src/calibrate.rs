@@ -38,6 +38,10 @@ pub struct CalibrationRequest {
     pub precisions: Vec<Precision>,
     /// Square matrix product sizes (m = n = k).
     pub gemm_sizes: Vec<usize>,
+    /// Products of unequal sides `[m x k] x [k x n]`, as `[m, k, n]`: a layer's batch rows against its weights
+    /// (skinny when the batch is small), timed at the first precision only.
+    #[serde(default)]
+    pub gemm_shapes: Vec<[usize; 3]>,
     /// Convolution shapes.
     pub conv_shapes: Vec<ConvShape>,
     /// Elements of each triad vector.
@@ -68,6 +72,17 @@ pub struct KernelTiming {
     pub seconds: f64,
 }
 
+/// One timed product `[m x k] x [k x n]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GemmShapeTiming {
+    /// Precision.
+    pub precision: Precision,
+    /// `[m, k, n]`.
+    pub dims: [usize; 3],
+    /// Median seconds per call.
+    pub seconds: f64,
+}
+
 /// What a backend measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
@@ -75,6 +90,9 @@ pub struct Measurement {
     pub device: DeviceInfo,
     /// Matrix products and convolutions (precisions the device cannot run are left out).
     pub kernels: Vec<KernelTiming>,
+    /// Products of unequal sides (the request's `gemm_shapes`).
+    #[serde(default)]
+    pub gemm_shapes: Vec<GemmShapeTiming>,
     /// Median seconds of one element-wise add of a few elements with autograd recording (dispatch, launch).
     pub op_overhead_s: f64,
     /// Triad bandwidth (`a = b + s * c`: 3 vectors moved), bytes per second.
@@ -92,6 +110,7 @@ pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_g
         device,
         precisions,
         gemm_sizes: [32, 64, 128, 256, 512, 1024].into_iter().filter(|&s| s <= max_gemm).collect(),
+        gemm_shapes: gemm_shape_grid(max_gemm),
         conv_shapes: vec![
             ConvShape { n: 1, c: 3, hw: 32, k: 16, r: 3 },
             ConvShape { n: 8, c: 16, hw: 32, k: 16, r: 3 },
@@ -104,6 +123,26 @@ pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_g
         cpu_threads: None,
         cpu_clock: false,
     }
+}
+
+/// Rows of the products of [`gemm_shape_grid`]: a batch of 1 to several thousand rows (batch x positions).
+pub const GEMM_ROWS: [usize; 5] = [1, 8, 64, 512, 4096];
+/// Inner and output sides of the products of [`gemm_shape_grid`]: a layer's features.
+pub const GEMM_SIDES: [usize; 4] = [16, 64, 256, 1024];
+
+/// The grid of unequal products: every row count of [`GEMM_ROWS`] against every pair of sides of
+/// [`GEMM_SIDES`] (sides above `max_gemm` left out).
+pub fn gemm_shape_grid(max_gemm: usize) -> Vec<[usize; 3]> {
+    let sides: Vec<usize> = GEMM_SIDES.into_iter().filter(|&s| s <= max_gemm.max(GEMM_SIDES[0])).collect();
+    let mut v = Vec::new();
+    for m in GEMM_ROWS {
+        for &k in &sides {
+            for &n in &sides {
+                v.push([m, k, n]);
+            }
+        }
+    }
+    v
 }
 
 /// The median of `xs` (0 for none).
