@@ -7,7 +7,9 @@
 # + unequal products on the calibrated grid = the full model), the errors, their median absolute value and the
 # worst case. The calibration includes the link between two local ranks (`calibrate --link`) for the world-size-2
 # rows.
-# Usage: scripts/predict_validation.sh [--profile P.toml] [--iterations N] [--threads T] [--configs FILE]
+# Usage: scripts/predict_validation.sh [--profile P.toml] [--keep-profile P.toml] [--iterations N] [--threads T]
+#   [--configs FILE]
+#   --keep-profile: where to keep a copy of the profile the script calibrated.
 #   --threads: intra-op threads of both the calibration and the runs (default 1: on a shared 2-core machine a
 #   second thread waits on a descheduled peer and the figures become scheduling noise).
 #   FILE: lines `spec batch [world]` (world > 1: all-reduce over `world` local ranks, `--set
@@ -20,9 +22,11 @@ PROFILE_PATH=""
 ITER=12
 THREADS=1
 CONFIGS=""
+KEEP=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --profile) PROFILE_PATH="$2"; shift 2 ;;
+        --keep-profile) KEEP="$2"; shift 2 ;;
         --iterations) ITER="$2"; shift 2 ;;
         --threads) THREADS="$2"; shift 2 ;;
         --configs) CONFIGS="$2"; shift 2 ;;
@@ -40,6 +44,7 @@ trap 'rm -rf "$OUT"' EXIT
 if [ -z "$PROFILE_PATH" ]; then
     PROFILE_PATH="$OUT/this-machine.toml"
     "$BIN" calibrate --backend tch --device cpu --cpu-threads "$THREADS" --cpu-clock --link --out "$PROFILE_PATH" >&2
+    [ -n "$KEEP" ] && cp "$PROFILE_PATH" "$KEEP"
 fi
 # The ablations: without the calibration table (plain roofline at the best measured rate and the measured
 # bandwidth); + the GEMM/conv curves and the per-operation overhead (one bandwidth for every working set); + the

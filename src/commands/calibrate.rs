@@ -15,8 +15,8 @@ mod ranks;
 use crate::backends;
 use crate::hardware::ProfileValidator;
 use crate::hardware::wire::{
-    BandwidthPoint, Calibration, DeviceKind, DeviceProfile, GemmShapePoint, HardwareFile, KernelPoint, Link, LinkKind,
-    PeakTflops, ProfileKind,
+    BandwidthPoint, Calibration, ConvShapePoint, DeviceKind, DeviceProfile, GemmShapePoint, HardwareFile, KernelPoint,
+    Link, LinkKind, PeakTflops, ProfileKind,
 };
 use crate::spec::wire::BackendChoice;
 
@@ -143,6 +143,18 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
                     seconds: g.seconds,
                 })
                 .collect(),
+            conv_shapes: m
+                .conv_grid
+                .iter()
+                .map(|c| ConvShapePoint {
+                    precision: c.precision,
+                    channels: c.shape.c as u64,
+                    pixels: (c.shape.n * c.shape.hw * c.shape.hw) as u64,
+                    kernel: c.shape.r as u64,
+                    forward_s: c.forward_s,
+                    backward_s: c.backward_s,
+                })
+                .collect(),
         }),
     }
 }
@@ -178,6 +190,7 @@ fn bandwidth_curve(
         let small = trainbench_workload::calibrate::CalibrationRequest {
             gemm_sizes: Vec::new(),
             gemm_shapes: Vec::new(),
+            conv_grid: Vec::new(),
             conv_shapes: Vec::new(),
             triad_elements: elements,
             ..request.clone()
@@ -219,11 +232,17 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let bandwidth = bandwidth_curve(backend.as_mut(), &request, &m)?;
     let (elementwise, skipped) =
         crate::predict::elementwise::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
-    let step_costs = crate::predict::stepcost::measure_nodes(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock)
-        .and_then(|nodes| {
-            crate::predict::stepcost::measure_optimizers(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock)
+    let step_costs =
+        crate::predict::stepcost::measure_nodes(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock)
+            .and_then(|nodes| {
+                crate::predict::stepcost::measure_optimizers(
+                    backend.as_mut(),
+                    args.device,
+                    args.cpu_threads,
+                    args.cpu_clock,
+                )
                 .map(|opt| (nodes, opt))
-        });
+            });
     let link = if args.link { Some(ranks::measure(args.cpu_threads)) } else { None };
     let measured_at = crate::manifest::rfc3339(SystemTime::now());
     let mut profile = profile_of(&m, &args.name, kind.name(), &args.device.to_string(), measured_at.clone());

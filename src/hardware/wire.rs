@@ -238,6 +238,33 @@ pub struct Calibration {
     /// curve by its FLOPs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gemm_shapes: Vec<GemmShapePoint>,
+    /// Convolutions on a grid of channels and output pixels (3 x 3, stride 1, as many channels out as in),
+    /// forward and backward; without them every convolution follows the `conv` curves by its FLOPs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conv_shapes: Vec<ConvShapePoint>,
+}
+
+/// One measured convolution of the grid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConvShapePoint {
+    /// Precision it ran at.
+    pub precision: Precision,
+    /// Input channels (= output channels).
+    #[schemars(range(min = 1))]
+    pub channels: u64,
+    /// Output pixels: batch x height x width.
+    #[schemars(range(min = 1))]
+    pub pixels: u64,
+    /// Kernel side.
+    #[schemars(range(min = 1))]
+    pub kernel: u64,
+    /// Median seconds of the forward call, overhead included.
+    #[schemars(range(min = 0.0))]
+    pub forward_s: f64,
+    /// Median seconds of its backward (input and weight gradients), overhead included.
+    #[schemars(range(min = 0.0))]
+    pub backward_s: f64,
 }
 
 /// One node class's fixed cost in a training step.

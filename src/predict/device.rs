@@ -45,7 +45,9 @@ pub struct DeviceModel {
     /// Optimizer costs by kind, when calibrated.
     optimizers: Vec<(String, OptimizerCost)>,
     /// Unequal products' rates on a grid, when calibrated at this precision.
-    grid: Option<GemmGrid>,
+    grid: Option<LogGrid>,
+    /// Convolutions' rates over channels and pixels (forward, backward), when calibrated at this precision.
+    conv_grid: Option<(LogGrid, LogGrid)>,
 }
 
 /// Fixed seconds of one node in the training step's forward and backward phases (`calibration.node`).
@@ -66,42 +68,44 @@ impl NodeCosts {
     }
 }
 
-/// Rates of `[m x k] x [k x n]` products on a full grid of m, k and n (each axis sorted): trilinear
-/// interpolation of the log rate in log sizes, clamped to the grid's ends.
+/// Values measured on a full grid of sizes (each axis sorted, ascending): multilinear interpolation of the log
+/// value in log sizes, clamped to the grid's ends.
 #[derive(Debug, Clone, PartialEq)]
-pub struct GemmGrid {
-    axes: [Vec<f64>; 3],
-    /// Log rate (FLOP/s net of overhead) at `axes[0][i], axes[1][j], axes[2][l]`, index `(i * nk + j) * nn + l`.
-    log_rate: Vec<f64>,
+pub struct LogGrid {
+    axes: Vec<Vec<f64>>,
+    /// Log values, row-major over the axes (the last axis varies fastest).
+    log_value: Vec<f64>,
 }
 
-impl GemmGrid {
-    /// The grid of `points` at `precision`, when they cover every combination of their sizes.
-    fn new(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<Self> {
-        let pts: Vec<_> = c.gemm_shapes.iter().filter(|p| p.precision == precision && p.seconds > 0.0).collect();
-        let axis = |f: fn(&crate::hardware::wire::GemmShapePoint) -> u64| {
-            let mut v: Vec<f64> = pts.iter().map(|p| f(p) as f64).collect();
-            v.sort_by(f64::total_cmp);
-            v.dedup();
-            v
-        };
-        let axes = [axis(|p| p.m), axis(|p| p.k), axis(|p| p.n)];
-        let (nk, nn) = (axes[1].len(), axes[2].len());
-        let mut log_rate = vec![f64::NAN; axes[0].len() * nk * nn];
-        for p in &pts {
-            let pos = |a: &Vec<f64>, x: u64| a.iter().position(|v| *v == x as f64);
-            let (i, j, l) = (pos(&axes[0], p.m)?, pos(&axes[1], p.k)?, pos(&axes[2], p.n)?);
-            let flops = 2.0 * (p.m * p.k * p.n) as f64;
-            log_rate[(i * nk + j) * nn + l] = (flops / net_of_overhead(p.seconds, overhead_s)).ln();
+impl LogGrid {
+    /// The grid through `points` (coordinates, value), when they cover every combination of their coordinates
+    /// with positive values.
+    pub fn new(points: &[(Vec<f64>, f64)]) -> Option<Self> {
+        let dims = points.first()?.0.len();
+        let axes: Vec<Vec<f64>> = (0..dims)
+            .map(|d| {
+                let mut v: Vec<f64> = points.iter().map(|p| p.0[d]).collect();
+                v.sort_by(f64::total_cmp);
+                v.dedup();
+                v
+            })
+            .collect();
+        let mut log_value = vec![f64::NAN; axes.iter().map(Vec::len).product()];
+        for (coords, value) in points {
+            let mut idx = 0;
+            for (a, x) in axes.iter().zip(coords) {
+                idx = idx * a.len() + a.iter().position(|v| v == x)?;
+            }
+            log_value[idx] = value.ln();
         }
-        if log_rate.is_empty() || log_rate.iter().any(|r| !r.is_finite()) {
+        if axes.iter().any(|a| a.first().is_none_or(|x| *x <= 0.0)) || log_value.iter().any(|r| !r.is_finite()) {
             return None;
         }
-        Some(Self { axes, log_rate })
+        Some(Self { axes, log_value })
     }
 
-    /// Achieved FLOP/s of one `[m x k] x [k x n]` product.
-    pub fn rate(&self, m: f64, k: f64, n: f64) -> f64 {
+    /// The value at `coords` (one per axis).
+    pub fn value(&self, coords: &[f64]) -> f64 {
         // Per axis: the lower index and the weight of the upper one, in log size.
         let locate = |a: &Vec<f64>, x: f64| -> (usize, f64) {
             if a.len() < 2 || x <= a[0] {
@@ -114,24 +118,57 @@ impl GemmGrid {
             let i = a.partition_point(|v| *v <= x) - 1;
             (i, (x.ln() - a[i].ln()) / (a[i + 1].ln() - a[i].ln()))
         };
-        let q = [locate(&self.axes[0], m), locate(&self.axes[1], k), locate(&self.axes[2], n)];
-        let (nk, nn) = (self.axes[1].len(), self.axes[2].len());
+        let q: Vec<(usize, f64)> = self.axes.iter().zip(coords).map(|(a, &x)| locate(a, x)).collect();
         let mut acc = 0.0;
-        for c in 0..8usize {
-            let mut w = 1.0;
-            let mut idx = [0usize; 3];
+        for corner in 0..1usize << q.len() {
+            let (mut w, mut idx) = (1.0, 0);
             for (d, &(i, t)) in q.iter().enumerate() {
-                let upper = c >> d & 1 == 1;
+                let upper = corner >> d & 1 == 1;
                 let len = self.axes[d].len();
-                idx[d] = if upper { (i + 1).min(len - 1) } else { i };
+                idx = idx * len + if upper { (i + 1).min(len - 1) } else { i };
                 w *= if upper { t } else { 1.0 - t };
             }
             if w > 0.0 {
-                acc += w * self.log_rate[(idx[0] * nk + idx[1]) * nn + idx[2]];
+                acc += w * self.log_value[idx];
             }
         }
         acc.exp()
     }
+}
+
+/// Rates (FLOP/s net of overhead) of `[m x k] x [k x n]` products over m, k, n, at one precision.
+fn gemm_grid(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<LogGrid> {
+    let points: Vec<(Vec<f64>, f64)> = c
+        .gemm_shapes
+        .iter()
+        .filter(|p| p.precision == precision && p.seconds > 0.0)
+        .map(|p| {
+            let flops = 2.0 * (p.m * p.k * p.n) as f64;
+            (vec![p.m as f64, p.k as f64, p.n as f64], flops / net_of_overhead(p.seconds, overhead_s))
+        })
+        .collect();
+    LogGrid::new(&points)
+}
+
+/// Rates (FLOP/s net of overhead) of 3 x 3 convolutions over channels and output pixels, forward and backward
+/// (the backward's work is twice the forward's), at one precision.
+fn conv_grids(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<(LogGrid, LogGrid)> {
+    let pts: Vec<_> =
+        c.conv_shapes.iter().filter(|p| p.precision == precision && p.forward_s > 0.0 && p.backward_s > 0.0).collect();
+    let flops = |p: &crate::hardware::wire::ConvShapePoint| {
+        2.0 * (p.pixels * p.channels * p.channels * p.kernel * p.kernel) as f64
+    };
+    let grid = |backward: bool| {
+        let points: Vec<(Vec<f64>, f64)> = pts
+            .iter()
+            .map(|p| {
+                let (work, s) = if backward { (2.0 * flops(p), p.backward_s) } else { (flops(p), p.forward_s) };
+                (vec![p.channels as f64, p.pixels as f64], work / net_of_overhead(s, overhead_s))
+            })
+            .collect();
+        LogGrid::new(&points)
+    };
+    Some((grid(false)?, grid(true)?))
 }
 
 impl DeviceModel {
@@ -188,7 +225,8 @@ impl DeviceModel {
         Ok(Self {
             nodes: cal.and_then(NodeCosts::of),
             optimizers,
-            grid: cal.and_then(|c| GemmGrid::new(c, precision, overhead)),
+            grid: cal.and_then(|c| gemm_grid(c, precision, overhead)),
+            conv_grid: cal.and_then(|c| conv_grids(c, precision, overhead)),
             peak_flop_s: peak * 1e12,
             memory_bytes_s: memory,
             bandwidth,
@@ -221,9 +259,18 @@ impl DeviceModel {
     pub fn gemm_s(&self, m: f64, k: f64, n: f64) -> f64 {
         let flops = 2.0 * m * k * n;
         match &self.grid {
-            Some(g) if flops > 0.0 => flops / g.rate(m, k, n),
+            Some(g) if flops > 0.0 => flops / g.value(&[m, k, n]),
             _ => self.compute_s(KernelClass::Gemm, flops),
         }
+    }
+
+    /// Seconds of a convolution of `flops` (forward; backward: its input and weight gradients, `flops` being
+    /// theirs) with `channels` (the geometric mean of in and out) over `pixels` output pixels, on the calibrated
+    /// grid; `None` without one.
+    pub fn conv_grid_s(&self, backward: bool, channels: f64, pixels: f64, flops: f64) -> Option<f64> {
+        let (f, b) = self.conv_grid.as_ref()?;
+        let g = if backward { b } else { f };
+        Some(if flops > 0.0 { flops / g.value(&[channels, pixels]) } else { 0.0 })
     }
 
     /// Whether unequal products have a calibrated grid.

@@ -129,7 +129,8 @@ fn products(
     input_grad: bool,
     trainable: bool,
 ) -> Option<Products> {
-    let first_dim = |i: usize| node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64;
+    let first_dim =
+        |i: usize| node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64;
     match &node.op {
         Op::Linear { in_features, out_features, .. } => {
             let (k, n) = (*in_features as f64, *out_features as f64);
@@ -174,6 +175,18 @@ fn products(
                 [b * tq, e, e],
             ];
             Some(Products { forward, backward: Vec::new() })
+        }
+        _ => None,
+    }
+}
+
+/// A plain convolution's (channels, output pixels) for the calibrated grid: the geometric mean of its input and
+/// output channels, and its output elements over its output channels. Grouped and transposed convolutions are
+/// left to the curve.
+fn conv_size(node: &trainbench_workload::graph::Node, output_elements: f64) -> Option<(f64, f64)> {
+    match &node.op {
+        Op::Conv { in_channels, out_channels, groups: 1, transposed: false, .. } if *out_channels > 0 => {
+            Some((((*in_channels * *out_channels) as f64).sqrt(), output_elements / *out_channels as f64))
         }
         _ => None,
     }
@@ -269,9 +282,13 @@ pub fn step(
         // The layer's products at their own shapes on the calibrated grid (forward, and the backward's where
         // its shapes are known), else its FLOPs along the curve.
         let products = if device.has_grid() { products(graph, node, b, input_grad, a.parameters > 0) } else { None };
-        let gemm_s = match &products {
-            Some(p) => p.forward.iter().map(|&[m, k, n]| device.gemm_s(m, k, n)).sum(),
-            None => n_kernels * device.compute_s(class, per_kernel),
+        // A convolution at its channels and pixels on the calibrated grid.
+        let conv = conv_size(node, a.output_elements as f64 * b);
+        let conv_s = |backward: bool, flops: f64| conv.and_then(|(c, p)| device.conv_grid_s(backward, c, p, flops));
+        let gemm_s = match (&products, conv_s(false, f_flops)) {
+            (Some(p), _) => p.forward.iter().map(|&[m, k, n]| device.gemm_s(m, k, n)).sum(),
+            (None, Some(s)) => s,
+            (None, None) => n_kernels * device.compute_s(class, per_kernel),
         };
         // Attention's products and its softmax run one after the other; an element-wise layer's work and its
         // bytes overlap.
@@ -289,7 +306,9 @@ pub fn step(
                 (Some(p), _) if !p.backward.is_empty() => {
                     p.backward.iter().map(|&[m, k, n]| device.gemm_s(m, k, n)).sum()
                 }
-                (_, KernelClass::Conv) if bw_flops > 0.0 => device.compute_s(KernelClass::ConvBackward, bw_flops),
+                (_, KernelClass::Conv) if bw_flops > 0.0 => {
+                    conv_s(true, bw_flops).unwrap_or_else(|| device.compute_s(KernelClass::ConvBackward, bw_flops))
+                }
                 _ if f_flops > 0.0 => gemm_s * bw_flops / f_flops,
                 _ => 0.0,
             };
@@ -308,7 +327,12 @@ pub fn step(
     // The step's own fixed cost (feeding the batch, summing the loss, starting backward), when calibrated.
     if let Some(n) = device.nodes.filter(|n| n.step != (0.0, 0.0)) {
         let fixed = |s: f64| PhaseCost::new(0.0, 0.0, 0.0, 0.0, s);
-        layers.push(LayerCost { name: "(step)".into(), op: "step".into(), forward: fixed(n.step.0), backward: fixed(n.step.1) });
+        layers.push(LayerCost {
+            name: "(step)".into(),
+            op: "step".into(),
+            forward: fixed(n.step.0),
+            backward: fixed(n.step.1),
+        });
     }
     let s = optimizer.state_buffers() as f64;
     let params = analysis.parameters as f64;

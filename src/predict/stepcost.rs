@@ -111,7 +111,11 @@ pub fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_cloc
     };
     let n = raw.steps.len().max(1) as f64;
     let mean = |f: fn(&trainbench_workload::PhaseTimes) -> f64| raw.steps.iter().map(f).sum::<f64>() / n * scale;
-    Ok(StepPhases { forward: mean(|s| s.forward_s), backward: mean(|s| s.backward_s), optimizer: mean(|s| s.optimizer_s) })
+    Ok(StepPhases {
+        forward: mean(|s| s.forward_s),
+        backward: mean(|s| s.backward_s),
+        optimizer: mean(|s| s.optimizer_s),
+    })
 }
 
 /// The median of each phase over rounds.
@@ -222,7 +226,8 @@ pub fn measure_optimizers(
             for _ in 0..ROUNDS {
                 rounds.push(phases(backend, &plan, &graph, cpu_clock)?);
             }
-            let tensors = trainbench_workload::params::graph_tensors(&graph).iter().filter(|(_, d)| d.trainable()).count();
+            let tensors =
+                trainbench_workload::params::graph_tensors(&graph).iter().filter(|(_, d)| d.trainable()).count();
             let parameters = trainbench_workload::analysis::analyze(&graph).parameters;
             points.push(OptimizerPoint {
                 kind: kind.to_string(),
@@ -264,7 +269,9 @@ impl OptimizerCost {
         let per_tensor_s = ((sm * pl - sl * pm) / det).max(0.0);
         let mut per_parameter: Vec<(f64, f64)> = v[1..]
             .iter()
-            .map(|p| (p.parameters as f64, ((p.seconds - p.tensors as f64 * per_tensor_s) / p.parameters as f64).max(0.0)))
+            .map(|p| {
+                (p.parameters as f64, ((p.seconds - p.tensors as f64 * per_tensor_s) / p.parameters as f64).max(0.0))
+            })
             .collect();
         per_parameter.sort_by(|a, b| a.0.total_cmp(&b.0));
         Some(Self { per_tensor_s, per_parameter })

@@ -146,6 +146,7 @@ fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
         node: vec![],
         optimizer: vec![],
         gemm_shapes: vec![],
+        conv_shapes: vec![],
     });
     let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
@@ -186,6 +187,7 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
         node: vec![],
         optimizer: vec![],
         gemm_shapes: vec![],
+        conv_shapes: vec![],
     });
     let dev = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
     assert!(close(dev.memory_s(1e6), 1e6 / 400e9), "net of the overhead");
@@ -235,6 +237,7 @@ fn a_measured_element_wise_class_costs_its_per_element_work() {
         node: vec![],
         optimizer: vec![],
         gemm_shapes: vec![],
+        conv_shapes: vec![],
     });
     let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let drop = p.layers.iter().find(|l| l.name == "drop").unwrap();
@@ -278,7 +281,13 @@ fn step_calibration() -> Calibration {
         for k in [10u64, 1000] {
             for n in [10u64, 1000] {
                 let rate = if m == 1 { 1e10 } else { 1e11 };
-                grid.push(GemmShapePoint { precision: Precision::Fp32, m, k, n, seconds: 2.0 * (m * k * n) as f64 / rate });
+                grid.push(GemmShapePoint {
+                    precision: Precision::Fp32,
+                    m,
+                    k,
+                    n,
+                    seconds: 2.0 * (m * k * n) as f64 / rate,
+                });
             }
         }
     }
@@ -304,6 +313,7 @@ fn step_calibration() -> Calibration {
         node: vec![node("elementwise", 2e-6, 3e-6), node("linear", 5e-6, 7e-6), node("step", 11e-6, 13e-6)],
         optimizer: vec![opt(64, 2304), opt(2, 1_000_000)],
         gemm_shapes: grid,
+        conv_shapes: vec![],
     }
 }
 
@@ -335,4 +345,38 @@ fn the_training_step_calibration_prices_nodes_products_and_the_optimizer() {
     adam.optimizer = OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 };
     let q = predict(&g, &adam, &prof).unwrap();
     assert!(close(q.phases.optimizer_s, 1e6 * 4.0 * 7.0 / 1000e9), "{:?}", q.phases);
+}
+
+#[test]
+fn a_convolution_follows_the_grid_by_its_channels_and_pixels() {
+    use crate::hardware::wire::ConvShapePoint;
+    let mut b = GraphBuilder::new("conv");
+    let x = b.input("x", &[8, 16, 16], InputKind::Dense).unwrap();
+    let y = b.conv("conv", x, trainbench_workload::builder::ConvCfg::square(8, 3, 1, 1)).unwrap();
+    let t = b.input("t", &[8, 16, 16], InputKind::Dense).unwrap();
+    b.loss("loss", LossKind::Mse, &[y, t]).unwrap();
+    let g = b.finish(1, "samples").unwrap();
+    let mut cal = step_calibration();
+    // 8 channels: 1e10 FLOP/s forward and 5e9 backward; 64 channels 1e11 and 5e10 (pixels 256 and 4096 alike).
+    for channels in [8u64, 64] {
+        for pixels in [256u64, 4096] {
+            let flops = 2.0 * (pixels * channels * channels * 9) as f64;
+            let rate = if channels == 8 { 1e10 } else { 1e11 };
+            cal.conv_shapes.push(ConvShapePoint {
+                precision: Precision::Fp32,
+                channels,
+                pixels,
+                kernel: 3,
+                forward_s: flops / rate,
+                backward_s: 2.0 * flops / (rate / 2.0),
+            });
+        }
+    }
+    let mut prof = profile();
+    prof.calibration = Some(cal);
+    let p = predict(&g, &setting(4, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let conv = p.layers.iter().find(|l| l.name == "conv").unwrap();
+    // 8 in, 8 out, 4 x 16 x 16 = 1024 output pixels: the 8-channel rates.
+    assert!(close(conv.forward.compute_s, conv.forward.flops / 1e10), "{conv:?}");
+    assert!(close(conv.backward.compute_s, conv.backward.flops / 5e9), "{conv:?}");
 }

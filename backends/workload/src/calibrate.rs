@@ -44,6 +44,10 @@ pub struct CalibrationRequest {
     pub gemm_shapes: Vec<[usize; 3]>,
     /// Convolution shapes.
     pub conv_shapes: Vec<ConvShape>,
+    /// Convolutions on a grid of channels and pixels (forward and backward, first precision only): a layer's
+    /// rate depends on its channels (few channels vectorise badly), not only on its FLOPs.
+    #[serde(default)]
+    pub conv_grid: Vec<ConvShape>,
     /// Elements of each triad vector.
     pub triad_elements: usize,
     /// Timed calls per kernel (the median is kept), after one untimed call.
@@ -72,6 +76,19 @@ pub struct KernelTiming {
     pub seconds: f64,
 }
 
+/// One timed convolution of the grid: forward, and backward (input and weight gradients).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConvTiming {
+    /// Precision.
+    pub precision: Precision,
+    /// The shape.
+    pub shape: ConvShape,
+    /// Median seconds of the forward call.
+    pub forward_s: f64,
+    /// Median seconds of the backward call.
+    pub backward_s: f64,
+}
+
 /// One timed product `[m x k] x [k x n]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GemmShapeTiming {
@@ -93,6 +110,9 @@ pub struct Measurement {
     /// Products of unequal sides (the request's `gemm_shapes`).
     #[serde(default)]
     pub gemm_shapes: Vec<GemmShapeTiming>,
+    /// Convolutions of the request's `conv_grid`.
+    #[serde(default)]
+    pub conv_grid: Vec<ConvTiming>,
     /// Median seconds of one element-wise add of a few elements with autograd recording (dispatch, launch).
     pub op_overhead_s: f64,
     /// Triad bandwidth (`a = b + s * c`: 3 vectors moved), bytes per second.
@@ -111,6 +131,7 @@ pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_g
         precisions,
         gemm_sizes: [32, 64, 128, 256, 512, 1024].into_iter().filter(|&s| s <= max_gemm).collect(),
         gemm_shapes: gemm_shape_grid(max_gemm),
+        conv_grid: conv_grid(),
         conv_shapes: vec![
             ConvShape { n: 1, c: 3, hw: 32, k: 16, r: 3 },
             ConvShape { n: 8, c: 16, hw: 32, k: 16, r: 3 },
@@ -140,6 +161,23 @@ pub fn gemm_shape_grid(max_gemm: usize) -> Vec<[usize; 3]> {
             for &n in &sides {
                 v.push([m, k, n]);
             }
+        }
+    }
+    v
+}
+
+/// Channels (in = out) of the convolutions of [`conv_grid`].
+pub const CONV_CHANNELS: [usize; 6] = [4, 8, 16, 32, 64, 128];
+/// (batch, height = width) of the convolutions of [`conv_grid`]: 256, 4,096 and 32,768 output pixels.
+pub const CONV_PIXELS: [(usize, usize); 3] = [(1, 16), (4, 32), (32, 32)];
+
+/// The convolution grid: 3 x 3, stride 1, same padding, every channel count of [`CONV_CHANNELS`] at every size
+/// of [`CONV_PIXELS`].
+pub fn conv_grid() -> Vec<ConvShape> {
+    let mut v = Vec::new();
+    for c in CONV_CHANNELS {
+        for (n, hw) in CONV_PIXELS {
+            v.push(ConvShape { n, c, hw, k: c, r: 3 });
         }
     }
     v

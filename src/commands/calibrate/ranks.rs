@@ -51,21 +51,13 @@ fn one_run(exe: &Path, dir: &Path, inputs: usize, hidden: usize, threads: Option
         return Err(format!("the 2-rank run failed: {}", err.lines().last().unwrap_or("no message")));
     }
     let lines: serde_json::Value = serde_json::from_slice(&run.stdout).map_err(|e| format!("run's output: {e}"))?;
-    let file = lines
-        .get(0)
-        .and_then(|r| r.get("file"))
-        .and_then(|f| f.as_str())
-        .ok_or("the run wrote no result")?;
+    let file = lines.get(0).and_then(|r| r.get("file")).and_then(|f| f.as_str()).ok_or("the run wrote no result")?;
     let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
     let result: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{file}: {e}"))?;
-    let comm = result
-        .pointer("/metrics/phases/comm/mean_s")
-        .and_then(|v| v.as_f64())
-        .ok_or("the result has no comm phase")?;
-    let params = result
-        .pointer("/analysis/parameters")
-        .and_then(|v| v.as_f64())
-        .ok_or("the result has no parameter count")?;
+    let comm =
+        result.pointer("/metrics/phases/comm/mean_s").and_then(|v| v.as_f64()).ok_or("the result has no comm phase")?;
+    let params =
+        result.pointer("/analysis/parameters").and_then(|v| v.as_f64()).ok_or("the result has no parameter count")?;
     Ok((comm, params * 4.0))
 }
 
