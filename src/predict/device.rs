@@ -68,6 +68,9 @@ impl NodeCosts {
     }
 }
 
+/// Framework operations of an attention node (as the roofline counts them).
+const ATTENTION_OPS: f64 = 10.0;
+
 /// Values measured on a full grid of sizes (each axis sorted, ascending): multilinear interpolation of the log
 /// value in log sizes, clamped to the grid's ends.
 #[derive(Debug, Clone, PartialEq)]
@@ -222,10 +225,28 @@ impl DeviceModel {
                     .collect()
             })
             .unwrap_or_default();
+        let grid = cal.and_then(|c| gemm_grid(c, precision, overhead));
+        let mut elementwise: Vec<(String, f64, f64)> = elementwise;
+        // Attention's measurement includes its projections and score products: net of them as the model prices
+        // them at the measured shape (forward; backward twice the forward's work), and of its other operations.
+        if let (Some(g), Some(c)) = (&grid, cal) {
+            let products: f64 = super::elementwise::measured_attention_products()
+                .iter()
+                .map(|&[m, k, n]| 2.0 * m * k * n / g.value(&[m, k, n]))
+                .sum();
+            let (f, b) = fixed;
+            let measured = c.elementwise.iter().find(|p| p.op == "attention" && p.elements > 0.0);
+            for (_, ef, eb) in elementwise.iter_mut().filter(|(class, _, _)| class == "attention") {
+                if let Some(p) = measured {
+                    *ef = (p.forward_s - products - ATTENTION_OPS * f).max(0.0) / p.elements;
+                    *eb = (p.backward_s - 2.0 * products - ATTENTION_OPS * b).max(0.0) / p.elements;
+                }
+            }
+        }
         Ok(Self {
             nodes: cal.and_then(NodeCosts::of),
             optimizers,
-            grid: cal.and_then(|c| gemm_grid(c, precision, overhead)),
+            grid,
             conv_grid: cal.and_then(|c| conv_grids(c, precision, overhead)),
             peak_flop_s: peak * 1e12,
             memory_bytes_s: memory,

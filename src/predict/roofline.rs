@@ -164,16 +164,15 @@ fn products(
         }
         Op::Attention { embed_dim, heads, kdim, vdim, .. } => {
             let (tq, tk) = (first_dim(0), first_dim(1));
-            let (e, hd) = (*embed_dim as f64, *heads as f64);
-            let dh = e / hd.max(1.0);
-            let forward = vec![
-                [b * tq, e, e],
-                [b * tk, *kdim as f64, e],
-                [b * tk, *vdim as f64, e],
-                [b * hd * tq, dh, tk],
-                [b * hd * tq, tk, dh],
-                [b * tq, e, e],
-            ];
+            let forward = super::elementwise::attention_products(
+                b,
+                tq,
+                tk,
+                *embed_dim as f64,
+                *kdim as f64,
+                *vdim as f64,
+                *heads as f64,
+            );
             Some(Products { forward, backward: Vec::new() })
         }
         _ => None,
@@ -276,8 +275,13 @@ pub fn step(
         let per_kernel = f_flops / n_kernels;
         // Element-wise operations of a measured class: their per-element work, where it exceeds FLOPs at the
         // GEMM rate (dropout's random numbers, exponentials, reductions).
+        // Attention without its own measurement: its scores' softmax.
         let elementwise = super::elementwise::work_of(graph, node, a.output_elements, b)
-            .and_then(|(c, elements)| device.elementwise_s(c, elements))
+            .and_then(|(c, elements)| {
+                device
+                    .elementwise_s(c, elements)
+                    .or_else(|| (c == "attention").then(|| device.elementwise_s("softmax", elements)).flatten())
+            })
             .unwrap_or((0.0, 0.0));
         // The layer's products at their own shapes on the calibrated grid (forward, and the backward's where
         // its shapes are known), else its FLOPs along the curve.
