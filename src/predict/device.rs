@@ -48,6 +48,9 @@ pub struct DeviceModel {
     grid: Option<LogGrid>,
     /// Convolutions' rates over channels and pixels (forward, backward), when calibrated at this precision.
     conv_grid: Option<(LogGrid, LogGrid)>,
+    /// What layers cost inside the training step beyond their isolated kernels, per byte (0 without a
+    /// calibration).
+    pub in_step: super::stepcost::InStep,
 }
 
 /// Fixed seconds of one node in the training step's forward and backward phases (`calibration.node`).
@@ -243,7 +246,8 @@ impl DeviceModel {
                 }
             }
         }
-        Ok(Self {
+        let mut model = Self {
+            in_step: super::stepcost::InStep::default(),
             nodes: cal.and_then(NodeCosts::of),
             optimizers,
             grid,
@@ -256,7 +260,11 @@ impl DeviceModel {
             gemm: curve(|c| &c.gemm),
             conv: curve(|c| &c.conv),
             conv_backward: curve(|c| &c.conv_backward),
-        })
+        };
+        if let Some(c) = cal.filter(|_| precision == Precision::Fp32) {
+            model.in_step = super::stepcost::in_step_excess(c, &model);
+        }
+        Ok(model)
     }
 
     /// Seconds of `flops` of work in one kernel of `class`: along the calibrated curve (log-log

@@ -75,8 +75,8 @@ pub fn class_of(op: &Op) -> Option<&'static str> {
 
 /// The element-wise work of a node at `batch` samples: its measured class and how many elements it touches.
 /// Attention's core (scaled dot-product attention: scores, softmax, weighted sum, beyond its projections) works
-/// on its score tensor (heads x query positions x key positions per sample); the other classes touch their
-/// output.
+/// on its score tensor (heads x query positions x key positions per sample); a cross-entropy loss does
+/// softmax's work on its logits; the other classes touch their output.
 pub fn work_of(
     graph: &Graph,
     node: &trainbench_workload::Node,
@@ -89,6 +89,11 @@ pub fn work_of(
                 node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64
             };
             Some(("attention", *heads as f64 * positions(0) * positions(1) * batch))
+        }
+        // Cross-entropy's log-softmax over the logits: softmax's work per logit.
+        Op::Loss { loss: LossKind::CrossEntropy, .. } => {
+            let logits = node.inputs.first().map_or(0, |&j| graph.nodes[j].shape.numel());
+            Some(("softmax", logits as f64 * batch))
         }
         op => class_of(op).map(|c| (c, output_elements as f64 * batch)),
     }
@@ -205,7 +210,7 @@ mod tests {
         // 4 heads x 16 queries x 10 keys per sample, 8 samples.
         assert_eq!(work_of(&g, node, 1024, 8.0), Some(("attention", 4.0 * 16.0 * 10.0 * 8.0)));
         let loss = g.nodes.iter().find(|n| n.name == "loss").unwrap();
-        assert_eq!(work_of(&g, loss, 1, 8.0), None);
+        assert_eq!(work_of(&g, loss, 1, 8.0), None, "an MSE loss is priced by its bytes");
     }
 
     #[test]

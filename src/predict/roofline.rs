@@ -300,7 +300,15 @@ pub fn step(
             if matches!(node.op, Op::Attention { .. }) { gemm_s + elementwise.0 } else { gemm_s.max(elementwise.0) };
         let f_bytes = inputs + out + weights + extra_f;
         let (fixed_f, fixed_b) = fixed_costs(node, ops_f, ops_b, device);
-        let forward = PhaseCost::new(f_flops, f_bytes, f_compute, device.memory_s(f_bytes), fixed_f);
+        // Convolutions and linear layers cost more inside the step than their isolated kernels: per byte moved
+        // (calibrated).
+        let in_step = match &node.op {
+            Op::Conv { .. } => device.in_step.conv,
+            Op::Linear { .. } => device.in_step.linear,
+            _ => (0.0, 0.0),
+        };
+        let forward =
+            PhaseCost::new(f_flops, f_bytes, f_compute + in_step.0 * f_bytes, device.memory_s(f_bytes), fixed_f);
         let backward = if a.requires_grad {
             let bw_flops = a.backward_flops as f64 * b;
             // Backward kernels have the forward's sizes (weight gradient, input gradient): the forward's rate,
@@ -322,7 +330,7 @@ pub fn step(
                 bw_compute.max(elementwise.1)
             };
             let bytes = out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b;
-            PhaseCost::new(bw_flops, bytes, bw_compute, device.memory_s(bytes), fixed_b)
+            PhaseCost::new(bw_flops, bytes, bw_compute + in_step.1 * bytes, device.memory_s(bytes), fixed_b)
         } else {
             PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0)
         };

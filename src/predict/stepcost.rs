@@ -14,6 +14,13 @@
 //!   per-parameter cost by the parameter count between the large points (Adam on a CPU makes about seven
 //!   passes over its state, allocating temporaries, where one pass was assumed).
 //!
+//! - **Layers in the step** (`calibration.node`, classes `conv` and `linear-wide`): a stack of [`LAYERS`]
+//!   convolutions (16 channels, 3 x 3, 16 x 16 pixels) or linear layers (256 x 256) at batch 64, against the
+//!   graph without the stack, per layer. The model compares each with its own price of that layer from the
+//!   isolated-kernel grids ([`in_step_excess`]): what a layer inside a training step costs beyond the same
+//!   kernel timed in a loop (a fresh output, a cold input), per byte the layer moves, charged to the layers of
+//!   that class by their bytes.
+//!
 //! With `--cpu-clock`, each run's phases are scaled by the process's CPU time over wall time.
 
 use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind};
@@ -146,6 +153,110 @@ fn node_graph(class: &str, stack: usize) -> Result<Graph, String> {
 
 /// The per-node classes measured; `step` is derived from the base graph.
 const NODE_CLASSES: [&str; 2] = ["elementwise", "linear"];
+
+/// Layers in the stacks of [`layer_graph`].
+pub const LAYERS: usize = 4;
+/// Samples per step of the layer stacks.
+const LAYER_BATCH: usize = 64;
+
+/// The layer-stack micro-graph of `class` (`conv`: input [16, 16, 16] -> `stack` x conv 16 -> 16 3 x 3 ->
+/// flatten -> linear 10 -> MSE; `linear-wide`: input [256] -> linear 256 -> `stack` x linear 256 -> MSE).
+pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
+    let e = |e: trainbench_workload::ShapeError| e.to_string();
+    let mut b = GraphBuilder::new(format!("calibrate-layer-{class}"));
+    let y = if class == "conv" {
+        let x = b.input("x", &[16, 16, 16], InputKind::Dense).map_err(e)?;
+        let mut y = x;
+        for i in 0..stack {
+            y = b.conv(&format!("conv{i}"), y, trainbench_workload::ConvCfg::square(16, 3, 1, 1)).map_err(e)?;
+        }
+        let f = b.flatten("flat", y).map_err(e)?;
+        b.linear("fc", f, 10, true).map_err(e)?
+    } else {
+        let x = b.input("x", &[256], InputKind::Dense).map_err(e)?;
+        let mut y = b.linear("fc", x, 256, true).map_err(e)?;
+        for i in 0..stack {
+            y = b.linear(&format!("wide{i}"), y, 256, true).map_err(e)?;
+        }
+        y
+    };
+    let width = if class == "conv" { 10 } else { 256 };
+    let t = b.input("t", &[width], InputKind::Dense).map_err(e)?;
+    b.loss("loss", LossKind::Mse, &[y, t]).map_err(e)?;
+    b.finish(1, "samples").map_err(e)
+}
+
+/// Measure the layer stacks (`conv`, `linear-wide`): seconds per layer in each phase.
+pub fn measure_layers(
+    backend: &mut dyn Backend,
+    device: DeviceSelector,
+    cpu_threads: Option<u32>,
+    cpu_clock: bool,
+) -> Result<Vec<NodePoint>, String> {
+    let plan = plan(device, cpu_threads, LAYER_BATCH, optimizer_spec("sgd"), 15);
+    let mut points = Vec::new();
+    for class in ["conv", "linear-wide"] {
+        let (base, with) = (layer_graph(class, 0)?, layer_graph(class, LAYERS)?);
+        let mut rounds = Vec::new();
+        for _ in 0..ROUNDS {
+            let b = phases(backend, &plan, &base, cpu_clock)?;
+            let w = phases(backend, &plan, &with, cpu_clock)?;
+            let per = |a: f64, b: f64| ((a - b) / LAYERS as f64).max(0.0);
+            rounds.push(StepPhases {
+                forward: per(w.forward, b.forward),
+                backward: per(w.backward, b.backward),
+                optimizer: 0.0,
+            });
+        }
+        let m = median_phases(&rounds);
+        points.push(NodePoint { class: class.into(), forward_s: m.forward, backward_s: m.backward });
+    }
+    Ok(points)
+}
+
+/// What a layer costs inside the training step beyond its isolated kernel, per byte it moves, per phase:
+/// `conv` for convolutions, `linear` for linear layers; 0 where not measured. The excess is taken per byte, not
+/// as a factor on FLOPs: it is the memory around the kernel (a freshly allocated output touched for the first
+/// time, an input no longer in cache), which is a large part of a 16-channel convolution and a small part of a
+/// 512-channel one.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct InStep {
+    /// Convolutions (forward, backward), seconds per byte.
+    pub conv: (f64, f64),
+    /// Linear layers (forward, backward), seconds per byte.
+    pub linear: (f64, f64),
+}
+
+/// The in-step excess of a calibration: each measured layer stack's time per layer, less the model's fixed cost
+/// and kernel time for that layer (`base`: the model without the excess), over the layer phase's bytes; never
+/// negative.
+pub fn in_step_excess(c: &crate::hardware::wire::Calibration, base: &super::device::DeviceModel) -> InStep {
+    let mut f = InStep::default();
+    for (class, target) in [("conv", &mut f.conv), ("linear-wide", &mut f.linear)] {
+        let (Some(point), Ok(g)) = (c.node.iter().find(|p| p.class == class), layer_graph(class, LAYERS)) else {
+            continue;
+        };
+        let analysis = trainbench_workload::analysis::analyze(&g);
+        let sgd = optimizer_spec("sgd");
+        let step = super::roofline::step(&g, &analysis, LAYER_BATCH, Precision::Fp32, &sgd, base);
+        let prefix = if class == "conv" { "conv" } else { "wide" };
+        let stacked: Vec<_> = step.layers.iter().filter(|l| l.name.starts_with(prefix)).collect();
+        if stacked.is_empty() {
+            continue;
+        }
+        let n = stacked.len() as f64;
+        let mean = |f: fn(&super::roofline::PhaseCost) -> f64, backward: bool| {
+            stacked.iter().map(|l| f(if backward { &l.backward } else { &l.forward })).sum::<f64>() / n
+        };
+        let excess = |measured: f64, backward: bool| {
+            let bytes = mean(|p| p.bytes, backward);
+            let modelled = mean(|p| p.time_s, backward);
+            if bytes > 0.0 { (measured - modelled).max(0.0) / bytes } else { 0.0 }
+        };
+        *target = (excess(point.forward_s, false), excess(point.backward_s, true));
+    }
+    f
+}
 
 /// Framework operations of the base graph's MSE loss (as the roofline counts a loss other than cross-entropy).
 const MSE_OPS: f64 = 3.0;
@@ -324,6 +435,12 @@ mod tests {
     #[test]
     fn the_mock_backend_measures_nodes_and_optimizers() {
         let mut mock = trainbench_workload::mock::MockBackend::new(Default::default());
+        let layers = measure_layers(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
+        assert_eq!(layers.iter().map(|p| p.class.as_str()).collect::<Vec<_>>(), ["conv", "linear-wide"]);
+        assert_eq!(
+            layer_graph("conv", LAYERS).unwrap().nodes.len(),
+            layer_graph("conv", 0).unwrap().nodes.len() + LAYERS
+        );
         let nodes = measure_nodes(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
         assert_eq!(nodes.iter().map(|p| p.class.as_str()).collect::<Vec<_>>(), ["elementwise", "linear", "step"]);
         let opt = measure_optimizers(&mut mock, DeviceSelector::Cpu, None, false).unwrap();

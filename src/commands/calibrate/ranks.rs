@@ -1,7 +1,8 @@
 //! `trainbench calibrate --link`: the link between two local ranks as a data-parallel run sees it. Two
 //! all-reduce training runs of 2 CPU ranks go through `trainbench run` (this executable; ranks started by
-//! `mpirun` on the MPI engine), one of a model of a few hundred parameters and one of about 3 M; the mean comm
-//! phase of each (staging the gradients on the host, the ring all-reduce, copying back, agreeing to go on) is
+//! `mpirun` on the MPI engine), one of a model of a few hundred parameters and one of about 3 M; the exchange of
+//! each (staging the gradients on the host, the ring all-reduce, copying back, agreeing to go on), taken as the
+//! median step less the mean other phases (at most the mean comm phase, which a descheduled rank inflates), is
 //! solved for the ring's per-message latency alpha and bandwidth B of the model's
 //! `T = 2 (W - 1) alpha + 2 (W - 1) / W x S / B` at W = 2.
 
@@ -54,8 +55,16 @@ fn one_run(exe: &Path, dir: &Path, inputs: usize, hidden: usize, threads: Option
     let file = lines.get(0).and_then(|r| r.get("file")).and_then(|f| f.as_str()).ok_or("the run wrote no result")?;
     let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
     let result: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{file}: {e}"))?;
-    let comm =
-        result.pointer("/metrics/phases/comm/mean_s").and_then(|v| v.as_f64()).ok_or("the result has no comm phase")?;
+    let mean = |phase: &str| result.pointer(&format!("/metrics/phases/{phase}/mean_s")).and_then(|v| v.as_f64());
+    let mean_comm = mean("comm").ok_or("the result has no comm phase")?;
+    // The median step less its mean other phases: a rank descheduled on a shared machine makes the other wait
+    // in a few steps for many milliseconds, which the mean comm phase averages in and the median step does not.
+    let others: f64 = ["data", "forward", "backward", "optimizer"].iter().filter_map(|p| mean(p)).sum();
+    let median = result.pointer("/metrics/step_time/median_s").and_then(|v| v.as_f64());
+    let comm = match median.map(|m| m - others) {
+        Some(c) if c > 0.0 => c.min(mean_comm),
+        _ => mean_comm,
+    };
     let params =
         result.pointer("/analysis/parameters").and_then(|v| v.as_f64()).ok_or("the result has no parameter count")?;
     Ok((comm, params * 4.0))
@@ -83,7 +92,7 @@ pub fn measure(threads: Option<u32>) -> Result<Measured, String> {
         },
         method: format!(
             "all-reduce training runs of 2 CPU ranks through `trainbench run` (MPI engine, mpirun), MLPs of {:.0} and \
-             {:.0} gradient bytes: mean comm phase {:.1} and {:.1} us, solved for T = 2 alpha + S / B (alpha {:.1} us, \
+             {:.0} gradient bytes: exchange per step (the median step less the mean other phases, at most the mean comm phase) {:.1} and {:.1} us, solved for T = 2 alpha + S / B (alpha {:.1} us, \
              B {:.2} GB/s)",
             ss,
             sl,
