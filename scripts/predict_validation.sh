@@ -2,10 +2,10 @@
 # predict against run on this machine: calibrates the CPU (tch) into a profile unless one is given, then for
 # each configuration below runs `trainbench predict` on that profile and `trainbench run` (tch, CPU), and prints
 # a Markdown table: measured median step time, the prediction of five model variants (plain roofline at the
-# calibrated peaks; + per-size GEMM/conv efficiency curves and per-operation overhead; + memory bandwidth by working
-# set and element-wise operations' measured cost (model 3); + the training step's per-node and optimizer costs;
-# + unequal products on the calibrated grid = the full model), the errors, their median absolute value and the
-# worst case. The calibration includes the link between two local ranks (`calibrate --link`) for the world-size-2
+# calibrated peaks; + per-size GEMM/conv efficiency curves, the convolution grid and per-operation overhead;
+# + memory bandwidth by working set and element-wise operations' measured cost (model 3); + the training step's
+# per-node, layer and optimizer costs; + unequal products on the calibrated grid = the full model), the errors,
+# their median absolute value and the worst case. The calibration includes the link between two local ranks (`calibrate --link`) for the world-size-2
 # rows.
 # Usage: scripts/predict_validation.sh [--profile P.toml] [--keep-profile P.toml] [--iterations N] [--threads T]
 #   [--configs FILE]
@@ -47,7 +47,8 @@ if [ -z "$PROFILE_PATH" ]; then
     [ -n "$KEEP" ] && cp "$PROFILE_PATH" "$KEEP"
 fi
 # The ablations: without the calibration table (plain roofline at the best measured rate and the measured
-# bandwidth); + the GEMM/conv curves and the per-operation overhead (one bandwidth for every working set); + the
+# bandwidth); + the GEMM/conv curves, the convolution grid and the per-operation overhead (one bandwidth for every
+# working set); + the
 # bandwidth by working set and the element-wise operations' cost (model 3, the model before this change); + the
 # training step's per-node and optimizer costs; the full model adds the grid of unequal products.
 python3 - "$PROFILE_PATH" "$OUT" <<'PY'
@@ -147,9 +148,9 @@ print(f"Profile: {profile}; intra-op threads: {threads}. Measured: `trainbench r
 print("step; busy = process CPU time / wall time over the run; reference = the smaller of mean step x busy and the")
 print("median step, the step's cost with a core to itself, which the errors are taken against (world > 1: the median")
 print("wall step, the exchange being waiting, not CPU time). Predicted: `trainbench predict` on the profile")
-print("(roofline: calibrated peak and bandwidth only; + curves: per-size GEMM/conv rates and per-op overhead, one")
-print("bandwidth for every size; model 3: + bandwidth by working set and element-wise operations' cost; + steps: the")
-print("training step's per-node and optimizer costs; full: + unequal products on the calibrated grid).")
+print("(roofline: calibrated peak and bandwidth only; + curves: per-size GEMM/conv rates, the convolution grid and")
+print("per-op overhead, one bandwidth for every size; model 3: + bandwidth by working set and element-wise operations'")
+print("cost; + steps: the training step's per-node, layer and optimizer costs; full: + unequal products on the grid).")
 print()
 print("| spec | batch | world | wall (ms) | busy | reference (ms) | roofline (ms) | error | + curves (ms) | error | model 3 (ms) | error | + steps (ms) | error | full model (ms) | error |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
