@@ -2,14 +2,18 @@
 # predict against run on this machine: calibrates the CPU (tch) into a profile unless one is given, then for
 # each configuration below runs `trainbench predict` on that profile and `trainbench run` (tch, CPU), and prints
 # a Markdown table: measured median step time, the prediction of five model variants (plain roofline at the
-# calibrated peaks; + per-size GEMM/conv efficiency curves; + per-operation overhead; + memory bandwidth by working
-# set; + element-wise operations' measured cost = the full model), the errors, their median absolute value and the
-# worst case.
-# Usage: scripts/predict_validation.sh [--profile P.toml] [--iterations N] [--threads T] [--configs FILE]
+# calibrated peaks; + per-size GEMM/conv efficiency curves, the convolution grid and per-operation overhead;
+# + memory bandwidth by working set and element-wise operations' measured cost (model 3); + the training step's
+# per-node, layer and optimizer costs; + unequal products on the calibrated grid = the full model), the errors,
+# their median absolute value and the worst case. The calibration includes the link between two local ranks (`calibrate --link`) for the world-size-2
+# rows.
+# Usage: scripts/predict_validation.sh [--profile P.toml] [--keep-profile P.toml] [--iterations N] [--threads T]
+#   [--configs FILE]
+#   --keep-profile: where to keep a copy of the profile the script calibrated.
 #   --threads: intra-op threads of both the calibration and the runs (default 1: on a shared 2-core machine a
 #   second thread waits on a descheduled peer and the figures become scheduling noise).
-#   FILE: lines `spec batch [world]` (world > 1 once multi-process runs exist: predicted with the spec's topology
-#   and `--set topology.devices_per_node=<world>`); default: the built-in list below.
+#   FILE: lines `spec batch [world]` (world > 1: all-reduce over `world` local ranks, `--set
+#   topology.devices_per_node=<world>`); default: the built-in list below.
 # TRAINBENCH_BIN=path uses that binary (built with tch); else the debug binary is built (`--features tch`).
 # Step times of a shared CPU are noisy: run it on an otherwise idle machine, and read each row's spread.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -18,9 +22,11 @@ PROFILE_PATH=""
 ITER=12
 THREADS=1
 CONFIGS=""
+KEEP=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --profile) PROFILE_PATH="$2"; shift 2 ;;
+        --keep-profile) KEEP="$2"; shift 2 ;;
         --iterations) ITER="$2"; shift 2 ;;
         --threads) THREADS="$2"; shift 2 ;;
         --configs) CONFIGS="$2"; shift 2 ;;
@@ -37,27 +43,29 @@ OUT="$(mktemp -d /tmp/trainbench-predict-validation.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
 if [ -z "$PROFILE_PATH" ]; then
     PROFILE_PATH="$OUT/this-machine.toml"
-    "$BIN" calibrate --backend tch --device cpu --cpu-threads "$THREADS" --cpu-clock --out "$PROFILE_PATH" >&2
+    "$BIN" calibrate --backend tch --device cpu --cpu-threads "$THREADS" --cpu-clock --link --out "$PROFILE_PATH" >&2
+    [ -n "$KEEP" ] && cp "$PROFILE_PATH" "$KEEP"
 fi
 # The ablations: without the calibration table (plain roofline at the best measured rate and the measured
-# bandwidth); + the GEMM/conv curves; + the per-operation overhead (one memory bandwidth for every working set:
-# the model before the bandwidth curve); + bandwidth by working set; the full model adds the element-wise
-# operations' measured cost.
+# bandwidth); + the GEMM/conv curves, the convolution grid and the per-operation overhead (one bandwidth for every
+# working set); + the
+# bandwidth by working set and the element-wise operations' cost (model 3, the model before this change); + the
+# training step's per-node and optimizer costs; the full model adds the grid of unequal products.
 python3 - "$PROFILE_PATH" "$OUT" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 cut = text.index("[calibration]")
 peaks = text[:cut]
-def without(t, table):
-    return re.sub(r"\[\[calibration\." + table + r"\]\]\s*\n(?:[a-z_]+ = [^\n]*\n)+", "", t)
+def without(t, *tables):
+    for table in tables:
+        t = re.sub(r"\[\[calibration\." + table + r"\]\]\s*\n(?:[a-z_]+ = [^\n]*\n)+", "", t)
+    return t
 def write(variant, t):
     open(sys.argv[2] + "/" + variant + ".toml", "w").write(t.replace('name = "', 'name = "' + variant + '-', 1))
-# The calibrated bandwidth is the memory bandwidth already; drop the curves and the overhead.
 write("roofline", peaks)
-one_bandwidth = without(without(text, "bandwidth"), "elementwise")
-write("curves", re.sub(r"(?m)^op_overhead_us = .*$", "op_overhead_us = 0.0", one_bandwidth))
-write("overhead", one_bandwidth)
-write("bandwidth", without(text, "elementwise"))
+write("overhead", without(text, "bandwidth", "elementwise", "node", "optimizer", "gemm_shapes"))
+write("model3", without(text, "node", "optimizer", "gemm_shapes"))
+write("steps", without(text, "gemm_shapes"))
 PY
 if [ -z "$CONFIGS" ]; then
     CONFIGS="$OUT/configs.txt"
@@ -80,6 +88,9 @@ specs/parity/resnet18_cifar.toml 8
 specs/parity/resnet18_cifar.toml 32
 specs/parity/transformer_lm.toml 8
 specs/parity/transformer_lm.toml 32
+specs/smoke/mlp.toml 64 2
+specs/smoke/transformer_tiny.toml 16 2
+specs/parity/transformer_lm.toml 32 2
 LIST
 fi
 i=0
@@ -88,10 +99,10 @@ while read -r spec batch world; do
     i=$((i + 1))
     sets=(--set "sweep.batch_sizes=[$batch]" --set "sweep.precisions=[\"fp32\"]" --set "sweep.topologies=[]")
     if [ -n "${world:-}" ] && [ "$world" -gt 1 ]; then
-        sets+=(--set "topology.devices_per_node=$world")
+        sets+=(--set "topology.devices_per_node=$world" --set 'topology.strategy="all-reduce"')
     fi
     echo "==> $spec batch $batch ${world:+world $world}" >&2
-    for variant in roofline curves overhead bandwidth full; do
+    for variant in roofline overhead model3 steps full; do
         prof="$PROFILE_PATH"
         [ "$variant" != full ] && prof="$OUT/$variant.toml"
         "$BIN" predict "$spec" --hardware "$prof" --format json "${sets[@]}" >"$OUT/$i.$variant.json"
@@ -103,7 +114,7 @@ done <"$CONFIGS"
 python3 - "$OUT" "$PROFILE_PATH" "$THREADS" <<'PY'
 import json, statistics, sys
 out, profile, threads = sys.argv[1], sys.argv[2], sys.argv[3]
-VARIANTS = ("roofline", "curves", "overhead", "bandwidth", "full")
+VARIANTS = ("roofline", "overhead", "model3", "steps", "full")
 rows, phase_rows, errs = [], [], {v: [] for v in VARIANTS}
 for line in open(out + "/index.txt"):
     i, spec, batch, world = line.split()
@@ -112,8 +123,13 @@ for line in open(out + "/index.txt"):
     m = result["metrics"]
     st = m["step_time"]
     busy = (m.get("cpu") or {}).get("busy_cores") or 1.0
-    # CPU seconds per step: what the step costs with a core to itself (one intra-op thread).
-    cpu_step = st["mean_s"] * busy
+    # What the step costs with a core to itself (one intra-op thread), bounded from above twice: by its CPU time
+    # (mean step x busy; too high for sub-millisecond steps, where the process's other threads and the run's
+    # setup add CPU time) and by its median wall time (too high for steps longer than a scheduler slice on a
+    # loaded machine); the smaller bound is taken. With several ranks the exchange is waiting, not CPU time (Open
+    # MPI's oversubscribed ranks yield while they wait), and the link was calibrated on the wall clock: those rows
+    # are taken against the median wall step (as the link: a descheduled rank makes the other wait in a few steps).
+    cpu_step = min(st["mean_s"] * busy, st["median_s"]) if world == "1" else st["median_s"]
     name = spec.split("/")[-1][:-5]
     cells = [name, batch, world, f"{st['median_s'] * 1e3:.2f}", f"{busy:.2f}", f"{cpu_step * 1e3:.2f}"]
     for v in VARIANTS:
@@ -124,29 +140,31 @@ for line in open(out + "/index.txt"):
         if v == "full":
             ph = m["phases"]
             pr = p["phases"]
-            phase_rows.append([name, batch] + [
-                f"{ph[k]['mean_s'] * busy * 1e3:.2f} / {pr[k + '_s'] * 1e3:.2f}" for k in ("forward", "backward", "optimizer")
+            phase_rows.append([name, batch, world] + [
+                f"{ph[k]['mean_s'] * (busy if world == '1' else 1.0) * 1e3:.2f} / {pr[k + '_s'] * 1e3:.2f}" for k in ("forward", "backward", "optimizer", "comm")
             ])
     rows.append(cells)
 print(f"Profile: {profile}; intra-op threads: {threads}. Measured: `trainbench run` (tch, CPU, fp32); wall = median")
-print("step; busy = process CPU time / wall time over the run; CPU/step = mean step x busy, the step's cost with a")
-print("core to itself, which the errors are taken against. Predicted: `trainbench predict` on the profile")
-print("(roofline: calibrated peak and bandwidth only; + curves: per-size GEMM/conv rates; + overhead: per-op overhead,")
-print("one bandwidth for every size; + bandwidth: by working set; full: + element-wise operations' measured cost).")
+print("step; busy = process CPU time / wall time over the run; reference = the smaller of mean step x busy and the")
+print("median step, the step's cost with a core to itself, which the errors are taken against (world > 1: the median")
+print("wall step, the exchange being waiting, not CPU time). Predicted: `trainbench predict` on the profile")
+print("(roofline: calibrated peak and bandwidth only; + curves: per-size GEMM/conv rates, the convolution grid and")
+print("per-op overhead, one bandwidth for every size; model 3: + bandwidth by working set and element-wise operations'")
+print("cost; + steps: the training step's per-node, layer and optimizer costs; full: + unequal products on the grid).")
 print()
-print("| spec | batch | world | wall (ms) | busy | CPU/step (ms) | roofline (ms) | error | + curves (ms) | error | + overhead (ms) | error | + bandwidth (ms) | error | full model (ms) | error |")
+print("| spec | batch | world | wall (ms) | busy | reference (ms) | roofline (ms) | error | + curves (ms) | error | model 3 (ms) | error | + steps (ms) | error | full model (ms) | error |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for c in rows:
     print("| " + " | ".join(str(x) for x in c) + " |")
 print()
-for v, name in (("roofline", "roofline at calibrated peaks"), ("curves", "+ efficiency curves"), ("overhead", "+ per-op overhead (the model before the two below)"), ("bandwidth", "+ bandwidth by working set"), ("full", "+ element-wise operations' cost (full model)")):
+for v, name in (("roofline", "roofline at calibrated peaks"), ("overhead", "+ efficiency curves and per-op overhead"), ("model3", "+ bandwidth by working set and element-wise cost (model 3)"), ("steps", "+ per-node and optimizer costs of the training step"), ("full", "+ unequal products on the grid (full model)")):
     e = errs[v]
     print(f"- {name}: median |error| {100 * statistics.median(e):.1f}%, worst {100 * max(e):.1f}% over {len(e)} configurations")
 print()
-print("Phases, measured CPU time / full model (ms):")
+print("Phases, measured CPU time (world > 1: wall time) / full model (ms):")
 print()
-print("| spec | batch | forward | backward | optimizer |")
-print("|---|---:|---:|---:|---:|")
+print("| spec | batch | world | forward | backward | optimizer | comm |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for c in phase_rows:
     print("| " + " | ".join(str(x) for x in c) + " |")
 PY

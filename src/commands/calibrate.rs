@@ -10,11 +10,13 @@ use trainbench_workload::mock::MockConfig;
 use trainbench_workload::{DeviceSelector, Precision};
 
 use super::{CommandError, Outcome};
+
+mod ranks;
 use crate::backends;
 use crate::hardware::ProfileValidator;
 use crate::hardware::wire::{
-    BandwidthPoint, Calibration, DeviceKind, DeviceProfile, HardwareFile, KernelPoint, Link, LinkKind, PeakTflops,
-    ProfileKind,
+    BandwidthPoint, Calibration, ConvShapePoint, DeviceKind, DeviceProfile, GemmShapePoint, HardwareFile, KernelPoint,
+    Link, LinkKind, PeakTflops, ProfileKind,
 };
 use crate::spec::wire::BackendChoice;
 
@@ -53,6 +55,11 @@ pub struct Args {
     /// Replace an existing file at `--out`.
     #[arg(long)]
     pub overwrite: bool,
+    /// Also measure the link between two local ranks (CPU): two all-reduce training runs of 2 ranks through
+    /// `trainbench run` (the MPI engine, started by `mpirun`), a small and a large model, solved for the
+    /// exchange's latency and bandwidth; recorded as the profile's intra-node link.
+    #[arg(long)]
+    pub link: bool,
 }
 
 fn parse_precision(s: &str) -> Result<Precision, String> {
@@ -123,6 +130,31 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
             conv_backward: points("conv_backward"),
             bandwidth: Vec::new(),
             elementwise: Vec::new(),
+            node: Vec::new(),
+            optimizer: Vec::new(),
+            gemm_shapes: m
+                .gemm_shapes
+                .iter()
+                .map(|g| GemmShapePoint {
+                    precision: g.precision,
+                    m: g.dims[0] as u64,
+                    k: g.dims[1] as u64,
+                    n: g.dims[2] as u64,
+                    seconds: g.seconds,
+                })
+                .collect(),
+            conv_shapes: m
+                .conv_grid
+                .iter()
+                .map(|c| ConvShapePoint {
+                    precision: c.precision,
+                    channels: c.shape.c as u64,
+                    pixels: (c.shape.n * c.shape.hw * c.shape.hw) as u64,
+                    kernel: c.shape.r as u64,
+                    forward_s: c.forward_s,
+                    backward_s: c.backward_s,
+                })
+                .collect(),
         }),
     }
 }
@@ -157,6 +189,8 @@ fn bandwidth_curve(
     for elements in BANDWIDTH_ELEMENTS.into_iter().filter(|e| *e < request.triad_elements) {
         let small = trainbench_workload::calibrate::CalibrationRequest {
             gemm_sizes: Vec::new(),
+            gemm_shapes: Vec::new(),
+            conv_grid: Vec::new(),
             conv_shapes: Vec::new(),
             triad_elements: elements,
             ..request.clone()
@@ -193,11 +227,36 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     request.cpu_threads = args.cpu_threads;
     request.cpu_clock = args.cpu_clock;
     eprintln!("calibrating {} with {} (takes a minute on a busy CPU)...", args.device, kind.name());
+    // The link first, before this process starts the backend: idle library threads left spinning by the
+    // measurements below would take a core from the two ranks (their exchange then waited a scheduler slice per
+    // step: 16-24 ms against 0.02 ms).
+    let link = if args.link { Some(ranks::measure(args.cpu_threads)) } else { None };
     let mut backend = backends::create(kind, &MockConfig::default());
     let m = backend.calibrate(&request).map_err(|e| CommandError::Other(e.to_string()))?;
     let bandwidth = bandwidth_curve(backend.as_mut(), &request, &m)?;
     let (elementwise, skipped) =
         crate::predict::elementwise::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
+    let step_costs =
+        crate::predict::stepcost::measure_nodes(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock)
+            .and_then(|mut nodes| {
+                let layers = crate::predict::stepcost::measure_layers(
+                    backend.as_mut(),
+                    args.device,
+                    args.cpu_threads,
+                    args.cpu_clock,
+                )?;
+                nodes.extend(layers);
+                Ok(nodes)
+            })
+            .and_then(|nodes| {
+                crate::predict::stepcost::measure_optimizers(
+                    backend.as_mut(),
+                    args.device,
+                    args.cpu_threads,
+                    args.cpu_clock,
+                )
+                .map(|opt| (nodes, opt))
+            });
     let measured_at = crate::manifest::rfc3339(SystemTime::now());
     let mut profile = profile_of(&m, &args.name, kind.name(), &args.device.to_string(), measured_at.clone());
     if let Some(c) = profile.calibration.as_mut() {
@@ -209,6 +268,28 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
              phases per operation, median of 3 rounds",
             crate::predict::elementwise::STACK
         ));
+        match step_costs {
+            Ok((nodes, optimizers)) => {
+                c.node = nodes;
+                c.optimizer = optimizers;
+                c.method.push_str(&format!(
+                    "; per node: {n} ReLUs or {n} linear layers (8 features, batch 1) trained beside the graph \
+                     without them (input -> linear -> MSE), the difference of the mean forward and backward phases \
+                     per node, median of 3 rounds (step: that graph less its linear layer and loss); layers in the step: \
+                     4 convolutions 16 -> 16 3x3 on 16 x 16 pixels or 4 linear layers 256 -> 256 at batch 64 against \
+                     the graph without them, per layer; optimizer: the \
+                     optimizer phase of SGD, SGD with momentum, with momentum and weight decay 5e-4, and Adam over 32 linear layers of 8 x 8 and one \
+                     linear layer of 1024 x 1024 and of 2048 x 2048, median of 3 rounds",
+                    n = crate::predict::stepcost::STACK
+                ));
+            }
+            Err(why) => c.method.push_str(&format!("; per-node and optimizer costs not measured: {why}")),
+        }
+        match &link {
+            Some(Ok(l)) => c.method.push_str(&format!("; intra-node link: {}", l.method)),
+            Some(Err(why)) => c.method.push_str(&format!("; intra-node link not measured: {why}")),
+            None => {}
+        }
         for (class, why) in skipped {
             c.method.push_str(&format!("; element-wise {class} not measured: {why}"));
         }
@@ -216,6 +297,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             "; bandwidth by working set: the same add over 3 x {} fp32 elements",
             BANDWIDTH_ELEMENTS.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
         ));
+    }
+    if let Some(Ok(l)) = link {
+        profile.intra_node = Some(l.link);
     }
     let body = toml::to_string(&profile).map_err(|e| CommandError::Other(e.to_string()))?;
     let text = format!(

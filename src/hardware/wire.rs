@@ -224,6 +224,103 @@ pub struct Calibration {
     /// by bytes over bandwidth alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub elementwise: Vec<ElementwisePoint>,
+    /// Fixed cost of one graph node in the backend's own training step (dispatch, autograd recording and its
+    /// backward node, the backend's per-node work), by node class, measured by training stacks of tiny nodes;
+    /// without it every framework operation costs `op_overhead_us`, forward and backward alike.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node: Vec<NodePoint>,
+    /// The optimizer step as the backend runs it, by optimizer kind and size of the parameter set; without it
+    /// the step is priced as one pass over parameters, gradients and state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub optimizer: Vec<OptimizerPoint>,
+    /// Matrix products of unequal sides (`[m x k] x [k x n]`: a layer's batch rows against its weights, and
+    /// the backward's products), on a grid of sizes; without them every product follows the square `gemm`
+    /// curve by its FLOPs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gemm_shapes: Vec<GemmShapePoint>,
+    /// Convolutions on a grid of channels and output pixels (3 x 3, stride 1, as many channels out as in),
+    /// forward and backward; without them every convolution follows the `conv` curves by its FLOPs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conv_shapes: Vec<ConvShapePoint>,
+}
+
+/// One measured convolution of the grid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConvShapePoint {
+    /// Precision it ran at.
+    pub precision: Precision,
+    /// Input channels (= output channels).
+    #[schemars(range(min = 1))]
+    pub channels: u64,
+    /// Output pixels: batch x height x width.
+    #[schemars(range(min = 1))]
+    pub pixels: u64,
+    /// Kernel side.
+    #[schemars(range(min = 1))]
+    pub kernel: u64,
+    /// Median seconds of the forward call, overhead included.
+    #[schemars(range(min = 0.0))]
+    pub forward_s: f64,
+    /// Median seconds of its backward (input and weight gradients), overhead included.
+    #[schemars(range(min = 0.0))]
+    pub backward_s: f64,
+}
+
+/// One node class's fixed cost in a training step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodePoint {
+    /// The class: `elementwise` (one operation on a few elements: every framework operation's fixed cost),
+    /// `linear` (a linear layer with bias on a few elements), `step` (the measured micro-graph's whole step
+    /// less its nodes: feeding the batch, summing the loss, starting backward); and layers of real size timed
+    /// in the step, from which the model derives how much slower kernels run there than isolated: `conv`
+    /// (16 -> 16 channels, 3 x 3, 16 x 16 pixels, batch 64), `linear-wide` (256 -> 256, batch 64).
+    pub class: String,
+    /// Seconds of the forward phase per node (per step for `step`).
+    #[schemars(range(min = 0.0))]
+    pub forward_s: f64,
+    /// Seconds of the backward phase per node (per step for `step`).
+    #[schemars(range(min = 0.0))]
+    pub backward_s: f64,
+}
+
+/// One measured optimizer step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OptimizerPoint {
+    /// The optimizer: `sgd` (no momentum), `sgd-momentum`, `sgd-momentum-decay` (SGD with weight decay), `adam`
+    /// (Adam and AdamW).
+    pub kind: String,
+    /// Parameter tensors updated.
+    #[schemars(range(min = 1))]
+    pub tensors: u64,
+    /// Parameters (elements) updated.
+    #[schemars(range(min = 1))]
+    pub parameters: u64,
+    /// Mean seconds of the optimizer phase per step.
+    #[schemars(range(min = 0.0))]
+    pub seconds: f64,
+}
+
+/// One measured product `[m x k] x [k x n]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GemmShapePoint {
+    /// Precision it ran at.
+    pub precision: Precision,
+    /// Rows of the left operand (a layer's batch rows).
+    #[schemars(range(min = 1))]
+    pub m: u64,
+    /// Inner dimension.
+    #[schemars(range(min = 1))]
+    pub k: u64,
+    /// Columns of the right operand.
+    #[schemars(range(min = 1))]
+    pub n: u64,
+    /// Median seconds per call, overhead included.
+    #[schemars(range(min = 0.0))]
+    pub seconds: f64,
 }
 
 /// One element-wise operation class's measured cost for one call on `elements` elements.

@@ -1,11 +1,13 @@
 //! What the model knows about the device from a profile: the compute rate a kernel of a given size reaches
 //! (the datasheet peak, or the calibrated efficiency curve), the memory bandwidth a working set of a given size
 //! reaches (the datasheet's, or the calibrated curve from cache-sized to memory-sized vectors) and the
-//! per-operation overhead.
+//! per-operation overhead; with a calibration of the backend's training step, the fixed cost of a node in each
+//! phase, the optimizer's cost and the rate of unequal matrix products on a grid of sizes.
 
 use trainbench_workload::Precision;
 
 use super::PredictError;
+use super::stepcost::OptimizerCost;
 use crate::hardware::wire::{Calibration, HardwareFile, KernelPoint};
 
 /// Which efficiency curve a kernel follows.
@@ -38,6 +40,141 @@ pub struct DeviceModel {
     gemm: Vec<(f64, f64)>,
     conv: Vec<(f64, f64)>,
     conv_backward: Vec<(f64, f64)>,
+    /// Fixed per-node costs measured through the training step, when calibrated.
+    pub nodes: Option<NodeCosts>,
+    /// Optimizer costs by kind, when calibrated.
+    optimizers: Vec<(String, OptimizerCost)>,
+    /// Unequal products' rates on a grid, when calibrated at this precision.
+    grid: Option<LogGrid>,
+    /// Convolutions' rates over channels and pixels (forward, backward), when calibrated at this precision.
+    conv_grid: Option<(LogGrid, LogGrid)>,
+    /// What layers cost inside the training step beyond their isolated kernels, per byte (0 without a
+    /// calibration).
+    pub in_step: super::stepcost::InStep,
+}
+
+/// Fixed seconds of one node in the training step's forward and backward phases (`calibration.node`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeCosts {
+    /// One framework operation of a node (forward, backward).
+    pub op: (f64, f64),
+    /// A linear layer with bias (forward, backward), its tiny product included.
+    pub linear: (f64, f64),
+    /// The step's own (forward, backward), once per step.
+    pub step: (f64, f64),
+}
+
+impl NodeCosts {
+    fn of(c: &Calibration) -> Option<Self> {
+        let get = |class: &str| c.node.iter().find(|p| p.class == class).map(|p| (p.forward_s, p.backward_s));
+        Some(Self { op: get("elementwise")?, linear: get("linear")?, step: get("step").unwrap_or((0.0, 0.0)) })
+    }
+}
+
+/// Framework operations of an attention node (as the roofline counts them).
+const ATTENTION_OPS: f64 = 10.0;
+
+/// Values measured on a full grid of sizes (each axis sorted, ascending): multilinear interpolation of the log
+/// value in log sizes, clamped to the grid's ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogGrid {
+    axes: Vec<Vec<f64>>,
+    /// Log values, row-major over the axes (the last axis varies fastest).
+    log_value: Vec<f64>,
+}
+
+impl LogGrid {
+    /// The grid through `points` (coordinates, value), when they cover every combination of their coordinates
+    /// with positive values.
+    pub fn new(points: &[(Vec<f64>, f64)]) -> Option<Self> {
+        let dims = points.first()?.0.len();
+        let axes: Vec<Vec<f64>> = (0..dims)
+            .map(|d| {
+                let mut v: Vec<f64> = points.iter().map(|p| p.0[d]).collect();
+                v.sort_by(f64::total_cmp);
+                v.dedup();
+                v
+            })
+            .collect();
+        let mut log_value = vec![f64::NAN; axes.iter().map(Vec::len).product()];
+        for (coords, value) in points {
+            let mut idx = 0;
+            for (a, x) in axes.iter().zip(coords) {
+                idx = idx * a.len() + a.iter().position(|v| v == x)?;
+            }
+            log_value[idx] = value.ln();
+        }
+        if axes.iter().any(|a| a.first().is_none_or(|x| *x <= 0.0)) || log_value.iter().any(|r| !r.is_finite()) {
+            return None;
+        }
+        Some(Self { axes, log_value })
+    }
+
+    /// The value at `coords` (one per axis).
+    pub fn value(&self, coords: &[f64]) -> f64 {
+        // Per axis: the lower index and the weight of the upper one, in log size.
+        let locate = |a: &Vec<f64>, x: f64| -> (usize, f64) {
+            if a.len() < 2 || x <= a[0] {
+                return (0, 0.0);
+            }
+            let last = a.len() - 1;
+            if x >= a[last] {
+                return (last - 1, 1.0);
+            }
+            let i = a.partition_point(|v| *v <= x) - 1;
+            (i, (x.ln() - a[i].ln()) / (a[i + 1].ln() - a[i].ln()))
+        };
+        let q: Vec<(usize, f64)> = self.axes.iter().zip(coords).map(|(a, &x)| locate(a, x)).collect();
+        let mut acc = 0.0;
+        for corner in 0..1usize << q.len() {
+            let (mut w, mut idx) = (1.0, 0);
+            for (d, &(i, t)) in q.iter().enumerate() {
+                let upper = corner >> d & 1 == 1;
+                let len = self.axes[d].len();
+                idx = idx * len + if upper { (i + 1).min(len - 1) } else { i };
+                w *= if upper { t } else { 1.0 - t };
+            }
+            if w > 0.0 {
+                acc += w * self.log_value[idx];
+            }
+        }
+        acc.exp()
+    }
+}
+
+/// Rates (FLOP/s net of overhead) of `[m x k] x [k x n]` products over m, k, n, at one precision.
+fn gemm_grid(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<LogGrid> {
+    let points: Vec<(Vec<f64>, f64)> = c
+        .gemm_shapes
+        .iter()
+        .filter(|p| p.precision == precision && p.seconds > 0.0)
+        .map(|p| {
+            let flops = 2.0 * (p.m * p.k * p.n) as f64;
+            (vec![p.m as f64, p.k as f64, p.n as f64], flops / net_of_overhead(p.seconds, overhead_s))
+        })
+        .collect();
+    LogGrid::new(&points)
+}
+
+/// Rates (FLOP/s net of overhead) of 3 x 3 convolutions over channels and output pixels, forward and backward
+/// (the backward's work is twice the forward's), at one precision.
+fn conv_grids(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<(LogGrid, LogGrid)> {
+    let pts: Vec<_> =
+        c.conv_shapes.iter().filter(|p| p.precision == precision && p.forward_s > 0.0 && p.backward_s > 0.0).collect();
+    let flops = |p: &crate::hardware::wire::ConvShapePoint| {
+        2.0 * (p.pixels * p.channels * p.channels * p.kernel * p.kernel) as f64
+    };
+    let grid = |backward: bool| {
+        let points: Vec<(Vec<f64>, f64)> = pts
+            .iter()
+            .map(|p| {
+                let (work, s) = if backward { (2.0 * flops(p), p.backward_s) } else { (flops(p), p.forward_s) };
+                (vec![p.channels as f64, p.pixels as f64], work / net_of_overhead(s, overhead_s))
+            })
+            .collect();
+        LogGrid::new(&points)
+    };
+    Some((grid(false)?, grid(true)?))
 }
 
 impl DeviceModel {
@@ -66,19 +203,55 @@ impl DeviceModel {
             })
             .unwrap_or_default();
         bandwidth.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let per_element = |s: f64, n: f64| (s - overhead).max(0.0) / n;
+        let per_element = |s: f64, fixed: f64, n: f64| (s - fixed).max(0.0) / n;
+        let fixed = cal.and_then(NodeCosts::of).map_or((overhead, overhead), |n| n.op);
         let elementwise = cal
             .map(|c| {
                 c.elementwise
                     .iter()
                     .filter(|p| p.elements > 0.0)
                     .map(|p| {
-                        (p.op.clone(), per_element(p.forward_s, p.elements), per_element(p.backward_s, p.elements))
+                        (
+                            p.op.clone(),
+                            per_element(p.forward_s, fixed.0, p.elements),
+                            per_element(p.backward_s, fixed.1, p.elements),
+                        )
                     })
                     .collect()
             })
             .unwrap_or_default();
-        Ok(Self {
+        let optimizers = cal
+            .map(|c| {
+                super::stepcost::OPTIMIZERS
+                    .iter()
+                    .filter_map(|k| OptimizerCost::of(&c.optimizer, k).map(|o| ((*k).to_string(), o)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let grid = cal.and_then(|c| gemm_grid(c, precision, overhead));
+        let mut elementwise: Vec<(String, f64, f64)> = elementwise;
+        // Attention's measurement includes its projections and score products: net of them as the model prices
+        // them at the measured shape (forward; backward twice the forward's work), and of its other operations.
+        if let (Some(g), Some(c)) = (&grid, cal) {
+            let products: f64 = super::elementwise::measured_attention_products()
+                .iter()
+                .map(|&[m, k, n]| 2.0 * m * k * n / g.value(&[m, k, n]))
+                .sum();
+            let (f, b) = fixed;
+            let measured = c.elementwise.iter().find(|p| p.op == "attention" && p.elements > 0.0);
+            for (_, ef, eb) in elementwise.iter_mut().filter(|(class, _, _)| class == "attention") {
+                if let Some(p) = measured {
+                    *ef = (p.forward_s - products - ATTENTION_OPS * f).max(0.0) / p.elements;
+                    *eb = (p.backward_s - 2.0 * products - ATTENTION_OPS * b).max(0.0) / p.elements;
+                }
+            }
+        }
+        let mut model = Self {
+            in_step: super::stepcost::InStep::default(),
+            nodes: cal.and_then(NodeCosts::of),
+            optimizers,
+            grid,
+            conv_grid: cal.and_then(|c| conv_grids(c, precision, overhead)),
             peak_flop_s: peak * 1e12,
             memory_bytes_s: memory,
             bandwidth,
@@ -87,7 +260,11 @@ impl DeviceModel {
             gemm: curve(|c| &c.gemm),
             conv: curve(|c| &c.conv),
             conv_backward: curve(|c| &c.conv_backward),
-        })
+        };
+        if let Some(c) = cal.filter(|_| precision == Precision::Fp32) {
+            model.in_step = super::stepcost::in_step_excess(c, &model);
+        }
+        Ok(model)
     }
 
     /// Seconds of `flops` of work in one kernel of `class`: along the calibrated curve (log-log
@@ -104,6 +281,36 @@ impl DeviceModel {
             KernelClass::ConvBackward => &self.conv_backward,
         };
         flops / interpolate(curve, flops).unwrap_or(self.peak_flop_s)
+    }
+
+    /// Seconds of one `[m x k] x [k x n]` product: at the calibrated grid's rate, else along the GEMM curve by
+    /// its FLOPs.
+    pub fn gemm_s(&self, m: f64, k: f64, n: f64) -> f64 {
+        let flops = 2.0 * m * k * n;
+        match &self.grid {
+            Some(g) if flops > 0.0 => flops / g.value(&[m, k, n]),
+            _ => self.compute_s(KernelClass::Gemm, flops),
+        }
+    }
+
+    /// Seconds of a convolution of `flops` (forward; backward: its input and weight gradients, `flops` being
+    /// theirs) with `channels` (the geometric mean of in and out) over `pixels` output pixels, on the calibrated
+    /// grid; `None` without one.
+    pub fn conv_grid_s(&self, backward: bool, channels: f64, pixels: f64, flops: f64) -> Option<f64> {
+        let (f, b) = self.conv_grid.as_ref()?;
+        let g = if backward { b } else { f };
+        Some(if flops > 0.0 { flops / g.value(&[channels, pixels]) } else { 0.0 })
+    }
+
+    /// Whether unequal products have a calibrated grid.
+    pub fn has_grid(&self) -> bool {
+        self.grid.is_some()
+    }
+
+    /// Seconds of one step of the optimizer `kind` (`stepcost::optimizer_kind`) over `tensors` tensors of
+    /// `parameters` parameters, when that kind was calibrated.
+    pub fn optimizer_s(&self, kind: &str, tensors: f64, parameters: f64) -> Option<f64> {
+        self.optimizers.iter().find(|(k, _)| k == kind).map(|(_, c)| c.seconds(tensors, parameters))
     }
 
     /// Seconds of the element-wise work of a node of `class` on `elements` elements, (forward, backward), when the

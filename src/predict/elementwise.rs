@@ -8,12 +8,34 @@
 //! same graph without the operation; the difference of their mean forward and backward phase times over
 //! [`STACK`] is one operation's cost at 65,536 elements (with `--cpu-clock`, the phases are scaled by the
 //! process's CPU time over wall time during each run). The model charges a node of a measured class its cost
-//! per element times its elements, net of the per-operation overhead it adds on its own.
+//! per element times its elements, net of the per-operation overhead it adds on its own. Attention is measured
+//! the same way (self-attention, 4 heads over the 16 positions) and charged per score element, net of its
+//! projections and score products as the model prices them at the measured shape (`attention_products`): on a
+//! CPU its fused core costs several times its FLOPs (the development machine: 1.2 ms forward at batch 64 against
+//! 0.23 ms from FLOPs).
+
+/// The products of an attention node the model prices on the GEMM grid, `[m, k, n]` for `batch` samples of `tq`
+/// query and `tk` key positions: the four projections, then scores and context over batch x heads rows.
+pub fn attention_products(batch: f64, tq: f64, tk: f64, e: f64, kdim: f64, vdim: f64, heads: f64) -> Vec<[f64; 3]> {
+    let dh = e / heads.max(1.0);
+    vec![
+        [batch * tq, e, e],
+        [batch * tk, kdim, e],
+        [batch * tk, vdim, e],
+        [batch * heads * tq, dh, tk],
+        [batch * heads * tq, tk, dh],
+        [batch * tq, e, e],
+    ]
+}
+
+/// The measured attention's products (see [`attention_products`]).
+pub fn measured_attention_products() -> Vec<[f64; 3]> {
+    let (t, e) = (SAMPLE[0] as f64, SAMPLE[1] as f64);
+    attention_products(BATCH as f64, t, t, e, e, e, ATTENTION_HEADS as f64)
+}
 
 use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, Op};
-use trainbench_workload::{
-    Backend, Budget, DeviceSelector, GraphBuilder, OptimizerSpec, Precision, RunContext, RunPlan,
-};
+use trainbench_workload::{Backend, DeviceSelector, GraphBuilder, OptimizerSpec, RunPlan};
 
 use crate::hardware::wire::ElementwisePoint;
 
@@ -24,14 +46,17 @@ pub const STACK: usize = 6;
 const BATCH: usize = 64;
 /// One sample: 16 positions of 64 features (a small Transformer's activations).
 const SAMPLE: [usize; 2] = [16, 64];
-/// Measured steps per micro-graph run (after [`WARMUP`]); each class is measured [`ROUNDS`] times and the median
+/// Measured steps per micro-graph run (after 3 warm-up steps); each class is measured [`ROUNDS`] times and the median
 /// kept.
 const STEPS: u64 = 12;
-const WARMUP: u64 = 3;
 const ROUNDS: usize = 3;
 
 /// The measured classes, by name.
-pub const CLASSES: [&str; 6] = ["dropout", "layer_norm", "batch_norm", "softmax", "relu", "gelu"];
+pub const CLASSES: [&str; 7] = ["dropout", "layer_norm", "batch_norm", "softmax", "relu", "gelu", "attention"];
+
+/// Heads of the measured attention (self-attention over the sample's 16 positions of 64 features: 4 x 16 x 16
+/// scores per sample, 65,536 at batch 64).
+pub const ATTENTION_HEADS: usize = 4;
 
 /// The class whose measured cost stands for a node's operation; `None` for operations priced by FLOPs and bytes
 /// alone.
@@ -43,13 +68,15 @@ pub fn class_of(op: &Op) -> Option<&'static str> {
         Op::Softmax => Some("softmax"),
         Op::Act { function: Activation::Relu | Activation::LeakyRelu(_) | Activation::HardTanh20 } => Some("relu"),
         Op::Act { function: Activation::Gelu | Activation::Tanh | Activation::Sigmoid } => Some("gelu"),
+        Op::Attention { .. } => Some("attention"),
         _ => None,
     }
 }
 
 /// The element-wise work of a node at `batch` samples: its measured class and how many elements it touches.
-/// Attention's core softmaxes its score tensor (heads x query positions x key positions per sample); the other
-/// classes touch their output.
+/// Attention's core (scaled dot-product attention: scores, softmax, weighted sum, beyond its projections) works
+/// on its score tensor (heads x query positions x key positions per sample); a cross-entropy loss does
+/// softmax's work on its logits; the other classes touch their output.
 pub fn work_of(
     graph: &Graph,
     node: &trainbench_workload::Node,
@@ -61,7 +88,12 @@ pub fn work_of(
             let positions = |i: usize| {
                 node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64
             };
-            Some(("softmax", *heads as f64 * positions(0) * positions(1) * batch))
+            Some(("attention", *heads as f64 * positions(0) * positions(1) * batch))
+        }
+        // Cross-entropy's log-softmax over the logits: softmax's work per logit.
+        Op::Loss { loss: LossKind::CrossEntropy, .. } => {
+            let logits = node.inputs.first().map_or(0, |&j| graph.nodes[j].shape.numel());
+            Some(("softmax", logits as f64 * batch))
         }
         op => class_of(op).map(|c| (c, output_elements as f64 * batch)),
     }
@@ -82,6 +114,7 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
             "batch_norm" => b.batch_norm(&name, y),
             "softmax" => b.softmax(&name, y),
             "relu" => b.act(&name, y, Activation::Relu),
+            "attention" => b.attention(&name, y, y, ATTENTION_HEADS, false),
             _ => b.act(&name, y, Activation::Gelu),
         }
         .map_err(e)?;
@@ -91,43 +124,13 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
 }
 
 fn plan(device: DeviceSelector, cpu_threads: Option<u32>) -> RunPlan {
-    RunPlan {
-        id: "calibrate-elementwise".into(),
-        config: "calibrate-elementwise".into(),
-        batch_size: BATCH,
-        precision: Precision::Fp32,
-        device,
-        world_size: 1,
-        strategy: Default::default(),
-        warmup: WARMUP,
-        budget: Budget::Iterations(STEPS),
-        repeat: 0,
-        seed: 0,
-        optimizer: OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.0, weight_decay: 0.0, nesterov: false },
-        phase_timing: true,
-        timeout_s: None,
-        cpu_threads,
-        target: None,
-        numerics: Default::default(),
-    }
+    let sgd = OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.0, weight_decay: 0.0, nesterov: false };
+    super::stepcost::plan(device, cpu_threads, BATCH, sgd, STEPS)
 }
 
-/// Mean (forward, backward) seconds of one step of `graph`; with `cpu_clock`, scaled by the process's CPU time
-/// over the wall time of the run.
+/// Mean (forward, backward) seconds of one step of `graph` (see `stepcost::phases`).
 fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_clock: bool) -> Result<(f64, f64), String> {
-    let mut probe = trainbench_workload::backend::NoProbe;
-    let wall0 = std::time::Instant::now();
-    let cpu0 = crate::metrics::cpu::process_cpu_seconds();
-    let raw = backend.run_in(plan, graph, &mut RunContext::new(&mut probe)).map_err(|e| e.to_string())?;
-    let wall = wall0.elapsed().as_secs_f64();
-    let scale = match (cpu_clock, cpu0, crate::metrics::cpu::process_cpu_seconds()) {
-        (true, Some(a), Some(b)) if wall > 0.0 && b > a => (b - a) / wall,
-        _ => 1.0,
-    };
-    let n = raw.steps.len().max(1) as f64;
-    let forward = raw.steps.iter().map(|s| s.forward_s).sum::<f64>() / n;
-    let backward = raw.steps.iter().map(|s| s.backward_s).sum::<f64>() / n;
-    Ok((forward * scale, backward * scale))
+    super::stepcost::phases(backend, plan, graph, cpu_clock).map(|p| (p.forward, p.backward))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -166,7 +169,11 @@ pub fn measure(
         if rounds.len() == ROUNDS {
             points.push(ElementwisePoint {
                 op: class.to_string(),
-                elements: (BATCH * SAMPLE[0] * SAMPLE[1]) as f64,
+                elements: if class == "attention" {
+                    (BATCH * ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0]) as f64
+                } else {
+                    (BATCH * SAMPLE[0] * SAMPLE[1]) as f64
+                },
                 forward_s: median(rounds.iter().map(|r| r.0).collect()),
                 backward_s: median(rounds.iter().map(|r| r.1).collect()),
             });
@@ -201,9 +208,9 @@ mod tests {
         let g = b.finish(1, "samples").unwrap();
         let node = g.nodes.iter().find(|n| n.name == "attn").unwrap();
         // 4 heads x 16 queries x 10 keys per sample, 8 samples.
-        assert_eq!(work_of(&g, node, 1024, 8.0), Some(("softmax", 4.0 * 16.0 * 10.0 * 8.0)));
+        assert_eq!(work_of(&g, node, 1024, 8.0), Some(("attention", 4.0 * 16.0 * 10.0 * 8.0)));
         let loss = g.nodes.iter().find(|n| n.name == "loss").unwrap();
-        assert_eq!(work_of(&g, loss, 1, 8.0), None);
+        assert_eq!(work_of(&g, loss, 1, 8.0), None, "an MSE loss is priced by its bytes");
     }
 
     #[test]
@@ -212,6 +219,7 @@ mod tests {
         let (points, skipped) = measure(&mut mock, DeviceSelector::Cpu, None, false);
         assert!(skipped.is_empty(), "{skipped:?}");
         assert_eq!(points.iter().map(|p| p.op.as_str()).collect::<Vec<_>>(), CLASSES);
-        assert!(points.iter().all(|p| p.elements == 65536.0 && p.forward_s >= 0.0 && p.backward_s >= 0.0));
+        assert!(points.iter().all(|p| p.forward_s >= 0.0 && p.backward_s >= 0.0));
+        assert!(points.iter().all(|p| p.elements == 65536.0), "attention's scores are as many as the others' outputs");
     }
 }

@@ -112,6 +112,96 @@ fn kernels(graph: &Graph, node: &trainbench_workload::graph::Node) -> (f64, Kern
     }
 }
 
+/// A layer's matrix products as `[m, k, n]` (`[m x k] x [k x n]`), forward and backward, where the grid prices
+/// them: a linear layer (batch rows against its weight; backward the weight gradient `[k x m] x [m x n]` and, where
+/// its input needs one, the input gradient `[m x n] x [n x k]`), a recurrent layer (the input projection over
+/// every time step at once, then one hidden product per step, as libtorch runs them on a CPU; backward left to
+/// the FLOP ratio), attention (four projections, then scores and context over batch x heads rows).
+struct Products {
+    forward: Vec<[f64; 3]>,
+    backward: Vec<[f64; 3]>,
+}
+
+fn products(
+    graph: &Graph,
+    node: &trainbench_workload::graph::Node,
+    b: f64,
+    input_grad: bool,
+    trainable: bool,
+) -> Option<Products> {
+    let first_dim =
+        |i: usize| node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64;
+    match &node.op {
+        Op::Linear { in_features, out_features, .. } => {
+            let (k, n) = (*in_features as f64, *out_features as f64);
+            let rows = graph.nodes[*node.inputs.first()?].shape.numel() as f64 / k.max(1.0);
+            let m = b * rows;
+            let mut backward = Vec::new();
+            if trainable {
+                backward.push([k, m, n]);
+            }
+            if input_grad {
+                backward.push([m, n, k]);
+            }
+            Some(Products { forward: vec![[m, k, n]], backward })
+        }
+        Op::Rnn { cell, input_size, hidden, layers, bidirectional } => {
+            let t = first_dim(0);
+            let gates = match cell {
+                trainbench_workload::graph::RnnCell::Lstm => 4.0,
+                trainbench_workload::graph::RnnCell::Gru => 3.0,
+            };
+            let (h, dirs) = (*hidden as f64, if *bidirectional { 2.0 } else { 1.0 });
+            let mut forward = Vec::new();
+            for l in 0..*layers {
+                let input = if l == 0 { *input_size as f64 } else { h * dirs };
+                for _ in 0..*bidirectional as usize + 1 {
+                    forward.push([t * b, input, gates * h]);
+                    forward.extend(std::iter::repeat_n([b, h, gates * h], t as usize));
+                }
+            }
+            Some(Products { forward, backward: Vec::new() })
+        }
+        Op::Attention { embed_dim, heads, kdim, vdim, .. } => {
+            let (tq, tk) = (first_dim(0), first_dim(1));
+            let forward = super::elementwise::attention_products(
+                b,
+                tq,
+                tk,
+                *embed_dim as f64,
+                *kdim as f64,
+                *vdim as f64,
+                *heads as f64,
+            );
+            Some(Products { forward, backward: Vec::new() })
+        }
+        _ => None,
+    }
+}
+
+/// A plain convolution's (channels, output pixels) for the calibrated grid: the geometric mean of its input and
+/// output channels, and its output elements over its output channels. Grouped and transposed convolutions are
+/// left to the curve.
+fn conv_size(node: &trainbench_workload::graph::Node, output_elements: f64) -> Option<(f64, f64)> {
+    match &node.op {
+        Op::Conv { in_channels, out_channels, groups: 1, transposed: false, .. } if *out_channels > 0 => {
+            Some((((*in_channels * *out_channels) as f64).sqrt(), output_elements / *out_channels as f64))
+        }
+        _ => None,
+    }
+}
+
+/// Fixed seconds of a node (forward, backward): with the training step calibrated, a linear layer's measured
+/// cost, else its forward operations at one operation's forward and backward cost each (each forward operation
+/// records one backward node); without it, every operation at the per-operation overhead.
+fn fixed_costs(node: &trainbench_workload::graph::Node, ops_f: f64, ops_b: f64, device: &DeviceModel) -> (f64, f64) {
+    match device.nodes {
+        Some(n) if matches!(node.op, Op::Linear { .. }) => n.linear,
+        Some(n) => (ops_f * n.op.0, ops_f * n.op.1),
+        None => (ops_f * device.op_overhead_s, ops_b * device.op_overhead_s),
+    }
+}
+
 /// Bytes a layer moves beyond reading its inputs and writing its output once (forward, backward), for the
 /// operations that make several passes: normalisations compute statistics before normalising (and their
 /// backward reads input and output gradient twice); softmax and log-softmax take a maximum and a sum first;
@@ -185,23 +275,52 @@ pub fn step(
         let per_kernel = f_flops / n_kernels;
         // Element-wise operations of a measured class: their per-element work, where it exceeds FLOPs at the
         // GEMM rate (dropout's random numbers, exponentials, reductions).
+        // Attention without its own measurement: its scores' softmax.
         let elementwise = super::elementwise::work_of(graph, node, a.output_elements, b)
-            .and_then(|(c, elements)| device.elementwise_s(c, elements))
+            .and_then(|(c, elements)| {
+                device
+                    .elementwise_s(c, elements)
+                    .or_else(|| (c == "attention").then(|| device.elementwise_s("softmax", elements)).flatten())
+            })
             .unwrap_or((0.0, 0.0));
+        // The layer's products at their own shapes on the calibrated grid (forward, and the backward's where
+        // its shapes are known), else its FLOPs along the curve.
+        let products = if device.has_grid() { products(graph, node, b, input_grad, a.parameters > 0) } else { None };
+        // A convolution at its channels and pixels on the calibrated grid.
+        let conv = conv_size(node, a.output_elements as f64 * b);
+        let conv_s = |backward: bool, flops: f64| conv.and_then(|(c, p)| device.conv_grid_s(backward, c, p, flops));
+        let gemm_s = match (&products, conv_s(false, f_flops)) {
+            (Some(p), _) => p.forward.iter().map(|&[m, k, n]| device.gemm_s(m, k, n)).sum(),
+            (None, Some(s)) => s,
+            (None, None) => n_kernels * device.compute_s(class, per_kernel),
+        };
         // Attention's products and its softmax run one after the other; an element-wise layer's work and its
         // bytes overlap.
-        let gemm_s = n_kernels * device.compute_s(class, per_kernel);
         let f_compute =
             if matches!(node.op, Op::Attention { .. }) { gemm_s + elementwise.0 } else { gemm_s.max(elementwise.0) };
         let f_bytes = inputs + out + weights + extra_f;
+        let (fixed_f, fixed_b) = fixed_costs(node, ops_f, ops_b, device);
+        // Convolutions and linear layers cost more inside the step than their isolated kernels: per byte moved
+        // (calibrated).
+        let in_step = match &node.op {
+            Op::Conv { .. } => device.in_step.conv,
+            Op::Linear { .. } => device.in_step.linear,
+            _ => (0.0, 0.0),
+        };
         let forward =
-            PhaseCost::new(f_flops, f_bytes, f_compute, device.memory_s(f_bytes), ops_f * device.op_overhead_s);
+            PhaseCost::new(f_flops, f_bytes, f_compute + in_step.0 * f_bytes, device.memory_s(f_bytes), fixed_f);
         let backward = if a.requires_grad {
             let bw_flops = a.backward_flops as f64 * b;
             // Backward kernels have the forward's sizes (weight gradient, input gradient): the forward's rate,
-            // except for convolutions, whose backward has a calibrated curve of its own.
-            let bw_compute = match class {
-                KernelClass::Conv if bw_flops > 0.0 => device.compute_s(KernelClass::ConvBackward, bw_flops),
+            // except for convolutions, whose backward has a calibrated curve of its own, and products whose
+            // backward shapes are known.
+            let bw_compute = match (&products, class) {
+                (Some(p), _) if !p.backward.is_empty() => {
+                    p.backward.iter().map(|&[m, k, n]| device.gemm_s(m, k, n)).sum()
+                }
+                (_, KernelClass::Conv) if bw_flops > 0.0 => {
+                    conv_s(true, bw_flops).unwrap_or_else(|| device.compute_s(KernelClass::ConvBackward, bw_flops))
+                }
                 _ if f_flops > 0.0 => gemm_s * bw_flops / f_flops,
                 _ => 0.0,
             };
@@ -211,23 +330,39 @@ pub fn step(
                 bw_compute.max(elementwise.1)
             };
             let bytes = out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b;
-            PhaseCost::new(bw_flops, bytes, bw_compute, device.memory_s(bytes), ops_b * device.op_overhead_s)
+            PhaseCost::new(bw_flops, bytes, bw_compute + in_step.1 * bytes, device.memory_s(bytes), fixed_b)
         } else {
             PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0)
         };
         layers.push(LayerCost { name: node.name.clone(), op: a.op.clone(), forward, backward });
     }
+    // The step's own fixed cost (feeding the batch, summing the loss, starting backward), when calibrated.
+    if let Some(n) = device.nodes.filter(|n| n.step != (0.0, 0.0)) {
+        let fixed = |s: f64| PhaseCost::new(0.0, 0.0, 0.0, 0.0, s);
+        layers.push(LayerCost {
+            name: "(step)".into(),
+            op: "step".into(),
+            forward: fixed(n.step.0),
+            backward: fixed(n.step.1),
+        });
+    }
     let s = optimizer.state_buffers() as f64;
     let params = analysis.parameters as f64;
     let bytes = params * 4.0 * (3.0 + 2.0 * s);
     let tensors = trainbench_workload::params::graph_tensors(graph).iter().filter(|(_, d)| d.trainable()).count();
-    let per_tensor = match optimizer {
-        OptimizerSpec::Sgd { momentum, weight_decay, .. } => {
-            1.0 + if *momentum > 0.0 { 2.0 } else { 0.0 } + if *weight_decay > 0.0 { 1.0 } else { 0.0 }
+    let kind = super::stepcost::optimizer_kind(optimizer);
+    let optimizer = match device.optimizer_s(kind, tensors as f64, params) {
+        // Measured through the backend's own step: its passes over parameters, gradients and state.
+        Some(seconds) => PhaseCost::new(0.0, bytes, 0.0, seconds, 0.0),
+        None => {
+            let per_tensor = match optimizer {
+                OptimizerSpec::Sgd { momentum, weight_decay, .. } => {
+                    1.0 + if *momentum > 0.0 { 2.0 } else { 0.0 } + if *weight_decay > 0.0 { 1.0 } else { 0.0 }
+                }
+                OptimizerSpec::Adam { .. } | OptimizerSpec::Adamw { .. } => 8.0,
+            };
+            PhaseCost::new(0.0, bytes, 0.0, device.memory_s(bytes), tensors as f64 * per_tensor * device.op_overhead_s)
         }
-        OptimizerSpec::Adam { .. } | OptimizerSpec::Adamw { .. } => 8.0,
     };
-    let optimizer =
-        PhaseCost::new(0.0, bytes, 0.0, device.memory_s(bytes), tensors as f64 * per_tensor * device.op_overhead_s);
     StepCompute { layers, optimizer }
 }

@@ -143,6 +143,10 @@ fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
         conv_backward: vec![],
         bandwidth: vec![],
         elementwise: vec![],
+        node: vec![],
+        optimizer: vec![],
+        gemm_shapes: vec![],
+        conv_shapes: vec![],
     });
     let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
@@ -180,6 +184,10 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
         conv_backward: vec![],
         bandwidth: vec![bw(1e8, 10.0, 1e-6), bw(1e6, 400.0, 1e-6)],
         elementwise: vec![],
+        node: vec![],
+        optimizer: vec![],
+        gemm_shapes: vec![],
+        conv_shapes: vec![],
     });
     let dev = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
     assert!(close(dev.memory_s(1e6), 1e6 / 400e9), "net of the overhead");
@@ -226,6 +234,10 @@ fn a_measured_element_wise_class_costs_its_per_element_work() {
             forward_s: 1e-3 + 1e-6,
             backward_s: 2e-4 + 1e-6,
         }],
+        node: vec![],
+        optimizer: vec![],
+        gemm_shapes: vec![],
+        conv_shapes: vec![],
     });
     let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let drop = p.layers.iter().find(|l| l.name == "drop").unwrap();
@@ -257,4 +269,114 @@ fn what_ifs_point_the_right_way_with_formula_magnitudes() {
     // fp16 at 4x the peak speeds up compute only.
     let fp16 = find("precision: fp16");
     assert!(fp16.speedup.unwrap() > 1.0 && fp16.speedup.unwrap() < 4.0);
+}
+
+/// A calibration with only the training step's terms: per-node costs, an optimizer and a product grid.
+fn step_calibration() -> Calibration {
+    use crate::hardware::wire::{GemmShapePoint, NodePoint, OptimizerPoint};
+    let node = |class: &str, f: f64, b: f64| NodePoint { class: class.into(), forward_s: f, backward_s: b };
+    // Rates: 1e10 FLOP/s for every product with m = 1, 1e11 with m = 1000 (k, n in {10, 1000}).
+    let mut grid = Vec::new();
+    for m in [1u64, 1000] {
+        for k in [10u64, 1000] {
+            for n in [10u64, 1000] {
+                let rate = if m == 1 { 1e10 } else { 1e11 };
+                grid.push(GemmShapePoint {
+                    precision: Precision::Fp32,
+                    m,
+                    k,
+                    n,
+                    seconds: 2.0 * (m * k * n) as f64 / rate,
+                });
+            }
+        }
+    }
+    let opt = |tensors: u64, parameters: u64| OptimizerPoint {
+        kind: "sgd".into(),
+        tensors,
+        parameters,
+        seconds: tensors as f64 * 1e-6 + parameters as f64 * 1e-9,
+    };
+    Calibration {
+        method: "test".into(),
+        measured_at: String::new(),
+        backend: "mock".into(),
+        device: "cpu".into(),
+        op_overhead_us: 0.0,
+        triad_gbs: 1000.0,
+        host_to_device_gbs: None,
+        gemm: vec![],
+        conv: vec![],
+        conv_backward: vec![],
+        bandwidth: vec![],
+        elementwise: vec![],
+        node: vec![node("elementwise", 2e-6, 3e-6), node("linear", 5e-6, 7e-6), node("step", 11e-6, 13e-6)],
+        optimizer: vec![opt(64, 2304), opt(2, 1_000_000)],
+        gemm_shapes: grid,
+        conv_shapes: vec![],
+    }
+}
+
+#[test]
+fn the_training_step_calibration_prices_nodes_products_and_the_optimizer() {
+    let g = gemm_graph();
+    let mut prof = profile();
+    prof.calibration = Some(step_calibration());
+    let p = predict(&g, &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
+    // A linear layer's own fixed cost in each phase; the loss's 3 operations at the element-wise node's.
+    assert!(close(fc.forward.overhead_s, 5e-6) && close(fc.backward.overhead_s, 7e-6), "{fc:?}");
+    let loss = p.layers.iter().find(|l| l.name == "loss").unwrap();
+    assert!(close(loss.forward.overhead_s, 3.0 * 2e-6) && close(loss.backward.overhead_s, 3.0 * 3e-6));
+    let step = p.layers.iter().find(|l| l.name == "(step)").unwrap();
+    assert!(close(step.forward.time_s, 11e-6) && close(step.backward.time_s, 13e-6));
+    // Batch 1: one row against 1000 x 1000 at the grid's 1e10; backward only the weight gradient [1000 x 1] x
+    // [1 x 1000], whose inner side is 1 but whose rows are 1000: 1e11.
+    assert!(close(fc.forward.compute_s, 2e6 / 1e10), "{fc:?}");
+    assert!(close(fc.backward.compute_s, 2e6 / 1e11), "{fc:?}");
+    // Between the grid's rows, between its rates (log-log).
+    let dev = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
+    let mid = 2.0 * 31.6227766 * 1000.0 * 1000.0 / dev.gemm_s(31.6227766, 1000.0, 1000.0);
+    assert!((mid / (1e10f64 * 1e11).sqrt() - 1.0).abs() < 1e-6, "{mid}");
+    // SGD over 1 tensor (no bias) of 1e6 parameters: 1 us + 1 ms, measured kind; Adam was not measured and
+    // falls back to one pass over the bytes.
+    assert!(close(p.phases.optimizer_s, 1e-6 + 1e6 * 1e-9), "{:?}", p.phases);
+    let mut adam = setting(1, Strategy::Single, 1, 1, Interconnect::Pcie);
+    adam.optimizer = OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 };
+    let q = predict(&g, &adam, &prof).unwrap();
+    assert!(close(q.phases.optimizer_s, 1e6 * 4.0 * 7.0 / 1000e9), "{:?}", q.phases);
+}
+
+#[test]
+fn a_convolution_follows_the_grid_by_its_channels_and_pixels() {
+    use crate::hardware::wire::ConvShapePoint;
+    let mut b = GraphBuilder::new("conv");
+    let x = b.input("x", &[8, 16, 16], InputKind::Dense).unwrap();
+    let y = b.conv("conv", x, trainbench_workload::builder::ConvCfg::square(8, 3, 1, 1)).unwrap();
+    let t = b.input("t", &[8, 16, 16], InputKind::Dense).unwrap();
+    b.loss("loss", LossKind::Mse, &[y, t]).unwrap();
+    let g = b.finish(1, "samples").unwrap();
+    let mut cal = step_calibration();
+    // 8 channels: 1e10 FLOP/s forward and 5e9 backward; 64 channels 1e11 and 5e10 (pixels 256 and 4096 alike).
+    for channels in [8u64, 64] {
+        for pixels in [256u64, 4096] {
+            let flops = 2.0 * (pixels * channels * channels * 9) as f64;
+            let rate = if channels == 8 { 1e10 } else { 1e11 };
+            cal.conv_shapes.push(ConvShapePoint {
+                precision: Precision::Fp32,
+                channels,
+                pixels,
+                kernel: 3,
+                forward_s: flops / rate,
+                backward_s: 2.0 * flops / (rate / 2.0),
+            });
+        }
+    }
+    let mut prof = profile();
+    prof.calibration = Some(cal);
+    let p = predict(&g, &setting(4, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let conv = p.layers.iter().find(|l| l.name == "conv").unwrap();
+    // 8 in, 8 out, 4 x 16 x 16 = 1024 output pixels: the 8-channel rates.
+    assert!(close(conv.forward.compute_s, conv.forward.flops / 1e10), "{conv:?}");
+    assert!(close(conv.backward.compute_s, conv.backward.flops / 5e9), "{conv:?}");
 }

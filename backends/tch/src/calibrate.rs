@@ -7,7 +7,9 @@
 use std::time::Instant;
 
 use tch::{Device, Kind, TchError, Tensor};
-use trainbench_workload::calibrate::{CalibrationRequest, KernelTiming, Measurement, median};
+use trainbench_workload::calibrate::{
+    CalibrationRequest, ConvShape, ConvTiming, GemmShapeTiming, KernelTiming, Measurement, median,
+};
 use trainbench_workload::{BackendError, Precision};
 
 fn sync(device: Device) {
@@ -92,12 +94,35 @@ fn time(
     Ok(median(xs))
 }
 
+/// Median seconds of one convolution of shape `s` forward and of its backward (input and weight gradients
+/// through autograd, graph kept).
+fn conv_pair(
+    clock: Clock,
+    device: Device,
+    r: u32,
+    opts: (Kind, Device),
+    s: &ConvShape,
+) -> Result<(f64, f64), TchError> {
+    let x = Tensor::f_randn([s.n as i64, s.c as i64, s.hw as i64, s.hw as i64], opts)?;
+    let w = Tensor::f_randn([s.k as i64, s.c as i64, s.r as i64, s.r as i64], opts)?;
+    let pad = (s.r / 2) as i64;
+    let forward = time(clock, device, r, || x.f_conv2d(&w, None::<Tensor>, [1, 1], [pad, pad], [1, 1], 1).map(drop))?;
+    let (xg, wg) = (x.set_requires_grad(true), w.set_requires_grad(true));
+    let loss = tch::with_grad(|| {
+        xg.f_conv2d(&wg, None::<Tensor>, [1, 1], [pad, pad], [1, 1], 1).and_then(|y| y.f_sum(opts.0))
+    })?;
+    let backward = time(clock, device, r, || Tensor::f_run_backward(&[&loss], &[&xg, &wg], true, false).map(drop))?;
+    Ok((forward, backward))
+}
+
 /// Run the measurements of `request` on `device`.
 pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measurement, TchError> {
     let _guard = tch::no_grad_guard();
     let r = request.repeats;
     let clock = Clock { cpu: request.cpu_clock && device == Device::Cpu };
     let mut kernels = Vec::new();
+    let mut gemm_shapes = Vec::new();
+    let mut conv_grid = Vec::new();
     let mut skipped = Vec::new();
     for &p in &request.precisions {
         if p == Precision::Fp16 && device == Device::Cpu {
@@ -118,6 +143,21 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
                 flops,
                 seconds,
             });
+        }
+        // Unequal products at the first precision only (the grid is the larger part of the calibration).
+        if Some(&p) == request.precisions.first() {
+            for &[m, k, n] in &request.gemm_shapes {
+                let a = Tensor::f_randn([m as i64, k as i64], opts)?;
+                let b = Tensor::f_randn([k as i64, n as i64], opts)?;
+                let seconds = time(clock, device, r, || a.f_matmul(&b).map(drop))?;
+                gemm_shapes.push(GemmShapeTiming { precision: p, dims: [m, k, n], seconds });
+            }
+        }
+        if Some(&p) == request.precisions.first() {
+            for s in &request.conv_grid {
+                let (forward_s, backward_s) = conv_pair(clock, device, r, opts, s)?;
+                conv_grid.push(ConvTiming { precision: p, shape: *s, forward_s, backward_s });
+            }
         }
         for s in &request.conv_shapes {
             let x = Tensor::f_randn([s.n as i64, s.c as i64, s.hw as i64, s.hw as i64], opts)?;
@@ -175,7 +215,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
     let threads = tch::get_num_threads();
     let mut method = format!(
         "tch backend (libtorch {}), {threads} intra-op thread(s): median over {r} samples of repeated calls (each \
-         sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices, conv = conv2d stride 1 same \
+         sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices (and of [m x k] x [k x n] on a grid, first precision), conv grid = 3x3 convolutions over channels x pixels forward and backward (first precision), conv = conv2d stride 1 same \
          padding without bias (backward: input and weight gradients through autograd), memory = add_out over 3 x {e} fp32 elements, overhead = an add of 4 elements with \
          autograd recording{}",
         crate::device::versions(device).get("libtorch").cloned().unwrap_or_default(),
@@ -193,6 +233,8 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
     Ok(Measurement {
         device: crate::device::info(device),
         kernels,
+        gemm_shapes,
+        conv_grid,
         op_overhead_s: overhead_s,
         triad_bytes_per_s,
         host_to_device_bytes_per_s,

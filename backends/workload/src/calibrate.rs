@@ -38,8 +38,16 @@ pub struct CalibrationRequest {
     pub precisions: Vec<Precision>,
     /// Square matrix product sizes (m = n = k).
     pub gemm_sizes: Vec<usize>,
+    /// Products of unequal sides `[m x k] x [k x n]`, as `[m, k, n]`: a layer's batch rows against its weights
+    /// (skinny when the batch is small), timed at the first precision only.
+    #[serde(default)]
+    pub gemm_shapes: Vec<[usize; 3]>,
     /// Convolution shapes.
     pub conv_shapes: Vec<ConvShape>,
+    /// Convolutions on a grid of channels and pixels (forward and backward, first precision only): a layer's
+    /// rate depends on its channels (few channels vectorise badly), not only on its FLOPs.
+    #[serde(default)]
+    pub conv_grid: Vec<ConvShape>,
     /// Elements of each triad vector.
     pub triad_elements: usize,
     /// Timed calls per kernel (the median is kept), after one untimed call.
@@ -68,6 +76,30 @@ pub struct KernelTiming {
     pub seconds: f64,
 }
 
+/// One timed convolution of the grid: forward, and backward (input and weight gradients).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConvTiming {
+    /// Precision.
+    pub precision: Precision,
+    /// The shape.
+    pub shape: ConvShape,
+    /// Median seconds of the forward call.
+    pub forward_s: f64,
+    /// Median seconds of the backward call.
+    pub backward_s: f64,
+}
+
+/// One timed product `[m x k] x [k x n]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GemmShapeTiming {
+    /// Precision.
+    pub precision: Precision,
+    /// `[m, k, n]`.
+    pub dims: [usize; 3],
+    /// Median seconds per call.
+    pub seconds: f64,
+}
+
 /// What a backend measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
@@ -75,6 +107,12 @@ pub struct Measurement {
     pub device: DeviceInfo,
     /// Matrix products and convolutions (precisions the device cannot run are left out).
     pub kernels: Vec<KernelTiming>,
+    /// Products of unequal sides (the request's `gemm_shapes`).
+    #[serde(default)]
+    pub gemm_shapes: Vec<GemmShapeTiming>,
+    /// Convolutions of the request's `conv_grid`.
+    #[serde(default)]
+    pub conv_grid: Vec<ConvTiming>,
     /// Median seconds of one element-wise add of a few elements with autograd recording (dispatch, launch).
     pub op_overhead_s: f64,
     /// Triad bandwidth (`a = b + s * c`: 3 vectors moved), bytes per second.
@@ -92,6 +130,8 @@ pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_g
         device,
         precisions,
         gemm_sizes: [32, 64, 128, 256, 512, 1024].into_iter().filter(|&s| s <= max_gemm).collect(),
+        gemm_shapes: gemm_shape_grid(max_gemm),
+        conv_grid: conv_grid(),
         conv_shapes: vec![
             ConvShape { n: 1, c: 3, hw: 32, k: 16, r: 3 },
             ConvShape { n: 8, c: 16, hw: 32, k: 16, r: 3 },
@@ -104,6 +144,43 @@ pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_g
         cpu_threads: None,
         cpu_clock: false,
     }
+}
+
+/// Rows of the products of [`gemm_shape_grid`]: a batch of 1 to several thousand rows (batch x positions).
+pub const GEMM_ROWS: [usize; 5] = [1, 8, 64, 512, 4096];
+/// Inner and output sides of the products of [`gemm_shape_grid`]: a layer's features.
+pub const GEMM_SIDES: [usize; 4] = [16, 64, 256, 1024];
+
+/// The grid of unequal products: every row count of [`GEMM_ROWS`] against every pair of sides of
+/// [`GEMM_SIDES`] (sides above `max_gemm` left out).
+pub fn gemm_shape_grid(max_gemm: usize) -> Vec<[usize; 3]> {
+    let sides: Vec<usize> = GEMM_SIDES.into_iter().filter(|&s| s <= max_gemm.max(GEMM_SIDES[0])).collect();
+    let mut v = Vec::new();
+    for m in GEMM_ROWS {
+        for &k in &sides {
+            for &n in &sides {
+                v.push([m, k, n]);
+            }
+        }
+    }
+    v
+}
+
+/// Channels (in = out) of the convolutions of [`conv_grid`].
+pub const CONV_CHANNELS: [usize; 6] = [4, 8, 16, 32, 64, 128];
+/// (batch, height = width) of the convolutions of [`conv_grid`]: 256, 4,096 and 32,768 output pixels.
+pub const CONV_PIXELS: [(usize, usize); 3] = [(1, 16), (4, 32), (32, 32)];
+
+/// The convolution grid: 3 x 3, stride 1, same padding, every channel count of [`CONV_CHANNELS`] at every size
+/// of [`CONV_PIXELS`].
+pub fn conv_grid() -> Vec<ConvShape> {
+    let mut v = Vec::new();
+    for c in CONV_CHANNELS {
+        for (n, hw) in CONV_PIXELS {
+            v.push(ConvShape { n, c, hw, k: c, r: 3 });
+        }
+    }
+    v
 }
 
 /// The median of `xs` (0 for none).

@@ -13,7 +13,7 @@ use crate::analysis::{analyze, memory_estimate};
 use crate::backend::{
     Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, PhaseTimes, RawMeasurements, RunContext, RunPlan,
 };
-use crate::calibrate::{CalibrationRequest, KernelTiming, Measurement};
+use crate::calibrate::{CalibrationRequest, ConvTiming, GemmShapeTiming, KernelTiming, Measurement};
 use crate::capability::BackendKind;
 use crate::graph::Graph;
 use crate::init::SeededRng;
@@ -136,9 +136,42 @@ impl Backend for MockBackend {
                 });
             }
         }
+        let gemm_shapes = request
+            .precisions
+            .first()
+            .map(|&precision| {
+                request
+                    .gemm_shapes
+                    .iter()
+                    .map(|&[m, k, n]| GemmShapeTiming {
+                        precision,
+                        dims: [m, k, n],
+                        seconds: 2.0 * (m * k * n) as f64 / rate,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let conv_grid = request
+            .precisions
+            .first()
+            .map(|&precision| {
+                request
+                    .conv_grid
+                    .iter()
+                    .map(|s| ConvTiming {
+                        precision,
+                        shape: *s,
+                        forward_s: s.flops() / rate,
+                        backward_s: 2.0 * s.flops() / rate,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Measurement {
             device: self.device(&request.device.to_string()),
             kernels,
+            gemm_shapes,
+            conv_grid,
             op_overhead_s: 0.0,
             triad_bytes_per_s: MOCK_BANDWIDTH,
             host_to_device_bytes_per_s: None,
