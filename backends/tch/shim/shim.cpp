@@ -190,21 +190,19 @@ int tb_cuda_pci_bus_id(int device, char* out, size_t out_len, char* err, size_t 
   return 0;
 }
 
-// Set the TF32 switches of fp32 work on CUDA (cuBLAS matmuls; cuDNN convolutions and recurrent layers) through
-// the per-operation precision settings, then read back what libtorch will use (1 = TF32, 0 = IEEE fp32).
+// Set the TF32 switches of fp32 work on CUDA (cuBLAS matmuls; cuDNN convolutions and recurrent layers), then
+// read back what libtorch will use (1 = TF32, 0 = IEEE fp32) through the getters the cuBLAS and cuDNN call sites
+// consult. libtorch 2.13 keeps a legacy setting beside the per-operation ones and refuses, at every matmul, a
+// legacy matmul precision that disagrees with the per-operation one: setting only the per-operation matmul
+// switch made every cuBLAS matmul throw. The legacy setters keep both in step.
 int tb_set_tf32(int matmul, int cudnn, int* got_matmul, int* got_cudnn, char* err, size_t err_len) {
   TB_GUARD({
-    using at::Float32Backend;
-    using at::Float32Op;
-    using at::Float32Precision;
     auto& ctx = at::globalContext();
-    const auto prec = [](int on) { return on ? Float32Precision::TF32 : Float32Precision::IEEE; };
-    ctx.setFloat32Precision(Float32Backend::CUDA, Float32Op::MATMUL, prec(matmul));
-    ctx.setFloat32Precision(Float32Backend::CUDA, Float32Op::CONV, prec(cudnn));
-    ctx.setFloat32Precision(Float32Backend::CUDA, Float32Op::RNN, prec(cudnn));
-    *got_matmul = ctx.float32Precision(Float32Backend::CUDA, Float32Op::MATMUL) == Float32Precision::TF32 ? 1 : 0;
-    const bool conv = ctx.float32Precision(Float32Backend::CUDA, Float32Op::CONV) == Float32Precision::TF32;
-    const bool rnn = ctx.float32Precision(Float32Backend::CUDA, Float32Op::RNN) == Float32Precision::TF32;
+    ctx.setFloat32MatmulPrecision(matmul ? "high" : "highest");
+    ctx.setAllowTF32CuDNN(cudnn != 0);
+    *got_matmul = ctx.allowTF32CuBLAS() ? 1 : 0;
+    const bool conv = ctx.allowTF32CuDNN(at::Float32Op::CONV);
+    const bool rnn = ctx.allowTF32CuDNN(at::Float32Op::RNN);
     *got_cudnn = (conv && rnn) ? 1 : 0;
   })
 }

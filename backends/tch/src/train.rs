@@ -140,6 +140,11 @@ impl<'a> Session<'a> {
             let (matmul, cudnn) = shim::set_tf32(numerics.tf32.matmul, numerics.tf32.cudnn)
                 .map_err(|e| TchError::Torch(format!("TF32 switches: {e}")))?;
             tf32 = Some(Tf32 { matmul, cudnn });
+        } else {
+            // The switches are process-wide (libtorch's legacy matmul precision also reaches oneDNN): a CPU run
+            // after a CUDA run with TF32 on gets PyTorch's defaults back.
+            let d = Tf32::default();
+            shim::set_tf32(d.matmul, d.cudnn).map_err(|e| TchError::Torch(format!("TF32 switches: {e}")))?;
         }
         // Weights and data are generated in host memory first: refuse, as out of memory, what cannot fit
         // instead of letting the allocator abort the process.
