@@ -227,9 +227,8 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     request.cpu_threads = args.cpu_threads;
     request.cpu_clock = args.cpu_clock;
     eprintln!("calibrating {} with {} (takes a minute on a busy CPU)...", args.device, kind.name());
-    // The link first, before this process starts the backend: idle library threads left spinning by the
-    // measurements below would take a core from the two ranks (their exchange then waited a scheduler slice per
-    // step: 16-24 ms against 0.02 ms).
+    // The link first, before this process starts the backend and leaves its library's threads behind: the two
+    // ranks get the machine's cores as a run gets them.
     let link = if args.link { Some(ranks::measure(args.cpu_threads)) } else { None };
     let mut backend = backends::create(kind, &MockConfig::default());
     let m = backend.calibrate(&request).map_err(|e| CommandError::Other(e.to_string()))?;

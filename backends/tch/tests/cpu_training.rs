@@ -371,6 +371,8 @@ fn calibration_measures_every_kernel_asked_for() {
         64,
     );
     request.conv_shapes.truncate(2);
+    request.conv_grid.truncate(2);
+    request.gemm_shapes.truncate(3);
     request.triad_elements = 1 << 16;
     request.repeats = 2;
     request.cpu_threads = Some(1);
@@ -381,6 +383,11 @@ fn calibration_measures_every_kernel_asked_for() {
     assert!(m.kernels.iter().all(|k| k.precision == Precision::Fp32 && k.flops > 0.0));
     assert!(m.kernels.iter().all(|k| k.seconds.is_finite() && k.seconds > 0.0));
     assert!(m.triad_bytes_per_s.is_finite() && m.triad_bytes_per_s > 0.0);
+    // The grids at the first precision only.
+    assert_eq!(m.gemm_shapes.iter().map(|g| g.dims).collect::<Vec<_>>(), request.gemm_shapes);
+    assert!(m.gemm_shapes.iter().all(|g| g.precision == Precision::Fp32 && g.seconds > 0.0));
+    assert_eq!(m.conv_grid.iter().map(|c| c.shape).collect::<Vec<_>>(), request.conv_grid);
+    assert!(m.conv_grid.iter().all(|c| c.forward_s > 0.0 && c.backward_s > 0.0));
     assert!(m.op_overhead_s > 0.0 && m.host_to_device_bytes_per_s.is_none());
     assert!(m.method.contains("skipped: fp16") && m.method.contains("CPU time"), "{}", m.method);
 }
