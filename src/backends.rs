@@ -43,21 +43,37 @@ pub struct NeedsEngine;
 
 pub use crate::spec::wire::BackendChoice;
 
-/// A backend left out of this build.
-#[derive(Debug, Clone, Copy)]
-pub struct NotBuilt {
-    /// Which backend.
-    pub kind: BackendKind,
+/// A backend this process cannot run, refusing every run with why: left out of this build
+/// ([`Unavailable::not_built`]), or in this build but linked only into `trainbench-engine` (this is the front
+/// binary; running it here is a bug in the hand-over, said plainly rather than a crash).
+#[derive(Debug, Clone)]
+pub struct Unavailable {
+    kind: BackendKind,
+    why: BackendError,
 }
 
-impl NotBuilt {
-    fn error(&self) -> BackendError {
-        let caps = self.kind.capabilities();
-        BackendError::NotBuilt { backend: caps.name, feature: caps.feature.unwrap_or(caps.name) }
+impl Unavailable {
+    /// The stub of a backend left out of this build: its runs say which feature to rebuild with.
+    pub fn not_built(kind: BackendKind) -> Self {
+        let caps = kind.capabilities();
+        Unavailable {
+            kind,
+            why: BackendError::NotBuilt { backend: caps.name, feature: caps.feature.unwrap_or(caps.name) },
+        }
+    }
+
+    /// The stub of a backend this build has but this process does not link.
+    fn unlinked(kind: BackendKind) -> Self {
+        let why = BackendError::Framework(format!(
+            "the {} backend runs in the `trainbench-engine` process, and this process is not one; run it through \
+             `trainbench run` (or install the engines first when embedding the library: `backends::install`)",
+            kind.name()
+        ));
+        Unavailable { kind, why }
     }
 }
 
-impl Backend for NotBuilt {
+impl Backend for Unavailable {
     fn kind(&self) -> BackendKind {
         self.kind
     }
@@ -65,7 +81,7 @@ impl Backend for NotBuilt {
         Vec::new()
     }
     fn check(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
-        Err(self.error())
+        Err(self.why.clone())
     }
     fn run_in(
         &mut self,
@@ -73,7 +89,7 @@ impl Backend for NotBuilt {
         _graph: &Graph,
         _ctx: &mut RunContext<'_>,
     ) -> Result<RawMeasurements, BackendError> {
-        Err(self.error())
+        Err(self.why.clone())
     }
 }
 
@@ -84,41 +100,6 @@ pub fn built(kind: BackendKind) -> bool {
         BackendKind::Wgpu => cfg!(feature = "wgpu"),
         BackendKind::Mock => true,
     }
-}
-
-/// A backend this build has but this process does not link (the front binary): running it is a bug in the
-/// hand-over, said plainly rather than a crash.
-#[derive(Debug, Clone, Copy)]
-struct Unlinked {
-    kind: BackendKind,
-}
-
-impl Backend for Unlinked {
-    fn kind(&self) -> BackendKind {
-        self.kind
-    }
-    fn devices(&self) -> Vec<DeviceInfo> {
-        Vec::new()
-    }
-    fn check(&self, _plan: &RunPlan, _graph: &Graph) -> Result<(), BackendError> {
-        Err(unlinked(self.kind))
-    }
-    fn run_in(
-        &mut self,
-        _plan: &RunPlan,
-        _graph: &Graph,
-        _ctx: &mut RunContext<'_>,
-    ) -> Result<RawMeasurements, BackendError> {
-        Err(unlinked(self.kind))
-    }
-}
-
-fn unlinked(kind: BackendKind) -> BackendError {
-    BackendError::Framework(format!(
-        "the {} backend runs in the `trainbench-engine` process, and this process is not one; run it through \
-         `trainbench run` (or install the engines first when embedding the library: `backends::install`)",
-        kind.name()
-    ))
 }
 
 /// Where a spec's runs go: the backend (`auto` resolved) and a device that backend drives.
@@ -210,11 +191,11 @@ fn engine_refusal(backend: BackendKind, plan: &RunPlan) -> Result<Option<String>
 
 /// The error a backend left out of this build gives; `None` when it is built in.
 pub fn not_built(kind: BackendKind) -> Option<BackendError> {
-    (!built(kind)).then(|| NotBuilt { kind }.error())
+    (!built(kind)).then(|| Unavailable::not_built(kind).why)
 }
 
-/// Instantiate a backend; `mock` uses the given settings. A backend left out of this build is [`NotBuilt`]; one
-/// this process does not link (the front binary) refuses to run, saying where it runs.
+/// Instantiate a backend; `mock` uses the given settings. A backend left out of this build, or one this process
+/// does not link (the front binary), is an [`Unavailable`] stub that refuses to run, saying why.
 pub fn create(kind: BackendKind, mock: &MockConfig) -> Box<dyn Backend> {
     let linked = match kind {
         BackendKind::Tch => engines().tch,
@@ -223,8 +204,8 @@ pub fn create(kind: BackendKind, mock: &MockConfig) -> Box<dyn Backend> {
     };
     match linked {
         Some(make) => make(),
-        None if built(kind) => Box::new(Unlinked { kind }),
-        None => Box::new(NotBuilt { kind }),
+        None if built(kind) => Box::new(Unavailable::unlinked(kind)),
+        None => Box::new(Unavailable::not_built(kind)),
     }
 }
 
