@@ -213,6 +213,22 @@ fn run_worker(
     let mut flow = Flow::Continue;
     let mut fatal: Option<String> = None;
     let mut record_error: Option<RunnerError> = None;
+    // Note an out-of-memory plan (its larger batches are then skipped) and record the result, unless an earlier
+    // one could not be written; true when this one could not.
+    let mut keep = |result: Box<RunResult>, stop: Option<StopCause>, record_error: &mut Option<RunnerError>| {
+        if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
+            ooms.push(result.plan.clone());
+        }
+        if record_error.is_some() {
+            return false;
+        }
+        match recorder.record(*result, stop, on_result) {
+            Ok(Flow::Stop) => flow = Flow::Stop,
+            Ok(Flow::Continue) => {}
+            Err(e) => *record_error = Some(e),
+        }
+        record_error.is_some()
+    };
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
         watch.heard();
@@ -223,19 +239,9 @@ fn run_worker(
                     failed_in_group.push((result, stop));
                     continue;
                 }
-                if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
-                    ooms.push(result.plan.clone());
-                }
-                if record_error.is_none() {
-                    match recorder.record(*result, stop, on_result) {
-                        Ok(Flow::Stop) => flow = Flow::Stop,
-                        Ok(Flow::Continue) => {}
-                        Err(e) => {
-                            // Nothing more can be written: ask the worker to stop, then report the error.
-                            opts.stop.request();
-                            record_error = Some(e);
-                        }
-                    }
+                if keep(result, stop, &mut record_error) {
+                    // Nothing more can be written: ask the worker to stop, then report the error.
+                    opts.stop.request();
                 }
             }
             Ok(WorkerMessage::Fatal(message)) => fatal = Some(message),
@@ -253,16 +259,7 @@ fn run_worker(
     for (mut result, stop) in failed_in_group {
         let batch = result.plan.batch_size;
         result.outcome = ranked::outcome_with_rank_failures(result.outcome, &failures, batch);
-        if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
-            ooms.push(result.plan.clone());
-        }
-        if record_error.is_none() {
-            match recorder.record(*result, stop, on_result) {
-                Ok(Flow::Stop) => flow = Flow::Stop,
-                Ok(Flow::Continue) => {}
-                Err(e) => record_error = Some(e),
-            }
-        }
+        keep(result, stop, &mut record_error);
     }
     if let Some(e) = record_error {
         return Err(e);
