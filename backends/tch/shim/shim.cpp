@@ -118,33 +118,44 @@ int tb_cuda_mem_info(int device, uint64_t* free_bytes, uint64_t* total_bytes, ch
 
 // Name, compute capability, multiprocessor count and total memory of a CUDA device, from the CUDA driver API
 // loaded at run time (libcuda.so.1 is part of the driver; no CUDA headers or link-time dependency needed).
-int tb_cuda_device_properties(int device, char* name, size_t name_len, int* major, int* minor, int* sms,
-                              uint64_t* total_mem, char* err, size_t err_len) {
+// The CUDA driver library with the driver initialised and `*dev` the handle of CUDA device `device`; nullptr
+// with the reason in `err` when there is no driver or no such device. The device queries below start here.
+static void* cuda_driver_device(int device, int* dev, char* err, size_t err_len) {
   using init_t = int (*)(unsigned int);
   using get_t = int (*)(int*, int);
-  using name_t = int (*)(char*, int, int);
-  using mem_t = int (*)(size_t*, int);
-  using attr_t = int (*)(int*, int, int);
   void* lib = cuda_driver();
   if (lib == nullptr) {
     copy_message("cannot load libcuda.so.1 (no NVIDIA driver)", err, err_len);
-    return -1;
+    return nullptr;
   }
   auto cu_init = reinterpret_cast<init_t>(dlsym(lib, "cuInit"));
   auto cu_get = reinterpret_cast<get_t>(dlsym(lib, "cuDeviceGet"));
+  if (!cu_init || !cu_get || cu_init(0) != 0 || cu_get(dev, device) != 0) {
+    copy_message("the CUDA driver could not start or has no such device", err, err_len);
+    return nullptr;
+  }
+  return lib;
+}
+
+int tb_cuda_device_properties(int device, char* name, size_t name_len, int* major, int* minor, int* sms,
+                              uint64_t* total_mem, char* err, size_t err_len) {
+  using name_t = int (*)(char*, int, int);
+  using mem_t = int (*)(size_t*, int);
+  using attr_t = int (*)(int*, int, int);
+  int dev = 0;
+  void* lib = cuda_driver_device(device, &dev, err, err_len);
+  if (lib == nullptr) return -1;
   auto cu_name = reinterpret_cast<name_t>(dlsym(lib, "cuDeviceGetName"));
   auto cu_mem = reinterpret_cast<mem_t>(dlsym(lib, "cuDeviceTotalMem_v2"));
   auto cu_attr = reinterpret_cast<attr_t>(dlsym(lib, "cuDeviceGetAttribute"));
-  if (!cu_init || !cu_get || !cu_name || !cu_mem || !cu_attr) {
+  if (!cu_name || !cu_mem || !cu_attr) {
     copy_message("libcuda.so.1 lacks the device query functions", err, err_len);
     return -1;
   }
-  int dev = 0;
   size_t mem = 0;
   // Attributes: 16 = multiprocessor count, 75/76 = compute capability major/minor.
-  if (cu_init(0) != 0 || cu_get(&dev, device) != 0 || cu_name(name, static_cast<int>(name_len), dev) != 0 ||
-      cu_mem(&mem, dev) != 0 || cu_attr(sms, 16, dev) != 0 || cu_attr(major, 75, dev) != 0 ||
-      cu_attr(minor, 76, dev) != 0) {
+  if (cu_name(name, static_cast<int>(name_len), dev) != 0 || cu_mem(&mem, dev) != 0 || cu_attr(sms, 16, dev) != 0 ||
+      cu_attr(major, 75, dev) != 0 || cu_attr(minor, 76, dev) != 0) {
     copy_message("a CUDA driver device query failed", err, err_len);
     return -1;
   }
@@ -170,20 +181,12 @@ int tb_cuda_driver_version(int* version, char* err, size_t err_len) {
 // The PCI bus id (`0000:17:00.0`) of CUDA device `device`, as the CUDA driver numbers devices (the same order
 // and CUDA_VISIBLE_DEVICES filtering as libtorch's ordinals). A MIG instance answers with its parent GPU's id.
 int tb_cuda_pci_bus_id(int device, char* out, size_t out_len, char* err, size_t err_len) {
-  using init_t = int (*)(unsigned int);
-  using get_t = int (*)(int*, int);
   using bus_t = int (*)(char*, int, int);
-  void* lib = cuda_driver();
-  if (lib == nullptr) {
-    copy_message("cannot load libcuda.so.1 (no NVIDIA driver)", err, err_len);
-    return -1;
-  }
-  auto cu_init = reinterpret_cast<init_t>(dlsym(lib, "cuInit"));
-  auto cu_get = reinterpret_cast<get_t>(dlsym(lib, "cuDeviceGet"));
-  auto cu_bus = reinterpret_cast<bus_t>(dlsym(lib, "cuDeviceGetPCIBusId"));
   int dev = 0;
-  if (!cu_init || !cu_get || !cu_bus || cu_init(0) != 0 || cu_get(&dev, device) != 0 ||
-      cu_bus(out, static_cast<int>(out_len), dev) != 0) {
+  void* lib = cuda_driver_device(device, &dev, err, err_len);
+  if (lib == nullptr) return -1;
+  auto cu_bus = reinterpret_cast<bus_t>(dlsym(lib, "cuDeviceGetPCIBusId"));
+  if (!cu_bus || cu_bus(out, static_cast<int>(out_len), dev) != 0) {
     copy_message("cuDeviceGetPCIBusId failed", err, err_len);
     return -1;
   }
