@@ -263,9 +263,11 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         c.elementwise = elementwise;
         c.method.push_str(&format!(
             "; element-wise operations: a micro-graph (input [16, 64] -> linear -> {} x the operation -> MSE) \
-             trained at batch 64 with and without the operation, the difference of the mean forward and backward \
-             phases per operation, median of 3 rounds",
-            crate::predict::elementwise::STACK
+             trained at batch {:?} with and without the operation, the difference of the mean forward and backward \
+             phases per operation, median of 3 rounds; cross-entropy: input [64] -> linear 1024 -> cross-entropy \
+             against the same graph with an MSE loss",
+            crate::predict::elementwise::STACK,
+            crate::predict::elementwise::BATCHES
         ));
         match step_costs {
             Ok((nodes, optimizers)) => {

@@ -219,9 +219,9 @@ pub struct Calibration {
     /// the memory's; without these points every size runs at `triad_gbs`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bandwidth: Vec<BandwidthPoint>,
-    /// Element-wise operations' own cost (dropout, normalisations, softmax, activations), measured by training
-    /// a micro-graph with and without the operation through the backend; without a class, its nodes are priced
-    /// by bytes over bandwidth alone.
+    /// Element-wise operations' own cost (dropout, normalisations, softmax, activations, attention's core,
+    /// cross-entropy), measured by training a micro-graph with and without the operation through the backend,
+    /// at several sizes; without a class, its nodes are priced by bytes over bandwidth alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub elementwise: Vec<ElementwisePoint>,
     /// Fixed cost of one graph node in the backend's own training step (dispatch, autograd recording and its
@@ -328,9 +328,11 @@ pub struct GemmShapePoint {
 #[serde(deny_unknown_fields)]
 pub struct ElementwisePoint {
     /// The class: `dropout`, `layer_norm`, `batch_norm`, `softmax`, `relu` (and other piecewise-linear
-    /// activations), `gelu` (and tanh, sigmoid).
+    /// activations), `gelu` (and tanh, sigmoid), `attention` (its fused core, by score element) or
+    /// `cross_entropy` (by logit). A class may be measured at several sizes; the model interpolates between
+    /// them.
     pub op: String,
-    /// Elements of the measured call's output.
+    /// Elements of the measured call's output (attention: its scores; cross-entropy: its logits).
     #[schemars(range(min = 0.0))]
     pub elements: f64,
     /// Seconds of one forward call, overhead included.

@@ -31,9 +31,9 @@ pub struct DeviceModel {
     /// Calibrated (bytes per call, achieved bytes/s net of overhead) by working set, sorted by bytes; empty
     /// without bandwidth points (every size at `memory_bytes_s`).
     bandwidth: Vec<(f64, f64)>,
-    /// Element-wise classes measured: (class, forward seconds per element, backward seconds per element), net
-    /// of the per-operation overhead.
-    elementwise: Vec<(String, f64, f64)>,
+    /// Element-wise classes measured: per class, (elements, forward seconds, backward seconds) of one node,
+    /// net of the per-operation overhead, sorted by elements.
+    elementwise: Vec<(String, Vec<(f64, f64, f64)>)>,
     /// Fixed seconds per framework operation (0 in datasheet profiles).
     pub op_overhead_s: f64,
     /// Calibrated (FLOPs per call, achieved FLOP/s net of overhead) points per class, sorted by FLOPs.
@@ -203,23 +203,19 @@ impl DeviceModel {
             })
             .unwrap_or_default();
         bandwidth.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let per_element = |s: f64, fixed: f64, n: f64| (s - fixed).max(0.0) / n;
         let fixed = cal.and_then(NodeCosts::of).map_or((overhead, overhead), |n| n.op);
-        let elementwise = cal
-            .map(|c| {
-                c.elementwise
-                    .iter()
-                    .filter(|p| p.elements > 0.0)
-                    .map(|p| {
-                        (
-                            p.op.clone(),
-                            per_element(p.forward_s, fixed.0, p.elements),
-                            per_element(p.backward_s, fixed.1, p.elements),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let net = |s: f64, fixed: f64| (s - fixed).max(0.0);
+        let mut elementwise: Vec<(String, Vec<(f64, f64, f64)>)> = Vec::new();
+        for p in cal.map(|c| c.elementwise.as_slice()).unwrap_or_default().iter().filter(|p| p.elements > 0.0) {
+            let point = (p.elements, net(p.forward_s, fixed.0), net(p.backward_s, fixed.1));
+            match elementwise.iter_mut().find(|(c, _)| *c == p.op) {
+                Some((_, points)) => points.push(point),
+                None => elementwise.push((p.op.clone(), vec![point])),
+            }
+        }
+        for (_, points) in &mut elementwise {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
         let optimizers = cal
             .map(|c| {
                 super::stepcost::OPTIMIZERS
@@ -229,21 +225,31 @@ impl DeviceModel {
             })
             .unwrap_or_default();
         let grid = cal.and_then(|c| gemm_grid(c, precision, overhead));
-        let mut elementwise: Vec<(String, f64, f64)> = elementwise;
         // Attention's measurement includes its projections and score products: net of them as the model prices
         // them at the measured shape (forward; backward twice the forward's work), and of its other operations.
-        if let (Some(g), Some(c)) = (&grid, cal) {
-            let products: f64 = super::elementwise::measured_attention_products()
-                .iter()
-                .map(|&[m, k, n]| 2.0 * m * k * n / g.value(&[m, k, n]))
-                .sum();
+        if let Some(g) = &grid {
             let (f, b) = fixed;
-            let measured = c.elementwise.iter().find(|p| p.op == "attention" && p.elements > 0.0);
-            for (_, ef, eb) in elementwise.iter_mut().filter(|(class, _, _)| class == "attention") {
-                if let Some(p) = measured {
-                    *ef = (p.forward_s - products - ATTENTION_OPS * f).max(0.0) / p.elements;
-                    *eb = (p.backward_s - 2.0 * products - ATTENTION_OPS * b).max(0.0) / p.elements;
+            for (_, points) in elementwise.iter_mut().filter(|(class, _)| class == "attention") {
+                for (elements, ef, eb) in points.iter_mut() {
+                    let products: f64 =
+                        super::elementwise::measured_attention_products(super::elementwise::attention_batch(*elements))
+                            .iter()
+                            .map(|&[m, k, n]| 2.0 * m * k * n / g.value(&[m, k, n]))
+                            .sum();
+                    // Back to the measured totals (overhead included), then net of products and operations.
+                    let (tf, tb) = (*ef + f, *eb + b);
+                    *ef = (tf - products - ATTENTION_OPS * f).max(0.0);
+                    *eb = (tb - 2.0 * products - ATTENTION_OPS * b).max(0.0);
                 }
+            }
+        }
+        // Cross-entropy was measured beyond an MSE loss on the same logits: add back the model's own price of that
+        // MSE (3 operations; forward reads logits and target, backward reads them and writes the logits' gradient).
+        let bandwidth_at = |bytes: f64| bytes / interpolate(&bandwidth, bytes).unwrap_or(memory);
+        for (_, points) in elementwise.iter_mut().filter(|(class, _)| class == "cross_entropy") {
+            for (elements, ef, eb) in points.iter_mut() {
+                *ef += bandwidth_at(8.0 * *elements) + 3.0 * fixed.0;
+                *eb += bandwidth_at(16.0 * *elements) + 3.0 * fixed.1;
             }
         }
         let mut model = Self {
@@ -316,7 +322,8 @@ impl DeviceModel {
     /// Seconds of the element-wise work of a node of `class` on `elements` elements, (forward, backward), when the
     /// class was measured.
     pub fn elementwise_s(&self, class: &str, elements: f64) -> Option<(f64, f64)> {
-        self.elementwise.iter().find(|(c, _, _)| c == class).map(|(_, f, b)| (f * elements, b * elements))
+        let (_, points) = self.elementwise.iter().find(|(c, _)| c == class)?;
+        Some(along_sizes(points, elements))
     }
 
     /// Seconds to move `bytes` through device memory: at the bandwidth measured for a working set of that size
@@ -327,6 +334,27 @@ impl DeviceModel {
         }
         bytes / interpolate(&self.bandwidth, bytes).unwrap_or(self.memory_bytes_s)
     }
+}
+
+/// A node's (forward, backward) seconds at `elements` from measured (elements, forward, backward) points sorted by
+/// elements: linear between two measured sizes; at the per-element cost of the largest beyond it; below the
+/// smallest, that size's cost (a node's fixed cost dominates there), or, with one point only, its per-element
+/// cost.
+fn along_sizes(points: &[(f64, f64, f64)], elements: f64) -> (f64, f64) {
+    let (Some(&first), Some(&last)) = (points.first(), points.last()) else {
+        return (0.0, 0.0);
+    };
+    let scaled = |p: (f64, f64, f64)| (p.1 * elements / p.0, p.2 * elements / p.0);
+    if elements >= last.0 {
+        return scaled(last);
+    }
+    if elements <= first.0 {
+        return if points.len() == 1 { scaled(first) } else { (first.1, first.2) };
+    }
+    let i = points.partition_point(|p| p.0 <= elements);
+    let (a, b) = (points[i - 1], points[i]);
+    let t = (elements - a.0) / (b.0 - a.0);
+    (a.1 + t * (b.1 - a.1), a.2 + t * (b.2 - a.2))
 }
 
 /// Achieved rate net of the per-call overhead, per measured size, at `precision`.

@@ -4,15 +4,20 @@
 //! 0.13 (`scripts/op_costs.py`), so bytes over bandwidth alone under-predicts them by 7-37x.
 //!
 //! Measured through the backend itself (`trainbench calibrate`), the way a run executes them: a micro-graph
-//! (input [16, 64] -> linear -> the operation stacked [`STACK`] times -> MSE) is trained at batch 64 beside the
-//! same graph without the operation; the difference of their mean forward and backward phase times over
-//! [`STACK`] is one operation's cost at 65,536 elements (with `--cpu-clock`, the phases are scaled by the
-//! process's CPU time over wall time during each run). The model charges a node of a measured class its cost
-//! per element times its elements, net of the per-operation overhead it adds on its own. Attention is measured
-//! the same way (self-attention, 4 heads over the 16 positions) and charged per score element, net of its
-//! projections and score products as the model prices them at the measured shape (`attention_products`): on a
-//! CPU its fused core costs several times its FLOPs (the development machine: 1.2 ms forward at batch 64 against
-//! 0.23 ms from FLOPs).
+//! (input [16, 64] -> linear -> the operation stacked [`STACK`] times -> MSE) is trained beside the same graph
+//! without the operation; the difference of their mean forward and backward phase times over [`STACK`] is one
+//! operation's cost (with `--cpu-clock`, the phases are scaled by the process's CPU time over wall time during each
+//! run). Each class is measured at [`BATCHES`] samples per step: 1,024 elements (where a node's fixed cost is
+//! most of it), 65,536 (inside a core's caches) and 1,048,576 (past them). The model interpolates a node's cost
+//! between the measured sizes by its elements, net of the per-operation overhead it adds on its own.
+//!
+//! Attention is measured the same way (self-attention, 4 heads over the 16 positions) and charged by score
+//! element, net of its projections and score products as the model prices them at the measured shape
+//! (`attention_products`): on a CPU its fused core costs several times its FLOPs (the development machine: 1.2 ms
+//! forward at batch 64 against 0.23 ms from FLOPs). Cross-entropy is measured as a loss over 1,024 classes per
+//! sample (input [64] -> linear 1,024 -> the loss) against the same graph with an MSE loss on the same logits;
+//! the model adds back its own price of that MSE. Its backward (log-softmax's backward, the loss's scatter
+//! into zeroed logits) costs about four times softmax's.
 
 /// The products of an attention node the model prices on the GEMM grid, `[m, k, n]` for `batch` samples of `tq`
 /// query and `tk` key positions: the four projections, then scores and context over batch x heads rows.
@@ -28,10 +33,15 @@ pub fn attention_products(batch: f64, tq: f64, tk: f64, e: f64, kdim: f64, vdim:
     ]
 }
 
-/// The measured attention's products (see [`attention_products`]).
-pub fn measured_attention_products() -> Vec<[f64; 3]> {
+/// The measured attention's products at `batch` samples (see [`attention_products`]).
+pub fn measured_attention_products(batch: f64) -> Vec<[f64; 3]> {
     let (t, e) = (SAMPLE[0] as f64, SAMPLE[1] as f64);
-    attention_products(BATCH as f64, t, t, e, e, e, ATTENTION_HEADS as f64)
+    attention_products(batch, t, t, e, e, e, ATTENTION_HEADS as f64)
+}
+
+/// Samples per step of a measured attention point of `elements` score elements.
+pub fn attention_batch(elements: f64) -> f64 {
+    elements / (ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0]) as f64
 }
 
 use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, Op};
@@ -42,17 +52,26 @@ use crate::hardware::wire::ElementwisePoint;
 /// How many copies of the operation the measured graph stacks (more copies, a larger difference to measure).
 pub const STACK: usize = 6;
 
-/// Samples per step of the micro-graphs.
-const BATCH: usize = 64;
+/// Samples per step of the micro-graphs, one measurement each: 1,024, 65,536 and 1,048,576 elements per node.
+pub const BATCHES: [usize; 3] = [1, 64, 1024];
 /// One sample: 16 positions of 64 features (a small Transformer's activations).
 const SAMPLE: [usize; 2] = [16, 64];
-/// Measured steps per micro-graph run (after 3 warm-up steps); each class is measured [`ROUNDS`] times and the median
-/// kept.
-const STEPS: u64 = 12;
+/// Classes of the measured cross-entropy (one row of logits per sample).
+const CE_CLASSES: usize = 1024;
+/// Measured steps per micro-graph run (after 3 warm-up steps): more where a step is short and its difference
+/// small; each class is measured [`ROUNDS`] times and the median kept.
+fn steps(batch: usize) -> u64 {
+    match batch {
+        1 => 40,
+        b if b >= 1024 => 5,
+        _ => 12,
+    }
+}
 const ROUNDS: usize = 3;
 
 /// The measured classes, by name.
-pub const CLASSES: [&str; 7] = ["dropout", "layer_norm", "batch_norm", "softmax", "relu", "gelu", "attention"];
+pub const CLASSES: [&str; 8] =
+    ["dropout", "layer_norm", "batch_norm", "softmax", "relu", "gelu", "attention", "cross_entropy"];
 
 /// Heads of the measured attention (self-attention over the sample's 16 positions of 64 features: 4 x 16 x 16
 /// scores per sample, 65,536 at batch 64).
@@ -90,18 +109,32 @@ pub fn work_of(
             };
             Some(("attention", *heads as f64 * positions(0) * positions(1) * batch))
         }
-        // Cross-entropy's log-softmax over the logits: softmax's work per logit.
+        // Cross-entropy over its logits (priced as softmax's work where the class was not measured).
         Op::Loss { loss: LossKind::CrossEntropy, .. } => {
             let logits = node.inputs.first().map_or(0, |&j| graph.nodes[j].shape.numel());
-            Some(("softmax", logits as f64 * batch))
+            Some(("cross_entropy", logits as f64 * batch))
         }
         op => class_of(op).map(|c| (c, output_elements as f64 * batch)),
     }
 }
 
-/// The micro-graph: input -> linear -> `copies` x the class's operation -> MSE against a target.
+/// The micro-graph: input -> linear -> `copies` x the class's operation -> MSE against a target; for
+/// `cross_entropy`, input [64] -> linear [`CE_CLASSES`] -> cross-entropy (`copies` > 0) or MSE on the logits.
 fn graph(class: &str, copies: usize) -> Result<Graph, String> {
     let e = |e: trainbench_workload::ShapeError| e.to_string();
+    if class == "cross_entropy" {
+        let mut b = GraphBuilder::new("calibrate-cross_entropy");
+        let x = b.input("x", &[SAMPLE[1]], InputKind::Dense).map_err(e)?;
+        let logits = b.linear("fc", x, CE_CLASSES, true).map_err(e)?;
+        let t = if copies > 0 {
+            b.input("t", &[], InputKind::Labels { classes: CE_CLASSES }).map_err(e)?
+        } else {
+            b.input("t", &[CE_CLASSES], InputKind::Dense).map_err(e)?
+        };
+        let loss = if copies > 0 { LossKind::CrossEntropy } else { LossKind::Mse };
+        b.loss("loss", loss, &[logits, t]).map_err(e)?;
+        return b.finish(1, "samples").map_err(e);
+    }
     let mut b = GraphBuilder::new(format!("calibrate-{class}"));
     let x = b.input("x", &SAMPLE, InputKind::Dense).map_err(e)?;
     let t = b.input("t", &SAMPLE, InputKind::Dense).map_err(e)?;
@@ -123,9 +156,19 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
     b.finish(1, "samples").map_err(e)
 }
 
-fn plan(device: DeviceSelector, cpu_threads: Option<u32>) -> RunPlan {
+fn plan(device: DeviceSelector, cpu_threads: Option<u32>, batch: usize) -> RunPlan {
     let sgd = OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.0, weight_decay: 0.0, nesterov: false };
-    super::stepcost::plan(device, cpu_threads, BATCH, sgd, STEPS)
+    super::stepcost::plan(device, cpu_threads, batch, sgd, steps(batch))
+}
+
+/// Elements one node of `class` works on per sample: attention's scores, cross-entropy's logits, else the
+/// node's output.
+fn elements_per_sample(class: &str) -> usize {
+    match class {
+        "attention" => ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0],
+        "cross_entropy" => CE_CLASSES,
+        _ => SAMPLE[0] * SAMPLE[1],
+    }
 }
 
 /// Mean (forward, backward) seconds of one step of `graph` (see `stepcost::phases`).
@@ -138,42 +181,46 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// Measure every class of [`CLASSES`] the backend runs on `device`; the classes it refuses are returned as
-/// `(class, reason)` beside the points.
+/// Measure every class of [`CLASSES`] the backend runs on `device`, at each of [`BATCHES`]; the classes it
+/// refuses are returned as `(class, reason)` beside the points.
 pub fn measure(
     backend: &mut dyn Backend,
     device: DeviceSelector,
     cpu_threads: Option<u32>,
     cpu_clock: bool,
 ) -> (Vec<ElementwisePoint>, Vec<(String, String)>) {
-    let plan = plan(device, cpu_threads);
     let (mut points, mut skipped) = (Vec::new(), Vec::new());
-    for class in CLASSES {
-        let one = |backend: &mut dyn Backend| -> Result<(f64, f64), String> {
-            let (base, with) = (graph(class, 0)?, graph(class, STACK)?);
-            backend.check(&plan, &with).map_err(|e| e.to_string())?;
-            let b = phases(backend, &plan, &base, cpu_clock)?;
-            let w = phases(backend, &plan, &with, cpu_clock)?;
-            Ok((((w.0 - b.0) / STACK as f64).max(0.0), ((w.1 - b.1) / STACK as f64).max(0.0)))
+    'classes: for class in CLASSES {
+        let (base, with) = match (graph(class, 0), graph(class, STACK)) {
+            (Ok(b), Ok(w)) => (b, w),
+            (Err(e), _) | (_, Err(e)) => {
+                skipped.push((class.to_string(), e));
+                continue;
+            }
         };
-        let mut rounds = Vec::new();
-        for _ in 0..ROUNDS {
-            match one(backend) {
-                Ok(r) => rounds.push(r),
-                Err(e) => {
-                    skipped.push((class.to_string(), e));
-                    break;
+        // The cross-entropy graph has one loss, the others `STACK` copies of the operation.
+        let copies = if class == "cross_entropy" { 1.0 } else { STACK as f64 };
+        for batch in BATCHES {
+            let plan = plan(device, cpu_threads, batch);
+            let mut one = || -> Result<(f64, f64), String> {
+                backend.check(&plan, &with).map_err(|e| e.to_string())?;
+                let b = phases(backend, &plan, &base, cpu_clock)?;
+                let w = phases(backend, &plan, &with, cpu_clock)?;
+                Ok((((w.0 - b.0) / copies).max(0.0), ((w.1 - b.1) / copies).max(0.0)))
+            };
+            let mut rounds = Vec::new();
+            for _ in 0..ROUNDS {
+                match one() {
+                    Ok(r) => rounds.push(r),
+                    Err(e) => {
+                        skipped.push((class.to_string(), e));
+                        continue 'classes;
+                    }
                 }
             }
-        }
-        if rounds.len() == ROUNDS {
             points.push(ElementwisePoint {
                 op: class.to_string(),
-                elements: if class == "attention" {
-                    (BATCH * ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0]) as f64
-                } else {
-                    (BATCH * SAMPLE[0] * SAMPLE[1]) as f64
-                },
+                elements: (batch * elements_per_sample(class)) as f64,
                 forward_s: median(rounds.iter().map(|r| r.0).collect()),
                 backward_s: median(rounds.iter().map(|r| r.1).collect()),
             });
@@ -189,7 +236,7 @@ mod tests {
 
     #[test]
     fn every_class_builds_and_maps_back_from_its_graph() {
-        for class in CLASSES {
+        for class in CLASSES.into_iter().filter(|c| *c != "cross_entropy") {
             let g = graph(class, STACK).unwrap();
             let classes: Vec<&str> = g.nodes.iter().filter_map(|n| class_of(&n.op)).collect();
             assert_eq!(classes, vec![class; STACK], "{class}");
@@ -218,8 +265,15 @@ mod tests {
         let mut mock = trainbench_workload::mock::MockBackend::new(Default::default());
         let (points, skipped) = measure(&mut mock, DeviceSelector::Cpu, None, false);
         assert!(skipped.is_empty(), "{skipped:?}");
-        assert_eq!(points.iter().map(|p| p.op.as_str()).collect::<Vec<_>>(), CLASSES);
+        let classes: Vec<&str> = points.iter().map(|p| p.op.as_str()).collect();
+        let expected: Vec<&str> = CLASSES.iter().flat_map(|c| [*c; BATCHES.len()]).collect();
+        assert_eq!(classes, expected);
         assert!(points.iter().all(|p| p.forward_s >= 0.0 && p.backward_s >= 0.0));
-        assert!(points.iter().all(|p| p.elements == 65536.0), "attention's scores are as many as the others' outputs");
+        let sizes: Vec<f64> = points.iter().take(BATCHES.len()).map(|p| p.elements).collect();
+        assert_eq!(sizes, [1024.0, 65536.0, 1048576.0]);
+        assert!(
+            points.iter().all(|p| sizes.contains(&p.elements)),
+            "attention's scores and cross-entropy's logits are as many as the others' outputs"
+        );
     }
 }

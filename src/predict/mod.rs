@@ -33,7 +33,7 @@ use crate::plan::PlannedRun;
 
 /// The model's version, recorded with every prediction a result keeps: bumped whenever a term changes, so
 /// predictions of different models are not mixed up.
-pub const MODEL_VERSION: &str = "pai-roofline-4";
+pub const MODEL_VERSION: &str = "pai-roofline-5";
 
 /// Why a prediction cannot be made (the profile lacks what the configuration needs).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -226,6 +226,15 @@ fn extra_bytes(graph: &Graph, node: &trainbench_workload::graph::Node, out_bytes
     }
 }
 
+/// Gradient sums autograd makes for node `index`'s output in backward: one fewer than the nodes that read it and
+/// pass a gradient back (a node reading it several times, as self-attention's query, key and value, counts once:
+/// its backward sums them itself).
+fn gradient_sums(graph: &Graph, analysis: &Analysis, index: usize) -> f64 {
+    let readers =
+        graph.nodes.iter().zip(&analysis.layers).filter(|(n, a)| a.requires_grad && n.inputs.contains(&index)).count();
+    readers.saturating_sub(1) as f64
+}
+
 fn is_view(op: &Op) -> bool {
     matches!(op, Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. })
 }
@@ -251,7 +260,7 @@ pub fn step(
     let b = batch as f64;
     let weight_bytes = if precision == Precision::Fp32 { 4.0 } else { 2.0 };
     let mut layers = Vec::new();
-    for (node, a) in graph.nodes.iter().zip(&analysis.layers) {
+    for (index, (node, a)) in graph.nodes.iter().zip(&analysis.layers).enumerate() {
         if matches!(node.op, Op::Input { .. }) {
             continue;
         }
@@ -275,12 +284,14 @@ pub fn step(
         let per_kernel = f_flops / n_kernels;
         // Element-wise operations of a measured class: their per-element work, where it exceeds FLOPs at the
         // GEMM rate (dropout's random numbers, exponentials, reductions).
-        // Attention without its own measurement: its scores' softmax.
+        // Attention and cross-entropy without their own measurement: softmax's work on their scores or logits.
         let elementwise = super::elementwise::work_of(graph, node, a.output_elements, b)
             .and_then(|(c, elements)| {
-                device
-                    .elementwise_s(c, elements)
-                    .or_else(|| (c == "attention").then(|| device.elementwise_s("softmax", elements)).flatten())
+                device.elementwise_s(c, elements).or_else(|| {
+                    matches!(c, "attention" | "cross_entropy")
+                        .then(|| device.elementwise_s("softmax", elements))
+                        .flatten()
+                })
             })
             .unwrap_or((0.0, 0.0));
         // The layer's products at their own shapes on the calibrated grid (forward, and the backward's where
@@ -329,7 +340,12 @@ pub fn step(
             } else {
                 bw_compute.max(elementwise.1)
             };
-            let bytes = out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b;
+            // A tensor read by several nodes gets one gradient from each: autograd sums them, an add per extra
+            // reader over the tensor (two reads, one write) with its own operation's cost.
+            let sums = gradient_sums(graph, analysis, index);
+            let bytes =
+                out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b + sums * 3.0 * out;
+            let fixed_b = fixed_b + sums * device.nodes.map_or(device.op_overhead_s, |n| n.op.1);
             PhaseCost::new(bw_flops, bytes, bw_compute + in_step.1 * bytes, device.memory_s(bytes), fixed_b)
         } else {
             PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0)

@@ -252,6 +252,65 @@ fn a_measured_element_wise_class_costs_its_per_element_work() {
 }
 
 #[test]
+fn element_wise_costs_follow_the_measured_sizes() {
+    let mut b = GraphBuilder::new("drop");
+    let x = b.input("x", &[1000], InputKind::Dense).unwrap();
+    let t = b.input("t", &[1000], InputKind::Dense).unwrap();
+    let y = b.linear("fc", x, 1000, false).unwrap();
+    let d = b.dropout("drop", y, 0.1).unwrap();
+    b.loss("loss", LossKind::Mse, &[d, t]).unwrap();
+    let g = b.finish(1, "samples").unwrap();
+    let mut prof = profile();
+    // 1 us per operation; dropout's net forward cost: 10 us at 1e3 elements (mostly fixed), 1 ms at 1e5, 20 ms at
+    // 1e6 (past the caches); backward a tenth of it.
+    let point = |elements: f64, net: f64| crate::hardware::wire::ElementwisePoint {
+        op: "dropout".into(),
+        elements,
+        forward_s: net + 1e-6,
+        backward_s: net / 10.0 + 1e-6,
+    };
+    let mut cal = step_calibration();
+    cal.node.clear();
+    cal.gemm_shapes.clear();
+    cal.op_overhead_us = 1.0;
+    cal.elementwise = vec![point(1e6, 20e-3), point(1e3, 10e-6), point(1e5, 1e-3)];
+    prof.calibration = Some(cal);
+    let forward = |batch: usize| {
+        let p = predict(&g, &setting(batch, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+        let drop = p.layers.iter().find(|l| l.name == "drop").unwrap().clone();
+        (drop.forward.compute_s, drop.backward.compute_s)
+    };
+    // At a measured size, its cost; below the smallest, the smallest's; between two, on the line between them;
+    // beyond the largest, at the largest's cost per element.
+    assert!(close(forward(1).0, 10e-6) && close(forward(1).1, 1e-6), "{:?}", forward(1));
+    assert!(close(forward(100).0, 1e-3));
+    let between = 10e-6 + (1e4 - 1e3) / (1e5 - 1e3) * (1e-3 - 10e-6);
+    assert!(close(forward(10).0, between), "{} {between}", forward(10).0);
+    assert!(close(forward(2000).0, 40e-3) && close(forward(2000).1, 4e-3));
+}
+
+#[test]
+fn a_tensor_read_by_two_nodes_pays_for_its_gradient_sum() {
+    let graph = |two_readers: bool| {
+        let mut b = GraphBuilder::new("sum");
+        let x = b.input("x", &[1000], InputKind::Dense).unwrap();
+        let t = b.input("t", &[1000], InputKind::Dense).unwrap();
+        let y = b.linear("fc", x, 1000, false).unwrap();
+        let a = b.act("a", y, trainbench_workload::graph::Activation::Relu).unwrap();
+        let c = if two_readers { y } else { b.act("c", a, trainbench_workload::graph::Activation::Relu).unwrap() };
+        let s = b.add_nodes("sum", &[a, c]).unwrap();
+        b.loss("loss", LossKind::Mse, &[s, t]).unwrap();
+        b.finish(1, "samples").unwrap()
+    };
+    let s = setting(10, Strategy::Single, 1, 1, Interconnect::Pcie);
+    let fc = |g: &Graph| predict(g, &s, &profile()).unwrap().layers.into_iter().find(|l| l.name == "fc").unwrap();
+    let (one, two) = (fc(&graph(false)), fc(&graph(true)));
+    // `fc`'s output read by the ReLU and the add: one sum over 10 x 1000 fp32 elements (two reads, one write).
+    assert!(close(two.backward.bytes - one.backward.bytes, 3.0 * 10.0 * 1000.0 * 4.0), "{one:?} {two:?}");
+    assert_eq!(one.forward, two.forward);
+}
+
+#[test]
 fn what_ifs_point_the_right_way_with_formula_magnitudes() {
     let g = gemm_graph();
     let prof = profile();
