@@ -8,7 +8,10 @@
 # their median absolute value and the worst case. The calibration includes the link between two local ranks (`calibrate --link`) for the world-size-2
 # rows.
 # Usage: scripts/predict_validation.sh [--profile P.toml] [--keep-profile P.toml] [--iterations N] [--threads T]
-#   [--configs FILE]
+#   [--rounds R] [--configs FILE]
+#   --rounds: passes over the whole list (default 3); each configuration's reference is the median of its rounds'
+#   references, so a stretch of time when other work slowed the machine moves one round, not the figure (the same
+#   configuration's step moved by up to 30% between runs minutes apart on the shared development machine).
 #   --keep-profile: where to keep a copy of the profile the script calibrated.
 #   --threads: intra-op threads of both the calibration and the runs (default 1: on a shared 2-core machine a
 #   second thread waits on a descheduled peer and the figures become scheduling noise).
@@ -20,6 +23,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 PROFILE_PATH=""
 ITER=12
+ROUNDS=3
 THREADS=1
 CONFIGS=""
 KEEP=""
@@ -28,6 +32,7 @@ while [ $# -gt 0 ]; do
         --profile) PROFILE_PATH="$2"; shift 2 ;;
         --keep-profile) KEEP="$2"; shift 2 ;;
         --iterations) ITER="$2"; shift 2 ;;
+        --rounds) ROUNDS="$2"; shift 2 ;;
         --threads) THREADS="$2"; shift 2 ;;
         --configs) CONFIGS="$2"; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -93,6 +98,7 @@ specs/smoke/transformer_tiny.toml 16 2
 specs/parity/transformer_lm.toml 32 2
 LIST
 fi
+for round in $(seq 1 "$ROUNDS"); do
 i=0
 while read -r spec batch world; do
     [ -z "$spec" ] && continue
@@ -101,43 +107,64 @@ while read -r spec batch world; do
     if [ -n "${world:-}" ] && [ "$world" -gt 1 ]; then
         sets+=(--set "topology.devices_per_node=$world" --set 'topology.strategy="all-reduce"')
     fi
-    echo "==> $spec batch $batch ${world:+world $world}" >&2
-    for variant in roofline overhead model3 steps full; do
-        prof="$PROFILE_PATH"
-        [ "$variant" != full ] && prof="$OUT/$variant.toml"
-        "$BIN" predict "$spec" --hardware "$prof" --format json "${sets[@]}" >"$OUT/$i.$variant.json"
-    done
-    "$BIN" run "$spec" --backend tch --device cpu --quiet --format json --out "$OUT/results-$i" "${sets[@]}" \
-        --set run.warmup=5 --set "run.iterations=$ITER" --set run.repeats=1 --set "run.cpu_threads=$THREADS" >"$OUT/$i.run.json"
-    echo "$i $spec $batch ${world:-1}" >>"$OUT/index.txt"
+    echo "==> round $round: $spec batch $batch ${world:+world $world}" >&2
+    if [ "$round" = 1 ]; then
+        for variant in roofline overhead model3 steps full; do
+            prof="$PROFILE_PATH"
+            [ "$variant" != full ] && prof="$OUT/$variant.toml"
+            "$BIN" predict "$spec" --hardware "$prof" --format json "${sets[@]}" >"$OUT/$i.$variant.json"
+        done
+        echo "$i $spec $batch ${world:-1}" >>"$OUT/index.txt"
+    fi
+    "$BIN" run "$spec" --backend tch --device cpu --quiet --format json --out "$OUT/results-$i-$round" "${sets[@]}" \
+        --set run.warmup=5 --set "run.iterations=$ITER" --set run.repeats=1 --set "run.cpu_threads=$THREADS" \
+        >"$OUT/$i.run.$round.json"
 done <"$CONFIGS"
-python3 - "$OUT" "$PROFILE_PATH" "$THREADS" <<'PY'
+done
+python3 - "$OUT" "$PROFILE_PATH" "$THREADS" "$ROUNDS" <<'PY'
 import json, statistics, sys
-out, profile, threads = sys.argv[1], sys.argv[2], sys.argv[3]
+out, profile, threads, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 VARIANTS = ("roofline", "overhead", "model3", "steps", "full")
 rows, phase_rows, errs = [], [], {v: [] for v in VARIANTS}
-for line in open(out + "/index.txt"):
-    i, spec, batch, world = line.split()
-    run = json.load(open(f"{out}/{i}.run.json"))[0]
-    result = json.load(open(run["file"]))
+round_errs = [[] for _ in range(rounds)]
+
+
+def reference(result, world):
+    """What the step costs with a core to itself (one intra-op thread), bounded from above twice: by its CPU time
+    (mean step x busy; too high for sub-millisecond steps, where the process's other threads and the run's setup
+    add CPU time) and by its median wall time (too high for steps longer than a scheduler slice on a loaded
+    machine); the smaller bound is taken. With several ranks the exchange is waiting, not CPU time (Open MPI's
+    oversubscribed ranks yield while they wait), and the link was calibrated on the wall clock: those rows are
+    taken against the median wall step (as the link: a descheduled rank makes the other wait in a few steps)."""
     m = result["metrics"]
     st = m["step_time"]
     busy = (m.get("cpu") or {}).get("busy_cores") or 1.0
-    # What the step costs with a core to itself (one intra-op thread), bounded from above twice: by its CPU time
-    # (mean step x busy; too high for sub-millisecond steps, where the process's other threads and the run's
-    # setup add CPU time) and by its median wall time (too high for steps longer than a scheduler slice on a
-    # loaded machine); the smaller bound is taken. With several ranks the exchange is waiting, not CPU time (Open
-    # MPI's oversubscribed ranks yield while they wait), and the link was calibrated on the wall clock: those rows
-    # are taken against the median wall step (as the link: a descheduled rank makes the other wait in a few steps).
-    cpu_step = min(st["mean_s"] * busy, st["median_s"]) if world == "1" else st["median_s"]
+    return (min(st["mean_s"] * busy, st["median_s"]) if world == "1" else st["median_s"]), busy
+
+
+for line in open(out + "/index.txt"):
+    i, spec, batch, world = line.split()
+    measured = []
+    for r in range(1, rounds + 1):
+        run = json.load(open(f"{out}/{i}.run.{r}.json"))[0]
+        result = json.load(open(run["file"]))
+        ref, busy = reference(result, world)
+        measured.append((ref, busy, result["metrics"]))
+    # The round of the median reference (the lower middle one for an even count): its figures and phases.
+    ordered = sorted(measured, key=lambda x: x[0])
+    cpu_step, busy, m = ordered[(len(ordered) - 1) // 2]
+    st = m["step_time"]
     name = spec.split("/")[-1][:-5]
-    cells = [name, batch, world, f"{st['median_s'] * 1e3:.2f}", f"{busy:.2f}", f"{cpu_step * 1e3:.2f}"]
+    spread = f"{ordered[0][0] * 1e3:.2f}-{ordered[-1][0] * 1e3:.2f}"
+    cells = [name, batch, world, f"{st['median_s'] * 1e3:.2f}", f"{busy:.2f}", f"{cpu_step * 1e3:.2f}", spread]
     for v in VARIANTS:
         p = json.load(open(f"{out}/{i}.{v}.json"))["predictions"][0]
         e = (p["step_time_s"] - cpu_step) / cpu_step
         errs[v].append(abs(e))
         cells += [f"{p['step_time_s'] * 1e3:.2f}", f"{100 * e:+.0f}%"]
         if v == "full":
+            for r, (ref, _, _) in enumerate(measured):
+                round_errs[r].append(abs((p["step_time_s"] - ref) / ref))
             ph = m["phases"]
             pr = p["phases"]
             phase_rows.append([name, batch, world] + [
@@ -147,19 +174,22 @@ for line in open(out + "/index.txt"):
 print(f"Profile: {profile}; intra-op threads: {threads}. Measured: `trainbench run` (tch, CPU, fp32); wall = median")
 print("step; busy = process CPU time / wall time over the run; reference = the smaller of mean step x busy and the")
 print("median step, the step's cost with a core to itself, which the errors are taken against (world > 1: the median")
-print("wall step, the exchange being waiting, not CPU time). Predicted: `trainbench predict` on the profile")
+print(f"wall step, the exchange being waiting, not CPU time); the median over {rounds} rounds over the whole list, with the")
+print("range of the rounds' references; wall and busy are those of the median round. Predicted: `trainbench predict` on the profile")
 print("(roofline: calibrated peak and bandwidth only; + curves: per-size GEMM/conv rates, the convolution grid and")
 print("per-op overhead, one bandwidth for every size; model 3: + bandwidth by working set and element-wise operations'")
 print("cost; + steps: the training step's per-node, layer and optimizer costs; full: + unequal products on the grid).")
 print()
-print("| spec | batch | world | wall (ms) | busy | reference (ms) | roofline (ms) | error | + curves (ms) | error | model 3 (ms) | error | + steps (ms) | error | full model (ms) | error |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| spec | batch | world | wall (ms) | busy | reference (ms) | rounds (ms) | roofline (ms) | error | + curves (ms) | error | model 3 (ms) | error | + steps (ms) | error | full model (ms) | error |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for c in rows:
     print("| " + " | ".join(str(x) for x in c) + " |")
 print()
 for v, name in (("roofline", "roofline at calibrated peaks"), ("overhead", "+ efficiency curves and per-op overhead"), ("model3", "+ bandwidth by working set and element-wise cost (model 3)"), ("steps", "+ per-node and optimizer costs of the training step"), ("full", "+ unequal products on the grid (full model)")):
     e = errs[v]
     print(f"- {name}: median |error| {100 * statistics.median(e):.1f}%, worst {100 * max(e):.1f}% over {len(e)} configurations")
+for r, e in enumerate(round_errs):
+    print(f"- full model against round {r + 1} alone: median |error| {100 * statistics.median(e):.1f}%, worst {100 * max(e):.1f}%")
 print()
 print("Phases, measured CPU time (world > 1: wall time) / full model (ms):")
 print()

@@ -51,6 +51,9 @@ pub struct DeviceModel {
     /// What layers cost inside the training step beyond their isolated kernels, per byte (0 without a
     /// calibration).
     pub in_step: super::stepcost::InStep,
+    /// Whether a linear layer's bias is a pass of its own over the output (the CPU's `addmm` copies the bias
+    /// into the output first; on a GPU the product's epilogue adds it).
+    pub bias_pass: bool,
 }
 
 /// Fixed seconds of one node in the training step's forward and backward phases (`calibration.node`).
@@ -225,24 +228,6 @@ impl DeviceModel {
             })
             .unwrap_or_default();
         let grid = cal.and_then(|c| gemm_grid(c, precision, overhead));
-        // Attention's measurement includes its projections and score products: net of them as the model prices
-        // them at the measured shape (forward; backward twice the forward's work), and of its other operations.
-        if let Some(g) = &grid {
-            let (f, b) = fixed;
-            for (_, points) in elementwise.iter_mut().filter(|(class, _)| class == "attention") {
-                for (elements, ef, eb) in points.iter_mut() {
-                    let products: f64 =
-                        super::elementwise::measured_attention_products(super::elementwise::attention_batch(*elements))
-                            .iter()
-                            .map(|&[m, k, n]| 2.0 * m * k * n / g.value(&[m, k, n]))
-                            .sum();
-                    // Back to the measured totals (overhead included), then net of products and operations.
-                    let (tf, tb) = (*ef + f, *eb + b);
-                    *ef = (tf - products - ATTENTION_OPS * f).max(0.0);
-                    *eb = (tb - 2.0 * products - ATTENTION_OPS * b).max(0.0);
-                }
-            }
-        }
         // Cross-entropy was measured beyond an MSE loss on the same logits: add back the model's own price of that
         // MSE (3 operations; forward reads logits and target, backward reads them and writes the logits' gradient).
         let bandwidth_at = |bytes: f64| bytes / interpolate(&bandwidth, bytes).unwrap_or(memory);
@@ -254,6 +239,7 @@ impl DeviceModel {
         }
         let mut model = Self {
             in_step: super::stepcost::InStep::default(),
+            bias_pass: profile.device.kind == crate::hardware::wire::DeviceKind::Cpu,
             nodes: cal.and_then(NodeCosts::of),
             optimizers,
             grid,
@@ -267,10 +253,37 @@ impl DeviceModel {
             conv: curve(|c| &c.conv),
             conv_backward: curve(|c| &c.conv_backward),
         };
+        model.net_attention_of_products(fixed);
         if let Some(c) = cal.filter(|_| precision == Precision::Fp32) {
             model.in_step = super::stepcost::in_step_excess(c, &model);
         }
         Ok(model)
+    }
+
+    /// Attention's measurement includes its projections and score products: net of them as `roofline` prices
+    /// them at each measured shape (on the product grid, else along the GEMM curve as six kernels; backward
+    /// twice the forward's work), and of its other operations (`fixed`: one operation's forward and backward
+    /// cost).
+    fn net_attention_of_products(&mut self, fixed: (f64, f64)) {
+        let mut netted = std::mem::take(&mut self.elementwise);
+        for (_, points) in netted.iter_mut().filter(|(class, _)| class == "attention") {
+            for (elements, ef, eb) in points.iter_mut() {
+                let shapes =
+                    super::elementwise::measured_attention_products(super::elementwise::attention_batch(*elements));
+                let products: f64 = if self.grid.is_some() {
+                    shapes.iter().map(|&[m, k, n]| self.gemm_s(m, k, n)).sum()
+                } else {
+                    let flops: f64 = shapes.iter().map(|&[m, k, n]| 2.0 * m * k * n).sum();
+                    let kernels = shapes.len() as f64;
+                    kernels * self.compute_s(KernelClass::Gemm, flops / kernels)
+                };
+                // Back to the measured totals (overhead included), then net of products and operations.
+                let (tf, tb) = (*ef + fixed.0, *eb + fixed.1);
+                *ef = (tf - products - ATTENTION_OPS * fixed.0).max(0.0);
+                *eb = (tb - 2.0 * products - ATTENTION_OPS * fixed.1).max(0.0);
+            }
+        }
+        self.elementwise = netted;
     }
 
     /// Seconds of `flops` of work in one kernel of `class`: along the calibrated curve (log-log

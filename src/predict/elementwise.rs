@@ -44,7 +44,7 @@ pub fn attention_batch(elements: f64) -> f64 {
     elements / (ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0]) as f64
 }
 
-use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, Op};
+use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, Op, PoolKind};
 use trainbench_workload::{Backend, DeviceSelector, GraphBuilder, OptimizerSpec, RunPlan};
 
 use crate::hardware::wire::ElementwisePoint;
@@ -70,8 +70,21 @@ fn steps(batch: usize) -> u64 {
 const ROUNDS: usize = 3;
 
 /// The measured classes, by name.
-pub const CLASSES: [&str; 8] =
-    ["dropout", "layer_norm", "batch_norm", "softmax", "relu", "gelu", "attention", "cross_entropy"];
+pub const CLASSES: [&str; 9] =
+    ["dropout", "layer_norm", "batch_norm", "softmax", "relu", "gelu", "attention", "cross_entropy", "max_pool"];
+
+/// Samples per step of the measured max-pooling graphs (its samples are larger: 8 channels of 32 x 32).
+const POOL_BATCHES: [usize; 3] = [1, 8, 64];
+/// One sample of the max-pooling graphs: 8 channels of 32 x 32 pixels, pooled 3 x 3 with stride 1 and padding
+/// 1 (the output the input's size).
+const POOL_SAMPLE: [usize; 3] = [8, 32, 32];
+/// The measured pooling window's side.
+const POOL_WINDOW: usize = 3;
+
+/// Samples per step at which `class` is measured.
+pub fn batches(class: &str) -> [usize; 3] {
+    if class == "max_pool" { POOL_BATCHES } else { BATCHES }
+}
 
 /// Heads of the measured attention (self-attention over the sample's 16 positions of 64 features: 4 x 16 x 16
 /// scores per sample, 65,536 at batch 64).
@@ -81,7 +94,8 @@ pub const ATTENTION_HEADS: usize = 4;
 /// alone.
 pub fn class_of(op: &Op) -> Option<&'static str> {
     match op {
-        Op::Dropout { .. } => Some("dropout"),
+        Op::Dropout { p } if *p > 0.0 => Some("dropout"),
+        Op::Pool { kind: PoolKind::Max, .. } => Some("max_pool"),
         Op::LayerNorm { .. } => Some("layer_norm"),
         Op::BatchNorm { .. } => Some("batch_norm"),
         Op::Softmax => Some("softmax"),
@@ -114,6 +128,10 @@ pub fn work_of(
             let logits = node.inputs.first().map_or(0, |&j| graph.nodes[j].shape.numel());
             Some(("cross_entropy", logits as f64 * batch))
         }
+        // Max pooling reads its window for every output element.
+        Op::Pool { kind: PoolKind::Max, kernel, .. } => {
+            Some(("max_pool", output_elements as f64 * kernel.iter().product::<usize>() as f64 * batch))
+        }
         op => class_of(op).map(|c| (c, output_elements as f64 * batch)),
     }
 }
@@ -122,6 +140,17 @@ pub fn work_of(
 /// `cross_entropy`, input [64] -> linear [`CE_CLASSES`] -> cross-entropy (`copies` > 0) or MSE on the logits.
 fn graph(class: &str, copies: usize) -> Result<Graph, String> {
     let e = |e: trainbench_workload::ShapeError| e.to_string();
+    if class == "max_pool" {
+        let mut b = GraphBuilder::new("calibrate-max_pool");
+        let x = b.input("x", &POOL_SAMPLE, InputKind::Dense).map_err(e)?;
+        let t = b.input("t", &POOL_SAMPLE, InputKind::Dense).map_err(e)?;
+        let mut y = b.conv("conv", x, trainbench_workload::ConvCfg::square(POOL_SAMPLE[0], 1, 1, 0)).map_err(e)?;
+        for i in 0..copies {
+            y = b.pool(&format!("max_pool{i}"), y, PoolKind::Max, POOL_WINDOW, 1, POOL_WINDOW / 2).map_err(e)?;
+        }
+        b.loss("loss", LossKind::Mse, &[y, t]).map_err(e)?;
+        return b.finish(1, "samples").map_err(e);
+    }
     if class == "cross_entropy" {
         let mut b = GraphBuilder::new("calibrate-cross_entropy");
         let x = b.input("x", &[SAMPLE[1]], InputKind::Dense).map_err(e)?;
@@ -167,6 +196,7 @@ fn elements_per_sample(class: &str) -> usize {
     match class {
         "attention" => ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0],
         "cross_entropy" => CE_CLASSES,
+        "max_pool" => POOL_SAMPLE.iter().product::<usize>() * POOL_WINDOW * POOL_WINDOW,
         _ => SAMPLE[0] * SAMPLE[1],
     }
 }
@@ -200,7 +230,7 @@ pub fn measure(
         };
         // The cross-entropy graph has one loss, the others `STACK` copies of the operation.
         let copies = if class == "cross_entropy" { 1.0 } else { STACK as f64 };
-        for batch in BATCHES {
+        for batch in batches(class) {
             let plan = plan(device, cpu_threads, batch);
             let mut one = || -> Result<(f64, f64), String> {
                 backend.check(&plan, &with).map_err(|e| e.to_string())?;
@@ -237,6 +267,11 @@ mod tests {
     #[test]
     fn every_class_builds_and_maps_back_from_its_graph() {
         for class in CLASSES.into_iter().filter(|c| *c != "cross_entropy") {
+            if class == "max_pool" {
+                let g = graph(class, STACK).unwrap();
+                assert_eq!(g.nodes.iter().filter_map(|n| class_of(&n.op)).count(), STACK);
+                continue;
+            }
             let g = graph(class, STACK).unwrap();
             let classes: Vec<&str> = g.nodes.iter().filter_map(|n| class_of(&n.op)).collect();
             assert_eq!(classes, vec![class; STACK], "{class}");
@@ -261,6 +296,22 @@ mod tests {
     }
 
     #[test]
+    fn max_pooling_reads_its_window_and_dropout_without_p_is_no_class() {
+        let mut b = GraphBuilder::new("pool");
+        let x = b.input("x", &[8, 16, 16], InputKind::Dense).unwrap();
+        let p = b.pool("pool", x, PoolKind::Max, 2, 2, 0).unwrap();
+        let d = b.dropout("drop", p, 0.0).unwrap();
+        let t = b.input("t", &[8, 8, 8], InputKind::Dense).unwrap();
+        b.loss("loss", LossKind::Mse, &[d, t]).unwrap();
+        let g = b.finish(1, "samples").unwrap();
+        let pool = g.nodes.iter().find(|n| n.name == "pool").unwrap();
+        // 8 x 8 x 8 outputs, each reading a 2 x 2 window, 4 samples.
+        assert_eq!(work_of(&g, pool, 512, 4.0), Some(("max_pool", 512.0 * 4.0 * 4.0)));
+        let drop = g.nodes.iter().find(|n| n.name == "drop").unwrap();
+        assert_eq!(work_of(&g, drop, 512, 4.0), None, "dropout with p = 0 returns its input");
+    }
+
+    #[test]
     fn the_mock_backend_measures_every_class() {
         let mut mock = trainbench_workload::mock::MockBackend::new(Default::default());
         let (points, skipped) = measure(&mut mock, DeviceSelector::Cpu, None, false);
@@ -272,8 +323,10 @@ mod tests {
         let sizes: Vec<f64> = points.iter().take(BATCHES.len()).map(|p| p.elements).collect();
         assert_eq!(sizes, [1024.0, 65536.0, 1048576.0]);
         assert!(
-            points.iter().all(|p| sizes.contains(&p.elements)),
+            points.iter().filter(|p| p.op != "max_pool").all(|p| sizes.contains(&p.elements)),
             "attention's scores and cross-entropy's logits are as many as the others' outputs"
         );
+        let pool: Vec<f64> = points.iter().filter(|p| p.op == "max_pool").map(|p| p.elements).collect();
+        assert_eq!(pool, [73728.0, 589824.0, 4718592.0], "window reads: 8 x 32 x 32 outputs x 9");
     }
 }

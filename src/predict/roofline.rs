@@ -90,6 +90,8 @@ fn op_count(graph: &Graph, node: &trainbench_workload::graph::Node) -> (f64, f64
             (per, 2.0 * per)
         }
         Op::Attention { .. } => (10.0, 14.0),
+        // Dropout with p = 0 returns its input: one call, no backward node.
+        Op::Dropout { p } if *p <= 0.0 => (1.0, 0.0),
         Op::Dropout { .. } => (2.0, 1.0),
         Op::RoiAlign { .. } => (5.0, 5.0),
         Op::Loss { loss: LossKind::CrossEntropy, .. } => (2.0, 2.0),
@@ -197,7 +199,7 @@ fn conv_size(node: &trainbench_workload::graph::Node, output_elements: f64) -> O
 fn fixed_costs(node: &trainbench_workload::graph::Node, ops_f: f64, ops_b: f64, device: &DeviceModel) -> (f64, f64) {
     match device.nodes {
         Some(n) if matches!(node.op, Op::Linear { .. }) => n.linear,
-        Some(n) => (ops_f * n.op.0, ops_f * n.op.1),
+        Some(n) => (ops_f * n.op.0, if ops_b > 0.0 { ops_f * n.op.1 } else { 0.0 }),
         None => (ops_f * device.op_overhead_s, ops_b * device.op_overhead_s),
     }
 }
@@ -237,6 +239,7 @@ fn gradient_sums(graph: &Graph, analysis: &Analysis, index: usize) -> f64 {
 
 fn is_view(op: &Op) -> bool {
     matches!(op, Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. })
+        || matches!(op, Op::Dropout { p } if *p <= 0.0)
 }
 
 /// Bytes of one element of a node's output as the backend holds it.
@@ -309,6 +312,14 @@ pub fn step(
         // bytes overlap.
         let f_compute =
             if matches!(node.op, Op::Attention { .. }) { gemm_s + elementwise.0 } else { gemm_s.max(elementwise.0) };
+        // A linear layer's bias on a CPU: broadcast into the output before the product accumulates onto it
+        // (forward, a pass writing the output and one reading it), summed over the rows of the output's gradient
+        // (backward).
+        let bias_pass = match node.op {
+            Op::Linear { bias: true, .. } if device.bias_pass => (device.memory_s(2.0 * out), device.memory_s(out)),
+            _ => (0.0, 0.0),
+        };
+        let f_compute = f_compute + bias_pass.0;
         let f_bytes = inputs + out + weights + extra_f;
         let (fixed_f, fixed_b) = fixed_costs(node, ops_f, ops_b, device);
         // Convolutions and linear layers cost more inside the step than their isolated kernels: per byte moved
@@ -339,7 +350,7 @@ pub fn step(
                 bw_compute + elementwise.1
             } else {
                 bw_compute.max(elementwise.1)
-            };
+            } + if a.parameters > 0 { bias_pass.1 } else { 0.0 };
             // A tensor read by several nodes gets one gradient from each: autograd sums them, an add per extra
             // reader over the tensor (two reads, one write) with its own operation's cost.
             let sums = gradient_sums(graph, analysis, index);
