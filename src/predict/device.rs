@@ -339,6 +339,21 @@ impl DeviceModel {
         Some(along_sizes(points, elements))
     }
 
+    /// Seconds of the element-wise work of `elements` elements of `class` beyond a call's fixed cost, (forward,
+    /// backward): the cost per element between the two smallest measured sizes (with one size, its cost per
+    /// element), for operations that run inside another node's kernel loop (a recurrent cell's gates).
+    pub fn elementwise_marginal_s(&self, class: &str, elements: f64) -> Option<(f64, f64)> {
+        let (_, points) = self.elementwise.iter().find(|(c, _)| c == class)?;
+        let per = match (points.first(), points.get(1)) {
+            (Some(a), Some(b)) if b.0 > a.0 => {
+                (((b.1 - a.1) / (b.0 - a.0)).max(0.0), ((b.2 - a.2) / (b.0 - a.0)).max(0.0))
+            }
+            (Some(a), _) => (a.1 / a.0, a.2 / a.0),
+            _ => return None,
+        };
+        Some((per.0 * elements, per.1 * elements))
+    }
+
     /// Seconds to move `bytes` through device memory: at the bandwidth measured for a working set of that size
     /// (log-log interpolation, flat beyond the measured sizes), else at `memory_bytes_s`.
     pub fn memory_s(&self, bytes: f64) -> f64 {
@@ -347,12 +362,22 @@ impl DeviceModel {
         }
         bytes / interpolate(&self.bandwidth, bytes).unwrap_or(self.memory_bytes_s)
     }
+
+    /// Seconds to move `bytes` that lie in a working set of `working_set` bytes: at the bandwidth measured for
+    /// the larger of the two (a backward pass reads tensors saved across the whole step, not the layer's own few
+    /// hundred KiB still in cache).
+    pub fn memory_in_s(&self, bytes: f64, working_set: f64) -> f64 {
+        if bytes <= 0.0 {
+            return 0.0;
+        }
+        bytes / interpolate(&self.bandwidth, bytes.max(working_set)).unwrap_or(self.memory_bytes_s)
+    }
 }
 
 /// A node's (forward, backward) seconds at `elements` from measured (elements, forward, backward) points sorted by
 /// elements: linear between two measured sizes; at the per-element cost of the largest beyond it; below the
-/// smallest, that size's cost (a node's fixed cost dominates there), or, with one point only, its per-element
-/// cost.
+/// smallest, along the line through the two smallest (toward the node's fixed cost, at most the smallest's
+/// cost), or, with one point only, its per-element cost.
 fn along_sizes(points: &[(f64, f64, f64)], elements: f64) -> (f64, f64) {
     let (Some(&first), Some(&last)) = (points.first(), points.last()) else {
         return (0.0, 0.0);
@@ -362,7 +387,16 @@ fn along_sizes(points: &[(f64, f64, f64)], elements: f64) -> (f64, f64) {
         return scaled(last);
     }
     if elements <= first.0 {
-        return if points.len() == 1 { scaled(first) } else { (first.1, first.2) };
+        let Some(&second) = points.get(1) else {
+            return scaled(first);
+        };
+        // Along the line through the two smallest sizes (its intercept is the node's fixed part), never above
+        // the smallest's cost nor below zero.
+        let toward = |t0: f64, t1: f64| {
+            let slope = (t1 - t0) / (second.0 - first.0);
+            (t0 + slope * (elements - first.0)).clamp(0.0, t0)
+        };
+        return (toward(first.1, second.1), toward(first.2, second.2));
     }
     let i = points.partition_point(|p| p.0 <= elements);
     let (a, b) = (points[i - 1], points[i]);

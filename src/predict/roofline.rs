@@ -228,6 +228,33 @@ fn extra_bytes(graph: &Graph, node: &trainbench_workload::graph::Node, out_bytes
     }
 }
 
+/// The element-wise work of a recurrent layer's cells (forward, backward seconds), when the activation classes
+/// were measured: per time step, layer and direction, an LSTM cell evaluates three sigmoids and two tanhs and
+/// combines them with five products and sums over `batch x hidden` elements (a GRU two sigmoids, one tanh and
+/// six products and sums), each a call of its own on a CPU whose fixed cost the recurrent layer's operation
+/// count already holds; priced per element at the `gelu` class (tanh, sigmoid) and the `relu` class (one cheap
+/// pass).
+fn rnn_cell_work(
+    graph: &Graph,
+    node: &trainbench_workload::graph::Node,
+    b: f64,
+    device: &DeviceModel,
+) -> Option<(f64, f64)> {
+    let Op::Rnn { cell, hidden, layers, bidirectional, .. } = &node.op else {
+        return None;
+    };
+    let steps = graph.nodes[*node.inputs.first()?].shape.0.first().copied().unwrap_or(1) as f64;
+    let cells = steps * *layers as f64 * if *bidirectional { 2.0 } else { 1.0 };
+    let (curved, cheap) = match cell {
+        trainbench_workload::graph::RnnCell::Lstm => (5.0, 5.0),
+        trainbench_workload::graph::RnnCell::Gru => (3.0, 6.0),
+    };
+    let elements = b * *hidden as f64;
+    let (cf, cb) = device.elementwise_marginal_s("gelu", elements)?;
+    let (pf, pb) = device.elementwise_marginal_s("relu", elements)?;
+    Some((cells * (curved * cf + cheap * pf), cells * (curved * cb + cheap * pb)))
+}
+
 /// Gradient sums autograd makes for node `index`'s output in backward: one fewer than the nodes that read it and
 /// pass a gradient back (a node reading it several times, as self-attention's query, key and value, counts once:
 /// its backward sums them itself).
@@ -262,6 +289,14 @@ pub fn step(
 ) -> StepCompute {
     let b = batch as f64;
     let weight_bytes = if precision == Precision::Fp32 { 4.0 } else { 2.0 };
+    // What backward reads lies in the activations the forward pass kept: every non-view output of the step.
+    let saved: f64 = graph
+        .nodes
+        .iter()
+        .zip(&analysis.layers)
+        .filter(|(n, _)| !is_view(&n.op) && !matches!(n.op, Op::Input { .. }))
+        .map(|(n, a)| a.output_elements as f64 * b * element_bytes(&n.op, precision))
+        .sum();
     let mut layers = Vec::new();
     for (index, (node, a)) in graph.nodes.iter().zip(&analysis.layers).enumerate() {
         if matches!(node.op, Op::Input { .. }) {
@@ -297,6 +332,10 @@ pub fn step(
                 })
             })
             .unwrap_or((0.0, 0.0));
+        let elementwise = match rnn_cell_work(graph, node, b, device) {
+            Some((f, bw)) => (elementwise.0 + f, elementwise.1 + bw),
+            None => elementwise,
+        };
         // The layer's products at their own shapes on the calibrated grid (forward, and the backward's where
         // its shapes are known), else its FLOPs along the curve.
         let products = if device.has_grid() { products(graph, node, b, input_grad, a.parameters > 0) } else { None };
@@ -310,8 +349,8 @@ pub fn step(
         };
         // Attention's products and its softmax run one after the other; an element-wise layer's work and its
         // bytes overlap.
-        let f_compute =
-            if matches!(node.op, Op::Attention { .. }) { gemm_s + elementwise.0 } else { gemm_s.max(elementwise.0) };
+        let sequential = matches!(node.op, Op::Attention { .. } | Op::Rnn { .. });
+        let f_compute = if sequential { gemm_s + elementwise.0 } else { gemm_s.max(elementwise.0) };
         // A linear layer's bias on a CPU: broadcast into the output before the product accumulates onto it
         // (forward, a pass writing the output and one reading it), summed over the rows of the output's gradient
         // (backward).
@@ -346,18 +385,15 @@ pub fn step(
                 _ if f_flops > 0.0 => gemm_s * bw_flops / f_flops,
                 _ => 0.0,
             };
-            let bw_compute = if matches!(node.op, Op::Attention { .. }) {
-                bw_compute + elementwise.1
-            } else {
-                bw_compute.max(elementwise.1)
-            } + if a.parameters > 0 { bias_pass.1 } else { 0.0 };
+            let bw_compute = if sequential { bw_compute + elementwise.1 } else { bw_compute.max(elementwise.1) }
+                + if a.parameters > 0 { bias_pass.1 } else { 0.0 };
             // A tensor read by several nodes gets one gradient from each: autograd sums them, an add per extra
             // reader over the tensor (two reads, one write) with its own operation's cost.
             let sums = gradient_sums(graph, analysis, index);
             let bytes =
                 out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b + sums * 3.0 * out;
             let fixed_b = fixed_b + sums * device.nodes.map_or(device.op_overhead_s, |n| n.op.1);
-            PhaseCost::new(bw_flops, bytes, bw_compute + in_step.1 * bytes, device.memory_s(bytes), fixed_b)
+            PhaseCost::new(bw_flops, bytes, bw_compute + in_step.1 * bytes, device.memory_in_s(bytes, saved), fixed_b)
         } else {
             PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0)
         };

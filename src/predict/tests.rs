@@ -280,9 +280,24 @@ fn element_wise_costs_follow_the_measured_sizes() {
         let drop = p.layers.iter().find(|l| l.name == "drop").unwrap().clone();
         (drop.forward.compute_s, drop.backward.compute_s)
     };
-    // At a measured size, its cost; below the smallest, the smallest's; between two, on the line between them;
-    // beyond the largest, at the largest's cost per element.
+    // At a measured size, its cost; below the smallest, on the line through the two smallest; between two, on
+    // the line between them; beyond the largest, at the largest's cost per element.
     assert!(close(forward(1).0, 10e-6) && close(forward(1).1, 1e-6), "{:?}", forward(1));
+    let below = |n: f64| 10e-6 - (1e3 - n) * (1e-3 - 10e-6) / (1e5 - 1e3);
+    let half = {
+        let g2 = {
+            let mut b = GraphBuilder::new("drop");
+            let x = b.input("x", &[500], InputKind::Dense).unwrap();
+            let t = b.input("t", &[500], InputKind::Dense).unwrap();
+            let y = b.linear("fc", x, 500, false).unwrap();
+            let d = b.dropout("drop", y, 0.1).unwrap();
+            b.loss("loss", LossKind::Mse, &[d, t]).unwrap();
+            b.finish(1, "samples").unwrap()
+        };
+        let p = predict(&g2, &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+        p.layers.iter().find(|l| l.name == "drop").unwrap().forward.compute_s
+    };
+    assert!(close(half, below(500.0).max(0.0)), "{half} {}", below(500.0));
     assert!(close(forward(100).0, 1e-3));
     let between = 10e-6 + (1e4 - 1e3) / (1e5 - 1e3) * (1e-3 - 10e-6);
     assert!(close(forward(10).0, between), "{} {between}", forward(10).0);
