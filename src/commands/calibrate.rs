@@ -264,8 +264,8 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         c.method.push_str(&format!(
             "; element-wise operations: a micro-graph (input [16, 64] -> linear -> {} x the operation -> MSE) \
              trained at batch {:?} with and without the operation, the difference of the mean forward and backward \
-             phases per operation, median of 3 rounds; cross-entropy: input [64] -> linear 1024 -> cross-entropy \
-             against the same graph with an MSE loss; max pooling: input [8, 32, 32] -> conv 1x1 -> 6 x max pool \
+             phases per operation, median of 3 rounds; cross-entropy: input [1, 64] -> linear 1024 -> cross-entropy \
+             against the same graph ending in the logits' mean and an MSE on it; max pooling: input [8, 32, 32] -> conv 1x1 -> 6 x max pool \
              3x3 stride 1 -> MSE at batch 1, 8 and 64",
             crate::predict::elementwise::STACK,
             crate::predict::elementwise::BATCHES

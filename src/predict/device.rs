@@ -168,13 +168,36 @@ fn conv_grids(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<
         2.0 * (p.pixels * p.channels * p.channels * p.kernel * p.kernel) as f64
     };
     let grid = |backward: bool| {
-        let points: Vec<(Vec<f64>, f64)> = pts
+        let mut points: Vec<(Vec<f64>, f64)> = pts
             .iter()
             .map(|p| {
                 let (work, s) = if backward { (2.0 * flops(p), p.backward_s) } else { (flops(p), p.forward_s) };
                 (vec![p.channels as f64, p.pixels as f64], work / net_of_overhead(s, overhead_s))
             })
             .collect();
+        // The largest pixel counts are measured for the fewer channels only: a channel count without them keeps
+        // the rate of its largest measured size.
+        let pixels: Vec<f64> = {
+            let mut v: Vec<f64> = points.iter().map(|p| p.0[1]).collect();
+            v.sort_by(f64::total_cmp);
+            v.dedup();
+            v
+        };
+        let channels: Vec<f64> = {
+            let mut v: Vec<f64> = points.iter().map(|p| p.0[0]).collect();
+            v.sort_by(f64::total_cmp);
+            v.dedup();
+            v
+        };
+        for &c in &channels {
+            let largest =
+                points.iter().filter(|p| p.0[0] == c).max_by(|a, b| a.0[1].total_cmp(&b.0[1])).map(|p| (p.0[1], p.1));
+            if let Some((measured, rate)) = largest {
+                for &px in pixels.iter().filter(|&&px| px > measured) {
+                    points.push((vec![c, px], rate));
+                }
+            }
+        }
         LogGrid::new(&points)
     };
     Some((grid(false)?, grid(true)?))
@@ -228,13 +251,13 @@ impl DeviceModel {
             })
             .unwrap_or_default();
         let grid = cal.and_then(|c| gemm_grid(c, precision, overhead));
-        // Cross-entropy was measured beyond an MSE loss on the same logits: add back the model's own price of that
-        // MSE (3 operations; forward reads logits and target, backward reads them and writes the logits' gradient).
+        // Cross-entropy was measured beyond the logits' mean and an MSE on it: add back the model's own price of
+        // them (the mean reads the logits, its backward writes their gradient; four operations).
         let bandwidth_at = |bytes: f64| bytes / interpolate(&bandwidth, bytes).unwrap_or(memory);
         for (_, points) in elementwise.iter_mut().filter(|(class, _)| class == "cross_entropy") {
             for (elements, ef, eb) in points.iter_mut() {
-                *ef += bandwidth_at(8.0 * *elements) + 3.0 * fixed.0;
-                *eb += bandwidth_at(16.0 * *elements) + 3.0 * fixed.1;
+                *ef += bandwidth_at(4.0 * *elements) + 4.0 * fixed.0;
+                *eb += bandwidth_at(4.0 * *elements) + 4.0 * fixed.1;
             }
         }
         let mut model = Self {
@@ -266,7 +289,7 @@ impl DeviceModel {
     /// cost).
     fn net_attention_of_products(&mut self, fixed: (f64, f64)) {
         let mut netted = std::mem::take(&mut self.elementwise);
-        for (_, points) in netted.iter_mut().filter(|(class, _)| class == "attention") {
+        for (_, points) in netted.iter_mut().filter(|(class, _)| class.starts_with("attention")) {
             for (elements, ef, eb) in points.iter_mut() {
                 let shapes =
                     super::elementwise::measured_attention_products(super::elementwise::attention_batch(*elements));

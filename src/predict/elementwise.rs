@@ -11,12 +11,13 @@
 //! most of it), 65,536 (inside a core's caches) and 1,048,576 (past them). The model interpolates a node's cost
 //! between the measured sizes by its elements, net of the per-operation overhead it adds on its own.
 //!
-//! Attention is measured the same way (self-attention, 4 heads over the 16 positions) and charged by score
+//! Attention is measured the same way (self-attention, 4 heads over the 16 positions; causal self-attention;
+//! attention to a second sequence, whose keys and values are projected apart from the queries) and charged by score
 //! element, net of its projections and score products as the model prices them at the measured shape
 //! (`attention_products`): on a CPU its fused core costs several times its FLOPs (the development machine: 1.2 ms
 //! forward at batch 64 against 0.23 ms from FLOPs). Cross-entropy is measured as a loss over 1,024 classes per
-//! sample (input [64] -> linear 1,024 -> the loss) against the same graph with an MSE loss on the same logits;
-//! the model adds back its own price of that MSE. Its backward (log-softmax's backward, the loss's scatter
+//! sample (input [1, 64] -> linear 1,024 -> the loss) against the same graph ending in the logits' mean and an
+//! MSE on it; the model adds back its own price of that mean (a pass over the logits each way). Its backward (log-softmax's backward, the loss's scatter
 //! into zeroed logits) costs about four times softmax's.
 
 /// The products of an attention node the model prices on the GEMM grid, `[m, k, n]` for `batch` samples of `tq`
@@ -70,8 +71,19 @@ fn steps(batch: usize) -> u64 {
 const ROUNDS: usize = 3;
 
 /// The measured classes, by name.
-pub const CLASSES: [&str; 9] =
-    ["dropout", "layer_norm", "batch_norm", "softmax", "relu", "gelu", "attention", "cross_entropy", "max_pool"];
+pub const CLASSES: [&str; 11] = [
+    "dropout",
+    "layer_norm",
+    "batch_norm",
+    "softmax",
+    "relu",
+    "gelu",
+    "attention",
+    "attention_causal",
+    "attention_cross",
+    "cross_entropy",
+    "max_pool",
+];
 
 /// Samples per step of the measured max-pooling graphs (its samples are larger: 8 channels of 32 x 32).
 const POOL_BATCHES: [usize; 3] = [1, 8, 64];
@@ -101,6 +113,7 @@ pub fn class_of(op: &Op) -> Option<&'static str> {
         Op::Softmax => Some("softmax"),
         Op::Act { function: Activation::Relu | Activation::LeakyRelu(_) | Activation::HardTanh20 } => Some("relu"),
         Op::Act { function: Activation::Gelu | Activation::Tanh | Activation::Sigmoid } => Some("gelu"),
+        Op::Attention { causal: true, .. } => Some("attention_causal"),
         Op::Attention { .. } => Some("attention"),
         _ => None,
     }
@@ -117,11 +130,20 @@ pub fn work_of(
     batch: f64,
 ) -> Option<(&'static str, f64)> {
     match &node.op {
-        Op::Attention { heads, .. } => {
+        Op::Attention { heads, causal, .. } => {
             let positions = |i: usize| {
                 node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64
             };
-            Some(("attention", *heads as f64 * positions(0) * positions(1) * batch))
+            // Self-attention, causal self-attention (a decoder's), or attention to another sequence (its
+            // keys and values projected apart from its queries, as an encoder-decoder's).
+            let class = if *causal {
+                "attention_causal"
+            } else if node.inputs.first() != node.inputs.get(1) {
+                "attention_cross"
+            } else {
+                "attention"
+            };
+            Some((class, *heads as f64 * positions(0) * positions(1) * batch))
         }
         // Cross-entropy over its logits (priced as softmax's work where the class was not measured).
         Op::Loss { loss: LossKind::CrossEntropy, .. } => {
@@ -133,7 +155,8 @@ pub fn work_of(
 }
 
 /// The micro-graph: input -> linear -> `copies` x the class's operation -> MSE against a target; for
-/// `cross_entropy`, input [64] -> linear [`CE_CLASSES`] -> cross-entropy (`copies` > 0) or MSE on the logits.
+/// `cross_entropy`, input [1, 64] -> linear [`CE_CLASSES`] -> cross-entropy (`copies` > 0), or the logits' mean
+/// -> MSE.
 fn graph(class: &str, copies: usize) -> Result<Graph, String> {
     let e = |e: trainbench_workload::ShapeError| e.to_string();
     if class == "max_pool" {
@@ -149,21 +172,30 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
     }
     if class == "cross_entropy" {
         let mut b = GraphBuilder::new("calibrate-cross_entropy");
-        let x = b.input("x", &[SAMPLE[1]], InputKind::Dense).map_err(e)?;
+        let x = b.input("x", &[1, SAMPLE[1]], InputKind::Dense).map_err(e)?;
         let logits = b.linear("fc", x, CE_CLASSES, true).map_err(e)?;
-        let t = if copies > 0 {
-            b.input("t", &[], InputKind::Labels { classes: CE_CLASSES }).map_err(e)?
+        if copies > 0 {
+            let t = b.input("t", &[1], InputKind::Labels { classes: CE_CLASSES }).map_err(e)?;
+            b.loss("loss", LossKind::CrossEntropy, &[logits, t]).map_err(e)?;
         } else {
-            b.input("t", &[CE_CLASSES], InputKind::Dense).map_err(e)?
-        };
-        let loss = if copies > 0 { LossKind::CrossEntropy } else { LossKind::Mse };
-        b.loss("loss", loss, &[logits, t]).map_err(e)?;
+            // The logits' mean per sample against a target: one pass over them each way.
+            let m = b.mean("mean", logits, 1).map_err(e)?;
+            let t = b.input("t", &[1], InputKind::Dense).map_err(e)?;
+            b.loss("loss", LossKind::Mse, &[m, t]).map_err(e)?;
+        }
         return b.finish(1, "samples").map_err(e);
     }
     let mut b = GraphBuilder::new(format!("calibrate-{class}"));
     let x = b.input("x", &SAMPLE, InputKind::Dense).map_err(e)?;
     let t = b.input("t", &SAMPLE, InputKind::Dense).map_err(e)?;
     let mut y = b.linear("fc", x, SAMPLE[1], true).map_err(e)?;
+    // Cross-attention attends to a second sequence that needs its gradient, as an encoder's output does.
+    let memory = if class == "attention_cross" {
+        let m = b.input("m", &SAMPLE, InputKind::Dense).map_err(e)?;
+        Some(b.linear("memory", m, SAMPLE[1], true).map_err(e)?)
+    } else {
+        None
+    };
     for i in 0..copies {
         let name = format!("{class}{i}");
         y = match class {
@@ -173,6 +205,8 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
             "softmax" => b.softmax(&name, y),
             "relu" => b.act(&name, y, Activation::Relu),
             "attention" => b.attention(&name, y, y, ATTENTION_HEADS, false),
+            "attention_causal" => b.attention(&name, y, y, ATTENTION_HEADS, true),
+            "attention_cross" => b.attention(&name, y, memory.unwrap_or(y), ATTENTION_HEADS, false),
             _ => b.act(&name, y, Activation::Gelu),
         }
         .map_err(e)?;
@@ -190,7 +224,7 @@ fn plan(device: DeviceSelector, cpu_threads: Option<u32>, batch: usize) -> RunPl
 /// node's output.
 fn elements_per_sample(class: &str) -> usize {
     match class {
-        "attention" => ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0],
+        "attention" | "attention_causal" | "attention_cross" => ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0],
         "cross_entropy" => CE_CLASSES,
         "max_pool" => POOL_SAMPLE.iter().product::<usize>(),
         _ => SAMPLE[0] * SAMPLE[1],
@@ -263,7 +297,7 @@ mod tests {
     #[test]
     fn every_class_builds_and_maps_back_from_its_graph() {
         for class in CLASSES.into_iter().filter(|c| *c != "cross_entropy") {
-            if class == "max_pool" {
+            if class == "max_pool" || class == "attention_cross" {
                 let g = graph(class, STACK).unwrap();
                 assert_eq!(g.nodes.iter().filter_map(|n| class_of(&n.op)).count(), STACK);
                 continue;
@@ -286,7 +320,7 @@ mod tests {
         let g = b.finish(1, "samples").unwrap();
         let node = g.nodes.iter().find(|n| n.name == "attn").unwrap();
         // 4 heads x 16 queries x 10 keys per sample, 8 samples.
-        assert_eq!(work_of(&g, node, 1024, 8.0), Some(("attention", 4.0 * 16.0 * 10.0 * 8.0)));
+        assert_eq!(work_of(&g, node, 1024, 8.0), Some(("attention_cross", 4.0 * 16.0 * 10.0 * 8.0)));
         let loss = g.nodes.iter().find(|n| n.name == "loss").unwrap();
         assert_eq!(work_of(&g, loss, 1, 8.0), None, "an MSE loss is priced by its bytes");
     }

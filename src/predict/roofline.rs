@@ -323,13 +323,19 @@ pub fn step(
         // Element-wise operations of a measured class: their per-element work, where it exceeds FLOPs at the
         // GEMM rate (dropout's random numbers, exponentials, reductions).
         // Attention and cross-entropy without their own measurement: softmax's work on their scores or logits.
+        // Causal and cross-attention without their own: self-attention's.
         let elementwise = super::elementwise::work_of(graph, node, a.output_elements, b)
             .and_then(|(c, elements)| {
-                device.elementwise_s(c, elements).or_else(|| {
-                    matches!(c, "attention" | "cross_entropy")
-                        .then(|| device.elementwise_s("softmax", elements))
-                        .flatten()
-                })
+                device
+                    .elementwise_s(c, elements)
+                    .or_else(|| {
+                        c.starts_with("attention").then(|| device.elementwise_s("attention", elements)).flatten()
+                    })
+                    .or_else(|| {
+                        (c.starts_with("attention") || c == "cross_entropy")
+                            .then(|| device.elementwise_s("softmax", elements))
+                            .flatten()
+                    })
             })
             .unwrap_or((0.0, 0.0));
         let elementwise = match rnn_cell_work(graph, node, b, device) {

@@ -168,15 +168,19 @@ pub fn gemm_shape_grid(max_gemm: usize) -> Vec<[usize; 3]> {
 
 /// Channels (in = out) of the convolutions of [`conv_grid`].
 pub const CONV_CHANNELS: [usize; 6] = [4, 8, 16, 32, 64, 128];
-/// (batch, height = width) of the convolutions of [`conv_grid`]: 256, 4,096 and 32,768 output pixels.
-pub const CONV_PIXELS: [(usize, usize); 3] = [(1, 16), (4, 32), (32, 32)];
+/// (batch, height = width) of the convolutions of [`conv_grid`]: 256, 4,096, 32,768 and 131,072 output pixels
+/// (the largest past a core's caches for a few channels: a small network's first stage at batch 64-128).
+pub const CONV_PIXELS: [(usize, usize); 4] = [(1, 16), (4, 32), (32, 32), (128, 32)];
+/// Channels up to which the largest pixel count of [`CONV_PIXELS`] is measured (beyond it a call takes seconds
+/// and the rate no longer changes with size).
+pub const CONV_LARGE_MAX_CHANNELS: usize = 32;
 
 /// The convolution grid: 3 x 3, stride 1, same padding, every channel count of [`CONV_CHANNELS`] at every size
 /// of [`CONV_PIXELS`].
 pub fn conv_grid() -> Vec<ConvShape> {
     let mut v = Vec::new();
     for c in CONV_CHANNELS {
-        for (n, hw) in CONV_PIXELS {
+        for (n, hw) in CONV_PIXELS.into_iter().filter(|&(n, _)| n < 128 || c <= CONV_LARGE_MAX_CHANNELS) {
             v.push(ConvShape { n, c, hw, k: c, r: 3 });
         }
     }
