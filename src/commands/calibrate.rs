@@ -278,7 +278,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
                     "; per node: {n} ReLUs or {n} linear layers (8 features, batch 1) trained beside the graph \
                      without them (input -> linear -> MSE), the difference of the mean forward and backward phases \
                      per node, median of 3 rounds (step: that graph less its linear layer and loss); layers in the step: \
-                     4 convolutions 16 -> 16 3x3 on 16 x 16 pixels or 4 linear layers 256 -> 256 at batch 64 against \
+                     4 convolutions 16 -> 16 3x3 on 16 x 16 pixels or 4 linear layers 256 -> 256 on 16 rows per sample at batch 64 against \
                      the graph without them, per layer; optimizer: the \
                      optimizer phase of SGD, SGD with momentum, with momentum and weight decay 5e-4, and Adam over 32 linear layers of 8 x 8 and one \
                      linear layer of 1024 x 1024 and of 2048 x 2048, median of 3 rounds",

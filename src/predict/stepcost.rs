@@ -15,7 +15,7 @@
 //!   passes over its state, allocating temporaries, where one pass was assumed).
 //!
 //! - **Layers in the step** (`calibration.node`, classes `conv` and `linear-wide`): a stack of [`LAYERS`]
-//!   convolutions (16 channels, 3 x 3, 16 x 16 pixels) or linear layers (256 x 256) at batch 64, against the
+//!   convolutions (16 channels, 3 x 3, 16 x 16 pixels) or linear layers (256 x 256 on 16 rows per sample) at batch 64, against the
 //!   graph without the stack, per layer. The model compares each with its own price of that layer from the
 //!   isolated-kernel grids ([`in_step_excess`]): what a layer inside a training step costs beyond the same
 //!   kernel timed in a loop (a fresh output, a cold input), per byte the layer moves, charged to the layers of
@@ -159,9 +159,12 @@ const NODE_CLASSES: [&str; 2] = ["elementwise", "linear"];
 pub const LAYERS: usize = 4;
 /// Samples per step of the layer stacks.
 const LAYER_BATCH: usize = 64;
+/// Rows per sample of the linear stack (positions of a sequence: 1,024 rows per product at [`LAYER_BATCH`], as a
+/// sequence model's layers have).
+const LINEAR_ROWS: usize = 16;
 
 /// The layer-stack micro-graph of `class` (`conv`: input [16, 16, 16] -> `stack` x conv 16 -> 16 3 x 3 ->
-/// flatten -> linear 10 -> MSE; `linear-wide`: input [256] -> linear 256 -> `stack` x linear 256 -> MSE).
+/// flatten -> linear 10 -> MSE; `linear-wide`: input [16, 256] -> linear 256 -> `stack` x linear 256 -> MSE).
 pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
     let e = |e: trainbench_workload::ShapeError| e.to_string();
     let mut b = GraphBuilder::new(format!("calibrate-layer-{class}"));
@@ -174,7 +177,7 @@ pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
         let f = b.flatten("flat", y).map_err(e)?;
         b.linear("fc", f, 10, true).map_err(e)?
     } else {
-        let x = b.input("x", &[256], InputKind::Dense).map_err(e)?;
+        let x = b.input("x", &[LINEAR_ROWS, 256], InputKind::Dense).map_err(e)?;
         let mut y = b.linear("fc", x, 256, true).map_err(e)?;
         for i in 0..stack {
             y = b.linear(&format!("wide{i}"), y, 256, true).map_err(e)?;
@@ -182,7 +185,11 @@ pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
         y
     };
     let width = if class == "conv" { 10 } else { 256 };
-    let t = b.input("t", &[width], InputKind::Dense).map_err(e)?;
+    let t = if class == "conv" {
+        b.input("t", &[width], InputKind::Dense).map_err(e)?
+    } else {
+        b.input("t", &[LINEAR_ROWS, width], InputKind::Dense).map_err(e)?
+    };
     b.loss("loss", LossKind::Mse, &[y, t]).map_err(e)?;
     b.finish(1, "samples").map_err(e)
 }
