@@ -263,10 +263,10 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         c.elementwise = elementwise;
         c.method.push_str(&format!(
             "; element-wise operations: a micro-graph (input [16, 64] -> linear -> {} x the operation -> MSE) \
-             trained at batch {:?} with and without the operation, the difference of the mean forward and backward \
-             phases per operation, median of 3 rounds; cross-entropy: input [1, 64] -> linear 1024 -> cross-entropy \
-             against the same graph ending in the logits' mean and an MSE on it; max pooling: input [8, 32, 32] -> conv 1x1 -> 6 x max pool \
-             3x3 stride 1 -> MSE at batch 1, 8 and 64",
+             trained at batch {:?} with and without the operation, the difference of the mean forward and \
+             backward phases per operation, median of 3 rounds; cross-entropy: input [1, 64] -> linear 1024 -> \
+             cross-entropy against the same graph ending in the logits' mean and an MSE on it; max pooling: \
+             input [8, 32, 32] -> conv 1x1 -> 6 x max pool 3x3 stride 1 -> MSE at batch 1, 8 and 64",
             crate::predict::elementwise::STACK,
             crate::predict::elementwise::BATCHES
         ));
@@ -276,12 +276,14 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
                 c.optimizer = optimizers;
                 c.method.push_str(&format!(
                     "; per node: {n} ReLUs or {n} linear layers (8 features, batch 1) trained beside the graph \
-                     without them (input -> linear -> MSE), the difference of the mean forward and backward phases \
-                     per node, median of 3 rounds (step: that graph less its linear layer and loss); layers in the step: \
-                     4 convolutions 16 -> 16 3x3 on 16 x 16 pixels or 4 linear layers 256 -> 256 on 16 rows per sample at batch 64 against \
-                     the graph without them, per layer; optimizer: the \
-                     optimizer phase of SGD, SGD with momentum, with momentum and weight decay 5e-4, and Adam over 32 linear layers of 8 x 8 and one \
-                     linear layer of 1024 x 1024 and of 2048 x 2048, median of 3 rounds",
+                     without them (input -> linear -> MSE), the difference of the mean forward and backward \
+                     phases per node, median of 3 rounds (step: that graph less its linear layer and loss); layers \
+                     in the step: 4 convolutions 16 -> 16 3x3 on 16 x 16 pixels or 4 linear layers 256 -> 256 on \
+                     16 rows per sample at batch 64, and 4 convolutions 4 -> 4 3x3 on 4 x 4 pixels at batch 1, \
+                     against the graph without them, per layer; optimizer: the \
+                     optimizer phase of SGD, SGD with momentum, with momentum and weight decay 5e-4, and Adam over \
+                     32 linear layers of 8 x 8 and one linear layer of 1024 x 1024 and of 2048 x 2048, median of 3 \
+                     rounds",
                     n = crate::predict::stepcost::STACK
                 ));
             }

@@ -12,13 +12,14 @@
 //! between the measured sizes by its elements, net of the per-operation overhead it adds on its own.
 //!
 //! Attention is measured the same way (self-attention, 4 heads over the 16 positions; causal self-attention;
-//! attention to a second sequence, whose keys and values are projected apart from the queries) and charged by score
-//! element, net of its projections and score products as the model prices them at the measured shape
+//! attention to a second sequence, whose keys and values are projected apart from the queries) and charged by
+//! score element, net of its projections and score products as the model prices them at the measured shape
 //! (`attention_products`): on a CPU its fused core costs several times its FLOPs (the development machine: 1.2 ms
 //! forward at batch 64 against 0.23 ms from FLOPs). Cross-entropy is measured as a loss over 1,024 classes per
 //! sample (input [1, 64] -> linear 1,024 -> the loss) against the same graph ending in the logits' mean and an
-//! MSE on it; the model adds back its own price of that mean (a pass over the logits each way). Its backward (log-softmax's backward, the loss's scatter
-//! into zeroed logits) costs about four times softmax's.
+//! MSE on it; the model adds back its own price of that mean (a pass over the logits each way). Its backward
+//! (log-softmax's backward, the loss's scatter into zeroed logits) costs about four times softmax's. Max pooling
+//! is measured as a stack of 3 x 3 poolings with stride 1 on 8 channels of 32 x 32 and priced by output element.
 
 /// The products of an attention node the model prices on the GEMM grid, `[m, k, n]` for `batch` samples of `tq`
 /// query and `tk` key positions: the four projections, then scores and context over batch x heads rows.

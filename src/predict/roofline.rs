@@ -369,13 +369,18 @@ pub fn step(
         let (fixed_f, fixed_b) = fixed_costs(node, ops_f, ops_b, device);
         // Convolutions and linear layers cost more inside the step than their isolated kernels: per byte moved
         // (calibrated).
-        let in_step = match &node.op {
-            Op::Conv { .. } => device.in_step.conv,
-            Op::Linear { .. } => device.in_step.linear,
-            _ => (0.0, 0.0),
+        let (in_step, in_step_fixed) = match &node.op {
+            Op::Conv { .. } => (device.in_step.conv, device.in_step.conv_fixed),
+            Op::Linear { .. } => (device.in_step.linear, (0.0, 0.0)),
+            _ => ((0.0, 0.0), (0.0, 0.0)),
         };
-        let forward =
-            PhaseCost::new(f_flops, f_bytes, f_compute + in_step.0 * f_bytes, device.memory_s(f_bytes), fixed_f);
+        let forward = PhaseCost::new(
+            f_flops,
+            f_bytes,
+            f_compute + in_step_fixed.0 + in_step.0 * f_bytes,
+            device.memory_s(f_bytes),
+            fixed_f,
+        );
         let backward = if a.requires_grad {
             let bw_flops = a.backward_flops as f64 * b;
             // Backward kernels have the forward's sizes (weight gradient, input gradient): the forward's rate,
@@ -399,7 +404,13 @@ pub fn step(
             let bytes =
                 out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b + sums * 3.0 * out;
             let fixed_b = fixed_b + sums * device.nodes.map_or(device.op_overhead_s, |n| n.op.1);
-            PhaseCost::new(bw_flops, bytes, bw_compute + in_step.1 * bytes, device.memory_in_s(bytes, saved), fixed_b)
+            PhaseCost::new(
+                bw_flops,
+                bytes,
+                bw_compute + in_step_fixed.1 + in_step.1 * bytes,
+                device.memory_in_s(bytes, saved),
+                fixed_b,
+            )
         } else {
             PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0)
         };

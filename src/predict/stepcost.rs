@@ -8,18 +8,18 @@
 //!   [`STACK`] is one node's cost. The graph without the stack (input -> linear -> MSE) less its linear layer
 //!   and its loss is the step's own fixed cost (class `step`). A 4-element add timed alone (`op_overhead_us`)
 //!   misses most of this: on the development machine the backward of a small MLP took 10x what it predicted.
-//! - **Optimizer** (`calibration.optimizer`): the optimizer phase of a graph of many small tensors and of one
-//!   linear layer of 1 M and 4 M parameters, per optimizer kind (SGD, SGD with momentum, with momentum and weight decay, Adam). The model solves
-//!   the many-tensor graph and the 1 M one for a per-tensor and a per-parameter cost, and reads the
-//!   per-parameter cost by the parameter count between the large points (Adam on a CPU makes about seven
-//!   passes over its state, allocating temporaries, where one pass was assumed).
+//! - **Optimizer** (`calibration.optimizer`): the optimizer phase of a graph of many small tensors and of one linear
+//!   layer of 1 M and 4 M parameters, per optimizer kind (SGD, SGD with momentum, with momentum and weight decay,
+//!   Adam). The model solves the many-tensor graph and the 1 M one for a per-tensor and a per-parameter cost, and reads
+//!   the per-parameter cost by the parameter count between the large points (Adam on a CPU makes about seven passes
+//!   over its state, allocating temporaries, where one pass was assumed).
 //!
 //! - **Layers in the step** (`calibration.node`, classes `conv` and `linear-wide`): a stack of [`LAYERS`]
-//!   convolutions (16 channels, 3 x 3, 16 x 16 pixels) or linear layers (256 x 256 on 16 rows per sample) at batch 64, against the
-//!   graph without the stack, per layer. The model compares each with its own price of that layer from the
-//!   isolated-kernel grids ([`in_step_excess`]): what a layer inside a training step costs beyond the same
-//!   kernel timed in a loop (a fresh output, a cold input), per byte the layer moves, charged to the layers of
-//!   that class by their bytes.
+//!   convolutions (16 channels, 3 x 3, 16 x 16 pixels) or linear layers (256 x 256 on 16 rows per sample) at batch 64,
+//!   against the graph without the stack, per layer. The model compares each with its own price of that layer from the
+//!   isolated-kernel grids ([`in_step_excess`]): what a layer inside a training step costs beyond the same kernel timed
+//!   in a loop (a fresh output, a cold input), per byte the layer moves, charged to the layers of that class by their
+//!   bytes.
 //!
 //! With `--cpu-clock`, each run's phases are scaled by the process's CPU time over wall time.
 
@@ -164,15 +164,17 @@ const LAYER_BATCH: usize = 64;
 const LINEAR_ROWS: usize = 16;
 
 /// The layer-stack micro-graph of `class` (`conv`: input [16, 16, 16] -> `stack` x conv 16 -> 16 3 x 3 ->
-/// flatten -> linear 10 -> MSE; `linear-wide`: input [16, 256] -> linear 256 -> `stack` x linear 256 -> MSE).
+/// flatten -> linear 10 -> MSE; `conv-small`: the same with 4 channels of 4 x 4 pixels, where a convolution's
+/// fixed cost is most of it; `linear-wide`: input [16, 256] -> linear 256 -> `stack` x linear 256 -> MSE).
 pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
     let e = |e: trainbench_workload::ShapeError| e.to_string();
     let mut b = GraphBuilder::new(format!("calibrate-layer-{class}"));
-    let y = if class == "conv" {
-        let x = b.input("x", &[16, 16, 16], InputKind::Dense).map_err(e)?;
+    let y = if class.starts_with("conv") {
+        let (c, hw) = if class == "conv" { (16, 16) } else { (4, 4) };
+        let x = b.input("x", &[c, hw, hw], InputKind::Dense).map_err(e)?;
         let mut y = x;
         for i in 0..stack {
-            y = b.conv(&format!("conv{i}"), y, trainbench_workload::ConvCfg::square(16, 3, 1, 1)).map_err(e)?;
+            y = b.conv(&format!("conv{i}"), y, trainbench_workload::ConvCfg::square(c, 3, 1, 1)).map_err(e)?;
         }
         let f = b.flatten("flat", y).map_err(e)?;
         b.linear("fc", f, 10, true).map_err(e)?
@@ -184,8 +186,8 @@ pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
         }
         y
     };
-    let width = if class == "conv" { 10 } else { 256 };
-    let t = if class == "conv" {
+    let width = if class.starts_with("conv") { 10 } else { 256 };
+    let t = if class.starts_with("conv") {
         b.input("t", &[width], InputKind::Dense).map_err(e)?
     } else {
         b.input("t", &[LINEAR_ROWS, width], InputKind::Dense).map_err(e)?
@@ -194,16 +196,25 @@ pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
     b.finish(1, "samples").map_err(e)
 }
 
-/// Measure the layer stacks (`conv`, `linear-wide`): seconds per layer in each phase.
+/// The layer stacks measured, by class.
+pub const LAYER_CLASSES: [&str; 3] = ["conv", "conv-small", "linear-wide"];
+
+/// Samples per step of a layer stack: one for the fixed-cost one.
+fn layer_batch(class: &str) -> usize {
+    if class == "conv-small" { 1 } else { LAYER_BATCH }
+}
+
+/// Measure the layer stacks ([`LAYER_CLASSES`]): seconds per layer in each phase.
 pub fn measure_layers(
     backend: &mut dyn Backend,
     device: DeviceSelector,
     cpu_threads: Option<u32>,
     cpu_clock: bool,
 ) -> Result<Vec<NodePoint>, String> {
-    let plan = plan(device, cpu_threads, LAYER_BATCH, optimizer_spec("sgd"), 15);
     let mut points = Vec::new();
-    for class in ["conv", "linear-wide"] {
+    for class in LAYER_CLASSES {
+        let steps = if layer_batch(class) == 1 { 40 } else { 15 };
+        let plan = plan(device, cpu_threads, layer_batch(class), optimizer_spec("sgd"), steps);
         let (base, with) = (layer_graph(class, 0)?, layer_graph(class, LAYERS)?);
         let mut rounds = Vec::new();
         for _ in 0..ROUNDS {
@@ -231,6 +242,9 @@ pub fn measure_layers(
 pub struct InStep {
     /// Convolutions (forward, backward), seconds per byte.
     pub conv: (f64, f64),
+    /// Convolutions (forward, backward), seconds per call: with the 4-channel stack measured, the excess is a
+    /// fixed part per call plus a part per byte, solved from the two stacks.
+    pub conv_fixed: (f64, f64),
     /// Linear layers (forward, backward), seconds per byte.
     pub linear: (f64, f64),
 }
@@ -239,29 +253,47 @@ pub struct InStep {
 /// and kernel time for that layer (`base`: the model without the excess), over the layer phase's bytes; never
 /// negative.
 pub fn in_step_excess(c: &crate::hardware::wire::Calibration, base: &super::device::DeviceModel) -> InStep {
-    let mut f = InStep::default();
-    for (class, target) in [("conv", &mut f.conv), ("linear-wide", &mut f.linear)] {
-        let (Some(point), Ok(g)) = (c.node.iter().find(|p| p.class == class), layer_graph(class, LAYERS)) else {
-            continue;
-        };
+    // (bytes, excess seconds) per layer and phase of one measured stack.
+    let measured = |class: &str| -> Option<[(f64, f64); 2]> {
+        let point = c.node.iter().find(|p| p.class == class)?;
+        let g = layer_graph(class, LAYERS).ok()?;
         let analysis = trainbench_workload::analysis::analyze(&g);
         let sgd = optimizer_spec("sgd");
-        let step = super::roofline::step(&g, &analysis, LAYER_BATCH, Precision::Fp32, &sgd, base);
-        let prefix = if class == "conv" { "conv" } else { "wide" };
+        let step = super::roofline::step(&g, &analysis, layer_batch(class), Precision::Fp32, &sgd, base);
+        let prefix = if class.starts_with("conv") { "conv" } else { "wide" };
         let stacked: Vec<_> = step.layers.iter().filter(|l| l.name.starts_with(prefix)).collect();
         if stacked.is_empty() {
-            continue;
+            return None;
         }
         let n = stacked.len() as f64;
         let mean = |f: fn(&super::roofline::PhaseCost) -> f64, backward: bool| {
             stacked.iter().map(|l| f(if backward { &l.backward } else { &l.forward })).sum::<f64>() / n
         };
         let excess = |measured: f64, backward: bool| {
-            let bytes = mean(|p| p.bytes, backward);
-            let modelled = mean(|p| p.time_s, backward);
-            if bytes > 0.0 { (measured - modelled).max(0.0) / bytes } else { 0.0 }
+            (mean(|p| p.bytes, backward), (measured - mean(|p| p.time_s, backward)).max(0.0))
         };
-        *target = (excess(point.forward_s, false), excess(point.backward_s, true));
+        Some([excess(point.forward_s, false), excess(point.backward_s, true)])
+    };
+    let per_byte = |(bytes, excess): (f64, f64)| if bytes > 0.0 { excess / bytes } else { 0.0 };
+    let mut f = InStep::default();
+    if let Some([fw, bw]) = measured("linear-wide") {
+        f.linear = (per_byte(fw), per_byte(bw));
+    }
+    match (measured("conv"), measured("conv-small")) {
+        (Some(large), Some(small)) => {
+            // excess = fixed + per byte x bytes, through the two stacks; neither part negative.
+            let solve = |(b1, e1): (f64, f64), (b2, e2): (f64, f64)| {
+                let slope = if b2 > b1 { ((e2 - e1) / (b2 - b1)).max(0.0) } else { 0.0 };
+                let fixed = (e1 - slope * b1).max(0.0);
+                (fixed, if fixed > 0.0 { slope } else { per_byte((b2, e2)) })
+            };
+            let (ff, fb) = solve(small[0], large[0]);
+            let (bf, bb) = solve(small[1], large[1]);
+            f.conv_fixed = (ff, bf);
+            f.conv = (fb, bb);
+        }
+        (Some([fw, bw]), None) => f.conv = (per_byte(fw), per_byte(bw)),
+        _ => {}
     }
     f
 }
@@ -444,7 +476,7 @@ mod tests {
     fn the_mock_backend_measures_nodes_and_optimizers() {
         let mut mock = trainbench_workload::mock::MockBackend::new(Default::default());
         let layers = measure_layers(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
-        assert_eq!(layers.iter().map(|p| p.class.as_str()).collect::<Vec<_>>(), ["conv", "linear-wide"]);
+        assert_eq!(layers.iter().map(|p| p.class.as_str()).collect::<Vec<_>>(), LAYER_CLASSES);
         assert_eq!(
             layer_graph("conv", LAYERS).unwrap().nodes.len(),
             layer_graph("conv", 0).unwrap().nodes.len() + LAYERS
