@@ -10,6 +10,10 @@ use super::PredictError;
 use super::stepcost::OptimizerCost;
 use crate::hardware::wire::{Calibration, HardwareFile, KernelPoint};
 
+/// One measured size of an element-wise class: (elements, forward seconds, backward seconds) of one node, net of
+/// the per-operation overhead.
+type SizePoint = (f64, f64, f64);
+
 /// Which efficiency curve a kernel follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelClass {
@@ -31,9 +35,8 @@ pub struct DeviceModel {
     /// Calibrated (bytes per call, achieved bytes/s net of overhead) by working set, sorted by bytes; empty
     /// without bandwidth points (every size at `memory_bytes_s`).
     bandwidth: Vec<(f64, f64)>,
-    /// Element-wise classes measured: per class, (elements, forward seconds, backward seconds) of one node,
-    /// net of the per-operation overhead, sorted by elements.
-    elementwise: Vec<(String, Vec<(f64, f64, f64)>)>,
+    /// Element-wise classes measured: per class, its points sorted by elements.
+    elementwise: Vec<(String, Vec<SizePoint>)>,
     /// Fixed seconds per framework operation (0 in datasheet profiles).
     pub op_overhead_s: f64,
     /// Calibrated (FLOPs per call, achieved FLOP/s net of overhead) points per class, sorted by FLOPs.
@@ -231,7 +234,7 @@ impl DeviceModel {
         bandwidth.sort_by(|a, b| a.0.total_cmp(&b.0));
         let fixed = cal.and_then(NodeCosts::of).map_or((overhead, overhead), |n| n.op);
         let net = |s: f64, fixed: f64| (s - fixed).max(0.0);
-        let mut elementwise: Vec<(String, Vec<(f64, f64, f64)>)> = Vec::new();
+        let mut elementwise: Vec<(String, Vec<SizePoint>)> = Vec::new();
         for p in cal.map(|c| c.elementwise.as_slice()).unwrap_or_default().iter().filter(|p| p.elements > 0.0) {
             let point = (p.elements, net(p.forward_s, fixed.0), net(p.backward_s, fixed.1));
             match elementwise.iter_mut().find(|(c, _)| *c == p.op) {
@@ -401,11 +404,11 @@ impl DeviceModel {
 /// elements: linear between two measured sizes; at the per-element cost of the largest beyond it; below the
 /// smallest, along the line through the two smallest (toward the node's fixed cost, at most the smallest's
 /// cost), or, with one point only, its per-element cost.
-fn along_sizes(points: &[(f64, f64, f64)], elements: f64) -> (f64, f64) {
+fn along_sizes(points: &[SizePoint], elements: f64) -> (f64, f64) {
     let (Some(&first), Some(&last)) = (points.first(), points.last()) else {
         return (0.0, 0.0);
     };
-    let scaled = |p: (f64, f64, f64)| (p.1 * elements / p.0, p.2 * elements / p.0);
+    let scaled = |p: SizePoint| (p.1 * elements / p.0, p.2 * elements / p.0);
     if elements >= last.0 {
         return scaled(last);
     }
