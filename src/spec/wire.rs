@@ -168,10 +168,11 @@ pub struct TrainingSpec {
     /// Seed for weights and synthetic data; repeats use seed + repeat index.
     #[serde(default = "d_seed")]
     pub seed: u64,
-    /// Initial dynamic loss scale for fp16 (ignored otherwise).
+    /// Initial dynamic loss scale of fp16 runs on CUDA; a value other than the default is refused for a spec with
+    /// no fp16 run on a CUDA device.
     #[serde(default = "d_loss_scale")]
     pub loss_scale: f64,
-    /// Let cuDNN pick the fastest convolution algorithms (CUDA only).
+    /// Let cuDNN pick the fastest convolution algorithms (CUDA only; `false` is refused on other devices).
     #[serde(default = "d_true")]
     pub cudnn_benchmark: bool,
     /// TF32 for fp32 work on CUDA (compute capability 8.0 and later): `matmul` (cuBLAS, PyTorch's

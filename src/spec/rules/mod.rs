@@ -184,6 +184,7 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
     }
     if let (Some(placement), Some(training)) = (placement, &spec.training) {
         topology::check_tf32(&mut out, placement, training);
+        topology::check_cuda_numerics(&mut out, placement, training, spec.sweep.as_ref());
     }
     if let Some(training) = &spec.training {
         check_training(&mut out, training, spec.run.as_ref());

@@ -288,6 +288,53 @@ pub(super) fn check_tf32(out: &mut Vec<Finding>, placement: Placement, training:
     );
 }
 
+/// `training.cudnn_benchmark` and `training.loss_scale` act on CUDA runs only (cuDNN's autotuning; fp16's
+/// dynamic loss scaling): a value other than the default is refused for a spec where no run would use it (the
+/// defaults stay accepted everywhere, as every result's resolved spec writes them).
+pub(super) fn check_cuda_numerics(
+    out: &mut Vec<Finding>,
+    placement: Placement,
+    training: &TrainingSpec,
+    sweep: Option<&SweepSpec>,
+) {
+    let device = placement.device;
+    let cuda = device.family() == DeviceFamily::Cuda;
+    if !training.cudnn_benchmark && !cuda {
+        out.push(
+            Finding::new(
+                FieldPath::keys(&["training", "cudnn_benchmark"]),
+                format!(
+                    "`training.cudnn_benchmark = false` applies to CUDA devices only; this spec runs on `{device}`"
+                ),
+            )
+            .or_at(FieldPath::keys(&["topology", "device"]))
+            .expected("no `training.cudnn_benchmark`, or a `cuda` device")
+            .hint(
+                "remove `training.cudnn_benchmark` (cuDNN autotuning exists on CUDA only), or run on `cuda` / `cuda:N`",
+            ),
+        );
+    }
+    let scale = training.loss_scale;
+    if scale == trainbench_workload::Numerics::DEFAULT_LOSS_SCALE || !(scale > 0.0 && scale.is_finite()) {
+        return;
+    }
+    let fp16 = match sweep {
+        Some(sweep) => effective_precisions(training, sweep).iter().any(|(p, _)| *p == Precision::Fp16),
+        None => training.precision == Precision::Fp16,
+    };
+    if !(cuda && fp16) {
+        let why = if cuda { "this spec has no fp16 run".to_string() } else { format!("this spec runs on `{device}`") };
+        out.push(
+            Finding::new(
+                FieldPath::keys(&["training", "loss_scale"]),
+                format!("`training.loss_scale = {scale}` applies to fp16 runs on CUDA only; {why}"),
+            )
+            .expected("no `training.loss_scale`, or an fp16 run on a `cuda` device")
+            .hint("remove `training.loss_scale`, or add \"fp16\" to `sweep.precisions` on a `cuda` device"),
+        );
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -308,5 +355,32 @@ mod tests {
         assert!(messages[0].contains("batch size 6 is not divisible by the data-parallel world size 4"));
         assert!(messages[1].contains("strategy `single`"));
         assert!(messages[2].contains("interconnect `pcie`"));
+    }
+
+    #[test]
+    fn cuda_numerics_are_refused_only_where_no_run_uses_them() {
+        let findings = |device: &str, training: serde_json::Value, precisions: serde_json::Value| {
+            let topology = TopologySpec { device: device.into(), ..TopologySpec::default() };
+            let placement = check_device(&mut Vec::new(), &topology).unwrap();
+            let training: TrainingSpec = serde_json::from_value(training).unwrap();
+            let sweep: SweepSpec =
+                serde_json::from_value(serde_json::json!({"batch_sizes": [8], "precisions": precisions})).unwrap();
+            let mut out = Vec::new();
+            check_cuda_numerics(&mut out, placement, &training, Some(&sweep));
+            out.iter().map(|f| f.paths[0].to_string()).collect::<Vec<_>>()
+        };
+        let none = Vec::<String>::new();
+        // The defaults, written out as every result's resolved spec writes them, are accepted everywhere.
+        let defaults = serde_json::json!({"cudnn_benchmark": true, "loss_scale": 65536.0});
+        assert_eq!(findings("cpu", defaults, serde_json::json!(["fp32"])), none);
+        // Other values, where no run uses them: refused, naming the field.
+        let off = serde_json::json!({"cudnn_benchmark": false, "loss_scale": 1024.0});
+        assert_eq!(
+            findings("cpu", off.clone(), serde_json::json!(["fp32"])),
+            ["training.cudnn_benchmark", "training.loss_scale"]
+        );
+        assert_eq!(findings("cuda", off.clone(), serde_json::json!(["fp32", "bf16"])), ["training.loss_scale"]);
+        // On CUDA with an fp16 run both are used.
+        assert_eq!(findings("cuda", off, serde_json::json!(["fp32", "fp16"])), none);
     }
 }
