@@ -80,6 +80,14 @@ impl NodeCosts {
 /// Framework operations of an attention node (as the roofline counts them).
 const ATTENTION_OPS: f64 = 10.0;
 
+/// The distinct values of one coordinate, ascending: a grid's axis.
+fn axis(values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
 /// Values measured on a full grid of sizes (each axis sorted, ascending): multilinear interpolation of the log
 /// value in log sizes, clamped to the grid's ends.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,14 +102,7 @@ impl LogGrid {
     /// with positive values.
     pub fn new(points: &[(Vec<f64>, f64)]) -> Option<Self> {
         let dims = points.first()?.0.len();
-        let axes: Vec<Vec<f64>> = (0..dims)
-            .map(|d| {
-                let mut v: Vec<f64> = points.iter().map(|p| p.0[d]).collect();
-                v.sort_by(f64::total_cmp);
-                v.dedup();
-                v
-            })
-            .collect();
+        let axes: Vec<Vec<f64>> = (0..dims).map(|d| axis(points.iter().map(|p| p.0[d]))).collect();
         let mut log_value = vec![f64::NAN; axes.iter().map(Vec::len).product()];
         for (coords, value) in points {
             let mut idx = 0;
@@ -180,18 +181,8 @@ fn conv_grids(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<
             .collect();
         // The largest pixel counts are measured for the fewer channels only: a channel count without them keeps
         // the rate of its largest measured size.
-        let pixels: Vec<f64> = {
-            let mut v: Vec<f64> = points.iter().map(|p| p.0[1]).collect();
-            v.sort_by(f64::total_cmp);
-            v.dedup();
-            v
-        };
-        let channels: Vec<f64> = {
-            let mut v: Vec<f64> = points.iter().map(|p| p.0[0]).collect();
-            v.sort_by(f64::total_cmp);
-            v.dedup();
-            v
-        };
+        let pixels = axis(points.iter().map(|p| p.0[1]));
+        let channels = axis(points.iter().map(|p| p.0[0]));
         for &c in &channels {
             let largest =
                 points.iter().filter(|p| p.0[0] == c).max_by(|a, b| a.0[1].total_cmp(&b.0[1])).map(|p| (p.0[1], p.1));
@@ -232,11 +223,12 @@ impl DeviceModel {
             })
             .unwrap_or_default();
         bandwidth.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let fixed = cal.and_then(NodeCosts::of).map_or((overhead, overhead), |n| n.op);
-        let net = |s: f64, fixed: f64| (s - fixed).max(0.0);
+        let nodes = cal.and_then(NodeCosts::of);
+        let fixed = nodes.map_or((overhead, overhead), |n| n.op);
+        // The measured totals, netted below once the model can price what they hold.
         let mut elementwise: Vec<(String, Vec<SizePoint>)> = Vec::new();
         for p in cal.map(|c| c.elementwise.as_slice()).unwrap_or_default().iter().filter(|p| p.elements > 0.0) {
-            let point = (p.elements, net(p.forward_s, fixed.0), net(p.backward_s, fixed.1));
+            let point = (p.elements, p.forward_s, p.backward_s);
             match elementwise.iter_mut().find(|(c, _)| *c == p.op) {
                 Some((_, points)) => points.push(point),
                 None => elementwise.push((p.op.clone(), vec![point])),
@@ -254,19 +246,10 @@ impl DeviceModel {
             })
             .unwrap_or_default();
         let grid = cal.and_then(|c| gemm_grid(c, precision, overhead));
-        // Cross-entropy was measured beyond the logits' mean and an MSE on it: add back the model's own price of
-        // them (the mean reads the logits, its backward writes their gradient; four operations).
-        let bandwidth_at = |bytes: f64| bytes / interpolate(&bandwidth, bytes).unwrap_or(memory);
-        for (_, points) in elementwise.iter_mut().filter(|(class, _)| class == "cross_entropy") {
-            for (elements, ef, eb) in points.iter_mut() {
-                *ef += bandwidth_at(4.0 * *elements) + 4.0 * fixed.0;
-                *eb += bandwidth_at(4.0 * *elements) + 4.0 * fixed.1;
-            }
-        }
         let mut model = Self {
             in_step: super::stepcost::InStep::default(),
             bias_pass: profile.device.kind == crate::hardware::wire::DeviceKind::Cpu,
-            nodes: cal.and_then(NodeCosts::of),
+            nodes,
             optimizers,
             grid,
             conv_grid: cal.and_then(|c| conv_grids(c, precision, overhead)),
@@ -279,37 +262,52 @@ impl DeviceModel {
             conv: curve(|c| &c.conv),
             conv_backward: curve(|c| &c.conv_backward),
         };
-        model.net_attention_of_products(fixed);
+        model.net_elementwise_of_priced_costs(fixed);
         if let Some(c) = cal.filter(|_| precision == Precision::Fp32) {
             model.in_step = super::stepcost::in_step_excess(c, &model);
         }
         Ok(model)
     }
 
-    /// Attention's measurement includes its projections and score products: net of them as `roofline` prices
-    /// them at each measured shape (on the product grid, else along the GEMM curve as six kernels; backward
-    /// twice the forward's work), and of its other operations (`fixed`: one operation's forward and backward
-    /// cost).
-    fn net_attention_of_products(&mut self, fixed: (f64, f64)) {
-        let mut netted = std::mem::take(&mut self.elementwise);
-        for (_, points) in netted.iter_mut().filter(|(class, _)| class.starts_with("attention")) {
+    /// The element-wise points hold each call's measured total: net of what the model prices on its own, never
+    /// negative. Every class: one operation's fixed cost (`fixed`, forward and backward). Attention: its ten
+    /// operations and its projections and score products as `roofline` prices them at each measured shape (on the
+    /// product grid, else along the GEMM curve as six kernels; backward twice the forward's work). Cross-entropy,
+    /// measured beyond the logits' mean and an MSE on it: the model's own price of those added back (the mean
+    /// reads the logits, its backward writes their gradient; four operations).
+    fn net_elementwise_of_priced_costs(&mut self, fixed: (f64, f64)) {
+        let mut classes = std::mem::take(&mut self.elementwise);
+        for (class, points) in &mut classes {
             for (elements, ef, eb) in points.iter_mut() {
-                let shapes =
-                    super::elementwise::measured_attention_products(super::elementwise::attention_batch(*elements));
-                let products: f64 = if self.grid.is_some() {
-                    shapes.iter().map(|&[m, k, n]| self.gemm_s(m, k, n)).sum()
+                let (priced_f, priced_b) = if class.starts_with("attention") {
+                    let products = self.measured_attention_products_s(*elements);
+                    (products + ATTENTION_OPS * fixed.0, 2.0 * products + ATTENTION_OPS * fixed.1)
                 } else {
-                    let flops: f64 = shapes.iter().map(|&[m, k, n]| 2.0 * m * k * n).sum();
-                    let kernels = shapes.len() as f64;
-                    kernels * self.compute_s(KernelClass::Gemm, flops / kernels)
+                    fixed
                 };
-                // Back to the measured totals (overhead included), then net of products and operations.
-                let (tf, tb) = (*ef + fixed.0, *eb + fixed.1);
-                *ef = (tf - products - ATTENTION_OPS * fixed.0).max(0.0);
-                *eb = (tb - 2.0 * products - ATTENTION_OPS * fixed.1).max(0.0);
+                *ef = (*ef - priced_f).max(0.0);
+                *eb = (*eb - priced_b).max(0.0);
+                if class == "cross_entropy" {
+                    let mean = self.memory_s(4.0 * *elements);
+                    *ef += mean + 4.0 * fixed.0;
+                    *eb += mean + 4.0 * fixed.1;
+                }
             }
         }
-        self.elementwise = netted;
+        self.elementwise = classes;
+    }
+
+    /// Seconds of the projections and score products of the measured attention of `elements` score elements, as
+    /// `roofline` prices them (on the product grid, else along the GEMM curve as six kernels).
+    fn measured_attention_products_s(&self, elements: f64) -> f64 {
+        let shapes = super::elementwise::measured_attention_products(super::elementwise::attention_batch(elements));
+        if self.grid.is_some() {
+            shapes.iter().map(|&[m, k, n]| self.gemm_s(m, k, n)).sum()
+        } else {
+            let flops: f64 = shapes.iter().map(|&[m, k, n]| 2.0 * m * k * n).sum();
+            let kernels = shapes.len() as f64;
+            kernels * self.compute_s(KernelClass::Gemm, flops / kernels)
+        }
     }
 
     /// Seconds of `flops` of work in one kernel of `class`: along the calibrated curve (log-log
@@ -383,10 +381,7 @@ impl DeviceModel {
     /// Seconds to move `bytes` through device memory: at the bandwidth measured for a working set of that size
     /// (log-log interpolation, flat beyond the measured sizes), else at `memory_bytes_s`.
     pub fn memory_s(&self, bytes: f64) -> f64 {
-        if bytes <= 0.0 {
-            return 0.0;
-        }
-        bytes / interpolate(&self.bandwidth, bytes).unwrap_or(self.memory_bytes_s)
+        self.memory_in_s(bytes, 0.0)
     }
 
     /// Seconds to move `bytes` that lie in a working set of `working_set` bytes: at the bandwidth measured for

@@ -61,7 +61,7 @@ const SAMPLE: [usize; 2] = [16, 64];
 /// Classes of the measured cross-entropy (one row of logits per sample).
 const CE_CLASSES: usize = 1024;
 /// Measured steps per micro-graph run (after 3 warm-up steps): more where a step is short and its difference
-/// small; each class is measured [`ROUNDS`] times and the median kept.
+/// small; each class is measured in rounds and the median kept (`stepcost::per_added_node`).
 fn steps(batch: usize) -> u64 {
     match batch {
         1 => 40,
@@ -69,7 +69,6 @@ fn steps(batch: usize) -> u64 {
         _ => 12,
     }
 }
-const ROUNDS: usize = 3;
 
 /// The measured classes, by name.
 pub const CLASSES: [&str; 11] = [
@@ -232,16 +231,6 @@ fn elements_per_sample(class: &str) -> usize {
     }
 }
 
-/// Mean (forward, backward) seconds of one step of `graph` (see `stepcost::phases`).
-fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_clock: bool) -> Result<(f64, f64), String> {
-    super::stepcost::phases(backend, plan, graph, cpu_clock).map(|p| (p.forward, p.backward))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
 /// Measure every class of [`CLASSES`] the backend runs on `device`, at each of [`BATCHES`]; the classes it
 /// refuses are returned as `(class, reason)` beside the points.
 pub fn measure(
@@ -263,28 +252,18 @@ pub fn measure(
         let copies = if class == "cross_entropy" { 1.0 } else { STACK as f64 };
         for batch in batches(class) {
             let plan = plan(device, cpu_threads, batch);
-            let mut one = || -> Result<(f64, f64), String> {
-                backend.check(&plan, &with).map_err(|e| e.to_string())?;
-                let b = phases(backend, &plan, &base, cpu_clock)?;
-                let w = phases(backend, &plan, &with, cpu_clock)?;
-                Ok((((w.0 - b.0) / copies).max(0.0), ((w.1 - b.1) / copies).max(0.0)))
-            };
-            let mut rounds = Vec::new();
-            for _ in 0..ROUNDS {
-                match one() {
-                    Ok(r) => rounds.push(r),
-                    Err(e) => {
-                        skipped.push((class.to_string(), e));
-                        continue 'classes;
-                    }
+            match super::stepcost::per_added_node(backend, &plan, (&base, &with), copies, cpu_clock) {
+                Ok(m) => points.push(ElementwisePoint {
+                    op: class.to_string(),
+                    elements: (batch * elements_per_sample(class)) as f64,
+                    forward_s: m.forward,
+                    backward_s: m.backward,
+                }),
+                Err(e) => {
+                    skipped.push((class.to_string(), e));
+                    continue 'classes;
                 }
             }
-            points.push(ElementwisePoint {
-                op: class.to_string(),
-                elements: (batch * elements_per_sample(class)) as f64,
-                forward_s: median(rounds.iter().map(|r| r.0).collect()),
-                backward_s: median(rounds.iter().map(|r| r.1).collect()),
-            });
         }
     }
     (points, skipped)

@@ -255,13 +255,21 @@ fn rnn_cell_work(
     Some((cells * (curved * cf + cheap * pf), cells * (curved * cb + cheap * pb)))
 }
 
-/// Gradient sums autograd makes for node `index`'s output in backward: one fewer than the nodes that read it and
+/// Gradient sums autograd makes for each node's output in backward: one fewer than the nodes that read it and
 /// pass a gradient back (a node reading it several times, as self-attention's query, key and value, counts once:
 /// its backward sums them itself).
-fn gradient_sums(graph: &Graph, analysis: &Analysis, index: usize) -> f64 {
-    let readers =
-        graph.nodes.iter().zip(&analysis.layers).filter(|(n, a)| a.requires_grad && n.inputs.contains(&index)).count();
-    readers.saturating_sub(1) as f64
+fn gradient_sums(graph: &Graph, analysis: &Analysis) -> Vec<f64> {
+    let mut readers = vec![0usize; graph.nodes.len()];
+    for (node, _) in graph.nodes.iter().zip(&analysis.layers).filter(|(_, a)| a.requires_grad) {
+        for (i, &input) in node.inputs.iter().enumerate() {
+            if !node.inputs[..i].contains(&input) {
+                if let Some(r) = readers.get_mut(input) {
+                    *r += 1;
+                }
+            }
+        }
+    }
+    readers.into_iter().map(|r| r.saturating_sub(1) as f64).collect()
 }
 
 fn is_view(op: &Op) -> bool {
@@ -297,6 +305,7 @@ pub fn step(
         .filter(|(n, _)| !is_view(&n.op) && !matches!(n.op, Op::Input { .. }))
         .map(|(n, a)| a.output_elements as f64 * b * element_bytes(&n.op, precision))
         .sum();
+    let sums = gradient_sums(graph, analysis);
     let mut layers = Vec::new();
     for (index, (node, a)) in graph.nodes.iter().zip(&analysis.layers).enumerate() {
         if matches!(node.op, Op::Input { .. }) {
@@ -400,7 +409,7 @@ pub fn step(
                 + if a.parameters > 0 { bias_pass.1 } else { 0.0 };
             // A tensor read by several nodes gets one gradient from each: autograd sums them, an add per extra
             // reader over the tensor (two reads, one write) with its own operation's cost.
-            let sums = gradient_sums(graph, analysis, index);
+            let sums = sums[index];
             let bytes =
                 out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b + sums * 3.0 * out;
             let fixed_b = fixed_b + sums * device.nodes.map_or(device.op_overhead_s, |n| n.op.1);

@@ -126,6 +126,30 @@ pub fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_cloc
     })
 }
 
+/// One added node's cost in each phase: the mean phases of `with` (the graph `base` plus `copies` nodes) less
+/// those of `base`, per node and never negative; the median of [`ROUNDS`] rounds.
+pub fn per_added_node(
+    backend: &mut dyn Backend,
+    plan: &RunPlan,
+    (base, with): (&Graph, &Graph),
+    copies: f64,
+    cpu_clock: bool,
+) -> Result<StepPhases, String> {
+    backend.check(plan, with).map_err(|e| e.to_string())?;
+    let mut rounds = Vec::new();
+    for _ in 0..ROUNDS {
+        let b = phases(backend, plan, base, cpu_clock)?;
+        let w = phases(backend, plan, with, cpu_clock)?;
+        let per = |a: f64, b: f64| ((a - b) / copies).max(0.0);
+        rounds.push(StepPhases {
+            forward: per(w.forward, b.forward),
+            backward: per(w.backward, b.backward),
+            optimizer: 0.0,
+        });
+    }
+    Ok(median_phases(&rounds))
+}
+
 /// The median of each phase over rounds.
 fn median_phases(rounds: &[StepPhases]) -> StepPhases {
     let m = |f: fn(&StepPhases) -> f64| crate::stats::median(&rounds.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0);
@@ -216,18 +240,7 @@ pub fn measure_layers(
         let steps = if layer_batch(class) == 1 { 40 } else { 15 };
         let plan = plan(device, cpu_threads, layer_batch(class), optimizer_spec("sgd"), steps);
         let (base, with) = (layer_graph(class, 0)?, layer_graph(class, LAYERS)?);
-        let mut rounds = Vec::new();
-        for _ in 0..ROUNDS {
-            let b = phases(backend, &plan, &base, cpu_clock)?;
-            let w = phases(backend, &plan, &with, cpu_clock)?;
-            let per = |a: f64, b: f64| ((a - b) / LAYERS as f64).max(0.0);
-            rounds.push(StepPhases {
-                forward: per(w.forward, b.forward),
-                backward: per(w.backward, b.backward),
-                optimizer: 0.0,
-            });
-        }
-        let m = median_phases(&rounds);
+        let m = per_added_node(backend, &plan, (&base, &with), LAYERS as f64, cpu_clock)?;
         points.push(NodePoint { class: class.into(), forward_s: m.forward, backward_s: m.backward });
     }
     Ok(points)

@@ -183,7 +183,6 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
         topology::check_precisions(&mut out, placement, training, sweep);
     }
     if let (Some(placement), Some(training)) = (placement, &spec.training) {
-        topology::check_tf32(&mut out, placement, training);
         topology::check_cuda_numerics(&mut out, placement, training, spec.sweep.as_ref());
     }
     if let Some(training) = &spec.training {

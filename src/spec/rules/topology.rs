@@ -270,26 +270,9 @@ pub(super) fn check_precisions(
     }
 }
 
-/// `training.tf32` switches CUDA's tensor cores: refused, when written, for a run on any other device (which
-/// would accept it and ignore it).
-pub(super) fn check_tf32(out: &mut Vec<Finding>, placement: Placement, training: &TrainingSpec) {
-    let (Some(tf32), device) = (training.tf32, placement.device) else { return };
-    if device.family() == DeviceFamily::Cuda {
-        return;
-    }
-    out.push(
-        Finding::new(
-            FieldPath::keys(&["training", "tf32"]),
-            format!("`training.tf32` ({}) applies to CUDA devices only; this spec runs on `{device}`", tf32.label()),
-        )
-        .or_at(FieldPath::keys(&["topology", "device"]))
-        .expected("no `training.tf32`, or a `cuda` device")
-        .hint("remove `[training.tf32]`, or run on `cuda` / `cuda:N` (fp32 is IEEE fp32 on the CPU and on wgpu)"),
-    );
-}
-
-/// `training.cudnn_benchmark` and `training.loss_scale` act on CUDA runs only (cuDNN's autotuning; fp16's
-/// dynamic loss scaling): a value other than the default is refused for a spec where no run would use it (the
+/// The training settings that act on CUDA runs only, refused for a spec where no run would use them (accepted,
+/// they would be ignored): `training.tf32` (CUDA's tensor cores) when written at all; `training.cudnn_benchmark`
+/// (cuDNN's autotuning) and `training.loss_scale` (fp16's dynamic loss scaling) when other than the default (the
 /// defaults stay accepted everywhere, as every result's resolved spec writes them).
 pub(super) fn check_cuda_numerics(
     out: &mut Vec<Finding>,
@@ -299,6 +282,20 @@ pub(super) fn check_cuda_numerics(
 ) {
     let device = placement.device;
     let cuda = device.family() == DeviceFamily::Cuda;
+    if let (Some(tf32), false) = (training.tf32, cuda) {
+        out.push(
+            Finding::new(
+                FieldPath::keys(&["training", "tf32"]),
+                format!(
+                    "`training.tf32` ({}) applies to CUDA devices only; this spec runs on `{device}`",
+                    tf32.label()
+                ),
+            )
+            .or_at(FieldPath::keys(&["topology", "device"]))
+            .expected("no `training.tf32`, or a `cuda` device")
+            .hint("remove `[training.tf32]`, or run on `cuda` / `cuda:N` (fp32 is IEEE fp32 on the CPU and on wgpu)"),
+        );
+    }
     if !training.cudnn_benchmark && !cuda {
         out.push(
             Finding::new(
