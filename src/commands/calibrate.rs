@@ -235,6 +235,8 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let bandwidth = bandwidth_curve(backend.as_mut(), &request, &m)?;
     let (elementwise, skipped) =
         crate::predict::elementwise::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
+    let (first_nodes, first_skipped) =
+        crate::predict::firstnode::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
     let step_costs =
         crate::predict::stepcost::measure_nodes(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock)
             .and_then(|mut nodes| {
@@ -273,6 +275,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         match step_costs {
             Ok((nodes, optimizers)) => {
                 c.node = nodes;
+                c.node.extend(first_nodes);
                 c.optimizer = optimizers;
                 c.method.push_str(&format!(
                     "; per node: {n} ReLUs or {n} linear layers (8 features, batch 1) trained beside the graph \
@@ -283,8 +286,11 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
                      against the graph without them, per layer; optimizer: the \
                      optimizer phase of SGD, SGD with momentum, with momentum and weight decay 5e-4, and Adam over \
                      32 linear layers of 8 x 8 and one linear layer of 1024 x 1024 and of 2048 x 2048, median of 3 \
-                     rounds",
-                    n = crate::predict::stepcost::STACK
+                     rounds; the first node of a kind (`first-<class>`): each element-wise class's micro-graph at \
+                     its smallest size with one and with {s} copies after a pass over 4 MiB of other data, the \
+                     first copy's cost less a repeated one's, median of 3 rounds",
+                    n = crate::predict::stepcost::STACK,
+                    s = crate::predict::elementwise::STACK
                 ));
             }
             Err(why) => c.method.push_str(&format!("; per-node and optimizer costs not measured: {why}")),
@@ -296,6 +302,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         }
         for (class, why) in skipped {
             c.method.push_str(&format!("; element-wise {class} not measured: {why}"));
+        }
+        for (class, why) in first_skipped {
+            c.method.push_str(&format!("; the first {class} of a step not measured: {why}"));
         }
         c.method.push_str(&format!(
             "; bandwidth by working set: the same add over 3 x {} fp32 elements",

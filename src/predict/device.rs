@@ -8,7 +8,7 @@ use trainbench_workload::Precision;
 
 use super::PredictError;
 use super::stepcost::OptimizerCost;
-use crate::hardware::wire::{Calibration, HardwareFile, KernelPoint};
+use crate::hardware::wire::{Calibration, HardwareFile, KernelPoint, NodePoint};
 
 /// One measured size of an element-wise class: (elements, forward seconds, backward seconds) of one node, net of
 /// the per-operation overhead.
@@ -68,12 +68,24 @@ pub struct NodeCosts {
     pub linear: (f64, f64),
     /// The step's own (forward, backward), once per step.
     pub step: (f64, f64),
+    /// What the first node of a kind costs in each phase beyond the next ones (forward, backward): the median
+    /// over the measured classes (`first-<class>` points, [`super::firstnode`]); 0 where not measured.
+    pub first: (f64, f64),
 }
 
 impl NodeCosts {
     fn of(c: &Calibration) -> Option<Self> {
         let get = |class: &str| c.node.iter().find(|p| p.class == class).map(|p| (p.forward_s, p.backward_s));
-        Some(Self { op: get("elementwise")?, linear: get("linear")?, step: get("step").unwrap_or((0.0, 0.0)) })
+        let firsts: Vec<&NodePoint> = c.node.iter().filter(|p| p.class.starts_with("first-")).collect();
+        let median = |f: fn(&NodePoint) -> f64| {
+            crate::stats::median(&firsts.iter().map(|p| f(p)).collect::<Vec<_>>()).unwrap_or(0.0)
+        };
+        Some(Self {
+            op: get("elementwise")?,
+            linear: get("linear")?,
+            step: get("step").unwrap_or((0.0, 0.0)),
+            first: (median(|p| p.forward_s), median(|p| p.backward_s)),
+        })
     }
 }
 

@@ -58,6 +58,9 @@ pub const STACK: usize = 6;
 pub const BATCHES: [usize; 3] = [1, 64, 1024];
 /// One sample: 16 positions of 64 features (a small Transformer's activations).
 const SAMPLE: [usize; 2] = [16, 64];
+/// Elements of the flushing pass of [`graph_after`]: 4 MiB of fp32, twice a core's L2 cache on the development
+/// machine.
+pub(crate) const FLUSH: usize = 1 << 20;
 /// Classes of the measured cross-entropy (one row of logits per sample).
 const CE_CLASSES: usize = 1024;
 /// Measured steps per micro-graph run (after 3 warm-up steps): more where a step is short and its difference
@@ -158,12 +161,31 @@ pub fn work_of(
 /// `cross_entropy`, input [1, 64] -> linear [`CE_CLASSES`] -> cross-entropy (`copies` > 0), or the logits' mean
 /// -> MSE.
 fn graph(class: &str, copies: usize) -> Result<Graph, String> {
+    graph_after(class, copies, false)
+}
+
+/// [`graph`], with `flush` a pass over [`FLUSH`] elements of a second input just before the operations (the
+/// sum of the input with itself, averaged into a second MSE; no gradient flows through it): whatever the
+/// caches held of the operations' code and data is gone when they start, as in a step that moves more than the
+/// caches hold. Not for `cross_entropy`.
+pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Graph, String> {
     let e = |e: trainbench_workload::ShapeError| e.to_string();
+    let flush_pass = |b: &mut GraphBuilder| -> Result<(), String> {
+        if flush {
+            let f = b.input("flush_input", &[1, FLUSH], InputKind::Dense).map_err(e)?;
+            let sum = b.add_nodes("flush", &[f, f]).map_err(e)?;
+            let m = b.mean("flush_mean", sum, 1).map_err(e)?;
+            let t = b.input("flush_target", &[1], InputKind::Dense).map_err(e)?;
+            b.loss("flush_loss", LossKind::Mse, &[m, t]).map_err(e)?;
+        }
+        Ok(())
+    };
     if class == "max_pool" {
         let mut b = GraphBuilder::new("calibrate-max_pool");
         let x = b.input("x", &POOL_SAMPLE, InputKind::Dense).map_err(e)?;
         let t = b.input("t", &POOL_SAMPLE, InputKind::Dense).map_err(e)?;
         let mut y = b.conv("conv", x, trainbench_workload::ConvCfg::square(POOL_SAMPLE[0], 1, 1, 0)).map_err(e)?;
+        flush_pass(&mut b)?;
         for i in 0..copies {
             y = b.pool(&format!("max_pool{i}"), y, PoolKind::Max, POOL_WINDOW, 1, POOL_WINDOW / 2).map_err(e)?;
         }
@@ -196,6 +218,7 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
     } else {
         None
     };
+    flush_pass(&mut b)?;
     for i in 0..copies {
         let name = format!("{class}{i}");
         y = match class {
@@ -215,7 +238,7 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
     b.finish(1, "samples").map_err(e)
 }
 
-fn plan(device: DeviceSelector, cpu_threads: Option<u32>, batch: usize) -> RunPlan {
+pub(crate) fn plan(device: DeviceSelector, cpu_threads: Option<u32>, batch: usize) -> RunPlan {
     let sgd = OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.0, weight_decay: 0.0, nesterov: false };
     super::stepcost::plan(device, cpu_threads, batch, sgd, steps(batch))
 }

@@ -15,6 +15,7 @@
 pub mod comm;
 pub mod device;
 pub mod elementwise;
+pub mod firstnode;
 pub mod record;
 pub mod roofline;
 pub mod stepcost;
@@ -33,7 +34,7 @@ use crate::plan::PlannedRun;
 
 /// The model's version, recorded with every prediction a result keeps: bumped whenever a term changes, so
 /// predictions of different models are not mixed up.
-pub const MODEL_VERSION: &str = "pai-roofline-5";
+pub const MODEL_VERSION: &str = "pai-roofline-6";
 
 /// Why a prediction cannot be made (the profile lacks what the configuration needs).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

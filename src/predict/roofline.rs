@@ -272,6 +272,37 @@ fn gradient_sums(graph: &Graph, analysis: &Analysis) -> Vec<f64> {
     readers.into_iter().map(|r| r.saturating_sub(1) as f64).collect()
 }
 
+/// The kind a node's first-node cost goes by: its measured element-wise class, else its operation; `None` for
+/// inputs and views (no kernel of their own).
+fn kind_of(graph: &Graph, node: &trainbench_workload::graph::Node) -> Option<&'static str> {
+    if matches!(node.op, Op::Input { .. }) || is_view(&node.op) {
+        return None;
+    }
+    Some(super::elementwise::work_of(graph, node, 0, 1.0).map_or(node.op.kind_name(), |(class, _)| class))
+}
+
+/// The first node of each kind in a phase pays `first` (forward, backward) on top of its fixed cost: forward runs
+/// in graph order, backward in reverse.
+fn charge_first_nodes(layers: &mut [LayerCost], kinds: &[(Option<&'static str>, bool)], first: (f64, f64)) {
+    if first == (0.0, 0.0) {
+        return;
+    }
+    let charge =
+        |p: &mut PhaseCost, s: f64| *p = PhaseCost::new(p.flops, p.bytes, p.compute_s, p.memory_s, p.overhead_s + s);
+    let mut seen = std::collections::HashSet::new();
+    for (layer, (kind, _)) in layers.iter_mut().zip(kinds) {
+        if kind.is_some_and(|k| seen.insert(k)) {
+            charge(&mut layer.forward, first.0);
+        }
+    }
+    seen.clear();
+    for (layer, (kind, backward)) in layers.iter_mut().zip(kinds).rev() {
+        if *backward && kind.is_some_and(|k| seen.insert(k)) {
+            charge(&mut layer.backward, first.1);
+        }
+    }
+}
+
 fn is_view(op: &Op) -> bool {
     matches!(op, Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. })
         || matches!(op, Op::Dropout { p } if *p <= 0.0)
@@ -307,6 +338,8 @@ pub fn step(
         .sum();
     let sums = gradient_sums(graph, analysis);
     let mut layers = Vec::new();
+    // Each layer's kind (for the first-node cost) and whether it runs a backward.
+    let mut kinds: Vec<(Option<&'static str>, bool)> = Vec::new();
     for (index, (node, a)) in graph.nodes.iter().zip(&analysis.layers).enumerate() {
         if matches!(node.op, Op::Input { .. }) {
             continue;
@@ -323,7 +356,10 @@ pub fn step(
                 .sum();
             (inputs * b, a.output_elements as f64 * b * element_bytes(&node.op, precision))
         };
-        let weights = a.parameters as f64 * weight_bytes;
+        // A weight tied to another node's (an output projection sharing the embedding's) is read, and its
+        // gradient computed, here as well: the analysis counts it once, at its owner.
+        let tied = node.tied_to.and_then(|owner| analysis.layers.get(owner)).map_or(0.0, |o| o.parameters as f64);
+        let weights = (a.parameters as f64 + tied) * weight_bytes;
         let act = precision.activation_bytes() as f64;
         let (extra_f, extra_b) = if is_view(&node.op) { (0.0, 0.0) } else { extra_bytes(graph, node, out, b, act) };
         let (n_kernels, class) = kernels(graph, node);
@@ -353,7 +389,8 @@ pub fn step(
         };
         // The layer's products at their own shapes on the calibrated grid (forward, and the backward's where
         // its shapes are known), else its FLOPs along the curve.
-        let products = if device.has_grid() { products(graph, node, b, input_grad, a.parameters > 0) } else { None };
+        let products =
+            if device.has_grid() { products(graph, node, b, input_grad, a.parameters > 0 || tied > 0.0) } else { None };
         // A convolution at its channels and pixels on the calibrated grid.
         let conv = conv_size(node, a.output_elements as f64 * b);
         let conv_s = |backward: bool, flops: f64| conv.and_then(|(c, p)| device.conv_grid_s(backward, c, p, flops));
@@ -409,10 +446,17 @@ pub fn step(
                 + if a.parameters > 0 { bias_pass.1 } else { 0.0 };
             // A tensor read by several nodes gets one gradient from each: autograd sums them, an add per extra
             // reader over the tensor (two reads, one write) with its own operation's cost.
+            // A tied weight's gradient is added to its owner's: one more sum, over the weight.
             let sums = sums[index];
-            let bytes =
-                out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b + sums * 3.0 * out;
-            let fixed_b = fixed_b + sums * device.nodes.map_or(device.op_overhead_s, |n| n.op.1);
+            let tied_sum = if tied > 0.0 { 1.0 } else { 0.0 };
+            let bytes = out
+                + inputs
+                + if input_grad { inputs } else { 0.0 }
+                + 2.0 * weights
+                + extra_b
+                + sums * 3.0 * out
+                + tied_sum * 3.0 * tied * weight_bytes;
+            let fixed_b = fixed_b + (sums + tied_sum) * device.nodes.map_or(device.op_overhead_s, |n| n.op.1);
             PhaseCost::new(
                 bw_flops,
                 bytes,
@@ -424,7 +468,9 @@ pub fn step(
             PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0)
         };
         layers.push(LayerCost { name: node.name.clone(), op: a.op.clone(), forward, backward });
+        kinds.push((kind_of(graph, node), a.requires_grad));
     }
+
     // The step's own fixed cost (feeding the batch, summing the loss, starting backward), when calibrated.
     if let Some(n) = device.nodes.filter(|n| n.step != (0.0, 0.0)) {
         let fixed = |s: f64| PhaseCost::new(0.0, 0.0, 0.0, 0.0, s);
@@ -453,5 +499,12 @@ pub fn step(
             PhaseCost::new(0.0, bytes, 0.0, device.memory_s(bytes), tensors as f64 * per_tensor * device.op_overhead_s)
         }
     };
+    // The first node of a kind finds its code cold when the step moves enough data to push it out of the
+    // caches: in full past what the calibration's flushing pass touches, in proportion below.
+    let moved: f64 = layers.iter().map(|l| l.forward.bytes + l.backward.bytes).sum::<f64>() + optimizer.bytes;
+    let flushed = 8.0 * super::elementwise::FLUSH as f64;
+    let cold = (moved / flushed).min(1.0);
+    let first = device.nodes.map_or((0.0, 0.0), |n| (n.first.0 * cold, n.first.1 * cold));
+    charge_first_nodes(&mut layers, &kinds, first);
     StepCompute { layers, optimizer }
 }

@@ -481,3 +481,81 @@ fn a_convolution_grid_measured_at_the_largest_size_for_few_channels_only_is_comp
     assert!(close(s(64.0, 65536.0).unwrap(), 1e10), "64 channels keep their largest measured size's rate");
     assert!(close(s(64.0, 4096.0).unwrap(), 1e10));
 }
+
+#[test]
+fn a_tied_weight_pays_for_its_gradient_product_and_sum() {
+    // tokens -> embedding [1000 x 10] -> linear 10 -> 1000 sharing the embedding's weight -> MSE.
+    let mut b = GraphBuilder::new("tied");
+    let x = b.input("x", &[1], InputKind::Tokens { vocab: 1000 }).unwrap();
+    let e = b.embedding("emb", x, 1000, 10).unwrap();
+    let y = b.linear("proj", e, 1000, false).unwrap();
+    b.tie(y, e).unwrap();
+    let t = b.input("t", &[1, 1000], InputKind::Dense).unwrap();
+    b.loss("loss", LossKind::Mse, &[y, t]).unwrap();
+    let g = b.finish(1, "samples").unwrap();
+    let mut prof = profile();
+    prof.calibration = Some(step_calibration());
+    let p = predict(&g, &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let proj = p.layers.iter().find(|l| l.name == "proj").unwrap();
+    let dev = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
+    // Backward: the weight's gradient [10 x 1] x [1 x 1000] beside the input's [1 x 1000] x [1000 x 10], though
+    // the analysis counts the weight at the embedding.
+    let products = dev.gemm_s(10.0, 1.0, 1000.0) + dev.gemm_s(1.0, 1000.0, 10.0);
+    assert!(close(proj.backward.compute_s, products), "{proj:?}");
+    // The layer's own fixed cost and one sum into the owner's gradient.
+    assert!(close(proj.backward.overhead_s, 7e-6 + 3e-6), "{proj:?}");
+    // The weight is read forward and its gradient written backward.
+    assert!(proj.forward.bytes >= 10_000.0 * 4.0, "{proj:?}");
+}
+
+#[test]
+fn the_first_node_of_each_kind_pays_its_cold_start_once_per_phase() {
+    use crate::hardware::wire::NodePoint;
+    // x [1000] -> linear 1000 -> relu -> relu -> MSE: 4 MB of weights, more than the flushing pass once the
+    // optimizer's passes are counted.
+    let mut b = GraphBuilder::new("first");
+    let x = b.input("x", &[1000], InputKind::Dense).unwrap();
+    let y = b.linear("fc", x, 1000, false).unwrap();
+    let r1 = b.act("relu1", y, trainbench_workload::graph::Activation::Relu).unwrap();
+    let r2 = b.act("relu2", r1, trainbench_workload::graph::Activation::Relu).unwrap();
+    let t = b.input("t", &[1000], InputKind::Dense).unwrap();
+    b.loss("loss", LossKind::Mse, &[r2, t]).unwrap();
+    let g = b.finish(1, "samples").unwrap();
+    let mut prof = profile();
+    let run = |prof: &HardwareFile| predict(&g, &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), prof).unwrap();
+    prof.calibration = Some(step_calibration());
+    let before = run(&prof);
+    let first =
+        |class: &str, f: f64, b: f64| NodePoint { class: format!("first-{class}"), forward_s: f, backward_s: b };
+    // The median over the measured classes: 20 us forward, 4 us backward.
+    prof.calibration.as_mut().unwrap().node.extend([
+        first("relu", 10e-6, 2e-6),
+        first("softmax", 20e-6, 4e-6),
+        first("gelu", 90e-6, 9e-6),
+    ]);
+    let after = run(&prof);
+    let extra = |name: &str| {
+        let (a, b) = (
+            after.layers.iter().find(|l| l.name == name).unwrap(),
+            before.layers.iter().find(|l| l.name == name).unwrap(),
+        );
+        (a.forward.overhead_s - b.forward.overhead_s, a.backward.overhead_s - b.backward.overhead_s)
+    };
+    // Forward in graph order: the linear layer, the first ReLU and the loss; backward in reverse: the loss, the
+    // second ReLU and the linear layer.
+    let (fc, r1, r2, loss) = (extra("fc"), extra("relu1"), extra("relu2"), extra("loss"));
+    assert!(close(fc.0, 20e-6) && close(fc.1, 4e-6), "{fc:?}");
+    assert!(close(r1.0, 20e-6) && close(r1.1, 0.0), "{r1:?}");
+    assert!(close(r2.0, 0.0) && close(r2.1, 4e-6), "{r2:?}");
+    assert!(close(loss.0, 20e-6) && close(loss.1, 4e-6), "{loss:?}");
+    // A step that moves little keeps its code warm: a 10-wide layer pays a sliver of it.
+    let mut small = GraphBuilder::new("small");
+    let x = small.input("x", &[10], InputKind::Dense).unwrap();
+    let y = small.linear("fc", x, 10, false).unwrap();
+    let t = small.input("t", &[10], InputKind::Dense).unwrap();
+    small.loss("loss", LossKind::Mse, &[y, t]).unwrap();
+    let small = small.finish(1, "samples").unwrap();
+    let q = predict(&small, &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let fc = q.layers.iter().find(|l| l.name == "fc").unwrap();
+    assert!(fc.forward.overhead_s < 5e-6 + 0.01 * 20e-6, "{fc:?}");
+}
