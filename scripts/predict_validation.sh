@@ -8,10 +8,12 @@
 # their median absolute value and the worst case. The calibration includes the link between two local ranks (`calibrate --link`) for the world-size-2
 # rows.
 # Usage: scripts/predict_validation.sh [--profile P.toml] [--keep-profile P.toml] [--iterations N] [--threads T]
-#   [--rounds R] [--configs FILE]
+#   [--rounds R] [--calibrations C] [--configs FILE]
 #   --rounds: passes over the whole list (default 3); each configuration's reference is the median of its rounds'
 #   references, so a stretch of time when other work slowed the machine moves one round, not the figure (the same
 #   configuration's step moved by up to 30% between runs minutes apart on the shared development machine).
+#   --calibrations: complete calibrations whose median per figure is the profile (`calibrate --rounds`, default 3):
+#   one calibration that catches a busy minute prices everything 10-40% high on the shared development machine.
 #   --keep-profile: where to keep a copy of the profile the script calibrated.
 #   --threads: intra-op threads of both the calibration and the runs (default 1: on a shared 2-core machine a
 #   second thread waits on a descheduled peer and the figures become scheduling noise).
@@ -24,6 +26,7 @@ cd "$ROOT"
 PROFILE_PATH=""
 ITER=12
 ROUNDS=3
+CALIBRATIONS=3
 THREADS=1
 CONFIGS=""
 KEEP=""
@@ -33,6 +36,7 @@ while [ $# -gt 0 ]; do
         --keep-profile) KEEP="$2"; shift 2 ;;
         --iterations) ITER="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
+        --calibrations) CALIBRATIONS="$2"; shift 2 ;;
         --threads) THREADS="$2"; shift 2 ;;
         --configs) CONFIGS="$2"; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -48,7 +52,8 @@ OUT="$(mktemp -d /tmp/trainbench-predict-validation.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
 if [ -z "$PROFILE_PATH" ]; then
     PROFILE_PATH="$OUT/this-machine.toml"
-    "$BIN" calibrate --backend tch --device cpu --cpu-threads "$THREADS" --cpu-clock --link --out "$PROFILE_PATH" >&2
+    "$BIN" calibrate --backend tch --device cpu --cpu-threads "$THREADS" --cpu-clock --link --rounds "$CALIBRATIONS" \
+        --out "$PROFILE_PATH" >&2
     [ -n "$KEEP" ] && cp "$PROFILE_PATH" "$KEEP"
 fi
 # The ablations: without the calibration table (plain roofline at the best measured rate and the measured

@@ -11,6 +11,7 @@ use trainbench_workload::{DeviceSelector, Precision};
 
 use super::{CommandError, Outcome};
 
+mod merge;
 mod ranks;
 use crate::backends;
 use crate::hardware::ProfileValidator;
@@ -60,6 +61,10 @@ pub struct Args {
     /// exchange's latency and bandwidth; recorded as the profile's intra-node link.
     #[arg(long)]
     pub link: bool,
+    /// Complete calibrations to run one after the other; every figure of the profile is their median (on a
+    /// shared machine one calibration can catch a busy minute and price everything 10-40% high).
+    #[arg(long, default_value_t = 1)]
+    pub rounds: u32,
 }
 
 fn parse_precision(s: &str) -> Result<Precision, String> {
@@ -227,12 +232,77 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     request.cpu_threads = args.cpu_threads;
     request.cpu_clock = args.cpu_clock;
     eprintln!("calibrating {} with {} (takes a minute on a busy CPU)...", args.device, kind.name());
+    let rounds = args.rounds.max(1);
+    let mut profiles = Vec::with_capacity(rounds as usize);
+    for round in 1..=rounds {
+        if rounds > 1 {
+            eprintln!("round {round} of {rounds}...");
+        }
+        profiles.push(measure_profile(args, kind, &request)?);
+    }
+    let measured_at =
+        profiles.first().and_then(|p| p.calibration.as_ref()).map(|c| c.measured_at.clone()).unwrap_or_default();
+    let profile = if rounds > 1 {
+        let mut merged = merge::median(&profiles).map_err(CommandError::Other)?;
+        if let Some(c) = merged.calibration.as_mut() {
+            c.method.push_str(&format!(
+                "; every figure the median over {rounds} complete calibrations one after the other"
+            ));
+        }
+        merged
+    } else {
+        profiles.remove(0)
+    };
+    let body = toml::to_string(&profile).map_err(|e| CommandError::Other(e.to_string()))?;
+    let text = format!(
+        "{}# Written by `trainbench calibrate` at {measured_at}: what this machine reached, not datasheet figures.\n{body}",
+        schema_line(&args.out)
+    );
+    // What is written must read back as a valid profile.
+    let validator = ProfileValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    if let Err(d) = validator.check_bytes(&args.out.display().to_string(), text.as_bytes()) {
+        return Err(CommandError::Other(format!(
+            "the measured profile does not validate (a bug):\n{}",
+            crate::spec::diagnostics::render_text(&d)
+        )));
+    }
+    if let Some(dir) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| CommandError::Io { path: dir.display().to_string(), source: e })?;
+    }
+    std::fs::write(&args.out, &text)
+        .map_err(|e| CommandError::Io { path: args.out.display().to_string(), source: e })?;
+    let p = &profile.device.peak_tflops;
+    outln!(
+        "wrote {}: fp32 {:.3} TFLOP/s{}{}, memory {:.1} GB/s, {:.1} us per operation{}",
+        args.out.display(),
+        p.fp32,
+        p.bf16.map(|x| format!(", bf16 {x:.3} TFLOP/s")).unwrap_or_default(),
+        p.fp16.map(|x| format!(", fp16 {x:.3} TFLOP/s")).unwrap_or_default(),
+        profile.device.memory_bandwidth_gbs,
+        profile.calibration.as_ref().map_or(0.0, |c| c.op_overhead_us),
+        profile
+            .calibration
+            .as_ref()
+            .and_then(|c| c.host_to_device_gbs)
+            .map(|b| format!(", host-to-device {b:.1} GB/s"))
+            .unwrap_or_default()
+    );
+    Ok(Outcome::Success)
+}
+
+/// One complete calibration: the backend's kernels, the bandwidth curve, the training step's micro-graphs and,
+/// with `--link`, the local link, as a profile.
+fn measure_profile(
+    args: &Args,
+    kind: trainbench_workload::BackendKind,
+    request: &trainbench_workload::calibrate::CalibrationRequest,
+) -> Result<HardwareFile, CommandError> {
     // The link first, before this process starts the backend and leaves its library's threads behind: the two
     // ranks get the machine's cores as a run gets them.
     let link = if args.link { Some(ranks::measure(args.cpu_threads)) } else { None };
     let mut backend = backends::create(kind, &MockConfig::default());
-    let m = backend.calibrate(&request).map_err(|e| CommandError::Other(e.to_string()))?;
-    let bandwidth = bandwidth_curve(backend.as_mut(), &request, &m)?;
+    let m = backend.calibrate(request).map_err(|e| CommandError::Other(e.to_string()))?;
+    let bandwidth = bandwidth_curve(backend.as_mut(), request, &m)?;
     let (elementwise, skipped) =
         crate::predict::elementwise::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
     let (first_nodes, first_skipped) =
@@ -268,7 +338,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
              trained at batch {:?} with and without the operation, the difference of the mean forward and \
              backward phases per operation, median of 3 rounds; cross-entropy: input [1, 64] -> linear 1024 -> \
              cross-entropy against the same graph ending in the logits' mean and an MSE on it; max pooling: \
-             input [8, 32, 32] -> conv 1x1 -> 6 x max pool 3x3 stride 1 -> MSE at batch 1, 8 and 64",
+             input [8, 32, 32] -> conv 1x1 -> 6 x max pool 3x3 stride 1 -> MSE at batch 1, 8, 32 and 64",
             crate::predict::elementwise::STACK,
             crate::predict::elementwise::BATCHES
         ));
@@ -286,9 +356,10 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
                      against the graph without them, per layer; optimizer: the \
                      optimizer phase of SGD, SGD with momentum, with momentum and weight decay 5e-4, and Adam over \
                      32 linear layers of 8 x 8 and one linear layer of 1024 x 1024 and of 2048 x 2048, median of 3 \
-                     rounds; the first node of a kind (`first-<class>`): each element-wise class's micro-graph at \
-                     its smallest size with one and with {s} copies after a pass over 4 MiB of other data, the \
-                     first copy's cost less a repeated one's, median of 3 rounds",
+                     rounds; the first node of a kind (`first-<kind>`): each element-wise class's micro-graph at \
+                     its smallest size, and input [16, 64] -> linear -> linear layers 64 -> 64 or adds of a tensor \
+                     to itself -> MSE at batch 1, with one and with {s} nodes after a pass over 4 MiB of other \
+                     data, the first node's cost less a repeated one's, median of 5 rounds",
                     n = crate::predict::stepcost::STACK,
                     s = crate::predict::elementwise::STACK
                 ));
@@ -314,34 +385,5 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     if let Some(Ok(l)) = link {
         profile.intra_node = Some(l.link);
     }
-    let body = toml::to_string(&profile).map_err(|e| CommandError::Other(e.to_string()))?;
-    let text = format!(
-        "{}# Written by `trainbench calibrate` at {measured_at}: what this machine reached, not datasheet figures.\n{body}",
-        schema_line(&args.out)
-    );
-    // What is written must read back as a valid profile.
-    let validator = ProfileValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
-    if let Err(d) = validator.check_bytes(&args.out.display().to_string(), text.as_bytes()) {
-        return Err(CommandError::Other(format!(
-            "the measured profile does not validate (a bug):\n{}",
-            crate::spec::diagnostics::render_text(&d)
-        )));
-    }
-    if let Some(dir) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| CommandError::Io { path: dir.display().to_string(), source: e })?;
-    }
-    std::fs::write(&args.out, &text)
-        .map_err(|e| CommandError::Io { path: args.out.display().to_string(), source: e })?;
-    let p = &profile.device.peak_tflops;
-    outln!(
-        "wrote {}: fp32 {:.3} TFLOP/s{}{}, memory {:.1} GB/s, {:.1} us per operation{}",
-        args.out.display(),
-        p.fp32,
-        p.bf16.map(|x| format!(", bf16 {x:.3} TFLOP/s")).unwrap_or_default(),
-        p.fp16.map(|x| format!(", fp16 {x:.3} TFLOP/s")).unwrap_or_default(),
-        profile.device.memory_bandwidth_gbs,
-        m.op_overhead_s * 1e6,
-        m.host_to_device_bytes_per_s.map(|b| format!(", host-to-device {:.1} GB/s", b / 1e9)).unwrap_or_default()
-    );
-    Ok(Outcome::Success)
+    Ok(profile)
 }

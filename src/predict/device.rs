@@ -60,7 +60,7 @@ pub struct DeviceModel {
 }
 
 /// Fixed seconds of one node in the training step's forward and backward phases (`calibration.node`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodeCosts {
     /// One framework operation of a node (forward, backward).
     pub op: (f64, f64),
@@ -68,12 +68,27 @@ pub struct NodeCosts {
     pub linear: (f64, f64),
     /// The step's own (forward, backward), once per step.
     pub step: (f64, f64),
-    /// What the first node of a kind costs in each phase beyond the next ones (forward, backward): the median
-    /// over the measured classes (`first-<class>` points, [`super::firstnode`]); 0 where not measured.
+    /// What the first node of a kind without a measured cold start of its own costs in each phase beyond the
+    /// next ones (forward, backward): the median over the measured kinds (`first-<kind>` points,
+    /// [`super::firstnode`]); 0 where none was measured.
     pub first: (f64, f64),
+    /// The measured kinds' own first-node costs (forward, backward), by kind.
+    pub first_of: Vec<(String, (f64, f64))>,
 }
 
 impl NodeCosts {
+    /// The first-node cost (forward, backward) of a node of `kind` (its element-wise class, else its operation):
+    /// the class's own where measured; a linear layer's or a product's the measured `linear`; another operation
+    /// without a class of its own the measured `add` (a plain element-wise kernel); else the median.
+    pub fn first_of(&self, kind: &str) -> (f64, f64) {
+        let measured = |k: &str| self.first_of.iter().find(|(class, _)| class == k).map(|(_, cost)| *cost);
+        let stand_in = match kind {
+            "linear" | "matmul" => "linear",
+            _ => "add",
+        };
+        measured(kind).or_else(|| measured(stand_in)).unwrap_or(self.first)
+    }
+
     fn of(c: &Calibration) -> Option<Self> {
         let get = |class: &str| c.node.iter().find(|p| p.class == class).map(|p| (p.forward_s, p.backward_s));
         let firsts: Vec<&NodePoint> = c.node.iter().filter(|p| p.class.starts_with("first-")).collect();
@@ -85,6 +100,10 @@ impl NodeCosts {
             linear: get("linear")?,
             step: get("step").unwrap_or((0.0, 0.0)),
             first: (median(|p| p.forward_s), median(|p| p.backward_s)),
+            first_of: firsts
+                .iter()
+                .map(|p| (p.class.trim_start_matches("first-").to_string(), (p.forward_s, p.backward_s)))
+                .collect(),
         })
     }
 }
@@ -236,7 +255,7 @@ impl DeviceModel {
             .unwrap_or_default();
         bandwidth.sort_by(|a, b| a.0.total_cmp(&b.0));
         let nodes = cal.and_then(NodeCosts::of);
-        let fixed = nodes.map_or((overhead, overhead), |n| n.op);
+        let fixed = nodes.as_ref().map_or((overhead, overhead), |n| n.op);
         // The measured totals, netted below once the model can price what they hold.
         let mut elementwise: Vec<(String, Vec<SizePoint>)> = Vec::new();
         for p in cal.map(|c| c.elementwise.as_slice()).unwrap_or_default().iter().filter(|p| p.elements > 0.0) {

@@ -8,7 +8,7 @@
 //! without the operation; the difference of their mean forward and backward phase times over [`STACK`] is one
 //! operation's cost (with `--cpu-clock`, the phases are scaled by the process's CPU time over wall time during each
 //! run). Each class is measured at [`BATCHES`] samples per step: 1,024 elements (where a node's fixed cost is
-//! most of it), 65,536 (inside a core's caches) and 1,048,576 (past them). The model interpolates a node's cost
+//! most of it), 65,536 (inside a core's caches), 262,144 (about where they run out) and 1,048,576 (past them). The model interpolates a node's cost
 //! between the measured sizes by its elements, net of the per-operation overhead it adds on its own.
 //!
 //! Attention is measured the same way (self-attention, 4 heads over the 16 positions; causal self-attention;
@@ -54,8 +54,9 @@ use crate::hardware::wire::ElementwisePoint;
 /// How many copies of the operation the measured graph stacks (more copies, a larger difference to measure).
 pub const STACK: usize = 6;
 
-/// Samples per step of the micro-graphs, one measurement each: 1,024, 65,536 and 1,048,576 elements per node.
-pub const BATCHES: [usize; 3] = [1, 64, 1024];
+/// Samples per step of the micro-graphs, one measurement each: 1,024, 65,536, 262,144 and 1,048,576 elements per
+/// node (the third about where a node's input and output outgrow a core's 2 MiB L2 on the development machine).
+pub const BATCHES: [usize; 4] = [1, 64, 256, 1024];
 /// One sample: 16 positions of 64 features (a small Transformer's activations).
 const SAMPLE: [usize; 2] = [16, 64];
 /// Elements of the flushing pass of [`graph_after`]: 4 MiB of fp32, twice a core's L2 cache on the development
@@ -89,7 +90,7 @@ pub const CLASSES: [&str; 11] = [
 ];
 
 /// Samples per step of the measured max-pooling graphs (its samples are larger: 8 channels of 32 x 32).
-const POOL_BATCHES: [usize; 3] = [1, 8, 64];
+const POOL_BATCHES: [usize; 4] = [1, 8, 32, 64];
 /// One sample of the max-pooling graphs: 8 channels of 32 x 32 pixels, pooled 3 x 3 with stride 1 and padding
 /// 1 (the output the input's size).
 const POOL_SAMPLE: [usize; 3] = [8, 32, 32];
@@ -97,7 +98,7 @@ const POOL_SAMPLE: [usize; 3] = [8, 32, 32];
 const POOL_WINDOW: usize = 3;
 
 /// Samples per step at which `class` is measured.
-pub fn batches(class: &str) -> [usize; 3] {
+pub fn batches(class: &str) -> [usize; 4] {
     if class == "max_pool" { POOL_BATCHES } else { BATCHES }
 }
 
@@ -170,22 +171,14 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
 /// caches hold. Not for `cross_entropy`.
 pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Graph, String> {
     let e = |e: trainbench_workload::ShapeError| e.to_string();
-    let flush_pass = |b: &mut GraphBuilder| -> Result<(), String> {
-        if flush {
-            let f = b.input("flush_input", &[1, FLUSH], InputKind::Dense).map_err(e)?;
-            let sum = b.add_nodes("flush", &[f, f]).map_err(e)?;
-            let m = b.mean("flush_mean", sum, 1).map_err(e)?;
-            let t = b.input("flush_target", &[1], InputKind::Dense).map_err(e)?;
-            b.loss("flush_loss", LossKind::Mse, &[m, t]).map_err(e)?;
-        }
-        Ok(())
-    };
     if class == "max_pool" {
         let mut b = GraphBuilder::new("calibrate-max_pool");
         let x = b.input("x", &POOL_SAMPLE, InputKind::Dense).map_err(e)?;
         let t = b.input("t", &POOL_SAMPLE, InputKind::Dense).map_err(e)?;
         let mut y = b.conv("conv", x, trainbench_workload::ConvCfg::square(POOL_SAMPLE[0], 1, 1, 0)).map_err(e)?;
-        flush_pass(&mut b)?;
+        if flush {
+            flush_pass(&mut b)?;
+        }
         for i in 0..copies {
             y = b.pool(&format!("max_pool{i}"), y, PoolKind::Max, POOL_WINDOW, 1, POOL_WINDOW / 2).map_err(e)?;
         }
@@ -218,7 +211,9 @@ pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Gra
     } else {
         None
     };
-    flush_pass(&mut b)?;
+    if flush {
+        flush_pass(&mut b)?;
+    }
     for i in 0..copies {
         let name = format!("{class}{i}");
         y = match class {
@@ -238,6 +233,19 @@ pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Gra
     b.finish(1, "samples").map_err(e)
 }
 
+/// A pass over [`FLUSH`] elements of an input of its own, summed with itself and averaged into a second MSE (no
+/// gradient flows through it): what the caches held before it is gone after it.
+pub(crate) fn flush_pass(b: &mut GraphBuilder) -> Result<(), String> {
+    let e = |e: trainbench_workload::ShapeError| e.to_string();
+    let f = b.input("flush_input", &[1, FLUSH], InputKind::Dense).map_err(e)?;
+    let sum = b.add_nodes("flush", &[f, f]).map_err(e)?;
+    let m = b.mean("flush_mean", sum, 1).map_err(e)?;
+    let t = b.input("flush_target", &[1], InputKind::Dense).map_err(e)?;
+    b.loss("flush_loss", LossKind::Mse, &[m, t]).map_err(e)?;
+    Ok(())
+}
+
+/// The run plan of a micro-graph at `batch` samples per step: SGD, the steps [`steps`] gives.
 pub(crate) fn plan(device: DeviceSelector, cpu_threads: Option<u32>, batch: usize) -> RunPlan {
     let sgd = OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.0, weight_decay: 0.0, nesterov: false };
     super::stepcost::plan(device, cpu_threads, batch, sgd, steps(batch))
@@ -355,12 +363,12 @@ mod tests {
         assert_eq!(classes, expected);
         assert!(points.iter().all(|p| p.forward_s >= 0.0 && p.backward_s >= 0.0));
         let sizes: Vec<f64> = points.iter().take(BATCHES.len()).map(|p| p.elements).collect();
-        assert_eq!(sizes, [1024.0, 65536.0, 1048576.0]);
+        assert_eq!(sizes, [1024.0, 65536.0, 262144.0, 1048576.0]);
         assert!(
             points.iter().filter(|p| p.op != "max_pool").all(|p| sizes.contains(&p.elements)),
             "attention's scores and cross-entropy's logits are as many as the others' outputs"
         );
         let pool: Vec<f64> = points.iter().filter(|p| p.op == "max_pool").map(|p| p.elements).collect();
-        assert_eq!(pool, [8192.0, 65536.0, 524288.0], "outputs: 8 x 32 x 32 per sample");
+        assert_eq!(pool, [8192.0, 65536.0, 262144.0, 524288.0], "outputs: 8 x 32 x 32 per sample");
     }
 }

@@ -197,7 +197,7 @@ fn conv_size(node: &trainbench_workload::graph::Node, output_elements: f64) -> O
 /// cost, else its forward operations at one operation's forward and backward cost each (each forward operation
 /// records one backward node); without it, every operation at the per-operation overhead.
 fn fixed_costs(node: &trainbench_workload::graph::Node, ops_f: f64, ops_b: f64, device: &DeviceModel) -> (f64, f64) {
-    match device.nodes {
+    match &device.nodes {
         Some(n) if matches!(node.op, Op::Linear { .. }) => n.linear,
         Some(n) => (ops_f * n.op.0, if ops_b > 0.0 { ops_f * n.op.1 } else { 0.0 }),
         None => (ops_f * device.op_overhead_s, ops_b * device.op_overhead_s),
@@ -281,24 +281,25 @@ fn kind_of(graph: &Graph, node: &trainbench_workload::graph::Node) -> Option<&'s
     Some(super::elementwise::work_of(graph, node, 0, 1.0).map_or(node.op.kind_name(), |(class, _)| class))
 }
 
-/// The first node of each kind in a phase pays `first` (forward, backward) on top of its fixed cost: forward runs
-/// in graph order, backward in reverse.
-fn charge_first_nodes(layers: &mut [LayerCost], kinds: &[(Option<&'static str>, bool)], first: (f64, f64)) {
-    if first == (0.0, 0.0) {
-        return;
-    }
+/// The first node of each kind in a phase pays `first(kind)` (forward, backward) on top of its fixed cost: forward
+/// runs in graph order, backward in reverse.
+fn charge_first_nodes(
+    layers: &mut [LayerCost],
+    kinds: &[(Option<&'static str>, bool)],
+    first: impl Fn(&str) -> (f64, f64),
+) {
     let charge =
         |p: &mut PhaseCost, s: f64| *p = PhaseCost::new(p.flops, p.bytes, p.compute_s, p.memory_s, p.overhead_s + s);
     let mut seen = std::collections::HashSet::new();
     for (layer, (kind, _)) in layers.iter_mut().zip(kinds) {
-        if kind.is_some_and(|k| seen.insert(k)) {
-            charge(&mut layer.forward, first.0);
+        if let Some(k) = kind.filter(|k| seen.insert(*k)) {
+            charge(&mut layer.forward, first(k).0);
         }
     }
     seen.clear();
     for (layer, (kind, backward)) in layers.iter_mut().zip(kinds).rev() {
-        if *backward && kind.is_some_and(|k| seen.insert(k)) {
-            charge(&mut layer.backward, first.1);
+        if let Some(k) = kind.filter(|k| *backward && seen.insert(*k)) {
+            charge(&mut layer.backward, first(k).1);
         }
     }
 }
@@ -456,7 +457,7 @@ pub fn step(
                 + extra_b
                 + sums * 3.0 * out
                 + tied_sum * 3.0 * tied * weight_bytes;
-            let fixed_b = fixed_b + (sums + tied_sum) * device.nodes.map_or(device.op_overhead_s, |n| n.op.1);
+            let fixed_b = fixed_b + (sums + tied_sum) * device.nodes.as_ref().map_or(device.op_overhead_s, |n| n.op.1);
             PhaseCost::new(
                 bw_flops,
                 bytes,
@@ -472,7 +473,7 @@ pub fn step(
     }
 
     // The step's own fixed cost (feeding the batch, summing the loss, starting backward), when calibrated.
-    if let Some(n) = device.nodes.filter(|n| n.step != (0.0, 0.0)) {
+    if let Some(n) = device.nodes.as_ref().filter(|n| n.step != (0.0, 0.0)) {
         let fixed = |s: f64| PhaseCost::new(0.0, 0.0, 0.0, 0.0, s);
         layers.push(LayerCost {
             name: "(step)".into(),
@@ -504,7 +505,11 @@ pub fn step(
     let moved: f64 = layers.iter().map(|l| l.forward.bytes + l.backward.bytes).sum::<f64>() + optimizer.bytes;
     let flushed = 8.0 * super::elementwise::FLUSH as f64;
     let cold = (moved / flushed).min(1.0);
-    let first = device.nodes.map_or((0.0, 0.0), |n| (n.first.0 * cold, n.first.1 * cold));
-    charge_first_nodes(&mut layers, &kinds, first);
+    if let Some(n) = &device.nodes {
+        charge_first_nodes(&mut layers, &kinds, |kind| {
+            let (f, b) = n.first_of(kind);
+            (f * cold, b * cold)
+        });
+    }
     StepCompute { layers, optimizer }
 }

@@ -131,13 +131,25 @@ pub fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_cloc
 pub fn per_added_node(
     backend: &mut dyn Backend,
     plan: &RunPlan,
-    (base, with): (&Graph, &Graph),
+    graphs: (&Graph, &Graph),
     copies: f64,
     cpu_clock: bool,
 ) -> Result<StepPhases, String> {
+    per_added_node_in(backend, plan, graphs, copies, cpu_clock, ROUNDS)
+}
+
+/// [`per_added_node`] over `rounds_wanted` rounds.
+pub fn per_added_node_in(
+    backend: &mut dyn Backend,
+    plan: &RunPlan,
+    (base, with): (&Graph, &Graph),
+    copies: f64,
+    cpu_clock: bool,
+    rounds_wanted: usize,
+) -> Result<StepPhases, String> {
     backend.check(plan, with).map_err(|e| e.to_string())?;
     let mut rounds = Vec::new();
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds_wanted {
         let b = phases(backend, plan, base, cpu_clock)?;
         let w = phases(backend, plan, with, cpu_clock)?;
         let per = |a: f64, b: f64| ((a - b) / copies).max(0.0);

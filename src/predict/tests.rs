@@ -542,12 +542,26 @@ fn the_first_node_of_each_kind_pays_its_cold_start_once_per_phase() {
         (a.forward.overhead_s - b.forward.overhead_s, a.backward.overhead_s - b.backward.overhead_s)
     };
     // Forward in graph order: the linear layer, the first ReLU and the loss; backward in reverse: the loss, the
-    // second ReLU and the linear layer.
+    // second ReLU and the linear layer. A ReLU pays its class's own; the others, without one, the median.
     let (fc, r1, r2, loss) = (extra("fc"), extra("relu1"), extra("relu2"), extra("loss"));
     assert!(close(fc.0, 20e-6) && close(fc.1, 4e-6), "{fc:?}");
-    assert!(close(r1.0, 20e-6) && close(r1.1, 0.0), "{r1:?}");
-    assert!(close(r2.0, 0.0) && close(r2.1, 4e-6), "{r2:?}");
+    assert!(close(r1.0, 10e-6) && close(r1.1, 0.0), "{r1:?}");
+    assert!(close(r2.0, 0.0) && close(r2.1, 2e-6), "{r2:?}");
     assert!(close(loss.0, 20e-6) && close(loss.1, 4e-6), "{loss:?}");
+    // Measured stand-ins replace the median for the kinds without a class: a linear layer's for the linear
+    // layer, an add's for the loss.
+    prof.calibration.as_mut().unwrap().node.extend([first("linear", 30e-6, 6e-6), first("add", 5e-6, 1e-6)]);
+    let stand_ins = run(&prof);
+    let extra = |name: &str| {
+        let (a, b) = (
+            stand_ins.layers.iter().find(|l| l.name == name).unwrap(),
+            before.layers.iter().find(|l| l.name == name).unwrap(),
+        );
+        (a.forward.overhead_s - b.forward.overhead_s, a.backward.overhead_s - b.backward.overhead_s)
+    };
+    let (fc, loss) = (extra("fc"), extra("loss"));
+    assert!(close(fc.0, 30e-6) && close(fc.1, 6e-6), "{fc:?}");
+    assert!(close(loss.0, 5e-6) && close(loss.1, 1e-6), "{loss:?}");
     // A step that moves little keeps its code warm: a 10-wide layer pays a sliver of it.
     let mut small = GraphBuilder::new("small");
     let x = small.input("x", &[10], InputKind::Dense).unwrap();
@@ -557,5 +571,5 @@ fn the_first_node_of_each_kind_pays_its_cold_start_once_per_phase() {
     let small = small.finish(1, "samples").unwrap();
     let q = predict(&small, &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let fc = q.layers.iter().find(|l| l.name == "fc").unwrap();
-    assert!(fc.forward.overhead_s < 5e-6 + 0.01 * 20e-6, "{fc:?}");
+    assert!(fc.forward.overhead_s < 5e-6 + 0.01 * 30e-6, "{fc:?}");
 }

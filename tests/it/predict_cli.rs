@@ -120,3 +120,29 @@ fn calibrate_writes_a_profile_predict_reads_and_never_overwrites_silently() {
     assert_eq!(j["predictions"][0]["calibrated"], true);
     assert_eq!(j["predictions"][0]["hardware"], "this-machine");
 }
+
+#[test]
+fn calibrate_rounds_keep_every_figure_as_the_median_of_complete_calibrations() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, three) = (dir.path().join("one.toml"), dir.path().join("three.toml"));
+    for (out, rounds) in [(&one, "1"), (&three, "3")] {
+        let o = tb()
+            .args(["calibrate", "--backend", "mock", "--max-gemm", "128", "--rounds", rounds, "--out"])
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let v = trainbench::hardware::ProfileValidator::new().unwrap();
+    let (a, b) = (v.check_file(&one, "one.toml").unwrap(), v.check_file(&three, "three.toml").unwrap());
+    let (ca, cb) = (a.calibration.as_ref().unwrap(), b.calibration.as_ref().unwrap());
+    assert!(cb.method.contains("the median over 3 complete calibrations") && !ca.method.contains("median over 3"));
+    // The same points in the same order, each the median of three.
+    assert_eq!(ca.gemm.len(), cb.gemm.len());
+    assert_eq!(ca.elementwise.len(), cb.elementwise.len());
+    assert_eq!(
+        ca.node.iter().map(|p| &p.class).collect::<Vec<_>>(),
+        cb.node.iter().map(|p| &p.class).collect::<Vec<_>>()
+    );
+    assert_eq!(a.device.peak_tflops, b.device.peak_tflops, "the mock's rate does not vary");
+}
