@@ -533,14 +533,16 @@ fn the_first_node_of_each_kind_pays_its_cold_start_once_per_phase() {
         first("softmax", 20e-6, 4e-6),
         first("gelu", 90e-6, 9e-6),
     ]);
-    let after = run(&prof);
-    let extra = |name: &str| {
+    // What a layer's fixed costs gained over `before` (forward, backward).
+    let gained = |after: &Prediction, name: &str| {
         let (a, b) = (
             after.layers.iter().find(|l| l.name == name).unwrap(),
             before.layers.iter().find(|l| l.name == name).unwrap(),
         );
         (a.forward.overhead_s - b.forward.overhead_s, a.backward.overhead_s - b.backward.overhead_s)
     };
+    let after = run(&prof);
+    let extra = |name: &str| gained(&after, name);
     // Forward in graph order: the linear layer, the first ReLU and the loss; backward in reverse: the loss, the
     // second ReLU and the linear layer. A ReLU pays its class's own; the others, without one, the median.
     let (fc, r1, r2, loss) = (extra("fc"), extra("relu1"), extra("relu2"), extra("loss"));
@@ -552,14 +554,7 @@ fn the_first_node_of_each_kind_pays_its_cold_start_once_per_phase() {
     // layer, an add's for the loss.
     prof.calibration.as_mut().unwrap().node.extend([first("linear", 30e-6, 6e-6), first("add", 5e-6, 1e-6)]);
     let stand_ins = run(&prof);
-    let extra = |name: &str| {
-        let (a, b) = (
-            stand_ins.layers.iter().find(|l| l.name == name).unwrap(),
-            before.layers.iter().find(|l| l.name == name).unwrap(),
-        );
-        (a.forward.overhead_s - b.forward.overhead_s, a.backward.overhead_s - b.backward.overhead_s)
-    };
-    let (fc, loss) = (extra("fc"), extra("loss"));
+    let (fc, loss) = (gained(&stand_ins, "fc"), gained(&stand_ins, "loss"));
     assert!(close(fc.0, 30e-6) && close(fc.1, 6e-6), "{fc:?}");
     assert!(close(loss.0, 5e-6) && close(loss.1, 1e-6), "{loss:?}");
     // A step that moves little keeps its code warm: a 10-wide layer pays a sliver of it.
