@@ -104,6 +104,8 @@ specs/parity/transformer_lm.toml 32 2
 LIST
 fi
 for round in $(seq 1 "$ROUNDS"); do
+# The machine's 1-minute load average as each round starts: a shared machine's speed moves between rounds.
+echo "$round $(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo unknown)" >>"$OUT/load.txt"
 i=0
 while read -r spec batch world; do
     [ -z "$spec" ] && continue
@@ -195,6 +197,11 @@ for v, name in (("roofline", "roofline at calibrated peaks"), ("overhead", "+ ef
     print(f"- {name}: median |error| {100 * statistics.median(e):.1f}%, worst {100 * max(e):.1f}% over {len(e)} configurations")
 for r, e in enumerate(round_errs):
     print(f"- full model against round {r + 1} alone: median |error| {100 * statistics.median(e):.1f}%, worst {100 * max(e):.1f}%")
+try:
+    loads = [line.split() for line in open(out + "/load.txt")]
+    print("- load average (1 minute) as each round started: " + ", ".join(f"round {r}: {l}" for r, l in loads))
+except OSError:
+    pass
 print()
 print("Phases, measured CPU time (world > 1: wall time) / full model (ms):")
 print()
