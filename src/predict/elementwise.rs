@@ -168,7 +168,9 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
 /// [`graph`], with `flush` a pass over [`FLUSH`] elements of a second input just before the operations (the
 /// sum of the input with itself, averaged into a second MSE; no gradient flows through it): whatever the
 /// caches held of the operations' code and data is gone when they start, as in a step that moves more than the
-/// caches hold. Not for `cross_entropy`.
+/// caches hold. Not for `cross_entropy`. Besides the classes, `linear` (64 -> 64 linear layers) and `add` (a
+/// tensor added to itself), the kinds standing in for those without a class in the first-node costs
+/// ([`super::firstnode`]).
 pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Graph, String> {
     let e = |e: trainbench_workload::ShapeError| e.to_string();
     if class == "max_pool" {
@@ -225,6 +227,8 @@ pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Gra
             "attention" => b.attention(&name, y, y, ATTENTION_HEADS, false),
             "attention_causal" => b.attention(&name, y, y, ATTENTION_HEADS, true),
             "attention_cross" => b.attention(&name, y, memory.unwrap_or(y), ATTENTION_HEADS, false),
+            "linear" => b.linear(&name, y, SAMPLE[1], true),
+            "add" => b.add_nodes(&name, &[y, y]),
             _ => b.act(&name, y, Activation::Gelu),
         }
         .map_err(e)?;

@@ -7,12 +7,12 @@
 //! Measured through the backend for each element-wise class at its smallest measured size, and for two kinds
 //! without a class that stand for the others (`linear`: a linear layer, 64 -> 64; `add`: a plain element-wise
 //! kernel, a tensor added to itself): the micro-graph (`elementwise::graph_after`, input [16, 64] -> linear -> the
-//! nodes -> MSE at batch 1) with one and with [`elementwise::STACK`] nodes, each against the graph without them. With `t1` the phase time one copy adds and `tS` what `S` copies add, a repeated node costs
+//! nodes -> MSE at batch 1) with one and with [`elementwise::STACK`] nodes, each against the graph without them,
+//! in the same rounds. With `t1` the phase time one copy adds and `tS` what `S` copies add, a repeated node costs
 //! `(tS - t1) / (S - 1)` and the first `t1` less that. A pass over 4 MiB of other data runs just before the
 //! operations, so that they start as they would in a step that moves more than the caches hold.
 
-use trainbench_workload::graph::{Graph, InputKind, LossKind};
-use trainbench_workload::{Backend, DeviceSelector, GraphBuilder};
+use trainbench_workload::{Backend, DeviceSelector};
 
 use super::elementwise::{self, STACK};
 use crate::hardware::wire::NodePoint;
@@ -34,25 +34,6 @@ pub fn classes() -> impl Iterator<Item = &'static str> {
     elementwise::CLASSES.into_iter().filter(|c| *c != "cross_entropy").chain(STAND_INS)
 }
 
-/// The micro-graph of `kind` with `copies` nodes after the flushing pass.
-fn graph(kind: &str, copies: usize) -> Result<Graph, String> {
-    if !STAND_INS.contains(&kind) {
-        return elementwise::graph_after(kind, copies, true);
-    }
-    let e = |e: trainbench_workload::ShapeError| e.to_string();
-    let mut b = GraphBuilder::new(format!("calibrate-first-{kind}"));
-    let x = b.input("x", &[16, 64], InputKind::Dense).map_err(e)?;
-    let t = b.input("t", &[16, 64], InputKind::Dense).map_err(e)?;
-    let mut y = b.linear("fc", x, 64, true).map_err(e)?;
-    elementwise::flush_pass(&mut b)?;
-    for i in 0..copies {
-        let name = format!("{kind}{i}");
-        y = if kind == "linear" { b.linear(&name, y, 64, true) } else { b.add_nodes(&name, &[y, y]) }.map_err(e)?;
-    }
-    b.loss("loss", LossKind::Mse, &[y, t]).map_err(e)?;
-    b.finish(1, "samples").map_err(e)
-}
-
 /// Measure the first-node cost of every class of [`classes`] the backend runs; the classes it refuses are
 /// returned as `(class, reason)` beside the points.
 pub fn measure(
@@ -63,23 +44,20 @@ pub fn measure(
 ) -> (Vec<NodePoint>, Vec<(String, String)>) {
     let (mut points, mut skipped) = (Vec::new(), Vec::new());
     for class in classes() {
-        let graphs = (graph(class, 0), graph(class, 1), graph(class, STACK));
-        let (base, one, many) = match graphs {
+        let graph = |copies: usize| elementwise::graph_after(class, copies, true);
+        let (base, one, many) = match (graph(0), graph(1), graph(STACK)) {
             (Ok(b), Ok(o), Ok(m)) => (b, o, m),
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 skipped.push((class.to_string(), e));
                 continue;
             }
         };
-        let batch = if STAND_INS.contains(&class) { 1 } else { elementwise::batches(class)[0] };
-        let plan = elementwise::plan(device, cpu_threads, batch);
-        let added = |backend: &mut dyn Backend, with: &Graph, copies: f64| {
-            super::stepcost::per_added_node_in(backend, &plan, (&base, with), copies, cpu_clock, ROUNDS)
-        };
-        let measured =
-            added(backend, &one, 1.0).and_then(|first| added(backend, &many, STACK as f64).map(|mean| (first, mean)));
+        let plan = elementwise::plan(device, cpu_threads, elementwise::batches(class)[0]);
+        let withs = [(&one, 1.0), (&many, STACK as f64)];
+        let measured = super::stepcost::per_added_nodes(backend, &plan, &base, &withs, cpu_clock, ROUNDS);
         match measured {
-            Ok((first, mean)) => {
+            Ok(per) => {
+                let (first, mean) = (per[0], per[1]);
                 let s = STACK as f64;
                 // S x mean = first + (S - 1) x repeated.
                 let extra = |first: f64, mean: f64| (first - (s * mean - first) / (s - 1.0)).max(0.0);
@@ -103,11 +81,11 @@ mod tests {
     #[test]
     fn the_mock_backend_measures_every_class_after_the_flushing_pass() {
         for class in classes() {
-            let g = graph(class, 1).unwrap();
+            let g = elementwise::graph_after(class, 1, true).unwrap();
             let flush = g.nodes.iter().position(|n| n.name == "flush").unwrap();
             let op = g.nodes.iter().position(|n| n.name.starts_with(class)).unwrap();
             assert!(flush < op, "{class}: the flushing pass runs first");
-            assert_eq!(g.nodes.len(), graph(class, 0).unwrap().nodes.len() + 1, "{class}");
+            assert_eq!(g.nodes.len(), elementwise::graph_after(class, 0, true).unwrap().nodes.len() + 1, "{class}");
         }
         let mut mock = trainbench_workload::mock::MockBackend::new(Default::default());
         let (points, skipped) = measure(&mut mock, DeviceSelector::Cpu, None, false);

@@ -272,15 +272,6 @@ fn gradient_sums(graph: &Graph, analysis: &Analysis) -> Vec<f64> {
     readers.into_iter().map(|r| r.saturating_sub(1) as f64).collect()
 }
 
-/// The kind a node's first-node cost goes by: its measured element-wise class, else its operation; `None` for
-/// inputs and views (no kernel of their own).
-fn kind_of(graph: &Graph, node: &trainbench_workload::graph::Node) -> Option<&'static str> {
-    if matches!(node.op, Op::Input { .. }) || is_view(&node.op) {
-        return None;
-    }
-    Some(super::elementwise::work_of(graph, node, 0, 1.0).map_or(node.op.kind_name(), |(class, _)| class))
-}
-
 /// The first node of each kind in a phase pays `first(kind)` (forward, backward) on top of its fixed cost: forward
 /// runs in graph order, backward in reverse.
 fn charge_first_nodes(
@@ -370,7 +361,10 @@ pub fn step(
         // GEMM rate (dropout's random numbers, exponentials, reductions).
         // Attention and cross-entropy without their own measurement: softmax's work on their scores or logits.
         // Causal and cross-attention without their own: self-attention's.
-        let elementwise = super::elementwise::work_of(graph, node, a.output_elements, b)
+        let work = super::elementwise::work_of(graph, node, a.output_elements, b);
+        // The kind the first-node cost goes by: the measured class, else the operation; none for a view.
+        let kind = (!is_view(&node.op)).then(|| work.map_or(node.op.kind_name(), |(class, _)| class));
+        let elementwise = work
             .and_then(|(c, elements)| {
                 device
                     .elementwise_s(c, elements)
@@ -469,7 +463,7 @@ pub fn step(
             PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0)
         };
         layers.push(LayerCost { name: node.name.clone(), op: a.op.clone(), forward, backward });
-        kinds.push((kind_of(graph, node), a.requires_grad));
+        kinds.push((kind, a.requires_grad));
     }
 
     // The step's own fixed cost (feeding the batch, summing the loss, starting backward), when calibrated.

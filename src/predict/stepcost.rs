@@ -131,35 +131,40 @@ pub fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_cloc
 pub fn per_added_node(
     backend: &mut dyn Backend,
     plan: &RunPlan,
-    graphs: (&Graph, &Graph),
-    copies: f64,
-    cpu_clock: bool,
-) -> Result<StepPhases, String> {
-    per_added_node_in(backend, plan, graphs, copies, cpu_clock, ROUNDS)
-}
-
-/// [`per_added_node`] over `rounds_wanted` rounds.
-pub fn per_added_node_in(
-    backend: &mut dyn Backend,
-    plan: &RunPlan,
     (base, with): (&Graph, &Graph),
     copies: f64,
     cpu_clock: bool,
-    rounds_wanted: usize,
 ) -> Result<StepPhases, String> {
-    backend.check(plan, with).map_err(|e| e.to_string())?;
-    let mut rounds = Vec::new();
-    for _ in 0..rounds_wanted {
-        let b = phases(backend, plan, base, cpu_clock)?;
-        let w = phases(backend, plan, with, cpu_clock)?;
-        let per = |a: f64, b: f64| ((a - b) / copies).max(0.0);
-        rounds.push(StepPhases {
-            forward: per(w.forward, b.forward),
-            backward: per(w.backward, b.backward),
-            optimizer: 0.0,
-        });
+    Ok(per_added_nodes(backend, plan, base, &[(with, copies)], cpu_clock, ROUNDS)?.pop().unwrap_or_default())
+}
+
+/// [`per_added_node`] for several graphs beside one base, over `rounds` rounds: each round runs the base once and
+/// then every `(graph, copies)` of `withs`; one result per graph, in their order.
+pub fn per_added_nodes(
+    backend: &mut dyn Backend,
+    plan: &RunPlan,
+    base: &Graph,
+    withs: &[(&Graph, f64)],
+    cpu_clock: bool,
+    rounds: usize,
+) -> Result<Vec<StepPhases>, String> {
+    for (with, _) in withs {
+        backend.check(plan, with).map_err(|e| e.to_string())?;
     }
-    Ok(median_phases(&rounds))
+    let mut per_round: Vec<Vec<StepPhases>> = vec![Vec::new(); withs.len()];
+    for _ in 0..rounds {
+        let b = phases(backend, plan, base, cpu_clock)?;
+        for ((with, copies), measured) in withs.iter().zip(&mut per_round) {
+            let w = phases(backend, plan, with, cpu_clock)?;
+            let per = |a: f64, b: f64| ((a - b) / copies).max(0.0);
+            measured.push(StepPhases {
+                forward: per(w.forward, b.forward),
+                backward: per(w.backward, b.backward),
+                optimizer: 0.0,
+            });
+        }
+    }
+    Ok(per_round.iter().map(|r| median_phases(r)).collect())
 }
 
 /// The median of each phase over rounds.
