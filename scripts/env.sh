@@ -12,12 +12,27 @@ TORCHVISION_VERSION=0.28.0
 CUDA_CCCL_VERSION=13.0.85
 CUDA_CRT_VERSION=13.0.88
 
-if ! "$VENV/bin/python" -c "import torch, torchvision, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
+# Each wheel is checked by name and version (its installed metadata, local tags such as +cu130 dropped), not by a
+# path or an import that another install could satisfy.
+has_wheels() {
+    "$VENV/bin/python" - "$@" <<'PY' 2>/dev/null
+import importlib.metadata as metadata, sys
+pairs = sys.argv[1:]
+for name, version in zip(pairs[::2], pairs[1::2]):
+    try:
+        if metadata.version(name).split("+")[0] != version:
+            sys.exit(1)
+    except metadata.PackageNotFoundError:
+        sys.exit(1)
+PY
+}
+
+if ! has_wheels torch "$TORCH_VERSION" torchvision "$TORCHVISION_VERSION"; then
     echo "==> installing PyTorch $TORCH_VERSION into $VENV (about 5 GB, a few minutes)" >&2
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
 fi
-if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(0 if (m.version('nvidia-cuda-cccl'), m.version('nvidia-cuda-crt')) == ('$CUDA_CCCL_VERSION', '$CUDA_CRT_VERSION') else 1)" 2>/dev/null; then
+if ! has_wheels nvidia-cuda-cccl "$CUDA_CCCL_VERSION" nvidia-cuda-crt "$CUDA_CRT_VERSION"; then
     echo "==> installing the CUDA header wheels the NCCL engine compiles against into $VENV (3.3 MB)" >&2
     "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "nvidia-cuda-cccl==$CUDA_CCCL_VERSION" "nvidia-cuda-crt==$CUDA_CRT_VERSION"
 fi
