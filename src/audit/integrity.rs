@@ -95,17 +95,31 @@ pub fn verify(r: &RunResult) -> Vec<IntegrityIssue> {
 
 fn verify_metrics(c: &mut Checker, r: &RunResult, m: &Metrics) {
     let all = &m.step_times_s;
+    let seen = m.samples_seen.unwrap_or(all.len() as u64);
     if let (RunOutcome::Completed, Budget::Iterations(n)) = (&r.outcome, r.plan.budget) {
-        c.int("metrics.step_times_s", all.len() as u64, n);
+        c.int(if m.samples_seen.is_some() { "metrics.samples_seen" } else { "metrics.step_times_s" }, seen, n);
+    }
+    if let Some(kept) = m.samples_kept {
+        c.int("metrics.step_times_s", all.len() as u64, kept);
     }
     let ss = &m.steady_state;
-    if ss.start_index > all.len() {
-        c.fail("metrics.steady_state.start_index", format!("{} is past the {} samples", ss.start_index, all.len()));
+    if ss.start_index as u64 > seen {
+        c.fail("metrics.steady_state.start_index", format!("{} is past the {seen} samples", ss.start_index));
         return;
     }
     c.int("metrics.steady_state.truncated", ss.truncated as u64, ss.start_index as u64);
     c.int("metrics.steady_state.warmup_iterations", ss.warmup_iterations, r.plan.warmup);
+    match &m.step_indices {
+        None => verify_every_step(c, r, m),
+        Some(indices) => verify_sampled_steps(c, r, m, seen, indices),
+    }
+    verify_derived(c, r, m);
+}
+
+/// A result that kept every step: each statistic recomputed from them.
+fn verify_every_step(c: &mut Checker, r: &RunResult, m: &Metrics) {
     let steady = r.steady_step_times();
+    let steady = steady.as_ref();
     let Some(s) = stats::summarize(steady) else {
         c.fail("metrics.step_times_s", "no steady-state samples".into());
         return;
@@ -130,12 +144,47 @@ fn verify_metrics(c: &mut Checker, r: &RunResult, m: &Metrics) {
     if total > 0.0 {
         let sps = r.plan.batch_size as f64 * steady.len() as f64 / total;
         c.num("metrics.throughput.samples_per_s", m.throughput.samples_per_s, sps);
-        c.num(
-            "metrics.throughput.items_per_s",
-            m.throughput.items_per_s,
-            m.throughput.samples_per_s * m.throughput.items_per_sample as f64,
-        );
     }
+}
+
+/// A result past the step log's cap: its kept steps are a sample, so the figures are checked against what a
+/// sample can tell (its indices, the count, the order of the percentiles, min and max around every kept step,
+/// the throughput from the exact mean).
+fn verify_sampled_steps(c: &mut Checker, r: &RunResult, m: &Metrics, seen: u64, indices: &[u64]) {
+    if indices.len() != m.step_times_s.len() {
+        let lens = format!("{} indices for {} step times", indices.len(), m.step_times_s.len());
+        c.fail("metrics.step_indices", lens);
+        return;
+    }
+    if !indices.windows(2).all(|w| w[0] < w[1]) || indices.last().is_some_and(|&i| i >= seen) {
+        c.fail("metrics.step_indices", format!("not increasing indices below the {seen} measured iterations"));
+    }
+    let st = &m.step_time;
+    c.int("metrics.step_time.n", st.n as u64, seen - m.steady_state.start_index as u64);
+    let steady = r.steady_step_times();
+    if let Some(x) = steady.iter().find(|&&x| x < st.min_s || x > st.max_s) {
+        c.fail("metrics.step_time.min_s", format!("the kept step time {x} is outside [{}, {}]", st.min_s, st.max_s));
+    }
+    let order = [st.min_s * (1.0 - 1e-3), st.p5_s, st.median_s, st.p95_s, st.p99_s, st.max_s * (1.0 + 1e-3)];
+    if !order.windows(2).all(|w| w[0] <= w[1]) {
+        c.fail("metrics.step_time.median_s", format!("min, p5, median, p95, p99, max out of order: {order:?}"));
+    }
+    let [lo, hi] = st.median_ci95_s;
+    if !(lo <= st.median_s * (1.0 + 1e-3) && st.median_s * (1.0 - 1e-3) <= hi) {
+        c.fail("metrics.step_time.median_ci95_s", format!("[{lo}, {hi}] does not contain the median {}", st.median_s));
+    }
+    if st.mean_s > 0.0 {
+        c.num("metrics.throughput.samples_per_s", m.throughput.samples_per_s, r.plan.batch_size as f64 / st.mean_s);
+    }
+}
+
+/// Figures derived from others in the same result, whatever the steps kept.
+fn verify_derived(c: &mut Checker, r: &RunResult, m: &Metrics) {
+    c.num(
+        "metrics.throughput.items_per_s",
+        m.throughput.items_per_s,
+        m.throughput.samples_per_s * m.throughput.items_per_sample as f64,
+    );
     if let (Some(f), Some(a)) = (m.flops.flops_per_sample, m.flops.achieved_flop_per_s) {
         c.num("metrics.flops.achieved_flop_per_s", a, f as f64 * m.throughput.samples_per_s);
         if let (Some(peak), Some(frac)) = (m.flops.peak_flop_per_s, m.flops.fraction) {

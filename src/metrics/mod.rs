@@ -3,7 +3,9 @@
 //!
 //! Definitions:
 //! - Steady state: MSER-5 over the measured whole-iteration times ([`crate::stats::mser5_start`]); every
-//!   statistic below uses the iterations from its start on.
+//!   statistic below uses the iterations from its start on. A run past the step log's cap is summarised from
+//!   the log's blocks and sketch instead of every step ([`steps`]: exact moments, percentiles within the
+//!   sketch's stated error).
 //! - Data phase: the wait for the next batch (stall) plus its copy onto the device; the stall share of the
 //!   mean iteration says how input-bound a run is.
 //! - Throughput: batch size x steady iterations / their summed time (the rate actually sustained, not
@@ -24,14 +26,15 @@ pub mod cpu;
 pub mod nvml;
 pub mod nvml_map;
 pub mod peak;
+pub mod steps;
 
+use trainbench_workload::steplog::StepLog;
 use trainbench_workload::{PhaseTimes, RawMeasurements, RunPlan};
 
 use crate::result::{
     AnalysisSummary, FlopUtilization, FreeRunningThroughput, LossSummary, MemoryBreakdown, MemoryMeasuredSummary,
     Metrics, PhaseBreakdown, PhaseStat, PowerEnergy, Sampled, SteadyState, StepTimeStats, Throughput,
 };
-use crate::stats;
 use collect::CollectorReport;
 use peak::Peak;
 
@@ -66,16 +69,13 @@ pub struct DeriveInput<'a> {
 /// Derive the result metrics; `None` when the backend measured no iteration.
 pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
     let raw = input.raw;
-    let step_times_s: Vec<f64> = raw.steps.iter().map(|p| p.total_s).collect();
-    let mser = stats::mser5(&step_times_s);
-    let start = mser.start;
-    let steady = &step_times_s[start..];
-    let summary = stats::summarize(steady)?;
-    let total: f64 = steady.iter().sum();
+    let figures = steps::step_figures(&raw.steps, input.plan.seed)?;
+    let summary = figures.summary;
+    let start = figures.start as usize;
+    let total = figures.phase_sum.total_s;
     let batch = input.plan.batch_size as f64;
-    let samples_per_s = if total > 0.0 { batch * steady.len() as f64 / total } else { 0.0 };
-    let ci = stats::bootstrap_median_ci(steady, 0.95, stats::BOOTSTRAP_RESAMPLES, input.plan.seed)
-        .unwrap_or((summary.median, summary.median));
+    let samples_per_s = if total > 0.0 { batch * summary.n as f64 / total } else { 0.0 };
+    let ci = figures.median_ci;
 
     let flops_per_sample = input.analysis.map(|a| a.train_flops_per_sample);
     let achieved = flops_per_sample.map(|f| f as f64 * samples_per_s);
@@ -112,15 +112,16 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
             max_s: summary.max,
             outliers: summary.outliers,
             median_ci95_s: [ci.0, ci.1],
+            percentile_relative_error: figures.percentile_error,
         },
         steady_state: SteadyState {
-            warmup_iterations: raw.warmup_steps.len() as u64,
+            warmup_iterations: raw.warmup_steps.len(),
             method: STEADY_STATE_METHOD.to_string(),
             start_index: start,
             truncated: start,
-            reached: !mser.capped,
+            reached: !figures.capped,
         },
-        phases: phases(&raw.steps[start..], input.plan.phase_timing),
+        phases: phases(&figures.phase_sum, summary.n, input.plan.phase_timing),
         gpu,
         flops: FlopUtilization {
             flops_per_sample,
@@ -133,9 +134,12 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
         cpu,
         power,
         memory: memory_breakdown(raw, input.analysis),
-        loss: loss(&raw.losses),
+        loss: loss(&raw.steps),
         time_to_target: raw.target.clone(),
-        step_times_s,
+        samples_seen: Some(figures.seen),
+        samples_kept: Some(figures.kept_times.len() as u64),
+        step_indices: figures.kept_indices,
+        step_times_s: figures.kept_times,
     })
 }
 
@@ -172,9 +176,10 @@ fn gpu_figures(
     }
 }
 
-fn phases(steps: &[PhaseTimes], synchronised: bool) -> PhaseBreakdown {
-    let n = steps.len().max(1) as f64;
-    let mean_of = |f: fn(&PhaseTimes) -> f64| steps.iter().map(f).sum::<f64>() / n;
+/// The phase breakdown from the sum of every phase over `n` steps.
+fn phases(sum: &PhaseTimes, n: usize, synchronised: bool) -> PhaseBreakdown {
+    let n = n.max(1) as f64;
+    let mean_of = |f: fn(&PhaseTimes) -> f64| f(sum) / n;
     let total = mean_of(|p| p.total_s);
     let stat = |mean_s: f64| PhaseStat { mean_s, share: if total > 0.0 { mean_s / total } else { 0.0 } };
     let (data, fwd, bwd, comm, opt) = (
@@ -244,12 +249,13 @@ fn memory(raw: &RawMeasurements) -> MemoryMeasuredSummary {
     }
 }
 
-fn loss(losses: &[f64]) -> Option<LossSummary> {
-    let finite = |x: Option<&f64>| x.copied().filter(|v| v.is_finite());
-    (!losses.is_empty()).then(|| LossSummary {
-        first: finite(losses.first()),
-        last: finite(losses.last()),
-        all_finite: losses.iter().all(|l| l.is_finite()),
+fn loss(steps: &StepLog) -> Option<LossSummary> {
+    let track = steps.losses();
+    let finite = |x: Option<f64>| x.filter(|v| v.is_finite());
+    (track.count > 0).then(|| LossSummary {
+        first: finite(track.first),
+        last: finite(track.last),
+        all_finite: track.all_finite,
     })
 }
 

@@ -1,6 +1,7 @@
 //! Tests of metric derivation on hand-made measurements.
 #![allow(clippy::unwrap_used)]
 
+use trainbench_workload::steplog::{StepLog, WarmupSteps};
 use trainbench_workload::{MemoryMeasured, OptimizerSpec};
 
 use super::*;
@@ -34,9 +35,8 @@ fn raw() -> RawMeasurements {
     let mut steps: Vec<PhaseTimes> = (0..10).map(|_| step(2.0)).collect();
     steps.extend((0..20).map(|_| step(0.5)));
     RawMeasurements {
-        warmup_steps: vec![step(3.0); 2],
-        losses: (0..30).map(|i| 2.0 - i as f64 * 0.01).collect(),
-        steps,
+        warmup_steps: WarmupSteps { count: 2, first: Some(step(3.0)), last: Some(step(3.0)) },
+        steps: StepLog::of(steps.into_iter().enumerate().map(|(i, p)| (p, Some(2.0 - i as f64 * 0.01)))),
         memory: MemoryMeasured {
             weights: 100,
             gradients: 100,

@@ -117,8 +117,9 @@ pub fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_cloc
         (true, Some(a), Some(b)) if wall > 0.0 && b > a => (b - a) / wall,
         _ => 1.0,
     };
-    let n = raw.steps.len().max(1) as f64;
-    let mean = |f: fn(&trainbench_workload::PhaseTimes) -> f64| raw.steps.iter().map(f).sum::<f64>() / n * scale;
+    let all = raw.steps.steady_from(0).block;
+    let n = all.n.max(1) as f64;
+    let mean = |f: fn(&trainbench_workload::PhaseTimes) -> f64| f(&all.sum) / n * scale;
     Ok(StepPhases {
         forward: mean(|s| s.forward_s),
         backward: mean(|s| s.backward_s),

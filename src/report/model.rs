@@ -226,7 +226,7 @@ impl<'a> ConfigRow<'a> {
     }
     /// Steady-state step times of all repeats, pooled, in seconds.
     pub fn pooled_step_times(&self) -> Vec<f64> {
-        self.runs.iter().flat_map(|r| r.steady_step_times().iter().copied()).filter(|x| x.is_finite()).collect()
+        self.runs.iter().flat_map(|r| r.steady_step_times().into_owned()).filter(|x| x.is_finite()).collect()
     }
     /// Median over repeats of the median step time, seconds.
     pub fn median_step_s(&self) -> Option<f64> {

@@ -106,11 +106,17 @@ pub struct LoaderThroughput {
 }
 
 impl RunResult {
-    /// The step times the statistics were computed from: the measured samples from the steady-state start on.
-    pub fn steady_step_times(&self) -> &[f64] {
-        match &self.metrics {
-            Some(m) => m.step_times_s.get(m.steady_state.start_index..).unwrap_or(&[]),
-            None => &[],
+    /// The kept step times from the steady-state start on: the samples the statistics came from (every
+    /// steady step below the step log's cap, a uniform sample of them above it).
+    pub fn steady_step_times(&self) -> std::borrow::Cow<'_, [f64]> {
+        use std::borrow::Cow;
+        let Some(m) = &self.metrics else { return Cow::Borrowed(&[]) };
+        let start = m.steady_state.start_index;
+        match &m.step_indices {
+            None => Cow::Borrowed(m.step_times_s.get(start..).unwrap_or(&[])),
+            Some(indices) => Cow::Owned(
+                indices.iter().zip(&m.step_times_s).filter(|(i, _)| **i >= start as u64).map(|(_, t)| *t).collect(),
+            ),
         }
     }
 }
@@ -193,9 +199,21 @@ pub struct Metrics {
     pub throughput: Throughput,
     /// Statistics of the whole-iteration time over the steady-state samples.
     pub step_time: StepTimeStats,
-    /// Whole-iteration time of every measured iteration, in seconds, in order (warm-up excluded). Statistics
-    /// use `step_times_s[steady_state.start_index..]`; comparisons should bootstrap from the same slice.
+    /// Whole-iteration time of the kept measured iterations, in seconds, in order (warm-up excluded): every
+    /// iteration up to 10,000 of them, beyond that a uniform sample of 10,000 whose indices are in
+    /// `step_indices`. [`RunResult::steady_step_times`] gives the ones from the steady-state start on, which the
+    /// statistics use and comparisons bootstrap from.
     pub step_times_s: Vec<f64>,
+    /// Measured iterations in all (older results: absent, and `step_times_s` holds every one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_seen: Option<u64>,
+    /// Iterations kept in `step_times_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_kept: Option<u64>,
+    /// When the kept iterations are a sample (`samples_seen` > `samples_kept`): the index of each among the
+    /// measured iterations, in order; absent when every iteration is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_indices: Option<Vec<u64>>,
     /// How the warm-up transient was removed.
     pub steady_state: SteadyState,
     /// Mean time and share of each phase of an iteration.
@@ -279,8 +297,14 @@ pub struct StepTimeStats {
     pub max_s: f64,
     /// Iterations outside Tukey's fences (below Q1 - 1.5 IQR or above Q3 + 1.5 IQR); kept in the statistics.
     pub outliers: usize,
-    /// Bootstrap 95% confidence interval of the median, `[low, high]` (seeded, deterministic).
+    /// Bootstrap 95% confidence interval of the median, `[low, high]` (seeded, deterministic), from the kept
+    /// steady-state samples.
     pub median_ci95_s: [f64; 2],
+    /// Past the step log's cap (`metrics.samples_seen` > `metrics.samples_kept`), the percentiles, the median
+    /// and the outlier count come from a quantile sketch, within this relative error; absent when they are
+    /// exact (every step kept). Count, mean, stdev, min and max are exact either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentile_relative_error: Option<f64>,
 }
 
 /// How the warm-up transient was cut from the measured iterations.

@@ -38,17 +38,31 @@ pub fn progress_interval_from_env() -> Result<Option<Duration>, String> {
 /// Ctrl-C presses seen by this process.
 static INTERRUPTS: AtomicUsize = AtomicUsize::new(0);
 
-/// Install the Ctrl-C handler (once per process): the first press asks the runner to stop after the current
-/// iteration, keeping finished runs; the second exits immediately with status 130.
+/// Signals after which the process exits at once, losing the run in progress: the first asks for a stop, the
+/// second only says that the result is still being written (finishing takes at most a few seconds, whatever
+/// the run's length), the third exits.
+pub const SIGNALS_TO_EXIT: usize = 3;
+
+/// Install the handler of Ctrl-C, SIGTERM and SIGHUP (once per process): the first asks the runner to stop
+/// after the current iteration and write its result as `interrupted`, keeping finished runs; the second waits
+/// for that result to be written (a stop must never leave nothing on disk); the third
+/// ([`SIGNALS_TO_EXIT`]) exits at once with status 130.
 pub fn install_interrupt_handler() {
     static INSTALLED: OnceLock<bool> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         ctrlc::set_handler(|| {
-            if INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
-                eprintln!("\ninterrupted twice: exiting without finishing the current run");
-                std::process::exit(130);
-            }
-            eprintln!("\ninterrupt: stopping after the current iteration (press Ctrl-C again to exit now)");
+            let message = match INTERRUPTS.fetch_add(1, Ordering::SeqCst) + 1 {
+                1 => "interrupt: stopping after the current iteration; its result will be written as interrupted",
+                n if n < SIGNALS_TO_EXIT => {
+                    "interrupt: still writing the current run's result, wait a few seconds (press Ctrl-C once \
+                     more to exit now and lose it)"
+                }
+                _ => {
+                    eprintln!("\ninterrupted {SIGNALS_TO_EXIT} times: exiting without the current run's result");
+                    std::process::exit(130);
+                }
+            };
+            eprintln!("\n{message}");
         })
         .is_ok()
     });
@@ -242,10 +256,38 @@ struct LogLines {
     budget: Budget,
     interval: Duration,
     next_due: Instant,
-    /// Step times of the warm-up iterations so far, seconds.
-    warmup_s: Vec<f64>,
-    /// Step times of the measured iterations so far, seconds.
-    measured_s: Vec<f64>,
+    /// The warm-up iterations so far.
+    warmup_s: Recent,
+    /// The measured iterations so far.
+    measured_s: Recent,
+}
+
+/// Most recent step times a progress line's median is taken over.
+const RECENT_STEPS: usize = 1001;
+
+/// The iterations of one phase so far: how many, their summed time, and the last [`RECENT_STEPS`] times (the
+/// median of a progress line is that of the recent steps, so a line costs the same however long the run).
+#[derive(Debug, Default)]
+struct Recent {
+    count: u64,
+    sum_s: f64,
+    last: std::collections::VecDeque<f64>,
+}
+
+impl Recent {
+    fn push(&mut self, step_s: f64) {
+        self.count += 1;
+        self.sum_s += step_s;
+        if self.last.len() == RECENT_STEPS {
+            self.last.pop_front();
+        }
+        self.last.push_back(step_s);
+    }
+
+    fn median(&self) -> f64 {
+        let (a, b) = self.last.as_slices();
+        crate::stats::median(&[a, b].concat()).unwrap_or(0.0)
+    }
 }
 
 impl LogLines {
@@ -256,8 +298,8 @@ impl LogLines {
             budget: plan.budget,
             interval,
             next_due: Instant::now() + interval,
-            warmup_s: Vec::new(),
-            measured_s: Vec::new(),
+            warmup_s: Recent::default(),
+            measured_s: Recent::default(),
         }
     }
 
@@ -278,34 +320,23 @@ impl LogLines {
     /// The progress line: `progress <label>: <warm-up i/N | measured i/N>, median step <t>, ETA <t>`; the median is
     /// that of the phase the run is in, since warm-up steps are slower.
     fn line(&self) -> String {
-        let spent: f64 = self.measured_s.iter().sum();
-        let done = self.measured_s.len();
+        let spent = self.measured_s.sum_s;
+        let done = self.measured_s.count;
         let (phase, median) = if done == 0 {
-            (format!("warm-up {}/{}", self.warmup_s.len(), self.warmup), median(&self.warmup_s))
+            (format!("warm-up {}/{}", self.warmup_s.count, self.warmup), self.warmup_s.median())
         } else {
             let phase = match self.budget {
                 Budget::Iterations(n) => format!("measured {done}/{n}"),
                 Budget::Seconds(budget) => format!("measured {spent:.1}/{budget} s ({done} iterations)"),
             };
-            (phase, median(&self.measured_s))
+            (phase, self.measured_s.median())
         };
-        let warmup_left = self.warmup.saturating_sub(self.warmup_s.len() as u64) as f64 * median;
+        let warmup_left = self.warmup.saturating_sub(self.warmup_s.count) as f64 * median;
         let eta_s = match self.budget {
-            Budget::Iterations(n) => warmup_left + n.saturating_sub(done as u64) as f64 * median,
+            Budget::Iterations(n) => warmup_left + n.saturating_sub(done) as f64 * median,
             Budget::Seconds(budget) => warmup_left + (budget - spent).max(0.0),
         };
         format!("progress {}: {phase}, median step {}, ETA {}", self.label, step_time(median), eta(eta_s))
-    }
-}
-
-/// The median of `values` (0 when there are none).
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 
@@ -371,7 +402,7 @@ mod tests {
         l.step(true, f64::NAN);
         l.step(true, -1.0);
         assert_eq!(l.line(), "progress [2/4] m.b8: measured 2/3, median step 0.000 ms, ETA 0.0 s");
-        assert_eq!(median(&[]), 0.0);
+        assert_eq!(Recent::default().median(), 0.0);
         assert_eq!(eta(f64::INFINITY), "0.0 s");
         assert_eq!(eta(7265.0), "2 h 01 min");
     }

@@ -15,6 +15,7 @@ use trainbench_workload::comm::{
 };
 use trainbench_workload::data::BatchSource;
 use trainbench_workload::engines::Rendezvous;
+use trainbench_workload::steplog::StepLog;
 use trainbench_workload::{
     Backend, BackendError, DeviceSelector, Graph, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
 };
@@ -140,10 +141,9 @@ pub fn launcher_local_rank() -> usize {
 struct RankReport {
     rank: usize,
     host: String,
-    /// A worker's measured steps (empty for a server).
-    steps: Vec<PhaseTimes>,
-    /// A worker's loss at each measured step (the mean over its slice of the global batch).
-    losses: Vec<f64>,
+    /// A worker's measured steps and losses (each the mean over its slice of the global batch), bounded
+    /// whatever the run's length; empty for a server.
+    steps: StepLog,
     /// A worker's digest of its trained weights.
     weights_digest: Option<String>,
     /// A worker's exchange traffic.
@@ -263,7 +263,6 @@ impl Ranks {
             rank: self.rank(),
             host: self.host.clone(),
             steps: raw.steps.clone(),
-            losses: raw.losses.clone(),
             weights_digest: raw.weights_digest.clone(),
             bytes_sent: stats.bytes_sent,
             exchanged_steps: stats.steps,
@@ -287,8 +286,7 @@ impl Ranks {
         let report = RankReport {
             rank: self.rank(),
             host: self.host.clone(),
-            steps: Vec::new(),
-            losses: Vec::new(),
+            steps: StepLog::new(),
             weights_digest: None,
             bytes_sent: served.bytes_sent,
             exchanged_steps: served.steps,
@@ -305,7 +303,7 @@ impl Ranks {
     }
 
     /// Rank 0's measurements with each step replaced by the slowest worker's and each loss by the workers'
-    /// mean, and the distributed section.
+    /// mean ([`StepLog::slowest_of`]), and the distributed section.
     fn merge(
         &self,
         plan: &RunPlan,
@@ -314,27 +312,16 @@ impl Ranks {
         gradient_bytes: u64,
     ) -> (RawMeasurements, DistributedResult) {
         let workers: Vec<&RankReport> = all.iter().filter(|r| r.server.is_none()).collect();
-        for (i, step) in raw.steps.iter_mut().enumerate() {
-            if let Some(slowest) = workers
-                .iter()
-                .filter_map(|r| r.steps.get(i))
-                .max_by(|a, b| a.total_s.partial_cmp(&b.total_s).unwrap_or(std::cmp::Ordering::Equal))
-            {
-                *step = *slowest;
-            }
-        }
-        // Equal slices: the loss of the global batch is the mean of the workers' losses.
-        for (i, loss) in raw.losses.iter_mut().enumerate() {
-            let each: Vec<f64> = workers.iter().filter_map(|r| r.losses.get(i).copied()).collect();
-            if each.len() == workers.len() && !each.is_empty() {
-                *loss = each.iter().sum::<f64>() / each.len() as f64;
-            }
+        let logs: Vec<&StepLog> = workers.iter().map(|r| &r.steps).collect();
+        if let Some(merged) = StepLog::slowest_of(&logs) {
+            raw.steps = merged;
         }
         let ranks = workers.iter().map(|r| RankPhases { rank: r.rank, mean: mean_phases(&r.steps) }).collect();
         let per_step = |r: &RankReport| r.bytes_sent.checked_div(r.exchanged_steps).unwrap_or(0);
         let bytes_sent_per_step = workers.first().map_or(0, |r| per_step(r));
-        let comm: Vec<f64> = raw.steps.iter().map(|s| s.comm_s).filter(|&c| c > 0.0).collect();
-        let shares: Vec<f64> = raw.steps.iter().filter(|s| s.total_s > 0.0).map(|s| s.comm_s / s.total_s).collect();
+        let kept: Vec<PhaseTimes> = raw.steps.kept().iter().map(|k| k.phases).collect();
+        let comm: Vec<f64> = kept.iter().map(|s| s.comm_s).filter(|&c| c > 0.0).collect();
+        let shares: Vec<f64> = kept.iter().filter(|s| s.total_s > 0.0).map(|s| s.comm_s / s.total_s).collect();
         let algorithm = median(&comm).map(|t| gradient_bytes as f64 / t / 1e9);
         let bus = match plan.strategy {
             DataParallel::AllReduce => {
@@ -376,9 +363,11 @@ pub fn expected_bytes_sent(strategy: DataParallel, gradient_bytes: u64, workers:
     }
 }
 
-fn mean_phases(steps: &[PhaseTimes]) -> PhaseTimes {
-    let n = steps.len().max(1) as f64;
-    let sum = |f: fn(&PhaseTimes) -> f64| steps.iter().map(f).sum::<f64>() / n;
+/// The mean of each phase over every step of a worker's log.
+fn mean_phases(steps: &StepLog) -> PhaseTimes {
+    let all = steps.steady_from(0).block;
+    let n = all.n.max(1) as f64;
+    let sum = |f: fn(&PhaseTimes) -> f64| f(&all.sum) / n;
     PhaseTimes {
         data_s: sum(|p| p.data_s),
         stall_s: sum(|p| p.stall_s),

@@ -83,17 +83,21 @@ fn tch_cpu_and_wgpu_agree_on_three_zoo_models() {
         assert_eq!(wgpu.memory.gradients, 4 * parameters, "{name}: wgpu gradient bytes");
         assert_eq!(tch.memory.weights, wgpu.memory.weights, "{name}: weight bytes");
 
-        assert_eq!(tch.losses.len(), 6, "{name}: step 0 and 5 SGD steps");
+        assert_eq!(tch.steps.loss_values().len(), 6, "{name}: step 0 and 5 SGD steps");
         eprintln!(
             "{name:<18} {parameters:>7} parameters  max relative loss difference {:.2e} (preset {}, {})  {:.1} s",
-            max_relative_error(&wgpu.losses, &tch.losses),
+            max_relative_error(&wgpu.steps.loss_values(), &tch.steps.loss_values()),
             preset.name(),
             adapter.info.name,
             started.elapsed().as_secs_f64()
         );
-        let step0 = compare(&wgpu.losses[..1], &tch.losses[..1], base);
-        if let Err(d) = step0.and_then(|()| compare(&wgpu.losses, &tch.losses, preset)) {
-            failures.push(format!("{name}: {d}\n  wgpu {:?}\n  tch  {:?}", wgpu.losses, tch.losses));
+        let step0 = compare(&wgpu.steps.loss_values()[..1], &tch.steps.loss_values()[..1], base);
+        if let Err(d) = step0.and_then(|()| compare(&wgpu.steps.loss_values(), &tch.steps.loss_values(), preset)) {
+            failures.push(format!(
+                "{name}: {d}\n  wgpu {:?}\n  tch  {:?}",
+                wgpu.steps.loss_values(),
+                tch.steps.loss_values()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

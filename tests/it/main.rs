@@ -27,6 +27,7 @@ mod handoff;
 mod image_folder;
 mod isolation;
 mod local_data;
+mod long_runs;
 mod mock_pipeline;
 mod no_panic;
 mod plan_refusals;

@@ -196,7 +196,8 @@ impl Backend for SelfStopping {
         let p = PhaseTimes { total_s: 0.01, forward_s: 0.01, ..PhaseTimes::default() };
         ctx.probe.step(0, true, &p);
         std::thread::sleep(std::time::Duration::from_millis(5));
-        Ok(RawMeasurements { steps: vec![p], losses: vec![1.0], interrupted: true, ..RawMeasurements::default() })
+        let steps = trainbench_workload::steplog::StepLog::of([(p, Some(1.0))]);
+        Ok(RawMeasurements { steps, interrupted: true, ..RawMeasurements::default() })
     }
 }
 

@@ -181,7 +181,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let mut times: Vec<f64> = raw.steps.iter().map(|s| s.total_s).collect();
+    let mut times: Vec<f64> = raw.steps.phases().iter().map(|s| s.total_s).collect();
     times.sort_by(f64::total_cmp);
     let median = times[times.len() / 2];
     let mean = times.iter().sum::<f64>() / times.len() as f64;
@@ -201,8 +201,8 @@ fn main() -> ExitCode {
         mean,
         cpu,
         items / median,
-        raw.losses.first().copied().unwrap_or(f64::NAN),
-        raw.losses.last().copied().unwrap_or(f64::NAN),
+        raw.steps.losses().first.unwrap_or(f64::NAN),
+        raw.steps.losses().last.unwrap_or(f64::NAN),
     );
     ExitCode::SUCCESS
 }

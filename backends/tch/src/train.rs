@@ -369,7 +369,7 @@ impl<'a> Session<'a> {
                 t.trained(p.total_s);
             }
             probe.step(index, false, &p);
-            out.warmup_steps.push(p);
+            out.warmup_steps.record(p);
             index += 1;
             if self.common.agreed_stop {
                 out.interrupted = true;
@@ -411,9 +411,9 @@ impl<'a> Session<'a> {
                 (false, false) => StopWish::Continue,
             };
             let (p, loss) = self.step(index, &mut source, &mut clock)?;
-            out.losses.push(loss.f_double_value(&[]).map_err(|e| map(e, batch))?);
+            let loss = loss.f_double_value(&[]).map_err(|e| map(e, batch))?;
             probe.step(index, true, &p);
-            out.steps.push(p);
+            out.steps.record(p, Some(loss));
             index += 1;
             measured += 1;
             if distributed && self.common.agreed_stop {

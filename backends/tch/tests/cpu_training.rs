@@ -41,10 +41,15 @@ fn ends(losses: &[f64], k: usize) -> (f64, f64) {
 
 fn assert_learns(graph: &Graph, plan: &RunPlan) {
     let raw = run(plan, graph);
-    assert_eq!(raw.losses.len() as u64, 20);
-    assert!(raw.losses.iter().all(|l| l.is_finite()), "{}: {:?}", graph.name, raw.losses);
-    let (first, last) = ends(&raw.losses, 4);
-    assert!(last < first * 0.97, "{}: loss did not decrease: {first} -> {last} ({:?})", graph.name, raw.losses);
+    assert_eq!(raw.steps.loss_values().len() as u64, 20);
+    assert!(raw.steps.loss_values().iter().all(|l| l.is_finite()), "{}: {:?}", graph.name, raw.steps.loss_values());
+    let (first, last) = ends(&raw.steps.loss_values(), 4);
+    assert!(
+        last < first * 0.97,
+        "{}: loss did not decrease: {first} -> {last} ({:?})",
+        graph.name,
+        raw.steps.loss_values()
+    );
 }
 
 #[test]
@@ -103,9 +108,9 @@ fn wgan_gp_trains_critic_and_generator() {
     let opt =
         trainbench_workload::OptimizerSpec::Adam { lr: 1e-3, beta1: 0.5, beta2: 0.9, eps: 1e-8, weight_decay: 0.0 };
     let raw = run(&plan(8, 20, opt), &g);
-    assert!(raw.losses.iter().all(|l| l.is_finite()), "{:?}", raw.losses);
+    assert!(raw.steps.loss_values().iter().all(|l| l.is_finite()), "{:?}", raw.steps.loss_values());
     // The critic learns to separate real from generated data: its loss falls below where it started.
-    let (first, last) = ends(&raw.losses, 4);
+    let (first, last) = ends(&raw.steps.loss_values(), 4);
     assert!(last < first, "critic loss {first} -> {last}");
     // Both halves' gradients are measured.
     let params: u64 = g.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
@@ -117,7 +122,7 @@ fn wgan_gp_trains_critic_and_generator() {
         *loss = trainbench_workload::graph::LossKind::Wasserstein { gp_weight: 0.0 };
     }
     let raw0 = run(&plan(8, 1, opt_clone()), &g0);
-    assert_ne!(raw0.losses[0], raw.losses[0]);
+    assert_ne!(raw0.steps.loss_values()[0], raw.steps.loss_values()[0]);
 }
 
 #[test]
@@ -149,11 +154,11 @@ fn same_seed_gives_same_losses() {
     let p = plan(8, 6, sgd(0.05));
     let a = run(&p, &g);
     let b = run(&p, &g);
-    assert_eq!(a.losses[0], b.losses[0]);
-    assert_eq!(a.losses[5], b.losses[5]);
+    assert_eq!(a.steps.loss_values()[0], b.steps.loss_values()[0]);
+    assert_eq!(a.steps.loss_values()[5], b.steps.loss_values()[5]);
     let mut other = p.clone();
     other.seed = 8;
-    assert_ne!(run(&other, &g).losses[0], a.losses[0]);
+    assert_ne!(run(&other, &g).steps.loss_values()[0], a.steps.loss_values()[0]);
 }
 
 #[derive(Default)]
@@ -179,12 +184,12 @@ fn phases_are_timed_and_reported_to_the_probe() {
     let mut rec = Recorder::default();
     let raw = TchBackend::new().run(&p, &g, &mut rec).unwrap();
     assert_eq!(raw.warmup_steps.len(), 2);
-    assert_eq!(raw.steps.len(), 3);
+    assert_eq!(raw.steps.seen(), 3);
     assert_eq!(
         rec.seen.iter().map(|s| (s.0, s.1)).collect::<Vec<_>>(),
         [(0, false), (1, false), (2, true), (3, true), (4, true)]
     );
-    for s in &raw.steps {
+    for s in &raw.steps.phases() {
         assert!(s.data_s > 0.0 && s.forward_s > 0.0 && s.backward_s > 0.0 && s.optimizer_s > 0.0, "{s:?}");
         let sum = s.data_s + s.forward_s + s.backward_s + s.optimizer_s;
         assert!(sum <= s.total_s * 1.0001 && sum > 0.9 * s.total_s, "{s:?}");
@@ -200,17 +205,17 @@ fn a_stopping_probe_interrupts_the_run_and_keeps_measured_steps() {
     let mut rec = Recorder { stop_after: Some(3), ..Default::default() };
     let raw = TchBackend::new().run(&plan(4, 100, sgd(0.01)), &g, &mut rec).unwrap();
     assert!(raw.interrupted);
-    assert_eq!(raw.steps.len(), 3);
-    assert_eq!(raw.losses.len(), 3);
+    assert_eq!(raw.steps.seen(), 3);
+    assert_eq!(raw.steps.loss_values().len(), 3);
 }
 
 #[test]
 fn bf16_autocast_trains_on_cpu() {
     // Autocast is really on: the first loss (same weights, same data) moves by bf16 rounding, not more.
-    let fp32 = run(&plan(8, 1, sgd(0.05)), &small_cnn()).losses[0];
+    let fp32 = run(&plan(8, 1, sgd(0.05)), &small_cnn()).steps.loss_values()[0];
     let mut p = plan(8, 1, sgd(0.05));
     p.precision = Precision::Bf16;
-    let bf16 = run(&p, &small_cnn()).losses[0];
+    let bf16 = run(&p, &small_cnn()).steps.loss_values()[0];
     assert!(bf16 != fp32 && ((bf16 - fp32) / fp32).abs() < 0.05, "fp32 {fp32} bf16 {bf16}");
     for g in [small_cnn(), attention_block()] {
         let mut p = plan(8, 20, adam(0.01));
@@ -349,7 +354,7 @@ fn allocation_failure_is_out_of_memory_and_the_next_run_works() {
     let err = be.run(&plan(1 << 20, 1, sgd(0.01)), &g2, &mut NoProbe).unwrap_err();
     assert!(matches!(err, BackendError::OutOfMemory { batch_size: 1048576, .. }), "{err}");
     // The backend is still usable.
-    assert_eq!(be.run(&plan(4, 2, sgd(0.01)), &mlp(), &mut NoProbe).unwrap().steps.len(), 2);
+    assert_eq!(be.run(&plan(4, 2, sgd(0.01)), &mlp(), &mut NoProbe).unwrap().steps.seen(), 2);
 }
 
 #[test]

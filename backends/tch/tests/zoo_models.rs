@@ -45,8 +45,8 @@ fn every_zoo_family_trains_and_allocates_what_the_analysis_counts() {
         match be.check(&plan, &graph).and_then(|()| be.run(&plan, &graph, &mut NoProbe)) {
             Ok(raw) => {
                 let a = analyze(&graph);
-                if !raw.losses.iter().all(|l| l.is_finite()) {
-                    failures.push(format!("{family}: losses {:?}", raw.losses));
+                if !raw.steps.loss_values().iter().all(|l| l.is_finite()) {
+                    failures.push(format!("{family}: losses {:?}", raw.steps.loss_values()));
                 }
                 if raw.memory.weights != (a.parameters + a.buffers) * 4 {
                     failures.push(format!(

@@ -83,10 +83,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..RunPlan::for_tests(&graph.name, iterations)
         };
         let out = backend.run(&plan, &graph, &mut NoProbe)?;
-        let step = median(out.steps.iter().map(|s| s.total_s).collect());
-        let fwd = median(out.steps.iter().map(|s| s.forward_s).collect());
-        let bwd = median(out.steps.iter().map(|s| s.backward_s).collect());
-        let opt = median(out.steps.iter().map(|s| s.optimizer_s).collect());
+        let step = median(out.steps.phases().iter().map(|s| s.total_s).collect());
+        let fwd = median(out.steps.phases().iter().map(|s| s.forward_s).collect());
+        let bwd = median(out.steps.phases().iter().map(|s| s.backward_s).collect());
+        let opt = median(out.steps.phases().iter().map(|s| s.optimizer_s).collect());
         let flops = 3.0 * forward_flops(&graph, batch);
         println!(
             "| {} | {batch} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.2} |",

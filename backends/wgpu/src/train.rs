@@ -107,7 +107,7 @@ pub fn train(
             let since = *measured_since.get_or_insert_with(Instant::now);
             let done = match (&mut tracker, plan.budget) {
                 (Some(t), _) => t.finished(started.elapsed().as_secs_f64()),
-                (None, Budget::Iterations(n)) => out.steps.len() as u64 >= n,
+                (None, Budget::Iterations(n)) => out.steps.seen() >= n,
                 (None, Budget::Seconds(s)) => !out.steps.is_empty() && since.elapsed().as_secs_f64() >= s,
             };
             if done {
@@ -175,10 +175,9 @@ pub fn train(
         };
         ctx.probe.step(step, measured, &phases);
         if measured {
-            out.steps.push(phases);
-            out.losses.push(f64::from(loss_value));
+            out.steps.record(phases, Some(f64::from(loss_value)));
         } else {
-            out.warmup_steps.push(phases);
+            out.warmup_steps.record(phases);
         }
         step += 1;
         if let Some(t) = tracker.as_mut() {

@@ -48,9 +48,9 @@ fn train(name: &str, optimizer: OptimizerSpec, iterations: u64) -> Vec<f64> {
     let mut p = plan(8, iterations, optimizer);
     p.id = name.into();
     let out = WgpuBackend::new().run(&p, &graph, &mut NoProbe).expect("run succeeds");
-    assert_eq!(out.losses.len() as u64, iterations);
-    assert!(out.losses.iter().all(|l| l.is_finite()), "{name}: {:?}", out.losses);
-    out.losses
+    assert_eq!(out.steps.loss_values().len() as u64, iterations);
+    assert!(out.steps.loss_values().iter().all(|l| l.is_finite()), "{name}: {:?}", out.steps.loss_values());
+    out.steps.loss_values()
 }
 
 /// The pool cycles 4 batches, so compare the loss on batch 0 at the start with its loss on a later pass: it
@@ -103,12 +103,12 @@ fn measurements_are_complete_and_probe_can_stop() {
     let mut rec = Recorder::default();
     let out = WgpuBackend::new().run(&p, &graph, &mut rec).expect("run");
     assert_eq!(out.warmup_steps.len(), 2);
-    assert_eq!(out.steps.len(), 3);
+    assert_eq!(out.steps.seen(), 3);
     assert_eq!(
         rec.calls.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(),
         vec![(0, false), (1, false), (2, true), (3, true), (4, true)]
     );
-    for s in &out.steps {
+    for s in &out.steps.phases() {
         let parts = s.data_s + s.forward_s + s.backward_s + s.optimizer_s;
         assert!(s.forward_s > 0.0 && s.backward_s > 0.0 && s.optimizer_s > 0.0, "{s:?}");
         assert!((parts - s.total_s).abs() < 1e-3, "{s:?}");
@@ -131,7 +131,7 @@ fn measurements_are_complete_and_probe_can_stop() {
     p.phase_timing = false;
     let out = WgpuBackend::new().run(&p, &graph, &mut rec).expect("run");
     assert!(out.interrupted);
-    assert_eq!(out.steps.len(), 2);
+    assert_eq!(out.steps.seen(), 2);
 }
 
 /// The refusal of `check`, which `supports` (plan time, no device) must give as well.

@@ -337,14 +337,13 @@ pub struct DeviceInfo {
 }
 
 /// Everything a backend measured in one run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RawMeasurements {
-    /// Per-iteration phase times of warm-up iterations.
-    pub warmup_steps: Vec<PhaseTimes>,
-    /// Per-iteration phase times of measured iterations.
-    pub steps: Vec<PhaseTimes>,
-    /// Loss value at each measured iteration.
-    pub losses: Vec<f64>,
+    /// The warm-up iterations: how many, the first and the last.
+    pub warmup_steps: crate::steplog::WarmupSteps,
+    /// The measured iterations' phase times and losses, in memory bounded whatever the run's length
+    /// ([`crate::steplog::StepLog`]).
+    pub steps: crate::steplog::StepLog,
     /// Memory.
     pub memory: MemoryMeasured,
     /// The device actually used.

@@ -5,10 +5,12 @@
 
 use crate::graph::{Graph, InputKind, LossKind, Node, NodeId, Op};
 use crate::params::{Init, ParamDecl};
+use crate::steplog::SplitMix64;
 
-/// A small, fast, well-mixed generator (SplitMix64); ample for initialisation and synthetic data.
+/// A small, fast, well-mixed generator ([`SplitMix64`]) seeded per stream; ample for initialisation and
+/// synthetic data.
 #[derive(Debug, Clone)]
-pub struct SeededRng(u64);
+pub struct SeededRng(SplitMix64);
 
 impl SeededRng {
     /// A generator for `seed` and a stream name (tensor or input name).
@@ -19,18 +21,14 @@ impl SeededRng {
             h ^= u64::from(*b);
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
-        let mut rng = SeededRng(h ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng = SeededRng(SplitMix64::new(h ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)));
         rng.next_u64();
         rng
     }
 
     /// Next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `[0, 1)` with 24 bits of precision (exact in f32).

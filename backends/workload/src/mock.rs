@@ -277,12 +277,12 @@ impl Backend for MockBackend {
                 t.trained(p.total_s);
             }
             ctx.probe.step(index, false, &p);
-            raw.warmup_steps.push(p);
+            raw.warmup_steps.record(p);
             index += 1;
         }
         let measure_start = simulated;
         loop {
-            let measured = raw.steps.len() as u64;
+            let measured = raw.steps.seen();
             let done = match (&mut tracker, plan.budget) {
                 (Some(t), _) => t.finished(simulated),
                 (None, Budget::Iterations(n)) => measured >= n,
@@ -299,8 +299,7 @@ impl Backend for MockBackend {
             let p = iteration(index);
             simulated += p.total_s;
             ctx.probe.step(index, true, &p);
-            raw.steps.push(p);
-            raw.losses.push(loss);
+            raw.steps.record(p, Some(loss));
             index += 1;
             if let Some(t) = tracker.as_mut() {
                 t.trained(p.total_s);

@@ -28,7 +28,7 @@ fn deterministic_and_named_as_a_mock() {
     let a = MockBackend::default().run(&p, &g, &mut NoProbe).unwrap();
     let b = MockBackend::default().run(&p, &g, &mut NoProbe).unwrap();
     assert_eq!(a, b);
-    assert_eq!((a.warmup_steps.len(), a.steps.len(), a.losses.len()), (3, 20, 20));
+    assert_eq!((a.warmup_steps.len(), a.steps.seen(), a.steps.loss_values().len()), (3, 20, 20));
     assert!(a.device.as_ref().unwrap().name.contains("mock"));
     assert!(!a.interrupted);
     let other_seed = MockBackend::default().run(&RunPlan { seed: 6, ..p }, &g, &mut NoProbe).unwrap();
@@ -48,11 +48,11 @@ fn step_time_follows_flops_and_slowdown() {
     let slow = MockBackend::new(MockConfig { slowdown: 1.5, ..cfg }).run(&p, &graph(128), &mut NoProbe).unwrap();
     assert!((last(&slow) / last(&small) - 1.5).abs() < 1e-9);
     // Phases add up to the total.
-    let s = small.steps[0];
+    let s = small.steps.phases()[0];
     let sum = s.data_s + s.forward_s + s.backward_s + s.comm_s + s.optimizer_s;
     assert!((sum - s.total_s).abs() < 1e-12);
     // Warm-up is slower than steady state (a decaying transient).
-    assert!(small.warmup_steps[0].total_s > 2.0 * last(&small));
+    assert!(small.warmup_steps.first.unwrap().total_s > 2.0 * last(&small));
 }
 
 #[test]
@@ -76,7 +76,7 @@ fn the_fail_hook_fails_only_its_repeat() {
 fn time_budget_is_simulated_time() {
     let p = plan(8, Budget::Seconds(0.01));
     let r = MockBackend::default().run(&p, &graph(128), &mut NoProbe).unwrap();
-    let total: f64 = r.steps.iter().map(|s| s.total_s).sum();
+    let total: f64 = r.steps.phases().iter().map(|s| s.total_s).sum();
     assert!(total >= 0.01 && total - r.steps.last().unwrap().total_s < 0.01);
 }
 
@@ -95,7 +95,7 @@ fn should_stop_keeps_what_was_measured() {
     let mut probe = StopAfter(7, 0);
     let r = MockBackend::default().run(&plan(8, Budget::Iterations(100)), &graph(64), &mut probe).unwrap();
     assert!(r.interrupted);
-    assert_eq!((r.warmup_steps.len(), r.steps.len()), (3, 4));
+    assert_eq!((r.warmup_steps.len(), r.steps.seen()), (3, 4));
 }
 
 #[test]
@@ -122,8 +122,8 @@ fn trains_on_the_batches_given_and_evaluates_to_a_target() {
     // 3 warm-up steps and one measured step complete the first epoch of 4 batches; it predicts class 7.
     assert!(t.reached, "{t:?}");
     assert_eq!((t.steps_to_target, t.epochs_to_target, t.eval_samples), (Some(4), Some(1.0), 10));
-    assert_eq!(out.steps.len(), 1);
-    assert!(out.steps.iter().all(|s| s.stall_s == 0.0 && s.copy_s == s.data_s));
+    assert_eq!(out.steps.seen(), 1);
+    assert!(out.steps.phases().iter().all(|s| s.stall_s == 0.0 && s.copy_s == s.data_s));
     // Random labels never reach it: the budget ends the run after 5 epochs, evaluated each epoch.
     let eval = EvalSet { batches: synthetic_batches(&g, 5, 1, 2), origin: "memory".into() };
     let mut source = MemorySource::new(synthetic_batches(&g, 8, 2, 4));

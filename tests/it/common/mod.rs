@@ -244,7 +244,11 @@ impl Synth {
                     max_s: s.max,
                     outliers: s.outliers,
                     median_ci95_s: [ci.0, ci.1],
+                    percentile_relative_error: None,
                 },
+                samples_seen: Some(steps.len() as u64),
+                samples_kept: Some(steps.len() as u64),
+                step_indices: None,
                 step_times_s: steps.clone(),
                 steady_state: SteadyState {
                     warmup_iterations: 5,

@@ -31,12 +31,12 @@ pub fn train_on(
     let mut probe = NoProbe;
     let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: None };
     let out = backend.run_in(plan, graph, &mut ctx)?;
-    assert_eq!(out.losses.len(), out.steps.len(), "{}: a loss per measured step", backend.name());
-    for p in &out.steps {
+    assert_eq!(out.steps.loss_values().len() as u64, out.steps.seen(), "{}: a loss per measured step", backend.name());
+    for p in &out.steps.phases() {
         let sum = p.stall_s + p.copy_s;
         assert!((p.data_s - sum).abs() <= 1e-9 * p.data_s.max(1.0), "{}: data_s {p:?}", backend.name());
     }
-    Ok(out.losses)
+    Ok(out.steps.loss_values())
 }
 
 /// The batches given are the batches trained on: the synthetic batches handed through a source give the
@@ -48,9 +48,13 @@ pub fn given_batches_are_trained_on(backend: &mut dyn Backend, device: DeviceSel
     let synthetic = backend.run(&plan, &graph, &mut NoProbe).unwrap_or_else(|e| panic!("{name}: {e}"));
     let given = train_on(backend, &plan, &graph, synthetic_batches(&graph, plan.batch_size, plan.seed, 4))
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert_eq!(given.len(), synthetic.losses.len(), "{name}");
-    for (a, b) in synthetic.losses.iter().zip(&given) {
-        assert!((a - b).abs() <= 1e-5 * a.abs().max(1.0), "{name}: synthetic {:?} given {given:?}", synthetic.losses);
+    assert_eq!(given.len(), synthetic.steps.loss_values().len(), "{name}");
+    for (a, b) in synthetic.steps.loss_values().iter().zip(&given) {
+        assert!(
+            (a - b).abs() <= 1e-5 * a.abs().max(1.0),
+            "{name}: synthetic {:?} given {given:?}",
+            synthetic.steps.loss_values()
+        );
     }
 }
 
@@ -138,6 +142,6 @@ pub fn evaluation_reaches_full_accuracy(backend: &mut dyn Backend, device: Devic
     let last = t.curve.last().and_then(|p| p.accuracy);
     assert_eq!(last, Some(1.0), "{name}");
     assert!(t.curve.iter().all(|p| p.accuracy.is_some_and(|a| (0.0..=1.0).contains(&a)) && p.loss.is_finite()));
-    assert_eq!(t.steps_to_target, Some(out.steps.len() as u64), "{name}: the run stops at the target");
+    assert_eq!(t.steps_to_target, Some(out.steps.seen()), "{name}: the run stops at the target");
     assert!(t.time_to_target_s.is_some_and(|s| s > 0.0) && t.eval_s > 0.0 || name == "mock", "{name}: {t:?}");
 }

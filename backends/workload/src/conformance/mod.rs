@@ -57,9 +57,13 @@ fn plan(name: &str, device: DeviceSelector, steps: u64, optimizer: OptimizerSpec
 fn train(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph) -> Vec<f64> {
     let name = &plan.id;
     let out = backend.run(plan, graph, &mut NoProbe).unwrap_or_else(|e| panic!("{name}: the run failed: {e}"));
-    assert_eq!(out.losses.len(), out.steps.len(), "{name}: a loss per measured step");
-    assert!(out.losses.iter().all(|l| l.is_finite()), "{name}: a loss is not finite: {:?}", out.losses);
-    out.losses
+    assert_eq!(out.steps.loss_values().len() as u64, out.steps.seen(), "{name}: a loss per measured step");
+    assert!(
+        out.steps.loss_values().iter().all(|l| l.is_finite()),
+        "{name}: a loss is not finite: {:?}",
+        out.steps.loss_values()
+    );
+    out.steps.loss_values()
 }
 
 /// The loss falls: each fixture trained with Adam (lr 0.01) for 13 steps on the 4 cycled batches has, on batch 0
