@@ -173,6 +173,10 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
 /// ([`super::firstnode`]).
 pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Graph, String> {
     let e = |e: trainbench_workload::ShapeError| e.to_string();
+    if !CLASSES.contains(&class) && !super::firstnode::STAND_INS.contains(&class) {
+        let known: Vec<&str> = CLASSES.into_iter().chain(super::firstnode::STAND_INS).collect();
+        return Err(format!("unknown element-wise class `{class}` (known: {})", known.join(", ")));
+    }
     if class == "max_pool" {
         let mut b = GraphBuilder::new("calibrate-max_pool");
         let x = b.input("x", &POOL_SAMPLE, InputKind::Dense).map_err(e)?;
@@ -229,7 +233,9 @@ pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Gra
             "attention_cross" => b.attention(&name, y, memory.unwrap_or(y), ATTENTION_HEADS, false),
             "linear" => b.linear(&name, y, SAMPLE[1], true),
             "add" => b.add_nodes(&name, &[y, y]),
-            _ => b.act(&name, y, Activation::Gelu),
+            "gelu" => b.act(&name, y, Activation::Gelu),
+            // Checked above; max pooling and cross-entropy have graphs of their own.
+            other => return Err(format!("element-wise class `{other}` has no stacked graph")),
         }
         .map_err(e)?;
     }
@@ -322,6 +328,16 @@ mod tests {
             assert_eq!(classes, vec![class; STACK], "{class}");
             assert!(graph(class, 0).unwrap().nodes.iter().all(|n| class_of(&n.op).is_none()));
         }
+    }
+
+    #[test]
+    fn an_unknown_class_is_an_error_naming_it_and_the_known_ones() {
+        for copies in [0, STACK] {
+            let e = graph_after("swish", copies, false).unwrap_err();
+            assert!(e.contains("`swish`") && e.contains("gelu") && e.contains("max_pool") && e.contains("add"), "{e}");
+        }
+        // The stand-ins of the first-node costs are known.
+        assert!(graph_after("linear", 1, true).is_ok() && graph_after("add", 1, true).is_ok());
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub fn point_class(class: &str) -> String {
 }
 
 /// The kinds without an element-wise class that are measured, standing for the others.
-const STAND_INS: [&str; 2] = ["linear", "add"];
+pub(crate) const STAND_INS: [&str; 2] = ["linear", "add"];
 
 /// The kinds measured: every element-wise class but cross-entropy (a step has one loss), then [`STAND_INS`].
 pub fn classes() -> impl Iterator<Item = &'static str> {

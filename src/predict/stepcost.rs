@@ -55,13 +55,15 @@ pub fn optimizer_kind(optimizer: &OptimizerSpec) -> &'static str {
     }
 }
 
-fn optimizer_spec(kind: &str) -> OptimizerSpec {
-    match kind {
+/// The optimizer measured for `kind` of [`OPTIMIZERS`]; another name is an error naming it and the known ones.
+fn optimizer_spec(kind: &str) -> Result<OptimizerSpec, String> {
+    Ok(match kind {
         "sgd" => OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.0, weight_decay: 0.0, nesterov: false },
         "sgd-momentum" => OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.9, weight_decay: 0.0, nesterov: false },
         "sgd-momentum-decay" => OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.9, weight_decay: 5e-4, nesterov: false },
-        _ => OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
-    }
+        "adam" => OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
+        other => return Err(format!("unknown optimizer kind `{other}` (known: {})", OPTIMIZERS.join(", "))),
+    })
 }
 
 /// Mean seconds per step of the three phases of a run.
@@ -186,7 +188,8 @@ fn node_graph(class: &str, stack: usize) -> Result<Graph, String> {
         let name = format!("{class}{i}");
         y = match class {
             "linear" => b.linear(&name, y, FEATURES, true),
-            _ => b.act(&name, y, Activation::Relu),
+            "elementwise" => b.act(&name, y, Activation::Relu),
+            other => return Err(format!("unknown node class `{other}` (known: {})", NODE_CLASSES.join(", "))),
         }
         .map_err(e)?;
     }
@@ -210,6 +213,9 @@ const LINEAR_ROWS: usize = 16;
 /// fixed cost is most of it; `linear-wide`: input [16, 256] -> linear 256 -> `stack` x linear 256 -> MSE).
 pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
     let e = |e: trainbench_workload::ShapeError| e.to_string();
+    if !LAYER_CLASSES.contains(&class) {
+        return Err(format!("unknown layer class `{class}` (known: {})", LAYER_CLASSES.join(", ")));
+    }
     let mut b = GraphBuilder::new(format!("calibrate-layer-{class}"));
     let y = if class.starts_with("conv") {
         let (c, hw) = if class == "conv" { (16, 16) } else { (4, 4) };
@@ -256,7 +262,7 @@ pub fn measure_layers(
     let mut points = Vec::new();
     for class in LAYER_CLASSES {
         let steps = if layer_batch(class) == 1 { 40 } else { 15 };
-        let plan = plan(device, cpu_threads, layer_batch(class), optimizer_spec("sgd"), steps);
+        let plan = plan(device, cpu_threads, layer_batch(class), optimizer_spec("sgd")?, steps);
         let (base, with) = (layer_graph(class, 0)?, layer_graph(class, LAYERS)?);
         let m = per_added_node(backend, &plan, (&base, &with), LAYERS as f64, cpu_clock)?;
         points.push(NodePoint { class: class.into(), forward_s: m.forward, backward_s: m.backward });
@@ -289,7 +295,7 @@ pub fn in_step_excess(c: &crate::hardware::wire::Calibration, base: &super::devi
         let point = c.node.iter().find(|p| p.class == class)?;
         let g = layer_graph(class, LAYERS).ok()?;
         let analysis = trainbench_workload::analysis::analyze(&g);
-        let sgd = optimizer_spec("sgd");
+        let sgd = optimizer_spec("sgd").ok()?;
         let step = super::roofline::step(&g, &analysis, layer_batch(class), Precision::Fp32, &sgd, base);
         let prefix = if class.starts_with("conv") { "conv" } else { "wide" };
         let stacked: Vec<_> = step.layers.iter().filter(|l| l.name.starts_with(prefix)).collect();
@@ -339,7 +345,7 @@ pub fn measure_nodes(
     cpu_threads: Option<u32>,
     cpu_clock: bool,
 ) -> Result<Vec<NodePoint>, String> {
-    let plan = plan(device, cpu_threads, 1, optimizer_spec("sgd"), 60);
+    let plan = plan(device, cpu_threads, 1, optimizer_spec("sgd")?, 60);
     let base = node_graph("base", 0)?;
     let mut base_rounds = Vec::new();
     let mut per_class: Vec<Vec<StepPhases>> = vec![Vec::new(); NODE_CLASSES.len()];
@@ -403,7 +409,7 @@ pub fn measure_optimizers(
         for side in [None].into_iter().chain(LARGE.map(Some)) {
             let graph = optimizer_graph(side)?;
             let steps = if side.is_some() { 10 } else { 40 };
-            let plan = plan(device, cpu_threads, 1, optimizer_spec(kind), steps);
+            let plan = plan(device, cpu_threads, 1, optimizer_spec(kind)?, steps);
             let mut rounds = Vec::new();
             for _ in 0..ROUNDS {
                 rounds.push(phases(backend, &plan, &graph, cpu_clock)?);
@@ -481,6 +487,20 @@ mod tests {
         assert_eq!(tensors, 2 * MANY);
         let stacked = node_graph("linear", STACK).unwrap();
         assert_eq!(stacked.nodes.len(), node_graph("linear", 0).unwrap().nodes.len() + STACK);
+    }
+
+    #[test]
+    fn an_unknown_optimizer_or_class_is_an_error_naming_it_and_the_known_ones() {
+        for kind in OPTIMIZERS {
+            assert!(optimizer_spec(kind).is_ok(), "{kind}");
+        }
+        assert!(matches!(optimizer_spec("adam").unwrap(), OptimizerSpec::Adam { .. }));
+        let e = optimizer_spec("lamb").unwrap_err();
+        assert!(e.contains("`lamb`") && e.contains("sgd-momentum-decay") && e.contains("adam"), "{e}");
+        let e = node_graph("softmax", STACK).unwrap_err();
+        assert!(e.contains("`softmax`") && e.contains("elementwise, linear"), "{e}");
+        let e = layer_graph("conv-large", LAYERS).unwrap_err();
+        assert!(e.contains("`conv-large`") && e.contains("conv-small"), "{e}");
     }
 
     #[test]

@@ -26,12 +26,7 @@ pub fn comm_share_of(r: &RunResult) -> Option<f64> {
 /// Median of a few values (non-finite ones ignored); `None` when none is left.
 pub(crate) fn median_of(mut v: Vec<f64>) -> Option<f64> {
     v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+    crate::stats::median(&v)
 }
 
 /// A figure over the repeats of a configuration: the median and the smallest and largest repeat.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use trainbench_workload::mock::MockConfig;
+use trainbench_workload::{BackendError, RunPlan};
 
 use super::worker::HUNG_GRACE;
 
@@ -29,6 +30,9 @@ pub struct TestHooks {
     /// Data-parallel runs: `[repeat, rank, seconds]`: that rank's process aborts this many seconds into its run
     /// of that repeat, as a rank that crashes mid-run would.
     pub abort_rank: Option<(u32, usize, f64)>,
+    /// Data-parallel runs: `[repeat, rank]`: that rank's runs of that repeat end out of memory as they start
+    /// (the backend's typed error), as a rank whose device cannot hold its slice of the batch would.
+    pub oom_rank: Option<(u32, usize)>,
 }
 
 impl TestHooks {
@@ -46,6 +50,14 @@ impl TestHooks {
     /// How long a worker may stay silent past its runs' timeout.
     pub fn hung_grace(&self) -> Duration {
         self.hung_grace_s.filter(|s| s.is_finite() && *s >= 0.0).map_or(HUNG_GRACE, Duration::from_secs_f64)
+    }
+
+    /// The out-of-memory error rank `rank` meets in `plan` ([`TestHooks::oom_rank`]), if any.
+    pub fn rank_out_of_memory(&self, plan: &RunPlan, rank: usize) -> Option<BackendError> {
+        (self.oom_rank == Some((plan.repeat, rank))).then(|| BackendError::OutOfMemory {
+            batch_size: plan.batch_size,
+            message: format!("out of memory on rank {rank} (test hook)"),
+        })
     }
 
     /// `mock` with the mock backend's hooks applied.
@@ -78,5 +90,9 @@ mod tests {
         assert_eq!(TestHooks::default().hung_grace(), HUNG_GRACE);
         assert!(TestHooks::from_json(r#"{"mock_abort": 1}"#).unwrap_err().contains("unknown field"));
         assert!(TestHooks::from_json(r#"{"hung_grace_s": -1}"#).is_err());
+        let oom = TestHooks::from_json(r#"{"oom_rank": [0, 1]}"#).unwrap();
+        let plan = RunPlan::for_tests("p", 2);
+        assert!(matches!(oom.rank_out_of_memory(&plan, 1), Some(BackendError::OutOfMemory { batch_size: 4, .. })));
+        assert_eq!(oom.rank_out_of_memory(&plan, 0), None);
     }
 }

@@ -4,13 +4,16 @@
 //! choose one), NCCL ranks through trainbench's own launcher (`trainbench worker --launch N`, [`launch_ranks`]),
 //! which gives each rank torchrun's variables and, like `mpirun`, ends the group when one rank fails.
 
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use super::ranked::{RankFailure, RankFailureKind};
 use super::ranks::{Engine, OWN_LAUNCHER_VARIABLE};
+use super::worker::{WorkerMessage, print_message};
 
 /// The MPI launcher found on this machine and whether it is Open MPI's (whose options differ from MPICH's).
 #[derive(Debug, Clone)]
@@ -131,51 +134,71 @@ fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("no free TCP port for the ranks' rendezvous: {e}"))
 }
 
-/// Start one process per command, rank 0 on this process's standard input and output (the parent's protocol),
-/// the others' output on standard error; wait for all. When one ends badly, print which rank and how
-/// (`trainbench rank N: ...`, the line the parent keeps), kill the others (they would wait for it in a
-/// collective) and return `Ok(false)`.
+/// Where the launcher writes the worker protocol: rank 0's lines and the ranks' typed failures, one whole line
+/// at a time under the lock, so that lines from several ranks never interleave.
+type ProtocolOut = Arc<Mutex<Box<dyn Write + Send>>>;
+
+/// Start one process per command, rank 0 on this process's standard input, and wait for all. This process's
+/// standard output carries the worker protocol to the parent: rank 0's output, and from the other ranks only
+/// their [`WorkerMessage::RankFailed`] lines (the rest of their output goes to standard error). When one rank
+/// ends badly, say which and how (a [`RankFailure`] of kind `died` to the parent, the same line on stderr for
+/// people), kill the others (they would wait for it in a collective) and return `Ok(false)`.
 pub fn run_group(commands: Vec<Command>) -> Result<bool, String> {
+    run_group_into(commands, Arc::new(Mutex::new(Box::new(std::io::stdout()))))
+}
+
+/// [`run_group`], writing the protocol to `out`.
+fn run_group_into(commands: Vec<Command>, out: ProtocolOut) -> Result<bool, String> {
     let mut children: Vec<(usize, Child)> = Vec::new();
+    let (done, forwarded) = std::sync::mpsc::channel::<()>();
+    let mut forwarders = 0;
     for (rank, mut c) in commands.into_iter().enumerate() {
         if rank > 0 {
             c.stdin(Stdio::null());
-            if let Some(err) = stderr_as_stdio() {
-                c.stdout(err);
-            }
         }
+        c.stdout(Stdio::piped());
         match c.spawn() {
-            Ok(child) => children.push((rank, child)),
+            Ok(mut child) => {
+                if let Some(stdout) = child.stdout.take() {
+                    let (out, done) = (out.clone(), done.clone());
+                    std::thread::spawn(move || {
+                        forward(rank, stdout, &out);
+                        let _ = done.send(());
+                    });
+                    forwarders += 1;
+                }
+                children.push((rank, child));
+            }
             Err(e) => {
                 end_all(&mut children);
+                drain(&forwarded, forwarders);
                 return Err(format!("cannot start rank {rank}: {e}"));
             }
         }
     }
     let mut ok = true;
     while !children.is_empty() {
-        // The first rank found ended, and whether it failed.
-        let mut ended: Option<(usize, bool)> = None;
-        for (i, (rank, child)) in children.iter_mut().enumerate() {
+        // The first rank found ended, and how, when it failed.
+        let mut ended: Option<(usize, Option<String>)> = None;
+        for (i, (_, child)) in children.iter_mut().enumerate() {
             let failed = match child.try_wait() {
-                Ok(Some(status)) if status.success() => false,
-                Ok(Some(status)) => {
-                    eprintln!("trainbench rank {rank}: the process ended ({status})");
-                    true
-                }
+                Ok(Some(status)) if status.success() => None,
+                Ok(Some(status)) => Some(format!("the process ended ({status})")),
                 Ok(None) => continue,
-                Err(e) => {
-                    eprintln!("trainbench rank {rank}: cannot be waited for ({e})");
-                    true
-                }
+                Err(e) => Some(format!("cannot be waited for ({e})")),
             };
             ended = Some((i, failed));
             break;
         }
         match ended {
             Some((i, failed)) => {
-                children.swap_remove(i);
-                if failed {
+                let (rank, _) = children.swap_remove(i);
+                if let Some(message) = failed {
+                    let failure = RankFailure { rank, kind: RankFailureKind::Died, run: None, message };
+                    eprintln!("{failure}");
+                    if let Ok(mut out) = out.lock() {
+                        let _ = print_message(&mut *out, &WorkerMessage::RankFailed(failure));
+                    }
                     ok = false;
                     end_all(&mut children);
                 }
@@ -183,7 +206,50 @@ pub fn run_group(commands: Vec<Command>) -> Result<bool, String> {
             None => std::thread::sleep(Duration::from_millis(20)),
         }
     }
+    drain(&forwarded, forwarders);
     Ok(ok)
+}
+
+/// Pass rank `rank`'s standard output on: rank 0's lines and the other ranks' [`WorkerMessage::RankFailed`]
+/// lines to `out`, whole, as they come; the other ranks' other lines (a library's chatter) to stderr.
+fn forward(rank: usize, from: impl Read, out: &ProtocolOut) {
+    let mut from = BufReader::new(from);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match from.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if !line.ends_with(b"\n") {
+            line.push(b'\n');
+        }
+        let protocol =
+            rank == 0 || matches!(serde_json::from_slice::<WorkerMessage>(&line), Ok(WorkerMessage::RankFailed(_)));
+        if protocol {
+            if let Ok(mut out) = out.lock() {
+                let _ = out.write_all(&line).and_then(|()| out.flush());
+            }
+        } else {
+            let _ = std::io::stderr().write_all(&line);
+        }
+    }
+}
+
+/// How long the ranks' output may take to drain once every rank has ended (a process a rank started may hold
+/// its output open after it).
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Wait, up to [`DRAIN`], for the `n` forwarding threads to pass on the last of their ranks' output (each ends
+/// when its rank's output closes).
+fn drain(forwarded: &std::sync::mpsc::Receiver<()>, n: usize) {
+    let until = std::time::Instant::now() + DRAIN;
+    for _ in 0..n {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if forwarded.recv_timeout(left).is_err() {
+            break;
+        }
+    }
 }
 
 /// Kill and reap every child still running.
@@ -197,19 +263,6 @@ fn end_all(children: &mut Vec<(usize, Child)>) {
     children.clear();
 }
 
-/// A duplicate of this process's standard error, to hand a child as its standard output.
-#[cfg(unix)]
-fn stderr_as_stdio() -> Option<Stdio> {
-    use std::os::fd::AsFd;
-    std::io::stderr().as_fd().try_clone_to_owned().ok().map(Stdio::from)
-}
-
-/// A duplicate of this process's standard error, where the platform has one to give.
-#[cfg(not(unix))]
-fn stderr_as_stdio() -> Option<Stdio> {
-    None
-}
-
 #[cfg(unix)]
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -221,11 +274,11 @@ fn is_root() -> bool {
     false
 }
 
-/// Whether a line a rank group printed on stderr says which rank failed and why (trainbench's own
-/// `trainbench rank N:` lines, and the launcher's notice of a rank that died).
-pub fn is_rank_failure_line(line: &str) -> bool {
-    line.starts_with("trainbench rank ")
-        || (line.contains("process rank") && (line.contains("exited") || line.contains("signal")))
+/// Whether a line a group of ranks printed on stderr is the MPI launcher's notice of a rank that died or aborted,
+/// kept for the message of a run the group did not report (for people only: how the run ended is decided by the
+/// ranks' typed failures, [`WorkerMessage::RankFailed`]).
+pub fn is_launcher_failure_line(line: &str) -> bool {
+    (line.contains("process rank") && (line.contains("exited") || line.contains("signal")))
         || line.contains("MPI_ABORT was invoked on rank")
 }
 
@@ -254,6 +307,53 @@ mod tests {
         let ok = run_group(vec![sh("sleep 60"), sh("sleep 0.2; exit 3")]).unwrap();
         assert!(!ok);
         assert!(start.elapsed() < Duration::from_secs(30), "rank 0 was killed, not waited for");
+    }
+
+    /// A writer the test reads back.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_parent_gets_rank_0s_lines_and_every_ranks_typed_failure() {
+        let oom = RankFailure {
+            rank: 1,
+            kind: RankFailureKind::OutOfMemory,
+            run: Some("m.b8.fp32.1x2.r0".into()),
+            message: "CUDA out of memory".into(),
+        };
+        let line = serde_json::to_string(&WorkerMessage::RankFailed(oom.clone())).unwrap();
+        let buf = Shared::default();
+        let ok = run_group_into(
+            vec![sh("echo rank0-line; sleep 60"), sh(&format!("echo chatter; echo '{line}'; exit 3"))],
+            Arc::new(Mutex::new(Box::new(buf.clone()))),
+        )
+        .unwrap();
+        assert!(!ok);
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.contains(&"rank0-line"), "{text}");
+        assert!(!text.contains("chatter"), "another rank's other output goes to stderr: {text}");
+        let failures: Vec<RankFailure> = lines
+            .iter()
+            .filter_map(|l| match serde_json::from_str::<WorkerMessage>(l) {
+                Ok(WorkerMessage::RankFailed(f)) => Some(f),
+                _ => None,
+            })
+            .collect();
+        assert!(failures.contains(&oom), "{text}");
+        let died = failures.iter().find(|f| f.kind == RankFailureKind::Died).unwrap();
+        assert_eq!(died.rank, 1);
+        assert!(died.message.contains("the process ended"), "{died:?}");
     }
 
     #[test]

@@ -394,9 +394,13 @@ impl RunSlot<'_> {
         let (outcome, distributed) = match self.ranks.filter(|_| !plan.strategy.is_single()) {
             Some(ranks) => {
                 let data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
-                match ranks.borrow_mut().train(plan, self.graph, backend, &mut probe, data) {
-                    Ok((raw, section)) => (Ok(raw), section),
-                    Err(e) => (Err(e), None),
+                let rank = ranks.borrow().rank();
+                match self.opts.test_hooks.rank_out_of_memory(plan, rank) {
+                    Some(e) => (Err(e), None),
+                    None => match ranks.borrow_mut().train(plan, self.graph, backend, &mut probe, data) {
+                        Ok((raw, section)) => (Ok(raw), section),
+                        Err(e) => (Err(e), None),
+                    },
                 }
             }
             None => {
@@ -489,9 +493,26 @@ fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<DeviceSel
 }
 
 fn device_of(backend: &dyn Backend, plan: &RunPlan) -> Option<DeviceInfo> {
+    device_in(&backend.devices(), plan)
+}
+
+/// The device of `devices` that `plan` is placed on.
+pub(crate) fn device_in(devices: &[DeviceInfo], plan: &RunPlan) -> Option<DeviceInfo> {
     // Compare typed selectors: a plan on `cuda` runs on the device listed as `cuda:0`.
     let same = |listed: &str| listed.parse::<DeviceSelector>().is_ok_and(|d| d.canonical() == plan.device.canonical());
-    backend.devices().into_iter().find(|d| same(&d.selector))
+    devices.iter().find(|d| same(&d.selector)).cloned()
+}
+
+/// The devices of `backend` that `plans` are placed on, each once (listed once, not once per plan).
+pub(crate) fn devices_of<'a>(backend: &dyn Backend, plans: impl IntoIterator<Item = &'a RunPlan>) -> Vec<DeviceInfo> {
+    let listed = backend.devices();
+    let mut placed: Vec<DeviceInfo> = Vec::new();
+    for plan in plans {
+        if let Some(d) = device_in(&listed, plan).filter(|d| !placed.contains(d)) {
+            placed.push(d);
+        }
+    }
+    placed
 }
 
 fn outcome_of_error(e: BackendError) -> RunOutcome {

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use trainbench_workload::RunPlan;
 
 use super::ranks::{Engine, Ranks};
@@ -15,8 +16,61 @@ use super::{Flow, Pass, Recorder, RunnerError, RunnerOptions, Suite, SuiteReport
 use crate::backends;
 use crate::result::{RunOutcome, RunResult};
 
+/// How a rank's part of a run ended badly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankFailureKind {
+    /// The backend ran out of memory (its typed error, [`trainbench_workload::BackendError::OutOfMemory`]).
+    OutOfMemory,
+    /// The run failed otherwise, or the rank could not run its job.
+    Failed,
+    /// The rank's process ended badly without saying why (a crash, a signal): told by trainbench's launcher.
+    Died,
+}
+
+/// A rank of a data-parallel group that could not finish its part: which rank, how, in which run, and why. The
+/// rank (or, for a rank that died, trainbench's launcher) sends it to the parent on the worker protocol as a
+/// [`WorkerMessage::RankFailed`] line, so the parent learns another rank's failure, out of memory included,
+/// without reading text; the same is printed on stderr for people ([`std::fmt::Display`]: `trainbench rank N:
+/// run `ID` failed: MESSAGE`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankFailure {
+    /// The rank in its group.
+    pub rank: usize,
+    /// How it failed.
+    pub kind: RankFailureKind,
+    /// The run it was in (its id), if it was in one.
+    #[serde(default)]
+    pub run: Option<String>,
+    /// The error as the rank saw it.
+    pub message: String,
+}
+
+impl RankFailure {
+    /// Rank `rank`'s failure in a run that ended with `result`; `None` when the run did not fail (completed,
+    /// interrupted, skipped).
+    pub fn of_result(rank: usize, result: &RunResult) -> Option<RankFailure> {
+        let (kind, message) = match &result.outcome {
+            RunOutcome::OutOfMemory { message, .. } => (RankFailureKind::OutOfMemory, message),
+            RunOutcome::Failed { message } => (RankFailureKind::Failed, message),
+            _ => return None,
+        };
+        Some(RankFailure { rank, kind, run: Some(result.plan.id.clone()), message: message.clone() })
+    }
+}
+
+impl std::fmt::Display for RankFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.run {
+            Some(run) => write!(f, "trainbench rank {}: run `{run}` failed: {}", self.rank, self.message),
+            None => write!(f, "trainbench rank {}: {}", self.rank, self.message),
+        }
+    }
+}
+
 /// One rank's part of its group's runs: servers serve, workers train through a [`Pass`] with the group, rank 0
-/// prints each result; a run that did not complete ends the group.
+/// prints each result; a run that did not complete ends the group, the other ranks first telling the parent how
+/// theirs failed ([`WorkerMessage::RankFailed`] through `say`, and a line on stderr).
 pub(crate) fn serve_ranked(
     ranks: &RefCell<Ranks>,
     suite: &Suite,
@@ -35,7 +89,10 @@ pub(crate) fn serve_ranked(
             }
             let served = ranks.borrow_mut().serve(plan, &suite.graph);
             if let Err(e) = served {
-                eprintln!("trainbench rank {rank}: parameter server of `{}` failed: {e}", plan.id);
+                let message = format!("parameter server: {e}");
+                let failure = RankFailure { rank, kind: RankFailureKind::Failed, run: Some(plan.id.clone()), message };
+                eprintln!("{failure}");
+                let _ = say(&WorkerMessage::RankFailed(failure));
                 ranks.borrow_mut().abort(1);
             }
             continue;
@@ -51,14 +108,9 @@ pub(crate) fn serve_ranked(
             });
         }
         let pass = Pass { suite, opts, own_process_per_repeat: true, ranks: Some(ranks) };
-        let mut ended_badly = false;
+        let mut failure = None;
         let ran = pass.run(backend, &[i], ooms, &mut |result, stop| {
-            ended_badly = matches!(result.outcome, RunOutcome::Failed { .. } | RunOutcome::OutOfMemory { .. });
-            if let (true, RunOutcome::Failed { message } | RunOutcome::OutOfMemory { message, .. }) =
-                (rank != 0, &result.outcome)
-            {
-                eprintln!("trainbench rank {rank}: run `{}` failed: {message}", result.plan.id);
-            }
+            failure = RankFailure::of_result(rank, &result);
             say(&WorkerMessage::Result { result: Box::new(result), stop })
                 .map(|()| Flow::Continue)
                 .map_err(|source| RunnerError::Io { path: "standard output".into(), source })
@@ -67,7 +119,12 @@ pub(crate) fn serve_ranked(
             let _ = say(&WorkerMessage::Fatal(e.to_string()));
             ranks.borrow_mut().abort(1);
         }
-        if ended_badly {
+        if let Some(failure) = failure {
+            // Rank 0's result says how the run ended; another rank tells it before ending the group.
+            if rank != 0 {
+                eprintln!("{failure}");
+                let _ = say(&WorkerMessage::RankFailed(failure));
+            }
             ranks.borrow_mut().abort(1);
         }
     }
@@ -102,14 +159,8 @@ pub(crate) fn run_as_ranks(
         ranks.borrow().check_plan(plan).map_err(RunnerError::Worker)?;
         ranks.borrow().place(plan);
     }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // Ranks on one machine share its cores; the launcher says how many share this one.
-    let local = ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok().and_then(|x| x.trim().parse::<usize>().ok()))
-        .unwrap_or(size);
     for plan in &mut suite.plans {
-        plan.cpu_threads = plan.cpu_threads.or(Some(u32::try_from((threads / local.max(1)).max(1)).unwrap_or(1)));
+        share_cpu_threads(plan, size);
     }
     let mut recorder = Recorder::new(&suite, opts);
     let mut backend = backends::create(suite.backend, &opts.mock_config());
@@ -117,6 +168,7 @@ pub(crate) fn run_as_ranks(
     let indices: Vec<usize> = (0..suite.plans.len()).collect();
     let mut record_error: Option<RunnerError> = None;
     serve_ranked(&ranks, &suite, opts, backend.as_mut(), &indices, &mut ooms, &mut |message| {
+        // Rank 0 records the results; another rank's failure is on stderr already (no parent to tell).
         match (rank, message) {
             (_, WorkerMessage::Fatal(m)) => eprintln!("trainbench rank {rank}: {m}"),
             (0, WorkerMessage::Result { result, stop }) if record_error.is_none() => {
@@ -134,14 +186,43 @@ pub(crate) fn run_as_ranks(
     }
 }
 
-/// The outcome of a data-parallel run as its group ended: a run rank 0 reports as failed (its exchange broke
-/// off) because another rank ran out of memory is out of memory, with that rank's line
-/// (`trainbench rank N: run ... failed: CUDA out of memory ...`) as the message, so the sweep skips larger
-/// batches as it does for one worker. Any other outcome is kept.
-pub(crate) fn outcome_with_rank_failures(outcome: RunOutcome, failures: &[String], batch_size: usize) -> RunOutcome {
+/// The launcher variables that say how many ranks run on this machine, in the order they are trusted.
+const LOCAL_SIZE_VARIABLES: &[&str] =
+    &["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"];
+
+/// Give `plan`, run by one rank of a group of `group_size`, its share of this machine's CPU threads unless the
+/// spec set `run.cpu_threads`: the rule of [`rank_cpu_threads`] over the threads this process may use and the
+/// ranks on this machine (the launcher's count, else the whole group). Every path that starts ranks
+/// (`trainbench worker --ranks`, `trainbench run` under an external launcher) takes it.
+pub(crate) fn share_cpu_threads(plan: &mut RunPlan, group_size: usize) {
+    let available = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let local = LOCAL_SIZE_VARIABLES
+        .iter()
+        .find_map(|v| std::env::var(v).ok().and_then(|x| x.trim().parse::<usize>().ok()))
+        .filter(|&n| n > 0)
+        .unwrap_or(group_size);
+    plan.cpu_threads = rank_cpu_threads(plan.cpu_threads, available, local);
+}
+
+/// A rank's intra-op threads: the spec's `run.cpu_threads` when it sets them, else this machine's `available`
+/// threads divided evenly over the `local_ranks` sharing its cores (rounded down), at least 1.
+pub(crate) fn rank_cpu_threads(spec: Option<u32>, available: usize, local_ranks: usize) -> Option<u32> {
+    spec.or_else(|| Some(u32::try_from((available / local_ranks.max(1)).max(1)).unwrap_or(u32::MAX)))
+}
+
+/// The outcome of a data-parallel run as its group ended, given the failures its ranks reported
+/// ([`RankFailure`]): a run rank 0 reports as failed (its exchange broke off), or that no rank reported, is out of
+/// memory when another rank ran out of memory, with that rank's failure (`trainbench rank N: run ... failed:
+/// CUDA out of memory ...`) as the message, so the sweep skips larger batches as it does for one worker. Any other
+/// outcome is kept. Decided by the failures' kinds, never by their text.
+pub(crate) fn outcome_with_rank_failures(
+    outcome: RunOutcome,
+    failures: &[RankFailure],
+    batch_size: usize,
+) -> RunOutcome {
     let RunOutcome::Failed { .. } = outcome else { return outcome };
-    match failures.iter().find(|l| trainbench_workload::BackendError::is_oom_message(l)) {
-        Some(line) => RunOutcome::OutOfMemory { batch_size, message: line.clone() },
+    match failures.iter().find(|f| f.kind == RankFailureKind::OutOfMemory) {
+        Some(f) => RunOutcome::OutOfMemory { batch_size, message: f.to_string() },
         None => outcome,
     }
 }
@@ -152,23 +233,70 @@ mod tests {
     use super::*;
 
     #[test]
-    fn another_ranks_allocation_failure_makes_the_run_out_of_memory() {
+    fn ranks_share_the_machines_threads_unless_the_spec_sets_them() {
+        assert_eq!(rank_cpu_threads(None, 16, 4), Some(4));
+        assert_eq!(rank_cpu_threads(None, 16, 3), Some(5), "rounded down");
+        assert_eq!(rank_cpu_threads(None, 2, 4), Some(1), "at least one each");
+        assert_eq!(rank_cpu_threads(None, 8, 0), Some(8), "no count: one rank");
+        assert_eq!(rank_cpu_threads(Some(3), 16, 4), Some(3), "the spec's choice is kept");
+    }
+
+    fn failure(rank: usize, kind: RankFailureKind, message: &str) -> RankFailure {
+        RankFailure { rank, kind, run: Some("m.b64.fp32.1x2.r0".into()), message: message.into() }
+    }
+
+    #[test]
+    fn another_ranks_out_of_memory_makes_the_run_out_of_memory() {
         let failed = RunOutcome::Failed { message: "data-parallel exchange: NCCL: remote process exited".into() };
-        for line in [
-            "trainbench rank 1: run `m.b64.fp32.1x2.r0` failed: CUDA out of memory. Tried to allocate 2.00 GiB",
-            "trainbench rank 1: run `m` failed: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate`",
-            "trainbench rank 3: run `m` failed: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
-        ] {
-            let failures = vec!["trainbench rank 0: the process ended (exit status: 1)".to_string(), line.to_string()];
-            assert_eq!(
-                outcome_with_rank_failures(failed.clone(), &failures, 64),
-                RunOutcome::OutOfMemory { batch_size: 64, message: line.to_string() }
-            );
+        let died = RankFailure { rank: 0, kind: RankFailureKind::Died, run: None, message: "the process ended".into() };
+        let oom = failure(1, RankFailureKind::OutOfMemory, "CUDA out of memory. Tried to allocate 2.00 GiB");
+        assert_eq!(
+            outcome_with_rank_failures(failed.clone(), &[died.clone(), oom.clone()], 64),
+            RunOutcome::OutOfMemory {
+                batch_size: 64,
+                message: "trainbench rank 1: run `m.b64.fp32.1x2.r0` failed: CUDA out of memory. Tried to allocate \
+                          2.00 GiB"
+                    .into()
+            }
+        );
+        // The kind decides, not the text: a failure that merely mentions memory stays a failure.
+        let other = failure(1, RankFailureKind::Failed, "CUDA out of memory (but reported as a plain failure)");
+        assert_eq!(outcome_with_rank_failures(failed.clone(), &[other, died], 64), failed);
+        // Other outcomes are kept whatever the ranks reported.
+        assert_eq!(outcome_with_rank_failures(RunOutcome::Completed, &[oom], 64), RunOutcome::Completed);
+    }
+
+    #[test]
+    fn a_rank_failure_travels_as_one_typed_worker_line() {
+        let f = failure(3, RankFailureKind::OutOfMemory, "cuDNN error: CUDNN_STATUS_ALLOC_FAILED");
+        let line = serde_json::to_string(&WorkerMessage::RankFailed(f.clone())).unwrap();
+        assert!(!line.contains('\n'));
+        assert!(line.contains(r#""kind":"out_of_memory""#), "{line}");
+        match serde_json::from_str::<WorkerMessage>(&line).unwrap() {
+            WorkerMessage::RankFailed(back) => assert_eq!(back, f),
+            other => panic!("{other:?}"),
         }
-        // Other failures stay failures; other outcomes are kept whatever the lines say.
-        let other = vec!["trainbench rank 1: run `m` failed: shape mismatch".to_string()];
-        assert_eq!(outcome_with_rank_failures(failed.clone(), &other, 64), failed);
-        let oom_line = vec!["trainbench rank 1: run `m` failed: CUDA out of memory".to_string()];
-        assert_eq!(outcome_with_rank_failures(RunOutcome::Completed, &oom_line, 64), RunOutcome::Completed);
+        assert_eq!(
+            f.to_string(),
+            "trainbench rank 3: run `m.b64.fp32.1x2.r0` failed: cuDNN error: CUDNN_STATUS_ALLOC_FAILED"
+        );
+    }
+
+    #[test]
+    fn a_failed_or_out_of_memory_result_is_a_rank_failure_and_nothing_else_is() {
+        let mut result: RunResult = serde_json::from_str(include_str!(
+            "../../tests/fixtures/results/fixture-mlp/fixture-mlp.b8.fp32.1x1.r1.json"
+        ))
+        .unwrap();
+        result.outcome = RunOutcome::OutOfMemory { batch_size: 8, message: "out of memory".into() };
+        let f = RankFailure::of_result(2, &result).unwrap();
+        assert_eq!(
+            (f.rank, f.kind, f.run.as_deref()),
+            (2, RankFailureKind::OutOfMemory, Some(result.plan.id.as_str()))
+        );
+        result.outcome = RunOutcome::Failed { message: "shape mismatch".into() };
+        assert_eq!(RankFailure::of_result(2, &result).unwrap().kind, RankFailureKind::Failed);
+        result.outcome = RunOutcome::Completed;
+        assert_eq!(RankFailure::of_result(2, &result), None);
     }
 }

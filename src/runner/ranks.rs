@@ -21,6 +21,7 @@ use trainbench_workload::{
 };
 
 use crate::result::distributed::{DistributedResult, RankPhases};
+use crate::stats::median;
 
 /// The launcher variables that carry a world size, in the order they are trusted.
 const WORLD_SIZE_VARIABLES: &[(&str, &str)] = &[
@@ -380,15 +381,6 @@ fn mean_phases(steps: &StepLog) -> PhaseTimes {
     }
 }
 
-fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    Some(s[s.len() / 2])
-}
-
 /// An engine's group, the host this rank runs on and, for NCCL, the CUDA device it drives.
 struct Opened {
     comm: Box<dyn Communicator>,
@@ -476,6 +468,31 @@ mod tests {
         p.device = device;
         p.timeout_s = timeout_s;
         p
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn the_comm_share_and_bandwidth_are_medians_of_the_steps() {
+        let comm = trainbench_workload::comm::local::ThreadComm::group(1).pop().unwrap();
+        let ranks = Ranks {
+            comm: Box::new(comm),
+            launcher: "test".into(),
+            host: "h".into(),
+            engine: Engine::Mpi,
+            cuda_device: None,
+        };
+        let mut plan = plan(DeviceSelector::Cpu, None);
+        plan.world_size = 2;
+        plan.strategy = DataParallel::AllReduce;
+        let step = |comm_s: f64| PhaseTimes { comm_s, total_s: 1.0, ..Default::default() };
+        let steps = StepLog::of([0.4, 0.1, 0.2, 0.3].map(|c| (step(c), None)));
+        let raw = RawMeasurements { steps, ..Default::default() };
+        let (_, section) = ranks.merge(&plan, raw, &[], 1_000_000_000);
+        // Four steps: the median is the mean of the two middle values, not the upper one.
+        let share = section.comm_share.unwrap();
+        assert!((share - 0.25).abs() < 1e-12, "{share}");
+        let algorithm = section.algorithm_bandwidth_gb_s.unwrap();
+        assert!((algorithm - 4.0).abs() < 1e-9, "1 GB in 0.25 s: {algorithm}");
     }
 
     #[test]

@@ -5,13 +5,14 @@
 //! configuration sample the noise *between* processes, the noise a later comparison with another process faces.
 //!
 //! Protocol, parent to worker on stdin: the [`WorkerJob`] line, then `stop` when the user stopped the suite;
-//! end of input (the parent is gone) stops the worker too. Worker to parent on stdout: [`WorkerMessage`] lines;
+//! end of input (the parent is gone) stops the worker too. Worker to parent on stdout: [`WorkerMessage`] lines
+//! (the devices its runs are placed on, each result; from a group of ranks also each rank's typed failure);
 //! anything else a library prints on stdout is passed through to stderr. A worker that dies before reporting
-//! a run (a crash inside a backend library) leaves that run recorded as `failed` and the sweep goes on with the
-//! next repeat; what was already reported is kept. When the runs have a timeout, a worker that stays silent for
-//! the timeout plus a grace period ([`HUNG_GRACE`]) is hung inside a backend call (the backend stops at its
-//! timeout between iterations, so only a call that never returns gets there): it is killed and its run recorded
-//! as `failed`.
+//! a run (a crash inside a backend library) leaves that run recorded as `failed`, on the device it was placed on,
+//! and the sweep goes on with the next repeat; what was already reported is kept. When the runs have a timeout,
+//! a worker that stays silent for the timeout plus a grace period ([`HUNG_GRACE`]) is hung inside a backend call
+//! (the backend stops at its timeout between iterations, so only a call that never returns gets there): it is
+//! killed and its run recorded as `failed`.
 
 use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Write};
@@ -24,9 +25,10 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 use trainbench_workload::analysis::{Analysis, analyze};
 use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{BackendKind, RunPlan};
+use trainbench_workload::{BackendKind, DeviceInfo, RunPlan};
 
 use super::data::LocalData;
+use super::ranked::{RankFailure, RankFailureKind};
 use super::ranks::Ranks;
 use super::{
     Flow, Pass, Recorder, RunSlot, RunnerError, RunnerOptions, StopCause, StopFlag, Suite, SuiteReport, TestHooks,
@@ -82,6 +84,13 @@ pub enum WorkerMessage {
     },
     /// The worker cannot run its job (backend not built, spec unreadable): the suite stops.
     Fatal(String),
+    /// The devices the job's runs are placed on, as the worker's backend describes them; sent once, before the
+    /// first run, so that a run the worker never reports (it died) still records its device.
+    Devices(Vec<DeviceInfo>),
+    /// A rank of a data-parallel group could not finish its part of a run (sent by that rank, or by trainbench's
+    /// launcher for a rank that died): the parent learns which rank failed and how, out of memory included,
+    /// without reading stderr.
+    RankFailed(RankFailure),
 }
 
 /// Run `suite` with one worker process per repeat index, recording results in `opts.out_dir`.
@@ -178,14 +187,15 @@ fn run_worker(
         .stderr(if ranked { Stdio::piped() } else { Stdio::inherit() })
         .spawn()
         .map_err(|e| RunnerError::Worker(format!("cannot start the worker `{} worker`: {e}", exe.display())))?;
-    // A group of ranks: its stderr is passed through, keeping the lines that say which rank failed and why.
-    let rank_failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    // A group of ranks: its stderr is passed through, keeping the MPI launcher's notices of a rank that died
+    // (for people: how a group failed is decided by the ranks' typed failures on stdout).
+    let launcher_notices = Arc::new(Mutex::new(Vec::<String>::new()));
     let stderr_thread = child.stderr.take().map(|err| {
-        let keep = rank_failures.clone();
+        let keep = launcher_notices.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
                 eprintln!("{line}");
-                if launch::is_rank_failure_line(line.trim()) {
+                if launch::is_launcher_failure_line(line.trim()) {
                     if let Ok(mut k) = keep.lock() {
                         k.push(line.trim().to_string());
                     }
@@ -208,8 +218,10 @@ fn run_worker(
     let supervisor = supervise(stdin, opts.stop.clone(), watch.clone(), (pid, ranked), hung_after);
 
     let mut pending: Vec<usize> = job.indices.clone();
-    // A group's failed runs wait for the group's end: another rank's line may say it ran out of memory.
+    // A group's failed runs wait for the group's end: another rank may report that it ran out of memory.
     let mut failed_in_group = Vec::new();
+    let mut failures: Vec<RankFailure> = Vec::new();
+    let mut devices: Vec<DeviceInfo> = Vec::new();
     let mut flow = Flow::Continue;
     let mut fatal: Option<String> = None;
     let mut record_error: Option<RunnerError> = None;
@@ -245,6 +257,8 @@ fn run_worker(
                 }
             }
             Ok(WorkerMessage::Fatal(message)) => fatal = Some(message),
+            Ok(WorkerMessage::Devices(listed)) => devices = listed,
+            Ok(WorkerMessage::RankFailed(failure)) => failures.push(failure),
             Err(_) => eprintln!("{line}"),
         }
     }
@@ -255,7 +269,7 @@ fn run_worker(
     if let Some(t) = stderr_thread {
         let _ = t.join();
     }
-    let failures = rank_failures.lock().map(|f| f.clone()).unwrap_or_default();
+    let notices = launcher_notices.lock().map(|n| n.clone()).unwrap_or_default();
     for (mut result, stop) in failed_in_group {
         let batch = result.plan.batch_size;
         result.outcome = ranked::outcome_with_rank_failures(result.outcome, &failures, batch);
@@ -282,7 +296,8 @@ fn run_worker(
         (Ok(s), _, _) => s.to_string(),
         (Err(e), _, _) => e.to_string(),
     };
-    let exit = if failures.is_empty() { exit } else { format!("{exit}; {}", failures.join("; ")) };
+    let told: Vec<String> = failures.iter().map(ToString::to_string).chain(notices).collect();
+    let exit = if told.is_empty() { exit } else { format!("{exit}; {}", told.join("; ")) };
     // The worker died: the first unreported run is where it was; the rest of its repeat never started.
     let analysis = analyze(&suite.graph);
     for (n, &i) in pending.iter().enumerate() {
@@ -291,10 +306,15 @@ fn run_worker(
         } else {
             format!("not run: the worker process of this repeat ended ({exit}) during an earlier run")
         };
-        let mut lost = lost_result(suite, opts, &analysis, i, pid, message);
+        let device = super::device_in(&devices, &suite.plans[i]);
+        let mut lost = lost_result(suite, opts, (&analysis, device), i, pid, message);
         if n == 0 {
-            // A rank that ran out of memory ended the group: the run is out of memory, not failed.
+            // A rank that ran out of memory ended the group: the run is out of memory, not failed, and the
+            // larger batches of its family are skipped.
             lost.outcome = ranked::outcome_with_rank_failures(lost.outcome, &failures, lost.plan.batch_size);
+            if matches!(lost.outcome, RunOutcome::OutOfMemory { .. }) {
+                ooms.push(lost.plan.clone());
+            }
         }
         if recorder.record(lost, None, on_result)? == Flow::Stop {
             return Ok(Flow::Stop);
@@ -381,11 +401,11 @@ fn kill(_pid: u32, _group: bool) -> bool {
 }
 
 /// The result of the run at `index`, which worker `pid` never reported: built like every other result, with the
-/// worker's process recorded.
+/// worker's process and the device the run was placed on (as the worker listed it) recorded.
 fn lost_result(
     suite: &Suite,
     opts: &RunnerOptions,
-    analysis: &Analysis,
+    (analysis, device): (&Analysis, Option<DeviceInfo>),
     index: usize,
     pid: u32,
     message: String,
@@ -400,7 +420,7 @@ fn lost_result(
         ranks: None,
     };
     let now = SystemTime::now();
-    ctx.result(&suite.plans[index], suite.backend.name(), RunOutcome::Failed { message }, (now, now), None, None)
+    ctx.result(&suite.plans[index], suite.backend.name(), RunOutcome::Failed { message }, (now, now), device, None)
 }
 
 /// The worker side (`trainbench worker`): read the job from stdin, run it, print each result as a line.
@@ -414,7 +434,17 @@ fn lost_result(
 pub fn serve(ranked: Option<ranks::Engine>) -> Result<bool, String> {
     probe::install_interrupt_handler();
     let ranks = match ranked {
-        Some(engine) => Some(RefCell::new(Ranks::open(engine)?)),
+        Some(engine) => match Ranks::open(engine) {
+            Ok(r) => Some(RefCell::new(r)),
+            Err(e) => {
+                // The parent learns which rank could not join, and why, through the launcher.
+                if let Some(rank) = ranks::launcher_rank() {
+                    let failure = RankFailure { rank, kind: RankFailureKind::Failed, run: None, message: e.clone() };
+                    let _ = print_message(&mut std::io::stdout().lock(), &WorkerMessage::RankFailed(failure));
+                }
+                return Err(e);
+            }
+        },
         None => None,
     };
     let rank = ranks.as_ref().map_or(0, |r| r.borrow().rank());
@@ -447,16 +477,17 @@ pub fn serve(ranked: Option<ranks::Engine>) -> Result<bool, String> {
         });
     }
     let mut out = std::io::stdout().lock();
+    // Rank 0 reports the runs; another rank tells the parent only how it failed.
     let mut say = |message: &WorkerMessage| -> std::io::Result<()> {
-        if rank != 0 {
-            if let WorkerMessage::Fatal(m) = message {
-                eprintln!("trainbench rank {rank}: {m}");
+        match (rank, message) {
+            (0, m) | (_, m @ WorkerMessage::RankFailed(_)) => print_message(&mut out, m),
+            (_, WorkerMessage::Fatal(m)) => {
+                let failure = RankFailure { rank, kind: RankFailureKind::Failed, run: None, message: m.clone() };
+                eprintln!("{failure}");
+                print_message(&mut out, &WorkerMessage::RankFailed(failure))
             }
-            return Ok(());
+            _ => Ok(()),
         }
-        let text = serde_json::to_string(message).map_err(std::io::Error::other)?;
-        writeln!(out, "{text}")?;
-        out.flush()
     };
     let mut suite = match Suite::from_spec_text("worker job", &job.spec_canonical) {
         Ok(s) if sha256_hex(&s.spec_canonical) == sha256_hex(&job.spec_canonical) => s,
@@ -472,7 +503,6 @@ pub fn serve(ranked: Option<ranks::Engine>) -> Result<bool, String> {
     };
     if let Some(r) = &ranks {
         let group = r.borrow();
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         for &i in &job.indices {
             let Some(plan) = job.plans.get_mut(i) else { continue };
             if let Err(e) = group.check_plan(plan) {
@@ -481,7 +511,7 @@ pub fn serve(ranked: Option<ranks::Engine>) -> Result<bool, String> {
             }
             group.place(plan);
             // Ranks sharing this machine's cores each get their share of intra-op threads unless the spec says.
-            plan.cpu_threads = plan.cpu_threads.or(Some(u32::try_from((threads / group.size()).max(1)).unwrap_or(1)));
+            ranked::share_cpu_threads(plan, group.size());
         }
     }
     suite.plans = job.plans;
@@ -500,6 +530,10 @@ pub fn serve(ranked: Option<ranks::Engine>) -> Result<bool, String> {
         hardware: Default::default(),
     };
     let mut backend = backends::create(job.backend, &opts.mock_config());
+    if rank == 0 {
+        let placed = job.indices.iter().filter_map(|&i| suite.plans.get(i));
+        let _ = say(&WorkerMessage::Devices(super::devices_of(backend.as_ref(), placed)));
+    }
     let mut ooms = job.known_ooms;
     if let Some(r) = &ranks {
         return Ok(ranked::serve_ranked(r, &suite, &opts, backend.as_mut(), &job.indices, &mut ooms, &mut say));
@@ -517,4 +551,11 @@ pub fn serve(ranked: Option<ranks::Engine>) -> Result<bool, String> {
             Ok(false)
         }
     }
+}
+
+/// Write `message` as one line of the worker protocol and flush it.
+pub(crate) fn print_message(out: &mut dyn Write, message: &WorkerMessage) -> std::io::Result<()> {
+    let text = serde_json::to_string(message).map_err(std::io::Error::other)?;
+    writeln!(out, "{text}")?;
+    out.flush()
 }

@@ -14,6 +14,9 @@ pub mod rank;
 
 pub use bootstrap::{BOOTSTRAP_RESAMPLES, SplitMix64, bootstrap_median_ci, bootstrap_ratio_ci, hierarchical_ratio_ci};
 pub use rank::{MannWhitney, erfc, mann_whitney, normal_sf};
+// The order statistics are defined once in the contract crate, so that its calibration and the backends use the
+// same median.
+pub use trainbench_workload::stats::{median, quantile, quantile_sorted, sorted};
 
 /// Arithmetic mean; `None` for no samples.
 pub fn mean(xs: &[f64]) -> Option<f64> {
@@ -40,35 +43,6 @@ pub fn cv(xs: &[f64]) -> Option<f64> {
         return None;
     }
     Some(stdev(xs)? / m)
-}
-
-/// A sorted copy of the samples (NaNs sort last, by `total_cmp`).
-pub fn sorted(xs: &[f64]) -> Vec<f64> {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    v
-}
-
-/// Quantile `q` in `0..=1` of already **sorted** samples, type 7 (see the module docs); `None` if empty.
-pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
-    let n = sorted.len();
-    if n == 0 {
-        return None;
-    }
-    let h = (n - 1) as f64 * q.clamp(0.0, 1.0);
-    let lo = h.floor() as usize;
-    let hi = (lo + 1).min(n - 1);
-    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
-}
-
-/// Quantile `q` of unsorted samples.
-pub fn quantile(xs: &[f64], q: f64) -> Option<f64> {
-    quantile_sorted(&sorted(xs), q)
-}
-
-/// Median of unsorted samples.
-pub fn median(xs: &[f64]) -> Option<f64> {
-    quantile(xs, 0.5)
 }
 
 /// Number of samples outside Tukey's fences `[Q1 - 1.5 IQR, Q3 + 1.5 IQR]` (quartiles by type 7).

@@ -108,6 +108,45 @@ fn a_rank_that_dies_fails_its_run_and_the_sweep_goes_on_without_orphans() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/dp/dp.b8.fp32.1x2.r1.json")).unwrap())
             .unwrap();
     assert_eq!(next.outcome, RunOutcome::Completed, "the sweep goes on: {stderr}");
+    // The lost run still records the device it was placed on, as the completed one does.
+    let (placed, used) = (lost.environment.device.as_ref(), next.environment.device.as_ref());
+    assert!(placed.is_some(), "the lost run records its device: {stderr}");
+    assert_eq!(placed.map(|d| (&d.selector, &d.name)), used.map(|d| (&d.selector, &d.name)));
+    let left = processes_in(dir.path());
+    assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
+}
+
+#[test]
+fn another_ranks_out_of_memory_makes_the_run_out_of_memory_and_skips_larger_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SPEC
+        .replace("batch_sizes = [16]", "batch_sizes = [8, 16]")
+        .replace("topologies = [\n  { devices_per_node = 1, strategy = \"single\" },\n", "topologies = [\n")
+        .replace("  { devices_per_node = 4, strategy = \"all-reduce\" },\n", "")
+        .replace("  { devices_per_node = 2, strategy = \"parameter-server\", parameter_servers = 2 },\n", "");
+    std::fs::write(dir.path().join("dp.toml"), spec).unwrap();
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["run", "dp.toml", "--out", "out", "--quiet"])
+        .args(["--test-hooks", r#"{"oom_rank": [0, 1]}"#])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let read = |batch: usize| -> RunResult {
+        let path = dir.path().join(format!("out/dp/dp.b{batch}.fp32.1x2.r0.json"));
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}\n{stderr}"))).unwrap()
+    };
+    // Rank 1 ran out of memory and said so in a typed line; rank 0 never finished: the run is out of memory.
+    let oom = read(8);
+    let RunOutcome::OutOfMemory { batch_size, message } = &oom.outcome else { panic!("{:?}\n{stderr}", oom.outcome) };
+    assert_eq!(*batch_size, 8);
+    assert!(message.starts_with("trainbench rank 1: run `dp.b8."), "{message}");
+    assert!(message.contains("out of memory on rank 1 (test hook)"), "{message}");
+    // The larger batch of the same family is skipped, as after one worker's out of memory.
+    let larger = read(16);
+    assert!(matches!(larger.outcome, RunOutcome::Skipped { .. }), "{:?}\n{stderr}", larger.outcome);
+    assert!(stderr.contains("trainbench rank 1: run `dp.b8."), "the line for people stays: {stderr}");
     let left = processes_in(dir.path());
     assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
 }

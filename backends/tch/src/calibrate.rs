@@ -8,8 +8,9 @@ use std::time::Instant;
 
 use tch::{Device, Kind, TchError, Tensor};
 use trainbench_workload::calibrate::{
-    CalibrationRequest, ConvShape, ConvTiming, GemmShapeTiming, KernelTiming, Measurement, median,
+    CalibrationRequest, ConvShape, ConvTiming, GemmShapeTiming, KernelTiming, Measurement,
 };
+use trainbench_workload::stats::median;
 use trainbench_workload::{BackendError, Precision};
 
 fn sync(device: Device) {
@@ -91,7 +92,8 @@ fn time(
         sync(device);
         xs.push((clock.now() - t) / f64::from(calls));
     }
-    Ok(median(xs))
+    // At least one sample was taken.
+    Ok(median(&xs).unwrap_or(0.0))
 }
 
 /// Median seconds of one convolution of shape `s` forward and of its backward (input and weight gradients

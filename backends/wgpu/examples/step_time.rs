@@ -57,9 +57,8 @@ fn mlp_784() -> Graph {
     b.finish(1, "samples").expect("graph")
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    trainbench_workload::stats::median(&v).unwrap_or(0.0)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

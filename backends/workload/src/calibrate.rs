@@ -186,13 +186,3 @@ pub fn conv_grid() -> Vec<ConvShape> {
     }
     v
 }
-
-/// The median of `xs` (0 for none).
-pub fn median(mut xs: Vec<f64>) -> f64 {
-    if xs.is_empty() {
-        return 0.0;
-    }
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n % 2 == 1 { xs[n / 2] } else { 0.5 * (xs[n / 2 - 1] + xs[n / 2]) }
-}

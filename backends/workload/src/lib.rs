@@ -26,6 +26,7 @@ mod mock_prior;
 pub mod model;
 pub mod numerics;
 pub mod params;
+pub mod stats;
 pub mod steplog;
 pub mod target;
 pub mod zoo;
