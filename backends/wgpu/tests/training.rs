@@ -3,7 +3,7 @@
 
 use trainbench_wgpu::{WgpuBackend, adapters, select};
 use trainbench_workload::conformance::agreement::preset_for;
-use trainbench_workload::conformance::fixtures;
+use trainbench_workload::conformance::{fixtures, prerequisite_missing};
 use trainbench_workload::params::parameters;
 use trainbench_workload::{
     Backend, BackendError, DeviceSelector, Graph, GraphBuilder, NoProbe, OptimizerSpec, PhaseTimes, Precision, Probe,
@@ -19,9 +19,10 @@ trainbench_workload::conformance_tests!(
     available = !adapters().is_empty(),
 );
 
+/// Whether wgpu sees an adapter; a failure under `CI=true` (which installs lavapipe) when it sees none.
 fn have_adapter() -> bool {
     if adapters().is_empty() {
-        eprintln!("skipping: wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)");
+        prerequisite_missing("wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)");
         return false;
     }
     true
