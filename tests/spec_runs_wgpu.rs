@@ -71,11 +71,9 @@ fn run_spec(path: &Path, rel: &str) -> RunResult {
 #[test]
 fn every_smoke_spec_trains_on_wgpu_with_a_stable_result_shape() {
     if trainbench_wgpu::adapters().is_empty() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but wgpu found no adapter (mesa-vulkan-drivers?)"
+        trainbench::workload::conformance::prerequisite_missing(
+            "wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)",
         );
-        eprintln!("skipping: wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)");
         return;
     }
     let dir = root().join("specs");

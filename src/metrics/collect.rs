@@ -152,12 +152,18 @@ mod tests {
 
     #[test]
     fn gpu_sampler_reports_why_it_is_missing() {
-        let target = GpuTarget { cuda_ordinal: 0, pci_bus_id: None, mig: false };
+        // A GPU no machine has (PCI bus ff, device 1f, function 7 is never a GPU): without NVML the sampler
+        // says NVML is missing, with NVML that it lists no such GPU; never samples of some other device.
+        let bus = "00000000:FF:1F.7";
+        let target = GpuTarget { cuda_ordinal: 0, pci_bus_id: Some(bus.into()), mig: false };
         let c =
             Collectors::start(&CollectorConfig { interval: Duration::from_millis(5), cpu: false, gpu: Some(target) });
         match c.stop().gpu.unwrap() {
-            Ok((_, samples)) => assert!(!samples.is_empty()),
-            Err(reason) => assert!(!reason.is_empty()),
+            Ok((index, samples)) => panic!("sampled NVML device {index} for a GPU that is not there: {samples:?}"),
+            Err(reason) => assert!(
+                reason.starts_with("NVML is not available") || reason == format!("NVML lists no GPU at PCI {bus}"),
+                "{reason}"
+            ),
         }
     }
 }

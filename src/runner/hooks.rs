@@ -1,9 +1,11 @@
 //! [`TestHooks`]: the runner's hooks for trainbench's own tests (a stop mid-run, a short hang grace, a mock
-//! backend that crashes, hangs or fails), held apart from the options real runs use.
+//! backend that crashes, hangs or fails, a backend taken for one left out of the build), held apart from the
+//! options real runs use.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use trainbench_workload::BackendKind;
 use trainbench_workload::mock::MockConfig;
 use trainbench_workload::{BackendError, RunPlan};
 
@@ -19,7 +21,8 @@ pub struct TestHooks {
     /// index: `[index, iterations]`.
     pub interrupt_at: Option<(usize, u64)>,
     /// Seconds a worker may stay silent past its runs' timeout before it is killed as hung (default:
-    /// [`HUNG_GRACE`]).
+    /// [`HUNG_GRACE`]). With `mock_hang_repeat` set, only that repeat's worker gets it and every other worker
+    /// keeps [`HUNG_GRACE`]: a healthy worker that is slow to start on a loaded machine is never taken for a hang.
     pub hung_grace_s: Option<f64>,
     /// Mock backend: abort the process running this repeat, as a crash inside a backend library would.
     pub mock_abort_repeat: Option<u32>,
@@ -33,6 +36,9 @@ pub struct TestHooks {
     /// Data-parallel runs: `[repeat, rank]`: that rank's runs of that repeat end out of memory as they start
     /// (the backend's typed error), as a rank whose device cannot hold its slice of the batch would.
     pub oom_rank: Option<(u32, usize)>,
+    /// Treat this backend (`"tch"`, `"wgpu"`) as left out of the build: the suite stops before any run with the
+    /// error a build without its feature gives, so that path is tested in builds that have every backend.
+    pub backend_not_built: Option<BackendKind>,
 }
 
 impl TestHooks {
@@ -47,8 +53,11 @@ impl TestHooks {
         }
     }
 
-    /// How long a worker may stay silent past its runs' timeout.
-    pub fn hung_grace(&self) -> Duration {
+    /// How long the worker of `repeat` may stay silent past its runs' timeout.
+    pub fn hung_grace(&self, repeat: u32) -> Duration {
+        if self.mock_hang_repeat.is_some_and(|hung| hung != repeat) {
+            return HUNG_GRACE;
+        }
         self.hung_grace_s.filter(|s| s.is_finite() && *s >= 0.0).map_or(HUNG_GRACE, Duration::from_secs_f64)
     }
 
@@ -84,10 +93,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(h.interrupt_at, Some((1, 10)));
-        assert_eq!(h.hung_grace(), Duration::from_millis(1500));
+        assert_eq!(h.hung_grace(0), Duration::from_millis(1500));
         assert_eq!(h.mock_config(&MockConfig::default()).abort_in_repeat, Some(2));
         assert_eq!(h.mock_config(&MockConfig::default()).fail_in_repeat, Some(1));
-        assert_eq!(TestHooks::default().hung_grace(), HUNG_GRACE);
+        assert_eq!(TestHooks::default().hung_grace(0), HUNG_GRACE);
+        // With a repeat told to hang, only its worker gets the short grace.
+        let h = TestHooks::from_json(r#"{"mock_hang_repeat": 2, "hung_grace_s": 1}"#).unwrap();
+        assert_eq!((h.hung_grace(2), h.hung_grace(0)), (Duration::from_secs(1), HUNG_GRACE));
+        let h = TestHooks::from_json(r#"{"backend_not_built": "tch"}"#).unwrap();
+        assert_eq!(h.backend_not_built, Some(BackendKind::Tch));
         assert!(TestHooks::from_json(r#"{"mock_abort": 1}"#).unwrap_err().contains("unknown field"));
         assert!(TestHooks::from_json(r#"{"hung_grace_s": -1}"#).is_err());
         let oom = TestHooks::from_json(r#"{"oom_rank": [0, 1]}"#).unwrap();

@@ -356,11 +356,50 @@ mod tests {
         assert!(died.message.contains("the process ended"), "{died:?}");
     }
 
+    /// `sleep 60` as a rank that writes its pid into `pid_file` between fork and exec, so the pid is there by
+    /// the time `spawn` returns.
+    fn sleeper(pid_file: &std::fs::File) -> Command {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let fd = pid_file.as_raw_fd();
+        let mut c = Command::new("sleep");
+        c.arg("60");
+        // SAFETY: the hook runs in the forked child before exec and calls only `getpid` and `pwrite`, both
+        // async-signal-safe, on a descriptor the parent keeps open; it allocates nothing.
+        unsafe {
+            c.pre_exec(move || {
+                let pid = libc::getpid().to_le_bytes();
+                libc::pwrite(fd, pid.as_ptr().cast(), pid.len(), 0);
+                Ok(())
+            });
+        }
+        c
+    }
+
+    /// The pid a [`sleeper`] wrote.
+    fn pid_in(file: &std::fs::File) -> libc::pid_t {
+        use std::os::unix::fs::FileExt;
+        let mut bytes = [0u8; 4];
+        file.read_exact_at(&mut bytes, 0).unwrap();
+        libc::pid_t::from_le_bytes(bytes)
+    }
+
+    /// Whether process `pid` exists: running, or ended and not yet reaped (a zombie).
+    fn exists(pid: libc::pid_t) -> bool {
+        // SAFETY: signal 0 sends nothing; `kill` only checks that the process exists.
+        unsafe { libc::kill(pid, 0) == 0 }
+    }
+
     #[test]
     fn a_rank_that_cannot_start_is_an_error_and_leaves_no_rank_running() {
+        let pid_file = tempfile::tempfile().unwrap();
         let missing = Command::new("/nonexistent/trainbench-rank");
-        let e = run_group(vec![sh("sleep 60"), missing]).unwrap_err();
+        let e = run_group(vec![sleeper(&pid_file), missing]).unwrap_err();
         assert!(e.contains("cannot start rank 1"), "{e}");
+        let rank0 = pid_in(&pid_file);
+        assert!(rank0 > 0 && rank0.unsigned_abs() != std::process::id(), "{rank0}");
+        // Killed and reaped: neither still sleeping nor a zombie.
+        assert!(!exists(rank0), "rank 0 (pid {rank0}) was left running or unreaped");
     }
 
     #[test]

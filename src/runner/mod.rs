@@ -141,6 +141,10 @@ pub fn run_suite(
     opts: &RunnerOptions,
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
+    // A test's stand-in for a build without this backend: its stub refuses every run, as that build's would.
+    if opts.test_hooks.backend_not_built == Some(suite.backend) {
+        return run_suite_with(suite, opts, Box::new(backends::Unavailable::not_built(suite.backend)), on_result);
+    }
     // Started on every rank by an external launcher (multi-node): this process is one of the ranks.
     if let Some(launcher) = ranks::launcher_world().filter(|(_, n)| *n > 1) {
         return ranked::run_as_ranks(suite, opts, launcher, on_result);

@@ -211,7 +211,8 @@ fn run_worker(
     // Only runs that all have a timeout can be hung: without one, a long run is simply long.
     let timeouts: Option<Vec<f64>> = job.indices.iter().map(|&i| suite.plans[i].timeout_s).collect();
     let timeout_s = timeouts.and_then(|t| t.into_iter().reduce(f64::max));
-    let grace = opts.test_hooks.hung_grace();
+    let repeat = job.indices.first().map_or(0, |&i| suite.plans[i].repeat);
+    let grace = opts.test_hooks.hung_grace(repeat);
     let hung_after = timeout_s.map(|t| Duration::from_secs_f64(t.max(0.0)) + grace);
     let watch = Arc::new(Watch::default());
     let pid = child.id();

@@ -77,9 +77,10 @@ fn every_format_trains_on_tch_and_wgpu() {
             assert_eq!(r["outcome"]["status"], "completed", "{name} on {backend}: {r:#}");
             assert_eq!(r["data"]["samples"].as_u64(), Some(*samples as u64), "{name} on {backend}");
             assert_eq!(r["metrics"]["loss"]["all_finite"], true, "{name} on {backend}");
+            // Timed: waiting for a batch and copying it take time, so an untimed phase (left at 0) fails here.
             for phase in ["data_stall", "data_copy"] {
                 let mean = r["metrics"]["phases"][phase]["mean_s"].as_f64();
-                assert!(mean.is_some_and(|s| s >= 0.0), "{name} on {backend}: {phase} is timed: {r:#}");
+                assert!(mean.is_some_and(|s| s > 0.0), "{name} on {backend}: {phase} is timed: {r:#}");
             }
         }
     }

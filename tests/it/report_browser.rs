@@ -1,18 +1,31 @@
 //! The HTML report in a real headless Chromium: it renders, the overview table comes first with a row per
 //! configuration, every plot is a panel of a grid in the DOM with its title, and the page references nothing on
-//! the network. Skipped (with a notice) only where /usr/bin/chromium is absent.
+//! the network. The browser is `$TRAINBENCH_CHROMIUM`, else the first of chromium, chromium-browser and
+//! google-chrome on `PATH`; without one the test is skipped with a notice, and fails under `CI=true`.
 #![allow(clippy::unwrap_used)] // test helpers outside test functions
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command as Proc;
 
 use assert_cmd::Command;
 
-const CHROMIUM: &str = "/usr/bin/chromium";
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/results");
 
-fn chromium(args: &[&str], profile: &Path) -> std::process::Output {
-    Proc::new(CHROMIUM)
+/// The names a headless Chromium goes by, in the order they are looked for on `PATH`.
+const BROWSERS: &[&str] = &["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"];
+
+/// The browser to run: `$TRAINBENCH_CHROMIUM`, else the first of [`BROWSERS`] in a directory of `path`.
+fn find_chromium(explicit: Option<&OsStr>, path: Option<&OsStr>) -> Option<PathBuf> {
+    if let Some(explicit) = explicit.filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(explicit));
+    }
+    let dirs: Vec<PathBuf> = path.map(|p| std::env::split_paths(p).collect()).unwrap_or_default();
+    BROWSERS.iter().flat_map(|name| dirs.iter().map(move |d| d.join(name))).find(|p| p.is_file())
+}
+
+fn chromium(browser: &Path, args: &[&str], profile: &Path) -> std::process::Output {
+    Proc::new(browser)
         .args([
             "--headless",
             "--no-sandbox",
@@ -66,10 +79,14 @@ fn overview_comes_first_with_a_row_per_configuration(dom: &str) {
 
 #[test]
 fn report_renders_in_chromium_with_all_plots_and_no_network() {
-    if !Path::new(CHROMIUM).exists() {
-        eprintln!("notice: {CHROMIUM} not found; skipping the headless-browser test (CI installs chromium)");
+    let found = find_chromium(std::env::var_os("TRAINBENCH_CHROMIUM").as_deref(), std::env::var_os("PATH").as_deref());
+    let Some(browser) = found else {
+        trainbench::workload::conformance::prerequisite_missing(
+            "no Chromium found (TRAINBENCH_CHROMIUM, or chromium, chromium-browser, google-chrome on PATH): \
+             install chromium (scripts/system-deps.sh)",
+        );
         return;
-    }
+    };
     let tmp = tempfile::tempdir().unwrap();
     let out = report(tmp.path());
     let html_path = out.join("index.html");
@@ -79,7 +96,7 @@ fn report_renders_in_chromium_with_all_plots_and_no_network() {
     }
 
     let url = format!("file://{}", html_path.display());
-    let dom = chromium(&["--dump-dom", &url], &tmp.path().join("profile"));
+    let dom = chromium(&browser, &["--dump-dom", &url], &tmp.path().join("profile"));
     assert!(dom.status.success(), "chromium failed: {}", String::from_utf8_lossy(&dom.stderr));
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.contains("<h1>trainbench report</h1>"), "{dom}");
@@ -113,6 +130,7 @@ fn report_renders_in_chromium_with_all_plots_and_no_network() {
     // It also rasterises.
     let png = tmp.path().join("shot.png");
     let shot = chromium(
+        &browser,
         &["--hide-scrollbars", "--window-size=1280,2000", &format!("--screenshot={}", png.display()), &url],
         &tmp.path().join("profile2"),
     );
@@ -128,4 +146,22 @@ fn report_renders_in_chromium_with_all_plots_and_no_network() {
             std::fs::copy(entry.path(), Path::new(&keep).join(entry.file_name())).unwrap();
         }
     }
+}
+
+#[test]
+fn the_browser_is_the_one_named_else_the_first_on_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(b.join("chromium-browser"), "").unwrap();
+    std::fs::write(b.join("chromium"), "").unwrap();
+    std::fs::create_dir_all(a.join("chromium")).unwrap(); // a directory is not a browser
+    let path = std::env::join_paths([&a, &b]).unwrap();
+    assert_eq!(find_chromium(None, Some(&path)), Some(b.join("chromium")));
+    assert_eq!(find_chromium(Some(OsStr::new("/opt/chrome")), Some(&path)), Some(PathBuf::from("/opt/chrome")));
+    assert_eq!(find_chromium(Some(OsStr::new("")), Some(&path)), Some(b.join("chromium")));
+    std::fs::remove_file(b.join("chromium")).unwrap();
+    assert_eq!(find_chromium(None, Some(&path)), Some(b.join("chromium-browser")));
+    assert_eq!(find_chromium(None, None), None);
 }

@@ -1,42 +1,10 @@
-//! `trainbench report` output files: the Markdown page of the fixtures (snapshot in golden/report/, measured values redacted),
-//! the CSV (one row per run, a fixed header), and the SVG files the Markdown links to.
+//! `trainbench report` output files: the Markdown page of the fixtures (snapshot in golden/report/, every figure
+//! exact: the fixtures are committed and the report a pure function of them, so a wrong median, p95, peak or
+//! utilisation shows as a diff), the CSV (one row per run, a fixed header), and the SVG files the Markdown
+//! links to.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use assert_cmd::Command;
-
-/// Replace measured values in Markdown table cells by `[v]`; names, batch sizes and counts stay.
-fn redact(md: &str) -> String {
-    md.lines()
-        .map(|line| {
-            if !line.starts_with('|') || line.starts_with("|---") {
-                return line.to_string();
-            }
-            let cells: Vec<String> = line
-                .split(" | ")
-                .map(|c| {
-                    // A cell: `figure`, `**figure**` (the best of its spec) or `figure [low–high]` (over repeats).
-                    let inner = c.trim_matches('|').trim();
-                    let bold = inner.starts_with("**");
-                    let t = inner.trim_start_matches("**");
-                    let measured = t.ends_with(" ms")
-                        || t.ends_with('%')
-                        || t.ends_with("iB")
-                        || t.contains('.')
-                        || t.contains('[');
-                    let numeric = t.chars().next().is_some_and(|ch| ch.is_ascii_digit());
-                    let long_integer = t.len() > 2 && t.chars().all(|ch| ch.is_ascii_digit()) && !is_batch(t);
-                    if numeric && (measured || long_integer) {
-                        c.replace(inner, if bold { "**[v]**" } else { "[v]" })
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect();
-            cells.join(" | ")
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 /// Split one CSV line (RFC 4180 quoting, no embedded line breaks).
 pub(crate) fn csv_fields(line: &str) -> Vec<String> {
@@ -57,10 +25,6 @@ pub(crate) fn csv_fields(line: &str) -> Vec<String> {
     out
 }
 
-fn is_batch(t: &str) -> bool {
-    matches!(t, "8" | "16" | "32" | "64" | "128" | "256" | "65536")
-}
-
 #[test]
 fn markdown_csv_and_svg_files() {
     let tmp = tempfile::tempdir().unwrap();
@@ -75,7 +39,7 @@ fn markdown_csv_and_svg_files() {
         assert!(svg.starts_with("<svg") && svg.contains("xmlns=\"http://www.w3.org/2000/svg\""), "{file}");
         assert!(svg.contains("<title>"), "{file}");
     }
-    crate::common::golden_settings("report").bind(|| insta::assert_snapshot!("report_markdown", redact(&md)));
+    crate::common::golden_settings("report").bind(|| insta::assert_snapshot!("report_markdown", md));
 
     let csv = std::fs::read_to_string(out.join("runs.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();

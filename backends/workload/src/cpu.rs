@@ -108,12 +108,7 @@ impl CpuFeatures {
     /// The features of this machine (read once per process).
     pub fn host() -> &'static CpuFeatures {
         static HOST: OnceLock<CpuFeatures> = OnceLock::new();
-        HOST.get_or_init(|| {
-            let cap = ["ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"]
-                .iter()
-                .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()));
-            CpuFeatures::new(host_flags(), cap)
-        })
+        HOST.get_or_init(|| CpuFeatures::new(host_flags(), onednn_cap(|name| std::env::var(name).ok())))
     }
 
     /// Features from a list of flags (kernel spelling) and an optional `ONEDNN_MAX_CPU_ISA` value; flags
@@ -166,15 +161,26 @@ impl CpuFeatures {
     }
 }
 
+/// The cap on oneDNN's instruction sets, from the variables `var` reads: `ONEDNN_MAX_CPU_ISA`, else its older
+/// name `DNNL_MAX_CPU_ISA`; a blank value is no cap.
+fn onednn_cap(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    ["ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"].iter().find_map(|name| var(name).filter(|v| !v.trim().is_empty()))
+}
+
 /// The CPU's feature flags: `/proc/cpuinfo` on Linux, the standard library's detection on other x86 systems.
 fn host_flags() -> Vec<String> {
-    if let Ok(text) = std::fs::read_to_string("/proc/cpuinfo") {
-        let line = text.lines().find(|l| l.starts_with("flags") || l.starts_with("Features"));
-        if let Some((_, flags)) = line.and_then(|l| l.split_once(':')) {
-            return flags.split_whitespace().map(str::to_string).collect();
-        }
-    }
-    detected_flags()
+    std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|text| cpuinfo_flags(&text)).unwrap_or_else(detected_flags)
+}
+
+/// The feature flags of the first CPU in a `/proc/cpuinfo` text: its `flags` line (x86) or `Features` line
+/// (ARM); `None` when it has neither.
+fn cpuinfo_flags(text: &str) -> Option<Vec<String>> {
+    let line = text.lines().find(|l| {
+        let key = l.split(':').next().unwrap_or_default().trim();
+        key == "flags" || key == "Features"
+    })?;
+    let (_, flags) = line.split_once(':')?;
+    Some(flags.split_whitespace().map(str::to_string).collect())
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -230,9 +236,38 @@ mod tests {
         assert!(CpuFeatures::new(SAPPHIRE_RAPIDS, Some("ALL".into())).supports(CpuIsa::AmxBf16).is_ok());
     }
 
+    /// The start of an x86 `/proc/cpuinfo` (Linux 6.x): `vmx flags` and `bugs` lines follow `flags`.
+    const X86_CPUINFO: &str = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n\
+        flags\t\t: fpu vme sse2 avx avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_bf16 amx_bf16 amx_tile\n\
+        vmx flags\t: vnmi preemption_timer invvpid ept_x_only\nbugs\t\t: spectre_v1 spectre_v2\n\n\
+        processor\t: 1\nflags\t\t: fpu sse2\n";
+    /// An ARM `/proc/cpuinfo` (a Neoverse N1).
+    const ARM_CPUINFO: &str = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd evtstrm aes crc32 atomics\n\
+        CPU implementer\t: 0x41\n";
+
     #[test]
-    fn the_host_is_read_without_failing() {
-        let host = CpuFeatures::host();
-        assert!(host.flags().iter().all(|f| RECORDED_FLAGS.contains(&f.as_str())));
+    fn the_flags_come_from_the_first_cpus_flags_line() {
+        let flags = cpuinfo_flags(X86_CPUINFO).unwrap();
+        assert_eq!(flags[..3], ["fpu", "vme", "sse2"]);
+        assert_eq!(flags.len(), 14, "not the `vmx flags` or the second CPU's line: {flags:?}");
+        let cpu = CpuFeatures::new(flags, None);
+        assert_eq!(cpu.best(), Some(CpuIsa::AmxBf16));
+        assert_eq!(CpuFeatures::new(cpuinfo_flags(ARM_CPUINFO).unwrap(), None).flags(), ["asimd"]);
+        assert_eq!(cpuinfo_flags("processor\t: 0\nvmx flags\t: avx2\n"), None);
+    }
+
+    #[test]
+    fn the_onednn_cap_is_read_from_either_name_and_a_blank_one_is_none() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(onednn_cap(env(&[])), None);
+        assert_eq!(onednn_cap(env(&[("DNNL_MAX_CPU_ISA", "avx2")])).as_deref(), Some("avx2"));
+        let both = env(&[("ONEDNN_MAX_CPU_ISA", "AVX512_CORE"), ("DNNL_MAX_CPU_ISA", "avx2")]);
+        assert_eq!(onednn_cap(both).as_deref(), Some("AVX512_CORE"));
+        assert_eq!(
+            onednn_cap(env(&[("ONEDNN_MAX_CPU_ISA", "  "), ("DNNL_MAX_CPU_ISA", "avx2")])).as_deref(),
+            Some("avx2")
+        );
     }
 }

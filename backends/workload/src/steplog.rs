@@ -310,7 +310,7 @@ impl<T: Summary> Series<T> {
 
     /// The merge of every entry from the first that starts at or after step `from`, the open one included, and
     /// the step that entry starts at.
-    fn from_step(&self, from: u64) -> (T, u64) {
+    fn merged_from(&self, from: u64) -> (T, u64) {
         let first = from.div_ceil(self.width) as usize;
         let mut merged = T::default();
         for entry in self.closed.iter().skip(first) {
@@ -471,8 +471,8 @@ impl StepLog {
 
     /// The steps from `start` on (a multiple of the blocks' width; a start inside a block begins at the next).
     pub fn steady_from(&self, start: u64) -> SteadySteps {
-        let (block, _) = self.blocks.from_step(start);
-        let (sketch, sketch_from) = self.segments.from_step(start);
+        let (block, _) = self.blocks.merged_from(start);
+        let (sketch, sketch_from) = self.segments.merged_from(start);
         SteadySteps { block, sketch, sketch_from }
     }
 

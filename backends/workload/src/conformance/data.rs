@@ -39,23 +39,68 @@ pub fn train_on(
     Ok(out.steps.loss_values())
 }
 
-/// The batches given are the batches trained on: the synthetic batches handed through a source give the
-/// synthetic path's losses (within 1e-5 relative).
+/// Train `graph` on `batches` (cycled): the losses, the steps trained (warm-up, measured and free-running) and
+/// the batches the run drew from its source.
+fn train_counted(
+    backend: &mut dyn Backend,
+    plan: &RunPlan,
+    graph: &Graph,
+    batches: Vec<HostBatch>,
+) -> (Vec<f64>, u64, u64) {
+    let name = backend.name();
+    let mut source = MemorySource::new(batches);
+    let mut probe = NoProbe;
+    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: None };
+    let out = backend.run_in(plan, graph, &mut ctx).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let steps = out.warmup_steps.len() + out.steps.seen() + out.free_running.map_or(0, |f| f.steps);
+    (out.steps.loss_values(), steps, source.delivered())
+}
+
+/// Whether two losses agree within 1e-5 relative (the same batches, the same arithmetic).
+fn same_loss(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-5 * a.abs().max(1.0)
+}
+
+/// The batches given are the batches trained on, one per step, in order:
+/// - the synthetic path's own batches handed through a source give its losses (within 1e-5 relative: a given
+///   batch is read as the backend reads its own);
+/// - batches it could not have made itself (a separable set, not [`synthetic_batches`]) give another loss from
+///   the first step on, and the run draws exactly one batch per step;
+/// - two sources that agree on their first two batches and differ from the third give the same first two
+///   losses and another third one.
 pub fn given_batches_are_trained_on(backend: &mut dyn Backend, device: DeviceSelector) {
     let name = backend.name();
     let graph = fixture("mlp");
     let plan = data_plan(device, 6, OptimizerSpec::default());
     let synthetic = backend.run(&plan, &graph, &mut NoProbe).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let given = train_on(backend, &plan, &graph, synthetic_batches(&graph, plan.batch_size, plan.seed, 4))
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert_eq!(given.len(), synthetic.steps.loss_values().len(), "{name}");
-    for (a, b) in synthetic.steps.loss_values().iter().zip(&given) {
-        assert!(
-            (a - b).abs() <= 1e-5 * a.abs().max(1.0),
-            "{name}: synthetic {:?} given {given:?}",
-            synthetic.steps.loss_values()
-        );
-    }
+    let synthetic_losses = synthetic.steps.loss_values();
+    let own = synthetic_batches(&graph, plan.batch_size, plan.seed, 4);
+    let (given, _, _) = train_counted(backend, &plan, &graph, own);
+    assert_eq!(given.len(), synthetic_losses.len(), "{name}");
+    let agree = synthetic_losses.iter().zip(&given).all(|(a, b)| same_loss(*a, *b));
+    assert!(agree, "{name}: its own batches given: {given:?}, synthetic: {:?}", synthetic_losses);
+
+    let foreign = separable_batches(&graph, plan.batch_size, 7, 6);
+    let (on_foreign, steps, drawn) = train_counted(backend, &plan, &graph, foreign.clone());
+    assert_eq!(drawn, steps, "{name}: one batch drawn per step trained");
+    assert!(
+        !same_loss(on_foreign[0], synthetic_losses[0]),
+        "{name}: the first loss on batches it could not make ({}) is its synthetic one ({}): the given batches \
+         were not trained on",
+        on_foreign[0],
+        synthetic_losses[0]
+    );
+    let mut mixed = foreign[..2].to_vec();
+    mixed.extend(separable_batches(&graph, plan.batch_size, 8, 4));
+    let (on_mixed, _, _) = train_counted(backend, &plan, &graph, mixed);
+    assert!(
+        same_loss(on_mixed[0], on_foreign[0]) && same_loss(on_mixed[1], on_foreign[1]),
+        "{name}: the same first two batches must give the same first two losses: {on_mixed:?} vs {on_foreign:?}"
+    );
+    assert!(
+        !same_loss(on_mixed[2], on_foreign[2]),
+        "{name}: another third batch must give another third loss: {on_mixed:?} vs {on_foreign:?}"
+    );
 }
 
 /// A dataset of one class trains the MLP fixture to a near-zero loss (below 0.05 after 40 Adam steps) where the

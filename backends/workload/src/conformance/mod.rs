@@ -42,6 +42,14 @@ pub fn reference_losses(name: &str) -> Result<Vec<f64>, String> {
     losses.iter().map(|v| v.as_f64().ok_or_else(|| format!("{name}: a loss is not a number"))).collect()
 }
 
+/// A prerequisite of a test that this machine lacks (a device, chromium, a wgpu adapter, a tool): under
+/// `CI=true`, which provides every prerequisite the suite names, a failure saying `what` is missing and how to
+/// get it; elsewhere a notice on stderr, and the caller skips. The one CI guard of every test that can skip.
+pub fn prerequisite_missing(what: &str) {
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true but {what}");
+    eprintln!("notice: skipping: {what}");
+}
+
 fn fixture(name: &str) -> Graph {
     match fixtures::build(name) {
         Some(Ok(g)) => g,
@@ -177,11 +185,7 @@ macro_rules! conformance_tests {
                 let available: bool = $available;
                 if !available {
                     // CI provides every device the suite names (lavapipe for wgpu): a missing one is an error there.
-                    assert!(
-                        std::env::var("CI").as_deref() != Ok("true"),
-                        "CI=true but the conformance kit's device is not available here"
-                    );
-                    eprintln!("skipping the conformance kit: the device is not available here");
+                    kit::prerequisite_missing("the conformance kit's device is not available here");
                 }
                 available
             }
