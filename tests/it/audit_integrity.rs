@@ -73,3 +73,47 @@ fn assess_applies_the_tolerance() {
     let r = assess(&original, &elsewhere, &opts);
     assert!(r.env_differences.iter().any(|d| d.field == "device" && d.blocking));
 }
+
+/// A mock run of 25,000 measured steps (past the step log's cap of 10,000 kept), through the CLI, and audit's
+/// integrity check of its folder (audit takes a folder as report does).
+#[test]
+fn a_run_past_the_step_cap_is_consistent_and_edits_to_it_are_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("long.toml");
+    std::fs::write(
+        &spec,
+        "version = 1\nname = \"long\"\n[model]\nfamily = \"mlp\"\ninputs = 8\nhidden = [8]\nclasses = 2\n\
+         [topology]\nbackend = \"mock\"\n[sweep]\nbatch_sizes = [2]\n[run]\nwarmup = 1\niterations = 25000\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_trainbench"))
+        .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let audit = std::process::Command::new(env!("CARGO_BIN_EXE_trainbench"))
+        .args(["audit", "--integrity-only", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stdout));
+    assert!(String::from_utf8_lossy(&audit.stdout).contains("integrity: ok"));
+
+    let path = out.join("long/long.b2.fp32.1x1.r0.json");
+    let r: RunResult = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let m = r.metrics.as_ref().unwrap();
+    assert_eq!((m.samples_seen, m.samples_kept), (Some(25_000), Some(10_000)));
+    assert_eq!(m.step_indices.as_ref().map(Vec::len), Some(10_000));
+    assert!(m.step_time.percentile_relative_error.is_some());
+    assert_eq!(verify(&r), vec![]);
+
+    let mut edited = r.clone();
+    edited.metrics.as_mut().unwrap().step_time.n -= 1;
+    assert!(fields(&edited).contains(&"metrics.step_time.n".to_string()), "{:?}", verify(&edited));
+    let mut edited = r.clone();
+    edited.metrics.as_mut().unwrap().step_indices.as_mut().unwrap().reverse();
+    assert!(fields(&edited).contains(&"metrics.step_indices".to_string()), "{:?}", verify(&edited));
+    let mut edited = r;
+    edited.metrics.as_mut().unwrap().step_time.max_s *= 0.5;
+    assert!(!verify(&edited).is_empty(), "a max below the kept steps is caught");
+}
