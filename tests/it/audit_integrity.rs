@@ -79,13 +79,7 @@ fn assess_applies_the_tolerance() {
 #[test]
 fn a_run_past_the_step_cap_is_consistent_and_edits_to_it_are_caught() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = dir.path().join("long.toml");
-    std::fs::write(
-        &spec,
-        "version = 1\nname = \"long\"\n[model]\nfamily = \"mlp\"\ninputs = 8\nhidden = [8]\nclasses = 2\n\
-         [topology]\nbackend = \"mock\"\n[sweep]\nbatch_sizes = [2]\n[run]\nwarmup = 1\niterations = 25000\n",
-    )
-    .unwrap();
+    let spec = crate::common::mock_mlp_spec(dir.path(), "long", 25_000, 1);
     let out = dir.path().join("out");
     let run = std::process::Command::new(env!("CARGO_BIN_EXE_trainbench"))
         .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])

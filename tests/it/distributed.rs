@@ -80,15 +80,18 @@ fn data_parallel_runs_reproduce_one_worker_and_send_what_the_formulas_say() {
     }
 }
 
+/// [`SPEC`] with only its two-worker all-reduce topology, at `batch_sizes` (a TOML array).
+fn pair_spec(batch_sizes: &str) -> String {
+    SPEC.replace("batch_sizes = [16]", &format!("batch_sizes = {batch_sizes}"))
+        .replace("topologies = [\n  { devices_per_node = 1, strategy = \"single\" },\n", "topologies = [\n")
+        .replace("  { devices_per_node = 4, strategy = \"all-reduce\" },\n", "")
+        .replace("  { devices_per_node = 2, strategy = \"parameter-server\", parameter_servers = 2 },\n", "")
+}
+
 #[test]
 fn a_rank_that_dies_fails_its_run_and_the_sweep_goes_on_without_orphans() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = SPEC
-        .replace("batch_sizes = [16]", "batch_sizes = [8]")
-        .replace("iterations = 12", "iterations = 20000\nrepeats = 2")
-        .replace("topologies = [\n  { devices_per_node = 1, strategy = \"single\" },\n", "topologies = [\n")
-        .replace("  { devices_per_node = 4, strategy = \"all-reduce\" },\n", "")
-        .replace("  { devices_per_node = 2, strategy = \"parameter-server\", parameter_servers = 2 },\n", "");
+    let spec = pair_spec("[8]").replace("iterations = 12", "iterations = 20000\nrepeats = 2");
     std::fs::write(dir.path().join("dp.toml"), spec).unwrap();
     let out = Command::cargo_bin("trainbench")
         .unwrap()
@@ -119,11 +122,7 @@ fn a_rank_that_dies_fails_its_run_and_the_sweep_goes_on_without_orphans() {
 #[test]
 fn another_ranks_out_of_memory_makes_the_run_out_of_memory_and_skips_larger_batches() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = SPEC
-        .replace("batch_sizes = [16]", "batch_sizes = [8, 16]")
-        .replace("topologies = [\n  { devices_per_node = 1, strategy = \"single\" },\n", "topologies = [\n")
-        .replace("  { devices_per_node = 4, strategy = \"all-reduce\" },\n", "")
-        .replace("  { devices_per_node = 2, strategy = \"parameter-server\", parameter_servers = 2 },\n", "");
+    let spec = pair_spec("[8, 16]");
     std::fs::write(dir.path().join("dp.toml"), spec).unwrap();
     let out = Command::cargo_bin("trainbench")
         .unwrap()

@@ -108,13 +108,7 @@ fn sigterm_to_the_pid_that_was_started_stops_the_run_and_keeps_its_result() {
     // `kill PID` or Slurm's `scancel` reach the engine that replaced `trainbench`, and stop the run as Ctrl-C
     // does: after the current iteration, the result written as interrupted, exit 1.
     let dir = tempfile::tempdir().unwrap();
-    let spec = dir.path().join("long.toml");
-    std::fs::write(
-        &spec,
-        "version = 1\nname = \"long\"\n[model]\nfamily = \"mlp\"\ninputs = 8\nhidden = [8]\nclasses = 2\n\
-         [topology]\nbackend = \"mock\"\n[sweep]\nbatch_sizes = [2]\n[run]\nwarmup = 1\niterations = 10000000\n",
-    )
-    .unwrap();
+    let spec = crate::common::mock_mlp_spec(dir.path(), "long", 10_000_000, 1);
     let out = dir.path().join("out");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_trainbench"))
         .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap()])

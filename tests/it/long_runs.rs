@@ -4,30 +4,17 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use trainbench::result::{RunOutcome, RunResult};
 
+use crate::common::mock_mlp_spec;
+
 /// Longest wait from the first signal to the result on disk (the issue's bound; finishing takes well under a
 /// second for any run length, so this holds on a loaded machine too).
 const RESULT_WITHIN: Duration = Duration::from_secs(5);
-
-/// A mock MLP 8-8-2 at batch 2 with a billion measured iterations: it never ends by itself.
-fn long_spec(dir: &Path, repeats: u32) -> PathBuf {
-    let spec = dir.join("long.toml");
-    std::fs::write(
-        &spec,
-        format!(
-            "version = 1\nname = \"long\"\n[model]\nfamily = \"mlp\"\ninputs = 8\nhidden = [8]\nclasses = 2\n\
-             [topology]\nbackend = \"mock\"\n[sweep]\nbatch_sizes = [2]\n[run]\nwarmup = 1\n\
-             iterations = 1000000000\nrepeats = {repeats}\n"
-        ),
-    )
-    .unwrap();
-    spec
-}
 
 /// Start `trainbench run` on `spec` in a process group of its own (so a signal can reach the whole group, as
 /// a terminal's Ctrl-C does).
@@ -64,7 +51,7 @@ fn result_within(path: &Path, since: Instant, limit: Duration) -> (RunResult, Du
 /// result: interrupted, its measured steps counted and summarised, within [`RESULT_WITHIN`].
 fn stopped_run_keeps_its_result(repeats: u32, to_group: bool, second: Option<Duration>) {
     let dir = tempfile::tempdir().unwrap();
-    let spec = long_spec(dir.path(), repeats);
+    let spec = mock_mlp_spec(dir.path(), "long", 1_000_000_000, repeats);
     let out = dir.path().join("out");
     let mut child = start(&spec, &out);
     let pid = i32::try_from(child.id()).unwrap();

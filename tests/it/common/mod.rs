@@ -379,3 +379,16 @@ impl Synth {
         path
     }
 }
+
+/// Write `<dir>/<name>.toml`: the mock MLP 8-8-2 at batch 2 with one warm-up step, `iterations` measured ones
+/// and `repeats` repeats (tests of long runs, stops and audits).
+pub fn mock_mlp_spec(dir: &std::path::Path, name: &str, iterations: u64, repeats: u32) -> std::path::PathBuf {
+    let spec = dir.join(format!("{name}.toml"));
+    let text = format!(
+        "version = 1\nname = \"{name}\"\n[model]\nfamily = \"mlp\"\ninputs = 8\nhidden = [8]\nclasses = 2\n\
+         [topology]\nbackend = \"mock\"\n[sweep]\nbatch_sizes = [2]\n[run]\nwarmup = 1\niterations = {iterations}\n\
+         repeats = {repeats}\n"
+    );
+    std::fs::write(&spec, text).expect("a spec file in the test's folder");
+    spec
+}
