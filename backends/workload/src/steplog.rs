@@ -308,9 +308,8 @@ impl<T: Summary> Series<T> {
         }
     }
 
-    /// The merge of every entry from the first that starts at or after step `from`, the open one included, and
-    /// the step that entry starts at.
-    fn merged_from(&self, from: u64) -> (T, u64) {
+    /// The merge of every entry from the first that starts at or after step `from`, the open one included.
+    fn merged_from(&self, from: u64) -> T {
         let first = from.div_ceil(self.width) as usize;
         let mut merged = T::default();
         for entry in self.closed.iter().skip(first) {
@@ -319,7 +318,7 @@ impl<T: Summary> Series<T> {
         if first <= self.closed.len() {
             merged.merge(&self.open);
         }
-        (merged, first as u64 * self.width)
+        merged
     }
 }
 
@@ -373,10 +372,8 @@ impl Default for StepLog {
 pub struct SteadySteps {
     /// Exact summary of the steps from the start on.
     pub block: Block,
-    /// Sketch of the steps from `sketch_from` on (the first segment boundary at or after the start).
+    /// Sketch of the steps from the first segment boundary at or after the start on.
     pub sketch: Sketch,
-    /// The step the sketch starts at.
-    pub sketch_from: u64,
 }
 
 impl StepLog {
@@ -471,9 +468,7 @@ impl StepLog {
 
     /// The steps from `start` on (a multiple of the blocks' width; a start inside a block begins at the next).
     pub fn steady_from(&self, start: u64) -> SteadySteps {
-        let (block, _) = self.blocks.merged_from(start);
-        let (sketch, sketch_from) = self.segments.merged_from(start);
-        SteadySteps { block, sketch, sketch_from }
+        SteadySteps { block: self.blocks.merged_from(start), sketch: self.segments.merged_from(start) }
     }
 
     /// The log of a data-parallel run from its workers' logs, which saw the same steps: each kept step is the
