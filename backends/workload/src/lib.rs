@@ -1,35 +1,36 @@
-//! trainbench's backend contract: the workload graph, the model zoo that builds it, its static analysis,
-//! and the [`Backend`] trait every training backend implements; the identity of devices and backends, decided
-//! once here: the one device-selector parser ([`DeviceSelector`]), each backend's static [`Capabilities`] and
-//! the host CPU's features ([`CpuFeatures`]). With feature `testing`, the conformance kit every backend's tests
-//! run and `RunPlan::for_tests`.
+//! trainbench's backend contract: the [`Backend`] trait every training backend implements, what a run asks of
+//! it ([`RunPlan`]) and gets back ([`RawMeasurements`], recorded through the [`steplog`]), each backend's static
+//! [`Capabilities`] with the plan-time refusals of `lowering/`, and the identity of devices and CPUs
+//! ([`DeviceSelector`], [`CpuFeatures`]). With feature `testing`, the conformance kit every backend's tests run.
 //!
-//! Both the CLI crate and the backend crates depend on this crate, and on nothing of each other.
+//! Built on the graph (`trainbench-graph`), data (`trainbench-data`) and communication (`trainbench-comm`)
+//! crates. The front crate and the backend crates depend on this one, and on nothing of each other.
 
-pub mod analysis;
 pub mod backend;
-pub mod builder;
+pub mod batch;
 pub mod calibrate;
 pub mod capability;
-pub mod comm;
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub mod cpu;
-pub mod data;
 pub mod device;
 pub mod engines;
-pub mod graph;
-pub mod init;
 pub mod lowering;
 pub mod mock;
 mod mock_prior;
-pub mod model;
 pub mod numerics;
-pub mod params;
 pub mod stats;
 pub mod steplog;
 pub mod target;
-pub mod zoo;
+
+// The crates this contract is built on, at the paths the backends and the front import them by.
+pub use trainbench_comm as comm;
+pub use trainbench_graph::{analysis, builder, graph, init, model, params, rng, training, zoo};
+/// The data pipeline ([`trainbench_data`]) and the contract's two checks at its boundary ([`batch`]).
+pub mod data {
+    pub use crate::batch::{check_batch, fetch};
+    pub use trainbench_data::*;
+}
 
 pub use backend::{
     Backend, BackendError, Budget, DeviceInfo, FreeRunning, MemoryMeasured, NoProbe, OptimizerSpec, PhaseTimes,

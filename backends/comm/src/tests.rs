@@ -6,11 +6,11 @@ use super::exchange::{AllReduceExchange, ExchangeStats, GradientExchange, Layout
 use super::local::ThreadComm;
 use super::optim::HostOptimizer;
 use super::server::serve;
-use crate::backend::OptimizerSpec;
-use crate::graph::Graph;
-use crate::init::initial_values;
-use crate::model::{MlpSpec, ModelSpec};
-use crate::zoo::build;
+use trainbench_graph::graph::Graph;
+use trainbench_graph::init::initial_values;
+use trainbench_graph::model::{MlpSpec, ModelSpec};
+use trainbench_graph::training::OptimizerSpec;
+use trainbench_graph::zoo::build;
 
 fn mlp() -> Graph {
     build(&ModelSpec::Mlp(MlpSpec { inputs: 6, hidden: vec![5, 4], classes: 3 })).unwrap()

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::transform::{self, Rgb};
 use super::{DataError, Dataset, DatasetInfo, InputOut, Layout, SampleOut, ValueKind};
-use crate::init::SeededRng;
+use trainbench_graph::init::SeededRng;
 
 /// Largest image side accepted (a guard against decompression bombs).
 pub const MAX_SIDE: usize = 16_384;

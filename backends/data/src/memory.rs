@@ -2,8 +2,8 @@
 //! check that it trains on the batches it is given, and a ready-made source for a dataset small enough to hold.
 
 use super::{BatchSource, DataError, HostBatch};
-use crate::graph::{Graph, InputKind, Op};
-use crate::init::{HostTensor, synthetic_input};
+use trainbench_graph::graph::{Graph, InputKind, Op};
+use trainbench_graph::init::{HostTensor, synthetic_input};
 
 /// Batches held in memory, handed out in order and cycled; one epoch is the whole list.
 #[derive(Debug, Clone, Default)]
@@ -85,11 +85,12 @@ pub fn constant_label_batches(graph: &Graph, batch: usize, seed: u64, count: u64
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::conformance::fixtures;
+    use trainbench_graph::model::{MlpSpec, ModelSpec};
 
     #[test]
     fn cycles_its_batches_then_fails_where_told() {
-        let g = fixtures::build("mlp").unwrap().unwrap();
+        let g =
+            trainbench_graph::zoo::build(&ModelSpec::Mlp(MlpSpec { inputs: 6, hidden: vec![5], classes: 4 })).unwrap();
         let batches = constant_label_batches(&g, 4, 1, 2, 3);
         let err = DataError { file: "x.npy".into(), reason: "truncated".into() };
         let mut s = MemorySource::new(batches.clone()).failing_after(3, err.clone());

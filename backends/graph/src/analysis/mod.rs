@@ -38,9 +38,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{OptimizerSpec, Precision};
 use crate::graph::{Graph, InputKind, LossKind, Op};
 use crate::params::{ParamDecl, graph_tensors};
+use crate::training::{OptimizerSpec, Precision};
 
 /// Figures of one layer (node) of the graph, per sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

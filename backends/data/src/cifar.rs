@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 
 use super::{DataError, Dataset, DatasetInfo, InputOut, Layout, SampleOut, ValueKind, check_label};
-use crate::init::SeededRng;
+use trainbench_graph::init::SeededRng;
 
 /// Bytes per record: one label byte and 3x32x32 pixels.
 pub const RECORD: usize = 1 + 3 * 32 * 32;

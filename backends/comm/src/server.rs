@@ -6,9 +6,9 @@ use std::time::Instant;
 use super::exchange::{Layout, TAG_PULL, TAG_PUSH};
 use super::optim::HostOptimizer;
 use super::{CommError, Communicator};
-use crate::backend::OptimizerSpec;
-use crate::graph::Graph;
-use crate::init::initial_values;
+use trainbench_graph::graph::Graph;
+use trainbench_graph::init::initial_values;
+use trainbench_graph::training::OptimizerSpec;
 
 /// What one server did in a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

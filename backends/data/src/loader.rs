@@ -19,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use super::{BatchSource, DataError, Dataset, HostBatch, InputOut, Layout, SampleOut, ValueKind};
-use crate::init::{HostTensor, SeededRng};
+use trainbench_graph::init::{HostTensor, SeededRng};
 
 /// What to do with a sample that cannot be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

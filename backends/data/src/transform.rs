@@ -3,7 +3,7 @@
 //! antialiased bilinear (triangle) filter, flipped left-right with probability 1/2, and normalised with the
 //! ImageNet channel means and deviations into a channel-first `f32` tensor.
 
-use crate::init::SeededRng;
+use trainbench_graph::init::SeededRng;
 
 /// ImageNet channel means (RGB, pixels in `[0, 1]`).
 pub const MEAN: [f32; 3] = [0.485, 0.456, 0.406];

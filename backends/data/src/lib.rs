@@ -1,7 +1,7 @@
 //! The contract between a dataset pipeline and a backend: batches on the host, and the source they come from.
 //!
 //! The runner builds a [`BatchSource`] from a spec's `[dataset]` when it reads local files and hands it to the
-//! backend through [`crate::RunContext::data`]; with synthetic data there is none and the backend generates its
+//! backend through the contract's `RunContext::data`; with synthetic data there is none and the backend generates its
 //! batches itself. Beside this file: what a model's batches hold ([`Layout`], `layout.rs`), one reader per
 //! format (`npy.rs`, `raw.rs`, `cifar.rs`,
 //! `image_folder.rs` with the image transform in `transform.rs`), and the pipeline that turns a [`Dataset`] into batches (`loader.rs`: epochs, shuffling,
@@ -23,8 +23,8 @@ use std::path::Path;
 
 pub mod memory;
 
-use crate::graph::NodeId;
-use crate::init::{HostTensor, SeededRng};
+use trainbench_graph::graph::NodeId;
+use trainbench_graph::init::{HostTensor, SeededRng};
 
 pub use layout::{Layout, ValueKind};
 pub use loader::{Loader, LoaderConfig, LoaderStats, OnError};
@@ -34,7 +34,7 @@ pub use memory::MemorySource;
 /// One training batch on the host: the values of every graph input, batch first, in each input node's shape.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostBatch {
-    /// `(graph input, values)` for every input of the graph, in [`crate::Graph::inputs`] order.
+    /// `(graph input, values)` for every input of the graph, in [`trainbench_graph::graph::Graph::inputs`] order.
     pub inputs: Vec<(NodeId, HostTensor)>,
 }
 
@@ -68,7 +68,7 @@ pub trait BatchSource: Send {
 impl HostBatch {
     /// Samples in this batch: the leading dimension of its inputs, given `graph`'s per-sample shapes (0 for a
     /// batch without inputs).
-    pub fn samples(&self, graph: &crate::Graph) -> usize {
+    pub fn samples(&self, graph: &trainbench_graph::graph::Graph) -> usize {
         self.inputs
             .first()
             .map(|(id, t)| {
@@ -86,51 +86,6 @@ impl HostBatch {
     pub fn input(&self, id: NodeId) -> Option<&HostTensor> {
         self.inputs.iter().find(|(i, _)| *i == id).map(|(_, t)| t)
     }
-}
-
-/// The next batch of `source` and the seconds spent waiting for it (the stall); a [`DataError`] becomes
-/// [`crate::BackendError::Data`], naming the file.
-pub fn fetch(source: &mut dyn BatchSource) -> Result<(HostBatch, f64), crate::BackendError> {
-    let t = std::time::Instant::now();
-    match source.next_batch() {
-        Ok(b) => Ok((b, t.elapsed().as_secs_f64())),
-        Err(e) => Err(crate::BackendError::Data(e.to_string())),
-    }
-}
-
-/// The samples of `batch`, checked against `graph`: every graph input present, each holding `samples` x its
-/// per-sample element count, with integers where the graph takes ids or labels. `expected` is the plan's batch
-/// size for training batches, `None` for evaluation batches (of any size).
-pub fn check_batch(
-    graph: &crate::Graph,
-    batch: &HostBatch,
-    expected: Option<usize>,
-) -> Result<usize, crate::BackendError> {
-    let samples = batch.samples(graph);
-    if let Some(b) = expected.filter(|&b| b != samples) {
-        return Err(crate::BackendError::Data(format!("a batch holds {samples} samples, the run's batch size is {b}")));
-    }
-    for (id, node) in graph.inputs() {
-        let t = batch.input(id).ok_or_else(|| {
-            crate::BackendError::Data(format!("a batch has no values for the model's input `{}`", node.name))
-        })?;
-        let per = node.shape.numel() as usize;
-        let (len, dense) = match t {
-            HostTensor::Dense(v) => (v.len(), true),
-            HostTensor::Ids(v) => (v.len(), false),
-        };
-        let wants_dense = matches!(node.op, crate::Op::Input { kind: crate::graph::InputKind::Dense });
-        if len != samples * per || dense != wants_dense {
-            return Err(crate::BackendError::Data(format!(
-                "input `{}` of a batch holds {len} {} values, the model takes {samples} x {} {}",
-                node.name,
-                if dense { "f32" } else { "integer" },
-                node.shape,
-                if wants_dense { "f32" } else { "integer" }
-            )));
-        }
-    }
-    Ok(samples)
 }
 
 /// The evaluation split of a run with a target, held on the host: every batch is evaluated at each evaluation

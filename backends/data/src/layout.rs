@@ -1,7 +1,7 @@
 //! What a model's batches hold when they are read from a dataset: its real-valued or token input and its class
 //! labels, found among the graph's inputs; models with other inputs are refused with the reason.
 
-use crate::graph::{Graph, InputKind, NodeId, Op};
+use trainbench_graph::graph::{Graph, InputKind, NodeId, Op};
 
 /// The kind of values a model input takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +61,7 @@ impl Layout {
                 _ => other.push(node.name.clone()),
             }
         }
-        let names = |v: &[(NodeId, &crate::graph::Node, ValueKind)]| {
+        let names = |v: &[(NodeId, &trainbench_graph::graph::Node, ValueKind)]| {
             v.iter().map(|(_, n, _)| format!("`{}`", n.name)).collect::<Vec<_>>().join(", ")
         };
         match (data.as_slice(), labels.as_slice()) {

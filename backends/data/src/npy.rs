@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 
 use super::{DataError, Dataset, DatasetInfo, InputOut, Layout, SampleOut, ValueKind, check_label};
-use crate::init::SeededRng;
+use trainbench_graph::init::SeededRng;
 
 /// Element types of the arrays trainbench reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

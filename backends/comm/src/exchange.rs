@@ -3,8 +3,8 @@
 //! updated weights back). Both agree on stopping: any worker's wish to stop ends the run for all after the step.
 
 use super::{CommError, Communicator, DataParallel, EngineInfo};
-use crate::graph::Graph;
-use crate::params::{ParamDecl, graph_tensors};
+use trainbench_graph::graph::Graph;
+use trainbench_graph::params::{ParamDecl, graph_tensors};
 
 /// Message tags of the parameter-server protocol.
 pub(crate) const TAG_PUSH: u16 = 11;

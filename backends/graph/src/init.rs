@@ -5,7 +5,7 @@
 
 use crate::graph::{Graph, InputKind, LossKind, Node, NodeId, Op};
 use crate::params::{Init, ParamDecl};
-use crate::steplog::SplitMix64;
+use crate::rng::SplitMix64;
 
 /// A small, fast, well-mixed generator ([`SplitMix64`]) seeded per stream; ample for initialisation and
 /// synthetic data.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::loader::sample_rng;
 use super::{DataError, Dataset, DatasetInfo, EvalSet, HostBatch, InputOut, Layout, SampleOut, ValueKind};
-use crate::init::{HostTensor, SeededRng};
+use trainbench_graph::init::{HostTensor, SeededRng};
 
 /// Samples `start..start + len` of a dataset, as a dataset of their own.
 pub struct Subset {

@@ -2,7 +2,7 @@
 //! update rules (`torch.optim.SGD`, `Adam`, `AdamW`; no dampening, no amsgrad), so a parameter-server run
 //! trains what an all-reduce run with the backend's own optimizer trains.
 
-use crate::backend::OptimizerSpec;
+use trainbench_graph::training::OptimizerSpec;
 
 /// An optimizer over one flat buffer of weights, with its state.
 #[derive(Debug, Clone)]
