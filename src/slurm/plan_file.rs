@@ -1,4 +1,4 @@
-//! The plan file of a Slurm submission (`<out>/slurm/plan.json`): every planned run of the submitted specs as one
+//! The plan file of a Slurm submission (`<out>/_slurm/plan.json`): every planned run of the submitted specs as one
 //! numbered task, with what the task needs to run it exactly as a local run would (the canonical spec, the
 //! backend, the resolved local dataset, the [`RunPlan`]) and the resources Slurm must give it. Array task `N` of
 //! a batch script runs task `N` of this file (`trainbench slurm-task --plan-file F --task N`).

@@ -1,4 +1,4 @@
-//! Cross-backend agreement (issue 5): three zoo models at tiny sizes, a CNN (ResNet-18), an LSTM model
+//! Cross-backend agreement: three zoo models at tiny sizes, a CNN (ResNet-18), an LSTM model
 //! (Seq2Seq with attention) and a Transformer, train on tch (CPU) and on wgpu (lavapipe, or the best adapter)
 //! from the identical seeded initial weights and synthetic batches. Both backends must allocate the same number
 //! of parameters (the static analysis's count), and their losses must agree within named tolerance presets:
