@@ -174,8 +174,9 @@ pub fn launch_refusals(backend: BackendKind, plans: &[RunPlan]) -> Result<Vec<St
 /// CUDA ranks of tch exchange through NCCL, which this host may not run. Without the tch backend in this build
 /// its runs are refused as not built when they start; the other backends need no engine here.
 fn engine_refusal(backend: BackendKind, plan: &RunPlan) -> Result<Option<String>, NeedsEngine> {
-    let cuda_ranks =
-        backend == BackendKind::Tch && !plan.strategy.is_single() && matches!(plan.device, DeviceSelector::Cuda(_));
+    let cuda_ranks = backend == BackendKind::Tch
+        && !plan.topology.strategy.is_single()
+        && matches!(plan.device, DeviceSelector::Cuda(_));
     if !cuda_ranks || !built(BackendKind::Tch) {
         return Ok(None);
     }
@@ -183,8 +184,8 @@ fn engine_refusal(backend: BackendKind, plan: &RunPlan) -> Result<Option<String>
     Ok((nccl.refusal)().map(|why| {
         format!(
             "`{}` with world size {} on CUDA trains through the NCCL engine: {why}",
-            plan.strategy.name(),
-            plan.world_size
+            plan.topology.strategy.name(),
+            plan.topology.world_size()
         )
     }))
 }

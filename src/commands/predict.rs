@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::hardware::{Profile, ProfileValidator, THIS_MACHINE};
-use crate::plan::{PlannedRun, expand};
+use crate::plan::plan;
 use crate::predict::whatif::{WhatIf, what_if};
 use crate::predict::{Bound, Prediction, Setting, predict};
 use crate::spec::diagnostics::render_text as render_diagnostics;
@@ -66,10 +66,9 @@ pub struct Report {
     pub predictions: Vec<Entry>,
 }
 
-fn topology(run: &PlannedRun) -> String {
-    let s = serde_json::to_value(run.strategy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-    let i = serde_json::to_value(run.interconnect).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-    format!("{s} {}x{} over {i}", run.nodes, run.devices_per_node)
+fn topology(run: &trainbench_workload::RunPlan) -> String {
+    let t = run.topology;
+    format!("{} {}x{} over {}", t.strategy.name(), t.nodes, t.devices_per_node, t.interconnect.name())
 }
 
 fn profiles(args: &Args) -> Result<Vec<Profile>, CommandError> {
@@ -115,18 +114,18 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     };
     let graph = spec.graph();
     let mut entries = Vec::new();
-    for run in expand(&spec).iter().filter(|r| r.run.repeat == 0) {
+    for run in plan(&spec).iter().filter(|r| r.repeat == 0) {
         let setting = Setting::of(run);
         for profile in &profiles {
             let mut prediction = predict(graph, &setting, &profile.file)
-                .map_err(|e| CommandError::Input(format!("{}: {e}", run.run.config)))?;
+                .map_err(|e| CommandError::Input(format!("{}: {e}", run.config)))?;
             let what_if =
                 if args.what_if { what_if(graph, &setting, &profile.file, &prediction, &others) } else { Vec::new() };
             if !args.per_layer {
                 prediction.layers.clear();
             }
             entries.push(Entry {
-                config: run.run.config.clone(),
+                config: run.config.clone(),
                 hardware_origin: profile.origin.clone(),
                 topology: topology(run),
                 prediction,

@@ -225,8 +225,6 @@ struct Loaded {
     /// The spec file as given.
     source: String,
     suite: Suite,
-    /// The machines each plan's topology spreads over, in plan order.
-    nodes: Vec<usize>,
 }
 
 /// Validate every spec (with the `--set` overrides) before running any; `None` after printing diagnostics
@@ -269,9 +267,7 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Loaded>>, CommandError> {
             invalid = true;
             continue;
         }
-        let nodes =
-            crate::plan::expand_on(&spec, crate::plan::placement(&spec, over)).iter().map(|p| p.nodes).collect();
-        suites.push(Loaded { source: path.display().to_string(), suite: Suite::placed(&spec, over), nodes });
+        suites.push(Loaded { source: path.display().to_string(), suite: Suite::placed(&spec, over) });
     }
     Ok((!invalid).then_some(suites))
 }
@@ -356,8 +352,7 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|e| CommandError::Other(format!("the trainbench executable cannot be found: {e}")))?;
-    let entries: Vec<(String, Suite, Vec<usize>)> =
-        loaded.iter().map(|l| (l.source.clone(), l.suite.clone(), l.nodes.clone())).collect();
+    let entries: Vec<(String, Suite)> = loaded.iter().map(|l| (l.source.clone(), l.suite.clone())).collect();
     let mock = MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() };
     let mut plan = PlanFile::new(out.clone(), exe, &entries, args.no_collectors, mock);
     let scripts = submit::write_submission(&mut plan, &opts).map_err(slurm_error)?;

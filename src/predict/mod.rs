@@ -30,7 +30,6 @@ pub use comm::{CommCost, CommSetting};
 pub use roofline::{Bound, LayerCost, PhaseCost};
 
 use crate::hardware::wire::HardwareFile;
-use crate::plan::PlannedRun;
 
 /// The model's version, recorded with every prediction a result keeps: bumped whenever a term changes, so
 /// predictions of different models are not mixed up.
@@ -84,20 +83,24 @@ pub struct Setting {
 impl Setting {
     /// The setting of a planned run: its batch, precision and optimizer, and its topology as planned
     /// (`topology.parameter_servers` for PS/worker, 1 for other strategies).
-    pub fn of(run: &PlannedRun) -> Self {
+    pub fn of(run: &trainbench_workload::RunPlan) -> Self {
+        use crate::spec::wire::Strategy;
+        use trainbench_workload::comm::DataParallel;
+        let t = run.topology;
         Setting {
-            batch: run.run.batch_size,
-            precision: run.run.precision,
-            optimizer: run.run.optimizer.clone(),
+            batch: run.batch_size,
+            precision: run.precision,
+            optimizer: run.optimizer.clone(),
             comm: CommSetting {
-                strategy: run.strategy,
-                nodes: run.nodes,
-                devices_per_node: run.devices_per_node,
-                interconnect: run.interconnect,
-                parameter_servers: match run.run.strategy {
-                    trainbench_workload::comm::DataParallel::ParameterServer { servers } => servers.max(1),
-                    _ => 1,
+                strategy: match t.strategy {
+                    DataParallel::Single => Strategy::Single,
+                    DataParallel::AllReduce => Strategy::AllReduce,
+                    DataParallel::ParameterServer { .. } => Strategy::ParameterServer,
                 },
+                nodes: t.nodes,
+                devices_per_node: t.devices_per_node,
+                interconnect: t.interconnect,
+                parameter_servers: t.strategy.servers().max(1),
             },
         }
     }

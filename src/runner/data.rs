@@ -116,7 +116,7 @@ impl LocalData {
     }
 
     /// A fresh loader of `dataset` (opened by [`Self::open`]) for `plan` on `graph`, as rank `rank` of
-    /// `plan.world_size`.
+    /// `plan.topology.world_size()`.
     pub fn loader(
         &self,
         dataset: Arc<dyn Dataset>,
@@ -128,7 +128,7 @@ impl LocalData {
         let layout = Layout::of(graph).map_err(err)?;
         let config = LoaderConfig {
             batch_size: plan.batch_size,
-            world_size: plan.world_size.max(1),
+            world_size: plan.topology.world_size().max(1),
             rank,
             seed: plan.seed,
             workers: self.workers as usize,
@@ -151,7 +151,7 @@ impl LocalData {
     ) -> Result<LoaderThroughput, DataError> {
         let clock = Instant::now();
         let mut loader = self.loader(dataset, plan, graph, 0)?;
-        let per_batch = (plan.batch_size / plan.world_size.max(1)) as u64;
+        let per_batch = (plan.batch_size / plan.topology.world_size().max(1)) as u64;
         let mut batches = 0u64;
         while batches < MEASURE_MIN_BATCHES || (batches < MEASURE_MAX_BATCHES && clock.elapsed() < MEASURE_TIME) {
             loader.next_batch()?;

@@ -308,7 +308,7 @@ mod tests {
     fn plan(out: &Path, n: usize) -> PlanFile {
         let task = |i: usize| {
             let p = RunPlan::for_tests(&format!("s.b{i}.fp32.1x1.r0"), 5);
-            let resources = Resources::of(&p, BackendKind::Mock, 1);
+            let resources = Resources::of(&p, BackendKind::Mock);
             PlanTask { suite: 0, plan: p, resources, script: "array-0.sbatch".into() }
         };
         PlanFile {

@@ -2,6 +2,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+pub use trainbench_workload::comm::Interconnect;
 pub use trainbench_workload::target::TargetMetric;
 use trainbench_workload::target::{EvalEvery, TargetPlan};
 use trainbench_workload::{ModelSpec, OptimizerSpec, Precision};
@@ -418,21 +419,6 @@ pub enum Strategy {
     AllReduce,
     /// Data parallelism through parameter servers (PAI PS/worker).
     ParameterServer,
-}
-
-/// Link carrying gradients and weights between devices.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Interconnect {
-    /// PCIe within a machine.
-    #[default]
-    Pcie,
-    /// NVLink within a machine.
-    Nvlink,
-    /// Ethernet between machines.
-    Ethernet,
-    /// InfiniBand between machines.
-    Infiniband,
 }
 
 /// How long each run lasts.

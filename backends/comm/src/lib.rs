@@ -16,6 +16,7 @@ pub mod optim;
 pub mod server;
 #[cfg(test)]
 mod tests;
+pub mod topology;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 pub use exchange::{
     AllReduceExchange, ExchangeStats, GradientExchange, Layout, PsWorkerExchange, StepExchange, StopWish,
 };
+pub use topology::{Interconnect, Topology};
 
 /// How a run's workers combine their gradients (PAI's job classes: 1w1g, 1wng / AllReduce, PS/worker).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]

@@ -312,8 +312,8 @@ fn refusals_name_what_to_change() {
     // Two data-parallel workers pass the plan check (tch trains on ranks), but a process without ranks (no
     // exchange in its run context) refuses to train them alone, naming how ranks are started.
     let mut p = plan(4, 1, sgd(0.01));
-    p.world_size = 2;
-    p.strategy = DataParallel::AllReduce;
+    p.topology.devices_per_node = 2;
+    p.topology.strategy = DataParallel::AllReduce;
     assert!(be.check(&p, &g).is_ok());
     let e = be.run(&p, &g, &mut NoProbe).unwrap_err();
     assert!(matches!(&e, BackendError::Unsupported { op, .. } if op == "data_parallel"), "{e}");

@@ -170,7 +170,7 @@ fn refuses_what_it_cannot_run() {
     assert!(refusal(&p, &graph).contains("bf16"));
     // Data parallelism is refused per run (`check`), not at plan time: a sweep may mix topologies.
     let mut p = plan(8, 1, OptimizerSpec::default());
-    p.world_size = 2;
+    p.topology.devices_per_node = 2;
     assert_eq!(WgpuBackend::new().supports(&p, &graph), Ok(()));
     assert!(matches!(WgpuBackend::new().check(&p, &graph), Err(BackendError::Unsupported { .. })));
 

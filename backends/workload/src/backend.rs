@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::BackendKind;
-use crate::comm::{DataParallel, GradientExchange};
+use crate::comm::{GradientExchange, Topology};
 use crate::data::{BatchSource, EvalSet};
 use crate::device::DeviceSelector;
 use crate::graph::Graph;
@@ -40,11 +40,10 @@ pub struct RunPlan {
     /// The device it runs on (`cpu`, `cuda:0`, `wgpu`, ...): the spec's (or `--device`), mapped when the spec
     /// was planned to a device the suite's backend drives.
     pub device: DeviceSelector,
-    /// Data-parallel world size (nodes x devices per node): the workers.
-    pub world_size: usize,
-    /// How the workers combine gradients (left out of results when `single`).
-    #[serde(default, skip_serializing_if = "DataParallel::is_single")]
-    pub strategy: DataParallel,
+    /// Machines, workers per machine, the strategy combining their gradients and the link between them
+    /// (written flat: `world_size`, `strategy`, `nodes`, `devices_per_node`, `interconnect`).
+    #[serde(flatten)]
+    pub topology: Topology,
     /// Warm-up iterations (not measured).
     pub warmup: u64,
     /// Measured iterations or time budget.
@@ -117,8 +116,7 @@ impl RunPlan {
             batch_size: 4,
             precision: Precision::Fp32,
             device: DeviceSelector::Cpu,
-            world_size: 1,
-            strategy: DataParallel::Single,
+            topology: Topology::single(),
             warmup: 1,
             budget: Budget::Iterations(iterations),
             repeat: 0,

@@ -169,7 +169,7 @@ impl Capabilities {
     /// Refuse a world size above [`Capabilities::max_world_size`] (asked just before a run: a sweep may mix
     /// topologies this backend runs with ones it does not).
     pub fn check_world_size(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
-        if plan.world_size <= self.max_world_size {
+        if plan.topology.world_size() <= self.max_world_size {
             return Ok(());
         }
         Err(BackendError::Unsupported {
@@ -179,7 +179,9 @@ impl Capabilities {
             reason: format!(
                 "world size {} is more than the {} backend runs ({}); data-parallel training is not implemented \
                  yet, run one device per process",
-                plan.world_size, self.name, self.max_world_size
+                plan.topology.world_size(),
+                self.name,
+                self.max_world_size
             ),
         })
     }

@@ -213,8 +213,8 @@ impl Backend for MockBackend {
         }
         let compute_s = (analysis.flops.train_per_sample as f64 * plan.batch_size as f64 / c.flop_rate).max(0.0);
         // Ring all-reduce of fp32 gradients over a nominal 10 GB/s link.
-        let comm_s = if plan.world_size > 1 {
-            let w = plan.world_size as f64;
+        let comm_s = if plan.topology.world_size() > 1 {
+            let w = plan.topology.world_size() as f64;
             2.0 * (w - 1.0) / w * 4.0 * analysis.parameters as f64 / 10e9
         } else {
             0.0

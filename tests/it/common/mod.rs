@@ -15,7 +15,7 @@ use trainbench::format::sha256_hex;
 use trainbench::result::distributed::{DistributedResult, RankPhases};
 use trainbench::result::*;
 use trainbench::stats::{self, SplitMix64};
-use trainbench::workload::comm::DataParallel;
+use trainbench::workload::comm::{DataParallel, Topology};
 use trainbench::workload::{DeviceInfo, OptimizerSpec, PhaseTimes, Precision, RunPlan};
 
 /// Install the training engines this build links in the test process, as `trainbench-engine`'s `main` does,
@@ -173,8 +173,7 @@ impl Synth {
             repeat: self.repeat,
             seed: 42 + u64::from(self.repeat),
             optimizer: OptimizerSpec::default(),
-            world_size: self.dp.map_or(1, |d| d.world),
-            strategy: self.dp.map_or(DataParallel::Single, |d| d.strategy),
+            topology: self.dp.map_or(Topology::single(), |d| Topology::on_one_node(d.strategy, d.world)),
             numerics: self.numerics,
             ..RunPlan::for_tests(&self.run_id(), self.iterations as u64)
         };
