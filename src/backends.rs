@@ -1,6 +1,6 @@
 //! The backend registry: where a spec runs ([`place`]: `auto` resolved, the device mapped to one the backend
 //! drives, decided once when the spec is planned), what its backend refuses before anything runs
-//! ([`refusals`], from the static [`Capabilities`](trainbench_workload::Capabilities) and lowering rules, so it
+//! ([`refusals`], from the static [`Capabilities`](trainbench_contract::Capabilities) and lowering rules, so it
 //! needs no engine) and which implementation runs it ([`create`], from the [`Engines`] table the process
 //! installed at start). The library links no backend: the `trainbench-engine` binary installs what its build
 //! links ([`install`]); the `trainbench` front binary installs nothing and hands the commands that train over
@@ -10,12 +10,13 @@
 use std::sync::OnceLock;
 
 use serde::Serialize;
-use trainbench_workload::engines::Engines;
-use trainbench_workload::mock::{MockBackend, MockConfig};
-use trainbench_workload::{
-    Backend, BackendError, BackendKind, CpuFeatures, DeviceFamily, DeviceInfo, DeviceSelector, Graph, RawMeasurements,
+use trainbench_contract::engines::Engines;
+use trainbench_contract::mock::{MockBackend, MockConfig};
+use trainbench_contract::{
+    Backend, BackendError, BackendKind, CpuFeatures, DeviceFamily, DeviceInfo, DeviceSelector, RawMeasurements,
     RunContext, RunPlan, WgpuAdapter,
 };
+use trainbench_graph::Graph;
 
 static INSTALLED: OnceLock<Engines> = OnceLock::new();
 
@@ -234,13 +235,13 @@ mod tests {
 
     #[test]
     fn a_backend_left_out_still_refuses_from_its_declaration() {
-        let graph = trainbench_workload::zoo::build(
+        let graph = trainbench_graph::zoo::build(
             &serde_json::from_value(serde_json::json!({"family": "mlp", "inputs": 8, "hidden": [8], "classes": 2}))
                 .unwrap(),
         )
         .unwrap();
         let plan = RunPlan {
-            precision: trainbench_workload::Precision::Bf16,
+            precision: trainbench_graph::Precision::Bf16,
             device: "wgpu".parse().unwrap(),
             ..RunPlan::for_tests("x", 1)
         };

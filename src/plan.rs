@@ -1,8 +1,9 @@
 //! Expanding a [`ValidatedSpec`] into the runs it stands for: the product batch size x precision x topology x
 //! repeat, each a fully resolved [`RunPlan`] with a stable id (`resnet50.b32.fp32.1x1.r0`) and seed.
 
-use trainbench_workload::comm::{DataParallel, Topology};
-use trainbench_workload::{Budget, DeviceSelector, Precision, RunPlan};
+use trainbench_comm::{DataParallel, Topology};
+use trainbench_contract::{Budget, DeviceSelector, RunPlan};
+use trainbench_graph::Precision;
 
 use crate::backends::{self, Placement};
 use crate::spec::ValidatedSpec;

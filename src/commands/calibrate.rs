@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use trainbench_workload::calibrate::{Measurement, default_request};
-use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{DeviceSelector, Precision};
+use trainbench_contract::DeviceSelector;
+use trainbench_contract::calibrate::{Measurement, default_request};
+use trainbench_contract::mock::MockConfig;
+use trainbench_graph::Precision;
 
 use super::{CommandError, Outcome};
 
@@ -182,8 +183,8 @@ const BANDWIDTH_ELEMENTS: [usize; 4] = [4 << 10, 32 << 10, 256 << 10, 2 << 20];
 /// The bandwidth curve: the backend's add timed at each of [`BANDWIDTH_ELEMENTS`] (a request with no kernels) and
 /// at the main request's size, as (bytes moved, seconds per call) points.
 fn bandwidth_curve(
-    backend: &mut dyn trainbench_workload::Backend,
-    request: &trainbench_workload::calibrate::CalibrationRequest,
+    backend: &mut dyn trainbench_contract::Backend,
+    request: &trainbench_contract::calibrate::CalibrationRequest,
     main: &Measurement,
 ) -> Result<Vec<BandwidthPoint>, CommandError> {
     let point = |elements: usize, bytes_per_s: f64| {
@@ -192,7 +193,7 @@ fn bandwidth_curve(
     };
     let mut points = Vec::new();
     for elements in BANDWIDTH_ELEMENTS.into_iter().filter(|e| *e < request.triad_elements) {
-        let small = trainbench_workload::calibrate::CalibrationRequest {
+        let small = trainbench_contract::calibrate::CalibrationRequest {
             gemm_sizes: Vec::new(),
             gemm_shapes: Vec::new(),
             conv_grid: Vec::new(),
@@ -294,8 +295,8 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
 /// with `--link`, the local link, as a profile.
 fn measure_profile(
     args: &Args,
-    kind: trainbench_workload::BackendKind,
-    request: &trainbench_workload::calibrate::CalibrationRequest,
+    kind: trainbench_contract::BackendKind,
+    request: &trainbench_contract::calibrate::CalibrationRequest,
 ) -> Result<HardwareFile, CommandError> {
     // The link first, before this process starts the backend and leaves its library's threads behind: the two
     // ranks get the machine's cores as a run gets them.

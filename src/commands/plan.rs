@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use comfy_table::{ContentArrangement, Table, presets};
 use serde::Serialize;
-use trainbench_workload::{BackendKind, Budget, RunPlan};
+use trainbench_contract::{BackendKind, Budget, RunPlan};
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};

@@ -66,7 +66,7 @@ pub struct Report {
     pub predictions: Vec<Entry>,
 }
 
-fn topology(run: &trainbench_workload::RunPlan) -> String {
+fn topology(run: &trainbench_contract::RunPlan) -> String {
     let t = run.topology;
     format!("{} {}x{} over {}", t.strategy.name(), t.nodes, t.devices_per_node, t.interconnect.name())
 }

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use trainbench_workload::mock::MockConfig;
+use trainbench_contract::mock::MockConfig;
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
@@ -39,7 +39,7 @@ pub struct Args {
     pub backend: Option<BackendChoice>,
     /// Device selector, overriding `topology.device` (`cpu`, `cuda:0`, ...).
     #[arg(long, value_name = "D")]
-    pub device: Option<trainbench_workload::DeviceSelector>,
+    pub device: Option<trainbench_contract::DeviceSelector>,
     /// Spec values overridden before validating.
     #[command(flatten)]
     pub set: SetArgs,

@@ -33,7 +33,7 @@ impl EnvDifference {
 
 fn device_kind(r: &RunResult) -> String {
     r.environment.device.as_ref().map(|d| d.kind.clone()).unwrap_or_else(|| {
-        if r.plan.device == trainbench_workload::DeviceSelector::Cpu {
+        if r.plan.device == trainbench_contract::DeviceSelector::Cpu {
             "cpu".to_string()
         } else {
             "unknown".to_string()

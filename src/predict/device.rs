@@ -4,7 +4,7 @@
 //! per-operation overhead; with a calibration of the backend's training step, the fixed cost of a node in each
 //! phase, the optimizer's cost and the rate of unequal matrix products on a grid of sizes.
 
-use trainbench_workload::Precision;
+use trainbench_graph::Precision;
 
 use super::PredictError;
 use super::stepcost::OptimizerCost;

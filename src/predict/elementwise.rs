@@ -46,8 +46,9 @@ pub fn attention_batch(elements: f64) -> f64 {
     elements / (ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0]) as f64
 }
 
-use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, Op, PoolKind};
-use trainbench_workload::{Backend, DeviceSelector, GraphBuilder, OptimizerSpec, RunPlan};
+use trainbench_contract::{Backend, DeviceSelector, RunPlan};
+use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind, Op, PoolKind};
+use trainbench_graph::{GraphBuilder, OptimizerSpec};
 
 use crate::hardware::wire::ElementwisePoint;
 
@@ -129,7 +130,7 @@ pub fn class_of(op: &Op) -> Option<&'static str> {
 /// softmax's work on its logits; the other classes touch their output.
 pub fn work_of(
     graph: &Graph,
-    node: &trainbench_workload::Node,
+    node: &trainbench_graph::Node,
     output_elements: u64,
     batch: f64,
 ) -> Option<(&'static str, f64)> {
@@ -172,7 +173,7 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
 /// tensor added to itself), the kinds standing in for those without a class in the first-node costs
 /// ([`super::firstnode`]).
 pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Graph, String> {
-    let e = |e: trainbench_workload::ShapeError| e.to_string();
+    let e = |e: trainbench_graph::ShapeError| e.to_string();
     if !CLASSES.contains(&class) && !super::firstnode::STAND_INS.contains(&class) {
         let known: Vec<&str> = CLASSES.into_iter().chain(super::firstnode::STAND_INS).collect();
         return Err(format!("unknown element-wise class `{class}` (known: {})", known.join(", ")));
@@ -181,7 +182,7 @@ pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Gra
         let mut b = GraphBuilder::new("calibrate-max_pool");
         let x = b.input("x", &POOL_SAMPLE, InputKind::Dense).map_err(e)?;
         let t = b.input("t", &POOL_SAMPLE, InputKind::Dense).map_err(e)?;
-        let mut y = b.conv("conv", x, trainbench_workload::ConvCfg::square(POOL_SAMPLE[0], 1, 1, 0)).map_err(e)?;
+        let mut y = b.conv("conv", x, trainbench_graph::ConvCfg::square(POOL_SAMPLE[0], 1, 1, 0)).map_err(e)?;
         if flush {
             flush_pass(&mut b)?;
         }
@@ -246,7 +247,7 @@ pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Gra
 /// A pass over [`FLUSH`] elements of an input of its own, summed with itself and averaged into a second MSE (no
 /// gradient flows through it): what the caches held before it is gone after it.
 pub(crate) fn flush_pass(b: &mut GraphBuilder) -> Result<(), String> {
-    let e = |e: trainbench_workload::ShapeError| e.to_string();
+    let e = |e: trainbench_graph::ShapeError| e.to_string();
     let f = b.input("flush_input", &[1, FLUSH], InputKind::Dense).map_err(e)?;
     let sum = b.add_nodes("flush", &[f, f]).map_err(e)?;
     let m = b.mean("flush_mean", sum, 1).map_err(e)?;
@@ -375,7 +376,7 @@ mod tests {
 
     #[test]
     fn the_mock_backend_measures_every_class() {
-        let mut mock = trainbench_workload::mock::MockBackend::new(Default::default());
+        let mut mock = trainbench_contract::mock::MockBackend::new(Default::default());
         let (points, skipped) = measure(&mut mock, DeviceSelector::Cpu, None, false);
         assert!(skipped.is_empty(), "{skipped:?}");
         let classes: Vec<&str> = points.iter().map(|p| p.op.as_str()).collect();

@@ -12,7 +12,7 @@
 //! `(tS - t1) / (S - 1)` and the first `t1` less that. A pass over 4 MiB of other data runs just before the
 //! operations, so that they start as they would in a step that moves more than the caches hold.
 
-use trainbench_workload::{Backend, DeviceSelector};
+use trainbench_contract::{Backend, DeviceSelector};
 
 use super::elementwise::{self, STACK};
 use crate::hardware::wire::NodePoint;
@@ -87,7 +87,7 @@ mod tests {
             assert!(flush < op, "{class}: the flushing pass runs first");
             assert_eq!(g.nodes.len(), elementwise::graph_after(class, 0, true).unwrap().nodes.len() + 1, "{class}");
         }
-        let mut mock = trainbench_workload::mock::MockBackend::new(Default::default());
+        let mut mock = trainbench_contract::mock::MockBackend::new(Default::default());
         let (points, skipped) = measure(&mut mock, DeviceSelector::Cpu, None, false);
         assert!(skipped.is_empty(), "{skipped:?}");
         let names: Vec<String> = points.iter().map(|p| p.class.clone()).collect();

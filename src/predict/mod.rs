@@ -22,9 +22,9 @@ pub mod stepcost;
 pub mod whatif;
 
 use serde::Serialize;
-use trainbench_workload::analysis::analyze;
-use trainbench_workload::graph::{Graph, InputKind, Op};
-use trainbench_workload::{OptimizerSpec, Precision};
+use trainbench_graph::analysis::analyze;
+use trainbench_graph::graph::{Graph, InputKind, Op};
+use trainbench_graph::{OptimizerSpec, Precision};
 
 pub use comm::{CommCost, CommSetting};
 pub use roofline::{Bound, LayerCost, PhaseCost};
@@ -83,9 +83,9 @@ pub struct Setting {
 impl Setting {
     /// The setting of a planned run: its batch, precision and optimizer, and its topology as planned
     /// (`topology.parameter_servers` for PS/worker, 1 for other strategies).
-    pub fn of(run: &trainbench_workload::RunPlan) -> Self {
+    pub fn of(run: &trainbench_contract::RunPlan) -> Self {
         use crate::spec::wire::Strategy;
-        use trainbench_workload::comm::DataParallel;
+        use trainbench_comm::DataParallel;
         let t = run.topology;
         Setting {
             batch: run.batch_size,

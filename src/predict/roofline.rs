@@ -12,9 +12,9 @@
 //! state (fp32).
 
 use serde::Serialize;
-use trainbench_workload::analysis::Analysis;
-use trainbench_workload::graph::{Graph, InputKind, LossKind, Op};
-use trainbench_workload::{OptimizerSpec, Precision};
+use trainbench_graph::analysis::Analysis;
+use trainbench_graph::graph::{Graph, InputKind, LossKind, Op};
+use trainbench_graph::{OptimizerSpec, Precision};
 
 use super::device::{DeviceModel, KernelClass};
 
@@ -80,7 +80,7 @@ pub struct StepCompute {
 /// layers; linear's backward is two products and a bias sum; a recurrent layer runs its cell step by step
 /// (about 8 operations per step, layer and direction); attention is its projections, the fused core and
 /// reshapes; dropout draws a mask and multiplies.
-fn op_count(graph: &Graph, node: &trainbench_workload::graph::Node) -> (f64, f64) {
+fn op_count(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, f64) {
     match &node.op {
         Op::Input { .. } => (0.0, 0.0),
         Op::Linear { .. } | Op::MatMul { .. } => (1.0, 3.0),
@@ -102,7 +102,7 @@ fn op_count(graph: &Graph, node: &trainbench_workload::graph::Node) -> (f64, f64
 
 /// Kernels of one forward pass of a node with FLOPs, and which curve they follow: the work of one kernel is the
 /// layer's FLOPs over this count.
-fn kernels(graph: &Graph, node: &trainbench_workload::graph::Node) -> (f64, KernelClass) {
+fn kernels(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, KernelClass) {
     match &node.op {
         Op::Conv { .. } => (1.0, KernelClass::Conv),
         Op::Rnn { layers, bidirectional, .. } => {
@@ -126,7 +126,7 @@ struct Products {
 
 fn products(
     graph: &Graph,
-    node: &trainbench_workload::graph::Node,
+    node: &trainbench_graph::graph::Node,
     b: f64,
     input_grad: bool,
     trainable: bool,
@@ -150,8 +150,8 @@ fn products(
         Op::Rnn { cell, input_size, hidden, layers, bidirectional } => {
             let t = first_dim(0);
             let gates = match cell {
-                trainbench_workload::graph::RnnCell::Lstm => 4.0,
-                trainbench_workload::graph::RnnCell::Gru => 3.0,
+                trainbench_graph::graph::RnnCell::Lstm => 4.0,
+                trainbench_graph::graph::RnnCell::Gru => 3.0,
             };
             let (h, dirs) = (*hidden as f64, if *bidirectional { 2.0 } else { 1.0 });
             let mut forward = Vec::new();
@@ -184,7 +184,7 @@ fn products(
 /// A plain convolution's (channels, output pixels) for the calibrated grid: the geometric mean of its input and
 /// output channels, and its output elements over its output channels. Grouped and transposed convolutions are
 /// left to the curve.
-fn conv_size(node: &trainbench_workload::graph::Node, output_elements: f64) -> Option<(f64, f64)> {
+fn conv_size(node: &trainbench_graph::graph::Node, output_elements: f64) -> Option<(f64, f64)> {
     match &node.op {
         Op::Conv { in_channels, out_channels, groups: 1, transposed: false, .. } if *out_channels > 0 => {
             Some((((*in_channels * *out_channels) as f64).sqrt(), output_elements / *out_channels as f64))
@@ -196,7 +196,7 @@ fn conv_size(node: &trainbench_workload::graph::Node, output_elements: f64) -> O
 /// Fixed seconds of a node (forward, backward): with the training step calibrated, a linear layer's measured
 /// cost, else its forward operations at one operation's forward and backward cost each (each forward operation
 /// records one backward node); without it, every operation at the per-operation overhead.
-fn fixed_costs(node: &trainbench_workload::graph::Node, ops_f: f64, ops_b: f64, device: &DeviceModel) -> (f64, f64) {
+fn fixed_costs(node: &trainbench_graph::graph::Node, ops_f: f64, ops_b: f64, device: &DeviceModel) -> (f64, f64) {
     match &device.nodes {
         Some(n) if matches!(node.op, Op::Linear { .. }) => n.linear,
         Some(n) => (ops_f * n.op.0, if ops_b > 0.0 { ops_f * n.op.1 } else { 0.0 }),
@@ -209,7 +209,7 @@ fn fixed_costs(node: &trainbench_workload::graph::Node, ops_f: f64, ops_b: f64, 
 /// backward reads input and output gradient twice); softmax and log-softmax take a maximum and a sum first;
 /// dropout writes and reads a mask; attention's core writes the score tensor (heads x Tq x Tk), softmaxes it in
 /// place and reads it for the weighted sum (its backward passes over it about twice as often).
-fn extra_bytes(graph: &Graph, node: &trainbench_workload::graph::Node, out_bytes: f64, b: f64, act: f64) -> (f64, f64) {
+fn extra_bytes(graph: &Graph, node: &trainbench_graph::graph::Node, out_bytes: f64, b: f64, act: f64) -> (f64, f64) {
     match &node.op {
         Op::BatchNorm { .. } | Op::LayerNorm { .. } => (out_bytes, 2.0 * out_bytes),
         Op::Softmax => (out_bytes, out_bytes),
@@ -236,7 +236,7 @@ fn extra_bytes(graph: &Graph, node: &trainbench_workload::graph::Node, out_bytes
 /// pass).
 fn rnn_cell_work(
     graph: &Graph,
-    node: &trainbench_workload::graph::Node,
+    node: &trainbench_graph::graph::Node,
     b: f64,
     device: &DeviceModel,
 ) -> Option<(f64, f64)> {
@@ -246,8 +246,8 @@ fn rnn_cell_work(
     let steps = graph.nodes[*node.inputs.first()?].shape.0.first().copied().unwrap_or(1) as f64;
     let cells = steps * *layers as f64 * if *bidirectional { 2.0 } else { 1.0 };
     let (curved, cheap) = match cell {
-        trainbench_workload::graph::RnnCell::Lstm => (5.0, 5.0),
-        trainbench_workload::graph::RnnCell::Gru => (3.0, 6.0),
+        trainbench_graph::graph::RnnCell::Lstm => (5.0, 5.0),
+        trainbench_graph::graph::RnnCell::Gru => (3.0, 6.0),
     };
     let elements = b * *hidden as f64;
     let (cf, cb) = device.elementwise_marginal_s("gelu", elements)?;
@@ -479,7 +479,7 @@ pub fn step(
     let s = optimizer.state_buffers() as f64;
     let params = analysis.parameters as f64;
     let bytes = params * 4.0 * (3.0 + 2.0 * s);
-    let tensors = trainbench_workload::params::graph_tensors(graph).iter().filter(|(_, d)| d.trainable()).count();
+    let tensors = trainbench_graph::params::graph_tensors(graph).iter().filter(|(_, d)| d.trainable()).count();
     let kind = super::stepcost::optimizer_kind(optimizer);
     let optimizer = match device.optimizer_s(kind, tensors as f64, params) {
         // Measured through the backend's own step: its passes over parameters, gradients and state.

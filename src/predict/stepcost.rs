@@ -23,10 +23,9 @@
 //!
 //! With `--cpu-clock`, each run's phases are scaled by the process's CPU time over wall time.
 
-use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind};
-use trainbench_workload::{
-    Backend, Budget, DeviceSelector, GraphBuilder, OptimizerSpec, Precision, RunContext, RunPlan,
-};
+use trainbench_contract::{Backend, Budget, DeviceSelector, RunContext, RunPlan};
+use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind};
+use trainbench_graph::{GraphBuilder, OptimizerSpec, Precision};
 
 use crate::hardware::wire::{NodePoint, OptimizerPoint};
 
@@ -109,7 +108,7 @@ pub fn plan(
 /// over the wall time of the run.
 pub fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_clock: bool) -> Result<StepPhases, String> {
     backend.check(plan, graph).map_err(|e| e.to_string())?;
-    let mut probe = trainbench_workload::backend::NoProbe;
+    let mut probe = trainbench_contract::backend::NoProbe;
     let wall0 = std::time::Instant::now();
     let cpu0 = crate::metrics::cpu::process_cpu_seconds();
     let raw = backend.run_in(plan, graph, &mut RunContext::new(&mut probe)).map_err(|e| e.to_string())?;
@@ -120,7 +119,7 @@ pub fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_cloc
     };
     let all = raw.steps.steady_from(0).block;
     let n = all.n.max(1) as f64;
-    let mean = |f: fn(&trainbench_workload::PhaseTimes) -> f64| f(&all.sum) / n * scale;
+    let mean = |f: fn(&trainbench_contract::PhaseTimes) -> f64| f(&all.sum) / n * scale;
     Ok(StepPhases {
         forward: mean(|s| s.forward_s),
         backward: mean(|s| s.backward_s),
@@ -178,7 +177,7 @@ fn median_phases(rounds: &[StepPhases]) -> StepPhases {
 /// input [`FEATURES`] -> linear -> `stack` x the class's node -> MSE. `elementwise` stacks ReLUs, `linear`
 /// stacks linear layers with bias.
 fn node_graph(class: &str, stack: usize) -> Result<Graph, String> {
-    let e = |e: trainbench_workload::ShapeError| e.to_string();
+    let e = |e: trainbench_graph::ShapeError| e.to_string();
     let mut b = GraphBuilder::new(format!("calibrate-node-{class}"));
     let x = b.input("x", &[FEATURES], InputKind::Dense).map_err(e)?;
     let t = b.input("t", &[FEATURES], InputKind::Dense).map_err(e)?;
@@ -211,7 +210,7 @@ const LINEAR_ROWS: usize = 16;
 /// flatten -> linear 10 -> MSE; `conv-small`: the same with 4 channels of 4 x 4 pixels, where a convolution's
 /// fixed cost is most of it; `linear-wide`: input [16, 256] -> linear 256 -> `stack` x linear 256 -> MSE).
 pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
-    let e = |e: trainbench_workload::ShapeError| e.to_string();
+    let e = |e: trainbench_graph::ShapeError| e.to_string();
     if !LAYER_CLASSES.contains(&class) {
         return Err(format!("unknown layer class `{class}` (known: {})", LAYER_CLASSES.join(", ")));
     }
@@ -221,7 +220,7 @@ pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
         let x = b.input("x", &[c, hw, hw], InputKind::Dense).map_err(e)?;
         let mut y = x;
         for i in 0..stack {
-            y = b.conv(&format!("conv{i}"), y, trainbench_workload::ConvCfg::square(c, 3, 1, 1)).map_err(e)?;
+            y = b.conv(&format!("conv{i}"), y, trainbench_graph::ConvCfg::square(c, 3, 1, 1)).map_err(e)?;
         }
         let f = b.flatten("flat", y).map_err(e)?;
         b.linear("fc", f, 10, true).map_err(e)?
@@ -293,7 +292,7 @@ pub fn in_step_excess(c: &crate::hardware::wire::Calibration, base: &super::devi
     let measured = |class: &str| -> Option<[(f64, f64); 2]> {
         let point = c.node.iter().find(|p| p.class == class)?;
         let g = layer_graph(class, LAYERS).ok()?;
-        let analysis = trainbench_workload::analysis::analyze(&g);
+        let analysis = trainbench_graph::analysis::analyze(&g);
         let sgd = optimizer_spec("sgd").ok()?;
         let step = super::roofline::step(&g, &analysis, layer_batch(class), Precision::Fp32, &sgd, base);
         let prefix = if class.starts_with("conv") { "conv" } else { "wide" };
@@ -383,7 +382,7 @@ pub fn measure_nodes(
 /// input -> `MANY` linear layers of `FEATURES` -> MSE (many small tensors), or input -> one linear layer of
 /// `side` x `side` -> MSE (one large weight).
 fn optimizer_graph(side: Option<usize>) -> Result<Graph, String> {
-    let e = |e: trainbench_workload::ShapeError| e.to_string();
+    let e = |e: trainbench_graph::ShapeError| e.to_string();
     let mut b = GraphBuilder::new("calibrate-optimizer");
     let f = side.unwrap_or(FEATURES);
     let x = b.input("x", &[f], InputKind::Dense).map_err(e)?;
@@ -413,9 +412,8 @@ pub fn measure_optimizers(
             for _ in 0..ROUNDS {
                 rounds.push(phases(backend, &plan, &graph, cpu_clock)?);
             }
-            let tensors =
-                trainbench_workload::params::graph_tensors(&graph).iter().filter(|(_, d)| d.trainable()).count();
-            let parameters = trainbench_workload::analysis::analyze(&graph).parameters;
+            let tensors = trainbench_graph::params::graph_tensors(&graph).iter().filter(|(_, d)| d.trainable()).count();
+            let parameters = trainbench_graph::analysis::analyze(&graph).parameters;
             points.push(OptimizerPoint {
                 kind: kind.to_string(),
                 tensors: tensors as u64,
@@ -479,10 +477,10 @@ mod tests {
 
     #[test]
     fn the_graphs_hold_what_they_measure() {
-        let a = trainbench_workload::analysis::analyze(&optimizer_graph(Some(1024)).unwrap());
+        let a = trainbench_graph::analysis::analyze(&optimizer_graph(Some(1024)).unwrap());
         assert_eq!(a.parameters, 1024 * 1024 + 1024);
         let many = optimizer_graph(None).unwrap();
-        let tensors = trainbench_workload::params::graph_tensors(&many).iter().filter(|(_, d)| d.trainable()).count();
+        let tensors = trainbench_graph::params::graph_tensors(&many).iter().filter(|(_, d)| d.trainable()).count();
         assert_eq!(tensors, 2 * MANY);
         let stacked = node_graph("linear", STACK).unwrap();
         assert_eq!(stacked.nodes.len(), node_graph("linear", 0).unwrap().nodes.len() + STACK);
@@ -524,7 +522,7 @@ mod tests {
 
     #[test]
     fn the_mock_backend_measures_nodes_and_optimizers() {
-        let mut mock = trainbench_workload::mock::MockBackend::new(Default::default());
+        let mut mock = trainbench_contract::mock::MockBackend::new(Default::default());
         let layers = measure_layers(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
         assert_eq!(layers.iter().map(|p| p.class.as_str()).collect::<Vec<_>>(), LAYER_CLASSES);
         assert_eq!(

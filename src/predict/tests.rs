@@ -1,8 +1,8 @@
 //! The model's arithmetic on small hand-computed cases: one linear layer on a made-up device, the exchange
 //! formulas, the calibrated curve and the direction of what-ifs.
 
-use trainbench_workload::graph::{InputKind, LossKind};
-use trainbench_workload::{GraphBuilder, OptimizerSpec, Precision};
+use trainbench_graph::graph::{InputKind, LossKind};
+use trainbench_graph::{GraphBuilder, OptimizerSpec, Precision};
 
 use super::*;
 use crate::hardware::wire::{
@@ -301,8 +301,8 @@ fn a_tensor_read_by_two_nodes_pays_for_its_gradient_sum() {
         let x = b.input("x", &[1000], InputKind::Dense).unwrap();
         let t = b.input("t", &[1000], InputKind::Dense).unwrap();
         let y = b.linear("fc", x, 1000, false).unwrap();
-        let a = b.act("a", y, trainbench_workload::graph::Activation::Relu).unwrap();
-        let c = if two_readers { y } else { b.act("c", a, trainbench_workload::graph::Activation::Relu).unwrap() };
+        let a = b.act("a", y, trainbench_graph::graph::Activation::Relu).unwrap();
+        let c = if two_readers { y } else { b.act("c", a, trainbench_graph::graph::Activation::Relu).unwrap() };
         let s = b.add_nodes("sum", &[a, c]).unwrap();
         b.loss("loss", LossKind::Mse, &[s, t]).unwrap();
         b.finish(1, "samples").unwrap()
@@ -416,7 +416,7 @@ fn a_convolution_follows_the_grid_by_its_channels_and_pixels() {
     use crate::hardware::wire::ConvShapePoint;
     let mut b = GraphBuilder::new("conv");
     let x = b.input("x", &[8, 16, 16], InputKind::Dense).unwrap();
-    let y = b.conv("conv", x, trainbench_workload::builder::ConvCfg::square(8, 3, 1, 1)).unwrap();
+    let y = b.conv("conv", x, trainbench_graph::builder::ConvCfg::square(8, 3, 1, 1)).unwrap();
     let t = b.input("t", &[8, 16, 16], InputKind::Dense).unwrap();
     b.loss("loss", LossKind::Mse, &[y, t]).unwrap();
     let g = b.finish(1, "samples").unwrap();
@@ -516,8 +516,8 @@ fn the_first_node_of_each_kind_pays_its_cold_start_once_per_phase() {
     let mut b = GraphBuilder::new("first");
     let x = b.input("x", &[1000], InputKind::Dense).unwrap();
     let y = b.linear("fc", x, 1000, false).unwrap();
-    let r1 = b.act("relu1", y, trainbench_workload::graph::Activation::Relu).unwrap();
-    let r2 = b.act("relu2", r1, trainbench_workload::graph::Activation::Relu).unwrap();
+    let r1 = b.act("relu1", y, trainbench_graph::graph::Activation::Relu).unwrap();
+    let r2 = b.act("relu2", r1, trainbench_graph::graph::Activation::Relu).unwrap();
     let t = b.input("t", &[1000], InputKind::Dense).unwrap();
     b.loss("loss", LossKind::Mse, &[r2, t]).unwrap();
     let g = b.finish(1, "samples").unwrap();

@@ -5,12 +5,12 @@
 //! device profile given, and each other precision the device has a peak for.
 
 use serde::Serialize;
-use trainbench_workload::Precision;
+use trainbench_graph::Precision;
 
 use super::{Prediction, Setting, predict};
 use crate::hardware::wire::{HardwareFile, LinkKind};
 use crate::spec::wire::{Interconnect, Strategy};
-use trainbench_workload::Graph;
+use trainbench_graph::Graph;
 
 /// One row of the what-if table.
 #[derive(Debug, Clone, PartialEq, Serialize)]

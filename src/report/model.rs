@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::result::distributed::DistributedResult;
 use crate::result::{LoadedResult, Metrics, PhaseBreakdown, RunOutcome, RunResult};
-use crate::workload::Precision;
+use trainbench_graph::Precision;
 
 /// Device name of a result: the environment's device name, else the plan's selector.
 pub fn device_name(r: &RunResult) -> String {
@@ -294,7 +294,7 @@ impl<'a> ConfigRow<'a> {
         median_of(self.metrics().map(|m| m.phases.data_stall.share).collect())
     }
     /// Runs with a target: the outcome of each repeat that recorded one.
-    pub fn targets(&self) -> impl Iterator<Item = &'a trainbench_workload::target::TargetOutcome> + '_ {
+    pub fn targets(&self) -> impl Iterator<Item = &'a trainbench_contract::target::TargetOutcome> + '_ {
         self.metrics().filter_map(|m| m.time_to_target.as_ref())
     }
     /// Seconds to the target (median over the repeats that reached it) and how many of the repeats with a

@@ -9,10 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::data::{
-    self, BatchSource, DataError, Dataset, EvalSet, Layout, Loader, LoaderConfig, OnError, split,
-};
-use trainbench_workload::{Graph, RunPlan};
+use trainbench_contract::RunPlan;
+use trainbench_data::{BatchSource, DataError, Dataset, EvalSet, Layout, Loader, LoaderConfig, OnError, split};
+use trainbench_graph::Graph;
 
 use crate::result::{DataSummary, LoaderThroughput};
 use crate::spec::ValidatedSpec;
@@ -84,7 +83,8 @@ impl LocalData {
     pub fn open(&self, graph: &Graph) -> Result<Arc<dyn Dataset>, DataError> {
         let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
         let layout = Layout::of(graph).map_err(err)?;
-        let dataset: Arc<dyn Dataset> = Arc::from(data::open(reader_format(self.format), &self.root, &layout)?);
+        let dataset: Arc<dyn Dataset> =
+            Arc::from(trainbench_data::open(reader_format(self.format), &self.root, &layout)?);
         match &self.eval {
             Some(EvalSplit::Fraction(f)) => {
                 let (train, _) = split::hold_out(dataset, *f).map_err(err)?;
@@ -102,12 +102,13 @@ impl LocalData {
         match &self.eval {
             None => Ok(None),
             Some(EvalSplit::Path(path)) => {
-                let dataset = data::open(reader_format(self.format), path, &layout)?;
+                let dataset = trainbench_data::open(reader_format(self.format), path, &layout)?;
                 let origin = path.display().to_string();
                 split::read_eval(dataset.as_ref(), &layout, batch, plan.seed, &origin).map(Some)
             }
             Some(EvalSplit::Fraction(f)) => {
-                let dataset: Arc<dyn Dataset> = Arc::from(data::open(reader_format(self.format), &self.root, &layout)?);
+                let dataset: Arc<dyn Dataset> =
+                    Arc::from(trainbench_data::open(reader_format(self.format), &self.root, &layout)?);
                 let (_, held) = split::hold_out(dataset, *f).map_err(err)?;
                 let origin = format!("{} (held out: {f})", self.root.display());
                 split::read_eval(&held, &layout, batch, plan.seed, &origin).map(Some)

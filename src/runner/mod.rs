@@ -23,12 +23,13 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
-use trainbench_workload::data::{BatchSource, DataError, Loader};
-use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{
-    Backend, BackendError, BackendKind, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext, RunPlan,
+use trainbench_contract::mock::MockConfig;
+use trainbench_contract::{
+    Backend, BackendError, BackendKind, DeviceInfo, DeviceSelector, RawMeasurements, RunContext, RunPlan,
 };
+use trainbench_data::{BatchSource, DataError, Loader};
+use trainbench_graph::Graph;
+use trainbench_graph::analysis::{Analysis, analyze, memory_estimate};
 
 use crate::backends;
 use crate::manifest::{ManifestInput, environment};
@@ -484,7 +485,7 @@ impl RunSlot<'_> {
 }
 
 /// What a run reading a local dataset opens: its loader, the loader's throughput alone, its evaluation split.
-type OpenedData = (Option<Loader>, Option<LoaderThroughput>, Option<trainbench_workload::data::EvalSet>);
+type OpenedData = (Option<Loader>, Option<LoaderThroughput>, Option<trainbench_data::EvalSet>);
 
 /// Why a collector's figures are missing: disabled, not asked for, or not applicable to the device.
 fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<DeviceSelector>) -> String {

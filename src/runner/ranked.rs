@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::RunPlan;
+use trainbench_contract::RunPlan;
 
 use super::ranks::{Engine, Ranks};
 use super::worker::WorkerMessage;
@@ -20,7 +20,7 @@ use crate::result::{RunOutcome, RunResult};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RankFailureKind {
-    /// The backend ran out of memory (its typed error, [`trainbench_workload::BackendError::OutOfMemory`]).
+    /// The backend ran out of memory (its typed error, [`trainbench_contract::BackendError::OutOfMemory`]).
     OutOfMemory,
     /// The run failed otherwise, or the rank could not run its job.
     Failed,
@@ -75,7 +75,7 @@ pub(crate) fn serve_ranked(
     ranks: &RefCell<Ranks>,
     suite: &Suite,
     opts: &RunnerOptions,
-    backend: &mut dyn trainbench_workload::Backend,
+    backend: &mut dyn trainbench_contract::Backend,
     indices: &[usize],
     ooms: &mut Vec<RunPlan>,
     say: &mut dyn FnMut(&WorkerMessage) -> std::io::Result<()>,

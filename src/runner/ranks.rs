@@ -2,23 +2,24 @@
 //! (`trainbench worker --ranks`, started by `mpirun` for MPI or by trainbench's own launcher for NCCL; or
 //! `trainbench run` under an external launcher). The engine is chosen from where the plans run ([`Engine`]:
 //! CUDA ranks through NCCL, the others through MPI) and opened in [`open_engine`]; nothing else here knows
-//! which one it talks to. Workers train with a gradient exchange (`trainbench_workload::comm`),
+//! which one it talks to. Workers train with a gradient exchange (`trainbench_comm`),
 //! parameter-server ranks serve their shard, and afterwards every rank sends its figures to rank 0, which merges
 //! them (per step, the slowest worker's phases) and writes the result.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::comm::server::{ServerReport, serve};
-use trainbench_workload::comm::{
+use trainbench_comm::server::{ServerReport, serve};
+use trainbench_comm::{
     AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, PsWorkerExchange,
 };
-use trainbench_workload::data::BatchSource;
-use trainbench_workload::engines::Rendezvous;
-use trainbench_workload::steplog::StepLog;
-use trainbench_workload::{
-    Backend, BackendError, DeviceSelector, Graph, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
+use trainbench_contract::engines::Rendezvous;
+use trainbench_contract::steplog::StepLog;
+use trainbench_contract::{
+    Backend, BackendError, DeviceSelector, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
 };
+use trainbench_data::BatchSource;
+use trainbench_graph::Graph;
 
 use crate::result::distributed::{DistributedResult, RankPhases};
 use crate::stats::median;
@@ -272,7 +273,7 @@ impl Ranks {
         let reports = self.gather(&report).map_err(engine_error)?;
         Ok(match reports {
             Some(all) => {
-                let gradient_bytes = 4 * trainbench_workload::comm::Layout::of(graph).total as u64;
+                let gradient_bytes = 4 * trainbench_comm::Layout::of(graph).total as u64;
                 let (merged, section) = self.merge(plan, raw, &all, gradient_bytes);
                 (merged, Some(section))
             }
@@ -473,7 +474,7 @@ mod tests {
     #[test]
     #[allow(clippy::unwrap_used)]
     fn the_comm_share_and_bandwidth_are_medians_of_the_steps() {
-        let comm = trainbench_workload::comm::local::ThreadComm::group(1).pop().unwrap();
+        let comm = trainbench_comm::local::ThreadComm::group(1).pop().unwrap();
         let ranks = Ranks {
             comm: Box::new(comm),
             launcher: "test".into(),
@@ -482,7 +483,7 @@ mod tests {
             cuda_device: None,
         };
         let mut plan = plan(DeviceSelector::Cpu, None);
-        plan.topology = trainbench_workload::comm::Topology::on_one_node(DataParallel::AllReduce, 2);
+        plan.topology = trainbench_comm::Topology::on_one_node(DataParallel::AllReduce, 2);
         let step = |comm_s: f64| PhaseTimes { comm_s, total_s: 1.0, ..Default::default() };
         let steps = StepLog::of([0.4, 0.1, 0.2, 0.3].map(|c| (step(c), None)));
         let raw = RawMeasurements { steps, ..Default::default() };

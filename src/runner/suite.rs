@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use trainbench_workload::{BackendKind, Graph, RunPlan};
+use trainbench_contract::{BackendKind, RunPlan};
+use trainbench_graph::Graph;
 
 use super::data::LocalData;
 use crate::plan::{PlacementOverride, placement, plan_on};

@@ -12,7 +12,8 @@
 use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};
 
-use trainbench_workload::{Backend, Budget, DeviceSelector, Graph, Probe, RunPlan};
+use trainbench_contract::{Backend, Budget, DeviceSelector, Probe, RunPlan};
+use trainbench_graph::Graph;
 
 use super::StopFlag;
 

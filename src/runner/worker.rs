@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::analysis::{Analysis, analyze};
-use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{BackendKind, DeviceInfo, RunPlan};
+use trainbench_contract::mock::MockConfig;
+use trainbench_contract::{BackendKind, DeviceInfo, RunPlan};
+use trainbench_graph::analysis::{Analysis, analyze};
 
 use super::data::LocalData;
 use super::ranked::{RankFailure, RankFailureKind};

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{BackendKind, DeviceSelector, RunPlan};
+use trainbench_contract::mock::MockConfig;
+use trainbench_contract::{BackendKind, DeviceSelector, RunPlan};
 
 use super::SlurmError;
 use crate::runner::Suite;
@@ -181,8 +181,8 @@ impl PlanFile {
 
 #[cfg(test)]
 mod tests {
-    use trainbench_workload::RunPlan;
-    use trainbench_workload::comm::{DataParallel, Topology};
+    use trainbench_comm::{DataParallel, Topology};
+    use trainbench_contract::RunPlan;
 
     use super::*;
 

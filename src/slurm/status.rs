@@ -299,7 +299,7 @@ pub fn wait(out: &Path, interval: std::time::Duration) -> Result<(PlanFile, Stat
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use trainbench_workload::{BackendKind, RunPlan};
+    use trainbench_contract::{BackendKind, RunPlan};
 
     use super::*;
     use crate::slurm::plan_file::{PlanSuite, PlanTask, Resources};

@@ -98,9 +98,9 @@ fn calibrate_writes_a_profile_predict_reads_and_never_overwrites_silently() {
     let cal = f.calibration.as_ref().unwrap();
     assert!(cal.method.contains("mock") && cal.backend == "mock");
     // The mock's kernels run at its nominal rate: the best rate reached is that rate.
-    let rate = trainbench_workload::mock::MockConfig::default().flop_rate;
+    let rate = trainbench_contract::mock::MockConfig::default().flop_rate;
     assert!((f.device.peak_tflops.fp32 * 1e12 - rate).abs() < 1e-6 * rate);
-    assert_eq!(cal.gemm.iter().filter(|p| p.precision == trainbench_workload::Precision::Fp32).count(), 3);
+    assert_eq!(cal.gemm.iter().filter(|p| p.precision == trainbench_graph::Precision::Fp32).count(), 3);
     // Bandwidth by working set: four cache-sized adds and the memory-sized one, in bytes moved per call; the
     // mock's bandwidth does not depend on the size.
     let bytes: Vec<f64> = cal.bandwidth.iter().map(|p| p.bytes).collect();

@@ -10,7 +10,7 @@ use assert_cmd::Command;
 use trainbench::report::ReportModel;
 use trainbench::report::scaling::{Efficiency, efficiency_of};
 use trainbench::result::{LoadedResult, RunResult};
-use trainbench::workload::comm::DataParallel;
+use trainbench_comm::DataParallel;
 
 use crate::common::Synth;
 

@@ -2,12 +2,13 @@
 //! WGAN-GP graph's nodes (real input, generator output, critic scores) that its training step needs.
 
 use tch::Device;
-use trainbench_workload::capability::TCH;
-use trainbench_workload::comm::GradientExchange;
-use trainbench_workload::graph::Graph;
-use trainbench_workload::{Backend, BackendError, Precision, RunPlan};
+use trainbench_comm::GradientExchange;
+use trainbench_contract::capability::TCH;
+use trainbench_contract::{Backend, BackendError, RunPlan};
+use trainbench_graph::Precision;
+use trainbench_graph::graph::Graph;
 
-pub use trainbench_workload::lowering::tch::{WganRoles, wgan_roles, wgan_roles_if_any};
+pub use trainbench_contract::lowering::tch::{WganRoles, wgan_roles, wgan_roles_if_any};
 
 use crate::{TchBackend, device};
 
@@ -18,7 +19,7 @@ fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError
 }
 
 /// Check a plan against this backend and the machine: the device exists, the world size is one this backend
-/// runs, and [`Backend::supports`] (declared capabilities, then [`trainbench_workload::lowering::tch::supports_lowering`]).
+/// runs, and [`Backend::supports`] (declared capabilities, then [`trainbench_contract::lowering::tch::supports_lowering`]).
 pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
     let dev = device::to_tch(plan.device)?;
     TCH.check_world_size(plan, graph)?;

@@ -12,9 +12,9 @@
 //! says why and what to do.
 
 use tch::{Device, Kind, Tensor};
-use trainbench_workload::comm::{CommError, Communicator, EngineInfo};
+use trainbench_comm::{CommError, Communicator, EngineInfo};
 
-pub use trainbench_workload::engines::Rendezvous;
+pub use trainbench_contract::engines::Rendezvous;
 
 fn error(message: impl Into<String>) -> CommError {
     CommError { engine: "nccl".into(), message: message.into() }

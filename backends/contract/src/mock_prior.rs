@@ -6,10 +6,10 @@
 //! through the mock; it says nothing about any framework.
 
 use crate::backend::BackendError;
-use crate::data::HostBatch;
-use crate::graph::{Graph, InputKind, Op};
-use crate::init::HostTensor;
 use crate::target::EvalTally;
+use trainbench_data::HostBatch;
+use trainbench_graph::graph::{Graph, InputKind, Op};
+use trainbench_graph::init::HostTensor;
 
 /// Label counts seen so far.
 #[derive(Debug, Clone)]
@@ -110,7 +110,7 @@ impl Prior {
 mod tests {
     use super::*;
     use crate::conformance::fixtures;
-    use crate::data::memory::{constant_label_batches, synthetic_batches};
+    use trainbench_data::memory::{constant_label_batches, synthetic_batches};
 
     #[test]
     fn one_class_is_learned_and_random_labels_are_not() {

@@ -1,15 +1,15 @@
 //! Writes, for every fixture, the graph, its seeded initial tensors and the synthetic batches of the agreement
 //! run as JSON, for `reference/torch_reference.py` to train the same model in PyTorch.
 //!
-//! Usage: `cargo run -p trainbench-workload --features testing --example export_reference -- <out-dir>`
+//! Usage: `cargo run -p trainbench-contract --features testing --example export_reference -- <out-dir>`
 
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use trainbench_workload::conformance::agreement::AGREEMENT_RUN;
-use trainbench_workload::conformance::fixtures;
-use trainbench_workload::init::{HostTensor, initial_values, synthetic_input};
-use trainbench_workload::params::tensors;
+use trainbench_contract::conformance::agreement::AGREEMENT_RUN;
+use trainbench_contract::conformance::fixtures;
+use trainbench_graph::init::{HostTensor, initial_values, synthetic_input};
+use trainbench_graph::params::tensors;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = PathBuf::from(std::env::args().nth(1).ok_or("usage: export_reference <out-dir>")?);

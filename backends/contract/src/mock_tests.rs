@@ -2,9 +2,10 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::backend::{NoProbe, OptimizerSpec, Probe};
-use crate::model::{MlpSpec, ModelSpec};
-use crate::zoo::build;
+use crate::{backend::NoProbe, backend::Probe};
+use trainbench_graph::model::{MlpSpec, ModelSpec};
+use trainbench_graph::training::OptimizerSpec;
+use trainbench_graph::zoo::build;
 
 fn graph(hidden: usize) -> Graph {
     build(&ModelSpec::Mlp(MlpSpec { inputs: 64, hidden: vec![hidden], classes: 10 })).unwrap()
@@ -100,9 +101,9 @@ fn should_stop_keeps_what_was_measured() {
 
 #[test]
 fn trains_on_the_batches_given_and_evaluates_to_a_target() {
-    use crate::data::memory::{constant_label_batches, synthetic_batches};
-    use crate::data::{EvalSet, MemorySource};
     use crate::target::{EvalEvery, TargetMetric, TargetPlan};
+    use trainbench_data::memory::{constant_label_batches, synthetic_batches};
+    use trainbench_data::{EvalSet, MemorySource};
     let g = graph(16);
     let target = TargetPlan {
         metric: TargetMetric::Accuracy,

@@ -6,8 +6,8 @@
 
 use serde::Serialize;
 use serde_json::json;
-use trainbench_workload::analysis::{Analysis, MemoryEstimate, analyze, memory_estimate};
-use trainbench_workload::{ModelSpec, OptimizerSpec, Precision, zoo};
+use trainbench_graph::analysis::{Analysis, MemoryEstimate, analyze, memory_estimate};
+use trainbench_graph::{ModelSpec, OptimizerSpec, Precision, zoo};
 
 #[derive(Serialize)]
 struct Golden {

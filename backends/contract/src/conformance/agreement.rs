@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use crate::{DeviceSelector, OptimizerSpec, RunPlan};
+use crate::{DeviceSelector, RunPlan};
+use trainbench_graph::OptimizerSpec;
 
 /// The agreement run every backend trains the fixtures with: batch, seed, SGD steps and the data pool size
 /// (iteration `i` uses synthetic data step `i % pool`, as every backend's pool of 4 batches does).

@@ -6,12 +6,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::BackendKind;
-use crate::comm::{GradientExchange, Topology};
-use crate::data::{BatchSource, EvalSet};
 use crate::device::DeviceSelector;
-use crate::graph::Graph;
 pub use crate::target::{TargetOutcome, TargetPlan};
-pub use trainbench_graph::training::{OptimizerSpec, Precision};
+use trainbench_comm::{GradientExchange, Topology};
+use trainbench_data::{BatchSource, EvalSet};
+use trainbench_graph::graph::Graph;
+use trainbench_graph::training::{OptimizerSpec, Precision};
 
 /// How iterations of one run are bounded after warm-up.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -378,10 +378,10 @@ impl<'a> RunContext<'a> {
     }
 
     /// The next training batch from [`RunContext::data`] and the seconds spent waiting for it (the stall);
-    /// `None` with synthetic data. A [`DataError`](crate::data::DataError) becomes [`BackendError::Data`],
+    /// `None` with synthetic data. A [`DataError`](trainbench_data::DataError) becomes [`BackendError::Data`],
     /// naming the file.
-    pub fn next_batch(&mut self) -> Option<Result<(crate::data::HostBatch, f64), BackendError>> {
-        Some(crate::data::fetch(self.data.as_deref_mut()?))
+    pub fn next_batch(&mut self) -> Option<Result<(trainbench_data::HostBatch, f64), BackendError>> {
+        Some(crate::batch::fetch(self.data.as_deref_mut()?))
     }
 }
 

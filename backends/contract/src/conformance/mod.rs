@@ -15,14 +15,15 @@ pub mod agreement;
 pub mod data;
 pub mod fixtures;
 
-use crate::backend::{Backend, BackendError, NoProbe, OptimizerSpec, Precision, RunPlan};
 use crate::device::DeviceSelector;
-use crate::graph::Graph;
-use crate::params::graph_tensors;
+use crate::{backend::Backend, backend::BackendError, backend::NoProbe, backend::RunPlan};
 use agreement::{AGREEMENT_RUN, Preset, compare, max_relative_error};
+use trainbench_graph::graph::Graph;
+use trainbench_graph::params::graph_tensors;
+use trainbench_graph::{training::OptimizerSpec, training::Precision};
 
 /// The PyTorch reference losses of fixture `name` (step 0 and after each of 5 SGD steps), from
-/// `backends/workload/reference/<name>.json`, checked to be made for [`AGREEMENT_RUN`].
+/// `backends/contract/reference/<name>.json`, checked to be made for [`AGREEMENT_RUN`].
 pub fn reference_losses(name: &str) -> Result<Vec<f64>, String> {
     let text = match name {
         "mlp" => include_str!("../../reference/mlp.json"),
@@ -167,7 +168,7 @@ pub fn refuses_what_supports_says(backend: &mut dyn Backend, device: DeviceSelec
 /// Run the whole conformance kit as `#[test]` functions, one per property:
 ///
 /// ```ignore
-/// trainbench_workload::conformance_tests!(backend = TchBackend::new(), device = DeviceSelector::Cpu,
+/// crate::conformance_tests!(backend = TchBackend::new(), device = DeviceSelector::Cpu,
 ///     preset = Preset::Strict, available = true);
 /// ```
 ///

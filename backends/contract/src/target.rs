@@ -11,7 +11,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::graph::{Graph, LossKind, NodeId, Op};
+use trainbench_graph::graph::{Graph, LossKind, NodeId, Op};
 
 /// The metric a target is set on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -180,7 +180,7 @@ pub struct TargetError(pub String);
 
 impl TargetTracker {
     /// Start tracking `plan`; `epoch_batches` is the training split's batches per epoch
-    /// ([`crate::data::BatchSource::epoch_batches`]), needed when the plan counts in epochs.
+    /// ([`trainbench_data::BatchSource::epoch_batches`]), needed when the plan counts in epochs.
     pub fn new(plan: &TargetPlan, epoch_batches: Option<u64>) -> Result<Self, TargetError> {
         let epochs_used = matches!(plan.every, EvalEvery::Epochs(_)) || plan.max_epochs.is_some();
         if epochs_used && epoch_batches.is_none_or(|b| b == 0) {

@@ -23,23 +23,11 @@ pub mod stats;
 pub mod steplog;
 pub mod target;
 
-// The crates this contract is built on, at the paths the backends and the front import them by.
-pub use trainbench_comm as comm;
-pub use trainbench_graph::{analysis, builder, graph, init, model, params, rng, training, zoo};
-/// The data pipeline ([`trainbench_data`]) and the contract's two checks at its boundary ([`batch`]).
-pub mod data {
-    pub use crate::batch::{check_batch, fetch};
-    pub use trainbench_data::*;
-}
-
 pub use backend::{
-    Backend, BackendError, Budget, DeviceInfo, FreeRunning, MemoryMeasured, NoProbe, OptimizerSpec, PhaseTimes,
-    Precision, Probe, RawMeasurements, RunContext, RunPlan,
+    Backend, BackendError, Budget, DeviceInfo, FreeRunning, MemoryMeasured, NoProbe, PhaseTimes, Probe,
+    RawMeasurements, RunContext, RunPlan,
 };
-pub use builder::{ConvCfg, GraphBuilder, ShapeError};
 pub use capability::{BackendKind, Capabilities};
 pub use cpu::{CpuFeatures, CpuIsa};
 pub use device::{DeviceFamily, DeviceSelector, WgpuAdapter};
-pub use graph::{Graph, Node, NodeId, Op, Shape};
-pub use model::ModelSpec;
 pub use numerics::{Numerics, Tf32};

@@ -1,6 +1,6 @@
 """Reference losses from PyTorch for the wgpu backend's agreement test.
 
-Reads what `cargo run -p trainbench-workload --features testing --example export_reference -- DIR` wrote (per fixture: the workload
+Reads what `cargo run -p trainbench-contract --features testing --example export_reference -- DIR` wrote (per fixture: the workload
 graph, the seeded initial tensors in PyTorch's layouts, and the synthetic batch of every iteration), trains the
 same model with PyTorch's own modules and optimizer on the CPU in fp32, and writes the loss of every iteration
 to OUT/<fixture>.json.

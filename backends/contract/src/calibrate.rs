@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{DeviceInfo, Precision};
+use crate::backend::DeviceInfo;
 use crate::device::DeviceSelector;
+use trainbench_graph::training::Precision;
 
 /// One convolution shape to time (NCHW input, K filters of R x R, stride 1, same padding).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

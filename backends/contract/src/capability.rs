@@ -7,10 +7,11 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{BackendError, Precision, RunPlan};
 use crate::cpu::{CpuFeatures, CpuIsa};
 use crate::device::DeviceFamily;
-use crate::graph::Graph;
+use crate::{backend::BackendError, backend::RunPlan};
+use trainbench_graph::graph::Graph;
+use trainbench_graph::training::Precision;
 
 /// A concrete training backend: the spec's `auto` resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
@@ -253,14 +254,14 @@ impl Capabilities {
 mod tests {
     use super::*;
     use crate::device::DeviceSelector;
-    use crate::model::ModelSpec;
+    use trainbench_graph::model::ModelSpec;
 
     fn lstm_graph() -> Graph {
         let spec: ModelSpec = serde_json::from_value(serde_json::json!({
             "family": "seq2seq", "src_vocab": 50, "tgt_vocab": 40, "hidden": 16, "layers": 1, "seq_len": 4
         }))
         .unwrap();
-        crate::zoo::build(&spec).unwrap()
+        trainbench_graph::zoo::build(&spec).unwrap()
     }
 
     fn plan(device: DeviceSelector, precision: Precision) -> RunPlan {

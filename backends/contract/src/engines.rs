@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::backend::Backend;
-use crate::comm::{CommError, Communicator};
+use trainbench_comm::{CommError, Communicator};
 
 /// Makes a backend instance.
 pub type MakeBackend = fn() -> Box<dyn Backend>;

@@ -2,13 +2,14 @@
 //! evaluation split (`RunContext::eval`, a run with a target): the batches given are the batches trained on,
 //! a dataset error fails the run naming the file, and evaluation scores the classifier's predictions.
 
-use crate::backend::{Backend, BackendError, NoProbe, OptimizerSpec, RunContext, RunPlan};
-use crate::data::memory::{constant_label_batches, synthetic_batches};
-use crate::data::{DataError, EvalSet, HostBatch, MemorySource};
 use crate::device::DeviceSelector;
-use crate::graph::Graph;
-use crate::init::{HostTensor, SeededRng};
 use crate::target::{EvalEvery, TargetMetric, TargetPlan};
+use crate::{backend::Backend, backend::BackendError, backend::NoProbe, backend::RunContext, backend::RunPlan};
+use trainbench_data::memory::{constant_label_batches, synthetic_batches};
+use trainbench_data::{DataError, EvalSet, HostBatch, MemorySource};
+use trainbench_graph::graph::Graph;
+use trainbench_graph::init::{HostTensor, SeededRng};
+use trainbench_graph::training::OptimizerSpec;
 
 use super::fixture;
 

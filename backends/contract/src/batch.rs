@@ -3,9 +3,9 @@
 //! [`BackendError::Data`].
 
 use crate::backend::BackendError;
-use crate::data::{BatchSource, HostBatch};
-use crate::graph::{Graph, InputKind, Op};
-use crate::init::HostTensor;
+use trainbench_data::{BatchSource, HostBatch};
+use trainbench_graph::graph::{Graph, InputKind, Op};
+use trainbench_graph::init::HostTensor;
 
 /// The next batch of `source` and the seconds spent waiting for it (the stall); a [`DataError`] becomes
 /// [`BackendError::Data`], naming the file.

@@ -1,14 +1,13 @@
 //! trainbench's side of `scripts/loader_bench.sh`: images/s of the image-folder pipeline alone (decode,
 //! random-resized crop to 224, flip, normalise; batch 32) with a given number of worker threads.
 //!
-//! `cargo run --release -p trainbench-workload --example loader_bench -- DIR WORKERS [BATCHES]`
+//! `cargo run --release -p trainbench-data --example loader_bench -- DIR WORKERS [BATCHES]`
 //! prints one line: `trainbench workers=N images_per_s=X` (timed from the first batch to the last, so thread
 //! start-up is left out, as on the PyTorch side).
 
 use std::sync::Arc;
 use std::time::Instant;
-
-use trainbench_workload::data::{self, BatchSource, Format, Layout, Loader, LoaderConfig, OnError, ValueKind};
+use trainbench_data::{BatchSource, Format, Layout, Loader, LoaderConfig, OnError, ValueKind};
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,7 +26,8 @@ fn main() -> Result<(), String> {
         label_shape: vec![],
         classes: 1000,
     };
-    let dataset = data::open(Format::ImageFolder, std::path::Path::new(dir), &layout).map_err(|e| e.to_string())?;
+    let dataset =
+        trainbench_data::open(Format::ImageFolder, std::path::Path::new(dir), &layout).map_err(|e| e.to_string())?;
     let config = LoaderConfig {
         batch_size: 32,
         world_size: 1,

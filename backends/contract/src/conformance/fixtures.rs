@@ -1,8 +1,8 @@
 //! Small workload graphs that exercise every layer family the backend lowers; the tests, the cross-backend
 //! agreement check and the PyTorch reference export train these.
 
-use crate::graph::{Activation, InputKind, LossKind, PoolKind, RnnCell};
-use crate::{ConvCfg, Graph, GraphBuilder, ShapeError};
+use trainbench_graph::graph::{Activation, InputKind, LossKind, PoolKind, RnnCell};
+use trainbench_graph::{ConvCfg, Graph, GraphBuilder, ShapeError};
 
 /// Names of the fixtures, in a stable order.
 pub const NAMES: [&str; 6] = ["mlp", "cnn", "lstm", "transformer", "gru", "ctc"];
