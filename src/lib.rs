@@ -7,6 +7,7 @@ pub use trainbench_workload as workload;
 
 pub mod audit;
 pub mod backends;
+pub mod calibrate;
 pub mod check;
 pub mod cli;
 pub mod commands;
