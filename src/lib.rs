@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod backends;
+pub mod calibrate;
 pub mod check;
 pub mod cli;
 pub mod commands;

@@ -7,9 +7,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::backend::{BackendError, RunPlan};
 use crate::cpu::{CpuFeatures, CpuIsa};
 use crate::device::DeviceFamily;
-use crate::{backend::BackendError, backend::RunPlan};
 use trainbench_graph::graph::Graph;
 use trainbench_graph::training::Precision;
 

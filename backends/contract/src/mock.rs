@@ -9,14 +9,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::backend::{
+    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, PhaseTimes, RawMeasurements, RunContext, RunPlan,
+};
 use crate::calibrate::{CalibrationRequest, ConvTiming, GemmShapeTiming, KernelTiming, Measurement};
 use crate::capability::BackendKind;
 use crate::mock_prior::Prior;
 use crate::target::{EvalTally, TargetTracker};
-use crate::{
-    backend::Backend, backend::BackendError, backend::Budget, backend::DeviceInfo, backend::MemoryMeasured,
-    backend::PhaseTimes, backend::RawMeasurements, backend::RunContext, backend::RunPlan,
-};
 use trainbench_graph::analysis::{analyze, memory_estimate};
 use trainbench_graph::graph::Graph;
 use trainbench_graph::init::SeededRng;

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::{backend::NoProbe, backend::Probe};
+use crate::backend::{NoProbe, Probe};
 use trainbench_graph::model::{MlpSpec, ModelSpec};
 use trainbench_graph::training::OptimizerSpec;
 use trainbench_graph::zoo::build;

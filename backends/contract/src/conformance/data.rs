@@ -2,9 +2,9 @@
 //! evaluation split (`RunContext::eval`, a run with a target): the batches given are the batches trained on,
 //! a dataset error fails the run naming the file, and evaluation scores the classifier's predictions.
 
+use crate::backend::{Backend, BackendError, NoProbe, RunContext, RunPlan};
 use crate::device::DeviceSelector;
 use crate::target::{EvalEvery, TargetMetric, TargetPlan};
-use crate::{backend::Backend, backend::BackendError, backend::NoProbe, backend::RunContext, backend::RunPlan};
 use trainbench_data::memory::{constant_label_batches, synthetic_batches};
 use trainbench_data::{DataError, EvalSet, HostBatch, MemorySource};
 use trainbench_graph::graph::Graph;

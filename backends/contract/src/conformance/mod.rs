@@ -15,8 +15,8 @@ pub mod agreement;
 pub mod data;
 pub mod fixtures;
 
+use crate::backend::{Backend, BackendError, NoProbe, RunPlan};
 use crate::device::DeviceSelector;
-use crate::{backend::Backend, backend::BackendError, backend::NoProbe, backend::RunPlan};
 use agreement::{AGREEMENT_RUN, Preset, compare, max_relative_error};
 use trainbench_graph::graph::Graph;
 use trainbench_graph::params::graph_tensors;

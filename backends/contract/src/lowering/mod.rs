@@ -4,8 +4,8 @@
 //! backend's own [`Backend::supports`](crate::Backend::supports) answers in a training process. Each declaration
 //! points at its function here ([`Capabilities::lowering`](crate::Capabilities::lowering)).
 
+use crate::backend::{BackendError, RunPlan};
 use crate::capability::MOCK;
-use crate::{backend::BackendError, backend::RunPlan};
 use trainbench_graph::graph::Graph;
 
 pub mod tch;

@@ -2,8 +2,8 @@
 //! cannot lower, the gradient penalty under fp16 loss scaling), and the roles of a WGAN-GP graph's nodes its
 //! training step needs. Pure functions of the plan and the graph: a process without libtorch answers them.
 
+use crate::backend::{BackendError, RunPlan};
 use crate::capability::TCH;
-use crate::{backend::BackendError, backend::RunPlan};
 use trainbench_graph::graph::{Graph, InputKind, LossKind, NodeId, Op};
 use trainbench_graph::training::Precision;
 

@@ -1,8 +1,8 @@
 //! What the wgpu backend's lowering refuses beyond its declared capabilities (shapes and graph structures
 //! burn cannot train). Pure functions of the plan and the graph: a process without burn answers them.
 
+use crate::backend::{BackendError, RunPlan};
 use crate::capability::WGPU;
-use crate::{backend::BackendError, backend::RunPlan};
 use trainbench_graph::graph::{Graph, LossKind, Op, PoolKind};
 
 /// Largest per-sample rank the lowering carries (the batch adds one; tensors are held at rank 6).

@@ -1,41 +1,25 @@
-//! Element-wise operations' own cost. A dropout, a normalisation or a softmax is not free once its bytes are
-//! moved: dropout draws a random number per element, softmax and GELU evaluate exponentials, normalisations
-//! reduce and rescale. On one CPU thread these cost 1-6 ns per element where an add of the same bytes costs
-//! 0.13 (`scripts/op_costs.py`), so bytes over bandwidth alone under-predicts them by 7-37x.
+//! The element-wise classes' micro-graphs and their measurement (`calibration.elementwise`), the model's
+//! element-wise work term (`crate::predict::work`) reads them back through the fit.
 //!
 //! Measured through the backend itself (`trainbench calibrate`), the way a run executes them: a micro-graph
-//! (input [16, 64] -> linear -> the operation stacked [`STACK`] times -> MSE) is trained beside the same graph
-//! without the operation; the difference of their mean forward and backward phase times over [`STACK`] is one
+//! (input [16, 64] -> linear -> the operation stacked [`ELEMENTWISE_STACK`] times -> MSE) is trained beside the same graph
+//! without the operation; the difference of their mean forward and backward phase times over [`ELEMENTWISE_STACK`] is one
 //! operation's cost (with `--cpu-clock`, the phases are scaled by the process's CPU time over wall time during each
 //! run). Each class is measured at [`BATCHES`] samples per step: 1,024 elements (where a node's fixed cost is
-//! most of it), 65,536 (inside a core's caches), 262,144 (about where they run out) and 1,048,576 (past them). The model interpolates a node's cost
-//! between the measured sizes by its elements, net of the per-operation overhead it adds on its own.
+//! most of it), 65,536 (inside a core's caches), 262,144 (about where they run out) and 1,048,576 (past them). The fit nets each point of the per-operation
+//! overhead the model adds on its own (`super::fit`), and the model interpolates between the sizes.
 //!
 //! Attention is measured the same way (self-attention, 4 heads over the 16 positions; causal self-attention;
 //! attention to a second sequence, whose keys and values are projected apart from the queries) and charged by
 //! score element, net of its projections and score products as the model prices them at the measured shape
-//! (`attention_products`): on a CPU its fused core costs several times its FLOPs (the development machine: 1.2 ms
+//! ([`measured_attention_products`]): on a CPU its fused core costs several times its FLOPs (the development machine: 1.2 ms
 //! forward at batch 64 against 0.23 ms from FLOPs). Cross-entropy is measured as a loss over 1,024 classes per
 //! sample (input [1, 64] -> linear 1,024 -> the loss) against the same graph ending in the logits' mean and an
-//! MSE on it; the model adds back its own price of that mean (a pass over the logits each way). Its backward
+//! MSE on it; the fit adds back the model's own price of that mean (a pass over the logits each way). Its backward
 //! (log-softmax's backward, the loss's scatter into zeroed logits) costs about four times softmax's. Max pooling
 //! is measured as a stack of 3 x 3 poolings with stride 1 on 8 channels of 32 x 32 and priced by output element.
 
-/// The products of an attention node the model prices on the GEMM grid, `[m, k, n]` for `batch` samples of `tq`
-/// query and `tk` key positions: the four projections, then scores and context over batch x heads rows.
-pub fn attention_products(batch: f64, tq: f64, tk: f64, e: f64, kdim: f64, vdim: f64, heads: f64) -> Vec<[f64; 3]> {
-    let dh = e / heads.max(1.0);
-    vec![
-        [batch * tq, e, e],
-        [batch * tk, kdim, e],
-        [batch * tk, vdim, e],
-        [batch * heads * tq, dh, tk],
-        [batch * heads * tq, tk, dh],
-        [batch * tq, e, e],
-    ]
-}
-
-/// The measured attention's products at `batch` samples (see [`attention_products`]).
+/// The measured attention's products at `batch` samples (`crate::predict::work::attention_products`).
 pub fn measured_attention_products(batch: f64) -> Vec<[f64; 3]> {
     let (t, e) = (SAMPLE[0] as f64, SAMPLE[1] as f64);
     attention_products(batch, t, t, e, e, e, ATTENTION_HEADS as f64)
@@ -47,26 +31,27 @@ pub fn attention_batch(elements: f64) -> f64 {
 }
 
 use trainbench_contract::{Backend, DeviceSelector, RunPlan};
-use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind, Op, PoolKind};
+use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind, PoolKind};
 use trainbench_graph::{GraphBuilder, OptimizerSpec};
 
 use crate::hardware::wire::ElementwisePoint;
+use crate::predict::names::{ElementwiseClass, FirstKind};
+use crate::predict::roofline::FLUSH_ELEMENTS;
+use crate::predict::work::attention_products;
 
-/// How many copies of the operation the measured graph stacks (more copies, a larger difference to measure).
-pub const STACK: usize = 6;
+/// How many copies of the operation the element-wise micro-graph stacks (more copies, a larger difference to
+/// measure).
+pub const ELEMENTWISE_STACK: usize = 6;
 
 /// Samples per step of the micro-graphs, one measurement each: 1,024, 65,536, 262,144 and 1,048,576 elements per
 /// node (the third about where a node's input and output outgrow a core's 2 MiB L2 on the development machine).
 pub const BATCHES: [usize; 4] = [1, 64, 256, 1024];
 /// One sample: 16 positions of 64 features (a small Transformer's activations).
 const SAMPLE: [usize; 2] = [16, 64];
-/// Elements of the flushing pass of [`graph_after`]: 4 MiB of fp32, twice a core's L2 cache on the development
-/// machine.
-pub(crate) const FLUSH: usize = 1 << 20;
 /// Classes of the measured cross-entropy (one row of logits per sample).
 const CE_CLASSES: usize = 1024;
 /// Measured steps per micro-graph run (after 3 warm-up steps): more where a step is short and its difference
-/// small; each class is measured in rounds and the median kept (`stepcost::per_added_node`).
+/// small; each class is measured in rounds and the median kept (`harness::per_added_node`).
 fn steps(batch: usize) -> u64 {
     match batch {
         1 => 40,
@@ -74,21 +59,6 @@ fn steps(batch: usize) -> u64 {
         _ => 12,
     }
 }
-
-/// The measured classes, by name.
-pub const CLASSES: [&str; 11] = [
-    "dropout",
-    "layer_norm",
-    "batch_norm",
-    "softmax",
-    "relu",
-    "gelu",
-    "attention",
-    "attention_causal",
-    "attention_cross",
-    "cross_entropy",
-    "max_pool",
-];
 
 /// Samples per step of the measured max-pooling graphs (its samples are larger: 8 channels of 32 x 32).
 const POOL_BATCHES: [usize; 4] = [1, 8, 32, 64];
@@ -107,58 +77,6 @@ pub fn batches(class: &str) -> [usize; 4] {
 /// scores per sample, 65,536 at batch 64).
 pub const ATTENTION_HEADS: usize = 4;
 
-/// The class whose measured cost stands for a node's operation; `None` for operations priced by FLOPs and bytes
-/// alone.
-pub fn class_of(op: &Op) -> Option<&'static str> {
-    match op {
-        Op::Dropout { p } if *p > 0.0 => Some("dropout"),
-        Op::Pool { kind: PoolKind::Max, .. } => Some("max_pool"),
-        Op::LayerNorm { .. } => Some("layer_norm"),
-        Op::BatchNorm { .. } => Some("batch_norm"),
-        Op::Softmax => Some("softmax"),
-        Op::Act { function: Activation::Relu | Activation::LeakyRelu(_) | Activation::HardTanh20 } => Some("relu"),
-        Op::Act { function: Activation::Gelu | Activation::Tanh | Activation::Sigmoid } => Some("gelu"),
-        Op::Attention { causal: true, .. } => Some("attention_causal"),
-        Op::Attention { .. } => Some("attention"),
-        _ => None,
-    }
-}
-
-/// The element-wise work of a node at `batch` samples: its measured class and how many elements it touches.
-/// Attention's core (scaled dot-product attention: scores, softmax, weighted sum, beyond its projections) works
-/// on its score tensor (heads x query positions x key positions per sample); a cross-entropy loss does
-/// softmax's work on its logits; the other classes touch their output.
-pub fn work_of(
-    graph: &Graph,
-    node: &trainbench_graph::Node,
-    output_elements: u64,
-    batch: f64,
-) -> Option<(&'static str, f64)> {
-    match &node.op {
-        Op::Attention { heads, causal, .. } => {
-            let positions = |i: usize| {
-                node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64
-            };
-            // Self-attention, causal self-attention (a decoder's), or attention to another sequence (its
-            // keys and values projected apart from its queries, as an encoder-decoder's).
-            let class = if *causal {
-                "attention_causal"
-            } else if node.inputs.first() != node.inputs.get(1) {
-                "attention_cross"
-            } else {
-                "attention"
-            };
-            Some((class, *heads as f64 * positions(0) * positions(1) * batch))
-        }
-        // Cross-entropy over its logits (priced as softmax's work where the class was not measured).
-        Op::Loss { loss: LossKind::CrossEntropy, .. } => {
-            let logits = node.inputs.first().map_or(0, |&j| graph.nodes[j].shape.numel());
-            Some(("cross_entropy", logits as f64 * batch))
-        }
-        op => class_of(op).map(|c| (c, output_elements as f64 * batch)),
-    }
-}
-
 /// The micro-graph: input -> linear -> `copies` x the class's operation -> MSE against a target; for
 /// `cross_entropy`, input [1, 64] -> linear [`CE_CLASSES`] -> cross-entropy (`copies` > 0), or the logits' mean
 /// -> MSE.
@@ -166,16 +84,16 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
     graph_after(class, copies, false)
 }
 
-/// [`graph`], with `flush` a pass over [`FLUSH`] elements of a second input just before the operations (the
+/// [`graph`], with `flush` a pass over [`FLUSH_ELEMENTS`] elements of a second input just before the operations (the
 /// sum of the input with itself, averaged into a second MSE; no gradient flows through it): whatever the
 /// caches held of the operations' code and data is gone when they start, as in a step that moves more than the
 /// caches hold. Not for `cross_entropy`. Besides the classes, `linear` (64 -> 64 linear layers) and `add` (a
 /// tensor added to itself), the kinds standing in for those without a class in the first-node costs
-/// ([`super::firstnode`]).
+/// ([`FirstKind`]).
 pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Graph, String> {
     let e = |e: trainbench_graph::ShapeError| e.to_string();
-    if !CLASSES.contains(&class) && !super::firstnode::STAND_INS.contains(&class) {
-        let known: Vec<&str> = CLASSES.into_iter().chain(super::firstnode::STAND_INS).collect();
+    if !FirstKind::all().any(|k| k.name() == class) {
+        let known: Vec<&str> = FirstKind::all().map(FirstKind::name).collect();
         return Err(format!("unknown element-wise class `{class}` (known: {})", known.join(", ")));
     }
     if class == "max_pool" {
@@ -244,11 +162,11 @@ pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Gra
     b.finish(1, "samples").map_err(e)
 }
 
-/// A pass over [`FLUSH`] elements of an input of its own, summed with itself and averaged into a second MSE (no
+/// A pass over [`FLUSH_ELEMENTS`] elements of an input of its own, summed with itself and averaged into a second MSE (no
 /// gradient flows through it): what the caches held before it is gone after it.
 pub(crate) fn flush_pass(b: &mut GraphBuilder) -> Result<(), String> {
     let e = |e: trainbench_graph::ShapeError| e.to_string();
-    let f = b.input("flush_input", &[1, FLUSH], InputKind::Dense).map_err(e)?;
+    let f = b.input("flush_input", &[1, FLUSH_ELEMENTS], InputKind::Dense).map_err(e)?;
     let sum = b.add_nodes("flush", &[f, f]).map_err(e)?;
     let m = b.mean("flush_mean", sum, 1).map_err(e)?;
     let t = b.input("flush_target", &[1], InputKind::Dense).map_err(e)?;
@@ -259,7 +177,7 @@ pub(crate) fn flush_pass(b: &mut GraphBuilder) -> Result<(), String> {
 /// The run plan of a micro-graph at `batch` samples per step: SGD, the steps [`steps`] gives.
 pub(crate) fn plan(device: DeviceSelector, cpu_threads: Option<u32>, batch: usize) -> RunPlan {
     let sgd = OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.0, weight_decay: 0.0, nesterov: false };
-    super::stepcost::plan(device, cpu_threads, batch, sgd, steps(batch))
+    super::harness::plan(device, cpu_threads, batch, sgd, steps(batch))
 }
 
 /// Elements one node of `class` works on per sample: attention's scores, cross-entropy's logits, else the
@@ -273,7 +191,7 @@ fn elements_per_sample(class: &str) -> usize {
     }
 }
 
-/// Measure every class of [`CLASSES`] the backend runs on `device`, at each of [`BATCHES`]; the classes it
+/// Measure every class of [`ElementwiseClass::ALL`] the backend runs on `device`, at each of [`BATCHES`]; the classes it
 /// refuses are returned as `(class, reason)` beside the points.
 pub fn measure(
     backend: &mut dyn Backend,
@@ -282,19 +200,19 @@ pub fn measure(
     cpu_clock: bool,
 ) -> (Vec<ElementwisePoint>, Vec<(String, String)>) {
     let (mut points, mut skipped) = (Vec::new(), Vec::new());
-    'classes: for class in CLASSES {
-        let (base, with) = match (graph(class, 0), graph(class, STACK)) {
+    'classes: for class in ElementwiseClass::ALL.map(ElementwiseClass::name) {
+        let (base, with) = match (graph(class, 0), graph(class, ELEMENTWISE_STACK)) {
             (Ok(b), Ok(w)) => (b, w),
             (Err(e), _) | (_, Err(e)) => {
                 skipped.push((class.to_string(), e));
                 continue;
             }
         };
-        // The cross-entropy graph has one loss, the others `STACK` copies of the operation.
-        let copies = if class == "cross_entropy" { 1.0 } else { STACK as f64 };
+        // The cross-entropy graph has one loss, the others `ELEMENTWISE_STACK` copies of the operation.
+        let copies = if class == "cross_entropy" { 1.0 } else { ELEMENTWISE_STACK as f64 };
         for batch in batches(class) {
             let plan = plan(device, cpu_threads, batch);
-            match super::stepcost::per_added_node(backend, &plan, (&base, &with), copies, cpu_clock) {
+            match super::harness::per_added_node(backend, &plan, (&base, &with), copies, cpu_clock) {
                 Ok(m) => points.push(ElementwisePoint {
                     op: class.to_string(),
                     elements: (batch * elements_per_sample(class)) as f64,
@@ -314,26 +232,28 @@ pub fn measure(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use crate::predict::work::class_of;
+
     use super::*;
 
     #[test]
     fn every_class_builds_and_maps_back_from_its_graph() {
-        for class in CLASSES.into_iter().filter(|c| *c != "cross_entropy") {
-            if class == "max_pool" || class == "attention_cross" {
-                let g = graph(class, STACK).unwrap();
-                assert_eq!(g.nodes.iter().filter_map(|n| class_of(&n.op)).count(), STACK);
+        for c in ElementwiseClass::ALL.into_iter().filter(|c| *c != ElementwiseClass::CrossEntropy) {
+            let class = c.name();
+            let g = graph(class, ELEMENTWISE_STACK).unwrap();
+            if c == ElementwiseClass::MaxPool || c == ElementwiseClass::AttentionCross {
+                assert_eq!(g.nodes.iter().filter_map(|n| class_of(&n.op)).count(), ELEMENTWISE_STACK);
                 continue;
             }
-            let g = graph(class, STACK).unwrap();
-            let classes: Vec<&str> = g.nodes.iter().filter_map(|n| class_of(&n.op)).collect();
-            assert_eq!(classes, vec![class; STACK], "{class}");
+            let classes: Vec<ElementwiseClass> = g.nodes.iter().filter_map(|n| class_of(&n.op)).collect();
+            assert_eq!(classes, vec![c; ELEMENTWISE_STACK], "{class}");
             assert!(graph(class, 0).unwrap().nodes.iter().all(|n| class_of(&n.op).is_none()));
         }
     }
 
     #[test]
     fn an_unknown_class_is_an_error_naming_it_and_the_known_ones() {
-        for copies in [0, STACK] {
+        for copies in [0, ELEMENTWISE_STACK] {
             let e = graph_after("swish", copies, false).unwrap_err();
             assert!(e.contains("`swish`") && e.contains("gelu") && e.contains("max_pool") && e.contains("add"), "{e}");
         }
@@ -342,45 +262,12 @@ mod tests {
     }
 
     #[test]
-    fn attention_softmaxes_its_scores() {
-        let mut b = GraphBuilder::new("attn");
-        let q = b.input("q", &[16, 64], InputKind::Dense).unwrap();
-        let kv = b.input("kv", &[10, 64], InputKind::Dense).unwrap();
-        let a = b.attention("attn", q, kv, 4, false).unwrap();
-        let t = b.input("t", &[16, 64], InputKind::Dense).unwrap();
-        b.loss("loss", LossKind::Mse, &[a, t]).unwrap();
-        let g = b.finish(1, "samples").unwrap();
-        let node = g.nodes.iter().find(|n| n.name == "attn").unwrap();
-        // 4 heads x 16 queries x 10 keys per sample, 8 samples.
-        assert_eq!(work_of(&g, node, 1024, 8.0), Some(("attention_cross", 4.0 * 16.0 * 10.0 * 8.0)));
-        let loss = g.nodes.iter().find(|n| n.name == "loss").unwrap();
-        assert_eq!(work_of(&g, loss, 1, 8.0), None, "an MSE loss is priced by its bytes");
-    }
-
-    #[test]
-    fn max_pooling_is_priced_by_output_and_dropout_without_p_is_no_class() {
-        let mut b = GraphBuilder::new("pool");
-        let x = b.input("x", &[8, 16, 16], InputKind::Dense).unwrap();
-        let p = b.pool("pool", x, PoolKind::Max, 2, 2, 0).unwrap();
-        let d = b.dropout("drop", p, 0.0).unwrap();
-        let t = b.input("t", &[8, 8, 8], InputKind::Dense).unwrap();
-        b.loss("loss", LossKind::Mse, &[d, t]).unwrap();
-        let g = b.finish(1, "samples").unwrap();
-        let pool = g.nodes.iter().find(|n| n.name == "pool").unwrap();
-        // 8 x 8 x 8 outputs, 4 samples: priced by output (a 2 x 2 window with stride 2 costs about as much per
-        // output as the measured 3 x 3 with stride 1).
-        assert_eq!(work_of(&g, pool, 512, 4.0), Some(("max_pool", 512.0 * 4.0)));
-        let drop = g.nodes.iter().find(|n| n.name == "drop").unwrap();
-        assert_eq!(work_of(&g, drop, 512, 4.0), None, "dropout with p = 0 returns its input");
-    }
-
-    #[test]
     fn the_mock_backend_measures_every_class() {
         let mut mock = trainbench_contract::mock::MockBackend::new(Default::default());
         let (points, skipped) = measure(&mut mock, DeviceSelector::Cpu, None, false);
         assert!(skipped.is_empty(), "{skipped:?}");
         let classes: Vec<&str> = points.iter().map(|p| p.op.as_str()).collect();
-        let expected: Vec<&str> = CLASSES.iter().flat_map(|c| [*c; BATCHES.len()]).collect();
+        let expected: Vec<&str> = ElementwiseClass::ALL.iter().flat_map(|c| [c.name(); BATCHES.len()]).collect();
         assert_eq!(classes, expected);
         assert!(points.iter().all(|p| p.forward_s >= 0.0 && p.backward_s >= 0.0));
         let sizes: Vec<f64> = points.iter().take(BATCHES.len()).map(|p| p.elements).collect();
