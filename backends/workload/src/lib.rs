@@ -27,6 +27,7 @@ pub mod model;
 pub mod numerics;
 pub mod params;
 pub mod stats;
+pub mod steady_loop;
 pub mod steplog;
 pub mod target;
 pub mod zoo;

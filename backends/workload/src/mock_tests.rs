@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::backend::{NoProbe, OptimizerSpec, Probe};
+use crate::backend::{Budget, NoProbe, OptimizerSpec, Probe};
 use crate::model::{MlpSpec, ModelSpec};
 use crate::zoo::build;
 
