@@ -86,7 +86,7 @@ pub fn train(
         store,
         optimizer,
         pool,
-        data: ctx.data.as_mut().map(|d| -> &mut dyn BatchSource { &mut **d }),
+        data: ctx.data.as_deref_mut(),
         eval: ctx.eval,
         watch: MemoryWatch::default(),
     };
@@ -112,7 +112,7 @@ struct WgpuSteps<'a, 'd, 'e> {
     store: Store,
     optimizer: Optimizer,
     pool: Vec<HostBatch>,
-    data: Option<&'d mut dyn BatchSource>,
+    data: Option<&'d mut (dyn BatchSource + 'e)>,
     eval: Option<&'e EvalSet>,
     watch: MemoryWatch,
 }

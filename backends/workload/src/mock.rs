@@ -253,7 +253,7 @@ impl Backend for MockBackend {
         let probe: &mut dyn Probe = &mut *ctx.probe;
         let mut steps = MockSteps {
             graph,
-            data: ctx.data.as_mut().map(|d| -> &mut dyn BatchSource { &mut **d }),
+            data: ctx.data.as_deref_mut(),
             eval: ctx.eval,
             prior: Prior::new(),
             initial_loss,
@@ -280,7 +280,7 @@ impl Backend for MockBackend {
 /// synthetic curve), then the simulated phase times; evaluations take simulated time too.
 struct MockSteps<'a, 'd, 'e> {
     graph: &'a Graph,
-    data: Option<&'d mut dyn BatchSource>,
+    data: Option<&'d mut (dyn BatchSource + 'e)>,
     eval: Option<&'e EvalSet>,
     prior: Prior,
     initial_loss: f64,
