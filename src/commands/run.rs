@@ -216,8 +216,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
 /// Whether this process is a rank other than 0 of a group an external launcher started (`mpirun -n N
 /// trainbench run`): rank 0 writes and prints the results, the others stay silent.
 fn silent_rank() -> bool {
-    runner::ranks::launcher_world().is_some_and(|(_, n)| n > 1)
-        && runner::ranks::launcher_rank().is_some_and(|r| r != 0)
+    runner::dist::LauncherEnv::get().is_secondary_rank()
 }
 
 /// A validated spec's suite, with what a Slurm submission needs beside it.

@@ -1,10 +1,10 @@
 //! The hidden `worker` subcommand: runs the repeat `trainbench run` hands it in a process of its own (see
-//! `runner::worker`). Not meant to be typed by people.
+//! `runner::isolate`). Not meant to be typed by people.
 
 use std::time::Duration;
 
 use super::{CommandError, Outcome};
-use crate::runner::ranks::Engine;
+use crate::runner::dist::Engine;
 
 /// Arguments of `trainbench worker` (the job comes on standard input).
 #[derive(Debug, clap::Args)]
@@ -57,9 +57,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let served = match args.launch {
         Some(n) => {
             let exe = std::env::current_exe().map_err(|e| CommandError::Other(format!("this program's path: {e}")))?;
-            crate::runner::launch::launch_ranks(&exe, n, engine)
+            crate::runner::dist::launch::launch_ranks(&exe, n, engine)
         }
-        None => crate::runner::worker::serve(args.ranks.then_some(engine)),
+        None => crate::runner::isolate::serve(args.ranks.then_some(engine)),
     };
     match served {
         Ok(true) => Ok(Outcome::Success),

@@ -1,6 +1,7 @@
 //! [`TestHooks`]: the runner's hooks for trainbench's own tests (a stop mid-run, a short hang grace, a mock
 //! backend that crashes, hangs or fails, a backend taken for one left out of the build), held apart from the
-//! options real runs use.
+//! options real runs use, and the one test-only channel that carries them to worker processes
+//! ([`TestHooks::ENV`]: never the worker job).
 
 use std::time::Duration;
 
@@ -9,11 +10,13 @@ use trainbench_contract::BackendKind;
 use trainbench_contract::mock::MockConfig;
 use trainbench_contract::{BackendError, RunPlan};
 
-use super::worker::HUNG_GRACE;
+use super::protocol::HUNG_GRACE;
 
-/// Hooks for trainbench's own tests, not for benchmarks: the default (every hook off) is a real run. They travel
-/// as one value, [`super::RunnerOptions::test_hooks`], to worker processes as well; `trainbench run` takes them
-/// as the hidden `--test-hooks <JSON>` argument, e.g. `--test-hooks '{"mock_hang_repeat": 2, "hung_grace_s": 1}'`.
+/// Hooks for trainbench's own tests, not for benchmarks: the default (every hook off) is a real run. They are
+/// one value, [`super::RunnerOptions::test_hooks`]; `trainbench run` takes them as the hidden `--test-hooks
+/// <JSON>` argument, e.g. `--test-hooks '{"mock_hang_repeat": 2, "hung_grace_s": 1}'`, and hands them to the
+/// worker processes it starts in the variable [`TestHooks::ENV`] ([`TestHooks::pass_to`]), which a worker reads
+/// in one place ([`TestHooks::inherited`]). The production job ([`super::protocol::WorkerJob`]) carries none.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TestHooks {
@@ -42,6 +45,27 @@ pub struct TestHooks {
 }
 
 impl TestHooks {
+    /// The environment variable that hands the hooks, as JSON, to the worker processes of a run (and, through
+    /// their launcher, to every rank): set by the parent only when some hook is on.
+    pub const ENV: &'static str = "TRAINBENCH_TEST_HOOKS";
+
+    /// Hand these hooks to the worker process `command` starts ([`TestHooks::ENV`]); with every hook off, make
+    /// sure it inherits none.
+    pub fn pass_to(&self, command: &mut std::process::Command) {
+        match serde_json::to_string(self) {
+            Ok(json) if *self != TestHooks::default() => command.env(Self::ENV, json),
+            _ => command.env_remove(Self::ENV),
+        };
+    }
+
+    /// The hooks this worker process was handed ([`TestHooks::ENV`]); all off when the variable is not set.
+    pub fn inherited() -> Result<Self, String> {
+        match std::env::var(Self::ENV) {
+            Ok(json) => Self::from_json(&json).map_err(|e| format!("{}: {e}", Self::ENV)),
+            Err(_) => Ok(TestHooks::default()),
+        }
+    }
+
     /// The hooks written as JSON (the `--test-hooks` argument); an unknown key or a negative grace is an error.
     pub fn from_json(text: &str) -> Result<Self, String> {
         let hooks: TestHooks = serde_json::from_str(text).map_err(|e| format!("--test-hooks: {e}"))?;
@@ -108,5 +132,19 @@ mod tests {
         let plan = RunPlan::for_tests("p", 2);
         assert!(matches!(oom.rank_out_of_memory(&plan, 1), Some(BackendError::OutOfMemory { batch_size: 4, .. })));
         assert_eq!(oom.rank_out_of_memory(&plan, 0), None);
+    }
+
+    #[test]
+    fn hooks_reach_a_worker_in_their_variable_only_when_some_are_on() {
+        let var = |c: &std::process::Command| {
+            c.get_envs().find(|(k, _)| *k == TestHooks::ENV).map(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()))
+        };
+        let mut c = std::process::Command::new("true");
+        TestHooks::default().pass_to(&mut c);
+        assert_eq!(var(&c), Some(None), "removed, not inherited");
+        let hooks = TestHooks { mock_fail_repeat: Some(1), hung_grace_s: Some(0.5), ..TestHooks::default() };
+        hooks.pass_to(&mut c);
+        let json = var(&c).flatten().unwrap();
+        assert_eq!(TestHooks::from_json(&json).unwrap(), hooks);
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::Suite;
+use super::suite::Suite;
 use crate::result::{FORMAT_VERSION, INDEX_FILE, IndexEntry, RunResult, SuiteIndex};
 
 /// Write `bytes` to `path` atomically: readers see the old file or the new one, never a mix.

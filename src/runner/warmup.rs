@@ -15,7 +15,7 @@ use std::sync::{Mutex, PoisonError};
 use trainbench_contract::{Backend, Budget, DeviceSelector, Probe, RunPlan};
 use trainbench_graph::Graph;
 
-use super::StopFlag;
+use super::probe::StopFlag;
 
 /// (backend name, device selector) pairs already warmed up in this process.
 static WARMED: Mutex<BTreeSet<(String, String)>> = Mutex::new(BTreeSet::new());

@@ -28,8 +28,7 @@ pub enum TaskOutcome {
 pub fn run_task(plan_path: &Path, n: usize) -> Result<TaskOutcome, SlurmError> {
     let plan = PlanFile::read(plan_path)?;
     let (task, spec) = plan.task(n)?;
-    let rank0 = runner::ranks::launcher_world().is_none_or(|(_, size)| size <= 1)
-        || runner::ranks::launcher_rank().is_none_or(|r| r == 0);
+    let rank0 = !runner::dist::LauncherEnv::get().is_secondary_rank();
     let path = plan.result_path(task);
     if rank0 {
         eprintln!("trainbench: Slurm task {n}: run `{}` of `{}` -> {}", task.plan.id, spec.spec_name, path.display());

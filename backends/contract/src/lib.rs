@@ -20,6 +20,7 @@ pub mod mock;
 mod mock_prior;
 pub mod numerics;
 pub mod stats;
+pub mod steady_loop;
 pub mod steplog;
 pub mod target;
 

@@ -10,12 +10,14 @@
 use std::collections::BTreeMap;
 
 use crate::backend::{
-    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, PhaseTimes, RawMeasurements, RunContext, RunPlan,
+    Backend, BackendError, DeviceInfo, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
 };
 use crate::calibrate::{CalibrationRequest, ConvTiming, GemmShapeTiming, KernelTiming, Measurement};
 use crate::capability::BackendKind;
 use crate::mock_prior::Prior;
-use crate::target::{EvalTally, TargetTracker};
+use crate::steady_loop::{EndWish, EvalWhen, LoopClock, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
+use crate::target::EvalTally;
+use trainbench_data::{BatchSource, EvalSet};
 use trainbench_graph::analysis::{analyze, memory_estimate};
 use trainbench_graph::graph::Graph;
 use trainbench_graph::init::SeededRng;
@@ -245,76 +247,22 @@ impl Backend for MockBackend {
             versions: BTreeMap::from([("mock".to_string(), env!("CARGO_PKG_VERSION").to_string())]),
             ..RawMeasurements::default()
         };
-        let mut tracker = match &plan.target {
-            Some(t) => {
-                if ctx.eval.is_none() {
-                    return Err(BackendError::Data("the run has a target but no evaluation split".into()));
-                }
-                let epoch = ctx.data.as_ref().and_then(|d| d.epoch_batches());
-                Some(TargetTracker::new(t, epoch).map_err(|e| BackendError::Data(e.to_string()))?)
-            }
-            None => None,
+        let settings = LoopSettings { timeout_s: None, clock: LoopClock::Simulated, ..LoopSettings::of(plan) };
+        let epoch = ctx.data.as_ref().and_then(|d| d.epoch_batches());
+        let mut steady = SteadyLoop::new(plan, settings, ctx.eval.is_some(), epoch)?;
+        let probe: &mut dyn Probe = &mut *ctx.probe;
+        let mut steps = MockSteps {
+            graph,
+            data: ctx.data.as_deref_mut(),
+            eval: ctx.eval,
+            prior: Prior::new(),
+            initial_loss,
+            iteration: &mut iteration,
+            per_sample_s: 0.0,
+            batch_size: plan.batch_size,
         };
-        let mut prior = Prior::new();
-        // Loss of the step on the batch the source gave, or the synthetic curve without a source.
-        let train_on = |prior: &mut Prior, ctx: &mut RunContext<'_>, index: u64| -> Result<f64, BackendError> {
-            match ctx.next_batch() {
-                None => Ok(initial_loss * (-(index as f64) / 200.0).exp()),
-                Some(b) => prior.train(graph, &b?.0),
-            }
-        };
-        let mut index = 0u64;
-        let mut simulated = 0.0;
-        for _ in 0..plan.warmup {
-            if ctx.probe.should_stop() {
-                raw.interrupted = true;
-                return Ok(raw);
-            }
-            train_on(&mut prior, ctx, index)?;
-            let p = iteration(index);
-            simulated += p.total_s;
-            if let Some(t) = tracker.as_mut() {
-                t.trained(p.total_s);
-            }
-            ctx.probe.step(index, false, &p);
-            raw.warmup_steps.record(p);
-            index += 1;
-        }
-        let measure_start = simulated;
-        loop {
-            let measured = raw.steps.seen();
-            let done = match (&mut tracker, plan.budget) {
-                (Some(t), _) => t.finished(simulated),
-                (None, Budget::Iterations(n)) => measured >= n,
-                (None, Budget::Seconds(s)) => measured > 0 && simulated - measure_start >= s,
-            };
-            if done {
-                break;
-            }
-            if ctx.probe.should_stop() {
-                raw.interrupted = true;
-                break;
-            }
-            let loss = train_on(&mut prior, ctx, index)?;
-            let p = iteration(index);
-            simulated += p.total_s;
-            ctx.probe.step(index, true, &p);
-            raw.steps.record(p, Some(loss));
-            index += 1;
-            if let Some(t) = tracker.as_mut() {
-                t.trained(p.total_s);
-                if t.due() {
-                    simulated +=
-                        self.evaluate(&prior, graph, ctx, t, simulated, p.forward_s / plan.batch_size as f64)?;
-                }
-            }
-        }
-        if let Some(mut t) = tracker {
-            if t.unevaluated_steps() && !raw.interrupted {
-                simulated += self.evaluate(&prior, graph, ctx, &mut t, simulated, 0.0)?;
-            }
-            let _ = simulated;
-            raw.target = Some(t.outcome());
+        if steady.run(&mut steps, probe, &mut raw)?.in_warmup {
+            return Ok(raw);
         }
         raw.memory = MemoryMeasured {
             weights: est.weights,
@@ -328,25 +276,45 @@ impl Backend for MockBackend {
     }
 }
 
-impl MockBackend {
-    /// Evaluate the evaluation split with what `prior` learned, recording it in `tracker`; returns the simulated
-    /// seconds it took (`per_sample_s` a sample).
-    fn evaluate(
-        &self,
-        prior: &Prior,
-        graph: &Graph,
-        ctx: &RunContext<'_>,
-        tracker: &mut TargetTracker,
-        simulated: f64,
-        per_sample_s: f64,
-    ) -> Result<f64, BackendError> {
+/// The mock backend's step, driven by the shared loop: the loss of the batch the source gave (or the
+/// synthetic curve), then the simulated phase times; evaluations take simulated time too.
+struct MockSteps<'a, 'd, 'e> {
+    graph: &'a Graph,
+    data: Option<&'d mut (dyn BatchSource + 'e)>,
+    eval: Option<&'e EvalSet>,
+    prior: Prior,
+    initial_loss: f64,
+    iteration: &'a mut dyn FnMut(u64) -> PhaseTimes,
+    /// Simulated seconds of a forward pass per sample in the last step (what an evaluation due after it costs).
+    per_sample_s: f64,
+    batch_size: usize,
+}
+
+impl SteadyStep for MockSteps<'_, '_, '_> {
+    type Error = BackendError;
+
+    fn step(&mut self, index: u64, _measured: bool, _wish: EndWish) -> Result<StepOutcome, BackendError> {
+        let loss = match self.data.as_deref_mut() {
+            None => self.initial_loss * (-(index as f64) / 200.0).exp(),
+            Some(source) => self.prior.train(self.graph, &crate::batch::fetch(source)?.0)?,
+        };
+        let phases = (self.iteration)(index);
+        self.per_sample_s = phases.forward_s / self.batch_size as f64;
+        Ok(StepOutcome { phases, loss: Some(loss), agreed_end: None })
+    }
+
+    /// Evaluate the evaluation split with what the prior learned; it takes `per_sample_s` a sample when due
+    /// after a step, nothing at the end of the run.
+    fn evaluate(&mut self, when: EvalWhen) -> Result<(EvalTally, Option<f64>), BackendError> {
         let mut tally = EvalTally::default();
-        for b in ctx.eval.map(|e| e.batches.as_slice()).unwrap_or(&[]) {
-            prior.evaluate(graph, b, &mut tally)?;
+        for b in self.eval.map(|e| e.batches.as_slice()).unwrap_or(&[]) {
+            self.prior.evaluate(self.graph, b, &mut tally)?;
         }
-        let took = per_sample_s * tally.samples as f64;
-        tracker.record(tally, took, simulated + took);
-        Ok(took)
+        let per_sample_s = match when {
+            EvalWhen::Due => self.per_sample_s,
+            EvalWhen::Final => 0.0,
+        };
+        Ok((tally, Some(per_sample_s * tally.samples as f64)))
     }
 }
 

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::backend::{NoProbe, Probe};
+use crate::backend::{Budget, NoProbe, Probe};
 use trainbench_graph::model::{MlpSpec, ModelSpec};
 use trainbench_graph::training::OptimizerSpec;
 use trainbench_graph::zoo::build;

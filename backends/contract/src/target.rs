@@ -2,9 +2,10 @@
 //! shares while it trains (when to evaluate, when to stop: [`TargetTracker`]), and what it records
 //! ([`TargetOutcome`]: the evaluation curve, and the time, steps and epochs to the target).
 //!
-//! A backend with a target trains until an evaluation reaches it or the target's budget runs out. After each
-//! training step it asks [`TargetTracker::due`]; when due it evaluates the whole evaluation split (forward
-//! only) into an [`EvalTally`] and hands it to [`TargetTracker::record`]. Time to target is wall-clock time
+//! A backend with a target trains until an evaluation reaches it or the target's budget runs out. The shared
+//! training loop ([`crate::steady_loop::SteadyLoop`]) keeps the tracker for every backend: after each training
+//! step it asks [`TargetTracker::due`]; when due the backend evaluates the whole evaluation split (forward
+//! only) into an [`EvalTally`], which the loop hands to [`TargetTracker::record`]. Time to target is wall-clock time
 //! from the first training step to the end of the evaluation that reached it, evaluations included (as
 //! MLPerf's run clock); `train_s` is the part of it spent in training steps.
 

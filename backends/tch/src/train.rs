@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use tch::{Device, Kind, TchError, Tensor};
 use trainbench_comm::{GradientExchange, StopWish};
-use trainbench_contract::batch;
-use trainbench_contract::target::{EvalTally, TargetTracker};
+use trainbench_contract::steady_loop::{EndWish, EvalWhen, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
+use trainbench_contract::target::EvalTally;
 use trainbench_contract::{
-    BackendError, Budget, FreeRunning, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunPlan, Tf32,
+    BackendError, FreeRunning, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunPlan, Tf32,
 };
 use trainbench_data::{BatchSource, EvalSet};
 use trainbench_graph::Precision;
@@ -226,7 +226,7 @@ impl<'a> Session<'a> {
         let start = Instant::now();
         let mut p = PhaseTimes::default();
         if let Some(source) = source.as_deref_mut() {
-            let (host, stall) = batch::fetch(source)?;
+            let (host, stall) = trainbench_contract::batch::fetch(source)?;
             p.stall_s = stall;
             clock.start().map_err(|e| map(e, batch))?;
             let samples = feed::check_batch(self.common.graph, &host, Some(batch))?;
@@ -332,114 +332,34 @@ impl<'a> Session<'a> {
     pub fn run(
         &mut self,
         probe: &mut dyn Probe,
-        mut source: Option<&mut dyn BatchSource>,
+        source: Option<&mut dyn BatchSource>,
         eval: Option<&EvalSet>,
     ) -> Result<RawMeasurements, BackendError> {
         let batch = self.plan.batch_size;
-        let started = Instant::now();
-        let timed_out = |plan: &RunPlan| plan.timeout_s.is_some_and(|s| started.elapsed().as_secs_f64() >= s);
-        let mut out = RawMeasurements { tf32: self.common.tf32, ..RawMeasurements::default() };
-        let mut clock = Clock::for_run(self.common.device, self.plan.phase_timing);
-        let mut index = 0u64;
         // Data-parallel workers stop together: a wish to stop is agreed in the step's exchange, and the run
         // ends after the step every worker took.
         let distributed = self.common.exchange.is_some();
-        let mut tracker = match (&self.plan.target, eval) {
-            (None, _) => None,
-            (Some(_), _) if distributed => {
-                return Err(BackendError::Data(
-                    "runs with a target train on one worker; data-parallel runs do not \
-                     evaluate yet"
-                        .into(),
-                ));
-            }
-            (Some(_), None) => return Err(BackendError::Data("the run has a target but no evaluation split".into())),
-            (Some(t), Some(_)) => {
-                let epoch = source.as_ref().and_then(|d| d.epoch_batches());
-                Some(TargetTracker::new(t, epoch).map_err(|e| BackendError::Data(e.to_string()))?)
-            }
-        };
-        for _ in 0..self.plan.warmup {
-            let stop = probe.should_stop() || timed_out(self.plan);
-            if stop && !distributed {
-                out.interrupted = true;
-                return Ok(out);
-            }
-            self.common.stop_wish = if stop { StopWish::Interrupted } else { StopWish::Continue };
-            let (p, _) = self.step(index, &mut source, &mut clock)?;
-            if let Some(t) = tracker.as_mut() {
-                t.trained(p.total_s);
-            }
-            probe.step(index, false, &p);
-            out.warmup_steps.record(p);
-            index += 1;
-            if self.common.agreed_stop {
-                out.interrupted = true;
-                return Ok(out);
-            }
+        if self.plan.target.is_some() && distributed {
+            return Err(BackendError::Data(
+                "runs with a target train on one worker; data-parallel runs do not evaluate yet".into(),
+            ));
         }
+        let settings = LoopSettings { distributed, ..LoopSettings::of(self.plan) };
+        let epoch = source.as_ref().and_then(|d| d.epoch_batches());
+        let mut steady = SteadyLoop::new(self.plan, settings, eval.is_some(), epoch)?;
+        let mut out = RawMeasurements { tf32: self.common.tf32, ..RawMeasurements::default() };
+        let clock = Clock::for_run(self.common.device, self.plan.phase_timing);
         let cuda_index = match self.common.device {
             Device::Cuda(i) => Some(i),
             _ => None,
         };
-        if let Some(d) = cuda_index {
-            shim::cuda_reset_peak(d).map_err(|e| BackendError::Framework(e.0))?;
-            self.common.activations = None;
+        let mut steps = TchSteps { session: self, source, eval, clock, cuda_index };
+        let end = steady.run(&mut steps, probe, &mut out)?;
+        let TchSteps { mut source, .. } = steps;
+        if end.in_warmup {
+            return Ok(out);
         }
-        let measure_start = Instant::now();
-        let mut measured = 0u64;
-        loop {
-            let done = match (&mut tracker, self.plan.budget) {
-                (Some(t), _) => t.finished(started.elapsed().as_secs_f64()),
-                (None, Budget::Iterations(n)) => measured >= n,
-                (None, Budget::Seconds(s)) => measured > 0 && measure_start.elapsed().as_secs_f64() >= s,
-            };
-            if done && !distributed {
-                break;
-            }
-            let stop = probe.should_stop() || timed_out(self.plan);
-            if stop && !distributed {
-                out.interrupted = true;
-                break;
-            }
-            // This worker's wish to end after this step: the budget reached with it, or a stop.
-            let last = match self.plan.budget {
-                Budget::Iterations(n) => measured + 1 >= n,
-                Budget::Seconds(s) => measure_start.elapsed().as_secs_f64() >= s,
-            };
-            self.common.stop_wish = match (stop, last) {
-                (true, _) => StopWish::Interrupted,
-                (false, true) => StopWish::Finished,
-                (false, false) => StopWish::Continue,
-            };
-            let (p, loss) = self.step(index, &mut source, &mut clock)?;
-            let loss = loss.f_double_value(&[]).map_err(|e| map(e, batch))?;
-            probe.step(index, true, &p);
-            out.steps.record(p, Some(loss));
-            index += 1;
-            measured += 1;
-            if distributed && self.common.agreed_stop {
-                // Another worker's budget may end first (clocks differ): only a stop interrupts.
-                out.interrupted = self.common.agreed_interrupted;
-                break;
-            }
-            if let (Some(t), Some(eval)) = (tracker.as_mut(), eval) {
-                t.trained(p.total_s);
-                if t.due() {
-                    let e = Instant::now();
-                    let tally = self.evaluate(eval)?;
-                    t.record(tally, e.elapsed().as_secs_f64(), started.elapsed().as_secs_f64());
-                }
-            }
-        }
-        if let (Some(mut t), Some(eval)) = (tracker, eval) {
-            if t.unevaluated_steps() && !out.interrupted {
-                let e = Instant::now();
-                let tally = self.evaluate(eval)?;
-                t.record(tally, e.elapsed().as_secs_f64(), started.elapsed().as_secs_f64());
-            }
-            out.target = Some(t.outcome());
-        }
+        let (mut index, measured) = (end.steps, end.measured);
         let weights = self.common.model.weight_bytes();
         let state = self.state_bytes();
         let (peak, reserved) = match cuda_index {
@@ -465,11 +385,58 @@ impl<'a> Session<'a> {
         // every step is synchronous anyway; a target or several workers have their own stopping rules.
         if cuda_index.is_some() && out.target.is_none() && !distributed && !out.interrupted && measured > 0 {
             let steps = measured.min(FREE_RUNNING_MAX_STEPS);
-            let plan = self.plan;
-            let timed_out = || timed_out(plan);
+            let timed_out = || steady.timed_out();
             out.free_running = self.free_running(steps, &mut index, &mut source, probe, &timed_out)?;
         }
         Ok(out)
+    }
+}
+
+/// The shared loop's view of a session: one step on the next batch of `source` (or the synthetic pool), timed
+/// by `clock`, its loss read (a synchronisation) only when measured; the CUDA peak reset before the measured
+/// steps; the evaluation split evaluated on the device.
+struct TchSteps<'s, 'a, 'd, 'e> {
+    session: &'s mut Session<'a>,
+    source: Option<&'d mut dyn BatchSource>,
+    eval: Option<&'e EvalSet>,
+    clock: Clock,
+    cuda_index: Option<usize>,
+}
+
+impl SteadyStep for TchSteps<'_, '_, '_, '_> {
+    type Error = BackendError;
+
+    fn step(&mut self, index: u64, measured: bool, wish: EndWish) -> Result<StepOutcome, BackendError> {
+        let common = &mut self.session.common;
+        common.stop_wish = match wish {
+            EndWish::Continue => StopWish::Continue,
+            EndWish::Finished => StopWish::Finished,
+            EndWish::Interrupted => StopWish::Interrupted,
+        };
+        let (phases, loss) = self.session.step(index, &mut self.source, &mut self.clock)?;
+        // Reading the loss synchronises: only a measured step reads it.
+        let loss = if measured {
+            Some(loss.f_double_value(&[]).map_err(|e| map(e, self.session.plan.batch_size))?)
+        } else {
+            None
+        };
+        let common = &self.session.common;
+        let agreed_end = common.agreed_stop.then_some(common.agreed_interrupted);
+        Ok(StepOutcome { phases, loss, agreed_end })
+    }
+
+    fn measuring(&mut self) -> Result<(), BackendError> {
+        if let Some(d) = self.cuda_index {
+            shim::cuda_reset_peak(d).map_err(|e| BackendError::Framework(e.0))?;
+            self.session.common.activations = None;
+        }
+        Ok(())
+    }
+
+    fn evaluate(&mut self, _when: EvalWhen) -> Result<(EvalTally, Option<f64>), BackendError> {
+        let eval =
+            self.eval.ok_or_else(|| BackendError::Data("the run has a target but no evaluation split".into()))?;
+        Ok((self.session.evaluate(eval)?, None))
     }
 }
 

@@ -1,18 +1,20 @@
 //! The training loop: the next batch (synthetic, or from the dataset `RunContext::data` hands in: the wait for
 //! it is the stall, its upload the copy), forward, backward, optimizer step, each phase timed with the device
-//! synchronised; memory sampled from burn's memory pool; the probe told after every iteration. With a target,
-//! the evaluation split is evaluated as often as it says and the run ends at the target or its budget.
+//! synchronised; memory sampled from burn's memory pool. The loop around the steps (warm-up, budget, timeout,
+//! stop, target) is the shared one ([`SteadyLoop`]).
 
 use std::time::Instant;
 
 use burn::tensor::Device;
-use trainbench_contract::batch::check_batch;
-use trainbench_contract::target::TargetTracker;
-use trainbench_contract::{BackendError, Budget, PhaseTimes, RawMeasurements, RunContext, RunPlan};
+use trainbench_contract::batch::{check_batch, fetch};
+use trainbench_contract::steady_loop::{EndWish, EvalWhen, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
+use trainbench_contract::target::EvalTally;
+use trainbench_contract::{BackendError, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan};
+use trainbench_data::{BatchSource, EvalSet};
 use trainbench_graph::Graph;
 
 use crate::eval::evaluate;
-use crate::lower::{Forward, data_pool, upload};
+use crate::lower::{Forward, HostBatch, data_pool, upload};
 use crate::optim::Optimizer;
 use crate::params::Store;
 use crate::value::ValueError;
@@ -51,25 +53,14 @@ impl MemoryWatch {
     }
 }
 
-/// Evaluate the evaluation split and record it in `tracker`.
-fn evaluate_into(
-    tracker: &mut TargetTracker,
-    graph: &Graph,
-    store: &Store,
-    ctx: &RunContext<'_>,
-    device: &Device,
-    started: Instant,
-) -> Result<(), TrainError> {
-    let Some(eval) = ctx.eval else { return Ok(()) };
-    let e = Instant::now();
-    let tally = evaluate(graph, store, eval, device)?;
-    sync(device)?;
-    tracker.record(tally, e.elapsed().as_secs_f64(), started.elapsed().as_secs_f64());
-    Ok(())
-}
-
 fn secs(a: Instant, b: Instant) -> f64 {
     b.duration_since(a).as_secs_f64()
+}
+
+impl From<BackendError> for TrainError {
+    fn from(e: BackendError) -> Self {
+        TrainError::Backend(e)
+    }
 }
 
 /// Train `graph` on `device` (a device without autodiff) as `plan` says.
@@ -81,76 +72,94 @@ pub fn train(
 ) -> Result<RawMeasurements, TrainError> {
     let ad = device.clone().autodiff();
     device.seed(plan.seed);
-    let mut store = Store::new(graph, plan.seed, device);
-    let mut optimizer = Optimizer::new(plan.optimizer.clone(), store.slots.len());
+    let store = Store::new(graph, plan.seed, device);
+    let optimizer = Optimizer::new(plan.optimizer.clone(), store.slots.len());
     let mut out = RawMeasurements { memory: store.memory(&plan.optimizer), ..RawMeasurements::default() };
-    let mut watch = MemoryWatch::default();
     let pool = if ctx.data.is_none() { data_pool(graph, plan.batch_size, plan.seed) } else { Vec::new() };
-    let mut tracker = match &plan.target {
-        Some(t) => {
-            if ctx.eval.is_none() {
-                return Err(TrainError::Backend(BackendError::Data(
-                    "the run has a target but no evaluation split".into(),
-                )));
-            }
-            let epoch = ctx.data.as_ref().and_then(|d| d.epoch_batches());
-            Some(TargetTracker::new(t, epoch).map_err(|e| TrainError::Backend(BackendError::Data(e.to_string())))?)
-        }
-        None => None,
-    };
     sync(device)?;
-    let started = Instant::now();
-    let mut measured_since: Option<Instant> = None;
-    let mut step: u64 = 0;
-    loop {
-        let measured = step >= plan.warmup;
-        if measured {
-            let since = *measured_since.get_or_insert_with(Instant::now);
-            let done = match (&mut tracker, plan.budget) {
-                (Some(t), _) => t.finished(started.elapsed().as_secs_f64()),
-                (None, Budget::Iterations(n)) => out.steps.seen() >= n,
-                (None, Budget::Seconds(s)) => !out.steps.is_empty() && since.elapsed().as_secs_f64() >= s,
-            };
-            if done {
-                break;
-            }
-        }
-        if ctx.probe.should_stop() || plan.timeout_s.is_some_and(|t| started.elapsed().as_secs_f64() >= t) {
-            out.interrupted = true;
-            break;
-        }
+    let epoch = ctx.data.as_ref().and_then(|d| d.epoch_batches());
+    let mut steady = SteadyLoop::new(plan, LoopSettings::of(plan), ctx.eval.is_some(), epoch)?;
+    let probe: &mut dyn Probe = &mut *ctx.probe;
+    let mut steps = WgpuSteps {
+        plan,
+        graph,
+        device,
+        ad,
+        store,
+        optimizer,
+        pool,
+        data: ctx.data.as_deref_mut(),
+        eval: ctx.eval,
+        watch: MemoryWatch::default(),
+    };
+    if steady.run(&mut steps, probe, &mut out)?.in_warmup {
+        // A run stopped in its warm-up still records its target's (empty) outcome.
+        out.target = steady.into_target();
+    }
+    let mut watch = steps.watch;
+    watch.sample(device);
+    out.memory.peak_allocated = watch.peak;
+    out.memory.reserved = watch.reserved;
+    Ok(out)
+}
+
+/// One run's state, driven by the shared loop one step at a time: the next batch (synthetic, or from the
+/// dataset), forward, backward and the optimizer step, each phase timed with the device synchronised when the
+/// plan times phases, and always after the step (the loss is read).
+struct WgpuSteps<'a, 'd, 'e> {
+    plan: &'a RunPlan,
+    graph: &'a Graph,
+    device: &'a Device,
+    ad: Device,
+    store: Store,
+    optimizer: Optimizer,
+    pool: Vec<HostBatch>,
+    data: Option<&'d mut (dyn BatchSource + 'e)>,
+    eval: Option<&'e EvalSet>,
+    watch: MemoryWatch,
+}
+
+impl SteadyStep for WgpuSteps<'_, '_, '_> {
+    type Error = TrainError;
+
+    fn step(&mut self, step: u64, _measured: bool, _wish: EndWish) -> Result<StepOutcome, TrainError> {
+        let (plan, graph, device) = (self.plan, self.graph, self.device);
         let t0 = Instant::now();
-        let (inputs, stall_s) = match ctx.next_batch() {
-            Some(fetched) => {
-                let (host, stall) = fetched.map_err(TrainError::Backend)?;
-                let samples = check_batch(graph, &host, Some(plan.batch_size)).map_err(TrainError::Backend)?;
-                (upload(graph, samples, &host.inputs, &ad), stall)
+        let (inputs, stall_s) = match self.data.as_deref_mut() {
+            Some(source) => {
+                let (host, stall) = fetch(source)?;
+                let samples = check_batch(graph, &host, Some(plan.batch_size))?;
+                (upload(graph, samples, &host.inputs, &self.ad), stall)
             }
-            None => (upload(graph, plan.batch_size, &pool[(step % pool.len() as u64) as usize], &ad), 0.0),
+            None => {
+                let pool = &self.pool;
+                (upload(graph, plan.batch_size, &pool[(step % pool.len() as u64) as usize], &self.ad), 0.0)
+            }
         };
         if plan.phase_timing {
             sync(device)?;
         }
         let t1 = Instant::now();
+        let store = &mut self.store;
         let leaves = store.leaves();
-        let mut fwd = Forward::new(graph, &store, &leaves, plan.batch_size);
+        let mut fwd = Forward::new(graph, store, &leaves, plan.batch_size);
         let loss = fwd.run(inputs)?;
         let updates = std::mem::take(&mut fwd.buffer_updates);
         if plan.phase_timing {
             sync(device)?;
         }
-        watch.sample(device);
+        self.watch.sample(device);
         let t2 = Instant::now();
         let grads = loss.backward();
         if plan.phase_timing {
             sync(device)?;
         }
-        watch.sample(device);
+        self.watch.sample(device);
         let t3 = Instant::now();
         for (slot, leaf) in leaves.iter().enumerate() {
             if let Some(g) = leaf.grad(&grads) {
                 let p = store.slots[slot].value.clone();
-                store.slots[slot].value = optimizer.update(slot, p, g);
+                store.slots[slot].value = self.optimizer.update(slot, p, g);
             }
         }
         drop(grads);
@@ -174,28 +183,16 @@ pub fn train(
             optimizer_s: secs(t3, t4),
             total_s: secs(t0, t4),
         };
-        ctx.probe.step(step, measured, &phases);
-        if measured {
-            out.steps.record(phases, Some(f64::from(loss_value)));
-        } else {
-            out.warmup_steps.record(phases);
-        }
-        step += 1;
-        if let Some(t) = tracker.as_mut() {
-            t.trained(phases.total_s);
-            if measured && t.due() {
-                evaluate_into(t, graph, &store, ctx, device, started)?;
-            }
-        }
+        Ok(StepOutcome { phases, loss: Some(f64::from(loss_value)), agreed_end: None })
     }
-    if let Some(mut t) = tracker {
-        if t.unevaluated_steps() && !out.interrupted {
-            evaluate_into(&mut t, graph, &store, ctx, device, started)?;
-        }
-        out.target = Some(t.outcome());
+
+    /// Evaluate the evaluation split, the device synchronised at the end (the loop times the call).
+    fn evaluate(&mut self, _when: EvalWhen) -> Result<(EvalTally, Option<f64>), TrainError> {
+        let Some(eval) = self.eval else {
+            return Err(BackendError::Data("the run has a target but no evaluation split".into()).into());
+        };
+        let tally = evaluate(self.graph, &self.store, eval, self.device)?;
+        sync(self.device)?;
+        Ok((tally, None))
     }
-    watch.sample(device);
-    out.memory.peak_allocated = watch.peak;
-    out.memory.reserved = watch.reserved;
-    Ok(out)
 }

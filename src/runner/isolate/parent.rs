@@ -1,97 +1,36 @@
-//! Repeats in processes of their own (`run.isolation = "process"`): the parent (`trainbench run`) starts one
-//! `trainbench worker` per repeat index, hands it the canonical spec and the runs of that repeat as one JSON line
-//! on its standard input, and records each result the worker prints (one JSON line per run) the moment it
-//! arrives. A fresh process per repeat means fresh allocators, thread pools and caches, so the repeats of a
-//! configuration sample the noise *between* processes, the noise a later comparison with another process faces.
+//! The parent side of repeats in processes of their own (`run.isolation = "process"`): `trainbench run` starts
+//! one `trainbench worker` per repeat index (and one group of ranks per data-parallel run), hands it the
+//! canonical spec and the runs of that repeat as one [`WorkerJob`] line on its standard input, and records each
+//! result the worker prints the moment it arrives. A fresh process per repeat means fresh allocators, thread
+//! pools and caches, so the repeats of a configuration sample the noise *between* processes, the noise a later
+//! comparison with another process faces.
 //!
-//! Protocol, parent to worker on stdin: the [`WorkerJob`] line, then `stop` when the user stopped the suite;
-//! end of input (the parent is gone) stops the worker too. Worker to parent on stdout: [`WorkerMessage`] lines
-//! (the devices its runs are placed on, each result; from a group of ranks also each rank's typed failure);
-//! anything else a library prints on stdout is passed through to stderr. A worker that dies before reporting
-//! a run (a crash inside a backend library) leaves that run recorded as `failed`, on the device it was placed on,
-//! and the sweep goes on with the next repeat; what was already reported is kept. When the runs have a timeout,
-//! a worker that stays silent for the timeout plus a grace period ([`HUNG_GRACE`]) is hung inside a backend call
-//! (the backend stops at its timeout between iterations, so only a call that never returns gets there): it is
-//! killed and its run recorded as `failed`.
+//! A worker that dies before reporting a run (a crash inside a backend library) leaves that run recorded as
+//! `failed`, on the device it was placed on, and the sweep goes on with the next repeat; what was already
+//! reported is kept. When the runs have a timeout, a worker that stays silent for the timeout plus a grace
+//! period ([`HUNG_GRACE`](crate::runner::protocol::HUNG_GRACE)) is hung inside a backend call (the backend stops at its timeout between iterations,
+//! so only a call that never returns gets there): it is killed and its run recorded as `failed`. The protocol
+//! itself is [`crate::runner::protocol`]; test hooks reach the worker through their own variable
+//! ([`TestHooks::pass_to`](crate::runner::hooks::TestHooks::pass_to)), not in the job.
 
-use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde::{Deserialize, Serialize};
-use trainbench_contract::mock::MockConfig;
 use trainbench_contract::{BackendKind, DeviceInfo, RunPlan};
 use trainbench_graph::analysis::{Analysis, analyze};
 
-use super::data::LocalData;
-use super::ranked::{RankFailure, RankFailureKind};
-use super::ranks::Ranks;
-use super::{
-    Flow, Pass, Recorder, RunSlot, RunnerError, RunnerOptions, StopCause, StopFlag, Suite, SuiteReport, TestHooks,
-    launch, probe, ranked, ranks,
-};
-use crate::backends;
-use crate::format::sha256_hex;
 use crate::result::{ProcessInfo, RunOutcome, RunResult};
-
-/// How long a worker may stay silent beyond its runs' timeout before it is killed as hung (model building,
-/// process warm-up and a slow last iteration fit in it).
-pub const HUNG_GRACE: Duration = Duration::from_secs(60);
-
-/// What a worker is asked to run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkerJob {
-    /// The canonical spec (the worker builds the model from it; the hash must match).
-    pub spec_canonical: String,
-    /// The suite's plans, as the parent has them.
-    pub plans: Vec<RunPlan>,
-    /// Indices into `plans` of the runs this worker does, in order.
-    pub indices: Vec<usize>,
-    /// Plans that already ran out of memory in earlier workers (larger batches of their family are skipped).
-    pub known_ooms: Vec<RunPlan>,
-    /// The backend the suite was placed on (the plans carry the device).
-    pub backend: BackendKind,
-    /// Show progress on stderr (which the worker shares with the parent).
-    pub progress: bool,
-    /// The parent's [`RunnerOptions::progress_interval`].
-    pub progress_interval: Option<Duration>,
-    /// Collectors off.
-    pub no_collectors: bool,
-    /// Mock backend settings.
-    pub mock: MockConfig,
-    /// The parent's [`RunnerOptions::test_hooks`].
-    pub test_hooks: TestHooks,
-    /// The suite's local dataset, resolved by the parent (the canonical spec's path is relative to a folder
-    /// the worker does not know).
-    #[serde(default)]
-    pub data: Option<LocalData>,
-}
-
-/// One line a worker prints on stdout.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkerMessage {
-    /// A finished run, and what stopped it early (if anything): a [`StopCause::User`] stops the suite.
-    Result {
-        /// The run's result.
-        result: Box<RunResult>,
-        /// What stopped it early.
-        stop: Option<StopCause>,
-    },
-    /// The worker cannot run its job (backend not built, spec unreadable): the suite stops.
-    Fatal(String),
-    /// The devices the job's runs are placed on, as the worker's backend describes them; sent once, before the
-    /// first run, so that a run the worker never reports (it died) still records its device.
-    Devices(Vec<DeviceInfo>),
-    /// A rank of a data-parallel group could not finish its part of a run (sent by that rank, or by trainbench's
-    /// launcher for a rank that died): the parent learns which rank failed and how, out of memory included,
-    /// without reading stderr.
-    RankFailed(RankFailure),
-}
+use crate::runner::dist::{Engine, launch};
+use crate::runner::options::{RunnerError, RunnerOptions, SuiteReport};
+use crate::runner::pass::{Flow, Recorder};
+use crate::runner::probe::{StopCause, StopFlag};
+use crate::runner::protocol::{RankFailure, WorkerJob, WorkerMessage, outcome_with_rank_failures};
+use crate::runner::slot::{RunSlot, device_in};
+use crate::runner::suite::Suite;
 
 /// Run `suite` with one worker process per repeat index, recording results in `opts.out_dir`.
 pub(crate) fn run_isolated(
@@ -120,7 +59,7 @@ pub(crate) fn run_isolated(
         }
         for i in ranked {
             let p = &suite.plans[i];
-            let engine = ranks::Engine::for_plans([p]).map_err(RunnerError::Worker)?;
+            let engine = Engine::for_plans([p]).map_err(RunnerError::Worker)?;
             groups.push((vec![i], Some((p.topology.strategy.processes(p.topology.world_size()), engine))));
         }
         let mut flow = Flow::Continue;
@@ -140,7 +79,6 @@ pub(crate) fn run_isolated(
                 progress_interval: opts.progress_interval,
                 no_collectors: opts.no_collectors,
                 mock: opts.mock.clone(),
-                test_hooks: opts.test_hooks.clone(),
                 data: suite.data.clone(),
             };
             let launch = Launch { exe, processes };
@@ -157,7 +95,7 @@ pub(crate) fn run_isolated(
 }
 
 /// A group's ranks and the engine that connects them.
-type RankCount = (usize, ranks::Engine);
+type RankCount = (usize, Engine);
 
 /// How a worker is started: `exe worker`, or `processes` ranks of an engine through its launcher.
 #[derive(Debug, Clone, Copy)]
@@ -179,8 +117,9 @@ fn run_worker(
     let line = serde_json::to_string(job).map_err(|e| RunnerError::Worker(e.to_string()))?;
     let exe = launch.exe;
     let ranked = launch.processes.is_some();
-    let (processes, engine) = launch.processes.map_or((None, ranks::Engine::Mpi), |(n, e)| (Some(n), e));
+    let (processes, engine) = launch.processes.map_or((None, Engine::Mpi), |(n, e)| (Some(n), e));
     let mut command = launch::worker_command(exe, processes, engine).map_err(RunnerError::Worker)?;
+    opts.test_hooks.pass_to(&mut command);
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -273,7 +212,7 @@ fn run_worker(
     let notices = launcher_notices.lock().map(|n| n.clone()).unwrap_or_default();
     for (mut result, stop) in failed_in_group {
         let batch = result.plan.batch_size;
-        result.outcome = ranked::outcome_with_rank_failures(result.outcome, &failures, batch);
+        result.outcome = outcome_with_rank_failures(result.outcome, &failures, batch);
         keep(result, stop, &mut record_error);
     }
     if let Some(e) = record_error {
@@ -307,12 +246,12 @@ fn run_worker(
         } else {
             format!("not run: the worker process of this repeat ended ({exit}) during an earlier run")
         };
-        let device = super::device_in(&devices, &suite.plans[i]);
+        let device = device_in(&devices, &suite.plans[i]);
         let mut lost = lost_result(suite, opts, (&analysis, device), i, pid, message);
         if n == 0 {
             // A rank that ran out of memory ended the group: the run is out of memory, not failed, and the
             // larger batches of its family are skipped.
-            lost.outcome = ranked::outcome_with_rank_failures(lost.outcome, &failures, lost.plan.batch_size);
+            lost.outcome = outcome_with_rank_failures(lost.outcome, &failures, lost.plan.batch_size);
             if matches!(lost.outcome, RunOutcome::OutOfMemory { .. }) {
                 ooms.push(lost.plan.clone());
             }
@@ -422,141 +361,4 @@ fn lost_result(
     };
     let now = SystemTime::now();
     ctx.result(&suite.plans[index], suite.backend.name(), RunOutcome::Failed { message }, (now, now), device, None)
-}
-
-/// The worker side (`trainbench worker`): read the job from stdin, run it, print each result as a line.
-/// `Ok(false)` when the job failed and the parent was told (a [`WorkerMessage::Fatal`] line, which the parent
-/// reports); `Err` when there is no job to run (the message is for whoever started the worker by hand).
-///
-/// With `ranked` (`trainbench worker --ranks`, started by the engine's launcher) this process is one rank of a
-/// data-parallel group connected by that engine: rank 0 reads the job and hands it to the others, workers train
-/// with the gradient exchange and parameter-server ranks serve, only rank 0 prints results, and a run that fails
-/// mid-way ends the whole group (the other ranks would wait for the failed one forever).
-pub fn serve(ranked: Option<ranks::Engine>) -> Result<bool, String> {
-    probe::install_interrupt_handler();
-    let ranks = match ranked {
-        Some(engine) => match Ranks::open(engine) {
-            Ok(r) => Some(RefCell::new(r)),
-            Err(e) => {
-                // The parent learns which rank could not join, and why, through the launcher.
-                if let Some(rank) = ranks::launcher_rank() {
-                    let failure = RankFailure { rank, kind: RankFailureKind::Failed, run: None, message: e.clone() };
-                    let _ = print_message(&mut std::io::stdout().lock(), &WorkerMessage::RankFailed(failure));
-                }
-                return Err(e);
-            }
-        },
-        None => None,
-    };
-    let rank = ranks.as_ref().map_or(0, |r| r.borrow().rank());
-    let mut input = BufReader::new(std::io::stdin());
-    let mut line = String::new();
-    if rank == 0 {
-        input.read_line(&mut line).map_err(|e| format!("reading the job: {e}"))?;
-    }
-    if let Some(r) = &ranks {
-        let mut bytes = std::mem::take(&mut line).into_bytes();
-        r.borrow_mut().broadcast(&mut bytes).map_err(|e| format!("handing the job to every rank: {e}"))?;
-        line = String::from_utf8(bytes).map_err(|e| format!("the job is not text: {e}"))?;
-    }
-    let mut job: WorkerJob =
-        serde_json::from_str(&line).map_err(|e| format!("`trainbench worker` is started by `trainbench run`: {e}"))?;
-    let stop = StopFlag::default();
-    if rank == 0 {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            loop {
-                line.clear();
-                match input.read_line(&mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) if line.trim() == "stop" => break,
-                    Ok(_) => {}
-                }
-            }
-            stop.request();
-        });
-    }
-    let mut out = std::io::stdout().lock();
-    // Rank 0 reports the runs; another rank tells the parent only how it failed.
-    let mut say = |message: &WorkerMessage| -> std::io::Result<()> {
-        match (rank, message) {
-            (0, m) | (_, m @ WorkerMessage::RankFailed(_)) => print_message(&mut out, m),
-            (_, WorkerMessage::Fatal(m)) => {
-                let failure = RankFailure { rank, kind: RankFailureKind::Failed, run: None, message: m.clone() };
-                eprintln!("{failure}");
-                print_message(&mut out, &WorkerMessage::RankFailed(failure))
-            }
-            _ => Ok(()),
-        }
-    };
-    let mut suite = match Suite::from_spec_text("worker job", &job.spec_canonical) {
-        Ok(s) if sha256_hex(&s.spec_canonical) == sha256_hex(&job.spec_canonical) => s,
-        Ok(_) => {
-            let message = "the spec does not read back to the same canonical form".to_string();
-            let _ = say(&WorkerMessage::Fatal(message));
-            return Ok(false);
-        }
-        Err(e) => {
-            let _ = say(&WorkerMessage::Fatal(e));
-            return Ok(false);
-        }
-    };
-    if let Some(r) = &ranks {
-        let group = r.borrow();
-        for &i in &job.indices {
-            let Some(plan) = job.plans.get_mut(i) else { continue };
-            if let Err(e) = group.check_plan(plan) {
-                let _ = say(&WorkerMessage::Fatal(e));
-                return Ok(false);
-            }
-            group.place(plan);
-            // Ranks sharing this machine's cores each get their share of intra-op threads unless the spec says.
-            ranked::share_cpu_threads(plan, group.size());
-        }
-    }
-    suite.plans = job.plans;
-    suite.backend = job.backend;
-    suite.data = job.data;
-    let opts = RunnerOptions {
-        out_dir: PathBuf::new(),
-        progress: job.progress,
-        progress_interval: job.progress_interval,
-        no_collectors: job.no_collectors,
-        mock: job.mock.clone(),
-        stop,
-        worker_exe: None,
-        test_hooks: job.test_hooks,
-        // The parent adds each result's prediction as it records it.
-        hardware: Default::default(),
-    };
-    let mut backend = backends::create(job.backend, &opts.mock_config());
-    if rank == 0 {
-        let placed = job.indices.iter().filter_map(|&i| suite.plans.get(i));
-        let _ = say(&WorkerMessage::Devices(super::devices_of(backend.as_ref(), placed)));
-    }
-    let mut ooms = job.known_ooms;
-    if let Some(r) = &ranks {
-        return Ok(ranked::serve_ranked(r, &suite, &opts, backend.as_mut(), &job.indices, &mut ooms, &mut say));
-    }
-    let pass = Pass { suite: &suite, opts: &opts, own_process_per_repeat: true, ranks: None };
-    let ran = pass.run(backend.as_mut(), &job.indices, &mut ooms, &mut |result, stop| {
-        say(&WorkerMessage::Result { result: Box::new(result), stop })
-            .map(|()| Flow::Continue)
-            .map_err(|source| RunnerError::Io { path: "standard output".into(), source })
-    });
-    match ran {
-        Ok(_) => Ok(true),
-        Err(e) => {
-            let _ = say(&WorkerMessage::Fatal(e.to_string()));
-            Ok(false)
-        }
-    }
-}
-
-/// Write `message` as one line of the worker protocol and flush it.
-pub(crate) fn print_message(out: &mut dyn Write, message: &WorkerMessage) -> std::io::Result<()> {
-    let text = serde_json::to_string(message).map_err(std::io::Error::other)?;
-    writeln!(out, "{text}")?;
-    out.flush()
 }

@@ -11,9 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::ranked::{RankFailure, RankFailureKind};
-use super::ranks::{Engine, OWN_LAUNCHER_VARIABLE};
-use super::worker::{WorkerMessage, print_message};
+use super::engine::Engine;
+use super::launcher::OWN_LAUNCHER_VARIABLE;
+use crate::runner::protocol::{RankFailure, RankFailureKind, WorkerMessage, print_message};
 
 /// The MPI launcher found on this machine and whether it is Open MPI's (whose options differ from MPICH's).
 #[derive(Debug, Clone)]
