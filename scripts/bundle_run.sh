@@ -5,7 +5,8 @@
 # trainbench-engine with that PyTorch's torch/lib and nvidia/*/lib first on LD_LIBRARY_PATH.
 #
 #   run.sh ARGS...               as `trainbench ARGS...` (devices, run SPEC, plan SPEC, ...)
-#   run.sh --bundle-info         the bundle's build and the PyTorch found here, then exit (0 when they match)
+#   run.sh --bundle-info         the bundle's build, the PyTorch found here and any library the engine would miss,
+#                                then exit (0 when the builds match)
 #
 # The binaries carry no rpath: the libraries are this machine's own. A mismatch is refused rather than tried,
 # because the shim passes libtorch's C++ classes across the boundary and a different layout corrupts memory
@@ -39,6 +40,8 @@ if [[ "${1:-}" == --bundle-info ]]; then
         "trainbench $BUNDLE_COMMIT, built $BUNDLE_BUILT"
     echo "here:   PyTorch $version (git $git, CUDA $cuda) through $PY"
     echo "libraries: $libs"
+    missing=$(LD_LIBRARY_PATH="$libs" ldd "$HERE/trainbench-engine" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')
+    echo "missing from them: ${missing:-nothing}"
 fi
 if [[ "$version" != "$BUNDLE_TORCH_VERSION" || "$git" != "$BUNDLE_TORCH_GIT" || "$cuda" != "$BUNDLE_TORCH_CUDA" ]]; then
     echo "trainbench bundle: built against PyTorch $BUNDLE_TORCH_VERSION (git ${BUNDLE_TORCH_GIT:0:12}, CUDA" \

@@ -81,6 +81,10 @@ exec(open(os.path.join(os.path.dirname(spec.origin), "version.py")).read(), ns)
 print(ns["__version__"], ns["git_version"], ns.get("cuda") or "none")
 PY
 )
+if [[ -z ${TORCH_GIT:-} ]]; then
+    echo "gpu_bundle.sh: cannot read torch/version.py in $VENV" >&2
+    exit 1
+fi
 say "PyTorch $TORCH_FULL (git $TORCH_GIT, CUDA $TORCH_CUDA) in $VENV; tch $TCH"
 
 # 2. The scratch worktree: HEAD of this checkout, then its working tree's files (tracked and untracked, not ignored;

@@ -117,12 +117,12 @@ if [[ -n $BUNDLE ]]; then
     if ! step bundle 60 bash -c '"$1" --bundle-info && "$2" -c "import torch; print(torch.__version__, torch.cuda.is_available())"' \
         _ "$BIN" "$PY"; then
         say "the bundle cannot start here (exit 2 is a PyTorch it was not built for):"
-        grep -v '^bundle:\|^here:\|^libraries:' "$OUT/bundle.log" | head -5 | tee -a "$SUMMARY"
+        grep -v '^bundle:\|^here:\|^libraries:\|^missing from' "$OUT/bundle.log" | head -5 | tee -a "$SUMMARY"
         cat "$OUT/machine.log" "$OUT/bundle.log" >"$OUT/logs.txt"
         rm -f "$OUT"/*.log
         exit 1
     fi
-    sed -n 's/^\(bundle\|here\): /\1: /p' "$OUT/bundle.log" | tee -a "$SUMMARY"
+    grep '^bundle:\|^here:\|^missing from' "$OUT/bundle.log" | tee -a "$SUMMARY"
 else
     export TRAINBENCH_VENV="${TRAINBENCH_VENV:-/root/.cache/trainbench-ci/venv}"
     if ! step env 300 bash -c "source scripts/env.sh && python -c 'import torch; print(torch.__version__, torch.cuda.is_available())'"; then

@@ -29,7 +29,7 @@ from torch import nn
 
 try:
     import torchvision
-except ImportError:  # PyTorch alone: the network below
+except Exception:  # PyTorch alone, or a torchvision built for another PyTorch: the network below
     torchvision = None
 
 
