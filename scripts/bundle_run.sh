@@ -40,14 +40,14 @@ if [[ "${1:-}" == --bundle-info ]]; then
         "trainbench $BUNDLE_COMMIT, built $BUNDLE_BUILT"
     echo "here:   PyTorch $version (git $git, CUDA $cuda) through $PY"
     echo "libraries: $libs"
-    missing=$(LD_LIBRARY_PATH="$libs" ldd "$HERE/trainbench-engine" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')
+    missing=$(LD_LIBRARY_PATH="$libs" ldd "$HERE/trainbench-engine" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ' || true)
     echo "missing from them: ${missing:-nothing}"
 fi
 if [[ "$version" != "$BUNDLE_TORCH_VERSION" || "$git" != "$BUNDLE_TORCH_GIT" || "$cuda" != "$BUNDLE_TORCH_CUDA" ]]; then
     echo "trainbench bundle: built against PyTorch $BUNDLE_TORCH_VERSION (git ${BUNDLE_TORCH_GIT:0:12}, CUDA" \
         "$BUNDLE_TORCH_CUDA), but $PY has PyTorch $version (git ${git:0:12}, CUDA $cuda); its libraries would" \
-        "corrupt memory instead of failing, so this bundle will not start. Build one for this PyTorch:" \
-        "scripts/gpu_bundle.sh --torch ${version%%+*}" >&2
+        "corrupt memory instead of failing, so this bundle will not start. Build one against this PyTorch" \
+        "(scripts/gpu_bundle.sh --torch ${version%%+*} builds against PyPI's wheel of that release)." >&2
     exit 2
 fi
 [[ "${1:-}" == --bundle-info ]] && exit 0
