@@ -36,10 +36,14 @@ impl Fixture {
             ),
         )
         .unwrap();
-        std::fs::write(bundle.join("trainbench-engine"), "#!/bin/sh\necho \"engine LD_LIBRARY_PATH=$LD_LIBRARY_PATH\"\necho \"engine args $*\"\n")
-            .unwrap();
+        std::fs::write(
+            bundle.join("trainbench-engine"),
+            "#!/bin/sh\necho \"engine LD_LIBRARY_PATH=$LD_LIBRARY_PATH\"\necho \"engine args $*\"\n",
+        )
+        .unwrap();
         Command::new("chmod").arg("+x").arg(bundle.join("trainbench-engine")).status().unwrap();
-        std::fs::write(site.join("torch/__init__.py"), "raise ImportError('the launcher must not import torch')\n").unwrap();
+        std::fs::write(site.join("torch/__init__.py"), "raise ImportError('the launcher must not import torch')\n")
+            .unwrap();
         std::fs::write(
             site.join("torch/version.py"),
             format!("__version__ = '{torch_version}'\ncuda = '13.0'\ngit_version = '{torch_git}'\n"),
@@ -89,7 +93,10 @@ fn the_recorded_build_starts_the_engine_with_its_libraries_first() {
     let info = f.run("python3", &["--bundle-info"]);
     let stdout = text(&info.stdout);
     assert_eq!(info.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("bundle: PyTorch 2.11.0+cu130") && stdout.contains("here:   PyTorch 2.11.0+cu130"), "{stdout}");
+    assert!(
+        stdout.contains("bundle: PyTorch 2.11.0+cu130") && stdout.contains("here:   PyTorch 2.11.0+cu130"),
+        "{stdout}"
+    );
     assert!(!stdout.contains("engine args"), "{stdout}");
 }
 
