@@ -6,10 +6,13 @@
 #   resnet   the TBD ResNet-50 at batch 32 and 128 in fp32 (PyTorch's TF32 defaults: cuDNN on), fp16 and bf16
 #   tf32     the same at batch 128 in fp32 with TF32 off everywhere, and on everywhere
 #   bert     BERT-base (AdamW, the fused Adam kernel) at batch 32 in fp32 and fp16
+#   gpt      the smoke GPT in fp32 and bf16, once a spec for it exists (specs/*/gpt*.toml; skipped until then)
 #   oom      ResNet-50 at batch 4096: must be recorded out_of_memory, not failed
 #   nccl     ResNet-50 at world size 1 with all-reduce through the NCCL engine
 #   parity   PyTorch eager on the same GPU (scripts/parity/cuda_eager.py) at batch 128, fp32 and fp16, against
 #            the resnet step's results: per-step median, free-running samples/s, allocator peak
+# (--quick: devices, ResNet-50 b128 fp32 and fp16, TF32 on, BERT fp16, gpt in bf16, oom, nccl, parity fp32, with
+# fewer steps.)
 # Every step has its own time limit; everything lands under $OUT: summary.txt (one line of figures per run:
 # throughput per step and free-running, device-time phases, TF32 switches and the peak used, memory breakdown
 # against the allocator peak and the analysis's estimate, NVML figures and the device they were mapped to,
