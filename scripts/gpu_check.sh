@@ -116,6 +116,8 @@ if [[ -n $BUNDLE ]]; then
     PY="${TRAINBENCH_PYTHON:-python3}"
     export TRAINBENCH_PYTHON="$PY"
     BIN="$BUNDLE/run.sh"
+    # A copy that lost its modes on the way still runs.
+    chmod +x "$BIN" "$BUNDLE/trainbench" "$BUNDLE/trainbench-engine" 2>/dev/null
     # shellcheck disable=SC2016
     if ! step bundle 60 bash -c '"$1" --bundle-info && "$2" -c "import torch; print(torch.__version__, torch.cuda.is_available())"' \
         _ "$BIN" "$PY"; then
