@@ -26,7 +26,7 @@ if [ ! -f "$data/.done-$images" ]; then
     "$py" scripts/loader_bench/gen_jpegs.py "$data" --images "$images"
     touch "$data/.done-$images"
 fi
-cargo build --release -q -p trainbench-workload --example loader_bench
+cargo build --release -q -p trainbench-data --example loader_bench
 bench="${CARGO_TARGET_DIR:-$root/target}/release/examples/loader_bench"
 
 rate() { sed -n 's/.*images_per_s=\([0-9.]*\).*/\1/p'; }

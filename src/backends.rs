@@ -1,6 +1,6 @@
 //! The backend registry: where a spec runs ([`place`]: `auto` resolved, the device mapped to one the backend
 //! drives, decided once when the spec is planned), what its backend refuses before anything runs
-//! ([`refusals`], from the static [`Capabilities`](trainbench_workload::Capabilities) and lowering rules, so it
+//! ([`refusals`], from the static [`Capabilities`](trainbench_contract::Capabilities) and lowering rules, so it
 //! needs no engine) and which implementation runs it ([`create`], from the [`Engines`] table the process
 //! installed at start). The library links no backend: the `trainbench-engine` binary installs what its build
 //! links ([`install`]); the `trainbench` front binary installs nothing and hands the commands that train over
@@ -10,12 +10,13 @@
 use std::sync::OnceLock;
 
 use serde::Serialize;
-use trainbench_workload::engines::Engines;
-use trainbench_workload::mock::{MockBackend, MockConfig};
-use trainbench_workload::{
-    Backend, BackendError, BackendKind, CpuFeatures, DeviceFamily, DeviceInfo, DeviceSelector, Graph, RawMeasurements,
+use trainbench_contract::engines::Engines;
+use trainbench_contract::mock::{MockBackend, MockConfig};
+use trainbench_contract::{
+    Backend, BackendError, BackendKind, CpuFeatures, DeviceFamily, DeviceInfo, DeviceSelector, RawMeasurements,
     RunContext, RunPlan, WgpuAdapter,
 };
+use trainbench_graph::Graph;
 
 static INSTALLED: OnceLock<Engines> = OnceLock::new();
 
@@ -174,8 +175,9 @@ pub fn launch_refusals(backend: BackendKind, plans: &[RunPlan]) -> Result<Vec<St
 /// CUDA ranks of tch exchange through NCCL, which this host may not run. Without the tch backend in this build
 /// its runs are refused as not built when they start; the other backends need no engine here.
 fn engine_refusal(backend: BackendKind, plan: &RunPlan) -> Result<Option<String>, NeedsEngine> {
-    let cuda_ranks =
-        backend == BackendKind::Tch && !plan.strategy.is_single() && matches!(plan.device, DeviceSelector::Cuda(_));
+    let cuda_ranks = backend == BackendKind::Tch
+        && !plan.topology.strategy.is_single()
+        && matches!(plan.device, DeviceSelector::Cuda(_));
     if !cuda_ranks || !built(BackendKind::Tch) {
         return Ok(None);
     }
@@ -183,8 +185,8 @@ fn engine_refusal(backend: BackendKind, plan: &RunPlan) -> Result<Option<String>
     Ok((nccl.refusal)().map(|why| {
         format!(
             "`{}` with world size {} on CUDA trains through the NCCL engine: {why}",
-            plan.strategy.name(),
-            plan.world_size
+            plan.topology.strategy.name(),
+            plan.topology.world_size()
         )
     }))
 }
@@ -233,13 +235,13 @@ mod tests {
 
     #[test]
     fn a_backend_left_out_still_refuses_from_its_declaration() {
-        let graph = trainbench_workload::zoo::build(
+        let graph = trainbench_graph::zoo::build(
             &serde_json::from_value(serde_json::json!({"family": "mlp", "inputs": 8, "hidden": [8], "classes": 2}))
                 .unwrap(),
         )
         .unwrap();
         let plan = RunPlan {
-            precision: trainbench_workload::Precision::Bf16,
+            precision: trainbench_graph::Precision::Bf16,
             device: "wgpu".parse().unwrap(),
             ..RunPlan::for_tests("x", 1)
         };

@@ -3,10 +3,9 @@
 //! The pipeline, one module per stage: `spec` (TOML -> validated spec) -> `plan` (runs) -> backend run ->
 //! metrics -> result -> report / compare / snapshot. See ARCHITECTURE.md.
 
-pub use trainbench_workload as workload;
-
 pub mod audit;
 pub mod backends;
+pub mod calibrate;
 pub mod check;
 pub mod cli;
 pub mod commands;

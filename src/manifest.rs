@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use trainbench_workload::{CpuFeatures, DeviceInfo, RawMeasurements};
+use trainbench_contract::{CpuFeatures, DeviceInfo, RawMeasurements};
 
 use crate::format::sha256_hex;
 use crate::result::{CpuInfo, Environment, OsInfo, ProcessInfo, SchedulerJob};

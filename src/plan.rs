@@ -1,31 +1,14 @@
 //! Expanding a [`ValidatedSpec`] into the runs it stands for: the product batch size x precision x topology x
 //! repeat, each a fully resolved [`RunPlan`] with a stable id (`resnet50.b32.fp32.1x1.r0`) and seed.
 
-use serde::Serialize;
-use trainbench_workload::comm::DataParallel;
-use trainbench_workload::{BackendKind, Budget, DeviceSelector, Precision, RunPlan};
+use trainbench_comm::{DataParallel, Topology};
+use trainbench_contract::{Budget, DeviceSelector, RunPlan};
+use trainbench_graph::Precision;
 
 use crate::backends::{self, Placement};
 use crate::spec::ValidatedSpec;
-use crate::spec::rules::{effective_precisions, effective_topologies};
+use crate::spec::rules::{EffectiveTopology, effective_precisions, effective_topologies};
 use crate::spec::wire::{BackendChoice, Interconnect, Strategy};
-
-/// A planned run together with the topology details [`RunPlan`] does not carry.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PlannedRun {
-    /// What the backend is asked to run.
-    pub run: RunPlan,
-    /// Machines.
-    pub nodes: usize,
-    /// Devices per machine.
-    pub devices_per_node: usize,
-    /// Parallelism strategy.
-    pub strategy: Strategy,
-    /// Link between devices.
-    pub interconnect: Interconnect,
-    /// The backend that runs it (`auto` resolved for this build).
-    pub backend: BackendKind,
-}
 
 /// Choices from the command line (`--backend`, `--device`) that replace the spec's `topology.backend` and
 /// `topology.device`.
@@ -52,16 +35,6 @@ pub fn plan(spec: &ValidatedSpec) -> Vec<RunPlan> {
 
 /// The runs of a spec on a given placement, in the order of [`plan`].
 pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
-    expand_on(spec, placement).into_iter().map(|p| p.run).collect()
-}
-
-/// The runs of a spec with their topology details, where the spec puts them, in the order of [`plan`].
-pub fn expand(spec: &ValidatedSpec) -> Vec<PlannedRun> {
-    expand_on(spec, placement(spec, PlacementOverride::default()))
-}
-
-/// The runs of a spec with their topology details on a given placement.
-pub fn expand_on(spec: &ValidatedSpec, placement: Placement) -> Vec<PlannedRun> {
     let s = spec.spec();
     let topologies = effective_topologies(&s.topology, &s.sweep);
     let tokens = topology_tokens(&topologies);
@@ -81,14 +54,7 @@ pub fn expand_on(spec: &ValidatedSpec, placement: Placement) -> Vec<PlannedRun> 
                         batch_size,
                         precision,
                         device: placement.device,
-                        world_size: topology.world_size().unwrap_or(1),
-                        strategy: match topology.strategy {
-                            Strategy::Single => DataParallel::Single,
-                            Strategy::AllReduce => DataParallel::AllReduce,
-                            Strategy::ParameterServer => {
-                                DataParallel::ParameterServer { servers: topology.parameter_servers.max(1) }
-                            }
-                        },
+                        topology: topology_of(topology),
                         warmup: s.run.warmup,
                         budget,
                         repeat,
@@ -100,19 +66,26 @@ pub fn expand_on(spec: &ValidatedSpec, placement: Placement) -> Vec<PlannedRun> 
                         target: s.training.target.as_ref().map(|t| t.plan()),
                         numerics: s.training.numerics(),
                     };
-                    out.push(PlannedRun {
-                        run,
-                        nodes: topology.nodes,
-                        devices_per_node: topology.devices_per_node,
-                        strategy: topology.strategy,
-                        interconnect: topology.interconnect,
-                        backend: placement.backend,
-                    });
+                    out.push(run);
                 }
             }
         }
     }
     out
+}
+
+/// The planned topology of a spec's effective topology: the spec's strategy with its server ranks.
+fn topology_of(t: &EffectiveTopology) -> Topology {
+    Topology {
+        strategy: match t.strategy {
+            Strategy::Single => DataParallel::Single,
+            Strategy::AllReduce => DataParallel::AllReduce,
+            Strategy::ParameterServer => DataParallel::ParameterServer { servers: t.parameter_servers.max(1) },
+        },
+        nodes: t.nodes.max(1),
+        devices_per_node: t.devices_per_node.max(1),
+        interconnect: t.interconnect,
+    }
 }
 
 /// `<name>.b<batch>.<precision>.<topology>`: the configuration, which each repeat's run id extends with
@@ -123,7 +96,7 @@ fn config_id(name: &str, batch: usize, precision: Precision, topology: &str) -> 
 
 /// `NxM` per topology; when two topologies share a shape, their strategy and interconnect are appended
 /// (`2x4-ps-ethernet`) so ids stay unique.
-fn topology_tokens(topologies: &[crate::spec::rules::EffectiveTopology]) -> Vec<String> {
+fn topology_tokens(topologies: &[EffectiveTopology]) -> Vec<String> {
     topologies
         .iter()
         .map(|t| {
@@ -155,12 +128,7 @@ fn strategy_code(s: Strategy) -> &'static str {
 }
 
 fn interconnect_code(i: Interconnect) -> &'static str {
-    match i {
-        Interconnect::Pcie => "pcie",
-        Interconnect::Nvlink => "nvlink",
-        Interconnect::Ethernet => "ethernet",
-        Interconnect::Infiniband => "infiniband",
-    }
+    i.name()
 }
 
 #[cfg(test)]
@@ -168,7 +136,6 @@ fn interconnect_code(i: Interconnect) -> &'static str {
 mod tests {
     use super::*;
     use crate::spec::path::FieldPath;
-    use crate::spec::rules::EffectiveTopology;
 
     fn topo(nodes: usize, devices: usize, strategy: Strategy, interconnect: Interconnect) -> EffectiveTopology {
         EffectiveTopology {
@@ -214,24 +181,24 @@ repeats = 3
 
     #[test]
     fn expands_the_full_product_in_order() {
-        let runs = expand(&validated(SPEC));
+        let runs = plan(&validated(SPEC));
         assert_eq!(runs.len(), 2 * 2 * 2 * 3);
-        assert_eq!(runs[0].run.id, "p.b8.fp32.1x1.r0");
-        assert_eq!(runs[3].run.id, "p.b8.fp32.1x2.r0");
-        assert_eq!(runs[6].run.id, "p.b8.bf16.1x1.r0");
-        assert_eq!(runs[12].run.id, "p.b16.fp32.1x1.r0");
-        assert_eq!(runs.last().unwrap().run.id, "p.b16.bf16.1x2.r2");
-        let ids: std::collections::HashSet<_> = runs.iter().map(|r| r.run.id.clone()).collect();
+        assert_eq!(runs[0].id, "p.b8.fp32.1x1.r0");
+        assert_eq!(runs[3].id, "p.b8.fp32.1x2.r0");
+        assert_eq!(runs[6].id, "p.b8.bf16.1x1.r0");
+        assert_eq!(runs[12].id, "p.b16.fp32.1x1.r0");
+        assert_eq!(runs.last().unwrap().id, "p.b16.bf16.1x2.r2");
+        let ids: std::collections::HashSet<_> = runs.iter().map(|r| r.id.clone()).collect();
         assert_eq!(ids.len(), runs.len());
     }
 
     #[test]
     fn seeds_budget_and_topology_are_resolved() {
-        let runs = expand(&validated(SPEC));
-        assert_eq!(runs.iter().take(3).map(|r| r.run.seed).collect::<Vec<_>>(), [100, 101, 102]);
-        assert!(runs.iter().all(|r| r.run.budget == Budget::Iterations(3) && r.run.warmup == 1));
-        assert_eq!((runs[3].run.world_size, runs[3].strategy), (2, Strategy::AllReduce));
-        assert_eq!(runs[0].run.device, DeviceSelector::Cpu);
+        let runs = plan(&validated(SPEC));
+        assert_eq!(runs.iter().take(3).map(|r| r.seed).collect::<Vec<_>>(), [100, 101, 102]);
+        assert!(runs.iter().all(|r| r.budget == Budget::Iterations(3) && r.warmup == 1));
+        assert_eq!(runs[3].topology, Topology::on_one_node(DataParallel::AllReduce, 2));
+        assert_eq!(runs[0].device, DeviceSelector::Cpu);
         let timed = validated(&SPEC.replace("iterations = 3", "time_budget_s = 2.5"));
         assert!(plan(&timed).iter().all(|r| r.budget == Budget::Seconds(2.5)));
     }

@@ -11,7 +11,7 @@ mod common;
 use std::collections::HashSet;
 use std::path::Path;
 
-use trainbench::plan::expand;
+use trainbench::plan::plan;
 use trainbench::spec::{Overrides, SpecValidator};
 
 #[test]
@@ -29,10 +29,10 @@ fn every_spec_validates_and_its_plan_is_stable() {
             let rendered = trainbench::spec::diagnostics::render_text(&checked.diagnostics);
             assert!(checked.diagnostics.is_empty(), "{relative} has diagnostics:\n{rendered}");
             let spec = checked.spec.unwrap();
-            let runs = expand(&spec);
-            let ids: HashSet<&str> = runs.iter().map(|r| r.run.id.as_str()).collect();
+            let runs = plan(&spec);
+            let ids: HashSet<&str> = runs.iter().map(|r| r.id.as_str()).collect();
             assert_eq!(ids.len(), runs.len(), "{relative}: run ids are not unique");
-            assert!(runs.iter().all(|r| r.run.id.starts_with(spec.name())), "{relative}: ids must start with the name");
+            assert!(runs.iter().all(|r| r.id.starts_with(spec.name())), "{relative}: ids must start with the name");
             let table = trainbench::commands::plan::plan_table(&runs);
             let snapshot = format!("spec: {relative}\nname: {}\nruns: {}\n\n{table}\n", spec.name(), runs.len());
             insta::assert_snapshot!("plan", snapshot);

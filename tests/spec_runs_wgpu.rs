@@ -71,7 +71,7 @@ fn run_spec(path: &Path, rel: &str) -> RunResult {
 #[test]
 fn every_smoke_spec_trains_on_wgpu_with_a_stable_result_shape() {
     if trainbench_wgpu::adapters().is_empty() {
-        trainbench::workload::conformance::prerequisite_missing(
+        trainbench_contract::conformance::prerequisite_missing(
             "wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)",
         );
         return;

@@ -1,4 +1,4 @@
-"""trainbench's seeded values in NumPy: the initial weights (trainbench_workload::init::initial_values) and
+"""trainbench's seeded values in NumPy: the initial weights (trainbench_graph::init::initial_values) and
 synthetic batches (init::synthetic_input) bit for bit, so a PyTorch model can start from the same weights and
 see the same data as a trainbench run. Reads the manifest written by `parity --manifest FILE`.
 

@@ -4,7 +4,7 @@
 use crate::format::sha256_hex;
 use crate::result::{Metrics, RunOutcome, RunResult};
 use crate::stats;
-use crate::workload::Budget;
+use trainbench_contract::Budget;
 
 /// Relative tolerance for recomputed floating-point figures (they are recomputed with the same formulas, so
 /// only JSON round-off separates them).

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use trainbench_workload::DeviceSelector;
+use trainbench_contract::DeviceSelector;
 
 use super::RerunError;
 use crate::backends::BackendChoice;
@@ -52,7 +52,7 @@ pub fn rerun_here(original: &RunResult, opts: &RerunOptions) -> Result<RunResult
     let device = suite.plans.first().map_or(original.plan.device, |p| p.device);
     // The original's configuration, recovered from its run id when it predates `RunPlan::config`.
     let config = original.config_id().to_string();
-    suite.plans = vec![trainbench_workload::RunPlan { device, config, ..original.plan.clone() }];
+    suite.plans = vec![trainbench_contract::RunPlan { device, config, ..original.plan.clone() }];
     let runner = RunnerOptions { out_dir: opts.out_dir.clone(), progress: opts.progress, ..RunnerOptions::default() };
     let report = run_suite(&suite, &runner, &mut |_, _| {}).map_err(|e| RerunError(e.to_string()))?;
     report.results.into_iter().next().ok_or_else(|| RerunError("the re-run was interrupted before it started".into()))
@@ -60,7 +60,7 @@ pub fn rerun_here(original: &RunResult, opts: &RerunOptions) -> Result<RunResult
 
 #[cfg(test)]
 mod tests {
-    use trainbench_workload::BackendKind;
+    use trainbench_contract::BackendKind;
 
     use super::*;
     use crate::backends;

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::result::RunResult;
-use crate::workload::Budget;
+use trainbench_contract::Budget;
 
 /// Version of the shape format written into golden files.
 pub const SHAPE_FORMAT: u32 = 1;

@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use trainbench_workload::Precision;
-use trainbench_workload::analysis::{Analysis, MemoryEstimate, analyze, memory_estimate};
+use trainbench_graph::Precision;
+use trainbench_graph::analysis::{Analysis, MemoryEstimate, analyze, memory_estimate};
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};

@@ -21,7 +21,7 @@ pub struct Args {
     pub backend: Option<BackendChoice>,
     /// Device selector for the re-run (default: the result's).
     #[arg(long, value_name = "D")]
-    pub device: Option<trainbench_workload::DeviceSelector>,
+    pub device: Option<trainbench_contract::DeviceSelector>,
     /// Largest difference of median step time, throughput and peak memory that counts as reproduced.
     #[arg(long, default_value = "10%", value_parser = compare::parse_threshold)]
     pub tolerance: f64,

@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use trainbench_workload::calibrate::{Measurement, default_request};
-use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{DeviceSelector, Precision};
+use trainbench_contract::DeviceSelector;
+use trainbench_contract::calibrate::{Measurement, default_request};
+use trainbench_contract::mock::MockConfig;
+use trainbench_graph::Precision;
 
 use super::{CommandError, Outcome};
 
@@ -182,8 +183,8 @@ const BANDWIDTH_ELEMENTS: [usize; 4] = [4 << 10, 32 << 10, 256 << 10, 2 << 20];
 /// The bandwidth curve: the backend's add timed at each of [`BANDWIDTH_ELEMENTS`] (a request with no kernels) and
 /// at the main request's size, as (bytes moved, seconds per call) points.
 fn bandwidth_curve(
-    backend: &mut dyn trainbench_workload::Backend,
-    request: &trainbench_workload::calibrate::CalibrationRequest,
+    backend: &mut dyn trainbench_contract::Backend,
+    request: &trainbench_contract::calibrate::CalibrationRequest,
     main: &Measurement,
 ) -> Result<Vec<BandwidthPoint>, CommandError> {
     let point = |elements: usize, bytes_per_s: f64| {
@@ -192,7 +193,7 @@ fn bandwidth_curve(
     };
     let mut points = Vec::new();
     for elements in BANDWIDTH_ELEMENTS.into_iter().filter(|e| *e < request.triad_elements) {
-        let small = trainbench_workload::calibrate::CalibrationRequest {
+        let small = trainbench_contract::calibrate::CalibrationRequest {
             gemm_sizes: Vec::new(),
             gemm_shapes: Vec::new(),
             conv_grid: Vec::new(),
@@ -294,8 +295,8 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
 /// with `--link`, the local link, as a profile.
 fn measure_profile(
     args: &Args,
-    kind: trainbench_workload::BackendKind,
-    request: &trainbench_workload::calibrate::CalibrationRequest,
+    kind: trainbench_contract::BackendKind,
+    request: &trainbench_contract::calibrate::CalibrationRequest,
 ) -> Result<HardwareFile, CommandError> {
     // The link first, before this process starts the backend and leaves its library's threads behind: the two
     // ranks get the machine's cores as a run gets them.
@@ -304,13 +305,13 @@ fn measure_profile(
     let m = backend.calibrate(request).map_err(|e| CommandError::Other(e.to_string()))?;
     let bandwidth = bandwidth_curve(backend.as_mut(), request, &m)?;
     let (elementwise, skipped) =
-        crate::predict::elementwise::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
+        crate::calibrate::elementwise::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
     let (first_nodes, first_skipped) =
-        crate::predict::firstnode::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
+        crate::calibrate::firstnode::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
     let step_costs =
-        crate::predict::stepcost::measure_nodes(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock)
+        crate::calibrate::stepcost::measure_nodes(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock)
             .and_then(|mut nodes| {
-                let layers = crate::predict::stepcost::measure_layers(
+                let layers = crate::calibrate::stepcost::measure_layers(
                     backend.as_mut(),
                     args.device,
                     args.cpu_threads,
@@ -320,7 +321,7 @@ fn measure_profile(
                 Ok(nodes)
             })
             .and_then(|nodes| {
-                crate::predict::stepcost::measure_optimizers(
+                crate::calibrate::stepcost::measure_optimizers(
                     backend.as_mut(),
                     args.device,
                     args.cpu_threads,
@@ -339,8 +340,8 @@ fn measure_profile(
              backward phases per operation, median of 3 rounds; cross-entropy: input [1, 64] -> linear 1024 -> \
              cross-entropy against the same graph ending in the logits' mean and an MSE on it; max pooling: \
              input [8, 32, 32] -> conv 1x1 -> 6 x max pool 3x3 stride 1 -> MSE at batch 1, 8, 32 and 64",
-            crate::predict::elementwise::STACK,
-            crate::predict::elementwise::BATCHES
+            crate::calibrate::elementwise::ELEMENTWISE_STACK,
+            crate::calibrate::elementwise::BATCHES
         ));
         match step_costs {
             Ok((nodes, optimizers)) => {
@@ -360,8 +361,8 @@ fn measure_profile(
                      its smallest size, and input [16, 64] -> linear -> linear layers 64 -> 64 or adds of a tensor \
                      to itself -> MSE at batch 1, with one and with {s} nodes after a pass over 4 MiB of other \
                      data, the first node's cost less a repeated one's, median of 5 rounds",
-                    n = crate::predict::stepcost::STACK,
-                    s = crate::predict::elementwise::STACK
+                    n = crate::calibrate::stepcost::NODE_STACK,
+                    s = crate::calibrate::elementwise::ELEMENTWISE_STACK
                 ));
             }
             Err(why) => c.method.push_str(&format!("; per-node and optimizer costs not measured: {why}")),

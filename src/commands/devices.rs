@@ -2,12 +2,12 @@
 //! that picks it in a spec (`device = "..."`).
 
 use comfy_table::{ContentArrangement, Table, presets};
-use trainbench_workload::DeviceInfo;
-use trainbench_workload::mock::MockConfig;
+use trainbench_contract::DeviceInfo;
+use trainbench_contract::mock::MockConfig;
 
 use super::args::{FormatArg, OutputFormat};
 use super::{CommandError, Outcome};
-use trainbench_workload::BackendKind;
+use trainbench_contract::BackendKind;
 
 use crate::backends;
 use crate::format::human_bytes;

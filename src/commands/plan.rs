@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use comfy_table::{ContentArrangement, Table, presets};
 use serde::Serialize;
-use trainbench_workload::Budget;
+use trainbench_contract::{BackendKind, Budget, RunPlan};
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
-use crate::plan::{PlacementOverride, PlannedRun, expand};
+use crate::plan::{PlacementOverride, placement, plan_on};
 use crate::spec::SpecValidator;
 use crate::spec::diagnostics::{Diagnostic, render_text};
 use crate::spec::rules;
@@ -33,7 +33,9 @@ pub struct Args {
 struct JsonPlan<'a> {
     name: &'a str,
     sha256: &'a str,
-    runs: Vec<PlannedRun>,
+    /// The backend every run goes to (`auto` resolved for this build).
+    backend: BackendKind,
+    runs: Vec<RunPlan>,
 }
 
 /// Carry out `trainbench plan`.
@@ -74,10 +76,11 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         }
         return Ok(Outcome::InvalidInput);
     };
-    let runs = expand(&spec);
+    let placed = placement(&spec, PlacementOverride::default());
+    let runs = plan_on(&spec, placed);
     match format {
         OutputFormat::Json => {
-            let plan = JsonPlan { name: spec.name(), sha256: spec.sha256(), runs };
+            let plan = JsonPlan { name: spec.name(), sha256: spec.sha256(), backend: placed.backend, runs };
             outln!("{}", serde_json::to_string_pretty(&plan).map_err(|e| CommandError::Other(e.to_string()))?);
         }
         OutputFormat::Text => {
@@ -104,7 +107,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
 }
 
 /// The runs as a Markdown-compatible table.
-pub fn plan_table(runs: &[PlannedRun]) -> String {
+pub fn plan_table(runs: &[RunPlan]) -> String {
     let mut table = Table::new();
     table.load_preset(presets::ASCII_MARKDOWN).set_content_arrangement(ContentArrangement::Disabled);
     table.set_header([
@@ -119,8 +122,7 @@ pub fn plan_table(runs: &[PlannedRun]) -> String {
         "budget",
         "seed",
     ]);
-    for p in runs {
-        let r = &p.run;
+    for r in runs {
         let budget = match r.budget {
             Budget::Iterations(n) => format!("{n} it"),
             Budget::Seconds(s) => format!("{s} s"),
@@ -130,17 +132,13 @@ pub fn plan_table(runs: &[PlannedRun]) -> String {
             r.batch_size.to_string(),
             r.precision.as_str().to_string(),
             r.device.to_string(),
-            format!("{}x{}", p.nodes, p.devices_per_node),
-            enum_name(&p.strategy),
-            enum_name(&p.interconnect),
+            format!("{}x{}", r.topology.nodes, r.topology.devices_per_node),
+            r.topology.strategy.name().to_string(),
+            r.topology.interconnect.name().to_string(),
             r.warmup.to_string(),
             budget,
             r.seed.to_string(),
         ]);
     }
     table.to_string()
-}
-
-fn enum_name<T: Serialize>(value: &T) -> String {
-    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
 }

@@ -9,9 +9,10 @@ use serde::Serialize;
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::hardware::{Profile, ProfileValidator, THIS_MACHINE};
-use crate::plan::{PlannedRun, expand};
+use crate::plan::plan;
+use crate::predict::terms::{Breakdown, Term, Terms};
 use crate::predict::whatif::{WhatIf, what_if};
-use crate::predict::{Bound, Prediction, Setting, predict};
+use crate::predict::{Bound, Prediction, Setting, predict_with};
 use crate::spec::diagnostics::render_text as render_diagnostics;
 use crate::spec::load_spec;
 
@@ -28,9 +29,14 @@ pub struct Args {
     /// Output format (JSON: `{ spec, predictions: [{ config, step_time_s, samples_per_s, shares, ... }] }`).
     #[command(flatten)]
     pub format: FormatArg,
-    /// Include every layer's forward and backward cost (text: a table; JSON: `layers`).
+    /// Include every layer's forward and backward cost and its seconds by term (text: a table; JSON: `layers`,
+    /// each phase's `terms`).
     #[arg(long)]
     pub per_layer: bool,
+    /// Switch a term of the model off (repeatable): an additive term then prices as zero, a rate choice at the
+    /// simpler rate (`docs/performance-model.md` lists them; e.g. `first-node-cold-start`).
+    #[arg(long = "without-term", value_name = "TERM", value_parser = Term::parse)]
+    pub without_terms: Vec<Term>,
     /// Add the what-if table: other strategy, each alternative link, the other shipped devices, other
     /// precisions, with predicted speed-ups.
     #[arg(long)]
@@ -66,10 +72,9 @@ pub struct Report {
     pub predictions: Vec<Entry>,
 }
 
-fn topology(run: &PlannedRun) -> String {
-    let s = serde_json::to_value(run.strategy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-    let i = serde_json::to_value(run.interconnect).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-    format!("{s} {}x{} over {i}", run.nodes, run.devices_per_node)
+fn topology(run: &trainbench_contract::RunPlan) -> String {
+    let t = run.topology;
+    format!("{} {}x{} over {}", t.strategy.name(), t.nodes, t.devices_per_node, t.interconnect.name())
 }
 
 fn profiles(args: &Args) -> Result<Vec<Profile>, CommandError> {
@@ -114,19 +119,23 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         Vec::new()
     };
     let graph = spec.graph();
+    let terms = Terms::without(&args.without_terms);
     let mut entries = Vec::new();
-    for run in expand(&spec).iter().filter(|r| r.run.repeat == 0) {
+    for run in plan(&spec).iter().filter(|r| r.repeat == 0) {
         let setting = Setting::of(run);
         for profile in &profiles {
-            let mut prediction = predict(graph, &setting, &profile.file)
-                .map_err(|e| CommandError::Input(format!("{}: {e}", run.run.config)))?;
-            let what_if =
-                if args.what_if { what_if(graph, &setting, &profile.file, &prediction, &others) } else { Vec::new() };
+            let mut prediction = predict_with(graph, &setting, &profile.file, &terms)
+                .map_err(|e| CommandError::Input(format!("{}: {e}", run.config)))?;
+            let what_if = if args.what_if {
+                what_if(graph, &setting, &profile.file, &prediction, &others, &terms)
+            } else {
+                Vec::new()
+            };
             if !args.per_layer {
                 prediction.layers.clear();
             }
             entries.push(Entry {
-                config: run.run.config.clone(),
+                config: run.config.clone(),
                 hardware_origin: profile.origin.clone(),
                 topology: topology(run),
                 prediction,
@@ -159,6 +168,13 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
+/// A phase's seconds by term, largest first: `roofline-compute 1.2 ms, per-op-overhead 3.0 us`.
+fn terms_text(b: &Breakdown) -> String {
+    let mut v: Vec<(&Term, &f64)> = b.iter().collect();
+    v.sort_by(|a, b| b.1.total_cmp(a.1));
+    v.iter().map(|(t, s)| format!("{} {}", t.name(), ms(**s))).collect::<Vec<_>>().join(", ")
+}
+
 /// The text rendering: one block per configuration and profile.
 pub fn render_text(r: &Report) -> String {
     let mut s = String::new();
@@ -172,6 +188,10 @@ pub fn render_text(r: &Report) -> String {
             e.topology,
             if p.calibrated { ", calibrated" } else { ", datasheet" }
         );
+        if !p.terms_off.is_empty() {
+            let off: Vec<String> = p.terms_off.iter().map(|t| t.name()).collect();
+            let _ = writeln!(s, "  terms switched off: {}", off.join(", "));
+        }
         let _ = writeln!(
             s,
             "  step {} ({} overlapped), {:.1} samples/s; batch {} per device x {} workers",
@@ -231,6 +251,10 @@ pub fn render_text(r: &Report) -> String {
                     ms(l.backward.time_s),
                     if l.backward.time_s > 0.0 { b(l.backward.bound) } else { "-" }
                 );
+                let _ = writeln!(s, "      forward: {}", terms_text(&l.forward.terms));
+                if !l.backward.terms.is_empty() {
+                    let _ = writeln!(s, "      backward: {}", terms_text(&l.backward.terms));
+                }
             }
         }
         if !e.what_if.is_empty() {

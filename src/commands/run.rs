@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use trainbench_workload::mock::MockConfig;
+use trainbench_contract::mock::MockConfig;
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
@@ -39,7 +39,7 @@ pub struct Args {
     pub backend: Option<BackendChoice>,
     /// Device selector, overriding `topology.device` (`cpu`, `cuda:0`, ...).
     #[arg(long, value_name = "D")]
-    pub device: Option<trainbench_workload::DeviceSelector>,
+    pub device: Option<trainbench_contract::DeviceSelector>,
     /// Spec values overridden before validating.
     #[command(flatten)]
     pub set: SetArgs,
@@ -225,8 +225,6 @@ struct Loaded {
     /// The spec file as given.
     source: String,
     suite: Suite,
-    /// The machines each plan's topology spreads over, in plan order.
-    nodes: Vec<usize>,
 }
 
 /// Validate every spec (with the `--set` overrides) before running any; `None` after printing diagnostics
@@ -269,9 +267,7 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Loaded>>, CommandError> {
             invalid = true;
             continue;
         }
-        let nodes =
-            crate::plan::expand_on(&spec, crate::plan::placement(&spec, over)).iter().map(|p| p.nodes).collect();
-        suites.push(Loaded { source: path.display().to_string(), suite: Suite::placed(&spec, over), nodes });
+        suites.push(Loaded { source: path.display().to_string(), suite: Suite::placed(&spec, over) });
     }
     Ok((!invalid).then_some(suites))
 }
@@ -356,8 +352,7 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|e| CommandError::Other(format!("the trainbench executable cannot be found: {e}")))?;
-    let entries: Vec<(String, Suite, Vec<usize>)> =
-        loaded.iter().map(|l| (l.source.clone(), l.suite.clone(), l.nodes.clone())).collect();
+    let entries: Vec<(String, Suite)> = loaded.iter().map(|l| (l.source.clone(), l.suite.clone())).collect();
     let mock = MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() };
     let mut plan = PlanFile::new(out.clone(), exe, &entries, args.no_collectors, mock);
     let scripts = submit::write_submission(&mut plan, &opts).map_err(slurm_error)?;

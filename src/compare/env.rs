@@ -33,7 +33,7 @@ impl EnvDifference {
 
 fn device_kind(r: &RunResult) -> String {
     r.environment.device.as_ref().map(|d| d.kind.clone()).unwrap_or_else(|| {
-        if r.plan.device == trainbench_workload::DeviceSelector::Cpu {
+        if r.plan.device == trainbench_contract::DeviceSelector::Cpu {
             "cpu".to_string()
         } else {
             "unknown".to_string()
@@ -59,7 +59,13 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<EnvDifference> {
     push(&mut out, "device", crate::report::device_name(a), crate::report::device_name(b), true);
     push(&mut out, "precision", a.plan.precision.as_str().into(), b.plan.precision.as_str().into(), true);
     push(&mut out, "batch size", a.plan.batch_size.to_string(), b.plan.batch_size.to_string(), true);
-    push(&mut out, "world size", a.plan.world_size.to_string(), b.plan.world_size.to_string(), true);
+    push(
+        &mut out,
+        "world size",
+        a.plan.topology.world_size().to_string(),
+        b.plan.topology.world_size().to_string(),
+        true,
+    );
     // What fp32 runs on (CUDA's TF32 switches) and cuDNN's autotuning change the kernels as much as a precision.
     let (na, nb) = (a.plan.numerics, b.plan.numerics);
     push(&mut out, "TF32", na.tf32.label().into(), nb.tf32.label().into(), true);
@@ -104,10 +110,10 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<EnvDifference> {
 
 /// How the workers of a data-parallel run were combined: `all-reduce`, `parameter-server (2 servers)`.
 fn strategy(r: &RunResult) -> String {
-    match r.plan.strategy.servers() {
-        0 => r.plan.strategy.name().to_string(),
-        1 => format!("{} (1 server)", r.plan.strategy.name()),
-        n => format!("{} ({n} servers)", r.plan.strategy.name()),
+    match r.plan.topology.strategy.servers() {
+        0 => r.plan.topology.strategy.name().to_string(),
+        1 => format!("{} (1 server)", r.plan.topology.strategy.name()),
+        n => format!("{} ({n} servers)", r.plan.topology.strategy.name()),
     }
 }
 

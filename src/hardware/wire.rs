@@ -8,7 +8,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trainbench_workload::Precision;
+use trainbench_graph::Precision;
 
 /// One hardware profile. The top-level `kind = "hardware"` tells it apart from a spec.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -28,8 +28,8 @@ pub mod nvml_map;
 pub mod peak;
 pub mod steps;
 
-use trainbench_workload::steplog::StepLog;
-use trainbench_workload::{PhaseTimes, RawMeasurements, RunPlan};
+use trainbench_contract::steplog::StepLog;
+use trainbench_contract::{PhaseTimes, RawMeasurements, RunPlan};
 
 use crate::result::{
     AnalysisSummary, FlopUtilization, FreeRunningThroughput, LossSummary, MemoryBreakdown, MemoryMeasuredSummary,

@@ -13,7 +13,7 @@ use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::{Device, Nvml};
 
-use trainbench_workload::DeviceSelector;
+use trainbench_contract::DeviceSelector;
 
 use super::nvml_map::{NvmlEntry, map};
 use crate::result::{GpuDevice, GpuInventory, GpuUtilization, Sampled};
@@ -61,7 +61,7 @@ impl GpuTarget {
 
     /// The target for a device selector and the backend's description of that device (its `pci_bus_id` and
     /// `mig` details).
-    pub fn for_device(selector: DeviceSelector, device: Option<&trainbench_workload::DeviceInfo>) -> Option<Self> {
+    pub fn for_device(selector: DeviceSelector, device: Option<&trainbench_contract::DeviceInfo>) -> Option<Self> {
         let detail = |k: &str| device.and_then(|d| d.details.get(k).cloned());
         let mut t = Self::from_selector(selector, detail("pci_bus_id"))?;
         t.mig = detail("mig").is_some_and(|m| m == "true");

@@ -11,7 +11,8 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use trainbench_workload::{DeviceInfo, Precision, Tf32};
+use trainbench_contract::{DeviceInfo, Tf32};
+use trainbench_graph::Precision;
 
 /// Datasheet peaks of one GPU model, FLOP/s, dense (no structured sparsity), at boost clock.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,7 +1,7 @@
 //! Step-time statistics from a run's bounded [`StepLog`]: the steady-state start (MSER-5), the summary, the
 //! median's bootstrap interval and the phase sums, in a cost that does not grow with the run.
 //!
-//! - Up to [`KEPT_STEPS`](trainbench_workload::steplog::KEPT_STEPS) measured steps the log holds every one of them, in order, and everything is exact:
+//! - Up to [`KEPT_STEPS`](trainbench_contract::steplog::KEPT_STEPS) measured steps the log holds every one of them, in order, and everything is exact:
 //!   MSER-5 over the steps, type-7 percentiles, Tukey outliers.
 //! - Past it, MSER-5 runs over the log's block means (each block the mean of `width` consecutive steps, so a
 //!   batch of MSER-5 is `5 x width` steps) and the start is a multiple of the block width; count, mean,
@@ -12,8 +12,8 @@
 //!   cap, a uniform sample of at most that many of them above it (so the interval is that of a sample
 //!   of that size: wider than the whole run's, never narrower).
 
-use trainbench_workload::PhaseTimes;
-use trainbench_workload::steplog::{Block, SKETCH_RELATIVE_ERROR, StepLog};
+use trainbench_contract::PhaseTimes;
+use trainbench_contract::steplog::{Block, SKETCH_RELATIVE_ERROR, StepLog};
 
 use crate::stats::{self, Summary};
 
@@ -105,7 +105,7 @@ fn sampled_summary(log: &StepLog, start: u64) -> Option<(Summary, PhaseTimes)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trainbench_workload::steplog::KEPT_STEPS;
+    use trainbench_contract::steplog::KEPT_STEPS;
 
     fn step(t: f64) -> PhaseTimes {
         PhaseTimes { forward_s: t, total_s: t, ..PhaseTimes::default() }

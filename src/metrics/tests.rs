@@ -1,8 +1,9 @@
 //! Tests of metric derivation on hand-made measurements.
 #![allow(clippy::unwrap_used)]
 
-use trainbench_workload::steplog::{StepLog, WarmupSteps};
-use trainbench_workload::{MemoryMeasured, OptimizerSpec};
+use trainbench_contract::MemoryMeasured;
+use trainbench_contract::steplog::{StepLog, WarmupSteps};
+use trainbench_graph::OptimizerSpec;
 
 use super::*;
 use crate::result::MemoryEstimate;
@@ -209,13 +210,13 @@ fn the_free_running_window_is_reported_beside_the_per_step_figure() {
     let mut r = raw();
     assert!(derive(&input(&p, &r, &a, &c)).unwrap().throughput.free_running.is_none());
     // 20 steps of batch 4 in 8 s: 10 samples/s against the per-step 8 samples/s.
-    r.free_running = Some(trainbench_workload::FreeRunning { steps: 20, seconds: 8.0 });
+    r.free_running = Some(trainbench_contract::FreeRunning { steps: 20, seconds: 8.0 });
     let t = derive(&input(&p, &r, &a, &c)).unwrap().throughput;
     assert_eq!(t.samples_per_s, 8.0);
     let fr = t.free_running.unwrap();
     assert_eq!((fr.steps, fr.samples_per_s, fr.ratio_to_per_step), (20, 10.0, 1.25));
     // A window that measured nothing is left out.
-    r.free_running = Some(trainbench_workload::FreeRunning { steps: 0, seconds: 0.0 });
+    r.free_running = Some(trainbench_contract::FreeRunning { steps: 0, seconds: 0.0 });
     assert!(derive(&input(&p, &r, &a, &c)).unwrap().throughput.free_running.is_none());
 }
 
@@ -223,6 +224,6 @@ fn the_free_running_window_is_reported_beside_the_per_step_figure() {
 fn the_tf32_switches_are_recorded_with_the_flops() {
     let (p, a, c) = (plan(), analysis(), CollectorReport::default());
     let mut r = raw();
-    r.tf32 = Some(trainbench_workload::Tf32::default());
-    assert_eq!(derive(&input(&p, &r, &a, &c)).unwrap().flops.tf32, Some(trainbench_workload::Tf32::default()));
+    r.tf32 = Some(trainbench_contract::Tf32::default());
+    assert_eq!(derive(&input(&p, &r, &a, &c)).unwrap().flops.tf32, Some(trainbench_contract::Tf32::default()));
 }

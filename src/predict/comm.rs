@@ -15,7 +15,7 @@
 
 use serde::Serialize;
 
-use super::PredictError;
+use super::error::PredictError;
 use crate::hardware::wire::{HardwareFile, Link, LinkKind};
 use crate::spec::wire::{Interconnect, Strategy};
 

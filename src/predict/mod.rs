@@ -10,63 +10,37 @@
 //! - Totals: serial (PAI's model, no overlap) and overlapped (input prefetched under the step; the exchange
 //!   hidden under backward): `max(T_data, T_fwd + max(T_bwd, T_comm) + T_opt)`.
 //!
+//! The model reads coefficients ([`rates::Coefficients`], fitted from a profile by `crate::calibrate::fit`) and
+//! never measures. Each correction it applies is a [`Term`] ([`terms`]); every phase carries its seconds by term,
+//! and [`predict_with`] prices with some terms switched off. Names a calibration records are typed ([`names`]).
 //! [`whatif`] re-predicts with one thing changed (strategy, a link, the device, the precision).
 
 pub mod comm;
-pub mod device;
-pub mod elementwise;
-pub mod firstnode;
+pub mod error;
+pub mod layer;
+pub mod names;
+pub mod rates;
 pub mod record;
 pub mod roofline;
-pub mod stepcost;
+pub mod terms;
 pub mod whatif;
+pub mod work;
 
 use serde::Serialize;
-use trainbench_workload::analysis::analyze;
-use trainbench_workload::graph::{Graph, InputKind, Op};
-use trainbench_workload::{OptimizerSpec, Precision};
+use trainbench_graph::analysis::analyze;
+use trainbench_graph::graph::{Graph, InputKind, Op};
+use trainbench_graph::{OptimizerSpec, Precision};
 
 pub use comm::{CommCost, CommSetting};
+pub use error::PredictError;
 pub use roofline::{Bound, LayerCost, PhaseCost};
+pub use terms::{Term, Terms};
 
 use crate::hardware::wire::HardwareFile;
-use crate::plan::PlannedRun;
 
 /// The model's version, recorded with every prediction a result keeps: bumped whenever a term changes, so
 /// predictions of different models are not mixed up.
 pub const MODEL_VERSION: &str = "pai-roofline-6";
-
-/// Why a prediction cannot be made (the profile lacks what the configuration needs).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum PredictError {
-    /// The device has no peak for the precision.
-    #[error("hardware profile `{profile}` gives no {precision} peak (device.peak_tflops.{precision})")]
-    NoPeak {
-        /// Profile name.
-        profile: String,
-        /// Precision asked for.
-        precision: &'static str,
-    },
-    /// The profile has no link of the kind the topology names.
-    #[error(
-        "hardware profile `{profile}` has no link for `topology.interconnect = \"{interconnect}\"` (add it as \
-         intra_node or network, or predict on a profile that has one)"
-    )]
-    NoLink {
-        /// Profile name.
-        profile: String,
-        /// The interconnect named.
-        interconnect: String,
-    },
-    /// The global batch does not split over the workers.
-    #[error("global batch {batch} does not split evenly over {world} workers")]
-    Batch {
-        /// Global batch.
-        batch: usize,
-        /// World size.
-        world: usize,
-    },
-}
 
 /// One configuration to predict: what a planned run fixes.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,20 +58,24 @@ pub struct Setting {
 impl Setting {
     /// The setting of a planned run: its batch, precision and optimizer, and its topology as planned
     /// (`topology.parameter_servers` for PS/worker, 1 for other strategies).
-    pub fn of(run: &PlannedRun) -> Self {
+    pub fn of(run: &trainbench_contract::RunPlan) -> Self {
+        use crate::spec::wire::Strategy;
+        use trainbench_comm::DataParallel;
+        let t = run.topology;
         Setting {
-            batch: run.run.batch_size,
-            precision: run.run.precision,
-            optimizer: run.run.optimizer.clone(),
+            batch: run.batch_size,
+            precision: run.precision,
+            optimizer: run.optimizer.clone(),
             comm: CommSetting {
-                strategy: run.strategy,
-                nodes: run.nodes,
-                devices_per_node: run.devices_per_node,
-                interconnect: run.interconnect,
-                parameter_servers: match run.run.strategy {
-                    trainbench_workload::comm::DataParallel::ParameterServer { servers } => servers.max(1),
-                    _ => 1,
+                strategy: match t.strategy {
+                    DataParallel::Single => Strategy::Single,
+                    DataParallel::AllReduce => Strategy::AllReduce,
+                    DataParallel::ParameterServer { .. } => Strategy::ParameterServer,
                 },
+                nodes: t.nodes,
+                devices_per_node: t.devices_per_node,
+                interconnect: t.interconnect,
+                parameter_servers: t.strategy.servers().max(1),
             },
         }
     }
@@ -177,6 +155,9 @@ pub struct Prediction {
     /// Per-layer costs (filled when asked for).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerCost>,
+    /// The terms switched off for this prediction (none: the model as calibrated).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub terms_off: Vec<Term>,
 }
 
 /// Input bytes of one sample as the backend feeds them (f32 dense inputs, i64 ids and labels).
@@ -185,29 +166,47 @@ pub fn input_bytes_per_sample(graph: &Graph) -> f64 {
         .inputs()
         .map(|(_, n)| {
             let b = match n.op {
-                Op::Input { kind: InputKind::Dense, .. } => 4.0,
-                _ => 8.0,
+                Op::Input { kind: InputKind::Dense, .. } => layer::DENSE_INPUT_BYTES,
+                _ => layer::INDEX_INPUT_BYTES,
             };
             n.shape.numel() as f64 * b
         })
         .sum()
 }
 
-/// Predict one step of `graph` under `setting` on `profile`.
+/// Predict one step of `graph` under `setting` on `profile`, every term on.
 pub fn predict(graph: &Graph, setting: &Setting, profile: &HardwareFile) -> Result<Prediction, PredictError> {
+    predict_with(graph, setting, profile, &Terms::all())
+}
+
+/// Predict one step of `graph` under `setting` on `profile` with `terms` on: the profile's coefficients
+/// (`crate::calibrate::fit`, fitted against the whole model) priced by the terms that are on.
+pub fn predict_with(
+    graph: &Graph,
+    setting: &Setting,
+    profile: &HardwareFile,
+    terms: &Terms,
+) -> Result<Prediction, PredictError> {
     let world = setting.world();
     if setting.batch % world != 0 {
         return Err(PredictError::Batch { batch: setting.batch, world });
     }
     let b = setting.batch / world;
     let analysis = analyze(graph);
-    let dev = device::DeviceModel::new(profile, setting.precision)?;
-    let compute = roofline::step(graph, &analysis, b, setting.precision, &setting.optimizer, &dev);
+    let dev = crate::calibrate::fit::coefficients(profile, setting.precision)?.under(terms);
+    let compute = roofline::step(graph, &analysis, b, setting.precision, &setting.optimizer, &dev, terms);
+    // T_data ([`Term::InputCopy`]): the batch's input bytes over the host link, and its latency.
     let data_s = match &profile.host_link {
-        Some(l) => l.latency_us * 1e-6 + b as f64 * input_bytes_per_sample(graph) / (l.bandwidth_gbs * 1e9),
-        None => 0.0,
+        Some(l) if terms.on(Term::InputCopy) => {
+            l.latency_us * 1e-6 + b as f64 * input_bytes_per_sample(graph) / (l.bandwidth_gbs * 1e9)
+        }
+        _ => 0.0,
     };
-    let comm = comm::comm(profile, &setting.comm, analysis.parameters as f64 * 4.0)?;
+    // T_comm ([`Term::Exchange`]): fp32 gradients.
+    let mut comm = comm::comm(profile, &setting.comm, analysis.parameters as f64 * 4.0)?;
+    if !terms.on(Term::Exchange) {
+        comm.time_s = 0.0;
+    }
     let forward_s: f64 = compute.layers.iter().map(|l| l.forward.time_s).sum();
     let backward_s: f64 = compute.layers.iter().map(|l| l.backward.time_s).sum();
     let optimizer_s = compute.optimizer.time_s;
@@ -242,9 +241,14 @@ pub fn predict(graph: &Graph, setting: &Setting, profile: &HardwareFile) -> Resu
         comm,
         calibrated: profile.calibration.is_some(),
         layers: compute.layers,
+        terms_off: terms.off().to_vec(),
     })
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod terms_tests;

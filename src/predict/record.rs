@@ -15,7 +15,8 @@
 
 use std::path::Path;
 
-use trainbench_workload::{DeviceSelector, Graph};
+use trainbench_contract::DeviceSelector;
+use trainbench_graph::Graph;
 
 use super::{Prediction, Setting, predict};
 use crate::hardware::{Profile, ProfileValidator};

@@ -1,8 +1,8 @@
 //! The model's arithmetic on small hand-computed cases: one linear layer on a made-up device, the exchange
 //! formulas, the calibrated curve and the direction of what-ifs.
 
-use trainbench_workload::graph::{InputKind, LossKind};
-use trainbench_workload::{GraphBuilder, OptimizerSpec, Precision};
+use trainbench_graph::graph::{InputKind, LossKind};
+use trainbench_graph::{GraphBuilder, OptimizerSpec, Precision};
 
 use super::*;
 use crate::hardware::wire::{
@@ -158,7 +158,7 @@ fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
     assert!(close(fc.forward.overhead_s, 1e-5) && close(fc.forward.memory_s, 4.8e6 / 1e11));
     assert!(close(fc.backward.overhead_s, 3e-5));
     assert!(p.calibrated);
-    assert!(device::interpolate(&[(1.0, 2.0)], 5.0) == Some(2.0));
+    assert!(rates::interpolate(&[(1.0, 2.0)], 5.0) == Some(2.0));
 }
 
 #[test]
@@ -189,7 +189,7 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
         gemm_shapes: vec![],
         conv_shapes: vec![],
     });
-    let dev = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
+    let dev = crate::calibrate::fit::coefficients(&prof, Precision::Fp32).unwrap();
     assert!(close(dev.memory_s(1e6), 1e6 / 400e9), "net of the overhead");
     assert!(close(dev.memory_s(1e3), 1e3 / 400e9), "flat below the smallest set");
     assert!(close(dev.memory_s(1e9), 1e9 / 10e9), "flat beyond the largest");
@@ -201,7 +201,7 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
     assert!(close(fc.forward.memory_s, dev.memory_s(4.8e6)) && fc.forward.memory_s < 4.8e6 / 10e9 / 5.0);
     // Without points, every size moves at the triad.
     prof.calibration.as_mut().unwrap().bandwidth.clear();
-    let flat = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
+    let flat = crate::calibrate::fit::coefficients(&prof, Precision::Fp32).unwrap();
     assert!(close(flat.memory_s(1e6), 1e6 / 10e9));
 }
 
@@ -301,8 +301,8 @@ fn a_tensor_read_by_two_nodes_pays_for_its_gradient_sum() {
         let x = b.input("x", &[1000], InputKind::Dense).unwrap();
         let t = b.input("t", &[1000], InputKind::Dense).unwrap();
         let y = b.linear("fc", x, 1000, false).unwrap();
-        let a = b.act("a", y, trainbench_workload::graph::Activation::Relu).unwrap();
-        let c = if two_readers { y } else { b.act("c", a, trainbench_workload::graph::Activation::Relu).unwrap() };
+        let a = b.act("a", y, trainbench_graph::graph::Activation::Relu).unwrap();
+        let c = if two_readers { y } else { b.act("c", a, trainbench_graph::graph::Activation::Relu).unwrap() };
         let s = b.add_nodes("sum", &[a, c]).unwrap();
         b.loss("loss", LossKind::Mse, &[s, t]).unwrap();
         b.finish(1, "samples").unwrap()
@@ -321,7 +321,7 @@ fn what_ifs_point_the_right_way_with_formula_magnitudes() {
     let prof = profile();
     let s = setting(800, Strategy::ParameterServer, 8, 1, Interconnect::Ethernet);
     let base = predict(&g, &s, &prof).unwrap();
-    let rows = whatif::what_if(&g, &s, &prof, &base, &[]);
+    let rows = whatif::what_if(&g, &s, &prof, &base, &[], &Terms::all());
     let find = |p: &str| rows.iter().find(|r| r.change.starts_with(p)).unwrap_or_else(|| panic!("{p}: {rows:?}"));
     // A 4x faster network divides T_comm by 4 (no latency), the rest unchanged.
     let net = find("network:");
@@ -399,7 +399,7 @@ fn the_training_step_calibration_prices_nodes_products_and_the_optimizer() {
     assert!(close(fc.forward.compute_s, 2e6 / 1e10), "{fc:?}");
     assert!(close(fc.backward.compute_s, 2e6 / 1e11), "{fc:?}");
     // Between the grid's rows, between its rates (log-log).
-    let dev = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
+    let dev = crate::calibrate::fit::coefficients(&prof, Precision::Fp32).unwrap();
     let mid = 2.0 * 31.6227766 * 1000.0 * 1000.0 / dev.gemm_s(31.6227766, 1000.0, 1000.0);
     assert!((mid / (1e10f64 * 1e11).sqrt() - 1.0).abs() < 1e-6, "{mid}");
     // SGD over 1 tensor (no bias) of 1e6 parameters: 1 us + 1 ms, measured kind; Adam was not measured and
@@ -416,7 +416,7 @@ fn a_convolution_follows_the_grid_by_its_channels_and_pixels() {
     use crate::hardware::wire::ConvShapePoint;
     let mut b = GraphBuilder::new("conv");
     let x = b.input("x", &[8, 16, 16], InputKind::Dense).unwrap();
-    let y = b.conv("conv", x, trainbench_workload::builder::ConvCfg::square(8, 3, 1, 1)).unwrap();
+    let y = b.conv("conv", x, trainbench_graph::builder::ConvCfg::square(8, 3, 1, 1)).unwrap();
     let t = b.input("t", &[8, 16, 16], InputKind::Dense).unwrap();
     b.loss("loss", LossKind::Mse, &[y, t]).unwrap();
     let g = b.finish(1, "samples").unwrap();
@@ -472,7 +472,7 @@ fn a_convolution_grid_measured_at_the_largest_size_for_few_channels_only_is_comp
     ];
     let mut prof = profile();
     prof.calibration = Some(cal);
-    let dev = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
+    let dev = crate::calibrate::fit::coefficients(&prof, Precision::Fp32).unwrap();
     let s = |channels: f64, pixels: f64| {
         let flops = 2.0 * pixels * channels * channels * 9.0;
         dev.conv_grid_s(false, channels, pixels, flops).map(|t| flops / t)
@@ -497,7 +497,7 @@ fn a_tied_weight_pays_for_its_gradient_product_and_sum() {
     prof.calibration = Some(step_calibration());
     let p = predict(&g, &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let proj = p.layers.iter().find(|l| l.name == "proj").unwrap();
-    let dev = device::DeviceModel::new(&prof, Precision::Fp32).unwrap();
+    let dev = crate::calibrate::fit::coefficients(&prof, Precision::Fp32).unwrap();
     // Backward: the weight's gradient [10 x 1] x [1 x 1000] beside the input's [1 x 1000] x [1000 x 10], though
     // the analysis counts the weight at the embedding.
     let products = dev.gemm_s(10.0, 1.0, 1000.0) + dev.gemm_s(1.0, 1000.0, 10.0);
@@ -516,8 +516,8 @@ fn the_first_node_of_each_kind_pays_its_cold_start_once_per_phase() {
     let mut b = GraphBuilder::new("first");
     let x = b.input("x", &[1000], InputKind::Dense).unwrap();
     let y = b.linear("fc", x, 1000, false).unwrap();
-    let r1 = b.act("relu1", y, trainbench_workload::graph::Activation::Relu).unwrap();
-    let r2 = b.act("relu2", r1, trainbench_workload::graph::Activation::Relu).unwrap();
+    let r1 = b.act("relu1", y, trainbench_graph::graph::Activation::Relu).unwrap();
+    let r2 = b.act("relu2", r1, trainbench_graph::graph::Activation::Relu).unwrap();
     let t = b.input("t", &[1000], InputKind::Dense).unwrap();
     b.loss("loss", LossKind::Mse, &[r2, t]).unwrap();
     let g = b.finish(1, "samples").unwrap();

@@ -5,12 +5,13 @@
 //! device profile given, and each other precision the device has a peak for.
 
 use serde::Serialize;
-use trainbench_workload::Precision;
+use trainbench_graph::Precision;
 
-use super::{Prediction, Setting, predict};
+use super::terms::Terms;
+use super::{Prediction, Setting, predict_with};
 use crate::hardware::wire::{HardwareFile, LinkKind};
 use crate::spec::wire::{Interconnect, Strategy};
-use trainbench_workload::Graph;
+use trainbench_graph::Graph;
 
 /// One row of the what-if table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,7 +29,7 @@ pub struct WhatIf {
     pub error: Option<String>,
 }
 
-fn row(change: String, base: &Prediction, p: Result<Prediction, super::PredictError>) -> WhatIf {
+fn row(change: String, base: &Prediction, p: Result<Prediction, super::error::PredictError>) -> WhatIf {
     match p {
         Ok(p) => WhatIf {
             change,
@@ -50,14 +51,17 @@ fn interconnect_of(kind: LinkKind) -> Interconnect {
     }
 }
 
-/// The what-if rows for `setting` on `profile` (baseline `base`), trying `devices` as other devices.
+/// The what-if rows for `setting` on `profile` (baseline `base`), trying `devices` as other devices; every row
+/// with the terms `terms` leaves on, as the baseline.
 pub fn what_if(
     graph: &Graph,
     setting: &Setting,
     profile: &HardwareFile,
     base: &Prediction,
     devices: &[HardwareFile],
+    terms: &Terms,
 ) -> Vec<WhatIf> {
+    let predict = |graph: &Graph, s: &Setting, p: &HardwareFile| predict_with(graph, s, p, terms);
     let mut rows = Vec::new();
     let world = setting.world();
     let with = |f: &dyn Fn(&mut Setting)| {

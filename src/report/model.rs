@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::result::distributed::DistributedResult;
 use crate::result::{LoadedResult, Metrics, PhaseBreakdown, RunOutcome, RunResult};
-use crate::workload::Precision;
+use trainbench_graph::Precision;
 
 /// Device name of a result: the environment's device name, else the plan's selector.
 pub fn device_name(r: &RunResult) -> String {
@@ -16,7 +16,7 @@ pub fn device_name(r: &RunResult) -> String {
 /// (`distributed.comm_share`), else the share of the mean comm phase; `None` for a single-worker run, which
 /// exchanges nothing, and for a run that measured nothing.
 pub fn comm_share_of(r: &RunResult) -> Option<f64> {
-    if r.plan.world_size <= 1 && r.distributed.is_none() {
+    if r.plan.topology.world_size() <= 1 && r.distributed.is_none() {
         return None;
     }
     let mean_share = || r.metrics.as_ref().map(|m| m.phases.comm.share);
@@ -294,7 +294,7 @@ impl<'a> ConfigRow<'a> {
         median_of(self.metrics().map(|m| m.phases.data_stall.share).collect())
     }
     /// Runs with a target: the outcome of each repeat that recorded one.
-    pub fn targets(&self) -> impl Iterator<Item = &'a trainbench_workload::target::TargetOutcome> + '_ {
+    pub fn targets(&self) -> impl Iterator<Item = &'a trainbench_contract::target::TargetOutcome> + '_ {
         self.metrics().filter_map(|m| m.time_to_target.as_ref())
     }
     /// Seconds to the target (median over the repeats that reached it) and how many of the repeats with a
@@ -335,7 +335,7 @@ impl<'a> ConfigRow<'a> {
     }
     /// How the workers combined gradients: `single`, `all-reduce`, `parameter-server ×2` (two server ranks).
     pub fn strategy(&self) -> String {
-        let strategy = self.runs.first().map(|r| r.plan.strategy).unwrap_or_default();
+        let strategy = self.runs.first().map(|r| r.plan.topology.strategy).unwrap_or_default();
         match strategy.servers() {
             0 => strategy.name().to_string(),
             n => format!("{} ×{n}", strategy.name()),
@@ -425,7 +425,7 @@ impl<'a> ReportModel<'a> {
                     device,
                     precision: r.plan.precision,
                     batch: r.plan.batch_size,
-                    world_size: r.plan.world_size,
+                    world_size: r.plan.topology.world_size(),
                     runs: Vec::new(),
                 })
                 .runs
@@ -437,7 +437,13 @@ impl<'a> ReportModel<'a> {
         runs.sort_by(|a, b| {
             let key = |l: &LoadedResult| {
                 let r = &l.result;
-                (r.spec_name.clone(), r.plan.precision, r.plan.world_size, r.plan.batch_size, r.run_id.clone())
+                (
+                    r.spec_name.clone(),
+                    r.plan.precision,
+                    r.plan.topology.world_size(),
+                    r.plan.batch_size,
+                    r.run_id.clone(),
+                )
             };
             key(a).cmp(&key(b))
         });

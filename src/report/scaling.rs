@@ -59,7 +59,7 @@ pub fn reference_of<'m, 'a>(model: &'m ReportModel<'a>, c: &ConfigRow<'a>) -> Re
         .collect();
     // Two world-size-1 topologies (say `single` and a one-worker all-reduce): prefer the one that exchanges nothing.
     let single: Vec<&ConfigRow<'a>> =
-        siblings.iter().copied().filter(|o| o.runs.iter().all(|r| r.plan.strategy.is_single())).collect();
+        siblings.iter().copied().filter(|o| o.runs.iter().all(|r| r.plan.topology.strategy.is_single())).collect();
     let candidates = if single.is_empty() { siblings } else { single };
     let reference = match candidates.as_slice() {
         [] => {

@@ -3,7 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trainbench_workload::PhaseTimes;
+use trainbench_contract::PhaseTimes;
 
 /// A data-parallel run's distribution and communication figures (absent for single-worker runs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trainbench_workload::DeviceInfo;
+use trainbench_contract::DeviceInfo;
 
 use super::Sampled;
 

@@ -7,8 +7,8 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trainbench_workload::RunPlan;
-use trainbench_workload::target::TargetOutcome;
+use trainbench_contract::RunPlan;
+use trainbench_contract::target::TargetOutcome;
 
 pub mod distributed;
 pub mod environment;
@@ -408,7 +408,7 @@ pub struct FlopUtilization {
     /// CUDA: the TF32 switches the run used (read back from libtorch); with either on, fp32 runs are measured
     /// against the TF32 tensor-core peak. `null` where TF32 does not exist.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tf32: Option<trainbench_workload::Tf32>,
+    pub tf32: Option<trainbench_contract::Tf32>,
 }
 
 /// Process CPU figures sampled during the measured iterations.

@@ -9,10 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::data::{
-    self, BatchSource, DataError, Dataset, EvalSet, Layout, Loader, LoaderConfig, OnError, split,
-};
-use trainbench_workload::{Graph, RunPlan};
+use trainbench_contract::RunPlan;
+use trainbench_data::{BatchSource, DataError, Dataset, EvalSet, Layout, Loader, LoaderConfig, OnError, split};
+use trainbench_graph::Graph;
 
 use crate::result::{DataSummary, LoaderThroughput};
 use crate::spec::ValidatedSpec;
@@ -84,7 +83,8 @@ impl LocalData {
     pub fn open(&self, graph: &Graph) -> Result<Arc<dyn Dataset>, DataError> {
         let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
         let layout = Layout::of(graph).map_err(err)?;
-        let dataset: Arc<dyn Dataset> = Arc::from(data::open(reader_format(self.format), &self.root, &layout)?);
+        let dataset: Arc<dyn Dataset> =
+            Arc::from(trainbench_data::open(reader_format(self.format), &self.root, &layout)?);
         match &self.eval {
             Some(EvalSplit::Fraction(f)) => {
                 let (train, _) = split::hold_out(dataset, *f).map_err(err)?;
@@ -102,12 +102,13 @@ impl LocalData {
         match &self.eval {
             None => Ok(None),
             Some(EvalSplit::Path(path)) => {
-                let dataset = data::open(reader_format(self.format), path, &layout)?;
+                let dataset = trainbench_data::open(reader_format(self.format), path, &layout)?;
                 let origin = path.display().to_string();
                 split::read_eval(dataset.as_ref(), &layout, batch, plan.seed, &origin).map(Some)
             }
             Some(EvalSplit::Fraction(f)) => {
-                let dataset: Arc<dyn Dataset> = Arc::from(data::open(reader_format(self.format), &self.root, &layout)?);
+                let dataset: Arc<dyn Dataset> =
+                    Arc::from(trainbench_data::open(reader_format(self.format), &self.root, &layout)?);
                 let (_, held) = split::hold_out(dataset, *f).map_err(err)?;
                 let origin = format!("{} (held out: {f})", self.root.display());
                 split::read_eval(&held, &layout, batch, plan.seed, &origin).map(Some)
@@ -116,7 +117,7 @@ impl LocalData {
     }
 
     /// A fresh loader of `dataset` (opened by [`Self::open`]) for `plan` on `graph`, as rank `rank` of
-    /// `plan.world_size`.
+    /// `plan.topology.world_size()`.
     pub fn loader(
         &self,
         dataset: Arc<dyn Dataset>,
@@ -128,7 +129,7 @@ impl LocalData {
         let layout = Layout::of(graph).map_err(err)?;
         let config = LoaderConfig {
             batch_size: plan.batch_size,
-            world_size: plan.world_size.max(1),
+            world_size: plan.topology.world_size().max(1),
             rank,
             seed: plan.seed,
             workers: self.workers as usize,
@@ -151,7 +152,7 @@ impl LocalData {
     ) -> Result<LoaderThroughput, DataError> {
         let clock = Instant::now();
         let mut loader = self.loader(dataset, plan, graph, 0)?;
-        let per_batch = (plan.batch_size / plan.world_size.max(1)) as u64;
+        let per_batch = (plan.batch_size / plan.topology.world_size().max(1)) as u64;
         let mut batches = 0u64;
         while batches < MEASURE_MIN_BATCHES || (batches < MEASURE_MAX_BATCHES && clock.elapsed() < MEASURE_TIME) {
             loader.next_batch()?;

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::BackendKind;
-use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{BackendError, RunPlan};
+use trainbench_contract::BackendKind;
+use trainbench_contract::mock::MockConfig;
+use trainbench_contract::{BackendError, RunPlan};
 
 use super::worker::HUNG_GRACE;
 

@@ -23,12 +23,13 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use trainbench_workload::analysis::{Analysis, analyze, memory_estimate};
-use trainbench_workload::data::{BatchSource, DataError, Loader};
-use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{
-    Backend, BackendError, BackendKind, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext, RunPlan,
+use trainbench_contract::mock::MockConfig;
+use trainbench_contract::{
+    Backend, BackendError, BackendKind, DeviceInfo, DeviceSelector, RawMeasurements, RunContext, RunPlan,
 };
+use trainbench_data::{BatchSource, DataError, Loader};
+use trainbench_graph::Graph;
+use trainbench_graph::analysis::{Analysis, analyze, memory_estimate};
 
 use crate::backends;
 use crate::manifest::{ManifestInput, environment};
@@ -151,7 +152,7 @@ pub fn run_suite(
     }
     // Data-parallel runs always start their own ranks, except on the mock backend, which simulates every
     // topology in one process (it exchanges nothing).
-    let ranked = suite.backend != BackendKind::Mock && suite.plans.iter().any(|p| !p.strategy.is_single());
+    let ranked = suite.backend != BackendKind::Mock && suite.plans.iter().any(|p| !p.topology.strategy.is_single());
     if (suite.uses_workers() || ranked)
         && let Some(exe) = &opts.worker_exe
     {
@@ -182,7 +183,7 @@ pub fn run_suite_with(
 /// Writes a suite's results as they arrive, each with its prediction, and keeps the report.
 struct Recorder {
     dir: PathBuf,
-    /// The suite (graph and topologies) the predictions are made for.
+    /// The suite (its graph) the predictions are made for.
     suite: Suite,
     /// The profile they are made on.
     hardware: RunProfile,
@@ -215,8 +216,8 @@ impl Recorder {
         stop: Option<StopCause>,
         on_result: &mut dyn FnMut(&RunResult, &Path),
     ) -> Result<Flow, RunnerError> {
-        let setting = self.suite.setting(&result.plan);
-        result.prediction = Some(section(&self.hardware, &self.suite.graph, setting.as_ref(), &result));
+        let setting = crate::predict::Setting::of(&result.plan);
+        result.prediction = Some(section(&self.hardware, &self.suite.graph, Some(&setting), &result));
         let io = |source| RunnerError::Io { path: self.dir.display().to_string(), source };
         if self.writer.is_none() {
             self.writer = Some(SuiteWriter::open(self.dir.clone(), &self.spec_name, &self.spec_sha).map_err(io)?);
@@ -301,7 +302,7 @@ impl Pass<'_> {
 
 /// Same model, precision, world size and device: a larger batch after an OOM would run out of memory too.
 fn same_family(a: &RunPlan, b: &RunPlan) -> bool {
-    a.precision == b.precision && a.world_size == b.world_size && a.device == b.device
+    a.precision == b.precision && a.topology.world_size() == b.topology.world_size() && a.device == b.device
 }
 
 /// One run of a suite being recorded: the suite and graph it belongs to, its index, the process it ran in.
@@ -395,7 +396,7 @@ impl RunSlot<'_> {
         let clock = Instant::now();
         let collectors = Collectors::start(&config);
         let origin = collectors.origin();
-        let (outcome, distributed) = match self.ranks.filter(|_| !plan.strategy.is_single()) {
+        let (outcome, distributed) = match self.ranks.filter(|_| !plan.topology.strategy.is_single()) {
             Some(ranks) => {
                 let data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
                 let rank = ranks.borrow().rank();
@@ -476,7 +477,7 @@ impl RunSlot<'_> {
         let throughput = local.measure(dataset.clone(), plan, self.graph)?;
         let eval = local.eval_set(plan, self.graph)?;
         let rank = match self.ranks {
-            Some(r) if !plan.strategy.is_single() => r.borrow().rank(),
+            Some(r) if !plan.topology.strategy.is_single() => r.borrow().rank(),
             _ => 0,
         };
         Ok((Some(local.loader(dataset, plan, self.graph, rank)?), Some(throughput), eval))
@@ -484,7 +485,7 @@ impl RunSlot<'_> {
 }
 
 /// What a run reading a local dataset opens: its loader, the loader's throughput alone, its evaluation split.
-type OpenedData = (Option<Loader>, Option<LoaderThroughput>, Option<trainbench_workload::data::EvalSet>);
+type OpenedData = (Option<Loader>, Option<LoaderThroughput>, Option<trainbench_data::EvalSet>);
 
 /// Why a collector's figures are missing: disabled, not asked for, or not applicable to the device.
 fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<DeviceSelector>) -> String {

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use trainbench_workload::{Budget, PhaseTimes, Probe, RunPlan};
+use trainbench_contract::{Budget, PhaseTimes, Probe, RunPlan};
 
 /// Default interval between progress lines when stderr is not a terminal.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);

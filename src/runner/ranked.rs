@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::RunPlan;
+use trainbench_contract::RunPlan;
 
 use super::ranks::{Engine, Ranks};
 use super::worker::WorkerMessage;
@@ -20,7 +20,7 @@ use crate::result::{RunOutcome, RunResult};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RankFailureKind {
-    /// The backend ran out of memory (its typed error, [`trainbench_workload::BackendError::OutOfMemory`]).
+    /// The backend ran out of memory (its typed error, [`trainbench_contract::BackendError::OutOfMemory`]).
     OutOfMemory,
     /// The run failed otherwise, or the rank could not run its job.
     Failed,
@@ -75,7 +75,7 @@ pub(crate) fn serve_ranked(
     ranks: &RefCell<Ranks>,
     suite: &Suite,
     opts: &RunnerOptions,
-    backend: &mut dyn trainbench_workload::Backend,
+    backend: &mut dyn trainbench_contract::Backend,
     indices: &[usize],
     ooms: &mut Vec<RunPlan>,
     say: &mut dyn FnMut(&WorkerMessage) -> std::io::Result<()>,
@@ -141,14 +141,18 @@ pub(crate) fn run_as_ranks(
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
     let (who, size) = launcher;
-    if let Some(p) = suite.plans.iter().find(|p| p.strategy.is_single() || p.strategy.processes(p.world_size) != size) {
+    if let Some(p) = suite
+        .plans
+        .iter()
+        .find(|p| p.topology.strategy.is_single() || p.topology.strategy.processes(p.topology.world_size()) != size)
+    {
         return Err(RunnerError::Worker(format!(
             "{who} started {size} ranks, but run `{}` needs {} ({} worker(s), strategy {}): launch as many ranks as \
              the spec's topology asks for (workers plus parameter servers), or run the spec without a launcher",
             p.id,
-            p.strategy.processes(p.world_size),
-            p.world_size,
-            p.strategy.name()
+            p.topology.strategy.processes(p.topology.world_size()),
+            p.topology.world_size(),
+            p.topology.strategy.name()
         )));
     }
     let engine = Engine::for_plans(&suite.plans).map_err(RunnerError::Worker)?;

@@ -2,23 +2,24 @@
 //! (`trainbench worker --ranks`, started by `mpirun` for MPI or by trainbench's own launcher for NCCL; or
 //! `trainbench run` under an external launcher). The engine is chosen from where the plans run ([`Engine`]:
 //! CUDA ranks through NCCL, the others through MPI) and opened in [`open_engine`]; nothing else here knows
-//! which one it talks to. Workers train with a gradient exchange (`trainbench_workload::comm`),
+//! which one it talks to. Workers train with a gradient exchange (`trainbench_comm`),
 //! parameter-server ranks serve their shard, and afterwards every rank sends its figures to rank 0, which merges
 //! them (per step, the slowest worker's phases) and writes the result.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::comm::server::{ServerReport, serve};
-use trainbench_workload::comm::{
+use trainbench_comm::server::{ServerReport, serve};
+use trainbench_comm::{
     AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, PsWorkerExchange,
 };
-use trainbench_workload::data::BatchSource;
-use trainbench_workload::engines::Rendezvous;
-use trainbench_workload::steplog::StepLog;
-use trainbench_workload::{
-    Backend, BackendError, DeviceSelector, Graph, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
+use trainbench_contract::engines::Rendezvous;
+use trainbench_contract::steplog::StepLog;
+use trainbench_contract::{
+    Backend, BackendError, DeviceSelector, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
 };
+use trainbench_data::BatchSource;
+use trainbench_graph::Graph;
 
 use crate::result::distributed::{DistributedResult, RankPhases};
 use crate::stats::median;
@@ -212,13 +213,13 @@ impl Ranks {
                 self.engine.name()
             ));
         }
-        let needed = plan.strategy.processes(plan.world_size);
-        if plan.strategy.is_single() || needed != self.size() {
+        let needed = plan.topology.strategy.processes(plan.topology.world_size());
+        if plan.topology.strategy.is_single() || needed != self.size() {
             return Err(format!(
                 "run `{}` needs {needed} process(es) ({} worker(s) with {}), this group has {}",
                 plan.id,
-                plan.world_size,
-                plan.strategy.name(),
+                plan.topology.world_size(),
+                plan.topology.strategy.name(),
                 self.size()
             ));
         }
@@ -227,7 +228,7 @@ impl Ranks {
 
     /// Whether this rank serves parameters for `plan` rather than training.
     pub fn is_server(&self, plan: &RunPlan) -> bool {
-        self.rank() >= plan.world_size
+        self.rank() >= plan.topology.world_size()
     }
 
     /// End every rank of the group now (a rank failed mid-run: the others would wait for it forever).
@@ -247,7 +248,7 @@ impl Ranks {
     ) -> Result<(RawMeasurements, Option<DistributedResult>), BackendError> {
         let engine_error = |e: CommError| BackendError::Framework(format!("data-parallel exchange: {e}"));
         let (raw, stats) = {
-            let mut exchange: Box<dyn GradientExchange + '_> = match plan.strategy {
+            let mut exchange: Box<dyn GradientExchange + '_> = match plan.topology.strategy {
                 DataParallel::ParameterServer { servers } => {
                     Box::new(PsWorkerExchange::new(self.comm.as_mut(), graph, servers).map_err(engine_error)?)
                 }
@@ -272,7 +273,7 @@ impl Ranks {
         let reports = self.gather(&report).map_err(engine_error)?;
         Ok(match reports {
             Some(all) => {
-                let gradient_bytes = 4 * trainbench_workload::comm::Layout::of(graph).total as u64;
+                let gradient_bytes = 4 * trainbench_comm::Layout::of(graph).total as u64;
                 let (merged, section) = self.merge(plan, raw, &all, gradient_bytes);
                 (merged, Some(section))
             }
@@ -282,7 +283,7 @@ impl Ranks {
 
     /// Serve `plan`'s parameters until the workers stop, then send this rank's figures to rank 0.
     pub fn serve(&mut self, plan: &RunPlan, graph: &Graph) -> Result<ServerReport, CommError> {
-        let servers = plan.strategy.servers();
+        let servers = plan.topology.strategy.servers();
         let served = serve(self.comm.as_mut(), graph, plan.seed, &plan.optimizer, servers)?;
         let report = RankReport {
             rank: self.rank(),
@@ -324,17 +325,17 @@ impl Ranks {
         let comm: Vec<f64> = kept.iter().map(|s| s.comm_s).filter(|&c| c > 0.0).collect();
         let shares: Vec<f64> = kept.iter().filter(|s| s.total_s > 0.0).map(|s| s.comm_s / s.total_s).collect();
         let algorithm = median(&comm).map(|t| gradient_bytes as f64 / t / 1e9);
-        let bus = match plan.strategy {
+        let bus = match plan.topology.strategy {
             DataParallel::AllReduce => {
-                let w = plan.world_size as f64;
+                let w = plan.topology.world_size() as f64;
                 algorithm.map(|a| a * 2.0 * (w - 1.0) / w)
             }
             _ => None,
         };
         let section = DistributedResult {
-            world_size: plan.world_size,
-            strategy: plan.strategy.name().to_string(),
-            parameter_servers: plan.strategy.servers(),
+            world_size: plan.topology.world_size(),
+            strategy: plan.topology.strategy.name().to_string(),
+            parameter_servers: plan.topology.strategy.servers(),
             engine: self.comm.engine().name,
             engine_version: self.comm.engine().version,
             launcher: self.launcher.clone(),
@@ -473,7 +474,7 @@ mod tests {
     #[test]
     #[allow(clippy::unwrap_used)]
     fn the_comm_share_and_bandwidth_are_medians_of_the_steps() {
-        let comm = trainbench_workload::comm::local::ThreadComm::group(1).pop().unwrap();
+        let comm = trainbench_comm::local::ThreadComm::group(1).pop().unwrap();
         let ranks = Ranks {
             comm: Box::new(comm),
             launcher: "test".into(),
@@ -482,8 +483,7 @@ mod tests {
             cuda_device: None,
         };
         let mut plan = plan(DeviceSelector::Cpu, None);
-        plan.world_size = 2;
-        plan.strategy = DataParallel::AllReduce;
+        plan.topology = trainbench_comm::Topology::on_one_node(DataParallel::AllReduce, 2);
         let step = |comm_s: f64| PhaseTimes { comm_s, total_s: 1.0, ..Default::default() };
         let steps = StepLog::of([0.4, 0.1, 0.2, 0.3].map(|c| (step(c), None)));
         let raw = RawMeasurements { steps, ..Default::default() };

@@ -1,14 +1,13 @@
 //! What the runner executes: a [`Suite`], one validated spec's runs (from [`crate::plan::plan_on`], on the
 //! placement decided once when the suite is built) with the workload graph and the settings all of them share.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use trainbench_workload::{BackendKind, Graph, RunPlan};
+use trainbench_contract::{BackendKind, RunPlan};
+use trainbench_graph::Graph;
 
 use super::data::LocalData;
-use crate::plan::{PlacementOverride, expand_on, placement};
-use crate::predict::{CommSetting, Setting};
+use crate::plan::{PlacementOverride, placement, plan_on};
 use crate::spec::diagnostics::render_text;
 use crate::spec::wire::{Isolation, MetricGroup};
 use crate::spec::{Overrides, SpecValidator, ValidatedSpec};
@@ -35,9 +34,6 @@ pub struct Suite {
     pub isolation: Isolation,
     /// The local dataset every run reads; `None` for synthetic data.
     pub data: Option<LocalData>,
-    /// The topology each configuration (`RunPlan::config`) was planned on (machines, devices per machine,
-    /// strategy, link), which the plan itself does not carry: the performance model's input.
-    pub topologies: BTreeMap<String, CommSetting>,
 }
 
 impl Suite {
@@ -50,19 +46,16 @@ impl Suite {
     pub fn placed(spec: &ValidatedSpec, over: PlacementOverride) -> Self {
         let s = spec.spec();
         let placed = placement(spec, over);
-        let planned = expand_on(spec, placed);
-        let topologies = planned.iter().map(|p| (p.run.config.clone(), Setting::of(p).comm)).collect();
         Suite {
             spec_name: spec.name().to_string(),
             spec_canonical: spec.canonical_toml().to_string(),
             graph: spec.graph().clone(),
             backend: placed.backend,
-            plans: planned.into_iter().map(|p| p.run).collect(),
+            plans: plan_on(spec, placed),
             sample_interval: Duration::from_millis(s.run.sample_interval_ms.max(1)),
             metric_groups: s.metrics.collect.clone(),
             isolation: s.run.isolation,
             data: LocalData::of(spec),
-            topologies,
         }
     }
 
@@ -79,13 +72,6 @@ impl Suite {
     /// killed; a call hung in this process could not be).
     pub fn uses_workers(&self) -> bool {
         self.isolation == Isolation::Process && self.plans.iter().any(|p| p.repeat > 0 || p.timeout_s.is_some())
-    }
-
-    /// The performance model's setting of `plan` (its topology as planned); `None` for a plan this suite did
-    /// not plan.
-    pub fn setting(&self, plan: &RunPlan) -> Option<Setting> {
-        let comm = *self.topologies.get(&plan.config)?;
-        Some(Setting { batch: plan.batch_size, precision: plan.precision, optimizer: plan.optimizer.clone(), comm })
     }
 
     /// Whether a metric group is collected.

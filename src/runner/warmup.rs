@@ -12,8 +12,8 @@
 use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};
 
-use trainbench_workload::comm::DataParallel;
-use trainbench_workload::{Backend, Budget, DeviceSelector, Graph, Probe, RunPlan};
+use trainbench_contract::{Backend, Budget, DeviceSelector, Probe, RunPlan};
+use trainbench_graph::Graph;
 
 use super::StopFlag;
 
@@ -43,9 +43,8 @@ fn warmup_plan(plan: &RunPlan, iterations: u64) -> RunPlan {
         phase_timing: false,
         // One rank on its own share of the batch: the throw-away run exchanges nothing (the other ranks and
         // the servers warm up the same way, each in its own process).
-        batch_size: (plan.batch_size / plan.world_size.max(1)).max(1),
-        world_size: 1,
-        strategy: DataParallel::Single,
+        batch_size: (plan.batch_size / plan.topology.world_size().max(1)).max(1),
+        topology: Default::default(),
         ..plan.clone()
     }
 }

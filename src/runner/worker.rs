@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::analysis::{Analysis, analyze};
-use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{BackendKind, DeviceInfo, RunPlan};
+use trainbench_contract::mock::MockConfig;
+use trainbench_contract::{BackendKind, DeviceInfo, RunPlan};
+use trainbench_graph::analysis::{Analysis, analyze};
 
 use super::data::LocalData;
 use super::ranked::{RankFailure, RankFailureKind};
@@ -113,7 +113,7 @@ pub(crate) fn run_isolated(
         // so a rank that dies fails only its run.
         let simulated = suite.backend == BackendKind::Mock;
         let (single, ranked): (Vec<usize>, Vec<usize>) =
-            indices.into_iter().partition(|&i| simulated || suite.plans[i].strategy.is_single());
+            indices.into_iter().partition(|&i| simulated || suite.plans[i].topology.strategy.is_single());
         let mut groups: Vec<(Vec<usize>, Option<RankCount>)> = Vec::new();
         if !single.is_empty() {
             groups.push((single, None));
@@ -121,7 +121,7 @@ pub(crate) fn run_isolated(
         for i in ranked {
             let p = &suite.plans[i];
             let engine = ranks::Engine::for_plans([p]).map_err(RunnerError::Worker)?;
-            groups.push((vec![i], Some((p.strategy.processes(p.world_size), engine))));
+            groups.push((vec![i], Some((p.topology.strategy.processes(p.topology.world_size()), engine))));
         }
         let mut flow = Flow::Continue;
         for (indices, processes) in groups {

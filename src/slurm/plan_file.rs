@@ -1,4 +1,4 @@
-//! The plan file of a Slurm submission (`<out>/slurm/plan.json`): every planned run of the submitted specs as one
+//! The plan file of a Slurm submission (`<out>/_slurm/plan.json`): every planned run of the submitted specs as one
 //! numbered task, with what the task needs to run it exactly as a local run would (the canonical spec, the
 //! backend, the resolved local dataset, the [`RunPlan`]) and the resources Slurm must give it. Array task `N` of
 //! a batch script runs task `N` of this file (`trainbench slurm-task --plan-file F --task N`).
@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use trainbench_workload::mock::MockConfig;
-use trainbench_workload::{BackendKind, DeviceSelector, RunPlan};
+use trainbench_contract::mock::MockConfig;
+use trainbench_contract::{BackendKind, DeviceSelector, RunPlan};
 
 use super::SlurmError;
 use crate::runner::Suite;
@@ -89,14 +89,15 @@ pub struct Resources {
 pub const TIME_MARGIN_S: f64 = 180.0;
 
 impl Resources {
-    /// The resources of `plan` on `backend`, placed on `nodes` machines by its topology. The mock backend
+    /// The resources of `plan` on `backend`, placed on the machines of its topology. The mock backend
     /// simulates every topology in one process (as in a local run), so its runs are one process.
-    pub fn of(plan: &RunPlan, backend: BackendKind, nodes: usize) -> Self {
-        let ranked = backend != BackendKind::Mock && !plan.strategy.is_single();
-        let ntasks = if ranked { plan.strategy.processes(plan.world_size).max(1) } else { 1 };
+    pub fn of(plan: &RunPlan, backend: BackendKind) -> Self {
+        let nodes = plan.topology.nodes;
+        let ranked = backend != BackendKind::Mock && !plan.topology.strategy.is_single();
+        let ntasks = if ranked { plan.topology.strategy.processes(plan.topology.world_size()).max(1) } else { 1 };
         let nodes = if ntasks > 1 { nodes.clamp(1, ntasks) } else { 1 };
         let gpus_per_node = match plan.device {
-            DeviceSelector::Cuda(_) if ntasks > 1 => plan.world_size.div_ceil(nodes),
+            DeviceSelector::Cuda(_) if ntasks > 1 => plan.topology.world_size().div_ceil(nodes),
             DeviceSelector::Cuda(_) => 1,
             _ => 0,
         };
@@ -109,15 +110,8 @@ impl Resources {
 }
 
 impl PlanFile {
-    /// The plan file of `suites` (with the machines each plan's topology spreads over, in plan order), whose
-    /// results go to `out`.
-    pub fn new(
-        out: PathBuf,
-        exe: PathBuf,
-        suites: &[(String, Suite, Vec<usize>)],
-        no_collectors: bool,
-        mock: MockConfig,
-    ) -> Self {
+    /// The plan file of `suites` (each with the spec file it came from), whose results go to `out`.
+    pub fn new(out: PathBuf, exe: PathBuf, suites: &[(String, Suite)], no_collectors: bool, mock: MockConfig) -> Self {
         let mut file = PlanFile {
             format_version: PLAN_FORMAT_VERSION,
             out,
@@ -127,7 +121,7 @@ impl PlanFile {
             no_collectors,
             mock,
         };
-        for (source, suite, nodes) in suites {
+        for (source, suite) in suites {
             let index = file.suites.len();
             file.suites.push(PlanSuite {
                 source: source.clone(),
@@ -136,9 +130,8 @@ impl PlanFile {
                 backend: suite.backend,
                 data: suite.data.clone(),
             });
-            for (i, plan) in suite.plans.iter().enumerate() {
-                let n = nodes.get(i).copied().unwrap_or(1);
-                let resources = Resources::of(plan, suite.backend, n);
+            for plan in &suite.plans {
+                let resources = Resources::of(plan, suite.backend);
                 file.tasks.push(PlanTask { suite: index, plan: plan.clone(), resources, script: String::new() });
             }
         }
@@ -188,15 +181,20 @@ impl PlanFile {
 
 #[cfg(test)]
 mod tests {
-    use trainbench_workload::RunPlan;
-    use trainbench_workload::comm::DataParallel;
+    use trainbench_comm::{DataParallel, Topology};
+    use trainbench_contract::RunPlan;
 
     use super::*;
 
-    fn plan(world: usize, strategy: DataParallel, device: DeviceSelector, timeout_s: Option<f64>) -> RunPlan {
+    fn plan(
+        nodes: usize,
+        world: usize,
+        strategy: DataParallel,
+        device: DeviceSelector,
+        timeout_s: Option<f64>,
+    ) -> RunPlan {
         let mut p = RunPlan::for_tests("r", 8);
-        p.world_size = world;
-        p.strategy = strategy;
+        p.topology = Topology { nodes, devices_per_node: world / nodes, ..Topology::on_one_node(strategy, world) };
         p.device = device;
         p.timeout_s = timeout_s;
         p
@@ -204,23 +202,23 @@ mod tests {
 
     #[test]
     fn one_process_unless_a_real_backend_runs_ranks() {
-        let p = plan(1, DataParallel::Single, DeviceSelector::Cpu, None);
-        let r = Resources::of(&p, BackendKind::Tch, 1);
+        let p = plan(1, 1, DataParallel::Single, DeviceSelector::Cpu, None);
+        let r = Resources::of(&p, BackendKind::Tch);
         assert_eq!((r.ntasks, r.nodes, r.gpus_per_node, r.minutes), (1, 1, 0, None));
-        let p = plan(4, DataParallel::AllReduce, DeviceSelector::Cpu, Some(60.0));
+        let p = plan(2, 4, DataParallel::AllReduce, DeviceSelector::Cpu, Some(60.0));
         // The mock simulates the topology in one process, as locally.
-        assert_eq!(Resources::of(&p, BackendKind::Mock, 2).ntasks, 1);
-        let r = Resources::of(&p, BackendKind::Tch, 2);
+        assert_eq!(Resources::of(&p, BackendKind::Mock).ntasks, 1);
+        let r = Resources::of(&p, BackendKind::Tch);
         assert_eq!((r.ntasks, r.nodes, r.gpus_per_node, r.minutes), (4, 2, 0, Some(4)));
     }
 
     #[test]
     fn servers_are_ranks_and_cuda_asks_for_gpus() {
-        let p = plan(4, DataParallel::ParameterServer { servers: 2 }, DeviceSelector::Cuda(None), None);
-        let r = Resources::of(&p, BackendKind::Tch, 2);
+        let p = plan(2, 4, DataParallel::ParameterServer { servers: 2 }, DeviceSelector::Cuda(None), None);
+        let r = Resources::of(&p, BackendKind::Tch);
         assert_eq!((r.ntasks, r.nodes, r.gpus_per_node), (6, 2, 2));
-        let p = plan(1, DataParallel::Single, DeviceSelector::Cuda(Some(0)), Some(0.5));
-        let r = Resources::of(&p, BackendKind::Tch, 1);
+        let p = plan(1, 1, DataParallel::Single, DeviceSelector::Cuda(Some(0)), Some(0.5));
+        let r = Resources::of(&p, BackendKind::Tch);
         assert_eq!((r.ntasks, r.gpus_per_node, r.minutes), (1, 1, Some(4)));
     }
 }

@@ -299,7 +299,7 @@ pub fn wait(out: &Path, interval: std::time::Duration) -> Result<(PlanFile, Stat
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use trainbench_workload::{BackendKind, RunPlan};
+    use trainbench_contract::{BackendKind, RunPlan};
 
     use super::*;
     use crate::slurm::plan_file::{PlanSuite, PlanTask, Resources};
@@ -308,7 +308,7 @@ mod tests {
     fn plan(out: &Path, n: usize) -> PlanFile {
         let task = |i: usize| {
             let p = RunPlan::for_tests(&format!("s.b{i}.fp32.1x1.r0"), 5);
-            let resources = Resources::of(&p, BackendKind::Mock, 1);
+            let resources = Resources::of(&p, BackendKind::Mock);
             PlanTask { suite: 0, plan: p, resources, script: "array-0.sbatch".into() }
         };
         PlanFile {

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use trainbench_workload::RunPlan;
+use trainbench_contract::RunPlan;
 
 use super::plan_file::PlanFile;
 use super::status::is_final;

@@ -14,7 +14,8 @@ pub mod wire;
 
 use std::path::{Path, PathBuf};
 
-use trainbench_workload::{DeviceSelector, Graph};
+use trainbench_contract::DeviceSelector;
+use trainbench_graph::Graph;
 
 pub use diagnostics::{Diagnostic, Severity};
 pub use overrides::Overrides;

@@ -185,7 +185,7 @@ impl SpecValidator {
         let cx = RuleContext { base_dir, written: &written };
         out.extend(rules::check(&partial, &cx).iter().map(|f| finding_diagnostic(&sources, &root, f)));
 
-        let graph = partial.model.as_ref().and_then(|model| match trainbench_workload::zoo::build(model) {
+        let graph = partial.model.as_ref().and_then(|model| match trainbench_graph::zoo::build(model) {
             Ok(g) => Some(g),
             Err(e) => {
                 let path = model_path(&form.value, &e.path);

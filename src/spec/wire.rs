@@ -2,9 +2,10 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-pub use trainbench_workload::target::TargetMetric;
-use trainbench_workload::target::{EvalEvery, TargetPlan};
-use trainbench_workload::{ModelSpec, OptimizerSpec, Precision};
+pub use trainbench_comm::Interconnect;
+pub use trainbench_contract::target::TargetMetric;
+use trainbench_contract::target::{EvalEvery, TargetPlan};
+use trainbench_graph::{ModelSpec, OptimizerSpec, Precision};
 
 /// One benchmark: a model, its data, how it trains, what to sweep, where it runs and what to measure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -181,7 +182,7 @@ pub struct TrainingSpec {
     /// refused on others. The result records what the run used, and FLOP utilisation is measured against the
     /// TF32 tensor-core peak when either is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tf32: Option<trainbench_workload::Tf32>,
+    pub tf32: Option<trainbench_contract::Tf32>,
     /// Train to a target (time-to-accuracy) instead of for `run.iterations`: the run evaluates the evaluation
     /// split as often as this says and stops when the metric reaches the value or a budget runs out. Needs a
     /// local dataset and an evaluation split (`dataset.eval_path` or `dataset.eval_fraction`).
@@ -254,8 +255,8 @@ impl Default for TrainingSpec {
 
 impl TrainingSpec {
     /// The numerical settings every planned run carries (TF32 switches, cuDNN autotuning, initial loss scale).
-    pub fn numerics(&self) -> trainbench_workload::Numerics {
-        trainbench_workload::Numerics {
+    pub fn numerics(&self) -> trainbench_contract::Numerics {
+        trainbench_contract::Numerics {
             tf32: self.tf32.unwrap_or_default(),
             cudnn_benchmark: self.cudnn_benchmark,
             loss_scale: self.loss_scale,
@@ -267,7 +268,7 @@ fn d_seed() -> u64 {
     42
 }
 fn d_loss_scale() -> f64 {
-    trainbench_workload::Numerics::DEFAULT_LOSS_SCALE
+    trainbench_contract::Numerics::DEFAULT_LOSS_SCALE
 }
 fn d_true() -> bool {
     true
@@ -418,21 +419,6 @@ pub enum Strategy {
     AllReduce,
     /// Data parallelism through parameter servers (PAI PS/worker).
     ParameterServer,
-}
-
-/// Link carrying gradients and weights between devices.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Interconnect {
-    /// PCIe within a machine.
-    #[default]
-    Pcie,
-    /// NVLink within a machine.
-    Nvlink,
-    /// Ethernet between machines.
-    Ethernet,
-    /// InfiniBand between machines.
-    Infiniband,
 }
 
 /// How long each run lasts.

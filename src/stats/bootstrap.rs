@@ -9,7 +9,7 @@
 
 use super::quantile_sorted;
 
-pub use trainbench_workload::steplog::SplitMix64;
+pub use trainbench_contract::steplog::SplitMix64;
 
 /// Default number of bootstrap resamples.
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;

@@ -16,7 +16,7 @@ pub use bootstrap::{BOOTSTRAP_RESAMPLES, SplitMix64, bootstrap_median_ci, bootst
 pub use rank::{MannWhitney, erfc, mann_whitney, normal_sf};
 // The order statistics are defined once in the contract crate, so that its calibration and the backends use the
 // same median.
-pub use trainbench_workload::stats::{median, quantile, quantile_sorted, sorted};
+pub use trainbench_contract::stats::{median, quantile, quantile_sorted, sorted};
 
 /// Arithmetic mean; `None` for no samples.
 pub fn mean(xs: &[f64]) -> Option<f64> {

@@ -161,11 +161,15 @@ fn plan_json_lists_every_run() {
     let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let runs = plan["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6);
-    assert_eq!(runs[0]["run"]["id"], "pai-ps-vs-allreduce.b256.fp32.2x4.r0");
-    assert_eq!(runs[0]["strategy"], "parameter-server");
-    assert_eq!(runs[0]["run"]["world_size"], 8);
-    assert_eq!(runs[1]["run"]["seed"], 43);
+    assert_eq!(runs[0]["id"], "pai-ps-vs-allreduce.b256.fp32.2x4.r0");
+    assert_eq!(runs[0]["strategy"]["kind"], "parameter-server");
+    assert_eq!(
+        (&runs[0]["world_size"], &runs[0]["nodes"], &runs[0]["devices_per_node"]),
+        (&8.into(), &2.into(), &4.into())
+    );
+    assert_eq!(runs[1]["seed"], 43);
     assert_eq!(runs[3]["interconnect"], "nvlink");
+    assert!(plan["backend"].is_string(), "{plan}");
 }
 
 #[test]

@@ -90,7 +90,7 @@ fn other_tf32_switches_are_not_comparable() {
     let tmp = tempfile::tempdir().unwrap();
     let (base, cand) = (tmp.path().join("base"), tmp.path().join("cand"));
     Synth::new("toy", 8, 0, 1).write(&base);
-    let strict = trainbench_workload::Numerics { tf32: trainbench_workload::Tf32::OFF, ..Default::default() };
+    let strict = trainbench_contract::Numerics { tf32: trainbench_contract::Tf32::OFF, ..Default::default() };
     Synth { numerics: strict, ..Synth::new("toy", 8, 0, 2).slowdown(1.5) }.write(&cand);
     let out = tb().args(["compare"]).arg(&base).arg(&cand).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

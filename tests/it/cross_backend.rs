@@ -1,4 +1,4 @@
-//! Cross-backend agreement (issue 5): three zoo models at tiny sizes, a CNN (ResNet-18), an LSTM model
+//! Cross-backend agreement: three zoo models at tiny sizes, a CNN (ResNet-18), an LSTM model
 //! (Seq2Seq with attention) and a Transformer, train on tch (CPU) and on wgpu (lavapipe, or the best adapter)
 //! from the identical seeded initial weights and synthetic batches. Both backends must allocate the same number
 //! of parameters (the static analysis's count), and their losses must agree within named tolerance presets:
@@ -15,11 +15,12 @@
 use std::time::Instant;
 
 use serde_json::json;
-use trainbench::workload::analysis::analyze;
-use trainbench::workload::conformance::agreement::{AGREEMENT_RUN, Preset, compare, max_relative_error, preset_for};
-use trainbench::workload::conformance::prerequisite_missing;
-use trainbench::workload::{Backend, Graph, ModelSpec, NoProbe, zoo};
-use trainbench::workload::{DeviceSelector, WgpuAdapter};
+use trainbench_contract::conformance::agreement::{AGREEMENT_RUN, Preset, compare, max_relative_error, preset_for};
+use trainbench_contract::conformance::prerequisite_missing;
+use trainbench_contract::{Backend, NoProbe};
+use trainbench_contract::{DeviceSelector, WgpuAdapter};
+use trainbench_graph::analysis::analyze;
+use trainbench_graph::{Graph, ModelSpec, zoo};
 use trainbench_tch::TchBackend;
 use trainbench_wgpu::{WgpuBackend, adapters, select};
 
@@ -106,12 +107,13 @@ fn tch_cpu_and_wgpu_agree_on_three_zoo_models() {
 /// loss and accuracy.
 #[test]
 fn tch_and_wgpu_agree_on_given_batches() {
-    use trainbench::workload::RunPlan;
-    use trainbench::workload::conformance::data::{separable_batches, train_on};
-    use trainbench::workload::conformance::fixtures;
-    use trainbench::workload::data::{EvalSet, MemorySource};
-    use trainbench::workload::target::{EvalEvery, TargetMetric, TargetPlan};
-    use trainbench::workload::{OptimizerSpec, RunContext};
+    use trainbench_contract::RunContext;
+    use trainbench_contract::RunPlan;
+    use trainbench_contract::conformance::data::{separable_batches, train_on};
+    use trainbench_contract::conformance::fixtures;
+    use trainbench_contract::target::{EvalEvery, TargetMetric, TargetPlan};
+    use trainbench_data::{EvalSet, MemorySource};
+    use trainbench_graph::OptimizerSpec;
 
     let Some(adapter) = select(DeviceSelector::Wgpu(WgpuAdapter::Default)).ok() else {
         prerequisite_missing("wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)");

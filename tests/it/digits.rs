@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use trainbench::workload::data::npy::{Dtype, NpyArray};
+use trainbench_data::npy::{Dtype, NpyArray};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -43,7 +43,7 @@ mod trained {
     use trainbench::spec::diagnostics::render_text;
     use trainbench::spec::wire::BackendChoice;
     use trainbench::spec::{Overrides, SpecValidator};
-    use trainbench::workload::DeviceSelector;
+    use trainbench_contract::DeviceSelector;
 
     use super::root;
 
@@ -87,9 +87,9 @@ mod trained {
     #[cfg(feature = "wgpu")]
     #[test]
     fn digits_mlp_reaches_its_target_on_wgpu() {
-        use trainbench::workload::WgpuAdapter;
+        use trainbench_contract::WgpuAdapter;
         if trainbench_wgpu::adapters().is_empty() {
-            trainbench::workload::conformance::prerequisite_missing(
+            trainbench_contract::conformance::prerequisite_missing(
                 "wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)",
             );
             return;

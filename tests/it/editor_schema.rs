@@ -19,7 +19,7 @@ fn taplo() -> Option<PathBuf> {
         None => Some(Path::new(ROOT).join(".tools/taplo/node_modules/.bin/taplo")).filter(|p| p.exists()),
     };
     if found.is_none() {
-        trainbench::workload::conformance::prerequisite_missing(
+        trainbench_contract::conformance::prerequisite_missing(
             "taplo is missing: run `bash scripts/editor-deps.sh` (needs Node.js and npm)",
         );
     }

@@ -25,9 +25,9 @@ fn token_spec(path: &str) -> String {
 fn tokens(dir: &Path, n: usize) {
     std::fs::create_dir_all(dir).unwrap();
     let ids: Vec<u8> = (0..n * 8).flat_map(|i| ((i % 50) as i32).to_le_bytes()).collect();
-    trainbench::workload::data::npy::write(&dir.join("inputs.npy"), "<i4", &[n, 8], &ids).unwrap();
+    trainbench_data::npy::write(&dir.join("inputs.npy"), "<i4", &[n, 8], &ids).unwrap();
     let next: Vec<u8> = (0..n * 8).flat_map(|i| (((i + 1) % 50) as i64).to_le_bytes()).collect();
-    trainbench::workload::data::npy::write(&dir.join("labels.npy"), "<i8", &[n, 8], &next).unwrap();
+    trainbench_data::npy::write(&dir.join("labels.npy"), "<i8", &[n, 8], &next).unwrap();
 }
 
 /// The single result of `spec` run on `backend` in `dir`.

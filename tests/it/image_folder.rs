@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use assert_cmd::Command;
 use serde_json::Value;
-use trainbench::workload::data::{self, BatchSource, Format, Layout, Loader, LoaderConfig, OnError, transform};
-use trainbench::workload::init::HostTensor;
+use trainbench_data::{BatchSource, Format, Layout, Loader, LoaderConfig, OnError, transform};
+use trainbench_graph::init::HostTensor;
 
 use crate::common::datasets::{self, class_colour, resnet32_spec};
 
@@ -23,7 +23,7 @@ fn validate(dir: &Path, spec: &str) -> (i32, String) {
 fn loader(root: &Path, workers: usize, on_error: OnError) -> Loader {
     let spec = trainbench::spec::load_spec(&root.join("spec.toml"), &trainbench::spec::Overrides::none()).unwrap();
     let layout = Layout::of(spec.graph()).unwrap();
-    let dataset = data::open(Format::ImageFolder, &spec.dataset_root().unwrap(), &layout).unwrap();
+    let dataset = trainbench_data::open(Format::ImageFolder, &spec.dataset_root().unwrap(), &layout).unwrap();
     let config =
         LoaderConfig { batch_size: 8, world_size: 1, rank: 0, seed: 3, workers, prefetch: 2 * workers, on_error };
     Loader::new(Arc::from(dataset), layout, config).unwrap()

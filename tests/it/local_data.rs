@@ -7,8 +7,7 @@ use std::path::Path;
 
 use assert_cmd::Command;
 use serde_json::Value;
-
-use trainbench::workload::data::{self, Format, InputOut, Layout, SampleOut, cifar};
+use trainbench_data::{Format, InputOut, Layout, SampleOut, cifar};
 
 use crate::common::datasets::{self, mlp_spec};
 
@@ -136,18 +135,18 @@ fn a_dataset_broken_after_validation_fails_the_run_naming_the_file() {
 }
 
 /// Open a dataset folder through the library as a run would, for the model of `spec`.
-fn open(dir: &Path, spec: &str, format: Format) -> Box<dyn trainbench::workload::data::Dataset> {
+fn open(dir: &Path, spec: &str, format: Format) -> Box<dyn trainbench_data::Dataset> {
     let path = dir.join("spec.toml");
     std::fs::write(&path, spec).unwrap();
     let spec = trainbench::spec::load_spec(&path, &trainbench::spec::Overrides::none()).unwrap();
     let layout = Layout::of(spec.graph()).unwrap();
-    data::open(format, &spec.dataset_root().unwrap(), &layout).unwrap()
+    trainbench_data::open(format, &spec.dataset_root().unwrap(), &layout).unwrap()
 }
 
 /// Sample `index` of `dataset`: its input values and labels.
-fn sample(dataset: &dyn trainbench::workload::data::Dataset, index: usize, width: usize) -> (Vec<f32>, Vec<i64>) {
+fn sample(dataset: &dyn trainbench_data::Dataset, index: usize, width: usize) -> (Vec<f32>, Vec<i64>) {
     let (mut x, mut y) = (vec![0f32; width], vec![0i64; 1]);
-    let mut rng = trainbench::workload::init::SeededRng::new(0, "t");
+    let mut rng = trainbench_graph::init::SeededRng::new(0, "t");
     dataset.read(index, &mut rng, SampleOut { input: InputOut::Dense(&mut x), labels: &mut y }).unwrap();
     (x, y)
 }
@@ -249,9 +248,9 @@ fn token_datasets_feed_ids_as_they_are_and_ids_outside_the_vocabulary_are_refuse
     std::fs::create_dir_all(&d).unwrap();
     let write = |top: i32| {
         let ids: Vec<u8> = (0..10 * 8).flat_map(|i| (i % top).to_le_bytes()).collect();
-        trainbench::workload::data::npy::write(&d.join("inputs.npy"), "<i4", &[10, 8], &ids).unwrap();
+        trainbench_data::npy::write(&d.join("inputs.npy"), "<i4", &[10, 8], &ids).unwrap();
         let next: Vec<u8> = (0..10 * 8).flat_map(|i| (((i + 1) % 50) as i64).to_le_bytes()).collect();
-        trainbench::workload::data::npy::write(&d.join("labels.npy"), "<i8", &[10, 8], &next).unwrap();
+        trainbench_data::npy::write(&d.join("labels.npy"), "<i8", &[10, 8], &next).unwrap();
     };
     write(50);
     let (code, text) = validate(dir.path(), &token_spec("t"));
@@ -260,9 +259,9 @@ fn token_datasets_feed_ids_as_they_are_and_ids_outside_the_vocabulary_are_refuse
         trainbench::spec::load_spec(&dir.path().join("spec.toml"), &trainbench::spec::Overrides::none()).unwrap();
     let layout = Layout::of(spec.graph()).unwrap();
     assert_eq!(layout.label_shape, vec![8]);
-    let ds = data::open(Format::Npy, &d, &layout).unwrap();
+    let ds = trainbench_data::open(Format::Npy, &d, &layout).unwrap();
     let (mut x, mut y) = (vec![0i64; 8], vec![0i64; 8]);
-    let mut rng = trainbench::workload::init::SeededRng::new(0, "t");
+    let mut rng = trainbench_graph::init::SeededRng::new(0, "t");
     ds.read(2, &mut rng, SampleOut { input: InputOut::Ids(&mut x), labels: &mut y }).unwrap();
     assert_eq!(x, (16..24).collect::<Vec<i64>>());
     assert_eq!(y, (17..25).collect::<Vec<i64>>());

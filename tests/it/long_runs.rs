@@ -75,7 +75,7 @@ fn stopped_run_keeps_its_result(repeats: u32, to_group: bool, second: Option<Dur
     let seen = m.samples_seen.unwrap();
     assert!(seen > 0 && m.step_time.n as u64 <= seen, "{seen} steps seen, {} summarised", m.step_time.n);
     assert_eq!(m.samples_kept, Some(m.step_times_s.len() as u64));
-    assert!(m.step_times_s.len() as u64 <= seen.min(trainbench_workload::steplog::KEPT_STEPS as u64));
+    assert!(m.step_times_s.len() as u64 <= seen.min(trainbench_contract::steplog::KEPT_STEPS as u64));
 }
 
 #[test]

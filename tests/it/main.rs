@@ -32,6 +32,7 @@ mod mock_pipeline;
 mod no_panic;
 mod plan_refusals;
 mod predict_cli;
+mod predict_gate;
 mod report_browser;
 mod report_files;
 mod result_schema;

@@ -1,7 +1,7 @@
 //! What a backend cannot run is refused when the spec is validated and planned, never mid-run: `validate`,
 //! `plan` and `run --backend` name the layer and the backend and exit with status 2 before anything runs.
 //! Every case holds in every build and on every CPU: a backend compiled out still answers from its declared
-//! capabilities (`trainbench_workload::capability`), and the CPU-feature case caps oneDNN with
+//! capabilities (`trainbench_contract::capability`), and the CPU-feature case caps oneDNN with
 //! `ONEDNN_MAX_CPU_ISA`, so the host's own instruction sets cannot change the answer.
 #![allow(clippy::unwrap_used)]
 

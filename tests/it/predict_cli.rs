@@ -98,9 +98,9 @@ fn calibrate_writes_a_profile_predict_reads_and_never_overwrites_silently() {
     let cal = f.calibration.as_ref().unwrap();
     assert!(cal.method.contains("mock") && cal.backend == "mock");
     // The mock's kernels run at its nominal rate: the best rate reached is that rate.
-    let rate = trainbench_workload::mock::MockConfig::default().flop_rate;
+    let rate = trainbench_contract::mock::MockConfig::default().flop_rate;
     assert!((f.device.peak_tflops.fp32 * 1e12 - rate).abs() < 1e-6 * rate);
-    assert_eq!(cal.gemm.iter().filter(|p| p.precision == trainbench_workload::Precision::Fp32).count(), 3);
+    assert_eq!(cal.gemm.iter().filter(|p| p.precision == trainbench_graph::Precision::Fp32).count(), 3);
     // Bandwidth by working set: four cache-sized adds and the memory-sized one, in bytes moved per call; the
     // mock's bandwidth does not depend on the size.
     let bytes: Vec<f64> = cal.bandwidth.iter().map(|p| p.bytes).collect();
@@ -145,4 +145,33 @@ fn calibrate_rounds_keep_every_figure_as_the_median_of_complete_calibrations() {
         cb.node.iter().map(|p| &p.class).collect::<Vec<_>>()
     );
     assert_eq!(a.device.peak_tflops, b.device.peak_tflops, "the mock's rate does not vary");
+}
+
+#[test]
+fn terms_are_shown_per_layer_and_switched_off_by_name() {
+    let cal = "tests/fixtures/hardware/tch-cpu.toml";
+    let json = |extra: &[&str]| {
+        let o =
+            tb().args(["predict", "specs/smoke/mlp.toml", "--hardware", cal, "--format", "json"]).args(extra).output();
+        let o = o.unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let full = json(&["--per-layer"]);
+    let fc = &full["predictions"][0]["layers"][0];
+    assert!(fc["forward"]["terms"]["per-op-overhead"].as_f64().unwrap() > 0.0, "{fc}");
+    assert!(full["predictions"][0].get("terms_off").is_none());
+    let without = json(&["--without-term", "first-node-cold-start", "--without-term", "step-fixed"]);
+    let p = &without["predictions"][0];
+    assert_eq!(p["terms_off"], serde_json::json!(["step-fixed", "first-node-cold-start"]));
+    assert!(p["step_time_s"].as_f64().unwrap() < full["predictions"][0]["step_time_s"].as_f64().unwrap());
+    // The text table gives each layer's terms; an unknown term is refused with the known ones.
+    let o = tb().args(["predict", "specs/smoke/mlp.toml", "--hardware", cal, "--per-layer"]).output().unwrap();
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("      forward: ") && text.contains("per-op-overhead"), "{text}");
+    let o =
+        tb().args(["predict", "specs/smoke/mlp.toml", "--hardware", cal, "--without-term", "cold"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("unknown term `cold`") && err.contains("first-node-cold-start"), "{err}");
 }

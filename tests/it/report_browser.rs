@@ -81,7 +81,7 @@ fn overview_comes_first_with_a_row_per_configuration(dom: &str) {
 fn report_renders_in_chromium_with_all_plots_and_no_network() {
     let found = find_chromium(std::env::var_os("TRAINBENCH_CHROMIUM").as_deref(), std::env::var_os("PATH").as_deref());
     let Some(browser) = found else {
-        trainbench::workload::conformance::prerequisite_missing(
+        trainbench_contract::conformance::prerequisite_missing(
             "no Chromium found (TRAINBENCH_CHROMIUM, or chromium, chromium-browser, google-chrome on PATH): \
              install chromium (scripts/system-deps.sh)",
         );

@@ -8,10 +8,11 @@ use trainbench::result::{INDEX_FILE, RunOutcome, RunResult, SuiteIndex};
 use trainbench::runner::{RunnerOptions, Suite, run_suite, run_suite_with};
 use trainbench::spec::diagnostics::render_text;
 use trainbench::spec::{Overrides, SpecValidator};
-use trainbench::workload::mock::MockConfig;
-use trainbench::workload::{
-    Backend, BackendError, BackendKind, DeviceInfo, Graph, PhaseTimes, RawMeasurements, RunContext, RunPlan,
+use trainbench_contract::mock::MockConfig;
+use trainbench_contract::{
+    Backend, BackendError, BackendKind, DeviceInfo, PhaseTimes, RawMeasurements, RunContext, RunPlan,
 };
+use trainbench_graph::Graph;
 
 fn suite(extra: &str) -> Suite {
     let text = format!(
@@ -196,7 +197,7 @@ impl Backend for SelfStopping {
         let p = PhaseTimes { total_s: 0.01, forward_s: 0.01, ..PhaseTimes::default() };
         ctx.probe.step(0, true, &p);
         std::thread::sleep(std::time::Duration::from_millis(5));
-        let steps = trainbench_workload::steplog::StepLog::of([(p, Some(1.0))]);
+        let steps = trainbench_contract::steplog::StepLog::of([(p, Some(1.0))]);
         Ok(RawMeasurements { steps, interrupted: true, ..RawMeasurements::default() })
     }
 }

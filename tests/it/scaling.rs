@@ -10,7 +10,7 @@ use assert_cmd::Command;
 use trainbench::report::ReportModel;
 use trainbench::report::scaling::{Efficiency, efficiency_of};
 use trainbench::result::{LoadedResult, RunResult};
-use trainbench::workload::comm::DataParallel;
+use trainbench_comm::DataParallel;
 
 use crate::common::Synth;
 
@@ -202,7 +202,7 @@ fn compare_names_a_different_strategy_or_engine_and_each_sides_efficiency() {
     write_all(&base, &[run(1, DataParallel::Single, 0, 0.1), run(2, DataParallel::AllReduce, 0, 0.064)]);
     // The same configuration id through parameter servers and another engine, without a single-worker run.
     let mut other = run(2, DataParallel::AllReduce, 0, 0.08).build();
-    other.plan.strategy = DataParallel::ParameterServer { servers: 2 };
+    other.plan.topology.strategy = DataParallel::ParameterServer { servers: 2 };
     let d = other.distributed.as_mut().unwrap();
     (d.strategy, d.parameter_servers, d.engine) = ("parameter-server".into(), 2, "nccl".into());
     write_result(&cand, &other);

@@ -60,7 +60,7 @@ impl LocalSlurm {
             Err(e) => e.to_string(),
         };
         let _ = Command::new("bash").arg(script()).arg("stop").env("TRAINBENCH_SLURM_DIR", dir.path()).output();
-        trainbench::workload::conformance::prerequisite_missing(&format!(
+        trainbench_contract::conformance::prerequisite_missing(&format!(
             "a local Slurm could not be started (scripts/slurm-local.sh start): {}",
             why.trim()
         ));

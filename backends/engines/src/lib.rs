@@ -1,9 +1,9 @@
-//! The training engines this build links, as the table the runner asks ([`trainbench_workload::engines`]):
+//! The training engines this build links, as the table the runner asks ([`trainbench_contract::engines`]):
 //! one entry per cargo feature. Only the binary that trains (`trainbench-engine`) and tests that train in
 //! their own process depend on this crate, so the `trainbench` front binary links no backend and starts in
 //! milliseconds.
 
-use trainbench_workload::engines::Engines;
+use trainbench_contract::engines::Engines;
 
 /// Every engine compiled into this build.
 pub fn linked() -> Engines {
@@ -11,50 +11,50 @@ pub fn linked() -> Engines {
 }
 
 #[cfg(feature = "tch")]
-fn tch() -> Option<trainbench_workload::engines::MakeBackend> {
+fn tch() -> Option<trainbench_contract::engines::MakeBackend> {
     Some(|| Box::new(trainbench_tch::TchBackend::new()))
 }
 
 #[cfg(not(feature = "tch"))]
-fn tch() -> Option<trainbench_workload::engines::MakeBackend> {
+fn tch() -> Option<trainbench_contract::engines::MakeBackend> {
     None
 }
 
 #[cfg(feature = "wgpu")]
-fn wgpu() -> Option<trainbench_workload::engines::MakeBackend> {
+fn wgpu() -> Option<trainbench_contract::engines::MakeBackend> {
     Some(|| Box::new(trainbench_wgpu::WgpuBackend::new()))
 }
 
 #[cfg(not(feature = "wgpu"))]
-fn wgpu() -> Option<trainbench_workload::engines::MakeBackend> {
+fn wgpu() -> Option<trainbench_contract::engines::MakeBackend> {
     None
 }
 
 #[cfg(feature = "mpi")]
-fn mpi() -> Option<fn() -> Result<trainbench_workload::engines::Joined, trainbench_workload::comm::CommError>> {
+fn mpi() -> Option<fn() -> Result<trainbench_contract::engines::Joined, trainbench_comm::CommError>> {
     Some(|| {
         let comm = trainbench_mpi::MpiComm::init()?;
         let host = comm.host();
-        Ok(trainbench_workload::engines::Joined { comm: Box::new(comm), host })
+        Ok(trainbench_contract::engines::Joined { comm: Box::new(comm), host })
     })
 }
 
 #[cfg(not(feature = "mpi"))]
-fn mpi() -> Option<fn() -> Result<trainbench_workload::engines::Joined, trainbench_workload::comm::CommError>> {
+fn mpi() -> Option<fn() -> Result<trainbench_contract::engines::Joined, trainbench_comm::CommError>> {
     None
 }
 
 /// The NCCL engine is part of the tch backend: present with feature `tch`, and it says itself when this
 /// libtorch has no CUDA to compile it against.
 #[cfg(feature = "tch")]
-fn nccl() -> Option<trainbench_workload::engines::NcclEngine> {
-    Some(trainbench_workload::engines::NcclEngine {
+fn nccl() -> Option<trainbench_contract::engines::NcclEngine> {
+    Some(trainbench_contract::engines::NcclEngine {
         refusal: trainbench_tch::nccl::refusal,
         open: |at| Ok(Box::new(trainbench_tch::nccl::NcclComm::open(at)?)),
     })
 }
 
 #[cfg(not(feature = "tch"))]
-fn nccl() -> Option<trainbench_workload::engines::NcclEngine> {
+fn nccl() -> Option<trainbench_contract::engines::NcclEngine> {
     None
 }

@@ -8,7 +8,7 @@ use mpi::datatype::{Equivalence, PartitionMut};
 use mpi::environment::Universe;
 use mpi::point_to_point::{Destination, Source};
 use mpi::topology::{Communicator as _, SimpleCommunicator};
-use trainbench_workload::comm::{CommError, Communicator, EngineInfo};
+use trainbench_comm::{CommError, Communicator, EngineInfo};
 
 /// `MPI_COMM_WORLD` of this process; MPI is finalised when it is dropped.
 pub struct MpiComm {

@@ -11,11 +11,12 @@
 
 use std::process::ExitCode;
 
+use trainbench_contract::{Backend, PhaseTimes, Probe, RunPlan};
+use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind};
+use trainbench_graph::model::{ModelSpec, ResnetSpec, ResnetStem};
+use trainbench_graph::params::parameters;
+use trainbench_graph::{GraphBuilder, OptimizerSpec, ShapeError, zoo};
 use trainbench_tch::TchBackend;
-use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind};
-use trainbench_workload::model::{ModelSpec, ResnetSpec, ResnetStem};
-use trainbench_workload::params::parameters;
-use trainbench_workload::{Backend, GraphBuilder, OptimizerSpec, PhaseTimes, Probe, RunPlan, ShapeError, zoo};
 
 /// CPU time consumed by this process (all threads), in seconds.
 fn process_cpu_s() -> f64 {
@@ -80,12 +81,12 @@ fn transformer(dropout: f64) -> Result<Graph, ShapeError> {
 
 /// Declared tensors (name, shape, initialiser) and graph inputs (name, shape, kind) of `graph`, as JSON.
 fn manifest(graph: &Graph, seed: u64) -> serde_json::Value {
-    let tensors: Vec<_> = graph.nodes.iter().flat_map(trainbench_workload::params::tensors).collect();
+    let tensors: Vec<_> = graph.nodes.iter().flat_map(trainbench_graph::params::tensors).collect();
     let inputs: Vec<_> = graph
         .inputs()
         .map(|(_, n)| {
             let kind = match &n.op {
-                trainbench_workload::Op::Input { kind } => serde_json::to_value(kind).unwrap_or_default(),
+                trainbench_graph::Op::Input { kind } => serde_json::to_value(kind).unwrap_or_default(),
                 _ => serde_json::Value::Null,
             };
             serde_json::json!({ "name": n.name, "shape": n.shape.0, "kind": kind })

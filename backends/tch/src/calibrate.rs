@@ -7,11 +7,12 @@
 use std::time::Instant;
 
 use tch::{Device, Kind, TchError, Tensor};
-use trainbench_workload::calibrate::{
+use trainbench_contract::BackendError;
+use trainbench_contract::calibrate::{
     CalibrationRequest, ConvShape, ConvTiming, GemmShapeTiming, KernelTiming, Measurement,
 };
-use trainbench_workload::stats::median;
-use trainbench_workload::{BackendError, Precision};
+use trainbench_contract::stats::median;
+use trainbench_graph::Precision;
 
 fn sync(device: Device) {
     if let Device::Cuda(i) = device {

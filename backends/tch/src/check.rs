@@ -2,12 +2,13 @@
 //! WGAN-GP graph's nodes (real input, generator output, critic scores) that its training step needs.
 
 use tch::Device;
-use trainbench_workload::capability::TCH;
-use trainbench_workload::comm::GradientExchange;
-use trainbench_workload::graph::Graph;
-use trainbench_workload::{Backend, BackendError, Precision, RunPlan};
+use trainbench_comm::GradientExchange;
+use trainbench_contract::capability::TCH;
+use trainbench_contract::{Backend, BackendError, RunPlan};
+use trainbench_graph::Precision;
+use trainbench_graph::graph::Graph;
 
-pub use trainbench_workload::lowering::tch::{WganRoles, wgan_roles, wgan_roles_if_any};
+pub use trainbench_contract::lowering::tch::{WganRoles, wgan_roles, wgan_roles_if_any};
 
 use crate::{TchBackend, device};
 
@@ -18,7 +19,7 @@ fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError
 }
 
 /// Check a plan against this backend and the machine: the device exists, the world size is one this backend
-/// runs, and [`Backend::supports`] (declared capabilities, then [`trainbench_workload::lowering::tch::supports_lowering`]).
+/// runs, and [`Backend::supports`] (declared capabilities, then [`trainbench_contract::lowering::tch::supports_lowering`]).
 pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
     let dev = device::to_tch(plan.device)?;
     TCH.check_world_size(plan, graph)?;
@@ -35,7 +36,7 @@ pub fn exchange_for<'x>(
     given: Option<&'x mut dyn GradientExchange>,
 ) -> Result<Option<&'x mut dyn GradientExchange>, BackendError> {
     let refuse = |reason: String| Err(unsupported(&graph.name, "data_parallel", reason));
-    if plan.strategy.is_single() {
+    if plan.topology.strategy.is_single() {
         return match given {
             None => Ok(None),
             Some(_) => refuse("a single-worker plan was handed a data-parallel exchange".into()),
@@ -45,15 +46,15 @@ pub fn exchange_for<'x>(
         return refuse(format!(
             "`{}` with world size {} runs in ranks started by `trainbench run` (CPU ranks through mpirun, CUDA \
              ranks itself) or by a launcher; this process has no ranks",
-            plan.strategy.name(),
-            plan.world_size
+            plan.topology.strategy.name(),
+            plan.topology.world_size()
         ));
     };
-    if x.workers() != plan.world_size || x.strategy() != plan.strategy {
+    if x.workers() != plan.topology.world_size() || x.strategy() != plan.topology.strategy {
         return refuse(format!(
             "the plan asks for {} with {} worker(s), the ranks provide {} with {}",
-            plan.strategy.name(),
-            plan.world_size,
+            plan.topology.strategy.name(),
+            plan.topology.world_size(),
             x.strategy().name(),
             x.workers()
         ));
@@ -61,16 +62,17 @@ pub fn exchange_for<'x>(
     if wgan_roles_if_any(graph)?.is_some() {
         return refuse("WGAN-GP's critic and generator steps are not data-parallel yet; run it with one worker".into());
     }
-    if plan.strategy.servers() > 0 && plan.precision == Precision::Fp16 {
+    if plan.topology.strategy.servers() > 0 && plan.precision == Precision::Fp16 {
         return refuse(
             "parameter servers apply plain gradients, and fp16 needs loss scaling on the workers; use fp32 or bf16"
                 .into(),
         );
     }
-    if plan.batch_size % plan.world_size != 0 {
+    if plan.batch_size % plan.topology.world_size() != 0 {
         return refuse(format!(
             "the global batch {} does not split evenly over {} workers",
-            plan.batch_size, plan.world_size
+            plan.batch_size,
+            plan.topology.world_size()
         ));
     }
     Ok(Some(x))

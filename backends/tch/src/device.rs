@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use tch::{Device, Kind, Tensor};
-use trainbench_workload::{BackendError, DeviceInfo, DeviceSelector};
+use trainbench_contract::{BackendError, DeviceInfo, DeviceSelector};
 
 use crate::shim;
 

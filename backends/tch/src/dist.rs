@@ -1,8 +1,8 @@
 //! A data-parallel worker's side in the tch backend: the gradients (or, with parameter servers, the weights)
-//! staged through host memory for the exchange (`trainbench_workload::comm`), which decides what comes back.
+//! staged through host memory for the exchange (`trainbench_comm`), which decides what comes back.
 
 use tch::{Device, Kind, TchError, Tensor};
-use trainbench_workload::comm::{GradientExchange, StepExchange, StopWish};
+use trainbench_comm::{GradientExchange, StepExchange, StopWish};
 
 fn comm_error(e: impl std::fmt::Display) -> TchError {
     TchError::Kind(format!("data-parallel exchange: {e}"))
@@ -62,7 +62,7 @@ pub fn exchange(x: &mut dyn GradientExchange, params: &[Tensor], wish: StopWish)
     Ok(step)
 }
 
-/// The digest of `params`' values ([`trainbench_workload::backend::weights_digest`]), read through host memory.
+/// The digest of `params`' values ([`trainbench_contract::backend::weights_digest`]), read through host memory.
 pub fn digest(params: &[Tensor]) -> Result<String, TchError> {
     let mut host: Vec<Vec<f32>> = Vec::with_capacity(params.len());
     for p in params {
@@ -72,5 +72,5 @@ pub fn digest(params: &[Tensor]) -> Result<String, TchError> {
         t.f_copy_data(&mut v, n)?;
         host.push(v);
     }
-    Ok(trainbench_workload::backend::weights_digest(host.iter().map(Vec::as_slice)))
+    Ok(trainbench_contract::backend::weights_digest(host.iter().map(Vec::as_slice)))
 }

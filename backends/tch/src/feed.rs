@@ -3,18 +3,18 @@
 //! evaluation of an evaluation split for a run with a target (forward only, no gradients).
 
 use tch::{Device, Kind, TchError, Tensor};
-use trainbench_workload::Op;
-use trainbench_workload::data::HostBatch;
-use trainbench_workload::graph::{Graph, NodeId};
-use trainbench_workload::init::HostTensor;
-use trainbench_workload::target::{EvalTally, classifier_nodes};
+use trainbench_contract::target::{EvalTally, classifier_nodes};
+use trainbench_data::HostBatch;
+use trainbench_graph::Op;
+use trainbench_graph::graph::{Graph, NodeId};
+use trainbench_graph::init::HostTensor;
 
 use crate::lower::{EvalOpts, Lowered};
 
 /// One batch on the device: a tensor per graph input.
 pub type DeviceBatch = Vec<(NodeId, Tensor)>;
 
-pub use trainbench_workload::data::check_batch;
+pub use trainbench_contract::batch::check_batch;
 
 /// Copy `batch` (already checked) to `device`: a tensor made from the host values (the conversion, on the CPU),
 /// pinned and copied without blocking on CUDA.

@@ -8,7 +8,7 @@ use std::ffi::{c_char, c_int};
 
 use tch::{Kind, TchError, Tensor};
 use torch_sys::C_tensor;
-use trainbench_workload::OptimizerSpec;
+use trainbench_graph::OptimizerSpec;
 
 use crate::shim::call;
 

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use tch::{COptimizer, Device, Kind, Tensor};
-use trainbench_workload::OptimizerSpec;
+use trainbench_graph::OptimizerSpec;
 
 use super::*;
 

@@ -5,8 +5,8 @@
 //! cannot run (with the layer and the reason), `run` trains and measures.
 //!
 //! # What one run does
-//! - Weights: every tensor `trainbench_workload::params::tensors` declares, with the values of
-//!   `trainbench_workload::init::initial_values` (identical on every backend), fp32 master copies.
+//! - Weights: every tensor `trainbench_graph::params::tensors` declares, with the values of
+//!   `trainbench_graph::init::initial_values` (identical on every backend), fp32 master copies.
 //! - Data: with synthetic data, a pool of up to 4 synthetic batches (`init::synthetic_input`, data steps 0..k)
 //!   generated before the run in host memory (pinned on CUDA) and cycled; the data phase is the host-to-device
 //!   copy of one batch (a no-copy handle on the CPU). With a dataset (`RunContext::data`), each step waits for
@@ -72,11 +72,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
 use tch::{Device, TchError};
-use trainbench_workload::comm::GradientExchange;
-use trainbench_workload::data::BatchSource;
-use trainbench_workload::{
-    Backend, BackendError, BackendKind, DeviceInfo, Graph, RawMeasurements, RunContext, RunPlan,
-};
+use trainbench_comm::GradientExchange;
+use trainbench_contract::{Backend, BackendError, BackendKind, DeviceInfo, RawMeasurements, RunContext, RunPlan};
+use trainbench_data::BatchSource;
+use trainbench_graph::Graph;
 
 /// The libtorch backend (CPU and CUDA).
 #[derive(Debug, Default, Clone, Copy)]
@@ -134,8 +133,8 @@ impl Backend for TchBackend {
 
     fn calibrate(
         &mut self,
-        request: &trainbench_workload::calibrate::CalibrationRequest,
-    ) -> Result<trainbench_workload::calibrate::Measurement, BackendError> {
+        request: &trainbench_contract::calibrate::CalibrationRequest,
+    ) -> Result<trainbench_contract::calibrate::Measurement, BackendError> {
         let dev = device::to_tch(request.device)?;
         set_threads(request.cpu_threads);
         match catch_unwind(AssertUnwindSafe(|| calibrate::calibrate(request, dev))) {

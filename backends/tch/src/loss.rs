@@ -2,7 +2,7 @@
 //! even under autocast; the WGAN-GP gradient penalty.
 
 use tch::{Kind, Reduction, TchError, Tensor};
-use trainbench_workload::graph::{Graph, InputKind, LossKind, NodeId, Op};
+use trainbench_graph::graph::{Graph, InputKind, LossKind, NodeId, Op};
 
 /// Batch mean of loss node `id` (of kind `loss`) from its evaluated inputs.
 ///

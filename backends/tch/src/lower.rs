@@ -1,11 +1,11 @@
 //! The lowered model: one libtorch tensor per declared parameter and buffer (values from
-//! `trainbench_workload::init`, identical on every backend), and the evaluation of graph nodes in topological
+//! `trainbench_graph::init`, identical on every backend), and the evaluation of graph nodes in topological
 //! order with intermediate outputs freed as soon as their last consumer ran.
 
 use tch::{Device, TchError, Tensor};
-use trainbench_workload::graph::{Graph, Node, NodeId, Op};
-use trainbench_workload::init::{HostTensor, initial_values, synthetic_input};
-use trainbench_workload::params::{ParamDecl, is_tied, tensors};
+use trainbench_graph::graph::{Graph, Node, NodeId, Op};
+use trainbench_graph::init::{HostTensor, initial_values, synthetic_input};
+use trainbench_graph::params::{ParamDecl, is_tied, tensors};
 
 use crate::loss;
 use crate::ops::{self, Flags};
@@ -116,8 +116,8 @@ impl Lowered {
             }
             // cuDNN's modes: LSTM 2, GRU 3.
             let mode = match cell {
-                trainbench_workload::graph::RnnCell::Lstm => 2,
-                trainbench_workload::graph::RnnCell::Gru => 3,
+                trainbench_graph::graph::RnnCell::Lstm => 2,
+                trainbench_graph::graph::RnnCell::Gru => 3,
             };
             // The parameters become views into the returned buffer, which they keep alive.
             let _flat = tch::no_grad(|| {
@@ -254,7 +254,7 @@ pub struct DataPool {
 }
 
 impl DataPool {
-    /// Generate `count` batches of every graph input with `trainbench_workload::init::synthetic_input`
+    /// Generate `count` batches of every graph input with `trainbench_graph::init::synthetic_input`
     /// (step k of the pool uses data step k, so every backend cycles through the same batches). On CUDA the
     /// host copies are pinned so the per-step transfer is a true asynchronous-capable DMA.
     pub fn new(graph: &Graph, batch: usize, seed: u64, count: usize, device: Device) -> Result<Self, TchError> {
@@ -325,7 +325,7 @@ pub fn host_bytes_needed(graph: &Graph, batch: usize) -> u64 {
         .inputs()
         .map(|(_, n)| {
             let elem =
-                if matches!(n.op, Op::Input { kind: trainbench_workload::graph::InputKind::Dense }) { 4 } else { 8 };
+                if matches!(n.op, Op::Input { kind: trainbench_graph::graph::InputKind::Dense }) { 4 } else { 8 };
             n.shape.numel() * elem * 2
         })
         .sum();

@@ -2,19 +2,19 @@
 //! the shim's C API (shim/nccl.cpp, rendezvous by a `TCPStore` on rank 0), so CUDA ranks exchange gradients
 //! through NCCL (NVLink, PCIe or the network between machines).
 //!
-//! For now the bytes are staged through the host like the MPI engine's: each call copies its host values into
-//! a tensor on this rank's GPU, runs the collective there and copies the result back (`Communicator` speaks in
-//! host slices, which is what the strategies and the backends share). A device-resident exchange would
-//! implement `GradientExchange` on the gradients' own CUDA tensors and skip both copies.
+//! The bytes are staged through the host like the MPI engine's: each call copies its host values into a tensor
+//! on this rank's GPU, runs the collective there and copies the result back (`Communicator` speaks in host
+//! slices, which is what the strategies and the backends share; why:
+//! `docs/decisions/0005-nccl-staged-through-host.md`).
 //!
 //! The engine is compiled when the linked libtorch has CUDA and its headers are found (`cfg(trainbench_nccl)`,
 //! set by build.rs); otherwise, and on a machine without a CUDA device, [`NcclComm::open`] is a clear error that
 //! says why and what to do.
 
 use tch::{Device, Kind, Tensor};
-use trainbench_workload::comm::{CommError, Communicator, EngineInfo};
+use trainbench_comm::{CommError, Communicator, EngineInfo};
 
-pub use trainbench_workload::engines::Rendezvous;
+pub use trainbench_contract::engines::Rendezvous;
 
 fn error(message: impl Into<String>) -> CommError {
     CommError { engine: "nccl".into(), message: message.into() }

@@ -5,7 +5,7 @@
 //! batch normalisation and unfolded afterwards.
 
 use tch::{Device, Kind, TchError, Tensor};
-use trainbench_workload::graph::{Activation, Node, Op, PoolKind, RnnCell};
+use trainbench_graph::graph::{Activation, Node, Op, PoolKind, RnnCell};
 
 /// Per-call switches of [`forward`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -371,7 +371,7 @@ mod tests {
                 name: "roi".into(),
                 op: Op::RoiAlign { proposals: p, output: vec![2, 3], spatial_scale: 1.0, sampling_ratio: 2 },
                 inputs: vec![0],
-                shape: trainbench_workload::Shape(vec![p, 1, 2, 3]),
+                shape: trainbench_graph::Shape(vec![p, 1, 2, 3]),
                 part: None,
                 tied_to: None,
             },
@@ -407,7 +407,7 @@ mod tests {
             name: "pos".into(),
             op: Op::SinusoidalPositions { scale: 1.0 },
             inputs: vec![0],
-            shape: trainbench_workload::Shape(vec![5, 4]),
+            shape: trainbench_graph::Shape(vec![5, 4]),
             part: None,
             tied_to: None,
         };

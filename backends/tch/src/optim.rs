@@ -4,7 +4,7 @@
 //! CPU default). Both follow `torch.optim`'s semantics, and gradients are set to none after each step.
 
 use tch::{COptimizer, Device, Kind, TchError, Tensor};
-use trainbench_workload::OptimizerSpec;
+use trainbench_graph::OptimizerSpec;
 
 use crate::fused::{self, FusedOptimizer, ScaleState};
 use crate::lower::tensor_bytes;

@@ -5,13 +5,15 @@
 use std::time::Instant;
 
 use tch::{Device, Kind, TchError, Tensor};
-use trainbench_workload::comm::{GradientExchange, StopWish};
-use trainbench_workload::data::{self, BatchSource, EvalSet};
-use trainbench_workload::graph::{Graph, Node};
-use trainbench_workload::target::{EvalTally, TargetTracker};
-use trainbench_workload::{
-    BackendError, Budget, FreeRunning, MemoryMeasured, PhaseTimes, Precision, Probe, RawMeasurements, RunPlan, Tf32,
+use trainbench_comm::{GradientExchange, StopWish};
+use trainbench_contract::batch;
+use trainbench_contract::target::{EvalTally, TargetTracker};
+use trainbench_contract::{
+    BackendError, Budget, FreeRunning, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunPlan, Tf32,
 };
+use trainbench_data::{BatchSource, EvalSet};
+use trainbench_graph::Precision;
+use trainbench_graph::graph::{Graph, Node};
 
 use crate::check::WganRoles;
 use crate::clock::Clock;
@@ -224,7 +226,7 @@ impl<'a> Session<'a> {
         let start = Instant::now();
         let mut p = PhaseTimes::default();
         if let Some(source) = source.as_deref_mut() {
-            let (host, stall) = data::fetch(source)?;
+            let (host, stall) = batch::fetch(source)?;
             p.stall_s = stall;
             clock.start().map_err(|e| map(e, batch))?;
             let samples = feed::check_batch(self.common.graph, &host, Some(batch))?;
@@ -487,9 +489,7 @@ impl PlainStep {
             for &l in &graph.losses {
                 let v = env[l].take().ok_or_else(|| TchError::Kind("internal: loss not computed".into()))?;
                 let v = match graph.nodes[l].op {
-                    trainbench_workload::Op::Loss { weight, .. } if weight != 1.0 => {
-                        v.f_mul_scalar(f64::from(weight))?
-                    }
+                    trainbench_graph::Op::Loss { weight, .. } if weight != 1.0 => v.f_mul_scalar(f64::from(weight))?,
                     _ => v,
                 };
                 total = Some(match total {

@@ -7,21 +7,21 @@ mod common;
 
 use common::*;
 use tch::{Device, Kind, Tensor};
+use trainbench_comm::DataParallel;
+use trainbench_contract::conformance::agreement::Preset;
+use trainbench_contract::{
+    Backend, BackendError, CpuFeatures, CpuIsa, DeviceSelector, NoProbe, PhaseTimes, Probe, RawMeasurements, RunPlan,
+};
+use trainbench_graph::Precision;
+use trainbench_graph::graph::Graph;
+use trainbench_graph::params::{graph_tensors, parameters};
 use trainbench_tch::TchBackend;
 use trainbench_tch::lower::Lowered;
 use trainbench_tch::shim::{AutocastDtype, AutocastGuard};
-use trainbench_workload::comm::DataParallel;
-use trainbench_workload::conformance::agreement::Preset;
-use trainbench_workload::graph::Graph;
-use trainbench_workload::params::{graph_tensors, parameters};
-use trainbench_workload::{
-    Backend, BackendError, CpuFeatures, CpuIsa, DeviceSelector, NoProbe, PhaseTimes, Precision, Probe, RawMeasurements,
-    RunPlan,
-};
 
 // The shared conformance kit on the CPU: losses fall, weights match the contract, same initial weights and the
 // same 5 SGD steps as PyTorch within the strict preset (the same CPU kernels), refusals.
-trainbench_workload::conformance_tests!(
+trainbench_contract::conformance_tests!(
     backend = TchBackend::new(),
     device = DeviceSelector::Cpu,
     preset = Preset::Strict,
@@ -88,8 +88,8 @@ fn actor_critic_and_regression_losses_learn() {
     assert_learns(&two_losses(), &plan(16, 20, adam(0.01)));
 }
 
-fn opt_clone() -> trainbench_workload::OptimizerSpec {
-    trainbench_workload::OptimizerSpec::Adam { lr: 1e-3, beta1: 0.5, beta2: 0.9, eps: 1e-8, weight_decay: 0.0 }
+fn opt_clone() -> trainbench_graph::OptimizerSpec {
+    trainbench_graph::OptimizerSpec::Adam { lr: 1e-3, beta1: 0.5, beta2: 0.9, eps: 1e-8, weight_decay: 0.0 }
 }
 
 #[test]
@@ -105,8 +105,7 @@ fn tied_weights_positions_matmul_and_weighted_losses_learn() {
 #[test]
 fn wgan_gp_trains_critic_and_generator() {
     let g = wgan();
-    let opt =
-        trainbench_workload::OptimizerSpec::Adam { lr: 1e-3, beta1: 0.5, beta2: 0.9, eps: 1e-8, weight_decay: 0.0 };
+    let opt = trainbench_graph::OptimizerSpec::Adam { lr: 1e-3, beta1: 0.5, beta2: 0.9, eps: 1e-8, weight_decay: 0.0 };
     let raw = run(&plan(8, 20, opt), &g);
     assert!(raw.steps.loss_values().iter().all(|l| l.is_finite()), "{:?}", raw.steps.loss_values());
     // The critic learns to separate real from generated data: its loss falls below where it started.
@@ -118,8 +117,8 @@ fn wgan_gp_trains_critic_and_generator() {
     // The penalty is really there: without it (weight 0) the critic loss takes other values.
     let mut g0 = g.clone();
     let l = g0.losses[0];
-    if let trainbench_workload::Op::Loss { loss, .. } = &mut g0.nodes[l].op {
-        *loss = trainbench_workload::graph::LossKind::Wasserstein { gp_weight: 0.0 };
+    if let trainbench_graph::Op::Loss { loss, .. } = &mut g0.nodes[l].op {
+        *loss = trainbench_graph::graph::LossKind::Wasserstein { gp_weight: 0.0 };
     }
     let raw0 = run(&plan(8, 1, opt_clone()), &g0);
     assert_ne!(raw0.steps.loss_values()[0], raw.steps.loss_values()[0]);
@@ -141,7 +140,7 @@ fn memory_breakdown_comes_from_tensor_sizes() {
     let g = small_cnn();
     let raw = run(&plan(4, 2, adam(1e-3)), &g);
     let params: u64 = g.nodes.iter().flat_map(parameters).map(|p| p.numel()).sum();
-    let buffers: u64 = g.nodes.iter().flat_map(trainbench_workload::params::tensors).map(|p| p.numel()).sum();
+    let buffers: u64 = g.nodes.iter().flat_map(trainbench_graph::params::tensors).map(|p| p.numel()).sum();
     assert_eq!(raw.memory.weights, buffers * 4);
     assert_eq!(raw.memory.gradients, params * 4);
     assert_eq!(raw.memory.optimizer_state, 2 * params * 4);
@@ -315,8 +314,8 @@ fn refusals_name_what_to_change() {
     // Two data-parallel workers pass the plan check (tch trains on ranks), but a process without ranks (no
     // exchange in its run context) refuses to train them alone, naming how ranks are started.
     let mut p = plan(4, 1, sgd(0.01));
-    p.world_size = 2;
-    p.strategy = DataParallel::AllReduce;
+    p.topology.devices_per_node = 2;
+    p.topology.strategy = DataParallel::AllReduce;
     assert!(be.check(&p, &g).is_ok());
     let e = be.run(&p, &g, &mut NoProbe).unwrap_err();
     assert!(matches!(&e, BackendError::Unsupported { op, .. } if op == "data_parallel"), "{e}");
@@ -333,8 +332,8 @@ fn cpu_device_reports_a_measured_peak() {
 
 #[test]
 fn allocation_failure_is_out_of_memory_and_the_next_run_works() {
-    use trainbench_workload::graph::InputKind;
-    use trainbench_workload::{GraphBuilder, graph::LossKind};
+    use trainbench_graph::graph::InputKind;
+    use trainbench_graph::{GraphBuilder, graph::LossKind};
     // A linear layer widening each of 4096 positions to 2^16 features: 1 GiB of activations per sample, so a
     // batch of 256 asks libtorch for one 256 GiB block, which the CPU allocator refuses.
     let mut b = GraphBuilder::new("huge");
@@ -373,7 +372,7 @@ fn cpu_threads_are_pinned_per_run_and_restored_after() {
 /// every figure is a positive, finite time or rate; the CPU needs no host-to-device copy.
 #[test]
 fn calibration_measures_every_kernel_asked_for() {
-    let mut request = trainbench_workload::calibrate::default_request(
+    let mut request = trainbench_contract::calibrate::default_request(
         DeviceSelector::Cpu,
         vec![Precision::Fp32, Precision::Fp16],
         64,

@@ -6,10 +6,11 @@
 mod common;
 
 use serde_json::json;
+use trainbench_contract::{Backend, NoProbe};
+use trainbench_graph::analysis::analyze;
+use trainbench_graph::model::ModelSpec;
+use trainbench_graph::zoo;
 use trainbench_tch::TchBackend;
-use trainbench_workload::analysis::analyze;
-use trainbench_workload::model::ModelSpec;
-use trainbench_workload::{Backend, NoProbe, zoo};
 
 fn small_models() -> Vec<serde_json::Value> {
     vec![

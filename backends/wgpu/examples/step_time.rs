@@ -5,10 +5,11 @@
 //! FLOPs per training step are estimated as 3x the forward multiply-adds x 2 of the matrix products
 //! (linear, convolution, recurrent, attention); element-wise work is not counted.
 
+use trainbench_contract::conformance::fixtures;
+use trainbench_contract::{Backend, NoProbe, RunPlan};
+use trainbench_graph::graph::{Activation, InputKind, LossKind, Op, RnnCell};
+use trainbench_graph::{Graph, GraphBuilder, OptimizerSpec};
 use trainbench_wgpu::WgpuBackend;
-use trainbench_workload::conformance::fixtures;
-use trainbench_workload::graph::{Activation, InputKind, LossKind, Op, RnnCell};
-use trainbench_workload::{Backend, Graph, GraphBuilder, NoProbe, OptimizerSpec, RunPlan};
 
 fn forward_flops(graph: &Graph, batch: usize) -> f64 {
     let mut f = 0.0;
@@ -58,11 +59,11 @@ fn mlp_784() -> Graph {
 }
 
 fn median(v: Vec<f64>) -> f64 {
-    trainbench_workload::stats::median(&v).unwrap_or(0.0)
+    trainbench_contract::stats::median(&v).unwrap_or(0.0)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let device: trainbench_workload::DeviceSelector = std::env::args().nth(1).as_deref().unwrap_or("wgpu").parse()?;
+    let device: trainbench_contract::DeviceSelector = std::env::args().nth(1).as_deref().unwrap_or("wgpu").parse()?;
     let iterations: u64 = std::env::args().nth(2).map(|s| s.parse()).transpose()?.unwrap_or(10);
     let mut models: Vec<(Graph, usize)> = vec![(mlp_784(), 64)];
     for name in fixtures::NAMES {

@@ -12,7 +12,7 @@ use std::sync::{Mutex, OnceLock};
 
 use burn::tensor::wgpu::{WgpuBackend, wgpu};
 use burn::tensor::{Device, DeviceKind};
-use trainbench_workload::{BackendError, DeviceInfo, DeviceSelector, WgpuAdapter};
+use trainbench_contract::{BackendError, DeviceInfo, DeviceSelector, WgpuAdapter};
 
 /// Graphics APIs in the order adapters are listed (and preferred for the default device).
 const APIS: [wgpu::Backend; 4] = [wgpu::Backend::Vulkan, wgpu::Backend::Metal, wgpu::Backend::Dx12, wgpu::Backend::Gl];

@@ -1,9 +1,10 @@
 //! What the wgpu backend refuses before anything runs: precisions, layers and losses it cannot execute (its
-//! declared capabilities and lowering, [`trainbench_workload::lowering::wgpu`], asked when a spec is validated and
+//! declared capabilities and lowering, [`trainbench_contract::lowering::wgpu`], asked when a spec is validated and
 //! planned), and data parallelism (asked before each run).
 
-use trainbench_workload::capability::WGPU;
-use trainbench_workload::{Backend, BackendError, Graph, RunPlan};
+use trainbench_contract::capability::WGPU;
+use trainbench_contract::{Backend, BackendError, RunPlan};
+use trainbench_graph::Graph;
 
 use crate::WgpuBackend;
 

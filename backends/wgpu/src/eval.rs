@@ -3,10 +3,11 @@
 //! loss's logits read back to the host.
 
 use burn::tensor::Device;
-use trainbench_workload::Graph;
-use trainbench_workload::data::{EvalSet, check_batch};
-use trainbench_workload::init::HostTensor;
-use trainbench_workload::target::{EvalTally, classifier_nodes, count_correct};
+use trainbench_contract::batch::check_batch;
+use trainbench_contract::target::{EvalTally, classifier_nodes, count_correct};
+use trainbench_data::EvalSet;
+use trainbench_graph::Graph;
+use trainbench_graph::init::HostTensor;
 
 use crate::lower::{Forward, upload};
 use crate::params::Store;

@@ -5,7 +5,7 @@ use burn::tensor::activation;
 use burn::tensor::module;
 use burn::tensor::ops::{AvgPoolOptions, ConvOptions, ConvTransposeOptions, MaxPoolOptions};
 use burn::tensor::{Distribution, Tensor};
-use trainbench_workload::graph::{Activation, PoolKind};
+use trainbench_graph::graph::{Activation, PoolKind};
 
 use crate::value::{Act, ValueError};
 

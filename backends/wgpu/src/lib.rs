@@ -2,7 +2,7 @@
 //! GL, and software Vulkan such as lavapipe), from the same seeded weights and synthetic data as every backend.
 //!
 //! The graph is lowered to burn tensor operations on raw parameter tensors in PyTorch's layouts
-//! ([`trainbench_workload::params`]); gradients come from burn's autodiff and the optimizers are applied to the
+//! ([`trainbench_graph::params`]); gradients come from burn's autodiff and the optimizers are applied to the
 //! raw tensors exactly as `torch.optim` computes them.
 
 mod adapters;
@@ -19,9 +19,10 @@ mod value;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use trainbench_workload::{
-    Backend, BackendError, BackendKind, DeviceInfo, DeviceSelector, Graph, RawMeasurements, RunContext, RunPlan,
+use trainbench_contract::{
+    Backend, BackendError, BackendKind, DeviceInfo, DeviceSelector, RawMeasurements, RunContext, RunPlan,
 };
+use trainbench_graph::Graph;
 
 pub use adapters::{Adapter, adapters, select};
 pub use check::check;

@@ -2,10 +2,10 @@
 //! synthetic batch to the sum of the loss nodes' batch means, each times its weight.
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use trainbench_workload::Graph;
-use trainbench_workload::graph::{LossKind, Node, NodeId, Op};
-use trainbench_workload::init::{HostTensor, synthetic_input};
-use trainbench_workload::params::ParamRole;
+use trainbench_graph::Graph;
+use trainbench_graph::graph::{LossKind, Node, NodeId, Op};
+use trainbench_graph::init::{HostTensor, synthetic_input};
+use trainbench_graph::params::ParamRole;
 
 use crate::layers::{self, ConvSpec, PoolSpec};
 use crate::loss;

@@ -2,7 +2,7 @@
 //! them: SGD (momentum, dampening 0, Nesterov, L2 decay), Adam (coupled L2 decay) and AdamW (decoupled decay).
 
 use burn::tensor::Tensor;
-use trainbench_workload::OptimizerSpec;
+use trainbench_graph::OptimizerSpec;
 
 /// Optimizer state for every parameter slot.
 pub struct Optimizer {

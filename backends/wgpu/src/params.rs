@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 
 use burn::tensor::{Device, Tensor, TensorData};
-use trainbench_workload::graph::NodeId;
-use trainbench_workload::init::initial_values;
-use trainbench_workload::params::{ParamDecl, graph_tensors, is_tied, tensors};
-use trainbench_workload::{Graph, MemoryMeasured, OptimizerSpec};
+use trainbench_contract::MemoryMeasured;
+use trainbench_graph::graph::NodeId;
+use trainbench_graph::init::initial_values;
+use trainbench_graph::params::{ParamDecl, graph_tensors, is_tied, tensors};
+use trainbench_graph::{Graph, OptimizerSpec};
 
 /// One declared tensor and its current value (without autodiff).
 pub struct Slot {

@@ -4,7 +4,7 @@
 use burn::tensor::activation::{sigmoid, softmax, tanh};
 use burn::tensor::module::linear;
 use burn::tensor::{Tensor, TensorData};
-use trainbench_workload::graph::RnnCell;
+use trainbench_graph::graph::RnnCell;
 
 /// The weights of one layer and direction, flat, in PyTorch's layout.
 pub struct RnnWeights {

@@ -6,9 +6,10 @@
 use std::time::Instant;
 
 use burn::tensor::Device;
-use trainbench_workload::data::check_batch;
-use trainbench_workload::target::TargetTracker;
-use trainbench_workload::{BackendError, Budget, Graph, PhaseTimes, RawMeasurements, RunContext, RunPlan};
+use trainbench_contract::batch::check_batch;
+use trainbench_contract::target::TargetTracker;
+use trainbench_contract::{BackendError, Budget, PhaseTimes, RawMeasurements, RunContext, RunPlan};
+use trainbench_graph::Graph;
 
 use crate::eval::evaluate;
 use crate::lower::{Forward, data_pool, upload};

@@ -1,18 +1,16 @@
 //! Training on a real wgpu adapter (lavapipe in CI): losses fall, parameter counts match the contract, the
 //! measurements are complete, and what the backend cannot run is refused up front.
 
+use trainbench_contract::conformance::agreement::preset_for;
+use trainbench_contract::conformance::{fixtures, prerequisite_missing};
+use trainbench_contract::{Backend, BackendError, DeviceSelector, NoProbe, PhaseTimes, Probe, RunPlan, WgpuAdapter};
+use trainbench_graph::params::parameters;
+use trainbench_graph::{Graph, GraphBuilder, OptimizerSpec, Precision};
 use trainbench_wgpu::{WgpuBackend, adapters, select};
-use trainbench_workload::conformance::agreement::preset_for;
-use trainbench_workload::conformance::{fixtures, prerequisite_missing};
-use trainbench_workload::params::parameters;
-use trainbench_workload::{
-    Backend, BackendError, DeviceSelector, Graph, GraphBuilder, NoProbe, OptimizerSpec, PhaseTimes, Precision, Probe,
-    RunPlan, WgpuAdapter,
-};
 
 // The shared conformance kit on the best adapter (lavapipe in CI): losses fall, weights match the contract,
 // same initial weights and 5 SGD steps as PyTorch within the preset for the adapter's kind, refusals.
-trainbench_workload::conformance_tests!(
+trainbench_contract::conformance_tests!(
     backend = WgpuBackend::new(),
     device = DeviceSelector::Wgpu(WgpuAdapter::Default),
     preset = preset_for(select(DeviceSelector::Wgpu(WgpuAdapter::Default)).map(|a| a.kind()).unwrap_or("gpu")),
@@ -170,27 +168,27 @@ fn refuses_what_it_cannot_run() {
     assert!(refusal(&p, &graph).contains("bf16"));
     // Data parallelism is refused per run (`check`), not at plan time: a sweep may mix topologies.
     let mut p = plan(8, 1, OptimizerSpec::default());
-    p.world_size = 2;
+    p.topology.devices_per_node = 2;
     assert_eq!(WgpuBackend::new().supports(&p, &graph), Ok(()));
     assert!(matches!(WgpuBackend::new().check(&p, &graph), Err(BackendError::Unsupported { .. })));
 
     let mut b = GraphBuilder::new("det");
-    let x = b.input("img", &[8, 12, 12], trainbench_workload::graph::InputKind::Dense).expect("input");
+    let x = b.input("img", &[8, 12, 12], trainbench_graph::graph::InputKind::Dense).expect("input");
     let r = b.roi_align("head.roi", x, 4, [2, 2], 1.0).expect("roi");
     let f = b.flatten("flat", r).expect("flat");
-    let t = b.input("t", &[128], trainbench_workload::graph::InputKind::Dense).expect("target");
-    b.loss("loss", trainbench_workload::graph::LossKind::Mse, &[f, t]).expect("loss");
+    let t = b.input("t", &[128], trainbench_graph::graph::InputKind::Dense).expect("target");
+    b.loss("loss", trainbench_graph::graph::LossKind::Mse, &[f, t]).expect("loss");
     let g = b.finish(1, "samples").expect("graph");
     let msg = refusal(&plan(2, 1, OptimizerSpec::default()), &g);
     assert!(msg.contains("head.roi") && msg.contains("roi_align") && msg.contains("wgpu"), "{msg}");
 
     // WGAN-GP: the critic batch (real, fake, interpolates) feeds a gradient penalty.
     let mut b = GraphBuilder::new("gan");
-    let real = b.input("real", &[4], trainbench_workload::graph::InputKind::Dense).expect("input");
-    let fake = b.input("fake", &[4], trainbench_workload::graph::InputKind::Dense).expect("input");
+    let real = b.input("real", &[4], trainbench_graph::graph::InputKind::Dense).expect("input");
+    let fake = b.input("fake", &[4], trainbench_graph::graph::InputKind::Dense).expect("input");
     let batch = b.critic_batch("critic.batch", real, fake).expect("critic batch");
     let scores = b.linear("critic.fc", batch, 1, true).expect("linear");
-    let loss = trainbench_workload::graph::LossKind::Wasserstein { gp_weight: 10.0 };
+    let loss = trainbench_graph::graph::LossKind::Wasserstein { gp_weight: 10.0 };
     b.loss("wloss", loss, &[scores, batch]).expect("loss");
     let g = b.finish(1, "samples").expect("graph");
     let msg = refusal(&plan(2, 1, OptimizerSpec::default()), &g);

@@ -2,7 +2,8 @@
 //! (text becomes `<text>` elements: no fonts needed). One file per kind of chart: `lines.rs` (throughput and
 //! utilisation against batch size, with error bars over repeats), `bars.rs` (stacked memory and phase bars),
 //! `boxes.rs` (step-time distributions), `scaling.rs` (throughput and scaling efficiency against world size),
-//! `predicted.rs` (predicted against measured step times, data / compute / comm shares of both); this
+//! `predicted.rs` (predicted against measured step times, data / compute / comm shares of both), `target.rs`
+//! (evaluation curves of runs with a training target); this
 //! file holds what they share, the legend included.
 //!
 //! Each plot is an SVG document whose first child is a `<title>`, so it can be found in a DOM by its title.

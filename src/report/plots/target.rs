@@ -7,7 +7,7 @@ use plotters::prelude::*;
 use super::super::{ConfigRow, ReportError};
 use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
 use super::{chart_and_legend, color, finish, panel_chart, slug, tick};
-use trainbench_workload::target::TargetMetric;
+use trainbench_contract::target::TargetMetric;
 
 /// One curve: its label, colour and `(seconds, value)` points.
 type Curve = (String, RGBColor, Vec<(f64, f64)>);

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use trainbench_workload::Graph;
-use trainbench_workload::data::{self, Format, Layout, loader::EpochShape};
+use trainbench_data::{Format, Layout, loader::EpochShape};
+use trainbench_graph::Graph;
 
 use super::Finding;
 use crate::spec::path::FieldPath;
@@ -39,7 +39,7 @@ pub fn check_local_data(dataset: &DatasetSpec, graph: &Graph, batch_sizes: &[usi
             return vec![Finding::new(key("source"), why).hint("use `source = \"synthetic\"` for this model")];
         }
     };
-    let dataset = match data::open(format, &root, &layout) {
+    let dataset = match trainbench_data::open(format, &root, &layout) {
         Ok(d) => d,
         Err(e) => {
             return vec![

@@ -15,8 +15,9 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use trainbench_workload::graph::{Graph, InputKind, Op};
-use trainbench_workload::{DeviceSelector, ModelSpec, OptimizerSpec};
+use trainbench_contract::DeviceSelector;
+use trainbench_graph::graph::{Graph, InputKind, Op};
+use trainbench_graph::{ModelSpec, OptimizerSpec};
 
 pub use dataset::{check_local_data, reader_format};
 pub use support::{check_launch, check_support, check_support_on};
@@ -506,8 +507,8 @@ fn dims(shape: &[usize]) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use trainbench_workload::graph::Node;
-    use trainbench_workload::model::MlpSpec;
+    use trainbench_graph::graph::Node;
+    use trainbench_graph::model::MlpSpec;
 
     fn input(name: &str, shape: &[usize], kind: InputKind) -> Node {
         let op = serde_json::to_value(Op::Input { kind }).unwrap();

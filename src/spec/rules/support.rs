@@ -1,5 +1,5 @@
 //! The plan-time backend check: the runs a validated spec expands to are put to the backend that will run
-//! them ([`crate::backends::refusals`], which asks [`trainbench_workload::Backend::supports`]: the backend's
+//! them ([`crate::backends::refusals`], which asks [`trainbench_contract::Backend::supports`]: the backend's
 //! declared capabilities, this host's CPU features, then its lowering), so a layer, loss or precision the
 //! backend cannot execute here is refused when the spec is validated or planned, with a message naming the
 //! layer and the backend, never in the middle of a run.

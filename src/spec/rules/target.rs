@@ -6,10 +6,9 @@
 //! beside it is refused.
 
 use std::path::Path;
-
-use trainbench_workload::data::{self, Layout};
-use trainbench_workload::graph::Graph;
-use trainbench_workload::target::{TargetMetric, classifier_nodes};
+use trainbench_contract::target::{TargetMetric, classifier_nodes};
+use trainbench_data::Layout;
+use trainbench_graph::graph::Graph;
 
 use super::{EffectiveTopology, Finding, reader_format};
 use crate::spec::path::FieldPath;
@@ -162,7 +161,7 @@ pub fn check_eval_data(dataset: &DatasetSpec, graph: &Graph, batch_sizes: &[usiz
                 )
                 .hint("paths are resolved relative to the folder holding the spec file"),
             );
-        } else if let Err(e) = data::open(format, &root, &layout) {
+        } else if let Err(e) = trainbench_data::open(format, &root, &layout) {
             out.push(
                 Finding::new(dataset_key("eval_path"), format!("evaluation split: {e}"))
                     .hint("the evaluation split is read with the dataset's `format` for the same model"),
@@ -171,7 +170,7 @@ pub fn check_eval_data(dataset: &DatasetSpec, graph: &Graph, batch_sizes: &[usiz
     }
     if let (Some(f), Some(p)) = (dataset.eval_fraction.filter(|f| *f > 0.0 && *f < 1.0), &dataset.path) {
         let root = base.join(p);
-        if let Ok(d) = data::open(format, &root, &layout) {
+        if let Ok(d) = trainbench_data::open(format, &root, &layout) {
             let n = d.len();
             let held = ((n as f64 * f).ceil() as usize).max(1);
             let train = n.saturating_sub(held);

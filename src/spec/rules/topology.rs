@@ -3,8 +3,9 @@
 
 use std::collections::HashSet;
 
-use trainbench_workload::device::{DeviceParseError, SELECTOR_FORMS};
-use trainbench_workload::{BackendKind, DeviceFamily, DeviceSelector, Precision};
+use trainbench_contract::device::{DeviceParseError, SELECTOR_FORMS};
+use trainbench_contract::{BackendKind, DeviceFamily, DeviceSelector};
+use trainbench_graph::Precision;
 
 use super::Finding;
 use crate::backends::{self, Placement};
@@ -312,7 +313,7 @@ pub(super) fn check_cuda_numerics(
         );
     }
     let scale = training.loss_scale;
-    if scale == trainbench_workload::Numerics::DEFAULT_LOSS_SCALE || !(scale > 0.0 && scale.is_finite()) {
+    if scale == trainbench_contract::Numerics::DEFAULT_LOSS_SCALE || !(scale > 0.0 && scale.is_finite()) {
         return;
     }
     let fp16 = match sweep {

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use trainbench::workload::data::npy;
+use trainbench_data::npy;
 
 /// Write an `npy` dataset folder: `inputs.npy` float32 `[n, width]` with sample `i` all `i / n`, and
 /// `labels.npy` int64 `[n]` with label `i % classes`.

@@ -15,8 +15,9 @@ use trainbench::format::sha256_hex;
 use trainbench::result::distributed::{DistributedResult, RankPhases};
 use trainbench::result::*;
 use trainbench::stats::{self, SplitMix64};
-use trainbench::workload::comm::DataParallel;
-use trainbench::workload::{DeviceInfo, OptimizerSpec, PhaseTimes, Precision, RunPlan};
+use trainbench_comm::{DataParallel, Topology};
+use trainbench_contract::{DeviceInfo, PhaseTimes, RunPlan};
+use trainbench_graph::{OptimizerSpec, Precision};
 
 /// Install the training engines this build links in the test process, as `trainbench-engine`'s `main` does,
 /// for tests that run suites in their own process on tch or wgpu (the library links no backend). Idempotent.
@@ -62,7 +63,7 @@ pub struct Synth {
     /// A data-parallel run (a `distributed` section, the topology in the ids); `None`: one worker.
     pub dp: Option<SynthDp>,
     /// The plan's numerical settings (TF32 switches, cuDNN autotuning, initial loss scale).
-    pub numerics: trainbench_workload::Numerics,
+    pub numerics: trainbench_contract::Numerics,
 }
 
 /// The data parallelism of a synthetic run.
@@ -93,7 +94,7 @@ impl Synth {
             oom: false,
             gpu_percent: None,
             dp: None,
-            numerics: trainbench_workload::Numerics::default(),
+            numerics: trainbench_contract::Numerics::default(),
         }
     }
 
@@ -173,8 +174,7 @@ impl Synth {
             repeat: self.repeat,
             seed: 42 + u64::from(self.repeat),
             optimizer: OptimizerSpec::default(),
-            world_size: self.dp.map_or(1, |d| d.world),
-            strategy: self.dp.map_or(DataParallel::Single, |d| d.strategy),
+            topology: self.dp.map_or(Topology::single(), |d| Topology::on_one_node(d.strategy, d.world)),
             numerics: self.numerics,
             ..RunPlan::for_tests(&self.run_id(), self.iterations as u64)
         };

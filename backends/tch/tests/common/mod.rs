@@ -1,8 +1,9 @@
 //! Small graphs and plans shared by the tch backend's CPU tests.
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
-use trainbench_workload::graph::{Activation, Graph, InputKind, LossKind, PoolKind, RnnCell};
-use trainbench_workload::{ConvCfg, GraphBuilder, OptimizerSpec, RunPlan};
+use trainbench_contract::RunPlan;
+use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind, PoolKind, RnnCell};
+use trainbench_graph::{ConvCfg, GraphBuilder, OptimizerSpec};
 
 pub fn plan(batch: usize, steps: u64, optimizer: OptimizerSpec) -> RunPlan {
     RunPlan { batch_size: batch, warmup: 0, optimizer, ..RunPlan::for_tests("test", steps) }

@@ -1,0 +1,161 @@
+//! Where a run's workers are and how they combine their gradients: the one [`Topology`] every stage reads
+//! (the plan, the runner and its launchers, the performance model, results and reports).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::DataParallel;
+
+/// Link carrying gradients and weights between devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Interconnect {
+    /// PCIe within a machine.
+    #[default]
+    Pcie,
+    /// NVLink within a machine.
+    Nvlink,
+    /// Ethernet between machines.
+    Ethernet,
+    /// InfiniBand between machines.
+    Infiniband,
+}
+
+impl Interconnect {
+    /// Name as written in specs and results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Interconnect::Pcie => "pcie",
+            Interconnect::Nvlink => "nvlink",
+            Interconnect::Ethernet => "ethernet",
+            Interconnect::Infiniband => "infiniband",
+        }
+    }
+}
+
+/// A run's topology: machines, devices (workers) per machine, the strategy that combines their gradients
+/// (with its server ranks) and the link between them.
+///
+/// In JSON it is written flat into the run's plan as `world_size` (nodes x devices per node, for readers of
+/// results), `strategy` (left out when `single`), `nodes`, `devices_per_node` and `interconnect`. A result
+/// written before the last three were stored reads as one machine holding every worker on PCIe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "TopologyWire", into = "TopologyWire")]
+pub struct Topology {
+    /// How the workers combine gradients.
+    pub strategy: DataParallel,
+    /// Machines (at least 1).
+    pub nodes: usize,
+    /// Workers per machine (at least 1).
+    pub devices_per_node: usize,
+    /// Link carrying gradients and weights.
+    pub interconnect: Interconnect,
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Self::single()
+    }
+}
+
+impl Topology {
+    /// One worker on one device: nothing exchanged.
+    pub fn single() -> Self {
+        Topology { strategy: DataParallel::Single, nodes: 1, devices_per_node: 1, interconnect: Interconnect::Pcie }
+    }
+
+    /// `devices` workers on one machine over PCIe, combined by `strategy`.
+    pub fn on_one_node(strategy: DataParallel, devices: usize) -> Self {
+        Topology { strategy, nodes: 1, devices_per_node: devices, interconnect: Interconnect::Pcie }
+    }
+
+    /// Data-parallel world size: the workers (nodes x devices per node), parameter servers not counted.
+    pub fn world_size(&self) -> usize {
+        self.nodes * self.devices_per_node
+    }
+
+    /// Processes the run needs: the workers and, for parameter servers, the server ranks.
+    pub fn processes(&self) -> usize {
+        self.strategy.processes(self.world_size())
+    }
+}
+
+/// [`Topology`] as written in results (see there).
+#[derive(Serialize, Deserialize, JsonSchema)]
+struct TopologyWire {
+    /// Data-parallel world size (nodes x devices per node): the workers.
+    world_size: usize,
+    /// How the workers combine gradients (left out when `single`).
+    #[serde(default, skip_serializing_if = "DataParallel::is_single")]
+    strategy: DataParallel,
+    /// Machines (absent in results written before it was stored: 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nodes: Option<usize>,
+    /// Workers per machine (absent in results written before it was stored: the world size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    devices_per_node: Option<usize>,
+    /// Link between the workers (absent in results written before it was stored: PCIe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    interconnect: Option<Interconnect>,
+}
+
+impl TryFrom<TopologyWire> for Topology {
+    type Error = String;
+    fn try_from(w: TopologyWire) -> Result<Self, String> {
+        let nodes = w.nodes.unwrap_or(1);
+        let devices_per_node = w.devices_per_node.unwrap_or(w.world_size / nodes.max(1));
+        if nodes == 0 || devices_per_node == 0 || nodes * devices_per_node != w.world_size {
+            return Err(format!(
+                "a topology of world_size {} cannot have {nodes} nodes of {devices_per_node} devices",
+                w.world_size
+            ));
+        }
+        Ok(Topology { strategy: w.strategy, nodes, devices_per_node, interconnect: w.interconnect.unwrap_or_default() })
+    }
+}
+
+impl From<Topology> for TopologyWire {
+    fn from(t: Topology) -> Self {
+        TopologyWire {
+            world_size: t.world_size(),
+            strategy: t.strategy,
+            nodes: Some(t.nodes),
+            devices_per_node: Some(t.devices_per_node),
+            interconnect: Some(t.interconnect),
+        }
+    }
+}
+
+impl JsonSchema for Topology {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Topology".into()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        TopologyWire::json_schema(generator)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_reads_results_written_before_it_was_stored() {
+        let t = Topology {
+            strategy: DataParallel::ParameterServer { servers: 2 },
+            nodes: 2,
+            devices_per_node: 4,
+            interconnect: Interconnect::Ethernet,
+        };
+        let json = serde_json::to_value(t).unwrap();
+        assert_eq!(json["world_size"], 8);
+        assert_eq!(serde_json::from_value::<Topology>(json).unwrap(), t);
+        let old: Topology = serde_json::from_str(r#"{"world_size": 2, "strategy": {"kind": "all-reduce"}}"#).unwrap();
+        assert_eq!((old.nodes, old.devices_per_node, old.interconnect), (1, 2, Interconnect::Pcie));
+        let single = serde_json::to_value(Topology::single()).unwrap();
+        assert!(single.get("strategy").is_none(), "{single}");
+        let bad = serde_json::from_str::<Topology>(r#"{"world_size": 3, "nodes": 2, "devices_per_node": 2}"#);
+        assert!(bad.unwrap_err().to_string().contains("world_size 3 cannot have 2 nodes of 2 devices"));
+    }
+}

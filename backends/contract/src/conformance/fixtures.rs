@@ -1,0 +1,126 @@
+//! Small workload graphs that exercise every layer family the backend lowers; the tests, the cross-backend
+//! agreement check and the PyTorch reference export train these.
+
+use trainbench_graph::graph::{Activation, InputKind, LossKind, PoolKind, RnnCell};
+use trainbench_graph::{ConvCfg, Graph, GraphBuilder, ShapeError};
+
+/// Names of the fixtures, in a stable order.
+pub const NAMES: [&str; 6] = ["mlp", "cnn", "lstm", "transformer", "gru", "ctc"];
+
+/// Build a fixture by name.
+pub fn build(name: &str) -> Option<Result<Graph, ShapeError>> {
+    Some(match name {
+        "mlp" => mlp(),
+        "cnn" => cnn(),
+        "lstm" => lstm(),
+        "transformer" => transformer(),
+        "gru" => gru(),
+        "ctc" => ctc(),
+        _ => return None,
+    })
+}
+
+/// Three dense layers with tanh and leaky ReLU, cross-entropy over 4 classes.
+pub fn mlp() -> Result<Graph, ShapeError> {
+    let mut b = GraphBuilder::new("mlp");
+    let x = b.input("x", &[20], InputKind::Dense)?;
+    let y = b.input("y", &[], InputKind::Labels { classes: 4 })?;
+    let h = b.linear("fc1", x, 32, true)?;
+    let h = b.act("tanh", h, Activation::Tanh)?;
+    let h = b.linear("fc2", h, 32, true)?;
+    let h = b.act("lrelu", h, Activation::LeakyRelu(0.1))?;
+    let o = b.linear("fc3", h, 4, true)?;
+    b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
+    b.finish(1, "samples")
+}
+
+/// Convolutions (bias, batch norm, grouped and strided), max and average pooling, global average pooling,
+/// a residual add, dropout 0 and a classifier.
+pub fn cnn() -> Result<Graph, ShapeError> {
+    let mut b = GraphBuilder::new("cnn");
+    let x = b.input("x", &[3, 16, 16], InputKind::Dense)?;
+    let y = b.input("y", &[], InputKind::Labels { classes: 10 })?;
+    let h = b.conv("conv1", x, ConvCfg::square(8, 3, 1, 1).with_bias(true))?;
+    let h = b.batch_norm("bn1", h)?;
+    let h = b.act("relu1", h, Activation::Relu)?;
+    let h = b.pool("pool1", h, PoolKind::Max, 2, 2, 0)?;
+    let h = b.conv("conv2", h, ConvCfg { groups: 2, ..ConvCfg::square(16, 3, 2, 1) })?;
+    let h = b.batch_norm("bn2", h)?;
+    let r = b.act("relu2", h, Activation::Relu)?;
+    let p = b.pool("pool2", r, PoolKind::Avg, 3, 1, 1)?;
+    let h = b.add_nodes("res", &[r, p])?;
+    let h = b.adaptive_pool("gap", h, PoolKind::Avg, vec![1, 1])?;
+    let h = b.flatten("flat", h)?;
+    let h = b.dropout("drop", h, 0.0)?;
+    let o = b.linear("fc", h, 10, true)?;
+    b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
+    b.finish(1, "samples")
+}
+
+/// Embedding, a 2-layer bidirectional LSTM and per-token cross-entropy.
+pub fn lstm() -> Result<Graph, ShapeError> {
+    let mut b = GraphBuilder::new("lstm");
+    let t = b.input("tokens", &[12], InputKind::Tokens { vocab: 50 })?;
+    let y = b.input("y", &[12], InputKind::Labels { classes: 50 })?;
+    let e = b.embedding("embed", t, 50, 16)?;
+    let h = b.rnn("lstm", e, RnnCell::Lstm, 24, 2, true)?;
+    let o = b.linear("out", h, 50, true)?;
+    b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
+    b.finish(12, "tokens")
+}
+
+/// A pre-norm Transformer decoder block: embedding, causal multi-head self-attention, GELU feed-forward,
+/// residual adds and per-token cross-entropy.
+pub fn transformer() -> Result<Graph, ShapeError> {
+    let mut b = GraphBuilder::new("transformer");
+    let t = b.input("tokens", &[10], InputKind::Tokens { vocab: 40 })?;
+    let y = b.input("y", &[10], InputKind::Labels { classes: 40 })?;
+    let e = b.embedding("embed", t, 40, 32)?;
+    let n1 = b.layer_norm("ln1", e, 1e-5)?;
+    let a = b.attention("attn", n1, n1, 4, true)?;
+    let h = b.add_nodes("res1", &[e, a])?;
+    let n2 = b.layer_norm("ln2", h, 1e-5)?;
+    let f = b.linear("ff1", n2, 64, true)?;
+    let f = b.act("gelu", f, Activation::Gelu)?;
+    let f = b.linear("ff2", f, 32, true)?;
+    let h = b.add_nodes("res2", &[h, f])?;
+    let o = b.linear("out", h, 40, true)?;
+    b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
+    b.finish(10, "tokens")
+}
+
+/// A bidirectional GRU over dense frames, mean over time, sigmoid gate product, classifier.
+pub fn gru() -> Result<Graph, ShapeError> {
+    let mut b = GraphBuilder::new("gru");
+    let x = b.input("x", &[10, 8], InputKind::Dense)?;
+    let y = b.input("y", &[], InputKind::Labels { classes: 5 })?;
+    let h = b.rnn("gru", x, RnnCell::Gru, 16, 1, true)?;
+    let m = b.mean("mean", h, 0)?;
+    let g = b.act("gate", m, Activation::Sigmoid)?;
+    let h = b.mul("gated", &[m, g])?;
+    let o = b.linear("fc", h, 5, true)?;
+    b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
+    b.finish(1, "samples")
+}
+
+/// 1-D convolution over `[C, L]`, transpose to `[time, features]`, GRU, clipped ReLU, CTC.
+pub fn ctc() -> Result<Graph, ShapeError> {
+    let mut b = GraphBuilder::new("ctc");
+    let x = b.input("x", &[8, 24], InputKind::Dense)?;
+    let y = b.input("y", &[5], InputKind::Labels { classes: 6 })?;
+    let cfg = ConvCfg {
+        kernel: vec![3],
+        stride: vec![1],
+        padding: vec![1],
+        dilation: vec![1],
+        output_padding: vec![0],
+        ..ConvCfg::square(16, 1, 1, 0)
+    };
+    let h = b.conv("conv", x, cfg)?;
+    let h = b.act("clip", h, Activation::HardTanh20)?;
+    let h = b.transpose("tr", h, 0, 1)?;
+    let h = b.rnn("gru", h, RnnCell::Gru, 12, 1, false)?;
+    let o = b.linear("fc", h, 6, true)?;
+    b.loss("loss", LossKind::Ctc, &[o, y])?;
+    b.finish(1, "samples")
+}

@@ -1,0 +1,144 @@
+//! What the tch backend's lowering refuses beyond its declared capabilities (layers whose shapes or wiring it
+//! cannot lower, the gradient penalty under fp16 loss scaling), and the roles of a WGAN-GP graph's nodes its
+//! training step needs. Pure functions of the plan and the graph: a process without libtorch answers them.
+
+use crate::backend::{BackendError, RunPlan};
+use crate::capability::TCH;
+use trainbench_graph::graph::{Graph, InputKind, LossKind, NodeId, Op};
+use trainbench_graph::training::Precision;
+
+fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError {
+    BackendError::Unsupported { backend: TCH.name, layer: layer.to_string(), op: op.to_string(), reason: reason.into() }
+}
+
+/// What the lowering refuses beyond the declared capabilities ([`crate::capability::TCH`]:
+/// devices, precisions, CPU features): every layer and loss whose shapes or wiring it cannot lower, and the
+/// WGAN-GP gradient penalty under fp16 loss scaling.
+pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+    if plan.batch_size == 0 {
+        return Err(unsupported(&graph.name, "batch", "batch_size must be at least 1"));
+    }
+    for (i, node) in graph.nodes.iter().enumerate() {
+        check_node(graph, i).map_err(|reason| unsupported(&node.name, node.op.kind_name(), reason))?;
+    }
+    if let Some(roles) = wgan_roles_if_any(graph)?
+        && plan.precision == Precision::Fp16
+    {
+        return Err(unsupported(
+            &graph.nodes[roles.loss].name,
+            "loss",
+            "the gradient penalty under fp16 loss scaling is not implemented; use bf16 or fp32",
+        ));
+    }
+    Ok(())
+}
+
+/// The WGAN-GP roles when the graph is trained as a GAN (it has parts or a Wasserstein loss), `None` for a
+/// plain graph; a GAN graph that breaks the zoo's convention is refused naming what is wrong.
+pub fn wgan_roles_if_any(graph: &Graph) -> Result<Option<WganRoles>, BackendError> {
+    let has_parts = graph.nodes.iter().any(|n| n.part.is_some());
+    let wgan =
+        graph.losses.iter().any(|&l| matches!(graph.nodes[l].op, Op::Loss { loss: LossKind::Wasserstein { .. }, .. }));
+    if !(has_parts || wgan) {
+        return Ok(None);
+    }
+    wgan_roles(graph).map(Some).map_err(|reason| unsupported(&graph.name, "wgan_gp", reason))
+}
+
+fn is_int_input(graph: &Graph, id: NodeId) -> bool {
+    matches!(graph.nodes[id].op, Op::Input { kind: InputKind::Labels { .. } | InputKind::Tokens { .. } })
+}
+
+fn check_node(graph: &Graph, id: NodeId) -> Result<(), String> {
+    let node = &graph.nodes[id];
+    let rank = |i: usize| graph.nodes[node.inputs[i]].shape.rank();
+    match &node.op {
+        Op::Conv { kernel, .. } if !(1..=2).contains(&kernel.len()) => {
+            Err(format!("{}-d convolution is not lowered (1-d and 2-d are)", kernel.len()))
+        }
+        Op::Pool { kernel, .. } if !(1..=2).contains(&kernel.len()) => {
+            Err(format!("{}-d pooling is not lowered (1-d and 2-d are)", kernel.len()))
+        }
+        Op::AdaptivePool { output, .. } if !(1..=2).contains(&output.len()) => {
+            Err(format!("{}-d adaptive pooling is not lowered (1-d and 2-d are)", output.len()))
+        }
+        Op::RoiAlign { output, .. } if output.len() != 2 || rank(0) != 3 => {
+            Err("RoI align needs a [C, H, W] feature map and a 2-d output size".into())
+        }
+        Op::Rnn { .. } if rank(0) != 2 => Err("recurrent layers take [time, features] inputs".into()),
+        Op::Attention { .. } if node.inputs.len() != 3 => Err("attention takes query, key and value inputs".into()),
+        Op::Add | Op::Mul if node.inputs.len() < 2 => Err("needs at least two inputs".into()),
+        Op::Embedding { .. } if !is_int_input(graph, node.inputs[0]) => {
+            Err("embedding ids must come straight from an integer (tokens or labels) input".into())
+        }
+        Op::CriticBatch
+            if !graph.nodes.iter().any(|n| {
+                matches!(n.op, Op::Loss { loss: LossKind::Wasserstein { .. }, .. }) && n.inputs.get(1) == Some(&id)
+            }) =>
+        {
+            Err("critic_batch is only lowered as input 1 of a Wasserstein loss".into())
+        }
+        Op::SinusoidalPositions { .. } if rank(0) != 2 => Err("positions take [time, width] inputs".into()),
+        Op::Loss { loss, .. } => check_loss(graph, id, *loss),
+        _ => Ok(()),
+    }
+}
+
+fn check_loss(graph: &Graph, id: NodeId, loss: LossKind) -> Result<(), String> {
+    let node = &graph.nodes[id];
+    match loss {
+        LossKind::CrossEntropy | LossKind::Ctc if !is_int_input(graph, node.inputs[1]) => {
+            Err("labels (input 1) must be an integer labels or tokens input".into())
+        }
+        LossKind::ActorCritic { .. } if !is_int_input(graph, node.inputs[2]) => {
+            Err("actions taken (input 2) must be an integer labels input".into())
+        }
+        LossKind::Wasserstein { .. } if graph.losses.len() != 1 => {
+            Err("a Wasserstein loss must be the graph's only loss (the generator loss derives from it)".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The nodes a WGAN-GP training step works with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WganRoles {
+    /// The Wasserstein loss node.
+    pub loss: NodeId,
+    /// The critic's scores `[3, 1]` on the stacked (real, fake, interpolated) batch (loss input 0).
+    pub scores: NodeId,
+    /// The `critic_batch` node (loss input 1).
+    pub critic_batch: NodeId,
+    /// Name of the critic's part (that of the `critic_batch` node); every other part is the generator's.
+    pub critic_part: String,
+}
+
+/// Identify the WGAN-GP roles (the zoo's convention, see `Op::CriticBatch`): exactly one loss, a Wasserstein
+/// loss over the critic's scores and the `critic_batch` node; the critic's nodes in the part of that node,
+/// the generator's in another part.
+pub fn wgan_roles(graph: &Graph) -> Result<WganRoles, String> {
+    let hint = "expected one Wasserstein loss over the critic's scores [3, 1] and a critic_batch node, with the \
+                critic and the generator in two parts";
+    let [loss] = graph.losses[..] else {
+        return Err(format!("{} losses found; {hint}", graph.losses.len()));
+    };
+    let node = &graph.nodes[loss];
+    if !matches!(node.op, Op::Loss { loss: LossKind::Wasserstein { .. }, .. }) {
+        return Err(format!("loss `{}` is not a Wasserstein loss; {hint}", node.name));
+    }
+    let (scores, critic_batch) = (node.inputs[0], node.inputs[1]);
+    if !matches!(graph.nodes[critic_batch].op, Op::CriticBatch) {
+        return Err(format!("input 1 of `{}` is not a critic_batch node; {hint}", node.name));
+    }
+    let Some(critic_part) = graph.nodes[critic_batch].part.clone() else {
+        return Err(format!("`{}` belongs to no part; {hint}", graph.nodes[critic_batch].name));
+    };
+    let fake = graph.nodes[critic_batch].inputs[1];
+    if graph.nodes[fake].part.as_ref().is_none_or(|p| *p == critic_part) {
+        return Err(format!(
+            "the generated images `{}` must come from the generator's part, not `{critic_part}`; {hint}",
+            graph.nodes[fake].name
+        ));
+    }
+    Ok(WganRoles { loss, scores, critic_batch, critic_part })
+}

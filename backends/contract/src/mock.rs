@@ -1,0 +1,355 @@
+//! The mock backend: a deterministic stand-in for a training framework, used to test trainbench itself (the
+//! runner, metrics, result files, comparisons) quickly and reproducibly. It measures nothing real.
+//!
+//! Step times are derived from the graph's training FLOPs (the static analysis) at a nominal FLOP rate plus a
+//! fixed per-step overhead, with a seeded relative jitter and a decaying transient over the first iterations;
+//! an optional slowdown factor scales them (to test regression detection). Nothing sleeps: simulated time is
+//! reported, and a time budget is consumed in simulated seconds. Memory figures are the analysis estimate; a
+//! plan whose estimate exceeds the mock device's memory fails with [`BackendError::OutOfMemory`].
+
+use std::collections::BTreeMap;
+
+use crate::backend::{
+    Backend, BackendError, Budget, DeviceInfo, MemoryMeasured, PhaseTimes, RawMeasurements, RunContext, RunPlan,
+};
+use crate::calibrate::{CalibrationRequest, ConvTiming, GemmShapeTiming, KernelTiming, Measurement};
+use crate::capability::BackendKind;
+use crate::mock_prior::Prior;
+use crate::target::{EvalTally, TargetTracker};
+use trainbench_graph::analysis::{analyze, memory_estimate};
+use trainbench_graph::graph::Graph;
+use trainbench_graph::init::SeededRng;
+
+/// Settings of the mock device.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MockConfig {
+    /// Nominal FLOP/s the simulated device sustains (also reported as its fp32 peak).
+    pub flop_rate: f64,
+    /// Fixed seconds per iteration (kernel launches, framework overhead).
+    pub overhead_s: f64,
+    /// Relative jitter: each iteration is scaled by `1 + jitter * u`, `u` uniform in `[-1, 1)`.
+    pub jitter: f64,
+    /// Multiplies every step time (1.0 = nominal; 1.2 simulates a 20% regression).
+    pub slowdown: f64,
+    /// Simulated device memory, bytes; plans whose estimate exceeds it run out of memory.
+    pub memory_bytes: u64,
+    /// Test hook: abort the whole process when asked to run a plan of this repeat, as a crash inside a backend
+    /// library would (tests that a dying worker process loses no other result).
+    #[serde(default)]
+    pub abort_in_repeat: Option<u32>,
+    /// Test hook: never return when asked to run a plan of this repeat, as a backend call that hangs would
+    /// (tests that a hung worker process is killed).
+    #[serde(default)]
+    pub hang_in_repeat: Option<u32>,
+    /// Test hook: fail every run of this repeat with a framework error, as a backend that reports one would
+    /// (tests how failed runs are recorded and reported).
+    #[serde(default)]
+    pub fail_in_repeat: Option<u32>,
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        Self {
+            flop_rate: 1e12,
+            overhead_s: 1e-3,
+            jitter: 0.02,
+            slowdown: 1.0,
+            memory_bytes: 16 << 30,
+            abort_in_repeat: None,
+            hang_in_repeat: None,
+            fail_in_repeat: None,
+        }
+    }
+}
+
+/// The mock backend (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct MockBackend {
+    config: MockConfig,
+}
+
+impl MockBackend {
+    /// A mock backend with the given settings.
+    pub fn new(config: MockConfig) -> Self {
+        Self { config }
+    }
+
+    fn device(&self, selector: &str) -> DeviceInfo {
+        DeviceInfo {
+            selector: selector.to_string(),
+            name: "trainbench mock device (simulated, not a measurement)".into(),
+            kind: "mock".into(),
+            memory_bytes: Some(self.config.memory_bytes),
+            peak_flops_fp32: Some(self.config.flop_rate),
+            details: BTreeMap::from([("slowdown".to_string(), self.config.slowdown.to_string())]),
+        }
+    }
+}
+
+/// The mock device's simulated memory bandwidth, bytes per second (reported by its calibration).
+pub const MOCK_BANDWIDTH: f64 = 100e9;
+
+/// Phase split of a simulated iteration (data, forward, backward, optimizer); communication comes on top.
+const SPLIT: [f64; 4] = [0.05, 0.30, 0.55, 0.10];
+
+impl Backend for MockBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Mock
+    }
+
+    fn devices(&self) -> Vec<DeviceInfo> {
+        vec![self.device("mock")]
+    }
+
+    fn check(&self, plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+        self.supports(plan, graph)
+    }
+
+    /// Simulated calibration: every kernel runs at the nominal FLOP rate (no overhead), the triad at
+    /// [`MOCK_BANDWIDTH`]; the method says it is simulated. For tests of `calibrate` and `predict` only.
+    fn calibrate(&mut self, request: &CalibrationRequest) -> Result<Measurement, BackendError> {
+        let rate = self.config.flop_rate * self.config.slowdown.recip();
+        let mut kernels = Vec::new();
+        for &precision in &request.precisions {
+            for &n in &request.gemm_sizes {
+                let flops = 2.0 * (n * n * n) as f64;
+                let shape = format!("m=n=k={n}");
+                kernels.push(KernelTiming { kind: "gemm".into(), precision, shape, flops, seconds: flops / rate });
+            }
+            for s in &request.conv_shapes {
+                let shape = format!("N={} C={} H=W={} K={} {}x{}", s.n, s.c, s.hw, s.k, s.r, s.r);
+                let flops = s.flops();
+                kernels.push(KernelTiming {
+                    kind: "conv".into(),
+                    precision,
+                    shape: shape.clone(),
+                    flops,
+                    seconds: flops / rate,
+                });
+                let flops = 2.0 * flops;
+                kernels.push(KernelTiming {
+                    kind: "conv_backward".into(),
+                    precision,
+                    shape,
+                    flops,
+                    seconds: flops / rate,
+                });
+            }
+        }
+        let gemm_shapes = request
+            .precisions
+            .first()
+            .map(|&precision| {
+                request
+                    .gemm_shapes
+                    .iter()
+                    .map(|&[m, k, n]| GemmShapeTiming {
+                        precision,
+                        dims: [m, k, n],
+                        seconds: 2.0 * (m * k * n) as f64 / rate,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let conv_grid = request
+            .precisions
+            .first()
+            .map(|&precision| {
+                request
+                    .conv_grid
+                    .iter()
+                    .map(|s| ConvTiming {
+                        precision,
+                        shape: *s,
+                        forward_s: s.flops() / rate,
+                        backward_s: 2.0 * s.flops() / rate,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Measurement {
+            device: self.device(&request.device.to_string()),
+            kernels,
+            gemm_shapes,
+            conv_grid,
+            op_overhead_s: 0.0,
+            triad_bytes_per_s: MOCK_BANDWIDTH,
+            host_to_device_bytes_per_s: None,
+            method: "mock backend: simulated from its nominal FLOP rate and bandwidth, not a measurement".into(),
+        })
+    }
+
+    fn run_in(
+        &mut self,
+        plan: &RunPlan,
+        graph: &Graph,
+        ctx: &mut RunContext<'_>,
+    ) -> Result<RawMeasurements, BackendError> {
+        self.check(plan, graph)?;
+        let c = &self.config;
+        if c.abort_in_repeat == Some(plan.repeat) {
+            eprintln!("mock backend: aborting the process in repeat {} (test hook)", plan.repeat);
+            std::process::abort();
+        }
+        if c.hang_in_repeat == Some(plan.repeat) {
+            eprintln!("mock backend: hanging in repeat {} (test hook)", plan.repeat);
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
+        if c.fail_in_repeat == Some(plan.repeat) {
+            return Err(BackendError::Framework(format!(
+                "mock backend: failing in repeat {} (test hook)",
+                plan.repeat
+            )));
+        }
+        let analysis = analyze(graph);
+        let est = memory_estimate(&analysis, plan.batch_size, plan.precision, &plan.optimizer);
+        if est.total > c.memory_bytes {
+            return Err(BackendError::OutOfMemory {
+                batch_size: plan.batch_size,
+                message: format!("mock device: the step needs {} bytes, the device has {}", est.total, c.memory_bytes),
+            });
+        }
+        let compute_s = (analysis.flops.train_per_sample as f64 * plan.batch_size as f64 / c.flop_rate).max(0.0);
+        // Ring all-reduce of fp32 gradients over a nominal 10 GB/s link.
+        let comm_s = if plan.topology.world_size() > 1 {
+            let w = plan.topology.world_size() as f64;
+            2.0 * (w - 1.0) / w * 4.0 * analysis.parameters as f64 / 10e9
+        } else {
+            0.0
+        };
+        let base = (compute_s + c.overhead_s + comm_s) * c.slowdown;
+        let mut rng = SeededRng::new(plan.seed, "mock-step-times");
+        let initial_loss = (analysis.items_per_sample.max(2) as f64).ln().max(1.0);
+        let mut iteration = |i: u64| -> PhaseTimes {
+            let transient = 1.0 + 2.0 * (-(i as f64) / 2.0).exp();
+            let noise = 1.0 + c.jitter * (2.0 * f64::from(rng.uniform()) - 1.0);
+            let total = base * transient * noise;
+            let comm = comm_s * c.slowdown * transient * noise;
+            let rest = total - comm;
+            PhaseTimes {
+                data_s: rest * SPLIT[0],
+                stall_s: 0.0,
+                copy_s: rest * SPLIT[0],
+                forward_s: rest * SPLIT[1],
+                backward_s: rest * SPLIT[2],
+                comm_s: comm,
+                optimizer_s: rest * SPLIT[3],
+                total_s: total,
+            }
+        };
+
+        let mut raw = RawMeasurements {
+            device: Some(self.device(&plan.device.to_string())),
+            versions: BTreeMap::from([("mock".to_string(), env!("CARGO_PKG_VERSION").to_string())]),
+            ..RawMeasurements::default()
+        };
+        let mut tracker = match &plan.target {
+            Some(t) => {
+                if ctx.eval.is_none() {
+                    return Err(BackendError::Data("the run has a target but no evaluation split".into()));
+                }
+                let epoch = ctx.data.as_ref().and_then(|d| d.epoch_batches());
+                Some(TargetTracker::new(t, epoch).map_err(|e| BackendError::Data(e.to_string()))?)
+            }
+            None => None,
+        };
+        let mut prior = Prior::new();
+        // Loss of the step on the batch the source gave, or the synthetic curve without a source.
+        let train_on = |prior: &mut Prior, ctx: &mut RunContext<'_>, index: u64| -> Result<f64, BackendError> {
+            match ctx.next_batch() {
+                None => Ok(initial_loss * (-(index as f64) / 200.0).exp()),
+                Some(b) => prior.train(graph, &b?.0),
+            }
+        };
+        let mut index = 0u64;
+        let mut simulated = 0.0;
+        for _ in 0..plan.warmup {
+            if ctx.probe.should_stop() {
+                raw.interrupted = true;
+                return Ok(raw);
+            }
+            train_on(&mut prior, ctx, index)?;
+            let p = iteration(index);
+            simulated += p.total_s;
+            if let Some(t) = tracker.as_mut() {
+                t.trained(p.total_s);
+            }
+            ctx.probe.step(index, false, &p);
+            raw.warmup_steps.record(p);
+            index += 1;
+        }
+        let measure_start = simulated;
+        loop {
+            let measured = raw.steps.seen();
+            let done = match (&mut tracker, plan.budget) {
+                (Some(t), _) => t.finished(simulated),
+                (None, Budget::Iterations(n)) => measured >= n,
+                (None, Budget::Seconds(s)) => measured > 0 && simulated - measure_start >= s,
+            };
+            if done {
+                break;
+            }
+            if ctx.probe.should_stop() {
+                raw.interrupted = true;
+                break;
+            }
+            let loss = train_on(&mut prior, ctx, index)?;
+            let p = iteration(index);
+            simulated += p.total_s;
+            ctx.probe.step(index, true, &p);
+            raw.steps.record(p, Some(loss));
+            index += 1;
+            if let Some(t) = tracker.as_mut() {
+                t.trained(p.total_s);
+                if t.due() {
+                    simulated +=
+                        self.evaluate(&prior, graph, ctx, t, simulated, p.forward_s / plan.batch_size as f64)?;
+                }
+            }
+        }
+        if let Some(mut t) = tracker {
+            if t.unevaluated_steps() && !raw.interrupted {
+                simulated += self.evaluate(&prior, graph, ctx, &mut t, simulated, 0.0)?;
+            }
+            let _ = simulated;
+            raw.target = Some(t.outcome());
+        }
+        raw.memory = MemoryMeasured {
+            weights: est.weights,
+            gradients: est.gradients,
+            optimizer_state: est.optimizer_state,
+            peak_allocated: Some(est.total),
+            reserved: Some(est.total.div_ceil(2 << 20) * (2 << 20)),
+            activations: Some(est.activations),
+        };
+        Ok(raw)
+    }
+}
+
+impl MockBackend {
+    /// Evaluate the evaluation split with what `prior` learned, recording it in `tracker`; returns the simulated
+    /// seconds it took (`per_sample_s` a sample).
+    fn evaluate(
+        &self,
+        prior: &Prior,
+        graph: &Graph,
+        ctx: &RunContext<'_>,
+        tracker: &mut TargetTracker,
+        simulated: f64,
+        per_sample_s: f64,
+    ) -> Result<f64, BackendError> {
+        let mut tally = EvalTally::default();
+        for b in ctx.eval.map(|e| e.batches.as_slice()).unwrap_or(&[]) {
+            prior.evaluate(graph, b, &mut tally)?;
+        }
+        let took = per_sample_s * tally.samples as f64;
+        tracker.record(tally, took, simulated + took);
+        Ok(took)
+    }
+}
+
+#[cfg(test)]
+#[path = "mock_tests.rs"]
+mod tests;

@@ -1,0 +1,370 @@
+//! The fit: a profile's measured points turned into the coefficients the model reads
+//! ([`crate::predict::rates::Coefficients`]). Rates net of the per-call overhead the model adds on its own; the
+//! grids of products and convolutions; the per-node costs and the median first-node cost; the optimizer costs
+//! solved per tensor and per parameter; the element-wise points net of what the model prices on its own
+//! (attention's products and operations, cross-entropy's base graph); and the in-step excess of convolutions and
+//! linear layers, each measured layer stack less the model's price of it. The fit prices micro-graphs with the
+//! whole model (every term on): a coefficient means the same whichever terms a prediction then switches off. Names
+//! in the profile are read into the model's typed names; an unknown one is a located error.
+
+use trainbench_graph::Precision;
+
+use super::elementwise::{attention_batch, measured_attention_products};
+use super::stepcost::{LAYERS, layer_batch, layer_graph, optimizer_spec};
+use crate::hardware::wire::{Calibration, HardwareFile, KernelPoint, OptimizerPoint};
+use crate::predict::error::PredictError;
+use crate::predict::layer::ATTENTION_OPS;
+use crate::predict::names::{self, ElementwiseClass, FirstKind, NodeClass, OptimizerKind};
+use crate::predict::rates::{Coefficients, InStep, KernelClass, LogGrid, NodeCosts, OptimizerCost, SizePoint, axis};
+use crate::predict::roofline;
+use crate::predict::terms::Terms;
+
+/// Framework operations of the cross-entropy point's base graph beyond the logits (their mean, and the MSE on
+/// it: difference, square, mean), which the measured difference lacks and the fit adds back.
+const CROSS_ENTROPY_BASE_OPS: f64 = 4.0;
+
+/// Bytes per logit the cross-entropy point's base graph moves in its mean (the logits read, fp32).
+const CROSS_ENTROPY_BASE_BYTES: f64 = 4.0;
+
+/// The coefficients of `profile`'s device at `precision`; refuses a precision the profile has no peak for, and a
+/// calibration that names a class or kind the model does not know.
+pub fn coefficients(profile: &HardwareFile, precision: Precision) -> Result<Coefficients, PredictError> {
+    let p = &profile.device.peak_tflops;
+    let peak = match precision {
+        Precision::Fp32 => Some(p.fp32),
+        Precision::Fp16 => p.fp16,
+        Precision::Bf16 => p.bf16,
+    }
+    .ok_or_else(|| PredictError::NoPeak { profile: profile.name.clone(), precision: precision.as_str() })?;
+    let bias_pass = profile.device.kind == crate::hardware::wire::DeviceKind::Cpu;
+    let Some(c) = profile.calibration.as_ref() else {
+        return Ok(Coefficients::datasheet(peak * 1e12, profile.device.memory_bandwidth_gbs * 1e9, bias_pass));
+    };
+    let unknown = |key: String, name: &str, known: String| PredictError::UnknownName {
+        profile: profile.name.clone(),
+        key,
+        name: name.to_string(),
+        known,
+    };
+    let overhead = c.op_overhead_us * 1e-6;
+    let memory = c.triad_gbs * 1e9;
+    let mut bandwidth: Vec<(f64, f64)> = c
+        .bandwidth
+        .iter()
+        .filter(|p| p.bytes > 0.0 && p.seconds > 0.0)
+        .map(|p| (p.bytes, p.bytes / net_of_overhead(p.seconds, overhead)))
+        .collect();
+    bandwidth.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let nodes = node_costs(c)
+        .map_err(|(i, name)| unknown(format!("calibration.node[{i}].class"), &name, NodeClass::known()))?;
+    let fixed = nodes.as_ref().map_or((overhead, overhead), |n| n.op);
+    // The measured totals, netted below once the model can price what they hold.
+    let mut elementwise: Vec<(ElementwiseClass, Vec<SizePoint>)> = Vec::new();
+    for (i, p) in c.elementwise.iter().enumerate() {
+        let class: ElementwiseClass = names::parse(&p.op).ok_or_else(|| {
+            let known: Vec<&str> = ElementwiseClass::ALL.iter().map(|c| c.name()).collect();
+            unknown(format!("calibration.elementwise[{i}].op"), &p.op, known.join(", "))
+        })?;
+        if p.elements <= 0.0 {
+            continue;
+        }
+        let point = (p.elements, p.forward_s, p.backward_s);
+        match elementwise.iter_mut().find(|(c, _)| *c == class) {
+            Some((_, points)) => points.push(point),
+            None => elementwise.push((class, vec![point])),
+        }
+    }
+    for (_, points) in &mut elementwise {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    for (i, p) in c.optimizer.iter().enumerate() {
+        if names::parse::<OptimizerKind>(&p.kind).is_none() {
+            let known: Vec<&str> = OptimizerKind::ALL.iter().map(|k| k.name()).collect();
+            return Err(unknown(format!("calibration.optimizer[{i}].kind"), &p.kind, known.join(", ")));
+        }
+    }
+    let optimizers =
+        OptimizerKind::ALL.into_iter().filter_map(|k| optimizer_cost(&c.optimizer, k).map(|o| (k, o))).collect();
+    let mut model = Coefficients {
+        in_step: InStep::default(),
+        bias_pass,
+        nodes,
+        optimizers,
+        grid: gemm_grid(c, precision, overhead),
+        conv_grid: conv_grids(c, precision, overhead),
+        peak_flop_s: peak * 1e12,
+        memory_bytes_s: memory,
+        bandwidth,
+        elementwise,
+        op_overhead_s: overhead,
+        gemm: curve(&c.gemm, precision, overhead),
+        conv: curve(&c.conv, precision, overhead),
+        conv_backward: curve(&c.conv_backward, precision, overhead),
+    };
+    net_elementwise_of_priced_costs(&mut model, fixed);
+    if precision == Precision::Fp32 {
+        model.in_step = in_step_excess(c, &model);
+    }
+    Ok(model)
+}
+
+/// The per-node costs of a calibration (`None` without the `elementwise` and `linear` classes), or the index and
+/// name of a class the model does not know.
+fn node_costs(c: &Calibration) -> Result<Option<NodeCosts>, (usize, String)> {
+    let mut classes = Vec::with_capacity(c.node.len());
+    for (i, p) in c.node.iter().enumerate() {
+        classes.push((NodeClass::parse(&p.class).ok_or_else(|| (i, p.class.clone()))?, p));
+    }
+    let get = |class: NodeClass| classes.iter().find(|(k, _)| *k == class).map(|(_, p)| (p.forward_s, p.backward_s));
+    let firsts: Vec<(FirstKind, (f64, f64))> = classes
+        .iter()
+        .filter_map(|(k, p)| match k {
+            NodeClass::First(kind) => Some((*kind, (p.forward_s, p.backward_s))),
+            _ => None,
+        })
+        .collect();
+    let median = |f: fn(&(f64, f64)) -> f64| {
+        crate::stats::median(&firsts.iter().map(|(_, p)| f(p)).collect::<Vec<_>>()).unwrap_or(0.0)
+    };
+    let (Some(op), Some(linear)) = (get(NodeClass::Elementwise), get(NodeClass::Linear)) else {
+        return Ok(None);
+    };
+    Ok(Some(NodeCosts {
+        op,
+        linear,
+        step: get(NodeClass::Step).unwrap_or((0.0, 0.0)),
+        first: (median(|p| p.0), median(|p| p.1)),
+        first_of: firsts,
+    }))
+}
+
+/// The element-wise points hold each call's measured total: net of what the model prices on its own, never
+/// negative. Every class: one operation's fixed cost (`fixed`, forward and backward). Attention: its operations
+/// (the forward count in both phases, as the model's calibrated fixed costs count a node's backward: one backward
+/// node per forward operation) and its projections and score products as the model prices them at each measured
+/// shape (on the product grid, else along the GEMM curve as six kernels; backward twice the forward's work).
+/// Cross-entropy, measured beyond the logits' mean and an MSE on it: the model's own price of those added back
+/// (the mean reads the logits, its backward writes their gradient; four operations).
+fn net_elementwise_of_priced_costs(model: &mut Coefficients, fixed: (f64, f64)) {
+    let mut classes = std::mem::take(&mut model.elementwise);
+    for (class, points) in &mut classes {
+        for (elements, ef, eb) in points.iter_mut() {
+            let (priced_f, priced_b) = if class.is_attention() {
+                let products = measured_attention_products_s(model, *elements);
+                (products + ATTENTION_OPS.0 * fixed.0, 2.0 * products + ATTENTION_OPS.0 * fixed.1)
+            } else {
+                fixed
+            };
+            *ef = (*ef - priced_f).max(0.0);
+            *eb = (*eb - priced_b).max(0.0);
+            if *class == ElementwiseClass::CrossEntropy {
+                let mean = model.memory_s(CROSS_ENTROPY_BASE_BYTES * *elements);
+                *ef += mean + CROSS_ENTROPY_BASE_OPS * fixed.0;
+                *eb += mean + CROSS_ENTROPY_BASE_OPS * fixed.1;
+            }
+        }
+    }
+    model.elementwise = classes;
+}
+
+/// Seconds of the projections and score products of the measured attention of `elements` score elements, as the
+/// model prices them (on the product grid, else along the GEMM curve as six kernels).
+fn measured_attention_products_s(model: &Coefficients, elements: f64) -> f64 {
+    let shapes = measured_attention_products(attention_batch(elements));
+    if model.has_grid() {
+        shapes.iter().map(|&[m, k, n]| model.gemm_s(m, k, n)).sum()
+    } else {
+        let flops: f64 = shapes.iter().map(|&[m, k, n]| 2.0 * m * k * n).sum();
+        let kernels = shapes.len() as f64;
+        kernels * model.compute_s(KernelClass::Gemm, flops / kernels)
+    }
+}
+
+/// The optimizer cost of `kind` from the measured points: the many-tensor graph (the fewest parameters per tensor) and
+/// the smallest large one solved for the per-tensor and per-parameter costs; every large graph then gives
+/// its per-parameter cost net of its tensors. `None` without two points of the kind.
+pub fn optimizer_cost(points: &[OptimizerPoint], kind: OptimizerKind) -> Option<OptimizerCost> {
+    let mut v: Vec<&OptimizerPoint> = points.iter().filter(|p| p.kind == kind.name() && p.tensors > 0).collect();
+    v.sort_by(|a, b| {
+        let r = |p: &OptimizerPoint| p.parameters as f64 / p.tensors as f64;
+        r(a).total_cmp(&r(b))
+    });
+    let (many, large) = (v.first()?, v.get(1)?);
+    let (tm, pm, sm) = (many.tensors as f64, many.parameters as f64, many.seconds);
+    let (tl, pl, sl) = (large.tensors as f64, large.parameters as f64, large.seconds);
+    let det = tm * pl - tl * pm;
+    if det.abs() < f64::EPSILON {
+        return None;
+    }
+    let per_tensor_s = ((sm * pl - sl * pm) / det).max(0.0);
+    let mut per_parameter: Vec<(f64, f64)> = v[1..]
+        .iter()
+        .map(|p| (p.parameters as f64, ((p.seconds - p.tensors as f64 * per_tensor_s) / p.parameters as f64).max(0.0)))
+        .collect();
+    per_parameter.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Some(OptimizerCost { per_tensor_s, per_parameter })
+}
+
+/// The in-step excess of a calibration: each measured layer stack's time per layer, less the model's fixed cost
+/// and kernel time for that layer (`base`: the model without the excess), over the layer phase's bytes; never
+/// negative.
+fn in_step_excess(c: &Calibration, base: &Coefficients) -> InStep {
+    // (bytes, excess seconds) per layer and phase of one measured stack.
+    let measured = |class: &str| -> Option<[(f64, f64); 2]> {
+        let point = c.node.iter().find(|p| p.class == class)?;
+        let g = layer_graph(class, LAYERS).ok()?;
+        let analysis = trainbench_graph::analysis::analyze(&g);
+        let sgd = optimizer_spec(OptimizerKind::Sgd);
+        let step = roofline::step(&g, &analysis, layer_batch(class), Precision::Fp32, &sgd, base, &Terms::all());
+        let prefix = if class.starts_with("conv") { "conv" } else { "wide" };
+        let stacked: Vec<_> = step.layers.iter().filter(|l| l.name.starts_with(prefix)).collect();
+        if stacked.is_empty() {
+            return None;
+        }
+        let n = stacked.len() as f64;
+        let mean = |f: fn(&roofline::PhaseCost) -> f64, backward: bool| {
+            stacked.iter().map(|l| f(if backward { &l.backward } else { &l.forward })).sum::<f64>() / n
+        };
+        let excess = |measured: f64, backward: bool| {
+            (mean(|p| p.bytes, backward), (measured - mean(|p| p.time_s, backward)).max(0.0))
+        };
+        Some([excess(point.forward_s, false), excess(point.backward_s, true)])
+    };
+    let per_byte = |(bytes, excess): (f64, f64)| if bytes > 0.0 { excess / bytes } else { 0.0 };
+    let mut f = InStep::default();
+    if let Some([fw, bw]) = measured("linear-wide") {
+        f.linear = (per_byte(fw), per_byte(bw));
+    }
+    match (measured("conv"), measured("conv-small")) {
+        (Some(large), Some(small)) => {
+            // excess = fixed + per byte x bytes, through the two stacks; neither part negative.
+            let solve = |(b1, e1): (f64, f64), (b2, e2): (f64, f64)| {
+                let slope = if b2 > b1 { ((e2 - e1) / (b2 - b1)).max(0.0) } else { 0.0 };
+                let fixed = (e1 - slope * b1).max(0.0);
+                (fixed, if fixed > 0.0 { slope } else { per_byte((b2, e2)) })
+            };
+            let (ff, fb) = solve(small[0], large[0]);
+            let (bf, bb) = solve(small[1], large[1]);
+            f.conv_fixed = (ff, bf);
+            f.conv = (fb, bb);
+        }
+        (Some([fw, bw]), None) => f.conv = (per_byte(fw), per_byte(bw)),
+        _ => {}
+    }
+    f
+}
+
+/// Rates (FLOP/s net of overhead) of `[m x k] x [k x n]` products over m, k, n, at one precision.
+fn gemm_grid(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<LogGrid> {
+    let points: Vec<(Vec<f64>, f64)> = c
+        .gemm_shapes
+        .iter()
+        .filter(|p| p.precision == precision && p.seconds > 0.0)
+        .map(|p| {
+            let flops = 2.0 * (p.m * p.k * p.n) as f64;
+            (vec![p.m as f64, p.k as f64, p.n as f64], flops / net_of_overhead(p.seconds, overhead_s))
+        })
+        .collect();
+    LogGrid::new(&points)
+}
+
+/// Rates (FLOP/s net of overhead) of 3 x 3 convolutions over channels and output pixels, forward and backward
+/// (the backward's work is twice the forward's), at one precision.
+fn conv_grids(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<(LogGrid, LogGrid)> {
+    let pts: Vec<_> =
+        c.conv_shapes.iter().filter(|p| p.precision == precision && p.forward_s > 0.0 && p.backward_s > 0.0).collect();
+    let flops = |p: &crate::hardware::wire::ConvShapePoint| {
+        2.0 * (p.pixels * p.channels * p.channels * p.kernel * p.kernel) as f64
+    };
+    let grid = |backward: bool| {
+        let mut points: Vec<(Vec<f64>, f64)> = pts
+            .iter()
+            .map(|p| {
+                let (work, s) = if backward { (2.0 * flops(p), p.backward_s) } else { (flops(p), p.forward_s) };
+                (vec![p.channels as f64, p.pixels as f64], work / net_of_overhead(s, overhead_s))
+            })
+            .collect();
+        // The largest pixel counts are measured for the fewer channels only: a channel count without them keeps
+        // the rate of its largest measured size.
+        let pixels = axis(points.iter().map(|p| p.0[1]));
+        let channels = axis(points.iter().map(|p| p.0[0]));
+        for &c in &channels {
+            let largest =
+                points.iter().filter(|p| p.0[0] == c).max_by(|a, b| a.0[1].total_cmp(&b.0[1])).map(|p| (p.0[1], p.1));
+            if let Some((measured, rate)) = largest {
+                for &px in pixels.iter().filter(|&&px| px > measured) {
+                    points.push((vec![c, px], rate));
+                }
+            }
+        }
+        LogGrid::new(&points)
+    };
+    Some((grid(false)?, grid(true)?))
+}
+
+/// Achieved rate net of the per-call overhead, per measured size, at `precision`.
+fn curve(points: &[KernelPoint], precision: Precision, overhead_s: f64) -> Vec<(f64, f64)> {
+    let mut v: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|p| p.precision == precision && p.flops > 0.0 && p.seconds > 0.0)
+        .map(|p| (p.flops, p.flops / net_of_overhead(p.seconds, overhead_s)))
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+/// A call's seconds without the per-operation overhead the model adds on its own; a call that took less than
+/// twice the overhead says little about the rate and is counted at its total time.
+fn net_of_overhead(seconds: f64, overhead_s: f64) -> f64 {
+    if seconds > 2.0 * overhead_s { seconds - overhead_s } else { seconds }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_tensor_and_per_parameter_costs_are_solved_back() {
+        // 2 us per tensor, 1 ns per parameter up to 1 M, 2 ns at 4 M.
+        let point = |tensors: u64, parameters: u64, per: f64| OptimizerPoint {
+            kind: "adam".into(),
+            tensors,
+            parameters,
+            seconds: tensors as f64 * 2e-6 + parameters as f64 * per,
+        };
+        let points = vec![point(64, 2304, 1e-9), point(2, 1_049_600, 1e-9), point(2, 4_196_352, 2e-9)];
+        let c = optimizer_cost(&points, OptimizerKind::Adam).unwrap();
+        assert!((c.per_tensor_s - 2e-6).abs() < 1e-12, "{c:?}");
+        assert!((c.seconds(10.0, 1_049_600.0) - (20e-6 + 1_049_600.0 * 1e-9)).abs() < 1e-9);
+        assert!((c.seconds(2.0, 4_196_352.0) - points[2].seconds).abs() < 1e-9);
+        // Between the sizes, between the costs; other kinds are not guessed.
+        let mid = c.seconds(0.0, 2e6) / 2e6;
+        assert!(mid > 1e-9 && mid < 2e-9);
+        assert!(optimizer_cost(&points, OptimizerKind::Sgd).is_none());
+    }
+
+    #[test]
+    fn an_unknown_name_in_a_profile_is_an_error_locating_it_and_listing_the_known_ones() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hardware/tch-cpu.toml"))
+                .unwrap();
+        let profile: HardwareFile = toml::from_str(&text).unwrap();
+        assert!(coefficients(&profile, Precision::Fp32).is_ok());
+        let mut bad = profile.clone();
+        bad.calibration.as_mut().unwrap().elementwise[2].op = "swish".into();
+        let e = coefficients(&bad, Precision::Fp32).unwrap_err().to_string();
+        assert!(
+            e.contains("calibration.elementwise[2].op") && e.contains("\"swish\"") && e.contains("max_pool"),
+            "{e}"
+        );
+        let mut bad = profile.clone();
+        bad.calibration.as_mut().unwrap().node[0].class = "first-conv2d".into();
+        let e = coefficients(&bad, Precision::Fp32).unwrap_err().to_string();
+        assert!(e.contains("calibration.node[0].class") && e.contains("first-add") && e.contains("linear-wide"), "{e}");
+        let mut bad = profile;
+        bad.calibration.as_mut().unwrap().optimizer[0].kind = "lamb".into();
+        let e = coefficients(&bad, Precision::Fp32).unwrap_err().to_string();
+        assert!(e.contains("calibration.optimizer[0].kind") && e.contains("sgd-momentum-decay"), "{e}");
+    }
+}

@@ -1,0 +1,287 @@
+//! What the backend's own training step costs beyond its kernels, measured by training micro-graphs through the
+//! backend (`trainbench calibrate`) and read back by the model:
+//!
+//! - **Per node** (`calibration.node`): the fixed cost of one graph node in the forward and in the backward phase
+//!   (dispatch, autograd recording, the autograd engine's node in backward, the backend's per-node work). A
+//!   stack of [`NODE_STACK`] ReLUs (class `elementwise`) or linear layers (class `linear`) on 8 elements per sample
+//!   at batch 1 is trained beside the graph without the stack; the difference of the mean phase times over
+//!   [`NODE_STACK`] is one node's cost. The graph without the stack (input -> linear -> MSE) less its linear layer
+//!   and its loss is the step's own fixed cost (class `step`). A 4-element add timed alone (`op_overhead_us`)
+//!   misses most of this: on the development machine the backward of a small MLP took 10x what it predicted.
+//! - **Optimizer** (`calibration.optimizer`): the optimizer phase of a graph of many small tensors and of one linear
+//!   layer of 1 M and 4 M parameters, per optimizer kind (SGD, SGD with momentum, with momentum and weight decay,
+//!   Adam). The model solves the many-tensor graph and the 1 M one for a per-tensor and a per-parameter cost, and reads
+//!   the per-parameter cost by the parameter count between the large points (Adam on a CPU makes about seven passes
+//!   over its state, allocating temporaries, where one pass was assumed).
+//!
+//! - **Layers in the step** (`calibration.node`, classes `conv` and `linear-wide`): a stack of [`LAYERS`]
+//!   convolutions (16 channels, 3 x 3, 16 x 16 pixels) or linear layers (256 x 256 on 16 rows per sample) at batch 64,
+//!   against the graph without the stack, per layer. The model compares each with its own price of that layer from the
+//!   isolated-kernel grids (`super::fit`): what a layer inside a training step costs beyond the same kernel timed
+//!   in a loop (a fresh output, a cold input), per byte the layer moves, charged to the layers of that class by their
+//!   bytes.
+//!
+//! The differential measurement itself is [`super::harness`]'s.
+
+use trainbench_contract::{Backend, DeviceSelector};
+use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind};
+use trainbench_graph::{GraphBuilder, OptimizerSpec};
+
+use super::harness::{ROUNDS, StepPhases, median_phases, per_added_node, phases, plan};
+use crate::hardware::wire::{NodePoint, OptimizerPoint};
+use crate::predict::layer::LOSS_OPS;
+use crate::predict::names::OptimizerKind;
+
+/// Nodes in the measured per-node stacks: 16, so that the difference to the graph without them is well above the
+/// run-to-run noise of a step of a few tens of microseconds.
+pub const NODE_STACK: usize = 16;
+/// Features per sample of the node micro-graphs.
+const FEATURES: usize = 8;
+/// Linear layers (of [`FEATURES`] x [`FEATURES`]) of the many-tensor optimizer graph: 2 tensors each.
+const MANY: usize = 32;
+/// Sides of the single large linear layers of the optimizer graphs (1,049,600 and 4,196,352 parameters).
+const LARGE: [usize; 2] = [1024, 2048];
+/// The optimizer measured for `kind`.
+pub fn optimizer_spec(kind: OptimizerKind) -> OptimizerSpec {
+    match kind {
+        OptimizerKind::Sgd => OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.0, weight_decay: 0.0, nesterov: false },
+        OptimizerKind::SgdMomentum => {
+            OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.9, weight_decay: 0.0, nesterov: false }
+        }
+        OptimizerKind::SgdMomentumDecay => {
+            OptimizerSpec::Sgd { lr: 1e-3, momentum: 0.9, weight_decay: 5e-4, nesterov: false }
+        }
+        OptimizerKind::Adam => OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
+    }
+}
+
+/// input [`FEATURES`] -> linear -> `stack` x the class's node -> MSE. `elementwise` stacks ReLUs, `linear`
+/// stacks linear layers with bias.
+fn node_graph(class: &str, stack: usize) -> Result<Graph, String> {
+    let e = |e: trainbench_graph::ShapeError| e.to_string();
+    let mut b = GraphBuilder::new(format!("calibrate-node-{class}"));
+    let x = b.input("x", &[FEATURES], InputKind::Dense).map_err(e)?;
+    let t = b.input("t", &[FEATURES], InputKind::Dense).map_err(e)?;
+    let mut y = b.linear("fc", x, FEATURES, true).map_err(e)?;
+    for i in 0..stack {
+        let name = format!("{class}{i}");
+        y = match class {
+            "linear" => b.linear(&name, y, FEATURES, true),
+            "elementwise" => b.act(&name, y, Activation::Relu),
+            other => return Err(format!("unknown node class `{other}` (known: {})", NODE_CLASSES.join(", "))),
+        }
+        .map_err(e)?;
+    }
+    b.loss("loss", LossKind::Mse, &[y, t]).map_err(e)?;
+    b.finish(1, "samples").map_err(e)
+}
+
+/// The per-node classes measured; `step` is derived from the base graph.
+const NODE_CLASSES: [&str; 2] = ["elementwise", "linear"];
+
+/// Layers in the stacks of [`layer_graph`].
+pub const LAYERS: usize = 4;
+/// Samples per step of the layer stacks.
+const LAYER_BATCH: usize = 64;
+/// Rows per sample of the linear stack (positions of a sequence: 1,024 rows per product at [`LAYER_BATCH`], as a
+/// sequence model's layers have).
+const LINEAR_ROWS: usize = 16;
+
+/// The layer-stack micro-graph of `class` (`conv`: input [16, 16, 16] -> `stack` x conv 16 -> 16 3 x 3 ->
+/// flatten -> linear 10 -> MSE; `conv-small`: the same with 4 channels of 4 x 4 pixels, where a convolution's
+/// fixed cost is most of it; `linear-wide`: input [16, 256] -> linear 256 -> `stack` x linear 256 -> MSE).
+pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
+    let e = |e: trainbench_graph::ShapeError| e.to_string();
+    if !LAYER_CLASSES.contains(&class) {
+        return Err(format!("unknown layer class `{class}` (known: {})", LAYER_CLASSES.join(", ")));
+    }
+    let mut b = GraphBuilder::new(format!("calibrate-layer-{class}"));
+    let y = if class.starts_with("conv") {
+        let (c, hw) = if class == "conv" { (16, 16) } else { (4, 4) };
+        let x = b.input("x", &[c, hw, hw], InputKind::Dense).map_err(e)?;
+        let mut y = x;
+        for i in 0..stack {
+            y = b.conv(&format!("conv{i}"), y, trainbench_graph::ConvCfg::square(c, 3, 1, 1)).map_err(e)?;
+        }
+        let f = b.flatten("flat", y).map_err(e)?;
+        b.linear("fc", f, 10, true).map_err(e)?
+    } else {
+        let x = b.input("x", &[LINEAR_ROWS, 256], InputKind::Dense).map_err(e)?;
+        let mut y = b.linear("fc", x, 256, true).map_err(e)?;
+        for i in 0..stack {
+            y = b.linear(&format!("wide{i}"), y, 256, true).map_err(e)?;
+        }
+        y
+    };
+    let width = if class.starts_with("conv") { 10 } else { 256 };
+    let t = if class.starts_with("conv") {
+        b.input("t", &[width], InputKind::Dense).map_err(e)?
+    } else {
+        b.input("t", &[LINEAR_ROWS, width], InputKind::Dense).map_err(e)?
+    };
+    b.loss("loss", LossKind::Mse, &[y, t]).map_err(e)?;
+    b.finish(1, "samples").map_err(e)
+}
+
+/// The layer stacks measured, by class.
+pub const LAYER_CLASSES: [&str; 3] = ["conv", "conv-small", "linear-wide"];
+
+/// Samples per step of a layer stack: one for the fixed-cost one.
+pub fn layer_batch(class: &str) -> usize {
+    if class == "conv-small" { 1 } else { LAYER_BATCH }
+}
+
+/// Measure the layer stacks ([`LAYER_CLASSES`]): seconds per layer in each phase.
+pub fn measure_layers(
+    backend: &mut dyn Backend,
+    device: DeviceSelector,
+    cpu_threads: Option<u32>,
+    cpu_clock: bool,
+) -> Result<Vec<NodePoint>, String> {
+    let mut points = Vec::new();
+    for class in LAYER_CLASSES {
+        let steps = if layer_batch(class) == 1 { 40 } else { 15 };
+        let plan = plan(device, cpu_threads, layer_batch(class), optimizer_spec(OptimizerKind::Sgd), steps);
+        let (base, with) = (layer_graph(class, 0)?, layer_graph(class, LAYERS)?);
+        let m = per_added_node(backend, &plan, (&base, &with), LAYERS as f64, cpu_clock)?;
+        points.push(NodePoint { class: class.into(), forward_s: m.forward, backward_s: m.backward });
+    }
+    Ok(points)
+}
+
+/// Measure the fixed per-node costs (`elementwise`, `linear`) and the step's own (`step`).
+pub fn measure_nodes(
+    backend: &mut dyn Backend,
+    device: DeviceSelector,
+    cpu_threads: Option<u32>,
+    cpu_clock: bool,
+) -> Result<Vec<NodePoint>, String> {
+    let plan = plan(device, cpu_threads, 1, optimizer_spec(OptimizerKind::Sgd), 60);
+    let base = node_graph("base", 0)?;
+    let mut base_rounds = Vec::new();
+    let mut per_class: Vec<Vec<StepPhases>> = vec![Vec::new(); NODE_CLASSES.len()];
+    for _ in 0..ROUNDS {
+        let b = phases(backend, &plan, &base, cpu_clock)?;
+        base_rounds.push(b);
+        for (i, class) in NODE_CLASSES.iter().enumerate() {
+            let w = phases(backend, &plan, &node_graph(class, NODE_STACK)?, cpu_clock)?;
+            let per = |a: f64, b: f64| ((a - b) / NODE_STACK as f64).max(0.0);
+            per_class[i].push(StepPhases {
+                forward: per(w.forward, b.forward),
+                backward: per(w.backward, b.backward),
+                optimizer: 0.0,
+            });
+        }
+    }
+    let mut points: Vec<NodePoint> = NODE_CLASSES
+        .iter()
+        .zip(&per_class)
+        .map(|(class, rounds)| {
+            let m = median_phases(rounds);
+            NodePoint { class: (*class).to_string(), forward_s: m.forward, backward_s: m.backward }
+        })
+        .collect();
+    // The base graph less its linear layer and its loss (priced per operation at the element-wise cost).
+    let base = median_phases(&base_rounds);
+    let (lin, elem) = (&points[1], &points[0]);
+    points.push(NodePoint {
+        class: "step".into(),
+        forward_s: (base.forward - lin.forward_s - LOSS_OPS.0 * elem.forward_s).max(0.0),
+        backward_s: (base.backward - lin.backward_s - LOSS_OPS.1 * elem.backward_s).max(0.0),
+    });
+    Ok(points)
+}
+
+/// input -> `MANY` linear layers of `FEATURES` -> MSE (many small tensors), or input -> one linear layer of
+/// `side` x `side` -> MSE (one large weight).
+fn optimizer_graph(side: Option<usize>) -> Result<Graph, String> {
+    let e = |e: trainbench_graph::ShapeError| e.to_string();
+    let mut b = GraphBuilder::new("calibrate-optimizer");
+    let f = side.unwrap_or(FEATURES);
+    let x = b.input("x", &[f], InputKind::Dense).map_err(e)?;
+    let t = b.input("t", &[f], InputKind::Dense).map_err(e)?;
+    let mut y = x;
+    for i in 0..if side.is_some() { 1 } else { MANY } {
+        y = b.linear(&format!("fc{i}"), y, f, true).map_err(e)?;
+    }
+    b.loss("loss", LossKind::Mse, &[y, t]).map_err(e)?;
+    b.finish(1, "samples").map_err(e)
+}
+
+/// Measure the optimizer phase per kind of [`OptimizerKind::ALL`] on the many-tensor graph and the large ones.
+pub fn measure_optimizers(
+    backend: &mut dyn Backend,
+    device: DeviceSelector,
+    cpu_threads: Option<u32>,
+    cpu_clock: bool,
+) -> Result<Vec<OptimizerPoint>, String> {
+    let mut points = Vec::new();
+    for kind in OptimizerKind::ALL {
+        for side in [None].into_iter().chain(LARGE.map(Some)) {
+            let graph = optimizer_graph(side)?;
+            let steps = if side.is_some() { 10 } else { 40 };
+            let plan = plan(device, cpu_threads, 1, optimizer_spec(kind), steps);
+            let mut rounds = Vec::new();
+            for _ in 0..ROUNDS {
+                rounds.push(phases(backend, &plan, &graph, cpu_clock)?);
+            }
+            let tensors = trainbench_graph::params::graph_tensors(&graph).iter().filter(|(_, d)| d.trainable()).count();
+            let parameters = trainbench_graph::analysis::analyze(&graph).parameters;
+            points.push(OptimizerPoint {
+                kind: kind.name().to_string(),
+                tensors: tensors as u64,
+                parameters,
+                seconds: median_phases(&rounds).optimizer,
+            });
+        }
+    }
+    Ok(points)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_graphs_hold_what_they_measure() {
+        let a = trainbench_graph::analysis::analyze(&optimizer_graph(Some(1024)).unwrap());
+        assert_eq!(a.parameters, 1024 * 1024 + 1024);
+        let many = optimizer_graph(None).unwrap();
+        let tensors = trainbench_graph::params::graph_tensors(&many).iter().filter(|(_, d)| d.trainable()).count();
+        assert_eq!(tensors, 2 * MANY);
+        let stacked = node_graph("linear", NODE_STACK).unwrap();
+        assert_eq!(stacked.nodes.len(), node_graph("linear", 0).unwrap().nodes.len() + NODE_STACK);
+    }
+
+    #[test]
+    fn an_unknown_class_is_an_error_naming_it_and_every_written_name_is_one_the_fit_reads() {
+        for kind in OptimizerKind::ALL {
+            assert_eq!(OptimizerKind::of(&optimizer_spec(kind)), kind);
+        }
+        assert!(matches!(optimizer_spec(OptimizerKind::Adam), OptimizerSpec::Adam { .. }));
+        for class in NODE_CLASSES.into_iter().chain(LAYER_CLASSES).chain(["step"]) {
+            assert!(crate::predict::names::NodeClass::parse(class).is_some(), "{class}");
+        }
+        let e = node_graph("softmax", NODE_STACK).unwrap_err();
+        assert!(e.contains("`softmax`") && e.contains("elementwise, linear"), "{e}");
+        let e = layer_graph("conv-large", LAYERS).unwrap_err();
+        assert!(e.contains("`conv-large`") && e.contains("conv-small"), "{e}");
+    }
+
+    #[test]
+    fn the_mock_backend_measures_nodes_and_optimizers() {
+        let mut mock = trainbench_contract::mock::MockBackend::new(Default::default());
+        let layers = measure_layers(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
+        assert_eq!(layers.iter().map(|p| p.class.as_str()).collect::<Vec<_>>(), LAYER_CLASSES);
+        assert_eq!(
+            layer_graph("conv", LAYERS).unwrap().nodes.len(),
+            layer_graph("conv", 0).unwrap().nodes.len() + LAYERS
+        );
+        let nodes = measure_nodes(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
+        assert_eq!(nodes.iter().map(|p| p.class.as_str()).collect::<Vec<_>>(), ["elementwise", "linear", "step"]);
+        let opt = measure_optimizers(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
+        assert_eq!(opt.len(), OptimizerKind::ALL.len() * 3);
+        assert!(opt.iter().all(|p| p.seconds >= 0.0 && p.tensors >= 2));
+    }
+}

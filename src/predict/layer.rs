@@ -1,0 +1,257 @@
+//! The pieces of one layer's price that the roofline step ([`super::roofline::step`]) puts together: its
+//! framework operations, its kernels and products, the bytes it moves beyond one pass, and the terms priced per
+//! layer ([`Term::PerOpOverhead`], [`Term::RnnCellWork`], the count [`Term::GradientSums`] prices), each with the
+//! constants it uses.
+
+use trainbench_graph::Precision;
+use trainbench_graph::analysis::Analysis;
+use trainbench_graph::graph::{Graph, InputKind, LossKind, Op};
+
+use super::names::ElementwiseClass;
+use super::rates::{Coefficients, KernelClass};
+use super::terms::{Term, Terms};
+
+/// Framework operations of an attention node (forward, backward): the model's count of its four projections, the
+/// fused core and the reshapes around it in libtorch eager (a count, not a measurement); the fit nets the
+/// calibration's attention points of the forward count (`crate::calibrate::fit`).
+pub const ATTENTION_OPS: (f64, f64) = (10.0, 14.0);
+
+/// Framework operations of a loss other than cross-entropy (an MSE: the difference, its square, the mean; each
+/// records one backward node); the calibration's step cost is netted of these (`crate::calibrate::stepcost`).
+pub const LOSS_OPS: (f64, f64) = (3.0, 3.0);
+
+/// Bytes of one element of a dense input as a backend feeds it (f32 features).
+pub const DENSE_INPUT_BYTES: f64 = 4.0;
+
+/// Bytes of one element of an index input as a backend feeds it (i64 token ids and labels, libtorch's `Long`).
+pub const INDEX_INPUT_BYTES: f64 = 8.0;
+
+/// Framework operations a node costs (forward, backward), in libtorch eager terms: one kernel for most
+/// layers; linear's backward is two products and a bias sum; a recurrent layer runs its cell step by step
+/// (about 8 operations per step, layer and direction); attention is its projections, the fused core and
+/// reshapes; dropout draws a mask and multiplies.
+pub fn op_count(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, f64) {
+    match &node.op {
+        Op::Input { .. } => (0.0, 0.0),
+        Op::Linear { .. } | Op::MatMul { .. } => (1.0, 3.0),
+        Op::Rnn { layers, bidirectional, .. } => {
+            let t = graph.nodes[node.inputs[0]].shape.0.first().copied().unwrap_or(1) as f64;
+            let per = *layers as f64 * if *bidirectional { 2.0 } else { 1.0 } * (1.0 + 8.0 * t);
+            (per, 2.0 * per)
+        }
+        Op::Attention { .. } => ATTENTION_OPS,
+        // Dropout with p = 0 returns its input: one call, no backward node.
+        Op::Dropout { p } if *p <= 0.0 => (1.0, 0.0),
+        Op::Dropout { .. } => (2.0, 1.0),
+        Op::RoiAlign { .. } => (5.0, 5.0),
+        Op::Loss { loss: LossKind::CrossEntropy, .. } => (2.0, 2.0),
+        Op::Loss { .. } => LOSS_OPS,
+        _ => (1.0, 1.0),
+    }
+}
+
+/// Kernels of one forward pass of a node with FLOPs, and which curve they follow: the work of one kernel is the
+/// layer's FLOPs over this count.
+pub fn kernels(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, KernelClass) {
+    match &node.op {
+        Op::Conv { .. } => (1.0, KernelClass::Conv),
+        Op::Rnn { layers, bidirectional, .. } => {
+            let t = graph.nodes[node.inputs[0]].shape.0.first().copied().unwrap_or(1) as f64;
+            (*layers as f64 * if *bidirectional { 2.0 } else { 1.0 } * t, KernelClass::Gemm)
+        }
+        Op::Attention { .. } => (6.0, KernelClass::Gemm),
+        _ => (1.0, KernelClass::Gemm),
+    }
+}
+
+/// A layer's matrix products as `[m, k, n]` (`[m x k] x [k x n]`), forward and backward, where the grid prices
+/// them: a linear layer (batch rows against its weight; backward the weight gradient `[k x m] x [m x n]` and, where
+/// its input needs one, the input gradient `[m x n] x [n x k]`), a recurrent layer (the input projection over
+/// every time step at once, then one hidden product per step, as libtorch runs them on a CPU; backward left to
+/// the FLOP ratio), attention (four projections, then scores and context over batch x heads rows).
+pub struct Products {
+    /// Forward products.
+    pub forward: Vec<[f64; 3]>,
+    /// Backward products (empty: left to the FLOP ratio).
+    pub backward: Vec<[f64; 3]>,
+}
+
+/// The products of `node` at `b` samples (see [`Products`]); `None` for a node without them.
+pub fn products(
+    graph: &Graph,
+    node: &trainbench_graph::graph::Node,
+    b: f64,
+    input_grad: bool,
+    trainable: bool,
+) -> Option<Products> {
+    let first_dim =
+        |i: usize| node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64;
+    match &node.op {
+        Op::Linear { in_features, out_features, .. } => {
+            let (k, n) = (*in_features as f64, *out_features as f64);
+            let rows = graph.nodes[*node.inputs.first()?].shape.numel() as f64 / k.max(1.0);
+            let m = b * rows;
+            let mut backward = Vec::new();
+            if trainable {
+                backward.push([k, m, n]);
+            }
+            if input_grad {
+                backward.push([m, n, k]);
+            }
+            Some(Products { forward: vec![[m, k, n]], backward })
+        }
+        Op::Rnn { cell, input_size, hidden, layers, bidirectional } => {
+            let t = first_dim(0);
+            let gates = match cell {
+                trainbench_graph::graph::RnnCell::Lstm => 4.0,
+                trainbench_graph::graph::RnnCell::Gru => 3.0,
+            };
+            let (h, dirs) = (*hidden as f64, if *bidirectional { 2.0 } else { 1.0 });
+            let mut forward = Vec::new();
+            for l in 0..*layers {
+                let input = if l == 0 { *input_size as f64 } else { h * dirs };
+                for _ in 0..*bidirectional as usize + 1 {
+                    forward.push([t * b, input, gates * h]);
+                    forward.extend(std::iter::repeat_n([b, h, gates * h], t as usize));
+                }
+            }
+            Some(Products { forward, backward: Vec::new() })
+        }
+        Op::Attention { embed_dim, heads, kdim, vdim, .. } => {
+            let (tq, tk) = (first_dim(0), first_dim(1));
+            let forward = super::work::attention_products(
+                b,
+                tq,
+                tk,
+                *embed_dim as f64,
+                *kdim as f64,
+                *vdim as f64,
+                *heads as f64,
+            );
+            Some(Products { forward, backward: Vec::new() })
+        }
+        _ => None,
+    }
+}
+
+/// A plain convolution's (channels, output pixels) for the calibrated grid: the geometric mean of its input and
+/// output channels, and its output elements over its output channels. Grouped and transposed convolutions are
+/// left to the curve.
+pub fn conv_size(node: &trainbench_graph::graph::Node, output_elements: f64) -> Option<(f64, f64)> {
+    match &node.op {
+        Op::Conv { in_channels, out_channels, groups: 1, transposed: false, .. } if *out_channels > 0 => {
+            Some((((*in_channels * *out_channels) as f64).sqrt(), output_elements / *out_channels as f64))
+        }
+        _ => None,
+    }
+}
+
+/// Fixed seconds of a node (forward, backward): with the training step calibrated, a linear layer's measured
+/// cost, else its forward operations at one operation's forward and backward cost each (each forward operation
+/// records one backward node); without it (or with [`Term::MeasuredNodeCosts`] off), every operation at the
+/// per-operation overhead. The [`Term::PerOpOverhead`] term.
+pub fn per_op_overhead(
+    node: &trainbench_graph::graph::Node,
+    ops_f: f64,
+    ops_b: f64,
+    device: &Coefficients,
+    terms: &Terms,
+) -> (f64, f64) {
+    if !terms.on(Term::PerOpOverhead) {
+        return (0.0, 0.0);
+    }
+    match device.nodes.as_ref().filter(|_| terms.on(Term::MeasuredNodeCosts)) {
+        Some(n) if matches!(node.op, Op::Linear { .. }) => n.linear,
+        Some(n) => (ops_f * n.op.0, if ops_b > 0.0 { ops_f * n.op.1 } else { 0.0 }),
+        None => (ops_f * device.op_overhead_s, ops_b * device.op_overhead_s),
+    }
+}
+
+/// Bytes a layer moves beyond reading its inputs and writing its output once (forward, backward), for the
+/// operations that make several passes: normalisations compute statistics before normalising (and their
+/// backward reads input and output gradient twice); softmax and log-softmax take a maximum and a sum first;
+/// dropout writes and reads a mask; attention's core writes the score tensor (heads x Tq x Tk), softmaxes it in
+/// place and reads it for the weighted sum (its backward passes over it about twice as often).
+pub fn extra_bytes(
+    graph: &Graph,
+    node: &trainbench_graph::graph::Node,
+    out_bytes: f64,
+    b: f64,
+    act: f64,
+) -> (f64, f64) {
+    match &node.op {
+        Op::BatchNorm { .. } | Op::LayerNorm { .. } => (out_bytes, 2.0 * out_bytes),
+        Op::Softmax => (out_bytes, out_bytes),
+        Op::Loss { loss: LossKind::CrossEntropy, .. } => {
+            let logits = graph.nodes[node.inputs[0]].shape.numel() as f64 * b * act;
+            (3.0 * logits, 2.0 * logits)
+        }
+        Op::Dropout { .. } => (out_bytes / act, out_bytes / act),
+        Op::Attention { heads, .. } => {
+            let tq = graph.nodes[node.inputs[0]].shape.0.first().copied().unwrap_or(1) as f64;
+            let tk = graph.nodes[node.inputs[1]].shape.0.first().copied().unwrap_or(1) as f64;
+            let scores = *heads as f64 * tq * tk * b * act;
+            (4.0 * scores, 8.0 * scores)
+        }
+        _ => (0.0, 0.0),
+    }
+}
+
+/// The element-wise work of a recurrent layer's cells (forward, backward seconds), when the activation classes
+/// were measured: per time step, layer and direction, an LSTM cell evaluates three sigmoids and two tanhs and
+/// combines them with five products and sums over `batch x hidden` elements (a GRU two sigmoids, one tanh and
+/// six products and sums), each a call of its own on a CPU whose fixed cost the recurrent layer's operation
+/// count already holds; priced per element at the `gelu` class (tanh, sigmoid) and the `relu` class (one cheap
+/// pass). The [`Term::RnnCellWork`] term.
+pub fn rnn_cell_work(
+    graph: &Graph,
+    node: &trainbench_graph::graph::Node,
+    b: f64,
+    device: &Coefficients,
+) -> Option<(f64, f64)> {
+    let Op::Rnn { cell, hidden, layers, bidirectional, .. } = &node.op else {
+        return None;
+    };
+    let steps = graph.nodes[*node.inputs.first()?].shape.0.first().copied().unwrap_or(1) as f64;
+    let cells = steps * *layers as f64 * if *bidirectional { 2.0 } else { 1.0 };
+    let (curved, cheap) = match cell {
+        trainbench_graph::graph::RnnCell::Lstm => (5.0, 5.0),
+        trainbench_graph::graph::RnnCell::Gru => (3.0, 6.0),
+    };
+    let elements = b * *hidden as f64;
+    let (cf, cb) = device.elementwise_marginal_s(ElementwiseClass::Gelu, elements)?;
+    let (pf, pb) = device.elementwise_marginal_s(ElementwiseClass::Relu, elements)?;
+    Some((cells * (curved * cf + cheap * pf), cells * (curved * cb + cheap * pb)))
+}
+
+/// Gradient sums autograd makes for each node's output in backward: one fewer than the nodes that read it and
+/// pass a gradient back (a node reading it several times, as self-attention's query, key and value, counts once:
+/// its backward sums them itself). The count the [`Term::GradientSums`] term prices.
+pub fn gradient_sums(graph: &Graph, analysis: &Analysis) -> Vec<f64> {
+    let mut readers = vec![0usize; graph.nodes.len()];
+    for (node, _) in graph.nodes.iter().zip(&analysis.layers).filter(|(_, a)| a.requires_grad) {
+        for (i, &input) in node.inputs.iter().enumerate() {
+            if !node.inputs[..i].contains(&input) {
+                if let Some(r) = readers.get_mut(input) {
+                    *r += 1;
+                }
+            }
+        }
+    }
+    readers.into_iter().map(|r| r.saturating_sub(1) as f64).collect()
+}
+
+/// Whether a node only views its input (reshape, transpose, slice, dropout with p = 0): it moves nothing.
+pub fn is_view(op: &Op) -> bool {
+    matches!(op, Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. })
+        || matches!(op, Op::Dropout { p } if *p <= 0.0)
+}
+
+/// Bytes of one element of a node's output as the backend holds it.
+pub fn element_bytes(op: &Op, precision: Precision) -> f64 {
+    match op {
+        Op::Input { kind: InputKind::Tokens { .. } | InputKind::Labels { .. }, .. } => INDEX_INPUT_BYTES,
+        Op::Input { .. } => DENSE_INPUT_BYTES,
+        _ => precision.activation_bytes() as f64,
+    }
+}

@@ -1,0 +1,249 @@
+//! The typed names a calibration records and the model prices by: element-wise classes, optimizer kinds and the
+//! classes of per-node points. Their profile names come from serde; an unknown name read from a profile is a
+//! located error ([`super::error::PredictError::UnknownName`]).
+
+use serde::{Deserialize, Serialize};
+use trainbench_graph::OptimizerSpec;
+
+/// An element-wise class: operations whose own work (random numbers, exponentials, reductions) the model prices
+/// from calibration, by the elements a node works on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElementwiseClass {
+    /// Dropout with p > 0.
+    Dropout,
+    /// Layer normalisation.
+    LayerNorm,
+    /// Batch normalisation.
+    BatchNorm,
+    /// Softmax.
+    Softmax,
+    /// One cheap pass: ReLU, leaky ReLU, hard tanh.
+    Relu,
+    /// A curved activation: GELU, tanh, sigmoid.
+    Gelu,
+    /// Self-attention's fused core (by score element).
+    Attention,
+    /// Causal self-attention's core.
+    AttentionCausal,
+    /// Attention to another sequence (keys and values projected apart from the queries).
+    AttentionCross,
+    /// Cross-entropy (by logit).
+    CrossEntropy,
+    /// Max pooling (by output element).
+    MaxPool,
+}
+
+impl ElementwiseClass {
+    /// Every class, in the order calibration measures them.
+    pub const ALL: [Self; 11] = [
+        Self::Dropout,
+        Self::LayerNorm,
+        Self::BatchNorm,
+        Self::Softmax,
+        Self::Relu,
+        Self::Gelu,
+        Self::Attention,
+        Self::AttentionCausal,
+        Self::AttentionCross,
+        Self::CrossEntropy,
+        Self::MaxPool,
+    ];
+
+    /// The profile name (serde's).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Dropout => "dropout",
+            Self::LayerNorm => "layer_norm",
+            Self::BatchNorm => "batch_norm",
+            Self::Softmax => "softmax",
+            Self::Relu => "relu",
+            Self::Gelu => "gelu",
+            Self::Attention => "attention",
+            Self::AttentionCausal => "attention_causal",
+            Self::AttentionCross => "attention_cross",
+            Self::CrossEntropy => "cross_entropy",
+            Self::MaxPool => "max_pool",
+        }
+    }
+
+    /// Whether it is one of the attention classes.
+    pub fn is_attention(self) -> bool {
+        matches!(self, Self::Attention | Self::AttentionCausal | Self::AttentionCross)
+    }
+}
+
+/// An optimizer kind as calibration measures it: the passes its step makes over parameters and state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OptimizerKind {
+    /// SGD without momentum or weight decay.
+    Sgd,
+    /// SGD with momentum.
+    SgdMomentum,
+    /// SGD with weight decay (with or without momentum: the decay is another pass, allocating).
+    SgdMomentumDecay,
+    /// Adam and AdamW.
+    Adam,
+}
+
+impl OptimizerKind {
+    /// Every kind, in the order calibration measures them.
+    pub const ALL: [Self; 4] = [Self::Sgd, Self::SgdMomentum, Self::SgdMomentumDecay, Self::Adam];
+
+    /// The profile name (serde's).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sgd => "sgd",
+            Self::SgdMomentum => "sgd-momentum",
+            Self::SgdMomentumDecay => "sgd-momentum-decay",
+            Self::Adam => "adam",
+        }
+    }
+
+    /// The measured kind that stands for `optimizer`.
+    pub fn of(optimizer: &OptimizerSpec) -> Self {
+        match optimizer {
+            OptimizerSpec::Sgd { weight_decay, .. } if *weight_decay > 0.0 => Self::SgdMomentumDecay,
+            OptimizerSpec::Sgd { momentum, .. } if *momentum == 0.0 => Self::Sgd,
+            OptimizerSpec::Sgd { .. } => Self::SgdMomentum,
+            OptimizerSpec::Adam { .. } | OptimizerSpec::Adamw { .. } => Self::Adam,
+        }
+    }
+}
+
+/// A kind whose first node in a step was measured (`first-<kind>` in `calibration.node`): an element-wise class,
+/// or one of the two stand-ins for kinds without one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FirstKind {
+    /// An element-wise class.
+    Class(ElementwiseClass),
+    /// A linear layer (stands for linear layers and products).
+    Linear,
+    /// A plain element-wise kernel (stands for every other operation).
+    Add,
+}
+
+impl FirstKind {
+    /// The kind's name after `first-`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Class(c) => c.name(),
+            Self::Linear => "linear",
+            Self::Add => "add",
+        }
+    }
+
+    /// Every measurable kind: the classes, then the stand-ins.
+    pub fn all() -> impl Iterator<Item = Self> {
+        ElementwiseClass::ALL.into_iter().map(Self::Class).chain([Self::Linear, Self::Add])
+    }
+}
+
+/// The class of a per-node point (`calibration.node[].class`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeClass {
+    /// One framework operation's fixed cost (`elementwise`).
+    Elementwise,
+    /// A linear layer with bias on a few elements (`linear`).
+    Linear,
+    /// The step's own fixed cost (`step`).
+    Step,
+    /// A stack of 16-channel convolutions in the step (`conv`).
+    Conv,
+    /// A stack of 4-channel convolutions at batch 1 (`conv-small`).
+    ConvSmall,
+    /// A stack of 256-wide linear layers in the step (`linear-wide`).
+    LinearWide,
+    /// The first node of a kind (`first-<kind>`).
+    First(FirstKind),
+}
+
+/// The prefix of first-node classes.
+pub const FIRST_PREFIX: &str = "first-";
+
+impl NodeClass {
+    /// The classes without a kind of their own.
+    const PLAIN: [(Self, &'static str); 6] = [
+        (Self::Elementwise, "elementwise"),
+        (Self::Linear, "linear"),
+        (Self::Step, "step"),
+        (Self::Conv, "conv"),
+        (Self::ConvSmall, "conv-small"),
+        (Self::LinearWide, "linear-wide"),
+    ];
+
+    /// The profile name.
+    pub fn name(self) -> String {
+        match self {
+            Self::First(k) => format!("{FIRST_PREFIX}{}", k.name()),
+            plain => Self::PLAIN.iter().find(|(c, _)| *c == plain).map_or_else(String::new, |(_, n)| (*n).to_string()),
+        }
+    }
+
+    /// The class named `name`; `None` for a name the model does not know.
+    pub fn parse(name: &str) -> Option<Self> {
+        if let Some(kind) = name.strip_prefix(FIRST_PREFIX) {
+            return FirstKind::all().find(|k| k.name() == kind).map(Self::First);
+        }
+        Self::PLAIN.iter().find(|(_, n)| *n == name).map(|(c, _)| *c)
+    }
+
+    /// Every name [`NodeClass::parse`] knows, comma-separated (`first-<kind>` spelled out).
+    pub fn known() -> String {
+        Self::PLAIN
+            .iter()
+            .map(|(_, n)| (*n).to_string())
+            .chain(FirstKind::all().map(|k| Self::First(k).name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The value of a serde enum named `name` (its profile name), or `None`.
+pub fn parse<T: serde::de::DeserializeOwned>(name: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(name.to_string())).ok()
+}
+
+/// What a node's first-node cost goes by: its element-wise class, else its operation's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// The node's element-wise class.
+    Class(ElementwiseClass),
+    /// The operation's kind name (`Op::kind_name`).
+    Op(&'static str),
+}
+
+impl NodeKind {
+    /// The name kinds are told apart by (a class and an operation of the same name are one kind).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Class(c) => c.name(),
+            Self::Op(op) => op,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_serdes_and_parse_back() {
+        for c in ElementwiseClass::ALL {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.name());
+            assert_eq!(parse::<ElementwiseClass>(c.name()), Some(c));
+        }
+        for k in OptimizerKind::ALL {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.name());
+            assert_eq!(parse::<OptimizerKind>(k.name()), Some(k));
+        }
+        assert_eq!(parse::<ElementwiseClass>("swish"), None);
+        for name in NodeClass::known().split(", ") {
+            assert_eq!(NodeClass::parse(name).map(NodeClass::name).as_deref(), Some(name));
+        }
+        assert_eq!(NodeClass::parse("first-conv2d"), None);
+        assert_eq!(NodeClass::parse("first-add"), Some(NodeClass::First(FirstKind::Add)));
+    }
+}

@@ -1,0 +1,367 @@
+//! The coefficients the model reads, and the rates it prices with: the compute rate a kernel of a given size
+//! reaches (the datasheet peak, or the calibrated efficiency curve and grids), the memory bandwidth a working set
+//! of a given size reaches, the per-operation overhead, the training step's per-node and optimizer costs and the
+//! element-wise classes' measured work. [`Coefficients`] is filled by `crate::calibrate::fit` from a profile (net
+//! of everything the model prices on its own); this module only looks values up, it never measures or nets.
+
+use super::names::{ElementwiseClass, FirstKind, NodeKind, OptimizerKind};
+
+/// One measured size of an element-wise class: (elements, forward seconds, backward seconds) of one node, net of
+/// what the model prices on its own.
+pub type SizePoint = (f64, f64, f64);
+
+/// Which efficiency curve a kernel follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelClass {
+    /// Matrix products: linear, matmul, attention, recurrent gates.
+    Gemm,
+    /// Convolutions.
+    Conv,
+    /// Convolutions' backward (input and weight gradients together).
+    ConvBackward,
+}
+
+/// The device as the model sees it: every coefficient a prediction reads.
+#[derive(Debug, Clone)]
+pub struct Coefficients {
+    /// Peak FLOP/s at the precision predicted.
+    pub peak_flop_s: f64,
+    /// Memory bandwidth, bytes per second (the calibrated triad when there is one, else the datasheet).
+    pub memory_bytes_s: f64,
+    /// Calibrated (bytes per call, achieved bytes/s net of overhead) by working set, sorted by bytes; empty
+    /// without bandwidth points (every size at `memory_bytes_s`).
+    pub bandwidth: Vec<(f64, f64)>,
+    /// Element-wise classes measured: per class, its points sorted by elements, net of the model's own prices.
+    pub elementwise: Vec<(ElementwiseClass, Vec<SizePoint>)>,
+    /// Fixed seconds per framework operation (0 in datasheet profiles).
+    pub op_overhead_s: f64,
+    /// Calibrated (FLOPs per call, achieved FLOP/s net of overhead) points of products, sorted by FLOPs.
+    pub gemm: Vec<(f64, f64)>,
+    /// The same of convolutions.
+    pub conv: Vec<(f64, f64)>,
+    /// The same of convolutions' backward.
+    pub conv_backward: Vec<(f64, f64)>,
+    /// Fixed per-node costs measured through the training step, when calibrated.
+    pub nodes: Option<NodeCosts>,
+    /// Optimizer costs by kind, when calibrated.
+    pub optimizers: Vec<(OptimizerKind, OptimizerCost)>,
+    /// Unequal products' rates on a grid, when calibrated at this precision.
+    pub grid: Option<LogGrid>,
+    /// Convolutions' rates over channels and pixels (forward, backward), when calibrated at this precision.
+    pub conv_grid: Option<(LogGrid, LogGrid)>,
+    /// What layers cost inside the training step beyond their isolated kernels (0 without a calibration).
+    pub in_step: InStep,
+    /// Whether a linear layer's bias is a pass of its own over the output (the CPU's `addmm` copies the bias
+    /// into the output first; on a GPU the product's epilogue adds it).
+    pub bias_pass: bool,
+}
+
+/// Fixed seconds of one node in the training step's forward and backward phases (`calibration.node`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeCosts {
+    /// One framework operation of a node (forward, backward).
+    pub op: (f64, f64),
+    /// A linear layer with bias (forward, backward), its tiny product included.
+    pub linear: (f64, f64),
+    /// The step's own (forward, backward), once per step.
+    pub step: (f64, f64),
+    /// What the first node of a kind without a measured cold start of its own costs in each phase beyond the
+    /// next ones (forward, backward): the median over the measured kinds; 0 where none was measured.
+    pub first: (f64, f64),
+    /// The measured kinds' own first-node costs (forward, backward), by kind.
+    pub first_of: Vec<(FirstKind, (f64, f64))>,
+}
+
+impl NodeCosts {
+    /// The first-node cost (forward, backward) of a node of `kind`: the kind's own where measured; a linear
+    /// layer's or a product's the measured `linear`; another operation without a class of its own the measured
+    /// `add` (a plain element-wise kernel); else the median.
+    pub fn first_of(&self, kind: NodeKind) -> (f64, f64) {
+        let measured = |k: FirstKind| self.first_of.iter().find(|(m, _)| *m == k).map(|(_, cost)| *cost);
+        let own = match kind {
+            NodeKind::Class(c) => Some(FirstKind::Class(c)),
+            NodeKind::Op("linear") => Some(FirstKind::Linear),
+            NodeKind::Op("add") => Some(FirstKind::Add),
+            NodeKind::Op(_) => None,
+        };
+        let stand_in = match kind {
+            NodeKind::Op("linear" | "matmul") => FirstKind::Linear,
+            _ => FirstKind::Add,
+        };
+        own.and_then(measured).or_else(|| measured(stand_in)).unwrap_or(self.first)
+    }
+}
+
+/// The model's optimizer cost for one kind: seconds per tensor and, by parameter count, per parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptimizerCost {
+    /// Seconds per parameter tensor.
+    pub per_tensor_s: f64,
+    /// (parameters, seconds per parameter) of the large graphs, sorted by parameters.
+    pub per_parameter: Vec<(f64, f64)>,
+}
+
+impl OptimizerCost {
+    /// Seconds of one step over `tensors` tensors holding `parameters` parameters: per-parameter cost log-log
+    /// interpolated between the measured sizes, flat beyond them.
+    pub fn seconds(&self, tensors: f64, parameters: f64) -> f64 {
+        let per = interpolate(&self.per_parameter, parameters).unwrap_or(0.0);
+        tensors * self.per_tensor_s + parameters * per
+    }
+}
+
+/// What a layer costs inside the training step beyond its isolated kernel, per byte it moves, per phase:
+/// convolutions and linear layers; 0 where not measured. The excess is the memory around the kernel (a freshly
+/// allocated output touched for the first time, an input no longer in cache).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct InStep {
+    /// Convolutions (forward, backward), seconds per byte.
+    pub conv: (f64, f64),
+    /// Convolutions (forward, backward), seconds per call.
+    pub conv_fixed: (f64, f64),
+    /// Linear layers (forward, backward), seconds per byte.
+    pub linear: (f64, f64),
+}
+
+/// The distinct values of one coordinate, ascending: a grid's axis.
+pub fn axis(values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+/// Values measured on a full grid of sizes (each axis sorted, ascending): multilinear interpolation of the log
+/// value in log sizes, clamped to the grid's ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogGrid {
+    axes: Vec<Vec<f64>>,
+    /// Log values, row-major over the axes (the last axis varies fastest).
+    log_value: Vec<f64>,
+}
+
+impl LogGrid {
+    /// The grid through `points` (coordinates, value), when they cover every combination of their coordinates
+    /// with positive values.
+    pub fn new(points: &[(Vec<f64>, f64)]) -> Option<Self> {
+        let dims = points.first()?.0.len();
+        let axes: Vec<Vec<f64>> = (0..dims).map(|d| axis(points.iter().map(|p| p.0[d]))).collect();
+        let mut log_value = vec![f64::NAN; axes.iter().map(Vec::len).product()];
+        for (coords, value) in points {
+            let mut idx = 0;
+            for (a, x) in axes.iter().zip(coords) {
+                idx = idx * a.len() + a.iter().position(|v| v == x)?;
+            }
+            log_value[idx] = value.ln();
+        }
+        if axes.iter().any(|a| a.first().is_none_or(|x| *x <= 0.0)) || log_value.iter().any(|r| !r.is_finite()) {
+            return None;
+        }
+        Some(Self { axes, log_value })
+    }
+
+    /// The value at `coords` (one per axis).
+    pub fn value(&self, coords: &[f64]) -> f64 {
+        // Per axis: the lower index and the weight of the upper one, in log size.
+        let locate = |a: &Vec<f64>, x: f64| -> (usize, f64) {
+            if a.len() < 2 || x <= a[0] {
+                return (0, 0.0);
+            }
+            let last = a.len() - 1;
+            if x >= a[last] {
+                return (last - 1, 1.0);
+            }
+            let i = a.partition_point(|v| *v <= x) - 1;
+            (i, (x.ln() - a[i].ln()) / (a[i + 1].ln() - a[i].ln()))
+        };
+        let q: Vec<(usize, f64)> = self.axes.iter().zip(coords).map(|(a, &x)| locate(a, x)).collect();
+        let mut acc = 0.0;
+        for corner in 0..1usize << q.len() {
+            let (mut w, mut idx) = (1.0, 0);
+            for (d, &(i, t)) in q.iter().enumerate() {
+                let upper = corner >> d & 1 == 1;
+                let len = self.axes[d].len();
+                idx = idx * len + if upper { (i + 1).min(len - 1) } else { i };
+                w *= if upper { t } else { 1.0 - t };
+            }
+            if w > 0.0 {
+                acc += w * self.log_value[idx];
+            }
+        }
+        acc.exp()
+    }
+}
+
+impl Coefficients {
+    /// The datasheet device: its peak at the precision and its memory bandwidth, nothing calibrated.
+    pub fn datasheet(peak_flop_s: f64, memory_bytes_s: f64, bias_pass: bool) -> Self {
+        Self {
+            peak_flop_s,
+            memory_bytes_s,
+            bandwidth: Vec::new(),
+            elementwise: Vec::new(),
+            op_overhead_s: 0.0,
+            gemm: Vec::new(),
+            conv: Vec::new(),
+            conv_backward: Vec::new(),
+            nodes: None,
+            optimizers: Vec::new(),
+            grid: None,
+            conv_grid: None,
+            in_step: InStep::default(),
+            bias_pass,
+        }
+    }
+
+    /// These coefficients with the rate choices of `terms` that are off taken away: no product or convolution
+    /// grid, one bandwidth for every working set, no measured optimizer costs.
+    pub fn under(mut self, terms: &super::terms::Terms) -> Self {
+        use super::terms::Term;
+        if !terms.on(Term::ProductGrid) {
+            self.grid = None;
+        }
+        if !terms.on(Term::ConvGrid) {
+            self.conv_grid = None;
+        }
+        if !terms.on(Term::WorkingSetBandwidth) {
+            self.bandwidth.clear();
+        }
+        if !terms.on(Term::MeasuredOptimizer) {
+            self.optimizers.clear();
+        }
+        self
+    }
+
+    /// Seconds of `flops` of work in one kernel of `class`: along the calibrated curve (log-log
+    /// interpolation between measured sizes, flat beyond them) or at peak without one.
+    pub fn compute_s(&self, class: KernelClass, flops: f64) -> f64 {
+        if flops <= 0.0 {
+            return 0.0;
+        }
+        let conv = if self.conv.is_empty() { &self.gemm } else { &self.conv };
+        let curve = match class {
+            KernelClass::Gemm => &self.gemm,
+            KernelClass::Conv => conv,
+            KernelClass::ConvBackward if self.conv_backward.is_empty() => conv,
+            KernelClass::ConvBackward => &self.conv_backward,
+        };
+        flops / interpolate(curve, flops).unwrap_or(self.peak_flop_s)
+    }
+
+    /// Seconds of one `[m x k] x [k x n]` product: at the calibrated grid's rate, else along the GEMM curve by
+    /// its FLOPs.
+    pub fn gemm_s(&self, m: f64, k: f64, n: f64) -> f64 {
+        let flops = 2.0 * m * k * n;
+        match &self.grid {
+            Some(g) if flops > 0.0 => flops / g.value(&[m, k, n]),
+            _ => self.compute_s(KernelClass::Gemm, flops),
+        }
+    }
+
+    /// Seconds of a convolution of `flops` (forward; backward: its input and weight gradients, `flops` being
+    /// theirs) with `channels` (the geometric mean of in and out) over `pixels` output pixels, on the calibrated
+    /// grid; `None` without one.
+    pub fn conv_grid_s(&self, backward: bool, channels: f64, pixels: f64, flops: f64) -> Option<f64> {
+        let (f, b) = self.conv_grid.as_ref()?;
+        let g = if backward { b } else { f };
+        Some(if flops > 0.0 { flops / g.value(&[channels, pixels]) } else { 0.0 })
+    }
+
+    /// Whether unequal products have a calibrated grid.
+    pub fn has_grid(&self) -> bool {
+        self.grid.is_some()
+    }
+
+    /// Seconds of one step of the optimizer `kind` over `tensors` tensors of
+    /// `parameters` parameters, when that kind was calibrated.
+    pub fn optimizer_s(&self, kind: OptimizerKind, tensors: f64, parameters: f64) -> Option<f64> {
+        self.optimizers.iter().find(|(k, _)| *k == kind).map(|(_, c)| c.seconds(tensors, parameters))
+    }
+
+    /// Seconds of the element-wise work of a node of `class` on `elements` elements, (forward, backward), when the
+    /// class was measured.
+    pub fn elementwise_s(&self, class: ElementwiseClass, elements: f64) -> Option<(f64, f64)> {
+        let (_, points) = self.elementwise.iter().find(|(c, _)| *c == class)?;
+        Some(along_sizes(points, elements))
+    }
+
+    /// Seconds of the element-wise work of `elements` elements of `class` beyond a call's fixed cost, (forward,
+    /// backward): the cost per element between the two smallest measured sizes (with one size, its cost per
+    /// element), for operations that run inside another node's kernel loop (a recurrent cell's gates).
+    pub fn elementwise_marginal_s(&self, class: ElementwiseClass, elements: f64) -> Option<(f64, f64)> {
+        let (_, points) = self.elementwise.iter().find(|(c, _)| *c == class)?;
+        let per = match (points.first(), points.get(1)) {
+            (Some(a), Some(b)) if b.0 > a.0 => {
+                (((b.1 - a.1) / (b.0 - a.0)).max(0.0), ((b.2 - a.2) / (b.0 - a.0)).max(0.0))
+            }
+            (Some(a), _) => (a.1 / a.0, a.2 / a.0),
+            _ => return None,
+        };
+        Some((per.0 * elements, per.1 * elements))
+    }
+
+    /// Seconds to move `bytes` through device memory: at the bandwidth measured for a working set of that size
+    /// (log-log interpolation, flat beyond the measured sizes), else at `memory_bytes_s`.
+    pub fn memory_s(&self, bytes: f64) -> f64 {
+        self.memory_in_s(bytes, 0.0)
+    }
+
+    /// Seconds to move `bytes` that lie in a working set of `working_set` bytes: at the bandwidth measured for
+    /// the larger of the two (a backward pass reads tensors saved across the whole step, not the layer's own few
+    /// hundred KiB still in cache).
+    pub fn memory_in_s(&self, bytes: f64, working_set: f64) -> f64 {
+        if bytes <= 0.0 {
+            return 0.0;
+        }
+        bytes / interpolate(&self.bandwidth, bytes.max(working_set)).unwrap_or(self.memory_bytes_s)
+    }
+}
+
+/// A node's (forward, backward) seconds at `elements` from measured (elements, forward, backward) points sorted by
+/// elements: linear between two measured sizes; at the per-element cost of the largest beyond it; below the
+/// smallest, along the line through the two smallest (toward the node's fixed cost, at most the smallest's
+/// cost), or, with one point only, its per-element cost.
+pub fn along_sizes(points: &[SizePoint], elements: f64) -> (f64, f64) {
+    let (Some(&first), Some(&last)) = (points.first(), points.last()) else {
+        return (0.0, 0.0);
+    };
+    let scaled = |p: SizePoint| (p.1 * elements / p.0, p.2 * elements / p.0);
+    if elements >= last.0 {
+        return scaled(last);
+    }
+    if elements <= first.0 {
+        let Some(&second) = points.get(1) else {
+            return scaled(first);
+        };
+        // Along the line through the two smallest sizes (its intercept is the node's fixed part), never above
+        // the smallest's cost nor below zero.
+        let toward = |t0: f64, t1: f64| {
+            let slope = (t1 - t0) / (second.0 - first.0);
+            (t0 + slope * (elements - first.0)).clamp(0.0, t0)
+        };
+        return (toward(first.1, second.1), toward(first.2, second.2));
+    }
+    let i = points.partition_point(|p| p.0 <= elements);
+    let (a, b) = (points[i - 1], points[i]);
+    let t = (elements - a.0) / (b.0 - a.0);
+    (a.1 + t * (b.1 - a.1), a.2 + t * (b.2 - a.2))
+}
+
+/// The rate at `flops` on a curve of (flops, rate): log-log linear between points, the end value outside.
+pub fn interpolate(curve: &[(f64, f64)], flops: f64) -> Option<f64> {
+    let first = curve.first()?;
+    let last = curve.last()?;
+    if flops <= first.0 {
+        return Some(first.1);
+    }
+    if flops >= last.0 {
+        return Some(last.1);
+    }
+    let i = curve.partition_point(|p| p.0 <= flops);
+    let (a, b) = (curve[i - 1], curve[i]);
+    if b.0 <= a.0 {
+        return Some(a.1);
+    }
+    let t = (flops.ln() - a.0.ln()) / (b.0.ln() - a.0.ln());
+    Some((a.1.ln() + t * (b.1.ln() - a.1.ln())).exp())
+}
