@@ -1,6 +1,7 @@
 //! Build script of the trainbench package: embeds libtorch's rpath in `trainbench-engine` and the tests when
 //! feature `tch` is on (link arguments of a dependency's build script do not reach its dependants; the
-//! `trainbench` front binary links no backend and gets none), and records the git commit as
+//! `trainbench` front binary links no backend and gets none; nor does any binary when `TRAINBENCH_NO_RPATH=1`, as
+//! for scripts/gpu_bundle.sh), and records the git commit as
 //! `TRAINBENCH_GIT_COMMIT` (`unknown` outside a git checkout) for the environment manifest.
 
 use std::process::Command;
@@ -14,7 +15,8 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     // Exported by backends/tch/build.rs (links = "trainbench_tch"); present only with feature `tch`.
     if let Ok(lib) = std::env::var("DEP_TRAINBENCH_TCH_LIBTORCH_LIB") {
-        let mut args = vec![format!("-Wl,-rpath,{lib}")];
+        let rpath = std::env::var("TRAINBENCH_NO_RPATH").as_deref() != Ok("1");
+        let mut args = if rpath { vec![format!("-Wl,-rpath,{lib}")] } else { Vec::new() };
         if std::env::var("DEP_TRAINBENCH_TCH_TORCH_CUDA").as_deref() == Ok("1") {
             // Keep libtorch_cuda loaded (its initialisers register CUDA) despite --as-needed.
             args.push("-Wl,--no-as-needed,-ltorch_cuda,--as-needed".into());
@@ -31,6 +33,7 @@ fn main() {
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=TRAINBENCH_GIT_COMMIT={commit}");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=TRAINBENCH_NO_RPATH");
     // Re-run when HEAD moves: HEAD itself and the branch ref it points to (paths work in worktrees too).
     for path in [
         git(&["rev-parse", "--git-path", "HEAD"]),

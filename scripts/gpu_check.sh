@@ -6,10 +6,13 @@
 #   resnet   the TBD ResNet-50 at batch 32 and 128 in fp32 (PyTorch's TF32 defaults: cuDNN on), fp16 and bf16
 #   tf32     the same at batch 128 in fp32 with TF32 off everywhere, and on everywhere
 #   bert     BERT-base (AdamW, the fused Adam kernel) at batch 32 in fp32 and fp16
+#   gpt      the smoke GPT in fp32 and bf16, once a spec for it exists (specs/*/gpt*.toml; skipped until then)
 #   oom      ResNet-50 at batch 4096: must be recorded out_of_memory, not failed
 #   nccl     ResNet-50 at world size 1 with all-reduce through the NCCL engine
 #   parity   PyTorch eager on the same GPU (scripts/parity/cuda_eager.py) at batch 128, fp32 and fp16, against
 #            the resnet step's results: per-step median, free-running samples/s, allocator peak
+# (--quick: devices, ResNet-50 b128 fp32 and fp16, TF32 on, BERT fp16, gpt in bf16, oom, nccl, parity fp32, with
+# fewer steps.)
 # Every step has its own time limit; everything lands under $OUT: summary.txt (one line of figures per run:
 # throughput per step and free-running, device-time phases, TF32 switches and the peak used, memory breakdown
 # against the allocator peak and the analysis's estimate, NVML figures and the device they were mapped to,
@@ -21,28 +24,46 @@
 #   scripts/gpu_check.sh --steps a,b      only these steps (names above), e.g. to split the check over two calls
 #   scripts/gpu_check.sh --dry            here, without a GPU: the same steps on the CPU (batch 2, a few
 #                                         iterations, fp32 and bf16; the TF32 and NCCL runs must be refused with
-#                                         exit 2, the OOM probe must be recorded out_of_memory; no parity), to
-#                                         check the script itself
+#                                         exit 2, the OOM probe must be recorded out_of_memory; parity on the CPU
+#                                         at batch 2), to check the script itself
+#   scripts/gpu_check.sh --bundle DIR     from a bundle of scripts/gpu_bundle.sh (no Rust, no build, nothing
+#                                         installed): the engine runs through DIR/run.sh on the machine's own
+#                                         PyTorch, and the PyTorch side (parity, summary) runs with the machine's
+#                                         python3 (TRAINBENCH_PYTHON picks another); with --dry, the CPU rehearsal
+#   scripts/gpu_check.sh --quick          fewer configurations and steps, under 4 minutes (a second device call)
 #
+# The steps after the build share one deadline (GPU_CHECK_BUDGET_S seconds: 540 by default, 220 with --quick,
+# 1800 with --dry), so the check fits in one 10-minute device call; a step that would pass it is cut short or
+# skipped, and the summary says so.
 # TRAINBENCH_BIN=path skips the build and uses that binary (built with `--features tch`; its libtorch is found
 # through the absolute path of the environment it was built in, which this script checks first).
-# Needs: a Rust toolchain with the crates already fetched (the GPU machine reaches no network), and the PyTorch
-# environment of scripts/env.sh (TRAINBENCH_VENV), which on a machine without network must already exist.
+# Needs, without --bundle: a Rust toolchain with the crates already fetched (the GPU machine reaches no network),
+# and the PyTorch environment of scripts/env.sh (TRAINBENCH_VENV), which on a machine without network must
+# already exist. With --bundle: the PyTorch build the bundle was made for, importable by python3.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 DRY=0
 BUILD_ONLY=0
-STEPS=devices,resnet,tf32,bert,oom,nccl,parity
+QUICK=0
+BUNDLE=
+STEPS=devices,resnet,tf32,bert,gpt,oom,nccl,parity
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --dry) DRY=1 ;;
         --build-only) BUILD_ONLY=1 ;;
+        --quick) QUICK=1 ;;
+        --bundle) BUNDLE=$(cd "$2" && pwd) || exit 2; shift ;;
         --steps) STEPS=$2; shift ;;
-        *) echo "usage: $0 [--dry | --build-only] [--steps devices,resnet,tf32,bert,oom,nccl,parity]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--dry | --build-only] [--quick] [--bundle DIR]" \
+               "[--steps devices,resnet,tf32,bert,gpt,oom,nccl,parity]" >&2; exit 2 ;;
     esac
     shift
 done
+if [[ -n $BUNDLE && $BUILD_ONLY == 1 ]]; then
+    echo "--build-only builds here; a bundle is built by scripts/gpu_bundle.sh" >&2
+    exit 2
+fi
 wanted() { [[ ",$STEPS," == *",$1,"* ]]; }
 OUT="${OUT:-$ROOT/target/gpu-check}"
 mkdir -p "$OUT"
@@ -51,11 +72,24 @@ SUMMARY="$OUT/summary.txt"
 rm -rf "$OUT/results.jsonl" "$OUT/parity.txt" "$OUT/runs"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
-# step NAME LIMIT_S COMMAND...: run with a time limit, output in $OUT/NAME.log, one summary line.
+# The deadline the steps share (set after the build); RESERVE_S is kept for the summary at the end.
+DEADLINE=
+RESERVE_S=15
+# step NAME LIMIT_S COMMAND...: run with a time limit (never past the deadline), output in $OUT/NAME.log, one
+# summary line.
 step() {
     local name=$1 limit=$2
     shift 2
-    local start rc ms
+    local start rc ms left
+    if [[ -n $DEADLINE ]]; then
+        left=$(( DEADLINE - RESERVE_S - $(date +%s) ))
+        if (( left < 10 )); then
+            say "$(printf '%-8s skipped: the deadline is reached' "$name")"
+            echo "skipped: out of time" >"$OUT/$name.log"
+            return 124
+        fi
+        (( limit > left )) && limit=$left
+    fi
     start=$(date +%s%N)
     timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
     rc=$?
@@ -64,45 +98,69 @@ step() {
     return "$rc"
 }
 
-say "gpu_check $(date -u +%FT%TZ) dry=$DRY steps=$STEPS commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+say "gpu_check $(date -u +%FT%TZ) dry=$DRY quick=$QUICK bundle=${BUNDLE:-none} steps=$STEPS" \
+    "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 {
     echo "== nvidia-smi"; nvidia-smi -L 2>&1 || echo "(no nvidia-smi)"
     nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version,mig.mode.current --format=csv 2>&1 || true
     echo "== CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-} CUDA_DEVICE_ORDER=${CUDA_DEVICE_ORDER:-}"
     echo "== cpu"; nproc; grep -m1 'model name' /proc/cpuinfo
+    echo "== glibc"; ldd --version 2>&1 | head -1
     echo "== cargo"; cargo --version 2>&1 || echo "(no cargo)"
+    [[ -n $BUNDLE ]] && { echo "== bundle $BUNDLE"; cat "$BUNDLE/bundle.env"; ls -l "$BUNDLE"; }
 } >"$OUT/machine.log" 2>&1
 
-export TRAINBENCH_VENV="${TRAINBENCH_VENV:-/root/.cache/trainbench-ci/venv}"
-if ! step env 300 bash -c "source scripts/env.sh && python -c 'import torch; print(torch.__version__, torch.cuda.is_available())'"; then
-    say "the PyTorch environment is missing and could not be made (see env.log): nothing else can run"
-    exit 1
-fi
-# shellcheck source=env.sh
-source scripts/env.sh
-set +e # env.sh turns on errexit; a failed step must not end the check
-
-if [[ -n "${TRAINBENCH_BIN:-}" ]]; then
-    BIN="$TRAINBENCH_BIN"
-    say "using $BIN (no build)"
-    # A binary finds libtorch through the absolute path of the environment it was built in: say so plainly
-    # instead of letting the loader's message stand alone.
-    missing=$(ldd "$BIN" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
-    if [[ -n "$missing" ]]; then
-        runpath=$(readelf -d "$BIN" 2>/dev/null | sed -n 's/.*R\(UN\)\?PATH.*\[\(.*\)\]/\2/p' | head -1)
-        say "$BIN cannot start here: $missing not found; it looks for libtorch in ${runpath:-?} (the environment it" \
-            "was built in). Build on this machine, or put that environment's torch/lib on LD_LIBRARY_PATH."
+if [[ -n $BUNDLE ]]; then
+    # The bundle brings the engine; this machine brings PyTorch (its python3), which run.sh checks is the exact
+    # build the bundle was compiled against. Nothing is built or installed.
+    PY="${TRAINBENCH_PYTHON:-python3}"
+    export TRAINBENCH_PYTHON="$PY"
+    BIN="$BUNDLE/run.sh"
+    # A copy that lost its modes on the way still runs.
+    chmod +x "$BIN" "$BUNDLE/trainbench" "$BUNDLE/trainbench-engine" 2>/dev/null
+    # shellcheck disable=SC2016
+    if ! step bundle 60 bash -c '"$1" --bundle-info && "$2" -c "import torch; print(torch.__version__, torch.cuda.is_available())"' \
+        _ "$BIN" "$PY"; then
+        say "the bundle cannot start here (exit 2 is a PyTorch it was not built for):"
+        grep -v '^bundle:\|^here:\|^libraries:\|^missing from' "$OUT/bundle.log" | head -5 | tee -a "$SUMMARY"
+        cat "$OUT/machine.log" "$OUT/bundle.log" >"$OUT/logs.txt"
+        rm -f "$OUT"/*.log
         exit 1
     fi
+    grep '^bundle:\|^here:\|^missing from' "$OUT/bundle.log" | tee -a "$SUMMARY"
 else
-    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-    touch backends/tch/shim/shim.cpp
-    # The build prints whether the NCCL engine was compiled (a cargo warning names what is missing when not).
-    step build 540 cargo build --release --locked --offline --features tch || {
-        say "the release build failed (build.log): nothing else can run"
+    export TRAINBENCH_VENV="${TRAINBENCH_VENV:-/root/.cache/trainbench-ci/venv}"
+    if ! step env 300 bash -c "source scripts/env.sh && python -c 'import torch; print(torch.__version__, torch.cuda.is_available())'"; then
+        say "the PyTorch environment is missing and could not be made (see env.log): nothing else can run"
         exit 1
-    }
-    BIN="$CARGO_TARGET_DIR/release/trainbench"
+    fi
+    # shellcheck source=env.sh
+    source scripts/env.sh
+    set +e # env.sh turns on errexit; a failed step must not end the check
+    PY="$VENV/bin/python"
+    if [[ -n "${TRAINBENCH_BIN:-}" ]]; then
+        BIN="$TRAINBENCH_BIN"
+        say "using $BIN (no build)"
+        # A binary finds libtorch through the absolute path of the environment it was built in: say so plainly
+        # instead of letting the loader's message stand alone.
+        missing=$(ldd "$BIN" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
+        if [[ -n "$missing" ]]; then
+            runpath=$(readelf -d "$BIN" 2>/dev/null | sed -n 's/.*R\(UN\)\?PATH.*\[\(.*\)\]/\2/p' | head -1)
+            say "$BIN cannot start here: $missing not found; it looks for libtorch in ${runpath:-?} (the" \
+                "environment it was built in). Build on this machine, or put that environment's torch/lib on" \
+                "LD_LIBRARY_PATH, or use a bundle (scripts/gpu_bundle.sh, then --bundle)."
+            exit 1
+        fi
+    else
+        export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+        touch backends/tch/shim/shim.cpp
+        # The build prints whether the NCCL engine was compiled (a cargo warning names what is missing when not).
+        step build 540 cargo build --release --locked --offline --features tch || {
+            say "the release build failed (build.log): nothing else can run"
+            exit 1
+        }
+        BIN="$CARGO_TARGET_DIR/release/trainbench"
+    fi
 fi
 if [[ $BUILD_ONLY == 1 ]]; then
     tail -n 80 "$OUT/build.log" >"$OUT/logs.txt"
@@ -110,11 +168,21 @@ if [[ $BUILD_ONLY == 1 ]]; then
     say "built $BIN; done $(date -u +%FT%TZ)"
     exit 0
 fi
+if [[ $DRY == 1 ]]; then
+    BUDGET=${GPU_CHECK_BUDGET_S:-1800}
+elif [[ $QUICK == 1 ]]; then
+    BUDGET=${GPU_CHECK_BUDGET_S:-220}
+else
+    BUDGET=${GPU_CHECK_BUDGET_S:-540}
+fi
+DEADLINE=$(( $(date +%s) + BUDGET ))
 
 wanted devices && step devices 30 "$BIN" devices --format json
 
 RESNET=specs/tbd/resnet50.toml
 BERT=specs/extra/bert_base.toml
+# The smoke GPT of the modern workloads, once a spec for it exists.
+GPT=$(ls specs/smoke/gpt*.toml specs/*/gpt*.toml 2>/dev/null | head -1)
 ONE=(--set run.repeats=1 --quiet)
 if [[ $DRY == 1 ]]; then
     # The CPU stands in: same specs, batch 2, a few iterations, bf16 for the half precision (fp16 is CUDA-only).
@@ -124,16 +192,34 @@ if [[ $DRY == 1 ]]; then
     # BERT-base takes over 10 s a step on two cores: two layers at sequence 32 check the same path.
     BERTS=("${CPU[@]}" --set 'sweep.batch_sizes=[2]' --set 'sweep.precisions=["fp32"]' --set run.iterations=2
         --set model.layers=2 --set model.seq_len=32)
+    GPTS=("${CPU[@]}" --set 'sweep.batch_sizes=[2]' --set 'sweep.precisions=["fp32"]')
     OOMS=("${CPU[@]}" --set 'sweep.batch_sizes=[65536]')
+    PARITY=(--device cpu --batch 2 --warmup 1 --iters 2 --free 2)
+    PARITY_PRECISIONS=(fp32)
+    L_RES=170 L_BIG=80 L_BERT=100 L_GPT=60 L_OOM=60 L_NCCL=60 L_PAR=120
+elif [[ $QUICK == 1 ]]; then
+    GPU=(--set run.warmup=10 --set run.iterations=30 --set run.timeout_s=60 "${ONE[@]}")
+    RES=("${GPU[@]}" --set 'sweep.batch_sizes=[128]' --set 'sweep.precisions=["fp32","fp16"]')
+    BIG=("${GPU[@]}" --set 'sweep.batch_sizes=[128]' --set 'sweep.precisions=["fp32"]')
+    BERTS=("${GPU[@]}" --set 'sweep.batch_sizes=[32]' --set 'sweep.precisions=["fp16"]' --set run.iterations=20)
+    GPTS=("${GPU[@]}" --set 'sweep.precisions=["bf16"]')
+    OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=2 "${ONE[@]}")
+    PARITY=(--batch 128 --warmup 10 --iters 30 --free 30)
+    PARITY_PRECISIONS=(fp32)
+    L_RES=60 L_BIG=30 L_BERT=35 L_GPT=30 L_OOM=30 L_NCCL=35 L_PAR=35
 else
     GPU=(--set run.warmup=20 --set run.iterations=60 --set run.timeout_s=120 "${ONE[@]}")
     RES=("${GPU[@]}" --set 'sweep.batch_sizes=[32,128]' --set 'sweep.precisions=["fp32","fp16","bf16"]')
     BIG=("${GPU[@]}" --set 'sweep.batch_sizes=[128]' --set 'sweep.precisions=["fp32"]')
     BERTS=("${GPU[@]}" --set 'sweep.batch_sizes=[32]' --set 'sweep.precisions=["fp32","fp16"]' --set run.iterations=40)
+    GPTS=("${GPU[@]}" --set 'sweep.precisions=["fp32","bf16"]')
     OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=2 "${ONE[@]}")
+    PARITY=(--batch 128 --warmup 20 --iters 60 --free 50)
+    PARITY_PRECISIONS=(fp32 fp16)
+    L_RES=150 L_BIG=45 L_BERT=70 L_GPT=45 L_OOM=45 L_NCCL=50 L_PAR=45
 fi
 
-wanted resnet && step resnet 170 "$BIN" run "$RESNET" --out "$OUT/runs/resnet" "${RES[@]}"
+wanted resnet && step resnet "$L_RES" "$BIN" run "$RESNET" --out "$OUT/runs/resnet" "${RES[@]}"
 
 if wanted tf32; then
     OFF=(--set 'training.tf32.matmul=false' --set 'training.tf32.cudnn=false')
@@ -148,15 +234,23 @@ if wanted tf32; then
             say "tf32: expected exit 2 naming training.tf32, got $rc (tf32.log)"
         fi
     else
-        step tf32off 80 "$BIN" run "$RESNET" --out "$OUT/runs/tf32off" "${BIG[@]}" "${OFF[@]}"
-        step tf32on 80 "$BIN" run "$RESNET" --out "$OUT/runs/tf32on" "${BIG[@]}" "${ON[@]}"
+        [[ $QUICK == 1 ]] || step tf32off "$L_BIG" "$BIN" run "$RESNET" --out "$OUT/runs/tf32off" "${BIG[@]}" "${OFF[@]}"
+        step tf32on "$L_BIG" "$BIN" run "$RESNET" --out "$OUT/runs/tf32on" "${BIG[@]}" "${ON[@]}"
     fi
 fi
 
-wanted bert && step bert 100 "$BIN" run "$BERT" --out "$OUT/runs/bert" "${BERTS[@]}"
+wanted bert && step bert "$L_BERT" "$BIN" run "$BERT" --out "$OUT/runs/bert" "${BERTS[@]}"
+
+if wanted gpt; then
+    if [[ -n $GPT ]]; then
+        step gpt "$L_GPT" "$BIN" run "$GPT" --out "$OUT/runs/gpt" "${GPTS[@]}"
+    else
+        say "gpt: skipped (no GPT spec in specs/ yet)"
+    fi
+fi
 
 if wanted oom; then
-    step oom 60 "$BIN" run "$RESNET" --out "$OUT/runs/oom" "${OOMS[@]}"
+    step oom "$L_OOM" "$BIN" run "$RESNET" --out "$OUT/runs/oom" "${OOMS[@]}"
     if grep -rqs '"out_of_memory"' "$OUT/runs/oom"; then
         say "oom: recorded out_of_memory as expected"
     else
@@ -177,25 +271,22 @@ if wanted nccl; then
             say "nccl: expected exit 2 naming the NCCL engine, got $rc (nccl.log)"
         fi
     else
-        step nccl 60 "$BIN" run "$RESNET" --out "$OUT/runs/nccl" "${BIG[@]}" --set run.iterations=30 "${NCCL[@]}"
+        step nccl "$L_NCCL" "$BIN" run "$RESNET" --out "$OUT/runs/nccl" "${BIG[@]}" --set run.iterations=30 "${NCCL[@]}"
     fi
 fi
 
 if wanted parity; then
-    if [[ $DRY == 1 ]]; then
-        say "parity: skipped (needs a GPU)"
-    else
-        for p in fp32 fp16; do
-            step "parity-$p" 60 "$VENV/bin/python" scripts/parity/cuda_eager.py --batch 128 --precision "$p" \
-                --warmup 20 --iters 60 --free 50
-            grep '^RESULT' "$OUT/parity-$p.log" | tee -a "$OUT/parity.txt" >/dev/null
-        done
-    fi
+    # PyTorch eager with this machine's PyTorch (the venv's, or with --bundle the machine's python3; torchvision
+    # is used when installed, else the script's own ResNet-50 of the same layers); on the CPU with --dry.
+    for p in "${PARITY_PRECISIONS[@]}"; do
+        step "parity-$p" "$L_PAR" "$PY" scripts/parity/cuda_eager.py "${PARITY[@]}" --precision "$p"
+        grep '^RESULT' "$OUT/parity-$p.log" | tee -a "$OUT/parity.txt" >/dev/null
+    done
 fi
 
 # Results and figures (few files come back from a device run): the summary with one line per run, every result
 # in results.jsonl, the parity lines, and every step's log (its last 80 lines) in logs.txt.
-python3 scripts/gpu_check_summary.py "$OUT" | tee -a "$SUMMARY"
+"$PY" scripts/gpu_check_summary.py "$OUT" | tee -a "$SUMMARY"
 for f in "$OUT"/*.log; do
     echo "===== $(basename "$f") (last 80 lines)"
     tail -n 80 "$f"

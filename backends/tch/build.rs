@@ -1,5 +1,6 @@
 //! Build script of trainbench-tch: compiles the C++ shim against the libtorch torch-sys linked, and embeds an
-//! rpath to libtorch's directory so binaries, tests and examples run without LD_LIBRARY_PATH.
+//! rpath to libtorch's directory so binaries, tests and examples run without LD_LIBRARY_PATH (none when
+//! `TRAINBENCH_NO_RPATH=1`: scripts/gpu_bundle.sh's binaries find the libraries of the machine they run on).
 //!
 //! It re-exports the libtorch directory as `DEP_TRAINBENCH_TCH_LIBTORCH_LIB` (this package declares
 //! `links = "trainbench_tch"`) so the root crate's build script can embed the same rpath in `trainbench`.
@@ -10,7 +11,10 @@ use std::path::PathBuf;
 fn main() {
     println!("cargo:rerun-if-changed=shim/shim.cpp");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=Cargo.toml");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
+    println!("cargo:rerun-if-env-changed=TRAINBENCH_NO_RPATH");
+    let rpath = env::var("TRAINBENCH_NO_RPATH").as_deref() != Ok("1");
     // torch-sys (links = "tch") publishes its library directory to direct dependants' build scripts.
     let Some(lib) = env::var_os("DEP_TCH_LIBTORCH_LIB").map(PathBuf::from) else {
         panic!("torch-sys did not report its libtorch directory (DEP_TCH_LIBTORCH_LIB); see README: build setup");
@@ -38,7 +42,9 @@ fn main() {
     let lib_s = lib.display();
     // Binaries, tests and examples of this package find libtorch (and, through libtorch's own RPATH, the
     // CUDA libraries of the wheel) without LD_LIBRARY_PATH.
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_s}");
+    if rpath {
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_s}");
+    }
     if has_torch_cuda {
         // Keep libtorch_cuda loaded even though Rust code references none of its symbols: its static
         // initialisers register the CUDA backend (rustc links with --as-needed by default).
@@ -47,11 +53,25 @@ fn main() {
     println!("cargo:libtorch_lib={lib_s}");
     println!("cargo:torch_cuda={}", u8::from(has_torch_cuda));
     println!("cargo:rustc-env=TRAINBENCH_TCH_LIBTORCH_LIB={lib_s}");
+    println!("cargo:rustc-env=TRAINBENCH_TCH_TCH_VERSION={}", tch_requirement());
     if let Some(cuda_lib) = cuda_lib {
         // The NCCL engine's object calls the CUDA runtime directly (inline c10 code): binaries find it here.
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", cuda_lib.display());
-        println!("cargo:cuda_lib={}", cuda_lib.display());
+        if rpath {
+            println!("cargo:rustc-link-arg=-Wl,-rpath,{}", cuda_lib.display());
+            println!("cargo:cuda_lib={}", cuda_lib.display());
+        }
     }
+}
+
+/// The tch release this package asks for (`tch = "0.26"` in its manifest; scripts/gpu_bundle.sh swaps it for a
+/// build against another PyTorch), recorded in results beside the libtorch version.
+fn tch_requirement() -> String {
+    let manifest = std::path::Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap_or_default()).join("Cargo.toml");
+    let text = std::fs::read_to_string(manifest).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("tch = \"").and_then(|r| r.split('"').next()))
+        .unwrap_or("unknown")
+        .to_string()
 }
 
 /// Where the wheel keeps the headers and libraries the NCCL engine needs, beside libtorch (`torch/lib` ->

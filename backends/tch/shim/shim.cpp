@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 #include <dlfcn.h>
@@ -68,6 +69,25 @@ extern "C" {
 
 // libtorch version the shim was compiled against ("2.13.0").
 const char* tb_torch_version() { return TORCH_VERSION; }
+
+// The libtorch this process loaded, asked at run time rather than from the headers: its version (the
+// TORCH_VERSION= of its build settings, at::show_config) and the file it was loaded from (dladdr).
+int tb_linked_torch(char* version, size_t version_len, char* path, size_t path_len, char* err, size_t err_len) {
+  TB_GUARD({
+    const std::string config = at::show_config();
+    const std::string key = "TORCH_VERSION=";
+    const size_t at = config.find(key);
+    if (at == std::string::npos) throw std::runtime_error("libtorch's build settings name no TORCH_VERSION");
+    const size_t from = at + key.size();
+    const size_t to = config.find_first_of(", \n", from);
+    copy_message(config.substr(from, to == std::string::npos ? std::string::npos : to - from).c_str(), version,
+                 version_len);
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&at::show_config), &info) == 0 || info.dli_fname == nullptr)
+      throw std::runtime_error("dladdr does not know which library holds libtorch");
+    copy_message(info.dli_fname, path, path_len);
+  })
+}
 
 // The CPU kernel level ATen dispatches to here ("AVX512", "AVX2", "DEFAULT"; ATEN_CPU_CAPABILITY can lower it).
 int tb_cpu_capability(char* out, size_t out_len, char* err, size_t err_len) {

@@ -3,6 +3,7 @@
 //! versions recorded in every result.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -200,10 +201,18 @@ fn dotted(v: i64, parts: &[i64]) -> String {
 /// Library versions of this backend: libtorch, tch, CUDA runtime and cuDNN (when CUDA is usable), threads.
 pub fn versions(device: Device) -> BTreeMap<String, String> {
     let mut v = BTreeMap::new();
-    v.insert("libtorch".into(), shim::torch_version());
-    v.insert("tch".into(), "0.26".into());
+    // The libtorch loaded at run time (a bundle runs on the machine's own libraries, not the build's); the
+    // compiled-in version and the build's directory only where the library cannot say.
+    let linked = shim::linked_torch().ok();
+    let compiled = shim::torch_version();
+    v.insert("libtorch".into(), linked.as_ref().map_or_else(|| compiled.clone(), |l| l.version.clone()));
+    if linked.as_ref().is_some_and(|l| l.version != compiled) {
+        v.insert("libtorch_compiled".into(), compiled);
+    }
+    v.insert("tch".into(), env!("TRAINBENCH_TCH_TCH_VERSION").into());
     v.insert("torch_threads".into(), tch::get_num_threads().to_string());
-    v.insert("libtorch_lib".into(), env!("TRAINBENCH_TCH_LIBTORCH_LIB").into());
+    let lib = linked.and_then(|l| Path::new(&l.library).parent().map(|d| d.display().to_string()));
+    v.insert("libtorch_lib".into(), lib.unwrap_or_else(|| env!("TRAINBENCH_TCH_LIBTORCH_LIB").into()));
     // ATen's CPU kernel level: what libtorch itself reports of the CPU (the manifest's `cpu` has the flags).
     if let Ok(cap) = shim::cpu_capability() {
         v.insert("libtorch_cpu_capability".into(), cap);

@@ -10,6 +10,14 @@ use torch_sys::C_tensor;
 
 unsafe extern "C" {
     fn tb_torch_version() -> *const c_char;
+    fn tb_linked_torch(
+        version: *mut c_char,
+        version_len: usize,
+        path: *mut c_char,
+        path_len: usize,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
     fn tb_cpu_capability(out: *mut c_char, out_len: usize, err: *mut c_char, err_len: usize) -> c_int;
     fn tb_cuda_versions(cudart: *mut c_long, cudnn: *mut c_long, err: *mut c_char, err_len: usize) -> c_int;
     fn tb_cuda_memory_stats(device: c_int, out: *mut i64, err: *mut c_char, err_len: usize) -> c_int;
@@ -80,6 +88,33 @@ pub(crate) fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), Sh
 pub fn torch_version() -> String {
     // SAFETY: returns a pointer to a static string literal.
     unsafe { CStr::from_ptr(tb_torch_version()) }.to_string_lossy().into_owned()
+}
+
+/// The libtorch this process runs on, asked of the loaded library itself (not of the headers the shim was
+/// compiled against): what results record, and what a build for another PyTorch release is checked against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkedTorch {
+    /// Its version (`2.13.0`), from its build settings.
+    pub version: String,
+    /// The file it was loaded from (`.../torch/lib/libtorch_cpu.so`).
+    pub library: String,
+}
+
+/// The loaded libtorch's version and file, asked once per process.
+pub fn linked_torch() -> Result<LinkedTorch, ShimError> {
+    static LINKED: std::sync::OnceLock<Result<LinkedTorch, ShimError>> = std::sync::OnceLock::new();
+    LINKED
+        .get_or_init(|| {
+            let mut version = vec![0 as c_char; 64];
+            let mut path = vec![0 as c_char; 4096];
+            let (vlen, plen) = (version.len(), path.len());
+            // SAFETY: both buffers are live for the call with the lengths given; the shim NUL-terminates them.
+            call(|e, n| unsafe { tb_linked_torch(version.as_mut_ptr(), vlen, path.as_mut_ptr(), plen, e, n) })?;
+            // SAFETY: NUL-terminated by the shim (copy_message).
+            let text = |b: &[c_char]| unsafe { CStr::from_ptr(b.as_ptr()) }.to_string_lossy().into_owned();
+            Ok(LinkedTorch { version: text(&version), library: text(&path) })
+        })
+        .clone()
 }
 
 /// The CPU kernel level ATen dispatches to on this machine (`AVX512`, `AVX2`, `DEFAULT`), as libtorch reports it.
@@ -265,6 +300,15 @@ mod tests {
     use tch::{Device, Kind};
 
     use super::*;
+
+    #[test]
+    fn the_loaded_libtorch_is_the_one_the_shim_was_compiled_against() {
+        let linked = linked_torch().unwrap();
+        assert_eq!(linked.version, torch_version(), "{linked:?}");
+        let file = std::path::Path::new(&linked.library);
+        assert!(file.is_file(), "{linked:?}");
+        assert!(file.file_name().unwrap().to_string_lossy().starts_with("libtorch"), "{linked:?}");
+    }
 
     #[test]
     fn the_tf32_switches_are_set_and_read_back() {

@@ -194,7 +194,10 @@ fn phases_are_timed_and_reported_to_the_probe() {
         assert!(sum <= s.total_s * 1.0001 && sum > 0.9 * s.total_s, "{s:?}");
     }
     assert!(!raw.interrupted);
-    assert_eq!(raw.versions.get("libtorch").map(String::as_str), Some("2.13.0"));
+    // The libtorch this test runs on (2.13.0 by default, 2.11.0 in a bundle's build), asked of the library.
+    let linked = trainbench_tch::shim::linked_torch().unwrap();
+    assert_eq!(raw.versions.get("libtorch"), Some(&linked.version));
+    assert_eq!(linked.version, trainbench_tch::shim::torch_version());
     assert_eq!(raw.device.as_ref().map(|d| d.selector.as_str()), Some("cpu"));
 }
 
