@@ -1,8 +1,8 @@
 //! What the first node of a kind costs in a training step beyond the same node repeated: its code, its
 //! dispatch tables and its branch history are cold when it starts, where the nodes of its kind after it find them
 //! warm. A step of a small model on a CPU pays this once per kind in each phase, and it is most of what a kind run
-//! once per step costs (an embedding, a loss, a pooling before the classifier: 10-45 us each on the development
-//! machine against 1-5 us for the same node repeated).
+//! once per step costs (an embedding, a loss, a pooling before the classifier), several times what the same node
+//! costs repeated.
 //!
 //! Measured through the backend for each element-wise class at its smallest measured size, and for two kinds
 //! without a class that stand for the others (`linear`: a linear layer, 64 -> 64; `add`: a plain element-wise

@@ -7,7 +7,7 @@
 //!   at batch 1 is trained beside the graph without the stack; the difference of the mean phase times over
 //!   [`NODE_STACK`] is one node's cost. The graph without the stack (input -> linear -> MSE) less its linear layer
 //!   and its loss is the step's own fixed cost (class `step`). A 4-element add timed alone (`op_overhead_us`)
-//!   misses most of this: on the development machine the backward of a small MLP took 10x what it predicted.
+//!   misses most of this (autograd's per-node work in the backward above all).
 //! - **Optimizer** (`calibration.optimizer`): the optimizer phase of a graph of many small tensors and of one linear
 //!   layer of 1 M and 4 M parameters, per optimizer kind (SGD, SGD with momentum, with momentum and weight decay,
 //!   Adam). The model solves the many-tensor graph and the 1 M one for a per-tensor and a per-parameter cost, and reads

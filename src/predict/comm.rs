@@ -1,5 +1,5 @@
 //! T_comm: the gradient (and weight) exchange of one step per strategy, from the volumes of
-//! `shared/design/distributed.md`. S = gradient bytes, W workers, P parameter servers, B link bandwidth
+//! `docs/distributed.md`. S = gradient bytes, W workers, P parameter servers, B link bandwidth
 //! (bytes/s, per direction), alpha the link's latency.
 //!
 //! - Ring all-reduce: T = 2(W-1) alpha + 2(W-1)/W x S / B.

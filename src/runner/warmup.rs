@@ -2,12 +2,9 @@
 //! so one-time costs never land in a measurement.
 //!
 //! Some costs are paid once per process, not once per run: libtorch starts its OpenMP/intra-op thread pools and
-//! initialises oneDNN lazily, a wgpu runtime compiles its kernels. On a 2-core machine they made the first
-//! measured steps of the first run in a process 100x slower than the rest (smoke-custom at batch 4: 232 ms,
-//! 240 ms, 85 ms, then 1.3 ms per step), which a spec's few warm-up iterations do not absorb and steady-state
-//! detection cannot remove from five measured iterations. A backend says how many iterations pay those costs
-//! ([`Backend::process_warmup_iterations`]); the runner trains them once per (backend, device) and discards
-//! them. Nothing of the throw-away run reaches a result.
+//! initialises oneDNN lazily, a wgpu runtime compiles its kernels (why: docs/decisions/0008-process-warm-up.md).
+//! A backend says how many iterations pay those costs ([`Backend::process_warmup_iterations`]); the runner
+//! trains them once per (backend, device) and discards them. Nothing of the throw-away run reaches a result.
 
 use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};

@@ -5,7 +5,7 @@
 //! A backend never knows which engine it talks to, nor which strategy: it flattens its gradients (and, for
 //! parameter servers, its weights) into host buffers in [`Layout`] order, calls the exchange, and copies back
 //! what it says changed. Another engine implements [`Communicator`] and nothing else here (the runner picks it:
-//! ARCHITECTURE.md, "Data-parallel runs").
+//! docs/distributed.md, "How it is built").
 //!
 //! Ranks: workers are `0..workers` (rank 0 writes the result); parameter servers, when the strategy has them,
 //! are `workers..workers + servers` and run [`server::serve`] instead of a backend.
