@@ -4,8 +4,10 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use trainbench::result::{RunOutcome, RunResult};
@@ -16,17 +18,52 @@ use crate::common::mock_mlp_spec;
 /// second for any run length, so this holds on a loaded machine too).
 const RESULT_WITHIN: Duration = Duration::from_secs(5);
 
+/// Longest wait for the run to start measuring (a loaded machine starts processes slowly); the bound under test
+/// is [`RESULT_WITHIN`], from the signal on.
+const MEASURING_WITHIN: Duration = Duration::from_secs(60);
+
 /// Start `trainbench run` on `spec` in a process group of its own (so a signal can reach the whole group, as
-/// a terminal's Ctrl-C does).
-fn start(spec: &Path, out: &Path) -> Child {
+/// a terminal's Ctrl-C does), with a progress line every 50 ms on stderr; its stderr lines arrive on the receiver.
+fn start(spec: &Path, out: &Path) -> (Child, Receiver<String>) {
     use std::os::unix::process::CommandExt as _;
-    Command::new(env!("CARGO_BIN_EXE_trainbench"))
-        .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trainbench"))
+        .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .env("TRAINBENCH_PROGRESS_INTERVAL_S", "0.05")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .unwrap()
+        .unwrap();
+    let (send, lines) = channel();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, lines)
+}
+
+/// Wait until a progress line says the run measures, at most [`MEASURING_WITHIN`]; the lines seen so far.
+fn wait_until_measuring(lines: &Receiver<String>) -> Vec<String> {
+    let since = Instant::now();
+    let mut seen = Vec::new();
+    while since.elapsed() < MEASURING_WITHIN {
+        match lines.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) => {
+                let measuring = line.starts_with("progress ") && line.contains(": measured ");
+                seen.push(line);
+                if measuring {
+                    return seen;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    panic!("the run did not start measuring within {MEASURING_WITHIN:?}:\n{}", seen.join("\n"));
 }
 
 fn signal(target: i32, sig: i32) {
@@ -53,9 +90,9 @@ fn stopped_run_keeps_its_result(repeats: u32, to_group: bool, second: Option<Dur
     let dir = tempfile::tempdir().unwrap();
     let spec = mock_mlp_spec(dir.path(), "long", 1_000_000_000, repeats);
     let out = dir.path().join("out");
-    let mut child = start(&spec, &out);
+    let (mut child, lines) = start(&spec, &out);
     let pid = i32::try_from(child.id()).unwrap();
-    std::thread::sleep(Duration::from_secs(2));
+    let mut stderr = wait_until_measuring(&lines);
     assert!(child.try_wait().unwrap().is_none(), "the run ended by itself");
     let target = if to_group { -pid } else { pid };
     let first = Instant::now();
@@ -67,8 +104,8 @@ fn stopped_run_keeps_its_result(repeats: u32, to_group: bool, second: Option<Dur
     let (result, took) = result_within(&out.join("long/long.b2.fp32.1x1.r0.json"), first, RESULT_WITHIN);
     eprintln!("result {took:?} after the first SIGINT");
     let status = child.wait().unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    stderr.extend(lines.iter());
+    let stderr = stderr.join("\n");
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(matches!(result.outcome, RunOutcome::Interrupted { .. }), "{:?}", result.outcome);
     let m = result.metrics.as_ref().expect("the measured steps are summarised");

@@ -333,11 +333,13 @@ mod tests {
         };
         let line = serde_json::to_string(&WorkerMessage::RankFailed(oom.clone())).unwrap();
         let buf = Shared::default();
-        let ok = run_group_into(
-            vec![sh("echo rank0-line; sleep 60"), sh(&format!("echo chatter; echo '{line}'; exit 3"))],
-            Arc::new(Mutex::new(Box::new(buf.clone()))),
-        )
-        .unwrap();
+        // Rank 1 fails only once rank 0 has written its line (a loaded machine may start rank 0's shell late).
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join("rank0-wrote");
+        let rank0 = format!("echo rank0-line; touch '{}'; sleep 60", mark.display());
+        let rank1 =
+            format!("until [ -e '{}' ]; do sleep 0.01; done; echo chatter; echo '{line}'; exit 3", mark.display());
+        let ok = run_group_into(vec![sh(&rank0), sh(&rank1)], Arc::new(Mutex::new(Box::new(buf.clone())))).unwrap();
         assert!(!ok);
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
