@@ -98,11 +98,16 @@ def main():
         fr = m["throughput"].get("free_running") or {}
         tb_free, py_free = fr.get("samples_per_s"), float(f["free_samples_per_s"])
         peak = m["memory"]["measured"].get("peak_allocated_bytes")
+        py_peak = int(f["max_memory_allocated"])
+        # A figure one side could not measure is "n/a" and has no ratio, never a zero.
+        if tb_free and py_free > 0:
+            free = f"free-running {tb_free:.1f} vs {py_free:.1f} samples/s (ratio {tb_free / py_free:.3f})"
+        else:
+            free = f"free-running {'n/a' if not tb_free else f'{tb_free:.1f}'} vs {py_free:.1f} samples/s (no ratio)"
+        torch_peak = mib(py_peak) if py_peak > 0 else "n/a (no CUDA allocator)"
         print(f"parity ResNet-50 b{key[0]} {key[1]} on {f['device']} (torch {f['torch']}): per-step median "
               f"trainbench {1e3 * tb_med:.2f} ms vs PyTorch {1e3 * py_med:.2f} ms (throughput ratio "
-              f"{py_med / tb_med:.3f}); free-running {tb_free} vs {py_free:.1f} samples/s "
-              f"(ratio {(tb_free or 0) / py_free:.3f}); allocator peak {mib(peak)} vs PyTorch "
-              f"{mib(int(f['max_memory_allocated']))}")
+              f"{py_med / tb_med:.3f}); {free}; allocator peak {mib(peak)} vs PyTorch {torch_peak}")
 
 
 if __name__ == "__main__":
