@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::error::PredictError;
 use crate::hardware::wire::{HardwareFile, Link, LinkKind};
-use crate::spec::wire::{Interconnect, Strategy};
+use trainbench_comm::{DataParallel, Interconnect, Topology};
 
 /// Where and how gradients travel in one step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -30,21 +30,6 @@ pub struct CommCost {
     pub link: String,
     /// The formula applied, for the reader.
     pub formula: String,
-}
-
-/// The topology the exchange runs on.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CommSetting {
-    /// Strategy.
-    pub strategy: Strategy,
-    /// Machines.
-    pub nodes: usize,
-    /// Devices per machine.
-    pub devices_per_node: usize,
-    /// Link named by the spec.
-    pub interconnect: Interconnect,
-    /// Parameter servers (PS/worker only).
-    pub parameter_servers: usize,
 }
 
 /// The link of `profile` that `interconnect` names.
@@ -63,18 +48,18 @@ pub fn link<'p>(profile: &'p HardwareFile, interconnect: Interconnect) -> Result
     })
 }
 
-/// The exchange of `gradient_bytes` per step on `setting` over `profile`.
-pub fn comm(profile: &HardwareFile, setting: &CommSetting, gradient_bytes: f64) -> Result<CommCost, PredictError> {
-    let w = (setting.nodes * setting.devices_per_node) as f64;
+/// The exchange of `gradient_bytes` per step on `topology` over `profile`.
+pub fn comm(profile: &HardwareFile, topology: &Topology, gradient_bytes: f64) -> Result<CommCost, PredictError> {
+    let w = topology.world_size() as f64;
     let none = CommCost { time_s: 0.0, bytes_per_worker: 0.0, link: "none".into(), formula: "no exchange".into() };
     if w <= 1.0 {
         return Ok(none);
     }
     let s = gradient_bytes;
-    Ok(match setting.strategy {
-        Strategy::Single => none,
-        Strategy::AllReduce => {
-            let l = link(profile, setting.interconnect)?;
+    Ok(match topology.strategy {
+        DataParallel::Single => none,
+        DataParallel::AllReduce => {
+            let l = link(profile, topology.interconnect)?;
             let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
             let bytes = 2.0 * (w - 1.0) / w * s;
             CommCost {
@@ -84,12 +69,12 @@ pub fn comm(profile: &HardwareFile, setting: &CommSetting, gradient_bytes: f64) 
                 formula: format!("ring all-reduce: 2(W-1) alpha + 2(W-1)/W S / B, W = {w}"),
             }
         }
-        Strategy::ParameterServer => {
-            let l = link(profile, setting.interconnect)?;
+        DataParallel::ParameterServer { servers } => {
+            let l = link(profile, topology.interconnect)?;
             let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
-            let p = setting.parameter_servers.max(1) as f64;
+            let p = servers.max(1) as f64;
             let shared = matches!(l.kind, LinkKind::Ethernet | LinkKind::Infiniband);
-            let b_worker = if shared { b / setting.devices_per_node as f64 } else { b };
+            let b_worker = if shared { b / topology.devices_per_node as f64 } else { b };
             let per_direction = alpha + (s / b_worker).max(w * s / (p * b));
             CommCost {
                 time_s: 2.0 * per_direction,
@@ -97,7 +82,7 @@ pub fn comm(profile: &HardwareFile, setting: &CommSetting, gradient_bytes: f64) 
                 link: l.name.clone(),
                 formula: format!(
                     "parameter servers: 2 x (alpha + max(S / B_worker, W S / (P B))), W = {w}, P = {p}{}",
-                    if shared { format!(", B_worker = B / {}", setting.devices_per_node) } else { String::new() }
+                    if shared { format!(", B_worker = B / {}", topology.devices_per_node) } else { String::new() }
                 ),
             }
         }

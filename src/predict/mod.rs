@@ -27,11 +27,12 @@ pub mod whatif;
 pub mod work;
 
 use serde::Serialize;
+use trainbench_comm::Topology;
 use trainbench_graph::analysis::analyze;
 use trainbench_graph::graph::{Graph, InputKind, Op};
 use trainbench_graph::{OptimizerSpec, Precision};
 
-pub use comm::{CommCost, CommSetting};
+pub use comm::CommCost;
 pub use error::PredictError;
 pub use roofline::{Bound, LayerCost, PhaseCost};
 pub use terms::{Term, Terms};
@@ -51,38 +52,24 @@ pub struct Setting {
     pub precision: Precision,
     /// Optimizer.
     pub optimizer: OptimizerSpec,
-    /// Topology of the exchange.
-    pub comm: CommSetting,
+    /// Where the workers are and how they exchange (the plan's own).
+    pub topology: Topology,
 }
 
 impl Setting {
-    /// The setting of a planned run: its batch, precision and optimizer, and its topology as planned
-    /// (`topology.parameter_servers` for PS/worker, 1 for other strategies).
+    /// The setting of a planned run: its batch, precision, optimizer and topology.
     pub fn of(run: &trainbench_contract::RunPlan) -> Self {
-        use crate::spec::wire::Strategy;
-        use trainbench_comm::DataParallel;
-        let t = run.topology;
         Setting {
             batch: run.batch_size,
             precision: run.precision,
             optimizer: run.optimizer.clone(),
-            comm: CommSetting {
-                strategy: match t.strategy {
-                    DataParallel::Single => Strategy::Single,
-                    DataParallel::AllReduce => Strategy::AllReduce,
-                    DataParallel::ParameterServer { .. } => Strategy::ParameterServer,
-                },
-                nodes: t.nodes,
-                devices_per_node: t.devices_per_node,
-                interconnect: t.interconnect,
-                parameter_servers: t.strategy.servers().max(1),
-            },
+            topology: run.topology,
         }
     }
 
     /// Workers (nodes x devices per node).
     pub fn world(&self) -> usize {
-        (self.comm.nodes * self.comm.devices_per_node).max(1)
+        self.topology.world_size().max(1)
     }
 }
 
@@ -203,7 +190,7 @@ pub fn predict_with(
         _ => 0.0,
     };
     // T_comm ([`Term::Exchange`]): fp32 gradients.
-    let mut comm = comm::comm(profile, &setting.comm, analysis.parameters as f64 * 4.0)?;
+    let mut comm = comm::comm(profile, &setting.topology, analysis.parameters as f64 * 4.0)?;
     if !terms.on(Term::Exchange) {
         comm.time_s = 0.0;
     }

@@ -5,7 +5,7 @@ use trainbench_graph::graph::{InputKind, LossKind};
 use trainbench_graph::{GraphBuilder, OptimizerSpec, Precision};
 
 use super::*;
-use crate::spec::wire::{Interconnect, Strategy};
+use trainbench_comm::Topology;
 
 fn calibrated() -> HardwareFile {
     let text =
@@ -33,13 +33,7 @@ fn setting() -> Setting {
         batch: 4,
         precision: Precision::Fp32,
         optimizer: OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
-        comm: CommSetting {
-            strategy: Strategy::Single,
-            nodes: 1,
-            devices_per_node: 1,
-            interconnect: Interconnect::Pcie,
-            parameter_servers: 1,
-        },
+        topology: Topology::single(),
     }
 }
 

@@ -8,7 +8,7 @@ use super::*;
 use crate::hardware::wire::{
     Alternatives, Calibration, DeviceKind, DeviceProfile, KernelPoint, Link, LinkKind, PeakTflops, ProfileKind,
 };
-use crate::spec::wire::{Interconnect, Strategy};
+use trainbench_comm::{DataParallel, Interconnect, Topology};
 
 /// input [1000] -> linear 1000 -> 1000 (no bias) -> MSE against a dense target [1000].
 fn gemm_graph() -> Graph {
@@ -53,12 +53,12 @@ fn profile() -> HardwareFile {
     }
 }
 
-fn setting(batch: usize, strategy: Strategy, nodes: usize, per_node: usize, interconnect: Interconnect) -> Setting {
+fn setting(batch: usize, strategy: DataParallel, nodes: usize, per_node: usize, interconnect: Interconnect) -> Setting {
     Setting {
         batch,
         precision: Precision::Fp32,
         optimizer: OptimizerSpec::Sgd { lr: 0.1, momentum: 0.0, weight_decay: 0.0, nesterov: false },
-        comm: CommSetting { strategy, nodes, devices_per_node: per_node, interconnect, parameter_servers: 1 },
+        topology: Topology { strategy, nodes, devices_per_node: per_node, interconnect },
     }
 }
 
@@ -68,7 +68,7 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn one_linear_layer_is_compute_bound_at_the_peak() {
-    let p = predict(&gemm_graph(), &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &profile()).unwrap();
+    let p = predict(&gemm_graph(), &setting(100, DataParallel::Single, 1, 1, Interconnect::Pcie), &profile()).unwrap();
     let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
     // 2 x 100 x 1000 x 1000 FLOPs at 1e12 FLOP/s.
     assert!(close(fc.forward.flops, 2e8) && close(fc.forward.compute_s, 2e-4), "{fc:?}");
@@ -98,11 +98,13 @@ fn exchange_follows_the_ring_and_parameter_server_formulas() {
     let s = 1e6 * 4.0; // gradient bytes
     let mut prof = profile();
     prof.network = Some(link(LinkKind::Ethernet, 2.5, 20.0));
-    let ring = predict(&g, &setting(400, Strategy::AllReduce, 4, 1, Interconnect::Ethernet), &prof).unwrap();
+    let ring = predict(&g, &setting(400, DataParallel::AllReduce, 4, 1, Interconnect::Ethernet), &prof).unwrap();
     assert!(close(ring.comm.time_s, 2.0 * 3.0 * 20e-6 + 2.0 * 3.0 / 4.0 * s / 2.5e9), "{:?}", ring.comm);
     assert_eq!(ring.per_device_batch, 100);
     // One server: its link carries W x S each way; with 2 workers per machine each gets half the NIC.
-    let ps = predict(&g, &setting(400, Strategy::ParameterServer, 2, 2, Interconnect::Ethernet), &prof).unwrap();
+    let ps =
+        predict(&g, &setting(400, DataParallel::ParameterServer { servers: 1 }, 2, 2, Interconnect::Ethernet), &prof)
+            .unwrap();
     let per_direction = 20e-6 + f64::max(s / (2.5e9 / 2.0), 4.0 * s / 2.5e9);
     assert!(close(ps.comm.time_s, 2.0 * per_direction), "{:?}", ps.comm);
     assert!(ps.shares.comm > ring.shares.comm);
@@ -114,12 +116,13 @@ fn exchange_follows_the_ring_and_parameter_server_formulas() {
 #[test]
 fn a_missing_link_or_peak_is_refused() {
     let g = gemm_graph();
-    let e = predict(&g, &setting(200, Strategy::AllReduce, 2, 1, Interconnect::Infiniband), &profile()).unwrap_err();
+    let e =
+        predict(&g, &setting(200, DataParallel::AllReduce, 2, 1, Interconnect::Infiniband), &profile()).unwrap_err();
     assert!(matches!(e, PredictError::NoLink { .. }), "{e}");
-    let mut s = setting(100, Strategy::Single, 1, 1, Interconnect::Pcie);
+    let mut s = setting(100, DataParallel::Single, 1, 1, Interconnect::Pcie);
     s.precision = Precision::Bf16;
     assert!(matches!(predict(&g, &s, &profile()).unwrap_err(), PredictError::NoPeak { .. }));
-    let e = predict(&g, &setting(10, Strategy::AllReduce, 1, 3, Interconnect::Nvlink), &profile()).unwrap_err();
+    let e = predict(&g, &setting(10, DataParallel::AllReduce, 1, 3, Interconnect::Nvlink), &profile()).unwrap_err();
     assert_eq!(e, PredictError::Batch { batch: 10, world: 3 });
 }
 
@@ -148,7 +151,7 @@ fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
         gemm_shapes: vec![],
         conv_shapes: vec![],
     });
-    let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let p = predict(&g, &setting(100, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
     // 2e8 FLOPs lies at 2/3 of the way from 1e6 to 1e9 in log space: rate 1e11 x 4^(log(200)/log(1000)).
     let t = (200f64).ln() / (1000f64).ln();
@@ -196,7 +199,7 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
     // Halfway in log space: the geometric mean of the rates.
     assert!(close(dev.memory_s(1e7), 1e7 / (400e9f64 * 10e9).sqrt()));
     // The forward of `fc` moves 4.8 MB (inputs, weights, output): between the two points, well above 10 GB/s.
-    let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let p = predict(&g, &setting(100, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
     assert!(close(fc.forward.memory_s, dev.memory_s(4.8e6)) && fc.forward.memory_s < 4.8e6 / 10e9 / 5.0);
     // Without points, every size moves at the triad.
@@ -244,14 +247,14 @@ fn a_measured_element_wise_class_costs_its_per_element_work() {
         gemm_shapes: vec![],
         conv_shapes: vec![],
     });
-    let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let p = predict(&g, &setting(100, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let drop = p.layers.iter().find(|l| l.name == "drop").unwrap();
     // 100 samples x 1000 elements at 10 ns: 1 ms, above its bytes at 1000 GB/s: compute-bound.
     assert!(close(drop.forward.compute_s, 1e-3) && drop.forward.bound == Bound::Compute, "{drop:?}");
     assert!(close(drop.backward.compute_s, 2e-4) && drop.backward.bound == Bound::Compute, "{drop:?}");
     // A class that was not measured keeps bytes over bandwidth.
     prof.calibration.as_mut().unwrap().elementwise[0].op = "softmax".into();
-    let p = predict(&g, &setting(100, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let p = predict(&g, &setting(100, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let drop = p.layers.iter().find(|l| l.name == "drop").unwrap();
     assert_eq!((drop.forward.compute_s, drop.forward.bound), (0.0, Bound::Memory));
 }
@@ -275,7 +278,7 @@ fn element_wise_costs_follow_the_measured_sizes() {
     cal.elementwise = vec![point(1e6, 20e-3), point(1e3, 10e-6), point(1e5, 1e-3)];
     prof.calibration = Some(cal);
     let forward = |batch: usize| {
-        let p = predict(&g, &setting(batch, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+        let p = predict(&g, &setting(batch, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
         let drop = p.layers.iter().find(|l| l.name == "drop").unwrap().clone();
         (drop.forward.compute_s, drop.backward.compute_s)
     };
@@ -284,7 +287,8 @@ fn element_wise_costs_follow_the_measured_sizes() {
     assert!(close(forward(1).0, 10e-6) && close(forward(1).1, 1e-6), "{:?}", forward(1));
     let below = |n: f64| 10e-6 - (1e3 - n) * (1e-3 - 10e-6) / (1e5 - 1e3);
     let half = {
-        let p = predict(&dropout_graph(500), &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+        let p =
+            predict(&dropout_graph(500), &setting(1, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
         p.layers.iter().find(|l| l.name == "drop").unwrap().forward.compute_s
     };
     assert!(close(half, below(500.0).max(0.0)), "{half} {}", below(500.0));
@@ -307,7 +311,7 @@ fn a_tensor_read_by_two_nodes_pays_for_its_gradient_sum() {
         b.loss("loss", LossKind::Mse, &[s, t]).unwrap();
         b.finish(1, "samples").unwrap()
     };
-    let s = setting(10, Strategy::Single, 1, 1, Interconnect::Pcie);
+    let s = setting(10, DataParallel::Single, 1, 1, Interconnect::Pcie);
     let fc = |g: &Graph| predict(g, &s, &profile()).unwrap().layers.into_iter().find(|l| l.name == "fc").unwrap();
     let (one, two) = (fc(&graph(false)), fc(&graph(true)));
     // `fc`'s output read by the ReLU and the add: one sum over 10 x 1000 fp32 elements (two reads, one write).
@@ -319,7 +323,7 @@ fn a_tensor_read_by_two_nodes_pays_for_its_gradient_sum() {
 fn what_ifs_point_the_right_way_with_formula_magnitudes() {
     let g = gemm_graph();
     let prof = profile();
-    let s = setting(800, Strategy::ParameterServer, 8, 1, Interconnect::Ethernet);
+    let s = setting(800, DataParallel::ParameterServer { servers: 1 }, 8, 1, Interconnect::Ethernet);
     let base = predict(&g, &s, &prof).unwrap();
     let rows = whatif::what_if(&g, &s, &prof, &base, &[], &Terms::all());
     let find = |p: &str| rows.iter().find(|r| r.change.starts_with(p)).unwrap_or_else(|| panic!("{p}: {rows:?}"));
@@ -386,7 +390,7 @@ fn the_training_step_calibration_prices_nodes_products_and_the_optimizer() {
     let g = gemm_graph();
     let mut prof = profile();
     prof.calibration = Some(step_calibration());
-    let p = predict(&g, &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let p = predict(&g, &setting(1, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
     // A linear layer's own fixed cost in each phase; the loss's 3 operations at the element-wise node's.
     assert!(close(fc.forward.overhead_s, 5e-6) && close(fc.backward.overhead_s, 7e-6), "{fc:?}");
@@ -405,7 +409,7 @@ fn the_training_step_calibration_prices_nodes_products_and_the_optimizer() {
     // SGD over 1 tensor (no bias) of 1e6 parameters: 1 us + 1 ms, measured kind; Adam was not measured and
     // falls back to one pass over the bytes.
     assert!(close(p.phases.optimizer_s, 1e-6 + 1e6 * 1e-9), "{:?}", p.phases);
-    let mut adam = setting(1, Strategy::Single, 1, 1, Interconnect::Pcie);
+    let mut adam = setting(1, DataParallel::Single, 1, 1, Interconnect::Pcie);
     adam.optimizer = OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 };
     let q = predict(&g, &adam, &prof).unwrap();
     assert!(close(q.phases.optimizer_s, 1e6 * 4.0 * 7.0 / 1000e9), "{:?}", q.phases);
@@ -438,7 +442,7 @@ fn a_convolution_follows_the_grid_by_its_channels_and_pixels() {
     }
     let mut prof = profile();
     prof.calibration = Some(cal);
-    let p = predict(&g, &setting(4, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let p = predict(&g, &setting(4, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let conv = p.layers.iter().find(|l| l.name == "conv").unwrap();
     // 8 in, 8 out, 4 x 16 x 16 = 1024 output pixels: the 8-channel rates.
     assert!(close(conv.forward.compute_s, conv.forward.flops / 1e10), "{conv:?}");
@@ -495,7 +499,7 @@ fn a_tied_weight_pays_for_its_gradient_product_and_sum() {
     let g = b.finish(1, "samples").unwrap();
     let mut prof = profile();
     prof.calibration = Some(step_calibration());
-    let p = predict(&g, &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let p = predict(&g, &setting(1, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let proj = p.layers.iter().find(|l| l.name == "proj").unwrap();
     let dev = crate::calibrate::fit::coefficients(&prof, Precision::Fp32).unwrap();
     // Backward: the weight's gradient [10 x 1] x [1 x 1000] beside the input's [1 x 1000] x [1000 x 10], though
@@ -522,7 +526,8 @@ fn the_first_node_of_each_kind_pays_its_cold_start_once_per_phase() {
     b.loss("loss", LossKind::Mse, &[r2, t]).unwrap();
     let g = b.finish(1, "samples").unwrap();
     let mut prof = profile();
-    let run = |prof: &HardwareFile| predict(&g, &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), prof).unwrap();
+    let run =
+        |prof: &HardwareFile| predict(&g, &setting(1, DataParallel::Single, 1, 1, Interconnect::Pcie), prof).unwrap();
     prof.calibration = Some(step_calibration());
     let before = run(&prof);
     let first =
@@ -564,7 +569,7 @@ fn the_first_node_of_each_kind_pays_its_cold_start_once_per_phase() {
     let t = small.input("t", &[10], InputKind::Dense).unwrap();
     small.loss("loss", LossKind::Mse, &[y, t]).unwrap();
     let small = small.finish(1, "samples").unwrap();
-    let q = predict(&small, &setting(1, Strategy::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
+    let q = predict(&small, &setting(1, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let fc = q.layers.iter().find(|l| l.name == "fc").unwrap();
     assert!(fc.forward.overhead_s < 5e-6 + 0.01 * 30e-6, "{fc:?}");
 }

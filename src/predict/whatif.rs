@@ -10,7 +10,7 @@ use trainbench_graph::Precision;
 use super::terms::Terms;
 use super::{Prediction, Setting, predict_with};
 use crate::hardware::wire::{HardwareFile, LinkKind};
-use crate::spec::wire::{Interconnect, Strategy};
+use trainbench_comm::{DataParallel, Interconnect};
 use trainbench_graph::Graph;
 
 /// One row of the what-if table.
@@ -71,43 +71,41 @@ pub fn what_if(
     };
     // Strategy.
     if world > 1 {
-        match setting.comm.strategy {
-            Strategy::ParameterServer => {
-                let s = with(&|s| s.comm.strategy = Strategy::AllReduce);
+        match setting.topology.strategy {
+            DataParallel::ParameterServer { servers } => {
+                let s = with(&|s| s.topology.strategy = DataParallel::AllReduce);
                 rows.push(row("strategy: all-reduce on the same link".into(), base, predict(graph, &s, profile)));
-                if setting.comm.parameter_servers < world {
-                    let s = with(&|s| s.comm.parameter_servers = world);
-                    let change = format!(
-                        "parameter servers: {world} (one per worker) instead of {}",
-                        setting.comm.parameter_servers
-                    );
+                if servers < world {
+                    let s = with(&|s| s.topology.strategy = DataParallel::ParameterServer { servers: world });
+                    let change = format!("parameter servers: {world} (one per worker) instead of {servers}");
                     rows.push(row(change, base, predict(graph, &s, profile)));
                 }
             }
-            Strategy::AllReduce => {
-                let s = with(&|s| s.comm.strategy = Strategy::ParameterServer);
-                let change = format!("strategy: parameter servers (P = {}) on the same link", s.comm.parameter_servers);
+            DataParallel::AllReduce => {
+                let s = with(&|s| s.topology.strategy = DataParallel::ParameterServer { servers: 1 });
+                let change =
+                    format!("strategy: parameter servers (P = {}) on the same link", s.topology.strategy.servers());
                 rows.push(row(change, base, predict(graph, &s, profile)));
             }
-            Strategy::Single => {}
+            DataParallel::Single => {}
         }
-        let on_nvlink = setting.comm.strategy == Strategy::AllReduce
-            && setting.comm.nodes == 1
-            && setting.comm.interconnect == Interconnect::Nvlink;
+        let on_nvlink = setting.topology.strategy == DataParallel::AllReduce
+            && setting.topology.nodes == 1
+            && setting.topology.interconnect == Interconnect::Nvlink;
         if profile.intra_node.as_ref().is_some_and(|l| l.kind == LinkKind::Nvlink) && !on_nvlink {
             let s = with(&|s| {
-                s.comm.strategy = Strategy::AllReduce;
-                s.comm.nodes = 1;
-                s.comm.devices_per_node = world;
-                s.comm.interconnect = Interconnect::Nvlink;
+                s.topology.strategy = DataParallel::AllReduce;
+                s.topology.nodes = 1;
+                s.topology.devices_per_node = world;
+                s.topology.interconnect = Interconnect::Nvlink;
             });
             let change = format!("strategy: all-reduce over NVLink in one machine (1 x {world})");
             rows.push(row(change, base, predict(graph, &s, profile)));
         }
     }
     // Links: alternatives for the role the exchange uses, and for the input copy.
-    if world > 1 && setting.comm.strategy != Strategy::Single {
-        let network = matches!(setting.comm.interconnect, Interconnect::Ethernet | Interconnect::Infiniband);
+    if world > 1 && !setting.topology.strategy.is_single() {
+        let network = matches!(setting.topology.interconnect, Interconnect::Ethernet | Interconnect::Infiniband);
         let alternatives = if network { &profile.alternatives.network } else { &profile.alternatives.intra_node };
         for alt in alternatives {
             let mut p = profile.clone();
@@ -116,7 +114,7 @@ pub fn what_if(
             } else {
                 p.intra_node = Some(alt.clone());
             }
-            let s = with(&|s| s.comm.interconnect = interconnect_of(alt.kind));
+            let s = with(&|s| s.topology.interconnect = interconnect_of(alt.kind));
             let change = format!(
                 "{}: {} ({} GB/s)",
                 if network { "network" } else { "intra-node link" },
