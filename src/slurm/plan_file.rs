@@ -94,7 +94,7 @@ impl Resources {
     pub fn of(plan: &RunPlan, backend: BackendKind) -> Self {
         let nodes = plan.topology.nodes;
         let ranked = backend != BackendKind::Mock && !plan.topology.strategy.is_single();
-        let ntasks = if ranked { plan.topology.strategy.processes(plan.topology.world_size()).max(1) } else { 1 };
+        let ntasks = if ranked { plan.topology.processes().max(1) } else { 1 };
         let nodes = if ntasks > 1 { nodes.clamp(1, ntasks) } else { 1 };
         let gpus_per_node = match plan.device {
             DeviceSelector::Cuda(_) if ntasks > 1 => plan.topology.world_size().div_ceil(nodes),

@@ -108,7 +108,7 @@ impl Ranks {
                 self.engine.name()
             ));
         }
-        let needed = plan.topology.strategy.processes(plan.topology.world_size());
+        let needed = plan.topology.processes();
         if plan.topology.strategy.is_single() || needed != self.size() {
             return Err(format!(
                 "run `{}` needs {needed} process(es) ({} worker(s) with {}), this group has {}",
@@ -298,14 +298,6 @@ fn mean_phases(steps: &StepLog) -> PhaseTimes {
 mod tests {
     use super::*;
 
-    #[allow(clippy::unwrap_used)]
-    fn plan(device: DeviceSelector, timeout_s: Option<f64>) -> RunPlan {
-        let mut p = RunPlan::for_tests("p", 2);
-        p.device = device;
-        p.timeout_s = timeout_s;
-        p
-    }
-
     #[test]
     #[allow(clippy::unwrap_used)]
     fn the_comm_share_and_bandwidth_are_medians_of_the_steps() {
@@ -317,7 +309,7 @@ mod tests {
             engine: Engine::Mpi,
             cuda_device: None,
         };
-        let mut plan = plan(DeviceSelector::Cpu, None);
+        let mut plan = RunPlan::for_tests("p", 2);
         plan.topology = trainbench_comm::Topology::on_one_node(DataParallel::AllReduce, 2);
         let step = |comm_s: f64| PhaseTimes { comm_s, total_s: 1.0, ..Default::default() };
         let steps = StepLog::of([0.4, 0.1, 0.2, 0.3].map(|c| (step(c), None)));

@@ -94,16 +94,12 @@ pub(crate) fn run_as_ranks(
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<SuiteReport, RunnerError> {
     let (who, size) = launcher;
-    if let Some(p) = suite
-        .plans
-        .iter()
-        .find(|p| p.topology.strategy.is_single() || p.topology.strategy.processes(p.topology.world_size()) != size)
-    {
+    if let Some(p) = suite.plans.iter().find(|p| p.topology.strategy.is_single() || p.topology.processes() != size) {
         return Err(RunnerError::Worker(format!(
             "{who} started {size} ranks, but run `{}` needs {} ({} worker(s), strategy {}): launch as many ranks as \
              the spec's topology asks for (workers plus parameter servers), or run the spec without a launcher",
             p.id,
-            p.topology.strategy.processes(p.topology.world_size()),
+            p.topology.processes(),
             p.topology.world_size(),
             p.topology.strategy.name()
         )));

@@ -60,7 +60,7 @@ pub(crate) fn run_isolated(
         for i in ranked {
             let p = &suite.plans[i];
             let engine = Engine::for_plans([p]).map_err(RunnerError::Worker)?;
-            groups.push((vec![i], Some((p.topology.strategy.processes(p.topology.world_size()), engine))));
+            groups.push((vec![i], Some((p.topology.processes(), engine))));
         }
         let mut flow = Flow::Continue;
         for (indices, processes) in groups {
