@@ -7,32 +7,14 @@ VENV="${TRAINBENCH_VENV:-$ROOT/.venv}"
 TORCH_VERSION=2.13.0
 TORCHVISION_VERSION=0.28.0
 
-# Header-only CUDA wheels the tch shim's NCCL engine (backends/tch/shim/nccl.cpp) compiles against beside the
-# wheel's own CUDA headers (cuda_runtime.h includes CCCL's and the CRT's headers); 3.3 MB, no libraries.
-CUDA_CCCL_VERSION=13.0.85
-CUDA_CRT_VERSION=13.0.88
+source "$ROOT/scripts/wheels.sh"
 
-# Each wheel is checked by name and version (its installed metadata, local tags such as +cu130 dropped), not by a
-# path or an import that another install could satisfy.
-has_wheels() {
-    "$VENV/bin/python" - "$@" <<'PY' 2>/dev/null
-import importlib.metadata as metadata, sys
-pairs = sys.argv[1:]
-for name, version in zip(pairs[::2], pairs[1::2]):
-    try:
-        if metadata.version(name).split("+")[0] != version:
-            sys.exit(1)
-    except metadata.PackageNotFoundError:
-        sys.exit(1)
-PY
-}
-
-if ! has_wheels torch "$TORCH_VERSION" torchvision "$TORCHVISION_VERSION"; then
+if ! has_wheels "$VENV" torch "$TORCH_VERSION" torchvision "$TORCHVISION_VERSION"; then
     echo "==> installing PyTorch $TORCH_VERSION into $VENV (about 5 GB, a few minutes)" >&2
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION"
 fi
-if ! has_wheels nvidia-cuda-cccl "$CUDA_CCCL_VERSION" nvidia-cuda-crt "$CUDA_CRT_VERSION"; then
+if ! has_wheels "$VENV" nvidia-cuda-cccl "$CUDA_CCCL_VERSION" nvidia-cuda-crt "$CUDA_CRT_VERSION"; then
     echo "==> installing the CUDA header wheels the NCCL engine compiles against into $VENV (3.3 MB)" >&2
     "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "nvidia-cuda-cccl==$CUDA_CCCL_VERSION" "nvidia-cuda-crt==$CUDA_CRT_VERSION"
 fi

@@ -41,9 +41,8 @@ case "$TORCH" in
     *) echo "gpu_bundle.sh: no tch release known for PyTorch $TORCH (known: 2.13.0 -> tch 0.26, 2.11.0 -> 0.24)" >&2
        exit 2 ;;
 esac
-# The header-only CUDA wheels the NCCL engine compiles against (see env.sh); the same CUDA 13.0 headers serve both.
-CUDA_CCCL_VERSION=13.0.85
-CUDA_CRT_VERSION=13.0.88
+# The header-only CUDA wheels the NCCL engine compiles against, and the check of a venv's wheels.
+source "$ROOT/scripts/wheels.sh"
 
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/trainbench"
 VENV="${TRAINBENCH_BUNDLE_VENV:-$CACHE/torch-$TORCH}"
@@ -54,19 +53,7 @@ case "$SCRATCH/" in "$ROOT"/*) echo "gpu_bundle.sh: the scratch worktree must be
 say() { echo "==> $*" >&2; }
 
 # 1. The Python environment with that PyTorch and the CUDA header wheels, checked by installed name and version.
-has_wheels() {
-    [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" - "$@" <<'PY' 2>/dev/null
-import importlib.metadata as metadata, sys
-pairs = sys.argv[1:]
-for name, version in zip(pairs[::2], pairs[1::2]):
-    try:
-        if metadata.version(name).split("+")[0] != version:
-            sys.exit(1)
-    except metadata.PackageNotFoundError:
-        sys.exit(1)
-PY
-}
-if ! has_wheels torch "$TORCH" nvidia-cuda-cccl "$CUDA_CCCL_VERSION" nvidia-cuda-crt "$CUDA_CRT_VERSION"; then
+if ! has_wheels "$VENV" torch "$TORCH" nvidia-cuda-cccl "$CUDA_CCCL_VERSION" nvidia-cuda-crt "$CUDA_CRT_VERSION"; then
     say "installing PyTorch $TORCH and the CUDA header wheels into $VENV (about 5 GB, a few minutes)"
     [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==$TORCH" \
