@@ -8,7 +8,7 @@ use trainbench_graph::Precision;
 use crate::backends::{self, Placement};
 use crate::spec::ValidatedSpec;
 use crate::spec::rules::{EffectiveTopology, effective_precisions, effective_topologies};
-use crate::spec::wire::{BackendChoice, Interconnect, Strategy};
+use crate::spec::wire::{BackendChoice, Strategy};
 
 /// Choices from the command line (`--backend`, `--device`) that replace the spec's `topology.backend` and
 /// `topology.device`.
@@ -108,10 +108,10 @@ fn topology_tokens(topologies: &[EffectiveTopology]) -> Vec<String> {
                 .iter()
                 .any(|o| o.strategy == Strategy::ParameterServer && o.parameter_servers != t.parameter_servers);
             if shared && t.strategy == Strategy::ParameterServer && servers {
-                let (s, i) = (strategy_code(t.strategy), interconnect_code(t.interconnect));
+                let (s, i) = (strategy_code(t.strategy), t.interconnect.name());
                 format!("{shape}-{s}{}-{i}", t.parameter_servers)
             } else if shared {
-                format!("{shape}-{}-{}", strategy_code(t.strategy), interconnect_code(t.interconnect))
+                format!("{shape}-{}-{}", strategy_code(t.strategy), t.interconnect.name())
             } else {
                 shape
             }
@@ -127,15 +127,12 @@ fn strategy_code(s: Strategy) -> &'static str {
     }
 }
 
-fn interconnect_code(i: Interconnect) -> &'static str {
-    i.name()
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::spec::path::FieldPath;
+    use crate::spec::wire::Interconnect;
 
     fn topo(nodes: usize, devices: usize, strategy: Strategy, interconnect: Interconnect) -> EffectiveTopology {
         EffectiveTopology {

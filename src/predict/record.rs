@@ -103,23 +103,15 @@ impl RunProfile {
     }
 }
 
-/// The `prediction` section of `result`: its configuration (`setting`, `None` when the runner does not know the
-/// run's topology) predicted on `profile` for `graph`.
-pub fn section(
-    profile: &RunProfile,
-    graph: &Graph,
-    setting: Option<&Setting>,
-    result: &RunResult,
-) -> PredictionSection {
+/// The `prediction` section of `result`: its configuration, as its plan fixes it, predicted on `profile` for
+/// `graph`.
+pub fn section(profile: &RunProfile, graph: &Graph, result: &RunResult) -> PredictionSection {
     let absent = |reason: String| PredictionSection::Absent { reason };
     let (chosen, by) = match profile.for_run(result) {
         Ok(found) => found,
         Err(reason) => return absent(reason),
     };
-    let Some(setting) = setting else {
-        return absent(format!("the runner does not know the topology of configuration `{}`", result.config_id()));
-    };
-    let mut p = match predict(graph, setting, &chosen.file) {
+    let mut p = match predict(graph, &Setting::of(&result.plan), &chosen.file) {
         Ok(p) => p,
         Err(e) => return absent(e.to_string()),
     };

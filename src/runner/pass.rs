@@ -55,8 +55,7 @@ impl Recorder {
         stop: Option<StopCause>,
         on_result: &mut dyn FnMut(&RunResult, &Path),
     ) -> Result<Flow, RunnerError> {
-        let setting = crate::predict::Setting::of(&result.plan);
-        result.prediction = Some(section(&self.hardware, &self.suite.graph, Some(&setting), &result));
+        result.prediction = Some(section(&self.hardware, &self.suite.graph, &result));
         let io = |source| RunnerError::Io { path: self.dir.display().to_string(), source };
         if self.writer.is_none() {
             self.writer = Some(SuiteWriter::open(self.dir.clone(), &self.spec_name, &self.spec_sha).map_err(io)?);
