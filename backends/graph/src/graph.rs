@@ -77,6 +77,18 @@ pub enum Activation {
     Sigmoid,
     /// Clipped ReLU min(max(x, 0), 20) as in Deep Speech 2.
     HardTanh20,
+    /// x * sigmoid(x) (SiLU, the gate of SwiGLU).
+    Silu,
+}
+
+/// How an embedding bag pools the rows it looks up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BagMode {
+    /// Sum of the rows (DLRM's pooling).
+    Sum,
+    /// Mean of the rows.
+    Mean,
 }
 
 /// Pooling reductions.
@@ -185,6 +197,14 @@ pub enum Op {
         /// Numerical epsilon.
         eps: f32,
     },
+    /// Root-mean-square normalisation over the last dimension (Llama's `RMSNorm`):
+    /// `y = x / sqrt(mean(x^2) + eps) * weight`; parameter `weight` `[features]`, no bias.
+    RmsNorm {
+        /// Size of the last dimension.
+        features: usize,
+        /// Numerical epsilon.
+        eps: f32,
+    },
     /// Affine map over the last dimension.
     Linear {
         /// Input width.
@@ -227,6 +247,48 @@ pub enum Op {
         vdim: usize,
         /// Causal mask (decoder self-attention).
         causal: bool,
+    },
+    /// Rotary position embedding (RoPE) over `[T, heads * head_dim]`, in the half-split layout of Llama's
+    /// reference code: per head, with `x = [x1, x2]` (halves of `head_dim`) and the angles
+    /// `a[t, i] = t * theta^(-2i / head_dim)` for `i < head_dim / 2`, `y = [x1 cos a - x2 sin a,
+    /// x2 cos a + x1 sin a]`. Positions are `0..T`. No parameters.
+    Rotary {
+        /// Heads in the last dimension.
+        heads: usize,
+        /// Width of each head (even).
+        head_dim: usize,
+        /// Base of the angle frequencies (10000 in RoFormer, 500000 in Llama 3).
+        theta: f32,
+    },
+    /// Scaled dot-product attention over already projected heads (PyTorch's
+    /// `scaled_dot_product_attention`, scale `1/sqrt(head_dim)`): inputs q `[T, heads * head_dim]`,
+    /// k and v `[T, kv_heads * head_dim]`; output `[T, heads * head_dim]`. Grouped-query attention when
+    /// `kv_heads < heads`: query head `h` reads key/value head `h / (heads / kv_heads)`. No parameters.
+    Sdpa {
+        /// Query heads.
+        heads: usize,
+        /// Key/value heads (divides `heads`).
+        kv_heads: usize,
+        /// Width of each head.
+        head_dim: usize,
+        /// Causal mask (a position attends to itself and earlier ones only).
+        causal: bool,
+    },
+    /// A learned class token prepended to a sequence (ViT): `[T, E]` -> `[T + 1, E]`; parameter
+    /// `class_token` `[1, 1, E]` (torchvision's layout), zero-initialised.
+    ClassToken {
+        /// Width E.
+        dim: usize,
+    },
+    /// Embedding bag: integer ids `[bag]` -> `[dim]`, the rows looked up and pooled (PyTorch
+    /// `nn.EmbeddingBag` with fixed-size bags); parameter `weight` `[vocab, dim]`.
+    EmbeddingBag {
+        /// Rows of the table.
+        vocab: usize,
+        /// Embedding width.
+        dim: usize,
+        /// Sum or mean.
+        mode: BagMode,
     },
     /// Spatial pooling over the trailing 1 or 2 dimensions.
     Pool {
@@ -359,6 +421,11 @@ impl Op {
             Op::Conv { .. } => "conv2d",
             Op::BatchNorm { .. } => "batch_norm",
             Op::LayerNorm { .. } => "layer_norm",
+            Op::RmsNorm { .. } => "rms_norm",
+            Op::Rotary { .. } => "rotary",
+            Op::Sdpa { .. } => "sdpa",
+            Op::ClassToken { .. } => "class_token",
+            Op::EmbeddingBag { .. } => "embedding_bag",
             Op::Linear { .. } => "linear",
             Op::Embedding { .. } => "embedding",
             Op::Rnn { cell: RnnCell::Lstm, .. } => "lstm",
@@ -426,6 +493,44 @@ pub struct Graph {
     pub items_per_sample: u64,
     /// Unit of those items (`samples`, `tokens`, `frames`).
     pub item_unit: String,
+    /// Blocks that activation checkpointing may recompute (the layers of a transformer), in order. Each is a
+    /// contiguous range of nodes that reads exactly one node from before it (its input) and whose nodes
+    /// are read from after it only through its last node (its output); [`GraphBuilder::finish`] checks this.
+    ///
+    /// [`GraphBuilder::finish`]: crate::builder::GraphBuilder::finish
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<Block>,
+    /// The shape of a decoder-only language model, which its model FLOPs follow (PaLM's convention);
+    /// `None` for every other model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoder: Option<DecoderDims>,
+}
+
+/// What PaLM's model-FLOPs convention reads from a decoder: `12 x layers x heads x head_dim x seq_len`
+/// attention FLOPs per token on top of `6 x` the matmul parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecoderDims {
+    /// Decoder layers.
+    pub layers: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Width of each head.
+    pub head_dim: usize,
+    /// Tokens per sequence.
+    pub seq_len: usize,
+}
+
+/// A recomputable block of [`Graph::nodes`]: nodes `first..=last`, reading only `input` from before them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
+    /// Name scope of the block (`layers.3`).
+    pub name: String,
+    /// The one node before the block that the block reads.
+    pub input: NodeId,
+    /// First node of the block.
+    pub first: NodeId,
+    /// Last node of the block: its output, the only node read after the block.
+    pub last: NodeId,
 }
 
 impl Graph {

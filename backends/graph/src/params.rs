@@ -109,6 +109,11 @@ pub fn tensors(node: &Node) -> Vec<ParamDecl> {
             decl(node, "weight", vec![*features], Init::Ones, Weight),
             decl(node, "bias", vec![*features], Init::Zeros, Bias),
         ],
+        Op::RmsNorm { features, .. } => vec![decl(node, "weight", vec![*features], Init::Ones, Weight)],
+        Op::ClassToken { dim } => vec![decl(node, "class_token", vec![1, 1, *dim], Init::Zeros, Weight)],
+        Op::EmbeddingBag { vocab, dim, .. } => {
+            vec![decl(node, "weight", vec![*vocab, *dim], Init::Normal { std: 1.0 }, Weight)]
+        }
         Op::Linear { in_features, out_features, bias } => {
             let mut v = vec![decl(node, "weight", vec![*out_features, *in_features], kaiming(*in_features), Weight)];
             if *bias {

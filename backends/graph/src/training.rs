@@ -135,3 +135,77 @@ impl OptimizerSpec {
         }
     }
 }
+
+/// Which recomputable blocks ([`crate::graph::Graph::blocks`]) activation checkpointing recomputes: their
+/// forward runs without keeping activations and is replayed with gradients in the backward pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Checkpointing {
+    /// Every activation is kept (no recomputation).
+    #[default]
+    None,
+    /// Every block is recomputed.
+    Full,
+    /// Blocks `0, n, 2n, ...` are recomputed (TorchTitan's every-n-th-layer checkpointing).
+    EveryN {
+        /// Recompute one block in every `n` (at least 1; 1 is the same as `Full`).
+        n: u32,
+    },
+}
+
+impl Checkpointing {
+    /// Whether block `index` (in graph order) is recomputed.
+    pub fn recomputes(self, index: usize) -> bool {
+        match self {
+            Checkpointing::None => false,
+            Checkpointing::Full => true,
+            Checkpointing::EveryN { n } => index % (n.max(1) as usize) == 0,
+        }
+    }
+    /// Whether anything is recomputed.
+    pub fn is_none(&self) -> bool {
+        *self == Checkpointing::None
+    }
+    /// Name as written in specs (`none`, `full`, `every_n`).
+    pub fn mode_name(self) -> &'static str {
+        match self {
+            Checkpointing::None => "none",
+            Checkpointing::Full => "full",
+            Checkpointing::EveryN { .. } => "every_n",
+        }
+    }
+}
+
+/// How one optimizer step is made of forward and backward passes: the activation checkpointing and the
+/// number of micro-batches whose gradients accumulate into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StepSchedule {
+    /// Activation checkpointing.
+    #[serde(default, skip_serializing_if = "Checkpointing::is_none")]
+    pub checkpointing: Checkpointing,
+    /// Micro-batches per optimizer step (1: no accumulation). Each micro-batch holds the run's batch size,
+    /// so a step trains on `grad_accumulation x batch_size` samples.
+    #[serde(default = "one_u32")]
+    pub grad_accumulation: u32,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+impl Default for StepSchedule {
+    fn default() -> Self {
+        Self { checkpointing: Checkpointing::None, grad_accumulation: 1 }
+    }
+}
+
+impl StepSchedule {
+    /// True for the plain schedule (no checkpointing, no accumulation), left out of JSON.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+    /// Micro-batches per optimizer step, at least 1.
+    pub fn micro_batches(&self) -> u64 {
+        u64::from(self.grad_accumulation.max(1))
+    }
+}

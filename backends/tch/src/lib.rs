@@ -62,6 +62,7 @@ pub mod feed;
 pub mod fused;
 pub mod loss;
 pub mod lower;
+pub mod modern_ops;
 pub mod nccl;
 pub mod ops;
 mod optim;

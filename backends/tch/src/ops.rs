@@ -7,6 +7,8 @@
 use tch::{Device, Kind, TchError, Tensor};
 use trainbench_graph::graph::{Activation, Node, Op, PoolKind, RnnCell};
 
+use crate::modern_ops;
+
 /// Per-call switches of [`forward`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Flags {
@@ -59,6 +61,9 @@ pub fn constant(node: &Node, input_shape: &[usize], device: Device) -> Result<Op
                 }
             }
             Ok(Some(Tensor::f_from_slice(&pe)?.f_reshape([t as i64, e as i64])?.f_to_device(device)?))
+        }
+        Op::Rotary { head_dim, theta, .. } if input_shape.len() == 2 => {
+            Ok(Some(modern_ops::rotary_table(input_shape[0], *head_dim, *theta, device)?))
         }
         Op::RoiAlign { proposals, output, sampling_ratio, .. } if input_shape.len() == 3 && output.len() == 2 => {
             let grid = roi_grid(*proposals, input_shape[1], input_shape[2], output, (*sampling_ratio).max(1));
@@ -119,6 +124,15 @@ pub fn forward(
         Op::LayerNorm { features, eps } => {
             x.f_layer_norm([*features as i64], Some(&params[0]), Some(&params[1]), f64::from(*eps), true)
         }
+        Op::RmsNorm { features, eps } => x.f_rms_norm([*features as i64], Some(&params[0]), f64::from(*eps)),
+        Op::Rotary { heads, head_dim, .. } => {
+            modern_ops::rotary(x, constant.ok_or_else(|| missing_constant(node))?, *heads, *head_dim)
+        }
+        Op::Sdpa { heads, kv_heads, head_dim, causal } => {
+            modern_ops::sdpa(inputs, *heads, *kv_heads, *head_dim, *causal)
+        }
+        Op::ClassToken { .. } => modern_ops::class_token(x, &params[0]),
+        Op::EmbeddingBag { mode, .. } => modern_ops::embedding_bag(&params[0], x, *mode),
         Op::Linear { bias, .. } => x.f_linear(&params[0], if *bias { params.get(1) } else { None }),
         Op::Embedding { .. } => Tensor::f_embedding(&params[0], x, -1, false, false),
         Op::Rnn { cell, hidden, layers, bidirectional, .. } => rnn(x, params, *cell, *hidden, *layers, *bidirectional),
@@ -224,6 +238,7 @@ fn activation(x: &Tensor, f: Activation, inplace: bool) -> Result<Tensor, TchErr
         Activation::Tanh => x.f_tanh(),
         Activation::Sigmoid => x.f_sigmoid(),
         Activation::HardTanh20 => x.f_clamp(0.0, 20.0),
+        Activation::Silu => x.f_silu(),
     }
 }
 

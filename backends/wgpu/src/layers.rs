@@ -222,6 +222,7 @@ pub fn act(x: &Act, f: Activation) -> Act {
         Activation::Tanh => activation::tanh(t),
         Activation::Sigmoid => activation::sigmoid(t),
         Activation::HardTanh20 => activation::hardtanh(t, 0.0, 20.0),
+        Activation::Silu => activation::silu(t),
     };
     Act { t, shape: x.shape.clone() }
 }

@@ -526,6 +526,8 @@ mod tests {
             losses: vec![],
             items_per_sample: 1,
             item_unit: "samples".into(),
+            blocks: Vec::new(),
+            decoder: None,
         }
     }
 

@@ -31,7 +31,10 @@
 //!   inputs' gradients and, for convolutions with kernels above 1x1, an im2col buffer (C_in/groups x
 //!   kernel x output positions).
 
+mod modern;
 mod rules;
+
+pub use modern::{BlockAnalysis, COUNTER_CONVENTION, DECODER_CONVENTION, ModelFlops, parameter_count};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,7 +43,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::graph::{Graph, InputKind, LossKind, Op};
 use crate::params::{ParamDecl, graph_tensors};
-use crate::training::{OptimizerSpec, Precision};
+use crate::training::{Checkpointing, OptimizerSpec, Precision};
 
 /// Figures of one layer (node) of the graph, per sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -134,6 +137,11 @@ pub struct Analysis {
     pub activations: ActivationTotals,
     /// Totals per operation kind.
     pub by_kind: BTreeMap<String, KindTotals>,
+    /// Model FLOPs (the numerator of MFU) with their convention.
+    pub model_flops: ModelFlops,
+    /// Figures of the recomputable blocks, in order (empty when the model has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<BlockAnalysis>,
     /// Caveats specific to this model (what the conventions leave out).
     pub notes: Vec<String>,
     /// Per-layer figures, in graph order (left out of the JSON when emptied for a summary).
@@ -289,7 +297,7 @@ pub fn analyze(graph: &Graph) -> Analysis {
             *parameters_by_part.entry(p.clone()).or_insert(0) += params[i];
         }
     }
-    Analysis {
+    let mut analysis = Analysis {
         model: graph.name.clone(),
         parameters: params.iter().sum(),
         buffers,
@@ -305,9 +313,14 @@ pub fn analyze(graph: &Graph) -> Analysis {
             workspace_layer: ws_layer,
         },
         by_kind,
+        model_flops: ModelFlops { per_sample: 0, per_token: None, convention: String::new() },
+        blocks: Vec::new(),
         notes: notes(graph),
         layers,
-    }
+    };
+    analysis.model_flops = modern::model_flops(graph, &analysis);
+    analysis.blocks = modern::blocks(graph, &analysis);
+    analysis
 }
 
 /// Estimate the device memory of one training step at `batch` samples.
@@ -317,13 +330,24 @@ pub fn analyze(graph: &Graph) -> Analysis {
 /// `optimizer.state_buffers()` fp32 tensors per parameter; activations and workspace scale with the batch at
 /// [`Precision::activation_bytes`]. Framework overhead (CUDA context, allocator fragmentation) is not included.
 pub fn memory_estimate(a: &Analysis, batch: usize, precision: Precision, optimizer: &OptimizerSpec) -> MemoryEstimate {
+    memory_estimate_checkpointed(a, batch, precision, optimizer, Checkpointing::None)
+}
+
+/// [`memory_estimate`] under activation checkpointing: the activations are [`Analysis::saved_elements`].
+pub fn memory_estimate_checkpointed(
+    a: &Analysis,
+    batch: usize,
+    precision: Precision,
+    optimizer: &OptimizerSpec,
+    checkpointing: Checkpointing,
+) -> MemoryEstimate {
     let b = batch as u64;
     let act = precision.activation_bytes();
     let cast_copy = if precision == Precision::Fp32 { 0 } else { 2 * a.parameters };
     let weights = 4 * (a.parameters + a.buffers) + cast_copy;
     let gradients = 4 * a.parameters;
     let optimizer_state = 4 * a.parameters * optimizer.state_buffers();
-    let activations = b * (a.activations.saved_elements_per_sample * act + a.activations.saved_other_bytes_per_sample);
+    let activations = b * (a.saved_elements(checkpointing) * act + a.activations.saved_other_bytes_per_sample);
     let workspace = b * a.activations.workspace_elements_per_sample * act;
     let total = weights + gradients + optimizer_state + activations + workspace;
     MemoryEstimate {

@@ -96,6 +96,13 @@ pub(crate) fn flops(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
             let backward = pq * (1 + g(0)) + pk * (1 + g(1)) + pv * (1 + g(2)) + 2 * core + 2 * out_proj;
             Flops { forward, backward }
         }
+        Op::Sdpa { heads, head_dim, .. } => {
+            let (tq, tk) = (shape(0).0[0] as u64, shape(1).0[0] as u64);
+            // All positions, causal or not, as `FlopCounterMode` counts the fused kernel: QK^T and PV.
+            let product = 2 * tq * tk * (*heads * *head_dim) as u64;
+            let query_or_key = u64::from(g(0) + g(1) > 0);
+            Flops { forward: 2 * product, backward: product * (g(0) + g(1)) + product * (g(2) + query_or_key) }
+        }
         _ => Flops::default(),
     }
 }
@@ -113,7 +120,7 @@ pub(crate) fn saved(graph: &Graph, node: &Node) -> Saved {
         Op::Pool { kind: PoolKind::Max, .. } | Op::AdaptivePool { kind: PoolKind::Max, .. } => {
             Saved { inputs: vec![0], other_bytes: 8 * out, ..Saved::default() }
         }
-        Op::LayerNorm { features, .. } => {
+        Op::LayerNorm { features, .. } | Op::RmsNorm { features, .. } => {
             Saved { inputs: vec![0], extra_elements: 2 * out / (*features as u64).max(1), ..Saved::default() }
         }
         Op::Rnn { cell, hidden, layers, bidirectional, .. } => {
@@ -132,10 +139,17 @@ pub(crate) fn saved(graph: &Graph, node: &Node) -> Saved {
             let extra = tq * e + 2 * tk * e + *heads as u64 * tq * tk + tq * e;
             Saved { inputs: vec![0, 1, 2], extra_elements: extra, ..Saved::default() }
         }
+        Op::Sdpa { heads, .. } => {
+            // The fused kernel keeps q, k, v, its output and one log-sum-exp per head and query.
+            let tq = node.shape.0[0] as u64;
+            Saved { inputs: vec![0, 1, 2], output: true, extra_elements: *heads as u64 * tq, ..Saved::default() }
+        }
         Op::Act { function: Activation::Relu | Activation::Tanh | Activation::Sigmoid } | Op::Softmax => {
             Saved { output: true, ..Saved::default() }
         }
-        Op::Act { function: Activation::Gelu | Activation::LeakyRelu(_) | Activation::HardTanh20 } => keep(vec![0]),
+        Op::Act {
+            function: Activation::Gelu | Activation::LeakyRelu(_) | Activation::HardTanh20 | Activation::Silu,
+        } => keep(vec![0]),
         Op::Dropout { .. } => Saved { other_bytes: out, ..Saved::default() },
         Op::Mul | Op::MatMul { .. } => keep((0..node.inputs.len()).collect()),
         Op::Loss { loss, .. } => {

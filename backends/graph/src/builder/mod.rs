@@ -3,6 +3,7 @@
 //! The basic layers live here; products, positional encodings, GAN and detection ops, weight tying and losses in
 //! `special.rs`.
 
+mod modern;
 mod special;
 
 use crate::graph::{Activation, InputKind, Node, NodeId, Op, PoolKind, RnnCell, Shape};
@@ -27,6 +28,9 @@ pub struct GraphBuilder {
     losses: Vec<NodeId>,
     part: Option<String>,
     prefix: Vec<String>,
+    blocks: Vec<crate::graph::Block>,
+    open_block: Option<(String, NodeId, NodeId)>,
+    decoder: Option<crate::graph::DecoderDims>,
 }
 
 /// Convolution hyper-parameters for [`GraphBuilder::conv`].
@@ -91,7 +95,16 @@ fn conv_out(len: usize, k: usize, s: usize, p: usize, d: usize) -> Option<usize>
 impl GraphBuilder {
     /// Start a graph for the named model.
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: name.into(), nodes: Vec::new(), losses: Vec::new(), part: None, prefix: Vec::new() }
+        Self {
+            name: name.into(),
+            nodes: Vec::new(),
+            losses: Vec::new(),
+            part: None,
+            prefix: Vec::new(),
+            blocks: Vec::new(),
+            open_block: None,
+            decoder: None,
+        }
     }
 
     /// Nodes added from now on belong to the named sub-network (separate optimizer), or to none.

@@ -224,12 +224,15 @@ impl GraphBuilder {
                 message: "the model has no loss layer".into(),
             });
         }
+        self.check_blocks()?;
         Ok(Graph {
             name: self.name,
             nodes: self.nodes,
             losses: self.losses,
             items_per_sample,
             item_unit: item_unit.into(),
+            blocks: self.blocks,
+            decoder: self.decoder,
         })
     }
 }

@@ -137,13 +137,56 @@ pub enum CustomLayer {
         #[serde(default)]
         name: Option<String>,
     },
-    /// Multi-head self-attention over `[time, features]`.
+    /// Multi-head self-attention over `[time, features]`. With `kv_heads`, `rotary_theta` or `bias = false`
+    /// it is built as separate q, k, v projections (biases as `bias` says), rotary queries and keys when
+    /// `rotary_theta` is set, grouped-query scaled dot-product attention and an output projection; otherwise
+    /// as PyTorch's `nn.MultiheadAttention` (packed projection, biases).
     SelfAttention {
         /// Heads (must divide the width).
         heads: usize,
         /// Causal mask.
         #[serde(default)]
         causal: bool,
+        /// Key/value heads (grouped-query attention; divides `heads`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kv_heads: Option<usize>,
+        /// Rotary base for queries and keys (none when left out).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rotary_theta: Option<f64>,
+        /// Biases on the projections.
+        #[serde(default = "d_true")]
+        bias: bool,
+        /// Optional name.
+        #[serde(default)]
+        name: Option<String>,
+    },
+    /// RMS normalisation over the last dimension (weight only).
+    Rmsnorm {
+        /// Epsilon.
+        #[serde(default = "d_eps")]
+        eps: f64,
+        /// Optional name.
+        #[serde(default)]
+        name: Option<String>,
+    },
+    /// SwiGLU feed-forward block: `down(silu(gate(x)) * up(x))`, back to the input width.
+    Swiglu {
+        /// Inner width of `gate` and `up`.
+        hidden: usize,
+        /// Biases on the three projections.
+        #[serde(default)]
+        bias: bool,
+        /// Optional name.
+        #[serde(default)]
+        name: Option<String>,
+    },
+    /// Rotary position embedding over `[time, heads * head_dim]`.
+    Rotary {
+        /// Heads the width splits into (each head's width must be even).
+        heads: usize,
+        /// Base of the angle frequencies.
+        #[serde(default = "d_theta")]
+        theta: f64,
         /// Optional name.
         #[serde(default)]
         name: Option<String>,
@@ -230,4 +273,12 @@ pub enum CustomLayer {
 
 fn one() -> usize {
     1
+}
+
+fn d_eps() -> f64 {
+    1e-5
+}
+
+fn d_theta() -> f64 {
+    10_000.0
 }

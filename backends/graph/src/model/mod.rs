@@ -3,8 +3,12 @@
 //! These are wire types: serde + JsonSchema, unknown keys rejected, doc comments become schema descriptions.
 
 mod custom;
+mod modern;
 
 pub use custom::{CustomInput, CustomLayer, CustomLoss, CustomSpec};
+pub use modern::{
+    DlrmSpec, FfnActivation, GptSpec, MLPERF_BAG_SIZES, MLPERF_TABLE_ROWS, NormKind, PositionKind, VitSpec,
+};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -34,6 +38,12 @@ pub enum ModelSpec {
     /// BERT for pre-training: encoder, masked-LM head (decoder tied to the word embeddings), pooler and
     /// next-sentence head (`BertForPreTraining`: 110,106,428 parameters for BERT-base).
     Bert(BertSpec),
+    /// Decoder-only transformer language model (GPT-2, Llama): see [`GptSpec`].
+    Gpt(GptSpec),
+    /// Vision Transformer as torchvision's `vit_b_16` (86,567,656 parameters with the defaults).
+    Vit(VitSpec),
+    /// DLRM-DCNv2 as MLPerf Training runs it (embedding bags, low-rank cross network).
+    Dlrm(DlrmSpec),
     /// Multi-layer perceptron classifier.
     Mlp(MlpSpec),
     /// A model written as a list of layers in TOML.
@@ -54,6 +64,9 @@ impl ModelSpec {
             ModelSpec::A3c(_) => "a3c",
             ModelSpec::Ncf(_) => "ncf",
             ModelSpec::Bert(_) => "bert",
+            ModelSpec::Gpt(_) => "gpt",
+            ModelSpec::Vit(_) => "vit",
+            ModelSpec::Dlrm(_) => "dlrm",
             ModelSpec::Mlp(_) => "mlp",
             ModelSpec::Custom(_) => "custom",
         }
@@ -66,7 +79,7 @@ fn d_resnet_depth() -> u32 {
 fn d_width() -> usize {
     64
 }
-fn d_classes() -> usize {
+pub(crate) fn d_classes() -> usize {
     1000
 }
 fn d_image() -> usize {

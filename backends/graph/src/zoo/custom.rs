@@ -20,6 +20,9 @@ fn tag(layer: &CustomLayer) -> (&'static str, Option<&str>) {
         L::Lstm { name, .. } => ("lstm", name.as_deref()),
         L::Gru { name, .. } => ("gru", name.as_deref()),
         L::SelfAttention { name, .. } => ("self_attention", name.as_deref()),
+        L::Rmsnorm { name, .. } => ("rmsnorm", name.as_deref()),
+        L::Swiglu { name, .. } => ("swiglu", name.as_deref()),
+        L::Rotary { name, .. } => ("rotary", name.as_deref()),
         L::BatchNorm { name } => ("batch_norm", name.as_deref()),
         L::LayerNorm { name } => ("layer_norm", name.as_deref()),
         L::Relu { name } => ("relu", name.as_deref()),
@@ -49,7 +52,8 @@ fn field_of(layer: &CustomLayer) -> &'static str {
     match layer {
         L::Conv2d { .. } | L::Conv1d { .. } | L::MaxPool { .. } | L::AvgPool { .. } => "kernel",
         L::Linear { .. } => "in_features",
-        L::SelfAttention { .. } => "heads",
+        L::SelfAttention { .. } | L::Rotary { .. } => "heads",
+        L::Swiglu { .. } => "hidden",
         L::Dropout { .. } => "p",
         L::Residual { .. } => "from",
         _ => "type",
@@ -113,7 +117,15 @@ fn layer(
             b.rnn(name, x, RnnCell::Lstm, *hidden, *layers, *bidirectional)
         }
         L::Gru { hidden, layers, bidirectional, .. } => b.rnn(name, x, RnnCell::Gru, *hidden, *layers, *bidirectional),
-        L::SelfAttention { heads, causal, .. } => b.attention(name, x, x, *heads, *causal),
+        L::SelfAttention { heads, causal, kv_heads: None, rotary_theta: None, bias: true, .. } => {
+            b.attention(name, x, x, *heads, *causal)
+        }
+        L::SelfAttention { heads, causal, kv_heads, rotary_theta, bias, .. } => {
+            grouped_attention(b, name, x, (*heads, kv_heads.unwrap_or(*heads)), *causal, *rotary_theta, *bias)
+        }
+        L::Rmsnorm { eps, .. } => b.rms_norm(name, x, *eps as f32),
+        L::Swiglu { hidden, bias, .. } => swiglu(b, name, x, *hidden, *bias),
+        L::Rotary { heads, theta, .. } => b.rotary(name, x, *heads, *theta as f32),
         L::BatchNorm { .. } => b.batch_norm(name, x),
         L::LayerNorm { .. } => b.layer_norm(name, x, 1e-5),
         L::Relu { .. } => b.act(name, x, Activation::Relu),
@@ -141,6 +153,44 @@ fn layer(
         }
     };
     id.map_err(shape_err)
+}
+
+/// Separate q, k, v projections, optional rotary, grouped-query attention and the output projection; the
+/// output node is named `name` (the projections `name.q_proj`, ...).
+fn grouped_attention(
+    b: &mut GraphBuilder,
+    name: &str,
+    x: NodeId,
+    (heads, kv_heads): (usize, usize),
+    causal: bool,
+    theta: Option<f64>,
+    bias: bool,
+) -> Result<NodeId, ShapeError> {
+    let width = b.shape(x).last();
+    if heads == 0 || width % heads != 0 {
+        let message = format!("heads = {heads} must divide the width {width}");
+        return Err(ShapeError { layer: name.into(), op: "self_attention", message });
+    }
+    let d = width / heads;
+    let mut q = b.linear(&format!("{name}.q_proj"), x, width, bias)?;
+    let mut k = b.linear(&format!("{name}.k_proj"), x, kv_heads * d, bias)?;
+    let v = b.linear(&format!("{name}.v_proj"), x, kv_heads * d, bias)?;
+    if let Some(theta) = theta {
+        q = b.rotary(&format!("{name}.q_rotary"), q, heads, theta as f32)?;
+        k = b.rotary(&format!("{name}.k_rotary"), k, kv_heads, theta as f32)?;
+    }
+    let a = b.sdpa(&format!("{name}.sdpa"), [q, k, v], heads, kv_heads, causal)?;
+    b.linear(name, a, width, bias)
+}
+
+/// `down(silu(gate(x)) * up(x))`, named `name` (its parts `name.gate`, ...).
+fn swiglu(b: &mut GraphBuilder, name: &str, x: NodeId, hidden: usize, bias: bool) -> Result<NodeId, ShapeError> {
+    let width = b.shape(x).last();
+    let gate = b.linear(&format!("{name}.gate"), x, hidden, bias)?;
+    let gate = b.act(&format!("{name}.silu"), gate, Activation::Silu)?;
+    let up = b.linear(&format!("{name}.up"), x, hidden, bias)?;
+    let h = b.mul(&format!("{name}.gated"), &[gate, up])?;
+    b.linear(name, h, width, bias)
 }
 
 /// Build a custom model: input, layers in order, loss on the last output.

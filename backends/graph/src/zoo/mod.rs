@@ -7,13 +7,16 @@ mod a3c;
 mod bert;
 mod custom;
 mod deepspeech2;
+mod dlrm;
 mod faster_rcnn;
+mod gpt;
 mod inception;
 mod mlp;
 mod ncf;
 mod resnet;
 mod seq2seq;
 mod transformer;
+mod vit;
 mod wgan_gp;
 
 use crate::builder::{GraphBuilder, ShapeError};
@@ -58,6 +61,9 @@ pub fn build(model: &ModelSpec) -> Result<Graph, ZooError> {
         ModelSpec::A3c(s) => a3c::build(s),
         ModelSpec::Ncf(s) => ncf::build(s),
         ModelSpec::Bert(s) => bert::build(s),
+        ModelSpec::Gpt(s) => gpt::build(s),
+        ModelSpec::Vit(s) => vit::build(s),
+        ModelSpec::Dlrm(s) => dlrm::build(s),
         ModelSpec::Mlp(s) => mlp::build(s),
         ModelSpec::Custom(s) => custom::build(s),
     }

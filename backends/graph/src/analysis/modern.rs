@@ -1,0 +1,113 @@
+//! What the analysis says for today's workload figures: model FLOPs (the numerator of MFU) with their
+//! convention, the recomputable blocks (what activation checkpointing recomputes and frees), and hardware
+//! FLOPs (the numerator of HFU: model work plus recomputation).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Analysis;
+use crate::graph::{Graph, Op};
+use crate::training::Checkpointing;
+
+/// Convention of decoder-only models' model FLOPs (PaLM, appendix B; TorchTitan and nanoGPT count alike).
+pub const DECODER_CONVENTION: &str = "palm: 6 x matmul parameters (all but the token-embedding lookup and \
+     learned positions; a tied head counts) + 12 x layers x heads x head_dim x seq_len, per token";
+/// Convention of every other model's model FLOPs.
+pub const COUNTER_CONVENTION: &str =
+    "flop-counter: forward + backward matmul and convolution FLOPs as torch.utils.flop_counter counts them";
+
+/// Model FLOPs per sample: the work the model needs, whatever the implementation recomputes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelFlops {
+    /// FLOPs of one training sample (forward + backward) by the convention.
+    pub per_sample: u64,
+    /// Per token, for token models (`per_sample / tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_token: Option<u64>,
+    /// How they are counted ([`DECODER_CONVENTION`] or [`COUNTER_CONVENTION`]).
+    pub convention: String,
+}
+
+/// A recomputable block's figures, per sample.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct BlockAnalysis {
+    /// Block name (`layers.3`).
+    pub name: String,
+    /// Forward FLOPs of the block (what a recomputation costs again).
+    pub forward_flops: u64,
+    /// Elements its nodes keep for backward, its output excluded (what checkpointing frees).
+    pub saved_elements: u64,
+}
+
+/// Matmul parameters of a decoder: every trained parameter but the lookup-only embeddings.
+fn matmul_parameters(graph: &Graph, a: &Analysis) -> u64 {
+    let lookup: u64 = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, n)| match n.op {
+            Op::Embedding { .. } => !graph.nodes.iter().any(|m| m.tied_to == Some(*i)),
+            Op::LearnedPositions { .. } => true,
+            _ => false,
+        })
+        .map(|(i, _)| a.layers[i].parameters)
+        .sum();
+    a.parameters - lookup
+}
+
+/// Model FLOPs of `graph` per sample.
+pub(crate) fn model_flops(graph: &Graph, a: &Analysis) -> ModelFlops {
+    match graph.decoder {
+        Some(d) => {
+            let attention = 12 * (d.layers * d.heads * d.head_dim * d.seq_len) as u64;
+            let per_token = 6 * matmul_parameters(graph, a) + attention;
+            ModelFlops {
+                per_sample: per_token * d.seq_len as u64,
+                per_token: Some(per_token),
+                convention: DECODER_CONVENTION.into(),
+            }
+        }
+        None => {
+            let per_sample = a.flops.train_per_sample;
+            let per_token = (a.item_unit == "tokens" && a.items_per_sample > 0).then(|| per_sample / a.items_per_sample);
+            ModelFlops { per_sample, per_token, convention: COUNTER_CONVENTION.into() }
+        }
+    }
+}
+
+/// Figures of each block of `graph`.
+pub(crate) fn blocks(graph: &Graph, a: &Analysis) -> Vec<BlockAnalysis> {
+    graph
+        .blocks
+        .iter()
+        .map(|b| BlockAnalysis {
+            name: b.name.clone(),
+            forward_flops: a.layers[b.first..=b.last].iter().map(|l| l.forward_flops).sum(),
+            saved_elements: a.layers[b.first..b.last].iter().map(|l| l.saved_elements).sum(),
+        })
+        .collect()
+}
+
+impl Analysis {
+    /// Forward FLOPs per sample recomputed in the backward pass under `checkpointing`.
+    pub fn recomputed_flops(&self, checkpointing: Checkpointing) -> u64 {
+        self.blocks.iter().enumerate().filter(|(i, _)| checkpointing.recomputes(*i)).map(|(_, b)| b.forward_flops).sum()
+    }
+    /// Hardware FLOPs per sample: the training FLOPs plus what `checkpointing` recomputes.
+    pub fn hardware_flops(&self, checkpointing: Checkpointing) -> u64 {
+        self.flops.train_per_sample + self.recomputed_flops(checkpointing)
+    }
+    /// Elements per sample kept for backward under `checkpointing`: the recomputed blocks' activations are
+    /// freed, and the largest of them is live again while it is recomputed.
+    pub fn saved_elements(&self, checkpointing: Checkpointing) -> u64 {
+        let recomputed = || self.blocks.iter().enumerate().filter(|(i, _)| checkpointing.recomputes(*i));
+        let freed: u64 = recomputed().map(|(_, b)| b.saved_elements).sum();
+        let live_again = recomputed().map(|(_, b)| b.saved_elements).max().unwrap_or(0);
+        self.activations.saved_elements_per_sample - freed + live_again
+    }
+}
+
+/// Trained parameters of a graph (tied weights once): what [`super::analyze`] reports, without the rest.
+pub fn parameter_count(graph: &Graph) -> u64 {
+    crate::params::graph_tensors(graph).iter().filter(|(_, d)| d.trainable()).map(|(_, d)| d.numel()).sum()
+}
