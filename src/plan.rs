@@ -65,6 +65,7 @@ pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
                         cpu_threads: s.run.cpu_threads,
                         target: s.training.target.as_ref().map(|t| t.plan()),
                         numerics: s.training.numerics(),
+                        schedule: Default::default(),
                     };
                     out.push(run);
                 }

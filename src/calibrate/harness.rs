@@ -47,6 +47,7 @@ pub fn plan(
         cpu_threads,
         target: None,
         numerics: Default::default(),
+        schedule: Default::default(),
     }
 }
 

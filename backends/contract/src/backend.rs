@@ -70,6 +70,10 @@ pub struct RunPlan {
     /// defaults: PyTorch's).
     #[serde(default, skip_serializing_if = "crate::Numerics::is_default")]
     pub numerics: crate::Numerics,
+    /// Activation checkpointing and gradient accumulation (left out of the JSON when neither is used).
+    /// With accumulation, `batch_size` is one micro-batch and a step trains on `grad_accumulation` of them.
+    #[serde(default, skip_serializing_if = "trainbench_graph::training::StepSchedule::is_default")]
+    pub schedule: trainbench_graph::training::StepSchedule,
 }
 
 #[cfg(test)]
@@ -127,6 +131,7 @@ impl RunPlan {
             cpu_threads: None,
             target: None,
             numerics: crate::Numerics::default(),
+            schedule: Default::default(),
         }
     }
 }

@@ -176,6 +176,7 @@ impl Synth {
             optimizer: OptimizerSpec::default(),
             topology: self.dp.map_or(Topology::single(), |d| Topology::on_one_node(d.strategy, d.world)),
             numerics: self.numerics,
+            schedule: Default::default(),
             ..RunPlan::for_tests(&self.run_id(), self.iterations as u64)
         };
         let distributed = self.dp.map(|d| {
