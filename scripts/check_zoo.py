@@ -14,6 +14,11 @@ Informational (not checked): the bytes autograd keeps for backward in one fp32 f
 torch.autograd.graph.saved_tensors_hooks (distinct storages, parameters and buffers excluded), next to our
 "activations kept for backward" without the loss layers (the references have no loss).
 
+The decoder-only LMs (GPT-2 small, Llama-3.2-1B, Llama-3.1-8B) come from Hugging Face `transformers`
+(GPT2LMHeadModel, LlamaForCausalLM built from the published configs) and ViT-B/16 from torchvision, all on
+the meta device: exact parameter and FLOP counts without weights or memory (saved bytes are n/a there).
+`transformers` is not a project dependency: `pip install transformers` into the venv to run those rows.
+
 Usage: /work/main/.venv/bin/python scripts/check_zoo.py [--bin target/debug/trainbench] [--only NAME ...]
 """
 
@@ -220,7 +225,49 @@ def ids(vocab, *shape):
     return torch.randint(0, vocab, shape)
 
 
-# name, [model] TOML body, reference factory, inputs factory (batch -> tuple), batch (2 where BN needs it)
+class Logits(nn.Module):
+    """A Hugging Face causal LM returning its logits only (no cache, no loss)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        # One unpacked sequence per row: skip the packed-sequence detection, which reads values (item()) and so
+        # cannot run on the meta device.
+        import transformers.masking_utils as masking
+
+        masking.find_packed_sequence_indices = lambda *args, **kwargs: None
+        return self.model(input_ids=input_ids, use_cache=False).logits
+
+
+def gpt2_small():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return Logits(GPT2LMHeadModel(GPT2Config()))
+
+
+def llama(layers, d, kv, ffn, tied, positions):
+    """LlamaForCausalLM built from Llama 3's config values (no weights downloaded)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=128256, hidden_size=d, intermediate_size=ffn, num_hidden_layers=layers,
+                      num_attention_heads=32, num_key_value_heads=kv, head_dim=d // 32, rms_norm_eps=1e-5,
+                      rope_theta=500000.0, max_position_embeddings=positions, tie_word_embeddings=tied,
+                      attention_bias=False, mlp_bias=False)
+    cfg._attn_implementation = "sdpa"
+    return Logits(LlamaForCausalLM(cfg))
+
+
+GPT2_BODY = 'family = "gpt"\nseq_len = 1024\nmax_positions = 1024'
+LLAMA_BODY = ('family = "gpt"\nactivation = "swiglu"\nnorm = "rmsnorm"\npositions = "rotary"\n'
+              'rope_theta = 500000.0\nvocab = 128256\nheads = 32\nkv_heads = 8\nbias = false\n')
+LLAMA_1B = LLAMA_BODY + "layers = 16\nd_model = 2048\nffn = 8192\ntied_embeddings = true\nseq_len = 2048"
+LLAMA_8B = LLAMA_BODY + "layers = 32\nd_model = 4096\nffn = 14336\ntied_embeddings = false\nseq_len = 8192"
+
+
+# name, [model] TOML body, reference factory, inputs factory (batch -> tuple), batch (2 where BN needs it) or
+# "meta" (batch 1 on the meta device: exact counts without allocating the model)
 CASES = [
     *[(f"resnet{d}", f'family = "resnet"\ndepth = {d}', getattr(torchvision.models, f"resnet{d}"),
        lambda b: (torch.randn(b, 3, 224, 224),), 1) for d in (18, 34, 50, 101, 152)],
@@ -240,6 +287,13 @@ CASES = [
     ("a3c", 'family = "a3c"', a3c_ref, lambda b: (torch.randn(b, 4, 84, 84),), 1),
     ("ncf", 'family = "ncf"', NcfRef, lambda b: (ids(138493, b), ids(26744, b)), 1),
     ("mlp", 'family = "mlp"', mlp_ref, lambda b: (torch.randn(b, 784),), 1),
+    # Today's workloads, built on the meta device (shapes only: no memory, no weights, FLOPs still counted).
+    ("gpt2-small", GPT2_BODY, gpt2_small, lambda b: (ids(50257, b, 1024),), "meta"),
+    ("llama3.2-1b", LLAMA_1B, lambda: llama(16, 2048, 8, 8192, True, 131072), lambda b: (ids(128256, b, 2048),),
+     "meta"),
+    ("llama3.1-8b", LLAMA_8B, lambda: llama(32, 4096, 8, 14336, False, 131072), lambda b: (ids(128256, b, 8192),),
+     "meta"),
+    ("vit_b_16", 'family = "vit"', torchvision.models.vit_b_16, lambda b: (torch.randn(b, 3, 224, 224),), "meta"),
 ]
 
 
@@ -267,13 +321,16 @@ def saved_bytes(model, xs):
 
 def torch_counts(factory, inputs, batch):
     torch.manual_seed(0)
-    model = factory()
+    meta = batch == "meta"
+    batch = 1 if meta else batch
+    with torch.device("meta" if meta else "cpu"):
+        model = factory()
+        xs = inputs(batch)
     model.train()
     params = sum(p.numel() for p in model.parameters())
-    xs = inputs(batch)
     # Math attention and no oneDNN RNN kernels: the flop counter sees their matmuls.
     with sdpa_kernel(SDPBackend.MATH), torch.backends.mkldnn.flags(enabled=False):
-        saved = saved_bytes(model, xs) // batch
+        saved = None if meta else saved_bytes(model, xs) // batch
         with FlopCounterMode(display=False) as fc:
             model(*xs)
         forward = fc.get_total_flops()
@@ -322,9 +379,10 @@ def main():
         df, dt = pct(of, tf), pct(ot, tt)
         bad = op != tp or abs(df) > 100 * TOLERANCE or abs(dt) > 100 * TOLERANCE
         failed |= bad
+        tsv_text = "n/a" if tsv is None else f"{tsv / 2**20:.1f}"
+        sv_diff = "n/a" if tsv is None else f"{pct(osv, tsv):+.1f}"
         rows.append((name + (" !" if bad else ""), f"{op:,}", f"{tp:,}", f"{of:,}", f"{tf:,}", f"{df:+.3f}",
-                     f"{ot:,}", f"{tt:,}", f"{dt:+.3f}", f"{osv / 2**20:.1f}", f"{tsv / 2**20:.1f}",
-                     f"{pct(osv, tsv):+.1f}"))
+                     f"{ot:,}", f"{tt:,}", f"{dt:+.3f}", f"{osv / 2**20:.1f}", tsv_text, sv_diff))
         print("checked", *rows[-1], sep=" | ", file=sys.stderr)
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731

@@ -130,3 +130,28 @@ fn custom() {
     });
     check("custom-cnn", model, 64, sgd(0.9));
 }
+
+#[test]
+fn gpt2_small() {
+    check("gpt2-small", json!({"family": "gpt"}), 8, adam());
+}
+
+#[test]
+fn llama3_2_1b() {
+    let llama = json!({
+        "family": "gpt", "layers": 16, "d_model": 2048, "heads": 32, "kv_heads": 8, "ffn": 8192,
+        "activation": "swiglu", "norm": "rmsnorm", "positions": "rotary", "rope_theta": 500000.0,
+        "vocab": 128256, "seq_len": 2048, "tied_embeddings": true, "bias": false
+    });
+    check("llama3.2-1b", llama, 1, adam());
+}
+
+#[test]
+fn vit_b_16() {
+    check("vit-b-16", json!({"family": "vit"}), 32, adam());
+}
+
+#[test]
+fn dlrm_dcnv2() {
+    check("dlrm-dcnv2", json!({"family": "dlrm"}), 1024, adam());
+}

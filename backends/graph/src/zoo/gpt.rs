@@ -224,9 +224,16 @@ mod tests {
     fn parameter_counts_equal_the_reference_models() {
         let g = build(&gpt2_small()).unwrap();
         assert_eq!(parameter_count(&g), 124_439_808);
+        // torch.utils.flop_counter on GPT2LMHeadModel at 1024 tokens (scripts/check_zoo.py).
+        let flops = crate::analysis::analyze(&g).flops;
+        assert_eq!((flops.forward_per_sample, flops.train_per_sample), (291_648_307_200, 874_944_921_600));
         assert_eq!(g.blocks.len(), 12);
         assert_eq!(shape(&g, "lm_head"), [1024, 50_257]);
-        assert_eq!(parameter_count(&build(&llama(16, 2048, 8, 8192, true)).unwrap()), 1_235_814_400);
+        let llama_1b = build(&GptSpec { seq_len: 2048, ..llama(16, 2048, 8, 8192, true) }).unwrap();
+        assert_eq!(parameter_count(&llama_1b), 1_235_814_400);
+        // LlamaForCausalLM from Llama-3.2-1B's config at 2048 tokens, the same counter.
+        let flops = crate::analysis::analyze(&llama_1b).flops;
+        assert_eq!((flops.forward_per_sample, flops.train_per_sample), (5_611_374_772_224, 16_834_124_316_672));
         assert_eq!(parameter_count(&build(&llama(32, 4096, 8, 14_336, false)).unwrap()), 8_030_261_248);
     }
 

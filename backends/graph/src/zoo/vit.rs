@@ -98,6 +98,9 @@ mod tests {
         let s: VitSpec = serde_json::from_str("{}").unwrap();
         let g = build(&s).unwrap();
         assert_eq!(parameter_count(&g), 86_567_656);
+        // torch.utils.flop_counter on torchvision's vit_b_16 (scripts/check_zoo.py).
+        let flops = crate::analysis::analyze(&g).flops;
+        assert_eq!((flops.forward_per_sample, flops.train_per_sample), (35_127_656_448, 105_151_758_336));
         assert_eq!(shape(&g, "encoder.pos_embedding"), [197, 768]);
         assert_eq!(g.blocks.len(), 12);
         let e = build(&VitSpec { patch_size: 15, ..s }).unwrap_err();
