@@ -148,6 +148,13 @@ pub fn render_text(r: &Report) -> String {
     };
     let _ = writeln!(s, "  forward FLOPs     {:>16}  per sample{per}", flops(a.flops.forward_per_sample));
     let _ = writeln!(s, "  training FLOPs    {:>16}  per sample (forward + backward)", flops(a.flops.train_per_sample));
+    let per_token = a.model_flops.per_token.map(|t| format!(", {} per token", flops(t))).unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "  model FLOPs       {:>16}  per sample{per_token} (MFU's numerator)",
+        flops(a.model_flops.per_sample)
+    );
+    let _ = writeln!(s, "    convention: {}", a.model_flops.convention);
     let _ =
         writeln!(s, "  saved activations {:>16}  elements per sample", int(a.activations.saved_elements_per_sample));
     let _ = writeln!(

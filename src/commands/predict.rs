@@ -10,6 +10,7 @@ use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::hardware::{Profile, ProfileValidator, THIS_MACHINE};
 use crate::plan::plan;
+use crate::predict::parallel::{self, ParallelRow};
 use crate::predict::terms::{Breakdown, Term, Terms};
 use crate::predict::whatif::{WhatIf, what_if};
 use crate::predict::{Bound, Prediction, Setting, predict_with};
@@ -41,6 +42,12 @@ pub struct Args {
     /// precisions, with predicted speed-ups.
     #[arg(long)]
     pub what_if: bool,
+    /// Add the parallelism table for this many GPUs of the profile in one machine: data parallelism
+    /// replicated and with ZeRO-1/2/3 (FSDP) sharding, tensor parallelism and pipeline parallelism, each with
+    /// memory per GPU, whether it fits, the exchange per step, step time, items/s per GPU and MFU (formulas:
+    /// `crate::predict::parallel`), at the spec's batch per GPU.
+    #[arg(long, value_name = "GPUS", value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub parallel: Option<u16>,
     /// Spec values overridden before predicting.
     #[command(flatten)]
     pub set: SetArgs,
@@ -61,6 +68,9 @@ pub struct Entry {
     /// What-if rows (with `--what-if`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub what_if: Vec<WhatIf>,
+    /// Parallelism rows (with `--parallel`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parallel: Vec<ParallelRow>,
 }
 
 /// What `predict --format json` prints.
@@ -91,6 +101,32 @@ fn profiles(args: &Args) -> Result<Vec<Profile>, CommandError> {
         };
     }
     args.hardware.iter().map(|h| v.resolve(h).map_err(fail)).collect()
+}
+
+/// The parallelism table of one entry.
+fn parallel_text(rows: &[ParallelRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  layout                                          mem/GPU  fits  sent/GPU/step       step  overlapped   items/s/GPU     MFU"
+    );
+    for r in rows {
+        let mfu = r.mfu.map_or_else(|| "n/a".to_string(), pct);
+        let _ = writeln!(
+            s,
+            "  {:<45} {:>9.1} GiB {:>4} {:>10.2} GB {:>10} {:>11} {:>13.0} {:>7}",
+            r.layout,
+            r.memory_per_gpu_bytes / (1u64 << 30) as f64,
+            if r.fits { "yes" } else { "no" },
+            r.exchange_bytes_per_gpu / 1e9,
+            ms(r.step_time_s),
+            ms(r.step_time_overlapped_s),
+            r.items_per_s_per_gpu,
+            mfu
+        );
+        let _ = writeln!(s, "      {}", r.formula);
+    }
+    s
 }
 
 /// Carry out `trainbench predict`.
@@ -131,6 +167,11 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             } else {
                 Vec::new()
             };
+            let parallel = match args.parallel {
+                Some(gpus) => parallel::rows(graph, &setting, &profile.file, &terms, usize::from(gpus))
+                    .map_err(|e| CommandError::Input(format!("{}: {e}", run.config)))?,
+                None => Vec::new(),
+            };
             if !args.per_layer {
                 prediction.layers.clear();
             }
@@ -140,6 +181,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
                 topology: topology(run),
                 prediction,
                 what_if,
+                parallel,
             });
         }
     }
@@ -256,6 +298,9 @@ pub fn render_text(r: &Report) -> String {
                     let _ = writeln!(s, "      backward: {}", terms_text(&l.backward.terms));
                 }
             }
+        }
+        if !e.parallel.is_empty() {
+            s.push_str(&parallel_text(&e.parallel));
         }
         if !e.what_if.is_empty() {
             let _ = writeln!(

@@ -19,6 +19,7 @@ pub mod comm;
 pub mod error;
 pub mod layer;
 pub mod names;
+pub mod parallel;
 pub mod rates;
 pub mod record;
 pub mod roofline;

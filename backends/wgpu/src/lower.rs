@@ -171,7 +171,11 @@ impl<'a> Forward<'a> {
         let out = self.out_shape(node);
         let y = match &node.op {
             Op::Input { .. } => return Err(ValueError("inputs are fed, not computed".into())),
-            Op::RmsNorm { .. } | Op::Rotary { .. } | Op::Sdpa { .. } | Op::ClassToken { .. } | Op::EmbeddingBag { .. } => {
+            Op::RmsNorm { .. }
+            | Op::Rotary { .. }
+            | Op::Sdpa { .. }
+            | Op::ClassToken { .. }
+            | Op::EmbeddingBag { .. } => {
                 return Err(ValueError(format!("`{what}` ({}) is refused by check()", node.op.kind_name())));
             }
             Op::Conv { kernel, stride, padding, dilation, groups, bias, transposed, output_padding, .. } => {

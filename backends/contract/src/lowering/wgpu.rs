@@ -48,7 +48,11 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
                     return Err(unsupported(layer, kind, "dilated 1-D transposed convolution is not supported"));
                 }
             }
-            Op::RmsNorm { .. } | Op::Rotary { .. } | Op::Sdpa { .. } | Op::ClassToken { .. } | Op::EmbeddingBag { .. } => {
+            Op::RmsNorm { .. }
+            | Op::Rotary { .. }
+            | Op::Sdpa { .. }
+            | Op::ClassToken { .. }
+            | Op::EmbeddingBag { .. } => {
                 return Err(unsupported(layer, kind, "not lowered to burn yet"));
             }
             Op::Pool { kernel, .. } if !(1..=2).contains(&kernel.len()) => {
