@@ -397,6 +397,8 @@ impl<'a> Session<'a> {
                 "runs with a target train on one worker; data-parallel runs do not evaluate yet".into(),
             ));
         }
+        // On the CPU, this thread's allocations are counted while the run lasts (activations are measured).
+        let _cpu_memory = if self.common.device.is_cuda() { None } else { Some(CpuMemory::track().map_err(|e| map(e, batch))?) };
         let settings = LoopSettings { distributed, ..LoopSettings::of(self.plan) };
         let epoch = source.as_ref().and_then(|d| d.epoch_batches());
         let mut steady = SteadyLoop::new(self.plan, settings, eval.is_some(), epoch)?;
@@ -481,8 +483,8 @@ impl SteadyStep for TchSteps<'_, '_, '_, '_> {
     fn measuring(&mut self) -> Result<(), BackendError> {
         if let Some(d) = self.cuda_index {
             shim::cuda_reset_peak(d).map_err(|e| BackendError::Framework(e.0))?;
-            self.session.common.activations = None;
         }
+        self.session.common.activations = None;
         Ok(())
     }
 

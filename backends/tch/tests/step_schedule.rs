@@ -1,0 +1,94 @@
+//! The step schedule on the tch backend (CPU): activation checkpointing gives the losses of keeping every
+//! activation (dropout masks replayed) with fewer bytes kept by the forward pass, and gradient accumulation
+//! over k micro-batches of b gives the losses of one batch of k x b. Figures for the notes are printed.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use serde_json::json;
+use trainbench_contract::{Backend, NoProbe, RawMeasurements, RunPlan};
+use trainbench_graph::graph::Graph;
+use trainbench_graph::training::{Checkpointing, StepSchedule};
+use trainbench_graph::{ModelSpec, OptimizerSpec, zoo};
+use trainbench_tch::TchBackend;
+
+/// A small Llama-style decoder: 4 blocks, GQA, RMSNorm, SwiGLU, rotary, untied, no bias.
+fn gpt(dropout: f64) -> Graph {
+    let spec: ModelSpec = serde_json::from_value(json!({
+        "family": "gpt", "layers": 4, "d_model": 64, "heads": 4, "kv_heads": 2, "ffn": 96,
+        "activation": "swiglu", "norm": "rmsnorm", "positions": "rotary", "vocab": 256, "seq_len": 32,
+        "tied_embeddings": false, "bias": false, "dropout": dropout,
+    }))
+    .unwrap();
+    zoo::build(&spec).unwrap()
+}
+
+fn adamw() -> OptimizerSpec {
+    OptimizerSpec::Adamw { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 }
+}
+
+fn plan(batch: usize, schedule: StepSchedule) -> RunPlan {
+    RunPlan { schedule, ..common::plan(batch, 5, adamw()) }
+}
+
+fn ckpt(checkpointing: Checkpointing) -> StepSchedule {
+    StepSchedule { checkpointing, grad_accumulation: 1 }
+}
+
+fn run(plan: &RunPlan, graph: &Graph) -> RawMeasurements {
+    let mut be = TchBackend::new();
+    be.check(plan, graph).unwrap();
+    be.run(plan, graph, &mut NoProbe).unwrap_or_else(|e| panic!("{}: {e}", plan.id))
+}
+
+fn assert_close(a: &[f64], b: &[f64], rel: f64, what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let d = (x - y).abs() / x.abs().max(1e-12);
+        assert!(d < rel, "{what}: step {i}: {x} vs {y} (relative {d:e}); {a:?} vs {b:?}");
+    }
+}
+
+#[test]
+fn checkpointing_keeps_the_losses_and_lowers_the_activations() {
+    let graph = gpt(0.0);
+    let none = run(&plan(4, StepSchedule::default()), &graph);
+    let full = run(&plan(4, ckpt(Checkpointing::Full)), &graph);
+    let every2 = run(&plan(4, ckpt(Checkpointing::EveryN { n: 2 })), &graph);
+    assert_eq!(none.steps.loss_values().len(), 5);
+    assert_close(&none.steps.loss_values(), &full.steps.loss_values(), 1e-5, "full");
+    assert_close(&none.steps.loss_values(), &every2.steps.loss_values(), 1e-5, "every_n 2");
+    let act = |r: &RawMeasurements| r.memory.activations.unwrap();
+    println!(
+        "activations: none {} bytes, every_n 2 {} bytes, full {} bytes",
+        act(&none),
+        act(&every2),
+        act(&full)
+    );
+    assert!(act(&full) < act(&every2) && act(&every2) < act(&none), "{} {} {}", act(&none), act(&every2), act(&full));
+    assert_eq!(none.memory.gradients, full.memory.gradients);
+}
+
+#[test]
+fn a_recomputed_block_replays_its_dropout_masks() {
+    let graph = gpt(0.2);
+    let none = run(&plan(4, StepSchedule::default()), &graph);
+    let full = run(&plan(4, ckpt(Checkpointing::Full)), &graph);
+    assert_close(&none.steps.loss_values(), &full.steps.loss_values(), 1e-5, "full with dropout");
+}
+
+#[test]
+fn accumulating_four_micro_batches_of_four_trains_as_one_batch_of_sixteen() {
+    let graph = gpt(0.0);
+    let sixteen = run(&plan(16, StepSchedule::default()), &graph);
+    let accumulated = run(&plan(4, StepSchedule { checkpointing: Checkpointing::None, grad_accumulation: 4 }), &graph);
+    assert_close(&sixteen.steps.loss_values(), &accumulated.steps.loss_values(), 1e-4, "4 x 4 vs 16");
+    // One micro-batch is live at a time: the forward pass keeps what a batch of 4 keeps.
+    let (a16, a4) = (sixteen.memory.activations.unwrap(), accumulated.memory.activations.unwrap());
+    println!("activations: batch 16 {a16} bytes, 4 x 4 accumulated {a4} bytes");
+    assert!(a4 < a16, "{a4} vs {a16}");
+    // Checkpointing and accumulation together.
+    let both = StepSchedule { checkpointing: Checkpointing::Full, grad_accumulation: 4 };
+    assert_close(&sixteen.steps.loss_values(), &run(&plan(4, both), &graph).steps.loss_values(), 1e-4, "both");
+}
