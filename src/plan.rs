@@ -240,7 +240,7 @@ repeats = 3
 
     #[test]
     fn a_step_schedule_is_planned_and_named_only_when_not_plain() {
-        let base = "version = 1\nname = \"g\"\n[model]\nfamily = \"gpt\"\npreset = \"smoke\"\n[training]\n";
+        let base = "version = 1\nname = \"g\"\n[model]\nfamily = \"gpt\"\nlayers = 2\nd_model = 32\nheads = 2\nvocab = 64\nseq_len = 8\n[training]\n";
         let runs = plan(&validated(&format!("{base}grad_accumulation = 4\n")));
         assert_eq!(runs[0].id, "g.b32.fp32.1x1.ga4.r0");
         assert_eq!(runs[0].schedule.grad_accumulation, 4);
