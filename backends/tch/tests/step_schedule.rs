@@ -92,3 +92,48 @@ fn accumulating_four_micro_batches_of_four_trains_as_one_batch_of_sixteen() {
     let both = StepSchedule { checkpointing: Checkpointing::Full, grad_accumulation: 4 };
     assert_close(&sixteen.steps.loss_values(), &run(&plan(4, both), &graph).steps.loss_values(), 1e-4, "both");
 }
+
+/// The smoke GPT of specs/llm/smoke_gpt.toml (the same model table).
+fn smoke_gpt() -> Graph {
+    let spec: ModelSpec = serde_json::from_value(json!({
+        "family": "gpt", "layers": 4, "d_model": 256, "heads": 8, "kv_heads": 4, "ffn": 688,
+        "activation": "swiglu", "norm": "rmsnorm", "positions": "rotary", "rope_theta": 10000.0, "vocab": 4096,
+        "seq_len": 128, "tied_embeddings": false, "bias": false,
+    }))
+    .unwrap();
+    zoo::build(&spec).unwrap()
+}
+
+/// Figures for the notes (printed, never asserted; minutes on a small CPU):
+/// `cargo test -p trainbench-tch --release --test step_schedule -- --ignored --nocapture`.
+#[test]
+#[ignore = "prints figures; run by hand"]
+fn smoke_gpt_figures() {
+    let graph = smoke_gpt();
+    let median = |r: &RawMeasurements| {
+        let mut t: Vec<f64> = r.steps.phases().iter().map(|p| p.total_s).collect();
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    };
+    let fig = |batch: usize, schedule: StepSchedule| {
+        let plan = RunPlan { warmup: 2, schedule, ..common::plan(batch, 5, adamw()) };
+        let r = run(&plan, &graph);
+        let p = r.steps.phases();
+        let mean = |f: fn(&trainbench_contract::PhaseTimes) -> f64| p.iter().map(f).sum::<f64>() / p.len() as f64;
+        println!(
+            "FIGURE batch={batch} schedule={schedule:?} activations_bytes={} median_step_s={:.3} forward_s={:.3} \
+             backward_s={:.3} tokens_per_s={:.0}",
+            r.memory.activations.unwrap_or(0),
+            median(&r),
+            mean(|p| p.forward_s),
+            mean(|p| p.backward_s),
+            (plan.samples_per_step() * 128) as f64 / median(&r)
+        );
+    };
+    for _round in 0..2 {
+        fig(8, StepSchedule::default());
+        fig(8, ckpt(Checkpointing::Full));
+    }
+    fig(16, StepSchedule::default());
+    fig(4, StepSchedule { checkpointing: Checkpointing::None, grad_accumulation: 4 });
+}
