@@ -49,11 +49,8 @@ pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
         for (precision, _) in effective_precisions(&s.training, &s.sweep) {
             for (topology, token) in topologies.iter().zip(&tokens) {
                 for repeat in 0..s.run.repeats {
-                    let config = format!(
-                        "{}{}",
-                        config_id(&s.name, batch_size, precision, token),
-                        schedule_suffix(&schedule)
-                    );
+                    let config =
+                        format!("{}{}", config_id(&s.name, batch_size, precision, token), schedule_suffix(&schedule));
                     let run = RunPlan {
                         id: format!("{config}.r{repeat}"),
                         config,
@@ -247,10 +244,14 @@ repeats = 3
         let runs = plan(&validated(&format!("{base}activation_checkpointing = \"full\"\n")));
         assert_eq!(runs[0].config, "g.b32.fp32.1x1.ckpt-full");
         assert_eq!(runs[0].schedule.checkpointing, Checkpointing::Full);
-        let text = format!("{base}activation_checkpointing = \"every_n\"\ncheckpoint_every = 2\ngrad_accumulation = 2\n");
+        let text =
+            format!("{base}activation_checkpointing = \"every_n\"\ncheckpoint_every = 2\ngrad_accumulation = 2\n");
         let runs = plan(&validated(&text));
         assert_eq!(runs[0].config, "g.b32.fp32.1x1.ckpt-every2.ga2");
-        assert_eq!(runs[0].schedule, StepSchedule { checkpointing: Checkpointing::EveryN { n: 2 }, grad_accumulation: 2 });
+        assert_eq!(
+            runs[0].schedule,
+            StepSchedule { checkpointing: Checkpointing::EveryN { n: 2 }, grad_accumulation: 2 }
+        );
         assert!(plan(&validated(&format!("{base}grad_accumulation = 1\n")))[0].schedule.is_default());
     }
 

@@ -223,8 +223,7 @@ impl Backend for MockBackend {
         }
         // Every micro-batch of a step costs its training FLOPs plus what checkpointing recomputes.
         let samples = plan.batch_size as f64 * schedule.micro_batches() as f64;
-        let compute_s =
-            (analysis.hardware_flops(schedule.checkpointing) as f64 * samples / c.flop_rate).max(0.0);
+        let compute_s = (analysis.hardware_flops(schedule.checkpointing) as f64 * samples / c.flop_rate).max(0.0);
         // Ring all-reduce of fp32 gradients over a nominal 10 GB/s link, once per optimizer step.
         let comm_s = if plan.topology.world_size() > 1 {
             let w = plan.topology.world_size() as f64;

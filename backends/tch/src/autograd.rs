@@ -71,8 +71,7 @@ pub fn rng_state(device: Device) -> Result<Tensor, TchError> {
 pub fn set_rng_state(device: Device, state: &Tensor) -> Result<(), TchError> {
     let (cuda, index) = device_args(device);
     // SAFETY: `state` is a live tensor borrowed for the call.
-    call(|e, n| unsafe { tb_rng_set_state(cuda, index, state.as_ptr(), e, n) })
-        .map_err(torch("random generator state"))
+    call(|e, n| unsafe { tb_rng_set_state(cuda, index, state.as_ptr(), e, n) }).map_err(torch("random generator state"))
 }
 
 /// While alive, the CPU allocations of this thread are counted ([`CpuMemory::allocated`]), through the

@@ -93,9 +93,9 @@ impl Checkpoints {
     pub fn entering(&mut self, graph: &Graph, id: NodeId, env: &[Option<Tensor>]) -> Result<(), TchError> {
         let Some(b) = self.starts[id] else { return Ok(()) };
         let block = &graph.blocks[b];
-        let input = env[block.input].as_ref().ok_or_else(|| {
-            TchError::Kind(format!("internal: the input of block `{}` was not computed", block.name))
-        })?;
+        let input = env[block.input]
+            .as_ref()
+            .ok_or_else(|| TchError::Kind(format!("internal: the input of block `{}` was not computed", block.name)))?;
         let rng = if self.random[b] { Some(rng_state(self.device)?) } else { None };
         self.saved.push(Saved { block: b, input: input.shallow_clone(), leaf: Tensor::new(), rng });
         self.current = Some(b);

@@ -398,7 +398,8 @@ impl<'a> Session<'a> {
             ));
         }
         // On the CPU, this thread's allocations are counted while the run lasts (activations are measured).
-        let _cpu_memory = if self.common.device.is_cuda() { None } else { Some(CpuMemory::track().map_err(|e| map(e, batch))?) };
+        let _cpu_memory =
+            if self.common.device.is_cuda() { None } else { Some(CpuMemory::track().map_err(|e| map(e, batch))?) };
         let settings = LoopSettings { distributed, ..LoopSettings::of(self.plan) };
         let epoch = source.as_ref().and_then(|d| d.epoch_batches());
         let mut steady = SteadyLoop::new(self.plan, settings, eval.is_some(), epoch)?;

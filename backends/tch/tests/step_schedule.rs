@@ -60,12 +60,7 @@ fn checkpointing_keeps_the_losses_and_lowers_the_activations() {
     assert_close(&none.steps.loss_values(), &full.steps.loss_values(), 1e-5, "full");
     assert_close(&none.steps.loss_values(), &every2.steps.loss_values(), 1e-5, "every_n 2");
     let act = |r: &RawMeasurements| r.memory.activations.unwrap();
-    println!(
-        "activations: none {} bytes, every_n 2 {} bytes, full {} bytes",
-        act(&none),
-        act(&every2),
-        act(&full)
-    );
+    println!("activations: none {} bytes, every_n 2 {} bytes, full {} bytes", act(&none), act(&every2), act(&full));
     assert!(act(&full) < act(&every2) && act(&every2) < act(&none), "{} {} {}", act(&none), act(&every2), act(&full));
     assert_eq!(none.memory.gradients, full.memory.gradients);
 }
@@ -136,4 +131,18 @@ fn smoke_gpt_figures() {
     }
     fig(16, StepSchedule::default());
     fig(4, StepSchedule { checkpointing: Checkpointing::None, grad_accumulation: 4 });
+}
+
+#[test]
+fn bf16_autocast_on_the_cpu_recomputes_under_the_same_autocast() {
+    // tch's bf16 on the CPU is libtorch's CPU autocast (no layer of this model needs AVX-512 for it): the
+    // recomputed blocks run under it too, so checkpointing keeps the bf16 losses.
+    let graph = gpt(0.0);
+    let bf16 = |schedule| RunPlan { precision: trainbench_graph::Precision::Bf16, ..plan(4, schedule) };
+    let none = run(&bf16(StepSchedule::default()), &graph);
+    let full = run(&bf16(ckpt(Checkpointing::Full)), &graph);
+    let fp32 = run(&plan(4, StepSchedule::default()), &graph);
+    assert_close(&none.steps.loss_values(), &full.steps.loss_values(), 1e-5, "bf16 full");
+    // Autocast is on: the bf16 losses are not the fp32 ones.
+    assert_ne!(none.steps.loss_values(), fp32.steps.loss_values());
 }

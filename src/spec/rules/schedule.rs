@@ -70,8 +70,10 @@ pub(super) fn check_schedule_graph(out: &mut Vec<Finding>, training: &TrainingSp
             )
             .or_at(FieldPath::keys(&["model"]))
             .expected("\"none\" for this model")
-            .hint("the `gpt` and `vit` families declare their layers as blocks; use one of them, or remove \
-                   `activation_checkpointing`"),
+            .hint(
+                "the `gpt` and `vit` families declare their layers as blocks; use one of them, or remove \
+                   `activation_checkpointing`",
+            ),
         );
     }
 }
