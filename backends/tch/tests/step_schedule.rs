@@ -36,7 +36,12 @@ fn ckpt(checkpointing: Checkpointing) -> StepSchedule {
     StepSchedule { checkpointing, grad_accumulation: 1 }
 }
 
+/// libtorch's default random generator is one per process, and every run seeds it: the tests of this file
+/// train one run at a time so that dropout draws only what its own run seeded.
+static ONE_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run(plan: &RunPlan, graph: &Graph) -> RawMeasurements {
+    let _one = ONE_RUN.lock().unwrap_or_else(|p| p.into_inner());
     let mut be = TchBackend::new();
     be.check(plan, graph).unwrap();
     be.run(plan, graph, &mut NoProbe).unwrap_or_else(|e| panic!("{}: {e}", plan.id))
