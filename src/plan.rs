@@ -4,6 +4,7 @@
 use trainbench_comm::{DataParallel, Topology};
 use trainbench_contract::{Budget, DeviceSelector, RunPlan};
 use trainbench_graph::Precision;
+use trainbench_graph::training::{Checkpointing, StepSchedule};
 
 use crate::backends::{self, Placement};
 use crate::spec::ValidatedSpec;
@@ -42,12 +43,14 @@ pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
         Some(seconds) => Budget::Seconds(seconds),
         None => Budget::Iterations(s.run.iterations),
     };
+    let schedule = s.training.schedule();
     let mut out = Vec::new();
     for &batch_size in &s.sweep.batch_sizes {
         for (precision, _) in effective_precisions(&s.training, &s.sweep) {
             for (topology, token) in topologies.iter().zip(&tokens) {
                 for repeat in 0..s.run.repeats {
-                    let config = config_id(&s.name, batch_size, precision, token);
+                    let config =
+                        format!("{}{}", config_id(&s.name, batch_size, precision, token), schedule_suffix(&schedule));
                     let run = RunPlan {
                         id: format!("{config}.r{repeat}"),
                         config,
@@ -65,7 +68,7 @@ pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
                         cpu_threads: s.run.cpu_threads,
                         target: s.training.target.as_ref().map(|t| t.plan()),
                         numerics: s.training.numerics(),
-                        schedule: Default::default(),
+                        schedule,
                     };
                     out.push(run);
                 }
@@ -93,6 +96,21 @@ fn topology_of(t: &EffectiveTopology) -> Topology {
 /// `.r<repeat>`.
 fn config_id(name: &str, batch: usize, precision: Precision, topology: &str) -> String {
     format!("{name}.b{batch}.{}.{topology}", precision.as_str())
+}
+
+/// What a non-default step schedule adds to the configuration id: `.ckpt-full` or `.ckpt-every<n>` with
+/// checkpointing, `.ga<k>` with accumulation; nothing for the plain schedule, so plain ids never change.
+fn schedule_suffix(schedule: &StepSchedule) -> String {
+    let mut out = String::new();
+    match schedule.checkpointing {
+        Checkpointing::None => {}
+        Checkpointing::Full => out.push_str(".ckpt-full"),
+        Checkpointing::EveryN { n } => out.push_str(&format!(".ckpt-every{n}")),
+    }
+    if schedule.micro_batches() > 1 {
+        out.push_str(&format!(".ga{}", schedule.micro_batches()));
+    }
+    out
 }
 
 /// `NxM` per topology; when two topologies share a shape, their strategy and interconnect are appended
@@ -215,6 +233,26 @@ repeats = 3
         let runs = plan(&validated("version = 1\nname = \"d\"\n[model]\nfamily = \"mlp\"\n[run]\nrepeats = 2\n"));
         let ids: Vec<(&str, &str)> = runs.iter().map(|r| (r.id.as_str(), r.config.as_str())).collect();
         assert_eq!(ids, [("d.b32.fp32.1x1.r0", "d.b32.fp32.1x1"), ("d.b32.fp32.1x1.r1", "d.b32.fp32.1x1")]);
+    }
+
+    #[test]
+    fn a_step_schedule_is_planned_and_named_only_when_not_plain() {
+        let base = "version = 1\nname = \"g\"\n[model]\nfamily = \"gpt\"\nlayers = 2\nd_model = 32\nheads = 2\nvocab = 64\nseq_len = 8\n[training]\n";
+        let runs = plan(&validated(&format!("{base}grad_accumulation = 4\n")));
+        assert_eq!(runs[0].id, "g.b32.fp32.1x1.ga4.r0");
+        assert_eq!(runs[0].schedule.grad_accumulation, 4);
+        let runs = plan(&validated(&format!("{base}activation_checkpointing = \"full\"\n")));
+        assert_eq!(runs[0].config, "g.b32.fp32.1x1.ckpt-full");
+        assert_eq!(runs[0].schedule.checkpointing, Checkpointing::Full);
+        let text =
+            format!("{base}activation_checkpointing = \"every_n\"\ncheckpoint_every = 2\ngrad_accumulation = 2\n");
+        let runs = plan(&validated(&text));
+        assert_eq!(runs[0].config, "g.b32.fp32.1x1.ckpt-every2.ga2");
+        assert_eq!(
+            runs[0].schedule,
+            StepSchedule { checkpointing: Checkpointing::EveryN { n: 2 }, grad_accumulation: 2 }
+        );
+        assert!(plan(&validated(&format!("{base}grad_accumulation = 1\n")))[0].schedule.is_default());
     }
 
     #[test]

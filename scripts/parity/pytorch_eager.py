@@ -1,7 +1,7 @@
 """Parity benchmark, PyTorch side: trains the same models as backends/tch/examples/parity.rs in plain PyTorch
 eager mode and prints the steady-state step time in the same RESULT format.
 
-Usage: pytorch_eager.py <resnet18-cifar|transformer> [--batch N] [--warmup N] [--iters N] [--threads N]
+Usage: pytorch_eager.py <resnet18-cifar|transformer|smoke-gpt> [--batch N] [--warmup N] [--iters N] [--threads N]
                         [--init-from MANIFEST]
 
 With --init-from (a manifest written by `parity --manifest`), the model starts from trainbench's weights and
@@ -21,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 
+import gpt_eager
 import seeded
 
 
@@ -72,7 +73,7 @@ class TransformerLM(nn.Module):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["resnet18-cifar", "transformer"])
+    ap.add_argument("model", choices=["resnet18-cifar", "transformer", "smoke-gpt"])
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=30)
@@ -91,6 +92,12 @@ def main() -> None:
         pool = [(torch.randn(a.batch, 3, 32, 32), torch.randint(0, 10, (a.batch,))) for _ in range(4)]
         items_per_sample = 1
         classes = 10
+    elif a.model == "smoke-gpt":
+        model = gpt_eager.SmokeGpt()
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+        pool = [(torch.randint(0, 4096, (a.batch, 128)), torch.randint(0, 4096, (a.batch, 128))) for _ in range(4)]
+        items_per_sample = 128
+        classes = 4096
     else:
         model = TransformerLM(p=a.dropout)
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)

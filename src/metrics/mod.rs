@@ -73,7 +73,8 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
     let summary = figures.summary;
     let start = figures.start as usize;
     let total = figures.phase_sum.total_s;
-    let batch = input.plan.batch_size as f64;
+    // A step trains on every micro-batch of the schedule (gradient accumulation).
+    let batch = input.plan.samples_per_step() as f64;
     let samples_per_s = if total > 0.0 { batch * summary.n as f64 / total } else { 0.0 };
     let ci = figures.median_ci;
 

@@ -227,3 +227,19 @@ fn the_tf32_switches_are_recorded_with_the_flops() {
     r.tf32 = Some(trainbench_contract::Tf32::default());
     assert_eq!(derive(&input(&p, &r, &a, &c)).unwrap().flops.tf32, Some(trainbench_contract::Tf32::default()));
 }
+
+#[test]
+fn an_accumulated_step_counts_every_micro_batch() {
+    let (a, c) = (analysis(), CollectorReport::default());
+    let schedule = trainbench_graph::training::StepSchedule { grad_accumulation: 4, ..Default::default() };
+    let p = RunPlan { schedule, ..plan() };
+    let mut r = raw();
+    r.free_running = Some(trainbench_contract::FreeRunning { steps: 20, seconds: 8.0 });
+    let m = derive(&input(&p, &r, &a, &c)).unwrap();
+    // 4 micro-batches of 4 samples (8 tokens each) per 0.5 s step.
+    assert_eq!(m.step_time.median_s, 0.5);
+    assert_eq!(m.throughput.samples_per_s, 32.0);
+    assert_eq!(m.throughput.items_per_s, 256.0);
+    assert_eq!(m.throughput.free_running.unwrap().samples_per_s, 40.0);
+    assert_eq!(m.flops.achieved_flop_per_s, Some(96000.0));
+}

@@ -267,7 +267,7 @@ mod tests {
     fn tagged_enums_select_their_variant_by_the_tag() {
         let schema = spec_schema();
         for (def, tag, count) in
-            [("ModelSpec", "family", 12), ("CustomLayer", "type", 18), ("OptimizerSpec", "kind", 3)]
+            [("ModelSpec", "family", 15), ("CustomLayer", "type", 21), ("OptimizerSpec", "kind", 3)]
         {
             let union_schema = &schema["$defs"][def];
             let union = TaggedUnion::of(union_schema).unwrap();

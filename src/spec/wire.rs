@@ -188,6 +188,49 @@ pub struct TrainingSpec {
     /// local dataset and an evaluation split (`dataset.eval_path` or `dataset.eval_fraction`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetSpec>,
+    /// Activation checkpointing of the model's recomputable blocks (the layers of `gpt` and `vit`): `none`
+    /// (the default) keeps every activation, `full` recomputes every block's forward in the backward pass,
+    /// `every_n` one block in every `checkpoint_every`.
+    #[serde(default, skip_serializing_if = "CheckpointingMode::is_none")]
+    pub activation_checkpointing: CheckpointingMode,
+    /// With `activation_checkpointing = "every_n"`: recompute blocks 0, n, 2n, ... (at least 1); refused with
+    /// any other mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub checkpoint_every: Option<u32>,
+    /// Micro-batches whose gradients accumulate into one optimizer step (1, the default: none). Each
+    /// micro-batch holds the swept batch size, so a step trains on `grad_accumulation x batch_size` samples.
+    #[serde(default = "d_one_u32", skip_serializing_if = "is_one_u32")]
+    #[schemars(range(min = 1))]
+    pub grad_accumulation: u32,
+}
+
+/// How much of the forward pass activation checkpointing recomputes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointingMode {
+    /// Keep every activation.
+    #[default]
+    None,
+    /// Recompute every block.
+    Full,
+    /// Recompute one block in every `checkpoint_every`.
+    EveryN,
+}
+
+impl CheckpointingMode {
+    /// Whether it is `none` (left out when serialized).
+    pub fn is_none(&self) -> bool {
+        *self == CheckpointingMode::None
+    }
+    /// Name as written in specs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckpointingMode::None => "none",
+            CheckpointingMode::Full => "full",
+            CheckpointingMode::EveryN => "every_n",
+        }
+    }
 }
 
 /// A training target: metric, value, evaluation cadence and the budget that ends a run that never reaches it.
@@ -249,6 +292,9 @@ impl Default for TrainingSpec {
             cudnn_benchmark: true,
             tf32: None,
             target: None,
+            activation_checkpointing: CheckpointingMode::None,
+            checkpoint_every: None,
+            grad_accumulation: 1,
         }
     }
 }
@@ -264,6 +310,26 @@ impl TrainingSpec {
     }
 }
 
+impl TrainingSpec {
+    /// The step schedule every planned run carries (checkpointing and accumulation); `every_n` without its
+    /// `checkpoint_every` (refused by the rules) is read as 1.
+    pub fn schedule(&self) -> trainbench_graph::training::StepSchedule {
+        use trainbench_graph::training::Checkpointing;
+        let checkpointing = match self.activation_checkpointing {
+            CheckpointingMode::None => Checkpointing::None,
+            CheckpointingMode::Full => Checkpointing::Full,
+            CheckpointingMode::EveryN => Checkpointing::EveryN { n: self.checkpoint_every.unwrap_or(1).max(1) },
+        };
+        trainbench_graph::training::StepSchedule { checkpointing, grad_accumulation: self.grad_accumulation.max(1) }
+    }
+}
+
+fn d_one_u32() -> u32 {
+    1
+}
+fn is_one_u32(v: &u32) -> bool {
+    *v == 1
+}
 fn d_seed() -> u64 {
     42
 }

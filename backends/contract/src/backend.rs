@@ -108,6 +108,14 @@ mod tests {
     }
 }
 
+impl RunPlan {
+    /// Samples one optimizer step trains on: `batch_size` per micro-batch times the micro-batches of the
+    /// schedule (gradient accumulation).
+    pub fn samples_per_step(&self) -> u64 {
+        self.batch_size as u64 * self.schedule.micro_batches()
+    }
+}
+
 #[cfg(any(test, feature = "testing"))]
 impl RunPlan {
     /// A small plan for tests: the CPU, fp32, `iterations` measured steps after one warm-up

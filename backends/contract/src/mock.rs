@@ -18,7 +18,7 @@ use crate::mock_prior::Prior;
 use crate::steady_loop::{EndWish, EvalWhen, LoopClock, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
 use crate::target::EvalTally;
 use trainbench_data::{BatchSource, EvalSet};
-use trainbench_graph::analysis::{analyze, memory_estimate};
+use trainbench_graph::analysis::{analyze, memory_estimate_checkpointed};
 use trainbench_graph::graph::Graph;
 use trainbench_graph::init::SeededRng;
 
@@ -206,15 +206,25 @@ impl Backend for MockBackend {
             )));
         }
         let analysis = analyze(graph);
-        let est = memory_estimate(&analysis, plan.batch_size, plan.precision, &plan.optimizer);
+        // One micro-batch is live at a time; checkpointing frees what its recomputed blocks would save.
+        let schedule = plan.schedule;
+        let est = memory_estimate_checkpointed(
+            &analysis,
+            plan.batch_size,
+            plan.precision,
+            &plan.optimizer,
+            schedule.checkpointing,
+        );
         if est.total > c.memory_bytes {
             return Err(BackendError::OutOfMemory {
                 batch_size: plan.batch_size,
                 message: format!("mock device: the step needs {} bytes, the device has {}", est.total, c.memory_bytes),
             });
         }
-        let compute_s = (analysis.flops.train_per_sample as f64 * plan.batch_size as f64 / c.flop_rate).max(0.0);
-        // Ring all-reduce of fp32 gradients over a nominal 10 GB/s link.
+        // Every micro-batch of a step costs its training FLOPs plus what checkpointing recomputes.
+        let samples = plan.batch_size as f64 * schedule.micro_batches() as f64;
+        let compute_s = (analysis.hardware_flops(schedule.checkpointing) as f64 * samples / c.flop_rate).max(0.0);
+        // Ring all-reduce of fp32 gradients over a nominal 10 GB/s link, once per optimizer step.
         let comm_s = if plan.topology.world_size() > 1 {
             let w = plan.topology.world_size() as f64;
             2.0 * (w - 1.0) / w * 4.0 * analysis.parameters as f64 / 10e9
@@ -260,6 +270,7 @@ impl Backend for MockBackend {
             iteration: &mut iteration,
             per_sample_s: 0.0,
             batch_size: plan.batch_size,
+            micro_batches: schedule.micro_batches(),
         };
         if steady.run(&mut steps, probe, &mut raw)?.in_warmup {
             return Ok(raw);
@@ -288,6 +299,8 @@ struct MockSteps<'a, 'd, 'e> {
     /// Simulated seconds of a forward pass per sample in the last step (what an evaluation due after it costs).
     per_sample_s: f64,
     batch_size: usize,
+    /// Micro-batches per step (gradient accumulation): each takes one batch of the source.
+    micro_batches: u64,
 }
 
 impl SteadyStep for MockSteps<'_, '_, '_> {
@@ -296,10 +309,17 @@ impl SteadyStep for MockSteps<'_, '_, '_> {
     fn step(&mut self, index: u64, _measured: bool, _wish: EndWish) -> Result<StepOutcome, BackendError> {
         let loss = match self.data.as_deref_mut() {
             None => self.initial_loss * (-(index as f64) / 200.0).exp(),
-            Some(source) => self.prior.train(self.graph, &crate::batch::fetch(source)?.0)?,
+            Some(source) => {
+                // The step's loss is the mean of its micro-batches' losses.
+                let mut sum = 0.0;
+                for _ in 0..self.micro_batches {
+                    sum += self.prior.train(self.graph, &crate::batch::fetch(source)?.0)?;
+                }
+                sum / self.micro_batches as f64
+            }
         };
         let phases = (self.iteration)(index);
-        self.per_sample_s = phases.forward_s / self.batch_size as f64;
+        self.per_sample_s = phases.forward_s / (self.batch_size as f64 * self.micro_batches as f64);
         Ok(StepOutcome { phases, loss: Some(loss), agreed_end: None })
     }
 

@@ -134,7 +134,8 @@ pub struct SteadyLoop {
 
 impl SteadyLoop {
     /// The loop of `plan` as `settings` say; its wall clock starts now. With a target, `has_eval` must say the
-    /// run has an evaluation split, and `epoch_batches` is the training split's batches per epoch when known.
+    /// run has an evaluation split, and `epoch_batches` is the training split's batches per epoch when known
+    /// (a step with gradient accumulation takes one batch per micro-batch, so an epoch is fewer steps).
     pub fn new(
         plan: &RunPlan,
         settings: LoopSettings,
@@ -146,7 +147,10 @@ impl SteadyLoop {
             Some(_) if !has_eval => {
                 return Err(BackendError::Data("the run has a target but no evaluation split".into()));
             }
-            Some(t) => Some(TargetTracker::new(t, epoch_batches).map_err(|e| BackendError::Data(e.to_string()))?),
+            Some(t) => {
+                let epoch_steps = epoch_batches.map(|b| (b / plan.schedule.micro_batches()).max(1));
+                Some(TargetTracker::new(t, epoch_steps).map_err(|e| BackendError::Data(e.to_string()))?)
+            }
         };
         Ok(SteadyLoop { settings, tracker, started: Instant::now(), simulated_s: 0.0 })
     }

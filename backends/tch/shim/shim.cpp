@@ -8,12 +8,18 @@
 #include <ATen/Version.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/core/Generator.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/headeronly/version.h>
 
+#include <atomic>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -53,6 +59,18 @@ std::optional<at::Tensor> opt(at::Tensor* t) {
 }  // namespace
 
 // Run a body (variadic: commas inside braces do not split it) and turn any C++ exception into -1 and a message.
+// Counts the CPU allocator's live bytes as libtorch reports them to a memory profiler (allocations made
+// while it is installed, minus their frees): the CPU's counterpart of the CUDA allocator's statistics.
+struct CpuMemoryTracker : c10::MemoryReportingInfoBase {
+  std::atomic<int64_t> live{0};
+  void reportMemoryUsage(void*, int64_t alloc_size, size_t, size_t, c10::Device device) override {
+    if (device.is_cpu()) live.fetch_add(alloc_size, std::memory_order_relaxed);
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+};
+
+thread_local std::shared_ptr<CpuMemoryTracker> cpu_tracker;
+
 #define TB_GUARD(...)                                      \
   try {                                                    \
     __VA_ARGS__;                                           \
@@ -350,6 +368,53 @@ int tb_autocast_exit(int device_cuda, int prev_enabled, int prev_dtype, char* er
     at::autocast::set_autocast_enabled(dev, prev_enabled != 0);
     at::autocast::set_autocast_dtype(dev, static_cast<at::ScalarType>(prev_dtype));
   })
+}
+
+// Backpropagate `grad` from `out` (as `out.backward(grad)`): gradients accumulate into the leaves' `.grad`.
+int tb_backward_with_grad(at::Tensor* out, at::Tensor* grad, int keep_graph, char* err, size_t err_len) {
+  TB_GUARD({ out->backward(*grad, keep_graph != 0, false); })
+}
+
+// The state of the default random generator of a device (0 = CPU, 1 = CUDA device `index`), as a new tensor.
+int tb_rng_get_state(int device_cuda, int index, at::Tensor** out, char* err, size_t err_len) {
+  TB_GUARD({
+    const auto dev = device_cuda ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index))
+                                 : c10::Device(c10::DeviceType::CPU);
+    auto gen = at::globalContext().defaultGenerator(dev);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    *out = new at::Tensor(gen.get_state());
+  })
+}
+
+// Restore a state read by tb_rng_get_state.
+int tb_rng_set_state(int device_cuda, int index, at::Tensor* state, char* err, size_t err_len) {
+  TB_GUARD({
+    const auto dev = device_cuda ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index))
+                                 : c10::Device(c10::DeviceType::CPU);
+    auto gen = at::globalContext().defaultGenerator(dev);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(*state);
+  })
+}
+
+// Start (`on` != 0) or stop counting this thread's CPU allocations (CpuMemoryTracker).
+int tb_cpu_memory_tracking(int on, char* err, size_t err_len) {
+  TB_GUARD({
+    if (on && !cpu_tracker) {
+      cpu_tracker = std::make_shared<CpuMemoryTracker>();
+      c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, cpu_tracker);
+    } else if (!on && cpu_tracker) {
+      c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+      cpu_tracker.reset();
+    }
+  })
+}
+
+// Live CPU bytes counted since tracking started on this thread (-1 when it is not on).
+int64_t tb_cpu_allocated() {
+  if (!cpu_tracker) return -1;
+  const int64_t live = cpu_tracker->live.load(std::memory_order_relaxed);
+  return live < 0 ? 0 : live;
 }
 
 }  // extern "C"

@@ -52,8 +52,10 @@
 //!   one generator step with the critic frozen, each with its own optimizer built from the plan's optimizer
 //!   spec; n_critic = 1; the reported loss is the critic's.
 
+pub mod autograd;
 pub mod calibrate;
 pub mod check;
+mod checkpoint;
 mod clock;
 pub mod device;
 mod dist;

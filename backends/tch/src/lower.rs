@@ -7,6 +7,7 @@ use trainbench_graph::graph::{Graph, Node, NodeId, Op};
 use trainbench_graph::init::{HostTensor, initial_values, synthetic_input};
 use trainbench_graph::params::{ParamDecl, is_tied, tensors};
 
+use crate::checkpoint::Checkpoints;
 use crate::loss;
 use crate::ops::{self, Flags};
 
@@ -178,6 +179,19 @@ impl Lowered {
         targets: &[NodeId],
         opts: &EvalOpts<'_>,
     ) -> Result<(), TchError> {
+        self.eval_checkpointed(graph, env, targets, opts, None)
+    }
+
+    /// [`Lowered::eval`], with the blocks `ckpt` recomputes run without gradients and continued from a fresh
+    /// leaf of their output (what [`Checkpoints::backward`] needs is recorded in `ckpt`).
+    pub fn eval_checkpointed(
+        &self,
+        graph: &Graph,
+        env: &mut [Option<Tensor>],
+        targets: &[NodeId],
+        opts: &EvalOpts<'_>,
+        mut ckpt: Option<&mut Checkpoints>,
+    ) -> Result<(), TchError> {
         let n = graph.nodes.len();
         let mut needed = vec![false; n];
         let mut stack: Vec<NodeId> = targets.to_vec();
@@ -215,10 +229,17 @@ impl Lowered {
                 }
             }
             // In place only when this node is the sole consumer and the input is not needed afterwards.
-            let inplace = node
-                .inputs
-                .first()
-                .is_some_and(|&j| self.inplace_ok[j] && self.consumers[j] == 1 && !keep[j] && remaining[j] == 1);
+            let inplace = node.inputs.first().is_some_and(|&j| {
+                self.inplace_ok[j]
+                    && self.consumers[j] == 1
+                    && !keep[j]
+                    && remaining[j] == 1
+                    && ckpt.as_ref().is_none_or(|c| !c.pinned(j))
+            });
+            if let Some(c) = ckpt.as_deref_mut() {
+                c.entering(graph, i, env)?;
+            }
+            let no_grad = (opts.frozen)(node) || ckpt.as_ref().is_some_and(|c| c.inside());
             let flags = Flags { inplace, critic_update: opts.critic_update };
             let compute = || -> Result<Tensor, TchError> {
                 match &node.op {
@@ -226,9 +247,12 @@ impl Lowered {
                     _ => ops::forward(node, &ins, &self.tensors[i], self.constants[i].as_ref(), flags),
                 }
             };
-            let out = if (opts.frozen)(node) { tch::no_grad(compute)? } else { compute()? };
+            let out = if no_grad { tch::no_grad(compute)? } else { compute()? };
             drop(ins);
-            env[i] = Some(out);
+            env[i] = Some(match ckpt.as_deref_mut() {
+                Some(c) => c.leaving(i, out)?,
+                None => out,
+            });
             for &j in &node.inputs {
                 remaining[j] = remaining[j].saturating_sub(1);
                 if remaining[j] == 0 && !keep[j] {
@@ -247,8 +271,10 @@ pub fn tensor_bytes(t: &Tensor) -> u64 {
 
 /// A pool of synthetic batches kept in host memory, cycled through during a run.
 pub struct DataPool {
-    /// `batches[k][i]` = input `inputs[i]` of batch k.
+    /// `batches[s * micro + j][i]` = input `inputs[i]` of micro-batch j of pool step s.
     batches: Vec<Vec<Tensor>>,
+    /// Micro-batches per step (gradient accumulation; 1 without).
+    micro: usize,
     /// Graph input node of each tensor.
     pub inputs: Vec<NodeId>,
 }
@@ -272,38 +298,62 @@ impl DataPool {
         count: usize,
         device: Device,
     ) -> Result<Self, TchError> {
+        Self::new_micro(graph, batch, 1, slice, seed, count, device)
+    }
+
+    /// As [`DataPool::new_slice`] with `micro` micro-batches of `batch` samples per step (gradient
+    /// accumulation): step s generates the global batch of `micro x batch` samples that a run of that batch
+    /// size trains on at step s, and micro-batch j is its rows `j*batch .. (j+1)*batch` (of which the worker
+    /// keeps its share).
+    pub fn new_micro(
+        graph: &Graph,
+        batch: usize,
+        micro: usize,
+        slice: (usize, usize),
+        seed: u64,
+        count: usize,
+        device: Device,
+    ) -> Result<Self, TchError> {
         let (worker, workers) = (slice.0, slice.1.max(1));
+        let micro = micro.max(1);
         let local = batch / workers;
         let inputs: Vec<NodeId> = graph.inputs().map(|(i, _)| i).collect();
-        let mut batches = Vec::with_capacity(count);
+        let mut batches = Vec::with_capacity(count * micro);
         for step in 0..count {
-            let mut b = Vec::with_capacity(inputs.len());
-            for &i in &inputs {
-                let mut shape = vec![local as i64];
-                shape.extend(graph.nodes[i].shape.0.iter().map(|&d| d as i64));
-                let per = graph.nodes[i].shape.numel() as usize;
-                let rows = worker * local * per..(worker + 1) * local * per;
-                let t = match synthetic_input(graph, i, batch, seed, step as u64) {
-                    HostTensor::Dense(v) => Tensor::f_from_slice(&v[rows])?,
-                    HostTensor::Ids(v) => Tensor::f_from_slice(&v[rows])?,
+            let global: Vec<HostTensor> =
+                inputs.iter().map(|&i| synthetic_input(graph, i, batch * micro, seed, step as u64)).collect();
+            for j in 0..micro {
+                let mut b = Vec::with_capacity(inputs.len());
+                for (&i, host) in inputs.iter().zip(&global) {
+                    let mut shape = vec![local as i64];
+                    shape.extend(graph.nodes[i].shape.0.iter().map(|&d| d as i64));
+                    let per = graph.nodes[i].shape.numel() as usize;
+                    let first = j * batch + worker * local;
+                    let rows = first * per..(first + local) * per;
+                    let t = match host {
+                        HostTensor::Dense(v) => Tensor::f_from_slice(&v[rows])?,
+                        HostTensor::Ids(v) => Tensor::f_from_slice(&v[rows])?,
+                    }
+                    .f_reshape(shape)?;
+                    b.push(if device.is_cuda() { pinned(&t)? } else { t });
                 }
-                .f_reshape(shape)?;
-                b.push(if device.is_cuda() { pinned(&t)? } else { t });
+                batches.push(b);
             }
-            batches.push(b);
         }
-        Ok(Self { batches, inputs })
+        Ok(Self { batches, micro, inputs })
     }
 
-    /// Bytes of one batch.
+    /// Bytes of one step's batches (every micro-batch).
     pub fn batch_bytes(&self) -> u64 {
-        self.batches.first().map(|b| b.iter().map(tensor_bytes).sum()).unwrap_or(0)
+        self.batches.iter().take(self.micro).map(|b| b.iter().map(tensor_bytes).sum::<u64>()).sum()
     }
 
-    /// Fill `env` with batch `step % count` on `device` (on CUDA a non-blocking copy from the pinned host batch,
-    /// queued on the stream like a kernel; a no-copy handle on the CPU).
-    pub fn load(&self, step: u64, device: Device, env: &mut [Option<Tensor>]) -> Result<(), TchError> {
-        let b = &self.batches[(step % self.batches.len() as u64) as usize];
+    /// Fill `env` with micro-batch `micro` of pool step `step % count` on `device` (on CUDA a non-blocking
+    /// copy from the pinned host batch, queued on the stream like a kernel; a no-copy handle on the CPU).
+    pub fn load(&self, step: u64, micro: usize, device: Device, env: &mut [Option<Tensor>]) -> Result<(), TchError> {
+        let steps = (self.batches.len() / self.micro).max(1) as u64;
+        let index = (step % steps) as usize * self.micro + micro.min(self.micro - 1);
+        let b = &self.batches[index];
         for (t, &i) in b.iter().zip(&self.inputs) {
             env[i] =
                 Some(if device.is_cuda() { t.f_to_device_(device, t.kind(), true, false)? } else { t.shallow_clone() });

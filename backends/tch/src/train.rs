@@ -15,13 +15,19 @@ use trainbench_data::{BatchSource, EvalSet};
 use trainbench_graph::Precision;
 use trainbench_graph::graph::{Graph, Node};
 
+use crate::autograd::CpuMemory;
 use crate::check::WganRoles;
+use crate::checkpoint::Checkpoints;
 use crate::clock::Clock;
 use crate::events::Phase;
 use crate::feed::{self, DeviceBatch};
 use crate::lower::{DataPool, EvalOpts, Lowered, host_available_bytes, host_bytes_needed, pool_size};
 use crate::optim::{GradScaler, Optim};
 use crate::shim::{self, AutocastDtype, AutocastGuard};
+
+#[path = "plain.rs"]
+mod plain;
+use plain::PlainStep;
 
 /// Most steps of the free-running window (it runs as many as the measured steps, up to this).
 pub const FREE_RUNNING_MAX_STEPS: u64 = 50;
@@ -66,6 +72,10 @@ struct Common<'a> {
     agreed_stop: bool,
     /// ... and some worker was stopped early (so every worker's run is interrupted).
     agreed_interrupted: bool,
+    /// The recomputed blocks under activation checkpointing (`None`: every activation is kept).
+    ckpt: Option<Checkpoints>,
+    /// Micro-batches per optimizer step (gradient accumulation; 1 without).
+    micro: u64,
 }
 
 /// Everything one run holds on the device.
@@ -82,13 +92,15 @@ fn sync(device: Device) {
 }
 
 impl Common<'_> {
-    /// CUDA: the caching allocator's allocated bytes now (host-side bookkeeping: no synchronisation).
+    /// The allocator's allocated bytes now: CUDA's caching allocator (host-side bookkeeping: no
+    /// synchronisation), or on the CPU what this thread allocated while the run counts it
+    /// ([`CpuMemory`]).
     fn allocated(&self) -> Result<Option<u64>, TchError> {
         match self.device {
             Device::Cuda(d) => shim::cuda_memory_stats(d)
                 .map(|s| Some(s.allocated))
                 .map_err(|e| TchError::Torch(format!("allocator statistics: {e}"))),
-            _ => Ok(None),
+            _ => Ok(CpuMemory::allocated()),
         }
     }
 
@@ -108,7 +120,8 @@ impl Common<'_> {
             .map_err(|e| TchError::Kind(format!("autocast: {e}")))
     }
 
-    fn fresh_env(&self, step: u64) -> Result<Vec<Option<Tensor>>, TchError> {
+    /// The inputs of micro-batch `micro` of step `step`: this step's batch from the dataset, or the pool's.
+    fn fresh_env(&self, step: u64, micro: usize) -> Result<Vec<Option<Tensor>>, TchError> {
         let mut env: Vec<Option<Tensor>> = (0..self.graph.nodes.len()).map(|_| None).collect();
         match (&self.current, &self.pool) {
             (Some(batch), _) => {
@@ -116,7 +129,7 @@ impl Common<'_> {
                     env[*id] = Some(t.shallow_clone());
                 }
             }
-            (None, Some(pool)) => pool.load(step, self.device, &mut env)?,
+            (None, Some(pool)) => pool.load(step, micro, self.device, &mut env)?,
             (None, None) => return Err(TchError::Kind("internal: no batch for this step".into())),
         }
         Ok(env)
@@ -150,7 +163,8 @@ impl<'a> Session<'a> {
         }
         // Weights and data are generated in host memory first: refuse, as out of memory, what cannot fit
         // instead of letting the allocator abort the process.
-        let needed = host_bytes_needed(graph, plan.batch_size);
+        let micro = plan.schedule.micro_batches();
+        let needed = host_bytes_needed(graph, plan.batch_size * micro as usize);
         if let Some(avail) = host_available_bytes() {
             if needed > avail {
                 return Err(TchError::Torch(format!(
@@ -167,16 +181,17 @@ impl<'a> Session<'a> {
         // A data-parallel worker trains on its slice of the global batch every worker generates alike.
         let slice = exchange.as_ref().map_or((0, 1), |x| (x.worker(), x.workers()));
         let pool = if synthetic {
-            let probe = DataPool::new_slice(graph, plan.batch_size, slice, plan.seed, 1, Device::Cpu)?;
+            let (b, k) = (plan.batch_size, micro as usize);
+            let probe = DataPool::new_micro(graph, b, k, slice, plan.seed, 1, Device::Cpu)?;
             let count = pool_size(probe.batch_bytes());
             drop(probe);
-            Some(DataPool::new_slice(graph, plan.batch_size, slice, plan.seed, count, device)?)
+            Some(DataPool::new_micro(graph, b, k, slice, plan.seed, count, device)?)
         } else {
             None
         };
         let mode = match wgan {
             None => {
-                Mode::Plain(PlainStep { opt: Optim::new(&plan.optimizer, model.parameters(graph, |_| true), device)? })
+                Mode::Plain(PlainStep::new(Optim::new(&plan.optimizer, model.parameters(graph, |_| true), device)?))
             }
             Some(roles) => {
                 let is_critic = |n: &Node| n.part.as_deref() == Some(roles.critic_part.as_str());
@@ -210,6 +225,8 @@ impl<'a> Session<'a> {
             stop_wish: StopWish::Continue,
             agreed_stop: false,
             agreed_interrupted: false,
+            ckpt: Checkpoints::new(graph, plan.schedule.checkpointing, device),
+            micro,
         };
         Ok(Self { plan, common, mode })
     }
@@ -225,30 +242,66 @@ impl<'a> Session<'a> {
         let batch = self.plan.batch_size;
         let start = Instant::now();
         let mut p = PhaseTimes::default();
+        // Every micro-batch's host batch is read before the step's clock starts: waiting for data is a stall.
+        let mut hosts = Vec::new();
         if let Some(source) = source.as_deref_mut() {
-            let (host, stall) = trainbench_contract::batch::fetch(source)?;
-            p.stall_s = stall;
-            clock.start().map_err(|e| map(e, batch))?;
-            let samples = feed::check_batch(self.common.graph, &host, Some(batch))?;
-            let dev = self.common.device;
-            let on_device = feed::to_device(self.common.graph, &host, samples, dev).map_err(|e| map(e, batch))?;
-            drop(host);
-            self.common.current = Some(on_device);
-            clock.lap(Phase::Copy).map_err(|e| map(e, batch))?;
-        } else {
-            clock.start().map_err(|e| map(e, batch))?;
+            for _ in 0..self.common.micro {
+                let (host, stall) = trainbench_contract::batch::fetch(source)?;
+                p.stall_s += stall;
+                hosts.push(host);
+            }
         }
-        let run = |s: &mut Self, clock: &mut Clock| -> Result<Tensor, TchError> {
-            let env = s.common.fresh_env(i)?;
-            if s.common.current.is_none() {
-                clock.lap(Phase::Copy)?;
+        clock.start().map_err(|e| map(e, batch))?;
+        let mut micro = |s: &mut Self, j: usize, clock: &mut Clock| -> Result<Tensor, BackendError> {
+            if let Some(host) = hosts.get_mut(j) {
+                let host = std::mem::replace(host, trainbench_data::HostBatch { inputs: Vec::new() });
+                let samples = feed::check_batch(s.common.graph, &host, Some(batch))?;
+                let dev = s.common.device;
+                let on_device = feed::to_device(s.common.graph, &host, samples, dev).map_err(|e| map(e, batch))?;
+                drop(host);
+                s.common.current = Some(on_device);
+                clock.lap(Phase::Copy).map_err(|e| map(e, batch))?;
             }
-            match &mut s.mode {
-                Mode::Plain(step) => step.run(&mut s.common, env, clock),
-                Mode::Wgan(step) => step.run(&mut s.common, env, i, clock),
+            let mut run = || -> Result<Tensor, TchError> {
+                let env = s.common.fresh_env(i, j)?;
+                if s.common.current.is_none() {
+                    clock.lap(Phase::Copy)?;
+                }
+                match &mut s.mode {
+                    Mode::Plain(step) => step.micro(&mut s.common, env, clock),
+                    Mode::Wgan(step) => step.run(&mut s.common, env, i, clock),
+                }
+            };
+            let loss = run().map_err(|e| map(e, batch));
+            s.common.current = None;
+            if loss.is_err() {
+                if let Some(c) = s.common.ckpt.as_mut() {
+                    c.clear();
+                }
             }
+            loss
         };
-        let loss = run(self, clock).map_err(|e| map(e, batch))?;
+        let mut total: Option<Tensor> = None;
+        for j in 0..self.common.micro as usize {
+            let l = micro(self, j, clock)?;
+            total = Some(match total {
+                None => l,
+                Some(t) => t.f_add(&l).map_err(|e| map(e, batch))?,
+            });
+        }
+        let total = total.ok_or_else(|| BackendError::Framework("internal: a step without micro-batches".into()))?;
+        let loss = match &mut self.mode {
+            Mode::Plain(step) => {
+                step.finish(&mut self.common, clock).map_err(|e| map(e, batch))?;
+                // The step's loss: the mean of its micro-batches' losses.
+                if self.common.micro > 1 {
+                    total.f_div_scalar(self.common.micro as f64).map_err(|e| map(e, batch))?
+                } else {
+                    total
+                }
+            }
+            Mode::Wgan(_) => total,
+        };
         self.common.current = None;
         let phases = clock.finish().map_err(|e| map(e, batch))?;
         p.total_s = start.elapsed().as_secs_f64();
@@ -344,6 +397,9 @@ impl<'a> Session<'a> {
                 "runs with a target train on one worker; data-parallel runs do not evaluate yet".into(),
             ));
         }
+        // On the CPU, this thread's allocations are counted while the run lasts (activations are measured).
+        let _cpu_memory =
+            if self.common.device.is_cuda() { None } else { Some(CpuMemory::track().map_err(|e| map(e, batch))?) };
         let settings = LoopSettings { distributed, ..LoopSettings::of(self.plan) };
         let epoch = source.as_ref().and_then(|d| d.epoch_batches());
         let mut steady = SteadyLoop::new(self.plan, settings, eval.is_some(), epoch)?;
@@ -428,8 +484,8 @@ impl SteadyStep for TchSteps<'_, '_, '_, '_> {
     fn measuring(&mut self) -> Result<(), BackendError> {
         if let Some(d) = self.cuda_index {
             shim::cuda_reset_peak(d).map_err(|e| BackendError::Framework(e.0))?;
-            self.session.common.activations = None;
         }
+        self.session.common.activations = None;
         Ok(())
     }
 
@@ -437,61 +493,6 @@ impl SteadyStep for TchSteps<'_, '_, '_, '_> {
         let eval =
             self.eval.ok_or_else(|| BackendError::Data("the run has a target but no evaluation split".into()))?;
         Ok((self.session.evaluate(eval)?, None))
-    }
-}
-
-/// The plain step: forward all losses, backward, one optimizer step.
-struct PlainStep {
-    opt: Optim,
-}
-
-impl PlainStep {
-    fn run(&mut self, c: &mut Common<'_>, mut env: Vec<Option<Tensor>>, clock: &mut Clock) -> Result<Tensor, TchError> {
-        let graph = c.graph;
-        let before = c.allocated()?;
-        let loss = {
-            let _ac = c.autocast_guard()?;
-            c.model.eval(graph, &mut env, &graph.losses, &EvalOpts::plain())?;
-            let mut total: Option<Tensor> = None;
-            for &l in &graph.losses {
-                let v = env[l].take().ok_or_else(|| TchError::Kind("internal: loss not computed".into()))?;
-                let v = match graph.nodes[l].op {
-                    trainbench_graph::Op::Loss { weight, .. } if weight != 1.0 => v.f_mul_scalar(f64::from(weight))?,
-                    _ => v,
-                };
-                total = Some(match total {
-                    None => v,
-                    Some(acc) => acc.f_add(&v)?,
-                });
-            }
-            total.ok_or_else(|| TchError::Kind("the graph has no loss".into()))?
-        };
-        drop(env);
-        c.note_forward(before)?;
-        clock.lap(Phase::Forward)?;
-        match &c.scaler {
-            Some(s) => s.scale(&loss)?.f_backward()?,
-            None => loss.f_backward()?,
-        }
-        clock.lap(Phase::Backward)?;
-        if c.grad_bytes == 0 {
-            c.grad_bytes = self.opt.grad_bytes();
-        }
-        if let Some(x) = c.exchange.as_deref_mut() {
-            let step = crate::dist::exchange(x, self.opt.params(), c.stop_wish)?;
-            c.agreed_stop = step.stop;
-            c.agreed_interrupted = step.interrupted;
-            clock.lap(Phase::Comm)?;
-            if step.weights_updated {
-                // The parameter servers applied the optimizer: only the gradients are left to drop.
-                self.opt.zero_grad()?;
-                clock.lap(Phase::Optimizer)?;
-                return loss.f_detach();
-            }
-        }
-        self.opt.step(c.scaler.as_mut())?;
-        clock.lap(Phase::Optimizer)?;
-        loss.f_detach()
     }
 }
 
@@ -561,7 +562,7 @@ impl WganStep {
     ) -> Result<(), TchError> {
         let graph = c.graph;
         let scores = self.roles.scores;
-        let mut env = c.fresh_env(i)?;
+        let mut env = c.fresh_env(i, 0)?;
         let before = c.allocated()?;
         let loss_g = {
             let _ac = c.autocast_guard()?;

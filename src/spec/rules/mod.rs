@@ -7,6 +7,7 @@
 //! complete spec, [`check_support`] asks the backend that will run it what it refuses (layers, precisions).
 
 mod dataset;
+mod schedule;
 mod support;
 mod target;
 mod topology;
@@ -188,6 +189,7 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
     }
     if let Some(training) = &spec.training {
         check_training(&mut out, training, spec.run.as_ref());
+        schedule::check_schedule(&mut out, training);
         target::check_target(&mut out, training, spec.dataset.as_ref());
     }
     if let (Some(training), Some(topology), Some(sweep)) = (&spec.training, &spec.topology, &spec.sweep) {
@@ -462,6 +464,7 @@ pub fn check_graph(
     let mut out = Vec::new();
     if let Some(training) = training {
         target::check_target_graph(&mut out, training, graph);
+        schedule::check_schedule_graph(&mut out, training, graph);
     }
     let dataset = &DatasetSpec {
         input_shape: if matches!(model, ModelSpec::Custom(_)) { None } else { dataset.input_shape.clone() },

@@ -21,7 +21,23 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
     for (i, node) in graph.nodes.iter().enumerate() {
         check_node(graph, i).map_err(|reason| unsupported(&node.name, node.op.kind_name(), reason))?;
     }
-    if let Some(roles) = wgan_roles_if_any(graph)?
+    if !plan.schedule.checkpointing.is_none() && graph.blocks.is_empty() {
+        return Err(unsupported(
+            &graph.name,
+            "activation_checkpointing",
+            "the model declares no recomputable blocks (the `gpt` and `vit` families do); use \"none\"",
+        ));
+    }
+    let wgan = wgan_roles_if_any(graph)?;
+    if wgan.is_some() && plan.schedule.micro_batches() > 1 {
+        return Err(unsupported(
+            &graph.name,
+            "grad_accumulation",
+            "gradient accumulation is not implemented for the WGAN-GP two-optimizer step; use \
+             `training.grad_accumulation = 1`",
+        ));
+    }
+    if let Some(roles) = wgan
         && plan.precision == Precision::Fp16
     {
         return Err(unsupported(

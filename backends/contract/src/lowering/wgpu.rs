@@ -17,6 +17,34 @@ fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError
     }
 }
 
+/// The step schedule: burn's autodiff has no recomputation hook, and its step has no gradient accumulation.
+fn check_schedule(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+    let schedule = plan.schedule;
+    if !schedule.checkpointing.is_none() {
+        return Err(unsupported(
+            &graph.name,
+            "activation_checkpointing",
+            format!(
+                "activation checkpointing (`training.activation_checkpointing = \"{}\"`) is not implemented on \
+                 wgpu: burn's autodiff keeps every activation; use \"none\", or the tch backend",
+                schedule.checkpointing.mode_name()
+            ),
+        ));
+    }
+    if schedule.micro_batches() > 1 {
+        return Err(unsupported(
+            &graph.name,
+            "grad_accumulation",
+            format!(
+                "gradient accumulation (`training.grad_accumulation = {}`) is not implemented on wgpu; use 1 \
+                 with a larger batch size, or the tch backend",
+                schedule.grad_accumulation
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// What the lowering refuses beyond the declared capabilities ([`crate::capability::WGPU`]:
 /// fp32 only, no RoIAlign, no critic batch): shapes and graph structures it cannot lower, naming the layer.
 pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
@@ -26,6 +54,7 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
     if graph.losses.is_empty() {
         return Err(unsupported(&graph.name, "loss", "the graph has no loss layer"));
     }
+    check_schedule(plan, graph)?;
     if let Some(n) = graph.nodes.iter().find(|n| n.part.is_some()) {
         return Err(unsupported(
             &n.name,

@@ -1,0 +1,165 @@
+//! Activation checkpointing of the graph's recomputable blocks ([`Graph::blocks`]). In the forward pass a
+//! recomputed block runs without gradients from its input, and the graph continues from a detached leaf of its
+//! output that requires gradients; only the block's input is kept. After `loss.backward()` has left the
+//! gradient at that leaf, [`Checkpoints::backward`] walks the recomputed blocks in reverse: it replays the
+//! block with gradients from a detached copy of its input (the random generator restored, so dropout draws the
+//! same masks), backpropagates the leaf's gradient through it (the parameters' gradients accumulate as usual)
+//! and passes the input copy's gradient on to whatever produced the input: the previous block's leaf, or the
+//! nodes before the block.
+
+use tch::{Device, TchError, Tensor};
+use trainbench_graph::graph::{Graph, NodeId, Op};
+use trainbench_graph::training::Checkpointing;
+
+use crate::autograd::{backward_with, rng_state, set_rng_state};
+use crate::lower::{EvalOpts, Lowered};
+
+/// What the forward pass kept of one recomputed block.
+struct Saved {
+    /// Index in [`Graph::blocks`].
+    block: usize,
+    /// The block's input as the forward pass saw it (with its autograd history).
+    input: Tensor,
+    /// The leaf the graph continued from (its `.grad` is the gradient at the block's output).
+    leaf: Tensor,
+    /// The random generator's state when the block started (blocks with dropout only).
+    rng: Option<Tensor>,
+}
+
+/// The recomputed blocks of one run and, during a step, what the forward pass kept of them.
+pub struct Checkpoints {
+    device: Device,
+    /// Per node: the recomputed block that starts there.
+    starts: Vec<Option<usize>>,
+    /// Per node: the recomputed block that ends there.
+    ends: Vec<Option<usize>>,
+    /// Per node: read across a recomputed block's boundary (its input or its last node), never overwritten
+    /// in place.
+    pinned: Vec<bool>,
+    /// Per block: whether it draws random numbers (dropout).
+    random: Vec<bool>,
+    /// Whether the loss's backward must keep the graph: some recomputed block's input is also read outside
+    /// the block, so the nodes before it are backpropagated twice.
+    keep_graph: bool,
+    /// The block being run without gradients, if any.
+    current: Option<usize>,
+    saved: Vec<Saved>,
+}
+
+impl Checkpoints {
+    /// The blocks of `graph` that `mode` recomputes, on `device`; `None` when it recomputes none.
+    pub fn new(graph: &Graph, mode: Checkpointing, device: Device) -> Option<Self> {
+        let n = graph.nodes.len();
+        let (mut starts, mut ends, mut pinned) = (vec![None; n], vec![None; n], vec![false; n]);
+        let mut random = vec![false; graph.blocks.len()];
+        let mut keep_graph = false;
+        let mut any = false;
+        for (b, block) in graph.blocks.iter().enumerate() {
+            random[b] = (block.first..=block.last).any(|i| matches!(graph.nodes[i].op, Op::Dropout { .. }));
+            if !mode.recomputes(b) {
+                continue;
+            }
+            any = true;
+            starts[block.first] = Some(b);
+            ends[block.last] = Some(b);
+            pinned[block.input] = true;
+            pinned[block.last] = true;
+            let inside = block.first..=block.last;
+            keep_graph |= graph
+                .nodes
+                .iter()
+                .enumerate()
+                .any(|(i, node)| !inside.contains(&i) && node.inputs.contains(&block.input));
+        }
+        any.then_some(Self { device, starts, ends, pinned, random, keep_graph, current: None, saved: Vec::new() })
+    }
+
+    /// Whether node `id`'s output crosses a recomputed block's boundary (never overwritten in place).
+    pub fn pinned(&self, id: NodeId) -> bool {
+        self.pinned[id]
+    }
+
+    /// Whether the loss's backward must keep the graph for [`Checkpoints::backward`].
+    pub fn keep_graph(&self) -> bool {
+        self.keep_graph
+    }
+
+    /// Whether the node about to run is inside a recomputed block (it runs without gradients).
+    pub fn inside(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// Node `id` is about to run: at a recomputed block's first node, keep its input and the random state.
+    pub fn entering(&mut self, graph: &Graph, id: NodeId, env: &[Option<Tensor>]) -> Result<(), TchError> {
+        let Some(b) = self.starts[id] else { return Ok(()) };
+        let block = &graph.blocks[b];
+        let input = env[block.input]
+            .as_ref()
+            .ok_or_else(|| TchError::Kind(format!("internal: the input of block `{}` was not computed", block.name)))?;
+        let rng = if self.random[b] { Some(rng_state(self.device)?) } else { None };
+        self.saved.push(Saved { block: b, input: input.shallow_clone(), leaf: Tensor::new(), rng });
+        self.current = Some(b);
+        Ok(())
+    }
+
+    /// Node `id` produced `out`: at a recomputed block's last node, the graph continues from a leaf of it.
+    pub fn leaving(&mut self, id: NodeId, out: Tensor) -> Result<Tensor, TchError> {
+        if self.ends[id].is_none() {
+            return Ok(out);
+        }
+        self.current = None;
+        let leaf = out.f_detach()?.set_requires_grad(true);
+        if let Some(s) = self.saved.last_mut() {
+            s.leaf = leaf.shallow_clone();
+        }
+        Ok(leaf)
+    }
+
+    /// After the loss's backward: recompute each block kept by the forward pass, last first, and carry the
+    /// gradient at its output back through it to its input's producer. Leaves nothing kept.
+    pub fn backward(&mut self, model: &Lowered, graph: &Graph, opts: &EvalOpts<'_>) -> Result<(), TchError> {
+        let keep = self.keep_graph;
+        while let Some(s) = self.saved.pop() {
+            let grad = s.leaf.grad();
+            if !grad.defined() {
+                continue;
+            }
+            let block = &graph.blocks[s.block];
+            let x = s.input.f_detach()?.set_requires_grad(s.input.requires_grad());
+            let mut env: Vec<Option<Tensor>> = (0..graph.nodes.len()).map(|_| None).collect();
+            env[block.input] = Some(x.shallow_clone());
+            let now = match &s.rng {
+                Some(state) => {
+                    let now = rng_state(self.device)?;
+                    set_rng_state(self.device, state)?;
+                    Some(now)
+                }
+                None => None,
+            };
+            let replay = model.eval(graph, &mut env, &[block.last], opts);
+            if let Some(now) = &now {
+                set_rng_state(self.device, now)?;
+            }
+            replay?;
+            let out = env[block.last]
+                .take()
+                .ok_or_else(|| TchError::Kind(format!("internal: block `{}` was not recomputed", block.name)))?;
+            drop(env);
+            backward_with(&out, &grad, false)?;
+            drop(out);
+            if s.input.requires_grad() {
+                let g = x.grad();
+                if g.defined() {
+                    backward_with(&s.input, &g, keep)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop what a forward pass kept (after a failed step).
+    pub fn clear(&mut self) {
+        self.saved.clear();
+        self.current = None;
+    }
+}
