@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use trainbench_graph::Precision;
-use trainbench_graph::analysis::{Analysis, MemoryEstimate, analyze, memory_estimate};
+use trainbench_graph::analysis::{Analysis, MemoryEstimate, analyze, memory_estimate_checkpointed};
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
@@ -72,7 +72,8 @@ pub fn report(
     }
     let precision = precision.or_else(|| s.sweep.precisions.first().copied()).unwrap_or(s.training.precision);
     let analysis = analyze(spec.graph());
-    let memory = memory_estimate(&analysis, batch, precision, &s.training.optimizer);
+    let checkpointing = s.training.schedule().checkpointing;
+    let memory = memory_estimate_checkpointed(&analysis, batch, precision, &s.training.optimizer, checkpointing);
     Ok(Report { spec: s.name.clone(), analysis, memory })
 }
 

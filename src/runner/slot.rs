@@ -10,7 +10,7 @@ use trainbench_contract::{
 };
 use trainbench_data::{BatchSource, DataError, Loader};
 use trainbench_graph::Graph;
-use trainbench_graph::analysis::{Analysis, memory_estimate};
+use trainbench_graph::analysis::{Analysis, memory_estimate_checkpointed};
 
 use super::options::RunnerOptions;
 use super::probe::{RunProbe, StopCause};
@@ -45,7 +45,8 @@ pub(crate) trait GroupRun {
 }
 
 pub(crate) fn analysis_summary(a: &Analysis, plan: &RunPlan) -> AnalysisSummary {
-    let m = memory_estimate(a, plan.batch_size, plan.precision, &plan.optimizer);
+    let m =
+        memory_estimate_checkpointed(a, plan.batch_size, plan.precision, &plan.optimizer, plan.schedule.checkpointing);
     AnalysisSummary {
         parameters: a.parameters,
         buffers: a.buffers,
