@@ -34,7 +34,13 @@ pub fn rotary(x: &Tensor, table: &Tensor, heads: usize, head_dim: usize) -> Resu
 }
 
 /// Fused attention of q `[B, T, heads * d]`, k and v `[B, T, kv_heads * d]` -> `[B, T, heads * d]`.
-pub fn sdpa(inputs: &[Tensor], heads: usize, kv_heads: usize, head_dim: usize, causal: bool) -> Result<Tensor, TchError> {
+pub fn sdpa(
+    inputs: &[Tensor],
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    causal: bool,
+) -> Result<Tensor, TchError> {
     let split = |x: &Tensor, n: usize| -> Result<Tensor, TchError> {
         let size = x.size();
         x.f_reshape([size[0], size[1], n as i64, head_dim as i64])?.f_transpose(1, 2)

@@ -69,7 +69,8 @@ pub(crate) fn model_flops(graph: &Graph, a: &Analysis) -> ModelFlops {
         }
         None => {
             let per_sample = a.flops.train_per_sample;
-            let per_token = (a.item_unit == "tokens" && a.items_per_sample > 0).then(|| per_sample / a.items_per_sample);
+            let per_token =
+                (a.item_unit == "tokens" && a.items_per_sample > 0).then(|| per_sample / a.items_per_sample);
             ModelFlops { per_sample, per_token, convention: COUNTER_CONVENTION.into() }
         }
     }

@@ -100,7 +100,11 @@ impl GraphBuilder {
         match &self.nodes[ids].op {
             Op::Input { kind: InputKind::Tokens { vocab: v } } if *v <= vocab => {}
             Op::Input { kind: InputKind::Tokens { vocab: v } } => {
-                return Err(self.err(name, "embedding_bag", format!("ids go up to {v} but the table has {vocab} rows")));
+                return Err(self.err(
+                    name,
+                    "embedding_bag",
+                    format!("ids go up to {v} but the table has {vocab} rows"),
+                ));
             }
             _ => return Err(self.err(name, "embedding_bag", "expects an input of token ids")),
         }
@@ -148,7 +152,10 @@ impl GraphBuilder {
             for i in b.first..=b.last {
                 let node = &self.nodes[i];
                 if let Some(&j) = node.inputs.iter().find(|&&j| j < b.first && j != b.input) {
-                    return Err(fail(b, format!("`{}` reads `{}` from before the block", node.name, self.nodes[j].name)));
+                    return Err(fail(
+                        b,
+                        format!("`{}` reads `{}` from before the block", node.name, self.nodes[j].name),
+                    ));
                 }
                 if node.tied_to.is_some() || matches!(node.op, Op::Input { .. } | Op::Loss { .. }) {
                     return Err(fail(b, format!("`{}` cannot be inside a recomputed block", node.name)));
@@ -156,7 +163,10 @@ impl GraphBuilder {
             }
             for node in &self.nodes[b.last + 1..] {
                 if let Some(&j) = node.inputs.iter().find(|&&j| (b.first..b.last).contains(&j)) {
-                    return Err(fail(b, format!("`{}` reads `{}` from inside the block", node.name, self.nodes[j].name)));
+                    return Err(fail(
+                        b,
+                        format!("`{}` reads `{}` from inside the block", node.name, self.nodes[j].name),
+                    ));
                 }
             }
         }

@@ -27,13 +27,9 @@ struct Dims {
 }
 
 fn dims(s: &GptSpec) -> Result<Dims, ZooError> {
-    for (field, value) in [
-        ("layers", s.layers),
-        ("d_model", s.d_model),
-        ("heads", s.heads),
-        ("vocab", s.vocab),
-        ("seq_len", s.seq_len),
-    ] {
+    for (field, value) in
+        [("layers", s.layers), ("d_model", s.d_model), ("heads", s.heads), ("vocab", s.vocab), ("seq_len", s.seq_len)]
+    {
         super::at_least(field, value, 1)?;
     }
     super::probability("dropout", s.dropout)?;
@@ -74,7 +70,11 @@ fn dims(s: &GptSpec) -> Result<Dims, ZooError> {
                 ));
             }
             if head_dim % 2 != 0 {
-                return Err(ZooError::field("head_dim", format!("rotary needs an even head_dim, got {head_dim}"), None));
+                return Err(ZooError::field(
+                    "head_dim",
+                    format!("rotary needs an even head_dim, got {head_dim}"),
+                    None,
+                ));
             }
             let theta = s.rope_theta.unwrap_or(DEFAULT_ROPE_THETA);
             if !(theta.is_finite() && theta > 1.0) {
