@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Step time (median) and achieved FLOP/s of every smoke spec on both backends, side by side, as a Markdown table:
+# Step time (median), throughput (the graph's items per second: tokens for a language model, else samples) and
+# achieved FLOP/s of every smoke spec (or of the specs named with --spec) on both backends, side by side, as a
+# Markdown table:
 # tch on the CPU and wgpu on its best adapter (lavapipe, software Vulkan, on a machine without a GPU). Uses the
 # release binary with both backends (built first when needed; PROFILE=dev for the debug one). Each spec runs at batch 8 with 3 warm-up and 20
 # measured iterations; extra arguments are passed to every `trainbench run` (e.g. `--set run.iterations=50`).
 # Run it on an otherwise idle machine: step times of a shared CPU are noise.
-# Usage: scripts/backend_table.sh [--device-wgpu SELECTOR] [--device-tch SELECTOR] [trainbench run options...]
+# Usage: scripts/backend_table.sh [--spec FILE]... [--device-wgpu SELECTOR] [--device-tch SELECTOR] [trainbench run options...]
+# e.g. scripts/backend_table.sh --spec specs/llm/smoke_gpt.toml
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 DEV_TCH=cpu
 DEV_WGPU=wgpu
+SPECS=()
 while [ $# -gt 0 ]; do
     case "$1" in
+        --spec) SPECS+=("$2"); shift 2 ;;
         --device-tch) DEV_TCH="$2"; shift 2 ;;
         --device-wgpu) DEV_WGPU="$2"; shift 2 ;;
         *) break ;;
@@ -29,7 +34,8 @@ else
 fi
 OUT="$(mktemp -d /tmp/trainbench-backend-table.XXXXXX)"
 trap 'rm -rf "$OUT"' EXIT
-for spec in specs/smoke/*.toml; do
+[ ${#SPECS[@]} -gt 0 ] || SPECS=(specs/smoke/*.toml)
+for spec in "${SPECS[@]}"; do
     name="$(basename "$spec" .toml)"
     for pair in "tch:$DEV_TCH" "wgpu:$DEV_WGPU"; do
         backend="${pair%%:*}"
@@ -58,17 +64,22 @@ for summary in sorted(glob.glob(os.path.join(out, "*.tch.json"))):
         devices[backend] = device.get("name", "?") + (f" ({api})" if api else "")
         median = metrics.get("step_time", {}).get("median_s")
         flops = (metrics.get("flops") or {}).get("achieved_flop_per_s")
+        throughput = metrics.get("throughput") or {}
+        items = throughput.get("items_per_s")
+        unit = throughput.get("item_unit", "items")
         cells.append(f"{median * 1e3:.2f}" if median else "-")
+        cells.append(f"{items:.1f} {unit}/s" if items else "-")
         cells.append(f"{flops / 1e9:.2f}" if flops else "-")
     rows.append(cells)
 print(f"tch: {devices.get('tch', '?')}; wgpu: {devices.get('wgpu', '?')}. Batch 8, median of 20 steps after 3 warm-up;")
 print("GFLOP/s = the analysis's training FLOPs per sample x samples/s.")
 print()
-print("| smoke spec | tch step (ms) | tch GFLOP/s | wgpu step (ms) | wgpu GFLOP/s | wgpu / tch time |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| spec | tch step (ms) | tch throughput | tch GFLOP/s | wgpu step (ms) | wgpu throughput | wgpu GFLOP/s |"
+      " wgpu / tch time |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for c in rows:
     try:
-        ratio = f"{float(c[3]) / float(c[1]):.1f}x"
+        ratio = f"{float(c[4]) / float(c[1]):.1f}x"
     except ValueError:
         ratio = "-"
     print("| " + " | ".join(c + [ratio]) + " |")

@@ -1,9 +1,10 @@
-//! Cross-backend agreement: three zoo models at tiny sizes, a CNN (ResNet-18), an LSTM model
-//! (Seq2Seq with attention) and a Transformer, train on tch (CPU) and on wgpu (lavapipe, or the best adapter)
+//! Cross-backend agreement: six zoo models at tiny sizes, a CNN (ResNet-18), an LSTM model (Seq2Seq with
+//! attention), a Transformer, a Llama-style decoder (GQA, rotary, RMSNorm, SwiGLU, tied head), a ViT and a
+//! DLRM-DCNv2 (sum-pooled embedding bags), train on tch (CPU) and on wgpu (lavapipe, or the best adapter)
 //! from the identical seeded initial weights and synthetic batches. Both backends must allocate the same number
 //! of parameters (the static analysis's count), and their losses must agree within named tolerance presets:
 //! at step 0 within `strict` for every model, and after each of 5 SGD steps (lr 0.05, momentum 0.9) within the
-//! model's preset: `strict` for the LSTM and the Transformer, `balanced` for the CNN, whose batch norms over
+//! model's preset: `strict` for all but the CNN, `balanced` for the CNN, whose batch norms over
 //! 2x2 maps and ReLU / max-pool decisions amplify last-bit differences of the two backends' reductions (on
 //! lavapipe: 2e-6 relative after 4 steps, 6e-4 after 5). On a GPU every preset is at least `balanced`.
 //! Dropout is 0: the two backends draw different masks.
@@ -45,6 +46,26 @@ fn models() -> Vec<(&'static str, serde_json::Value, Preset)> {
                    "heads": 2, "ffn": 32, "seq_len": 6, "dropout": 0.0}),
             Preset::Strict,
         ),
+        (
+            "gpt-d32-gqa",
+            json!({"family": "gpt", "layers": 2, "d_model": 32, "heads": 4, "kv_heads": 2, "ffn": 64,
+                   "activation": "swiglu", "norm": "rmsnorm", "positions": "rotary", "rope_theta": 10000.0,
+                   "vocab": 50, "seq_len": 8, "tied_embeddings": true, "bias": false}),
+            Preset::Strict,
+        ),
+        (
+            "vit-p4-h16",
+            json!({"family": "vit", "image_size": 8, "patch_size": 4, "layers": 1, "hidden": 16, "heads": 2,
+                   "mlp_dim": 32, "classes": 5}),
+            Preset::Strict,
+        ),
+        (
+            "dlrm-3-tables",
+            json!({"family": "dlrm", "table_rows": [20, 30, 40], "bag_sizes": [3, 1, 2], "embedding_dim": 8,
+                   "dense_features": 4, "bottom_mlp": [16, 8], "top_mlp": [16, 1], "cross_layers": 1,
+                   "cross_rank": 4}),
+            Preset::Strict,
+        ),
     ]
 }
 
@@ -54,7 +75,7 @@ fn graph(model: serde_json::Value) -> Graph {
 }
 
 #[test]
-fn tch_cpu_and_wgpu_agree_on_three_zoo_models() {
+fn tch_cpu_and_wgpu_agree_on_six_zoo_models() {
     if adapters().is_empty() {
         prerequisite_missing("wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)");
         return;

@@ -6,7 +6,9 @@ same model with PyTorch's own modules and optimizer on the CPU in fp32, and writ
 to OUT/<fixture>.json.
 
 Recurrent layers and attention run through torch.nn.LSTM / nn.GRU / nn.MultiheadAttention (not written out),
-so the reference is independent of the backend's hand-written recurrences.
+so the reference is independent of the backend's hand-written recurrences; RMSNorm, grouped-query attention and
+embedding bags through F.rms_norm, F.scaled_dot_product_attention (enable_gqa) and F.embedding_bag. Rotary
+embeddings have no torch function: they are written out in Llama's half-split layout.
 
 Usage: python torch_reference.py DIR OUT
 """
@@ -114,6 +116,20 @@ def forward(graph, batch, inputs, tensors, modules):
                              training=True, momentum=0.1, eps=op["eps"]).reshape(out_shape)
         elif kind == "layer_norm":
             y = F.layer_norm(args[0], (op["features"],), p("weight"), p("bias"), op["eps"])
+        elif kind == "rms_norm":
+            y = F.rms_norm(args[0], (op["features"],), p("weight"), op["eps"])
+        elif kind == "rotary":
+            y = rotary(args[0], op["heads"], op["head_dim"], op["theta"])
+        elif kind == "sdpa":
+            y = sdpa(args, op["heads"], op["kv_heads"], op["head_dim"], op["causal"])
+        elif kind == "class_token":
+            x = args[0]
+            y = torch.cat([p("class_token").expand(x.shape[0], -1, -1), x], dim=1)
+        elif kind == "learned_positions":
+            t = args[0].shape[1]
+            y = args[0] + p("weight")[:t]
+        elif kind == "embedding_bag":
+            y = F.embedding_bag(args[0], p("weight"), mode=op["mode"])
         elif kind == "linear":
             y = F.linear(args[0], p("weight"), p("bias"))
         elif kind == "embedding":
@@ -158,6 +174,8 @@ def forward(graph, batch, inputs, tensors, modules):
                 y = torch.tanh(x)
             elif fn == "sigmoid":
                 y = torch.sigmoid(x)
+            elif fn == "silu":
+                y = F.silu(x)
             elif fn == "hard_tanh20":
                 y = F.hardtanh(x, 0.0, 20.0)
             else:
@@ -189,6 +207,27 @@ def forward(graph, batch, inputs, tensors, modules):
             raise ValueError(f"op {kind} has no reference lowering")
         vals[i] = y
     return total
+
+
+def rotary(x, heads, head_dim, theta):
+    """Half-split RoPE (Llama's reference layout) over [B, T, heads * head_dim], angles t * theta^(-2i/d) in f64."""
+    b, t, _ = x.shape
+    half = head_dim // 2
+    inv_freq = theta ** (-torch.arange(0, half, dtype=torch.float64) * 2.0 / head_dim)
+    angle = torch.arange(t, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    cos, sin = angle.cos().float()[:, None, :], angle.sin().float()[:, None, :]
+    h = x.reshape(b, t, heads, head_dim)
+    x1, x2 = h[..., :half], h[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).reshape(b, t, heads * head_dim)
+
+
+def sdpa(args, heads, kv_heads, head_dim, causal):
+    """torch's fused attention over [B, T, heads * d] queries and [B, T, kv_heads * d] keys and values."""
+    q, k, v = (a.reshape(a.shape[0], a.shape[1], n, head_dim).transpose(1, 2)
+               for a, n in zip(args, (heads, kv_heads, kv_heads)))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv_heads != heads)
+    b, _, t, _ = y.shape
+    return y.transpose(1, 2).reshape(b, t, heads * head_dim)
 
 
 def loss_value(loss, args, nodes, node):

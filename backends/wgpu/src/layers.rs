@@ -1,13 +1,13 @@
-//! Spatial and dense layers in PyTorch's semantics: convolution, pooling, normalisation, linear, embedding,
-//! activations and dropout, on weights in PyTorch's layouts.
+//! Spatial and dense layers in PyTorch's semantics: convolution, pooling, normalisation (batch, layer, RMS),
+//! linear, embedding bags, the class token, activations and dropout, on weights in PyTorch's layouts.
 
 use burn::tensor::activation;
 use burn::tensor::module;
 use burn::tensor::ops::{AvgPoolOptions, ConvOptions, ConvTransposeOptions, MaxPoolOptions};
 use burn::tensor::{Distribution, Tensor};
-use trainbench_graph::graph::{Activation, PoolKind};
+use trainbench_graph::graph::{Activation, BagMode, PoolKind};
 
-use crate::value::{Act, ValueError};
+use crate::value::{Act, IntAct, ValueError};
 
 /// Convolution hyper-parameters as the graph states them.
 pub struct ConvSpec<'a> {
@@ -198,6 +198,35 @@ pub fn batch_norm(x: &Act, gamma: Tensor<1>, beta: Tensor<1>, eps: f64) -> Resul
 /// Layer normalisation over the last axis with affine parameters.
 pub fn layer_norm(x: &Act, gamma: Tensor<1>, beta: Tensor<1>, eps: f64) -> Act {
     Act { t: module::layer_norm(x.t.clone(), gamma, Some(beta), eps), shape: x.shape.clone() }
+}
+
+/// RMS normalisation over the last axis (`torch.nn.functional.rms_norm`): `y = x / sqrt(mean(x^2) + eps) * w`.
+pub fn rms_norm(x: &Act, weight: Tensor<1>, eps: f64) -> Act {
+    let last = x.t.dims().len() - 1;
+    let features = x.shape.last().copied().unwrap_or(1);
+    let inv = x.t.clone().square().mean_dim(last).add_scalar(eps).sqrt().recip();
+    let w = weight.reshape(crate::value::pad(&[features]));
+    Act { t: x.t.clone() * inv * w, shape: x.shape.clone() }
+}
+
+/// Prepend the learned class token (`[1, 1, E]`, torchvision's layout) to `x: [B, T, E]` -> `[B, T + 1, E]`.
+pub fn class_token(x: &Act, token: Tensor<1>, out_shape: Vec<usize>) -> Result<Act, ValueError> {
+    let [b, _, e] = x.get::<3>()?.dims();
+    let token = token.reshape([1, 1, e]).repeat_dim(0, b);
+    Ok(Act::with_shape(Tensor::cat(vec![token, x.get::<3>()?], 1), out_shape))
+}
+
+/// Embedding bag with fixed-size bags (`nn.EmbeddingBag`): ids `[B, bag]` -> the rows of `weight [vocab, dim]`
+/// summed or averaged, `[B, dim]`.
+pub fn embedding_bag(ids: &IntAct, weight: Tensor<1>, vocab: usize, dim: usize, mode: BagMode) -> Act {
+    let b = ids.shape[0];
+    let bag: usize = ids.shape[1..].iter().product();
+    let rows = module::embedding(weight.reshape([vocab, dim]), ids.view([b, bag]));
+    let pooled = match mode {
+        BagMode::Sum => rows.sum_dim(1),
+        BagMode::Mean => rows.mean_dim(1),
+    };
+    Act::with_shape(pooled, vec![b, dim])
 }
 
 /// `y = x W^T + b` over the last axis, with `W` in PyTorch's `[out, in]` layout.

@@ -171,13 +171,6 @@ impl<'a> Forward<'a> {
         let out = self.out_shape(node);
         let y = match &node.op {
             Op::Input { .. } => return Err(ValueError("inputs are fed, not computed".into())),
-            Op::RmsNorm { .. }
-            | Op::Rotary { .. }
-            | Op::Sdpa { .. }
-            | Op::ClassToken { .. }
-            | Op::EmbeddingBag { .. } => {
-                return Err(ValueError(format!("`{what}` ({}) is refused by check()", node.op.kind_name())));
-            }
             Op::Conv { kernel, stride, padding, dilation, groups, bias, transposed, output_padding, .. } => {
                 let spec = ConvSpec {
                     kernel,
@@ -209,6 +202,20 @@ impl<'a> Forward<'a> {
                 self.param(id, "bias")?,
                 f64::from(*eps),
             ),
+            Op::RmsNorm { eps, .. } => {
+                layers::rms_norm(args[0].float(what)?, self.param(id, "weight")?, f64::from(*eps))
+            }
+            Op::Rotary { heads, head_dim, theta } => {
+                Act::with_shape(seq::rotary(args[0].float(what)?.get()?, *heads, *head_dim, *theta), out)
+            }
+            Op::Sdpa { heads, kv_heads, causal, .. } => {
+                let (q, k, v) = (args[0].float(what)?, args[1].float(what)?, args[2].float(what)?);
+                Act::with_shape(seq::sdpa(q.get()?, k.get()?, v.get()?, *heads, *kv_heads, *causal), out)
+            }
+            Op::ClassToken { .. } => layers::class_token(args[0].float(what)?, self.param(id, "class_token")?, out)?,
+            Op::EmbeddingBag { vocab, dim, mode } => {
+                layers::embedding_bag(args[0].int(what)?, self.param(id, "weight")?, *vocab, *dim, *mode)
+            }
             Op::Linear { in_features, out_features, bias } => {
                 let b = if *bias { Some(self.param(id, "bias")?) } else { None };
                 layers::linear(args[0].float(what)?, self.param(id, "weight")?, *out_features, *in_features, b)

@@ -1,5 +1,6 @@
 //! Sequence layers written out with matrix products: multi-layer (bi)directional LSTM and GRU in PyTorch's gate
-//! order and weight layout, and multi-head attention in `nn.MultiheadAttention`'s layout.
+//! order and weight layout, multi-head attention in `nn.MultiheadAttention`'s layout, and the parameter-free
+//! rotary embedding and grouped-query scaled dot-product attention of today's decoders.
 
 use burn::tensor::activation::{sigmoid, softmax, tanh};
 use burn::tensor::module::linear;
@@ -103,7 +104,7 @@ pub fn attention(
     w: AttentionWeights,
 ) -> Tensor<3> {
     let [b, tq, e] = q.dims();
-    let [_, tk, kdim] = k.dims();
+    let [_, _, kdim] = k.dims();
     let vdim = v.dims()[2];
     let (wq, wk, wv) = match w.proj {
         Projections::Packed(p) => {
@@ -121,7 +122,15 @@ pub fn attention(
     let qh = heads_first(linear(q, wq.transpose(), Some(bq)), heads);
     let kh = heads_first(linear(k, wk.transpose(), Some(bk)), heads);
     let vh = heads_first(linear(v, wv.transpose(), Some(bv)), heads);
-    let scale = 1.0 / ((e / heads) as f64).sqrt();
+    let o = heads_attention(qh, kh, vh, causal).swap_dims(1, 2).reshape([b, tq, e]);
+    linear(o, w.out_w.reshape([e, e]).transpose(), Some(w.out_b))
+}
+
+/// `softmax(q k^T / sqrt(d) + mask) v` over heads `[B, H, T, d]`; the causal mask hides keys after each query.
+fn heads_attention(qh: Tensor<4>, kh: Tensor<4>, vh: Tensor<4>, causal: bool) -> Tensor<4> {
+    let [_, _, tq, d] = qh.dims();
+    let tk = kh.dims()[2];
+    let scale = 1.0 / (d as f64).sqrt();
     let mut scores = qh.mul_scalar(scale).matmul(kh.swap_dims(2, 3));
     if causal {
         // A large finite negative rather than -inf: shader compilers may assume no infinities.
@@ -130,7 +139,56 @@ pub fn attention(
         let mask = Tensor::<4>::from_data(TensorData::new(mask, [1, 1, tq, tk]), &scores.device());
         scores = scores + mask;
     }
-    let attn = softmax(scores, 3);
-    let o = attn.matmul(vh).swap_dims(1, 2).reshape([b, tq, e]);
-    linear(o, w.out_w.reshape([e, e]).transpose(), Some(w.out_b))
+    softmax(scores, 3).matmul(vh)
+}
+
+/// The rotary angles' cosines and sines for positions `0..t`, each `[t, head_dim / 2]` row-major:
+/// `a[p, i] = p * theta^(-2i / head_dim)`, computed in f64 and rounded to f32 as the tch backend does.
+pub fn rotary_table(t: usize, head_dim: usize, theta: f32) -> (Vec<f32>, Vec<f32>) {
+    let half = head_dim / 2;
+    let (mut cos, mut sin) = (vec![0f32; t * half], vec![0f32; t * half]);
+    for pos in 0..t {
+        for i in 0..half {
+            let angle = pos as f64 * f64::from(theta).powf(-(2.0 * i as f64) / head_dim as f64);
+            cos[pos * half + i] = angle.cos() as f32;
+            sin[pos * half + i] = angle.sin() as f32;
+        }
+    }
+    (cos, sin)
+}
+
+/// Half-split rotary embedding of `x: [B, T, heads * head_dim]`: per head, with `x = [x1, x2]`,
+/// `y = [x1 cos - x2 sin, x2 cos + x1 sin]` at the angles of [`rotary_table`].
+pub fn rotary(x: Tensor<3>, heads: usize, head_dim: usize, theta: f32) -> Tensor<3> {
+    let [b, t, width] = x.dims();
+    let half = head_dim / 2;
+    let device = x.device();
+    let (cos, sin) = rotary_table(t, head_dim, theta);
+    let cos = Tensor::<4>::from_data(TensorData::new(cos, [1, t, 1, half]), &device);
+    let sin = Tensor::<4>::from_data(TensorData::new(sin, [1, t, 1, half]), &device);
+    let h = x.reshape([b, t, heads, head_dim]);
+    let (x1, x2) = (h.clone().narrow(3, 0, half), h.narrow(3, half, half));
+    let y1 = x1.clone() * cos.clone() - x2.clone() * sin.clone();
+    let y2 = x2 * cos + x1 * sin;
+    Tensor::cat(vec![y1, y2], 3).reshape([b, t, width])
+}
+
+/// Scaled dot-product attention over projected heads (`F.scaled_dot_product_attention`, scale `1/sqrt(d)`):
+/// `q: [B, T, heads * d]`, `k`, `v: [B, Tk, kv_heads * d]` -> `[B, T, heads * d]`; with fewer key/value heads
+/// (grouped-query) query head `h` reads key/value head `h / (heads / kv_heads)`.
+pub fn sdpa(q: Tensor<3>, k: Tensor<3>, v: Tensor<3>, heads: usize, kv_heads: usize, causal: bool) -> Tensor<3> {
+    let [b, t, width] = q.dims();
+    let d = width / heads;
+    let group = heads / kv_heads;
+    let kv = |x: Tensor<3>| -> Tensor<4> {
+        let tk = x.dims()[1];
+        let x = x.reshape([b, tk, kv_heads, d]).swap_dims(1, 2);
+        if group == 1 {
+            return x;
+        }
+        // [B, KV, T, d] -> [B, KV, G, T, d] -> [B, KV * G, T, d]: head h = kv * G + g reads kv head h / G.
+        x.reshape([b, kv_heads, 1, tk, d]).repeat_dim(2, group).reshape([b, heads, tk, d])
+    };
+    let qh = q.reshape([b, t, heads, d]).swap_dims(1, 2);
+    heads_attention(qh, kv(k), kv(v), causal).swap_dims(1, 2).reshape([b, t, width])
 }

@@ -125,6 +125,11 @@ pub fn max_relative_error(got: &[f64], want: &[f64]) -> f64 {
     got.iter().zip(want).map(|(a, b)| (a - b).abs() / b.abs().max(1e-12)).fold(0.0, f64::max)
 }
 
+/// Largest `|a - b|` over the two curves (for reporting).
+pub fn max_absolute_error(got: &[f64], want: &[f64]) -> f64 {
+    got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max)
+}
+
 /// Check that `got` agrees with `want` step by step under `preset`.
 pub fn compare(got: &[f64], want: &[f64], preset: Preset) -> Result<(), Disagreement> {
     if got.len() != want.len() {

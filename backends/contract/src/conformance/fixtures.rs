@@ -5,7 +5,7 @@ use trainbench_graph::graph::{Activation, InputKind, LossKind, PoolKind, RnnCell
 use trainbench_graph::{ConvCfg, Graph, GraphBuilder, ShapeError};
 
 /// Names of the fixtures, in a stable order.
-pub const NAMES: [&str; 6] = ["mlp", "cnn", "lstm", "transformer", "gru", "ctc"];
+pub const NAMES: [&str; 8] = ["mlp", "cnn", "lstm", "transformer", "gru", "ctc", "gpt", "vit"];
 
 /// Build a fixture by name.
 pub fn build(name: &str) -> Option<Result<Graph, ShapeError>> {
@@ -16,6 +16,8 @@ pub fn build(name: &str) -> Option<Result<Graph, ShapeError>> {
         "transformer" => transformer(),
         "gru" => gru(),
         "ctc" => ctc(),
+        "gpt" => gpt(),
+        "vit" => vit(),
         _ => return None,
     })
 }
@@ -122,5 +124,64 @@ pub fn ctc() -> Result<Graph, ShapeError> {
     let h = b.rnn("gru", h, RnnCell::Gru, 12, 1, false)?;
     let o = b.linear("fc", h, 6, true)?;
     b.loss("loss", LossKind::Ctc, &[o, y])?;
+    b.finish(1, "samples")
+}
+
+/// A Llama-style decoder block: embedding, RMSNorm, grouped-query causal attention (4 query heads over 2
+/// key/value heads) with rotary queries and keys, SwiGLU feed-forward, residual adds, a final RMSNorm and a
+/// bias-free LM head with per-token cross-entropy.
+pub fn gpt() -> Result<Graph, ShapeError> {
+    let (heads, kv_heads, head_dim) = (4, 2, 8);
+    let mut b = GraphBuilder::new("gpt");
+    let t = b.input("tokens", &[10], InputKind::Tokens { vocab: 40 })?;
+    let y = b.input("y", &[10], InputKind::Labels { classes: 40 })?;
+    let e = b.embedding("embed", t, 40, 32)?;
+    let n1 = b.rms_norm("norm1", e, 1e-5)?;
+    let q = b.linear("q_proj", n1, heads * head_dim, false)?;
+    let k = b.linear("k_proj", n1, kv_heads * head_dim, false)?;
+    let v = b.linear("v_proj", n1, kv_heads * head_dim, false)?;
+    let q = b.rotary("q_rotary", q, heads, 10_000.0)?;
+    let k = b.rotary("k_rotary", k, kv_heads, 10_000.0)?;
+    let a = b.sdpa("sdpa", [q, k, v], heads, kv_heads, true)?;
+    let a = b.linear("o_proj", a, 32, false)?;
+    let h = b.add_nodes("res1", &[e, a])?;
+    let n2 = b.rms_norm("norm2", h, 1e-5)?;
+    let gate = b.linear("gate_proj", n2, 64, false)?;
+    let gate = b.act("silu", gate, Activation::Silu)?;
+    let up = b.linear("up_proj", n2, 64, false)?;
+    let f = b.mul("gated", &[gate, up])?;
+    let f = b.linear("down_proj", f, 32, false)?;
+    let h = b.add_nodes("res2", &[h, f])?;
+    let h = b.rms_norm("norm", h, 1e-5)?;
+    let o = b.linear("lm_head", h, 40, false)?;
+    b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
+    b.finish(10, "tokens")
+}
+
+/// A ViT block: 4x4 patch convolution of an 8x8 image, the class token, learned positions, a pre-norm encoder
+/// layer (multi-head self-attention in `nn.MultiheadAttention`'s layout, GELU MLP, residual adds), a final
+/// layer norm and a classifier on the class token.
+pub fn vit() -> Result<Graph, ShapeError> {
+    let mut b = GraphBuilder::new("vit");
+    let x = b.input("image", &[3, 8, 8], InputKind::Dense)?;
+    let y = b.input("labels", &[], InputKind::Labels { classes: 5 })?;
+    let p = b.conv("conv_proj", x, ConvCfg::square(16, 4, 4, 0).with_bias(true))?;
+    let p = b.reshape("patches", p, &[16, 4])?;
+    let p = b.transpose("sequence", p, 0, 1)?;
+    let c = b.class_token("class_token", p)?;
+    let h = b.learned_positions("pos_embedding", c, 5)?;
+    let n1 = b.layer_norm("ln_1", h, 1e-6)?;
+    let a = b.attention("self_attention", n1, n1, 2, false)?;
+    let r = b.add_nodes("attn_residual", &[a, h])?;
+    let n2 = b.layer_norm("ln_2", r, 1e-6)?;
+    let f = b.linear("mlp.0", n2, 32, true)?;
+    let f = b.act("mlp.1", f, Activation::Gelu)?;
+    let f = b.linear("mlp.3", f, 16, true)?;
+    let h = b.add_nodes("mlp_residual", &[r, f])?;
+    let h = b.layer_norm("ln", h, 1e-6)?;
+    let cls = b.slice("class_output", h, 0, 0, 1)?;
+    let cls = b.reshape("class_features", cls, &[16])?;
+    let o = b.linear("head", cls, 5, true)?;
+    b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
     b.finish(1, "samples")
 }

@@ -77,13 +77,6 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
                     return Err(unsupported(layer, kind, "dilated 1-D transposed convolution is not supported"));
                 }
             }
-            Op::RmsNorm { .. }
-            | Op::Rotary { .. }
-            | Op::Sdpa { .. }
-            | Op::ClassToken { .. }
-            | Op::EmbeddingBag { .. } => {
-                return Err(unsupported(layer, kind, "not lowered to burn yet"));
-            }
             Op::Pool { kernel, .. } if !(1..=2).contains(&kernel.len()) => {
                 return Err(unsupported(layer, kind, "only 1-D and 2-D pooling is supported"));
             }
