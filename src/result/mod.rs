@@ -14,9 +14,11 @@ pub mod distributed;
 pub mod environment;
 pub mod load;
 pub mod prediction;
+pub mod utilization;
 
 pub use environment::{CpuInfo, Environment, GpuDevice, GpuInventory, OsInfo, ProcessInfo, SchedulerJob};
 pub use load::{LoadError, LoadedResult};
+pub use utilization::{HardwareFlopUtilization, Mfu, ModelFlopUtilization, PeakUsed};
 
 /// Version of the result format written by this build. Bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;
@@ -246,8 +248,12 @@ pub struct Throughput {
     pub items_per_s: f64,
     /// Unit of `items_per_s` (`samples`, `tokens`, `frames`).
     pub item_unit: String,
-    /// Items counted per sample.
+    /// Items counted per sample (a sequence model's tokens per sequence; padding is not counted).
     pub items_per_sample: u64,
+    /// `items_per_s` per device: over the world size of a data-parallel run, equal to it otherwise; absent in
+    /// older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items_per_s_per_device: Option<f64>,
     /// CUDA: the free-running window after the measured steps (no synchronisation between steps). The
     /// headline `samples_per_s` above is the per-step figure, which every backend reports alike and every
     /// statistic (steady state, intervals, comparisons) is computed from; this one is what a loop that never
@@ -397,14 +403,23 @@ pub struct GpuUtilization {
 pub struct FlopUtilization {
     /// Training FLOPs per sample (forward + backward) from the analysis; `null` when the analysis failed.
     pub flops_per_sample: Option<u64>,
-    /// Achieved FLOP/s: FLOPs per sample x samples per second.
+    /// Achieved FLOP/s: FLOPs per sample x samples per second (all devices of a data-parallel run together).
     pub achieved_flop_per_s: Option<f64>,
-    /// Device peak FLOP/s for the run's precision; `null` when unknown.
+    /// Peak FLOP/s for the run's precision, summed over the devices (the world size of a data-parallel run);
+    /// `null` when unknown.
     pub peak_flop_per_s: Option<f64>,
-    /// Where the peak comes from (`table: NVIDIA H100 SXM fp32`, `measured: fp32 GEMM`, `backend`).
+    /// Where the peak comes from (`table: NVIDIA H100 SXM fp32`, `measured: fp32 GEMM`, `backend`), with
+    /// `x N devices` when summed.
     pub peak_source: Option<String>,
-    /// achieved / peak, in `0..=1`.
+    /// The arithmetic the peak is the rate of (`bf16`, `fp16`, `tf32`, `fp32`); absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_precision: Option<String>,
+    /// achieved / peak.
     pub fraction: Option<f64>,
+    /// Model FLOP utilisation (and HFU under activation checkpointing) over the peak of the precision the run
+    /// computes in, or why it is unavailable; absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mfu: Option<Mfu>,
     /// CUDA: the TF32 switches the run used (read back from libtorch); with either on, fp32 runs are measured
     /// against the TF32 tensor-core peak. `null` where TF32 does not exist.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -539,6 +554,13 @@ pub struct AnalysisSummary {
     pub backward_flops_per_sample: u64,
     /// Training FLOPs per sample (forward + backward; the optimizer update is not counted).
     pub train_flops_per_sample: u64,
+    /// Model FLOPs per sample (the numerator of MFU) and their convention; absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_flops: Option<trainbench_graph::analysis::ModelFlops>,
+    /// Hardware FLOPs per sample under the run's activation checkpointing (training FLOPs + recomputed
+    /// forward FLOPs, the numerator of HFU); absent without checkpointing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware_flops_per_sample: Option<u64>,
     /// Memory estimate at the run's batch size, precision and optimizer.
     pub memory: MemoryEstimate,
     /// Caveats of the analysis for this model (what its conventions leave out).

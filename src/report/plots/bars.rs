@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use super::super::model::{Phase, Varying};
 use super::super::{ConfigRow, ReportError, Series};
 use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{chart_and_legend, color, finish, panel_chart, plot_err, segment_label, slug, stacked_rows, tick};
+use super::{chart_and_legend, color, finish, panel_chart, plot_err, segment_end, segment_label, slug, stacked_rows, tick};
 
 /// Memory categories of the stacked bars, bottom up.
 const MEMORY_PARTS: [&str; 4] = ["weights", "gradients", "optimizer state", "activations + workspace"];
@@ -108,7 +108,7 @@ pub(super) fn memory(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, R
                     let below: u64 = v[..part].iter().sum();
                     let (y0, y1) = (below as f64 / div, (below + v[part]) as f64 / div);
                     let style = if pale { c.mix(0.4).filled() } else { c.filled() };
-                    let mut r = Rectangle::new([(SegmentValue::Exact(i), y0), (SegmentValue::Exact(i + 1), y1)], style);
+                    let mut r = Rectangle::new([(SegmentValue::Exact(i), y0), (segment_end(i, n), y1)], style);
                     let (left, right) = if pale { (inner, outer) } else { (outer, inner) };
                     r.set_margin(0, 0, left, right);
                     rects.push(r);

@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use super::super::model::Varying;
 use super::super::{ConfigRow, ReportError};
 use super::{FONT, LABEL_SIZE, Plot, Section, WIDTH};
-use super::{color, finish, plot_err, row_chart, slug, text_width};
+use super::{color, finish, plot_err, row_chart, segment_end, slug, text_width};
 use crate::stats::{quantile_sorted, sorted};
 
 /// The five figures of one box, and the steps beyond its whiskers, in milliseconds.
@@ -87,12 +87,12 @@ pub(super) fn step_times(spec: &str, configs: &[&ConfigRow<'_>], varying: Varyin
             let mid = SegmentValue::CenterOf(i);
             let line = c.stroke_width(1);
             let mut body = Rectangle::new(
-                [(b.q1, SegmentValue::Exact(i)), (b.q3, SegmentValue::Exact(i + 1))],
+                [(b.q1, SegmentValue::Exact(i)), (b.q3, segment_end(i, n))],
                 c.mix(0.25).filled(),
             );
             body.set_margin(inset, inset, 0, 0);
             let mut frame =
-                Rectangle::new([(b.q1, SegmentValue::Exact(i)), (b.q3, SegmentValue::Exact(i + 1))], c.stroke_width(1));
+                Rectangle::new([(b.q1, SegmentValue::Exact(i)), (b.q3, segment_end(i, n))], c.stroke_width(1));
             frame.set_margin(inset, inset, 0, 0);
             chart.plotting_area().draw(&body).map_err(plot_err(&id))?;
             chart.plotting_area().draw(&frame).map_err(plot_err(&id))?;

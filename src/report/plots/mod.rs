@@ -363,7 +363,27 @@ impl Legend {
     }
 }
 
-/// Width of the label area of a chart whose rows are labelled with `labels`.
+/// The far edge of segment `i` of the `n` on a segmented axis built on `0..n - 1`: the start of the next
+/// segment, or, for a single segment, the axis' end (its range `0..0` has no span, so `Exact(1)` would map onto
+/// the start and the bar would have a negative width once its margins are taken off).
+fn segment_end(i: usize, n: usize) -> SegmentValue<usize> {
+    if n <= 1 { SegmentValue::Last } else { SegmentValue::Exact(i + 1) }
+}
+
+/// A log2 axis' range for values from `lo` to `hi` (batch sizes, world sizes): a margin of 1.5x either side,
+/// or, where the values span less than 2x (a single batch size), 2x either side, so the axis holds at least
+/// two octaves, its ticks fall on powers of two and the points sit inside it.
+fn log2_range(lo: f64, hi: f64) -> (f64, f64) {
+    let (lo, hi) = (lo.max(1e-9), hi.max(lo));
+    if hi < 2.0 * lo { (lo / 2.0, hi * 2.0) } else { (lo / 1.5, hi * 1.5) }
+}
+
+/// The tick label of a log2 axis of counts: whole values only (a light tick between powers of two, 9.6 or
+/// 11.2, has no label rather than a rounded one).
+fn count_tick(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-6 * x.abs().max(1.0) { format!("{x:.0}") } else { String::new() }
+}
+
 /// The tick label of a segmented axis: the label of the segment's centre, nothing at its edges.
 fn segment_label(labels: &[String], v: &SegmentValue<usize>) -> String {
     match v {
@@ -445,7 +465,7 @@ fn stacked_rows(
                     let x0 = v.iter().take(k).sum::<f64>() / total * 100.0;
                     let x1 = x0 + v.get(k).copied().unwrap_or(0.0) / total * 100.0;
                     let mut r =
-                        Rectangle::new([(x0, SegmentValue::Exact(i)), (x1, SegmentValue::Exact(i + 1))], c.filled());
+                        Rectangle::new([(x0, SegmentValue::Exact(i)), (x1, segment_end(i, rows.len()))], c.filled());
                     r.set_margin(4, 4, 0, 0);
                     r
                 })
@@ -486,6 +506,15 @@ mod tests {
         assert_eq!(tick(12_500.0), "12.5k");
         assert_eq!(tick(2_000_000.0), "2M");
         assert_eq!(tick(0.0012), "0.001");
+    }
+
+    #[test]
+    fn a_single_value_gets_two_octaves_and_whole_ticks() {
+        assert_eq!(log2_range(8.0, 8.0), (4.0, 16.0));
+        assert_eq!(log2_range(4.0, 64.0), (4.0 / 1.5, 96.0));
+        assert_eq!((count_tick(8.0), count_tick(9.6), count_tick(11.2)), ("8".into(), String::new(), String::new()));
+        assert!(matches!(segment_end(0, 1), SegmentValue::Last));
+        assert!(matches!(segment_end(2, 5), SegmentValue::Exact(3)));
     }
 
     #[test]
