@@ -195,18 +195,18 @@ fn figures_text(f: &crate::predict::figures::Figures) -> String {
     };
     match &f.mfu {
         Sampled::Available(m) => format!(
-            "{t}\n  MFU {} of {} FLOP/s {} (source: {}; FLOPs: {})",
+            "{t}\n  MFU {} of {} FLOP/s {} (peak: {}; model FLOPs: {} convention)",
             pct(m.mfu),
             si(m.peak.flop_per_s),
             m.peak.precision,
             m.peak.source,
-            m.convention
+            m.convention.split(':').next().unwrap_or_default()
         ),
         Sampled::Unavailable { reason } => format!("{t}\n  MFU unavailable: {reason}"),
     }
 }
 
-/// A rate with an SI prefix (`8.12k`, `989.4T`).
+/// A rate with an SI prefix (`8.1k`, `989.4T`).
 fn si(x: f64) -> String {
     let (v, p) = match x.abs() {
         a if a >= 1e12 => (x / 1e12, "T"),
@@ -215,7 +215,7 @@ fn si(x: f64) -> String {
         a if a >= 1e3 => (x / 1e3, "k"),
         _ => (x, ""),
     };
-    format!("{v:.4}{p}").replace(".0000", "")
+    format!("{v:.1}{p}")
 }
 
 /// The text rendering: one block per configuration and profile.
@@ -235,12 +235,16 @@ pub fn render_text(r: &Report) -> String {
             let off: Vec<String> = p.terms_off.iter().map(|t| t.name()).collect();
             let _ = writeln!(s, "  terms switched off: {}", off.join(", "));
         }
+        let rate = if p.figures.memory.fits {
+            format!("{:.1} samples/s", p.samples_per_s)
+        } else {
+            "DOES NOT FIT (the step's price as if it fit)".to_string()
+        };
         let _ = writeln!(
             s,
-            "  step {} ({} overlapped), {:.1} samples/s; batch {} per device x {} workers",
+            "  step {} ({} overlapped), {rate}; batch {} per device x {} workers",
             ms(p.step_time_s),
             ms(p.step_time_overlapped_s),
-            p.samples_per_s,
             p.per_device_batch,
             p.world_size
         );
