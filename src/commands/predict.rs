@@ -185,12 +185,9 @@ fn figures_text(f: &crate::predict::figures::Figures) -> String {
         f.memory.device_bytes as f64 / (1u64 << 30) as f64
     );
     let t = match &f.throughput {
-        Sampled::Available(t) => format!(
-            "{} {}/s ({} per device), {memory}",
-            si(t.items_per_s),
-            t.item_unit,
-            si(t.items_per_s_per_device)
-        ),
+        Sampled::Available(t) => {
+            format!("{} {}/s ({} per device), {memory}", si(t.items_per_s), t.item_unit, si(t.items_per_s_per_device))
+        }
         Sampled::Unavailable { reason } => return format!("no throughput: {reason}"),
     };
     match &f.mfu {

@@ -35,8 +35,8 @@ use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{PhaseTimes, RawMeasurements, RunPlan};
 
 use crate::result::{
-    AnalysisSummary, FreeRunningThroughput, LossSummary, MemoryBreakdown, MemoryMeasuredSummary,
-    Metrics, PhaseBreakdown, PhaseStat, PowerEnergy, Sampled, SteadyState, StepTimeStats, Throughput,
+    AnalysisSummary, FreeRunningThroughput, LossSummary, MemoryBreakdown, MemoryMeasuredSummary, Metrics,
+    PhaseBreakdown, PhaseStat, PowerEnergy, Sampled, SteadyState, StepTimeStats, Throughput,
 };
 use collect::CollectorReport;
 use peak::Peak;
@@ -122,13 +122,7 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
         },
         phases: phases(&figures.phase_sum, summary.n, input.plan.phase_timing),
         gpu,
-        flops: utilization::flop_utilization(
-            input.plan,
-            input.analysis,
-            input.peak.as_ref(),
-            samples_per_s,
-            raw.tf32,
-        ),
+        flops: utilization::flop_utilization(input.plan, input.analysis, input.peak.as_ref(), samples_per_s, raw.tf32),
         cpu,
         power,
         memory: memory_breakdown(raw, input.analysis),

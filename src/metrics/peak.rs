@@ -347,7 +347,8 @@ mod tests {
     #[test]
     fn every_peak_is_dense_and_of_the_arithmetic_it_names() {
         let both = Tf32 { matmul: true, cudnn: true };
-        let gpus = ["NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-16GB", "Tesla T4"];
+        let gpus =
+            ["NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-16GB", "Tesla T4"];
         for name in gpus {
             let dev = device(name, "cuda", None);
             let row = gpu_peak(name).unwrap();
@@ -361,7 +362,11 @@ mod tests {
                 let p = peak_for(&dev, precision, tf32).unwrap();
                 // A TF32 figure only for an fp32 run with a TF32 switch on; never in a bf16/fp16 denominator.
                 let tf32_on = tf32.is_some_and(|s| s.any());
-                assert_eq!(p.precision == PeakPrecision::Tf32, tf32_on && precision == Precision::Fp32 && row.tf32.is_some(), "{name} {precision:?}");
+                assert_eq!(
+                    p.precision == PeakPrecision::Tf32,
+                    tf32_on && precision == Precision::Fp32 && row.tf32.is_some(),
+                    "{name} {precision:?}"
+                );
                 // The figure is the row's figure for the arithmetic it names (the dense one: the table holds no
                 // sparse figure, and a sparse one would be twice the dense).
                 let want = match p.precision {

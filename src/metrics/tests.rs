@@ -282,7 +282,10 @@ fn a_data_parallel_run_divides_by_the_sum_of_its_ranks_peaks() {
     assert_eq!(two.flops.fraction, Some(50.0));
     assert_eq!(two.flops.peak_source.as_deref(), Some("test x 2 devices"));
     let mfu = mfu_of(&two);
-    assert_eq!((mfu.mfu, mfu.peak.flop_per_s, mfu.peak.per_device_flop_per_s, mfu.peak.devices), (40.0, 480.0, 240.0, 2));
+    assert_eq!(
+        (mfu.mfu, mfu.peak.flop_per_s, mfu.peak.per_device_flop_per_s, mfu.peak.devices),
+        (40.0, 480.0, 240.0, 2)
+    );
     // Tokens per device: the global 64 tokens/s over 2 ranks.
     assert_eq!(two.throughput.items_per_s, 64.0);
     assert_eq!(two.throughput.items_per_s_per_device, Some(32.0));
@@ -315,5 +318,7 @@ fn mfu_is_unavailable_without_a_peak_of_the_runs_precision() {
     assert!(matches!(&m.flops.mfu, Some(crate::result::Sampled::Unavailable { reason }) if reason.contains("no peak")));
     i.analysis = None;
     let m = derive(&i).unwrap();
-    assert!(matches!(&m.flops.mfu, Some(crate::result::Sampled::Unavailable { reason }) if reason.contains("analysis")));
+    assert!(
+        matches!(&m.flops.mfu, Some(crate::result::Sampled::Unavailable { reason }) if reason.contains("analysis"))
+    );
 }

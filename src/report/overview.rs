@@ -258,14 +258,14 @@ impl Overview {
                         })),
                         Column::Gpu => Cell::opt(c.gpu_utilization_percent().map(|v| format!("{v:.1}%"))),
                         Column::Flop => Cell::opt(c.flop_fraction().map(fmt_percent)),
-                        Column::TokensPerS => Cell::opt(c.tokens_per_s().map(|(global, per_device)| {
-                            match per_device {
+                        Column::TokensPerS => {
+                            Cell::opt(c.tokens_per_s().map(|(global, per_device)| match per_device {
                                 Some(d) if (d - global).abs() > 1e-9 * global => {
                                     format!("{} ({})", fmt_sig(global), fmt_sig(d))
                                 }
                                 _ => fmt_sig(global),
-                            }
-                        })),
+                            }))
+                        }
                         Column::Mfu => match c.utilization() {
                             Some(u) => Cell::plain(format!(
                                 "{} ({})",

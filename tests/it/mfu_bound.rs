@@ -35,8 +35,12 @@ fn no_shipped_spec_is_predicted_above_the_peak_of_any_gpu_profile() {
     specs(&root.join("specs"), &mut files);
     files.sort();
     assert!(files.len() >= 20, "{files:?}");
-    let gpus: Vec<_> =
-        ProfileValidator::new().unwrap().shipped().into_iter().filter(|p| p.file.device.kind == DeviceKind::Gpu).collect();
+    let gpus: Vec<_> = ProfileValidator::new()
+        .unwrap()
+        .shipped()
+        .into_iter()
+        .filter(|p| p.file.device.kind == DeviceKind::Gpu)
+        .collect();
     assert!(gpus.iter().any(|p| p.file.name == "h200"), "the shipped GPU profiles: h100, h200, ...");
     let mut bugs = Vec::new();
     let mut checked = 0;

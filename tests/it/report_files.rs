@@ -78,7 +78,10 @@ fn gpu_utilisation_is_plotted_when_measured() {
 
 /// The text of every `<text>` element of an SVG.
 fn svg_texts(svg: &str) -> Vec<String> {
-    svg.split("<text").skip(1).filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_string())).collect()
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_string()))
+        .collect()
 }
 
 #[test]
