@@ -66,7 +66,7 @@ fn no_shipped_spec_is_predicted_above_the_peak_of_any_gpu_profile() {
                     // From the step's price, whether or not the step fits in memory.
                     let mfu = model.per_sample as f64 * p.samples_per_s / peak;
                     checked += 1;
-                    if !(mfu < 1.0) {
+                    if mfu.is_nan() || mfu >= 1.0 {
                         bugs.push(format!(
                             "{} {} {} on {}: MFU {mfu:.3} ({} model FLOPs/sample x {:.4e} samples/s over {peak:.4e} \
                              FLOP/s; {})",
