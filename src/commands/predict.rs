@@ -217,6 +217,46 @@ fn terms_text(b: &Breakdown) -> String {
     v.iter().map(|(t, s)| format!("{} {}", t.name(), ms(**s))).collect::<Vec<_>>().join(", ")
 }
 
+/// Throughput in items and MFU with its peak, or why there is none: `8.1k tokens/s (8.1k per device); MFU 41.2%
+/// of 989.4 TFLOP/s bf16 (profile h100: ...; palm: ...)`.
+fn figures_text(f: &crate::predict::figures::Figures) -> String {
+    use crate::result::Sampled;
+    let memory = format!(
+        "memory {:.1} GiB estimated of {:.1} GiB",
+        f.memory.estimate_bytes as f64 / (1u64 << 30) as f64,
+        f.memory.device_bytes as f64 / (1u64 << 30) as f64
+    );
+    let t = match &f.throughput {
+        Sampled::Available(t) => {
+            format!("{} {}/s ({} per device), {memory}", si(t.items_per_s), t.item_unit, si(t.items_per_s_per_device))
+        }
+        Sampled::Unavailable { reason } => return format!("no throughput: {reason}"),
+    };
+    match &f.mfu {
+        Sampled::Available(m) => format!(
+            "{t}\n  MFU {} of {} FLOP/s {} (peak: {}; model FLOPs: {} convention)",
+            pct(m.mfu),
+            si(m.peak.flop_per_s),
+            m.peak.precision,
+            m.peak.source,
+            m.convention.split(':').next().unwrap_or_default()
+        ),
+        Sampled::Unavailable { reason } => format!("{t}\n  MFU unavailable: {reason}"),
+    }
+}
+
+/// A rate with an SI prefix (`8.1k`, `989.4T`).
+fn si(x: f64) -> String {
+    let (v, p) = match x.abs() {
+        a if a >= 1e12 => (x / 1e12, "T"),
+        a if a >= 1e9 => (x / 1e9, "G"),
+        a if a >= 1e6 => (x / 1e6, "M"),
+        a if a >= 1e3 => (x / 1e3, "k"),
+        _ => (x, ""),
+    };
+    format!("{v:.1}{p}")
+}
+
 /// The text rendering: one block per configuration and profile.
 pub fn render_text(r: &Report) -> String {
     let mut s = String::new();
@@ -234,15 +274,20 @@ pub fn render_text(r: &Report) -> String {
             let off: Vec<String> = p.terms_off.iter().map(|t| t.name()).collect();
             let _ = writeln!(s, "  terms switched off: {}", off.join(", "));
         }
+        let rate = if p.figures.memory.fits {
+            format!("{:.1} samples/s", p.samples_per_s)
+        } else {
+            "DOES NOT FIT (the step's price as if it fit)".to_string()
+        };
         let _ = writeln!(
             s,
-            "  step {} ({} overlapped), {:.1} samples/s; batch {} per device x {} workers",
+            "  step {} ({} overlapped), {rate}; batch {} per device x {} workers",
             ms(p.step_time_s),
             ms(p.step_time_overlapped_s),
-            p.samples_per_s,
             p.per_device_batch,
             p.world_size
         );
+        let _ = writeln!(s, "  {}", figures_text(&p.figures));
         let ph = &p.phases;
         let _ = writeln!(
             s,

@@ -21,6 +21,7 @@
 
 pub mod env;
 pub mod render;
+pub mod utilization;
 
 use std::collections::BTreeMap;
 
@@ -200,6 +201,9 @@ pub struct PairReport {
     pub throughput: Option<Change>,
     /// Highest allocator peak over repeats, bytes; ratio > 1 is more memory.
     pub peak_memory: Option<Change>,
+    /// Tokens/s, MFU and HFU with the peaks, where both sides have them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<utilization::UtilizationChange>,
     /// Data-parallel configurations: the scaling efficiency on each side, against the world-size-1
     /// configuration of the same side's results; ratio > 1 scales better.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -455,6 +459,7 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions, eff: 
         step_time: None,
         throughput: Change::new(base.samples_per_s(), cand.samples_per_s()),
         peak_memory: Change::new(base.peak_memory(), cand.peak_memory()),
+        utilization: utilization::change(&base.runs, &cand.runs),
         scaling_efficiency: None,
         time_to_target: Change::new(base.time_to_target().0, cand.time_to_target().0),
         env_differences: env_differences.clone(),

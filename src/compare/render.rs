@@ -65,7 +65,10 @@ fn cells(p: &PairReport) -> [String; 8] {
         cm,
         change,
         pv,
-        change_cell(p.throughput.as_ref(), false),
+        std::iter::once(change_cell(p.throughput.as_ref(), false))
+            .chain(p.utilization.iter().flat_map(super::utilization::lines))
+            .collect::<Vec<_>>()
+            .join("\n"),
         change_cell(p.peak_memory.as_ref(), true),
         verdict,
     ]

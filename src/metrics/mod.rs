@@ -10,7 +10,9 @@
 //!   mean iteration says how input-bound a run is.
 //! - Throughput: batch size x steady iterations / their summed time (the rate actually sustained, not
 //!   batch / median).
-//! - FLOP utilisation: analysis training FLOPs per sample x samples/s over the device peak ([`peak`]).
+//! - Throughput: a step trains `batch_size` x `schedule.micro_batches()` samples (gradient accumulation).
+//! - FLOP utilisation: analysis training FLOPs per sample x samples/s over the peak of all the run's devices
+//!   ([`peak`]); MFU and HFU likewise over the peak of the precision the run computes in ([`utilization`]).
 //! - GPU and CPU figures: the samples inside the measured window (first measured iteration to the end).
 //! - Energy per sample: mean power over the measured window / samples per second.
 //! - Throughput on CUDA: the per-step figure above is the headline (every backend reports it alike, and the
@@ -27,13 +29,14 @@ pub mod nvml;
 pub mod nvml_map;
 pub mod peak;
 pub mod steps;
+mod utilization;
 
 use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{PhaseTimes, RawMeasurements, RunPlan};
 
 use crate::result::{
-    AnalysisSummary, FlopUtilization, FreeRunningThroughput, LossSummary, MemoryBreakdown, MemoryMeasuredSummary,
-    Metrics, PhaseBreakdown, PhaseStat, PowerEnergy, Sampled, SteadyState, StepTimeStats, Throughput,
+    AnalysisSummary, FreeRunningThroughput, LossSummary, MemoryBreakdown, MemoryMeasuredSummary, Metrics,
+    PhaseBreakdown, PhaseStat, PowerEnergy, Sampled, SteadyState, StepTimeStats, Throughput,
 };
 use collect::CollectorReport;
 use peak::Peak;
@@ -77,13 +80,8 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
     let batch = input.plan.samples_per_step() as f64;
     let samples_per_s = if total > 0.0 { batch * summary.n as f64 / total } else { 0.0 };
     let ci = figures.median_ci;
-
-    let flops_per_sample = input.analysis.map(|a| a.train_flops_per_sample);
-    let achieved = flops_per_sample.map(|f| f as f64 * samples_per_s);
-    let fraction = match (achieved, &input.peak) {
-        (Some(a), Some(p)) if p.flop_per_s > 0.0 => Some(a / p.flop_per_s),
-        _ => None,
-    };
+    let items_per_s = samples_per_s * input.items_per_sample as f64;
+    let devices = input.plan.topology.world_size().max(1) as f64;
 
     let (gpu, power) = gpu_figures(input, samples_per_s);
     let cpu = match &input.collectors.cpu {
@@ -95,9 +93,10 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
     Some(Metrics {
         throughput: Throughput {
             samples_per_s,
-            items_per_s: samples_per_s * input.items_per_sample as f64,
+            items_per_s,
             item_unit: input.item_unit.to_string(),
             items_per_sample: input.items_per_sample,
+            items_per_s_per_device: Some(items_per_s / devices),
             free_running: free_running(raw, batch, samples_per_s),
         },
         step_time: StepTimeStats {
@@ -124,14 +123,7 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
         },
         phases: phases(&figures.phase_sum, summary.n, input.plan.phase_timing),
         gpu,
-        flops: FlopUtilization {
-            flops_per_sample,
-            achieved_flop_per_s: achieved,
-            peak_flop_per_s: input.peak.as_ref().map(|p| p.flop_per_s),
-            peak_source: input.peak.as_ref().map(|p| p.source.clone()),
-            fraction,
-            tf32: raw.tf32,
-        },
+        flops: utilization::flop_utilization(input.plan, input.analysis, input.peak.as_ref(), samples_per_s, raw.tf32),
         cpu,
         power,
         memory: memory_breakdown(raw, input.analysis),

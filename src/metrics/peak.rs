@@ -80,11 +80,49 @@ pub fn gpu_peak(name: &str) -> Option<GpuPeak> {
     TABLE.iter().find(|(pats, _)| pats.iter().all(|p| contains_word(&lower, p))).map(|(_, peak)| *peak)
 }
 
-/// A peak figure and where it comes from.
+/// The arithmetic a peak figure is the rate of: dense tensor-core fp16 or bf16, dense TF32, or plain fp32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeakPrecision {
+    /// Plain fp32 (no tensor cores), or a CPU's fp32 GEMM rate.
+    Fp32,
+    /// TF32 tensor cores (dense).
+    Tf32,
+    /// fp16 tensor cores with fp32 accumulation (dense).
+    Fp16,
+    /// bf16 tensor cores with fp32 accumulation (dense).
+    Bf16,
+}
+
+impl PeakPrecision {
+    /// Name as results record it (`fp32`, `tf32`, `fp16`, `bf16`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeakPrecision::Fp32 => "fp32",
+            PeakPrecision::Tf32 => "tf32",
+            PeakPrecision::Fp16 => "fp16",
+            PeakPrecision::Bf16 => "bf16",
+        }
+    }
+    /// Whether a run at `precision` computes in this arithmetic, so that this peak may be its MFU
+    /// denominator: fp16 and bf16 runs only at their own tensor peaks, fp32 runs at fp32 or (with TF32 on)
+    /// TF32. An fp32 figure beside a bf16 run is a stand-in, not its peak.
+    pub fn serves(self, precision: Precision) -> bool {
+        matches!(
+            (precision, self),
+            (Precision::Fp16, PeakPrecision::Fp16)
+                | (Precision::Bf16, PeakPrecision::Bf16)
+                | (Precision::Fp32, PeakPrecision::Fp32 | PeakPrecision::Tf32)
+        )
+    }
+}
+
+/// A peak figure, the arithmetic it is the rate of, and where it comes from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Peak {
     /// FLOP/s.
     pub flop_per_s: f64,
+    /// The arithmetic the figure is the rate of.
+    pub precision: PeakPrecision,
     /// Provenance, e.g. `table: H100 SXM bf16 tensor (dense)`.
     pub source: String,
 }
@@ -106,13 +144,14 @@ pub fn peak_for(device: &DeviceInfo, precision: Precision, tf32: Option<Tf32>) -
             Some((have, full)) => Peak {
                 flop_per_s: p.flop_per_s * f64::from(have) / f64::from(full),
                 source: format!("{} x {have}/{full} SMs (MIG instance)", p.source),
+                ..p
             },
             None => p,
         };
         let tf32_on = tf32.filter(|s| s.any());
         let tensor = match precision {
-            Precision::Fp16 => Some((t.fp16, "fp16 tensor (dense)".to_string())),
-            Precision::Bf16 => t.bf16.map(|p| (p, "bf16 tensor (dense)".to_string())),
+            Precision::Fp16 => Some((t.fp16, PeakPrecision::Fp16, "fp16 tensor (dense)".to_string())),
+            Precision::Bf16 => t.bf16.map(|p| (p, PeakPrecision::Bf16, "bf16 tensor (dense)".to_string())),
             Precision::Fp32 => match (tf32_on, t.tf32) {
                 (Some(s), Some(p)) => {
                     let note = match (s.matmul, s.cudnn) {
@@ -120,27 +159,31 @@ pub fn peak_for(device: &DeviceInfo, precision: Precision, tf32: Option<Tf32>) -
                         (false, _) => "; TF32 on for cuDNN only, fp32 matmuls run at the fp32 rate",
                         (true, false) => "; TF32 on for matmuls only, cuDNN runs at the fp32 rate",
                     };
-                    Some((p, format!("tf32 tensor (dense){note}")))
+                    Some((p, PeakPrecision::Tf32, format!("tf32 tensor (dense){note}")))
                 }
                 _ => None,
             },
         };
-        if let Some((p, what)) = tensor {
-            return Some(scaled(Peak { flop_per_s: p, source: format!("table: {} {what}", t.product) }));
+        if let Some((p, precision, what)) = tensor {
+            let source = format!("table: {} {what}", t.product);
+            return Some(scaled(Peak { flop_per_s: p, precision, source }));
         }
         if device.peak_flops_fp32.filter(|p| *p > 0.0).is_none() {
             let note = if precision == Precision::Fp32 { "" } else { " (fp32 peak; no reduced-precision peak known)" };
-            return Some(scaled(Peak { flop_per_s: t.fp32, source: format!("table: {} fp32{note}", t.product) }));
+            let source = format!("table: {} fp32{note}", t.product);
+            return Some(scaled(Peak { flop_per_s: t.fp32, precision: PeakPrecision::Fp32, source }));
         }
     }
     let note = if precision == Precision::Fp32 { "" } else { " (fp32 peak; no reduced-precision peak known)" };
     if let Some(p) = device.peak_flops_fp32.filter(|p| *p > 0.0) {
         let how = device.details.get("peak_flops_fp32_source").map(|s| format!(" ({s})")).unwrap_or_default();
-        return Some(Peak { flop_per_s: p, source: format!("backend: {} fp32{how}{note}", device.name) });
+        let source = format!("backend: {} fp32{how}{note}", device.name);
+        return Some(Peak { flop_per_s: p, precision: PeakPrecision::Fp32, source });
     }
     if is_cpu {
         let p = measure_cpu_fp32();
-        return Some(Peak { flop_per_s: p, source: format!("measured: trainbench fp32 GEMM, lower bound{note}") });
+        let source = format!("measured: trainbench fp32 GEMM, lower bound{note}");
+        return Some(Peak { flop_per_s: p, precision: PeakPrecision::Fp32, source });
     }
     None
 }
@@ -299,6 +342,55 @@ mod tests {
                 assert!(tf32 <= row.fp16 * 0.51 && tf32 >= row.fp32, "{}", row.product);
             }
         }
+    }
+
+    #[test]
+    fn every_peak_is_dense_and_of_the_arithmetic_it_names() {
+        let both = Tf32 { matmul: true, cudnn: true };
+        let gpus =
+            ["NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-16GB", "Tesla T4"];
+        for name in gpus {
+            let dev = device(name, "cuda", None);
+            let row = gpu_peak(name).unwrap();
+            for (precision, tf32) in [
+                (Precision::Fp32, None),
+                (Precision::Fp32, Some(Tf32::OFF)),
+                (Precision::Fp32, Some(both)),
+                (Precision::Fp16, Some(both)),
+                (Precision::Bf16, Some(both)),
+            ] {
+                let p = peak_for(&dev, precision, tf32).unwrap();
+                // A TF32 figure only for an fp32 run with a TF32 switch on; never in a bf16/fp16 denominator.
+                let tf32_on = tf32.is_some_and(|s| s.any());
+                assert_eq!(
+                    p.precision == PeakPrecision::Tf32,
+                    tf32_on && precision == Precision::Fp32 && row.tf32.is_some(),
+                    "{name} {precision:?}"
+                );
+                // The figure is the row's figure for the arithmetic it names (the dense one: the table holds no
+                // sparse figure, and a sparse one would be twice the dense).
+                let want = match p.precision {
+                    PeakPrecision::Fp32 => row.fp32,
+                    PeakPrecision::Tf32 => row.tf32.unwrap(),
+                    PeakPrecision::Fp16 => row.fp16,
+                    PeakPrecision::Bf16 => row.bf16.unwrap(),
+                };
+                assert_eq!(p.flop_per_s, want, "{name} {precision:?}");
+                assert!(p.source.contains(p.precision.as_str()), "{}", p.source);
+                // Only a bf16 run on a GPU without bf16 falls back to another arithmetic, and says so.
+                if !p.precision.serves(precision) {
+                    assert!(p.source.contains("no reduced-precision peak known"), "{}", p.source);
+                }
+            }
+        }
+        // H100 SXM datasheet: 1,979 TFLOP/s bf16 *with sparsity*; the table holds the dense half.
+        assert_eq!(gpu_peak("NVIDIA H100 80GB HBM3").unwrap().bf16, Some(989.4e12));
+        // A CPU's fp32 rate beside a bf16 run is marked fp32, so it never serves as the bf16 peak.
+        let cpu = device("Some CPU", "cpu", Some(2.5e11));
+        let p = peak_for(&cpu, Precision::Bf16, None).unwrap();
+        assert_eq!(p.precision, PeakPrecision::Fp32);
+        assert!(!p.precision.serves(Precision::Bf16));
+        assert!(p.source.contains("no reduced-precision peak known"), "{}", p.source);
     }
 
     #[test]

@@ -57,6 +57,12 @@ fn analysis() -> AnalysisSummary {
         forward_flops_per_sample: 1000,
         backward_flops_per_sample: 2000,
         train_flops_per_sample: 3000,
+        model_flops: Some(trainbench_graph::analysis::ModelFlops {
+            per_sample: 2400,
+            per_token: Some(300),
+            convention: "test convention".into(),
+        }),
+        hardware_flops_per_sample: None,
         memory: MemoryEstimate {
             weights_bytes: 100,
             gradients_bytes: 100,
@@ -81,7 +87,7 @@ fn input<'a>(
         items_per_sample: 8,
         item_unit: "tokens",
         analysis: Some(a),
-        peak: Some(Peak { flop_per_s: 240.0, source: "test".into() }),
+        peak: Some(Peak { flop_per_s: 240.0, precision: peak::PeakPrecision::Fp32, source: "test".into() }),
         collectors: c,
         window: (0.0, 1.0),
         cpu_absent: "collectors disabled",
@@ -242,4 +248,93 @@ fn an_accumulated_step_counts_every_micro_batch() {
     assert_eq!(m.throughput.items_per_s, 256.0);
     assert_eq!(m.throughput.free_running.unwrap().samples_per_s, 40.0);
     assert_eq!(m.flops.achieved_flop_per_s, Some(96000.0));
+}
+
+/// The MFU figures of a derivation, which must be available.
+fn mfu_of(m: &Metrics) -> &crate::result::ModelFlopUtilization {
+    m.flops.mfu.as_ref().and_then(|x| x.get()).unwrap()
+}
+
+#[test]
+fn mfu_divides_model_flops_by_the_peak_it_records() {
+    let (p, r, a, c) = (plan(), raw(), analysis(), CollectorReport::default());
+    let m = derive(&input(&p, &r, &a, &c)).unwrap();
+    // 2400 model FLOPs per sample x 8 samples/s = 19200 FLOP/s over 240 FLOP/s.
+    let mfu = mfu_of(&m);
+    assert_eq!((mfu.achieved_flop_per_s, mfu.mfu), (19200.0, 80.0));
+    assert_eq!(mfu.convention, "test convention");
+    assert_eq!((mfu.peak.flop_per_s, mfu.peak.devices, mfu.peak.precision.as_str()), (240.0, 1, "fp32"));
+    assert_eq!(mfu.peak.source, "test");
+    assert_eq!(m.flops.peak_precision.as_deref(), Some("fp32"));
+    // No checkpointing: no HFU.
+    assert!(mfu.hfu.is_none());
+    // Tokens per device equal the global figure on one device.
+    assert_eq!(m.throughput.items_per_s_per_device, Some(64.0));
+}
+
+#[test]
+fn hfu_counts_the_recomputation_over_the_same_peak() {
+    let (mut p, r, mut a, c) = (plan(), raw(), analysis(), CollectorReport::default());
+    p.schedule.checkpointing = trainbench_graph::training::Checkpointing::Full;
+    a.hardware_flops_per_sample = Some(3900);
+    let m = derive(&input(&p, &r, &a, &c)).unwrap();
+    let hfu = mfu_of(&m).hfu.as_ref().unwrap();
+    assert_eq!((hfu.hardware_flops_per_sample, hfu.recomputed_flops_per_sample), (3900, 900));
+    assert_eq!((hfu.achieved_flop_per_s, hfu.hfu, hfu.checkpointing.as_str()), (31200.0, 130.0, "full"));
+}
+
+#[test]
+fn a_data_parallel_run_divides_by_the_sum_of_its_ranks_peaks() {
+    // The same global rate on one process and over two ranks: the two ranks have twice the peak, so half the
+    // utilisation (a global rate over one rank's peak read 32.2% where one process read 12.6%).
+    let (p, r, a, c) = (plan(), raw(), analysis(), CollectorReport::default());
+    let one = derive(&input(&p, &r, &a, &c)).unwrap();
+    let mut p2 = plan();
+    p2.topology = trainbench_comm::Topology::on_one_node(trainbench_comm::DataParallel::AllReduce, 2);
+    let two = derive(&input(&p2, &r, &a, &c)).unwrap();
+    assert_eq!(two.throughput.samples_per_s, one.throughput.samples_per_s);
+    assert_eq!(two.flops.achieved_flop_per_s, one.flops.achieved_flop_per_s);
+    assert_eq!(two.flops.peak_flop_per_s, Some(480.0));
+    assert_eq!(two.flops.fraction, Some(50.0));
+    assert_eq!(two.flops.peak_source.as_deref(), Some("test x 2 devices"));
+    let mfu = mfu_of(&two);
+    assert_eq!(
+        (mfu.mfu, mfu.peak.flop_per_s, mfu.peak.per_device_flop_per_s, mfu.peak.devices),
+        (40.0, 480.0, 240.0, 2)
+    );
+    // Tokens per device: the global 64 tokens/s over 2 ranks.
+    assert_eq!(two.throughput.items_per_s, 64.0);
+    assert_eq!(two.throughput.items_per_s_per_device, Some(32.0));
+}
+
+#[test]
+fn accumulated_micro_batches_count_in_the_throughput_and_the_utilisation() {
+    let (mut p, r, a, c) = (plan(), raw(), analysis(), CollectorReport::default());
+    p.schedule.grad_accumulation = 2;
+    let m = derive(&input(&p, &r, &a, &c)).unwrap();
+    // 2 micro-batches of 4 per 0.5 s step.
+    assert_eq!(m.throughput.samples_per_s, 16.0);
+    assert_eq!(mfu_of(&m).achieved_flop_per_s, 2400.0 * 16.0);
+}
+
+#[test]
+fn mfu_is_unavailable_without_a_peak_of_the_runs_precision() {
+    let (mut p, r, a, c) = (plan(), raw(), analysis(), CollectorReport::default());
+    // A bf16 run with only an fp32 figure (a CPU's GEMM rate): the fp32 figure is no bf16 peak.
+    p.precision = trainbench_graph::Precision::Bf16;
+    let m = derive(&input(&p, &r, &a, &c)).unwrap();
+    let Some(crate::result::Sampled::Unavailable { reason }) = &m.flops.mfu else { panic!("{:?}", m.flops.mfu) };
+    assert!(reason.contains("no bf16 peak") && reason.contains("fp32"), "{reason}");
+    // The training-FLOP fraction stays, marked with the precision of its peak.
+    assert_eq!(m.flops.peak_precision.as_deref(), Some("fp32"));
+    // No peak at all, or no analysis: unavailable with the reason, never a guess.
+    let mut i = input(&p, &r, &a, &c);
+    i.peak = None;
+    let m = derive(&i).unwrap();
+    assert!(matches!(&m.flops.mfu, Some(crate::result::Sampled::Unavailable { reason }) if reason.contains("no peak")));
+    i.analysis = None;
+    let m = derive(&i).unwrap();
+    assert!(
+        matches!(&m.flops.mfu, Some(crate::result::Sampled::Unavailable { reason }) if reason.contains("analysis"))
+    );
 }

@@ -16,6 +16,17 @@ use super::terms::{Term, Terms};
 /// calibration's attention points of the forward count (`crate::calibrate::fit`).
 pub const ATTENTION_OPS: (f64, f64) = (10.0, 14.0);
 
+/// Framework operations of a fused scaled dot-product attention node (forward, backward) as the tch lowering
+/// runs it: the heads split out of q, k and v (a reshape and a transpose each), the fused kernel, the heads
+/// merged back (a transpose and a copying reshape); backward the kernel's and the merge's (a count, not a
+/// measurement).
+pub const SDPA_OPS: (f64, f64) = (9.0, 3.0);
+
+/// Framework operations of a rotary embedding node (forward, backward): the heads' view, the two halves, the
+/// angle table's two rows cast to the activation type, four products, a difference, a sum, the concatenation and
+/// the merged view; backward the products', sums' and concatenation's.
+pub const ROTARY_OPS: (f64, f64) = (14.0, 7.0);
+
 /// Framework operations of a loss other than cross-entropy (an MSE: the difference, its square, the mean; each
 /// records one backward node); the calibration's step cost is netted of these (`crate::calibrate::stepcost`).
 pub const LOSS_OPS: (f64, f64) = (3.0, 3.0);
@@ -40,6 +51,10 @@ pub fn op_count(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, f6
             (per, 2.0 * per)
         }
         Op::Attention { .. } => ATTENTION_OPS,
+        Op::Sdpa { .. } => SDPA_OPS,
+        Op::Rotary { .. } => ROTARY_OPS,
+        // The class token broadcast, cast and concatenated; an embedding bag's flattened ids, offsets and bag.
+        Op::ClassToken { .. } | Op::EmbeddingBag { .. } => (3.0, 1.0),
         // Dropout with p = 0 returns its input: one call, no backward node.
         Op::Dropout { p } if *p <= 0.0 => (1.0, 0.0),
         Op::Dropout { .. } => (2.0, 1.0),
@@ -60,6 +75,7 @@ pub fn kernels(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, Ker
             (*layers as f64 * if *bidirectional { 2.0 } else { 1.0 } * t, KernelClass::Gemm)
         }
         Op::Attention { .. } => (6.0, KernelClass::Gemm),
+        Op::Sdpa { .. } => (2.0, KernelClass::Gemm),
         _ => (1.0, KernelClass::Gemm),
     }
 }
@@ -130,6 +146,10 @@ pub fn products(
             );
             Some(Products { forward, backward: Vec::new() })
         }
+        Op::Sdpa { heads, head_dim, .. } => {
+            let forward = super::work::sdpa_products(b, first_dim(0), first_dim(1), *heads as f64, *head_dim as f64);
+            Some(Products { forward, backward: Vec::new() })
+        }
         _ => None,
     }
 }
@@ -171,7 +191,10 @@ pub fn per_op_overhead(
 /// operations that make several passes: normalisations compute statistics before normalising (and their
 /// backward reads input and output gradient twice); softmax and log-softmax take a maximum and a sum first;
 /// dropout writes and reads a mask; attention's core writes the score tensor (heads x Tq x Tk), softmaxes it in
-/// place and reads it for the weighted sum (its backward passes over it about twice as often).
+/// place and reads it for the weighted sum (its backward passes over it about twice as often); a fused scaled
+/// dot-product attention keeps its scores on chip (nothing beyond its inputs and output); a rotary embedding
+/// reads its angle table (two rows of half the output's width, per position) and writes its two halves before
+/// concatenating them.
 pub fn extra_bytes(
     graph: &Graph,
     node: &trainbench_graph::graph::Node,
@@ -180,7 +203,7 @@ pub fn extra_bytes(
     act: f64,
 ) -> (f64, f64) {
     match &node.op {
-        Op::BatchNorm { .. } | Op::LayerNorm { .. } => (out_bytes, 2.0 * out_bytes),
+        Op::BatchNorm { .. } | Op::LayerNorm { .. } | Op::RmsNorm { .. } => (out_bytes, 2.0 * out_bytes),
         Op::Softmax => (out_bytes, out_bytes),
         Op::Loss { loss: LossKind::CrossEntropy, .. } => {
             let logits = graph.nodes[node.inputs[0]].shape.numel() as f64 * b * act;
@@ -193,6 +216,7 @@ pub fn extra_bytes(
             let scores = *heads as f64 * tq * tk * b * act;
             (4.0 * scores, 8.0 * scores)
         }
+        Op::Rotary { .. } => (2.0 * out_bytes, 2.0 * out_bytes),
         _ => (0.0, 0.0),
     }
 }

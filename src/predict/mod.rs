@@ -17,6 +17,7 @@
 
 pub mod comm;
 pub mod error;
+pub mod figures;
 pub mod layer;
 pub mod names;
 pub mod parallel;
@@ -29,7 +30,7 @@ pub mod work;
 
 use serde::Serialize;
 use trainbench_comm::Topology;
-use trainbench_graph::analysis::analyze;
+use trainbench_graph::analysis::{analyze, memory_estimate};
 use trainbench_graph::graph::{Graph, InputKind, Op};
 use trainbench_graph::{OptimizerSpec, Precision};
 
@@ -128,7 +129,8 @@ pub struct Prediction {
     pub step_time_s: f64,
     /// Step time with input prefetch and the exchange overlapped with backward, seconds.
     pub step_time_overlapped_s: f64,
-    /// Global batch over the serial step time.
+    /// Global batch over the serial step time: the step's price as throughput, whether or not the step fits
+    /// in memory (`figures.throughput` is unavailable where it does not).
     pub samples_per_s: f64,
     /// Phases.
     pub phases: Phases,
@@ -146,6 +148,8 @@ pub struct Prediction {
     /// The terms switched off for this prediction (none: the model as calibrated).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub terms_off: Vec<Term>,
+    /// Whether the step fits in the device's memory and, where it does, tokens/s and MFU ([`figures`]).
+    pub figures: figures::Figures,
 }
 
 /// Input bytes of one sample as the backend feeds them (f32 dense inputs, i64 ids and labels).
@@ -203,6 +207,17 @@ pub fn predict_with(
     let overlapped = data_s.max(forward_s + backward_s.max(comm.time_s) + optimizer_s);
     let share = |x: f64| if step > 0.0 { x / step } else { 0.0 };
     let mut split = BoundSplit { compute_bound_s: 0.0, memory_bound_s: 0.0, overhead_s: 0.0 };
+    let samples_per_s = if step > 0.0 { setting.batch as f64 / step } else { 0.0 };
+    let memory = memory_estimate(&analysis, b, setting.precision, &setting.optimizer);
+    let figures = figures::figures(&figures::FigureInput {
+        analysis: &analysis,
+        memory: &memory,
+        profile,
+        precision: setting.precision,
+        peak_flop_s: dev.peak_flop_s,
+        world,
+        samples_per_s,
+    });
     for p in compute.layers.iter().flat_map(|l| [&l.forward, &l.backward]).chain([&compute.optimizer]) {
         split.overhead_s += p.overhead_s;
         match p.bound {
@@ -218,7 +233,7 @@ pub fn predict_with(
         world_size: world,
         step_time_s: step,
         step_time_overlapped_s: overlapped,
-        samples_per_s: if step > 0.0 { setting.batch as f64 / step } else { 0.0 },
+        samples_per_s,
         phases,
         shares: Shares {
             data: share(data_s),
@@ -230,6 +245,7 @@ pub fn predict_with(
         calibrated: profile.calibration.is_some(),
         layers: compute.layers,
         terms_off: terms.off().to_vec(),
+        figures,
     })
 }
 

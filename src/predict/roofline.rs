@@ -237,7 +237,7 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     let gemm_s = t.gate(Term::RooflineCompute, gemm_s);
     // Attention's products and its softmax run one after the other; an element-wise layer's work and its bytes
     // overlap.
-    let sequential = matches!(node.op, Op::Attention { .. } | Op::Rnn { .. });
+    let sequential = matches!(node.op, Op::Attention { .. } | Op::Sdpa { .. } | Op::Rnn { .. });
     let compute_side = |products_s: f64, ew: f64, class_ew: f64| -> (f64, Vec<(Term, f64)>) {
         if sequential {
             let parts = vec![

@@ -23,6 +23,17 @@ pub fn attention_products(batch: f64, tq: f64, tk: f64, e: f64, kdim: f64, vdim:
     ]
 }
 
+/// Cheap element-wise passes of a rotary embedding over its output (`x1 cos`, `x2 sin`, their difference, `x2
+/// cos`, `x1 sin`, their sum, half an output each, and the concatenation): about four passes over the output.
+pub const ROTARY_PASSES: f64 = 4.0;
+
+/// The products of a fused scaled dot-product attention node, `[m, k, n]`, for `batch` samples of `t` query and
+/// `tk` key positions: scores `Q K^T` and context `P V` over batch x heads rows (grouped-query attention shares
+/// key and value heads, not these products).
+pub fn sdpa_products(batch: f64, t: f64, tk: f64, heads: f64, head_dim: f64) -> Vec<[f64; 3]> {
+    vec![[batch * heads * t, head_dim, tk], [batch * heads * t, tk, head_dim]]
+}
+
 /// The class whose measured cost stands for a node's operation; `None` for operations priced by FLOPs and bytes
 /// alone.
 pub fn class_of(op: &Op) -> Option<ElementwiseClass> {
@@ -30,13 +41,18 @@ pub fn class_of(op: &Op) -> Option<ElementwiseClass> {
     match op {
         Op::Dropout { p } if *p > 0.0 => Some(C::Dropout),
         Op::Pool { kind: PoolKind::Max, .. } => Some(C::MaxPool),
-        Op::LayerNorm { .. } => Some(C::LayerNorm),
+        // RMSNorm makes LayerNorm's passes less the mean's: priced at LayerNorm's measured class.
+        Op::LayerNorm { .. } | Op::RmsNorm { .. } => Some(C::LayerNorm),
         Op::BatchNorm { .. } => Some(C::BatchNorm),
         Op::Softmax => Some(C::Softmax),
         Op::Act { function: Activation::Relu | Activation::LeakyRelu(_) | Activation::HardTanh20 } => Some(C::Relu),
-        Op::Act { function: Activation::Gelu | Activation::Tanh | Activation::Sigmoid } => Some(C::Gelu),
-        Op::Attention { causal: true, .. } => Some(C::AttentionCausal),
-        Op::Attention { .. } => Some(C::Attention),
+        Op::Act { function: Activation::Gelu | Activation::Tanh | Activation::Sigmoid | Activation::Silu } => {
+            Some(C::Gelu)
+        }
+        // Rotary embeddings: products and sums of the input with the angle table, one cheap pass each.
+        Op::Rotary { .. } => Some(C::Relu),
+        Op::Attention { causal: true, .. } | Op::Sdpa { causal: true, .. } => Some(C::AttentionCausal),
+        Op::Attention { .. } | Op::Sdpa { .. } => Some(C::Attention),
         _ => None,
     }
 }
@@ -67,6 +83,17 @@ pub fn work_of(
             };
             Some((class, *heads as f64 * positions(0) * positions(1) * batch))
         }
+        // The fused kernel's softmax over its scores (heads x query x key positions per sample; all positions,
+        // as the analysis counts its products).
+        Op::Sdpa { heads, causal, .. } => {
+            let positions = |i: usize| {
+                node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64
+            };
+            let class = if *causal { ElementwiseClass::AttentionCausal } else { ElementwiseClass::Attention };
+            Some((class, *heads as f64 * positions(0) * positions(1) * batch))
+        }
+        // Rotary: four products, a difference, a sum and the concatenation over the output.
+        Op::Rotary { .. } => Some((ElementwiseClass::Relu, ROTARY_PASSES * output_elements as f64 * batch)),
         // Cross-entropy over its logits (priced as softmax's work where the class was not measured).
         Op::Loss { loss: LossKind::CrossEntropy, .. } => {
             let logits = node.inputs.first().map_or(0, |&j| graph.nodes[j].shape.numel());
@@ -98,6 +125,22 @@ mod tests {
         assert_eq!(work_of(&g, node, 1024, 8.0), Some((ElementwiseClass::AttentionCross, 4.0 * 16.0 * 10.0 * 8.0)));
         let loss = g.nodes.iter().find(|n| n.name == "loss").unwrap();
         assert_eq!(work_of(&g, loss, 1, 8.0), None, "an MSE loss is priced by its bytes");
+    }
+
+    #[test]
+    fn the_new_operations_have_classes() {
+        use trainbench_graph::graph::Activation;
+        assert_eq!(class_of(&Op::RmsNorm { features: 8, eps: 1e-5 }), Some(ElementwiseClass::LayerNorm));
+        assert_eq!(class_of(&Op::Act { function: Activation::Silu }), Some(ElementwiseClass::Gelu));
+        let rotary = Op::Rotary { heads: 2, head_dim: 4, theta: 10000.0 };
+        assert_eq!(class_of(&rotary), Some(ElementwiseClass::Relu));
+        let sdpa = |causal| Op::Sdpa { heads: 4, kv_heads: 2, head_dim: 8, causal };
+        assert_eq!(class_of(&sdpa(true)), Some(ElementwiseClass::AttentionCausal));
+        assert_eq!(class_of(&sdpa(false)), Some(ElementwiseClass::Attention));
+        // A class token and an embedding bag move bytes only.
+        assert_eq!(class_of(&Op::ClassToken { dim: 8 }), None);
+        // Scores then context, over batch x heads rows.
+        assert_eq!(sdpa_products(2.0, 16.0, 16.0, 4.0, 8.0), vec![[128.0, 8.0, 16.0], [128.0, 16.0, 8.0]]);
     }
 
     #[test]

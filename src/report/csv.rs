@@ -6,7 +6,7 @@ use super::device_name;
 use crate::result::RunResult;
 
 /// Column names of `runs.csv`, in order.
-pub const COLUMNS: [&str; 38] = [
+pub const COLUMNS: [&str; 44] = [
     "spec",
     "run_id",
     "config",
@@ -22,6 +22,7 @@ pub const COLUMNS: [&str; 38] = [
     "samples_per_s",
     "items_per_s",
     "item_unit",
+    "items_per_s_per_device",
     "step_n",
     "step_median_s",
     "step_mean_s",
@@ -31,6 +32,11 @@ pub const COLUMNS: [&str; 38] = [
     "step_cv",
     "gpu_utilization_percent",
     "flop_fraction",
+    "mfu",
+    "hfu",
+    "mfu_peak_flop_per_s",
+    "mfu_peak_precision",
+    "mfu_convention",
     "cpu_utilization",
     "weights_bytes",
     "gradients_bytes",
@@ -61,6 +67,7 @@ fn row(r: &RunResult) -> Vec<String> {
     let st = m.map(|m| &m.step_time);
     let mem = m.map(|m| &m.memory.measured);
     let predicted = r.prediction.as_ref().and_then(|p| p.predicted());
+    let mfu = m.and_then(|m| m.flops.mfu.as_ref()).and_then(|x| x.get());
     let libs: Vec<String> = r.environment.library_versions.iter().map(|(k, v)| format!("{k}={v}")).collect();
     vec![
         r.spec_name.clone(),
@@ -78,6 +85,7 @@ fn row(r: &RunResult) -> Vec<String> {
         num(m.map(|m| m.throughput.samples_per_s)),
         num(m.map(|m| m.throughput.items_per_s)),
         m.map(|m| m.throughput.item_unit.clone()).unwrap_or_default(),
+        num(m.and_then(|m| m.throughput.items_per_s_per_device)),
         num(st.map(|s| s.n)),
         num(st.map(|s| s.median_s)),
         num(st.map(|s| s.mean_s)),
@@ -87,6 +95,11 @@ fn row(r: &RunResult) -> Vec<String> {
         num(st.map(|s| s.cv)),
         num(m.and_then(|m| m.gpu.get()).map(|g| g.utilization_mean_percent)),
         num(m.and_then(|m| m.flops.fraction)),
+        num(mfu.map(|u| u.mfu)),
+        num(mfu.and_then(|u| u.hfu.as_ref()).map(|h| h.hfu)),
+        num(mfu.map(|u| u.peak.flop_per_s)),
+        mfu.map(|u| u.peak.precision.clone()).unwrap_or_default(),
+        mfu.map(|u| u.convention.clone()).unwrap_or_default(),
         num(m.and_then(|m| m.cpu.get()).map(|c| c.utilization)),
         num(mem.map(|x| x.weights_bytes)),
         num(mem.map(|x| x.gradients_bytes)),

@@ -11,6 +11,7 @@ pub mod overview;
 pub mod plots;
 pub mod predicted;
 pub mod scaling;
+pub mod utilization;
 
 use std::path::{Path, PathBuf};
 

@@ -30,6 +30,12 @@ pub enum Column {
     Gpu,
     /// Achieved FLOP/s over the device peak.
     Flop,
+    /// Tokens per second, global and per device (token models).
+    TokensPerS,
+    /// Model FLOP utilisation with the peak's precision and figure.
+    Mfu,
+    /// Hardware FLOP utilisation (activation checkpointing).
+    Hfu,
     /// Process CPU utilisation.
     Cpu,
     /// Samples per second of the input pipeline alone (local datasets).
@@ -57,6 +63,9 @@ impl Column {
             Column::PeakMemory => "peak memory",
             Column::Gpu => "GPU busy",
             Column::Flop => "FLOP of peak",
+            Column::TokensPerS => "tokens/s (per device)",
+            Column::Mfu => "MFU (peak)",
+            Column::Hfu => "HFU",
             Column::Cpu => "CPU",
             Column::LoaderPerS => "loader samples/s",
             Column::DataShare => "data",
@@ -82,7 +91,13 @@ impl Column {
                  process's largest resident set (RSS)"
             }
             Column::Gpu => "GPU busy: mean NVML kernel-busy time",
-            Column::Flop => "FLOP of peak: analysis FLOPs x throughput over the device peak",
+            Column::Flop => "FLOP of peak: analysis FLOPs x throughput over the peak of all the run's devices",
+            Column::TokensPerS => "tokens/s: tokens of the trained sequences per second (no padding), per device after",
+            Column::Mfu => {
+                "MFU: model FLOPs (their convention in the result) x throughput over the peak of the precision the \
+                 run computes in, summed over its devices; the peak's figure and precision in brackets"
+            }
+            Column::Hfu => "HFU: model FLOPs plus what activation checkpointing recomputes, over the same peak",
             Column::Cpu => "CPU: process utilisation of all cores",
             Column::LoaderPerS => {
                 "loader samples/s: the input pipeline reading the local dataset alone, with no training (median \
@@ -167,6 +182,9 @@ impl Overview {
             (Column::Placement, model.varying.placement),
             (Column::Gpu, any(&|c| c.gpu_utilization_percent().is_some())),
             (Column::Flop, any(&|c| c.flop_fraction().is_some())),
+            (Column::TokensPerS, any(&|c| c.tokens_per_s().is_some())),
+            (Column::Mfu, any(&|c| c.utilization().is_some())),
+            (Column::Hfu, any(&|c| c.utilization().is_some_and(|u| u.hfu.is_some()))),
             (Column::Cpu, any(&|c| c.cpu_utilization().is_some())),
             (Column::LoaderPerS, any(&|c| c.loader_samples_per_s().is_some())),
             (Column::DataShare, share_seen(Phase::Data)),
@@ -185,6 +203,9 @@ impl Overview {
             Column::PeakMemory,
             Column::Gpu,
             Column::Flop,
+            Column::TokensPerS,
+            Column::Mfu,
+            Column::Hfu,
             Column::Cpu,
             Column::LoaderPerS,
             Column::DataShare,
@@ -237,6 +258,23 @@ impl Overview {
                         })),
                         Column::Gpu => Cell::opt(c.gpu_utilization_percent().map(|v| format!("{v:.1}%"))),
                         Column::Flop => Cell::opt(c.flop_fraction().map(fmt_percent)),
+                        Column::TokensPerS => {
+                            Cell::opt(c.tokens_per_s().map(|(global, per_device)| match per_device {
+                                Some(d) if (d - global).abs() > 1e-9 * global => {
+                                    format!("{} ({})", fmt_sig(global), fmt_sig(d))
+                                }
+                                _ => fmt_sig(global),
+                            }))
+                        }
+                        Column::Mfu => match c.utilization() {
+                            Some(u) => Cell::plain(format!(
+                                "{} ({})",
+                                fmt_percent(u.mfu),
+                                super::utilization::peak_text(u.peak_flop_per_s, &u.precision)
+                            )),
+                            None => Cell::opt(None),
+                        },
+                        Column::Hfu => Cell::opt(c.utilization().and_then(|u| u.hfu).map(fmt_percent)),
                         Column::Cpu => Cell::opt(c.cpu_utilization().map(fmt_percent)),
                         Column::LoaderPerS => Cell::opt(c.loader_samples_per_s().map(fmt_sig)),
                         Column::DataShare => Cell::opt(c.phase_share(Phase::Data).map(fmt_percent)),

@@ -10,13 +10,17 @@ use serde::{Deserialize, Serialize};
 use trainbench_contract::RunPlan;
 use trainbench_contract::target::TargetOutcome;
 
+pub mod analysis;
 pub mod distributed;
 pub mod environment;
 pub mod load;
 pub mod prediction;
+pub mod utilization;
 
+pub use analysis::{AnalysisSummary, MemoryEstimate};
 pub use environment::{CpuInfo, Environment, GpuDevice, GpuInventory, OsInfo, ProcessInfo, SchedulerJob};
 pub use load::{LoadError, LoadedResult};
+pub use utilization::{HardwareFlopUtilization, Mfu, ModelFlopUtilization, PeakUsed};
 
 /// Version of the result format written by this build. Bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;
@@ -246,8 +250,12 @@ pub struct Throughput {
     pub items_per_s: f64,
     /// Unit of `items_per_s` (`samples`, `tokens`, `frames`).
     pub item_unit: String,
-    /// Items counted per sample.
+    /// Items counted per sample (a sequence model's tokens per sequence; padding is not counted).
     pub items_per_sample: u64,
+    /// `items_per_s` per device: over the world size of a data-parallel run, equal to it otherwise; absent in
+    /// older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items_per_s_per_device: Option<f64>,
     /// CUDA: the free-running window after the measured steps (no synchronisation between steps). The
     /// headline `samples_per_s` above is the per-step figure, which every backend reports alike and every
     /// statistic (steady state, intervals, comparisons) is computed from; this one is what a loop that never
@@ -397,14 +405,23 @@ pub struct GpuUtilization {
 pub struct FlopUtilization {
     /// Training FLOPs per sample (forward + backward) from the analysis; `null` when the analysis failed.
     pub flops_per_sample: Option<u64>,
-    /// Achieved FLOP/s: FLOPs per sample x samples per second.
+    /// Achieved FLOP/s: FLOPs per sample x samples per second (all devices of a data-parallel run together).
     pub achieved_flop_per_s: Option<f64>,
-    /// Device peak FLOP/s for the run's precision; `null` when unknown.
+    /// Peak FLOP/s for the run's precision, summed over the devices (the world size of a data-parallel run);
+    /// `null` when unknown.
     pub peak_flop_per_s: Option<f64>,
-    /// Where the peak comes from (`table: NVIDIA H100 SXM fp32`, `measured: fp32 GEMM`, `backend`).
+    /// Where the peak comes from (`table: NVIDIA H100 SXM fp32`, `measured: fp32 GEMM`, `backend`), with
+    /// `x N devices` when summed.
     pub peak_source: Option<String>,
-    /// achieved / peak, in `0..=1`.
+    /// The arithmetic the peak is the rate of (`bf16`, `fp16`, `tf32`, `fp32`); absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_precision: Option<String>,
+    /// achieved / peak.
     pub fraction: Option<f64>,
+    /// Model FLOP utilisation (and HFU under activation checkpointing) over the peak of the precision the run
+    /// computes in, or why it is unavailable; absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mfu: Option<Mfu>,
     /// CUDA: the TF32 switches the run used (read back from libtorch); with either on, fp32 runs are measured
     /// against the TF32 tensor-core peak. `null` where TF32 does not exist.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -495,24 +512,6 @@ pub struct MemoryMeasuredSummary {
     pub breakdown_to_peak: Option<f64>,
 }
 
-/// Memory predicted by the static analysis, bytes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MemoryEstimate {
-    /// Parameters.
-    pub weights_bytes: u64,
-    /// Gradients.
-    pub gradients_bytes: u64,
-    /// Optimizer state.
-    pub optimizer_state_bytes: u64,
-    /// Feature maps kept for the backward pass (plus masks and indices) at the run's batch size and precision.
-    pub activations_bytes: u64,
-    /// Workspace allowance: the largest transient working set of one layer's backward for the batch.
-    pub workspace_bytes: u64,
-    /// Sum of the above.
-    pub total_bytes: u64,
-}
-
 /// Training loss.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -523,26 +522,6 @@ pub struct LossSummary {
     pub last: Option<f64>,
     /// True when every reported loss was finite.
     pub all_finite: bool,
-}
-
-/// The static analysis of the run's model, at the run's batch size and precision.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AnalysisSummary {
-    /// Trained parameters (tied weights once).
-    pub parameters: u64,
-    /// Non-trained buffers (batch-norm running statistics), elements.
-    pub buffers: u64,
-    /// Forward FLOPs per sample (one multiply-add = 2 FLOPs; PyTorch `flop_counter` convention).
-    pub forward_flops_per_sample: u64,
-    /// Backward FLOPs per sample.
-    pub backward_flops_per_sample: u64,
-    /// Training FLOPs per sample (forward + backward; the optimizer update is not counted).
-    pub train_flops_per_sample: u64,
-    /// Memory estimate at the run's batch size, precision and optimizer.
-    pub memory: MemoryEstimate,
-    /// Caveats of the analysis for this model (what its conventions leave out).
-    pub notes: Vec<String>,
 }
 
 /// The index of a results folder: one entry per run, rewritten after each run.

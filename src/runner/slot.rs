@@ -53,6 +53,9 @@ pub(crate) fn analysis_summary(a: &Analysis, plan: &RunPlan) -> AnalysisSummary 
         forward_flops_per_sample: a.flops.forward_per_sample,
         backward_flops_per_sample: a.flops.backward_per_sample,
         train_flops_per_sample: a.flops.train_per_sample,
+        model_flops: (a.model_flops.per_sample > 0).then(|| a.model_flops.clone()),
+        hardware_flops_per_sample: (!plan.schedule.checkpointing.is_none())
+            .then(|| a.hardware_flops(plan.schedule.checkpointing)),
         memory: MemoryEstimate {
             weights_bytes: m.weights,
             gradients_bytes: m.gradients,

@@ -28,6 +28,7 @@ mod image_folder;
 mod isolation;
 mod local_data;
 mod long_runs;
+mod mfu_bound;
 mod mock_pipeline;
 mod no_panic;
 mod plan_refusals;

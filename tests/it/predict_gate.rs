@@ -70,6 +70,18 @@ fn without_breakdowns(value: Value) -> Value {
     }
 }
 
+/// `value` without each prediction's `figures` (its memory fit, tokens/s and MFU), which came after the gate
+/// was taken and are derived from the prices it pins; `tests/it/mfu_bound.rs` holds them.
+fn without_figures(value: Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(items.into_iter().map(without_figures).collect()),
+        Value::Object(fields) => Value::Object(
+            fields.into_iter().filter(|(k, _)| k != "figures").map(|(k, v)| (k, without_figures(v))).collect(),
+        ),
+        other => other,
+    }
+}
+
 /// What `predict` prints for `spec` on `hardware` with `extra` arguments (rounded), or its error.
 fn run(spec: &Path, hardware: &str, extra: &[&str]) -> Value {
     let mut c = Command::cargo_bin("trainbench").unwrap();
@@ -80,7 +92,7 @@ fn run(spec: &Path, hardware: &str, extra: &[&str]) -> Value {
         let err = String::from_utf8_lossy(&o.stderr).trim().to_string();
         return serde_json::json!({ "exit": o.status.code(), "error": err });
     }
-    without_breakdowns(rounded(serde_json::from_slice(&o.stdout).unwrap()))
+    without_figures(without_breakdowns(rounded(serde_json::from_slice(&o.stdout).unwrap())))
 }
 
 /// What `predict` prints for `spec` on `hardware`; where the profile has no peak for one of the spec's precisions

@@ -75,3 +75,61 @@ fn gpu_utilisation_is_plotted_when_measured() {
     assert!(overview.contains("<th>GPU busy</th>"), "{overview}");
     assert_eq!(overview.matches("<tr data-config=").count(), 3);
 }
+
+/// The text of every `<text>` element of an SVG.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn a_one_point_sweep_draws_every_plot_with_real_sizes_and_axes() {
+    // One batch size, one repeat, from the mock backend end to end (`trainbench run one.toml`, then `report`).
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = crate::common::mock_mlp_spec(tmp.path(), "one", 12, 1);
+    let results = tmp.path().join("results");
+    Command::cargo_bin("trainbench")
+        .unwrap()
+        .env_remove("TRAINBENCH_HARDWARE")
+        .args(["run", "--quiet", "--out"])
+        .arg(&results)
+        .arg(&spec)
+        .assert()
+        .success();
+    let out = tmp.path().join("report");
+    Command::cargo_bin("trainbench").unwrap().arg("report").arg(&results).arg("--out").arg(&out).assert().success();
+    let mut svgs = 0;
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "svg") {
+            continue;
+        }
+        svgs += 1;
+        let svg = std::fs::read_to_string(&path).unwrap();
+        // A bar of a single segment once had `width="-216"`: every drawn size is positive or zero.
+        for attr in ["width=\"-", "height=\"-", "NaN", "=\"inf"] {
+            assert!(!svg.contains(attr), "{}: {attr}\n{svg}", path.display());
+        }
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("memory-") {
+            // The measured and the estimated bar are drawn, with widths.
+            let bars = svg.matches("<rect").filter(|r| !r.is_empty()).count();
+            assert!(bars > 4, "{name}: the memory bars are drawn\n{svg}");
+        }
+        if name.starts_with("throughput-") {
+            // The batch axis of batch 2 holds two octaves on powers of two (1, 2, 4), not light ticks rounded
+            // to whole numbers (2, 2, 3).
+            let texts = svg_texts(&svg);
+            for tick in ["1", "2", "4"] {
+                assert!(texts.iter().any(|t| t == tick), "{name}: tick {tick} in {texts:?}");
+            }
+            assert!(!texts.iter().any(|t| t == "3"), "{name}: {texts:?}");
+        }
+    }
+    assert!(svgs >= 4, "throughput, memory, phases and step times are drawn: {svgs}");
+    for plot in ["throughput-one.svg", "phases-one.svg", "step-times-one.svg"] {
+        assert!(out.join(plot).exists(), "{plot}");
+    }
+}

@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use super::super::model::{Phase, Varying};
 use super::super::{ConfigRow, ReportError, Series};
 use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{chart_and_legend, color, finish, panel_chart, plot_err, segment_label, slug, stacked_rows, tick};
+use super::{Segments, chart_and_legend, color, finish, panel_chart, plot_err, slug, stacked_rows, tick};
 
 /// Memory categories of the stacked bars, bottom up.
 const MEMORY_PARTS: [&str; 4] = ["weights", "gradients", "optimizer state", "activations + workspace"];
@@ -61,6 +61,7 @@ pub(super) fn memory(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, R
     let (unit, div) = byte_unit(max_total);
     let ymax = (max_total as f64 / div * 1.08).max(1e-9);
     let n = groups.len().max(1);
+    let segments = Segments::of(n);
     let labels: Vec<String> = groups.iter().map(|(b, _, _)| b.to_string()).collect();
     let notes: Vec<String> = if s
         .points
@@ -80,16 +81,16 @@ pub(super) fn memory(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, R
         let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT + legend.height)).into_drawing_area();
         let (upper, lower) = chart_and_legend(&root).map_err(plot_err(&id))?;
         let mut chart = panel_chart(&upper, format!("{spec} · {}", s.label), false)
-            .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..ymax)
+            .build_cartesian_2d(segments.range().into_segmented(), 0.0..ymax)
             .map_err(plot_err(&id))?;
-        let label_fmt = |v: &SegmentValue<usize>| segment_label(&labels, v);
+        let label_fmt = |v: &SegmentValue<usize>| segments.label(&labels, v);
         chart
             .configure_mesh()
             .max_light_lines(1)
             .disable_x_mesh()
             .x_desc("batch size")
             .y_desc(format!("memory ({unit})"))
-            .x_labels(n)
+            .x_labels(segments.ticks())
             .x_label_formatter(&label_fmt)
             .y_label_formatter(&|y| tick(*y))
             .label_style((FONT, LABEL_SIZE))
@@ -108,7 +109,7 @@ pub(super) fn memory(spec: &str, index: usize, s: &Series<'_>) -> Result<Plot, R
                     let below: u64 = v[..part].iter().sum();
                     let (y0, y1) = (below as f64 / div, (below + v[part]) as f64 / div);
                     let style = if pale { c.mix(0.4).filled() } else { c.filled() };
-                    let mut r = Rectangle::new([(SegmentValue::Exact(i), y0), (SegmentValue::Exact(i + 1), y1)], style);
+                    let mut r = Rectangle::new([(segments.start(i), y0), (segments.end(i), y1)], style);
                     let (left, right) = if pale { (inner, outer) } else { (outer, inner) };
                     r.set_margin(0, 0, left, right);
                     rects.push(r);

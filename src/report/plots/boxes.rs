@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use super::super::model::Varying;
 use super::super::{ConfigRow, ReportError};
 use super::{FONT, LABEL_SIZE, Plot, Section, WIDTH};
-use super::{color, finish, plot_err, row_chart, slug, text_width};
+use super::{Segments, color, finish, plot_err, row_chart, slug, text_width};
 use crate::stats::{quantile_sorted, sorted};
 
 /// The five figures of one box, and the steps beyond its whiskers, in milliseconds.
@@ -82,17 +82,14 @@ pub(super) fn step_times(spec: &str, configs: &[&ConfigRow<'_>], varying: Varyin
         root.fill(&WHITE).map_err(plot_err(&id))?;
         let mut chart = row_chart(&root, &id, spec, lo..hi, &labels, "step time (ms)")?;
         let segment = chart.plotting_area().dim_in_pixel().1 / n as u32;
+        let segments = Segments::of(n);
         let inset = segment.saturating_sub(14) / 2;
         for (i, (_, b, c)) in rows.iter().enumerate() {
-            let mid = SegmentValue::CenterOf(i);
+            let mid = segments.mid(i);
             let line = c.stroke_width(1);
-            let mut body = Rectangle::new(
-                [(b.q1, SegmentValue::Exact(i)), (b.q3, SegmentValue::Exact(i + 1))],
-                c.mix(0.25).filled(),
-            );
+            let mut body = Rectangle::new([(b.q1, segments.start(i)), (b.q3, segments.end(i))], c.mix(0.25).filled());
             body.set_margin(inset, inset, 0, 0);
-            let mut frame =
-                Rectangle::new([(b.q1, SegmentValue::Exact(i)), (b.q3, SegmentValue::Exact(i + 1))], c.stroke_width(1));
+            let mut frame = Rectangle::new([(b.q1, segments.start(i)), (b.q3, segments.end(i))], c.stroke_width(1));
             frame.set_margin(inset, inset, 0, 0);
             chart.plotting_area().draw(&body).map_err(plot_err(&id))?;
             chart.plotting_area().draw(&frame).map_err(plot_err(&id))?;

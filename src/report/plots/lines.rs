@@ -7,14 +7,14 @@ use plotters::prelude::*;
 use super::super::model::Spread;
 use super::super::{ConfigRow, ReportError, Series};
 use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{chart_and_legend, color, finish, panel_chart, slug, tick};
+use super::{chart_and_legend, color, count_tick, finish, log2_range, panel_chart, slug, tick};
 
 /// x range on a log2 batch axis covering all batch sizes, with some room.
 fn batch_range(series: &[Series<'_>]) -> (f64, f64) {
     let batches = series.iter().flat_map(|s| s.points.iter().map(|p| p.batch as f64));
     let lo = batches.clone().fold(f64::INFINITY, f64::min).max(1.0);
     let hi = batches.fold(0.0, f64::max).max(lo);
-    (lo / 1.5, hi * 1.5)
+    log2_range(lo, hi)
 }
 
 /// A curve: points `(batch, spread)` and how it is drawn.
@@ -55,7 +55,7 @@ fn draw_panel(
         .y_desc(y_desc)
         .label_style((FONT, LABEL_SIZE))
         .axis_desc_style((FONT, LABEL_SIZE + 1))
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_label_formatter(&|x| count_tick(*x))
         .y_label_formatter(&|y| tick(*y))
         .draw()
         .map_err(e)?;

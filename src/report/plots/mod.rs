@@ -363,13 +363,62 @@ impl Legend {
     }
 }
 
-/// Width of the label area of a chart whose rows are labelled with `labels`.
-/// The tick label of a segmented axis: the label of the segment's centre, nothing at its edges.
-fn segment_label(labels: &[String], v: &SegmentValue<usize>) -> String {
-    match v {
-        SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-        _ => String::new(),
+/// A segmented axis of `n` categories (batch sizes, configurations): plotters' segments on `0..n - 1`, one per
+/// category. A single category gets three segments, its bar spanning them all and its label on the middle one:
+/// one segment on `0..0` has no span, so its bar's edges would map onto one pixel and its margins make its width
+/// negative.
+#[derive(Debug, Clone, Copy)]
+struct Segments {
+    n: usize,
+}
+
+impl Segments {
+    fn of(n: usize) -> Self {
+        Self { n: n.max(1) }
     }
+    /// The axis' range.
+    fn range(self) -> std::ops::Range<usize> {
+        if self.n == 1 { 0..2 } else { 0..self.n - 1 }
+    }
+    /// Ticks to ask the mesh for (one per segment).
+    fn ticks(self) -> usize {
+        if self.n == 1 { 3 } else { self.n }
+    }
+    /// The near edge of category `i`.
+    fn start(self, i: usize) -> SegmentValue<usize> {
+        SegmentValue::Exact(if self.n == 1 { 0 } else { i })
+    }
+    /// The far edge of category `i`.
+    fn end(self, i: usize) -> SegmentValue<usize> {
+        if self.n == 1 { SegmentValue::Last } else { SegmentValue::Exact(i + 1) }
+    }
+    /// The centre of category `i`.
+    fn mid(self, i: usize) -> SegmentValue<usize> {
+        SegmentValue::CenterOf(if self.n == 1 { 1 } else { i })
+    }
+    /// The tick label of a segment: its category's label at its centre, nothing at its edges.
+    fn label(self, labels: &[String], v: &SegmentValue<usize>) -> String {
+        match v {
+            SegmentValue::CenterOf(j) if self.n == 1 => (*j == 1).then(|| labels.first().cloned()).flatten(),
+            SegmentValue::CenterOf(j) => labels.get(*j).cloned(),
+            _ => None,
+        }
+        .unwrap_or_default()
+    }
+}
+
+/// A log2 axis' range for values from `lo` to `hi` (batch sizes, world sizes): a margin of 1.5x either side,
+/// or, where the values span less than 2x (a single batch size), 2x either side, so the axis holds at least
+/// two octaves, its ticks fall on powers of two and the points sit inside it.
+fn log2_range(lo: f64, hi: f64) -> (f64, f64) {
+    let (lo, hi) = (lo.max(1e-9), hi.max(lo));
+    if hi < 2.0 * lo { (lo / 2.0, hi * 2.0) } else { (lo / 1.5, hi * 1.5) }
+}
+
+/// The tick label of a log2 axis of counts: whole values only (a light tick between powers of two, 9.6 or
+/// 11.2, has no label rather than a rounded one).
+fn count_tick(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-6 * x.abs().max(1.0) { format!("{x:.0}") } else { String::new() }
 }
 
 /// The coordinates of a chart with one row per configuration: a linear x axis, one segment per row.
@@ -385,22 +434,22 @@ fn row_chart<'a, 'b>(
     labels: &[String],
     x_desc: &str,
 ) -> Result<ChartContext<'a, SVGBackend<'b>, RowCoord>, ReportError> {
-    let n = labels.len().max(1);
+    let segments = Segments::of(labels.len());
     let mut chart = ChartBuilder::on(area)
         .caption(caption, (FONT, CAPTION_SIZE))
         .margin(8)
         .margin_right(16)
         .x_label_area_size(40)
         .y_label_area_size(label_area_width(labels))
-        .build_cartesian_2d(x, (0..n - 1).into_segmented())
+        .build_cartesian_2d(x, segments.range().into_segmented())
         .map_err(plot_err(id))?;
-    let label_fmt = |v: &SegmentValue<usize>| segment_label(labels, v);
+    let label_fmt = |v: &SegmentValue<usize>| segments.label(labels, v);
     chart
         .configure_mesh()
         .max_light_lines(1)
         .disable_y_mesh()
         .x_desc(x_desc)
-        .y_labels(n)
+        .y_labels(segments.ticks())
         .y_label_formatter(&label_fmt)
         .x_label_formatter(&|x| tick(*x))
         .label_style((FONT, LABEL_SIZE))
@@ -435,6 +484,7 @@ fn stacked_rows(
         root.fill(&WHITE).map_err(plot_err(id))?;
         let (upper, lower) = root.split_vertically(chart_height);
         let mut chart = row_chart(&upper, id, caption, 0.0..100.0, &labels, x_desc)?;
+        let segments = Segments::of(rows.len());
         for (k, (_, c)) in parts.iter().enumerate() {
             let rects: Vec<Rectangle<(f64, SegmentValue<usize>)>> = rows
                 .iter()
@@ -444,8 +494,7 @@ fn stacked_rows(
                     let total: f64 = v.iter().sum::<f64>().max(1e-12);
                     let x0 = v.iter().take(k).sum::<f64>() / total * 100.0;
                     let x1 = x0 + v.get(k).copied().unwrap_or(0.0) / total * 100.0;
-                    let mut r =
-                        Rectangle::new([(x0, SegmentValue::Exact(i)), (x1, SegmentValue::Exact(i + 1))], c.filled());
+                    let mut r = Rectangle::new([(x0, segments.start(i)), (x1, segments.end(i))], c.filled());
                     r.set_margin(4, 4, 0, 0);
                     r
                 })
@@ -486,6 +535,22 @@ mod tests {
         assert_eq!(tick(12_500.0), "12.5k");
         assert_eq!(tick(2_000_000.0), "2M");
         assert_eq!(tick(0.0012), "0.001");
+    }
+
+    #[test]
+    fn a_single_value_gets_two_octaves_and_whole_ticks() {
+        assert_eq!(log2_range(8.0, 8.0), (4.0, 16.0));
+        assert_eq!(log2_range(4.0, 64.0), (4.0 / 1.5, 96.0));
+        assert_eq!((count_tick(8.0), count_tick(9.6), count_tick(11.2)), ("8".into(), String::new(), String::new()));
+        let one = Segments::of(1);
+        assert_eq!(one.range(), 0..2);
+        assert!(matches!((one.start(0), one.end(0)), (SegmentValue::Exact(0), SegmentValue::Last)));
+        let labels = vec!["8".to_string()];
+        let at = |j| one.label(&labels, &SegmentValue::CenterOf(j));
+        assert_eq!((at(0), at(1), at(2)), (String::new(), "8".to_string(), String::new()));
+        let five = Segments::of(5);
+        assert_eq!(five.range(), 0..4);
+        assert!(matches!((five.start(2), five.end(2)), (SegmentValue::Exact(2), SegmentValue::Exact(3))));
     }
 
     #[test]

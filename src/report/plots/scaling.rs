@@ -70,7 +70,7 @@ pub(super) fn scaling(model: &ReportModel<'_>, spec: &str) -> Result<Option<Plot
     let title = format!("Throughput and scaling efficiency vs world size: {spec}");
     let worlds = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
     let (xlo, xhi) = (worlds.clone().fold(f64::INFINITY, f64::min).max(1.0), worlds.fold(1.0, f64::max));
-    let (xlo, xhi) = (xlo / 1.5, xhi * 1.5);
+    let (xlo, xhi) = super::log2_range(xlo, xhi);
     let ymax = (lines.iter().flat_map(|l| l.points.iter().filter_map(|p| p.1)).fold(0.0, f64::max) * 1.1).max(1e-9);
     let emax =
         (lines.iter().flat_map(|l| l.points.iter().filter_map(|p| p.2)).fold(1.0, f64::max) * 100.0 * 1.1).max(110.0);
@@ -111,7 +111,7 @@ fn draw(
         .y_desc("samples / s")
         .label_style((FONT, LABEL_SIZE))
         .axis_desc_style((FONT, LABEL_SIZE + 1))
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_label_formatter(&|x| super::count_tick(*x))
         .y_label_formatter(&|y| tick(*y))
         .draw()
         .map_err(e)?;

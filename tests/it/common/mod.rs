@@ -230,6 +230,7 @@ impl Synth {
                     items_per_s: sps,
                     item_unit: "samples".into(),
                     items_per_sample: 1,
+                    items_per_s_per_device: None,
                     free_running: None,
                 },
                 step_time: StepTimeStats {
@@ -289,7 +290,9 @@ impl Synth {
                     achieved_flop_per_s: Some(flops as f64 * sps),
                     peak_flop_per_s: Some(2.6e11),
                     peak_source: Some("measured: fp32 GEMM".into()),
+                    peak_precision: None,
                     fraction: Some(flops as f64 * sps / 2.6e11),
+                    mfu: None,
                     tf32: None,
                 },
                 cpu: Sampled::Available(CpuUtilization {
@@ -325,6 +328,8 @@ impl Synth {
                 forward_flops_per_sample: 2 * params,
                 backward_flops_per_sample: 4 * params,
                 train_flops_per_sample: flops,
+                model_flops: None,
+                hardware_flops_per_sample: None,
                 memory: estimate,
                 notes: Vec::new(),
             }),

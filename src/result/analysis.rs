@@ -1,0 +1,50 @@
+//! The static analysis a result keeps: parameters, FLOPs (training, model and hardware FLOPs) and the memory
+//! estimate at the run's batch size, precision and optimizer.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The static analysis of the run's model, at the run's batch size and precision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnalysisSummary {
+    /// Trained parameters (tied weights once).
+    pub parameters: u64,
+    /// Non-trained buffers (batch-norm running statistics), elements.
+    pub buffers: u64,
+    /// Forward FLOPs per sample (one multiply-add = 2 FLOPs; PyTorch `flop_counter` convention).
+    pub forward_flops_per_sample: u64,
+    /// Backward FLOPs per sample.
+    pub backward_flops_per_sample: u64,
+    /// Training FLOPs per sample (forward + backward; the optimizer update is not counted).
+    pub train_flops_per_sample: u64,
+    /// Model FLOPs per sample (the numerator of MFU) and their convention; absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_flops: Option<trainbench_graph::analysis::ModelFlops>,
+    /// Hardware FLOPs per sample under the run's activation checkpointing (training FLOPs + recomputed
+    /// forward FLOPs, the numerator of HFU); absent without checkpointing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware_flops_per_sample: Option<u64>,
+    /// Memory estimate at the run's batch size, precision and optimizer.
+    pub memory: MemoryEstimate,
+    /// Caveats of the analysis for this model (what its conventions leave out).
+    pub notes: Vec<String>,
+}
+
+/// Memory predicted by the static analysis, bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryEstimate {
+    /// Parameters.
+    pub weights_bytes: u64,
+    /// Gradients.
+    pub gradients_bytes: u64,
+    /// Optimizer state.
+    pub optimizer_state_bytes: u64,
+    /// Feature maps kept for the backward pass (plus masks and indices) at the run's batch size and precision.
+    pub activations_bytes: u64,
+    /// Workspace allowance: the largest transient working set of one layer's backward for the batch.
+    pub workspace_bytes: u64,
+    /// Sum of the above.
+    pub total_bytes: u64,
+}
