@@ -57,6 +57,17 @@ const BERT_SMALL: &[&str] = &[
 /// ResNet-50 (bottleneck blocks, ImageNet stem kept) at a quarter of the width and 64x64 inputs.
 const RESNET50_SMALL: &[&str] = &["model.width=16", "model.image_size=64"];
 
+const LLAMA_SMALL: &[&str] = &[
+    "model.layers=2",
+    "model.d_model=64",
+    "model.heads=4",
+    "model.kv_heads=2",
+    "model.head_dim=16",
+    "model.ffn=128",
+    "model.vocab=512",
+    "model.seq_len=16",
+];
+
 /// Per-spec overrides on top of [`COMMON`], with the reason. Paths are relative to `specs/`.
 const SHRINK: &[(&str, &[&str], &str)] = &[
     ("extra/bert_base.toml", BERT_SMALL, "BERT-base: 110 M parameters, seq 128"),
@@ -65,6 +76,21 @@ const SHRINK: &[(&str, &[&str], &str)] = &[
         &["model.users=1000", "model.items=1000"],
         "MovieLens-20M embedding tables (165 k rows) dominate the optimizer step",
     ),
+    (
+        "llm/gpt2_small.toml",
+        &[
+            "model.layers=2",
+            "model.d_model=64",
+            "model.heads=4",
+            "model.ffn=256",
+            "model.vocab=512",
+            "model.seq_len=16",
+            "model.max_positions=32",
+        ],
+        "GPT-2 small: 124 M parameters over 1,024 tokens",
+    ),
+    ("llm/llama3_2_1b.toml", LLAMA_SMALL, "Llama-3.2-1B: 1.2 G parameters over 2,048 tokens"),
+    ("llm/llama3_1_8b.toml", LLAMA_SMALL, "Llama-3.1-8B: 8 G parameters (128 GB of state with Adam)"),
     ("pai/1w1g.toml", RESNET50_SMALL, "ResNet-50 at 224x224"),
     ("pai/1wng_allreduce_nvlink.toml", RESNET50_SMALL, "ResNet-50 at 224x224"),
     ("pai/ps_vs_allreduce.toml", RESNET50_SMALL, "ResNet-50 at 224x224"),
@@ -82,6 +108,17 @@ const SHRINK: &[(&str, &[&str], &str)] = &[
     // Inception-v3 keeps 299x299: its auxiliary classifier needs the 17x17 Mixed_6e grid (the builder refuses
     // smaller inputs with aux_logits), and dropping aux_logits would change the result's shape. Batch 2, not
     // 1: the auxiliary head's batch norm sees a 1x1 map and needs more than one value per channel.
+    (
+        "recsys/dlrm_dcnv2.toml",
+        &[
+            "model.max_table_rows=1000",
+            "model.embedding_dim=16",
+            "model.bottom_mlp=[32,16]",
+            "model.top_mlp=[64,1]",
+            "model.cross_rank=16",
+        ],
+        "DLRM-DCNv2: 26 tables of up to 100 k rows x 128 and a 3,456-wide cross network",
+    ),
     ("tbd/resnet50.toml", RESNET50_SMALL, "ResNet-50 at 224x224"),
     (
         "tbd/seq2seq.toml",
@@ -94,6 +131,19 @@ const SHRINK: &[(&str, &[&str], &str)] = &[
         "Transformer-base: 63 M parameters (Adam) over 64 tokens",
     ),
     ("tbd/wgan_gp.toml", &["model.width=16"], "DCGAN generator and critic at width 64, with a double backward"),
+    (
+        "vision/vit_b_16.toml",
+        &[
+            "model.image_size=32",
+            "model.patch_size=8",
+            "model.layers=2",
+            "model.hidden=64",
+            "model.heads=4",
+            "model.mlp_dim=128",
+            "model.classes=10",
+        ],
+        "ViT-B/16: 86.6 M parameters over 197 tokens",
+    ),
 ];
 
 fn specs_dir() -> PathBuf {
