@@ -7,9 +7,10 @@
 use serde::Serialize;
 use trainbench_graph::Precision;
 use trainbench_graph::analysis::{Analysis, MemoryEstimate};
+use trainbench_graph::training::Checkpointing;
 
 use crate::hardware::wire::HardwareFile;
-use crate::result::{ModelFlopUtilization, PeakUsed, Sampled};
+use crate::result::{HardwareFlopUtilization, ModelFlopUtilization, PeakUsed, Sampled};
 
 /// Bytes in a GiB.
 const GIB: f64 = (1u64 << 30) as f64;
@@ -68,6 +69,8 @@ pub struct FigureInput<'a> {
     pub world: usize,
     /// Predicted samples per second, all workers together.
     pub samples_per_s: f64,
+    /// The activation checkpointing predicted (HFU counts what it recomputes).
+    pub checkpointing: Checkpointing,
 }
 
 /// The figures of one prediction.
@@ -138,6 +141,16 @@ fn mfu(i: &FigureInput<'_>) -> Sampled<ModelFlopUtilization> {
             precision: i.precision.as_str().to_string(),
             source,
         },
-        hfu: None,
+        hfu: (!i.checkpointing.is_none()).then(|| {
+            let hardware = i.analysis.hardware_flops(i.checkpointing);
+            let achieved = hardware as f64 * i.samples_per_s;
+            HardwareFlopUtilization {
+                hardware_flops_per_sample: hardware,
+                recomputed_flops_per_sample: i.analysis.recomputed_flops(i.checkpointing),
+                checkpointing: i.checkpointing.mode_name().to_string(),
+                achieved_flop_per_s: achieved,
+                hfu: achieved / total,
+            }
+        }),
     })
 }

@@ -30,7 +30,7 @@ pub mod work;
 
 use serde::Serialize;
 use trainbench_comm::Topology;
-use trainbench_graph::analysis::{analyze, memory_estimate};
+use trainbench_graph::analysis::{analyze, memory_estimate_checkpointed};
 use trainbench_graph::graph::{Graph, InputKind, Op};
 use trainbench_graph::{OptimizerSpec, Precision};
 
@@ -56,6 +56,8 @@ pub struct Setting {
     pub optimizer: OptimizerSpec,
     /// Where the workers are and how they exchange (the plan's own).
     pub topology: Topology,
+    /// Activation checkpointing and gradient accumulation (the plan's own).
+    pub schedule: trainbench_graph::training::StepSchedule,
 }
 
 impl Setting {
@@ -66,6 +68,7 @@ impl Setting {
             precision: run.precision,
             optimizer: run.optimizer.clone(),
             topology: run.topology,
+            schedule: run.schedule,
         }
     }
 
@@ -199,16 +202,28 @@ pub fn predict_with(
     if !terms.on(Term::Exchange) {
         comm.time_s = 0.0;
     }
-    let forward_s: f64 = compute.layers.iter().map(|l| l.forward.time_s).sum();
-    let backward_s: f64 = compute.layers.iter().map(|l| l.backward.time_s).sum();
+    // The step schedule: the recomputed blocks' share of the forward pass is paid again in the backward pass
+    // (priced by their share of the forward FLOPs), and each of the k micro-batches pays data, forward and
+    // backward; the exchange and the optimizer run once per step.
+    let checkpointing = setting.schedule.checkpointing;
+    let recomputed = match analysis.flops.forward_per_sample {
+        0 => 0.0,
+        f => analysis.recomputed_flops(checkpointing) as f64 / f as f64,
+    };
+    let micro = setting.schedule.micro_batches() as f64;
+    let data_s = micro * data_s;
+    let one_forward_s: f64 = compute.layers.iter().map(|l| l.forward.time_s).sum();
+    let one_backward_s: f64 = compute.layers.iter().map(|l| l.backward.time_s).sum();
+    let forward_s = micro * one_forward_s;
+    let backward_s = micro * (one_backward_s + recomputed * one_forward_s);
     let optimizer_s = compute.optimizer.time_s;
     let phases = Phases { data_s, forward_s, backward_s, optimizer_s, comm_s: comm.time_s };
     let step = data_s + forward_s + backward_s + optimizer_s + comm.time_s;
     let overlapped = data_s.max(forward_s + backward_s.max(comm.time_s) + optimizer_s);
     let share = |x: f64| if step > 0.0 { x / step } else { 0.0 };
     let mut split = BoundSplit { compute_bound_s: 0.0, memory_bound_s: 0.0, overhead_s: 0.0 };
-    let samples_per_s = if step > 0.0 { setting.batch as f64 / step } else { 0.0 };
-    let memory = memory_estimate(&analysis, b, setting.precision, &setting.optimizer);
+    let samples_per_s = if step > 0.0 { setting.batch as f64 * micro / step } else { 0.0 };
+    let memory = memory_estimate_checkpointed(&analysis, b, setting.precision, &setting.optimizer, checkpointing);
     let figures = figures::figures(&figures::FigureInput {
         analysis: &analysis,
         memory: &memory,
@@ -217,6 +232,7 @@ pub fn predict_with(
         peak_flop_s: dev.peak_flop_s,
         world,
         samples_per_s,
+        checkpointing,
     });
     for p in compute.layers.iter().flat_map(|l| [&l.forward, &l.backward]).chain([&compute.optimizer]) {
         split.overhead_s += p.overhead_s;
@@ -256,3 +272,7 @@ mod tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod terms_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod schedule_tests;
