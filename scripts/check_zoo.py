@@ -231,13 +231,13 @@ class Logits(nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model = model
-
-    def forward(self, input_ids):
         # One unpacked sequence per row: skip the packed-sequence detection, which reads values (item()) and so
         # cannot run on the meta device.
         import transformers.masking_utils as masking
 
         masking.find_packed_sequence_indices = lambda *args, **kwargs: None
+
+    def forward(self, input_ids):
         return self.model(input_ids=input_ids, use_cache=False).logits
 
 

@@ -29,13 +29,11 @@ const CROSS_ENTROPY_BASE_BYTES: f64 = 4.0;
 /// The coefficients of `profile`'s device at `precision`; refuses a precision the profile has no peak for, and a
 /// calibration that names a class or kind the model does not know.
 pub fn coefficients(profile: &HardwareFile, precision: Precision) -> Result<Coefficients, PredictError> {
-    let p = &profile.device.peak_tflops;
-    let peak = match precision {
-        Precision::Fp32 => Some(p.fp32),
-        Precision::Fp16 => p.fp16,
-        Precision::Bf16 => p.bf16,
-    }
-    .ok_or_else(|| PredictError::NoPeak { profile: profile.name.clone(), precision: precision.as_str() })?;
+    let peak = profile
+        .device
+        .peak_tflops
+        .of(precision)
+        .ok_or_else(|| PredictError::NoPeak { profile: profile.name.clone(), precision: precision.as_str() })?;
     let bias_pass = profile.device.kind == crate::hardware::wire::DeviceKind::Cpu;
     let Some(c) = profile.calibration.as_ref() else {
         return Ok(Coefficients::datasheet(peak * 1e12, profile.device.memory_bandwidth_gbs * 1e9, bias_pass));

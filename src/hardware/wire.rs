@@ -104,6 +104,17 @@ pub struct PeakTflops {
     pub bf16: Option<f64>,
 }
 
+impl PeakTflops {
+    /// The peak of `precision`, TFLOP/s; `None` where the device has none (fp32 always has one).
+    pub fn of(&self, precision: Precision) -> Option<f64> {
+        match precision {
+            Precision::Fp32 => Some(self.fp32),
+            Precision::Fp16 => self.fp16,
+            Precision::Bf16 => self.bf16,
+        }
+    }
+}
+
 /// A link: its kind, bandwidth and latency.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -17,7 +17,6 @@
 
 use serde::Serialize;
 use trainbench_comm::{Interconnect, Topology};
-use trainbench_graph::Precision;
 use trainbench_graph::analysis::{analyze, memory_estimate};
 use trainbench_graph::graph::Graph;
 
@@ -133,16 +132,6 @@ pub struct ParallelRow {
     pub formula: String,
 }
 
-fn peak_flops(profile: &HardwareFile, precision: Precision) -> Option<f64> {
-    let p = &profile.device.peak_tflops;
-    let tflops = match precision {
-        Precision::Fp32 => Some(p.fp32),
-        Precision::Fp16 => p.fp16,
-        Precision::Bf16 => p.bf16,
-    };
-    tflops.filter(|t| *t > 0.0).map(|t| t * 1e12)
-}
-
 /// The rows for `gpus` GPUs in one machine, each GPU training `setting.batch` samples per (micro-)step.
 pub fn rows(
     graph: &Graph,
@@ -171,7 +160,7 @@ pub fn rows(
     };
     let link = comm::link(profile, intra)?;
     let (bandwidth, latency) = (link.bandwidth_gbs * 1e9, link.latency_us * 1e-6);
-    let peak = peak_flops(profile, setting.precision);
+    let peak = profile.device.peak_tflops.of(setting.precision).filter(|t| *t > 0.0).map(|t| t * 1e12);
     let model_flops = a.model_flops.per_sample as f64;
     let row = |layout: String, gpus: usize, memory: f64, exchange: f64, times: (f64, f64), per_gpu_samples: f64| {
         let (serial, overlapped) = times;

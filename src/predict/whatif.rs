@@ -139,11 +139,8 @@ pub fn what_if(
         rows.push(row(change, base, predict(graph, setting, &p)));
     }
     // Precision.
-    let peaks = &profile.device.peak_tflops;
-    for (precision, has) in
-        [(Precision::Fp32, true), (Precision::Fp16, peaks.fp16.is_some()), (Precision::Bf16, peaks.bf16.is_some())]
-    {
-        if has && precision != setting.precision {
+    for precision in [Precision::Fp32, Precision::Fp16, Precision::Bf16] {
+        if profile.device.peak_tflops.of(precision).is_some() && precision != setting.precision {
             let s = with(&|s| s.precision = precision);
             rows.push(row(format!("precision: {}", precision.as_str()), base, predict(graph, &s, profile)));
         }

@@ -55,14 +55,7 @@ fn no_shipped_spec_is_predicted_above_the_peak_of_any_gpu_profile() {
                 for profile in &gpus {
                     // A profile without a peak for the precision predicts nothing (the gate records the error).
                     let Ok(p) = predict(graph, &setting, &profile.file) else { continue };
-                    let peak = match precision {
-                        Precision::Fp32 => Some(profile.file.device.peak_tflops.fp32),
-                        Precision::Fp16 => profile.file.device.peak_tflops.fp16,
-                        Precision::Bf16 => profile.file.device.peak_tflops.bf16,
-                    }
-                    .unwrap()
-                        * 1e12
-                        * p.world_size as f64;
+                    let peak = profile.file.device.peak_tflops.of(precision).unwrap() * 1e12 * p.world_size as f64;
                     // From the step's price, whether or not the step fits in memory.
                     let mfu = model.per_sample as f64 * p.samples_per_s / peak;
                     checked += 1;

@@ -34,7 +34,7 @@
 mod modern;
 mod rules;
 
-pub use modern::{BlockAnalysis, COUNTER_CONVENTION, DECODER_CONVENTION, ModelFlops, parameter_count};
+pub use modern::{BlockAnalysis, COUNTER_CONVENTION, DECODER_CONVENTION, ModelFlops};
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -107,8 +107,3 @@ impl Analysis {
         self.activations.saved_elements_per_sample - freed + live_again
     }
 }
-
-/// Trained parameters of a graph (tied weights once): what [`super::analyze`] reports, without the rest.
-pub fn parameter_count(graph: &Graph) -> u64 {
-    crate::params::graph_tensors(graph).iter().filter(|(_, d)| d.trainable()).map(|(_, d)| d.numel()).sum()
-}

@@ -170,9 +170,9 @@ pub const MLPERF_TABLE_ROWS: [usize; 26] = [
 pub const MLPERF_BAG_SIZES: [usize; 26] =
     [3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1];
 
-fn d_dlrm_max_rows() -> usize {
-    100_000
-}
+/// Cap on MLPerf's row counts when a DLRM spec gives neither `table_rows` nor `max_table_rows`.
+const DEFAULT_MAX_TABLE_ROWS: usize = 100_000;
+
 fn d_dlrm_dim() -> usize {
     128
 }
@@ -202,9 +202,10 @@ pub struct DlrmSpec {
     /// `max_table_rows` (the full tables hold 204 million rows, 104 GB in fp32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table_rows: Option<Vec<usize>>,
-    /// Cap on MLPerf's row counts when `table_rows` is left out.
-    #[serde(default = "d_dlrm_max_rows")]
-    pub max_table_rows: usize,
+    /// Cap on MLPerf's row counts when `table_rows` is left out (100,000 when this is left out too); refused
+    /// beside `table_rows`, which gives every table's rows itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_table_rows: Option<usize>,
     /// Ids per sample of each categorical feature (MLPerf's multi-hot sizes when left out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bag_sizes: Option<Vec<usize>>,
@@ -231,9 +232,10 @@ pub struct DlrmSpec {
 impl DlrmSpec {
     /// Rows of each table, after the default and the cap.
     pub fn rows(&self) -> Vec<usize> {
-        self.table_rows
-            .clone()
-            .unwrap_or_else(|| MLPERF_TABLE_ROWS.iter().map(|&r| r.min(self.max_table_rows)).collect())
+        self.table_rows.clone().unwrap_or_else(|| {
+            let cap = self.max_table_rows.unwrap_or(DEFAULT_MAX_TABLE_ROWS);
+            MLPERF_TABLE_ROWS.iter().map(|&r| r.min(cap)).collect()
+        })
     }
     /// Ids per sample of each table.
     pub fn bags(&self) -> Vec<usize> {

@@ -34,14 +34,16 @@ pub(crate) fn build(s: &DlrmSpec) -> Result<Graph, ZooError> {
     for (field, v) in [("table_rows", &rows), ("bag_sizes", &bags)] {
         widths(field, v)?;
     }
-    if s.table_rows.is_some() && s.max_table_rows != 100_000 {
+    if let (Some(_), Some(cap)) = (&s.table_rows, s.max_table_rows) {
         return Err(ZooError::field(
             "max_table_rows",
-            "max_table_rows caps MLPerf's row counts, but table_rows gives every table's rows",
+            format!("max_table_rows = {cap} caps MLPerf's row counts, but table_rows gives every table's rows"),
             Some("remove one of the two"),
         ));
     }
-    super::at_least("max_table_rows", s.max_table_rows, 1)?;
+    if let Some(cap) = s.max_table_rows {
+        super::at_least("max_table_rows", cap, 1)?;
+    }
     super::at_least("embedding_dim", s.embedding_dim, 1)?;
     super::at_least("dense_features", s.dense_features, 1)?;
     super::at_least("cross_rank", s.cross_rank, 1)?;
@@ -98,7 +100,7 @@ pub(crate) fn build(s: &DlrmSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::analysis::parameter_count;
+    use crate::analysis::analyze;
     use crate::model::MLPERF_TABLE_ROWS;
 
     #[test]
@@ -110,8 +112,12 @@ mod tests {
         let bottom = 13 * 512 + 512 + 512 * 256 + 256 + 256 * 128 + 128;
         let cross = 3 * (3456 * 512 + 512 * 3456 + 3456);
         let top = 3456 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 512 + 512 + 512 * 256 + 256 + 256 + 1;
-        assert_eq!(parameter_count(&g), (rows * 128 + bottom + cross + top) as u64);
-        let e = build(&DlrmSpec { bottom_mlp: vec![512, 64], ..s }).unwrap_err();
+        assert_eq!(analyze(&g).parameters, (rows * 128 + bottom + cross + top) as u64);
+        let e = build(&DlrmSpec { bottom_mlp: vec![512, 64], ..s.clone() }).unwrap_err();
         assert_eq!(e.path, ["bottom_mlp"]);
+        // A cap beside explicit rows would be ignored: refused, even at the default value.
+        let rows = Some(vec![10; 26]);
+        let e = build(&DlrmSpec { table_rows: rows, max_table_rows: Some(100_000), ..s }).unwrap_err();
+        assert_eq!(e.path, ["max_table_rows"]);
     }
 }

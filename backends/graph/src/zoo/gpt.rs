@@ -11,7 +11,7 @@ use crate::builder::{GraphBuilder, ShapeError};
 use crate::graph::{Activation, DecoderDims, Graph, InputKind, LossKind, NodeId};
 use crate::model::{FfnActivation, GptSpec, NormKind, PositionKind};
 
-use super::ZooError;
+use super::{ZooError, dropout};
 
 /// Rotary base when `rope_theta` is left out (RoFormer's).
 const DEFAULT_ROPE_THETA: f64 = 10_000.0;
@@ -111,10 +111,6 @@ fn norm(b: &mut GraphBuilder, name: &str, x: NodeId, s: &GptSpec, d: &Dims) -> R
     }
 }
 
-fn dropout(b: &mut GraphBuilder, name: &str, x: NodeId, p: f64) -> Result<NodeId, ShapeError> {
-    if p > 0.0 { b.dropout(name, x, p) } else { Ok(x) }
-}
-
 /// Causal self-attention: q, k, v projections, rotary on q and k, the fused attention, the output projection.
 fn attention(b: &mut GraphBuilder, x: NodeId, s: &GptSpec, d: &Dims) -> Result<NodeId, ShapeError> {
     b.push("attn");
@@ -191,7 +187,7 @@ pub(crate) fn build(s: &GptSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::analysis::parameter_count;
+    use crate::analysis::analyze;
     use crate::zoo::testing::shape;
 
     fn gpt2_small() -> GptSpec {
@@ -223,18 +219,18 @@ mod tests {
     #[test]
     fn parameter_counts_equal_the_reference_models() {
         let g = build(&gpt2_small()).unwrap();
-        assert_eq!(parameter_count(&g), 124_439_808);
+        let a = analyze(&g);
+        assert_eq!(a.parameters, 124_439_808);
         // torch.utils.flop_counter on GPT2LMHeadModel at 1024 tokens (scripts/check_zoo.py).
-        let flops = crate::analysis::analyze(&g).flops;
-        assert_eq!((flops.forward_per_sample, flops.train_per_sample), (291_648_307_200, 874_944_921_600));
+        assert_eq!((a.flops.forward_per_sample, a.flops.train_per_sample), (291_648_307_200, 874_944_921_600));
         assert_eq!(g.blocks.len(), 12);
         assert_eq!(shape(&g, "lm_head"), [1024, 50_257]);
         let llama_1b = build(&GptSpec { seq_len: 2048, ..llama(16, 2048, 8, 8192, true) }).unwrap();
-        assert_eq!(parameter_count(&llama_1b), 1_235_814_400);
+        let a = analyze(&llama_1b);
+        assert_eq!(a.parameters, 1_235_814_400);
         // LlamaForCausalLM from Llama-3.2-1B's config at 2048 tokens, the same counter.
-        let flops = crate::analysis::analyze(&llama_1b).flops;
-        assert_eq!((flops.forward_per_sample, flops.train_per_sample), (5_611_374_772_224, 16_834_124_316_672));
-        assert_eq!(parameter_count(&build(&llama(32, 4096, 8, 14_336, false)).unwrap()), 8_030_261_248);
+        assert_eq!((a.flops.forward_per_sample, a.flops.train_per_sample), (5_611_374_772_224, 16_834_124_316_672));
+        assert_eq!(analyze(&build(&llama(32, 4096, 8, 14_336, false)).unwrap()).parameters, 8_030_261_248);
     }
 
     #[test]

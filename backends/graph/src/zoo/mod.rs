@@ -85,6 +85,12 @@ pub(crate) fn probability(field: &str, p: f64) -> Result<(), ZooError> {
     Ok(())
 }
 
+/// A dropout layer where `p > 0`; with `p = 0` no node at all (the input is returned), so a model trained
+/// without dropout carries no identity layers.
+pub(crate) fn dropout(b: &mut GraphBuilder, name: &str, x: NodeId, p: f64) -> Result<NodeId, ShapeError> {
+    if p > 0.0 { b.dropout(name, x, p) } else { Ok(x) }
+}
+
 /// Conv (no bias) + batch norm + ReLU, the CNN building block; returns the ReLU node.
 pub(crate) fn conv_bn_relu(
     b: &mut GraphBuilder,

@@ -10,14 +10,10 @@ use crate::builder::{ConvCfg, GraphBuilder, ShapeError};
 use crate::graph::{Activation, Graph, InputKind, LossKind, NodeId};
 use crate::model::VitSpec;
 
-use super::ZooError;
+use super::{ZooError, dropout};
 
 /// LayerNorm epsilon of torchvision's ViT.
 const EPS: f32 = 1e-6;
-
-fn dropout(b: &mut GraphBuilder, name: &str, x: NodeId, p: f64) -> Result<NodeId, ShapeError> {
-    if p > 0.0 { b.dropout(name, x, p) } else { Ok(x) }
-}
 
 fn encoder_layer(b: &mut GraphBuilder, x: NodeId, s: &VitSpec) -> Result<NodeId, ShapeError> {
     let h = b.layer_norm("ln_1", x, EPS)?;
@@ -90,17 +86,17 @@ pub(crate) fn build(s: &VitSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::analysis::parameter_count;
+    use crate::analysis::analyze;
     use crate::zoo::testing::shape;
 
     #[test]
     fn vit_b_16_has_torchvisions_count_and_shapes() {
         let s: VitSpec = serde_json::from_str("{}").unwrap();
         let g = build(&s).unwrap();
-        assert_eq!(parameter_count(&g), 86_567_656);
+        let a = analyze(&g);
+        assert_eq!(a.parameters, 86_567_656);
         // torch.utils.flop_counter on torchvision's vit_b_16 (scripts/check_zoo.py).
-        let flops = crate::analysis::analyze(&g).flops;
-        assert_eq!((flops.forward_per_sample, flops.train_per_sample), (35_127_656_448, 105_151_758_336));
+        assert_eq!((a.flops.forward_per_sample, a.flops.train_per_sample), (35_127_656_448, 105_151_758_336));
         assert_eq!(shape(&g, "encoder.pos_embedding"), [197, 768]);
         assert_eq!(g.blocks.len(), 12);
         let e = build(&VitSpec { patch_size: 15, ..s }).unwrap_err();
