@@ -2,8 +2,9 @@
 //! then average) or [`PsWorkerExchange`] (push each tensor's gradient to the server that owns it, pull the
 //! updated weights back). Both agree on stopping: any worker's wish to stop ends the run for all after the step.
 
+use super::sharded::Sharded;
 use super::{CommError, Communicator, DataParallel, EngineInfo};
-use trainbench_graph::graph::Graph;
+use trainbench_graph::graph::{Graph, NodeId};
 use trainbench_graph::params::{ParamDecl, graph_tensors};
 
 /// Message tags of the parameter-server protocol.
@@ -11,8 +12,9 @@ pub(crate) const TAG_PUSH: u16 = 11;
 /// Tag of the servers' replies (updated weights and the agreed stop flag).
 pub(crate) const TAG_PULL: u16 = 12;
 
-/// Gradient bytes per all-reduce bucket (PyTorch DDP's default cap).
-pub const BUCKET_BYTES: usize = 25 * 1024 * 1024;
+/// Bytes per all-reduce bucket and per ZeRO-1/2 unit unless `topology.bucket_mb` says otherwise (PyTorch
+/// DDP's default cap).
+pub const BUCKET_BYTES: u64 = 25 * 1024 * 1024;
 
 /// The trained tensors of a graph in the order every backend holds them ([`graph_tensors`], buffers and tied
 /// weights excluded), and how parameter servers share them.
@@ -20,6 +22,8 @@ pub const BUCKET_BYTES: usize = 25 * 1024 * 1024;
 pub struct Layout {
     /// Each trained tensor's declaration, in order.
     pub decls: Vec<ParamDecl>,
+    /// The node that owns each tensor.
+    pub nodes: Vec<NodeId>,
     /// Offset of each tensor in the flat buffer.
     pub offsets: Vec<usize>,
     /// Elements in all.
@@ -29,15 +33,15 @@ pub struct Layout {
 impl Layout {
     /// The layout of `graph`'s trained tensors.
     pub fn of(graph: &Graph) -> Self {
-        let decls: Vec<ParamDecl> =
-            graph_tensors(graph).into_iter().map(|(_, d)| d).filter(|d| d.trainable()).collect();
+        let (nodes, decls): (Vec<NodeId>, Vec<ParamDecl>) =
+            graph_tensors(graph).into_iter().filter(|(_, d)| d.trainable()).unzip();
         let mut offsets = Vec::with_capacity(decls.len());
         let mut total = 0usize;
         for d in &decls {
             offsets.push(total);
             total += d.numel() as usize;
         }
-        Layout { decls, offsets, total }
+        Layout { decls, nodes, offsets, total }
     }
 
     /// Elements of tensor `i`.
@@ -81,7 +85,7 @@ pub enum StopWish {
 
 impl StopWish {
     /// The wish as the two flags the exchange sums or ORs: `[finished, interrupted]`.
-    fn flags(self) -> [f32; 2] {
+    pub(crate) fn flags(self) -> [f32; 2] {
         [f32::from(u8::from(self == StopWish::Finished)), f32::from(u8::from(self == StopWish::Interrupted))]
     }
 }
@@ -112,6 +116,12 @@ pub struct ExchangeStats {
     pub bytes_received: u64,
     /// Collective calls or messages it issued.
     pub messages: u64,
+    /// Of `bytes_sent`: what its all-reduces sent (a ring's 2 (W-1)/W of the buffer).
+    pub all_reduce_bytes: u64,
+    /// Of `bytes_sent`: what its reduce-scatters sent ((W-1)/W of the padded buffer).
+    pub reduce_scatter_bytes: u64,
+    /// Of `bytes_sent`: what its all-gathers sent ((W-1)/W of the padded buffer).
+    pub all_gather_bytes: u64,
 }
 
 impl ExchangeStats {
@@ -148,20 +158,33 @@ pub trait GradientExchange {
     ) -> Result<StepExchange, CommError>;
     /// Traffic so far.
     fn stats(&self) -> ExchangeStats;
+    /// The unit-by-unit calls of a ZeRO stage, which a backend makes instead of [`GradientExchange::exchange`]
+    /// where it can (stage 3 needs them); `None` for the other strategies.
+    fn sharded(&mut self) -> Option<&mut dyn Sharded> {
+        None
+    }
 }
 
 /// All-reduce data parallelism over a group whose every rank is a worker.
 pub struct AllReduceExchange<'c> {
     comm: &'c mut dyn Communicator,
     layout: Layout,
+    bucket_bytes: u64,
     scratch: Vec<f32>,
     stats: ExchangeStats,
 }
 
 impl<'c> AllReduceExchange<'c> {
-    /// An exchange over `comm` (every rank a worker) for `graph`'s trained tensors.
-    pub fn new(comm: &'c mut dyn Communicator, graph: &Graph) -> Self {
-        AllReduceExchange { comm, layout: Layout::of(graph), scratch: Vec::new(), stats: ExchangeStats::default() }
+    /// An exchange over `comm` (every rank a worker) for `graph`'s trained tensors, in buckets of
+    /// `bucket_bytes`.
+    pub fn new(comm: &'c mut dyn Communicator, graph: &Graph, bucket_bytes: u64) -> Self {
+        AllReduceExchange {
+            comm,
+            layout: Layout::of(graph),
+            bucket_bytes,
+            scratch: Vec::new(),
+            stats: ExchangeStats::default(),
+        }
     }
 }
 
@@ -190,7 +213,7 @@ impl GradientExchange for AllReduceExchange<'_> {
     ) -> Result<StepExchange, CommError> {
         let n = grads.len();
         self.scratch.resize(n, 0.0);
-        let bucket = (BUCKET_BYTES / 4).max(1);
+        let bucket = (self.bucket_bytes / 4).max(1) as usize;
         let mut start = 0;
         while start < n {
             let end = (start + bucket).min(n);
@@ -209,6 +232,7 @@ impl GradientExchange for AllReduceExchange<'_> {
         self.stats.steps += 1;
         self.stats.bytes_sent += moved;
         self.stats.bytes_received += moved;
+        self.stats.all_reduce_bytes += moved;
         let interrupted = flag[1] > 0.0;
         Ok(StepExchange { stop: flag[0] > 0.0 || interrupted, interrupted, weights_updated: false })
     }

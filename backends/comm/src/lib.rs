@@ -1,6 +1,7 @@
 //! Data-parallel training across ranks: the engine interface ([`Communicator`]: MPI for CPU ranks, NCCL for
-//! CUDA ranks), the strategies built on it (ring all-reduce of gradients, sharded parameter servers) and the one
-//! call a backend makes after its backward pass ([`GradientExchange::exchange`]).
+//! CUDA ranks), the strategies built on it (ring all-reduce of gradients, sharded parameter servers, ZeRO's
+//! sharded optimizer state, gradients and weights) and the one call a backend makes after its backward pass
+//! ([`GradientExchange::exchange`]; the ZeRO stages through [`GradientExchange::sharded`]).
 //!
 //! A backend never knows which engine it talks to, nor which strategy: it flattens its gradients (and, for
 //! parameter servers, its weights) into host buffers in [`Layout`] order, calls the exchange, and copies back
@@ -14,6 +15,9 @@ pub mod exchange;
 pub mod local;
 pub mod optim;
 pub mod server;
+pub mod sharded;
+#[cfg(test)]
+mod sharded_tests;
 #[cfg(test)]
 mod tests;
 pub mod topology;
@@ -24,6 +28,7 @@ use serde::{Deserialize, Serialize};
 pub use exchange::{
     AllReduceExchange, ExchangeStats, GradientExchange, Layout, PsWorkerExchange, StepExchange, StopWish,
 };
+pub use sharded::{ShardHeld, Sharded, ShardedExchange, Unit};
 pub use topology::{Interconnect, Topology};
 
 /// How a run's workers combine their gradients (PAI's job classes: 1w1g, 1wng / AllReduce, PS/worker).
@@ -42,6 +47,17 @@ pub enum DataParallel {
         /// Server ranks (at least 1).
         servers: usize,
     },
+    /// ZeRO stage 1: gradients reduce-scattered, each worker updates its shard of the weights with its shard
+    /// of the optimizer state, and the weights are all-gathered after the step.
+    #[serde(rename = "zero-1")]
+    Zero1,
+    /// ZeRO stage 2: as stage 1, and a worker keeps only its shard of the gradients after the reduce-scatter.
+    #[serde(rename = "zero-2")]
+    Zero2,
+    /// ZeRO stage 3 (FSDP): the weights sharded too, each unit (a recomputable block, or the rest of the
+    /// model) all-gathered before its forward and again before its backward, and freed after.
+    #[serde(rename = "zero-3")]
+    Zero3,
 }
 
 impl DataParallel {
@@ -51,6 +67,19 @@ impl DataParallel {
             DataParallel::Single => "single",
             DataParallel::AllReduce => "all-reduce",
             DataParallel::ParameterServer { .. } => "parameter-server",
+            DataParallel::Zero1 => "zero-1",
+            DataParallel::Zero2 => "zero-2",
+            DataParallel::Zero3 => "zero-3",
+        }
+    }
+
+    /// The ZeRO stage (1, 2 or 3) of a sharded strategy; `None` for the others.
+    pub fn zero_stage(self) -> Option<u8> {
+        match self {
+            DataParallel::Zero1 => Some(1),
+            DataParallel::Zero2 => Some(2),
+            DataParallel::Zero3 => Some(3),
+            _ => None,
         }
     }
 
@@ -82,6 +111,18 @@ pub struct EngineInfo {
     pub version: String,
 }
 
+/// Refuse a reduce-scatter or all-gather whose buffers do not have the shapes the collective needs: `whole`
+/// elements must be `ranks` blocks of `block` each.
+pub fn check_blocks(engine: &str, what: &str, whole: usize, block: usize, ranks: usize) -> Result<(), CommError> {
+    if block.checked_mul(ranks) == Some(whole) {
+        return Ok(());
+    }
+    Err(CommError {
+        engine: engine.to_string(),
+        message: format!("{what} of {whole} values over {ranks} ranks in blocks of {block}"),
+    })
+}
+
 /// Why a collective or a message failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{engine}: {message}")]
@@ -103,6 +144,11 @@ pub trait Communicator {
     fn engine(&self) -> EngineInfo;
     /// Element-wise sum of `send` over every rank, into `recv` (the same length) on every rank.
     fn all_reduce_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError>;
+    /// Element-wise sum of `send` over every rank, scattered: `send` holds `size()` equal blocks, and rank `r`
+    /// receives the sum of every rank's block `r` into `recv` (one block long).
+    fn reduce_scatter_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError>;
+    /// Every rank's `send` (all of the same length), concatenated in rank order into `recv` on every rank.
+    fn all_gather(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError>;
     /// Send `data` to rank `to` with `tag`.
     fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError>;
     /// Receive exactly `data.len()` values from rank `from` with `tag`.

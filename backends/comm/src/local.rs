@@ -111,6 +111,24 @@ impl Communicator for ThreadComm {
         Ok(())
     }
 
+    fn reduce_scatter_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
+        super::check_blocks("threads", "reduce-scatter", send.len(), recv.len(), self.size())?;
+        let mut whole = vec![0.0f32; send.len()];
+        self.all_reduce_sum(send, &mut whole)?;
+        let at = self.rank * recv.len();
+        recv.copy_from_slice(&whole[at..at + recv.len()]);
+        Ok(())
+    }
+
+    fn all_gather(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
+        super::check_blocks("threads", "all-gather", recv.len(), send.len(), self.size())?;
+        // Every other rank contributes zeros to this rank's block: the sum is the block, bit for bit.
+        let mut mine = vec![0.0f32; recv.len()];
+        let at = self.rank * send.len();
+        mine[at..at + send.len()].copy_from_slice(send);
+        self.all_reduce_sum(&mine, recv)
+    }
+
     fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError> {
         self.post(to, tag, Payload::F32(data.to_vec()))
     }

@@ -42,7 +42,7 @@ fn all_reduce_run(
         .map(|mut comm| {
             let g = g.clone();
             std::thread::spawn(move || {
-                let mut x = AllReduceExchange::new(&mut comm, &g);
+                let mut x = AllReduceExchange::new(&mut comm, &g, crate::exchange::BUCKET_BYTES);
                 let layout = x.layout().clone();
                 let mut w = initial(&layout, 5);
                 let mut opt = HostOptimizer::new(&sgd());

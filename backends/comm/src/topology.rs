@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::DataParallel;
+use crate::exchange::BUCKET_BYTES;
 
 /// Link carrying gradients and weights between devices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
@@ -50,6 +51,8 @@ pub struct Topology {
     pub devices_per_node: usize,
     /// Link carrying gradients and weights.
     pub interconnect: Interconnect,
+    /// Bytes per all-reduce bucket and per ZeRO-1/2 unit ([`crate::exchange::BUCKET_BYTES`] by default).
+    pub bucket_bytes: u64,
 }
 
 impl Default for Topology {
@@ -61,12 +64,18 @@ impl Default for Topology {
 impl Topology {
     /// One worker on one device: nothing exchanged.
     pub fn single() -> Self {
-        Topology { strategy: DataParallel::Single, nodes: 1, devices_per_node: 1, interconnect: Interconnect::Pcie }
+        Self::on_one_node(DataParallel::Single, 1)
     }
 
     /// `devices` workers on one machine over PCIe, combined by `strategy`.
     pub fn on_one_node(strategy: DataParallel, devices: usize) -> Self {
-        Topology { strategy, nodes: 1, devices_per_node: devices, interconnect: Interconnect::Pcie }
+        Topology {
+            strategy,
+            nodes: 1,
+            devices_per_node: devices,
+            interconnect: Interconnect::Pcie,
+            bucket_bytes: BUCKET_BYTES,
+        }
     }
 
     /// Data-parallel world size: the workers (nodes x devices per node), parameter servers not counted.
@@ -97,6 +106,9 @@ struct TopologyWire {
     /// Link between the workers (absent in results written before it was stored: PCIe).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     interconnect: Option<Interconnect>,
+    /// Bytes per all-reduce bucket or ZeRO-1/2 unit (left out at the default, 25 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bucket_bytes: Option<u64>,
 }
 
 impl TryFrom<TopologyWire> for Topology {
@@ -110,7 +122,13 @@ impl TryFrom<TopologyWire> for Topology {
                 w.world_size
             ));
         }
-        Ok(Topology { strategy: w.strategy, nodes, devices_per_node, interconnect: w.interconnect.unwrap_or_default() })
+        Ok(Topology {
+            strategy: w.strategy,
+            nodes,
+            devices_per_node,
+            interconnect: w.interconnect.unwrap_or_default(),
+            bucket_bytes: w.bucket_bytes.unwrap_or(BUCKET_BYTES),
+        })
     }
 }
 
@@ -122,6 +140,7 @@ impl From<Topology> for TopologyWire {
             nodes: Some(t.nodes),
             devices_per_node: Some(t.devices_per_node),
             interconnect: Some(t.interconnect),
+            bucket_bytes: (t.bucket_bytes != BUCKET_BYTES).then_some(t.bucket_bytes),
         }
     }
 }
@@ -147,6 +166,7 @@ mod tests {
             nodes: 2,
             devices_per_node: 4,
             interconnect: Interconnect::Ethernet,
+            bucket_bytes: 1 << 20,
         };
         let json = serde_json::to_value(t).unwrap();
         assert_eq!(json["world_size"], 8);

@@ -63,6 +63,26 @@ impl Communicator for MpiComm {
         Ok(())
     }
 
+    fn reduce_scatter_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
+        trainbench_comm::check_blocks("mpi", "reduce-scatter", send.len(), recv.len(), self.size())?;
+        count(send.len())?;
+        if recv.is_empty() {
+            return Ok(());
+        }
+        self.world.reduce_scatter_block_into(send, recv, SystemOperation::sum());
+        Ok(())
+    }
+
+    fn all_gather(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
+        trainbench_comm::check_blocks("mpi", "all-gather", recv.len(), send.len(), self.size())?;
+        count(recv.len())?;
+        if send.is_empty() {
+            return Ok(());
+        }
+        self.world.all_gather_into(send, recv);
+        Ok(())
+    }
+
     fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError> {
         count(data.len())?;
         self.world.process_at_rank(to as i32).send_with_tag(data, i32::from(tag));

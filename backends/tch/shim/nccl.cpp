@@ -119,6 +119,36 @@ int tb_nccl_all_reduce_sum(void* handle, void* tensor, char* err, size_t err_len
   })
 }
 
+// Element-wise sum over every rank of `input` (world equal blocks), block `rank` into `output` (one block), on
+// contiguous tensors on the group's device (c10d's reduce_scatter_tensor).
+int tb_nccl_reduce_scatter_sum(void* handle, void* output, void* input, char* err, size_t err_len) {
+  TB_NCCL_GUARD({
+    auto* g = static_cast<Group*>(handle);
+    auto& out = checked(g, output);
+    auto& in = checked(g, input);
+    if (in.numel() != out.numel() * g->pg->getSize())
+      throw std::invalid_argument("reduce-scatter of " + std::to_string(in.numel()) + " values into blocks of " +
+                                  std::to_string(out.numel()));
+    c10d::ReduceScatterOptions opts;
+    opts.reduceOp = c10d::ReduceOp::SUM;
+    finish(g, g->pg->_reduce_scatter_base(out, in, opts));
+  })
+}
+
+// Every rank's `input` (all of one length) concatenated in rank order into `output`, on contiguous tensors on
+// the group's device (c10d's all_gather_into_tensor).
+int tb_nccl_all_gather(void* handle, void* output, void* input, char* err, size_t err_len) {
+  TB_NCCL_GUARD({
+    auto* g = static_cast<Group*>(handle);
+    auto& out = checked(g, output);
+    auto& in = checked(g, input);
+    if (out.numel() != in.numel() * g->pg->getSize())
+      throw std::invalid_argument("all-gather of blocks of " + std::to_string(in.numel()) + " values into " +
+                                  std::to_string(out.numel()));
+    finish(g, g->pg->_allgather_base(out, in, c10d::AllgatherOptions()));
+  })
+}
+
 // `root`'s tensor on every rank, in place (every rank passes a tensor of the same size).
 int tb_nccl_broadcast(void* handle, void* tensor, int root, char* err, size_t err_len) {
   TB_NCCL_GUARD({

@@ -163,6 +163,28 @@ impl Communicator for NcclComm {
         Self::unstage(&t, recv)
     }
 
+    fn reduce_scatter_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
+        trainbench_comm::check_blocks("nccl", "reduce-scatter", send.len(), recv.len(), self.size)?;
+        if recv.is_empty() {
+            return Ok(());
+        }
+        let input = self.stage(send)?;
+        let out = self.empty(recv.len(), Kind::Float)?;
+        sys::reduce_scatter_sum(&self.handle, &out, &input).map_err(error)?;
+        Self::unstage(&out, recv)
+    }
+
+    fn all_gather(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
+        trainbench_comm::check_blocks("nccl", "all-gather", recv.len(), send.len(), self.size)?;
+        if send.is_empty() {
+            return Ok(());
+        }
+        let input = self.stage(send)?;
+        let out = self.empty(recv.len(), Kind::Float)?;
+        sys::all_gather(&self.handle, &out, &input).map_err(error)?;
+        Self::unstage(&out, recv)
+    }
+
     /// NCCL matches messages by peer and order, not by tag: both sides must issue them in the same order, which
     /// the strategies do.
     fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError> {
@@ -262,6 +284,20 @@ mod sys {
             err_len: usize,
         ) -> *mut c_void;
         fn tb_nccl_all_reduce_sum(handle: *mut c_void, tensor: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+        fn tb_nccl_reduce_scatter_sum(
+            handle: *mut c_void,
+            output: *mut c_void,
+            input: *mut c_void,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+        fn tb_nccl_all_gather(
+            handle: *mut c_void,
+            output: *mut c_void,
+            input: *mut c_void,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
         fn tb_nccl_broadcast(
             handle: *mut c_void,
             tensor: *mut c_void,
@@ -345,6 +381,16 @@ mod sys {
     pub fn all_reduce_sum(h: &Handle, t: &Tensor) -> Result<(), String> {
         // SAFETY: live handle and tensor; the shim checks the tensor's device and layout.
         call(|e, n| unsafe { tb_nccl_all_reduce_sum(h.0, ptr(t), e, n) })
+    }
+
+    pub fn reduce_scatter_sum(h: &Handle, out: &Tensor, input: &Tensor) -> Result<(), String> {
+        // SAFETY: live handle and tensors; the shim checks their devices, layouts and sizes.
+        call(|e, n| unsafe { tb_nccl_reduce_scatter_sum(h.0, ptr(out), ptr(input), e, n) })
+    }
+
+    pub fn all_gather(h: &Handle, out: &Tensor, input: &Tensor) -> Result<(), String> {
+        // SAFETY: live handle and tensors; the shim checks their devices, layouts and sizes.
+        call(|e, n| unsafe { tb_nccl_all_gather(h.0, ptr(out), ptr(input), e, n) })
     }
 
     pub fn broadcast(h: &Handle, t: &Tensor, root: c_int) -> Result<(), String> {
@@ -448,6 +494,12 @@ mod sys {
         Err(NOT_BUILT.into())
     }
     pub fn all_reduce_sum(h: &Handle, _: &Tensor) -> Result<(), String> {
+        match *h {}
+    }
+    pub fn reduce_scatter_sum(h: &Handle, _: &Tensor, _: &Tensor) -> Result<(), String> {
+        match *h {}
+    }
+    pub fn all_gather(h: &Handle, _: &Tensor, _: &Tensor) -> Result<(), String> {
         match *h {}
     }
     pub fn broadcast(h: &Handle, _: &Tensor, _: i32) -> Result<(), String> {

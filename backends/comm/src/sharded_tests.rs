@@ -1,0 +1,164 @@
+//! ZeRO on the in-process engine: every stage trains what one worker on the mean gradient trains, every worker
+//! ends with bit-identical weights, the units cover every tensor once, and the bytes counted are the formulas'.
+#![allow(clippy::unwrap_used)]
+
+use super::exchange::{GradientExchange, Layout, StopWish};
+use super::local::ThreadComm;
+use super::optim::HostOptimizer;
+use super::sharded::{ShardedExchange, units_by_block, units_by_size};
+use super::{DataParallel, ExchangeStats};
+use trainbench_graph::graph::Graph;
+use trainbench_graph::init::initial_values;
+use trainbench_graph::model::{MlpSpec, ModelSpec};
+use trainbench_graph::training::OptimizerSpec;
+use trainbench_graph::zoo::build;
+
+fn mlp() -> Graph {
+    build(&ModelSpec::Mlp(MlpSpec { inputs: 7, hidden: vec![5, 3], classes: 3 })).unwrap()
+}
+
+/// A two-layer decoder with tied embeddings: a root unit and one unit per layer.
+fn gpt() -> Graph {
+    let spec = r#"{"layers": 2, "d_model": 16, "heads": 2, "vocab": 37, "seq_len": 8, "max_positions": 8}"#;
+    build(&ModelSpec::Gpt(serde_json::from_str(spec).unwrap())).unwrap()
+}
+
+fn adam() -> OptimizerSpec {
+    OptimizerSpec::Adamw { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 }
+}
+
+fn grad(layout: &Layout, w: usize, step: u64) -> Vec<f32> {
+    (0..layout.total).map(|i| ((i * 7 + w * 13 + step as usize * 3) % 11) as f32 * 0.1 - 0.5).collect()
+}
+
+fn initial(layout: &Layout) -> Vec<f32> {
+    layout.decls.iter().flat_map(|d| initial_values(d, 5)).collect()
+}
+
+/// One worker's optimizer on the mean of `workers` gradients.
+fn reference(graph: &Graph, workers: usize, steps: u64) -> Vec<f32> {
+    let layout = Layout::of(graph);
+    let mut w = initial(&layout);
+    let mut opt = HostOptimizer::new(&adam());
+    for step in 0..steps {
+        let all: Vec<Vec<f32>> = (0..workers).map(|k| grad(&layout, k, step)).collect();
+        let mean: Vec<f32> =
+            (0..layout.total).map(|i| all.iter().map(|g| g[i]).sum::<f32>() / workers as f32).collect();
+        opt.step(&mut w, &mean);
+    }
+    w
+}
+
+/// `steps` steps of `strategy` on `workers` threads; each worker's weights and stats. Stage 3 goes unit by
+/// unit as a backend does: every unit gathered for the forward, block units again for the backward.
+fn run(graph: &Graph, strategy: DataParallel, workers: usize, steps: u64, bucket: u64) -> Vec<(Vec<f32>, ExchangeStats)> {
+    let handles: Vec<_> = ThreadComm::group(workers)
+        .into_iter()
+        .map(|mut comm| {
+            let g = graph.clone();
+            std::thread::spawn(move || {
+                let mut x = ShardedExchange::new(&mut comm, &g, strategy, &adam(), bucket).unwrap();
+                let layout = x.layout().clone();
+                let mut w = initial(&layout);
+                for step in 0..steps {
+                    let mut gr = grad(&layout, x.worker(), step);
+                    let wish = if step + 1 == steps { StopWish::Finished } else { StopWish::Continue };
+                    let r = if strategy == DataParallel::Zero3 {
+                        let s = x.sharded().unwrap();
+                        if !s.initialised() {
+                            s.init(&w);
+                        }
+                        let units = s.units().to_vec();
+                        let mut buf = Vec::new();
+                        for (u, unit) in units.iter().enumerate() {
+                            buf.resize(unit.len, 0.0);
+                            s.gather(u, &mut buf).unwrap();
+                            if unit.graph_block.is_some() {
+                                s.gather(u, &mut buf).unwrap();
+                            }
+                            unit.unpack(&layout, &buf, &mut w);
+                            unit.pack(&layout, &gr, &mut buf);
+                            s.reduce(u, &buf).unwrap();
+                        }
+                        s.step(wish).unwrap()
+                    } else {
+                        x.exchange(&mut gr, &mut w, wish).unwrap()
+                    };
+                    assert!(r.weights_updated && r.stop == (step + 1 == steps) && !r.interrupted);
+                }
+                if strategy == DataParallel::Zero3 {
+                    // The weights after the last step, gathered as a backend gathers them to report them.
+                    let s = x.sharded().unwrap();
+                    let units = s.units().to_vec();
+                    for (u, unit) in units.iter().enumerate() {
+                        let mut buf = vec![0.0; unit.len];
+                        s.gather(u, &mut buf).unwrap();
+                        unit.unpack(&layout, &buf, &mut w);
+                    }
+                }
+                (w, x.stats())
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn every_stage_trains_what_one_worker_trains_on_the_mean_gradient() {
+    for (graph, strategy) in [(mlp(), DataParallel::Zero1), (mlp(), DataParallel::Zero2), (gpt(), DataParallel::Zero3)] {
+        for workers in [2, 3, 4] {
+            // 64-byte buckets: several units, most of them padded.
+            let out = run(&graph, strategy, workers, 3, 64);
+            assert!(out.iter().all(|(w, _)| w == &out[0].0), "{strategy:?} x{workers}: bit-identical weights");
+            let want = reference(&graph, workers, 3);
+            let worst = want.iter().zip(&out[0].0).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst < 1e-6, "{strategy:?} x{workers}: {worst}");
+        }
+    }
+}
+
+#[test]
+fn units_cover_every_tensor_once_and_blocks_get_their_own() {
+    let g = gpt();
+    let layout = Layout::of(&g);
+    let units = units_by_block(&g, &layout, 3).unwrap();
+    assert_eq!(units.len(), 1 + g.blocks.len(), "root, then one unit per layer");
+    assert_eq!(units[0].name, "root");
+    let mut seen: Vec<usize> = units.iter().flat_map(|u| u.tensors.clone()).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..layout.decls.len()).collect::<Vec<_>>());
+    assert!(units.iter().all(|u| u.block * 3 >= u.len && u.block * 3 < u.len + 3), "padding below one per rank");
+    let by_size = units_by_size(&layout, 4 * 100, 2);
+    assert!(by_size.iter().all(|u| u.len <= 100 || u.tensors.len() == 1), "buckets within the cap, or one tensor");
+    assert_eq!(by_size.iter().map(|u| u.len).sum::<usize>(), layout.total);
+}
+
+#[test]
+fn bytes_per_step_and_kind_are_the_ring_formulas() {
+    let (steps, workers) = (2u64, 4usize);
+    let w = workers as u64;
+    for (graph, strategy) in [(mlp(), DataParallel::Zero1), (mlp(), DataParallel::Zero2), (gpt(), DataParallel::Zero3)] {
+        let layout = Layout::of(&graph);
+        let units = match strategy {
+            DataParallel::Zero3 => units_by_block(&graph, &layout, workers).unwrap(),
+            _ => units_by_size(&layout, 64, workers),
+        };
+        let padded: u64 = units.iter().map(|u| 4 * u.padded(workers) as u64).sum();
+        let blocks: u64 = units.iter().filter(|u| u.graph_block.is_some()).map(|u| 4 * u.padded(workers) as u64).sum();
+        let stats = run(&graph, strategy, workers, steps, 64)[0].1;
+        let share = |bytes: u64| (w - 1) * bytes / w;
+        assert_eq!(stats.reduce_scatter_bytes, steps * share(padded), "{strategy:?}: (W-1)/W x S reduce-scattered");
+        // Stages 1-2 gather once per step: with the reduce-scatter, what a ring all-reduce moves. Stage 3 gathers
+        // block units twice (forward and backward), the root unit once (it stays gathered through the step);
+        // the final gather for the report adds one of each.
+        let gathers = match strategy {
+            DataParallel::Zero3 => steps * share(padded + blocks) + share(padded),
+            _ => steps * share(padded),
+        };
+        assert_eq!(stats.all_gather_bytes, gathers, "{strategy:?}");
+        assert_eq!(stats.bytes_sent, stats.reduce_scatter_bytes + stats.all_gather_bytes);
+        if strategy != DataParallel::Zero3 {
+            assert_eq!(stats.bytes_sent / steps, ExchangeStats::ring_bytes_per_step(padded, workers));
+        }
+    }
+}
