@@ -6,6 +6,9 @@
 //! - Parameter servers sharded by tensor: per direction T = alpha + max(S / B_worker, W x S / (P x B_server));
 //!   push and pull make two directions. Over a network a machine's link is shared by its workers
 //!   (B_worker = B / devices_per_node); servers sit on machines of their own (B_server = B).
+//! - ZeRO-1/2: a reduce-scatter of the gradients and an all-gather of the weights, each (W-1) alpha +
+//!   (W-1)/W x S / B: what a ring all-reduce costs. ZeRO-3 all-gathers again before the backward:
+//!   T = 3(W-1) alpha + 3(W-1)/W x S / B (the root unit, gathered once, is counted as a block: an upper bound).
 //! - One device (or strategy `single`): no exchange.
 //!
 //! Which link carries it is the spec's `topology.interconnect`, looked up in the profile: `pcie` is the
@@ -67,6 +70,22 @@ pub fn comm(profile: &HardwareFile, topology: &Topology, gradient_bytes: f64) ->
                 bytes_per_worker: bytes,
                 link: l.name.clone(),
                 formula: format!("ring all-reduce: 2(W-1) alpha + 2(W-1)/W S / B, W = {w}"),
+            }
+        }
+        DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => {
+            let l = link(profile, topology.interconnect)?;
+            let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
+            let passes = if topology.strategy == DataParallel::Zero3 { 3.0 } else { 2.0 };
+            let bytes = passes * (w - 1.0) / w * s;
+            CommCost {
+                time_s: passes * (w - 1.0) * alpha + bytes / b,
+                bytes_per_worker: bytes,
+                link: l.name.clone(),
+                formula: format!(
+                    "{}: reduce-scatter + {} all-gather(s), each (W-1) alpha + (W-1)/W S / B, W = {w}",
+                    topology.strategy.name(),
+                    passes - 1.0
+                ),
             }
         }
         DataParallel::ParameterServer { servers } => {

@@ -86,6 +86,12 @@ pub fn what_if(
                 let change =
                     format!("strategy: parameter servers (P = {}) on the same link", s.topology.strategy.servers());
                 rows.push(row(change, base, predict(graph, &s, profile)));
+                let s = with(&|s| s.topology.strategy = DataParallel::Zero3);
+                rows.push(row("strategy: zero-3 (FSDP) on the same link".into(), base, predict(graph, &s, profile)));
+            }
+            DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => {
+                let s = with(&|s| s.topology.strategy = DataParallel::AllReduce);
+                rows.push(row("strategy: all-reduce on the same link".into(), base, predict(graph, &s, profile)));
             }
             DataParallel::Single => {}
         }

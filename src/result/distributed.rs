@@ -11,7 +11,7 @@ use trainbench_contract::PhaseTimes;
 pub struct DistributedResult {
     /// Workers (the plan's world size).
     pub world_size: usize,
-    /// `all-reduce` or `parameter-server`.
+    /// `all-reduce`, `parameter-server`, `zero-1`, `zero-2` or `zero-3`.
     pub strategy: String,
     /// Parameter-server ranks (0 for all-reduce).
     pub parameter_servers: usize,
@@ -31,6 +31,9 @@ pub struct DistributedResult {
     /// Bytes each worker sent per step: 2 (W-1)/W x S for a ring all-reduce, S for parameter servers (plus S
     /// received).
     pub bytes_sent_per_step: u64,
+    /// Bytes each worker sent per step, by collective (absent in results written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_by_kind: Option<BytesByKind>,
     /// Gradient bytes over the median exchange time (GB/s, 1e9 bytes): the algorithm bandwidth.
     pub algorithm_bandwidth_gb_s: Option<f64>,
     /// All-reduce only: algorithm bandwidth x 2 (W-1)/W, what each link carried (comparable to the link's speed).
@@ -53,4 +56,35 @@ pub struct RankPhases {
     pub rank: usize,
     /// Mean seconds per phase over the measured steps.
     pub mean: PhaseTimes,
+    /// What the worker held (absent in results written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<RankMemory>,
+}
+
+/// Bytes a worker sent per step, by collective (ring accounting: an all-reduce sends 2 (W-1)/W of its buffer,
+/// a reduce-scatter or an all-gather (W-1)/W).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BytesByKind {
+    /// All-reduce (the all-reduce strategy's gradients).
+    pub all_reduce: u64,
+    /// Reduce-scatter (ZeRO's gradients).
+    pub reduce_scatter: u64,
+    /// All-gather (ZeRO's weights).
+    pub all_gather: u64,
+}
+
+/// Bytes of the model state one worker held, measured as the bytes of the tensors and buffers it kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RankMemory {
+    /// Weights: the trained tensors resident between steps, and a sharded strategy's master shard.
+    pub weights: u64,
+    /// Gradients: the most held at once (a sharded strategy's gradient shard included).
+    pub gradients: u64,
+    /// Optimizer state (momentum, moments): all of it, or a sharded strategy's shard.
+    pub optimizer_state: u64,
+    /// CUDA: the caching allocator's peak over the measured steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_allocated: Option<u64>,
 }

@@ -385,9 +385,14 @@ pub struct TopologySpec {
     #[schemars(range(min = 1))]
     pub devices_per_node: usize,
     /// Parallelism strategy (PAI's job classes: single = 1w1g, all-reduce = 1wng / AllReduce,
-    /// parameter-server = PS/worker).
+    /// parameter-server = PS/worker; ZeRO's sharded stages zero-1, zero-2 and zero-3, also named fsdp).
     #[serde(default)]
     pub strategy: Strategy,
+    /// MiB of gradients per all-reduce bucket, or per sharded unit with `zero-1` and `zero-2` (default 25,
+    /// PyTorch DDP's); `zero-3` shards one unit per recomputable block instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0009765625))]
+    pub bucket_mb: Option<f64>,
     /// Parameter-server ranks beside the workers (`strategy = "parameter-server"` only); each holds a shard of
     /// the weights (whole tensors, balanced by size) and its optimizer state.
     // Left out of the canonical form at its default, so specs written before the key existed keep their hash.
@@ -407,6 +412,7 @@ impl Default for TopologySpec {
             nodes: 1,
             devices_per_node: 1,
             strategy: Strategy::Single,
+            bucket_mb: None,
             parameter_servers: 1,
             interconnect: Interconnect::Pcie,
         }
@@ -485,6 +491,37 @@ pub enum Strategy {
     AllReduce,
     /// Data parallelism through parameter servers (PAI PS/worker).
     ParameterServer,
+    /// ZeRO stage 1: optimizer state sharded over the workers.
+    #[serde(rename = "zero-1")]
+    Zero1,
+    /// ZeRO stage 2: optimizer state and gradients sharded.
+    #[serde(rename = "zero-2")]
+    Zero2,
+    /// ZeRO stage 3 (FSDP): optimizer state, gradients and weights sharded.
+    #[serde(rename = "zero-3")]
+    Zero3,
+    /// FSDP's name for ZeRO stage 3: planned, run and recorded as `zero-3`.
+    Fsdp,
+}
+
+impl Strategy {
+    /// Name as written in specs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Single => "single",
+            Strategy::AllReduce => "all-reduce",
+            Strategy::ParameterServer => "parameter-server",
+            Strategy::Zero1 => "zero-1",
+            Strategy::Zero2 => "zero-2",
+            Strategy::Zero3 => "zero-3",
+            Strategy::Fsdp => "fsdp",
+        }
+    }
+
+    /// Whether it is one of ZeRO's sharded stages.
+    pub fn is_sharded(self) -> bool {
+        matches!(self, Strategy::Zero1 | Strategy::Zero2 | Strategy::Zero3 | Strategy::Fsdp)
+    }
 }
 
 /// How long each run lasts.

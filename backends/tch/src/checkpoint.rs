@@ -6,6 +6,10 @@
 //! same masks), backpropagates the leaf's gradient through it (the parameters' gradients accumulate as usual)
 //! and passes the input copy's gradient on to whatever produced the input: the previous block's leaf, or the
 //! nodes before the block.
+//!
+//! A sharded strategy hooks in around each recomputed block ([`BlockWeights`]): ZeRO-3 gathers the block's
+//! weights before it runs (forward and replay) and frees them after, and reduce-scatters its gradients once
+//! its replay's backward is done.
 
 use tch::{Device, TchError, Tensor};
 use trainbench_graph::graph::{Graph, NodeId, Op};
@@ -13,6 +17,16 @@ use trainbench_graph::training::Checkpointing;
 
 use crate::autograd::{backward_with, rng_state, set_rng_state};
 use crate::lower::{EvalOpts, Lowered};
+
+/// What a sharded strategy does around each recomputed block (its index in [`Graph::blocks`]).
+pub trait BlockWeights {
+    /// The block is about to run (forward, or its replay in the backward pass): its weights must be there.
+    fn before(&mut self, block: usize) -> Result<(), TchError>;
+    /// The block's forward (without gradients) is done: its weights may go.
+    fn after_forward(&mut self, block: usize) -> Result<(), TchError>;
+    /// The block's replay has been backpropagated: its gradients are complete.
+    fn after_backward(&mut self, block: usize) -> Result<(), TchError>;
+}
 
 /// What the forward pass kept of one recomputed block.
 struct Saved {
@@ -89,8 +103,15 @@ impl Checkpoints {
         self.current.is_some()
     }
 
-    /// Node `id` is about to run: at a recomputed block's first node, keep its input and the random state.
-    pub fn entering(&mut self, graph: &Graph, id: NodeId, env: &[Option<Tensor>]) -> Result<(), TchError> {
+    /// Node `id` is about to run: at a recomputed block's first node, keep its input and the random state, and
+    /// let `hooks` bring its weights.
+    pub fn entering(
+        &mut self,
+        graph: &Graph,
+        id: NodeId,
+        env: &[Option<Tensor>],
+        hooks: Option<&mut (dyn BlockWeights + '_)>,
+    ) -> Result<(), TchError> {
         let Some(b) = self.starts[id] else { return Ok(()) };
         let block = &graph.blocks[b];
         let input = env[block.input]
@@ -99,15 +120,25 @@ impl Checkpoints {
         let rng = if self.random[b] { Some(rng_state(self.device)?) } else { None };
         self.saved.push(Saved { block: b, input: input.shallow_clone(), leaf: Tensor::new(), rng });
         self.current = Some(b);
+        if let Some(h) = hooks {
+            h.before(b)?;
+        }
         Ok(())
     }
 
-    /// Node `id` produced `out`: at a recomputed block's last node, the graph continues from a leaf of it.
-    pub fn leaving(&mut self, id: NodeId, out: Tensor) -> Result<Tensor, TchError> {
-        if self.ends[id].is_none() {
-            return Ok(out);
-        }
+    /// Node `id` produced `out`: at a recomputed block's last node, the graph continues from a leaf of it (and
+    /// `hooks` may free the block's weights).
+    pub fn leaving(
+        &mut self,
+        id: NodeId,
+        out: Tensor,
+        hooks: Option<&mut (dyn BlockWeights + '_)>,
+    ) -> Result<Tensor, TchError> {
+        let Some(b) = self.ends[id] else { return Ok(out) };
         self.current = None;
+        if let Some(h) = hooks {
+            h.after_forward(b)?;
+        }
         let leaf = out.f_detach()?.set_requires_grad(true);
         if let Some(s) = self.saved.last_mut() {
             s.leaf = leaf.shallow_clone();
@@ -116,8 +147,15 @@ impl Checkpoints {
     }
 
     /// After the loss's backward: recompute each block kept by the forward pass, last first, and carry the
-    /// gradient at its output back through it to its input's producer. Leaves nothing kept.
-    pub fn backward(&mut self, model: &Lowered, graph: &Graph, opts: &EvalOpts<'_>) -> Result<(), TchError> {
+    /// gradient at its output back through it to its input's producer. Leaves nothing kept. `hooks` bring each
+    /// block's weights before its replay and take its gradients after.
+    pub fn backward(
+        &mut self,
+        model: &Lowered,
+        graph: &Graph,
+        opts: &EvalOpts<'_>,
+        mut hooks: Option<&mut (dyn BlockWeights + '_)>,
+    ) -> Result<(), TchError> {
         let keep = self.keep_graph;
         while let Some(s) = self.saved.pop() {
             let grad = s.leaf.grad();
@@ -128,6 +166,9 @@ impl Checkpoints {
             let x = s.input.f_detach()?.set_requires_grad(s.input.requires_grad());
             let mut env: Vec<Option<Tensor>> = (0..graph.nodes.len()).map(|_| None).collect();
             env[block.input] = Some(x.shallow_clone());
+            if let Some(h) = hooks.as_deref_mut() {
+                h.before(s.block)?;
+            }
             let now = match &s.rng {
                 Some(state) => {
                     let now = rng_state(self.device)?;
@@ -147,6 +188,9 @@ impl Checkpoints {
             drop(env);
             backward_with(&out, &grad, false)?;
             drop(out);
+            if let Some(h) = hooks.as_deref_mut() {
+                h.after_backward(s.block)?;
+            }
             if s.input.requires_grad() {
                 let g = x.grad();
                 if g.defined() {

@@ -4,6 +4,8 @@
 use tch::{Device, Kind, TchError, Tensor};
 use trainbench_comm::{GradientExchange, StepExchange, StopWish};
 
+use crate::zero::ZeroState;
+
 fn comm_error(e: impl std::fmt::Display) -> TchError {
     TchError::Kind(format!("data-parallel exchange: {e}"))
 }
@@ -26,7 +28,16 @@ pub fn check_layout(x: &dyn GradientExchange, params: &[Tensor]) -> Result<(), T
 /// Exchange the gradients of `params` (after backward). All-reduce: the gradients become the mean over the
 /// workers and the caller steps its optimizer. Parameter servers: the parameters become the servers' updated
 /// weights and the caller skips its optimizer.
-pub fn exchange(x: &mut dyn GradientExchange, params: &[Tensor], wish: StopWish) -> Result<StepExchange, TchError> {
+///
+/// ZeRO-1/2 (`zero` given): the exchange reduce-scatters, steps the shard and all-gathers the weights, which
+/// replace the parameters; stage 2 drops the full gradients as soon as they are staged (a worker keeps only its
+/// shard of them), stage 1 after the step. `zero` notes the gradient bytes held.
+pub fn exchange(
+    x: &mut dyn GradientExchange,
+    params: &[Tensor],
+    wish: StopWish,
+    zero: Option<&mut ZeroState>,
+) -> Result<StepExchange, TchError> {
     let total = x.layout().total;
     let mut grads = vec![0f32; total];
     let mut at = 0;
@@ -39,7 +50,15 @@ pub fn exchange(x: &mut dyn GradientExchange, params: &[Tensor], wish: StopWish)
         }
         at += n;
     }
-    let mut weights = if x.strategy().servers() > 0 { vec![0f32; total] } else { Vec::new() };
+    let stage = x.strategy().zero_stage();
+    if let Some(z) = zero {
+        z.grads_peak = z.grads_peak.max(z.params.grad_bytes());
+    }
+    if stage == Some(2) {
+        crate::fused::grads_to_none(params)?;
+    }
+    let gathers = x.strategy().servers() > 0 || stage.is_some();
+    let mut weights = if gathers { vec![0f32; total] } else { Vec::new() };
     let step = x.exchange(&mut grads, &mut weights, wish).map_err(comm_error)?;
     let source = if step.weights_updated { &weights } else { &grads };
     let mut at = 0;
@@ -60,6 +79,20 @@ pub fn exchange(x: &mut dyn GradientExchange, params: &[Tensor], wish: StopWish)
         Ok(())
     })?;
     Ok(step)
+}
+
+/// Every value of `params`, flat, in order, through host memory.
+pub fn flat_values(params: &[Tensor]) -> Result<Vec<f32>, TchError> {
+    let total: usize = params.iter().map(Tensor::numel).sum();
+    let mut out = vec![0f32; total];
+    let mut at = 0;
+    for p in params {
+        let n = p.numel();
+        let t = p.f_detach()?.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_contiguous()?;
+        t.f_copy_data(&mut out[at..at + n], n)?;
+        at += n;
+    }
+    Ok(out)
 }
 
 /// The digest of `params`' values ([`trainbench_contract::backend::weights_digest`]), read through host memory.

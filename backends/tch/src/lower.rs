@@ -7,7 +7,7 @@ use trainbench_graph::graph::{Graph, Node, NodeId, Op};
 use trainbench_graph::init::{HostTensor, initial_values, synthetic_input};
 use trainbench_graph::params::{ParamDecl, is_tied, tensors};
 
-use crate::checkpoint::Checkpoints;
+use crate::checkpoint::{BlockWeights, Checkpoints};
 use crate::loss;
 use crate::ops::{self, Flags};
 
@@ -179,11 +179,12 @@ impl Lowered {
         targets: &[NodeId],
         opts: &EvalOpts<'_>,
     ) -> Result<(), TchError> {
-        self.eval_checkpointed(graph, env, targets, opts, None)
+        self.eval_checkpointed(graph, env, targets, opts, None, None)
     }
 
     /// [`Lowered::eval`], with the blocks `ckpt` recomputes run without gradients and continued from a fresh
-    /// leaf of their output (what [`Checkpoints::backward`] needs is recorded in `ckpt`).
+    /// leaf of their output (what [`Checkpoints::backward`] needs is recorded in `ckpt`); `hooks` are called
+    /// around each of those blocks.
     pub fn eval_checkpointed(
         &self,
         graph: &Graph,
@@ -191,6 +192,7 @@ impl Lowered {
         targets: &[NodeId],
         opts: &EvalOpts<'_>,
         mut ckpt: Option<&mut Checkpoints>,
+        mut hooks: Option<&mut (dyn BlockWeights + '_)>,
     ) -> Result<(), TchError> {
         let n = graph.nodes.len();
         let mut needed = vec![false; n];
@@ -237,7 +239,7 @@ impl Lowered {
                     && ckpt.as_ref().is_none_or(|c| !c.pinned(j))
             });
             if let Some(c) = ckpt.as_deref_mut() {
-                c.entering(graph, i, env)?;
+                c.entering(graph, i, env, hooks.as_deref_mut())?;
             }
             let no_grad = (opts.frozen)(node) || ckpt.as_ref().is_some_and(|c| c.inside());
             let flags = Flags { inplace, critic_update: opts.critic_update };
@@ -250,7 +252,7 @@ impl Lowered {
             let out = if no_grad { tch::no_grad(compute)? } else { compute()? };
             drop(ins);
             env[i] = Some(match ckpt.as_deref_mut() {
-                Some(c) => c.leaving(i, out)?,
+                Some(c) => c.leaving(i, out, hooks.as_deref_mut())?,
                 None => out,
             });
             for &j in &node.inputs {

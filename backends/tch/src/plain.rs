@@ -1,7 +1,8 @@
 //! The plain step: per micro-batch, forward every loss and backward (the recomputed blocks of activation
 //! checkpointing replayed in the backward phase); then, once per optimizer step, the data-parallel exchange
 //! and the optimizer. With gradient accumulation over k micro-batches each micro-batch's loss is scaled by
-//! 1/k, so the accumulated gradients are those of the mean loss.
+//! 1/k, so the accumulated gradients are those of the mean loss. ZeRO-3 hooks into the recomputed blocks
+//! ([`Zero3Hooks`]) and ends the step with the root unit's exchange; ZeRO-1/2 exchange after backward.
 
 use tch::{TchError, Tensor};
 
@@ -10,6 +11,7 @@ use crate::clock::Clock;
 use crate::events::Phase;
 use crate::lower::EvalOpts;
 use crate::optim::Optim;
+use crate::zero::Zero3Hooks;
 
 /// One optimizer over every parameter minimising the sum of the losses.
 pub(super) struct PlainStep {
@@ -35,7 +37,9 @@ impl PlainStep {
         let opts = EvalOpts::plain();
         let loss = {
             let _ac = c.autocast_guard()?;
-            c.model.eval_checkpointed(graph, &mut env, &graph.losses, &opts, c.ckpt.as_mut())?;
+            let mut hooks = Zero3Hooks::of(&mut c.exchange, &mut c.zero, clock, Phase::Forward);
+            let hooks = hooks.as_mut().map(|h| -> &mut dyn crate::checkpoint::BlockWeights { h });
+            c.model.eval_checkpointed(graph, &mut env, &graph.losses, &opts, c.ckpt.as_mut(), hooks)?;
             let mut total: Option<Tensor> = None;
             for &l in &graph.losses {
                 let v = env[l].take().ok_or_else(|| TchError::Kind("internal: loss not computed".into()))?;
@@ -69,7 +73,9 @@ impl PlainStep {
                 }
                 drop(scaled);
                 // The recomputation belongs to the backward phase, under the forward's autocast.
-                ckpt.backward(&c.model, graph, &opts)?;
+                let mut hooks = Zero3Hooks::of(&mut c.exchange, &mut c.zero, clock, Phase::Backward);
+                let hooks = hooks.as_mut().map(|h| -> &mut dyn crate::checkpoint::BlockWeights { h });
+                ckpt.backward(&c.model, graph, &opts, hooks)?;
             }
             None => scaled.f_backward()?,
         }
@@ -84,8 +90,27 @@ impl PlainStep {
     /// After the step's micro-batches: the data-parallel exchange (once per optimizer step) and the
     /// optimizer step.
     pub(super) fn finish(&mut self, c: &mut Common<'_>, clock: &mut Clock) -> Result<(), TchError> {
+        if let Some(mut h) = Zero3Hooks::of(&mut c.exchange, &mut c.zero, clock, Phase::Optimizer) {
+            // ZeRO-3: the blocks' gradients went in their backward; the root's go now, the shard is stepped
+            // and the root gathered for the next step (the blocks are gathered as they run).
+            h.phase = Phase::Backward;
+            let roots = h.state.params.root_units();
+            for &u in &roots {
+                h.reduce(u)?;
+            }
+            let step = h.sharded.step(c.stop_wish).map_err(|e| tch::TchError::Kind(format!("sharded exchange: {e}")))?;
+            h.clock.lap(Phase::Optimizer)?;
+            h.phase = Phase::Optimizer;
+            for &u in &roots {
+                h.gather(u)?;
+            }
+            c.agreed_stop = step.stop;
+            c.agreed_interrupted = step.interrupted;
+            self.opt.zero_grad()?;
+            return Ok(());
+        }
         if let Some(x) = c.exchange.as_deref_mut() {
-            let step = crate::dist::exchange(x, self.opt.params(), c.stop_wish)?;
+            let step = crate::dist::exchange(x, self.opt.params(), c.stop_wish, c.zero.as_mut())?;
             c.agreed_stop = step.stop;
             c.agreed_interrupted = step.interrupted;
             clock.lap(Phase::Comm)?;

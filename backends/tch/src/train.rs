@@ -24,6 +24,7 @@ use crate::feed::{self, DeviceBatch};
 use crate::lower::{DataPool, EvalOpts, Lowered, host_available_bytes, host_bytes_needed, pool_size};
 use crate::optim::{GradScaler, Optim};
 use crate::shim::{self, AutocastDtype, AutocastGuard};
+use crate::zero::{ZeroParams, ZeroState};
 
 #[path = "plain.rs"]
 mod plain;
@@ -76,6 +77,8 @@ struct Common<'a> {
     ckpt: Option<Checkpoints>,
     /// Micro-batches per optimizer step (gradient accumulation; 1 without).
     micro: u64,
+    /// A ZeRO run's tensors by unit (`None` for the other strategies).
+    zero: Option<ZeroState>,
 }
 
 /// Everything one run holds on the device.
@@ -148,6 +151,7 @@ impl<'a> Session<'a> {
     ) -> Result<Self, TchError> {
         tch::manual_seed(plan.seed as i64);
         let numerics = plan.numerics;
+        let mut exchange = exchange;
         let mut tf32 = None;
         if device.is_cuda() {
             tch::Cuda::manual_seed_all(plan.seed);
@@ -210,6 +214,22 @@ impl<'a> Session<'a> {
         if let (Some(x), Mode::Plain(step)) = (exchange.as_deref(), &mode) {
             crate::dist::check_layout(x, step.opt.params())?;
         }
+        let zero = match (exchange.as_deref_mut().and_then(|x| x.sharded()), &mode) {
+            (Some(s), Mode::Plain(step)) => {
+                // Every worker built the same initial weights: each keeps its shard as the master copy, and
+                // stage 3 frees the blocks' weights until they run.
+                s.init(&crate::dist::flat_values(step.opt.params())?);
+                let params = ZeroParams::new(s.units(), step.opt.params(), graph.blocks.len(), device);
+                if s.stage() == 3 {
+                    let roots = params.root_units();
+                    for u in (0..params.len()).filter(|u| !roots.contains(u)) {
+                        params.free(u)?;
+                    }
+                }
+                Some(ZeroState { params, buf: Vec::new(), grads_peak: 0 })
+            }
+            _ => None,
+        };
         let common = Common {
             graph,
             device,
@@ -227,6 +247,7 @@ impl<'a> Session<'a> {
             agreed_interrupted: false,
             ckpt: Checkpoints::new(graph, plan.schedule.checkpointing, device),
             micro,
+            zero,
         };
         Ok(Self { plan, common, mode })
     }
@@ -361,6 +382,24 @@ impl<'a> Session<'a> {
         Ok(tally)
     }
 
+    /// ZeRO-3: every unit's weights gathered into the model (after the last step, so the weights reported and
+    /// digested are the whole model's).
+    fn gather_all(&mut self) -> Result<(), TchError> {
+        let c = &mut self.common;
+        let (Some(s), Some(z)) = (c.exchange.as_deref_mut().and_then(|x| x.sharded()), c.zero.as_mut()) else {
+            return Ok(());
+        };
+        if s.stage() != 3 {
+            return Ok(());
+        }
+        for u in 0..z.params.len() {
+            z.buf.resize(z.params.unit_len(u), 0.0);
+            s.gather(u, &mut z.buf).map_err(|e| TchError::Kind(format!("sharded exchange: {e}")))?;
+            z.params.fill(u, &z.buf)?;
+        }
+        Ok(())
+    }
+
     /// Bytes of trained parameters of all optimizers.
     fn trained_bytes(&self) -> u64 {
         match &self.mode {
@@ -370,8 +409,11 @@ impl<'a> Session<'a> {
     }
 
     /// Bytes of optimizer state: allocated, where the optimizers expose it (the fused ones on CUDA), else as
-    /// the optimizer's rule says (buffers per trained element).
-    fn state_bytes(&self) -> u64 {
+    /// the optimizer's rule says (buffers per trained element); a ZeRO run's: its shard's, as held.
+    fn state_bytes(&mut self) -> u64 {
+        if let Some(held) = self.common.exchange.as_deref_mut().and_then(|x| x.sharded()).map(|s| s.held()) {
+            return held.optimizer_state;
+        }
         let exposed = match &self.mode {
             Mode::Plain(s) => s.opt.state_bytes(),
             Mode::Wgan(s) => s.critic.state_bytes().zip(s.generator.state_bytes()).map(|(a, b)| a + b),
@@ -416,8 +458,16 @@ impl<'a> Session<'a> {
             return Ok(out);
         }
         let (mut index, measured) = (end.steps, end.measured);
-        let weights = self.common.model.weight_bytes();
+        let mut weights = self.common.model.weight_bytes();
         let state = self.state_bytes();
+        let mut gradients = self.common.grad_bytes;
+        if let Some(held) = self.common.exchange.as_deref_mut().and_then(|x| x.sharded()).map(|s| s.held()) {
+            // A ZeRO worker holds the weights resident between steps and its master shard, and at most its
+            // peak of full gradients beside its gradient shard.
+            weights += held.weights_shard;
+            gradients = self.common.zero.as_ref().map_or(gradients, |z| z.grads_peak) + held.gradient_shard;
+            self.gather_all().map_err(|e| map(e, batch))?;
+        }
         let (peak, reserved) = match cuda_index {
             Some(d) => {
                 let s = shim::cuda_memory_stats(d).map_err(|e| BackendError::Framework(e.0))?;
@@ -430,7 +480,7 @@ impl<'a> Session<'a> {
         }
         out.memory = MemoryMeasured {
             weights,
-            gradients: self.common.grad_bytes,
+            gradients,
             optimizer_state: state,
             peak_allocated: peak,
             reserved,

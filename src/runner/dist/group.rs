@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use trainbench_comm::server::{ServerReport, serve};
 use trainbench_comm::{
     AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, PsWorkerExchange,
+    ShardedExchange,
 };
 use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{
@@ -18,7 +19,7 @@ use trainbench_graph::Graph;
 use super::engine::{Engine, Opened, open_engine};
 use super::launcher::LauncherEnv;
 
-use crate::result::distributed::{DistributedResult, RankPhases};
+use crate::result::distributed::{BytesByKind, DistributedResult, RankMemory, RankPhases};
 use crate::runner::slot::GroupRun;
 use crate::stats::median;
 
@@ -45,6 +46,12 @@ struct RankReport {
     /// A worker's exchange traffic.
     bytes_sent: u64,
     exchanged_steps: u64,
+    /// Of it, by collective.
+    #[serde(default)]
+    by_kind: BytesByKind,
+    /// A worker's memory held.
+    #[serde(default)]
+    memory: Option<RankMemory>,
     /// A server's traffic.
     server: Option<(u64, u64, u64)>,
 }
@@ -147,7 +154,17 @@ impl Ranks {
                 DataParallel::ParameterServer { servers } => {
                     Box::new(PsWorkerExchange::new(self.comm.as_mut(), graph, servers).map_err(engine_error)?)
                 }
-                _ => Box::new(AllReduceExchange::new(self.comm.as_mut(), graph)),
+                DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => Box::new(
+                    ShardedExchange::new(
+                        self.comm.as_mut(),
+                        graph,
+                        plan.topology.strategy,
+                        &plan.optimizer,
+                        plan.topology.bucket_bytes,
+                    )
+                    .map_err(engine_error)?,
+                ),
+                _ => Box::new(AllReduceExchange::new(self.comm.as_mut(), graph, plan.topology.bucket_bytes)),
             };
             let mut ctx = RunContext::new(probe);
             // Re-borrowed for this run (shortens the trait object's lifetime to the context's).
@@ -163,6 +180,17 @@ impl Ranks {
             weights_digest: raw.weights_digest.clone(),
             bytes_sent: stats.bytes_sent,
             exchanged_steps: stats.steps,
+            by_kind: BytesByKind {
+                all_reduce: stats.all_reduce_bytes,
+                reduce_scatter: stats.reduce_scatter_bytes,
+                all_gather: stats.all_gather_bytes,
+            },
+            memory: Some(RankMemory {
+                weights: raw.memory.weights,
+                gradients: raw.memory.gradients,
+                optimizer_state: raw.memory.optimizer_state,
+                peak_allocated: raw.memory.peak_allocated,
+            }),
             server: None,
         };
         let reports = self.gather(&report).map_err(engine_error)?;
@@ -187,6 +215,8 @@ impl Ranks {
             weights_digest: None,
             bytes_sent: served.bytes_sent,
             exchanged_steps: served.steps,
+            by_kind: BytesByKind::default(),
+            memory: None,
             server: Some((served.elements, served.bytes_received, served.bytes_sent)),
         };
         self.gather(&report)?;
@@ -213,9 +243,20 @@ impl Ranks {
         if let Some(merged) = StepLog::slowest_of(&logs) {
             raw.steps = merged;
         }
-        let ranks = workers.iter().map(|r| RankPhases { rank: r.rank, mean: mean_phases(&r.steps) }).collect();
+        let ranks = workers
+            .iter()
+            .map(|r| RankPhases { rank: r.rank, mean: mean_phases(&r.steps), memory: r.memory })
+            .collect();
         let per_step = |r: &RankReport| r.bytes_sent.checked_div(r.exchanged_steps).unwrap_or(0);
         let bytes_sent_per_step = workers.first().map_or(0, |r| per_step(r));
+        let bytes_by_kind = workers.first().filter(|r| r.exchanged_steps > 0).map(|r| {
+            let per = |b: u64| b / r.exchanged_steps;
+            BytesByKind {
+                all_reduce: per(r.by_kind.all_reduce),
+                reduce_scatter: per(r.by_kind.reduce_scatter),
+                all_gather: per(r.by_kind.all_gather),
+            }
+        });
         let kept: Vec<PhaseTimes> = raw.steps.kept().iter().map(|k| k.phases).collect();
         let comm: Vec<f64> = kept.iter().map(|s| s.comm_s).filter(|&c| c > 0.0).collect();
         let shares: Vec<f64> = kept.iter().filter(|s| s.total_s > 0.0).map(|s| s.comm_s / s.total_s).collect();
@@ -225,6 +266,8 @@ impl Ranks {
                 let w = plan.topology.world_size() as f64;
                 algorithm.map(|a| a * 2.0 * (w - 1.0) / w)
             }
+            // What each worker's links carried: its reduce-scatters and all-gathers over the exchange time.
+            s if s.zero_stage().is_some() => median(&comm).map(|t| bytes_sent_per_step as f64 / t / 1e9),
             _ => None,
         };
         let section = DistributedResult {
@@ -238,6 +281,7 @@ impl Ranks {
             ranks,
             gradient_bytes,
             bytes_sent_per_step,
+            bytes_by_kind,
             algorithm_bandwidth_gb_s: algorithm,
             bus_bandwidth_gb_s: bus,
             comm_share: median(&shares),
@@ -273,6 +317,10 @@ pub fn expected_bytes_sent(strategy: DataParallel, gradient_bytes: u64, workers:
     match strategy {
         DataParallel::AllReduce => ExchangeStats::ring_bytes_per_step(gradient_bytes, workers),
         DataParallel::ParameterServer { .. } => gradient_bytes,
+        // A reduce-scatter and an all-gather of the (padded) gradients: what a ring all-reduce sends.
+        DataParallel::Zero1 | DataParallel::Zero2 => ExchangeStats::ring_bytes_per_step(gradient_bytes, workers),
+        // The all-gather again before each block's backward: half as much again.
+        DataParallel::Zero3 => 3 * ExchangeStats::ring_bytes_per_step(gradient_bytes, workers) / 2,
         DataParallel::Single => 0,
     }
 }

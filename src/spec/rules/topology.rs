@@ -104,8 +104,18 @@ pub(super) fn check_topologies(out: &mut Vec<Finding>, topology: &TopologySpec, 
                 .or_at(t.field("nodes", entry.is_some_and(|e| e.nodes.is_some())))
                 .or_at(t.path.clone())
                 .hint(
-                    "use `strategy = \"all-reduce\"` or `\"parameter-server\"`, or set nodes and devices_per_node to 1",
+                    "use `strategy = \"all-reduce\"`, `\"zero-1\"`..`\"zero-3\"` or `\"parameter-server\"`, or set nodes \
+                     and devices_per_node to 1",
                 ),
+            ),
+            s if s.is_sharded() && world == 1 => out.push(
+                Finding::new(
+                    strategy_path.clone(),
+                    format!("strategy `{}` on a single device has nothing to shard (`{}`)", s.name(), t.path),
+                )
+                .or_at(t.path.clone())
+                .hint("use `strategy = \"single\"`, or more devices")
+                .warning(),
             ),
             Strategy::AllReduce if world == 1 => out.push(
                 Finding::new(
@@ -126,16 +136,35 @@ pub(super) fn check_topologies(out: &mut Vec<Finding>, topology: &TopologySpec, 
                         "`parameter_servers = {}` is only read with `strategy = \"parameter-server\"`, and `{}` uses `{}`",
                         t.parameter_servers,
                         t.path,
-                        match t.strategy {
-                            Strategy::Single => "single",
-                            Strategy::AllReduce => "all-reduce",
-                            Strategy::ParameterServer => "parameter-server",
-                        }
+                        t.strategy.name()
                     ),
                 )
                 .or_at(t.path.clone())
                 .hint("set `strategy = \"parameter-server\"`, or remove `parameter_servers`"),
             );
+        }
+        if let Some(mb) = topology.bucket_mb {
+            let path = FieldPath::keys(&["topology", "bucket_mb"]);
+            if !matches!(t.strategy, Strategy::AllReduce | Strategy::Zero1 | Strategy::Zero2) {
+                out.push(
+                    Finding::new(
+                        path,
+                        format!(
+                            "`bucket_mb = {mb}` is read by `all-reduce`, `zero-1` and `zero-2`, and `{}` uses `{}`{}",
+                            t.path,
+                            t.strategy.name(),
+                            if matches!(t.strategy, Strategy::Zero3 | Strategy::Fsdp) { " (one unit per recomputable block)" } else { "" }
+                        ),
+                    )
+                    .hint("remove `bucket_mb`, or use one of those strategies"),
+                );
+            } else if !(mb.is_finite() && mb * 1024.0 * 1024.0 >= 4.0) {
+                out.push(
+                    Finding::new(path, format!("`bucket_mb = {mb}` holds no gradient"))
+                        .expected("at least one f32 (4 bytes, about 0.000004 MiB)")
+                        .hint("leave it out for 25 MiB"),
+                );
+            }
         }
         if t.nodes > 1 && matches!(t.interconnect, Interconnect::Pcie | Interconnect::Nvlink) {
             let name = if t.interconnect == Interconnect::Pcie { "pcie" } else { "nvlink" };
