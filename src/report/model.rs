@@ -355,6 +355,22 @@ impl<'a> ConfigRow<'a> {
     pub fn bytes_sent_per_step(&self) -> Option<u64> {
         self.distributed().next().map(|d| d.bytes_sent_per_step)
     }
+    /// What one worker held of the model state (the first repeat's; the largest over its workers): weights,
+    /// gradients, optimizer state, in bytes. A single worker's from its measured memory.
+    pub fn held_per_rank(&self) -> Option<(u64, u64, u64)> {
+        if let Some(d) = self.distributed().next() {
+            let held: Vec<_> = d.ranks.iter().filter_map(|r| r.memory).collect();
+            return (!held.is_empty()).then(|| {
+                held.iter().fold((0, 0, 0), |(w, g, o), m| {
+                    (w.max(m.weights), g.max(m.gradients), o.max(m.optimizer_state))
+                })
+            });
+        }
+        self.runs.iter().find_map(|r| r.metrics.as_ref()).map(|m| {
+            let h = &m.memory.measured;
+            (h.weights_bytes, h.gradients_bytes, h.optimizer_state_bytes)
+        })
+    }
     /// Median over repeats of the algorithm bandwidth (gradient bytes over the exchange time), GB/s.
     pub fn algorithm_bandwidth_gb_s(&self) -> Option<f64> {
         median_of(self.distributed().filter_map(|d| d.algorithm_bandwidth_gb_s).collect())

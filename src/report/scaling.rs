@@ -144,14 +144,15 @@ pub struct ScalingRow {
     /// `single`, `all-reduce`, `parameter-server ×N`.
     pub strategy: String,
     /// Cells after the configuration: world size, strategy, engine, samples/s, efficiency, comm share, bytes sent per
-    /// step, algorithm bandwidth, bus bandwidth (`-` when absent).
-    pub cells: [String; 9],
+    /// step, algorithm bandwidth, bus bandwidth, and what a worker held (weights / gradients / optimizer state)
+    /// (`-` when absent).
+    pub cells: [String; 10],
     /// Why the efficiency is absent, for the note under the table.
     pub absent_because: Option<String>,
 }
 
 /// Column headings of the scaling table, after the configuration.
-pub const HEADINGS: [&str; 9] = [
+pub const HEADINGS: [&str; 10] = [
     "world size",
     "strategy",
     "engine",
@@ -161,6 +162,7 @@ pub const HEADINGS: [&str; 9] = [
     "bytes sent/step",
     "algorithm GB/s",
     "bus GB/s",
+    "held/worker (w / g / opt)",
 ];
 
 /// The scaling table of a report: for each spec with a data-parallel configuration, its configurations by
@@ -196,6 +198,9 @@ pub fn table(model: &ReportModel<'_>) -> Vec<ScalingRow> {
                     c.bytes_sent_per_step().map(human_bytes).unwrap_or_else(dash),
                     c.algorithm_bandwidth_gb_s().map(fmt_sig).unwrap_or_else(dash),
                     c.bus_bandwidth_gb_s().map(fmt_sig).unwrap_or_else(dash),
+                    c.held_per_rank()
+                        .map(|(w, g, o)| format!("{} / {} / {}", human_bytes(w), human_bytes(g), human_bytes(o)))
+                        .unwrap_or_else(dash),
                 ],
                 absent_because: match eff {
                     Some(Efficiency::Absent(why)) => Some(why),
@@ -212,8 +217,11 @@ pub const NOTE: &str = "Efficiency: samples/s at world size W over W x the sampl
 configuration of the same sweep (same spec, global batch size, precision, backend and device; medians over \
 repeats); 100% is linear scaling. Comm: median share of a step spent exchanging gradients. Bytes sent/step: what \
 each worker sent per step (ring all-reduce 2(W-1)/W x the gradient bytes; parameter servers the gradient bytes, \
-and as much received). Algorithm GB/s: gradient bytes over the median exchange time; bus GB/s (all-reduce): the \
-algorithm bandwidth x 2(W-1)/W, what each link carried.";
+and as much received; ZeRO-1/2 a reduce-scatter and an all-gather, as much as all-reduce; ZeRO-3 one more \
+all-gather of its blocks). Algorithm GB/s: gradient bytes over the median exchange time; bus GB/s (all-reduce): the \
+algorithm bandwidth x 2(W-1)/W, what each link carried. Held/worker: the bytes of weights, gradients (the most \
+held at once) and optimizer state one worker kept, measured from its tensors; ZeRO-1/2 shard the optimizer state \
+(and keep an f32 master shard of the weights), ZeRO-3 the weights too.";
 
 #[cfg(test)]
 mod tests {

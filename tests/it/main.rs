@@ -19,6 +19,8 @@ mod cross_backend;
 mod digits;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod distributed;
+#[cfg(all(feature = "tch", feature = "mpi"))]
+mod zero;
 mod editor_schema;
 mod fixtures_check;
 #[cfg(all(feature = "tch", feature = "wgpu"))]

@@ -151,6 +151,18 @@ pub trait Sharded {
     fn step(&mut self, wish: StopWish) -> Result<StepExchange, CommError>;
     /// All-gather unit `unit`'s weights (`Unit::len` values) into `out`.
     fn gather(&mut self, unit: usize, out: &mut [f32]) -> Result<(), CommError>;
+    /// As [`Sharded::gather`], after the last step (to report the whole model's weights): not counted in the
+    /// traffic of the steps.
+    fn gather_final(&mut self, unit: usize, out: &mut [f32]) -> Result<(), CommError> {
+        let before = self.counted();
+        self.gather(unit, out)?;
+        self.restore_counted(before);
+        Ok(())
+    }
+    /// The traffic counted so far (for [`Sharded::gather_final`]).
+    fn counted(&self) -> ExchangeStats;
+    /// Put the traffic counted back to `stats`.
+    fn restore_counted(&mut self, stats: ExchangeStats);
     /// The buffers this worker holds.
     fn held(&self) -> ShardHeld;
 }
@@ -290,6 +302,14 @@ impl Sharded for ShardedExchange<'_> {
         self.stats.bytes_received += moved;
         self.stats.messages += 1;
         Ok(())
+    }
+
+    fn counted(&self) -> ExchangeStats {
+        self.stats
+    }
+
+    fn restore_counted(&mut self, stats: ExchangeStats) {
+        self.stats = stats;
     }
 
     fn held(&self) -> ShardHeld {

@@ -68,23 +68,6 @@ pub fn exchange_for<'x>(
                 .into(),
         );
     }
-    let strategy = plan.topology.strategy;
-    if strategy.zero_stage().is_some() && plan.precision == Precision::Fp16 {
-        return refuse(format!(
-            "`{}` steps each worker's shard with plain gradients, and fp16 needs loss scaling; use fp32 or bf16",
-            strategy.name()
-        ));
-    }
-    if strategy == trainbench_comm::DataParallel::Zero3
-        && !graph.blocks.is_empty()
-        && plan.schedule.checkpointing != trainbench_graph::training::Checkpointing::Full
-    {
-        return refuse(format!(
-            "`zero-3` gathers each of the {} blocks' weights again for its backward by replaying the block; set \
-             `training.activation_checkpointing = \"full\"`",
-            graph.blocks.len()
-        ));
-    }
     if plan.batch_size % plan.topology.world_size() != 0 {
         return refuse(format!(
             "the global batch {} does not split evenly over {} workers",

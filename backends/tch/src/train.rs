@@ -394,7 +394,7 @@ impl<'a> Session<'a> {
         }
         for u in 0..z.params.len() {
             z.buf.resize(z.params.unit_len(u), 0.0);
-            s.gather(u, &mut z.buf).map_err(|e| TchError::Kind(format!("sharded exchange: {e}")))?;
+            s.gather_final(u, &mut z.buf).map_err(|e| TchError::Kind(format!("sharded exchange: {e}")))?;
             z.params.fill(u, &z.buf)?;
         }
         Ok(())

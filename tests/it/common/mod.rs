@@ -203,13 +203,14 @@ impl Synth {
                 engine_version: "Open MPI v4.1.4".into(),
                 launcher: "trainbench".into(),
                 hosts: vec!["testhost".into(); d.strategy.processes(d.world)],
-                ranks: (0..d.world).map(|rank| RankPhases { rank, mean }).collect(),
+                ranks: (0..d.world).map(|rank| RankPhases { rank, mean, memory: None }).collect(),
                 gradient_bytes,
                 bytes_sent_per_step: if all_reduce {
                     2 * (d.world as u64 - 1) * gradient_bytes / d.world as u64
                 } else {
                     gradient_bytes
                 },
+                bytes_by_kind: None,
                 algorithm_bandwidth_gb_s: algorithm,
                 bus_bandwidth_gb_s: algorithm.filter(|_| all_reduce).map(|a| a * ring),
                 comm_share: Some(d.comm_share),

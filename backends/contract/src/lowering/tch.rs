@@ -28,6 +28,7 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
             "the model declares no recomputable blocks (the `gpt` and `vit` families do); use \"none\"",
         ));
     }
+    check_sharded(plan, graph)?;
     let wgan = wgan_roles_if_any(graph)?;
     if wgan.is_some() && plan.schedule.micro_batches() > 1 {
         return Err(unsupported(
@@ -44,6 +45,41 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
             &graph.nodes[roles.loss].name,
             "loss",
             "the gradient penalty under fp16 loss scaling is not implemented; use bf16 or fp32",
+        ));
+    }
+    Ok(())
+}
+
+/// What the ZeRO stages refuse: fp16 (each worker steps its shard with plain gradients, no loss scaling), and
+/// ZeRO-3 on a model with blocks unless every block is recomputed (the block's weights are gathered again for
+/// its backward by replaying it).
+fn check_sharded(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
+    let strategy = plan.topology.strategy;
+    if strategy.zero_stage().is_none() || plan.topology.world_size() <= 1 {
+        return Ok(());
+    }
+    if plan.precision == Precision::Fp16 {
+        return Err(unsupported(
+            &graph.name,
+            "data_parallel",
+            format!(
+                "`{}` steps each worker's shard with plain gradients, and fp16 needs loss scaling; use bf16 or fp32",
+                strategy.name()
+            ),
+        ));
+    }
+    if strategy.zero_stage() == Some(3)
+        && !graph.blocks.is_empty()
+        && plan.schedule.checkpointing != trainbench_graph::training::Checkpointing::Full
+    {
+        return Err(unsupported(
+            &graph.name,
+            "data_parallel",
+            format!(
+                "`zero-3` gathers each of the {} blocks' weights again for its backward by replaying the block; set \
+                 `training.activation_checkpointing = \"full\"`",
+                graph.blocks.len()
+            ),
         ));
     }
     Ok(())

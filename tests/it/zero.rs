@@ -1,0 +1,148 @@
+//! ZeRO through MPI on CPU ranks (features `tch` and `mpi`): at world sizes 2 and 4 every stage's losses are
+//! one worker's on the same global batch, the weights gathered at the end are bit-identical on every worker,
+//! the bytes sent per step and kind are the ring formulas over the padded units, and what a worker holds of
+//! the optimizer state (and, for stage 3, the weights) shrinks with the world. Stage 3 runs a decoder whose
+//! layers are its units, and an MLP that is one unit.
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use trainbench::result::{RunOutcome, RunResult};
+
+const SPEC: &str = r#"
+version = 1
+name = "zero"
+[model]
+family = "gpt"
+layers = 2
+d_model = 32
+heads = 4
+vocab = 97
+seq_len = 16
+max_positions = 16
+[training]
+activation_checkpointing = "full"
+optimizer = { kind = "adamw", lr = 1e-3, weight_decay = 0.1 }
+[sweep]
+batch_sizes = [8]
+topologies = [
+  { devices_per_node = 1, strategy = "single" },
+  { devices_per_node = 2, strategy = "zero-1" },
+  { devices_per_node = 2, strategy = "zero-2" },
+  { devices_per_node = 2, strategy = "zero-3" },
+  { devices_per_node = 4, strategy = "zero-1" },
+  { devices_per_node = 4, strategy = "fsdp" },
+]
+[topology]
+backend = "tch"
+device = "cpu"
+[run]
+warmup = 0
+iterations = 5
+timeout_s = 240
+"#;
+
+fn run(dir: &std::path::Path, spec: &str) {
+    std::fs::write(dir.join("zero.toml"), spec).unwrap();
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir)
+        .args(["run", "zero.toml", "--out", "out", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn result(dir: &std::path::Path, topology: &str) -> RunResult {
+    let path = dir.join(format!("out/zero/zero.b8.fp32.{topology}.r0.json"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"))).unwrap()
+}
+
+/// Elements each worker owns of a unit of `len` over `w` workers, padded.
+fn padded(len: u64, w: u64) -> u64 {
+    len.div_ceil(w) * w
+}
+
+#[test]
+fn every_stage_reproduces_one_worker_and_sends_and_holds_what_the_formulas_say() {
+    let dir = tempfile::tempdir().unwrap();
+    run(dir.path(), SPEC);
+    let single = result(dir.path(), "1x1.ckpt-full");
+    let losses = |r: &RunResult| {
+        let l = r.metrics.as_ref().unwrap().loss.clone().unwrap();
+        vec![l.first.unwrap(), l.last.unwrap()]
+    };
+    let want = losses(&single);
+    assert!(want[1] < want[0], "one worker trains: {want:?}");
+    let params = single.analysis.as_ref().unwrap().parameters;
+    let one = single.metrics.as_ref().unwrap().memory.measured.clone();
+    for (topology, workers, stage) in [
+        ("1x2-z1-pcie", 2u64, 1),
+        ("1x2-z2-pcie", 2, 2),
+        ("1x2-z3-pcie", 2, 3),
+        ("1x4-z1-pcie", 4, 1),
+        ("1x4-z3-pcie", 4, 3),
+    ] {
+        let r = result(dir.path(), &format!("{topology}.ckpt-full"));
+        assert_eq!(r.outcome, RunOutcome::Completed, "{topology}");
+        for (a, b) in losses(&r).iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-3 * b.abs(), "{topology}: loss {a} vs one worker's {b}");
+        }
+        let d = r.distributed.as_ref().unwrap();
+        assert_eq!(d.strategy, format!("zero-{stage}"), "fsdp is recorded as zero-3");
+        assert_eq!(d.weights_identical, Some(true), "{topology}: bit-identical gathered weights");
+        let kind = d.bytes_by_kind.unwrap();
+        assert_eq!(kind.all_reduce, 0, "{topology}");
+        // One bucket holds this model's 116 kB of gradients (stages 1-2); stage 3 has a root unit and one
+        // unit per layer, each padded: the reduce-scatter sends (W-1)/W of the padded total.
+        assert!(kind.reduce_scatter >= (workers - 1) * 4 * params / workers, "{topology}: {kind:?}");
+        assert!(kind.reduce_scatter <= (workers - 1) * 4 * (params + 3 * workers) / workers, "{topology}: {kind:?}");
+        if stage < 3 {
+            assert_eq!(kind.reduce_scatter, (workers - 1) * 4 * padded(params, workers) / workers);
+            assert_eq!(kind.all_gather, kind.reduce_scatter, "{topology}: what a ring all-reduce moves");
+        } else {
+            // Blocks gathered for the forward and again for the backward, the root once: more than an
+            // all-reduce, less than 1.5 times it (the root's share is not gathered twice).
+            assert!(kind.all_gather > kind.reduce_scatter && kind.all_gather < 2 * kind.reduce_scatter, "{kind:?}");
+        }
+        assert_eq!(d.bytes_sent_per_step, kind.reduce_scatter + kind.all_gather);
+        assert_eq!(d.ranks.len() as u64, workers);
+        for rank in &d.ranks {
+            let held = rank.memory.unwrap();
+            // AdamW's two moments over this worker's shard only.
+            let shard = 4 * params.div_ceil(workers);
+            assert!(held.optimizer_state <= 2 * (shard + 4 * 3), "{topology}: {held:?}");
+            assert!(held.optimizer_state < one.optimizer_state_bytes, "{topology}");
+            if stage == 3 {
+                assert!(held.weights < one.weights_bytes, "{topology}: the blocks' weights are sharded: {held:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn zero_3_of_a_model_without_blocks_is_one_unit_and_a_decoder_without_recomputation_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SPEC
+        .replace("family = \"gpt\"\nlayers = 2\nd_model = 32\nheads = 4\nvocab = 97\nseq_len = 16\nmax_positions = 16", "family = \"mlp\"\ninputs = 12\nhidden = [16]\nclasses = 5")
+        .replace("activation_checkpointing = \"full\"\n", "");
+    run(dir.path(), &spec);
+    let single = result(dir.path(), "1x1");
+    let z3 = result(dir.path(), "1x4-z3-pcie");
+    let (a, b) = (z3.metrics.unwrap().loss.unwrap().last.unwrap(), single.metrics.unwrap().loss.unwrap().last.unwrap());
+    assert!((a - b).abs() <= 1e-3 * b.abs(), "{a} vs {b}");
+    assert_eq!(z3.distributed.unwrap().weights_identical, Some(true));
+
+    // A decoder whose blocks are not recomputed: refused before anything runs, with the fix.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("zero.toml"), SPEC.replace("activation_checkpointing = \"full\"\n", "")).unwrap();
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["run", "zero.toml", "--out", "out", "--quiet"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`training.activation_checkpointing = \"full\"`"), "{stderr}");
+    assert!(!dir.path().join("out/zero").exists(), "nothing ran");
+}
