@@ -57,7 +57,7 @@ pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
                         batch_size,
                         precision,
                         device: placement.device,
-                        topology: topology_of(topology, s.topology.bucket_mb),
+                        topology: topology_of(topology, s.topology.bucket_mb, s.topology.overlap),
                         warmup: s.run.warmup,
                         budget,
                         repeat,
@@ -79,20 +79,22 @@ pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
 }
 
 /// The planned topology of a spec's effective topology: the spec's strategy with its server ranks.
-fn topology_of(t: &EffectiveTopology, bucket_mb: Option<f64>) -> Topology {
-    Topology {
-        strategy: match t.strategy {
+fn topology_of(t: &EffectiveTopology, bucket_mb: Option<f64>, overlap: Option<bool>) -> Topology {
+    let strategy = match t.strategy {
             Strategy::Single => DataParallel::Single,
             Strategy::AllReduce => DataParallel::AllReduce,
             Strategy::ParameterServer => DataParallel::ParameterServer { servers: t.parameter_servers.max(1) },
             Strategy::Zero1 => DataParallel::Zero1,
             Strategy::Zero2 => DataParallel::Zero2,
             Strategy::Zero3 | Strategy::Fsdp => DataParallel::Zero3,
-        },
+    };
+    Topology {
+        strategy,
         nodes: t.nodes.max(1),
         devices_per_node: t.devices_per_node.max(1),
         interconnect: t.interconnect,
         bucket_bytes: bucket_mb.map_or(trainbench_comm::exchange::BUCKET_BYTES, |mb| (mb * 1024.0 * 1024.0) as u64),
+        overlap: overlap.unwrap_or(true) && strategy.can_overlap(),
     }
 }
 

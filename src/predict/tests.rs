@@ -58,7 +58,7 @@ fn setting(batch: usize, strategy: DataParallel, nodes: usize, per_node: usize, 
         batch,
         precision: Precision::Fp32,
         optimizer: OptimizerSpec::Sgd { lr: 0.1, momentum: 0.0, weight_decay: 0.0, nesterov: false },
-        topology: Topology { strategy, nodes, devices_per_node: per_node, interconnect, bucket_bytes: trainbench_comm::exchange::BUCKET_BYTES },
+        topology: Topology { nodes, devices_per_node: per_node, interconnect, ..Topology::on_one_node(strategy, 1) },
         schedule: Default::default(),
     }
 }

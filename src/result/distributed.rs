@@ -38,8 +38,17 @@ pub struct DistributedResult {
     pub algorithm_bandwidth_gb_s: Option<f64>,
     /// All-reduce only: algorithm bandwidth x 2 (W-1)/W, what each link carried (comparable to the link's speed).
     pub bus_bandwidth_gb_s: Option<f64>,
-    /// Median share of a step spent exchanging gradients (PAI's T_comm / T_iter).
+    /// Median share of a step spent waiting for the exchange (PAI's T_comm / T_iter): with overlap, only the
+    /// part the backward pass did not hide.
     pub comm_share: Option<f64>,
+    /// Whether the exchange ran during the backward pass, bucket by bucket (absent in results written before
+    /// it was recorded, which never overlapped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlapped: Option<bool>,
+    /// Mean seconds per step rank 0 spent inside its collectives, hidden or not (every exchanged step); beside
+    /// the `comm` phase (what the step waited for) it says how much the overlap hid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm_total_s: Option<f64>,
     /// Digest of the trained weights on rank 0 after the last step (absent when the backend gives none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_digest: Option<String>,

@@ -393,6 +393,10 @@ pub struct TopologySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0009765625))]
     pub bucket_mb: Option<f64>,
+    /// Exchange each gradient bucket during the backward pass, as soon as its gradients exist (default true;
+    /// read by `all-reduce`, `zero-1` and `zero-2`); `false` exchanges after the backward pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<bool>,
     /// Parameter-server ranks beside the workers (`strategy = "parameter-server"` only); each holds a shard of
     /// the weights (whole tensors, balanced by size) and its optimizer state.
     // Left out of the canonical form at its default, so specs written before the key existed keep their hash.
@@ -413,6 +417,7 @@ impl Default for TopologySpec {
             devices_per_node: 1,
             strategy: Strategy::Single,
             bucket_mb: None,
+            overlap: None,
             parameter_servers: 1,
             interconnect: Interconnect::Pcie,
         }

@@ -2,7 +2,8 @@
 //! then average) or [`PsWorkerExchange`] (push each tensor's gradient to the server that owns it, pull the
 //! updated weights back). Both agree on stopping: any worker's wish to stop ends the run for all after the step.
 
-use super::sharded::Sharded;
+use super::overlap::Overlapped;
+use super::sharded::{Sharded, Unit, units_by_size};
 use super::{CommError, Communicator, DataParallel, EngineInfo};
 use trainbench_graph::graph::{Graph, NodeId};
 use trainbench_graph::params::{ParamDecl, graph_tensors};
@@ -105,7 +106,7 @@ pub struct StepExchange {
 }
 
 /// Traffic of one worker, summed over the steps exchanged so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ExchangeStats {
     /// Steps exchanged.
     pub steps: u64,
@@ -122,6 +123,9 @@ pub struct ExchangeStats {
     pub reduce_scatter_bytes: u64,
     /// Of `bytes_sent`: what its all-gathers sent ((W-1)/W of the padded buffer).
     pub all_gather_bytes: u64,
+    /// Seconds spent inside its gradient and weight collectives, hidden behind the backward pass or not (the
+    /// step's `comm` phase is only what the step waited for).
+    pub busy_s: f64,
 }
 
 impl ExchangeStats {
@@ -163,6 +167,11 @@ pub trait GradientExchange {
     fn sharded(&mut self) -> Option<&mut dyn Sharded> {
         None
     }
+    /// The bucket-by-bucket calls of an exchange that can run during the backward pass
+    /// ([`crate::overlap::exchange_during`]); `None` where it cannot.
+    fn overlapped(&mut self) -> Option<&mut dyn Overlapped> {
+        None
+    }
 }
 
 /// All-reduce data parallelism over a group whose every rank is a worker.
@@ -170,6 +179,8 @@ pub struct AllReduceExchange<'c> {
     comm: &'c mut dyn Communicator,
     layout: Layout,
     bucket_bytes: u64,
+    /// The buckets of an overlapped exchange: whole tensors, the last first.
+    buckets: Vec<Unit>,
     scratch: Vec<f32>,
     stats: ExchangeStats,
 }
@@ -178,13 +189,10 @@ impl<'c> AllReduceExchange<'c> {
     /// An exchange over `comm` (every rank a worker) for `graph`'s trained tensors, in buckets of
     /// `bucket_bytes`.
     pub fn new(comm: &'c mut dyn Communicator, graph: &Graph, bucket_bytes: u64) -> Self {
-        AllReduceExchange {
-            comm,
-            layout: Layout::of(graph),
-            bucket_bytes,
-            scratch: Vec::new(),
-            stats: ExchangeStats::default(),
-        }
+        let layout = Layout::of(graph);
+        let mut buckets = units_by_size(&layout, bucket_bytes, 1);
+        buckets.reverse();
+        AllReduceExchange { comm, layout, bucket_bytes, buckets, scratch: Vec::new(), stats: ExchangeStats::default() }
     }
 }
 
@@ -215,30 +223,68 @@ impl GradientExchange for AllReduceExchange<'_> {
         self.scratch.resize(n, 0.0);
         let bucket = (self.bucket_bytes / 4).max(1) as usize;
         let mut start = 0;
+        let t = std::time::Instant::now();
         while start < n {
             let end = (start + bucket).min(n);
             self.comm.all_reduce_sum(&grads[start..end], &mut self.scratch[start..end])?;
             self.stats.messages += 1;
             start = end;
         }
-        std::mem::swap(grads, &mut self.scratch);
-        let w = self.comm.size();
-        let inv = 1.0 / w as f32;
-        grads.iter_mut().for_each(|g| *g *= inv);
-        let mut flag = [0.0f32; 2];
-        self.comm.all_reduce_sum(&wish.flags(), &mut flag)?;
-        self.stats.messages += 1;
-        let moved = ExchangeStats::ring_bytes_per_step(4 * n as u64, w);
-        self.stats.steps += 1;
+        self.stats.busy_s += t.elapsed().as_secs_f64();
+        let moved = ExchangeStats::ring_bytes_per_step(4 * n as u64, self.comm.size());
         self.stats.bytes_sent += moved;
         self.stats.bytes_received += moved;
         self.stats.all_reduce_bytes += moved;
-        let interrupted = flag[1] > 0.0;
-        Ok(StepExchange { stop: flag[0] > 0.0 || interrupted, interrupted, weights_updated: false })
+        self.average_and_agree(grads, wish)
     }
 
     fn stats(&self) -> ExchangeStats {
         self.stats
+    }
+
+    fn overlapped(&mut self) -> Option<&mut dyn Overlapped> {
+        Some(self)
+    }
+}
+
+impl AllReduceExchange<'_> {
+    /// The sums in `scratch` become the mean in `grads`; the workers agree on stopping.
+    fn average_and_agree(&mut self, grads: &mut Vec<f32>, wish: StopWish) -> Result<StepExchange, CommError> {
+        std::mem::swap(grads, &mut self.scratch);
+        let inv = 1.0 / self.comm.size() as f32;
+        grads.iter_mut().for_each(|g| *g *= inv);
+        let mut flag = [0.0f32; 2];
+        self.comm.all_reduce_sum(&wish.flags(), &mut flag)?;
+        self.stats.messages += 1;
+        self.stats.steps += 1;
+        let interrupted = flag[1] > 0.0;
+        Ok(StepExchange { stop: flag[0] > 0.0 || interrupted, interrupted, weights_updated: false })
+    }
+}
+
+impl Overlapped for AllReduceExchange<'_> {
+    fn buckets(&self) -> &[Unit] {
+        &self.buckets
+    }
+
+    fn exchange_bucket(&mut self, bucket: usize, values: &[f32]) -> Result<(), CommError> {
+        let t = std::time::Instant::now();
+        let mut summed = vec![0.0f32; values.len()];
+        self.comm.all_reduce_sum(values, &mut summed)?;
+        self.scratch.resize(self.layout.total, 0.0);
+        self.buckets[bucket].unpack(&self.layout, &summed, &mut self.scratch);
+        let moved = ExchangeStats::ring_bytes_per_step(4 * values.len() as u64, self.comm.size());
+        self.stats.bytes_sent += moved;
+        self.stats.bytes_received += moved;
+        self.stats.all_reduce_bytes += moved;
+        self.stats.messages += 1;
+        self.stats.busy_s += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    fn finish(&mut self, grads: &mut Vec<f32>, _weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError> {
+        grads.resize(self.layout.total, 0.0);
+        self.average_and_agree(grads, wish)
     }
 }
 

@@ -14,6 +14,7 @@
 pub mod exchange;
 pub mod local;
 pub mod optim;
+pub mod overlap;
 pub mod server;
 pub mod sharded;
 #[cfg(test)]
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 pub use exchange::{
     AllReduceExchange, ExchangeStats, GradientExchange, Layout, PsWorkerExchange, StepExchange, StopWish,
 };
+pub use overlap::{BucketFeed, OverlapError, OverlapTimes, Overlapped, exchange_during};
 pub use sharded::{ShardHeld, Sharded, ShardedExchange, Unit};
 pub use topology::{Interconnect, Topology};
 
@@ -71,6 +73,11 @@ impl DataParallel {
             DataParallel::Zero2 => "zero-2",
             DataParallel::Zero3 => "zero-3",
         }
+    }
+
+    /// Whether its exchange can run during the backward pass (all-reduce and ZeRO-1/2, bucket by bucket).
+    pub fn can_overlap(self) -> bool {
+        matches!(self, DataParallel::AllReduce | DataParallel::Zero1 | DataParallel::Zero2)
     }
 
     /// The ZeRO stage (1, 2 or 3) of a sharded strategy; `None` for the others.

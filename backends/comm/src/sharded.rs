@@ -9,6 +9,7 @@ use trainbench_graph::params::is_tied;
 use trainbench_graph::training::OptimizerSpec;
 
 use super::exchange::{ExchangeStats, GradientExchange, Layout, StepExchange, StopWish};
+use super::overlap::Overlapped;
 use super::optim::HostOptimizer;
 use super::{CommError, Communicator, DataParallel, EngineInfo};
 
@@ -173,6 +174,8 @@ pub struct ShardedExchange<'c> {
     strategy: DataParallel,
     layout: Layout,
     units: Vec<Unit>,
+    /// The units the last first: the buckets of an overlapped exchange (stages 1 and 2).
+    reversed: Vec<Unit>,
     /// Offset of each unit's owned block in `master` and `grads`.
     at: Vec<usize>,
     master: Vec<f32>,
@@ -214,6 +217,7 @@ impl<'c> ShardedExchange<'c> {
             comm,
             strategy,
             layout,
+            reversed: units.iter().rev().cloned().collect(),
             units,
             at,
             master: vec![0.0; owned],
@@ -259,6 +263,7 @@ impl Sharded for ShardedExchange<'_> {
     }
 
     fn reduce(&mut self, unit: usize, grads: &[f32]) -> Result<(), CommError> {
+        let t = std::time::Instant::now();
         let u = &self.units[unit];
         let workers = self.comm.size();
         self.padded.resize(u.padded(workers), 0.0);
@@ -273,6 +278,7 @@ impl Sharded for ShardedExchange<'_> {
         self.stats.bytes_sent += moved;
         self.stats.bytes_received += moved;
         self.stats.messages += 1;
+        self.stats.busy_s += t.elapsed().as_secs_f64();
         Ok(())
     }
 
@@ -290,6 +296,7 @@ impl Sharded for ShardedExchange<'_> {
     }
 
     fn gather(&mut self, unit: usize, out: &mut [f32]) -> Result<(), CommError> {
+        let t = std::time::Instant::now();
         let u = &self.units[unit];
         let workers = self.comm.size();
         self.padded.resize(u.padded(workers), 0.0);
@@ -301,6 +308,7 @@ impl Sharded for ShardedExchange<'_> {
         self.stats.bytes_sent += moved;
         self.stats.bytes_received += moved;
         self.stats.messages += 1;
+        self.stats.busy_s += t.elapsed().as_secs_f64();
         Ok(())
     }
 
@@ -356,13 +364,7 @@ impl GradientExchange for ShardedExchange<'_> {
             self.units[u].pack(&self.layout, grads, &mut packed);
             self.reduce(u, &packed)?;
         }
-        let step = self.step(wish)?;
-        for u in 0..self.units.len() {
-            packed.resize(self.units[u].len, 0.0);
-            self.gather(u, &mut packed)?;
-            self.units[u].unpack(&self.layout, &packed, weights);
-        }
-        Ok(step)
+        self.step_and_gather(weights, wish)
     }
 
     fn stats(&self) -> ExchangeStats {
@@ -371,5 +373,39 @@ impl GradientExchange for ShardedExchange<'_> {
 
     fn sharded(&mut self) -> Option<&mut dyn Sharded> {
         Some(self)
+    }
+
+    /// Stages 1 and 2 reduce-scatter during the backward pass; stage 3 exchanges block by block instead.
+    fn overlapped(&mut self) -> Option<&mut dyn Overlapped> {
+        if self.strategy == DataParallel::Zero3 { None } else { Some(self) }
+    }
+}
+
+impl ShardedExchange<'_> {
+    /// Step the shard, then gather every unit's weights into `weights` (flat, layout order).
+    fn step_and_gather(&mut self, weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError> {
+        let step = self.step(wish)?;
+        let mut packed = Vec::new();
+        for u in 0..self.units.len() {
+            packed.resize(self.units[u].len, 0.0);
+            self.gather(u, &mut packed)?;
+            self.units[u].unpack(&self.layout, &packed, weights);
+        }
+        Ok(step)
+    }
+}
+
+impl Overlapped for ShardedExchange<'_> {
+    fn buckets(&self) -> &[Unit] {
+        &self.reversed
+    }
+
+    fn exchange_bucket(&mut self, bucket: usize, values: &[f32]) -> Result<(), CommError> {
+        let unit = self.units.len() - 1 - bucket;
+        self.reduce(unit, values)
+    }
+
+    fn finish(&mut self, _grads: &mut Vec<f32>, weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError> {
+        self.step_and_gather(weights, wish)
     }
 }

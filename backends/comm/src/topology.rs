@@ -53,6 +53,9 @@ pub struct Topology {
     pub interconnect: Interconnect,
     /// Bytes per all-reduce bucket and per ZeRO-1/2 unit ([`crate::exchange::BUCKET_BYTES`] by default).
     pub bucket_bytes: u64,
+    /// Exchange each bucket during the backward pass as soon as its gradients exist (all-reduce, ZeRO-1/2);
+    /// `false` exchanges after the backward pass.
+    pub overlap: bool,
 }
 
 impl Default for Topology {
@@ -75,6 +78,7 @@ impl Topology {
             devices_per_node: devices,
             interconnect: Interconnect::Pcie,
             bucket_bytes: BUCKET_BYTES,
+            overlap: strategy.can_overlap(),
         }
     }
 
@@ -109,6 +113,10 @@ struct TopologyWire {
     /// Bytes per all-reduce bucket or ZeRO-1/2 unit (left out at the default, 25 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     bucket_bytes: Option<u64>,
+    /// Whether the exchange overlapped the backward pass (written for data-parallel strategies; absent in
+    /// results written before it was recorded, which never overlapped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    overlap: Option<bool>,
 }
 
 impl TryFrom<TopologyWire> for Topology {
@@ -128,6 +136,7 @@ impl TryFrom<TopologyWire> for Topology {
             devices_per_node,
             interconnect: w.interconnect.unwrap_or_default(),
             bucket_bytes: w.bucket_bytes.unwrap_or(BUCKET_BYTES),
+            overlap: w.overlap.unwrap_or(false),
         })
     }
 }
@@ -141,6 +150,7 @@ impl From<Topology> for TopologyWire {
             devices_per_node: Some(t.devices_per_node),
             interconnect: Some(t.interconnect),
             bucket_bytes: (t.bucket_bytes != BUCKET_BYTES).then_some(t.bucket_bytes),
+            overlap: (!t.strategy.is_single()).then_some(t.overlap),
         }
     }
 }
@@ -167,6 +177,7 @@ mod tests {
             devices_per_node: 4,
             interconnect: Interconnect::Ethernet,
             bucket_bytes: 1 << 20,
+            overlap: false,
         };
         let json = serde_json::to_value(t).unwrap();
         assert_eq!(json["world_size"], 8);

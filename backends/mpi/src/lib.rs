@@ -5,7 +5,7 @@
 use mpi::Count;
 use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
 use mpi::datatype::{Equivalence, PartitionMut};
-use mpi::environment::Universe;
+use mpi::environment::{Threading, Universe};
 use mpi::point_to_point::{Destination, Source};
 use mpi::topology::{Communicator as _, SimpleCommunicator};
 use trainbench_comm::{CommError, Communicator, EngineInfo};
@@ -20,8 +20,16 @@ pub struct MpiComm {
 
 impl MpiComm {
     /// Initialise MPI (once per process) and take the world. Started without a launcher, the world has one rank.
+    /// MPI is asked for `MPI_THREAD_SERIALIZED`: the exchange of a step overlapped with its backward pass makes
+    /// its calls from a communication thread, never two threads at once; a library that offers less is refused.
     pub fn init() -> Result<MpiComm, CommError> {
-        let universe = mpi::initialize().ok_or_else(|| error("MPI was already initialised in this process".into()))?;
+        let (universe, threading) = mpi::initialize_with_threading(Threading::Serialized)
+            .ok_or_else(|| error("MPI was already initialised in this process".into()))?;
+        if threading < Threading::Serialized {
+            return Err(error(format!(
+                "the MPI library offers thread support {threading:?}; overlapping the exchange needs Serialized"
+            )));
+        }
         let world = universe.world();
         let version = mpi::environment::library_version()
             .map(|v| v.trim_end_matches('\0').split(',').next().unwrap_or_default().trim().to_string())

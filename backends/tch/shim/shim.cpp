@@ -16,6 +16,8 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/headeronly/version.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <atomic>
 #include <memory>
@@ -373,6 +375,33 @@ int tb_autocast_exit(int device_cuda, int prev_enabled, int prev_dtype, char* er
 // Backpropagate `grad` from `out` (as `out.backward(grad)`): gradients accumulate into the leaves' `.grad`.
 int tb_backward_with_grad(at::Tensor* out, at::Tensor* grad, int keep_graph, char* err, size_t err_len) {
   TB_GUARD({ out->backward(*grad, keep_graph != 0, false); })
+}
+
+// Called after a leaf's gradient has been accumulated into its `.grad` (with the leaf's index given at
+// registration): data-parallel overlap hands each gradient bucket to the exchange as soon as it is complete.
+typedef void (*tb_grad_ready_fn)(void* ctx, int64_t index);
+
+namespace {
+struct TbGradReady : torch::autograd::PostAccumulateGradHook {
+  tb_grad_ready_fn fn;
+  void* ctx;
+  int64_t index;
+  TbGradReady(tb_grad_ready_fn f, void* c, int64_t i) : fn(f), ctx(c), index(i) {}
+  void operator()(const torch::autograd::Variable&) override { fn(ctx, index); }
+};
+}  // namespace
+
+// Set (fn non-null) or clear (fn null) the post-accumulate-grad hook of leaf tensor `t` (one per tensor).
+int tb_set_grad_ready_hook(at::Tensor* t, tb_grad_ready_fn fn, void* ctx, int64_t index, char* err, size_t err_len) {
+  TB_GUARD({
+    if (t == nullptr || !t->defined()) throw std::invalid_argument("no tensor");
+    if (fn == nullptr) {
+      torch::autograd::impl::set_post_acc_grad_hooks(*t, nullptr);
+    } else {
+      if (!t->is_leaf() || !t->requires_grad()) throw std::invalid_argument("not a leaf that requires grad");
+      torch::autograd::impl::set_post_acc_grad_hooks(*t, std::make_unique<TbGradReady>(fn, ctx, index));
+    }
+  })
 }
 
 // The state of the default random generator of a device (0 = CPU, 1 = CUDA device `index`), as a new tensor.

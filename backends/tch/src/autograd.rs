@@ -1,6 +1,7 @@
 //! The shim's hooks that activation checkpointing and CPU memory measurement need and tch does not expose:
 //! backward from a tensor with a given gradient, the default random generator's state (so a recomputed
-//! block replays its dropout masks), and a count of the CPU allocator's live bytes.
+//! block replays its dropout masks), a count of the CPU allocator's live bytes, and a call after each leaf's
+//! gradient is accumulated ([`GradReady`], what data-parallel overlap starts its buckets from).
 
 use std::ffi::{c_char, c_int};
 
@@ -32,6 +33,14 @@ unsafe extern "C" {
         err_len: usize,
     ) -> c_int;
     fn tb_cpu_memory_tracking(on: c_int, err: *mut c_char, err_len: usize) -> c_int;
+    fn tb_set_grad_ready_hook(
+        t: *const C_tensor,
+        f: Option<unsafe extern "C" fn(*mut std::ffi::c_void, i64)>,
+        ctx: *mut std::ffi::c_void,
+        index: i64,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
     fn tb_cpu_allocated() -> i64;
 }
 
@@ -99,5 +108,51 @@ impl Drop for CpuMemory {
         // Removing the thread-local hook cannot fail in practice; a failure leaves counting on.
         // SAFETY: plain call.
         let _ = call(|e, n| unsafe { tb_cpu_memory_tracking(0, e, n) });
+    }
+}
+
+type ReadyFn<'f> = Box<dyn FnMut(usize) + 'f>;
+
+unsafe extern "C" fn grad_ready_trampoline(ctx: *mut std::ffi::c_void, index: i64) {
+    // SAFETY: `ctx` is the `ReadyFn` a live `GradReady` registered; the hooks are cleared before it is freed, and
+    // the autograd engine runs them while the thread that owns it waits in `backward`.
+    let f = unsafe { &mut *ctx.cast::<ReadyFn<'_>>() };
+    // A panic must not unwind into libtorch: it is caught and the call dropped (the caller notices the tensor
+    // never became ready).
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(index as usize)));
+}
+
+/// While alive, `on_ready(i)` is called after the gradient of `params[i]` has been accumulated into its
+/// `.grad` in a backward pass (once per pass, all uses of the tensor summed); dropped, the hooks are removed.
+pub struct GradReady<'f> {
+    params: Vec<Tensor>,
+    // Boxed twice so the pointer handed to libtorch stays put.
+    callback: Box<ReadyFn<'f>>,
+}
+
+impl<'f> GradReady<'f> {
+    /// Register `on_ready` on every tensor of `params` (leaves that require gradients).
+    pub fn install(params: &[Tensor], on_ready: impl FnMut(usize) + 'f) -> Result<Self, TchError> {
+        let mut me = GradReady { params: Vec::new(), callback: Box::new(Box::new(on_ready)) };
+        let ctx: *mut ReadyFn<'f> = &mut *me.callback;
+        for (i, p) in params.iter().enumerate() {
+            // SAFETY: a live tensor; the trampoline and `ctx` outlive the hook (cleared in `drop`).
+            call(|e, n| unsafe {
+                tb_set_grad_ready_hook(p.as_ptr(), Some(grad_ready_trampoline), ctx.cast(), i as i64, e, n)
+            })
+            .map_err(torch("gradient hook"))?;
+            me.params.push(p.shallow_clone());
+        }
+        Ok(me)
+    }
+}
+
+impl Drop for GradReady<'_> {
+    fn drop(&mut self) {
+        for p in &self.params {
+            // Clearing a hook cannot fail on a live tensor.
+            // SAFETY: a live tensor; a null function clears the hook.
+            let _ = call(|e, n| unsafe { tb_set_grad_ready_hook(p.as_ptr(), None, std::ptr::null_mut(), 0, e, n) });
+        }
     }
 }

@@ -60,7 +60,13 @@ pub fn exchange(
     let gathers = x.strategy().servers() > 0 || stage.is_some();
     let mut weights = if gathers { vec![0f32; total] } else { Vec::new() };
     let step = x.exchange(&mut grads, &mut weights, wish).map_err(comm_error)?;
-    let source = if step.weights_updated { &weights } else { &grads };
+    apply(params, &step, &grads, &weights)?;
+    Ok(step)
+}
+
+/// What an exchange decided, into `params`: the new weights (`step.weights_updated`) or the mean gradients.
+pub fn apply(params: &[Tensor], step: &StepExchange, grads: &[f32], weights: &[f32]) -> Result<(), TchError> {
+    let source = if step.weights_updated { weights } else { grads };
     let mut at = 0;
     tch::no_grad(|| -> Result<(), TchError> {
         for p in params {
@@ -77,8 +83,7 @@ pub fn exchange(
             at += n;
         }
         Ok(())
-    })?;
-    Ok(step)
+    })
 }
 
 /// Every value of `params`, flat, in order, through host memory.

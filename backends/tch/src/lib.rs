@@ -59,6 +59,7 @@ mod checkpoint;
 mod clock;
 pub mod device;
 mod dist;
+mod overlap;
 mod zero;
 pub mod events;
 pub mod feed;

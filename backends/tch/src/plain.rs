@@ -5,11 +5,14 @@
 //! ([`Zero3Hooks`]) and ends the step with the root unit's exchange; ZeRO-1/2 exchange after backward.
 
 use tch::{TchError, Tensor};
+use trainbench_comm::StepExchange;
 
 use super::Common;
 use crate::clock::Clock;
 use crate::events::Phase;
 use crate::lower::EvalOpts;
+use crate::checkpoint::{BlockWeights, Checkpoints};
+use crate::lower::Lowered;
 use crate::optim::Optim;
 use crate::zero::Zero3Hooks;
 
@@ -25,12 +28,14 @@ impl PlainStep {
     }
 
     /// Forward and backward of one micro-batch (`env` holds its inputs); returns its (detached, unscaled)
-    /// loss. Gradients accumulate into the parameters'.
+    /// loss. Gradients accumulate into the parameters'. In the step's `last` micro-batch of a data-parallel run
+    /// that overlaps, the gradient buckets are exchanged during the backward pass.
     pub(super) fn micro(
         &mut self,
         c: &mut Common<'_>,
         mut env: Vec<Option<Tensor>>,
         clock: &mut Clock,
+        last: bool,
     ) -> Result<Tensor, TchError> {
         let graph = c.graph;
         let before = c.allocated()?;
@@ -38,7 +43,7 @@ impl PlainStep {
         let loss = {
             let _ac = c.autocast_guard()?;
             let mut hooks = Zero3Hooks::of(&mut c.exchange, &mut c.zero, clock, Phase::Forward);
-            let hooks = hooks.as_mut().map(|h| -> &mut dyn crate::checkpoint::BlockWeights { h });
+            let hooks = hooks.as_mut().map(|h| -> &mut dyn BlockWeights { h });
             c.model.eval_checkpointed(graph, &mut env, &graph.losses, &opts, c.ckpt.as_mut(), hooks)?;
             let mut total: Option<Tensor> = None;
             for &l in &graph.losses {
@@ -63,22 +68,29 @@ impl PlainStep {
             None => scaled,
         };
         let ac = if c.ckpt.is_some() { c.autocast_guard()? } else { None };
-        match &mut c.ckpt {
-            Some(ckpt) => {
-                let keep = ckpt.keep_graph();
-                if keep {
-                    crate::autograd::backward_with(&scaled, &scaled.f_ones_like()?, true)?;
-                } else {
-                    scaled.f_backward()?;
-                }
-                drop(scaled);
-                // The recomputation belongs to the backward phase, under the forward's autocast.
-                let mut hooks = Zero3Hooks::of(&mut c.exchange, &mut c.zero, clock, Phase::Backward);
-                let hooks = hooks.as_mut().map(|h| -> &mut dyn crate::checkpoint::BlockWeights { h });
-                ckpt.backward(&c.model, graph, &opts, hooks)?;
+        let overlap = last && c.overlap && c.exchange.as_deref_mut().is_some_and(|x| x.overlapped().is_some());
+        if overlap {
+            // ZeRO-3 never overlaps: here only the hooks reach the exchange.
+            let stage2 = c.exchange.as_deref().is_some_and(|x| x.strategy().zero_stage() == Some(2));
+            let mut peak = c.zero.as_ref().map_or(0, |z| z.grads_peak);
+            let Common { ckpt, model, exchange, .. } = &mut *c;
+            if let Some(x) = exchange.as_deref_mut().and_then(|x| x.overlapped()) {
+                let params = self.opt.params();
+                crate::overlap::backward_overlapped(x, params, stage2, &mut peak, &mut || {
+                    run_backward(ckpt.as_mut(), model, graph, &opts, &scaled, None)
+                })?;
             }
-            None => scaled.f_backward()?,
+            if let Some(z) = c.zero.as_mut() {
+                z.grads_peak = peak;
+            }
+            c.overlap_pending = true;
+        } else {
+            let Common { ckpt, model, exchange, zero, .. } = &mut *c;
+            let mut hooks = Zero3Hooks::of(exchange, zero, clock, Phase::Backward);
+            let hooks = hooks.as_mut().map(|h| -> &mut dyn BlockWeights { h });
+            run_backward(ckpt.as_mut(), model, graph, &opts, &scaled, hooks)?;
         }
+        drop(scaled);
         drop(ac);
         clock.lap(Phase::Backward)?;
         if c.grad_bytes == 0 {
@@ -109,19 +121,64 @@ impl PlainStep {
             self.opt.zero_grad()?;
             return Ok(());
         }
+        if c.overlap_pending {
+            // The buckets went during the backward pass: what is left is averaging (or ZeRO's step and
+            // all-gather) and agreeing on stopping.
+            c.overlap_pending = false;
+            let x = c.exchange.as_deref_mut().and_then(|x| x.overlapped());
+            let x = x.ok_or_else(|| TchError::Kind("internal: an overlapped step without its exchange".into()))?;
+            let gathers = x.strategy().zero_stage().is_some();
+            let mut grads = Vec::new();
+            let mut weights = if gathers { vec![0f32; x.layout().total] } else { Vec::new() };
+            let step = x
+                .finish(&mut grads, &mut weights, c.stop_wish)
+                .map_err(|e| TchError::Kind(format!("data-parallel exchange: {e}")))?;
+            crate::dist::apply(self.opt.params(), &step, &grads, &weights)?;
+            return self.after_exchange(c, step, clock);
+        }
         if let Some(x) = c.exchange.as_deref_mut() {
             let step = crate::dist::exchange(x, self.opt.params(), c.stop_wish, c.zero.as_mut())?;
-            c.agreed_stop = step.stop;
-            c.agreed_interrupted = step.interrupted;
-            clock.lap(Phase::Comm)?;
-            if step.weights_updated {
-                // The parameter servers applied the optimizer: only the gradients are left to drop.
-                self.opt.zero_grad()?;
-                clock.lap(Phase::Optimizer)?;
-                return Ok(());
-            }
+            return self.after_exchange(c, step, clock);
         }
         self.opt.step(c.scaler.as_mut())?;
         clock.lap(Phase::Optimizer)
+    }
+
+    /// The step after its exchange: the agreed stop noted, then the optimizer step, or, where the exchange
+    /// applied the optimizer (parameter servers, ZeRO), only the gradients dropped.
+    fn after_exchange(&mut self, c: &mut Common<'_>, step: StepExchange, clock: &mut Clock) -> Result<(), TchError> {
+        c.agreed_stop = step.stop;
+        c.agreed_interrupted = step.interrupted;
+        clock.lap(Phase::Comm)?;
+        if step.weights_updated {
+            self.opt.zero_grad()?;
+        } else {
+            self.opt.step(c.scaler.as_mut())?;
+        }
+        clock.lap(Phase::Optimizer)
+    }
+}
+
+/// The backward pass from the (scaled) loss: through the recomputed blocks' replays when `ckpt` has them,
+/// with `hooks` around each (ZeRO-3).
+fn run_backward(
+    ckpt: Option<&mut Checkpoints>,
+    model: &Lowered,
+    graph: &trainbench_graph::Graph,
+    opts: &EvalOpts<'_>,
+    scaled: &Tensor,
+    hooks: Option<&mut dyn BlockWeights>,
+) -> Result<(), TchError> {
+    match ckpt {
+        Some(ckpt) => {
+            if ckpt.keep_graph() {
+                crate::autograd::backward_with(scaled, &scaled.f_ones_like()?, true)?;
+            } else {
+                scaled.f_backward()?;
+            }
+            // The recomputation belongs to the backward phase, under the forward's autocast.
+            ckpt.backward(model, graph, opts, hooks)
+        }
+        None => scaled.f_backward(),
     }
 }

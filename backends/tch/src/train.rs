@@ -79,6 +79,10 @@ struct Common<'a> {
     micro: u64,
     /// A ZeRO run's tensors by unit (`None` for the other strategies).
     zero: Option<ZeroState>,
+    /// The plan overlaps the exchange with the backward pass where the strategy can.
+    overlap: bool,
+    /// This step's buckets were exchanged during its backward pass; the rest is left to the step's end.
+    overlap_pending: bool,
 }
 
 /// Everything one run holds on the device.
@@ -248,6 +252,8 @@ impl<'a> Session<'a> {
             ckpt: Checkpoints::new(graph, plan.schedule.checkpointing, device),
             micro,
             zero,
+            overlap: plan.topology.overlap,
+            overlap_pending: false,
         };
         Ok(Self { plan, common, mode })
     }
@@ -283,13 +289,14 @@ impl<'a> Session<'a> {
                 s.common.current = Some(on_device);
                 clock.lap(Phase::Copy).map_err(|e| map(e, batch))?;
             }
+            let last = j + 1 == s.common.micro as usize;
             let mut run = || -> Result<Tensor, TchError> {
                 let env = s.common.fresh_env(i, j)?;
                 if s.common.current.is_none() {
                     clock.lap(Phase::Copy)?;
                 }
                 match &mut s.mode {
-                    Mode::Plain(step) => step.micro(&mut s.common, env, clock),
+                    Mode::Plain(step) => step.micro(&mut s.common, env, clock, last),
                     Mode::Wgan(step) => step.run(&mut s.common, env, i, clock),
                 }
             };

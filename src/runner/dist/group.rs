@@ -52,6 +52,9 @@ struct RankReport {
     /// A worker's memory held.
     #[serde(default)]
     memory: Option<RankMemory>,
+    /// Seconds inside its collectives.
+    #[serde(default)]
+    busy_s: f64,
     /// A server's traffic.
     server: Option<(u64, u64, u64)>,
 }
@@ -185,6 +188,7 @@ impl Ranks {
                 reduce_scatter: stats.reduce_scatter_bytes,
                 all_gather: stats.all_gather_bytes,
             },
+            busy_s: stats.busy_s,
             memory: Some(RankMemory {
                 weights: raw.memory.weights,
                 gradients: raw.memory.gradients,
@@ -217,6 +221,7 @@ impl Ranks {
             exchanged_steps: served.steps,
             by_kind: BytesByKind::default(),
             memory: None,
+            busy_s: 0.0,
             server: Some((served.elements, served.bytes_received, served.bytes_sent)),
         };
         self.gather(&report)?;
@@ -285,6 +290,8 @@ impl Ranks {
             algorithm_bandwidth_gb_s: algorithm,
             bus_bandwidth_gb_s: bus,
             comm_share: median(&shares),
+            overlapped: Some(plan.topology.overlap),
+            comm_total_s: workers.first().filter(|r| r.exchanged_steps > 0).map(|r| r.busy_s / r.exchanged_steps as f64),
             weights_digest: raw.weights_digest.clone(),
             weights_identical: raw
                 .weights_digest

@@ -80,7 +80,42 @@ pub fn effective_precisions(training: &TrainingSpec, sweep: &SweepSpec) -> Vec<(
     }
 }
 
+/// `bucket_mb` and `overlap` are read by all-reduce, ZeRO-1 and ZeRO-2: refused when no topology of the spec
+/// reads them (a sweep may keep a single-worker reference beside the data-parallel ones).
+fn check_exchange_knobs(out: &mut Vec<Finding>, topology: &TopologySpec, sweep: &SweepSpec) {
+    let strategies: Vec<Strategy> = effective_topologies(topology, sweep).iter().map(|t| t.strategy).collect();
+    if strategies.iter().any(|s| matches!(s, Strategy::AllReduce | Strategy::Zero1 | Strategy::Zero2)) {
+        if let Some(mb) = topology.bucket_mb.filter(|mb| !(mb.is_finite() && mb * 1024.0 * 1024.0 >= 4.0)) {
+            out.push(
+                Finding::new(FieldPath::keys(&["topology", "bucket_mb"]), format!("`bucket_mb = {mb}` holds no gradient"))
+                    .expected("at least one f32 (4 bytes, about 0.000004 MiB)")
+                    .hint("leave it out for 25 MiB"),
+            );
+        }
+        return;
+    }
+    let mut names: Vec<&str> = strategies.iter().map(|s| s.name()).collect();
+    names.dedup();
+    let sharded3 = strategies.iter().any(|s| matches!(s, Strategy::Zero3 | Strategy::Fsdp));
+    for (key, set) in [("bucket_mb", topology.bucket_mb.is_some()), ("overlap", topology.overlap.is_some())] {
+        if set {
+            out.push(
+                Finding::new(
+                    FieldPath::keys(&["topology", key]),
+                    format!(
+                        "`{key}` is read by `all-reduce`, `zero-1` and `zero-2`, and this spec runs only `{}`{}",
+                        names.join("`, `"),
+                        if sharded3 { " (zero-3 exchanges block by block, one unit per recomputable block)" } else { "" }
+                    ),
+                )
+                .hint(format!("remove `{key}`, or use one of those strategies")),
+            );
+        }
+    }
+}
+
 pub(super) fn check_topologies(out: &mut Vec<Finding>, topology: &TopologySpec, sweep: &SweepSpec) {
+    check_exchange_knobs(out, topology, sweep);
     let batches = FieldPath::keys(&["sweep", "batch_sizes"]);
     let mut reported: HashSet<(usize, usize)> = HashSet::new();
     for (ti, t) in effective_topologies(topology, sweep).iter().enumerate() {
@@ -142,29 +177,6 @@ pub(super) fn check_topologies(out: &mut Vec<Finding>, topology: &TopologySpec, 
                 .or_at(t.path.clone())
                 .hint("set `strategy = \"parameter-server\"`, or remove `parameter_servers`"),
             );
-        }
-        if let Some(mb) = topology.bucket_mb {
-            let path = FieldPath::keys(&["topology", "bucket_mb"]);
-            if !matches!(t.strategy, Strategy::AllReduce | Strategy::Zero1 | Strategy::Zero2) {
-                out.push(
-                    Finding::new(
-                        path,
-                        format!(
-                            "`bucket_mb = {mb}` is read by `all-reduce`, `zero-1` and `zero-2`, and `{}` uses `{}`{}",
-                            t.path,
-                            t.strategy.name(),
-                            if matches!(t.strategy, Strategy::Zero3 | Strategy::Fsdp) { " (one unit per recomputable block)" } else { "" }
-                        ),
-                    )
-                    .hint("remove `bucket_mb`, or use one of those strategies"),
-                );
-            } else if !(mb.is_finite() && mb * 1024.0 * 1024.0 >= 4.0) {
-                out.push(
-                    Finding::new(path, format!("`bucket_mb = {mb}` holds no gradient"))
-                        .expected("at least one f32 (4 bytes, about 0.000004 MiB)")
-                        .hint("leave it out for 25 MiB"),
-                );
-            }
         }
         if t.nodes > 1 && matches!(t.interconnect, Interconnect::Pcie | Interconnect::Nvlink) {
             let name = if t.interconnect == Interconnect::Pcie { "pcie" } else { "nvlink" };

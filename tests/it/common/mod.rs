@@ -214,6 +214,8 @@ impl Synth {
                 algorithm_bandwidth_gb_s: algorithm,
                 bus_bandwidth_gb_s: algorithm.filter(|_| all_reduce).map(|a| a * ring),
                 comm_share: Some(d.comm_share),
+                overlapped: None,
+                comm_total_s: None,
                 weights_digest: Some("00000000feedbeef".into()),
                 weights_identical: Some(true),
             }

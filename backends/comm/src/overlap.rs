@@ -1,0 +1,124 @@
+//! Exchanging gradients while the backward pass goes on: the trained tensors in [`Unit`] buckets, in the order a
+//! backward pass completes them (the last tensors first); the backend hands each bucket to a [`BucketFeed`] as
+//! soon as its gradients are accumulated, and a communication thread exchanges the buckets in bucket order
+//! (the same order on every worker, whatever order they arrive in) while the backward pass computes the rest.
+//! All-reduce sums each bucket; ZeRO-1/2 reduce-scatter it into the worker's shard. What stays after the
+//! backward pass (averaging, the stop flags, ZeRO's step and all-gather) is [`Overlapped::finish`].
+
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Instant;
+
+use super::exchange::{GradientExchange, StepExchange, StopWish};
+use super::sharded::Unit;
+use super::{CommError, EngineInfo};
+
+/// Why an overlapped exchange failed: the engine, or the backward pass it ran beside.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OverlapError {
+    /// A collective failed.
+    #[error(transparent)]
+    Comm(#[from] CommError),
+    /// The backward pass (or handing a bucket over) failed.
+    #[error("{0}")]
+    Backward(String),
+}
+
+/// Where a backward pass hands over complete buckets.
+pub struct BucketFeed {
+    tx: Sender<(usize, Vec<f32>)>,
+    sent: Vec<bool>,
+}
+
+impl BucketFeed {
+    /// Hand over bucket `bucket`'s gradients (its [`Unit::len`] values, this worker's mean over its batch).
+    pub fn send(&mut self, bucket: usize, values: Vec<f32>) -> Result<(), OverlapError> {
+        if self.sent.get(bucket).copied().unwrap_or(true) {
+            return Err(OverlapError::Backward(format!("bucket {bucket} handed over twice, or does not exist")));
+        }
+        self.sent[bucket] = true;
+        self.tx.send((bucket, values)).map_err(|_| OverlapError::Backward("the communication thread has gone".into()))
+    }
+
+    /// Buckets not handed over yet.
+    pub fn unsent(&self) -> Vec<usize> {
+        (0..self.sent.len()).filter(|&b| !self.sent[b]).collect()
+    }
+}
+
+/// The seconds the communication thread spent in collectives during one backward pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OverlapTimes {
+    /// Seconds inside the bucket collectives (all of them, hidden or not).
+    pub busy_s: f64,
+}
+
+/// An exchange whose bucket collectives can run during the backward pass.
+pub trait Overlapped: GradientExchange {
+    /// The buckets in the order the backward pass completes them (the last tensors first).
+    fn buckets(&self) -> &[Unit];
+    /// Exchange bucket `bucket`'s gradients `values` (on the communication thread).
+    fn exchange_bucket(&mut self, bucket: usize, values: &[f32]) -> Result<(), CommError>;
+    /// After the backward pass and every bucket: all-reduce averages into `grads` (flat, layout order); ZeRO
+    /// steps its shard and gathers the weights into `weights`; both agree on stopping.
+    fn finish(&mut self, grads: &mut Vec<f32>, weights: &mut [f32], wish: StopWish)
+    -> Result<StepExchange, CommError>;
+    /// The engine, for errors.
+    fn engine_info(&self) -> EngineInfo {
+        self.engine()
+    }
+}
+
+/// Run `backward` on this thread while a communication thread exchanges, in bucket order, each bucket it hands
+/// to the feed; buckets it never handed over are exchanged as zeros afterwards (every worker issues the same
+/// collectives). Returns what the thread spent in collectives.
+pub fn exchange_during(
+    x: &mut dyn Overlapped,
+    backward: &mut dyn FnMut(&mut BucketFeed) -> Result<(), OverlapError>,
+) -> Result<OverlapTimes, OverlapError> {
+    let lens: Vec<usize> = x.buckets().iter().map(|u| u.len).collect();
+    let (tx, rx) = channel::<(usize, Vec<f32>)>();
+    let mut feed = BucketFeed { tx, sent: vec![false; lens.len()] };
+    let mut x = Sendable(x);
+    let buckets = lens.len();
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(move || communicate(&mut x, rx, buckets));
+        let ran = backward(&mut feed);
+        // Whatever happened, every bucket is handed over so every worker's collectives match.
+        for b in feed.unsent() {
+            let _ = feed.send(b, vec![0.0; lens[b]]);
+        }
+        drop(feed);
+        let times = worker.join().map_err(|_| OverlapError::Backward("the communication thread panicked".into()))?;
+        ran?;
+        times
+    })
+}
+
+/// The exchange, moved to the communication thread for the backward pass (the backend's thread does not touch
+/// it meanwhile: it only hands over buckets).
+struct Sendable<'a>(&'a mut dyn Overlapped);
+
+// SAFETY: the exchange is used by exactly one thread at a time: the communication thread from its spawn to its
+// join, which `exchange_during` waits for before returning the borrow. Engines are initialised for calls from
+// any one thread at a time (MPI_THREAD_SERIALIZED; NCCL's process group and the in-process engine are
+// thread-safe).
+unsafe impl Send for Sendable<'_> {}
+
+fn communicate(x: &mut Sendable<'_>, rx: Receiver<(usize, Vec<f32>)>, buckets: usize) -> Result<OverlapTimes, OverlapError> {
+    let mut pending: Vec<Option<Vec<f32>>> = (0..buckets).map(|_| None).collect();
+    let mut next = 0;
+    let mut times = OverlapTimes::default();
+    while next < buckets {
+        let Ok((b, values)) = rx.recv() else {
+            return Err(OverlapError::Backward(format!("the backward pass ended before bucket {next} was handed over")));
+        };
+        pending[b] = Some(values);
+        while let Some(values) = pending.get_mut(next).and_then(Option::take) {
+            let t = Instant::now();
+            x.0.exchange_bucket(next, &values)?;
+            times.busy_s += t.elapsed().as_secs_f64();
+            next += 1;
+        }
+    }
+    Ok(times)
+}
