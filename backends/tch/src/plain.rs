@@ -76,7 +76,8 @@ impl PlainStep {
             let Common { ckpt, model, exchange, .. } = &mut *c;
             if let Some(x) = exchange.as_deref_mut().and_then(|x| x.overlapped()) {
                 let params = self.opt.params();
-                crate::overlap::backward_overlapped(x, params, stage2, &mut peak, &mut || {
+                let late = crate::overlap::late_tensors(graph, x.layout(), ckpt.is_some());
+                crate::overlap::backward_overlapped(x, params, &late, stage2, &mut peak, &mut || {
                     run_backward(ckpt.as_mut(), model, graph, &opts, &scaled, None)
                 })?;
             }
