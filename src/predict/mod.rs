@@ -6,7 +6,8 @@
 //!   (marked compute- or memory-bound), plus a per-operation overhead from calibration; the optimizer step is
 //!   memory-bound.
 //! - T_data: the per-device batch's input bytes over the host link (zero when the device is the host).
-//! - T_comm ([`comm`]): the strategy's volume over the link the topology names.
+//! - T_comm ([`comm`]): the strategy's volume over the link the topology names; the step pays what the
+//!   engine's overlap with the backward pass leaves exposed ([`comm::exposed`]).
 //! - Totals: serial (PAI's model, no overlap) and overlapped (input prefetched under the step; the exchange
 //!   hidden under backward): `max(T_data, T_fwd + max(T_bwd, T_comm) + T_opt)`.
 //!
@@ -43,7 +44,7 @@ use crate::hardware::wire::HardwareFile;
 
 /// The model's version, recorded with every prediction a result keeps: bumped whenever a term changes, so
 /// predictions of different models are not mixed up.
-pub const MODEL_VERSION: &str = "pai-roofline-6";
+pub const MODEL_VERSION: &str = "pai-roofline-7";
 
 /// One configuration to predict: what a planned run fixes.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,7 +90,7 @@ pub struct Phases {
     pub backward_s: f64,
     /// Optimizer step.
     pub optimizer_s: f64,
-    /// Gradient exchange.
+    /// Gradient exchange: what the step waits for of it (overlap with the backward pass taken off).
     pub comm_s: f64,
 }
 
@@ -217,8 +218,10 @@ pub fn predict_with(
     let forward_s = micro * one_forward_s;
     let backward_s = micro * (one_backward_s + recomputed * one_forward_s);
     let optimizer_s = compute.optimizer.time_s;
-    let phases = Phases { data_s, forward_s, backward_s, optimizer_s, comm_s: comm.time_s };
-    let step = data_s + forward_s + backward_s + optimizer_s + comm.time_s;
+    // The exchange overlaps the last micro-batch's backward pass where the engine does so.
+    comm.exposed_s = comm::exposed(graph, &setting.topology, comm.time_s, backward_s / micro);
+    let phases = Phases { data_s, forward_s, backward_s, optimizer_s, comm_s: comm.exposed_s };
+    let step = data_s + forward_s + backward_s + optimizer_s + comm.exposed_s;
     let overlapped = data_s.max(forward_s + backward_s.max(comm.time_s) + optimizer_s);
     let share = |x: f64| if step > 0.0 { x / step } else { 0.0 };
     let mut split = BoundSplit { compute_bound_s: 0.0, memory_bound_s: 0.0, overhead_s: 0.0 };
@@ -254,7 +257,7 @@ pub fn predict_with(
         shares: Shares {
             data: share(data_s),
             compute: share(forward_s + backward_s + optimizer_s),
-            comm: share(comm.time_s),
+            comm: share(comm.exposed_s),
         },
         bound: split,
         comm,

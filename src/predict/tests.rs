@@ -574,3 +574,41 @@ fn the_first_node_of_each_kind_pays_its_cold_start_once_per_phase() {
     let fc = q.layers.iter().find(|l| l.name == "fc").unwrap();
     assert!(fc.forward.overhead_s < 5e-6 + 0.01 * 30e-6, "{fc:?}");
 }
+
+#[test]
+fn the_step_pays_the_exchange_the_engines_overlap_leaves_exposed() {
+    // Two layers of 1000 x 1000: with one-tensor buckets the second layer's hides under the backward pass.
+    let mut b = GraphBuilder::new("gemm2");
+    let x = b.input("x", &[1000], InputKind::Dense).unwrap();
+    let t = b.input("t", &[1000], InputKind::Dense).unwrap();
+    let h = b.linear("fc0", x, 1000, false).unwrap();
+    let y = b.linear("fc1", h, 1000, false).unwrap();
+    b.loss("loss", LossKind::Mse, &[y, t]).unwrap();
+    let g = b.finish(1, "samples").unwrap();
+    let mut prof = profile();
+    prof.network = Some(link(LinkKind::Ethernet, 2.5, 20.0));
+    let at = |strategy: DataParallel, overlap: bool| {
+        let mut s = setting(400, strategy, 4, 1, Interconnect::Ethernet);
+        s.topology.overlap = overlap && strategy.can_overlap();
+        predict(&g, &s, &prof).unwrap()
+    };
+    let (serial, overlapped) = (at(DataParallel::AllReduce, false), at(DataParallel::AllReduce, true));
+    assert_eq!(serial.comm.exposed_s, serial.comm.time_s, "no overlap: all of it");
+    assert_eq!(serial.comm.time_s, overlapped.comm.time_s, "the same collectives");
+    // One bucket (the model is far below 25 MiB): the backward pass completes it last, nothing hides.
+    assert!(close(overlapped.comm.exposed_s, overlapped.comm.time_s), "{:?}", overlapped.comm);
+    // Buckets of one tensor each: what exceeds the backward pass, or at least the first layer's bucket.
+    let mut s = setting(400, DataParallel::AllReduce, 4, 1, Interconnect::Ethernet);
+    s.topology.bucket_bytes = 4;
+    let small = predict(&g, &s, &prof).unwrap();
+    let c = &small.comm;
+    assert!(c.exposed_s < c.time_s && c.exposed_s >= (c.time_s - small.phases.backward_s).max(0.0), "{c:?}");
+    assert!(close(small.phases.comm_s, c.exposed_s) && small.step_time_s < serial.step_time_s);
+    // ZeRO-1/2 hide at most their reduce-scatter; ZeRO-3 nothing.
+    let mut s = setting(400, DataParallel::Zero2, 4, 1, Interconnect::Ethernet);
+    s.topology.bucket_bytes = 4;
+    let z2 = predict(&g, &s, &prof).unwrap();
+    assert!(z2.comm.exposed_s >= z2.comm.time_s / 2.0 && z2.comm.exposed_s < z2.comm.time_s, "{:?}", z2.comm);
+    let z3 = at(DataParallel::Zero3, true);
+    assert!(close(z3.comm.exposed_s, z3.comm.time_s) && z3.comm.time_s > serial.comm.time_s);
+}
