@@ -126,6 +126,8 @@ pub struct ExchangeStats {
     /// Seconds spent inside its gradient and weight collectives, hidden behind the backward pass or not (the
     /// step's `comm` phase is only what the step waited for).
     pub busy_s: f64,
+    /// Steps whose buckets were exchanged during the backward pass.
+    pub overlapped_steps: u64,
 }
 
 impl ExchangeStats {
@@ -253,6 +255,11 @@ impl AllReduceExchange<'_> {
         std::mem::swap(grads, &mut self.scratch);
         let inv = 1.0 / self.comm.size() as f32;
         grads.iter_mut().for_each(|g| *g *= inv);
+        self.agree(wish)
+    }
+
+    /// The workers agree on stopping; the step is counted.
+    fn agree(&mut self, wish: StopWish) -> Result<StepExchange, CommError> {
         let mut flag = [0.0f32; 2];
         self.comm.all_reduce_sum(&wish.flags(), &mut flag)?;
         self.stats.messages += 1;
@@ -269,10 +276,18 @@ impl Overlapped for AllReduceExchange<'_> {
 
     fn exchange_bucket(&mut self, bucket: usize, values: &[f32]) -> Result<(), CommError> {
         let t = std::time::Instant::now();
-        let mut summed = vec![0.0f32; values.len()];
-        self.comm.all_reduce_sum(values, &mut summed)?;
         self.scratch.resize(self.layout.total, 0.0);
-        self.buckets[bucket].unpack(&self.layout, &summed, &mut self.scratch);
+        // A bucket is consecutive whole tensors: one contiguous range of the flat buffer, summed into place.
+        let unit = &self.buckets[bucket];
+        let start = unit.tensors.first().map_or(0, |&i| self.layout.offsets[i]);
+        let range = start..start + unit.len;
+        if values.len() != unit.len || range.end > self.scratch.len() {
+            return Err(CommError {
+                engine: self.comm.engine().name,
+                message: format!("bucket {bucket} of {} values handed {}", unit.len, values.len()),
+            });
+        }
+        self.comm.all_reduce_sum(values, &mut self.scratch[range])?;
         let moved = ExchangeStats::ring_bytes_per_step(4 * values.len() as u64, self.comm.size());
         self.stats.bytes_sent += moved;
         self.stats.bytes_received += moved;
@@ -282,9 +297,13 @@ impl Overlapped for AllReduceExchange<'_> {
         Ok(())
     }
 
+    /// The mean is written into `grads` (the sums stay in the exchange's buffer for the next step).
     fn finish(&mut self, grads: &mut Vec<f32>, _weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError> {
-        grads.resize(self.layout.total, 0.0);
-        self.average_and_agree(grads, wish)
+        let inv = 1.0 / self.comm.size() as f32;
+        grads.clear();
+        grads.extend(self.scratch.iter().map(|g| g * inv));
+        self.stats.overlapped_steps += 1;
+        self.agree(wish)
     }
 }
 

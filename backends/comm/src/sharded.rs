@@ -406,6 +406,7 @@ impl Overlapped for ShardedExchange<'_> {
     }
 
     fn finish(&mut self, _grads: &mut Vec<f32>, weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError> {
+        self.stats.overlapped_steps += 1;
         self.step_and_gather(weights, wish)
     }
 }

@@ -32,14 +32,19 @@ pub fn check_layout(x: &dyn GradientExchange, params: &[Tensor]) -> Result<(), T
 /// ZeRO-1/2 (`zero` given): the exchange reduce-scatters, steps the shard and all-gathers the weights, which
 /// replace the parameters; stage 2 drops the full gradients as soon as they are staged (a worker keeps only its
 /// shard of them), stage 1 after the step. `zero` notes the gradient bytes held.
+///
+/// `host` holds the staging buffers, kept from step to step (a fresh one per step would pay its page faults
+/// every step).
 pub fn exchange(
     x: &mut dyn GradientExchange,
     params: &[Tensor],
     wish: StopWish,
     zero: Option<&mut ZeroState>,
+    host: &mut HostBuffers,
 ) -> Result<StepExchange, TchError> {
     let total = x.layout().total;
-    let mut grads = vec![0f32; total];
+    let grads = &mut host.grads;
+    grads.resize(total, 0.0);
     let mut at = 0;
     for p in params {
         let n = p.numel();
@@ -47,6 +52,8 @@ pub fn exchange(
         if g.defined() {
             let host = g.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_contiguous()?;
             host.f_copy_data(&mut grads[at..at + n], n)?;
+        } else {
+            grads[at..at + n].fill(0.0);
         }
         at += n;
     }
@@ -58,10 +65,20 @@ pub fn exchange(
         crate::fused::grads_to_none(params)?;
     }
     let gathers = x.strategy().servers() > 0 || stage.is_some();
-    let mut weights = if gathers { vec![0f32; total] } else { Vec::new() };
-    let step = x.exchange(&mut grads, &mut weights, wish).map_err(comm_error)?;
-    apply(params, &step, &grads, &weights)?;
+    let weights = &mut host.weights;
+    weights.resize(if gathers { total } else { 0 }, 0.0);
+    let step = x.exchange(grads, weights, wish).map_err(comm_error)?;
+    apply(params, &step, grads, weights)?;
     Ok(step)
+}
+
+/// Host staging buffers of a data-parallel worker, reused every step.
+#[derive(Debug, Default)]
+pub struct HostBuffers {
+    /// Flat gradients ([`trainbench_comm::Layout`] order).
+    pub grads: Vec<f32>,
+    /// Flat weights, for strategies that send them back.
+    pub weights: Vec<f32>,
 }
 
 /// What an exchange decided, into `params`: the new weights (`step.weights_updated`) or the mean gradients.
@@ -71,19 +88,34 @@ pub fn apply(params: &[Tensor], step: &StepExchange, grads: &[f32], weights: &[f
     tch::no_grad(|| -> Result<(), TchError> {
         for p in params {
             let n = p.numel();
-            let values = Tensor::f_from_slice(&source[at..at + n])?.f_view(p.size().as_slice())?;
+            let values = &source[at..at + n];
             if step.weights_updated {
-                p.shallow_clone().f_copy_(&values)?;
+                write_into(&p.shallow_clone(), values)?;
             } else {
-                let mut g = p.grad();
+                let g = p.grad();
                 if g.defined() {
-                    g.f_copy_(&values)?;
+                    write_into(&g, values)?;
                 }
             }
             at += n;
         }
         Ok(())
     })
+}
+
+/// `values` into `t`'s elements: straight into its memory when it is a contiguous `f32` CPU tensor (one pass),
+/// else through a staged tensor.
+fn write_into(t: &Tensor, values: &[f32]) -> Result<(), TchError> {
+    if t.device() == Device::Cpu && t.kind() == Kind::Float && t.is_contiguous() && t.numel() == values.len() {
+        // SAFETY: a live, contiguous CPU tensor of `values.len()` f32 elements, written by this thread only
+        // (gradients and weights are not read concurrently), under no_grad.
+        let dst = unsafe { std::slice::from_raw_parts_mut(t.data_ptr().cast::<f32>(), values.len()) };
+        dst.copy_from_slice(values);
+        return Ok(());
+    }
+    let staged = Tensor::f_from_slice(values)?.f_view(t.size().as_slice())?;
+    t.shallow_clone().f_copy_(&staged)?;
+    Ok(())
 }
 
 /// Every value of `params`, flat, in order, through host memory.

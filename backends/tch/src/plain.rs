@@ -68,7 +68,10 @@ impl PlainStep {
             None => scaled,
         };
         let ac = if c.ckpt.is_some() { c.autocast_guard()? } else { None };
-        let overlap = last && c.overlap && c.exchange.as_deref_mut().is_some_and(|x| x.overlapped().is_some());
+        // With one bucket there is nothing to overlap: it is complete when the backward pass is.
+        let overlap = last
+            && c.overlap
+            && c.exchange.as_deref_mut().and_then(|x| x.overlapped()).is_some_and(|o| o.buckets().len() > 1);
         if overlap {
             // ZeRO-3 never overlaps: here only the hooks reach the exchange.
             let stage2 = c.exchange.as_deref().is_some_and(|x| x.strategy().zero_stage() == Some(2));
@@ -78,8 +81,11 @@ impl PlainStep {
                 let params = self.opt.params();
                 let late = crate::overlap::late_tensors(graph, x.layout(), ckpt.is_some());
                 crate::overlap::backward_overlapped(x, params, &late, stage2, &mut peak, &mut || {
-                    run_backward(ckpt.as_mut(), model, graph, &opts, &scaled, None)
+                    run_backward(ckpt.as_mut(), model, graph, &opts, &scaled, None)?;
+                    // The backward pass ends here; waiting for the buckets still in flight is the exchange's.
+                    clock.lap(Phase::Backward)
                 })?;
+                clock.lap(Phase::Comm)?;
             }
             if let Some(z) = c.zero.as_mut() {
                 z.grads_peak = peak;
@@ -129,16 +135,16 @@ impl PlainStep {
             let x = c.exchange.as_deref_mut().and_then(|x| x.overlapped());
             let x = x.ok_or_else(|| TchError::Kind("internal: an overlapped step without its exchange".into()))?;
             let gathers = x.strategy().zero_stage().is_some();
-            let mut grads = Vec::new();
-            let mut weights = if gathers { vec![0f32; x.layout().total] } else { Vec::new() };
+            let host = &mut c.host;
+            host.weights.resize(if gathers { x.layout().total } else { 0 }, 0.0);
             let step = x
-                .finish(&mut grads, &mut weights, c.stop_wish)
+                .finish(&mut host.grads, &mut host.weights, c.stop_wish)
                 .map_err(|e| TchError::Kind(format!("data-parallel exchange: {e}")))?;
-            crate::dist::apply(self.opt.params(), &step, &grads, &weights)?;
+            crate::dist::apply(self.opt.params(), &step, &host.grads, &host.weights)?;
             return self.after_exchange(c, step, clock);
         }
         if let Some(x) = c.exchange.as_deref_mut() {
-            let step = crate::dist::exchange(x, self.opt.params(), c.stop_wish, c.zero.as_mut())?;
+            let step = crate::dist::exchange(x, self.opt.params(), c.stop_wish, c.zero.as_mut(), &mut c.host)?;
             return self.after_exchange(c, step, clock);
         }
         self.opt.step(c.scaler.as_mut())?;

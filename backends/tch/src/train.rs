@@ -83,6 +83,8 @@ struct Common<'a> {
     overlap: bool,
     /// This step's buckets were exchanged during its backward pass; the rest is left to the step's end.
     overlap_pending: bool,
+    /// The exchange's host staging buffers, kept from step to step.
+    host: crate::dist::HostBuffers,
 }
 
 /// Everything one run holds on the device.
@@ -254,6 +256,7 @@ impl<'a> Session<'a> {
             zero,
             overlap: plan.topology.overlap,
             overlap_pending: false,
+            host: crate::dist::HostBuffers::default(),
         };
         Ok(Self { plan, common, mode })
     }

@@ -55,6 +55,9 @@ struct RankReport {
     /// Seconds inside its collectives.
     #[serde(default)]
     busy_s: f64,
+    /// Steps it exchanged during the backward pass.
+    #[serde(default)]
+    overlapped_steps: u64,
     /// A server's traffic.
     server: Option<(u64, u64, u64)>,
 }
@@ -189,6 +192,7 @@ impl Ranks {
                 all_gather: stats.all_gather_bytes,
             },
             busy_s: stats.busy_s,
+            overlapped_steps: stats.overlapped_steps,
             memory: Some(RankMemory {
                 weights: raw.memory.weights,
                 gradients: raw.memory.gradients,
@@ -222,6 +226,7 @@ impl Ranks {
             by_kind: BytesByKind::default(),
             memory: None,
             busy_s: 0.0,
+            overlapped_steps: 0,
             server: Some((served.elements, served.bytes_received, served.bytes_sent)),
         };
         self.gather(&report)?;
@@ -290,7 +295,7 @@ impl Ranks {
             algorithm_bandwidth_gb_s: algorithm,
             bus_bandwidth_gb_s: bus,
             comm_share: median(&shares),
-            overlapped: Some(plan.topology.overlap),
+            overlapped: workers.first().map(|r| r.overlapped_steps > 0),
             comm_total_s: workers.first().filter(|r| r.exchanged_steps > 0).map(|r| r.busy_s / r.exchanged_steps as f64),
             weights_digest: raw.weights_digest.clone(),
             weights_identical: raw
