@@ -7,8 +7,13 @@
 # per step, and what one worker held (weights / gradients / optimizer state, measured from its tensors).
 #
 # Usage: scripts/zero_table.sh
-# Environment: BATCH (global, 8), ITERS (12), HARDWARE (a profile; default: this machine calibrated first, into
-#              the work folder), TB=path/to/trainbench skips the release build (features tch, mpi).
+# The profile (HARDWARE, default: this machine calibrated first, into the work folder) gets the ranks' link
+# unless it has one: its bandwidth is the bus bandwidth of an exchange of another model (specs/parity/mlp_comm.toml,
+# 16.8 MB of gradients, all-reduce over 2 ranks, no overlap), measured first; latency 0 (below what a 16.8 MB
+# exchange resolves). So the comm figures predicted for the smoke GPT are not fitted to its own runs.
+#
+# Environment: BATCH (global, 8), ITERS (12), HARDWARE (a profile), TB=path/to/trainbench skips the release build
+#              (features tch, mpi).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 BATCH=${BATCH:-8} ITERS=${ITERS:-12}
@@ -20,6 +25,14 @@ WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT
 if [ -z "${HARDWARE:-}" ]; then
   HARDWARE=$WORK/this-machine.toml
   $TB calibrate --out "$HARDWARE" >/dev/null
+fi
+if ! grep -q '^\[intra_node\]' "$HARDWARE"; then
+  cp "$HARDWARE" "$WORK/profile.toml"; HARDWARE=$WORK/profile.toml
+  $TB run specs/parity/mlp_comm.toml --quiet --set 'topology.devices_per_node=2' --set 'topology.strategy="all-reduce"' \
+    --set 'topology.overlap=false' --set 'run.repeats=1' --out "$WORK/link" >/dev/null
+  bus=$(python3 -c 'import glob,json,sys; r=json.load(open(glob.glob(sys.argv[1]+"/*/*.r0.json")[0])); print(r["distributed"]["bus_bandwidth_gb_s"])' "$WORK/link")
+  printf '\n[intra_node]\nkind = "shared-memory"\nname = "MPI shared memory (measured: mlp_comm all-reduce)"\nbandwidth_gbs = %s\nlatency_us = 0.0\n' "$bus" >> "$HARDWARE"
+  echo "link: MPI shared memory, bus bandwidth $bus GB/s (mlp_comm all-reduce over 2 ranks)" >&2
 fi
 TOPOLOGIES='[{devices_per_node=1,strategy="single"}'
 for w in 2 4; do

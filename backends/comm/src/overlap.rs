@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use super::exchange::{GradientExchange, StepExchange, StopWish};
 use super::sharded::Unit;
-use super::{CommError, EngineInfo};
+use super::CommError;
 
 /// Why an overlapped exchange failed: the engine, or the backward pass it ran beside.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,14 +58,12 @@ pub trait Overlapped: GradientExchange {
     fn buckets(&self) -> &[Unit];
     /// Exchange bucket `bucket`'s gradients `values` (on the communication thread).
     fn exchange_bucket(&mut self, bucket: usize, values: &[f32]) -> Result<(), CommError>;
+    /// Count a step whose buckets went during the backward pass ([`crate::ExchangeStats::overlapped_steps`]).
+    fn count_overlapped_step(&mut self);
     /// After the backward pass and every bucket: all-reduce averages into `grads` (flat, layout order); ZeRO
     /// steps its shard and gathers the weights into `weights`; both agree on stopping.
     fn finish(&mut self, grads: &mut Vec<f32>, weights: &mut [f32], wish: StopWish)
     -> Result<StepExchange, CommError>;
-    /// The engine, for errors.
-    fn engine_info(&self) -> EngineInfo {
-        self.engine()
-    }
 }
 
 /// Run `backward` on this thread while a communication thread exchanges, in bucket order, each bucket it hands
@@ -81,16 +79,22 @@ pub fn exchange_during(
     let mut x = Sendable(x);
     let buckets = lens.len();
     std::thread::scope(|scope| {
-        let worker = scope.spawn(move || communicate(&mut x, rx, buckets));
+        let worker = scope.spawn(move || {
+            let times = communicate(&mut x, rx, buckets);
+            (x, times)
+        });
         let ran = backward(&mut feed);
         // Whatever happened, every bucket is handed over so every worker's collectives match.
         for b in feed.unsent() {
             let _ = feed.send(b, vec![0.0; lens[b]]);
         }
         drop(feed);
-        let times = worker.join().map_err(|_| OverlapError::Backward("the communication thread panicked".into()))?;
+        let (x, times) =
+            worker.join().map_err(|_| OverlapError::Backward("the communication thread panicked".into()))?;
         ran?;
-        times
+        let times = times?;
+        x.0.count_overlapped_step();
+        Ok(times)
     })
 }
 

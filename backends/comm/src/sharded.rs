@@ -405,8 +405,11 @@ impl Overlapped for ShardedExchange<'_> {
         self.reduce(unit, values)
     }
 
-    fn finish(&mut self, _grads: &mut Vec<f32>, weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError> {
+    fn count_overlapped_step(&mut self) {
         self.stats.overlapped_steps += 1;
+    }
+
+    fn finish(&mut self, _grads: &mut Vec<f32>, weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError> {
         self.step_and_gather(weights, wish)
     }
 }

@@ -4,8 +4,6 @@
 use tch::{Device, Kind, TchError, Tensor};
 use trainbench_comm::{GradientExchange, StepExchange, StopWish};
 
-use crate::zero::ZeroState;
-
 fn comm_error(e: impl std::fmt::Display) -> TchError {
     TchError::Kind(format!("data-parallel exchange: {e}"))
 }
@@ -29,17 +27,12 @@ pub fn check_layout(x: &dyn GradientExchange, params: &[Tensor]) -> Result<(), T
 /// workers and the caller steps its optimizer. Parameter servers: the parameters become the servers' updated
 /// weights and the caller skips its optimizer.
 ///
-/// ZeRO-1/2 (`zero` given): the exchange reduce-scatters, steps the shard and all-gathers the weights, which
-/// replace the parameters; stage 2 drops the full gradients as soon as they are staged (a worker keeps only its
-/// shard of them), stage 1 after the step. `zero` notes the gradient bytes held.
-///
 /// `host` holds the staging buffers, kept from step to step (a fresh one per step would pay its page faults
 /// every step).
 pub fn exchange(
     x: &mut dyn GradientExchange,
     params: &[Tensor],
     wish: StopWish,
-    zero: Option<&mut ZeroState>,
     host: &mut HostBuffers,
 ) -> Result<StepExchange, TchError> {
     let total = x.layout().total;
@@ -57,14 +50,7 @@ pub fn exchange(
         }
         at += n;
     }
-    let stage = x.strategy().zero_stage();
-    if let Some(z) = zero {
-        z.grads_peak = z.grads_peak.max(z.params.grad_bytes());
-    }
-    if stage == Some(2) {
-        crate::fused::grads_to_none(params)?;
-    }
-    let gathers = x.strategy().servers() > 0 || stage.is_some();
+    let gathers = x.strategy().servers() > 0 || x.strategy().zero_stage().is_some();
     let weights = &mut host.weights;
     weights.resize(if gathers { total } else { 0 }, 0.0);
     let step = x.exchange(grads, weights, wish).map_err(comm_error)?;
@@ -105,7 +91,7 @@ pub fn apply(params: &[Tensor], step: &StepExchange, grads: &[f32], weights: &[f
 
 /// `values` into `t`'s elements: straight into its memory when it is a contiguous `f32` CPU tensor (one pass),
 /// else through a staged tensor.
-fn write_into(t: &Tensor, values: &[f32]) -> Result<(), TchError> {
+pub(crate) fn write_into(t: &Tensor, values: &[f32]) -> Result<(), TchError> {
     if t.device() == Device::Cpu && t.kind() == Kind::Float && t.is_contiguous() && t.numel() == values.len() {
         // SAFETY: a live, contiguous CPU tensor of `values.len()` f32 elements, written by this thread only
         // (gradients and weights are not read concurrently), under no_grad.

@@ -128,15 +128,15 @@ impl PlainStep {
             self.opt.zero_grad()?;
             return Ok(());
         }
+        if c.exchange.as_deref().and_then(|x| x.strategy().zero_stage()).is_some() {
+            return self.finish_zero(c, clock);
+        }
         if c.overlap_pending {
-            // The buckets went during the backward pass: what is left is averaging (or ZeRO's step and
-            // all-gather) and agreeing on stopping.
+            // The buckets went during the backward pass: what is left is averaging and agreeing on stopping.
             c.overlap_pending = false;
             let x = c.exchange.as_deref_mut().and_then(|x| x.overlapped());
             let x = x.ok_or_else(|| TchError::Kind("internal: an overlapped step without its exchange".into()))?;
-            let gathers = x.strategy().zero_stage().is_some();
             let host = &mut c.host;
-            host.weights.resize(if gathers { x.layout().total } else { 0 }, 0.0);
             let step = x
                 .finish(&mut host.grads, &mut host.weights, c.stop_wish)
                 .map_err(|e| TchError::Kind(format!("data-parallel exchange: {e}")))?;
@@ -144,11 +144,45 @@ impl PlainStep {
             return self.after_exchange(c, step, clock);
         }
         if let Some(x) = c.exchange.as_deref_mut() {
-            let step = crate::dist::exchange(x, self.opt.params(), c.stop_wish, c.zero.as_mut(), &mut c.host)?;
+            let step = crate::dist::exchange(x, self.opt.params(), c.stop_wish, &mut c.host)?;
             return self.after_exchange(c, step, clock);
         }
         self.opt.step(c.scaler.as_mut())?;
         clock.lap(Phase::Optimizer)
+    }
+
+    /// ZeRO-1/2's end of the step: the units' gradients reduce-scattered (unless the backward pass did it),
+    /// the last first, stage 2 dropping each unit's full gradients as it goes (communication); the shard
+    /// stepped (optimizer); every unit's weights gathered into the model (communication).
+    fn finish_zero(&mut self, c: &mut Common<'_>, clock: &mut Clock) -> Result<(), TchError> {
+        let comm = |e: trainbench_comm::CommError| TchError::Kind(format!("sharded exchange: {e}"));
+        let overlapped = std::mem::take(&mut c.overlap_pending);
+        let (Some(s), Some(z)) = (c.exchange.as_deref_mut().and_then(|x| x.sharded()), c.zero.as_mut()) else {
+            return Err(TchError::Kind("internal: a ZeRO step without its shards".into()));
+        };
+        let units = z.params.len();
+        if !overlapped {
+            z.grads_peak = z.grads_peak.max(z.params.grad_bytes());
+            for u in (0..units).rev() {
+                z.params.grads(u, &mut z.buf)?;
+                s.reduce(u, &z.buf).map_err(comm)?;
+                if s.stage() == 2 {
+                    z.params.drop_grads(u)?;
+                }
+            }
+        }
+        clock.lap(Phase::Comm)?;
+        let step = s.step(c.stop_wish).map_err(comm)?;
+        self.opt.zero_grad()?;
+        clock.lap(Phase::Optimizer)?;
+        for u in 0..units {
+            z.buf.resize(z.params.unit_len(u), 0.0);
+            s.gather(u, &mut z.buf).map_err(comm)?;
+            z.params.write(u, &z.buf)?;
+        }
+        c.agreed_stop = step.stop;
+        c.agreed_interrupted = step.interrupted;
+        clock.lap(Phase::Comm)
     }
 
     /// The step after its exchange: the agreed stop noted, then the optimizer step, or, where the exchange

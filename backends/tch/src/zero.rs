@@ -92,6 +92,18 @@ impl ZeroParams {
         Ok(())
     }
 
+    /// Unit `u`'s weights from `values` (the unit's elements in order), into the tensors' existing storage
+    /// (stages 1 and 2, whose tensors are never freed).
+    pub fn write(&self, u: usize, values: &[f32]) -> Result<(), TchError> {
+        let mut at = 0;
+        for p in &self.units[u] {
+            let n = p.numel();
+            crate::dist::write_into(p, &values[at..at + n])?;
+            at += n;
+        }
+        Ok(())
+    }
+
     /// Unit `u`'s gradients, flat (zeros where a tensor got none), into `out`.
     pub fn grads(&self, u: usize, out: &mut Vec<f32>) -> Result<(), TchError> {
         out.clear();
