@@ -81,12 +81,12 @@ pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
 /// The planned topology of a spec's effective topology: the spec's strategy with its server ranks.
 fn topology_of(t: &EffectiveTopology, bucket_mb: Option<f64>, overlap: Option<bool>) -> Topology {
     let strategy = match t.strategy {
-            Strategy::Single => DataParallel::Single,
-            Strategy::AllReduce => DataParallel::AllReduce,
-            Strategy::ParameterServer => DataParallel::ParameterServer { servers: t.parameter_servers.max(1) },
-            Strategy::Zero1 => DataParallel::Zero1,
-            Strategy::Zero2 => DataParallel::Zero2,
-            Strategy::Zero3 | Strategy::Fsdp => DataParallel::Zero3,
+        Strategy::Single => DataParallel::Single,
+        Strategy::AllReduce => DataParallel::AllReduce,
+        Strategy::ParameterServer => DataParallel::ParameterServer { servers: t.parameter_servers.max(1) },
+        Strategy::Zero1 => DataParallel::Zero1,
+        Strategy::Zero2 => DataParallel::Zero2,
+        Strategy::Zero3 | Strategy::Fsdp => DataParallel::Zero3,
     };
     Topology {
         strategy,

@@ -361,9 +361,8 @@ impl<'a> ConfigRow<'a> {
         if let Some(d) = self.distributed().next() {
             let held: Vec<_> = d.ranks.iter().filter_map(|r| r.memory).collect();
             return (!held.is_empty()).then(|| {
-                held.iter().fold((0, 0, 0), |(w, g, o), m| {
-                    (w.max(m.weights), g.max(m.gradients), o.max(m.optimizer_state))
-                })
+                held.iter()
+                    .fold((0, 0, 0), |(w, g, o), m| (w.max(m.weights), g.max(m.gradients), o.max(m.optimizer_state)))
             });
         }
         self.runs.iter().find_map(|r| r.metrics.as_ref()).map(|m| {

@@ -19,8 +19,6 @@ mod cross_backend;
 mod digits;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod distributed;
-#[cfg(all(feature = "tch", feature = "mpi"))]
-mod zero;
 mod editor_schema;
 mod fixtures_check;
 #[cfg(all(feature = "tch", feature = "wgpu"))]
@@ -46,3 +44,5 @@ mod runner;
 mod scaling;
 mod schema_sync;
 mod slurm;
+#[cfg(all(feature = "tch", feature = "mpi"))]
+mod zero;

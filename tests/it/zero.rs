@@ -125,7 +125,10 @@ fn every_stage_reproduces_one_worker_and_sends_and_holds_what_the_formulas_say()
 fn zero_3_of_a_model_without_blocks_is_one_unit_and_a_decoder_without_recomputation_is_refused_up_front() {
     let dir = tempfile::tempdir().unwrap();
     let spec = SPEC
-        .replace("family = \"gpt\"\nlayers = 2\nd_model = 32\nheads = 4\nvocab = 97\nseq_len = 16\nmax_positions = 16", "family = \"mlp\"\ninputs = 12\nhidden = [16]\nclasses = 5")
+        .replace(
+            "family = \"gpt\"\nlayers = 2\nd_model = 32\nheads = 4\nvocab = 97\nseq_len = 16\nmax_positions = 16",
+            "family = \"mlp\"\ninputs = 12\nhidden = [16]\nclasses = 5",
+        )
         .replace("activation_checkpointing = \"full\"\n", "");
     run(dir.path(), &spec);
     let single = result(dir.path(), "1x1");

@@ -302,7 +302,12 @@ impl Overlapped for AllReduceExchange<'_> {
     }
 
     /// The mean is written into `grads` (the sums stay in the exchange's buffer for the next step).
-    fn finish(&mut self, grads: &mut Vec<f32>, _weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError> {
+    fn finish(
+        &mut self,
+        grads: &mut Vec<f32>,
+        _weights: &mut [f32],
+        wish: StopWish,
+    ) -> Result<StepExchange, CommError> {
         let inv = 1.0 / self.comm.size() as f32;
         grads.clear();
         grads.extend(self.scratch.iter().map(|g| g * inv));

@@ -8,9 +8,9 @@
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Instant;
 
+use super::CommError;
 use super::exchange::{GradientExchange, StepExchange, StopWish};
 use super::sharded::Unit;
-use super::CommError;
 
 /// Why an overlapped exchange failed: the engine, or the backward pass it ran beside.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,8 +62,7 @@ pub trait Overlapped: GradientExchange {
     fn count_overlapped_step(&mut self);
     /// After the backward pass and every bucket: all-reduce averages into `grads` (flat, layout order); ZeRO
     /// steps its shard and gathers the weights into `weights`; both agree on stopping.
-    fn finish(&mut self, grads: &mut Vec<f32>, weights: &mut [f32], wish: StopWish)
-    -> Result<StepExchange, CommError>;
+    fn finish(&mut self, grads: &mut Vec<f32>, weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError>;
 }
 
 /// Run `backward` on this thread while a communication thread exchanges, in bucket order, each bucket it hands
@@ -108,13 +107,19 @@ struct Sendable<'a>(&'a mut dyn Overlapped);
 // thread-safe).
 unsafe impl Send for Sendable<'_> {}
 
-fn communicate(x: &mut Sendable<'_>, rx: Receiver<(usize, Vec<f32>)>, buckets: usize) -> Result<OverlapTimes, OverlapError> {
+fn communicate(
+    x: &mut Sendable<'_>,
+    rx: Receiver<(usize, Vec<f32>)>,
+    buckets: usize,
+) -> Result<OverlapTimes, OverlapError> {
     let mut pending: Vec<Option<Vec<f32>>> = (0..buckets).map(|_| None).collect();
     let mut next = 0;
     let mut times = OverlapTimes::default();
     while next < buckets {
         let Ok((b, values)) = rx.recv() else {
-            return Err(OverlapError::Backward(format!("the backward pass ended before bucket {next} was handed over")));
+            return Err(OverlapError::Backward(format!(
+                "the backward pass ended before bucket {next} was handed over"
+            )));
         };
         pending[b] = Some(values);
         while let Some(values) = pending.get_mut(next).and_then(Option::take) {

@@ -9,8 +9,8 @@ use trainbench_graph::params::is_tied;
 use trainbench_graph::training::OptimizerSpec;
 
 use super::exchange::{ExchangeStats, GradientExchange, Layout, StepExchange, StopWish};
-use super::overlap::Overlapped;
 use super::optim::HostOptimizer;
+use super::overlap::Overlapped;
 use super::{CommError, Communicator, DataParallel, EngineInfo};
 
 /// One flat buffer of whole trained tensors, sharded over the workers: worker `r` owns elements
@@ -409,7 +409,12 @@ impl Overlapped for ShardedExchange<'_> {
         self.stats.overlapped_steps += 1;
     }
 
-    fn finish(&mut self, _grads: &mut Vec<f32>, weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError> {
+    fn finish(
+        &mut self,
+        _grads: &mut Vec<f32>,
+        weights: &mut [f32],
+        wish: StopWish,
+    ) -> Result<StepExchange, CommError> {
         self.step_and_gather(weights, wish)
     }
 }

@@ -51,7 +51,13 @@ fn reference(graph: &Graph, workers: usize, steps: u64) -> Vec<f32> {
 
 /// `steps` steps of `strategy` on `workers` threads; each worker's weights and stats. Stage 3 goes unit by
 /// unit as a backend does: every unit gathered for the forward, block units again for the backward.
-fn run(graph: &Graph, strategy: DataParallel, workers: usize, steps: u64, bucket: u64) -> Vec<(Vec<f32>, ExchangeStats)> {
+fn run(
+    graph: &Graph,
+    strategy: DataParallel,
+    workers: usize,
+    steps: u64,
+    bucket: u64,
+) -> Vec<(Vec<f32>, ExchangeStats)> {
     let handles: Vec<_> = ThreadComm::group(workers)
         .into_iter()
         .map(|mut comm| {
@@ -105,7 +111,8 @@ fn run(graph: &Graph, strategy: DataParallel, workers: usize, steps: u64, bucket
 
 #[test]
 fn every_stage_trains_what_one_worker_trains_on_the_mean_gradient() {
-    for (graph, strategy) in [(mlp(), DataParallel::Zero1), (mlp(), DataParallel::Zero2), (gpt(), DataParallel::Zero3)] {
+    for (graph, strategy) in [(mlp(), DataParallel::Zero1), (mlp(), DataParallel::Zero2), (gpt(), DataParallel::Zero3)]
+    {
         for workers in [2, 3, 4] {
             // 64-byte buckets: several units, most of them padded.
             let out = run(&graph, strategy, workers, 3, 64);
@@ -137,7 +144,8 @@ fn units_cover_every_tensor_once_and_blocks_get_their_own() {
 fn bytes_per_step_and_kind_are_the_ring_formulas() {
     let (steps, workers) = (2u64, 4usize);
     let w = workers as u64;
-    for (graph, strategy) in [(mlp(), DataParallel::Zero1), (mlp(), DataParallel::Zero2), (gpt(), DataParallel::Zero3)] {
+    for (graph, strategy) in [(mlp(), DataParallel::Zero1), (mlp(), DataParallel::Zero2), (gpt(), DataParallel::Zero3)]
+    {
         let layout = Layout::of(&graph);
         let units = match strategy {
             DataParallel::Zero3 => units_by_block(&graph, &layout, workers).unwrap(),

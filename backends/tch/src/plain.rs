@@ -8,10 +8,10 @@ use tch::{TchError, Tensor};
 use trainbench_comm::StepExchange;
 
 use super::Common;
+use crate::checkpoint::{BlockWeights, Checkpoints};
 use crate::clock::Clock;
 use crate::events::Phase;
 use crate::lower::EvalOpts;
-use crate::checkpoint::{BlockWeights, Checkpoints};
 use crate::lower::Lowered;
 use crate::optim::Optim;
 use crate::zero::Zero3Hooks;
@@ -117,7 +117,8 @@ impl PlainStep {
             for &u in &roots {
                 h.reduce(u)?;
             }
-            let step = h.sharded.step(c.stop_wish).map_err(|e| tch::TchError::Kind(format!("sharded exchange: {e}")))?;
+            let step =
+                h.sharded.step(c.stop_wish).map_err(|e| tch::TchError::Kind(format!("sharded exchange: {e}")))?;
             h.clock.lap(Phase::Optimizer)?;
             h.phase = Phase::Optimizer;
             for &u in &roots {

@@ -296,7 +296,10 @@ impl Ranks {
             bus_bandwidth_gb_s: bus,
             comm_share: median(&shares),
             overlapped: workers.first().map(|r| r.overlapped_steps > 0),
-            comm_total_s: workers.first().filter(|r| r.exchanged_steps > 0).map(|r| r.busy_s / r.exchanged_steps as f64),
+            comm_total_s: workers
+                .first()
+                .filter(|r| r.exchanged_steps > 0)
+                .map(|r| r.busy_s / r.exchanged_steps as f64),
             weights_digest: raw.weights_digest.clone(),
             weights_identical: raw
                 .weights_digest

@@ -87,9 +87,12 @@ fn check_exchange_knobs(out: &mut Vec<Finding>, topology: &TopologySpec, sweep: 
     if strategies.iter().any(|s| matches!(s, Strategy::AllReduce | Strategy::Zero1 | Strategy::Zero2)) {
         if let Some(mb) = topology.bucket_mb.filter(|mb| !(mb.is_finite() && mb * 1024.0 * 1024.0 >= 4.0)) {
             out.push(
-                Finding::new(FieldPath::keys(&["topology", "bucket_mb"]), format!("`bucket_mb = {mb}` holds no gradient"))
-                    .expected("at least one f32 (4 bytes, about 0.000004 MiB)")
-                    .hint("leave it out for 25 MiB"),
+                Finding::new(
+                    FieldPath::keys(&["topology", "bucket_mb"]),
+                    format!("`bucket_mb = {mb}` holds no gradient"),
+                )
+                .expected("at least one f32 (4 bytes, about 0.000004 MiB)")
+                .hint("leave it out for 25 MiB"),
             );
         }
         return;
@@ -105,7 +108,11 @@ fn check_exchange_knobs(out: &mut Vec<Finding>, topology: &TopologySpec, sweep: 
                     format!(
                         "`{key}` is read by `all-reduce`, `zero-1` and `zero-2`, and this spec runs only `{}`{}",
                         names.join("`, `"),
-                        if sharded3 { " (zero-3 exchanges block by block, one unit per recomputable block)" } else { "" }
+                        if sharded3 {
+                            " (zero-3 exchanges block by block, one unit per recomputable block)"
+                        } else {
+                            ""
+                        }
                     ),
                 )
                 .hint(format!("remove `{key}`, or use one of those strategies")),
