@@ -38,18 +38,7 @@ pub fn exchange(
     let total = x.layout().total;
     let grads = &mut host.grads;
     grads.resize(total, 0.0);
-    let mut at = 0;
-    for p in params {
-        let n = p.numel();
-        let g = p.grad();
-        if g.defined() {
-            let host = g.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_contiguous()?;
-            host.f_copy_data(&mut grads[at..at + n], n)?;
-        } else {
-            grads[at..at + n].fill(0.0);
-        }
-        at += n;
-    }
+    stage_grads(params.iter(), grads)?;
     let gathers = x.strategy().servers() > 0 || x.strategy().zero_stage().is_some();
     let weights = &mut host.weights;
     weights.resize(if gathers { total } else { 0 }, 0.0);
@@ -87,6 +76,24 @@ pub fn apply(params: &[Tensor], step: &StepExchange, grads: &[f32], weights: &[f
         }
         Ok(())
     })
+}
+
+/// The accumulated gradients of `params`, one after the other, into `out` (as long as they are together); zeros
+/// for a tensor that got none.
+pub(crate) fn stage_grads<'t>(params: impl Iterator<Item = &'t Tensor>, out: &mut [f32]) -> Result<(), TchError> {
+    let mut at = 0;
+    for p in params {
+        let n = p.numel();
+        let g = p.grad();
+        if g.defined() {
+            let host = g.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_contiguous()?;
+            host.f_copy_data(&mut out[at..at + n], n)?;
+        } else {
+            out[at..at + n].fill(0.0);
+        }
+        at += n;
+    }
+    Ok(())
 }
 
 /// `values` into `t`'s elements: straight into its memory when it is a contiguous `f32` CPU tensor (one pass),

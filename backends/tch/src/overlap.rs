@@ -3,7 +3,7 @@
 //! are staged in host memory and handed to the communication thread ([`trainbench_comm::exchange_during`])
 //! while the backward pass goes on. ZeRO-2 drops a bucket's full gradients as soon as they are staged.
 
-use tch::{Device, Kind, TchError, Tensor};
+use tch::{TchError, Tensor};
 use trainbench_comm::{BucketFeed, Layout, OverlapError, Overlapped, Unit, exchange_during};
 use trainbench_graph::graph::Graph;
 
@@ -111,17 +111,7 @@ pub fn late_tensors(graph: &Graph, layout: &Layout, recomputes: bool) -> Vec<boo
 /// Bucket `unit`'s accumulated gradients, flat in host memory (zeros for a tensor that got none).
 fn stage(unit: &Unit, params: &[Tensor]) -> Result<Vec<f32>, TchError> {
     let mut out = vec![0f32; unit.len];
-    let mut at = 0;
-    for &i in &unit.tensors {
-        let p = &params[i];
-        let n = p.numel();
-        let g = p.grad();
-        if g.defined() {
-            let host = g.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_contiguous()?;
-            host.f_copy_data(&mut out[at..at + n], n)?;
-        }
-        at += n;
-    }
+    crate::dist::stage_grads(unit.tensors.iter().map(|&i| &params[i]), &mut out)?;
     Ok(out)
 }
 

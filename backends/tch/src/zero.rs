@@ -106,19 +106,8 @@ impl ZeroParams {
 
     /// Unit `u`'s gradients, flat (zeros where a tensor got none), into `out`.
     pub fn grads(&self, u: usize, out: &mut Vec<f32>) -> Result<(), TchError> {
-        out.clear();
         out.resize(self.lens[u], 0.0);
-        let mut at = 0;
-        for p in &self.units[u] {
-            let n = p.numel();
-            let g = p.grad();
-            if g.defined() {
-                let host = g.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_contiguous()?;
-                host.f_copy_data(&mut out[at..at + n], n)?;
-            }
-            at += n;
-        }
-        Ok(())
+        crate::dist::stage_grads(self.units[u].iter(), out)
     }
 
     /// Drop unit `u`'s gradients.
