@@ -30,6 +30,7 @@ topologies = [
   { devices_per_node = 2, strategy = "zero-2" },
   { devices_per_node = 2, strategy = "zero-3" },
   { devices_per_node = 4, strategy = "zero-1" },
+  { devices_per_node = 4, strategy = "zero-2" },
   { devices_per_node = 4, strategy = "fsdp" },
 ]
 [topology]
@@ -76,6 +77,7 @@ fn every_stage_reproduces_one_worker_and_sends_and_holds_what_the_formulas_say()
         ("1x2-z2-pcie", 2, 2),
         ("1x2-z3-pcie", 2, 3),
         ("1x4-z1-pcie", 4, 1),
+        ("1x4-z2-pcie", 4, 2),
         ("1x4-z3-pcie", 4, 3),
     ] {
         let r = result(dir.path(), &format!("{topology}.ckpt-full"));
