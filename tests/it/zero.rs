@@ -121,6 +121,18 @@ fn every_stage_reproduces_one_worker_and_sends_and_holds_what_the_formulas_say()
     // fewer at once than ZeRO-1, which keeps them to the step's end.
     let grads = |t: &str| result(dir.path(), t).distributed.unwrap().ranks[0].memory.unwrap().gradients;
     assert!(grads("1x2-z2-pcie.ckpt-full") < grads("1x2-z1-pcie.ckpt-full"));
+    // The report draws what a worker held against world size, and tabulates it.
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["report", "out", "--out", "report"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let svg = std::fs::read_to_string(dir.path().join("report/held-zero.svg")).unwrap();
+    assert!(svg.contains("MiB held per worker") && svg.contains("optimizer state · zero-3"), "{svg}");
+    let md = std::fs::read_to_string(dir.path().join("report/report.md")).unwrap();
+    assert!(md.contains("held/worker (w / g / opt)"), "{md}");
 }
 
 #[test]

@@ -230,6 +230,9 @@ pub fn all_plots(model: &ReportModel<'_>) -> Result<Vec<Plot>, ReportError> {
             && let Some(p) = scaling::scaling(model, spec)?
         {
             plots.push(p);
+            if let Some(p) = scaling::held(model, spec)? {
+                plots.push(p);
+            }
         }
         if series.iter().any(|s| s.points.iter().any(|p| p.gpu_utilization_percent().or(p.flop_fraction()).is_some())) {
             plots.push(lines::utilization(spec, &series)?);
