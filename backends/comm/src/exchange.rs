@@ -86,7 +86,7 @@ pub enum StopWish {
 
 impl StopWish {
     /// The wish as the two flags the exchange sums or ORs: `[finished, interrupted]`.
-    pub(crate) fn flags(self) -> [f32; 2] {
+    fn flags(self) -> [f32; 2] {
         [f32::from(u8::from(self == StopWish::Finished)), f32::from(u8::from(self == StopWish::Interrupted))]
     }
 }
@@ -131,6 +131,15 @@ pub struct ExchangeStats {
 }
 
 impl ExchangeStats {
+    /// Count one collective that sent (and received) `moved` bytes and started at `since`; the caller adds
+    /// `moved` to its kind's total.
+    pub(crate) fn count_collective(&mut self, moved: u64, since: std::time::Instant) {
+        self.bytes_sent += moved;
+        self.bytes_received += moved;
+        self.messages += 1;
+        self.busy_s += since.elapsed().as_secs_f64();
+    }
+
     /// What a ring all-reduce of `gradient_bytes` sends (and receives) per worker and step: 2 (W-1)/W x S.
     pub fn ring_bytes_per_step(gradient_bytes: u64, workers: usize) -> u64 {
         if workers <= 1 {
@@ -139,6 +148,22 @@ impl ExchangeStats {
         let w = workers as u64;
         2 * (w - 1) * gradient_bytes / w
     }
+}
+
+/// The end of a step every worker takes part in: the workers' wishes summed in one all-reduce, the step
+/// counted; `weights_updated` says whether the exchange replaced the weights (ZeRO) or the gradients.
+pub(crate) fn agree_on_stop(
+    comm: &mut dyn Communicator,
+    wish: StopWish,
+    stats: &mut ExchangeStats,
+    weights_updated: bool,
+) -> Result<StepExchange, CommError> {
+    let mut flag = [0.0f32; 2];
+    comm.all_reduce_sum(&wish.flags(), &mut flag)?;
+    stats.messages += 1;
+    stats.steps += 1;
+    let interrupted = flag[1] > 0.0;
+    Ok(StepExchange { stop: flag[0] > 0.0 || interrupted, interrupted, weights_updated })
 }
 
 /// The one call a backend makes after backward in a data-parallel run.
@@ -180,8 +205,7 @@ pub trait GradientExchange {
 pub struct AllReduceExchange<'c> {
     comm: &'c mut dyn Communicator,
     layout: Layout,
-    bucket_bytes: u64,
-    /// The buckets of an overlapped exchange: whole tensors, the last first.
+    /// The buckets, whole tensors, the last first: exchanged during the backward pass, or after it in order.
     buckets: Vec<Unit>,
     scratch: Vec<f32>,
     stats: ExchangeStats,
@@ -194,7 +218,7 @@ impl<'c> AllReduceExchange<'c> {
         let layout = Layout::of(graph);
         let mut buckets = units_by_size(&layout, bucket_bytes, 1);
         buckets.reverse();
-        AllReduceExchange { comm, layout, bucket_bytes, buckets, scratch: Vec::new(), stats: ExchangeStats::default() }
+        AllReduceExchange { comm, layout, buckets, scratch: Vec::new(), stats: ExchangeStats::default() }
     }
 }
 
@@ -221,22 +245,15 @@ impl GradientExchange for AllReduceExchange<'_> {
         _weights: &mut [f32],
         wish: StopWish,
     ) -> Result<StepExchange, CommError> {
-        let n = grads.len();
-        self.scratch.resize(n, 0.0);
-        let bucket = (self.bucket_bytes / 4).max(1) as usize;
-        let mut start = 0;
-        let t = std::time::Instant::now();
-        while start < n {
-            let end = (start + bucket).min(n);
-            self.comm.all_reduce_sum(&grads[start..end], &mut self.scratch[start..end])?;
-            self.stats.messages += 1;
-            start = end;
+        // The same buckets, in the same order, as during a backward pass.
+        for b in 0..self.buckets.len() {
+            let range = self.range_of(b);
+            let values = grads.get(range.clone()).ok_or_else(|| CommError {
+                engine: self.comm.engine().name,
+                message: format!("{} gradients for a layout of {}", grads.len(), self.layout.total),
+            })?;
+            self.exchange_bucket(b, values)?;
         }
-        self.stats.busy_s += t.elapsed().as_secs_f64();
-        let moved = ExchangeStats::ring_bytes_per_step(4 * n as u64, self.comm.size());
-        self.stats.bytes_sent += moved;
-        self.stats.bytes_received += moved;
-        self.stats.all_reduce_bytes += moved;
         self.average_and_agree(grads, wish)
     }
 
@@ -250,6 +267,13 @@ impl GradientExchange for AllReduceExchange<'_> {
 }
 
 impl AllReduceExchange<'_> {
+    /// Where bucket `b` lies in the flat buffer: consecutive whole tensors are one contiguous range.
+    fn range_of(&self, b: usize) -> std::ops::Range<usize> {
+        let unit = &self.buckets[b];
+        let start = unit.tensors.first().map_or(0, |&i| self.layout.offsets[i]);
+        start..start + unit.len
+    }
+
     /// The sums in `scratch` become the mean in `grads`; the workers agree on stopping.
     fn average_and_agree(&mut self, grads: &mut Vec<f32>, wish: StopWish) -> Result<StepExchange, CommError> {
         std::mem::swap(grads, &mut self.scratch);
@@ -260,12 +284,7 @@ impl AllReduceExchange<'_> {
 
     /// The workers agree on stopping; the step is counted.
     fn agree(&mut self, wish: StopWish) -> Result<StepExchange, CommError> {
-        let mut flag = [0.0f32; 2];
-        self.comm.all_reduce_sum(&wish.flags(), &mut flag)?;
-        self.stats.messages += 1;
-        self.stats.steps += 1;
-        let interrupted = flag[1] > 0.0;
-        Ok(StepExchange { stop: flag[0] > 0.0 || interrupted, interrupted, weights_updated: false })
+        agree_on_stop(self.comm, wish, &mut self.stats, false)
     }
 }
 
@@ -277,23 +296,18 @@ impl Overlapped for AllReduceExchange<'_> {
     fn exchange_bucket(&mut self, bucket: usize, values: &[f32]) -> Result<(), CommError> {
         let t = std::time::Instant::now();
         self.scratch.resize(self.layout.total, 0.0);
-        // A bucket is consecutive whole tensors: one contiguous range of the flat buffer, summed into place.
-        let unit = &self.buckets[bucket];
-        let start = unit.tensors.first().map_or(0, |&i| self.layout.offsets[i]);
-        let range = start..start + unit.len;
-        if values.len() != unit.len || range.end > self.scratch.len() {
+        // Summed into place in the flat buffer.
+        let range = self.range_of(bucket);
+        if values.len() != range.len() {
             return Err(CommError {
                 engine: self.comm.engine().name,
-                message: format!("bucket {bucket} of {} values handed {}", unit.len, values.len()),
+                message: format!("bucket {bucket} of {} values handed {}", range.len(), values.len()),
             });
         }
         self.comm.all_reduce_sum(values, &mut self.scratch[range])?;
         let moved = ExchangeStats::ring_bytes_per_step(4 * values.len() as u64, self.comm.size());
-        self.stats.bytes_sent += moved;
-        self.stats.bytes_received += moved;
         self.stats.all_reduce_bytes += moved;
-        self.stats.messages += 1;
-        self.stats.busy_s += t.elapsed().as_secs_f64();
+        self.stats.count_collective(moved, t);
         Ok(())
     }
 

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 pub use exchange::{
     AllReduceExchange, ExchangeStats, GradientExchange, Layout, PsWorkerExchange, StepExchange, StopWish,
 };
-pub use overlap::{BucketFeed, OverlapError, OverlapTimes, Overlapped, exchange_during};
+pub use overlap::{BucketFeed, OverlapError, Overlapped, exchange_during};
 pub use sharded::{ShardHeld, Sharded, ShardedExchange, Unit};
 pub use topology::{Interconnect, Topology};
 

@@ -6,7 +6,6 @@
 //! backward pass (averaging, the stop flags, ZeRO's step and all-gather) is [`Overlapped::finish`].
 
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::time::Instant;
 
 use super::CommError;
 use super::exchange::{GradientExchange, StepExchange, StopWish};
@@ -45,13 +44,6 @@ impl BucketFeed {
     }
 }
 
-/// The seconds the communication thread spent in collectives during one backward pass.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct OverlapTimes {
-    /// Seconds inside the bucket collectives (all of them, hidden or not).
-    pub busy_s: f64,
-}
-
 /// An exchange whose bucket collectives can run during the backward pass.
 pub trait Overlapped: GradientExchange {
     /// The buckets in the order the backward pass completes them (the last tensors first).
@@ -67,11 +59,11 @@ pub trait Overlapped: GradientExchange {
 
 /// Run `backward` on this thread while a communication thread exchanges, in bucket order, each bucket it hands
 /// to the feed; buckets it never handed over are exchanged as zeros afterwards (every worker issues the same
-/// collectives). Returns what the thread spent in collectives.
+/// collectives). The seconds inside the collectives are counted by the exchange ([`crate::ExchangeStats::busy_s`]).
 pub fn exchange_during(
     x: &mut dyn Overlapped,
     backward: &mut dyn FnMut(&mut BucketFeed) -> Result<(), OverlapError>,
-) -> Result<OverlapTimes, OverlapError> {
+) -> Result<(), OverlapError> {
     let lens: Vec<usize> = x.buckets().iter().map(|u| u.len).collect();
     let (tx, rx) = channel::<(usize, Vec<f32>)>();
     let mut feed = BucketFeed { tx, sent: vec![false; lens.len()] };
@@ -79,8 +71,8 @@ pub fn exchange_during(
     let buckets = lens.len();
     std::thread::scope(|scope| {
         let worker = scope.spawn(move || {
-            let times = communicate(&mut x, rx, buckets);
-            (x, times)
+            let done = communicate(&mut x, rx, buckets);
+            (x, done)
         });
         let ran = backward(&mut feed);
         // Whatever happened, every bucket is handed over so every worker's collectives match.
@@ -88,12 +80,12 @@ pub fn exchange_during(
             let _ = feed.send(b, vec![0.0; lens[b]]);
         }
         drop(feed);
-        let (x, times) =
+        let (x, done) =
             worker.join().map_err(|_| OverlapError::Backward("the communication thread panicked".into()))?;
         ran?;
-        let times = times?;
+        done?;
         x.0.count_overlapped_step();
-        Ok(times)
+        Ok(())
     })
 }
 
@@ -107,14 +99,9 @@ struct Sendable<'a>(&'a mut dyn Overlapped);
 // thread-safe).
 unsafe impl Send for Sendable<'_> {}
 
-fn communicate(
-    x: &mut Sendable<'_>,
-    rx: Receiver<(usize, Vec<f32>)>,
-    buckets: usize,
-) -> Result<OverlapTimes, OverlapError> {
+fn communicate(x: &mut Sendable<'_>, rx: Receiver<(usize, Vec<f32>)>, buckets: usize) -> Result<(), OverlapError> {
     let mut pending: Vec<Option<Vec<f32>>> = (0..buckets).map(|_| None).collect();
     let mut next = 0;
-    let mut times = OverlapTimes::default();
     while next < buckets {
         let Ok((b, values)) = rx.recv() else {
             return Err(OverlapError::Backward(format!(
@@ -123,11 +110,9 @@ fn communicate(
         };
         pending[b] = Some(values);
         while let Some(values) = pending.get_mut(next).and_then(Option::take) {
-            let t = Instant::now();
             x.0.exchange_bucket(next, &values)?;
-            times.busy_s += t.elapsed().as_secs_f64();
             next += 1;
         }
     }
-    Ok(times)
+    Ok(())
 }

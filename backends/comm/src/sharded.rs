@@ -8,7 +8,7 @@ use trainbench_graph::graph::Graph;
 use trainbench_graph::params::is_tied;
 use trainbench_graph::training::OptimizerSpec;
 
-use super::exchange::{ExchangeStats, GradientExchange, Layout, StepExchange, StopWish};
+use super::exchange::{ExchangeStats, GradientExchange, Layout, StepExchange, StopWish, agree_on_stop};
 use super::optim::HostOptimizer;
 use super::overlap::Overlapped;
 use super::{CommError, Communicator, DataParallel, EngineInfo};
@@ -275,10 +275,7 @@ impl Sharded for ShardedExchange<'_> {
         self.grads[at..at + u.block].iter_mut().zip(&self.packed).for_each(|(g, r)| *g += r);
         let moved = self.ring_share(u.padded(workers));
         self.stats.reduce_scatter_bytes += moved;
-        self.stats.bytes_sent += moved;
-        self.stats.bytes_received += moved;
-        self.stats.messages += 1;
-        self.stats.busy_s += t.elapsed().as_secs_f64();
+        self.stats.count_collective(moved, t);
         Ok(())
     }
 
@@ -287,12 +284,7 @@ impl Sharded for ShardedExchange<'_> {
         self.grads.iter_mut().for_each(|g| *g *= inv);
         self.optimizer.step(&mut self.master, &self.grads);
         self.grads.fill(0.0);
-        let mut flag = [0.0f32; 2];
-        self.comm.all_reduce_sum(&wish.flags(), &mut flag)?;
-        self.stats.messages += 1;
-        self.stats.steps += 1;
-        let interrupted = flag[1] > 0.0;
-        Ok(StepExchange { stop: flag[0] > 0.0 || interrupted, interrupted, weights_updated: true })
+        agree_on_stop(self.comm, wish, &mut self.stats, true)
     }
 
     fn gather(&mut self, unit: usize, out: &mut [f32]) -> Result<(), CommError> {
@@ -305,10 +297,7 @@ impl Sharded for ShardedExchange<'_> {
         out.copy_from_slice(&self.padded[..u.len]);
         let moved = self.ring_share(u.padded(workers));
         self.stats.all_gather_bytes += moved;
-        self.stats.bytes_sent += moved;
-        self.stats.bytes_received += moved;
-        self.stats.messages += 1;
-        self.stats.busy_s += t.elapsed().as_secs_f64();
+        self.stats.count_collective(moved, t);
         Ok(())
     }
 

@@ -224,10 +224,12 @@ impl Backend for MockBackend {
         // Every micro-batch of a step costs its training FLOPs plus what checkpointing recomputes.
         let samples = plan.batch_size as f64 * schedule.micro_batches() as f64;
         let compute_s = (analysis.hardware_flops(schedule.checkpointing) as f64 * samples / c.flop_rate).max(0.0);
-        // Ring all-reduce of fp32 gradients over a nominal 10 GB/s link, once per optimizer step.
+        // Ring passes over fp32 gradients on a nominal 10 GB/s link, once per optimizer step: two (all-reduce, or
+        // ZeRO-1/2's reduce-scatter and all-gather), three for ZeRO-3 (the weights gathered again for backward).
         let comm_s = if plan.topology.world_size() > 1 {
             let w = plan.topology.world_size() as f64;
-            2.0 * (w - 1.0) / w * 4.0 * analysis.parameters as f64 / 10e9
+            let passes = if plan.topology.strategy.zero_stage() == Some(3) { 3.0 } else { 2.0 };
+            passes * (w - 1.0) / w * 4.0 * analysis.parameters as f64 / 10e9
         } else {
             0.0
         };

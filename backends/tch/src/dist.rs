@@ -39,7 +39,8 @@ pub fn exchange(
     let grads = &mut host.grads;
     grads.resize(total, 0.0);
     stage_grads(params.iter(), grads)?;
-    let gathers = x.strategy().servers() > 0 || x.strategy().zero_stage().is_some();
+    // Parameter servers send the weights back; ZeRO (`PlainStep::finish_zero`) does not come here.
+    let gathers = x.strategy().servers() > 0;
     let weights = &mut host.weights;
     weights.resize(if gathers { total } else { 0 }, 0.0);
     let step = x.exchange(grads, weights, wish).map_err(comm_error)?;
@@ -127,13 +128,12 @@ pub fn flat_values(params: &[Tensor]) -> Result<Vec<f32>, TchError> {
 
 /// The digest of `params`' values ([`trainbench_contract::backend::weights_digest`]), read through host memory.
 pub fn digest(params: &[Tensor]) -> Result<String, TchError> {
-    let mut host: Vec<Vec<f32>> = Vec::with_capacity(params.len());
-    for p in params {
-        let n = p.numel();
-        let t = p.f_detach()?.f_to_device(Device::Cpu)?.f_to_kind(Kind::Float)?.f_contiguous()?;
-        let mut v = vec![0f32; n];
-        t.f_copy_data(&mut v, n)?;
-        host.push(v);
-    }
-    Ok(trainbench_contract::backend::weights_digest(host.iter().map(Vec::as_slice)))
+    let flat = flat_values(params)?;
+    let mut at = 0;
+    let tensors = params.iter().map(|p| {
+        let slice = &flat[at..at + p.numel()];
+        at += p.numel();
+        slice
+    });
+    Ok(trainbench_contract::backend::weights_digest(tensors))
 }

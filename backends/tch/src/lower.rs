@@ -266,6 +266,11 @@ impl Lowered {
     }
 }
 
+/// Bytes of the gradients `params` hold now (tensors without one count nothing).
+pub fn grad_bytes<'t>(params: impl IntoIterator<Item = &'t Tensor>) -> u64 {
+    params.into_iter().map(Tensor::grad).filter(Tensor::defined).map(|g| tensor_bytes(&g)).sum()
+}
+
 /// Bytes held by a tensor's elements.
 pub fn tensor_bytes(t: &Tensor) -> u64 {
     t.numel() as u64 * t.kind().elt_size_in_bytes() as u64

@@ -60,7 +60,7 @@ impl Optim {
 
     /// Bytes of the gradients that exist now.
     pub fn grad_bytes(&self) -> u64 {
-        self.params().iter().map(|p| p.grad()).filter(|g| g.defined()).map(|g| tensor_bytes(&g)).sum()
+        crate::lower::grad_bytes(self.params())
     }
 
     /// Bytes of optimizer state actually allocated, where the optimizer exposes it (the fused ones); `None` for

@@ -8,14 +8,14 @@ use trainbench_comm::{BucketFeed, Layout, OverlapError, Overlapped, Unit, exchan
 use trainbench_graph::graph::Graph;
 
 use crate::autograd::GradReady;
-use crate::lower::tensor_bytes;
+use crate::lower::grad_bytes;
 
 /// Run `backward` with the exchange of `x`'s buckets overlapped: `params` are the trained tensors in layout
 /// order; a bucket holding a `late` tensor (one whose gradient arrives in more than one backward call: a
 /// weight tied across the checkpointed blocks' replays) and a bucket some tensor of which got no gradient are
 /// staged after the backward pass; `drop_staged` frees each bucket's gradients once staged (ZeRO-2);
 /// `grads_peak` notes the most gradient bytes held at once. A tensor whose gradient arrives again after its
-/// bucket went is an error, never a wrong exchange. Returns the seconds the collectives took.
+/// bucket went is an error, never a wrong exchange.
 pub fn backward_overlapped(
     x: &mut dyn Overlapped,
     params: &[Tensor],
@@ -23,7 +23,7 @@ pub fn backward_overlapped(
     drop_staged: bool,
     grads_peak: &mut u64,
     backward: &mut dyn FnMut() -> Result<(), TchError>,
-) -> Result<f64, TchError> {
+) -> Result<(), TchError> {
     let buckets: Vec<Unit> = x.buckets().to_vec();
     let mut bucket_of = vec![0usize; params.len()];
     for (b, unit) in buckets.iter().enumerate() {
@@ -32,7 +32,7 @@ pub fn backward_overlapped(
         }
     }
     let mut inner: Option<TchError> = None;
-    let times = exchange_during(x, &mut |feed: &mut BucketFeed| {
+    let exchanged = exchange_during(x, &mut |feed: &mut BucketFeed| {
         let mut remaining: Vec<usize> = buckets
             .iter()
             .map(|u| if u.tensors.iter().any(|&i| late[i]) { usize::MAX } else { u.tensors.len() })
@@ -41,7 +41,7 @@ pub fn backward_overlapped(
         let mut staging: Option<TchError> = None;
         let mut send = |feed: &mut BucketFeed, b: usize| -> Result<(), TchError> {
             let values = stage(&buckets[b], params)?;
-            *grads_peak = (*grads_peak).max(held(params));
+            *grads_peak = (*grads_peak).max(grad_bytes(params));
             if drop_staged {
                 let mine: Vec<Tensor> = buckets[b].tensors.iter().map(|&i| params[i].shallow_clone()).collect();
                 crate::fused::grads_to_none(&mine)?;
@@ -88,9 +88,9 @@ pub fn backward_overlapped(
         }
         Ok(())
     });
-    match (times, inner) {
+    match (exchanged, inner) {
         (_, Some(e)) => Err(e),
-        (Ok(t), None) => Ok(t.busy_s),
+        (Ok(()), None) => Ok(()),
         (Err(e), None) => Err(TchError::Kind(format!("data-parallel exchange: {e}"))),
     }
 }
@@ -113,8 +113,4 @@ fn stage(unit: &Unit, params: &[Tensor]) -> Result<Vec<f32>, TchError> {
     let mut out = vec![0f32; unit.len];
     crate::dist::stage_grads(unit.tensors.iter().map(|&i| &params[i]), &mut out)?;
     Ok(out)
-}
-
-fn held(params: &[Tensor]) -> u64 {
-    params.iter().map(Tensor::grad).filter(Tensor::defined).map(|g| tensor_bytes(&g)).sum()
 }

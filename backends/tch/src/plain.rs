@@ -109,26 +109,6 @@ impl PlainStep {
     /// After the step's micro-batches: the data-parallel exchange (once per optimizer step) and the
     /// optimizer step.
     pub(super) fn finish(&mut self, c: &mut Common<'_>, clock: &mut Clock) -> Result<(), TchError> {
-        if let Some(mut h) = Zero3Hooks::of(&mut c.exchange, &mut c.zero, clock, Phase::Optimizer) {
-            // ZeRO-3: the blocks' gradients went in their backward; the root's go now, the shard is stepped
-            // and the root gathered for the next step (the blocks are gathered as they run).
-            h.phase = Phase::Backward;
-            let roots = h.state.params.root_units();
-            for &u in &roots {
-                h.reduce(u)?;
-            }
-            let step =
-                h.sharded.step(c.stop_wish).map_err(|e| tch::TchError::Kind(format!("sharded exchange: {e}")))?;
-            h.clock.lap(Phase::Optimizer)?;
-            h.phase = Phase::Optimizer;
-            for &u in &roots {
-                h.gather(u)?;
-            }
-            c.agreed_stop = step.stop;
-            c.agreed_interrupted = step.interrupted;
-            self.opt.zero_grad()?;
-            return Ok(());
-        }
         if c.exchange.as_deref().and_then(|x| x.strategy().zero_stage()).is_some() {
             return self.finish_zero(c, clock);
         }
@@ -152,19 +132,20 @@ impl PlainStep {
         clock.lap(Phase::Optimizer)
     }
 
-    /// ZeRO-1/2's end of the step: the units' gradients reduce-scattered (unless the backward pass did it),
-    /// the last first, stage 2 dropping each unit's full gradients as it goes (communication); the shard
-    /// stepped (optimizer); every unit's weights gathered into the model (communication).
+    /// ZeRO's end of the step: the units' gradients reduce-scattered, the last first (stages 1-2: every unit,
+    /// unless the backward pass did it; stage 3: the root units, the blocks' went in their backward), stage 2
+    /// dropping each unit's full gradients as it goes (communication); the shard stepped (optimizer); those
+    /// units' weights gathered into the model (communication; stage 3 gathers the blocks as they run).
     fn finish_zero(&mut self, c: &mut Common<'_>, clock: &mut Clock) -> Result<(), TchError> {
-        let comm = |e: trainbench_comm::CommError| TchError::Kind(format!("sharded exchange: {e}"));
+        let comm = crate::zero::comm_error;
         let overlapped = std::mem::take(&mut c.overlap_pending);
         let (Some(s), Some(z)) = (c.exchange.as_deref_mut().and_then(|x| x.sharded()), c.zero.as_mut()) else {
             return Err(TchError::Kind("internal: a ZeRO step without its shards".into()));
         };
-        let units = z.params.len();
+        let units: Vec<usize> = if s.stage() == 3 { z.params.root_units() } else { (0..z.params.len()).collect() };
         if !overlapped {
             z.grads_peak = z.grads_peak.max(z.params.grad_bytes());
-            for u in (0..units).rev() {
+            for &u in units.iter().rev() {
                 z.params.grads(u, &mut z.buf)?;
                 s.reduce(u, &z.buf).map_err(comm)?;
                 if s.stage() == 2 {
@@ -176,7 +157,7 @@ impl PlainStep {
         let step = s.step(c.stop_wish).map_err(comm)?;
         self.opt.zero_grad()?;
         clock.lap(Phase::Optimizer)?;
-        for u in 0..units {
+        for &u in &units {
             z.buf.resize(z.params.unit_len(u), 0.0);
             s.gather(u, &mut z.buf).map_err(comm)?;
             z.params.write(u, &z.buf)?;

@@ -407,7 +407,7 @@ impl<'a> Session<'a> {
         }
         for u in 0..z.params.len() {
             z.buf.resize(z.params.unit_len(u), 0.0);
-            s.gather_final(u, &mut z.buf).map_err(|e| TchError::Kind(format!("sharded exchange: {e}")))?;
+            s.gather_final(u, &mut z.buf).map_err(crate::zero::comm_error)?;
             z.params.fill(u, &z.buf)?;
         }
         Ok(())

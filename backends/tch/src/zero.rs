@@ -10,9 +10,9 @@ use trainbench_comm::{Sharded, Unit};
 use crate::checkpoint::BlockWeights;
 use crate::clock::Clock;
 use crate::events::Phase;
-use crate::lower::tensor_bytes;
 
-fn comm_error(e: impl std::fmt::Display) -> TchError {
+/// A failed sharded collective as a tch error.
+pub(crate) fn comm_error(e: impl std::fmt::Display) -> TchError {
     TchError::Kind(format!("sharded exchange: {e}"))
 }
 
@@ -117,7 +117,7 @@ impl ZeroParams {
 
     /// Bytes of the gradients held now, over every unit.
     pub fn grad_bytes(&self) -> u64 {
-        self.units.iter().flatten().map(|p| p.grad()).filter(|g| g.defined()).map(|g| tensor_bytes(&g)).sum()
+        crate::lower::grad_bytes(self.units.iter().flatten())
     }
 }
 
