@@ -95,7 +95,9 @@ fn every_stage_reproduces_one_worker_and_sends_and_holds_what_the_formulas_say()
         // (the exact sums are pinned in backends/comm/src/sharded_tests.rs).
         assert!(kind.reduce_scatter >= (workers - 1) * 4 * params / workers, "{topology}: {kind:?}");
         assert!(kind.reduce_scatter <= (workers - 1) * 4 * (params + 64 * workers) / workers, "{topology}: {kind:?}");
-        assert_eq!(d.overlapped, Some(stage < 3), "{topology}: stages 1-2 overlap the backward pass, 3 does not");
+        // Stages 1-2 overlap the backward pass bucket by bucket, stage 3 gathers each layer while the one before
+        // it computes.
+        assert_eq!(d.overlapped, Some(true), "{topology}");
         assert!(d.comm_total_s.is_some_and(|t| t > 0.0), "{topology}");
         if stage < 3 {
             assert_eq!(kind.all_gather, kind.reduce_scatter, "{topology}: what a ring all-reduce moves");
@@ -149,7 +151,9 @@ fn zero_3_of_a_model_without_blocks_is_one_unit_and_a_decoder_without_recomputat
     let z3 = result(dir.path(), "1x4-z3-pcie");
     let (a, b) = (z3.metrics.unwrap().loss.unwrap().last.unwrap(), single.metrics.unwrap().loss.unwrap().last.unwrap());
     assert!((a - b).abs() <= 1e-3 * b.abs(), "{a} vs {b}");
-    assert_eq!(z3.distributed.unwrap().weights_identical, Some(true));
+    let d = z3.distributed.unwrap();
+    assert_eq!(d.weights_identical, Some(true));
+    assert_eq!(d.overlapped, Some(false), "one unit: nothing to gather ahead");
 
     // A decoder whose blocks are not recomputed: refused before anything runs, with the fix.
     let dir = tempfile::tempdir().unwrap();
@@ -164,4 +168,30 @@ fn zero_3_of_a_model_without_blocks_is_one_unit_and_a_decoder_without_recomputat
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("`training.activation_checkpointing = \"full\"`"), "{stderr}");
     assert!(!dir.path().join("out/zero").exists(), "nothing ran");
+}
+
+#[test]
+fn zero_3_without_overlap_gathers_between_the_layers_and_trains_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SPEC
+        .replace("bucket_mb = 0.01", "overlap = false")
+        .replace(
+            r#"  { devices_per_node = 2, strategy = "zero-1" },
+  { devices_per_node = 2, strategy = "zero-2" },
+"#,
+            "",
+        )
+        .replace(
+            r#"  { devices_per_node = 4, strategy = "zero-1" },
+  { devices_per_node = 4, strategy = "zero-2" },
+  { devices_per_node = 4, strategy = "fsdp" },
+"#,
+            "",
+        );
+    run(dir.path(), &spec);
+    let (single, z3) = (result(dir.path(), "1x1.ckpt-full"), result(dir.path(), "1x2.ckpt-full"));
+    let (a, b) = (z3.metrics.unwrap().loss.unwrap().last.unwrap(), single.metrics.unwrap().loss.unwrap().last.unwrap());
+    assert!((a - b).abs() <= 1e-3 * b.abs(), "{a} vs {b}");
+    let d = z3.distributed.unwrap();
+    assert_eq!((d.overlapped, d.weights_identical), (Some(false), Some(true)));
 }

@@ -15,6 +15,7 @@ pub mod exchange;
 pub mod local;
 pub mod optim;
 pub mod overlap;
+pub mod prefetch;
 pub mod server;
 pub mod sharded;
 #[cfg(test)]
@@ -30,6 +31,7 @@ pub use exchange::{
     AllReduceExchange, ExchangeStats, GradientExchange, Layout, PsWorkerExchange, StepExchange, StopWish,
 };
 pub use overlap::{BucketFeed, OverlapError, Overlapped, exchange_during};
+pub use prefetch::{UnitQueue, with_unit_queue};
 pub use sharded::{ShardHeld, Sharded, ShardedExchange, Unit};
 pub use topology::{Interconnect, Topology};
 
@@ -75,9 +77,10 @@ impl DataParallel {
         }
     }
 
-    /// Whether its exchange can run during the backward pass (all-reduce and ZeRO-1/2, bucket by bucket).
+    /// Whether its exchange can run beside the computation: all-reduce and ZeRO-1/2 bucket by bucket during the
+    /// backward pass; ZeRO-3 block by block, the next block's weights gathered while the current one computes.
     pub fn can_overlap(self) -> bool {
-        matches!(self, DataParallel::AllReduce | DataParallel::Zero1 | DataParallel::Zero2)
+        matches!(self, DataParallel::AllReduce | DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3)
     }
 
     /// The ZeRO stage (1, 2 or 3) of a sharded strategy; `None` for the others.

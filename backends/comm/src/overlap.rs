@@ -89,17 +89,21 @@ pub fn exchange_during(
     })
 }
 
-/// The exchange, moved to the communication thread for the backward pass (the backend's thread does not touch
-/// it meanwhile: it only hands over buckets).
-struct Sendable<'a>(&'a mut dyn Overlapped);
+/// An exchange, moved to a communication thread for a while (the backend's thread does not touch it meanwhile:
+/// it only hands over buffers): the backward pass here, a ZeRO-3 pass in [`crate::prefetch`].
+pub(crate) struct Sendable<'a, T: ?Sized>(pub(crate) &'a mut T);
 
 // SAFETY: the exchange is used by exactly one thread at a time: the communication thread from its spawn to its
-// join, which `exchange_during` waits for before returning the borrow. Engines are initialised for calls from
-// any one thread at a time (MPI_THREAD_SERIALIZED; NCCL's process group and the in-process engine are
-// thread-safe).
-unsafe impl Send for Sendable<'_> {}
+// join, which `exchange_during` and `with_unit_queue` wait for before returning the borrow. Engines are
+// initialised for calls from any one thread at a time (MPI_THREAD_SERIALIZED; NCCL's process group and the
+// in-process engine are thread-safe).
+unsafe impl<T: ?Sized> Send for Sendable<'_, T> {}
 
-fn communicate(x: &mut Sendable<'_>, rx: Receiver<(usize, Vec<f32>)>, buckets: usize) -> Result<(), OverlapError> {
+fn communicate(
+    x: &mut Sendable<'_, dyn Overlapped + '_>,
+    rx: Receiver<(usize, Vec<f32>)>,
+    buckets: usize,
+) -> Result<(), OverlapError> {
     let mut pending: Vec<Option<Vec<f32>>> = (0..buckets).map(|_| None).collect();
     let mut next = 0;
     while next < buckets {

@@ -166,6 +166,11 @@ pub trait Sharded {
     fn restore_counted(&mut self, stats: ExchangeStats);
     /// The buffers this worker holds.
     fn held(&self) -> ShardHeld;
+    /// The engine's name (for errors).
+    fn engine_name(&self) -> String;
+    /// Count a stage-3 step whose collectives ran beside the computation ([`crate::prefetch`]) as overlapped
+    /// ([`ExchangeStats::overlapped_steps`]).
+    fn count_prefetched_step(&mut self);
 }
 
 /// ZeRO data parallelism (stages 1-3) over a group whose every rank is a worker.
@@ -315,6 +320,14 @@ impl Sharded for ShardedExchange<'_> {
             gradient_shard: 4 * self.grads.len() as u64,
             optimizer_state: self.optimizer.state_bytes(),
         }
+    }
+
+    fn engine_name(&self) -> String {
+        self.comm.engine().name
+    }
+
+    fn count_prefetched_step(&mut self) {
+        self.stats.overlapped_steps += 1;
     }
 }
 

@@ -229,3 +229,102 @@ fn overlapped_buckets_exchange_what_the_exchange_after_backward_does() {
         assert!(worst < 1e-6, "{strategy:?}: {worst}");
     }
 }
+
+/// `steps` stage-3 steps through the communication thread, as the tch backend's prefetch runs them: the forward
+/// gathers each unit and asks for the next one first; the backward takes the block units last first, asking for
+/// the one below, and hands each block's gradients over; the root unit's go at the step's end. A worker
+/// given `slow` sleeps between blocks, so the workers' timing differs.
+fn run_prefetched(graph: &Graph, workers: usize, steps: u64, slow: usize) -> Vec<(Vec<f32>, ExchangeStats)> {
+    use super::prefetch::with_unit_queue;
+    let handles: Vec<_> = ThreadComm::group(workers)
+        .into_iter()
+        .map(|mut comm| {
+            let g = graph.clone();
+            std::thread::spawn(move || {
+                let mut x = ShardedExchange::new(&mut comm, &g, DataParallel::Zero3, &adam(), 0).unwrap();
+                let layout = x.layout().clone();
+                let worker = x.worker();
+                let mut w = initial(&layout);
+                let s = x.sharded().unwrap();
+                s.init(&w);
+                let units = s.units().to_vec();
+                let blocks: Vec<usize> = (0..units.len()).filter(|&u| units[u].graph_block.is_some()).collect();
+                let nap = || {
+                    if worker == slow {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                };
+                let mut spare = Vec::new();
+                for step in 0..steps {
+                    let gr = grad(&layout, worker, step);
+                    let (forward, ran) = with_unit_queue(s, &mut spare, |q| -> Result<(), super::CommError> {
+                        for (i, &u) in blocks.iter().enumerate() {
+                            let values = q.take(u)?;
+                            if let Some(&next) = blocks.get(i + 1) {
+                                q.prefetch(next)?;
+                            }
+                            nap();
+                            units[u].unpack(&layout, &values, &mut w);
+                            q.recycle(values);
+                        }
+                        Ok(())
+                    });
+                    forward.unwrap();
+                    ran.unwrap();
+                    let (backward, ran) = with_unit_queue(s, &mut spare, |q| -> Result<(), super::CommError> {
+                        q.prefetch(*blocks.last().unwrap())?;
+                        for (i, &u) in blocks.iter().enumerate().rev() {
+                            let values = q.take(u)?;
+                            if i > 0 {
+                                q.prefetch(blocks[i - 1])?;
+                            }
+                            assert_eq!(values.len(), units[u].len);
+                            q.recycle(values);
+                            nap();
+                            let mut grads = q.gradient_buffer(u);
+                            units[u].pack(&layout, &gr, &mut grads);
+                            q.reduce(u, grads)?;
+                        }
+                        Ok(())
+                    });
+                    backward.unwrap();
+                    ran.unwrap();
+                    let mut buf = vec![0.0; units[0].len];
+                    units[0].pack(&layout, &gr, &mut buf);
+                    s.reduce(0, &buf).unwrap();
+                    let wish = if step + 1 == steps { StopWish::Finished } else { StopWish::Continue };
+                    s.step(wish).unwrap();
+                    s.gather(0, &mut buf).unwrap();
+                    units[0].unpack(&layout, &buf, &mut w);
+                    s.count_prefetched_step();
+                }
+                for &u in &blocks {
+                    let mut buf = vec![0.0; units[u].len];
+                    s.gather_final(u, &mut buf).unwrap();
+                    units[u].unpack(&layout, &buf, &mut w);
+                }
+                assert!(spare.len() >= 2, "buffers kept for the next step: {}", spare.len());
+                (w, x.stats())
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn prefetched_stage_3_trains_and_moves_what_the_unit_by_unit_calls_do() {
+    let g = gpt();
+    for workers in [2, 3] {
+        for slow in [0, 1] {
+            let out = run_prefetched(&g, workers, 3, slow);
+            assert!(out.iter().all(|(w, _)| w == &out[0].0), "x{workers}: bit-identical weights");
+            let want = reference(&g, workers, 3);
+            let worst = want.iter().zip(&out[0].0).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst < 1e-6, "x{workers}: {worst}");
+            let (prefetched, direct) = (out[0].1, run(&g, DataParallel::Zero3, workers, 3, 0)[0].1);
+            assert_eq!(prefetched.all_gather_bytes, direct.all_gather_bytes);
+            assert_eq!(prefetched.reduce_scatter_bytes, direct.reduce_scatter_bytes);
+            assert_eq!(prefetched.overlapped_steps, 3);
+        }
+    }
+}

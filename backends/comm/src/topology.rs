@@ -53,8 +53,9 @@ pub struct Topology {
     pub interconnect: Interconnect,
     /// Bytes per all-reduce bucket and per ZeRO-1/2 unit ([`crate::exchange::BUCKET_BYTES`] by default).
     pub bucket_bytes: u64,
-    /// Exchange each bucket during the backward pass as soon as its gradients exist (all-reduce, ZeRO-1/2);
-    /// `false` exchanges after the backward pass.
+    /// Exchange beside the computation: each bucket during the backward pass as soon as its gradients exist
+    /// (all-reduce, ZeRO-1/2); each block's weights gathered while the block before it computes, and its
+    /// gradients reduce-scattered while the next one does (ZeRO-3). `false` exchanges between the computation.
     pub overlap: bool,
 }
 

@@ -9,7 +9,7 @@
 //!
 //! A sharded strategy hooks in around each recomputed block ([`BlockWeights`]): ZeRO-3 gathers the block's
 //! weights before it runs (forward and replay) and frees them after, and reduce-scatters its gradients once
-//! its replay's backward is done.
+//! its replay's backward is done. Each hook also learns which block runs next, so the gather can start early.
 
 use tch::{Device, TchError, Tensor};
 use trainbench_graph::graph::{Graph, NodeId, Op};
@@ -26,6 +26,11 @@ pub trait BlockWeights {
     fn after_forward(&mut self, block: usize) -> Result<(), TchError>;
     /// The block's replay has been backpropagated: its gradients are complete.
     fn after_backward(&mut self, block: usize) -> Result<(), TchError>;
+    /// Block `block` runs next (after the one running now, or first in the replays): its weights may be
+    /// fetched ahead. Nothing by default.
+    fn prefetch(&mut self, _block: usize) -> Result<(), TchError> {
+        Ok(())
+    }
 }
 
 /// What the forward pass kept of one recomputed block.
@@ -52,6 +57,8 @@ pub struct Checkpoints {
     pinned: Vec<bool>,
     /// Per block: whether it draws random numbers (dropout).
     random: Vec<bool>,
+    /// Per block: the recomputed block the forward pass reaches next.
+    next: Vec<Option<usize>>,
     /// Whether the loss's backward must keep the graph: some recomputed block's input is also read outside
     /// the block, so the nodes before it are backpropagated twice.
     keep_graph: bool,
@@ -85,7 +92,13 @@ impl Checkpoints {
                 .enumerate()
                 .any(|(i, node)| !inside.contains(&i) && node.inputs.contains(&block.input));
         }
-        any.then_some(Self { device, starts, ends, pinned, random, keep_graph, current: None, saved: Vec::new() })
+        let mut order: Vec<usize> = (0..graph.blocks.len()).filter(|&b| mode.recomputes(b)).collect();
+        order.sort_by_key(|&b| graph.blocks[b].first);
+        let mut next = vec![None; graph.blocks.len()];
+        for pair in order.windows(2) {
+            next[pair[0]] = Some(pair[1]);
+        }
+        any.then_some(Self { device, starts, ends, pinned, random, next, keep_graph, current: None, saved: Vec::new() })
     }
 
     /// Whether node `id`'s output crosses a recomputed block's boundary (never overwritten in place).
@@ -122,8 +135,19 @@ impl Checkpoints {
         self.current = Some(b);
         if let Some(h) = hooks {
             h.before(b)?;
+            if let Some(n) = self.next[b] {
+                h.prefetch(n)?;
+            }
         }
         Ok(())
+    }
+
+    /// Before the loss's backward: `hooks` learn the block replayed first.
+    pub fn prefetch_replay(&self, hooks: Option<&mut (dyn BlockWeights + '_)>) -> Result<(), TchError> {
+        match (hooks, self.saved.last()) {
+            (Some(h), Some(s)) => h.prefetch(s.block),
+            _ => Ok(()),
+        }
     }
 
     /// Node `id` produced `out`: at a recomputed block's last node, the graph continues from a leaf of it (and
@@ -168,6 +192,9 @@ impl Checkpoints {
             env[block.input] = Some(x.shallow_clone());
             if let Some(h) = hooks.as_deref_mut() {
                 h.before(s.block)?;
+                if let Some(n) = self.saved.last() {
+                    h.prefetch(n.block)?;
+                }
             }
             let now = match &s.rng {
                 Some(state) => {

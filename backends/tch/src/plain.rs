@@ -2,7 +2,7 @@
 //! checkpointing replayed in the backward phase); then, once per optimizer step, the data-parallel exchange
 //! and the optimizer. With gradient accumulation over k micro-batches each micro-batch's loss is scaled by
 //! 1/k, so the accumulated gradients are those of the mean loss. ZeRO-3 hooks into the recomputed blocks
-//! ([`Zero3Hooks`]) and ends the step with the root unit's exchange; ZeRO-1/2 exchange after backward.
+//! ([`with_zero3_hooks`]) and ends the step with the root unit's exchange; ZeRO-1/2 exchange after backward.
 
 use tch::{TchError, Tensor};
 use trainbench_comm::StepExchange;
@@ -14,7 +14,7 @@ use crate::events::Phase;
 use crate::lower::EvalOpts;
 use crate::lower::Lowered;
 use crate::optim::Optim;
-use crate::zero::Zero3Hooks;
+use crate::zero::with_zero3_hooks;
 
 /// One optimizer over every parameter minimising the sum of the losses.
 pub(super) struct PlainStep {
@@ -42,9 +42,10 @@ impl PlainStep {
         let opts = EvalOpts::plain();
         let loss = {
             let _ac = c.autocast_guard()?;
-            let mut hooks = Zero3Hooks::of(&mut c.exchange, &mut c.zero, clock, Phase::Forward);
-            let hooks = hooks.as_mut().map(|h| -> &mut dyn BlockWeights { h });
-            c.model.eval_checkpointed(graph, &mut env, &graph.losses, &opts, c.ckpt.as_mut(), hooks)?;
+            let Common { ckpt, model, exchange, zero, overlap, .. } = &mut *c;
+            with_zero3_hooks(exchange, zero, clock, Phase::Forward, *overlap, |hooks| {
+                model.eval_checkpointed(graph, &mut env, &graph.losses, &opts, ckpt.as_mut(), hooks)
+            })?;
             let mut total: Option<Tensor> = None;
             for &l in &graph.losses {
                 let v = env[l].take().ok_or_else(|| TchError::Kind("internal: loss not computed".into()))?;
@@ -92,10 +93,10 @@ impl PlainStep {
             }
             c.overlap_pending = true;
         } else {
-            let Common { ckpt, model, exchange, zero, .. } = &mut *c;
-            let mut hooks = Zero3Hooks::of(exchange, zero, clock, Phase::Backward);
-            let hooks = hooks.as_mut().map(|h| -> &mut dyn BlockWeights { h });
-            run_backward(ckpt.as_mut(), model, graph, &opts, &scaled, hooks)?;
+            let Common { ckpt, model, exchange, zero, overlap, .. } = &mut *c;
+            with_zero3_hooks(exchange, zero, clock, Phase::Backward, *overlap, |hooks| {
+                run_backward(ckpt.as_mut(), model, graph, &opts, &scaled, hooks)
+            })?;
         }
         drop(scaled);
         drop(ac);
@@ -155,6 +156,10 @@ impl PlainStep {
         }
         clock.lap(Phase::Comm)?;
         let step = s.step(c.stop_wish).map_err(comm)?;
+        // A model without blocks is one root unit: nothing ran beside the computation.
+        if s.stage() == 3 && c.overlap && units.len() < z.params.len() {
+            s.count_prefetched_step();
+        }
         self.opt.zero_grad()?;
         clock.lap(Phase::Optimizer)?;
         for &u in &units {
@@ -190,10 +195,12 @@ fn run_backward(
     graph: &trainbench_graph::Graph,
     opts: &EvalOpts<'_>,
     scaled: &Tensor,
-    hooks: Option<&mut dyn BlockWeights>,
+    mut hooks: Option<&mut (dyn BlockWeights + '_)>,
 ) -> Result<(), TchError> {
     match ckpt {
         Some(ckpt) => {
+            // The first replay's weights can come while the loss's backward runs down to it.
+            ckpt.prefetch_replay(hooks.as_deref_mut())?;
             if ckpt.keep_graph() {
                 crate::autograd::backward_with(scaled, &scaled.f_ones_like()?, true)?;
             } else {

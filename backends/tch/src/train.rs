@@ -235,7 +235,7 @@ impl<'a> Session<'a> {
                         params.free(u)?;
                     }
                 }
-                Some(ZeroState { params, buf: Vec::new(), grads_peak: 0 })
+                Some(ZeroState { params, buf: Vec::new(), spare: Vec::new(), grads_peak: 0 })
             }
             _ => None,
         };

@@ -2,10 +2,12 @@
 //! hooks around each recomputed block ([`Zero3Hooks`]): the block's weights all-gathered into its tensors
 //! before it runs (forward, and its replay in the backward pass) and freed after; its gradients
 //! reduce-scattered and dropped once its replay's backward is done. The rest of the model (the `root` unit)
-//! stays gathered from one step's end to the next.
+//! stays gathered from one step's end to the next. With `topology.overlap` ([`with_zero3_hooks`]) the
+//! collectives run on a communication thread: the next block's gather while the current block computes, each
+//! block's reduce-scatter while the blocks below it are replayed.
 
 use tch::{Device, Kind, TchError, Tensor};
-use trainbench_comm::{Sharded, Unit};
+use trainbench_comm::{GradientExchange, Sharded, Unit, UnitQueue, with_unit_queue};
 
 use crate::checkpoint::BlockWeights;
 use crate::clock::Clock;
@@ -128,52 +130,94 @@ pub struct ZeroState {
     pub params: ZeroParams,
     /// Scratch for one unit.
     pub buf: Vec<f32>,
+    /// Buffers the communication thread of an overlapped stage 3 reuses from step to step.
+    pub spare: Vec<Vec<f32>>,
     /// The most gradient bytes held at once so far.
     pub grads_peak: u64,
 }
 
-/// Stage 3 around each recomputed block: gather before, free after the forward, reduce-scatter after the
-/// backward; the time its collectives take is the communication phase's, the rest `phase`'s.
-pub struct Zero3Hooks<'x> {
-    /// The exchange's unit-by-unit calls.
-    pub sharded: &'x mut dyn Sharded,
-    /// The tensors, scratch and peak.
-    pub state: &'x mut ZeroState,
-    /// The step's clock.
-    pub clock: &'x mut Clock,
-    /// The phase the hooks interrupt (forward or backward).
-    pub phase: Phase,
+/// How stage 3's hooks reach the exchange.
+enum Collectives<'x> {
+    /// Each collective called where it is needed, on this thread.
+    Direct(&'x mut dyn Sharded),
+    /// Through the communication thread: gathers asked for ahead, reduce-scatters handed over.
+    Queued(&'x mut UnitQueue),
 }
 
-impl<'x> Zero3Hooks<'x> {
-    /// The hooks of a stage-3 run (`None` for any other run), interrupting `phase` on `clock`.
-    pub fn of(
-        exchange: &'x mut Option<&mut dyn trainbench_comm::GradientExchange>,
-        state: &'x mut Option<ZeroState>,
-        clock: &'x mut Clock,
-        phase: Phase,
-    ) -> Option<Self> {
-        let sharded = exchange.as_deref_mut()?.sharded().filter(|s| s.stage() == 3)?;
-        Some(Zero3Hooks { sharded, state: state.as_mut()?, clock, phase })
-    }
+/// Stage 3 around each recomputed block: gather before, free after the forward, reduce-scatter after the
+/// backward; the time the step waits for its collectives is the communication phase's, the rest `phase`'s.
+pub struct Zero3Hooks<'x> {
+    collectives: Collectives<'x>,
+    state: &'x mut ZeroState,
+    clock: &'x mut Clock,
+    phase: Phase,
+}
 
-    /// Gather unit `u`'s weights into its tensors.
-    pub fn gather(&mut self, u: usize) -> Result<(), TchError> {
+/// Run `body` with stage 3's hooks when `exchange` is stage 3 (`None` for any other run), interrupting `phase`
+/// on `clock`. With `overlap` the hooks' collectives run on a communication thread for the duration of
+/// `body` (which must not reach the exchange otherwise); every collective asked is done when this returns.
+pub fn with_zero3_hooks<R>(
+    exchange: &mut Option<&mut dyn GradientExchange>,
+    state: &mut Option<ZeroState>,
+    clock: &mut Clock,
+    phase: Phase,
+    overlap: bool,
+    body: impl FnOnce(Option<&mut (dyn BlockWeights + '_)>) -> Result<R, TchError>,
+) -> Result<R, TchError> {
+    let sharded = exchange.as_deref_mut().and_then(|x| x.sharded()).filter(|s| s.stage() == 3);
+    let (Some(sharded), Some(state)) = (sharded, state.as_mut()) else { return body(None) };
+    if !overlap {
+        let mut hooks = Zero3Hooks { collectives: Collectives::Direct(sharded), state, clock, phase };
+        return body(Some(&mut hooks));
+    }
+    let mut spare = std::mem::take(&mut state.spare);
+    let (value, ran) = with_unit_queue(sharded, &mut spare, |queue| {
+        let mut hooks = Zero3Hooks { collectives: Collectives::Queued(queue), state: &mut *state, clock, phase };
+        body(Some(&mut hooks))
+    });
+    state.spare = spare;
+    // A failed collective explains a failed body (it waited for it), not the other way round.
+    ran.map_err(comm_error)?;
+    value
+}
+
+impl Zero3Hooks<'_> {
+    /// Gather unit `u`'s weights into its tensors (waiting for a prefetched gather to arrive).
+    fn gather(&mut self, u: usize) -> Result<(), TchError> {
         self.clock.lap(self.phase)?;
         let s = &mut *self.state;
-        s.buf.resize(s.params.unit_len(u), 0.0);
-        self.sharded.gather(u, &mut s.buf).map_err(comm_error)?;
-        s.params.fill(u, &s.buf)?;
+        match &mut self.collectives {
+            Collectives::Direct(sharded) => {
+                s.buf.resize(s.params.unit_len(u), 0.0);
+                sharded.gather(u, &mut s.buf).map_err(comm_error)?;
+                s.params.fill(u, &s.buf)?;
+            }
+            Collectives::Queued(queue) => {
+                let values = queue.take(u).map_err(comm_error)?;
+                let filled = s.params.fill(u, &values);
+                queue.recycle(values);
+                filled?;
+            }
+        }
         self.clock.lap(Phase::Comm)
     }
 
-    /// Reduce-scatter unit `u`'s gradients and drop them.
-    pub fn reduce(&mut self, u: usize) -> Result<(), TchError> {
+    /// Reduce-scatter unit `u`'s gradients (on the communication thread: handed over) and drop them.
+    fn reduce(&mut self, u: usize) -> Result<(), TchError> {
         self.clock.lap(self.phase)?;
         let s = &mut *self.state;
         s.grads_peak = s.grads_peak.max(s.params.grad_bytes());
-        s.params.grads(u, &mut s.buf)?;
-        self.sharded.reduce(u, &s.buf).map_err(comm_error)?;
+        match &mut self.collectives {
+            Collectives::Direct(sharded) => {
+                s.params.grads(u, &mut s.buf)?;
+                sharded.reduce(u, &s.buf).map_err(comm_error)?;
+            }
+            Collectives::Queued(queue) => {
+                let mut grads = queue.gradient_buffer(u);
+                s.params.grads(u, &mut grads)?;
+                queue.reduce(u, grads).map_err(comm_error)?;
+            }
+        }
         s.params.drop_grads(u)?;
         self.clock.lap(Phase::Comm)
     }
@@ -201,6 +245,13 @@ impl BlockWeights for Zero3Hooks<'_> {
                 self.state.params.free(u)
             }
             None => Ok(()),
+        }
+    }
+
+    fn prefetch(&mut self, block: usize) -> Result<(), TchError> {
+        match (&mut self.collectives, self.state.params.unit_of_block(block)) {
+            (Collectives::Queued(queue), Some(u)) => queue.prefetch(u).map_err(comm_error),
+            _ => Ok(()),
         }
     }
 }

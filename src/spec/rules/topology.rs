@@ -80,12 +80,14 @@ pub fn effective_precisions(training: &TrainingSpec, sweep: &SweepSpec) -> Vec<(
     }
 }
 
-/// `bucket_mb` and `overlap` are read by all-reduce, ZeRO-1 and ZeRO-2: refused when no topology of the spec
-/// reads them (a sweep may keep a single-worker reference beside the data-parallel ones).
+/// `bucket_mb` is read by all-reduce, ZeRO-1 and ZeRO-2, `overlap` by those and ZeRO-3: each is refused when no
+/// topology of the spec reads it (a sweep may keep a single-worker reference beside the data-parallel ones).
 fn check_exchange_knobs(out: &mut Vec<Finding>, topology: &TopologySpec, sweep: &SweepSpec) {
     let strategies: Vec<Strategy> = effective_topologies(topology, sweep).iter().map(|t| t.strategy).collect();
-    if strategies.iter().any(|s| matches!(s, Strategy::AllReduce | Strategy::Zero1 | Strategy::Zero2)) {
-        if let Some(mb) = topology.bucket_mb.filter(|mb| !(mb.is_finite() && mb * 1024.0 * 1024.0 >= 4.0)) {
+    let bucketed = |s: &Strategy| matches!(s, Strategy::AllReduce | Strategy::Zero1 | Strategy::Zero2);
+    let sharded3 = |s: &Strategy| matches!(s, Strategy::Zero3 | Strategy::Fsdp);
+    if let Some(mb) = topology.bucket_mb.filter(|mb| !(mb.is_finite() && mb * 1024.0 * 1024.0 >= 4.0)) {
+        if strategies.iter().any(bucketed) {
             out.push(
                 Finding::new(
                     FieldPath::keys(&["topology", "bucket_mb"]),
@@ -95,25 +97,34 @@ fn check_exchange_knobs(out: &mut Vec<Finding>, topology: &TopologySpec, sweep: 
                 .hint("leave it out for 25 MiB"),
             );
         }
-        return;
     }
     let mut names: Vec<&str> = strategies.iter().map(|s| s.name()).collect();
     names.dedup();
-    let sharded3 = strategies.iter().any(|s| matches!(s, Strategy::Zero3 | Strategy::Fsdp));
-    for (key, set) in [("bucket_mb", topology.bucket_mb.is_some()), ("overlap", topology.overlap.is_some())] {
-        if set {
+    let knobs = [
+        (
+            "bucket_mb",
+            topology.bucket_mb.is_some(),
+            strategies.iter().any(bucketed),
+            "`all-reduce`, `zero-1` and `zero-2`",
+        ),
+        (
+            "overlap",
+            topology.overlap.is_some(),
+            strategies.iter().any(|s| bucketed(s) || sharded3(s)),
+            "`all-reduce`, `zero-1`, `zero-2` and `zero-3`",
+        ),
+    ];
+    for (key, set, read, readers) in knobs {
+        if set && !read {
+            let why = if key == "bucket_mb" && strategies.iter().any(sharded3) {
+                " (zero-3 exchanges block by block, one unit per recomputable block)"
+            } else {
+                ""
+            };
             out.push(
                 Finding::new(
                     FieldPath::keys(&["topology", key]),
-                    format!(
-                        "`{key}` is read by `all-reduce`, `zero-1` and `zero-2`, and this spec runs only `{}`{}",
-                        names.join("`, `"),
-                        if sharded3 {
-                            " (zero-3 exchanges block by block, one unit per recomputable block)"
-                        } else {
-                            ""
-                        }
-                    ),
+                    format!("`{key}` is read by {readers}, and this spec runs only `{}`{why}", names.join("`, `")),
                 )
                 .hint(format!("remove `{key}`, or use one of those strategies")),
             );
