@@ -6,7 +6,8 @@
 # with FSDP2 (`fully_shard` over Gloo) instead. Prints each side's median step time (per step, the slowest rank)
 # and the throughput ratio trainbench / PyTorch (median over rounds; > 1 = trainbench faster).
 #
-# Usage: scripts/parity_ddp.sh [MODEL...]   (default: transformer resnet18-cifar mlp-comm)
+# Usage: scripts/parity_ddp.sh [MODEL...]   (default: transformer resnet18-cifar mlp-comm; also smoke-gpt, whose
+#        layers ZeRO-3 and FSDP2 shard one by one, each recomputed in the backward pass on both sides)
 # Environment: ROUNDS (3), BATCH (global, 32), BATCH_MLP (mlp-comm's global batch, 16), WORLD (2), WARMUP (10), ITERS (30),
 #              STRATEGY (all-reduce | zero-3), OVERLAP (true | false: trainbench's topology.overlap);
 #              TB=path/to/trainbench skips the release build (which needs feature mpi).
@@ -28,7 +29,8 @@ for m in "${MODELS[@]}"; do
   if [ "$m" = mlp-comm ]; then BATCH=$BATCH_MLP; else BATCH=$BATCH_ALL; fi
   set_args=(--set "sweep.batch_sizes=[$BATCH]" --set "run.warmup=$WARMUP" --set "run.iterations=$ITERS"
             --set "topology.devices_per_node=$WORLD" --set "topology.strategy=\"$STRATEGY\"" --set "run.cpu_threads=1")
-  [ "$STRATEGY" = all-reduce ] && set_args+=(--set "topology.overlap=$OVERLAP")
+  set_args+=(--set "topology.overlap=$OVERLAP")
+  [ "$STRATEGY" = zero-3 ] && [ "$m" = smoke-gpt ] && set_args+=(--set 'training.activation_checkpointing="full"')
   ratios=()
   for r in $(seq 1 "$ROUNDS"); do
     run_tb() {

@@ -5,6 +5,7 @@
 # Printed as a Markdown table, measured beside the performance model's prediction for the same run (recorded
 # in each result, on the hardware profile HARDWARE): step time, tokens/s, comm share, bytes each worker sends
 # per step, and what one worker held (weights / gradients / optimizer state, measured from its tensors).
+# ZeRO-3 runs twice: with its prefetch (topology.overlap, the default) and without (rows "zero-3, no overlap").
 #
 # Usage: scripts/zero_table.sh
 # The profile (HARDWARE, default: this machine calibrated first, into the work folder) gets the ranks' link
@@ -42,6 +43,10 @@ TOPOLOGIES+=']'
 $TB run specs/llm/smoke_gpt.toml --quiet --hardware "$HARDWARE" --set "sweep.batch_sizes=[$BATCH]" \
   --set "run.iterations=$ITERS" --set 'run.warmup=3' --set 'run.repeats=1' \
   --set 'training.activation_checkpointing="full"' --set "sweep.topologies=$TOPOLOGIES" --out "$WORK" >/dev/null || true
+$TB run specs/llm/smoke_gpt.toml --quiet --hardware "$HARDWARE" --set "sweep.batch_sizes=[$BATCH]" \
+  --set "run.iterations=$ITERS" --set 'run.warmup=3' --set 'run.repeats=1' --set 'topology.overlap=false' \
+  --set 'training.activation_checkpointing="full"' --set 'topology.strategy="zero-3"' \
+  --set 'sweep.topologies=[{devices_per_node=2},{devices_per_node=4}]' --out "$WORK/no-overlap" >/dev/null || true
 python3 - "$WORK" <<'PY'
 import glob, json, os, sys
 
@@ -49,7 +54,7 @@ def mib(b):
     return f"{b / 2**20:.1f}"
 
 rows = []
-for path in glob.glob(os.path.join(sys.argv[1], "*", "*.json")):
+for path in glob.glob(os.path.join(sys.argv[1], "*", "*.json")) + glob.glob(os.path.join(sys.argv[1], "no-overlap", "*", "*.json")):
     if path.endswith("index.json"):
         continue
     r = json.load(open(path))
@@ -63,14 +68,15 @@ for path in glob.glob(os.path.join(sys.argv[1], "*", "*.json")):
     if d and d["ranks"] and all(x.get("memory") for x in d["ranks"]):
         held = tuple(max(x["memory"][k] for x in d["ranks"]) for k in ("weights", "gradients", "optimizer_state"))
     rows.append({
-        "w": r["plan"]["world_size"], "s": d["strategy"] if d else "single",
+        "w": r["plan"]["world_size"],
+        "s": (d["strategy"] + (", no overlap" if d["strategy"] == "zero-3" and not d.get("overlapped") else "")) if d else "single",
         "step": m["step_time"]["median_s"], "tok": m["throughput"]["items_per_s"],
         "comm": (d or {}).get("comm_share"), "bytes": (d or {}).get("bytes_sent_per_step", 0),
         "p_step": p.get("step_time_s"), "p_tok": p.get("samples_per_s"),
         "p_comm": (p.get("shares") or {}).get("comm"), "p_bytes": p.get("comm_bytes_per_worker"),
         "items": m["throughput"]["items_per_sample"], "held": held,
     })
-order = {"single": 0, "all-reduce": 1, "zero-1": 2, "zero-2": 3, "zero-3": 4}
+order = {"single": 0, "all-reduce": 1, "zero-1": 2, "zero-2": 3, "zero-3": 4, "zero-3, no overlap": 5}
 print("| workers | strategy | step ms (pred) | tokens/s (pred) | comm share (pred) | bytes sent/step (pred) | held/worker MiB: weights / grads / optimizer |")
 print("|---:|---|---:|---:|---:|---:|---|")
 fmt = lambda v, f: "-" if v is None else f(v)

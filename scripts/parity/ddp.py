@@ -1,10 +1,12 @@
-"""Data-parallel parity, PyTorch side: the models of pytorch_eager.py (and the communication-heavy MLP of
-specs/parity/mlp_comm.toml) trained with DistributedDataParallel over Gloo, or with --fsdp sharded by FSDP2
-(`fully_shard` on the whole model: one unit, as trainbench's zero-3 shards a model without blocks), started by
-torchrun (one process per rank, one intra-op thread each unless --threads says otherwise).
+"""Data-parallel parity, PyTorch side: the models of pytorch_eager.py (the communication-heavy MLP of
+specs/parity/mlp_comm.toml, and the smoke GPT of gpt_eager.py) trained with DistributedDataParallel over Gloo,
+or with --fsdp sharded by FSDP2 (`fully_shard` on the whole model: one unit, as trainbench's zero-3 shards a
+model without blocks; the smoke GPT also on each layer, and each layer recomputed in the backward pass, as
+trainbench's zero-3 runs it), started by torchrun (one process per rank, one intra-op thread each unless
+--threads says otherwise).
 
-Usage: torchrun --standalone --nproc_per_node W ddp.py <resnet18-cifar|transformer|mlp-comm> [--batch GLOBAL]
-                [--warmup N] [--iters N] [--threads N] [--fsdp]
+Usage: torchrun --standalone --nproc_per_node W ddp.py <resnet18-cifar|transformer|mlp-comm|smoke-gpt>
+                [--batch GLOBAL] [--warmup N] [--iters N] [--threads N] [--fsdp]
 
 --batch is the global batch: each rank trains on batch / W samples, as a trainbench all-reduce run does. Rank 0
 prints the median step time (the slowest rank's, per step, gathered) in the RESULT format of pytorch_eager.py.
@@ -25,7 +27,7 @@ from pytorch_eager import TransformerLM, resnet18_cifar
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["resnet18-cifar", "transformer", "mlp-comm"])
+    ap.add_argument("model", choices=["resnet18-cifar", "transformer", "mlp-comm", "smoke-gpt"])
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=30)
@@ -50,6 +52,20 @@ def main() -> None:
         opt_of = lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9)  # noqa: E731
         pool = [(torch.randn(local, 1024), torch.randint(0, 10, (local,))) for _ in range(4)]
         items, classes = 1, 10
+    elif a.model == "smoke-gpt":
+        from gpt_eager import SmokeGpt
+
+        model = SmokeGpt()
+        opt_of = lambda p: torch.optim.AdamW(p, lr=3e-4, weight_decay=0.1)  # noqa: E731
+        pool = [(torch.randint(0, 4096, (local, 128)), torch.randint(0, 4096, (local, 128))) for _ in range(4)]
+        items, classes = 128, 4096
+        if a.fsdp:
+            # Each layer recomputed in its backward (inside its FSDP unit, as TorchTitan wraps it).
+            from torch.utils.checkpoint import checkpoint
+
+            for layer in model.layers:
+                plain = layer.forward
+                layer.forward = lambda *args, f=plain: checkpoint(f, *args, use_reentrant=False)
     else:
         model = TransformerLM()
         opt_of = lambda p: torch.optim.Adam(p, lr=1e-4)  # noqa: E731
@@ -60,7 +76,10 @@ def main() -> None:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
-        fully_shard(model, mesh=init_device_mesh("cpu", (world,)))
+        mesh = init_device_mesh("cpu", (world,))
+        for layer in getattr(model, "layers", []):
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
         ddp = model
     else:
         ddp = torch.nn.parallel.DistributedDataParallel(model)

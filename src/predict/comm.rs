@@ -7,10 +7,13 @@
 //!   push and pull make two directions. Over a network a machine's link is shared by its workers
 //!   (B_worker = B / devices_per_node); servers sit on machines of their own (B_server = B).
 //! - ZeRO-1/2: a reduce-scatter of the gradients and an all-gather of the weights, each (W-1) alpha +
-//!   (W-1)/W x S / B: what a ring all-reduce costs. ZeRO-3 all-gathers again before the backward:
-//!   T = 3(W-1) alpha + 3(W-1)/W x S / B (the root unit, gathered once, is counted as a block: an upper bound).
+//!   (W-1)/W x S / B: what a ring all-reduce costs.
+//! - ZeRO-3, unit by unit as the engine runs it (`trainbench_comm::sharded::units_by_block`): each of the n
+//!   block units is gathered before its forward and again before its replay, and reduce-scattered after it, in
+//!   every micro-batch; the root unit (S_root, every tensor outside the blocks) is reduce-scattered and gathered
+//!   once per step: T = (3kn + 2)(W-1) alpha + (W-1)/W x (3k S_blocks + 2 S_root) / B for k micro-batches.
 //! - One device (or strategy `single`): no exchange.
-//! - What the step waits for of it ([`exposed`]): the engine's overlap with the backward pass.
+//! - What the step waits for of it ([`exposed`]): the engine's overlap with the computation.
 //!
 //! Which link carries it is the spec's `topology.interconnect`, looked up in the profile: `pcie` is the
 //! profile's PCIe intra-node link, else its PCIe host link (GPUs of one machine talk through the host's PCIe
@@ -37,17 +40,52 @@ pub struct CommCost {
     pub link: String,
     /// The formula applied, for the reader.
     pub formula: String,
+    /// ZeRO-3's collectives by when they run, for [`exposed`].
+    #[serde(skip)]
+    pub zero3: Option<Zero3Passes>,
 }
 
-/// What a step waits for of an exchange of `comm_s` seconds when the engine overlaps it with a backward pass of
-/// `backward_s` (the last micro-batch's), as it does for all-reduce and ZeRO-1/2 with `topology.overlap`:
-/// each bucket (whole tensors up to `topology.bucket_bytes`, the last layers first) is exchanged as soon as the
-/// backward pass completes it, so what exceeds the backward pass waits, and never less than the bucket of the
-/// first layers, which the backward pass completes last; ZeRO's step and all-gather (half of its exchange)
-/// come after the backward pass. Otherwise (no overlap, ZeRO-3, parameter servers) all of it.
-pub fn exposed(graph: &trainbench_graph::Graph, topology: &Topology, comm_s: f64, backward_s: f64) -> f64 {
+/// ZeRO-3's exchange split by when the engine runs it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Zero3Passes {
+    /// Seconds of one pass over every block unit (one collective per block): the forward's gathers of one
+    /// micro-batch; its backward makes two (the gathers for the replays and the reduce-scatters).
+    pub blocks_s: f64,
+    /// Seconds of one collective over the largest block unit: what the first block's gather (and the last
+    /// block's reduce-scatter) leaves exposed even with prefetch.
+    pub largest_block_s: f64,
+    /// Seconds of the root unit's reduce-scatter and all-gather at the step's end.
+    pub root_s: f64,
+    /// Micro-batches per step.
+    pub micro_batches: f64,
+}
+
+/// What a step waits for of the exchange `cost` when the engine overlaps it with the computation of one
+/// micro-batch (`forward_s` and `backward_s`, the backward with its recomputation), as it does with
+/// `topology.overlap`; otherwise (no overlap, parameter servers) all of it.
+/// - All-reduce and ZeRO-1/2: each bucket (whole tensors up to `topology.bucket_bytes`, the last layers first)
+///   is exchanged as soon as the last micro-batch's backward pass completes it, so what exceeds that backward
+///   pass waits, and never less than the bucket of the first layers, which it completes last; ZeRO's step and
+///   all-gather (half of its exchange) come after the backward pass.
+/// - ZeRO-3: in each micro-batch, the next block's gather runs while a block computes, so the forward's
+///   gathers wait for what exceeds the forward pass and never less than the first block's; the backward's
+///   gathers and reduce-scatters for what exceeds the backward pass, never less than one block's (the last
+///   reduce-scatter); the root unit's collectives at the step's end wait in full.
+pub fn exposed(
+    graph: &trainbench_graph::Graph,
+    topology: &Topology,
+    cost: &CommCost,
+    forward_s: f64,
+    backward_s: f64,
+) -> f64 {
+    let comm_s = cost.time_s;
     if !(topology.overlap && topology.strategy.can_overlap()) || comm_s <= 0.0 {
         return comm_s;
+    }
+    if let Some(z) = cost.zero3 {
+        let forward = (z.blocks_s - forward_s).max(z.largest_block_s.min(z.blocks_s));
+        let backward = (2.0 * z.blocks_s - backward_s).max(z.largest_block_s.min(z.blocks_s));
+        return z.micro_batches * (forward + backward) + z.root_s;
     }
     let layout = trainbench_comm::Layout::of(graph);
     let buckets = trainbench_comm::sharded::units_by_size(&layout, topology.bucket_bytes, 1);
@@ -75,8 +113,15 @@ pub fn link<'p>(profile: &'p HardwareFile, interconnect: Interconnect) -> Result
     })
 }
 
-/// The exchange of `gradient_bytes` per step on `topology` over `profile`.
-pub fn comm(profile: &HardwareFile, topology: &Topology, gradient_bytes: f64) -> Result<CommCost, PredictError> {
+/// The exchange of `gradient_bytes` per step of `micro_batches` on `topology` over `profile` (`graph`'s units
+/// for ZeRO-3).
+pub fn comm(
+    profile: &HardwareFile,
+    topology: &Topology,
+    graph: &trainbench_graph::Graph,
+    gradient_bytes: f64,
+    micro_batches: f64,
+) -> Result<CommCost, PredictError> {
     let w = topology.world_size() as f64;
     let none = CommCost {
         time_s: 0.0,
@@ -84,6 +129,7 @@ pub fn comm(profile: &HardwareFile, topology: &Topology, gradient_bytes: f64) ->
         bytes_per_worker: 0.0,
         link: "none".into(),
         formula: "no exchange".into(),
+        zero3: None,
     };
     if w <= 1.0 {
         return Ok(none);
@@ -102,24 +148,51 @@ pub fn comm(profile: &HardwareFile, topology: &Topology, gradient_bytes: f64) ->
                 bytes_per_worker: bytes,
                 link: l.name.clone(),
                 formula: format!("ring all-reduce: 2(W-1) alpha + 2(W-1)/W S / B, W = {w}"),
+                zero3: None,
             }
         }
-        DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => {
+        DataParallel::Zero1 | DataParallel::Zero2 => {
             let l = link(profile, topology.interconnect)?;
             let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
-            let passes = if topology.strategy == DataParallel::Zero3 { 3.0 } else { 2.0 };
-            let bytes = passes * (w - 1.0) / w * s;
-            let t = passes * (w - 1.0) * alpha + bytes / b;
+            let bytes = 2.0 * (w - 1.0) / w * s;
+            let t = 2.0 * (w - 1.0) * alpha + bytes / b;
             CommCost {
                 time_s: t,
                 exposed_s: t,
                 bytes_per_worker: bytes,
                 link: l.name.clone(),
                 formula: format!(
-                    "{}: reduce-scatter + {} all-gather(s), each (W-1) alpha + (W-1)/W S / B, W = {w}",
-                    topology.strategy.name(),
-                    passes - 1.0
+                    "{}: reduce-scatter + all-gather, each (W-1) alpha + (W-1)/W S / B, W = {w}",
+                    topology.strategy.name()
                 ),
+                zero3: None,
+            }
+        }
+        DataParallel::Zero3 => {
+            let l = link(profile, topology.interconnect)?;
+            let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
+            let split = BlockSplit::of(graph, w as usize);
+            let (s_blocks, s_root) = (s * split.blocks_share, s * (1.0 - split.blocks_share));
+            let pass = |collectives: f64, bytes: f64| collectives * (w - 1.0) * alpha + (w - 1.0) / w * bytes / b;
+            let k = micro_batches.max(1.0);
+            let passes = Zero3Passes {
+                blocks_s: pass(split.blocks as f64, s_blocks),
+                largest_block_s: pass(1.0, s * split.largest_share),
+                root_s: pass(2.0, 2.0 * s_root),
+                micro_batches: k,
+            };
+            let bytes = (w - 1.0) / w * (3.0 * k * s_blocks + 2.0 * s_root);
+            CommCost {
+                time_s: 3.0 * k * passes.blocks_s + passes.root_s,
+                exposed_s: 3.0 * k * passes.blocks_s + passes.root_s,
+                bytes_per_worker: bytes,
+                link: l.name.clone(),
+                formula: format!(
+                    "zero-3: (3kn + 2)(W-1) alpha + (W-1)/W (3k S_blocks + 2 S_root) / B, W = {w}, n = {} blocks, \
+                     k = {k}",
+                    split.blocks
+                ),
+                zero3: Some(passes),
             }
         }
         DataParallel::ParameterServer { servers } => {
@@ -138,7 +211,30 @@ pub fn comm(profile: &HardwareFile, topology: &Topology, gradient_bytes: f64) ->
                     "parameter servers: 2 x (alpha + max(S / B_worker, W S / (P B))), W = {w}, P = {p}{}",
                     if shared { format!(", B_worker = B / {}", topology.devices_per_node) } else { String::new() }
                 ),
+                zero3: None,
             }
         }
     })
+}
+
+/// How ZeRO-3 cuts a model: its block units' share of the trained elements, and the largest one's.
+struct BlockSplit {
+    blocks: usize,
+    blocks_share: f64,
+    largest_share: f64,
+}
+
+impl BlockSplit {
+    /// `graph`'s units over `workers` (a model the engine would refuse, or without blocks, is all root).
+    fn of(graph: &trainbench_graph::Graph, workers: usize) -> Self {
+        let layout = trainbench_comm::Layout::of(graph);
+        let units = trainbench_comm::sharded::units_by_block(graph, &layout, workers).unwrap_or_default();
+        let total = layout.total.max(1) as f64;
+        let blocks: Vec<f64> = units.iter().filter(|u| u.graph_block.is_some()).map(|u| u.len as f64).collect();
+        BlockSplit {
+            blocks: blocks.len(),
+            blocks_share: blocks.iter().sum::<f64>() / total,
+            largest_share: blocks.iter().copied().fold(0.0, f64::max) / total,
+        }
+    }
 }

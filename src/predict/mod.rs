@@ -44,7 +44,7 @@ use crate::hardware::wire::HardwareFile;
 
 /// The model's version, recorded with every prediction a result keeps: bumped whenever a term changes, so
 /// predictions of different models are not mixed up.
-pub const MODEL_VERSION: &str = "pai-roofline-7";
+pub const MODEL_VERSION: &str = "pai-roofline-8";
 
 /// One configuration to predict: what a planned run fixes.
 #[derive(Debug, Clone, PartialEq)]
@@ -199,7 +199,8 @@ pub fn predict_with(
         _ => 0.0,
     };
     // T_comm ([`Term::Exchange`]): fp32 gradients.
-    let mut comm = comm::comm(profile, &setting.topology, analysis.parameters as f64 * 4.0)?;
+    let micro = setting.schedule.micro_batches() as f64;
+    let mut comm = comm::comm(profile, &setting.topology, graph, analysis.parameters as f64 * 4.0, micro)?;
     if !terms.on(Term::Exchange) {
         comm.time_s = 0.0;
     }
@@ -211,7 +212,6 @@ pub fn predict_with(
         0 => 0.0,
         f => analysis.recomputed_flops(checkpointing) as f64 / f as f64,
     };
-    let micro = setting.schedule.micro_batches() as f64;
     let data_s = micro * data_s;
     let one_forward_s: f64 = compute.layers.iter().map(|l| l.forward.time_s).sum();
     let one_backward_s: f64 = compute.layers.iter().map(|l| l.backward.time_s).sum();
@@ -219,7 +219,7 @@ pub fn predict_with(
     let backward_s = micro * (one_backward_s + recomputed * one_forward_s);
     let optimizer_s = compute.optimizer.time_s;
     // The exchange overlaps the last micro-batch's backward pass where the engine does so.
-    comm.exposed_s = comm::exposed(graph, &setting.topology, comm.time_s, backward_s / micro);
+    comm.exposed_s = comm::exposed(graph, &setting.topology, &comm, forward_s / micro, backward_s / micro);
     let phases = Phases { data_s, forward_s, backward_s, optimizer_s, comm_s: comm.exposed_s };
     let step = data_s + forward_s + backward_s + optimizer_s + comm.exposed_s;
     let overlapped = data_s.max(forward_s + backward_s.max(comm.time_s) + optimizer_s);

@@ -151,7 +151,7 @@ fn another_ranks_out_of_memory_makes_the_run_out_of_memory_and_skips_larger_batc
 }
 
 /// Processes whose working folder is `dir` (the ranks and the launcher a test started there).
-fn processes_in(dir: &std::path::Path) -> Vec<String> {
+pub(crate) fn processes_in(dir: &std::path::Path) -> Vec<String> {
     let dir = dir.canonicalize().unwrap();
     std::fs::read_dir("/proc")
         .unwrap()
@@ -163,7 +163,7 @@ fn processes_in(dir: &std::path::Path) -> Vec<String> {
 }
 
 /// `mpirun` with the options a container and a root user need, as a user would type it on one node.
-fn mpirun(ranks: usize, dir: &std::path::Path) -> std::process::Command {
+pub(crate) fn mpirun(ranks: usize, dir: &std::path::Path) -> std::process::Command {
     let mut c = std::process::Command::new("mpirun");
     c.current_dir(dir).args(["-n", &ranks.to_string(), "--oversubscribe", "--bind-to", "none"]);
     c.args(["--mca", "btl_vader_single_copy_mechanism", "none", "--allow-run-as-root"]);

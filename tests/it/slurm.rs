@@ -295,6 +295,7 @@ batch_sizes = [16]
 topologies = [
   { devices_per_node = 1, strategy = "single" },
   { devices_per_node = 2, strategy = "all-reduce" },
+  { devices_per_node = 2, strategy = "zero-2" },
 ]
 [topology]
 backend = "tch"
@@ -312,18 +313,22 @@ timeout_s = 240
     let o = slurm.submit_and_wait(&spec, &out);
     let shown = text(&o);
     assert!(o.status.success(), "{shown}");
-    assert!(shown.contains("2 tasks: 2 done, 0 failed"), "{shown}");
+    assert!(shown.contains("3 tasks: 3 done, 0 failed"), "{shown}");
     let script = std::fs::read_to_string(out.join("_slurm/array-1.sbatch")).unwrap();
     assert!(script.contains("#SBATCH --ntasks=2") && script.contains("srun --mpi=pmix --ntasks=2"), "{script}");
     let single = read_json(&out.join("slurm-dp/slurm-dp.b16.fp32.1x1.r0.json"));
     assert_eq!(single["outcome"]["status"], "completed", "{single}");
-    let pair = read_json(&out.join("slurm-dp/slurm-dp.b16.fp32.1x2.r0.json"));
-    assert_eq!(pair["outcome"]["status"], "completed", "{pair}");
-    assert_eq!(pair["distributed"]["world_size"], 2, "{pair}");
-    assert_eq!(pair["distributed"]["launcher"], "srun", "{pair}");
+    // ZeRO goes the same way as all-reduce.
+    for (topology, strategy) in [("1x2-ar-pcie", "all-reduce"), ("1x2-z2-pcie", "zero-2")] {
+        let pair = read_json(&out.join(format!("slurm-dp/slurm-dp.b16.fp32.{topology}.r0.json")));
+        assert_eq!(pair["outcome"]["status"], "completed", "{pair}");
+        assert_eq!(pair["distributed"]["world_size"], 2, "{pair}");
+        assert_eq!(pair["distributed"]["launcher"], "srun", "{pair}");
+        assert_eq!(pair["distributed"]["strategy"], strategy, "{pair}");
+    }
     let ids = {
         let index = read_json(&out.join("slurm-dp/index.json"));
         index["runs"].as_array().unwrap().len()
     };
-    assert_eq!(ids, 2);
+    assert_eq!(ids, 3);
 }

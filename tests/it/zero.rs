@@ -2,7 +2,8 @@
 //! one worker's on the same global batch, the weights gathered at the end are bit-identical on every worker,
 //! the bytes sent per step and kind are the ring formulas over the padded units, and what a worker holds of
 //! the optimizer state (and, for stage 3, the weights) shrinks with the world. Stage 3 runs a decoder whose
-//! layers are its units, and an MLP that is one unit.
+//! layers are its units (gathered ahead on a communication thread, or not), and an MLP that is one unit. What
+//! all-reduce has holds for ZeRO: `mpirun` by hand, and a rank that dies mid-exchange fails its run.
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
@@ -194,4 +195,51 @@ fn zero_3_without_overlap_gathers_between_the_layers_and_trains_the_same() {
     assert!((a - b).abs() <= 1e-3 * b.abs(), "{a} vs {b}");
     let d = z3.distributed.unwrap();
     assert_eq!((d.overlapped, d.weights_identical), (Some(false), Some(true)));
+}
+
+/// The spec's decoder at world size 2 with `strategy` only.
+fn pair(strategy: &str) -> String {
+    let start = SPEC.find("topologies = [").unwrap();
+    let end = start + SPEC[start..].find("]\n").unwrap() + 2;
+    format!("{}topologies = [{{ devices_per_node = 2, strategy = \"{strategy}\" }}]\n{}", &SPEC[..start], &SPEC[end..])
+        .replace("bucket_mb = 0.01\n", "")
+}
+
+#[test]
+fn zero_runs_under_mpirun_by_hand_as_all_reduce_does() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("zero.toml"), pair("zero-3")).unwrap();
+    let out = crate::distributed::mpirun(2, dir.path()).args(["run", "zero.toml", "--out", "out", "--quiet"]).output();
+    let out = out.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = result(dir.path(), "1x2.ckpt-full");
+    assert_eq!(r.outcome, RunOutcome::Completed);
+    let d = r.distributed.unwrap();
+    assert_eq!((d.world_size, d.launcher.as_str(), d.strategy.as_str()), (2, "mpirun (Open MPI)", "zero-3"));
+    assert_eq!((d.weights_identical, d.overlapped), (Some(true), Some(true)));
+}
+
+#[test]
+fn a_rank_that_dies_while_the_layers_are_gathered_ahead_fails_its_run_without_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = pair("zero-3").replace("iterations = 5", "iterations = 20000\nrepeats = 2");
+    std::fs::write(dir.path().join("zero.toml"), spec).unwrap();
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["run", "zero.toml", "--out", "out", "--quiet", "--set", "run.iterations=300"])
+        .args(["--test-hooks", r#"{"abort_rank": [0, 1, 0.5]}"#])
+        .args(["--set", "run.time_budget_s=3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let read = |repeat: u32| -> RunResult {
+        let path = dir.path().join(format!("out/zero/zero.b8.fp32.1x2.ckpt-full.r{repeat}.json"));
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}\n{stderr}"))).unwrap()
+    };
+    let RunOutcome::Failed { message } = &read(0).outcome else { panic!("{:?}\n{stderr}", read(0).outcome) };
+    assert!(message.contains("rank 1"), "the failed rank is named: {message}");
+    assert_eq!(read(1).outcome, RunOutcome::Completed, "the sweep goes on: {stderr}");
+    let left = crate::distributed::processes_in(dir.path());
+    assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
 }

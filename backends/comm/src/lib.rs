@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 pub use exchange::{
     AllReduceExchange, ExchangeStats, GradientExchange, Layout, PsWorkerExchange, StepExchange, StopWish,
 };
-pub use overlap::{BucketFeed, OverlapError, Overlapped, exchange_during};
+pub use overlap::{BucketFeed, OverlapError, Overlapped, compute_waits, exchange_during};
 pub use prefetch::{UnitQueue, with_unit_queue};
 pub use sharded::{ShardHeld, Sharded, ShardedExchange, Unit};
 pub use topology::{Interconnect, Topology};

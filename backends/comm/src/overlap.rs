@@ -5,11 +5,38 @@
 //! All-reduce sums each bucket; ZeRO-1/2 reduce-scatter it into the worker's shard. What stays after the
 //! backward pass (averaging, the stop flags, ZeRO's step and all-gather) is [`Overlapped::finish`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 use super::CommError;
 use super::exchange::{GradientExchange, StepExchange, StopWish};
 use super::sharded::Unit;
+
+/// Whether this process's computing thread is waiting for its communication thread (one rank per process, so
+/// one flag per process).
+static COMPUTE_WAITS: AtomicBool = AtomicBool::new(false);
+
+/// Whether the computing thread is waiting for the communication thread, with nothing to compute meanwhile: an
+/// engine that waits politely beside the computation (MPI's) may then spin.
+pub fn compute_waits() -> bool {
+    COMPUTE_WAITS.load(Ordering::Relaxed)
+}
+
+/// Marks the computing thread as waiting for the communication thread while it lives.
+pub(crate) struct ComputeWaits;
+
+impl ComputeWaits {
+    pub(crate) fn start() -> Self {
+        COMPUTE_WAITS.store(true, Ordering::Relaxed);
+        ComputeWaits
+    }
+}
+
+impl Drop for ComputeWaits {
+    fn drop(&mut self) {
+        COMPUTE_WAITS.store(false, Ordering::Relaxed);
+    }
+}
 
 /// Why an overlapped exchange failed: the engine, or the backward pass it ran beside.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -80,6 +107,7 @@ pub fn exchange_during(
             let _ = feed.send(b, vec![0.0; lens[b]]);
         }
         drop(feed);
+        let _waits = ComputeWaits::start();
         let (x, done) =
             worker.join().map_err(|_| OverlapError::Backward("the communication thread panicked".into()))?;
         ran?;

@@ -7,7 +7,7 @@
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 use super::CommError;
-use super::overlap::Sendable;
+use super::overlap::{ComputeWaits, Sendable};
 use super::sharded::Sharded;
 
 /// A collective asked of the communication thread.
@@ -82,6 +82,7 @@ impl UnitQueue {
     /// prefetched). Give the buffer back with [`UnitQueue::recycle`] once read.
     pub fn take(&mut self, unit: usize) -> Result<Vec<f32>, CommError> {
         self.prefetch(unit)?;
+        let _waits = ComputeWaits::start();
         loop {
             if let Some(values) = self.arrived[unit].take() {
                 self.asked[unit] = false;
@@ -140,6 +141,7 @@ pub fn with_unit_queue<R>(
         let thread = scope.spawn(move || run_jobs(&mut s, jobs_rx, done_tx));
         let value = body(&mut queue);
         queue.jobs = None;
+        let _waits = ComputeWaits::start();
         let ran = thread.join().unwrap_or_else(|_| Err(queue.gone("it panicked")));
         // The thread has ended: what is left in the channel are buffers to keep (gathers never taken, too).
         while let Ok(done) = queue.done.try_recv() {

@@ -1,12 +1,18 @@
 //! The MPI engine: [`MpiComm`] implements trainbench's [`Communicator`] on `MPI_COMM_WORLD` (Open MPI or
 //! MPICH, found at build time through their compiler wrapper), so CPU ranks exchange gradients through the
 //! library's own collectives (shared memory between local ranks, TCP or InfiniBand between machines).
+//!
+//! A collective called from the rank's main thread blocks inside MPI, which polls. One called from a
+//! communication thread (an exchange overlapped with the computation) is started non-blocking and waited for
+//! politely ([`wait_beside`]): tested in a short spin, then between short sleeps, so the computing thread keeps
+//! its core; Open MPI progresses the collective inside each test.
 
 use mpi::Count;
 use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
 use mpi::datatype::{Equivalence, PartitionMut};
 use mpi::environment::{Threading, Universe};
 use mpi::point_to_point::{Destination, Source};
+use mpi::request::{Request, Scope};
 use mpi::topology::{Communicator as _, SimpleCommunicator};
 use trainbench_comm::{CommError, Communicator, EngineInfo};
 
@@ -14,6 +20,8 @@ use trainbench_comm::{CommError, Communicator, EngineInfo};
 pub struct MpiComm {
     world: SimpleCommunicator,
     version: String,
+    /// The thread that initialised MPI: the rank's main thread.
+    main: std::thread::ThreadId,
     // Dropped last: finalises MPI.
     _universe: Universe,
 }
@@ -34,12 +42,35 @@ impl MpiComm {
         let version = mpi::environment::library_version()
             .map(|v| v.trim_end_matches('\0').split(',').next().unwrap_or_default().trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
-        Ok(MpiComm { world, version, _universe: universe })
+        Ok(MpiComm { world, version, main: std::thread::current().id(), _universe: universe })
+    }
+
+    /// Whether this call comes from a communication thread, beside the computation.
+    fn beside(&self) -> bool {
+        std::thread::current().id() != self.main
     }
 
     /// The name of the processor (host) this rank runs on.
     pub fn host(&self) -> String {
         mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into())
+    }
+}
+
+/// Wait for `request` beside a computing thread: tested in a spin of 50 microseconds (a collective whose peers
+/// are there completes in it), then between sleeps of 20 microseconds, which leave the core to the computation;
+/// in a spin again whenever the computing thread waits for this one ([`trainbench_comm::compute_waits`]).
+pub fn wait_beside<'a, D: ?Sized, S: Scope<'a>>(mut request: Request<'a, D, S>) {
+    let spin_until = std::time::Instant::now() + std::time::Duration::from_micros(50);
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(pending) => request = pending,
+        }
+        if trainbench_comm::compute_waits() || std::time::Instant::now() < spin_until {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
     }
 }
 
@@ -67,7 +98,13 @@ impl Communicator for MpiComm {
             return Err(error(format!("all-reduce of {} values into {}", send.len(), recv.len())));
         }
         count(send.len())?;
-        self.world.all_reduce_into(send, recv, SystemOperation::sum());
+        if self.beside() {
+            mpi::request::scope(|scope| {
+                wait_beside(self.world.immediate_all_reduce_into(scope, send, recv, SystemOperation::sum()));
+            });
+        } else {
+            self.world.all_reduce_into(send, recv, SystemOperation::sum());
+        }
         Ok(())
     }
 
@@ -77,7 +114,14 @@ impl Communicator for MpiComm {
         if recv.is_empty() {
             return Ok(());
         }
-        self.world.reduce_scatter_block_into(send, recv, SystemOperation::sum());
+        if self.beside() {
+            mpi::request::scope(|scope| {
+                let op = SystemOperation::sum();
+                wait_beside(self.world.immediate_reduce_scatter_block_into(scope, send, recv, op));
+            });
+        } else {
+            self.world.reduce_scatter_block_into(send, recv, SystemOperation::sum());
+        }
         Ok(())
     }
 
@@ -87,7 +131,11 @@ impl Communicator for MpiComm {
         if send.is_empty() {
             return Ok(());
         }
-        self.world.all_gather_into(send, recv);
+        if self.beside() {
+            mpi::request::scope(|scope| wait_beside(self.world.immediate_all_gather_into(scope, send, recv)));
+        } else {
+            self.world.all_gather_into(send, recv);
+        }
         Ok(())
     }
 

@@ -415,6 +415,29 @@ mod tests {
     }
 
     #[test]
+    fn bucket_mb_and_overlap_are_refused_only_where_no_topology_reads_them() {
+        let refused = |strategies: &[&str], knobs: serde_json::Value| {
+            let mut topology: TopologySpec = serde_json::from_value(knobs).unwrap();
+            topology.devices_per_node = 2;
+            let entries: Vec<serde_json::Value> =
+                strategies.iter().map(|s| serde_json::json!({"devices_per_node": 2, "strategy": s})).collect();
+            let sweep: SweepSpec =
+                serde_json::from_value(serde_json::json!({"batch_sizes": [8], "topologies": entries})).unwrap();
+            let mut out = Vec::new();
+            check_exchange_knobs(&mut out, &topology, &sweep);
+            out.iter().map(|f| f.paths[0].to_string()).collect::<Vec<_>>()
+        };
+        let both = serde_json::json!({"bucket_mb": 4.0, "overlap": false});
+        assert!(refused(&["all-reduce"], both.clone()).is_empty());
+        assert!(refused(&["zero-2", "parameter-server"], both.clone()).is_empty(), "one reader is enough");
+        // ZeRO-3 reads `overlap` (its prefetch), not `bucket_mb` (one unit per block).
+        assert_eq!(refused(&["zero-3"], both.clone()), ["topology.bucket_mb"]);
+        assert_eq!(refused(&["fsdp"], serde_json::json!({"overlap": true})), Vec::<String>::new());
+        assert_eq!(refused(&["parameter-server"], both), ["topology.bucket_mb", "topology.overlap"]);
+        assert_eq!(refused(&["zero-1"], serde_json::json!({"bucket_mb": 0.0})), ["topology.bucket_mb"]);
+    }
+
+    #[test]
     fn cuda_numerics_are_refused_only_where_no_run_uses_them() {
         let findings = |device: &str, training: serde_json::Value, precisions: serde_json::Value| {
             let topology = TopologySpec { device: device.into(), ..TopologySpec::default() };
