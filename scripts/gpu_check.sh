@@ -9,10 +9,13 @@
 #   gpt      the smoke GPT in fp32 and bf16, once a spec for it exists (specs/*/gpt*.toml; skipped until then)
 #   oom      ResNet-50 at batch 4096: must be recorded out_of_memory, not failed
 #   nccl     ResNet-50 at world size 1 with all-reduce through the NCCL engine
+#   zero     the smoke GPT (specs/llm/smoke_gpt.toml, every layer recomputed) at world size 1 with ZeRO-3 through
+#            the NCCL engine: its reduce-scatter and all-gather, each layer gathered ahead on the communication
+#            thread, and the allocator's peak per rank
 #   parity   PyTorch eager on the same GPU (scripts/parity/cuda_eager.py) at batch 128, fp32 and fp16, against
 #            the resnet step's results: per-step median, free-running samples/s, allocator peak
-# (--quick: devices, ResNet-50 b128 fp32 and fp16, TF32 on, BERT fp16, gpt in bf16, oom, nccl, parity fp32, with
-# fewer steps.)
+# (--quick: devices, ResNet-50 b128 fp32 and fp16, TF32 on, BERT fp16, gpt in bf16, oom, nccl, zero, parity fp32,
+# with fewer steps.)
 # Every step has its own time limit; everything lands under $OUT: summary.txt (one line of figures per run:
 # throughput per step and free-running, device-time phases, TF32 switches and the peak used, memory breakdown
 # against the allocator peak and the analysis's estimate, NVML figures and the device they were mapped to,
@@ -47,7 +50,7 @@ DRY=0
 BUILD_ONLY=0
 QUICK=0
 BUNDLE=
-STEPS=devices,resnet,tf32,bert,gpt,oom,nccl,parity
+STEPS=devices,resnet,tf32,bert,gpt,oom,nccl,zero,parity
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --dry) DRY=1 ;;
@@ -56,7 +59,7 @@ while [[ $# -gt 0 ]]; do
         --bundle) BUNDLE=$(cd "$2" && pwd) || exit 2; shift ;;
         --steps) STEPS=$2; shift ;;
         *) echo "usage: $0 [--dry | --build-only] [--quick] [--bundle DIR]" \
-               "[--steps devices,resnet,tf32,bert,gpt,oom,nccl,parity]" >&2; exit 2 ;;
+               "[--steps devices,resnet,tf32,bert,gpt,oom,nccl,zero,parity]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -196,7 +199,7 @@ if [[ $DRY == 1 ]]; then
     OOMS=("${CPU[@]}" --set 'sweep.batch_sizes=[65536]')
     PARITY=(--device cpu --batch 2 --warmup 1 --iters 2 --free 2)
     PARITY_PRECISIONS=(fp32)
-    L_RES=170 L_BIG=80 L_BERT=100 L_GPT=60 L_OOM=60 L_NCCL=60 L_PAR=120
+    L_RES=170 L_BIG=80 L_BERT=100 L_GPT=60 L_OOM=60 L_NCCL=60 L_ZERO=60 L_PAR=120
 elif [[ $QUICK == 1 ]]; then
     GPU=(--set run.warmup=10 --set run.iterations=30 --set run.timeout_s=60 "${ONE[@]}")
     RES=("${GPU[@]}" --set 'sweep.batch_sizes=[128]' --set 'sweep.precisions=["fp32","fp16"]')
@@ -206,7 +209,7 @@ elif [[ $QUICK == 1 ]]; then
     OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=2 "${ONE[@]}")
     PARITY=(--batch 128 --warmup 10 --iters 30 --free 30)
     PARITY_PRECISIONS=(fp32)
-    L_RES=60 L_BIG=30 L_BERT=35 L_GPT=30 L_OOM=30 L_NCCL=35 L_PAR=35
+    L_RES=60 L_BIG=30 L_BERT=35 L_GPT=30 L_OOM=30 L_NCCL=35 L_ZERO=30 L_PAR=35
 else
     GPU=(--set run.warmup=20 --set run.iterations=60 --set run.timeout_s=120 "${ONE[@]}")
     RES=("${GPU[@]}" --set 'sweep.batch_sizes=[32,128]' --set 'sweep.precisions=["fp32","fp16","bf16"]')
@@ -216,7 +219,7 @@ else
     OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=2 "${ONE[@]}")
     PARITY=(--batch 128 --warmup 20 --iters 60 --free 50)
     PARITY_PRECISIONS=(fp32 fp16)
-    L_RES=150 L_BIG=45 L_BERT=70 L_GPT=45 L_OOM=45 L_NCCL=50 L_PAR=45
+    L_RES=150 L_BIG=45 L_BERT=70 L_GPT=45 L_OOM=45 L_NCCL=50 L_ZERO=40 L_PAR=45
 fi
 
 wanted resnet && step resnet "$L_RES" "$BIN" run "$RESNET" --out "$OUT/runs/resnet" "${RES[@]}"
@@ -272,6 +275,25 @@ if wanted nccl; then
         fi
     else
         step nccl "$L_NCCL" "$BIN" run "$RESNET" --out "$OUT/runs/nccl" "${BIG[@]}" --set run.iterations=30 "${NCCL[@]}"
+    fi
+fi
+
+if wanted zero; then
+    # ZeRO-3 through NCCL at world size 1: every layer a unit, gathered ahead while the one before computes.
+    ZERO=(--set 'topology.device="cuda"' --set 'topology.devices_per_node=1' --set 'topology.strategy="zero-3"'
+        --set 'topology.overlap=true'
+        --set 'training.activation_checkpointing="full"' --set 'sweep.precisions=["bf16"]')
+    if [[ $DRY == 1 ]]; then
+        step zero 60 "$BIN" run specs/llm/smoke_gpt.toml --out "$OUT/runs/zero" --set 'sweep.batch_sizes=[2]' "${ZERO[@]}"
+        rc=$?
+        if [[ $rc == 2 ]] && grep -q "NCCL engine" "$OUT/zero.log"; then
+            say "zero: refused as expected without a GPU"
+        else
+            say "zero: expected exit 2 naming the NCCL engine, got $rc (zero.log)"
+        fi
+    else
+        step zero "$L_ZERO" "$BIN" run specs/llm/smoke_gpt.toml --out "$OUT/runs/zero" "${GPTS[@]}" "${ZERO[@]}" \
+            --set 'sweep.batch_sizes=[16]'
     fi
 fi
 
