@@ -16,8 +16,8 @@ pub struct EnvDifference {
     /// Value in the second (candidate / re-run) result; `-` when absent.
     pub candidate: String,
     /// True when the difference makes the step times not comparable (device, backend, library versions,
-    /// precision, batch, world size, TF32 switches, cuDNN autotuning, data-parallel strategy, communication
-    /// engine and its version; CPU model, cores and instruction-set level for CPU runs); false for informational
+    /// precision, batch, world size, TF32 switches, cuDNN autotuning, data-parallel strategy, whether its
+    /// exchange overlapped the computation and its bucket size, communication engine and its version; CPU model, cores and instruction-set level for CPU runs); false for informational
     /// differences (driver, trainbench version, spec hash, OS, environment variables, host, a data-parallel run's
     /// launcher and hosts, library file locations, an instruction-set level only one of the results recorded,
     /// fp16's initial loss scale).
@@ -123,7 +123,17 @@ fn distribution(out: &mut Vec<EnvDifference>, a: &RunResult, b: &RunResult) {
     push(out, "strategy", strategy(a), strategy(b), true);
     let (da, db) = (a.distributed.as_ref(), b.distributed.as_ref());
     let both = da.is_some() && db.is_some();
-    let field = |d: Option<&DistributedResult>, f: &dyn Fn(&DistributedResult) -> String| d.map_or("-".into(), f);
+    // What the engine did, not what the spec asked: one bucket, or one unit, has nothing to overlap; a result
+    // written before it was recorded never overlapped.
+    let overlapped = |d: &DistributedResult| if d.overlapped.unwrap_or(false) { "yes" } else { "no" }.to_string();
+    push(out, "exchange overlapped", field_of(da, &overlapped), field_of(db, &overlapped), both);
+    let bucketed = |r: &RunResult| {
+        use trainbench_comm::DataParallel::{AllReduce, Zero1, Zero2};
+        matches!(r.plan.topology.strategy, AllReduce | Zero1 | Zero2)
+    };
+    let bucket = |r: &RunResult| format!("{:.2} MiB", r.plan.topology.bucket_bytes as f64 / (1u64 << 20) as f64);
+    push(out, "bucket size", bucket(a), bucket(b), bucketed(a) && bucketed(b));
+    let field = field_of;
     let hosts = |d: &DistributedResult| {
         let mut h = d.hosts.clone();
         h.sort();
@@ -135,6 +145,11 @@ fn distribution(out: &mut Vec<EnvDifference>, a: &RunResult, b: &RunResult) {
     push(out, "engine version", field(da, &version), field(db, &version), both);
     push(out, "launcher", field(da, &|d| d.launcher.clone()), field(db, &|d| d.launcher.clone()), false);
     push(out, "hosts", field(da, &hosts), field(db, &hosts), false);
+}
+
+/// `f` of a data-parallel run's section; `-` without one.
+fn field_of(d: Option<&DistributedResult>, f: &dyn Fn(&DistributedResult) -> String) -> String {
+    d.map_or("-".into(), f)
 }
 
 fn short(sha: &str) -> String {

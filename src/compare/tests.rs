@@ -77,3 +77,41 @@ fn a_side_whose_repeats_ran_on_different_machines_says_so() {
     assert!(line.contains("The runs came from 2 machines: node1 (1), node2 (1)"), "{line}");
     assert!(crate::report::machines_note(&crate::report::model::ReportModel::new(&one)).is_none());
 }
+
+#[test]
+fn two_data_parallel_runs_differ_by_their_overlap_and_bucket_size() {
+    #![allow(clippy::unwrap_used)]
+    use trainbench_comm::DataParallel;
+    let base: RunResult =
+        serde_json::from_str(include_str!("../../tests/fixtures/results/fixture-mlp/fixture-mlp.b8.fp32.1x1.r0.json"))
+            .unwrap();
+    let dp = |strategy: DataParallel, overlapped: Option<bool>, bucket_bytes: u64| {
+        let mut r = base.clone();
+        r.plan.topology =
+            trainbench_comm::Topology { bucket_bytes, ..trainbench_comm::Topology::on_one_node(strategy, 2) };
+        r.distributed = Some(
+            serde_json::from_value(serde_json::json!({
+                "world_size": 2, "strategy": strategy.name(), "parameter_servers": 0, "engine": "mpi",
+                "engine_version": "Open MPI v4.1.6", "launcher": "trainbench", "hosts": ["vm", "vm"], "ranks": [],
+                "gradient_bytes": 1000, "bytes_sent_per_step": 1000, "algorithm_bandwidth_gb_s": null,
+                "bus_bandwidth_gb_s": null, "comm_share": null, "overlapped": overlapped,
+            }))
+            .unwrap(),
+        );
+        r
+    };
+    let fields = |a: &RunResult, b: &RunResult| {
+        super::env::differences(a, b).into_iter().map(|d| (d.field, d.blocking)).collect::<Vec<_>>()
+    };
+    let mib = 1 << 20;
+    let (on, off) = (dp(DataParallel::Zero3, Some(true), 25 * mib), dp(DataParallel::Zero3, Some(false), 25 * mib));
+    assert_eq!(fields(&on, &off), [("exchange overlapped".to_string(), true)]);
+    // Results written before it was recorded never overlapped.
+    assert!(fields(&off, &dp(DataParallel::Zero3, None, 25 * mib)).is_empty());
+    // The bucket size decides all-reduce's and ZeRO-1/2's collectives; ZeRO-3 cuts one unit per block.
+    let (small, big) =
+        (dp(DataParallel::AllReduce, Some(true), mib), dp(DataParallel::AllReduce, Some(true), 25 * mib));
+    assert_eq!(fields(&small, &big), [("bucket size".to_string(), true)]);
+    let (z3a, z3b) = (dp(DataParallel::Zero3, Some(true), mib), dp(DataParallel::Zero3, Some(true), 25 * mib));
+    assert_eq!(fields(&z3a, &z3b), [("bucket size".to_string(), false)]);
+}
