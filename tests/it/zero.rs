@@ -243,3 +243,17 @@ fn a_rank_that_dies_while_the_layers_are_gathered_ahead_fails_its_run_without_or
     let left = crate::distributed::processes_in(dir.path());
     assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
 }
+
+#[test]
+fn a_zero_run_past_its_timeout_is_interrupted_on_every_rank_and_leaves_nothing_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = pair("zero-3").replace("iterations = 5\ntimeout_s = 240", "iterations = 100000\ntimeout_s = 4");
+    assert!(spec.contains("timeout_s = 4"), "{spec}");
+    run(dir.path(), &spec);
+    let r = result(dir.path(), "1x2.ckpt-full");
+    let RunOutcome::Interrupted { reason } = &r.outcome else { panic!("{:?}", r.outcome) };
+    assert!(reason.contains("timeout"), "{reason}");
+    assert!(r.metrics.is_some(), "the steps measured before the timeout are kept");
+    let left = crate::distributed::processes_in(dir.path());
+    assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
+}
