@@ -13,7 +13,8 @@
 //!   every micro-batch; the root unit (S_root, every tensor outside the blocks) is reduce-scattered and gathered
 //!   once per step: T = (3kn + 2)(W-1) alpha + (W-1)/W x (3k S_blocks + 2 S_root) / B for k micro-batches.
 //! - One device (or strategy `single`): no exchange.
-//! - What the step waits for of it ([`exposed`]): the engine's overlap with the computation.
+//! - What the step waits for of it ([`exposed`]): the engine's overlap with the computation, where it can hide
+//!   anything ([`overlap_hides`]).
 //!
 //! Which link carries it is the spec's `topology.interconnect`, looked up in the profile: `pcie` is the
 //! profile's PCIe intra-node link, else its PCIe host link (GPUs of one machine talk through the host's PCIe
@@ -95,6 +96,16 @@ pub fn exposed(
     };
     let hideable = if topology.strategy.zero_stage().is_some() { comm_s / 2.0 } else { comm_s };
     (hideable - backward_s).max(hideable * tail) + (comm_s - hideable)
+}
+
+/// Whether overlapping the exchange with the computation can hide any of it on `profile`: not on a CPU whose
+/// workers exchange through shared memory, where the collectives' copies and sums run on the cores the
+/// computation uses (measured: `docs/measurements.md`, "ZeRO-3's prefetch on CPU ranks"). There the step pays
+/// the whole exchange, as without overlap.
+pub fn overlap_hides(profile: &HardwareFile, topology: &Topology) -> bool {
+    let cpu = profile.device.kind == crate::hardware::wire::DeviceKind::Cpu;
+    let shared = link(profile, topology.interconnect).is_ok_and(|l| l.kind == LinkKind::SharedMemory);
+    !(cpu && shared)
 }
 
 /// The link of `profile` that `interconnect` names.

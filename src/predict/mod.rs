@@ -219,7 +219,11 @@ pub fn predict_with(
     let backward_s = micro * (one_backward_s + recomputed * one_forward_s);
     let optimizer_s = compute.optimizer.time_s;
     // The exchange overlaps the last micro-batch's backward pass where the engine does so.
-    comm.exposed_s = comm::exposed(graph, &setting.topology, &comm, forward_s / micro, backward_s / micro);
+    comm.exposed_s = if comm::overlap_hides(profile, &setting.topology) {
+        comm::exposed(graph, &setting.topology, &comm, forward_s / micro, backward_s / micro)
+    } else {
+        comm.time_s
+    };
     let phases = Phases { data_s, forward_s, backward_s, optimizer_s, comm_s: comm.exposed_s };
     let step = data_s + forward_s + backward_s + optimizer_s + comm.exposed_s;
     let overlapped = data_s.max(forward_s + backward_s.max(comm.time_s) + optimizer_s);

@@ -656,3 +656,23 @@ fn zero_3_gathers_blocks_per_micro_batch_and_its_prefetch_hides_them_but_not_the
     let two = at(false, 2);
     assert!(close(two.comm.time_s, 6.0 * z.blocks_s + z.root_s), "{:?}", two.comm);
 }
+
+#[test]
+fn on_a_cpu_whose_workers_share_memory_the_overlap_hides_nothing() {
+    let spec = r#"{"layers": 4, "d_model": 64, "heads": 4, "vocab": 500, "seq_len": 32, "max_positions": 32}"#;
+    let spec = trainbench_graph::model::ModelSpec::Gpt(serde_json::from_str(spec).unwrap());
+    let g = trainbench_graph::zoo::build(&spec).unwrap();
+    let mut cpu = profile();
+    cpu.device.kind = DeviceKind::Cpu;
+    cpu.intra_node = Some(link(LinkKind::SharedMemory, 1.0, 5.0));
+    let mut gpu = profile();
+    gpu.intra_node = Some(link(LinkKind::Pcie, 1.0, 5.0));
+    for strategy in [DataParallel::AllReduce, DataParallel::Zero2, DataParallel::Zero3] {
+        let mut s = setting(64, strategy, 1, 2, Interconnect::Pcie);
+        s.topology.bucket_bytes = 4096;
+        s.schedule.checkpointing = trainbench_graph::training::Checkpointing::Full;
+        let (on_cpu, on_gpu) = (predict(&g, &s, &cpu).unwrap(), predict(&g, &s, &gpu).unwrap());
+        assert_eq!(on_cpu.comm.exposed_s, on_cpu.comm.time_s, "{strategy:?}: {:?}", on_cpu.comm);
+        assert!(on_gpu.comm.exposed_s < on_gpu.comm.time_s, "{strategy:?}: {:?}", on_gpu.comm);
+    }
+}
