@@ -615,11 +615,15 @@ fn the_step_pays_the_exchange_the_engines_overlap_leaves_exposed() {
     assert!(close(z3.comm.exposed_s, z3.comm.time_s) && close(z3.comm.time_s, serial.comm.time_s), "{:?}", z3.comm);
 }
 
+/// A 4-layer decoder of the zoo: a root unit and one unit per layer for ZeRO-3.
+fn decoder() -> Graph {
+    let spec = r#"{"layers": 4, "d_model": 64, "heads": 4, "vocab": 500, "seq_len": 32, "max_positions": 32}"#;
+    trainbench_graph::zoo::build(&trainbench_graph::model::ModelSpec::Gpt(serde_json::from_str(spec).unwrap())).unwrap()
+}
+
 #[test]
 fn zero_3_gathers_blocks_per_micro_batch_and_its_prefetch_hides_them_but_not_the_root() {
-    let spec = r#"{"layers": 4, "d_model": 64, "heads": 4, "vocab": 500, "seq_len": 32, "max_positions": 32}"#;
-    let spec = trainbench_graph::model::ModelSpec::Gpt(serde_json::from_str(spec).unwrap());
-    let g = trainbench_graph::zoo::build(&spec).unwrap();
+    let g = decoder();
     let mut prof = profile();
     prof.network = Some(link(LinkKind::Ethernet, 2.5, 20.0));
     let at = |overlap: bool, k: u32| {
@@ -659,9 +663,7 @@ fn zero_3_gathers_blocks_per_micro_batch_and_its_prefetch_hides_them_but_not_the
 
 #[test]
 fn on_a_cpu_whose_workers_share_memory_the_overlap_hides_nothing() {
-    let spec = r#"{"layers": 4, "d_model": 64, "heads": 4, "vocab": 500, "seq_len": 32, "max_positions": 32}"#;
-    let spec = trainbench_graph::model::ModelSpec::Gpt(serde_json::from_str(spec).unwrap());
-    let g = trainbench_graph::zoo::build(&spec).unwrap();
+    let g = decoder();
     let mut cpu = profile();
     cpu.device.kind = DeviceKind::Cpu;
     cpu.intra_node = Some(link(LinkKind::SharedMemory, 1.0, 5.0));
