@@ -6,8 +6,8 @@ use plotters::prelude::*;
 
 use super::super::model::Spread;
 use super::super::{ConfigRow, ReportError, Series};
-use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{chart_and_legend, color, count_tick, finish, log2_range, panel_chart, slug, tick};
+use super::{CHART_HEIGHT, Legend, Mark, Plot, Section, WIDTH};
+use super::{chart_and_legend, color, draw_count_mesh, draw_marked_line, finish, log2_range, panel_chart, slug};
 
 /// x range on a log2 batch axis covering all batch sizes, with some room.
 fn batch_range(series: &[Series<'_>]) -> (f64, f64) {
@@ -48,32 +48,15 @@ fn draw_panel(
     let mut chart = panel_chart(&upper, caption, false)
         .build_cartesian_2d((xlo..xhi).log_scale().base(2.0), 0.0..ymax)
         .map_err(e)?;
-    chart
-        .configure_mesh()
-        .max_light_lines(1)
-        .x_desc("batch size")
-        .y_desc(y_desc)
-        .label_style((FONT, LABEL_SIZE))
-        .axis_desc_style((FONT, LABEL_SIZE + 1))
-        .x_label_formatter(&|x| count_tick(*x))
-        .y_label_formatter(&|y| tick(*y))
-        .draw()
-        .map_err(e)?;
+    draw_count_mesh(&mut chart, "batch size", y_desc)?;
     for curve in curves {
         let pts: Vec<(f64, f64)> = curve.points.iter().map(|(x, s)| (*x, s.median)).collect();
-        let c = match curve.mark {
-            Mark::Dashed(c) => {
-                chart.draw_series(DashedLineSeries::new(pts.clone(), 5, 4, c.stroke_width(2))).map_err(e)?;
-                chart.draw_series(pts.iter().map(|p| TriangleMarker::new(*p, 4, c.filled()))).map_err(e)?;
-                c
-            }
-            Mark::Line(c) | Mark::Block(c) | Mark::PaleBlock(c) => {
-                chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2))).map_err(e)?;
-                chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled()))).map_err(e)?;
-                c
-            }
+        let (c, dashed) = match curve.mark {
+            Mark::Dashed(c) => (c, true),
+            Mark::Line(c) | Mark::Block(c) | Mark::PaleBlock(c) => (c, false),
             Mark::Cross => continue,
         };
+        draw_marked_line(&mut chart, &pts, c, dashed)?;
         // Error bars: a vertical line from the smallest to the largest repeat, with caps.
         let bars: Vec<(f64, f64, f64)> = curve
             .points

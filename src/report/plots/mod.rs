@@ -16,6 +16,7 @@ mod scaling;
 mod target;
 
 use plotters::coord::Shift;
+use plotters::coord::combinators::LogCoord;
 use plotters::coord::ranged1d::SegmentedCoord;
 use plotters::coord::types::{RangedCoordf64, RangedCoordusize};
 use plotters::prelude::*;
@@ -192,6 +193,43 @@ fn panel_chart<'a, 'b>(
         builder.margin_right(16);
     }
     builder
+}
+
+/// A chart of values against a log2 count axis (batch size, world size).
+type CountChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<LogCoord<f64>, RangedCoordf64>>;
+
+/// Draw the mesh of a [`CountChart`]: light lines, the axes described as `x_desc` and `y_desc`, counts below.
+fn draw_count_mesh(chart: &mut CountChart<'_, '_>, x_desc: &str, y_desc: &str) -> Result<(), String> {
+    chart
+        .configure_mesh()
+        .max_light_lines(1)
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .label_style((FONT, LABEL_SIZE))
+        .axis_desc_style((FONT, LABEL_SIZE + 1))
+        .x_label_formatter(&|x| count_tick(*x))
+        .y_label_formatter(&|y| tick(*y))
+        .draw()
+        .map_err(|e| format!("{e:?}"))
+}
+
+/// Draw `pts` on a [`CountChart`] in colour `c`: a solid line with dots, or (`dashed`) a dashed line with
+/// triangles.
+fn draw_marked_line(
+    chart: &mut CountChart<'_, '_>,
+    pts: &[(f64, f64)],
+    c: RGBColor,
+    dashed: bool,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<_>| format!("{e:?}");
+    if dashed {
+        chart.draw_series(DashedLineSeries::new(pts.to_vec(), 5, 4, c.stroke_width(2))).map_err(e)?;
+        chart.draw_series(pts.iter().map(|p| TriangleMarker::new(*p, 4, c.filled()))).map_err(e)?;
+    } else {
+        chart.draw_series(LineSeries::new(pts.to_vec(), c.stroke_width(2))).map_err(e)?;
+        chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled()))).map_err(e)?;
+    }
+    Ok(())
 }
 
 /// A file-name-safe form of a name.

@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use super::super::model::{ConfigRow, ReportModel};
 use super::super::scaling::{efficiency_of, reference_of};
 use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
-use super::{chart_and_legend, color, finish, panel_chart, slug, tick};
+use super::{chart_and_legend, color, draw_count_mesh, draw_marked_line, finish, panel_chart, slug, tick};
 
 /// One line of a panel: its label and `(world size, solid value, dashed value)` points by world size.
 struct Line {
@@ -170,25 +170,12 @@ fn draw_held(
     let mut chart = panel_chart(&upper, caption, false)
         .build_cartesian_2d((xlo..xhi).log_scale().base(2.0), 0.0..ymax)
         .map_err(e)?;
-    chart
-        .configure_mesh()
-        .max_light_lines(1)
-        .x_desc("world size (workers)")
-        .y_desc("MiB held per worker")
-        .label_style((FONT, LABEL_SIZE))
-        .axis_desc_style((FONT, LABEL_SIZE + 1))
-        .x_label_formatter(&|x| super::count_tick(*x))
-        .y_label_formatter(&|y| tick(*y))
-        .draw()
-        .map_err(e)?;
+    draw_count_mesh(&mut chart, "world size (workers)", "MiB held per worker")?;
     for (i, l) in lines.iter().enumerate() {
-        let c = color(i);
         let total: Vec<(f64, f64)> = l.points.iter().filter_map(|p| p.1.map(|v| (p.0, v))).collect();
-        chart.draw_series(LineSeries::new(total.clone(), c.stroke_width(2))).map_err(e)?;
-        chart.draw_series(total.iter().map(|p| Circle::new(*p, 3, c.filled()))).map_err(e)?;
+        draw_marked_line(&mut chart, &total, color(i), false)?;
         let opt: Vec<(f64, f64)> = l.points.iter().filter_map(|p| p.2.map(|v| (p.0, v))).collect();
-        chart.draw_series(DashedLineSeries::new(opt.clone(), 5, 4, c.stroke_width(2))).map_err(e)?;
-        chart.draw_series(opt.iter().map(|p| TriangleMarker::new(*p, 4, c.filled()))).map_err(e)?;
+        draw_marked_line(&mut chart, &opt, color(i), true)?;
     }
     legend.draw(&lower).map_err(e)?;
     root.present().map_err(e)
@@ -207,17 +194,7 @@ fn draw(
         .build_cartesian_2d((xlo..xhi).log_scale().base(2.0), 0.0..ymax)
         .map_err(e)?
         .set_secondary_coord((xlo..xhi).log_scale().base(2.0), 0.0..emax);
-    chart
-        .configure_mesh()
-        .max_light_lines(1)
-        .x_desc("world size (workers)")
-        .y_desc("samples / s")
-        .label_style((FONT, LABEL_SIZE))
-        .axis_desc_style((FONT, LABEL_SIZE + 1))
-        .x_label_formatter(&|x| super::count_tick(*x))
-        .y_label_formatter(&|y| tick(*y))
-        .draw()
-        .map_err(e)?;
+    draw_count_mesh(&mut chart, "world size (workers)", "samples / s")?;
     chart
         .configure_secondary_axes()
         .y_desc("scaling efficiency %")
@@ -229,8 +206,7 @@ fn draw(
     for (i, l) in lines.iter().enumerate() {
         let c = color(i);
         let pts: Vec<(f64, f64)> = l.points.iter().filter_map(|p| p.1.map(|t| (p.0, t))).collect();
-        chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2))).map_err(e)?;
-        chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled()))).map_err(e)?;
+        draw_marked_line(&mut chart, &pts, c, false)?;
         let eff: Vec<(f64, f64)> = l.points.iter().filter_map(|p| p.2.map(|v| (p.0, v * 100.0))).collect();
         chart.draw_secondary_series(DashedLineSeries::new(eff.clone(), 5, 4, c.stroke_width(2))).map_err(e)?;
         chart.draw_secondary_series(eff.iter().map(|p| TriangleMarker::new(*p, 4, c.filled()))).map_err(e)?;
