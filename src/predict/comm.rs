@@ -142,46 +142,29 @@ pub fn comm(
         formula: "no exchange".into(),
         zero3: None,
     };
-    if w <= 1.0 {
+    // One worker, or `single`, exchanges nothing (and needs no link).
+    if w <= 1.0 || topology.strategy == DataParallel::Single {
         return Ok(none);
     }
     let s = gradient_bytes;
-    Ok(match topology.strategy {
-        DataParallel::Single => none,
-        DataParallel::AllReduce => {
-            let l = link(profile, topology.interconnect)?;
-            let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
+    let l = link(profile, topology.interconnect)?;
+    let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
+    let (time_s, bytes, formula, zero3) = match topology.strategy {
+        DataParallel::Single => return Ok(none),
+        // ZeRO-1/2's reduce-scatter and all-gather move, and cost, what a ring all-reduce does.
+        DataParallel::AllReduce | DataParallel::Zero1 | DataParallel::Zero2 => {
             let bytes = 2.0 * (w - 1.0) / w * s;
-            let t = 2.0 * (w - 1.0) * alpha + bytes / b;
-            CommCost {
-                time_s: t,
-                exposed_s: t,
-                bytes_per_worker: bytes,
-                link: l.name.clone(),
-                formula: format!("ring all-reduce: 2(W-1) alpha + 2(W-1)/W S / B, W = {w}"),
-                zero3: None,
-            }
-        }
-        DataParallel::Zero1 | DataParallel::Zero2 => {
-            let l = link(profile, topology.interconnect)?;
-            let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
-            let bytes = 2.0 * (w - 1.0) / w * s;
-            let t = 2.0 * (w - 1.0) * alpha + bytes / b;
-            CommCost {
-                time_s: t,
-                exposed_s: t,
-                bytes_per_worker: bytes,
-                link: l.name.clone(),
-                formula: format!(
+            let formula = if topology.strategy == DataParallel::AllReduce {
+                format!("ring all-reduce: 2(W-1) alpha + 2(W-1)/W S / B, W = {w}")
+            } else {
+                format!(
                     "{}: reduce-scatter + all-gather, each (W-1) alpha + (W-1)/W S / B, W = {w}",
                     topology.strategy.name()
-                ),
-                zero3: None,
-            }
+                )
+            };
+            (2.0 * (w - 1.0) * alpha + bytes / b, bytes, formula, None)
         }
         DataParallel::Zero3 => {
-            let l = link(profile, topology.interconnect)?;
-            let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
             let split = BlockSplit::of(graph, w as usize);
             let (s_blocks, s_root) = (s * split.blocks_share, s * (1.0 - split.blocks_share));
             let pass = |collectives: f64, bytes: f64| collectives * (w - 1.0) * alpha + (w - 1.0) / w * bytes / b;
@@ -192,40 +175,26 @@ pub fn comm(
                 root_s: pass(2.0, 2.0 * s_root),
                 micro_batches: k,
             };
+            let formula = format!(
+                "zero-3: (3kn + 2)(W-1) alpha + (W-1)/W (3k S_blocks + 2 S_root) / B, W = {w}, n = {} blocks, k = {k}",
+                split.blocks
+            );
             let bytes = (w - 1.0) / w * (3.0 * k * s_blocks + 2.0 * s_root);
-            CommCost {
-                time_s: 3.0 * k * passes.blocks_s + passes.root_s,
-                exposed_s: 3.0 * k * passes.blocks_s + passes.root_s,
-                bytes_per_worker: bytes,
-                link: l.name.clone(),
-                formula: format!(
-                    "zero-3: (3kn + 2)(W-1) alpha + (W-1)/W (3k S_blocks + 2 S_root) / B, W = {w}, n = {} blocks, \
-                     k = {k}",
-                    split.blocks
-                ),
-                zero3: Some(passes),
-            }
+            (3.0 * k * passes.blocks_s + passes.root_s, bytes, formula, Some(passes))
         }
         DataParallel::ParameterServer { servers } => {
-            let l = link(profile, topology.interconnect)?;
-            let (b, alpha) = (l.bandwidth_gbs * 1e9, l.latency_us * 1e-6);
             let p = servers.max(1) as f64;
             let shared = matches!(l.kind, LinkKind::Ethernet | LinkKind::Infiniband);
             let b_worker = if shared { b / topology.devices_per_node as f64 } else { b };
             let per_direction = alpha + (s / b_worker).max(w * s / (p * b));
-            CommCost {
-                time_s: 2.0 * per_direction,
-                exposed_s: 2.0 * per_direction,
-                bytes_per_worker: 2.0 * s,
-                link: l.name.clone(),
-                formula: format!(
-                    "parameter servers: 2 x (alpha + max(S / B_worker, W S / (P B))), W = {w}, P = {p}{}",
-                    if shared { format!(", B_worker = B / {}", topology.devices_per_node) } else { String::new() }
-                ),
-                zero3: None,
-            }
+            let formula = format!(
+                "parameter servers: 2 x (alpha + max(S / B_worker, W S / (P B))), W = {w}, P = {p}{}",
+                if shared { format!(", B_worker = B / {}", topology.devices_per_node) } else { String::new() }
+            );
+            (2.0 * per_direction, 2.0 * s, formula, None)
         }
-    })
+    };
+    Ok(CommCost { time_s, exposed_s: time_s, bytes_per_worker: bytes, link: l.name.clone(), formula, zero3 })
 }
 
 /// How ZeRO-3 cuts a model: its block units' share of the trained elements, and the largest one's.
