@@ -389,12 +389,13 @@ pub struct TopologySpec {
     #[serde(default)]
     pub strategy: Strategy,
     /// MiB of gradients per all-reduce bucket, or per sharded unit with `zero-1` and `zero-2` (default 25,
-    /// PyTorch DDP's); `zero-3` shards one unit per recomputable block instead.
+    /// PyTorch DDP's); `zero-3` shards one unit per recomputable block instead. Not simulated by `mock`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0009765625))]
     pub bucket_mb: Option<f64>,
-    /// Exchange each gradient bucket during the backward pass, as soon as its gradients exist (default true;
-    /// read by `all-reduce`, `zero-1` and `zero-2`); `false` exchanges after the backward pass.
+    /// Exchange beside the computation (default true): each gradient bucket during the backward pass as soon
+    /// as its gradients exist (`all-reduce`, `zero-1`, `zero-2`), each block's weights gathered while the block
+    /// before it computes (`zero-3`); `false` exchanges between the computation. Not simulated by `mock`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<bool>,
     /// Parameter-server ranks beside the workers (`strategy = "parameter-server"` only); each holds a shard of

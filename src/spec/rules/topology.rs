@@ -115,6 +115,19 @@ fn check_exchange_knobs(out: &mut Vec<Finding>, topology: &TopologySpec, sweep: 
         ),
     ];
     for (key, set, read, readers) in knobs {
+        if set && topology.backend == BackendChoice::Mock {
+            out.push(
+                Finding::new(
+                    FieldPath::keys(&["topology", key]),
+                    format!(
+                        "`{key}` is not simulated by the mock backend, which prices the exchange as whole ring \
+                         passes after the backward pass"
+                    ),
+                )
+                .hint(format!("remove `{key}`, or run on `tch`")),
+            );
+            continue;
+        }
         if set && !read {
             let why = if key == "bucket_mb" && strategies.iter().any(sharded3) {
                 " (zero-3 exchanges block by block, one unit per recomputable block)"
@@ -435,6 +448,9 @@ mod tests {
         assert_eq!(refused(&["fsdp"], serde_json::json!({"overlap": true})), Vec::<String>::new());
         assert_eq!(refused(&["parameter-server"], both), ["topology.bucket_mb", "topology.overlap"]);
         assert_eq!(refused(&["zero-1"], serde_json::json!({"bucket_mb": 0.0})), ["topology.bucket_mb"]);
+        // The mock backend simulates neither.
+        let on_mock = serde_json::json!({"backend": "mock", "bucket_mb": 4.0, "overlap": true});
+        assert_eq!(refused(&["all-reduce"], on_mock), ["topology.bucket_mb", "topology.overlap"]);
     }
 
     #[test]
