@@ -108,10 +108,7 @@ pub(super) fn scaling(model: &ReportModel<'_>, spec: &str) -> Result<Option<Plot
     }
     let id = format!("scaling-{}", slug(spec));
     let title = format!("Throughput and scaling efficiency vs world size: {spec}");
-    let worlds = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
-    let (xlo, xhi) = (worlds.clone().fold(f64::INFINITY, f64::min).max(1.0), worlds.fold(1.0, f64::max));
-    let (xlo, xhi) = super::log2_range(xlo, xhi);
-    let ymax = (lines.iter().flat_map(|l| l.points.iter().filter_map(|p| p.1)).fold(0.0, f64::max) * 1.1).max(1e-9);
+    let (xlo, xhi, ymax) = extent(&lines);
     let emax =
         (lines.iter().flat_map(|l| l.points.iter().filter_map(|p| p.2)).fold(1.0, f64::max) * 100.0 * 1.1).max(110.0);
     let mut entries = Vec::new();
@@ -122,13 +119,7 @@ pub(super) fn scaling(model: &ReportModel<'_>, spec: &str) -> Result<Option<Plot
         }
     }
     let legend = Legend::new(entries, WIDTH);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT + legend.height)).into_drawing_area();
-        draw(&root, spec, (xlo, xhi, ymax, emax), &lines, &legend)
-            .map_err(|message| super::ReportError::Plot { plot: id.clone(), message })?;
-    }
-    Ok(Some(finish(id, title, Section::Scaling, svg, Vec::new())))
+    render(id, title, &legend, |root| draw(root, spec, (xlo, xhi, ymax, emax), &lines, &legend)).map(Some)
 }
 
 /// What one worker held against world size for one spec; `None` when no run says.
@@ -139,23 +130,38 @@ pub(super) fn held(model: &ReportModel<'_>, spec: &str) -> Result<Option<Plot>, 
     }
     let id = format!("held-{}", slug(spec));
     let title = format!("Memory held per worker vs world size: {spec}");
-    let worlds = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
-    let (xlo, xhi) = (worlds.clone().fold(f64::INFINITY, f64::min).max(1.0), worlds.fold(1.0, f64::max));
-    let (xlo, xhi) = super::log2_range(xlo, xhi);
-    let ymax = (lines.iter().flat_map(|l| l.points.iter().filter_map(|p| p.1)).fold(0.0, f64::max) * 1.1).max(1e-9);
+    let (xlo, xhi, ymax) = extent(&lines);
     let mut entries = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         entries.push((format!("weights + gradients + optimizer · {}", l.label), Mark::Line(color(i))));
         entries.push((format!("optimizer state · {}", l.label), Mark::Dashed(color(i))));
     }
     let legend = Legend::new(entries, WIDTH);
+    render(id, title, &legend, |root| draw_held(root, spec, (xlo, xhi, ymax), &lines, &legend)).map(Some)
+}
+
+/// The log2 world-size range of `lines` and the top of their solid values, with 10% room above.
+fn extent(lines: &[Line]) -> (f64, f64, f64) {
+    let worlds = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+    let (xlo, xhi) = (worlds.clone().fold(f64::INFINITY, f64::min).max(1.0), worlds.fold(1.0, f64::max));
+    let (xlo, xhi) = super::log2_range(xlo, xhi);
+    let ymax = (lines.iter().flat_map(|l| l.points.iter().filter_map(|p| p.1)).fold(0.0, f64::max) * 1.1).max(1e-9);
+    (xlo, xhi, ymax)
+}
+
+/// Panel `id` of the scaling section: `draw` fills an SVG of the report's width, with room for `legend`.
+fn render(
+    id: String,
+    title: String,
+    legend: &Legend,
+    draw: impl FnOnce(&super::Area<'_>) -> Result<(), String>,
+) -> Result<Plot, super::ReportError> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT + legend.height)).into_drawing_area();
-        draw_held(&root, spec, (xlo, xhi, ymax), &lines, &legend)
-            .map_err(|message| super::ReportError::Plot { plot: id.clone(), message })?;
+        draw(&root).map_err(|message| super::ReportError::Plot { plot: id.clone(), message })?;
     }
-    Ok(Some(finish(id, title, Section::Scaling, svg, Vec::new())))
+    Ok(finish(id, title, Section::Scaling, svg, Vec::new()))
 }
 
 fn draw_held(
