@@ -13,7 +13,7 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 fn main() {
-    // Exported by backends/tch/build.rs (links = "trainbench_tch"); present only with feature `tch`.
+    // Exported by crates/trainbench-backend-tch/build.rs (links = "trainbench_backend_tch"); present only with feature `tch`.
     if let Ok(lib) = std::env::var("DEP_TRAINBENCH_TCH_LIBTORCH_LIB") {
         let rpath = std::env::var("TRAINBENCH_NO_RPATH").as_deref() != Ok("1");
         let mut args = if rpath { vec![format!("-Wl,-rpath,{lib}")] } else { Vec::new() };

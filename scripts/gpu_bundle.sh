@@ -14,7 +14,7 @@
 # binary runs only on the PyTorch build whose headers it was compiled against (another one corrupts memory rather
 # than failing); and tch's generated wrappers exist for one PyTorch release each, so the tch version changes with
 # PyTorch. Cargo cannot choose between two versions of a `links` crate by feature: the build runs in a scratch git
-# worktree (the working tree's files copied over its HEAD) whose backends/tch/Cargo.toml asks for the matching tch.
+# worktree (the working tree's files copied over its HEAD) whose crates/trainbench-backend-tch/Cargo.toml asks for the matching tch.
 #
 # Where things go (all outside the checkout except the bundle, so nothing large travels with the working tree):
 #   TRAINBENCH_BUNDLE_VENV     Python environment with that PyTorch  (default ~/.cache/trainbench/torch-VERSION)
@@ -100,10 +100,10 @@ sync_tree() {
     done
 }
 sync_tree
-MANIFEST="$SCRATCH/backends/tch/Cargo.toml"
-sed -E "s/^(tch|torch-sys) = \"[^\"]*\"/\1 = \"$TCH\"/" "$ROOT/backends/tch/Cargo.toml" >"$MANIFEST.new"
+MANIFEST="$SCRATCH/crates/trainbench-backend-tch/Cargo.toml"
+sed -E "s/^(tch|torch-sys) = \"[^\"]*\"/\1 = \"$TCH\"/" "$ROOT/crates/trainbench-backend-tch/Cargo.toml" >"$MANIFEST.new"
 if ! grep -q "^tch = \"$TCH\"" "$MANIFEST.new" || ! grep -q "^torch-sys = \"$TCH\"" "$MANIFEST.new"; then
-    echo "gpu_bundle.sh: backends/tch/Cargo.toml no longer has the lines tch = \"...\" and torch-sys = \"...\"" >&2
+    echo "gpu_bundle.sh: crates/trainbench-backend-tch/Cargo.toml no longer has the lines tch = \"...\" and torch-sys = \"...\"" >&2
     exit 1
 fi
 if cmp -s "$MANIFEST.new" "$MANIFEST"; then rm "$MANIFEST.new"; else mv "$MANIFEST.new" "$MANIFEST"; fi
@@ -133,7 +133,7 @@ for line in open(sys.argv[1]):
         m = json.loads(line)
     except ValueError:
         continue
-    if m.get("reason") == "build-script-executed" and m.get("package_id", "").find("trainbench-tch") >= 0:
+    if m.get("reason") == "build-script-executed" and m.get("package_id", "").find("trainbench-backend-tch") >= 0:
         state = "built" if "trainbench_nccl" in m.get("cfgs", []) else "missing"
     if m.get("reason") == "compiler-message" and "NCCL engine is not built" in json.dumps(m):
         state = "missing"

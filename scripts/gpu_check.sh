@@ -156,7 +156,7 @@ else
         fi
     else
         export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-        touch backends/tch/shim/shim.cpp
+        touch crates/trainbench-backend-tch/shim/shim.cpp
         # The build prints whether the NCCL engine was compiled (a cargo warning names what is missing when not).
         step build 540 cargo build --release --locked --offline --features tch || {
             say "the release build failed (build.log): nothing else can run"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Import circles among the Rust modules (files) of one or more folders of src/.
 
-Usage: scripts/import_cycles.py FOLDER [FOLDER ...]   (e.g. src/predict src/calibrate, or src/runner)
+Usage: scripts/import_cycles.py FOLDER [FOLDER ...]   (e.g. src/predict src/calibrate, or src, or
+crates/trainbench-comm/src; the folders of one crate per call)
 
 Every `.rs` file under the folders is a node (`src/a/mod.rs` is module `crate::a`, `src/a/b.rs` is `crate::a::b`,
 `src/a.rs` with `src/a/` is `crate::a`). An edge A -> B is a path in A's code (comments stripped) that names
@@ -18,13 +19,20 @@ import re
 import sys
 from pathlib import Path
 
-SRC = Path("src")
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
+def src_of(path: Path) -> Path:
+    """The `src` folder a file or folder lies in (the root crate's `src/` or a crate's `crates/<name>/src/`)."""
+    for parent in [path, *path.parents]:
+        if parent.name == "src":
+            return parent
+    sys.exit(f"{path}: not inside a crate's src/ folder")
+
+
 def module_of(path: Path) -> tuple:
-    """The module path of a file under src/, as a tuple of names (`crate` left out)."""
-    rel = path.relative_to(SRC).with_suffix("")
+    """The module path of a file under its crate's src/, as a tuple of names (`crate` left out)."""
+    rel = path.relative_to(src_of(path)).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] in ("mod", "lib", "main"):
         parts = parts[:-1]
@@ -139,7 +147,11 @@ def main(folders: list) -> int:
         sibling = p.with_suffix(".rs")
         if sibling.is_file():
             files.append(sibling)
-    all_modules = {module_of(p): p for p in SRC.rglob("*.rs")}
+    roots = {src_of(Path(f)) for f in folders}
+    if len(roots) != 1:
+        sys.exit("the folders must lie in one crate's src/ (run once per crate)")
+    src = roots.pop()
+    all_modules = {module_of(p): p for p in src.rglob("*.rs")}
     modules = set(all_modules)
     ours = {module_of(p): p for p in files}
     edges = {m: set() for m in ours}

@@ -6,7 +6,7 @@
 #
 # Before timing, it checks that both sides build the same model (parameter counts from `trainbench analyze`
 # and from PyTorch). `CHECK_LOSSES=1` also trains both from the very same weights and batches with dropout off
-# (backends/tch/examples/parity.rs writes the manifest scripts/parity/seeded.py reads) and prints both loss
+# (crates/trainbench-backend-tch/examples/parity.rs writes the manifest scripts/parity/seeded.py reads) and prints both loss
 # curves, which agree to every printed digit.
 #
 # Usage: scripts/parity.sh [MODEL...]   (resnet18-cifar, transformer, smoke-gpt; default: resnet18-cifar transformer)
@@ -42,7 +42,7 @@ for m in "${MODELS[@]}"; do
     echo "parity: $m builds different models: trainbench $tb_params parameters, PyTorch $py_params" >&2; exit 1
   fi
   if [ "${CHECK_LOSSES:-0}" = 1 ]; then
-    cargo build -q --release -p trainbench-tch --example parity
+    cargo build -q --release -p trainbench-backend-tch --example parity
     EX=target/release/examples/parity
     $EX "$m" --batch "$BATCH" --warmup 0 --iters 1 --threads "$THREADS" --dropout 0 --manifest "$WORK/$m.json" >/dev/null
     $EX "$m" $PYARGS --dropout 0 | grep '^RESULT'

@@ -16,7 +16,7 @@ for dir in "$@"; do
     (
         cd "$dir" || exit 1
         source scripts/env.sh >/dev/null 2>&1
-        touch backends/tch/shim/shim.cpp
+        touch crates/trainbench-backend-tch/shim/shim.cpp
         cargo test --features tch,wgpu --workspace --no-run >/dev/null 2>&1
         touch src/lib.rs
         s=$(date +%s.%N)

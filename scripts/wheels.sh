@@ -1,7 +1,7 @@
 # Sourced by env.sh and gpu_bundle.sh: the pins of the header-only CUDA wheels and the one check of a virtual
 # environment's wheels.
 
-# Header-only CUDA wheels the tch shim's NCCL engine (backends/tch/shim/nccl.cpp) compiles against beside the
+# Header-only CUDA wheels the tch shim's NCCL engine (crates/trainbench-backend-tch/shim/nccl.cpp) compiles against beside the
 # wheel's own CUDA headers (cuda_runtime.h includes CCCL's and the CRT's headers); 3.3 MB, no libraries. The same
 # CUDA 13.0 headers serve every PyTorch release the project builds against.
 CUDA_CCCL_VERSION=13.0.85

@@ -4,7 +4,7 @@
 //! metrics -> result -> report / compare / snapshot. See ARCHITECTURE.md.
 
 pub mod audit;
-pub mod backends;
+pub mod backend_registry;
 pub mod calibrate;
 pub mod check;
 pub mod cli;

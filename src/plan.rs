@@ -6,7 +6,7 @@ use trainbench_contract::{Budget, DeviceSelector, RunPlan};
 use trainbench_graph::Precision;
 use trainbench_graph::training::{Checkpointing, StepSchedule};
 
-use crate::backends::{self, Placement};
+use crate::backend_registry::{self, Placement};
 use crate::spec::ValidatedSpec;
 use crate::spec::rules::{EffectiveTopology, effective_precisions, effective_topologies};
 use crate::spec::wire::{BackendChoice, Strategy};
@@ -22,10 +22,10 @@ pub struct PlacementOverride {
 }
 
 /// Where a spec's runs go, decided once here: the backend (`auto` resolved for this build) and a device it
-/// drives ([`backends::place`]); every later stage reads the result from the plans.
+/// drives ([`backend_registry::place`]); every later stage reads the result from the plans.
 pub fn placement(spec: &ValidatedSpec, over: PlacementOverride) -> Placement {
     let backend = over.backend.unwrap_or(spec.spec().topology.backend);
-    backends::place(backend, over.device.unwrap_or(spec.device()))
+    backend_registry::place(backend, over.device.unwrap_or(spec.device()))
 }
 
 /// The runs of a spec where the spec puts them, in order: batch sizes outermost, then precisions, topologies

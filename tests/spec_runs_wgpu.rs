@@ -70,7 +70,7 @@ fn run_spec(path: &Path, rel: &str) -> RunResult {
 
 #[test]
 fn every_smoke_spec_trains_on_wgpu_with_a_stable_result_shape() {
-    if trainbench_wgpu::adapters().is_empty() {
+    if trainbench_backend_wgpu::adapters().is_empty() {
         trainbench_contract::conformance::prerequisite_missing(
             "wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)",
         );

@@ -1,6 +1,6 @@
 """The smoke GPT of specs/llm/smoke_gpt.toml in torch.nn, for scripts/parity/pytorch_eager.py: 4 layers, d_model
 256, 8 query heads over 4 key/value heads, RMSNorm (eps 1e-5), SwiGLU FFN 688, half-split rotary positions (theta
-10000), vocab 4096, 128 tokens, untied head, no biases: the structure of backends/graph/src/zoo/gpt.rs."""
+10000), vocab 4096, 128 tokens, untied head, no biases: the structure of crates/trainbench-graph/src/zoo/gpt.rs."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""Parity benchmark, PyTorch side: trains the same models as backends/tch/examples/parity.rs in plain PyTorch
+"""Parity benchmark, PyTorch side: trains the same models as crates/trainbench-backend-tch/examples/parity.rs in plain PyTorch
 eager mode and prints the steady-state step time in the same RESULT format.
 
 Usage: pytorch_eager.py <resnet18-cifar|transformer|smoke-gpt> [--batch N] [--warmup N] [--iters N] [--threads N]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use trainbench_contract::DeviceSelector;
 
 use super::RerunError;
-use crate::backends::BackendChoice;
+use crate::backend_registry::BackendChoice;
 use crate::plan::PlacementOverride;
 use crate::result::RunResult;
 use crate::runner::{RunnerOptions, Suite, run_suite};
@@ -63,13 +63,13 @@ mod tests {
     use trainbench_contract::BackendKind;
 
     use super::*;
-    use crate::backends;
+    use crate::backend_registry;
 
     #[test]
     fn a_recorded_backend_name_reruns_on_that_backend() {
         for kind in [BackendKind::Tch, BackendKind::Wgpu, BackendKind::Mock] {
             let choice = backend_of(kind.name());
-            assert_eq!(choice.map(|c| backends::resolve(c, DeviceSelector::Cpu)), Some(kind), "{}", kind.name());
+            assert_eq!(choice.map(|c| backend_registry::resolve(c, DeviceSelector::Cpu)), Some(kind), "{}", kind.name());
         }
         assert_eq!(backend_of("torch"), None);
         assert_eq!(backend_of(""), None);

@@ -5,6 +5,6 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    trainbench::backends::install(trainbench_engines::linked());
+    trainbench::backend_registry::install(trainbench_linked::linked());
     trainbench::cli::main(trainbench::cli::Binary::Engine)
 }

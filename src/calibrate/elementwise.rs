@@ -19,7 +19,7 @@
 //! (log-softmax's backward, the loss's scatter into zeroed logits) costs about four times softmax's. Max pooling
 //! is measured as a stack of 3 x 3 poolings with stride 1 on 8 channels of 32 x 32 and priced by output element.
 
-/// The measured attention's products at `batch` samples (`crate::predict::work::attention_products`).
+/// The measured attention's products at `batch` samples (`crate::predict::elementwise_work::attention_products`).
 pub fn measured_attention_products(batch: f64) -> Vec<[f64; 3]> {
     let (t, e) = (SAMPLE[0] as f64, SAMPLE[1] as f64);
     attention_products(batch, t, t, e, e, e, ATTENTION_HEADS as f64)
@@ -35,9 +35,9 @@ use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind, PoolKind};
 use trainbench_graph::{GraphBuilder, OptimizerSpec};
 
 use crate::hardware::wire::ElementwisePoint;
-use crate::predict::names::{ElementwiseClass, FirstKind};
+use crate::predict::price_classes::{ElementwiseClass, FirstKind};
 use crate::predict::roofline::FLUSH_ELEMENTS;
-use crate::predict::work::attention_products;
+use crate::predict::elementwise_work::attention_products;
 
 /// How many copies of the operation the element-wise micro-graph stacks (more copies, a larger difference to
 /// measure).
@@ -232,7 +232,7 @@ pub fn measure(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use crate::predict::work::class_of;
+    use crate::predict::elementwise_work::class_of;
 
     use super::*;
 

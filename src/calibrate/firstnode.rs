@@ -16,7 +16,7 @@ use trainbench_contract::{Backend, DeviceSelector};
 
 use super::elementwise::{self, ELEMENTWISE_STACK as STACK};
 use crate::hardware::wire::NodePoint;
-use crate::predict::names::{ElementwiseClass, FirstKind, NodeClass};
+use crate::predict::price_classes::{ElementwiseClass, FirstKind, NodeClass};
 
 /// Rounds per measurement (the median is kept): more than the other micro-graphs', the cost being the difference
 /// of two differences.

@@ -14,7 +14,7 @@ use super::stepcost::{LAYERS, layer_batch, layer_graph, optimizer_spec};
 use crate::hardware::wire::{Calibration, HardwareFile, KernelPoint, OptimizerPoint};
 use crate::predict::error::PredictError;
 use crate::predict::layer::ATTENTION_OPS;
-use crate::predict::names::{self, ElementwiseClass, FirstKind, NodeClass, OptimizerKind};
+use crate::predict::price_classes::{self, ElementwiseClass, FirstKind, NodeClass, OptimizerKind};
 use crate::predict::rates::{Coefficients, InStep, KernelClass, LogGrid, NodeCosts, OptimizerCost, SizePoint, axis};
 use crate::predict::roofline;
 use crate::predict::terms::Terms;
@@ -59,7 +59,7 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision) -> Result<Coef
     // The measured totals, netted below once the model can price what they hold.
     let mut elementwise: Vec<(ElementwiseClass, Vec<SizePoint>)> = Vec::new();
     for (i, p) in c.elementwise.iter().enumerate() {
-        let class: ElementwiseClass = names::parse(&p.op).ok_or_else(|| {
+        let class: ElementwiseClass = price_classes::parse(&p.op).ok_or_else(|| {
             let known: Vec<&str> = ElementwiseClass::ALL.iter().map(|c| c.name()).collect();
             unknown(format!("calibration.elementwise[{i}].op"), &p.op, known.join(", "))
         })?;
@@ -76,7 +76,7 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision) -> Result<Coef
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     for (i, p) in c.optimizer.iter().enumerate() {
-        if names::parse::<OptimizerKind>(&p.kind).is_none() {
+        if price_classes::parse::<OptimizerKind>(&p.kind).is_none() {
             let known: Vec<&str> = OptimizerKind::ALL.iter().map(|k| k.name()).collect();
             return Err(unknown(format!("calibration.optimizer[{i}].kind"), &p.kind, known.join(", ")));
         }

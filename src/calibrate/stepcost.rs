@@ -30,7 +30,7 @@ use trainbench_graph::{GraphBuilder, OptimizerSpec};
 use super::harness::{ROUNDS, StepPhases, median_phases, per_added_node, phases, plan};
 use crate::hardware::wire::{NodePoint, OptimizerPoint};
 use crate::predict::layer::LOSS_OPS;
-use crate::predict::names::OptimizerKind;
+use crate::predict::price_classes::OptimizerKind;
 
 /// Nodes in the measured per-node stacks: 16, so that the difference to the graph without them is well above the
 /// run-to-run noise of a step of a few tens of microseconds.
@@ -261,7 +261,7 @@ mod tests {
         }
         assert!(matches!(optimizer_spec(OptimizerKind::Adam), OptimizerSpec::Adam { .. }));
         for class in NODE_CLASSES.into_iter().chain(LAYER_CLASSES).chain(["step"]) {
-            assert!(crate::predict::names::NodeClass::parse(class).is_some(), "{class}");
+            assert!(crate::predict::price_classes::NodeClass::parse(class).is_some(), "{class}");
         }
         let e = node_graph("softmax", NODE_STACK).unwrap_err();
         assert!(e.contains("`softmax`") && e.contains("elementwise, linear"), "{e}");

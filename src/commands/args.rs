@@ -1,7 +1,7 @@
 //! Arguments several subcommands share, defined once: the output format (`--format text|json`, with `--json`
 //! kept as a hidden alias), the `--set` overrides, and the printing of malformed overrides.
 //!
-//! The backend argument (`--backend auto|tch|wgpu|mock`) is [`crate::backends::BackendChoice`] itself, which
+//! The backend argument (`--backend auto|tch|wgpu|mock`) is [`crate::backend_registry::BackendChoice`] itself, which
 //! derives `clap::ValueEnum`: the spec's `topology.backend` and the command line name the same values.
 
 use super::Outcome;

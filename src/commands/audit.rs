@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::args::{FormatArg, OutputFormat};
 use super::{CommandError, Outcome};
 use crate::audit::{self, AuditOptions, AuditReport, AuditVerdict, rerun};
-use crate::backends::BackendChoice;
+use crate::backend_registry::BackendChoice;
 use crate::compare::{self, CompareOptions};
 use crate::result::load;
 

@@ -14,7 +14,7 @@ use super::{CommandError, Outcome};
 
 mod merge;
 mod ranks;
-use crate::backends;
+use crate::backend_registry;
 use crate::hardware::ProfileValidator;
 use crate::hardware::wire::{
     BandwidthPoint, Calibration, ConvShapePoint, DeviceKind, DeviceProfile, GemmShapePoint, HardwareFile, KernelPoint,
@@ -216,8 +216,8 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             args.out.display()
         )));
     }
-    let kind = backends::resolve(args.backend, args.device);
-    if let Some(e) = backends::not_built(kind) {
+    let kind = backend_registry::resolve(args.backend, args.device);
+    if let Some(e) = backend_registry::not_built(kind) {
         return Err(CommandError::Input(e.to_string()));
     }
     let precisions = if args.precisions.is_empty() {
@@ -301,7 +301,7 @@ fn measure_profile(
     // The link first, before this process starts the backend and leaves its library's threads behind: the two
     // ranks get the machine's cores as a run gets them.
     let link = if args.link { Some(ranks::measure(args.cpu_threads)) } else { None };
-    let mut backend = backends::create(kind, &MockConfig::default());
+    let mut backend = backend_registry::create(kind, &MockConfig::default());
     let m = backend.calibrate(request).map_err(|e| CommandError::Other(e.to_string()))?;
     let bandwidth = bandwidth_curve(backend.as_mut(), request, &m)?;
     let (elementwise, skipped) =

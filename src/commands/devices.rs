@@ -9,7 +9,7 @@ use super::args::{FormatArg, OutputFormat};
 use super::{CommandError, Outcome};
 use trainbench_contract::BackendKind;
 
-use crate::backends;
+use crate::backend_registry;
 use crate::format::human_bytes;
 
 /// Arguments of `trainbench devices`.
@@ -48,11 +48,11 @@ fn listings() -> Vec<Listing> {
         .into_iter()
         .map(|kind| {
             let backend = kind.name();
-            if !backends::built(kind) {
+            if !backend_registry::built(kind) {
                 let note = format!("not built into this binary (rebuild with `--features {backend}`)");
                 return Listing { backend, devices: Vec::new(), note: Some(note) };
             }
-            let devices = backends::create(kind, &MockConfig::default()).devices();
+            let devices = backend_registry::create(kind, &MockConfig::default()).devices();
             let note = devices.is_empty().then(|| "no device found".to_string());
             Listing { backend, devices, note }
         })

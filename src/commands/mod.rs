@@ -66,12 +66,12 @@ pub enum CommandError {
     #[error("{0}")]
     Other(String),
     /// Only the engine binary can answer (the front binary then hands the command over to it).
-    #[error("{}", crate::backends::NeedsEngine)]
+    #[error("{}", crate::backend_registry::NeedsEngine)]
     NeedsEngine,
 }
 
-impl From<crate::backends::NeedsEngine> for CommandError {
-    fn from(_: crate::backends::NeedsEngine) -> Self {
+impl From<crate::backend_registry::NeedsEngine> for CommandError {
+    fn from(_: crate::backend_registry::NeedsEngine) -> Self {
         CommandError::NeedsEngine
     }
 }

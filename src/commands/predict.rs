@@ -219,7 +219,7 @@ fn terms_text(b: &Breakdown) -> String {
 
 /// Throughput in items and MFU with its peak, or why there is none: `8.1k tokens/s (8.1k per device); MFU 41.2%
 /// of 989.4 TFLOP/s bf16 (profile h100: ...; palm: ...)`.
-fn figures_text(f: &crate::predict::figures::Figures) -> String {
+fn figures_text(f: &crate::predict::fit_and_rates::Figures) -> String {
     use crate::result::Sampled;
     let memory = format!(
         "memory {:.1} GiB estimated of {:.1} GiB",

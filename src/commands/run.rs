@@ -12,7 +12,7 @@ use trainbench_contract::mock::MockConfig;
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
-use crate::backends::BackendChoice;
+use crate::backend_registry::BackendChoice;
 use crate::format::human_bytes;
 use crate::hardware::ProfileValidator;
 use crate::plan::PlacementOverride;

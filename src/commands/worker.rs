@@ -4,21 +4,21 @@
 use std::time::Duration;
 
 use super::{CommandError, Outcome};
-use crate::runner::dist::Engine;
+use crate::runner::dist::Transport;
 
 /// Arguments of `trainbench worker` (the job comes on standard input).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// This process is one rank of a data-parallel group started by the engine's launcher.
+    /// This process is one rank of a data-parallel group started by the transport's launcher.
     #[arg(long)]
     pub ranks: bool,
     /// Start this many ranks (`trainbench worker --ranks`) on this machine with torchrun's variables and wait
     /// for them: trainbench's own launcher, for NCCL ranks.
     #[arg(long, conflicts_with = "ranks")]
     pub launch: Option<usize>,
-    /// The engine connecting the ranks.
+    /// The transport connecting the ranks.
     #[arg(long, value_enum, default_value = "mpi")]
-    pub engine: EngineName,
+    pub transport: TransportName,
     /// NCCL: the CUDA device of local rank 0 (local rank r drives the r-th device after it).
     #[arg(long, default_value_t = 0)]
     pub cuda_device: usize,
@@ -27,9 +27,9 @@ pub struct Args {
     pub comm_timeout_s: f64,
 }
 
-/// The engines `--engine` names.
+/// The transports `--transport` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum EngineName {
+pub enum TransportName {
     /// MPI (CPU ranks).
     Mpi,
     /// NCCL (CUDA ranks).
@@ -37,15 +37,15 @@ pub enum EngineName {
 }
 
 impl Args {
-    fn engine(&self) -> Result<Engine, CommandError> {
-        Ok(match self.engine {
-            EngineName::Mpi => Engine::Mpi,
-            EngineName::Nccl => {
+    fn transport(&self) -> Result<Transport, CommandError> {
+        Ok(match self.transport {
+            TransportName::Mpi => Transport::Mpi,
+            TransportName::Nccl => {
                 let timeout = Duration::try_from_secs_f64(self.comm_timeout_s)
                     .ok()
                     .filter(|t| !t.is_zero())
                     .ok_or_else(|| CommandError::Other(format!("--comm-timeout-s {}", self.comm_timeout_s)))?;
-                Engine::Nccl { first_device: self.cuda_device, timeout }
+                Transport::Nccl { first_device: self.cuda_device, timeout }
             }
         })
     }
@@ -53,7 +53,7 @@ impl Args {
 
 /// Carry out `trainbench worker`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
-    let engine = args.engine()?;
+    let engine = args.transport()?;
     let served = match args.launch {
         Some(n) => {
             let exe = std::env::current_exe().map_err(|e| CommandError::Other(format!("this program's path: {e}")))?;

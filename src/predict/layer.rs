@@ -7,7 +7,7 @@ use trainbench_graph::Precision;
 use trainbench_graph::analysis::Analysis;
 use trainbench_graph::graph::{Graph, InputKind, LossKind, Op};
 
-use super::names::ElementwiseClass;
+use super::price_classes::ElementwiseClass;
 use super::rates::{Coefficients, KernelClass};
 use super::terms::{Term, Terms};
 
@@ -135,7 +135,7 @@ pub fn products(
         }
         Op::Attention { embed_dim, heads, kdim, vdim, .. } => {
             let (tq, tk) = (first_dim(0), first_dim(1));
-            let forward = super::work::attention_products(
+            let forward = super::elementwise_work::attention_products(
                 b,
                 tq,
                 tk,
@@ -147,7 +147,7 @@ pub fn products(
             Some(Products { forward, backward: Vec::new() })
         }
         Op::Sdpa { heads, head_dim, .. } => {
-            let forward = super::work::sdpa_products(b, first_dim(0), first_dim(1), *heads as f64, *head_dim as f64);
+            let forward = super::elementwise_work::sdpa_products(b, first_dim(0), first_dim(1), *heads as f64, *head_dim as f64);
             Some(Products { forward, backward: Vec::new() })
         }
         _ => None,

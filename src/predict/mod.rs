@@ -18,16 +18,16 @@
 
 pub mod comm;
 pub mod error;
-pub mod figures;
+pub mod fit_and_rates;
 pub mod layer;
-pub mod names;
+pub mod price_classes;
 pub mod parallel;
 pub mod rates;
 pub mod record;
 pub mod roofline;
 pub mod terms;
 pub mod whatif;
-pub mod work;
+pub mod elementwise_work;
 
 use serde::Serialize;
 use trainbench_comm::Topology;
@@ -153,7 +153,7 @@ pub struct Prediction {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub terms_off: Vec<Term>,
     /// Whether the step fits in the device's memory and, where it does, tokens/s and MFU ([`figures`]).
-    pub figures: figures::Figures,
+    pub figures: fit_and_rates::Figures,
 }
 
 /// Input bytes of one sample as the backend feeds them (f32 dense inputs, i64 ids and labels).
@@ -231,7 +231,7 @@ pub fn predict_with(
     let mut split = BoundSplit { compute_bound_s: 0.0, memory_bound_s: 0.0, overhead_s: 0.0 };
     let samples_per_s = if step > 0.0 { setting.batch as f64 * micro / step } else { 0.0 };
     let memory = memory_estimate_checkpointed(&analysis, b, setting.precision, &setting.optimizer, checkpointing);
-    let figures = figures::figures(&figures::FigureInput {
+    let figures = fit_and_rates::figures(&fit_and_rates::FigureInput {
         analysis: &analysis,
         memory: &memory,
         profile,

@@ -4,7 +4,7 @@
 //! element-wise classes' measured work. [`Coefficients`] is filled by `crate::calibrate::fit` from a profile (net
 //! of everything the model prices on its own); this module only looks values up, it never measures or nets.
 
-use super::names::{ElementwiseClass, FirstKind, NodeKind, OptimizerKind};
+use super::price_classes::{ElementwiseClass, FirstKind, NodeKind, OptimizerKind};
 
 /// One measured size of an element-wise class: (elements, forward seconds, backward seconds) of one node, net of
 /// what the model prices on its own.

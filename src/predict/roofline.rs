@@ -18,7 +18,7 @@ use trainbench_graph::graph::{Graph, Op};
 use trainbench_graph::{OptimizerSpec, Precision};
 
 use super::layer::{self, Products};
-use super::names::{ElementwiseClass, NodeKind, OptimizerKind};
+use super::price_classes::{ElementwiseClass, NodeKind, OptimizerKind};
 use super::rates::{Coefficients, KernelClass};
 use super::terms::{self, Breakdown, Term, Terms};
 
@@ -211,7 +211,7 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     let (n_kernels, class) = layer::kernels(graph, node);
     let f_flops = a.forward_flops as f64 * b;
     let per_kernel = f_flops / n_kernels;
-    let work = super::work::work_of(graph, node, a.output_elements, b);
+    let work = super::elementwise_work::work_of(graph, node, a.output_elements, b);
     // The kind the first-node cost goes by: the measured class, else the operation; none for a view.
     let kind = (!view).then(|| work.map_or(NodeKind::Op(node.op.kind_name()), |(class, _)| NodeKind::Class(class)));
     let ew = if t.on(Term::ElementwiseWork) { elementwise_work(device, work) } else { (0.0, 0.0) };

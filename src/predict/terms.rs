@@ -86,7 +86,7 @@ impl Term {
 
     /// The term named `name`, or an error naming it and every known term.
     pub fn parse(name: &str) -> Result<Term, String> {
-        super::names::parse(name).ok_or_else(|| {
+        super::price_classes::parse(name).ok_or_else(|| {
             let known: Vec<String> = Term::ALL.iter().map(|t| t.name()).collect();
             format!("unknown term `{name}` (known: {})", known.join(", "))
         })

@@ -19,10 +19,10 @@ pub mod hooks;
 pub mod isolate;
 pub mod options;
 pub mod output;
-pub(crate) mod pass;
+pub(crate) mod in_process;
 pub mod probe;
 pub mod protocol;
-pub(crate) mod slot;
+pub(crate) mod plan_run;
 pub mod suite;
 pub mod warmup;
 
@@ -30,12 +30,12 @@ use std::path::Path;
 
 use trainbench_contract::{Backend, BackendKind};
 
-use crate::backends;
+use crate::backend_registry;
 use crate::result::RunResult;
 pub use hooks::TestHooks;
 pub use options::{RunnerError, RunnerOptions, SuiteReport};
 pub use output::SuiteWriter;
-use pass::{Pass, Recorder};
+use in_process::{Pass, Recorder};
 pub use probe::{RunProbe, StopCause, StopFlag};
 pub use suite::Suite;
 
@@ -50,7 +50,7 @@ pub fn run_suite(
 ) -> Result<SuiteReport, RunnerError> {
     // A test's stand-in for a build without this backend: its stub refuses every run, as that build's would.
     if opts.test_hooks.backend_not_built == Some(suite.backend) {
-        return run_suite_with(suite, opts, Box::new(backends::Unavailable::not_built(suite.backend)), on_result);
+        return run_suite_with(suite, opts, Box::new(backend_registry::Unavailable::not_built(suite.backend)), on_result);
     }
     // Started on every rank by an external launcher (multi-node): this process is one of the ranks.
     if let Some(launcher) = dist::LauncherEnv::get().external_ranks() {
@@ -62,12 +62,12 @@ pub fn run_suite(
     if (suite.uses_workers() || ranked)
         && let Some(exe) = &opts.worker_exe
     {
-        if let Some(e) = backends::not_built(suite.backend) {
+        if let Some(e) = backend_registry::not_built(suite.backend) {
             return Err(RunnerError::Backend(e));
         }
         return isolate::run_isolated(suite, opts, exe, on_result);
     }
-    run_suite_with(suite, opts, backends::create(suite.backend, &opts.mock_config()), on_result)
+    run_suite_with(suite, opts, backend_registry::create(suite.backend, &opts.mock_config()), on_result)
 }
 
 /// [`run_suite`] on a given backend instance, every run in this process (embedders, tests with custom

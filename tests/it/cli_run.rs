@@ -115,7 +115,7 @@ fn run_json_format_lists_every_run() {
 fn run_with_a_backend_not_built_fails_with_a_hint() {
     // In a build with tch (every CI build) a test hook stands in for a build without it: the runner then runs
     // the not-built stub, as such a build does; in a build without tch the real path runs.
-    let built = trainbench::backends::built(trainbench_contract::BackendKind::Tch);
+    let built = trainbench::backend_registry::built(trainbench_contract::BackendKind::Tch);
     let dir = tempfile::tempdir().unwrap();
     let spec = write_spec(dir.path());
     // In-process (one repeat) and in workers (repeats in processes of their own).

@@ -22,8 +22,8 @@ use trainbench_contract::{Backend, NoProbe};
 use trainbench_contract::{DeviceSelector, WgpuAdapter};
 use trainbench_graph::analysis::analyze;
 use trainbench_graph::{Graph, ModelSpec, zoo};
-use trainbench_tch::TchBackend;
-use trainbench_wgpu::{WgpuBackend, adapters, select};
+use trainbench_backend_tch::TchBackend;
+use trainbench_backend_wgpu::{WgpuBackend, adapters, select};
 
 /// The three models, as `[model]` tables of a spec would write them, with the preset their 5 SGD steps meet on a
 /// software adapter.

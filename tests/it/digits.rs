@@ -56,7 +56,7 @@ mod trained {
         let dir = tempfile::tempdir().unwrap();
         let opts = RunnerOptions { out_dir: dir.path().to_path_buf(), no_collectors: true, ..Default::default() };
         let suite = Suite::placed(&spec, PlacementOverride { backend: Some(backend), device: Some(device) });
-        crate::common::link_engines();
+        crate::common::link_backends();
         let report = run_suite(&suite, &opts, &mut |_, _| {}).unwrap();
         let result = &report.results[0];
         assert_eq!(result.outcome, RunOutcome::Completed, "{:?}", result.outcome);
@@ -88,7 +88,7 @@ mod trained {
     #[test]
     fn digits_mlp_reaches_its_target_on_wgpu() {
         use trainbench_contract::WgpuAdapter;
-        if trainbench_wgpu::adapters().is_empty() {
+        if trainbench_backend_wgpu::adapters().is_empty() {
             trainbench_contract::conformance::prerequisite_missing(
                 "wgpu found no adapter (install mesa-vulkan-drivers for lavapipe)",
             );

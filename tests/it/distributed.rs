@@ -208,7 +208,7 @@ fn cuda_spec(workers: usize) -> String {
 
 #[test]
 fn cuda_ranks_without_a_gpu_are_refused_before_anything_starts_exit_2() {
-    let Some(why) = trainbench_tch::nccl::refusal() else {
+    let Some(why) = trainbench_backend_tch::nccl::refusal() else {
         return; // A GPU machine with the engine runs them (scripts/gpu_check.sh).
     };
     let dir = tempfile::tempdir().unwrap();
@@ -245,13 +245,13 @@ fn cuda_ranks_without_a_gpu_are_refused_before_anything_starts_exit_2() {
 
 #[test]
 fn a_rank_asked_to_join_an_nccl_group_without_a_gpu_says_why_and_exits() {
-    if trainbench_tch::nccl::refusal().is_none() {
+    if trainbench_backend_tch::nccl::refusal().is_none() {
         return; // The rank would join for real.
     }
     let dir = tempfile::tempdir().unwrap();
     let rank = |env: &[(&str, &str)]| {
         let mut c = Command::cargo_bin("trainbench").unwrap();
-        c.current_dir(dir.path()).args(["worker", "--ranks", "--engine", "nccl", "--comm-timeout-s", "5"]);
+        c.current_dir(dir.path()).args(["worker", "--ranks", "--transport", "nccl", "--comm-timeout-s", "5"]);
         c.env_remove("MASTER_PORT");
         for (k, v) in env {
             c.env(k, v);
@@ -276,7 +276,7 @@ fn a_rank_asked_to_join_an_nccl_group_without_a_gpu_says_why_and_exits() {
     let out = Command::cargo_bin("trainbench")
         .unwrap()
         .current_dir(dir.path())
-        .args(["worker", "--launch", "2", "--engine", "nccl", "--comm-timeout-s", "5"])
+        .args(["worker", "--launch", "2", "--transport", "nccl", "--comm-timeout-s", "5"])
         .write_stdin("")
         .output()
         .unwrap();

@@ -45,7 +45,7 @@ fn the_front_binary_starts_without_any_training_library() {
             .collect()
     };
     assert_eq!(heavy(&front), Vec::<String>::new(), "the front loaded a training library: {front:?}");
-    if trainbench::backends::built(trainbench_contract::BackendKind::Tch) {
+    if trainbench::backend_registry::built(trainbench_contract::BackendKind::Tch) {
         // The same trace on the engine binary does see libtorch: the check above can fail.
         let engine = loaded_libraries(env!("CARGO_BIN_EXE_trainbench-engine"), &["--version"]);
         assert!(heavy(&engine).iter().any(|l| l.starts_with("libtorch")), "{engine:?}");

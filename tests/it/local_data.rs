@@ -125,7 +125,7 @@ fn a_dataset_broken_after_validation_fails_the_run_naming_the_file() {
     );
     std::fs::write(d.join("labels.npy"), b"garbage").unwrap();
     let opts = trainbench::runner::RunnerOptions { out_dir: dir.path().join("out"), ..Default::default() };
-    crate::common::link_engines();
+    crate::common::link_backends();
     let report = trainbench::runner::run_suite(&suite, &opts, &mut |_, _| {}).unwrap();
     let outcome = serde_json::to_value(&report.results[0].outcome).unwrap();
     assert_eq!(outcome["status"], "failed");

@@ -35,7 +35,7 @@ fn tiny_mlp_trains_on_the_cpu_and_its_result_validates() {
     let dir = tempfile::tempdir().unwrap();
     let opts = RunnerOptions { out_dir: dir.path().to_path_buf(), ..Default::default() };
     let suite = Suite::placed(&spec, PlacementOverride { backend: Some(BackendChoice::Tch), device: None });
-    crate::common::link_engines();
+    crate::common::link_backends();
     let report = run_suite(&suite, &opts, &mut |_, _| {}).unwrap();
     assert_eq!(report.results.len(), 1);
     let path = dir.path().join("tch-tiny/tch-tiny.b16.fp32.1x1.r0.json");

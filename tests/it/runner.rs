@@ -164,7 +164,7 @@ fn collectors_can_be_switched_off() {
 fn a_backend_that_is_not_built_stops_before_any_run() {
     // The stub a build without `--features tch` has, whatever this build has.
     let dir = tempfile::tempdir().unwrap();
-    let stub = Box::new(trainbench::backends::Unavailable::not_built(BackendKind::Tch));
+    let stub = Box::new(trainbench::backend_registry::Unavailable::not_built(BackendKind::Tch));
     let err = run_suite_with(&suite(""), &options(dir.path()), stub, &mut |_, _| {}).unwrap_err();
     assert!(err.to_string().contains("--features tch"), "{err}");
     assert!(!dir.path().join("tiny").exists());

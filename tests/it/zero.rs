@@ -93,7 +93,7 @@ fn every_stage_reproduces_one_worker_and_sends_and_holds_what_the_formulas_say()
         assert_eq!(kind.all_reduce, 0, "{topology}");
         // Stages 1-2 cut this model's 116 kB of gradients into 10 kB units, stage 3 into a root unit and one
         // unit per layer, each padded to a multiple of W: the reduce-scatter sends (W-1)/W of the padded total
-        // (the exact sums are pinned in backends/comm/src/sharded_tests.rs).
+        // (the exact sums are pinned in crates/trainbench-comm/src/sharded_tests.rs).
         assert!(kind.reduce_scatter >= (workers - 1) * 4 * params / workers, "{topology}: {kind:?}");
         assert!(kind.reduce_scatter <= (workers - 1) * 4 * (params + 64 * workers) / workers, "{topology}: {kind:?}");
         // Stages 1-2 overlap the backward pass bucket by bucket, stage 3 gathers each layer while the one before

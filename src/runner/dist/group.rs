@@ -16,11 +16,11 @@ use trainbench_contract::{
 use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
 
-use super::engine::{Engine, Opened, open_engine};
+use super::transport::{Transport, Opened, open_transport};
 use super::launcher::LauncherEnv;
 
 use crate::result::distributed::{BytesByKind, DistributedResult, RankMemory, RankPhases};
-use crate::runner::slot::GroupRun;
+use crate::runner::plan_run::GroupRun;
 use crate::stats::median;
 
 /// This process's place in a group of ranks.
@@ -28,7 +28,7 @@ pub struct Ranks {
     comm: Box<dyn Communicator>,
     launcher: String,
     host: String,
-    engine: Engine,
+    engine: Transport,
     /// The CUDA device this rank drives (NCCL).
     cuda_device: Option<usize>,
 }
@@ -65,8 +65,8 @@ struct RankReport {
 impl Ranks {
     /// Join the group through the engine this build has; refuse a group whose size is not the launcher's (an
     /// MPI program started by another MPI's launcher becomes several worlds of one rank, silently).
-    pub fn open(engine: Engine) -> Result<Ranks, String> {
-        let Opened { comm, host, cuda_device } = open_engine(engine)?;
+    pub fn open(engine: Transport) -> Result<Ranks, String> {
+        let Opened { comm, host, cuda_device } = open_transport(engine)?;
         let env = LauncherEnv::get();
         let launcher = env.launcher_name("unknown");
         let promised = env.world.map_or(comm.size(), |(_, n)| n);
@@ -111,7 +111,7 @@ impl Ranks {
 
     /// Refuse a plan this group cannot run: its workers and servers must be exactly the group.
     pub fn check_plan(&self, plan: &RunPlan) -> Result<(), String> {
-        let engine = Engine::for_plans([plan])?;
+        let engine = Transport::for_plans([plan])?;
         if engine.name() != self.engine.name() {
             return Err(format!(
                 "run `{}` on {} needs the {} engine, this group was connected by {}",
@@ -369,7 +369,7 @@ mod tests {
             comm: Box::new(comm),
             launcher: "test".into(),
             host: "h".into(),
-            engine: Engine::Mpi,
+            engine: Transport::Mpi,
             cuda_device: None,
         };
         let mut plan = RunPlan::for_tests("p", 2);

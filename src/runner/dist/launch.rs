@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::engine::Engine;
+use super::transport::Transport;
 use super::launcher::OWN_LAUNCHER_VARIABLE;
 use crate::runner::protocol::{RankFailure, RankFailureKind, WorkerMessage, print_message};
 
@@ -48,15 +48,15 @@ fn launcher() -> Result<&'static Launcher, String> {
 /// The command that starts a run's worker: `exe worker`, or for `processes` ranks of `engine`, the launcher
 /// that starts them on this machine: trainbench's own for NCCL, the MPI launcher running `exe worker --ranks`
 /// for MPI (oversubscribed: ranks may outnumber cores; never bound to cores).
-pub fn worker_command(exe: &Path, processes: Option<usize>, engine: Engine) -> Result<Command, String> {
+pub fn worker_command(exe: &Path, processes: Option<usize>, engine: Transport) -> Result<Command, String> {
     let Some(n) = processes else {
         let mut c = Command::new(exe);
         c.arg("worker");
         return Ok(c);
     };
-    if let Engine::Nccl { .. } = engine {
+    if let Transport::Nccl { .. } = engine {
         let mut c = Command::new(exe);
-        c.args(["worker", "--launch", &n.to_string()]).args(engine_args(engine));
+        c.args(["worker", "--launch", &n.to_string()]).args(transport_args(engine));
         in_own_group(&mut c);
         return Ok(c);
     }
@@ -77,11 +77,11 @@ pub fn worker_command(exe: &Path, processes: Option<usize>, engine: Engine) -> R
 }
 
 /// The arguments of `trainbench worker` that name `engine` (see `commands::worker`).
-pub fn engine_args(engine: Engine) -> Vec<String> {
+pub fn transport_args(engine: Transport) -> Vec<String> {
     match engine {
-        Engine::Mpi => vec!["--engine".into(), "mpi".into()],
-        Engine::Nccl { first_device, timeout } => vec![
-            "--engine".into(),
+        Transport::Mpi => vec!["--transport".into(), "mpi".into()],
+        Transport::Nccl { first_device, timeout } => vec![
+            "--transport".into(),
             "nccl".into(),
             "--cuda-device".into(),
             first_device.to_string(),
@@ -106,12 +106,12 @@ fn in_own_group(c: &mut Command) {
 /// `exe worker --ranks` with `engine`'s arguments and torchrun's variables (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
 /// `LOCAL_WORLD_SIZE`, `MASTER_ADDR` = 127.0.0.1, `MASTER_PORT` = a free port), then wait for them. `Ok(true)`
 /// when every rank succeeded.
-pub fn launch_ranks(exe: &Path, n: usize, engine: Engine) -> Result<bool, String> {
+pub fn launch_ranks(exe: &Path, n: usize, engine: Transport) -> Result<bool, String> {
     let port = free_port()?;
     let commands = (0..n)
         .map(|rank| {
             let mut c = Command::new(exe);
-            c.args(["worker", "--ranks"]).args(engine_args(engine));
+            c.args(["worker", "--ranks"]).args(transport_args(engine));
             c.env("RANK", rank.to_string())
                 .env("WORLD_SIZE", n.to_string())
                 .env("LOCAL_RANK", rank.to_string())
@@ -419,14 +419,14 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        let engine = Engine::Nccl { first_device: 1, timeout: Duration::from_secs(90) };
+        let engine = Transport::Nccl { first_device: 1, timeout: Duration::from_secs(90) };
         assert_eq!(launch_ranks(&exe, 2, engine), Ok(true));
         for rank in 0..2 {
             let got = std::fs::read_to_string(dir.join(format!("rank{rank}"))).unwrap();
             assert_eq!(
                 got.trim(),
                 format!(
-                    "worker --ranks --engine nccl --cuda-device 1 --comm-timeout-s 90 {rank} 2 {rank} 2 127.0.0.1 1"
+                    "worker --ranks --transport nccl --cuda-device 1 --comm-timeout-s 90 {rank} 2 {rank} 2 127.0.0.1 1"
                 )
             );
         }

@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use trainbench_contract::{Backend, RunPlan};
 
-use super::engine::Engine;
+use super::transport::Transport;
 use super::group::Ranks;
 use super::launcher::LauncherEnv;
-use crate::backends;
+use crate::backend_registry;
 use crate::result::RunResult;
 use crate::runner::options::{RunnerError, RunnerOptions, SuiteReport};
-use crate::runner::pass::{Flow, Pass, Recorder};
+use crate::runner::in_process::{Flow, Pass, Recorder};
 use crate::runner::protocol::{RankFailure, RankFailureKind, WorkerMessage};
 use crate::runner::suite::Suite;
 
@@ -104,14 +104,14 @@ pub(crate) fn run_as_ranks(
             p.topology.strategy.name()
         )));
     }
-    let engine = Engine::for_plans(&suite.plans).map_err(RunnerError::Worker)?;
+    let engine = Transport::for_plans(&suite.plans).map_err(RunnerError::Worker)?;
     let ranks = RefCell::new(Ranks::open(engine).map_err(RunnerError::Worker)?);
     let rank = ranks.borrow().rank();
     let mut suite = suite.clone();
     let indices: Vec<usize> = (0..suite.plans.len()).collect();
     fit_plans(&ranks.borrow(), &mut suite.plans, &indices).map_err(RunnerError::Worker)?;
     let mut recorder = Recorder::new(&suite, opts);
-    let mut backend = backends::create(suite.backend, &opts.mock_config());
+    let mut backend = backend_registry::create(suite.backend, &opts.mock_config());
     let mut ooms = Vec::new();
     let mut record_error: Option<RunnerError> = None;
     run_ranks(&ranks, &suite, opts, backend.as_mut(), &indices, &mut ooms, &mut |message| {

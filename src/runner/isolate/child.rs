@@ -7,16 +7,16 @@ use std::cell::RefCell;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 
-use crate::backends;
+use crate::backend_registry;
 use crate::format::sha256_hex;
 use crate::runner::dist::rank_loop::{fit_plans, run_ranks};
-use crate::runner::dist::{Engine, LauncherEnv, Ranks};
+use crate::runner::dist::{Transport, LauncherEnv, Ranks};
 use crate::runner::hooks::TestHooks;
 use crate::runner::options::{RunnerError, RunnerOptions};
-use crate::runner::pass::{Flow, Pass};
+use crate::runner::in_process::{Flow, Pass};
 use crate::runner::probe::{self, StopFlag};
 use crate::runner::protocol::{RankFailure, RankFailureKind, WorkerJob, WorkerMessage, print_message};
-use crate::runner::slot::devices_of;
+use crate::runner::plan_run::devices_of;
 use crate::runner::suite::Suite;
 
 /// The worker side (`trainbench worker`): read the job from stdin, run it, print each result as a line.
@@ -27,7 +27,7 @@ use crate::runner::suite::Suite;
 /// data-parallel group connected by that engine: rank 0 reads the job and hands it to the others, workers train
 /// with the gradient exchange and parameter-server ranks serve, only rank 0 prints results, and a run that fails
 /// mid-way ends the whole group (the other ranks would wait for the failed one forever).
-pub fn serve(ranked: Option<Engine>) -> Result<bool, String> {
+pub fn serve(ranked: Option<Transport>) -> Result<bool, String> {
     probe::install_interrupt_handler();
     let ranks = match ranked {
         Some(engine) => match Ranks::open(engine) {
@@ -125,7 +125,7 @@ pub fn serve(ranked: Option<Engine>) -> Result<bool, String> {
         // The parent adds each result's prediction as it records it.
         hardware: Default::default(),
     };
-    let mut backend = backends::create(job.backend, &opts.mock_config());
+    let mut backend = backend_registry::create(job.backend, &opts.mock_config());
     if rank == 0 {
         let placed = job.indices.iter().filter_map(|&i| suite.plans.get(i));
         let _ = say(&WorkerMessage::Devices(devices_of(backend.as_ref(), placed)));

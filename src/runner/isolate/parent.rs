@@ -24,12 +24,12 @@ use trainbench_contract::{BackendKind, DeviceInfo, RunPlan};
 use trainbench_graph::analysis::{Analysis, analyze};
 
 use crate::result::{ProcessInfo, RunOutcome, RunResult};
-use crate::runner::dist::{Engine, launch};
+use crate::runner::dist::{Transport, launch};
 use crate::runner::options::{RunnerError, RunnerOptions, SuiteReport};
-use crate::runner::pass::{Flow, Recorder};
+use crate::runner::in_process::{Flow, Recorder};
 use crate::runner::probe::{StopCause, StopFlag};
 use crate::runner::protocol::{RankFailure, WorkerJob, WorkerMessage, outcome_with_rank_failures};
-use crate::runner::slot::{RunSlot, device_in};
+use crate::runner::plan_run::{RunSlot, device_in};
 use crate::runner::suite::Suite;
 
 /// Run `suite` with one worker process per repeat index, recording results in `opts.out_dir`.
@@ -59,7 +59,7 @@ pub(crate) fn run_isolated(
         }
         for i in ranked {
             let p = &suite.plans[i];
-            let engine = Engine::for_plans([p]).map_err(RunnerError::Worker)?;
+            let engine = Transport::for_plans([p]).map_err(RunnerError::Worker)?;
             groups.push((vec![i], Some((p.topology.processes(), engine))));
         }
         let mut flow = Flow::Continue;
@@ -95,7 +95,7 @@ pub(crate) fn run_isolated(
 }
 
 /// A group's ranks and the engine that connects them.
-type RankCount = (usize, Engine);
+type RankCount = (usize, Transport);
 
 /// How a worker is started: `exe worker`, or `processes` ranks of an engine through its launcher.
 #[derive(Debug, Clone, Copy)]
@@ -117,7 +117,7 @@ fn run_worker(
     let line = serde_json::to_string(job).map_err(|e| RunnerError::Worker(e.to_string()))?;
     let exe = launch.exe;
     let ranked = launch.processes.is_some();
-    let (processes, engine) = launch.processes.map_or((None, Engine::Mpi), |(n, e)| (Some(n), e));
+    let (processes, engine) = launch.processes.map_or((None, Transport::Mpi), |(n, e)| (Some(n), e));
     let mut command = launch::worker_command(exe, processes, engine).map_err(RunnerError::Worker)?;
     opts.test_hooks.pass_to(&mut command);
     let mut child = command

@@ -1,11 +1,11 @@
 //! The plan-time backend check: the runs a validated spec expands to are put to the backend that will run
-//! them ([`crate::backends::refusals`], which asks [`trainbench_contract::Backend::supports`]: the backend's
+//! them ([`crate::backend_registry::refusals`], which asks [`trainbench_contract::Backend::supports`]: the backend's
 //! declared capabilities, this host's CPU features, then its lowering), so a layer, loss or precision the
 //! backend cannot execute here is refused when the spec is validated or planned, with a message naming the
 //! layer and the backend, never in the middle of a run.
 
 use super::Finding;
-use crate::backends;
+use crate::backend_registry;
 use crate::plan::{PlacementOverride, placement, plan_on};
 use crate::spec::ValidatedSpec;
 use crate::spec::path::FieldPath;
@@ -20,7 +20,7 @@ pub fn check_support(spec: &ValidatedSpec) -> Vec<Finding> {
 pub fn check_support_on(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Finding> {
     let placed = placement(spec, over);
     let name = placed.backend.name();
-    backends::refusals(placed.backend, &plan_on(spec, placed), spec.graph())
+    backend_registry::refusals(placed.backend, &plan_on(spec, placed), spec.graph())
         .into_iter()
         .map(|e| {
             Finding::new(FieldPath::keys(&["topology", "backend"]), e.to_string())
@@ -34,12 +34,12 @@ pub fn check_support_on(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Fi
 }
 
 /// What stops the spec's runs from starting on this machine (the engine a data-parallel group needs, missing
-/// here: [`backends::launch_refusals`]), with `--backend` / `--device` applied. `plan` and `run` refuse these
-/// (exit 2); `validate` does not, since the spec itself is sound. [`backends::NeedsEngine`] in a process
+/// here: [`backend_registry::launch_refusals`]), with `--backend` / `--device` applied. `plan` and `run` refuse these
+/// (exit 2); `validate` does not, since the spec itself is sound. [`backend_registry::NeedsEngine`] in a process
 /// without the engines when only they can tell.
-pub fn check_launch(spec: &ValidatedSpec, over: PlacementOverride) -> Result<Vec<Finding>, backends::NeedsEngine> {
+pub fn check_launch(spec: &ValidatedSpec, over: PlacementOverride) -> Result<Vec<Finding>, backend_registry::NeedsEngine> {
     let placed = placement(spec, over);
-    Ok(backends::launch_refusals(placed.backend, &plan_on(spec, placed))?
+    Ok(backend_registry::launch_refusals(placed.backend, &plan_on(spec, placed))?
         .into_iter()
         .map(|why| {
             Finding::new(FieldPath::keys(&["topology", "device"]), why).hint(

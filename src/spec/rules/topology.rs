@@ -8,7 +8,7 @@ use trainbench_contract::{BackendKind, DeviceFamily, DeviceSelector};
 use trainbench_graph::Precision;
 
 use super::Finding;
-use crate::backends::{self, Placement};
+use crate::backend_registry::{self, Placement};
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{BackendChoice, Interconnect, Strategy, SweepSpec, TopologySpec, TrainingSpec};
 
@@ -250,7 +250,7 @@ pub(super) fn check_topologies(out: &mut Vec<Finding>, topology: &TopologySpec, 
 }
 
 /// Check the device selector and its backend; returns where the spec runs (the backend with `auto` resolved,
-/// see [`backends::place`]), or `None` when the selector does not parse or an explicit backend does not drive
+/// see [`backend_registry::place`]), or `None` when the selector does not parse or an explicit backend does not drive
 /// its family. What each backend drives comes from its declared capabilities.
 pub(super) fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec) -> Option<Placement> {
     let device_path = FieldPath::keys(&["topology", "device"]);
@@ -276,7 +276,7 @@ pub(super) fn check_device(out: &mut Vec<Finding>, topology: &TopologySpec) -> O
             return None;
         }
     };
-    let placement = backends::place(topology.backend, device);
+    let placement = backend_registry::place(topology.backend, device);
     let caps = placement.backend.capabilities();
     let family = device.family();
     if topology.backend != BackendChoice::Auto && !caps.drives(family) {

@@ -21,8 +21,8 @@ use trainbench_graph::{OptimizerSpec, Precision};
 
 /// Install the training engines this build links in the test process, as `trainbench-engine`'s `main` does,
 /// for tests that run suites in their own process on tch or wgpu (the library links no backend). Idempotent.
-pub fn link_engines() {
-    trainbench::backends::install(trainbench_engines::linked());
+pub fn link_backends() {
+    trainbench::backend_registry::install(trainbench_linked::linked());
 }
 
 /// insta settings for snapshots in `golden/<subdir>/`, named without the test module's prefix: the one place

@@ -38,7 +38,7 @@ pub fn train_spec(
     backend: BackendChoice,
     iterations: usize,
 ) -> TrainedSpec {
-    super::link_engines();
+    super::link_backends();
     let overrides = Overrides::parse(overrides).map_err(|d| render_text(&d)).unwrap();
     let spec = load_spec(path, &overrides).map_err(|d| format!("{rel}:\n{}", render_text(&d))).unwrap();
     let tmp = tempfile::tempdir().unwrap();

@@ -1,0 +1,583 @@
+//! The NCCL engine: [`NcclComm`] implements trainbench's [`Communicator`] on c10d's `ProcessGroupNCCL` through
+//! the shim's C API (shim/nccl.cpp, rendezvous by a `TCPStore` on rank 0), so CUDA ranks exchange gradients
+//! through NCCL (NVLink, PCIe or the network between machines).
+//!
+//! The bytes are staged through the host like the MPI engine's: each call copies its host values into a tensor
+//! on this rank's GPU, runs the collective there and copies the result back (`Communicator` speaks in host
+//! slices, which is what the strategies and the backends share; why:
+//! `docs/decisions/0005-nccl-staged-through-host.md`).
+//!
+//! The engine is compiled when the linked libtorch has CUDA and its headers are found (`cfg(trainbench_nccl)`,
+//! set by build.rs); otherwise, and on a machine without a CUDA device, [`NcclComm::open`] is a clear error that
+//! says why and what to do.
+
+use tch::{Device, Kind, Tensor};
+use trainbench_comm::{CommError, Communicator, EngineInfo};
+
+pub use trainbench_contract::linked::Rendezvous;
+
+fn error(message: impl Into<String>) -> CommError {
+    CommError { engine: "nccl".into(), message: message.into() }
+}
+
+/// Why this build cannot run the NCCL engine at all (`None` when it was compiled in).
+pub fn not_built() -> Option<String> {
+    if cfg!(trainbench_nccl) {
+        return None;
+    }
+    let why =
+        option_env!("TRAINBENCH_TCH_NCCL_MISSING").unwrap_or("the linked libtorch has no CUDA (libtorch_cuda.so)");
+    Some(format!(
+        "this build has no NCCL engine: {why}; build with a CUDA libtorch and its headers (scripts/env.sh sets up \
+         PyTorch's CUDA wheel and the header wheels it needs)"
+    ))
+}
+
+/// Why a data-parallel CUDA run cannot start here, if it cannot: no NCCL engine in this build, or no CUDA device
+/// (NCCL runs one rank per GPU).
+pub fn refusal() -> Option<String> {
+    if let Some(why) = not_built() {
+        return Some(why);
+    }
+    let count = tch::Cuda::device_count().max(0);
+    (count == 0).then(|| {
+        "libtorch sees no CUDA device here (no GPU, no driver, or CUDA_VISIBLE_DEVICES empty), and NCCL runs one \
+         rank per GPU; run it on a machine with a GPU per rank, or on `cpu` (MPI ranks)"
+            .to_string()
+    })
+}
+
+/// The NCCL library's version (`NCCL 2.29.7`), when the engine is built.
+pub fn version() -> Option<String> {
+    sys::version().ok().map(|v| format!("NCCL {v}"))
+}
+
+/// This rank's membership of an NCCL group; the group is shut down when it is dropped.
+pub struct NcclComm {
+    handle: sys::Handle,
+    rank: usize,
+    size: usize,
+    device: Device,
+    version: String,
+}
+
+impl NcclComm {
+    /// Join the group described by `at`. Refused with the reason when this build has no NCCL engine, when the
+    /// device does not exist, and when NCCL or the rendezvous fails (a peer that never came, two ranks on one
+    /// GPU); never a crash.
+    pub fn open(at: &Rendezvous) -> Result<NcclComm, CommError> {
+        if let Some(why) = not_built() {
+            return Err(error(why));
+        }
+        if at.world == 0 || at.rank >= at.world {
+            return Err(error(format!("rank {} of a world of {}: no such rank", at.rank, at.world)));
+        }
+        let count = usize::try_from(tch::Cuda::device_count()).unwrap_or(0);
+        if count == 0 {
+            return Err(error(
+                "libtorch sees no CUDA device (no GPU, no driver, or CUDA_VISIBLE_DEVICES empty): the NCCL engine \
+                 runs CUDA ranks only; run CPU ranks through `mpirun` or `srun --mpi=pmix`",
+            ));
+        }
+        if at.device >= count {
+            return Err(error(format!(
+                "rank {} would drive CUDA device {}, but there are {count}: NCCL runs one rank per GPU, so a node \
+                 holds at most {count} rank(s) here",
+                at.rank, at.device
+            )));
+        }
+        let handle = sys::open(at)
+            .map_err(|e| error(format!("joining the group at {}:{}: {e}", at.master_addr, at.master_port)))?;
+        let version = sys::version().unwrap_or_else(|_| "unknown".into());
+        Ok(NcclComm { handle, rank: at.rank, size: at.world, device: Device::Cuda(at.device), version })
+    }
+
+    /// The CUDA device this rank drives.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// Host values staged into a tensor on this rank's device.
+    fn stage<T: tch::kind::Element>(&self, values: &[T]) -> Result<Tensor, CommError> {
+        Tensor::f_from_slice(values)
+            .and_then(|t| t.f_to_device(self.device))
+            .map_err(|e| error(format!("staging {} values on {:?}: {e}", values.len(), self.device)))
+    }
+
+    /// A device tensor's values copied back into `out`.
+    fn unstage<T: tch::kind::Element>(t: &Tensor, out: &mut [T]) -> Result<(), CommError> {
+        t.f_to_device(Device::Cpu)
+            .and_then(|h| h.f_copy_data(out, out.len()))
+            .map_err(|e| error(format!("copying {} values back to the host: {e}", out.len())))
+    }
+
+    fn empty(&self, len: usize, kind: Kind) -> Result<Tensor, CommError> {
+        let n = i64::try_from(len).map_err(|_| error(format!("{len} values are more than a tensor holds")))?;
+        Tensor::f_zeros([n], (kind, self.device)).map_err(|e| error(format!("a buffer of {len} values: {e}")))
+    }
+
+    fn peer(&self, peer: usize) -> Result<i32, CommError> {
+        if peer >= self.size {
+            return Err(error(format!("rank {peer} is not in a group of {}", self.size)));
+        }
+        i32::try_from(peer).map_err(|_| error(format!("rank {peer}")))
+    }
+
+    fn send_len(&self, to: i32, tag: u16, len: usize) -> Result<(), CommError> {
+        let t = self.stage(&[len as i64])?;
+        sys::send(&self.handle, &t, to, i32::from(tag)).map_err(error)
+    }
+
+    fn recv_len(&self, from: i32, tag: u16) -> Result<usize, CommError> {
+        let t = self.empty(1, Kind::Int64)?;
+        sys::recv(&self.handle, &t, from, i32::from(tag)).map_err(error)?;
+        let mut len = [0i64];
+        Self::unstage(&t, &mut len)?;
+        usize::try_from(len[0]).map_err(|_| error(format!("a peer announced {} bytes", len[0])))
+    }
+}
+
+/// Tag of the lengths and bytes `gather_bytes` moves (NCCL matches point-to-point messages by peer and order).
+const GATHER_TAG: u16 = u16::MAX;
+
+impl Communicator for NcclComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn engine(&self) -> EngineInfo {
+        EngineInfo { name: "nccl".into(), version: format!("NCCL {}", self.version) }
+    }
+
+    fn all_reduce_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
+        if send.len() != recv.len() {
+            return Err(error(format!("all-reduce of {} values into {}", send.len(), recv.len())));
+        }
+        if send.is_empty() {
+            return Ok(());
+        }
+        let t = self.stage(send)?;
+        sys::all_reduce_sum(&self.handle, &t).map_err(error)?;
+        Self::unstage(&t, recv)
+    }
+
+    fn reduce_scatter_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
+        trainbench_comm::check_blocks("nccl", "reduce-scatter", send.len(), recv.len(), self.size)?;
+        if recv.is_empty() {
+            return Ok(());
+        }
+        let input = self.stage(send)?;
+        let out = self.empty(recv.len(), Kind::Float)?;
+        sys::reduce_scatter_sum(&self.handle, &out, &input).map_err(error)?;
+        Self::unstage(&out, recv)
+    }
+
+    fn all_gather(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
+        trainbench_comm::check_blocks("nccl", "all-gather", recv.len(), send.len(), self.size)?;
+        if send.is_empty() {
+            return Ok(());
+        }
+        let input = self.stage(send)?;
+        let out = self.empty(recv.len(), Kind::Float)?;
+        sys::all_gather(&self.handle, &out, &input).map_err(error)?;
+        Self::unstage(&out, recv)
+    }
+
+    /// NCCL matches messages by peer and order, not by tag: both sides must issue them in the same order, which
+    /// the strategies do.
+    fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError> {
+        let to = self.peer(to)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let t = self.stage(data)?;
+        sys::send(&self.handle, &t, to, i32::from(tag)).map_err(error)
+    }
+
+    fn recv(&mut self, from: usize, tag: u16, data: &mut [f32]) -> Result<(), CommError> {
+        let from = self.peer(from)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let t = self.empty(data.len(), Kind::Float)?;
+        sys::recv(&self.handle, &t, from, i32::from(tag)).map_err(error)?;
+        Self::unstage(&t, data)
+    }
+
+    fn gather_bytes(&mut self, root: usize, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError> {
+        let root_peer = self.peer(root)?;
+        if self.rank != root {
+            self.send_len(root_peer, GATHER_TAG, bytes.len())?;
+            if !bytes.is_empty() {
+                let t = self.stage(bytes)?;
+                sys::send(&self.handle, &t, root_peer, i32::from(GATHER_TAG)).map_err(error)?;
+            }
+            return Ok(None);
+        }
+        let mut all = Vec::with_capacity(self.size);
+        for r in 0..self.size {
+            if r == root {
+                all.push(bytes.to_vec());
+                continue;
+            }
+            let from = self.peer(r)?;
+            let len = self.recv_len(from, GATHER_TAG)?;
+            let mut got = vec![0u8; len];
+            if len > 0 {
+                let t = self.empty(len, Kind::Uint8)?;
+                sys::recv(&self.handle, &t, from, i32::from(GATHER_TAG)).map_err(error)?;
+                Self::unstage(&t, &mut got)?;
+            }
+            all.push(got);
+        }
+        Ok(Some(all))
+    }
+
+    fn broadcast_bytes(&mut self, root: usize, bytes: &mut Vec<u8>) -> Result<(), CommError> {
+        let root_peer = self.peer(root)?;
+        let len = self.stage(&[bytes.len() as i64])?;
+        sys::broadcast(&self.handle, &len, root_peer).map_err(error)?;
+        let mut n = [0i64];
+        Self::unstage(&len, &mut n)?;
+        let n = usize::try_from(n[0]).map_err(|_| error(format!("rank {root} announced {} bytes", n[0])))?;
+        bytes.resize(n, 0);
+        if n == 0 {
+            return Ok(());
+        }
+        let t = self.stage(bytes)?;
+        sys::broadcast(&self.handle, &t, root_peer).map_err(error)?;
+        Self::unstage(&t, bytes)
+    }
+
+    fn barrier(&mut self) -> Result<(), CommError> {
+        sys::barrier(&self.handle).map_err(error)
+    }
+
+    fn abort(&mut self, code: i32) -> ! {
+        // Collectives in flight on this rank return; the launcher (trainbench's, or torchrun) ends the others.
+        let _ = sys::abort(&self.handle);
+        std::process::exit(code)
+    }
+}
+
+/// The shim's C API, or, without `cfg(trainbench_nccl)`, stand-ins that say so (never reached: `open` refuses
+/// first).
+#[cfg(trainbench_nccl)]
+mod sys {
+    use std::ffi::{CStr, CString, c_char, c_int, c_void};
+
+    use tch::Tensor;
+
+    use super::Rendezvous;
+
+    unsafe extern "C" {
+        fn tb_nccl_open(
+            addr: *const c_char,
+            port: c_int,
+            rank: c_int,
+            world: c_int,
+            device: c_int,
+            timeout_ms: i64,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> *mut c_void;
+        fn tb_nccl_all_reduce_sum(handle: *mut c_void, tensor: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+        fn tb_nccl_reduce_scatter_sum(
+            handle: *mut c_void,
+            output: *mut c_void,
+            input: *mut c_void,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+        fn tb_nccl_all_gather(
+            handle: *mut c_void,
+            output: *mut c_void,
+            input: *mut c_void,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+        fn tb_nccl_broadcast(
+            handle: *mut c_void,
+            tensor: *mut c_void,
+            root: c_int,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+        fn tb_nccl_send(
+            handle: *mut c_void,
+            tensor: *mut c_void,
+            peer: c_int,
+            tag: c_int,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+        fn tb_nccl_recv(
+            handle: *mut c_void,
+            tensor: *mut c_void,
+            peer: c_int,
+            tag: c_int,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
+        fn tb_nccl_barrier(handle: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+        fn tb_nccl_abort(handle: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
+        fn tb_nccl_destroy(handle: *mut c_void);
+        fn tb_nccl_version(out: *mut c_char, out_len: usize, err: *mut c_char, err_len: usize) -> c_int;
+    }
+
+    const ERR_LEN: usize = 2048;
+
+    /// The shim's group; freed when dropped.
+    pub struct Handle(*mut c_void);
+
+    impl Drop for Handle {
+        fn drop(&mut self) {
+            // SAFETY: the pointer came from tb_nccl_open and is freed exactly once, here.
+            unsafe { tb_nccl_destroy(self.0) }
+        }
+    }
+
+    fn text(buf: &[c_char]) -> String {
+        // SAFETY: the shim NUL-terminates every buffer it writes, and the buffers start zeroed.
+        unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+    }
+
+    /// Call a shim function with an error buffer; a non-zero return becomes the buffer's message.
+    fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), String> {
+        let mut buf = vec![0 as c_char; ERR_LEN];
+        if f(buf.as_mut_ptr(), ERR_LEN) == 0 { Ok(()) } else { Err(text(&buf)) }
+    }
+
+    fn int(v: usize, what: &str) -> Result<c_int, String> {
+        c_int::try_from(v).map_err(|_| format!("{what} {v} is out of range"))
+    }
+
+    pub fn open(at: &Rendezvous) -> Result<Handle, String> {
+        let addr = CString::new(at.master_addr.as_str()).map_err(|_| "the master address holds a NUL byte")?;
+        let timeout_ms = i64::try_from(at.timeout.as_millis()).unwrap_or(i64::MAX).max(1);
+        let mut buf = vec![0 as c_char; ERR_LEN];
+        // SAFETY: `addr` is NUL-terminated and outlives the call; `buf` is ERR_LEN long.
+        let h = unsafe {
+            tb_nccl_open(
+                addr.as_ptr(),
+                c_int::from(at.master_port),
+                int(at.rank, "rank")?,
+                int(at.world, "world size")?,
+                int(at.device, "CUDA device")?,
+                timeout_ms,
+                buf.as_mut_ptr(),
+                ERR_LEN,
+            )
+        };
+        if h.is_null() { Err(text(&buf)) } else { Ok(Handle(h)) }
+    }
+
+    fn ptr(t: &Tensor) -> *mut c_void {
+        t.as_ptr() as *mut c_void
+    }
+
+    pub fn all_reduce_sum(h: &Handle, t: &Tensor) -> Result<(), String> {
+        // SAFETY: live handle and tensor; the shim checks the tensor's device and layout.
+        call(|e, n| unsafe { tb_nccl_all_reduce_sum(h.0, ptr(t), e, n) })
+    }
+
+    pub fn reduce_scatter_sum(h: &Handle, out: &Tensor, input: &Tensor) -> Result<(), String> {
+        // SAFETY: live handle and tensors; the shim checks their devices, layouts and sizes.
+        call(|e, n| unsafe { tb_nccl_reduce_scatter_sum(h.0, ptr(out), ptr(input), e, n) })
+    }
+
+    pub fn all_gather(h: &Handle, out: &Tensor, input: &Tensor) -> Result<(), String> {
+        // SAFETY: live handle and tensors; the shim checks their devices, layouts and sizes.
+        call(|e, n| unsafe { tb_nccl_all_gather(h.0, ptr(out), ptr(input), e, n) })
+    }
+
+    pub fn broadcast(h: &Handle, t: &Tensor, root: c_int) -> Result<(), String> {
+        // SAFETY: as for all_reduce_sum.
+        call(|e, n| unsafe { tb_nccl_broadcast(h.0, ptr(t), root, e, n) })
+    }
+
+    pub fn send(h: &Handle, t: &Tensor, peer: c_int, tag: c_int) -> Result<(), String> {
+        // SAFETY: as for all_reduce_sum.
+        call(|e, n| unsafe { tb_nccl_send(h.0, ptr(t), peer, tag, e, n) })
+    }
+
+    pub fn recv(h: &Handle, t: &Tensor, peer: c_int, tag: c_int) -> Result<(), String> {
+        // SAFETY: as for all_reduce_sum.
+        call(|e, n| unsafe { tb_nccl_recv(h.0, ptr(t), peer, tag, e, n) })
+    }
+
+    pub fn barrier(h: &Handle) -> Result<(), String> {
+        // SAFETY: live handle.
+        call(|e, n| unsafe { tb_nccl_barrier(h.0, e, n) })
+    }
+
+    pub fn abort(h: &Handle) -> Result<(), String> {
+        // SAFETY: live handle.
+        call(|e, n| unsafe { tb_nccl_abort(h.0, e, n) })
+    }
+
+    pub fn version() -> Result<String, String> {
+        let mut out = vec![0 as c_char; 64];
+        let len = out.len();
+        // SAFETY: `out` is `len` long; the shim NUL-terminates it.
+        call(|e, n| unsafe { tb_nccl_version(out.as_mut_ptr(), len, e, n) })?;
+        Ok(text(&out))
+    }
+
+    #[cfg(test)]
+    #[allow(clippy::unwrap_used)]
+    mod tests {
+        use super::*;
+
+        fn message(f: impl FnOnce(*mut c_char, usize) -> c_int) -> String {
+            call(f).unwrap_err()
+        }
+
+        #[test]
+        fn the_shim_refuses_null_handles_and_tensors_with_a_message() {
+            let t = Tensor::from_slice(&[1.0f32]);
+            // SAFETY: null handles are what is being tested; the shim checks them before any use.
+            let m = message(|e, n| unsafe { tb_nccl_all_reduce_sum(std::ptr::null_mut(), ptr(&t), e, n) });
+            assert!(m.contains("closed"), "{m}");
+            // SAFETY: as above.
+            let m = message(|e, n| unsafe { tb_nccl_barrier(std::ptr::null_mut(), e, n) });
+            assert!(m.contains("closed"), "{m}");
+            // SAFETY: as above.
+            let m = message(|e, n| unsafe { tb_nccl_abort(std::ptr::null_mut(), e, n) });
+            assert!(m.contains("closed"), "{m}");
+            // SAFETY: destroying null is a no-op.
+            unsafe { tb_nccl_destroy(std::ptr::null_mut()) };
+        }
+
+        #[test]
+        fn the_shim_refuses_bad_rendezvous_arguments_and_a_machine_without_a_gpu() {
+            let at = |port: u16, rank: usize, world: usize| Rendezvous {
+                master_addr: "127.0.0.1".into(),
+                master_port: port,
+                rank,
+                world,
+                device: 0,
+                timeout: std::time::Duration::from_secs(5),
+            };
+            let m = open(&at(0, 0, 1)).err().unwrap();
+            assert!(m.contains("not a TCP port"), "{m}");
+            let m = open(&at(29500, 2, 2)).err().unwrap();
+            assert!(m.contains("rank 2 of a world of 2"), "{m}");
+            if tch::Cuda::device_count() == 0 {
+                let m = open(&at(29500, 0, 1)).err().unwrap();
+                assert!(m.contains("no CUDA device"), "{m}");
+            }
+        }
+
+        #[test]
+        fn the_nccl_version_is_read_without_a_gpu() {
+            let v = version().unwrap();
+            assert!(v.starts_with("2."), "NCCL 2.x: {v}");
+        }
+    }
+}
+
+#[cfg(not(trainbench_nccl))]
+mod sys {
+    use tch::Tensor;
+
+    use super::Rendezvous;
+
+    /// Never constructed: there is no group without the engine.
+    pub enum Handle {}
+
+    const NOT_BUILT: &str = "this build has no NCCL engine";
+
+    pub fn open(_: &Rendezvous) -> Result<Handle, String> {
+        Err(NOT_BUILT.into())
+    }
+    pub fn all_reduce_sum(h: &Handle, _: &Tensor) -> Result<(), String> {
+        match *h {}
+    }
+    pub fn reduce_scatter_sum(h: &Handle, _: &Tensor, _: &Tensor) -> Result<(), String> {
+        match *h {}
+    }
+    pub fn all_gather(h: &Handle, _: &Tensor, _: &Tensor) -> Result<(), String> {
+        match *h {}
+    }
+    pub fn broadcast(h: &Handle, _: &Tensor, _: i32) -> Result<(), String> {
+        match *h {}
+    }
+    pub fn send(h: &Handle, _: &Tensor, _: i32, _: i32) -> Result<(), String> {
+        match *h {}
+    }
+    pub fn recv(h: &Handle, _: &Tensor, _: i32, _: i32) -> Result<(), String> {
+        match *h {}
+    }
+    pub fn barrier(h: &Handle) -> Result<(), String> {
+        match *h {}
+    }
+    pub fn abort(h: &Handle) -> Result<(), String> {
+        match *h {}
+    }
+    pub fn version() -> Result<String, String> {
+        Err(NOT_BUILT.into())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn at(rank: usize, world: usize, device: usize) -> Rendezvous {
+        Rendezvous {
+            master_addr: "127.0.0.1".into(),
+            master_port: 29500,
+            rank,
+            world,
+            device,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn opening_without_a_gpu_or_the_engine_is_a_clear_error_not_a_crash() {
+        if tch::Cuda::device_count() > 0 {
+            return; // A GPU machine opens for real (scripts/gpu_check.sh).
+        }
+        let e = NcclComm::open(&at(0, 1, 0)).err().unwrap();
+        assert_eq!(e.engine, "nccl");
+        match not_built() {
+            Some(why) => assert_eq!(e.message, why),
+            None => {
+                assert!(e.message.contains("no CUDA device"), "{e}");
+                assert!(e.message.contains("mpirun"), "says what to do instead: {e}");
+            }
+        }
+        let why = refusal().unwrap();
+        assert!(why.contains("CUDA device") || why.contains("no NCCL engine"), "{why}");
+    }
+
+    #[test]
+    fn a_rank_outside_the_world_is_refused_before_anything_opens() {
+        for (rank, world) in [(1, 1), (0, 0), (5, 2)] {
+            let e = NcclComm::open(&at(rank, world, 0)).err().unwrap();
+            if not_built().is_none() {
+                assert!(e.message.contains("no such rank"), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_cuda_libtorch_with_the_header_wheels_builds_the_engine() {
+        // scripts/env.sh sets up PyTorch's CUDA wheel and the header wheels the engine compiles against: with
+        // them, build.rs must not have skipped it (it says why in the build log when it does).
+        let cuda_libtorch = std::path::Path::new(env!("TRAINBENCH_TCH_LIBTORCH_LIB")).join("libtorch_cuda.so").exists();
+        if cuda_libtorch {
+            assert_eq!(not_built(), None, "run scripts/env.sh to install the header wheels");
+            assert!(version().unwrap().starts_with("NCCL 2."));
+        } else {
+            assert!(not_built().unwrap().contains("no CUDA"));
+        }
+    }
+}
