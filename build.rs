@@ -14,15 +14,15 @@ fn git(args: &[&str]) -> Option<String> {
 
 fn main() {
     // Exported by crates/trainbench-backend-tch/build.rs (links = "trainbench_backend_tch"); present only with feature `tch`.
-    if let Ok(lib) = std::env::var("DEP_TRAINBENCH_TCH_LIBTORCH_LIB") {
+    if let Ok(lib) = std::env::var("DEP_TRAINBENCH_BACKEND_TCH_LIBTORCH_LIB") {
         let rpath = std::env::var("TRAINBENCH_NO_RPATH").as_deref() != Ok("1");
         let mut args = if rpath { vec![format!("-Wl,-rpath,{lib}")] } else { Vec::new() };
-        if std::env::var("DEP_TRAINBENCH_TCH_TORCH_CUDA").as_deref() == Ok("1") {
+        if std::env::var("DEP_TRAINBENCH_BACKEND_TCH_TORCH_CUDA").as_deref() == Ok("1") {
             // Keep libtorch_cuda loaded (its initialisers register CUDA) despite --as-needed.
             args.push("-Wl,--no-as-needed,-ltorch_cuda,--as-needed".into());
         }
         // The NCCL engine's object needs the CUDA runtime's directory too (present when it was built).
-        if let Ok(cuda) = std::env::var("DEP_TRAINBENCH_TCH_CUDA_LIB") {
+        if let Ok(cuda) = std::env::var("DEP_TRAINBENCH_BACKEND_TCH_CUDA_LIB") {
             args.push(format!("-Wl,-rpath,{cuda}"));
         }
         for arg in &args {

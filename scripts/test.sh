@@ -11,11 +11,37 @@ cpu_model=$( (grep -m1 -E '^(model name|Hardware|Model)[[:space:]]*:' /proc/cpui
 cpu_flags=$( (grep -o -w -E 'avx2|avx512[a-z_0-9]*|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ' | sed 's/ $//') 2>/dev/null || true)
 echo "==> CPU: ${cpu_model:-unknown}, $(nproc 2>/dev/null || echo '?') logical cores" >&2
 echo "==> CPU flags: ${cpu_flags:-none}${ONEDNN_MAX_CPU_ISA:+ (ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)}${DNNL_MAX_CPU_ISA:+ (DNNL_MAX_CPU_ISA=$DNNL_MAX_CPU_ISA)}" >&2
+# Each phase's wall time, printed at the end whether the run passed or failed, so that a slower suite is seen.
+phases=()
+phase_start=$(date +%s)
+phase_name="python environment"
+end_phase() {
+    local now
+    now=$(date +%s)
+    phases+=("$(printf '%-34s %5d s' "$phase_name" $((now - phase_start)))")
+    phase_start=$now
+    phase_name="$1"
+}
+suite_start=$phase_start
+print_phases() {
+    local status=$?
+    end_phase ""
+    echo "==> phases (wall time):" >&2
+    printf '    %s\n' "${phases[@]}" >&2
+    printf '    %-34s %5d s (exit %d)\n' "whole test command" $(($(date +%s) - suite_start)) "$status" >&2
+}
+trap print_phases EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
-bash scripts/system-deps.sh || echo "warning: could not install Debian packages; browser, wgpu, MPI and Slurm tests will skip (or fail under CI=true)" >&2
+end_phase "Debian packages"
+bash scripts/system-deps.sh || echo "warning: could not install Debian packages; browser, wgpu, MPI, Slurm and PostgreSQL tests will skip (or fail under CI=true)" >&2
+end_phase "taplo (npm)"
 bash scripts/editor-deps.sh || echo "warning: could not install taplo from npm; the editor-schema test will fail under CI=true" >&2
+end_phase "lint (fmt, clippy)"
 echo "==> scripts/lint.sh (cargo fmt --check, then clippy with warnings as errors)" >&2
 bash scripts/lint.sh
+end_phase "build the tests"
 echo "==> cargo test (features: tch, wgpu, mpi)" >&2
+CI=true cargo test --features tch,wgpu,mpi --workspace --no-run
+end_phase "run the tests"
 CI=true cargo test --features tch,wgpu,mpi --workspace

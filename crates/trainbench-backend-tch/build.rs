@@ -2,7 +2,7 @@
 //! rpath to libtorch's directory so binaries, tests and examples run without LD_LIBRARY_PATH (none when
 //! `TRAINBENCH_NO_RPATH=1`: scripts/gpu_bundle.sh's binaries find the libraries of the machine they run on).
 //!
-//! It re-exports the libtorch directory as `DEP_TRAINBENCH_TCH_LIBTORCH_LIB` (this package declares
+//! It re-exports the libtorch directory as `DEP_TRAINBENCH_BACKEND_TCH_LIBTORCH_LIB` (this package declares
 //! `links = "trainbench_backend_tch"`) so the root crate's build script can embed the same rpath in `trainbench`.
 
 use std::env;
