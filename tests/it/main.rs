@@ -44,5 +44,6 @@ mod runner;
 mod scaling;
 mod schema_sync;
 mod slurm;
+mod tidy;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod zero;
