@@ -1,6 +1,7 @@
 //! Tidy rule: every `match` on the graph's `Op` enum is exhaustive, with no `_ =>` or binding catch-all arm,
 //! so a new op does not compile until analysis, parameters, initialisation, pricing and each lowering handle
-//! it (`docs/contributing.md`, "Adding an op"). Scans every `.rs` under `src/` and `crates/*/src/`.
+//! it (`docs/contributing.md`, "How to add a model", step 5). Scans every `.rs` under `src/` and
+//! `crates/*/src/`, comments and strings left out.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -282,7 +283,7 @@ fn no_catch_all_arm_in_a_match_on_op() {
     assert!(
         report.is_empty(),
         "a `match` on `Op` has a catch-all arm; list every variant instead so that a new op does not compile \
-         until this place handles it (docs/contributing.md, \"Adding an op\"):\n{}",
+         until this place handles it (docs/contributing.md, \"How to add a model\", step 5):\n{}",
         report.join("\n")
     );
 }
