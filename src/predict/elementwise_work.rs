@@ -53,7 +53,29 @@ pub fn class_of(op: &Op) -> Option<ElementwiseClass> {
         Op::Rotary { .. } => Some(C::Relu),
         Op::Attention { causal: true, .. } | Op::Sdpa { causal: true, .. } => Some(C::AttentionCausal),
         Op::Attention { .. } | Op::Sdpa { .. } => Some(C::Attention),
-        _ => None,
+        Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => None,
     }
 }
 
@@ -99,7 +121,34 @@ pub fn work_of(
             let logits = node.inputs.first().map_or(0, |&j| graph.nodes[j].shape.numel());
             Some((ElementwiseClass::CrossEntropy, logits as f64 * batch))
         }
-        op => class_of(op).map(|c| (c, output_elements as f64 * batch)),
+        op @ (Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. }) => class_of(op).map(|c| (c, output_elements as f64 * batch)),
     }
 }
 

@@ -61,7 +61,25 @@ pub fn op_count(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, f6
         Op::RoiAlign { .. } => (5.0, 5.0),
         Op::Loss { loss: LossKind::CrossEntropy, .. } => (2.0, 2.0),
         Op::Loss { .. } => LOSS_OPS,
-        _ => (1.0, 1.0),
+        Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Embedding { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch => (1.0, 1.0),
     }
 }
 
@@ -76,7 +94,33 @@ pub fn kernels(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, Ker
         }
         Op::Attention { .. } => (6.0, KernelClass::Gemm),
         Op::Sdpa { .. } => (2.0, KernelClass::Gemm),
-        _ => (1.0, KernelClass::Gemm),
+        Op::Input { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rotary { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => (1.0, KernelClass::Gemm),
     }
 }
 
@@ -147,10 +191,37 @@ pub fn products(
             Some(Products { forward, backward: Vec::new() })
         }
         Op::Sdpa { heads, head_dim, .. } => {
-            let forward = super::elementwise_work::sdpa_products(b, first_dim(0), first_dim(1), *heads as f64, *head_dim as f64);
+            let forward =
+                super::elementwise_work::sdpa_products(b, first_dim(0), first_dim(1), *heads as f64, *head_dim as f64);
             Some(Products { forward, backward: Vec::new() })
         }
-        _ => None,
+        Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Embedding { .. }
+        | Op::Rotary { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => None,
     }
 }
 
@@ -162,7 +233,37 @@ pub fn conv_size(node: &trainbench_graph::graph::Node, output_elements: f64) -> 
         Op::Conv { in_channels, out_channels, groups: 1, transposed: false, .. } if *out_channels > 0 => {
             Some((((*in_channels * *out_channels) as f64).sqrt(), output_elements / *out_channels as f64))
         }
-        _ => None,
+        Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::Attention { .. }
+        | Op::Rotary { .. }
+        | Op::Sdpa { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => None,
     }
 }
 
@@ -217,7 +318,30 @@ pub fn extra_bytes(
             (4.0 * scores, 8.0 * scores)
         }
         Op::Rotary { .. } => (2.0 * out_bytes, 2.0 * out_bytes),
-        _ => (0.0, 0.0),
+        Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::Sdpa { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => (0.0, 0.0),
     }
 }
 
@@ -267,8 +391,74 @@ pub fn gradient_sums(graph: &Graph, analysis: &Analysis) -> Vec<f64> {
 
 /// Whether a node only views its input (reshape, transpose, slice, dropout with p = 0): it moves nothing.
 pub fn is_view(op: &Op) -> bool {
-    matches!(op, Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. })
-        || matches!(op, Op::Dropout { p } if *p <= 0.0)
+    match op {
+        Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. } => true,
+        Op::Dropout { p } => *p <= 0.0,
+        Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::Attention { .. }
+        | Op::Rotary { .. }
+        | Op::Sdpa { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => false,
+    }
+}
+
+/// Whether a node's products and its element-wise work run one after the other (attention's products and its
+/// softmax, a recurrent layer's gate products and its cells) rather than overlapping (an element-wise layer's
+/// work and its bytes).
+pub fn runs_in_sequence(op: &Op) -> bool {
+    match op {
+        Op::Attention { .. } | Op::Sdpa { .. } | Op::Rnn { .. } => true,
+        Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rotary { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => false,
+    }
 }
 
 /// Bytes of one element of a node's output as the backend holds it.
@@ -276,6 +466,35 @@ pub fn element_bytes(op: &Op, precision: Precision) -> f64 {
     match op {
         Op::Input { kind: InputKind::Tokens { .. } | InputKind::Labels { .. }, .. } => INDEX_INPUT_BYTES,
         Op::Input { .. } => DENSE_INPUT_BYTES,
-        _ => precision.activation_bytes() as f64,
+        Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::Attention { .. }
+        | Op::Rotary { .. }
+        | Op::Sdpa { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => precision.activation_bytes() as f64,
     }
 }

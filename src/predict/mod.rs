@@ -32,7 +32,7 @@ pub mod elementwise_work;
 use serde::Serialize;
 use trainbench_comm::Topology;
 use trainbench_graph::analysis::{analyze, memory_estimate_checkpointed};
-use trainbench_graph::graph::{Graph, InputKind, Op};
+use trainbench_graph::graph::{Graph, InputKind};
 use trainbench_graph::{OptimizerSpec, Precision};
 
 pub use comm::CommCost;
@@ -161,9 +161,9 @@ pub fn input_bytes_per_sample(graph: &Graph) -> f64 {
     graph
         .inputs()
         .map(|(_, n)| {
-            let b = match n.op {
-                Op::Input { kind: InputKind::Dense, .. } => layer::DENSE_INPUT_BYTES,
-                _ => layer::INDEX_INPUT_BYTES,
+            let b = match n.op.input_kind() {
+                Some(InputKind::Dense) => layer::DENSE_INPUT_BYTES,
+                Some(InputKind::Tokens { .. } | InputKind::Labels { .. }) | None => layer::INDEX_INPUT_BYTES,
             };
             n.shape.numel() as f64 * b
         })

@@ -170,7 +170,37 @@ fn elementwise_work(device: &Coefficients, work: Option<(ElementwiseClass, f64)>
 fn bias_pass(node: &trainbench_graph::graph::Node, out: f64, device: &Coefficients) -> (f64, f64) {
     match node.op {
         Op::Linear { bias: true, .. } if device.bias_pass => (device.memory_s(2.0 * out), device.memory_s(out)),
-        _ => (0.0, 0.0),
+        Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::Attention { .. }
+        | Op::Rotary { .. }
+        | Op::Sdpa { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => (0.0, 0.0),
     }
 }
 
@@ -180,7 +210,35 @@ fn in_step_excess(op: &Op, device: &Coefficients) -> ((f64, f64), (f64, f64)) {
     match op {
         Op::Conv { .. } => (device.in_step.conv, device.in_step.conv_fixed),
         Op::Linear { .. } => (device.in_step.linear, (0.0, 0.0)),
-        _ => ((0.0, 0.0), (0.0, 0.0)),
+        Op::Input { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::Attention { .. }
+        | Op::Rotary { .. }
+        | Op::Sdpa { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => ((0.0, 0.0), (0.0, 0.0)),
     }
 }
 
@@ -237,7 +295,7 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     let gemm_s = t.gate(Term::RooflineCompute, gemm_s);
     // Attention's products and its softmax run one after the other; an element-wise layer's work and its bytes
     // overlap.
-    let sequential = matches!(node.op, Op::Attention { .. } | Op::Sdpa { .. } | Op::Rnn { .. });
+    let sequential = layer::runs_in_sequence(&node.op);
     let compute_side = |products_s: f64, ew: f64, class_ew: f64| -> (f64, Vec<(Term, f64)>) {
         if sequential {
             let parts = vec![

@@ -85,9 +85,9 @@ fn manifest(graph: &Graph, seed: u64) -> serde_json::Value {
     let inputs: Vec<_> = graph
         .inputs()
         .map(|(_, n)| {
-            let kind = match &n.op {
-                trainbench_graph::Op::Input { kind } => serde_json::to_value(kind).unwrap_or_default(),
-                _ => serde_json::Value::Null,
+            let kind = match n.op.input_kind() {
+                Some(kind) => serde_json::to_value(kind).unwrap_or_default(),
+                None => serde_json::Value::Null,
             };
             serde_json::json!({ "name": n.name, "shape": n.shape.0, "kind": kind })
         })

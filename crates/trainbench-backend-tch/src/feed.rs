@@ -58,7 +58,36 @@ pub fn evaluate(
     for &l in &graph.losses {
         let weight = match graph.nodes[l].op {
             Op::Loss { weight, .. } => f64::from(weight),
-            _ => 1.0,
+            Op::Input { .. }
+            | Op::Conv { .. }
+            | Op::BatchNorm { .. }
+            | Op::LayerNorm { .. }
+            | Op::RmsNorm { .. }
+            | Op::Linear { .. }
+            | Op::Embedding { .. }
+            | Op::Rnn { .. }
+            | Op::Attention { .. }
+            | Op::Rotary { .. }
+            | Op::Sdpa { .. }
+            | Op::ClassToken { .. }
+            | Op::EmbeddingBag { .. }
+            | Op::Pool { .. }
+            | Op::AdaptivePool { .. }
+            | Op::Act { .. }
+            | Op::Softmax
+            | Op::Dropout { .. }
+            | Op::Add
+            | Op::Mul
+            | Op::Concat { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Mean { .. }
+            | Op::MatMul { .. }
+            | Op::SinusoidalPositions { .. }
+            | Op::LearnedPositions { .. }
+            | Op::CriticBatch
+            | Op::RoiAlign { .. } => 1.0,
         };
         let v = env[l].as_ref().ok_or_else(|| TchError::Kind("internal: eval loss not computed".into()))?;
         loss += weight * v.f_double_value(&[])?;

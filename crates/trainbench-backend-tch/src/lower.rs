@@ -246,7 +246,38 @@ impl Lowered {
             let compute = || -> Result<Tensor, TchError> {
                 match &node.op {
                     Op::Loss { loss, .. } => loss::forward(graph, i, *loss, &ins, opts.critic_update),
-                    _ => ops::forward(node, &ins, &self.tensors[i], self.constants[i].as_ref(), flags),
+                    Op::Input { .. }
+                    | Op::Conv { .. }
+                    | Op::BatchNorm { .. }
+                    | Op::LayerNorm { .. }
+                    | Op::RmsNorm { .. }
+                    | Op::Linear { .. }
+                    | Op::Embedding { .. }
+                    | Op::Rnn { .. }
+                    | Op::Attention { .. }
+                    | Op::Rotary { .. }
+                    | Op::Sdpa { .. }
+                    | Op::ClassToken { .. }
+                    | Op::EmbeddingBag { .. }
+                    | Op::Pool { .. }
+                    | Op::AdaptivePool { .. }
+                    | Op::Act { .. }
+                    | Op::Softmax
+                    | Op::Dropout { .. }
+                    | Op::Add
+                    | Op::Mul
+                    | Op::Concat { .. }
+                    | Op::Reshape { .. }
+                    | Op::Transpose { .. }
+                    | Op::Slice { .. }
+                    | Op::Mean { .. }
+                    | Op::MatMul { .. }
+                    | Op::SinusoidalPositions { .. }
+                    | Op::LearnedPositions { .. }
+                    | Op::CriticBatch
+                    | Op::RoiAlign { .. } => {
+                        ops::forward(node, &ins, &self.tensors[i], self.constants[i].as_ref(), flags)
+                    }
                 }
             };
             let out = if no_grad { tch::no_grad(compute)? } else { compute()? };

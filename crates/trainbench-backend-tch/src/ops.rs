@@ -70,7 +70,37 @@ pub fn constant(node: &Node, input_shape: &[usize], device: Device) -> Result<Op
             let (ohs, ows) = ((output[0] * sampling_ratio.max(&1)) as i64, (output[1] * sampling_ratio.max(&1)) as i64);
             Ok(Some(Tensor::f_from_slice(&grid)?.f_reshape([1, *proposals as i64 * ohs, ows, 2])?.f_to_device(device)?))
         }
-        _ => Ok(None),
+        Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::Attention { .. }
+        | Op::Rotary { .. }
+        | Op::Sdpa { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => Ok(None),
     }
 }
 

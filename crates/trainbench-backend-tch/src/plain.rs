@@ -6,6 +6,7 @@
 
 use tch::{TchError, Tensor};
 use trainbench_comm::StepExchange;
+use trainbench_graph::Op;
 
 use super::Common;
 use crate::checkpoint::{BlockWeights, Checkpoints};
@@ -50,8 +51,38 @@ impl PlainStep {
             for &l in &graph.losses {
                 let v = env[l].take().ok_or_else(|| TchError::Kind("internal: loss not computed".into()))?;
                 let v = match graph.nodes[l].op {
-                    trainbench_graph::Op::Loss { weight, .. } if weight != 1.0 => v.f_mul_scalar(f64::from(weight))?,
-                    _ => v,
+                    Op::Loss { weight, .. } if weight != 1.0 => v.f_mul_scalar(f64::from(weight))?,
+                    Op::Input { .. }
+                    | Op::Conv { .. }
+                    | Op::BatchNorm { .. }
+                    | Op::LayerNorm { .. }
+                    | Op::RmsNorm { .. }
+                    | Op::Linear { .. }
+                    | Op::Embedding { .. }
+                    | Op::Rnn { .. }
+                    | Op::Attention { .. }
+                    | Op::Rotary { .. }
+                    | Op::Sdpa { .. }
+                    | Op::ClassToken { .. }
+                    | Op::EmbeddingBag { .. }
+                    | Op::Pool { .. }
+                    | Op::AdaptivePool { .. }
+                    | Op::Act { .. }
+                    | Op::Softmax
+                    | Op::Dropout { .. }
+                    | Op::Add
+                    | Op::Mul
+                    | Op::Concat { .. }
+                    | Op::Reshape { .. }
+                    | Op::Transpose { .. }
+                    | Op::Slice { .. }
+                    | Op::Mean { .. }
+                    | Op::MatMul { .. }
+                    | Op::SinusoidalPositions { .. }
+                    | Op::LearnedPositions { .. }
+                    | Op::CriticBatch
+                    | Op::RoiAlign { .. }
+                    | Op::Loss { .. } => v,
                 };
                 total = Some(match total {
                     None => v,

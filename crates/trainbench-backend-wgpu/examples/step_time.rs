@@ -39,7 +39,33 @@ fn forward_flops(graph: &Graph, batch: usize) -> f64 {
                 let tk = graph.nodes[n.inputs[1]].shape.0[0] as f64;
                 2.0 * b * (tq * e * e + tk * e * (*kdim as f64 + *vdim as f64) + 2.0 * tq * tk * e + tq * e * e)
             }
-            _ => 0.0,
+            Op::Input { .. }
+            | Op::BatchNorm { .. }
+            | Op::LayerNorm { .. }
+            | Op::RmsNorm { .. }
+            | Op::Embedding { .. }
+            | Op::Rotary { .. }
+            | Op::Sdpa { .. }
+            | Op::ClassToken { .. }
+            | Op::EmbeddingBag { .. }
+            | Op::Pool { .. }
+            | Op::AdaptivePool { .. }
+            | Op::Act { .. }
+            | Op::Softmax
+            | Op::Dropout { .. }
+            | Op::Add
+            | Op::Mul
+            | Op::Concat { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Mean { .. }
+            | Op::MatMul { .. }
+            | Op::SinusoidalPositions { .. }
+            | Op::LearnedPositions { .. }
+            | Op::CriticBatch
+            | Op::RoiAlign { .. }
+            | Op::Loss { .. } => 0.0,
         };
     }
     f

@@ -138,7 +138,37 @@ pub fn classifier_nodes(graph: &Graph) -> Option<(NodeId, NodeId)> {
             let ins = &graph.nodes[l].inputs;
             Some((*ins.first()?, *ins.get(1)?))
         }
-        _ => None,
+        Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::Attention { .. }
+        | Op::Rotary { .. }
+        | Op::Sdpa { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => None,
     })
 }
 

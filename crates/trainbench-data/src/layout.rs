@@ -1,7 +1,7 @@
 //! What a model's batches hold when they are read from a dataset: its real-valued or token input and its class
 //! labels, found among the graph's inputs; models with other inputs are refused with the reason.
 
-use trainbench_graph::graph::{Graph, InputKind, NodeId, Op};
+use trainbench_graph::graph::{Graph, InputKind, NodeId};
 
 /// The kind of values a model input takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,11 +54,11 @@ impl Layout {
         let mut labels = Vec::new();
         let mut other = Vec::new();
         for (id, node) in graph.inputs() {
-            match node.op {
-                Op::Input { kind: InputKind::Dense } => data.push((id, node, ValueKind::Dense)),
-                Op::Input { kind: InputKind::Tokens { vocab } } => data.push((id, node, ValueKind::Ids { vocab })),
-                Op::Input { kind: InputKind::Labels { classes } } => labels.push((id, node, classes)),
-                _ => other.push(node.name.clone()),
+            match node.op.input_kind() {
+                Some(InputKind::Dense) => data.push((id, node, ValueKind::Dense)),
+                Some(InputKind::Tokens { vocab }) => data.push((id, node, ValueKind::Ids { vocab: *vocab })),
+                Some(InputKind::Labels { classes }) => labels.push((id, node, *classes)),
+                None => other.push(node.name.clone()),
             }
         }
         let names = |v: &[(NodeId, &trainbench_graph::graph::Node, ValueKind)]| {

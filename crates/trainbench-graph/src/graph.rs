@@ -452,6 +452,43 @@ impl Op {
             Op::Loss { .. } => "loss",
         }
     }
+
+    /// What a graph input holds; `None` for every operation that computes its output.
+    pub fn input_kind(&self) -> Option<&InputKind> {
+        match self {
+            Op::Input { kind } => Some(kind),
+            Op::Conv { .. }
+            | Op::BatchNorm { .. }
+            | Op::LayerNorm { .. }
+            | Op::RmsNorm { .. }
+            | Op::Linear { .. }
+            | Op::Embedding { .. }
+            | Op::Rnn { .. }
+            | Op::Attention { .. }
+            | Op::Rotary { .. }
+            | Op::Sdpa { .. }
+            | Op::ClassToken { .. }
+            | Op::EmbeddingBag { .. }
+            | Op::Pool { .. }
+            | Op::AdaptivePool { .. }
+            | Op::Act { .. }
+            | Op::Softmax
+            | Op::Dropout { .. }
+            | Op::Add
+            | Op::Mul
+            | Op::Concat { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Mean { .. }
+            | Op::MatMul { .. }
+            | Op::SinusoidalPositions { .. }
+            | Op::LearnedPositions { .. }
+            | Op::CriticBatch
+            | Op::RoiAlign { .. }
+            | Op::Loss { .. } => None,
+        }
+    }
 }
 
 /// A node of the graph: an operation applied to earlier nodes, with its inferred per-sample output shape.

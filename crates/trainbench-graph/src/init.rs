@@ -98,19 +98,17 @@ pub fn synthetic_input(graph: &Graph, input: NodeId, batch: usize, seed: u64, st
     let node: &Node = &graph.nodes[input];
     let n = batch * node.shape.numel() as usize;
     let mut rng = SeededRng::new(seed ^ step.wrapping_mul(0x2545_f491_4f6c_dd1d), &node.name);
-    match &node.op {
-        Op::Input { kind: InputKind::Tokens { vocab } } => {
-            HostTensor::Ids((0..n).map(|_| rng.below(*vocab as u64) as i64).collect())
-        }
-        Op::Input { kind: InputKind::Labels { classes } } => {
+    match node.op.input_kind() {
+        Some(InputKind::Tokens { vocab }) => HostTensor::Ids((0..n).map(|_| rng.below(*vocab as u64) as i64).collect()),
+        Some(InputKind::Labels { classes }) => {
             let floor = label_floor(graph, input);
             let span = (*classes as u64).saturating_sub(floor).max(1);
             HostTensor::Ids((0..n).map(|_| (floor + rng.below(span)) as i64).collect())
         }
-        _ if binary_target(graph, input) => {
+        Some(InputKind::Dense) | None if binary_target(graph, input) => {
             HostTensor::Dense((0..n).map(|_| if rng.below(2) == 1 { 1.0 } else { 0.0 }).collect())
         }
-        _ => HostTensor::Dense((0..n).map(|_| rng.normal()).collect()),
+        Some(InputKind::Dense) | None => HostTensor::Dense((0..n).map(|_| rng.normal()).collect()),
     }
 }
 

@@ -162,7 +162,26 @@ pub fn tensors(node: &Node) -> Vec<ParamDecl> {
             v.push(decl(node, "out_proj.bias", vec![*e], Init::Zeros, Bias));
             v
         }
-        _ => Vec::new(),
+        Op::Input { .. }
+        | Op::Rotary { .. }
+        | Op::Sdpa { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => Vec::new(),
     }
 }
 

@@ -481,9 +481,9 @@ pub fn check_graph(
             );
         }
     }
-    let labels = graph.inputs().find_map(|(_, n)| match n.op {
-        Op::Input { kind: InputKind::Labels { classes } } => Some((n.name.clone(), classes)),
-        _ => None,
+    let labels = graph.inputs().find_map(|(_, n)| match n.op.input_kind() {
+        Some(InputKind::Labels { classes }) => Some((n.name.clone(), *classes)),
+        Some(InputKind::Dense | InputKind::Tokens { .. }) | None => None,
     });
     if let (Some(classes), Some((name, model_classes))) = (dataset.classes, labels) {
         if classes != model_classes {

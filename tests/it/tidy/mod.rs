@@ -5,6 +5,7 @@
 mod file_shape;
 mod import_circles;
 mod linking;
+mod op_matches;
 mod signatures;
 
 use std::path::{Path, PathBuf};

@@ -113,7 +113,35 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
                     return Err(unsupported(layer, "ctc", "CTC expects logits [time, classes] and labels [len]"));
                 }
             }
-            _ => {}
+            Op::Input { .. }
+            | Op::BatchNorm { .. }
+            | Op::LayerNorm { .. }
+            | Op::RmsNorm { .. }
+            | Op::Linear { .. }
+            | Op::Embedding { .. }
+            | Op::Rnn { .. }
+            | Op::Attention { .. }
+            | Op::Rotary { .. }
+            | Op::Sdpa { .. }
+            | Op::ClassToken { .. }
+            | Op::EmbeddingBag { .. }
+            | Op::Pool { .. }
+            | Op::Act { .. }
+            | Op::Softmax
+            | Op::Dropout { .. }
+            | Op::Add
+            | Op::Mul
+            | Op::Concat { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Mean { .. }
+            | Op::MatMul { .. }
+            | Op::SinusoidalPositions { .. }
+            | Op::LearnedPositions { .. }
+            | Op::CriticBatch
+            | Op::RoiAlign { .. }
+            | Op::Loss { .. } => {}
         }
     }
     Ok(())

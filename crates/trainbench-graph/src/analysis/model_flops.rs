@@ -48,7 +48,35 @@ fn matmul_parameters(graph: &Graph, a: &Analysis) -> u64 {
         .filter(|(i, n)| match n.op {
             Op::Embedding { .. } => !graph.nodes.iter().any(|m| m.tied_to == Some(*i)),
             Op::LearnedPositions { .. } => true,
-            _ => false,
+            Op::Input { .. }
+            | Op::Conv { .. }
+            | Op::BatchNorm { .. }
+            | Op::LayerNorm { .. }
+            | Op::RmsNorm { .. }
+            | Op::Linear { .. }
+            | Op::Rnn { .. }
+            | Op::Attention { .. }
+            | Op::Rotary { .. }
+            | Op::Sdpa { .. }
+            | Op::ClassToken { .. }
+            | Op::EmbeddingBag { .. }
+            | Op::Pool { .. }
+            | Op::AdaptivePool { .. }
+            | Op::Act { .. }
+            | Op::Softmax
+            | Op::Dropout { .. }
+            | Op::Add
+            | Op::Mul
+            | Op::Concat { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Mean { .. }
+            | Op::MatMul { .. }
+            | Op::SinusoidalPositions { .. }
+            | Op::CriticBatch
+            | Op::RoiAlign { .. }
+            | Op::Loss { .. } => false,
         })
         .map(|(i, _)| a.layers[i].parameters)
         .sum();

@@ -103,7 +103,31 @@ pub(crate) fn flops(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
             let query_or_key = u64::from(g(0) + g(1) > 0);
             Flops { forward: 2 * product, backward: product * (g(0) + g(1)) + product * (g(2) + query_or_key) }
         }
-        _ => Flops::default(),
+        Op::Input { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Embedding { .. }
+        | Op::Rotary { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Loss { .. } => Flops::default(),
     }
 }
 
@@ -170,7 +194,21 @@ pub(crate) fn saved(graph: &Graph, node: &Node) -> Saved {
                 }
             }
         }
-        _ => Saved::default(),
+        Op::Input { .. }
+        | Op::Embedding { .. }
+        | Op::Rotary { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Add
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. } => Saved::default(),
     }
 }
 

@@ -73,7 +73,35 @@ impl GraphBuilder {
             match op {
                 Op::Embedding { vocab, dim } => Some([*vocab, *dim]),
                 Op::Linear { in_features, out_features, .. } => Some([*out_features, *in_features]),
-                _ => None,
+                Op::Input { .. }
+                | Op::Conv { .. }
+                | Op::BatchNorm { .. }
+                | Op::LayerNorm { .. }
+                | Op::RmsNorm { .. }
+                | Op::Rnn { .. }
+                | Op::Attention { .. }
+                | Op::Rotary { .. }
+                | Op::Sdpa { .. }
+                | Op::ClassToken { .. }
+                | Op::EmbeddingBag { .. }
+                | Op::Pool { .. }
+                | Op::AdaptivePool { .. }
+                | Op::Act { .. }
+                | Op::Softmax
+                | Op::Dropout { .. }
+                | Op::Add
+                | Op::Mul
+                | Op::Concat { .. }
+                | Op::Reshape { .. }
+                | Op::Transpose { .. }
+                | Op::Slice { .. }
+                | Op::Mean { .. }
+                | Op::MatMul { .. }
+                | Op::SinusoidalPositions { .. }
+                | Op::LearnedPositions { .. }
+                | Op::CriticBatch
+                | Op::RoiAlign { .. }
+                | Op::Loss { .. } => None,
             }
         }
         let (n, o) = (&self.nodes[node], &self.nodes[owner]);

@@ -3,8 +3,8 @@
 //! The basic layers live here; products, positional encodings, GAN and detection ops, weight tying and losses in
 //! `special.rs`.
 
-mod transformer_layers;
 mod heads_and_losses;
+mod transformer_layers;
 
 use crate::graph::{Activation, InputKind, Node, NodeId, Op, PoolKind, RnnCell, Shape};
 
@@ -312,16 +312,16 @@ impl GraphBuilder {
 
     /// Embedding lookup of integer ids.
     pub fn embedding(&mut self, name: &str, ids: NodeId, vocab: usize, dim: usize) -> Result<NodeId, ShapeError> {
-        match &self.nodes[ids].op {
-            Op::Input { kind: InputKind::Tokens { vocab: v } | InputKind::Labels { classes: v } } if *v > vocab => {
+        match self.nodes[ids].op.input_kind() {
+            Some(InputKind::Tokens { vocab: v } | InputKind::Labels { classes: v }) if *v > vocab => {
                 return Err(self.err(
                     name,
                     "embedding",
                     format!("input ids range over {v} values but the table has only {vocab} rows"),
                 ));
             }
-            Op::Input { kind: InputKind::Tokens { .. } | InputKind::Labels { .. } } => {}
-            _ => {
+            Some(InputKind::Tokens { .. } | InputKind::Labels { .. }) => {}
+            Some(InputKind::Dense) | None => {
                 return Err(self.err(
                     name,
                     "embedding",

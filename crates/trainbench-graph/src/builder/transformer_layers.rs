@@ -97,16 +97,18 @@ impl GraphBuilder {
         dim: usize,
         mode: BagMode,
     ) -> Result<NodeId, ShapeError> {
-        match &self.nodes[ids].op {
-            Op::Input { kind: InputKind::Tokens { vocab: v } } if *v <= vocab => {}
-            Op::Input { kind: InputKind::Tokens { vocab: v } } => {
+        match self.nodes[ids].op.input_kind() {
+            Some(InputKind::Tokens { vocab: v }) if *v <= vocab => {}
+            Some(InputKind::Tokens { vocab: v }) => {
                 return Err(self.err(
                     name,
                     "embedding_bag",
                     format!("ids go up to {v} but the table has {vocab} rows"),
                 ));
             }
-            _ => return Err(self.err(name, "embedding_bag", "expects an input of token ids")),
+            Some(InputKind::Dense | InputKind::Labels { .. }) | None => {
+                return Err(self.err(name, "embedding_bag", "expects an input of token ids"));
+            }
         }
         if self.shape(ids).rank() != 1 {
             return Err(self.err(name, "embedding_bag", format!("expects ids [bag], got {}", self.shape(ids))));
