@@ -331,3 +331,7 @@ mod terms_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod schedule_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod whatif_tests;

@@ -357,28 +357,6 @@ fn what_ifs_point_the_right_way_with_formula_magnitudes() {
     assert!(fp16.speedup.unwrap() > 1.0 && fp16.speedup.unwrap() < 4.0);
 }
 
-#[test]
-fn the_model_and_its_what_ifs_read_the_stored_coefficients_and_fit_nothing() {
-    let g = gemm_graph();
-    let s = setting(800, DataParallel::ParameterServer { servers: 1 }, 8, 1, Interconnect::Ethernet);
-    let all_reduce = Setting { topology: Topology { strategy: DataParallel::AllReduce, ..s.topology }, ..s.clone() };
-    let stored = fitted(&profile());
-    // Half the stored peak: a profile's `fitted` table is what the model prices with, in every row.
-    let mut slow = stored.clone();
-    slow.fitted.as_mut().unwrap().fp32.peak_flop_s /= 2.0;
-    let (base, slow_base) = (super::predict(&g, &s, &stored).unwrap(), super::predict(&g, &s, &slow).unwrap());
-    assert!(slow_base.phases.forward_s > 1.9 * base.phases.forward_s, "{slow_base:?}");
-    let rows = whatif::what_if(&AnalyzedGraph::new(&g), &s, &slow, &slow_base, &[], &Terms::all());
-    let row = rows.iter().find(|r| r.change.starts_with("strategy: all-reduce")).unwrap();
-    let fresh = super::predict(&g, &all_reduce, &slow).unwrap();
-    assert_eq!(row.step_time_s, Some(fresh.step_time_s), "one analysis, the stored coefficients");
-    assert_ne!(row.step_time_s, Some(super::predict(&g, &all_reduce, &stored).unwrap().step_time_s));
-    // A calibrated profile that did not come through the loader has no coefficients to read.
-    let mut unfitted = profile();
-    unfitted.calibration = Some(step_calibration());
-    assert!(matches!(super::predict(&g, &s, &unfitted), Err(PredictError::NotFitted { .. })));
-}
-
 /// A calibration with only the training step's terms: per-node costs, an optimizer and a product grid.
 fn step_calibration() -> Calibration {
     use crate::hardware::wire::{GemmShapePoint, NodePoint, OptimizerPoint};
