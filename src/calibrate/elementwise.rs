@@ -68,9 +68,9 @@ const POOL_SAMPLE: [usize; 3] = [8, 32, 32];
 /// The measured pooling window's side.
 const POOL_WINDOW: usize = 3;
 
-/// Samples per step at which `class` is measured.
-pub fn batches(class: &str) -> [usize; 4] {
-    if class == "max_pool" { POOL_BATCHES } else { BATCHES }
+/// Samples per step at which `kind` is measured.
+pub fn batches(kind: FirstKind) -> [usize; 4] {
+    if kind == FirstKind::Class(ElementwiseClass::MaxPool) { POOL_BATCHES } else { BATCHES }
 }
 
 /// Heads of the measured attention (self-attention over the sample's 16 positions of 64 features: 4 x 16 x 16
@@ -80,8 +80,8 @@ pub const ATTENTION_HEADS: usize = 4;
 /// The micro-graph: input -> linear -> `copies` x the class's operation -> MSE against a target; for
 /// `cross_entropy`, input [1, 64] -> linear [`CE_CLASSES`] -> cross-entropy (`copies` > 0), or the logits' mean
 /// -> MSE.
-fn graph(class: &str, copies: usize) -> Result<Graph, String> {
-    graph_after(class, copies, false)
+fn graph(class: ElementwiseClass, copies: usize) -> Result<Graph, String> {
+    graph_after(FirstKind::Class(class), copies, false)
 }
 
 /// [`graph`], with `flush` a pass over [`FLUSH_ELEMENTS`] elements of a second input just before the operations (the
@@ -90,13 +90,10 @@ fn graph(class: &str, copies: usize) -> Result<Graph, String> {
 /// caches hold. Not for `cross_entropy`. Besides the classes, `linear` (64 -> 64 linear layers) and `add` (a
 /// tensor added to itself), the kinds standing in for those without a class in the first-node costs
 /// ([`FirstKind`]).
-pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Graph, String> {
+pub(crate) fn graph_after(kind: FirstKind, copies: usize, flush: bool) -> Result<Graph, String> {
     let e = |e: trainbench_graph::ShapeError| e.to_string();
-    if !FirstKind::all().any(|k| k.name() == class) {
-        let known: Vec<&str> = FirstKind::all().map(FirstKind::name).collect();
-        return Err(format!("unknown element-wise class `{class}` (known: {})", known.join(", ")));
-    }
-    if class == "max_pool" {
+    let class = kind.name();
+    if kind == FirstKind::Class(ElementwiseClass::MaxPool) {
         let mut b = GraphBuilder::new("calibrate-max_pool");
         let x = b.input("x", &POOL_SAMPLE, InputKind::Dense).map_err(e)?;
         let t = b.input("t", &POOL_SAMPLE, InputKind::Dense).map_err(e)?;
@@ -110,7 +107,7 @@ pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Gra
         b.loss("loss", LossKind::Mse, &[y, t]).map_err(e)?;
         return b.finish(1, "samples").map_err(e);
     }
-    if class == "cross_entropy" {
+    if kind == FirstKind::Class(ElementwiseClass::CrossEntropy) {
         let mut b = GraphBuilder::new("calibrate-cross_entropy");
         let x = b.input("x", &[1, SAMPLE[1]], InputKind::Dense).map_err(e)?;
         let logits = b.linear("fc", x, CE_CLASSES, true).map_err(e)?;
@@ -130,7 +127,7 @@ pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Gra
     let t = b.input("t", &SAMPLE, InputKind::Dense).map_err(e)?;
     let mut y = b.linear("fc", x, SAMPLE[1], true).map_err(e)?;
     // Cross-attention attends to a second sequence that needs its gradient, as an encoder's output does.
-    let memory = if class == "attention_cross" {
+    let memory = if kind == FirstKind::Class(ElementwiseClass::AttentionCross) {
         let m = b.input("m", &SAMPLE, InputKind::Dense).map_err(e)?;
         Some(b.linear("memory", m, SAMPLE[1], true).map_err(e)?)
     } else {
@@ -141,20 +138,24 @@ pub(crate) fn graph_after(class: &str, copies: usize, flush: bool) -> Result<Gra
     }
     for i in 0..copies {
         let name = format!("{class}{i}");
-        y = match class {
-            "dropout" => b.dropout(&name, y, 0.1),
-            "layer_norm" => b.layer_norm(&name, y, 1e-5),
-            "batch_norm" => b.batch_norm(&name, y),
-            "softmax" => b.softmax(&name, y),
-            "relu" => b.act(&name, y, Activation::Relu),
-            "attention" => b.attention(&name, y, y, ATTENTION_HEADS, false),
-            "attention_causal" => b.attention(&name, y, y, ATTENTION_HEADS, true),
-            "attention_cross" => b.attention(&name, y, memory.unwrap_or(y), ATTENTION_HEADS, false),
-            "linear" => b.linear(&name, y, SAMPLE[1], true),
-            "add" => b.add_nodes(&name, &[y, y]),
-            "gelu" => b.act(&name, y, Activation::Gelu),
-            // Checked above; max pooling and cross-entropy have graphs of their own.
-            other => return Err(format!("element-wise class `{other}` has no stacked graph")),
+        y = match kind {
+            FirstKind::Class(ElementwiseClass::Dropout) => b.dropout(&name, y, 0.1),
+            FirstKind::Class(ElementwiseClass::LayerNorm) => b.layer_norm(&name, y, 1e-5),
+            FirstKind::Class(ElementwiseClass::BatchNorm) => b.batch_norm(&name, y),
+            FirstKind::Class(ElementwiseClass::Softmax) => b.softmax(&name, y),
+            FirstKind::Class(ElementwiseClass::Relu) => b.act(&name, y, Activation::Relu),
+            FirstKind::Class(ElementwiseClass::Attention) => b.attention(&name, y, y, ATTENTION_HEADS, false),
+            FirstKind::Class(ElementwiseClass::AttentionCausal) => b.attention(&name, y, y, ATTENTION_HEADS, true),
+            FirstKind::Class(ElementwiseClass::AttentionCross) => {
+                b.attention(&name, y, memory.unwrap_or(y), ATTENTION_HEADS, false)
+            }
+            FirstKind::Class(ElementwiseClass::Gelu) => b.act(&name, y, Activation::Gelu),
+            FirstKind::Linear => b.linear(&name, y, SAMPLE[1], true),
+            FirstKind::Add => b.add_nodes(&name, &[y, y]),
+            // Max pooling and cross-entropy have graphs of their own, built above.
+            FirstKind::Class(other @ (ElementwiseClass::MaxPool | ElementwiseClass::CrossEntropy)) => {
+                return Err(format!("element-wise class `{}` has no stacked graph", other.name()));
+            }
         }
         .map_err(e)?;
     }
@@ -182,12 +183,19 @@ pub(crate) fn plan(device: DeviceSelector, cpu_threads: Option<u32>, batch: usiz
 
 /// Elements one node of `class` works on per sample: attention's scores, cross-entropy's logits, else the
 /// node's output.
-fn elements_per_sample(class: &str) -> usize {
+fn elements_per_sample(class: ElementwiseClass) -> usize {
     match class {
-        "attention" | "attention_causal" | "attention_cross" => ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0],
-        "cross_entropy" => CE_CLASSES,
-        "max_pool" => POOL_SAMPLE.iter().product::<usize>(),
-        _ => SAMPLE[0] * SAMPLE[1],
+        ElementwiseClass::Attention | ElementwiseClass::AttentionCausal | ElementwiseClass::AttentionCross => {
+            ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0]
+        }
+        ElementwiseClass::CrossEntropy => CE_CLASSES,
+        ElementwiseClass::MaxPool => POOL_SAMPLE.iter().product::<usize>(),
+        ElementwiseClass::Dropout
+        | ElementwiseClass::LayerNorm
+        | ElementwiseClass::BatchNorm
+        | ElementwiseClass::Softmax
+        | ElementwiseClass::Relu
+        | ElementwiseClass::Gelu => SAMPLE[0] * SAMPLE[1],
     }
 }
 
@@ -200,27 +208,27 @@ pub fn measure(
     cpu_clock: bool,
 ) -> (Vec<ElementwisePoint>, Vec<(String, String)>) {
     let (mut points, mut skipped) = (Vec::new(), Vec::new());
-    'classes: for class in ElementwiseClass::ALL.map(ElementwiseClass::name) {
+    'classes: for class in ElementwiseClass::ALL {
         let (base, with) = match (graph(class, 0), graph(class, ELEMENTWISE_STACK)) {
             (Ok(b), Ok(w)) => (b, w),
             (Err(e), _) | (_, Err(e)) => {
-                skipped.push((class.to_string(), e));
+                skipped.push((class.name().to_string(), e));
                 continue;
             }
         };
         // The cross-entropy graph has one loss, the others `ELEMENTWISE_STACK` copies of the operation.
-        let copies = if class == "cross_entropy" { 1.0 } else { ELEMENTWISE_STACK as f64 };
-        for batch in batches(class) {
+        let copies = if class == ElementwiseClass::CrossEntropy { 1.0 } else { ELEMENTWISE_STACK as f64 };
+        for batch in batches(FirstKind::Class(class)) {
             let plan = plan(device, cpu_threads, batch);
             match super::harness::per_added_node(backend, &plan, (&base, &with), copies, cpu_clock) {
                 Ok(m) => points.push(ElementwisePoint {
-                    op: class.to_string(),
+                    op: class,
                     elements: (batch * elements_per_sample(class)) as f64,
                     forward_s: m.forward,
                     backward_s: m.backward,
                 }),
                 Err(e) => {
-                    skipped.push((class.to_string(), e));
+                    skipped.push((class.name().to_string(), e));
                     continue 'classes;
                 }
             }
@@ -240,25 +248,21 @@ mod tests {
     fn every_class_builds_and_maps_back_from_its_graph() {
         for c in ElementwiseClass::ALL.into_iter().filter(|c| *c != ElementwiseClass::CrossEntropy) {
             let class = c.name();
-            let g = graph(class, ELEMENTWISE_STACK).unwrap();
+            let g = graph(c, ELEMENTWISE_STACK).unwrap();
             if c == ElementwiseClass::MaxPool || c == ElementwiseClass::AttentionCross {
                 assert_eq!(g.nodes.iter().filter_map(|n| class_of(&n.op)).count(), ELEMENTWISE_STACK);
                 continue;
             }
             let classes: Vec<ElementwiseClass> = g.nodes.iter().filter_map(|n| class_of(&n.op)).collect();
             assert_eq!(classes, vec![c; ELEMENTWISE_STACK], "{class}");
-            assert!(graph(class, 0).unwrap().nodes.iter().all(|n| class_of(&n.op).is_none()));
+            assert!(graph(c, 0).unwrap().nodes.iter().all(|n| class_of(&n.op).is_none()));
         }
     }
 
     #[test]
-    fn an_unknown_class_is_an_error_naming_it_and_the_known_ones() {
-        for copies in [0, ELEMENTWISE_STACK] {
-            let e = graph_after("swish", copies, false).unwrap_err();
-            assert!(e.contains("`swish`") && e.contains("gelu") && e.contains("max_pool") && e.contains("add"), "{e}");
-        }
-        // The stand-ins of the first-node costs are known.
-        assert!(graph_after("linear", 1, true).is_ok() && graph_after("add", 1, true).is_ok());
+    fn the_stand_ins_of_the_first_node_costs_build_and_the_losses_have_no_stack() {
+        assert!(graph_after(FirstKind::Linear, 1, true).is_ok() && graph_after(FirstKind::Add, 1, true).is_ok());
+        assert!(graph(ElementwiseClass::CrossEntropy, 1).is_ok() && graph(ElementwiseClass::MaxPool, 1).is_ok());
     }
 
     #[test]
@@ -266,17 +270,17 @@ mod tests {
         let mut mock = trainbench_contract::mock::MockBackend::new(Default::default());
         let (points, skipped) = measure(&mut mock, DeviceSelector::Cpu, None, false);
         assert!(skipped.is_empty(), "{skipped:?}");
-        let classes: Vec<&str> = points.iter().map(|p| p.op.as_str()).collect();
-        let expected: Vec<&str> = ElementwiseClass::ALL.iter().flat_map(|c| [c.name(); BATCHES.len()]).collect();
+        let classes: Vec<ElementwiseClass> = points.iter().map(|p| p.op).collect();
+        let expected: Vec<ElementwiseClass> = ElementwiseClass::ALL.iter().flat_map(|c| [*c; BATCHES.len()]).collect();
         assert_eq!(classes, expected);
         assert!(points.iter().all(|p| p.forward_s >= 0.0 && p.backward_s >= 0.0));
         let sizes: Vec<f64> = points.iter().take(BATCHES.len()).map(|p| p.elements).collect();
         assert_eq!(sizes, [1024.0, 65536.0, 262144.0, 1048576.0]);
         assert!(
-            points.iter().filter(|p| p.op != "max_pool").all(|p| sizes.contains(&p.elements)),
+            points.iter().filter(|p| p.op != ElementwiseClass::MaxPool).all(|p| sizes.contains(&p.elements)),
             "attention's scores and cross-entropy's logits are as many as the others' outputs"
         );
-        let pool: Vec<f64> = points.iter().filter(|p| p.op == "max_pool").map(|p| p.elements).collect();
+        let pool: Vec<f64> = points.iter().filter(|p| p.op == ElementwiseClass::MaxPool).map(|p| p.elements).collect();
         assert_eq!(pool, [8192.0, 65536.0, 262144.0, 524288.0], "outputs: 8 x 32 x 32 per sample");
     }
 }

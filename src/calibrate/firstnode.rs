@@ -22,9 +22,9 @@ use crate::predict::price_classes::{ElementwiseClass, FirstKind, NodeClass};
 /// of two differences.
 const ROUNDS: usize = 5;
 
-/// The name under which the first-node cost of `class` is recorded (`calibration.node`).
-pub fn point_class(kind: FirstKind) -> String {
-    NodeClass::First(kind).name()
+/// The class under which the first-node cost of `kind` is recorded (`calibration.node`).
+pub fn point_class(kind: FirstKind) -> NodeClass {
+    NodeClass::First(kind)
 }
 
 /// The kinds measured: every element-wise class but cross-entropy (a step has one loss), then the stand-ins.
@@ -43,7 +43,7 @@ pub fn measure(
     let (mut points, mut skipped) = (Vec::new(), Vec::new());
     for kind in classes() {
         let class = kind.name();
-        let graph = |copies: usize| elementwise::graph_after(class, copies, true);
+        let graph = |copies: usize| elementwise::graph_after(kind, copies, true);
         let (base, one, many) = match (graph(0), graph(1), graph(STACK)) {
             (Ok(b), Ok(o), Ok(m)) => (b, o, m),
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
@@ -51,7 +51,7 @@ pub fn measure(
                 continue;
             }
         };
-        let plan = elementwise::plan(device, cpu_threads, elementwise::batches(class)[0]);
+        let plan = elementwise::plan(device, cpu_threads, elementwise::batches(kind)[0]);
         let withs = [(&one, 1.0), (&many, STACK as f64)];
         let measured = super::harness::per_added_nodes(backend, &plan, &base, &withs, cpu_clock, ROUNDS);
         match measured {
@@ -79,17 +79,18 @@ mod tests {
 
     #[test]
     fn the_mock_backend_measures_every_class_after_the_flushing_pass() {
-        for class in classes().map(FirstKind::name) {
-            let g = elementwise::graph_after(class, 1, true).unwrap();
+        for kind in classes() {
+            let class = kind.name();
+            let g = elementwise::graph_after(kind, 1, true).unwrap();
             let flush = g.nodes.iter().position(|n| n.name == "flush").unwrap();
             let op = g.nodes.iter().position(|n| n.name.starts_with(class)).unwrap();
             assert!(flush < op, "{class}: the flushing pass runs first");
-            assert_eq!(g.nodes.len(), elementwise::graph_after(class, 0, true).unwrap().nodes.len() + 1, "{class}");
+            assert_eq!(g.nodes.len(), elementwise::graph_after(kind, 0, true).unwrap().nodes.len() + 1, "{class}");
         }
         let mut mock = trainbench_contract::mock::MockBackend::new(Default::default());
         let (points, skipped) = measure(&mut mock, DeviceSelector::Cpu, None, false);
         assert!(skipped.is_empty(), "{skipped:?}");
-        let names: Vec<String> = points.iter().map(|p| p.class.clone()).collect();
+        let names: Vec<NodeClass> = points.iter().map(|p| p.class).collect();
         assert_eq!(names, classes().map(point_class).collect::<Vec<_>>());
         assert!(points.iter().all(|p| p.forward_s >= 0.0 && p.backward_s >= 0.0));
     }

@@ -1,21 +1,23 @@
 //! The fit: a profile's measured points turned into the coefficients the model reads
-//! ([`crate::predict::rates::Coefficients`]). Rates net of the per-call overhead the model adds on its own; the
-//! grids of products and convolutions; the per-node costs and the median first-node cost; the optimizer costs
-//! solved per tensor and per parameter; the element-wise points net of what the model prices on its own
-//! (attention's products and operations, cross-entropy's base graph); and the in-step excess of convolutions and
-//! linear layers, each measured layer stack less the model's price of it. The fit prices micro-graphs with the
-//! whole model (every term on): a coefficient means the same whichever terms a prediction then switches off. Names
-//! in the profile are read into the model's typed names; an unknown one is a located error.
+//! ([`crate::predict::rates::Fitted`], one [`Coefficients`] per precision). Rates net of the per-call overhead the
+//! model adds on its own; the grids of products and convolutions; the per-node costs and the median first-node
+//! cost; the optimizer costs solved per tensor and per parameter; the element-wise points net of what the model
+//! prices on its own (attention's products and operations, cross-entropy's base graph); and the in-step excess of
+//! convolutions and linear layers, each measured layer stack less the model's price of it. The fit prices
+//! micro-graphs with the whole model (every term on): a coefficient means the same whichever terms a prediction
+//! then switches off. It runs when `trainbench calibrate` writes a profile (format v2 stores its result) and when
+//! a version 1 profile is loaded (`crate::hardware::load`), never per prediction.
 
 use trainbench_graph::Precision;
 
 use super::elementwise::{attention_batch, measured_attention_products};
-use super::stepcost::{LAYERS, layer_batch, layer_graph, optimizer_spec};
+use super::stepcost::{LAYERS, LayerClass, layer_batch, layer_graph, optimizer_spec};
 use crate::hardware::wire::{Calibration, HardwareFile, KernelPoint, OptimizerPoint};
-use crate::predict::error::PredictError;
 use crate::predict::layer::ATTENTION_OPS;
-use crate::predict::price_classes::{self, ElementwiseClass, FirstKind, NodeClass, OptimizerKind};
-use crate::predict::rates::{Coefficients, InStep, KernelClass, LogGrid, NodeCosts, OptimizerCost, SizePoint, axis};
+use crate::predict::price_classes::{ElementwiseClass, FirstKind, NodeClass, OptimizerKind};
+use crate::predict::rates::{
+    Coefficients, Fitted, InStep, KernelClass, LogGrid, NodeCosts, OptimizerCost, SizePoint, axis,
+};
 use crate::predict::roofline;
 use crate::predict::terms::Terms;
 
@@ -26,23 +28,21 @@ const CROSS_ENTROPY_BASE_OPS: f64 = 4.0;
 /// Bytes per logit the cross-entropy point's base graph moves in its mean (the logits read, fp32).
 const CROSS_ENTROPY_BASE_BYTES: f64 = 4.0;
 
-/// The coefficients of `profile`'s device at `precision`; refuses a precision the profile has no peak for, and a
-/// calibration that names a class or kind the model does not know.
-pub fn coefficients(profile: &HardwareFile, precision: Precision) -> Result<Coefficients, PredictError> {
-    let peak = profile
-        .device
-        .peak_tflops
-        .of(precision)
-        .ok_or_else(|| PredictError::NoPeak { profile: profile.name.clone(), precision: precision.as_str() })?;
+/// The coefficients of `profile`'s device at every precision it has a peak for.
+pub fn fitted(profile: &HardwareFile) -> Fitted {
+    let peaks = &profile.device.peak_tflops;
+    Fitted {
+        fp32: coefficients(profile, Precision::Fp32, peaks.fp32),
+        fp16: peaks.fp16.map(|peak| coefficients(profile, Precision::Fp16, peak)),
+        bf16: peaks.bf16.map(|peak| coefficients(profile, Precision::Bf16, peak)),
+    }
+}
+
+/// The coefficients of `profile`'s device at `precision`, whose peak is `peak` TFLOP/s.
+pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> Coefficients {
     let bias_pass = profile.device.kind == crate::hardware::wire::DeviceKind::Cpu;
     let Some(c) = profile.calibration.as_ref() else {
-        return Ok(Coefficients::datasheet(peak * 1e12, profile.device.memory_bandwidth_gbs * 1e9, bias_pass));
-    };
-    let unknown = |key: String, name: &str, known: String| PredictError::UnknownName {
-        profile: profile.name.clone(),
-        key,
-        name: name.to_string(),
-        known,
+        return Coefficients::datasheet(peak * 1e12, profile.device.memory_bandwidth_gbs * 1e9, bias_pass);
     };
     let overhead = c.op_overhead_us * 1e-6;
     let memory = c.triad_gbs * 1e9;
@@ -53,33 +53,19 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision) -> Result<Coef
         .map(|p| (p.bytes, p.bytes / net_of_overhead(p.seconds, overhead)))
         .collect();
     bandwidth.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let nodes = node_costs(c)
-        .map_err(|(i, name)| unknown(format!("calibration.node[{i}].class"), &name, NodeClass::known()))?;
+    let nodes = node_costs(c);
     let fixed = nodes.as_ref().map_or((overhead, overhead), |n| n.op);
     // The measured totals, netted below once the model can price what they hold.
     let mut elementwise: Vec<(ElementwiseClass, Vec<SizePoint>)> = Vec::new();
-    for (i, p) in c.elementwise.iter().enumerate() {
-        let class: ElementwiseClass = price_classes::parse(&p.op).ok_or_else(|| {
-            let known: Vec<&str> = ElementwiseClass::ALL.iter().map(|c| c.name()).collect();
-            unknown(format!("calibration.elementwise[{i}].op"), &p.op, known.join(", "))
-        })?;
-        if p.elements <= 0.0 {
-            continue;
-        }
+    for p in c.elementwise.iter().filter(|p| p.elements > 0.0) {
         let point = (p.elements, p.forward_s, p.backward_s);
-        match elementwise.iter_mut().find(|(c, _)| *c == class) {
+        match elementwise.iter_mut().find(|(c, _)| *c == p.op) {
             Some((_, points)) => points.push(point),
-            None => elementwise.push((class, vec![point])),
+            None => elementwise.push((p.op, vec![point])),
         }
     }
     for (_, points) in &mut elementwise {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
-    for (i, p) in c.optimizer.iter().enumerate() {
-        if price_classes::parse::<OptimizerKind>(&p.kind).is_none() {
-            let known: Vec<&str> = OptimizerKind::ALL.iter().map(|k| k.name()).collect();
-            return Err(unknown(format!("calibration.optimizer[{i}].kind"), &p.kind, known.join(", ")));
-        }
     }
     let optimizers =
         OptimizerKind::ALL.into_iter().filter_map(|k| optimizer_cost(&c.optimizer, k).map(|o| (k, o))).collect();
@@ -103,16 +89,12 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision) -> Result<Coef
     if precision == Precision::Fp32 {
         model.in_step = in_step_excess(c, &model);
     }
-    Ok(model)
+    model
 }
 
-/// The per-node costs of a calibration (`None` without the `elementwise` and `linear` classes), or the index and
-/// name of a class the model does not know.
-fn node_costs(c: &Calibration) -> Result<Option<NodeCosts>, (usize, String)> {
-    let mut classes = Vec::with_capacity(c.node.len());
-    for (i, p) in c.node.iter().enumerate() {
-        classes.push((NodeClass::parse(&p.class).ok_or_else(|| (i, p.class.clone()))?, p));
-    }
+/// The per-node costs of a calibration (`None` without the `elementwise` and `linear` classes).
+fn node_costs(c: &Calibration) -> Option<NodeCosts> {
+    let classes: Vec<(NodeClass, &crate::hardware::wire::NodePoint)> = c.node.iter().map(|p| (p.class, p)).collect();
     let get = |class: NodeClass| classes.iter().find(|(k, _)| *k == class).map(|(_, p)| (p.forward_s, p.backward_s));
     let firsts: Vec<(FirstKind, (f64, f64))> = classes
         .iter()
@@ -125,15 +107,15 @@ fn node_costs(c: &Calibration) -> Result<Option<NodeCosts>, (usize, String)> {
         crate::stats::median(&firsts.iter().map(|(_, p)| f(p)).collect::<Vec<_>>()).unwrap_or(0.0)
     };
     let (Some(op), Some(linear)) = (get(NodeClass::Elementwise), get(NodeClass::Linear)) else {
-        return Ok(None);
+        return None;
     };
-    Ok(Some(NodeCosts {
+    Some(NodeCosts {
         op,
         linear,
         step: get(NodeClass::Step).unwrap_or((0.0, 0.0)),
         first: (median(|p| p.0), median(|p| p.1)),
         first_of: firsts,
-    }))
+    })
 }
 
 /// The element-wise points hold each call's measured total: net of what the model prices on its own, never
@@ -182,7 +164,7 @@ fn measured_attention_products_s(model: &Coefficients, elements: f64) -> f64 {
 /// the smallest large one solved for the per-tensor and per-parameter costs; every large graph then gives
 /// its per-parameter cost net of its tensors. `None` without two points of the kind.
 pub fn optimizer_cost(points: &[OptimizerPoint], kind: OptimizerKind) -> Option<OptimizerCost> {
-    let mut v: Vec<&OptimizerPoint> = points.iter().filter(|p| p.kind == kind.name() && p.tensors > 0).collect();
+    let mut v: Vec<&OptimizerPoint> = points.iter().filter(|p| p.kind == kind && p.tensors > 0).collect();
     v.sort_by(|a, b| {
         let r = |p: &OptimizerPoint| p.parameters as f64 / p.tensors as f64;
         r(a).total_cmp(&r(b))
@@ -208,14 +190,13 @@ pub fn optimizer_cost(points: &[OptimizerPoint], kind: OptimizerKind) -> Option<
 /// negative.
 fn in_step_excess(c: &Calibration, base: &Coefficients) -> InStep {
     // (bytes, excess seconds) per layer and phase of one measured stack.
-    let measured = |class: &str| -> Option<[(f64, f64); 2]> {
-        let point = c.node.iter().find(|p| p.class == class)?;
+    let measured = |class: LayerClass| -> Option<[(f64, f64); 2]> {
+        let point = c.node.iter().find(|p| p.class == class.class())?;
         let g = layer_graph(class, LAYERS).ok()?;
         let analysis = trainbench_graph::analysis::analyze(&g);
         let sgd = optimizer_spec(OptimizerKind::Sgd);
         let step = roofline::step(&g, &analysis, layer_batch(class), Precision::Fp32, &sgd, base, &Terms::all());
-        let prefix = if class.starts_with("conv") { "conv" } else { "wide" };
-        let stacked: Vec<_> = step.layers.iter().filter(|l| l.name.starts_with(prefix)).collect();
+        let stacked: Vec<_> = step.layers.iter().filter(|l| l.name.starts_with(class.layer_prefix())).collect();
         if stacked.is_empty() {
             return None;
         }
@@ -230,10 +211,10 @@ fn in_step_excess(c: &Calibration, base: &Coefficients) -> InStep {
     };
     let per_byte = |(bytes, excess): (f64, f64)| if bytes > 0.0 { excess / bytes } else { 0.0 };
     let mut f = InStep::default();
-    if let Some([fw, bw]) = measured("linear-wide") {
+    if let Some([fw, bw]) = measured(LayerClass::LinearWide) {
         f.linear = (per_byte(fw), per_byte(bw));
     }
-    match (measured("conv"), measured("conv-small")) {
+    match (measured(LayerClass::Conv), measured(LayerClass::ConvSmall)) {
         (Some(large), Some(small)) => {
             // excess = fixed + per byte x bytes, through the two stacks; neither part negative.
             let solve = |(b1, e1): (f64, f64), (b2, e2): (f64, f64)| {
@@ -326,7 +307,7 @@ mod tests {
     fn per_tensor_and_per_parameter_costs_are_solved_back() {
         // 2 us per tensor, 1 ns per parameter up to 1 M, 2 ns at 4 M.
         let point = |tensors: u64, parameters: u64, per: f64| OptimizerPoint {
-            kind: "adam".into(),
+            kind: OptimizerKind::Adam,
             tensors,
             parameters,
             seconds: tensors as f64 * 2e-6 + parameters as f64 * per,
@@ -343,26 +324,18 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_name_in_a_profile_is_an_error_locating_it_and_listing_the_known_ones() {
+    fn every_precision_with_a_peak_is_fitted_and_a_datasheet_profile_fits_to_its_figures() {
         let text =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hardware/tch-cpu.toml"))
                 .unwrap();
         let profile: HardwareFile = toml::from_str(&text).unwrap();
-        assert!(coefficients(&profile, Precision::Fp32).is_ok());
-        let mut bad = profile.clone();
-        bad.calibration.as_mut().unwrap().elementwise[2].op = "swish".into();
-        let e = coefficients(&bad, Precision::Fp32).unwrap_err().to_string();
-        assert!(
-            e.contains("calibration.elementwise[2].op") && e.contains("\"swish\"") && e.contains("max_pool"),
-            "{e}"
-        );
-        let mut bad = profile.clone();
-        bad.calibration.as_mut().unwrap().node[0].class = "first-conv2d".into();
-        let e = coefficients(&bad, Precision::Fp32).unwrap_err().to_string();
-        assert!(e.contains("calibration.node[0].class") && e.contains("first-add") && e.contains("linear-wide"), "{e}");
-        let mut bad = profile;
-        bad.calibration.as_mut().unwrap().optimizer[0].kind = "lamb".into();
-        let e = coefficients(&bad, Precision::Fp32).unwrap_err().to_string();
-        assert!(e.contains("calibration.optimizer[0].kind") && e.contains("sgd-momentum-decay"), "{e}");
+        let f = fitted(&profile);
+        assert_eq!(f.bf16.is_some(), profile.device.peak_tflops.bf16.is_some());
+        assert!(f.fp16.is_none() && f.fp32.nodes.is_some() && !f.fp32.elementwise.is_empty());
+        let mut datasheet = profile;
+        datasheet.calibration = None;
+        let f = fitted(&datasheet);
+        assert_eq!(f.fp32.peak_flop_s, datasheet.device.peak_tflops.fp32 * 1e12);
+        assert!(f.fp32.nodes.is_none() && f.fp32.elementwise.is_empty());
     }
 }

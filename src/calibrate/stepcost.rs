@@ -30,7 +30,7 @@ use trainbench_graph::{GraphBuilder, OptimizerSpec};
 use super::harness::{ROUNDS, StepPhases, median_phases, per_added_node, phases, plan};
 use crate::hardware::wire::{NodePoint, OptimizerPoint};
 use crate::predict::layer::LOSS_OPS;
-use crate::predict::price_classes::OptimizerKind;
+use crate::predict::price_classes::{NodeClass, OptimizerKind};
 
 /// Nodes in the measured per-node stacks: 16, so that the difference to the graph without them is well above the
 /// run-to-run noise of a step of a few tens of microseconds.
@@ -55,20 +55,39 @@ pub fn optimizer_spec(kind: OptimizerKind) -> OptimizerSpec {
     }
 }
 
-/// input [`FEATURES`] -> linear -> `stack` x the class's node -> MSE. `elementwise` stacks ReLUs, `linear`
-/// stacks linear layers with bias.
-fn node_graph(class: &str, stack: usize) -> Result<Graph, String> {
+/// A node stacked by the per-node micro-graphs: ReLUs (class `elementwise`) or linear layers with bias (class
+/// `linear`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackedNode {
+    /// A ReLU: one framework operation.
+    Elementwise,
+    /// A linear layer with bias.
+    Linear,
+}
+
+impl StackedNode {
+    /// The class its point is recorded under.
+    pub fn class(self) -> NodeClass {
+        match self {
+            Self::Elementwise => NodeClass::Elementwise,
+            Self::Linear => NodeClass::Linear,
+        }
+    }
+}
+
+/// input [`FEATURES`] -> linear -> `stack` x `node` -> MSE (`stack` = 0: the base graph).
+fn node_graph(node: StackedNode, stack: usize) -> Result<Graph, String> {
     let e = |e: trainbench_graph::ShapeError| e.to_string();
-    let mut b = GraphBuilder::new(format!("calibrate-node-{class}"));
+    let name = if stack == 0 { "base".to_string() } else { node.class().name() };
+    let mut b = GraphBuilder::new(format!("calibrate-node-{name}"));
     let x = b.input("x", &[FEATURES], InputKind::Dense).map_err(e)?;
     let t = b.input("t", &[FEATURES], InputKind::Dense).map_err(e)?;
     let mut y = b.linear("fc", x, FEATURES, true).map_err(e)?;
     for i in 0..stack {
-        let name = format!("{class}{i}");
-        y = match class {
-            "linear" => b.linear(&name, y, FEATURES, true),
-            "elementwise" => b.act(&name, y, Activation::Relu),
-            other => return Err(format!("unknown node class `{other}` (known: {})", NODE_CLASSES.join(", "))),
+        let name = format!("{name}{i}");
+        y = match node {
+            StackedNode::Linear => b.linear(&name, y, FEATURES, true),
+            StackedNode::Elementwise => b.act(&name, y, Activation::Relu),
         }
         .map_err(e)?;
     }
@@ -77,7 +96,7 @@ fn node_graph(class: &str, stack: usize) -> Result<Graph, String> {
 }
 
 /// The per-node classes measured; `step` is derived from the base graph.
-const NODE_CLASSES: [&str; 2] = ["elementwise", "linear"];
+const NODE_CLASSES: [StackedNode; 2] = [StackedNode::Elementwise, StackedNode::Linear];
 
 /// Layers in the stacks of [`layer_graph`].
 pub const LAYERS: usize = 4;
@@ -87,48 +106,78 @@ const LAYER_BATCH: usize = 64;
 /// sequence model's layers have).
 const LINEAR_ROWS: usize = 16;
 
+/// A layer stack timed in the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerClass {
+    /// 16 -> 16 channels, 3 x 3, on 16 x 16 pixels at batch 64 (`conv`).
+    Conv,
+    /// 4 -> 4 channels, 3 x 3, on 4 x 4 pixels at batch 1, where a convolution's fixed cost is most of it
+    /// (`conv-small`).
+    ConvSmall,
+    /// 256 -> 256 linear layers on 16 rows per sample at batch 64 (`linear-wide`).
+    LinearWide,
+}
+
+impl LayerClass {
+    /// The class its point is recorded under.
+    pub fn class(self) -> NodeClass {
+        match self {
+            Self::Conv => NodeClass::Conv,
+            Self::ConvSmall => NodeClass::ConvSmall,
+            Self::LinearWide => NodeClass::LinearWide,
+        }
+    }
+
+    /// The prefix of the stacked layers' names in [`layer_graph`].
+    pub fn layer_prefix(self) -> &'static str {
+        match self {
+            Self::Conv | Self::ConvSmall => "conv",
+            Self::LinearWide => "wide",
+        }
+    }
+}
+
 /// The layer-stack micro-graph of `class` (`conv`: input [16, 16, 16] -> `stack` x conv 16 -> 16 3 x 3 ->
 /// flatten -> linear 10 -> MSE; `conv-small`: the same with 4 channels of 4 x 4 pixels, where a convolution's
 /// fixed cost is most of it; `linear-wide`: input [16, 256] -> linear 256 -> `stack` x linear 256 -> MSE).
-pub fn layer_graph(class: &str, stack: usize) -> Result<Graph, String> {
+pub fn layer_graph(class: LayerClass, stack: usize) -> Result<Graph, String> {
     let e = |e: trainbench_graph::ShapeError| e.to_string();
-    if !LAYER_CLASSES.contains(&class) {
-        return Err(format!("unknown layer class `{class}` (known: {})", LAYER_CLASSES.join(", ")));
-    }
-    let mut b = GraphBuilder::new(format!("calibrate-layer-{class}"));
-    let y = if class.starts_with("conv") {
-        let (c, hw) = if class == "conv" { (16, 16) } else { (4, 4) };
+    let mut b = GraphBuilder::new(format!("calibrate-layer-{}", class.class().name()));
+    let conv = |c: usize, hw: usize, b: &mut GraphBuilder| -> Result<_, String> {
         let x = b.input("x", &[c, hw, hw], InputKind::Dense).map_err(e)?;
         let mut y = x;
         for i in 0..stack {
             y = b.conv(&format!("conv{i}"), y, trainbench_graph::ConvCfg::square(c, 3, 1, 1)).map_err(e)?;
         }
         let f = b.flatten("flat", y).map_err(e)?;
-        b.linear("fc", f, 10, true).map_err(e)?
-    } else {
-        let x = b.input("x", &[LINEAR_ROWS, 256], InputKind::Dense).map_err(e)?;
-        let mut y = b.linear("fc", x, 256, true).map_err(e)?;
-        for i in 0..stack {
-            y = b.linear(&format!("wide{i}"), y, 256, true).map_err(e)?;
-        }
-        y
+        let y = b.linear("fc", f, 10, true).map_err(e)?;
+        Ok((y, b.input("t", &[10], InputKind::Dense).map_err(e)?))
     };
-    let width = if class.starts_with("conv") { 10 } else { 256 };
-    let t = if class.starts_with("conv") {
-        b.input("t", &[width], InputKind::Dense).map_err(e)?
-    } else {
-        b.input("t", &[LINEAR_ROWS, width], InputKind::Dense).map_err(e)?
+    let (y, t) = match class {
+        LayerClass::Conv => conv(16, 16, &mut b)?,
+        LayerClass::ConvSmall => conv(4, 4, &mut b)?,
+        LayerClass::LinearWide => {
+            let x = b.input("x", &[LINEAR_ROWS, 256], InputKind::Dense).map_err(e)?;
+            let mut y = b.linear("fc", x, 256, true).map_err(e)?;
+            for i in 0..stack {
+                y = b.linear(&format!("wide{i}"), y, 256, true).map_err(e)?;
+            }
+            (y, b.input("t", &[LINEAR_ROWS, 256], InputKind::Dense).map_err(e)?)
+        }
     };
     b.loss("loss", LossKind::Mse, &[y, t]).map_err(e)?;
     b.finish(1, "samples").map_err(e)
 }
 
 /// The layer stacks measured, by class.
-pub const LAYER_CLASSES: [&str; 3] = ["conv", "conv-small", "linear-wide"];
+pub const LAYER_CLASSES: [LayerClass; 3] = [LayerClass::Conv, LayerClass::ConvSmall, LayerClass::LinearWide];
 
 /// Samples per step of a layer stack: one for the fixed-cost one.
-pub fn layer_batch(class: &str) -> usize {
-    if class == "conv-small" { 1 } else { LAYER_BATCH }
+pub fn layer_batch(class: LayerClass) -> usize {
+    match class {
+        LayerClass::ConvSmall => 1,
+        LayerClass::Conv | LayerClass::LinearWide => LAYER_BATCH,
+    }
 }
 
 /// Measure the layer stacks ([`LAYER_CLASSES`]): seconds per layer in each phase.
@@ -144,7 +193,7 @@ pub fn measure_layers(
         let plan = plan(device, cpu_threads, layer_batch(class), optimizer_spec(OptimizerKind::Sgd), steps);
         let (base, with) = (layer_graph(class, 0)?, layer_graph(class, LAYERS)?);
         let m = per_added_node(backend, &plan, (&base, &with), LAYERS as f64, cpu_clock)?;
-        points.push(NodePoint { class: class.into(), forward_s: m.forward, backward_s: m.backward });
+        points.push(NodePoint { class: class.class(), forward_s: m.forward, backward_s: m.backward });
     }
     Ok(points)
 }
@@ -157,14 +206,14 @@ pub fn measure_nodes(
     cpu_clock: bool,
 ) -> Result<Vec<NodePoint>, String> {
     let plan = plan(device, cpu_threads, 1, optimizer_spec(OptimizerKind::Sgd), 60);
-    let base = node_graph("base", 0)?;
+    let base = node_graph(StackedNode::Elementwise, 0)?;
     let mut base_rounds = Vec::new();
     let mut per_class: Vec<Vec<StepPhases>> = vec![Vec::new(); NODE_CLASSES.len()];
     for _ in 0..ROUNDS {
         let b = phases(backend, &plan, &base, cpu_clock)?;
         base_rounds.push(b);
         for (i, class) in NODE_CLASSES.iter().enumerate() {
-            let w = phases(backend, &plan, &node_graph(class, NODE_STACK)?, cpu_clock)?;
+            let w = phases(backend, &plan, &node_graph(*class, NODE_STACK)?, cpu_clock)?;
             let per = |a: f64, b: f64| ((a - b) / NODE_STACK as f64).max(0.0);
             per_class[i].push(StepPhases {
                 forward: per(w.forward, b.forward),
@@ -178,14 +227,14 @@ pub fn measure_nodes(
         .zip(&per_class)
         .map(|(class, rounds)| {
             let m = median_phases(rounds);
-            NodePoint { class: (*class).to_string(), forward_s: m.forward, backward_s: m.backward }
+            NodePoint { class: class.class(), forward_s: m.forward, backward_s: m.backward }
         })
         .collect();
     // The base graph less its linear layer and its loss (priced per operation at the element-wise cost).
     let base = median_phases(&base_rounds);
     let (lin, elem) = (&points[1], &points[0]);
     points.push(NodePoint {
-        class: "step".into(),
+        class: NodeClass::Step,
         forward_s: (base.forward - lin.forward_s - LOSS_OPS.0 * elem.forward_s).max(0.0),
         backward_s: (base.backward - lin.backward_s - LOSS_OPS.1 * elem.backward_s).max(0.0),
     });
@@ -228,7 +277,7 @@ pub fn measure_optimizers(
             let tensors = trainbench_graph::params::graph_tensors(&graph).iter().filter(|(_, d)| d.trainable()).count();
             let parameters = trainbench_graph::analysis::analyze(&graph).parameters;
             points.push(OptimizerPoint {
-                kind: kind.name().to_string(),
+                kind,
                 tensors: tensors as u64,
                 parameters,
                 seconds: median_phases(&rounds).optimizer,
@@ -250,36 +299,31 @@ mod tests {
         let many = optimizer_graph(None).unwrap();
         let tensors = trainbench_graph::params::graph_tensors(&many).iter().filter(|(_, d)| d.trainable()).count();
         assert_eq!(tensors, 2 * MANY);
-        let stacked = node_graph("linear", NODE_STACK).unwrap();
-        assert_eq!(stacked.nodes.len(), node_graph("linear", 0).unwrap().nodes.len() + NODE_STACK);
+        let stacked = node_graph(StackedNode::Linear, NODE_STACK).unwrap();
+        assert_eq!(stacked.nodes.len(), node_graph(StackedNode::Linear, 0).unwrap().nodes.len() + NODE_STACK);
     }
 
     #[test]
-    fn an_unknown_class_is_an_error_naming_it_and_every_written_name_is_one_the_fit_reads() {
+    fn every_measured_optimizer_stands_for_its_kind() {
         for kind in OptimizerKind::ALL {
             assert_eq!(OptimizerKind::of(&optimizer_spec(kind)), kind);
         }
         assert!(matches!(optimizer_spec(OptimizerKind::Adam), OptimizerSpec::Adam { .. }));
-        for class in NODE_CLASSES.into_iter().chain(LAYER_CLASSES).chain(["step"]) {
-            assert!(crate::predict::price_classes::NodeClass::parse(class).is_some(), "{class}");
-        }
-        let e = node_graph("softmax", NODE_STACK).unwrap_err();
-        assert!(e.contains("`softmax`") && e.contains("elementwise, linear"), "{e}");
-        let e = layer_graph("conv-large", LAYERS).unwrap_err();
-        assert!(e.contains("`conv-large`") && e.contains("conv-small"), "{e}");
     }
 
     #[test]
     fn the_mock_backend_measures_nodes_and_optimizers() {
         let mut mock = trainbench_contract::mock::MockBackend::new(Default::default());
         let layers = measure_layers(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
-        assert_eq!(layers.iter().map(|p| p.class.as_str()).collect::<Vec<_>>(), LAYER_CLASSES);
-        assert_eq!(
-            layer_graph("conv", LAYERS).unwrap().nodes.len(),
-            layer_graph("conv", 0).unwrap().nodes.len() + LAYERS
-        );
+        assert_eq!(layers.iter().map(|p| p.class).collect::<Vec<_>>(), LAYER_CLASSES.map(LayerClass::class));
+        for class in LAYER_CLASSES {
+            let stacked = layer_graph(class, LAYERS).unwrap();
+            assert_eq!(stacked.nodes.len(), layer_graph(class, 0).unwrap().nodes.len() + LAYERS);
+            assert_eq!(stacked.nodes.iter().filter(|n| n.name.starts_with(class.layer_prefix())).count(), LAYERS);
+        }
         let nodes = measure_nodes(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
-        assert_eq!(nodes.iter().map(|p| p.class.as_str()).collect::<Vec<_>>(), ["elementwise", "linear", "step"]);
+        let classes = [NodeClass::Elementwise, NodeClass::Linear, NodeClass::Step];
+        assert_eq!(nodes.iter().map(|p| p.class).collect::<Vec<_>>(), classes);
         let opt = measure_optimizers(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
         assert_eq!(opt.len(), OptimizerKind::ALL.len() * 3);
         assert!(opt.iter().all(|p| p.seconds >= 0.0 && p.tensors >= 2));

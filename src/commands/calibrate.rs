@@ -162,6 +162,7 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
                 })
                 .collect(),
         }),
+        fitted: None,
     }
 }
 
@@ -254,6 +255,8 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     } else {
         profiles.remove(0)
     };
+    // Format v2: the coefficients the model reads, fitted once here and stored beside the points.
+    let profile = crate::hardware::load::as_written(profile);
     let body = toml::to_string(&profile).map_err(|e| CommandError::Other(e.to_string()))?;
     let text = format!(
         "{}# Written by `trainbench calibrate` at {measured_at}: what this machine reached, not datasheet figures.\n{body}",

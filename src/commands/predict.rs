@@ -13,7 +13,7 @@ use crate::plan::plan;
 use crate::predict::parallel::{self, ParallelRow};
 use crate::predict::terms::{Breakdown, Term, Terms};
 use crate::predict::whatif::{WhatIf, what_if};
-use crate::predict::{Bound, Prediction, Setting, predict_with};
+use crate::predict::{AnalyzedGraph, Bound, Prediction, Setting, predict_analyzed};
 use crate::spec::diagnostics::render_text as render_diagnostics;
 use crate::spec::load_spec;
 
@@ -154,21 +154,22 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     } else {
         Vec::new()
     };
-    let graph = spec.graph();
+    // One analysis of the graph for every run, profile and what-if row.
+    let analyzed = AnalyzedGraph::new(spec.graph());
     let terms = Terms::without(&args.without_terms);
     let mut entries = Vec::new();
     for run in plan(&spec).iter().filter(|r| r.repeat == 0) {
         let setting = Setting::of(run);
         for profile in &profiles {
-            let mut prediction = predict_with(graph, &setting, &profile.file, &terms)
+            let mut prediction = predict_analyzed(&analyzed, &setting, &profile.file, &terms)
                 .map_err(|e| CommandError::Input(format!("{}: {e}", run.config)))?;
             let what_if = if args.what_if {
-                what_if(graph, &setting, &profile.file, &prediction, &others, &terms)
+                what_if(&analyzed, &setting, &profile.file, &prediction, &others, &terms)
             } else {
                 Vec::new()
             };
             let parallel = match args.parallel {
-                Some(gpus) => parallel::rows(graph, &setting, &profile.file, &terms, usize::from(gpus))
+                Some(gpus) => parallel::rows(&analyzed, &setting, &profile.file, &terms, usize::from(gpus))
                     .map_err(|e| CommandError::Input(format!("{}: {e}", run.config)))?,
                 None => Vec::new(),
             };

@@ -1,6 +1,8 @@
 //! Reading hardware profiles: bytes -> TOML with spans -> JSON Schema (`schema/hardware.schema.json`) -> typed
-//! [`HardwareFile`] -> the rules the schema cannot say (positive figures, which link kinds fit which role),
-//! every problem a located [`Diagnostic`]. It reuses the spec stage's loader, humanizer and diagnostics.
+//! [`HardwareFile`] -> the rules the schema cannot say (positive figures, which link kinds fit which role, the
+//! format version and its `fitted` table), every problem a located [`Diagnostic`] -> a version 1 profile fitted
+//! once ([`with_fitted`]). It reuses the spec stage's loader, humanizer and diagnostics. The names a calibration
+//! records are string enums in the schema: an unknown one is refused here, at its key.
 
 use std::path::Path;
 
@@ -9,6 +11,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::Value;
 
 use super::wire::{HardwareFile, Link, LinkKind};
+use crate::predict::price_classes::{ElementwiseClass, NodeClass, OptimizerKind};
 use crate::spec::diagnostics::{self, Diagnostic};
 use crate::spec::humanize::Humanizer;
 use crate::spec::load::{self, Origin, Sources};
@@ -54,6 +57,29 @@ pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The profile format versions read: 1 (measured points, fitted when loaded) and 2 (the fitted coefficients
+/// stored).
+pub const VERSIONS: [u32; 2] = [1, 2];
+
+/// The format version `trainbench calibrate` writes.
+pub const WRITTEN_VERSION: u32 = 2;
+
+/// `file` with its coefficients: a version 2 profile's as stored; a version 1 profile (or one built in memory)
+/// fitted from its calibration and device figures now, once (`crate::calibrate::fit`).
+pub fn with_fitted(mut file: HardwareFile) -> HardwareFile {
+    if file.fitted.is_none() {
+        file.fitted = Some(crate::calibrate::fit::fitted(&file));
+    }
+    file
+}
+
+/// `file` as `trainbench calibrate` writes it: format version 2, its coefficients fitted from what it holds now.
+pub fn as_written(mut file: HardwareFile) -> HardwareFile {
+    file.fitted = Some(crate::calibrate::fit::fitted(&file));
+    file.version = WRITTEN_VERSION;
+    file
+}
+
 /// Checks hardware profiles; build once, reuse for many files.
 pub struct ProfileValidator {
     schema: Value,
@@ -89,7 +115,7 @@ impl ProfileValidator {
         let mut out = self.run(display, bytes)?;
         diagnostics::sort(&mut out.1);
         match out {
-            (Some(file), d) if !d.iter().any(Diagnostic::is_error) => Ok(file),
+            (Some(file), d) if !d.iter().any(Diagnostic::is_error) => Ok(with_fitted(file)),
             (_, d) => Err(d),
         }
     }
@@ -111,12 +137,22 @@ impl ProfileValidator {
             sources: &sources,
             poisoned: &form.poisoned,
         };
+        // A name the model does not know: one typed error at its key, in place of the schema's enum message.
+        let unknown = unknown_names(display, &form.value);
+        for (pointer, unknown) in &unknown {
+            let path = FieldPath::from_pointer(pointer, &form.value);
+            let loc = load::locate(&root, &path);
+            let message = format!("`{path}` = \"{}\" is not a name the model knows", unknown.name);
+            let d = sources.diagnostic(&loc.span, &path, message).expected(format!("one of {}", unknown.known));
+            out.push(d.hint("calibration points are written by `trainbench calibrate`; remove the point, or recalibrate"));
+        }
         for error in self.compiled.iter_errors(&form.value).take(crate::spec::validate::MAX_DIAGNOSTICS) {
             if matches!(error.kind(), ValidationErrorKind::PropertyNames { .. }) {
                 continue;
             }
             for d in humanizer.explain(&error) {
-                if !out.iter().any(|o| o.path == d.path && o.message == d.message) {
+                let named = unknown.iter().any(|(pointer, _)| FieldPath::from_pointer(pointer, &form.value).to_string() == d.path);
+                if !named && !out.iter().any(|o| o.path == d.path && o.message == d.message) {
                     out.push(d);
                 }
             }
@@ -144,6 +180,53 @@ impl ProfileValidator {
     }
 }
 
+/// A name in a profile's calibration the model does not know (an element-wise class, a node class, an optimizer
+/// kind): the profile is refused when loaded, at this key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}: {key} = \"{name}\" is not a name the model knows (known: {known})")]
+pub struct UnknownName {
+    /// The profile file, as shown.
+    pub file: String,
+    /// Where in the profile (`calibration.elementwise[3].op`).
+    pub key: String,
+    /// The name found.
+    pub name: String,
+    /// The names the model knows there, comma-separated.
+    pub known: String,
+}
+
+/// The names under `calibration` of `profile` (a profile file `file` as JSON) that the model does not know,
+/// each with its JSON pointer.
+pub fn unknown_names(file: &str, profile: &Value) -> Vec<(String, UnknownName)> {
+    let elementwise: Vec<&str> = ElementwiseClass::ALL.iter().map(|c| c.name()).collect();
+    let optimizers: Vec<&str> = OptimizerKind::ALL.iter().map(|k| k.name()).collect();
+    let node = NodeClass::known();
+    let lists = [
+        ("elementwise", "op", elementwise.join(", ")),
+        ("node", "class", node),
+        ("optimizer", "kind", optimizers.join(", ")),
+    ];
+    let mut found = Vec::new();
+    for (list, field, known) in lists {
+        let points = profile.pointer(&format!("/calibration/{list}")).and_then(Value::as_array);
+        for (i, point) in points.into_iter().flatten().enumerate() {
+            let Some(name) = point.get(field).and_then(Value::as_str) else { continue };
+            if !known.split(", ").any(|k| k == name) {
+                found.push((
+                    format!("/calibration/{list}/{i}/{field}"),
+                    UnknownName {
+                        file: file.to_string(),
+                        key: format!("calibration.{list}[{i}].{field}"),
+                        name: name.to_string(),
+                        known: known.clone(),
+                    },
+                ));
+            }
+        }
+    }
+    found
+}
+
 /// The rules beyond the schema, as (JSON pointer, message, hint).
 fn rules(f: &HardwareFile) -> Vec<(String, String, &'static str)> {
     let mut v = Vec::new();
@@ -169,12 +252,48 @@ fn rules(f: &HardwareFile) -> Vec<(String, String, &'static str)> {
             positive(&format!("/alternatives/{name}/{i}/bandwidth_gbs"), "a link's bandwidth", l.bandwidth_gbs);
         }
     }
-    if f.version != 1 {
+    if !VERSIONS.contains(&f.version) {
         v.push((
             "/version".into(),
             format!("unsupported hardware profile version {}", f.version),
-            "write `version = 1`",
+            "write `version = 1` (version 2 is written by `trainbench calibrate`, with its `fitted` table)",
         ));
+    }
+    match (&f.fitted, f.version) {
+        (Some(_), 1) => v.push((
+            "/fitted".into(),
+            "a version 1 profile holds no fitted coefficients (they are fitted when it is loaded)".into(),
+            "write `version = 2`, or remove the `fitted` table",
+        )),
+        (None, 2) => v.push((
+            "/version".into(),
+            "a version 2 profile stores its fitted coefficients, and this one has no `fitted` table".into(),
+            "write `version = 1` to have it fitted when loaded, or recalibrate",
+        )),
+        (Some(fitted), 2) => {
+            let peaks = &f.device.peak_tflops;
+            for (name, peak, stored) in
+                [("fp16", peaks.fp16, fitted.fp16.is_some()), ("bf16", peaks.bf16, fitted.bf16.is_some())]
+            {
+                if peak.is_some() != stored {
+                    v.push((
+                        format!("/fitted{}", if stored { format!("/{name}") } else { String::new() }),
+                        format!("the device's {name} peak and `fitted.{name}` go together: one is missing"),
+                        "write `version = 1` and remove the `fitted` table to have it fitted when loaded, or recalibrate",
+                    ));
+                }
+            }
+            for (name, c) in [("fp32", Some(&fitted.fp32)), ("fp16", fitted.fp16.as_ref()), ("bf16", fitted.bf16.as_ref())] {
+                if let Some(problem) = c.and_then(|c| c.problem()) {
+                    v.push((
+                        format!("/fitted/{name}"),
+                        format!("the fitted {name} coefficients are not well formed: {problem}"),
+                        "write `version = 1` and remove the `fitted` table to have it fitted when loaded, or recalibrate",
+                    ));
+                }
+            }
+        }
+        _ => {}
     }
     let mut role = |pointer: String, l: &Link, allowed: &[LinkKind], role: &str| {
         if !allowed.contains(&l.kind) {

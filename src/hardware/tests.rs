@@ -54,3 +54,71 @@ fn a_spec_is_not_a_profile() {
     assert!(!looks_like_profile("version = 1\nname = \"x\"\n[model]\nfamily = \"mlp\"\n"));
     assert!(looks_like_profile("#:schema ../schema/hardware.schema.json\nversion = = 1\n"));
 }
+
+const CALIBRATED: &str = include_str!("../../tests/fixtures/hardware/tch-cpu.toml");
+
+#[test]
+fn an_unknown_name_is_refused_at_load_naming_the_file_and_the_key() {
+    let v = ProfileValidator::new().unwrap();
+    let cases = [
+        ("op = \"dropout\"", "op = \"swish\"", "calibration.elementwise[0].op", "max_pool"),
+        ("class = \"elementwise\"", "class = \"first-conv2d\"", "calibration.node[0].class", "first-add"),
+        ("kind = \"sgd\"", "kind = \"lamb\"", "calibration.optimizer[0].kind", "sgd-momentum-decay"),
+    ];
+    for (good, bad, key, a_known_name) in cases {
+        assert!(CALIBRATED.contains(good), "{good}");
+        let text = CALIBRATED.replacen(good, bad, 1);
+        let e = v.check_bytes("cal.toml", text.as_bytes()).unwrap_err();
+        let d = e.iter().find(|d| d.path == key).unwrap_or_else(|| panic!("{key}: {e:?}"));
+        assert!(d.file == "cal.toml" && d.line.is_some(), "{d:?}");
+        assert!(d.expected.as_deref().unwrap_or("").contains(a_known_name), "{d:?}");
+        assert_eq!(e.iter().filter(|d| d.path == key).count(), 1, "one error per key: {e:?}");
+        let value: serde_json::Value = serde_json::to_value(toml::from_str::<toml::Value>(&text).unwrap()).unwrap();
+        let unknown = load::unknown_names("cal.toml", &value);
+        assert_eq!(unknown.len(), 1, "{unknown:?}");
+        let message = unknown[0].1.to_string();
+        assert!(message.starts_with("cal.toml: ") && message.contains(key) && message.contains(a_known_name));
+    }
+}
+
+#[test]
+fn a_version_1_profile_is_fitted_at_load_and_written_as_version_2_it_reads_back_the_same() {
+    let v = ProfileValidator::new().unwrap();
+    let loaded = v.check_bytes("cal.toml", CALIBRATED.as_bytes()).unwrap();
+    assert_eq!(loaded.version, 1);
+    let fitted = loaded.fitted.clone().unwrap();
+    assert!(fitted.fp32.nodes.is_some() && fitted.bf16.is_some());
+    let written = load::as_written(loaded.clone());
+    assert_eq!(written.version, load::WRITTEN_VERSION);
+    let text = toml::to_string(&written).unwrap();
+    let read = v.check_bytes("v2.toml", text.as_bytes()).unwrap_or_else(|d| panic!("{d:?}"));
+    assert_eq!(read.fitted.as_ref(), Some(&fitted), "the stored coefficients read back bit for bit");
+    assert_eq!(read, written);
+    // A datasheet profile is fitted to its figures.
+    let minimal = v.check_bytes("t.toml", MINIMAL.as_bytes()).unwrap();
+    assert_eq!(minimal.fitted.unwrap().fp32.peak_flop_s, 10e12);
+}
+
+#[test]
+fn the_version_and_the_fitted_table_go_together() {
+    let v = ProfileValidator::new().unwrap();
+    let written = load::as_written(v.check_bytes("cal.toml", CALIBRATED.as_bytes()).unwrap());
+    let text = toml::to_string(&written).unwrap();
+    let e = errors(&text.replacen("version = 2", "version = 1", 1));
+    assert!(e.iter().any(|d| d.path == "fitted"), "{e:?}");
+    let mut unfitted = written.clone();
+    unfitted.fitted = None;
+    let e = errors(&toml::to_string(&unfitted).unwrap());
+    assert!(e.iter().any(|d| d.path == "version" && d.message.contains("fitted")), "{e:?}");
+    let mut no_bf16 = written.clone();
+    no_bf16.fitted.as_mut().unwrap().bf16 = None;
+    let e = errors(&toml::to_string(&no_bf16).unwrap());
+    assert!(e.iter().any(|d| d.path == "fitted" && d.message.contains("bf16")), "{e:?}");
+    // Coefficients the lookups could not read (a curve out of order) are refused, not read.
+    let mut unsorted = written;
+    unsorted.fitted.as_mut().unwrap().fp32.bandwidth.reverse();
+    let e = errors(&toml::to_string(&unsorted).unwrap());
+    assert!(e.iter().any(|d| d.path == "fitted.fp32" && d.message.contains("bandwidth")), "{e:?}");
+    let e = errors(&MINIMAL.replace("version = 1", "version = 3"));
+    assert!(e.iter().any(|d| d.path == "version"), "{e:?}");
+}

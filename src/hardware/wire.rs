@@ -1,5 +1,8 @@
-//! Hardware profile version 1 as written in TOML (`hardware/*.toml`): the wire types. Doc comments here become
-//! the descriptions of `schema/hardware.schema.json`.
+//! Hardware profiles as written in TOML (`hardware/*.toml`): the wire types, format versions 1 and 2. Doc
+//! comments here become the descriptions of `schema/hardware.schema.json`. Version 2 adds `[fitted]`: the
+//! coefficients the model reads, fitted from `[calibration]` when `trainbench calibrate` wrote the file; a
+//! version 1 profile is fitted once, when it is loaded (`super::load`). The names a calibration records are the
+//! model's typed names ([`ElementwiseClass`], [`NodeClass`], [`OptimizerKind`]) from the moment the file is read.
 //!
 //! A profile describes one machine as the performance model sees it: the device's peak FLOP/s per precision,
 //! its memory bandwidth and capacity, the link between host and device, the link between the devices of one
@@ -10,12 +13,16 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use trainbench_graph::Precision;
 
+use crate::predict::price_classes::{ElementwiseClass, NodeClass, OptimizerKind};
+use crate::predict::rates::Fitted;
+
 /// One hardware profile. The top-level `kind = "hardware"` tells it apart from a spec.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(title = "trainbench hardware profile v1")]
+#[schemars(title = "trainbench hardware profile")]
 pub struct HardwareFile {
-    /// Profile format version; must be 1.
+    /// Profile format version: 1 (measured points only, fitted when loaded) or 2 (the fitted coefficients
+    /// stored in `fitted`, as `trainbench calibrate` writes them).
     pub version: u32,
     /// Always `hardware`: marks the file as a hardware profile (specs have no top-level `kind`).
     pub kind: ProfileKind,
@@ -44,6 +51,12 @@ pub struct HardwareFile {
     /// What `trainbench calibrate` measured on this machine, and how; absent in datasheet profiles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<Calibration>,
+    /// The coefficients the performance model reads, per precision, fitted from `calibration` (and the
+    /// device's figures) by `trainbench calibrate`: present in version 2 only. Filled when a version 1 profile is
+    /// loaded; a profile whose calibration or device is edited by hand needs them written again (recalibrate,
+    /// or drop them and write `version = 1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitted: Option<Fitted>,
 }
 
 /// The marker value of [`HardwareFile::kind`].
@@ -289,7 +302,7 @@ pub struct NodePoint {
     /// (16 -> 16 channels, 3 x 3, 16 x 16 pixels, batch 64), `conv-small` (4 -> 4 channels, 4 x 4 pixels,
     /// batch 1), `linear-wide` (256 -> 256 on 16 rows per sample, batch 64); and `first-<class>` for an
     /// element-wise class: what the first such node of a step costs beyond the next ones (its cold start).
-    pub class: String,
+    pub class: NodeClass,
     /// Seconds of the forward phase per node (per step for `step`).
     #[schemars(range(min = 0.0))]
     pub forward_s: f64,
@@ -304,7 +317,7 @@ pub struct NodePoint {
 pub struct OptimizerPoint {
     /// The optimizer: `sgd` (no momentum), `sgd-momentum`, `sgd-momentum-decay` (SGD with weight decay), `adam`
     /// (Adam and AdamW).
-    pub kind: String,
+    pub kind: OptimizerKind,
     /// Parameter tensors updated.
     #[schemars(range(min = 1))]
     pub tensors: u64,
@@ -344,7 +357,7 @@ pub struct ElementwisePoint {
     /// activations), `gelu` (and tanh, sigmoid), `attention` (its fused core, by score element) or
     /// `cross_entropy` (by logit). A class may be measured at several sizes; the model interpolates between
     /// them.
-    pub op: String,
+    pub op: ElementwiseClass,
     /// Elements of the measured call's output (attention: its scores; cross-entropy: its logits).
     #[schemars(range(min = 0.0))]
     pub elements: f64,

@@ -1,8 +1,6 @@
-//! Why a prediction cannot be made: what the profile lacks for the configuration, or a name in it the model
-//! does not know.
+//! Why a prediction cannot be made: what the profile lacks for the configuration.
 
-/// Why a prediction cannot be made (the profile lacks what the configuration needs, or names what the model does
-/// not know).
+/// Why a prediction cannot be made (the profile lacks what the configuration needs).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PredictError {
     /// The device has no peak for the precision.
@@ -32,16 +30,14 @@ pub enum PredictError {
         /// World size.
         world: usize,
     },
-    /// A calibration names a class or kind the model does not know.
-    #[error("hardware profile `{profile}`: {key} = \"{name}\" is not a name the model knows (known: {known})")]
-    UnknownName {
+    /// A calibrated profile reached the model without its fitted coefficients (it was not read through
+    /// `crate::hardware::load`, which fits a version 1 profile once).
+    #[error(
+        "hardware profile `{profile}` is calibrated but holds no fitted coefficients (load it through the profile \
+         loader, which fits a version 1 profile)"
+    )]
+    NotFitted {
         /// Profile name.
         profile: String,
-        /// Where in the profile (`calibration.elementwise[3].op`).
-        key: String,
-        /// The name found.
-        name: String,
-        /// The names the model knows there, comma-separated.
-        known: String,
     },
 }

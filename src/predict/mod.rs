@@ -11,10 +11,13 @@
 //! - Totals: serial (PAI's model, no overlap) and overlapped (input prefetched under the step; the exchange
 //!   hidden under backward): `max(T_data, T_fwd + max(T_bwd, T_comm) + T_opt)`.
 //!
-//! The model reads coefficients ([`rates::Coefficients`], fitted from a profile by `crate::calibrate::fit`) and
-//! never measures. Each correction it applies is a [`Term`] ([`terms`]); every phase carries its seconds by term,
-//! and [`predict_with`] prices with some terms switched off. Names a calibration records are typed ([`names`]).
-//! [`whatif`] re-predicts with one thing changed (strategy, a link, the device, the precision).
+//! The model reads coefficients ([`rates::Coefficients`], one per precision, stored in the profile's `fitted`
+//! table: fitted from its calibration when `trainbench calibrate` wrote it, or when a version 1 profile was
+//! loaded, `crate::hardware::load`) and never measures nor fits. Each correction it applies is a [`Term`]
+//! ([`terms`]); every phase carries its seconds by term, and [`predict_with`] prices with some terms switched off.
+//! Names a calibration records are typed ([`price_classes`]). A graph is analysed once ([`AnalyzedGraph`]) for
+//! as many predictions as asked: [`whatif`] re-predicts it with one thing changed (strategy, a link, the device,
+//! the precision).
 
 pub mod comm;
 pub mod error;
@@ -31,7 +34,7 @@ pub mod elementwise_work;
 
 use serde::Serialize;
 use trainbench_comm::Topology;
-use trainbench_graph::analysis::{analyze, memory_estimate_checkpointed};
+use trainbench_graph::analysis::{Analysis, analyze, memory_estimate_checkpointed};
 use trainbench_graph::graph::{Graph, InputKind};
 use trainbench_graph::{OptimizerSpec, Precision};
 
@@ -41,6 +44,7 @@ pub use roofline::{Bound, LayerCost, PhaseCost};
 pub use terms::{Term, Terms};
 
 use crate::hardware::wire::HardwareFile;
+use rates::Coefficients;
 
 /// The model's version, recorded with every prediction a result keeps: bumped whenever a term changes, so
 /// predictions of different models are not mixed up.
@@ -170,27 +174,71 @@ pub fn input_bytes_per_sample(graph: &Graph) -> f64 {
         .sum()
 }
 
+/// A graph and its analysis, made once for every prediction of it (the what-if rows, the parallel layouts).
+#[derive(Debug, Clone)]
+pub struct AnalyzedGraph<'g> {
+    /// The graph.
+    pub graph: &'g Graph,
+    /// Its analysis (FLOPs, parameters, saved activations).
+    pub analysis: Analysis,
+}
+
+impl<'g> AnalyzedGraph<'g> {
+    /// Analyse `graph`.
+    pub fn new(graph: &'g Graph) -> Self {
+        Self { graph, analysis: analyze(graph) }
+    }
+}
+
+/// The coefficients the model reads for `profile` at `precision`: those of its `fitted` table; a datasheet
+/// profile without one (built in memory) gets its device's figures. Refuses a precision the device has no peak
+/// for, and a calibrated profile whose coefficients were never fitted (one that did not come through
+/// `crate::hardware::load`).
+pub fn coefficients(profile: &HardwareFile, precision: Precision) -> Result<Coefficients, PredictError> {
+    let no_peak = || PredictError::NoPeak { profile: profile.name.clone(), precision: precision.as_str() };
+    let peak = profile.device.peak_tflops.of(precision).ok_or_else(no_peak)?;
+    match (&profile.fitted, &profile.calibration) {
+        (Some(fitted), _) => fitted.at(precision).cloned().ok_or_else(no_peak),
+        (None, None) => Ok(Coefficients::datasheet(
+            peak * 1e12,
+            profile.device.memory_bandwidth_gbs * 1e9,
+            profile.device.kind == crate::hardware::wire::DeviceKind::Cpu,
+        )),
+        (None, Some(_)) => Err(PredictError::NotFitted { profile: profile.name.clone() }),
+    }
+}
+
 /// Predict one step of `graph` under `setting` on `profile`, every term on.
 pub fn predict(graph: &Graph, setting: &Setting, profile: &HardwareFile) -> Result<Prediction, PredictError> {
     predict_with(graph, setting, profile, &Terms::all())
 }
 
 /// Predict one step of `graph` under `setting` on `profile` with `terms` on: the profile's coefficients
-/// (`crate::calibrate::fit`, fitted against the whole model) priced by the terms that are on.
+/// ([`coefficients`]) priced by the terms that are on.
 pub fn predict_with(
     graph: &Graph,
     setting: &Setting,
     profile: &HardwareFile,
     terms: &Terms,
 ) -> Result<Prediction, PredictError> {
+    predict_analyzed(&AnalyzedGraph::new(graph), setting, profile, terms)
+}
+
+/// [`predict_with`] on a graph analysed beforehand.
+pub fn predict_analyzed(
+    analyzed: &AnalyzedGraph<'_>,
+    setting: &Setting,
+    profile: &HardwareFile,
+    terms: &Terms,
+) -> Result<Prediction, PredictError> {
+    let (graph, analysis) = (analyzed.graph, &analyzed.analysis);
     let world = setting.world();
     if setting.batch % world != 0 {
         return Err(PredictError::Batch { batch: setting.batch, world });
     }
     let b = setting.batch / world;
-    let analysis = analyze(graph);
-    let dev = crate::calibrate::fit::coefficients(profile, setting.precision)?.under(terms);
-    let compute = roofline::step(graph, &analysis, b, setting.precision, &setting.optimizer, &dev, terms);
+    let dev = coefficients(profile, setting.precision)?.under(terms);
+    let compute = roofline::step(graph, analysis, b, setting.precision, &setting.optimizer, &dev, terms);
     // T_data ([`Term::InputCopy`]): the batch's input bytes over the host link, and its latency.
     let data_s = match &profile.host_link {
         Some(l) if terms.on(Term::InputCopy) => {
@@ -230,9 +278,9 @@ pub fn predict_with(
     let share = |x: f64| if step > 0.0 { x / step } else { 0.0 };
     let mut split = BoundSplit { compute_bound_s: 0.0, memory_bound_s: 0.0, overhead_s: 0.0 };
     let samples_per_s = if step > 0.0 { setting.batch as f64 * micro / step } else { 0.0 };
-    let memory = memory_estimate_checkpointed(&analysis, b, setting.precision, &setting.optimizer, checkpointing);
+    let memory = memory_estimate_checkpointed(analysis, b, setting.precision, &setting.optimizer, checkpointing);
     let figures = fit_and_rates::figures(&fit_and_rates::FigureInput {
-        analysis: &analysis,
+        analysis,
         memory: &memory,
         profile,
         precision: setting.precision,
@@ -283,3 +331,7 @@ mod terms_tests;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod schedule_tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod whatif_tests;

@@ -17,10 +17,9 @@
 
 use serde::Serialize;
 use trainbench_comm::{Interconnect, Topology};
-use trainbench_graph::analysis::{analyze, memory_estimate};
-use trainbench_graph::graph::Graph;
+use trainbench_graph::analysis::memory_estimate;
 
-use super::{PredictError, Setting, Terms, comm, predict_with};
+use super::{AnalyzedGraph, PredictError, Setting, Terms, comm, predict_analyzed};
 use crate::hardware::wire::HardwareFile;
 
 /// What a data-parallel layout shards across its ranks.
@@ -134,17 +133,17 @@ pub struct ParallelRow {
 
 /// The rows for `gpus` GPUs in one machine, each GPU training `setting.batch` samples per (micro-)step.
 pub fn rows(
-    graph: &Graph,
+    analyzed: &AnalyzedGraph<'_>,
     setting: &Setting,
     profile: &HardwareFile,
     terms: &Terms,
     gpus: usize,
 ) -> Result<Vec<ParallelRow>, PredictError> {
-    let a = analyze(graph);
+    let (graph, a) = (analyzed.graph, &analyzed.analysis);
     let b = setting.batch.max(1);
     let one = Setting { batch: b, topology: Topology::single(), ..setting.clone() };
-    let base = predict_with(graph, &one, profile, terms)?;
-    let mem = memory_estimate(&a, b, setting.precision, &setting.optimizer);
+    let base = predict_analyzed(analyzed, &one, profile, terms)?;
+    let mem = memory_estimate(a, b, setting.precision, &setting.optimizer);
     let params = a.parameters.max(1) as f64;
     let states = StateBytes {
         weights: mem.weights as f64 / params,

@@ -1,8 +1,12 @@
 //! The typed names a calibration records and the model prices by: element-wise classes, optimizer kinds and the
-//! classes of per-node points. Their profile names come from serde; an unknown name read from a profile is a
-//! located error ([`super::error::PredictError::UnknownName`]).
+//! classes of per-node points. A hardware profile's entries are these types from the moment it is read: each
+//! is a string enum in the profile schema, so an unknown name is refused when the profile is loaded, located at
+//! its key (`crate::hardware::load`).
 
-use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use trainbench_graph::OptimizerSpec;
 
 /// An element-wise class: operations whose own work (random numbers, exponentials, reductions) the model prices
@@ -32,6 +36,82 @@ pub enum ElementwiseClass {
     CrossEntropy,
     /// Max pooling (by output element).
     MaxPool,
+}
+
+/// The schema of a name that must be one of `names`: a string enum (an unknown name is a located error).
+fn names_schema(description: &str, names: Vec<String>) -> Schema {
+    json_schema!({ "type": "string", "description": description, "enum": names })
+}
+
+impl JsonSchema for ElementwiseClass {
+    fn schema_name() -> Cow<'static, str> {
+        "ElementwiseClass".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        names_schema("An element-wise class.", Self::ALL.iter().map(|c| c.name().to_string()).collect())
+    }
+}
+
+impl JsonSchema for OptimizerKind {
+    fn schema_name() -> Cow<'static, str> {
+        "OptimizerKind".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        names_schema("An optimizer kind.", Self::ALL.iter().map(|k| k.name().to_string()).collect())
+    }
+}
+
+impl JsonSchema for NodeClass {
+    fn schema_name() -> Cow<'static, str> {
+        "NodeClass".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        names_schema("A per-node class.", Self::all().map(Self::name).collect())
+    }
+}
+
+impl JsonSchema for FirstKind {
+    fn schema_name() -> Cow<'static, str> {
+        "FirstKind".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        names_schema("A kind whose first node was measured.", Self::all().map(|k| k.name().to_string()).collect())
+    }
+}
+
+impl Serialize for FirstKind {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for FirstKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = Cow::<str>::deserialize(deserializer)?;
+        Self::all().find(|k| k.name() == name).ok_or_else(|| {
+            let known: Vec<&str> = Self::all().map(Self::name).collect();
+            serde::de::Error::custom(format!("unknown kind `{name}` (known: {})", known.join(", ")))
+        })
+    }
+}
+
+impl Serialize for NodeClass {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeClass {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = Cow::<str>::deserialize(deserializer)?;
+        Self::parse(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!("unknown node class `{name}` (known: {})", Self::known()))
+        })
+    }
 }
 
 impl ElementwiseClass {
@@ -189,14 +269,14 @@ impl NodeClass {
         Self::PLAIN.iter().find(|(_, n)| *n == name).map(|(c, _)| *c)
     }
 
+    /// Every class: the plain ones, then `first-<kind>` for every kind.
+    pub fn all() -> impl Iterator<Item = Self> {
+        Self::PLAIN.into_iter().map(|(c, _)| c).chain(FirstKind::all().map(Self::First))
+    }
+
     /// Every name [`NodeClass::parse`] knows, comma-separated (`first-<kind>` spelled out).
     pub fn known() -> String {
-        Self::PLAIN
-            .iter()
-            .map(|(_, n)| (*n).to_string())
-            .chain(FirstKind::all().map(|k| Self::First(k).name()))
-            .collect::<Vec<_>>()
-            .join(", ")
+        Self::all().map(Self::name).collect::<Vec<_>>().join(", ")
     }
 }
 

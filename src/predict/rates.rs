@@ -1,8 +1,14 @@
 //! The coefficients the model reads, and the rates it prices with: the compute rate a kernel of a given size
 //! reaches (the datasheet peak, or the calibrated efficiency curve and grids), the memory bandwidth a working set
 //! of a given size reaches, the per-operation overhead, the training step's per-node and optimizer costs and the
-//! element-wise classes' measured work. [`Coefficients`] is filled by `crate::calibrate::fit` from a profile (net
-//! of everything the model prices on its own); this module only looks values up, it never measures or nets.
+//! element-wise classes' measured work. [`Coefficients`] is fitted from a profile's calibration by
+//! `crate::calibrate::fit` (net of everything the model prices on its own) and stored in the profile, one per
+//! precision ([`Fitted`], `[fitted]` of a format v2 profile); this module only looks values up, it never measures
+//! or nets.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use trainbench_graph::Precision;
 
 use super::price_classes::{ElementwiseClass, FirstKind, NodeKind, OptimizerKind};
 
@@ -21,8 +27,35 @@ pub enum KernelClass {
     ConvBackward,
 }
 
-/// The device as the model sees it: every coefficient a prediction reads.
-#[derive(Debug, Clone)]
+/// The coefficients of one device at each precision it has a peak for: what a format v2 profile stores under
+/// `[fitted]` (written by `trainbench calibrate`; a v1 profile is fitted once, when it is loaded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fitted {
+    /// At fp32.
+    pub fp32: Coefficients,
+    /// At fp16, where the device has an fp16 peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp16: Option<Coefficients>,
+    /// At bf16, where the device has a bf16 peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bf16: Option<Coefficients>,
+}
+
+impl Fitted {
+    /// The coefficients at `precision`, where fitted.
+    pub fn at(&self, precision: Precision) -> Option<&Coefficients> {
+        match precision {
+            Precision::Fp32 => Some(&self.fp32),
+            Precision::Fp16 => self.fp16.as_ref(),
+            Precision::Bf16 => self.bf16.as_ref(),
+        }
+    }
+}
+
+/// The device as the model sees it at one precision: every coefficient a prediction reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Coefficients {
     /// Peak FLOP/s at the precision predicted.
     pub peak_flop_s: f64,
@@ -42,12 +75,15 @@ pub struct Coefficients {
     /// The same of convolutions' backward.
     pub conv_backward: Vec<(f64, f64)>,
     /// Fixed per-node costs measured through the training step, when calibrated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<NodeCosts>,
     /// Optimizer costs by kind, when calibrated.
     pub optimizers: Vec<(OptimizerKind, OptimizerCost)>,
     /// Unequal products' rates on a grid, when calibrated at this precision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grid: Option<LogGrid>,
     /// Convolutions' rates over channels and pixels (forward, backward), when calibrated at this precision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conv_grid: Option<(LogGrid, LogGrid)>,
     /// What layers cost inside the training step beyond their isolated kernels (0 without a calibration).
     pub in_step: InStep,
@@ -57,7 +93,8 @@ pub struct Coefficients {
 }
 
 /// Fixed seconds of one node in the training step's forward and backward phases (`calibration.node`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NodeCosts {
     /// One framework operation of a node (forward, backward).
     pub op: (f64, f64),
@@ -93,7 +130,8 @@ impl NodeCosts {
 }
 
 /// The model's optimizer cost for one kind: seconds per tensor and, by parameter count, per parameter.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct OptimizerCost {
     /// Seconds per parameter tensor.
     pub per_tensor_s: f64,
@@ -113,7 +151,8 @@ impl OptimizerCost {
 /// What a layer costs inside the training step beyond its isolated kernel, per byte it moves, per phase:
 /// convolutions and linear layers; 0 where not measured. The excess is the memory around the kernel (a freshly
 /// allocated output touched for the first time, an input no longer in cache).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct InStep {
     /// Convolutions (forward, backward), seconds per byte.
     pub conv: (f64, f64),
@@ -133,8 +172,10 @@ pub fn axis(values: impl Iterator<Item = f64>) -> Vec<f64> {
 
 /// Values measured on a full grid of sizes (each axis sorted, ascending): multilinear interpolation of the log
 /// value in log sizes, clamped to the grid's ends.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct LogGrid {
+    /// The sizes along each axis, ascending.
     axes: Vec<Vec<f64>>,
     /// Log values, row-major over the axes (the last axis varies fastest).
     log_value: Vec<f64>,
@@ -158,6 +199,17 @@ impl LogGrid {
             return None;
         }
         Some(Self { axes, log_value })
+    }
+
+    /// Whether the grid is one [`LogGrid::new`] builds: every axis ascending above 0, a finite value for every
+    /// combination of them.
+    pub fn is_well_formed(&self) -> bool {
+        let cells: usize = self.axes.iter().map(Vec::len).product();
+        !self.axes.is_empty()
+            && self.axes.iter().all(|a| !a.is_empty() && a[0] > 0.0 && a.windows(2).all(|w| w[0] < w[1]))
+            && self.axes.iter().flatten().all(|x| x.is_finite())
+            && self.log_value.len() == cells
+            && self.log_value.iter().all(|v| v.is_finite())
     }
 
     /// The value at `coords` (one per axis).
@@ -230,6 +282,39 @@ impl Coefficients {
             self.optimizers.clear();
         }
         self
+    }
+
+    /// What is wrong with coefficients read from a file, where something is: a rate not positive, a curve or
+    /// a class's sizes out of order, a grid whose values do not fill its axes (the lookups assume each).
+    pub fn problem(&self) -> Option<String> {
+        let ascending = |xs: &mut dyn Iterator<Item = f64>| {
+            let v: Vec<f64> = xs.collect();
+            v.iter().all(|x| x.is_finite()) && v.windows(2).all(|w| w[0] <= w[1])
+        };
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        let curves = [("gemm", &self.gemm), ("conv", &self.conv), ("conv_backward", &self.conv_backward)];
+        let grids = [self.grid.as_ref(), self.conv_grid.as_ref().map(|g| &g.0), self.conv_grid.as_ref().map(|g| &g.1)];
+        if !positive(self.peak_flop_s) || !positive(self.memory_bytes_s) {
+            Some("peak_flop_s and memory_bytes_s must be above 0".into())
+        } else if let Some((name, _)) = curves
+            .iter()
+            .chain([&("bandwidth", &self.bandwidth)])
+            .find(|(_, c)| !ascending(&mut c.iter().map(|p| p.0)) || !c.iter().all(|p| positive(p.1)))
+        {
+            Some(format!("`{name}` must list positive rates by ascending size"))
+        } else if let Some((class, _)) =
+            self.elementwise.iter().find(|(_, points)| !ascending(&mut points.iter().map(|p| p.0)))
+        {
+            Some(format!("the sizes of `{}` must ascend", class.name()))
+        } else if let Some((kind, _)) =
+            self.optimizers.iter().find(|(_, c)| !ascending(&mut c.per_parameter.iter().map(|p| p.0)))
+        {
+            Some(format!("the sizes of `{}` must ascend", kind.name()))
+        } else if grids.into_iter().flatten().any(|g| !g.is_well_formed()) {
+            Some("a grid's axes must ascend above 0 and its values fill them".into())
+        } else {
+            None
+        }
     }
 
     /// Seconds of `flops` of work in one kernel of `class`: along the calibrated curve (log-log

@@ -10,7 +10,7 @@ use trainbench_comm::Topology;
 fn calibrated() -> HardwareFile {
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hardware/tch-cpu.toml")).unwrap();
-    toml::from_str(&text).unwrap()
+    crate::hardware::load::with_fitted(toml::from_str(&text).unwrap())
 }
 
 /// tokens -> embedding -> linear (tied to the embedding) -> relu read twice (a gradient sum) -> cross-entropy.

@@ -5,6 +5,7 @@ use trainbench_graph::graph::{InputKind, LossKind};
 use trainbench_graph::{GraphBuilder, OptimizerSpec, Precision};
 
 use super::*;
+use crate::predict::price_classes::{ElementwiseClass, NodeClass, OptimizerKind};
 use crate::hardware::wire::{
     Alternatives, Calibration, DeviceKind, DeviceProfile, KernelPoint, Link, LinkKind, PeakTflops, ProfileKind,
 };
@@ -50,7 +51,23 @@ fn profile() -> HardwareFile {
         network: Some(link(LinkKind::Ethernet, 2.5, 0.0)),
         alternatives: Alternatives { network: vec![link(LinkKind::Ethernet, 10.0, 0.0)], ..Alternatives::default() },
         calibration: None,
+        fitted: None,
     }
+}
+
+/// The profile as the loader hands it to the model: fitted once (`crate::hardware::load::with_fitted`).
+fn fitted(prof: &HardwareFile) -> HardwareFile {
+    crate::hardware::load::with_fitted(prof.clone())
+}
+
+/// The coefficients of `prof` fitted as the loader fits them, at `precision`.
+fn fitted_at(prof: &HardwareFile, precision: Precision) -> Result<rates::Coefficients, PredictError> {
+    coefficients(&fitted(prof), precision)
+}
+
+/// [`super::predict`] on `prof` as loaded (fitted once).
+fn predict(graph: &Graph, setting: &Setting, prof: &HardwareFile) -> Result<Prediction, PredictError> {
+    super::predict(graph, setting, &fitted(prof))
 }
 
 fn setting(batch: usize, strategy: DataParallel, nodes: usize, per_node: usize, interconnect: Interconnect) -> Setting {
@@ -193,7 +210,7 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
         gemm_shapes: vec![],
         conv_shapes: vec![],
     });
-    let dev = crate::calibrate::fit::coefficients(&prof, Precision::Fp32).unwrap();
+    let dev = fitted_at(&prof, Precision::Fp32).unwrap();
     assert!(close(dev.memory_s(1e6), 1e6 / 400e9), "net of the overhead");
     assert!(close(dev.memory_s(1e3), 1e3 / 400e9), "flat below the smallest set");
     assert!(close(dev.memory_s(1e9), 1e9 / 10e9), "flat beyond the largest");
@@ -205,7 +222,7 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
     assert!(close(fc.forward.memory_s, dev.memory_s(4.8e6)) && fc.forward.memory_s < 4.8e6 / 10e9 / 5.0);
     // Without points, every size moves at the triad.
     prof.calibration.as_mut().unwrap().bandwidth.clear();
-    let flat = crate::calibrate::fit::coefficients(&prof, Precision::Fp32).unwrap();
+    let flat = fitted_at(&prof, Precision::Fp32).unwrap();
     assert!(close(flat.memory_s(1e6), 1e6 / 10e9));
 }
 
@@ -238,7 +255,7 @@ fn a_measured_element_wise_class_costs_its_per_element_work() {
         conv_backward: vec![],
         bandwidth: vec![],
         elementwise: vec![crate::hardware::wire::ElementwisePoint {
-            op: "dropout".into(),
+            op: ElementwiseClass::Dropout,
             elements: 1e5,
             forward_s: 1e-3 + 1e-6,
             backward_s: 2e-4 + 1e-6,
@@ -254,7 +271,7 @@ fn a_measured_element_wise_class_costs_its_per_element_work() {
     assert!(close(drop.forward.compute_s, 1e-3) && drop.forward.bound == Bound::Compute, "{drop:?}");
     assert!(close(drop.backward.compute_s, 2e-4) && drop.backward.bound == Bound::Compute, "{drop:?}");
     // A class that was not measured keeps bytes over bandwidth.
-    prof.calibration.as_mut().unwrap().elementwise[0].op = "softmax".into();
+    prof.calibration.as_mut().unwrap().elementwise[0].op = ElementwiseClass::Softmax;
     let p = predict(&g, &setting(100, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let drop = p.layers.iter().find(|l| l.name == "drop").unwrap();
     assert_eq!((drop.forward.compute_s, drop.forward.bound), (0.0, Bound::Memory));
@@ -267,7 +284,7 @@ fn element_wise_costs_follow_the_measured_sizes() {
     // 1 us per operation; dropout's net forward cost: 10 us at 1e3 elements (mostly fixed), 1 ms at 1e5, 20 ms at
     // 1e6 (past the caches); backward a tenth of it.
     let point = |elements: f64, net: f64| crate::hardware::wire::ElementwisePoint {
-        op: "dropout".into(),
+        op: ElementwiseClass::Dropout,
         elements,
         forward_s: net + 1e-6,
         backward_s: net / 10.0 + 1e-6,
@@ -326,7 +343,7 @@ fn what_ifs_point_the_right_way_with_formula_magnitudes() {
     let prof = profile();
     let s = setting(800, DataParallel::ParameterServer { servers: 1 }, 8, 1, Interconnect::Ethernet);
     let base = predict(&g, &s, &prof).unwrap();
-    let rows = whatif::what_if(&g, &s, &prof, &base, &[], &Terms::all());
+    let rows = whatif::what_if(&AnalyzedGraph::new(&g), &s, &fitted(&prof), &base, &[], &Terms::all());
     let find = |p: &str| rows.iter().find(|r| r.change.starts_with(p)).unwrap_or_else(|| panic!("{p}: {rows:?}"));
     // A 4x faster network divides T_comm by 4 (no latency), the rest unchanged.
     let net = find("network:");
@@ -343,7 +360,7 @@ fn what_ifs_point_the_right_way_with_formula_magnitudes() {
 /// A calibration with only the training step's terms: per-node costs, an optimizer and a product grid.
 fn step_calibration() -> Calibration {
     use crate::hardware::wire::{GemmShapePoint, NodePoint, OptimizerPoint};
-    let node = |class: &str, f: f64, b: f64| NodePoint { class: class.into(), forward_s: f, backward_s: b };
+    let node = |class: NodeClass, f: f64, b: f64| NodePoint { class, forward_s: f, backward_s: b };
     // Rates: 1e10 FLOP/s for every product with m = 1, 1e11 with m = 1000 (k, n in {10, 1000}).
     let mut grid = Vec::new();
     for m in [1u64, 1000] {
@@ -361,7 +378,7 @@ fn step_calibration() -> Calibration {
         }
     }
     let opt = |tensors: u64, parameters: u64| OptimizerPoint {
-        kind: "sgd".into(),
+        kind: OptimizerKind::Sgd,
         tensors,
         parameters,
         seconds: tensors as f64 * 1e-6 + parameters as f64 * 1e-9,
@@ -379,7 +396,11 @@ fn step_calibration() -> Calibration {
         conv_backward: vec![],
         bandwidth: vec![],
         elementwise: vec![],
-        node: vec![node("elementwise", 2e-6, 3e-6), node("linear", 5e-6, 7e-6), node("step", 11e-6, 13e-6)],
+        node: vec![
+            node(NodeClass::Elementwise, 2e-6, 3e-6),
+            node(NodeClass::Linear, 5e-6, 7e-6),
+            node(NodeClass::Step, 11e-6, 13e-6),
+        ],
         optimizer: vec![opt(64, 2304), opt(2, 1_000_000)],
         gemm_shapes: grid,
         conv_shapes: vec![],
@@ -404,7 +425,7 @@ fn the_training_step_calibration_prices_nodes_products_and_the_optimizer() {
     assert!(close(fc.forward.compute_s, 2e6 / 1e10), "{fc:?}");
     assert!(close(fc.backward.compute_s, 2e6 / 1e11), "{fc:?}");
     // Between the grid's rows, between its rates (log-log).
-    let dev = crate::calibrate::fit::coefficients(&prof, Precision::Fp32).unwrap();
+    let dev = fitted_at(&prof, Precision::Fp32).unwrap();
     let mid = 2.0 * 31.6227766 * 1000.0 * 1000.0 / dev.gemm_s(31.6227766, 1000.0, 1000.0);
     assert!((mid / (1e10f64 * 1e11).sqrt() - 1.0).abs() < 1e-6, "{mid}");
     // SGD over 1 tensor (no bias) of 1e6 parameters: 1 us + 1 ms, measured kind; Adam was not measured and
@@ -477,7 +498,7 @@ fn a_convolution_grid_measured_at_the_largest_size_for_few_channels_only_is_comp
     ];
     let mut prof = profile();
     prof.calibration = Some(cal);
-    let dev = crate::calibrate::fit::coefficients(&prof, Precision::Fp32).unwrap();
+    let dev = fitted_at(&prof, Precision::Fp32).unwrap();
     let s = |channels: f64, pixels: f64| {
         let flops = 2.0 * pixels * channels * channels * 9.0;
         dev.conv_grid_s(false, channels, pixels, flops).map(|t| flops / t)
@@ -502,7 +523,7 @@ fn a_tied_weight_pays_for_its_gradient_product_and_sum() {
     prof.calibration = Some(step_calibration());
     let p = predict(&g, &setting(1, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let proj = p.layers.iter().find(|l| l.name == "proj").unwrap();
-    let dev = crate::calibrate::fit::coefficients(&prof, Precision::Fp32).unwrap();
+    let dev = fitted_at(&prof, Precision::Fp32).unwrap();
     // Backward: the weight's gradient [10 x 1] x [1 x 1000] beside the input's [1 x 1000] x [1000 x 10], though
     // the analysis counts the weight at the embedding.
     let products = dev.gemm_s(10.0, 1.0, 1000.0) + dev.gemm_s(1.0, 1000.0, 10.0);
@@ -531,8 +552,11 @@ fn the_first_node_of_each_kind_pays_its_cold_start_once_per_phase() {
         |prof: &HardwareFile| predict(&g, &setting(1, DataParallel::Single, 1, 1, Interconnect::Pcie), prof).unwrap();
     prof.calibration = Some(step_calibration());
     let before = run(&prof);
-    let first =
-        |class: &str, f: f64, b: f64| NodePoint { class: format!("first-{class}"), forward_s: f, backward_s: b };
+    let first = |class: &str, f: f64, b: f64| NodePoint {
+        class: NodeClass::parse(&format!("first-{class}")).unwrap(),
+        forward_s: f,
+        backward_s: b,
+    };
     // The median over the measured classes: 20 us forward, 4 us backward.
     prof.calibration.as_mut().unwrap().node.extend([
         first("relu", 10e-6, 2e-6),

@@ -2,16 +2,17 @@
 //! the speed-up over the baseline. Changes tried: the strategy (PS/worker <-> all-reduce on the same link,
 //! all-reduce over NVLink inside one machine when the profile has NVLink, one parameter server per worker),
 //! each alternative link the profile lists for the role the exchange (or the input copy) uses, each other
-//! device profile given, and each other precision the device has a peak for.
+//! device profile given, and each other precision the device has a peak for. Every row prices the one analysis
+//! of the graph ([`AnalyzedGraph`]) with the profile's stored coefficients: nothing is analysed or fitted again
+//! per row (another device is priced by its datasheet figures).
 
 use serde::Serialize;
 use trainbench_graph::Precision;
 
 use super::terms::Terms;
-use super::{Prediction, Setting, predict_with};
+use super::{AnalyzedGraph, Prediction, Setting, predict_analyzed};
 use crate::hardware::wire::{HardwareFile, LinkKind};
 use trainbench_comm::{DataParallel, Interconnect};
-use trainbench_graph::Graph;
 
 /// One row of the what-if table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -51,17 +52,17 @@ fn interconnect_of(kind: LinkKind) -> Interconnect {
     }
 }
 
-/// The what-if rows for `setting` on `profile` (baseline `base`), trying `devices` as other devices; every row
-/// with the terms `terms` leaves on, as the baseline.
+/// The what-if rows for the analysed graph under `setting` on `profile` (baseline `base`), trying `devices` as
+/// other devices; every row with the terms `terms` leaves on, as the baseline.
 pub fn what_if(
-    graph: &Graph,
+    graph: &AnalyzedGraph<'_>,
     setting: &Setting,
     profile: &HardwareFile,
     base: &Prediction,
     devices: &[HardwareFile],
     terms: &Terms,
 ) -> Vec<WhatIf> {
-    let predict = |graph: &Graph, s: &Setting, p: &HardwareFile| predict_with(graph, s, p, terms);
+    let predict = |graph: &AnalyzedGraph<'_>, s: &Setting, p: &HardwareFile| predict_analyzed(graph, s, p, terms);
     let mut rows = Vec::new();
     let world = setting.world();
     let with = |f: &dyn Fn(&mut Setting)| {
@@ -141,6 +142,7 @@ pub fn what_if(
         let mut p = profile.clone();
         p.device = d.device.clone();
         p.calibration = None;
+        p.fitted = None;
         let change = format!("device: {} ({})", d.device.name, d.name);
         rows.push(row(change, base, predict(graph, setting, &p)));
     }
