@@ -1,11 +1,11 @@
 //! Exchanging gradients while the backward pass goes on: the trained tensors in [`crate::units::Unit`] buckets,
-//! in the order a backward pass completes them (the last tensors first); the backend hands each bucket to a [`BucketFeed`] as
-//! soon as its gradients are accumulated, and a communication thread exchanges the buckets in bucket order
-//! (the same order on every worker, whatever order they arrive in) while the backward pass computes the rest.
-//! All-reduce sums each bucket; ZeRO-1/2 reduce-scatter it into the worker's shard. What stays after the
-//! backward pass (averaging, the stop flags, ZeRO's step and all-gather) is [`Overlapped::finish`].
-//! The [`Overlapped`] trait itself sits below, in `exchange.rs`, beside the
-//! [`crate::exchange::GradientExchange`] it extends.
+//! in the order a backward pass completes them (the last tensors first); the backend hands each bucket to a
+//! [`BucketFeed`] as soon as its gradients are accumulated, and a communication thread exchanges the buckets in
+//! bucket order (the same order on every worker, whatever order they arrive in) while the backward pass computes
+//! the rest. All-reduce sums each bucket; ZeRO-1/2 reduce-scatter it into the worker's shard. What stays after the
+//! backward pass (averaging, the stop flags, ZeRO's step and all-gather) is [`Overlapped::finish`]. The
+//! [`Overlapped`] trait itself sits below, in `exchange.rs`, beside the [`crate::exchange::GradientExchange`] it
+//! extends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::DeviceInfo;
+use crate::measured::DeviceInfo;
 use crate::device::DeviceSelector;
 use trainbench_graph::training::Precision;
 

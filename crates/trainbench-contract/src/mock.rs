@@ -13,7 +13,7 @@ use crate::backend::{
     Backend, BackendError, DeviceInfo, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
 };
 use crate::calibrate::{CalibrationRequest, ConvTiming, GemmShapeTiming, KernelTiming, Measurement};
-use crate::capability::BackendKind;
+use crate::backend_kind::BackendKind;
 use crate::mock_prior::Prior;
 use crate::steady_loop::{EndWish, EvalWhen, LoopClock, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
 use crate::target::EvalTally;
