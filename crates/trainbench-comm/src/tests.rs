@@ -5,9 +5,9 @@
 use super::all_reduce::AllReduceExchange;
 use super::exchange::{ExchangeStats, GradientExchange, StopWish};
 use super::layout::Layout;
-use super::ps::PsWorkerExchange;
 use super::local::ThreadComm;
 use super::optim::HostOptimizer;
+use super::ps::PsWorkerExchange;
 use super::server::serve;
 use trainbench_graph::graph::Graph;
 use trainbench_graph::init::initial_values;

@@ -6,10 +6,10 @@
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use crate::transform::{self, Rgb};
 use crate::batch::DataError;
 use crate::dataset::{Dataset, DatasetInfo, InputOut, SampleOut};
 use crate::layout::{Layout, ValueKind};
+use crate::transform::{self, Rgb};
 use trainbench_graph::init::SeededRng;
 
 /// Largest image side accepted (a guard against decompression bombs).

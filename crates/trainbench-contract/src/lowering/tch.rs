@@ -9,7 +9,12 @@ use trainbench_graph::graph::{Graph, InputKind, LossKind, NodeId, Op};
 use trainbench_graph::training::Precision;
 
 fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError {
-    BackendError::Unsupported { backend: BackendKind::Tch.name(), layer: layer.to_string(), op: op.to_string(), reason: reason.into() }
+    BackendError::Unsupported {
+        backend: BackendKind::Tch.name(),
+        layer: layer.to_string(),
+        op: op.to_string(),
+        reason: reason.into(),
+    }
 }
 
 /// What the lowering refuses beyond the declared capabilities ([`crate::capability::TCH`]:
