@@ -32,6 +32,10 @@ pub trait BlockWeights {
     }
 }
 
+/// Evaluates, into the environment given, the nodes a recomputed block's last node (the `NodeId`) needs: the
+/// lowered model's `eval` with the step's options, handed to [`Checkpoints::backward`] by the step.
+pub type Replay<'r> = dyn FnMut(&mut [Option<Tensor>], NodeId) -> Result<(), TchError> + 'r;
+
 /// What the forward pass kept of one recomputed block.
 struct Saved {
     /// Index in [`Graph::blocks`].
@@ -176,7 +180,7 @@ impl Checkpoints {
     pub fn backward(
         &mut self,
         graph: &Graph,
-        replay: &mut dyn FnMut(&mut [Option<Tensor>], NodeId) -> Result<(), TchError>,
+        replay: &mut Replay<'_>,
         mut hooks: Option<&mut (dyn BlockWeights + '_)>,
     ) -> Result<(), TchError> {
         let keep = self.keep_graph;
