@@ -1,30 +1,20 @@
-//! What the tch backend refuses before a run starts, with the layer and the reason; and the roles of a
-//! WGAN-GP graph's nodes (real input, generator output, critic scores) that its training step needs.
+//! What the tch backend refuses of a data-parallel run before it starts, with the layer and the reason
+//! ([`exchange_for`]); and the roles of a WGAN-GP graph's nodes (real input, generator output, critic scores)
+//! that its training step needs. The whole check of a plan (device, world size, capabilities) is the backend's
+//! own, in `backend.rs`.
 
-use tch::Device;
 use trainbench_comm::GradientExchange;
 use trainbench_contract::capability::TCH;
-use trainbench_contract::{Backend, BackendError, RunPlan};
+use trainbench_contract::{BackendError, RunPlan};
 use trainbench_graph::Precision;
 use trainbench_graph::graph::Graph;
 
 pub use trainbench_contract::lowering::tch::{WganRoles, wgan_roles, wgan_roles_if_any};
 
-use crate::{TchBackend, device};
-
 const BACKEND: &str = TCH.name;
 
 fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError {
     BackendError::Unsupported { backend: BACKEND, layer: layer.to_string(), op: op.to_string(), reason: reason.into() }
-}
-
-/// Check a plan against this backend and the machine: the device exists, the world size is one this backend
-/// runs, and [`Backend::supports`] (declared capabilities, then [`trainbench_contract::lowering::tch::supports_lowering`]).
-pub fn check(plan: &RunPlan, graph: &Graph) -> Result<Device, BackendError> {
-    let dev = device::to_tch(plan.device)?;
-    TCH.check_world_size(plan, graph)?;
-    TchBackend::new().supports(plan, graph)?;
-    Ok(dev)
 }
 
 /// The exchange a data-parallel plan trains with, checked against the plan: `None` for a single worker; for

@@ -16,7 +16,6 @@ use trainbench_graph::graph::{Graph, NodeId, Op};
 use trainbench_graph::training::Checkpointing;
 
 use crate::autograd::{backward_with, rng_state, set_rng_state};
-use crate::lower::{EvalOpts, Lowered};
 
 /// What a sharded strategy does around each recomputed block (its index in [`Graph::blocks`]).
 pub trait BlockWeights {
@@ -32,6 +31,10 @@ pub trait BlockWeights {
         Ok(())
     }
 }
+
+/// Evaluates, into the environment given, the nodes a recomputed block's last node (the `NodeId`) needs: the
+/// lowered model's `eval` with the step's options, handed to [`Checkpoints::backward`] by the step.
+pub type Replay<'r> = dyn FnMut(&mut [Option<Tensor>], NodeId) -> Result<(), TchError> + 'r;
 
 /// What the forward pass kept of one recomputed block.
 struct Saved {
@@ -171,13 +174,13 @@ impl Checkpoints {
     }
 
     /// After the loss's backward: recompute each block kept by the forward pass, last first, and carry the
-    /// gradient at its output back through it to its input's producer. Leaves nothing kept. `hooks` bring each
-    /// block's weights before its replay and take its gradients after.
+    /// gradient at its output back through it to its input's producer. Leaves nothing kept. `replay` evaluates
+    /// the nodes a block's last node needs into the environment it is given (the lowered model's `eval`, with
+    /// the step's options); `hooks` bring each block's weights before its replay and take its gradients after.
     pub fn backward(
         &mut self,
-        model: &Lowered,
         graph: &Graph,
-        opts: &EvalOpts<'_>,
+        replay: &mut Replay<'_>,
         mut hooks: Option<&mut (dyn BlockWeights + '_)>,
     ) -> Result<(), TchError> {
         let keep = self.keep_graph;
@@ -204,11 +207,11 @@ impl Checkpoints {
                 }
                 None => None,
             };
-            let replay = model.eval(graph, &mut env, &[block.last], opts);
+            let replayed = replay(env.as_mut_slice(), block.last);
             if let Some(now) = &now {
                 set_rng_state(self.device, now)?;
             }
-            replay?;
+            replayed?;
             let out = env[block.last]
                 .take()
                 .ok_or_else(|| TchError::Kind(format!("internal: block `{}` was not recomputed", block.name)))?;

@@ -238,7 +238,7 @@ fn run_backward(
                 scaled.f_backward()?;
             }
             // The recomputation belongs to the backward phase, under the forward's autocast.
-            ckpt.backward(model, graph, opts, hooks)
+            ckpt.backward(graph, &mut |env, last| model.eval(graph, env, &[last], opts), hooks)
         }
         None => scaled.f_backward(),
     }

@@ -1,6 +1,7 @@
-//! The training loop of one run: data, forward (+ loss), backward and optimizer phases timed per iteration
-//! ([`Clock`]: CUDA events on the stream, host clocks on the CPU), a free-running window on CUDA, mixed precision
-//! (autocast, fp16 loss scaling), the WGAN-GP two-optimizer step, and memory measurement.
+//! The tch backend's step for the shared training loop ([`SteadyLoop`], in the contract crate, runs warm-up,
+//! budget, timeout, stop and target around it): data, forward (+ loss), backward and optimizer phases timed per
+//! iteration ([`Clock`]: CUDA events on the stream, host clocks on the CPU), a free-running window on CUDA, mixed
+//! precision (autocast, fp16 loss scaling), the WGAN-GP two-optimizer step, and memory measurement.
 
 use std::time::Instant;
 
@@ -37,7 +38,7 @@ use wgan::WganStep;
 pub const FREE_RUNNING_MAX_STEPS: u64 = 50;
 
 fn map(e: TchError, batch: usize) -> BackendError {
-    crate::map_error(e, batch)
+    crate::error::map_error(e, batch)
 }
 
 /// How the graph is trained: each kind of step owns exactly the optimizers it needs, so a step can never meet

@@ -9,9 +9,9 @@ use trainbench_data::EvalSet;
 use trainbench_graph::Graph;
 use trainbench_graph::init::HostTensor;
 
+use crate::error::TrainError;
 use crate::lower::{Forward, upload};
 use crate::params::Store;
-use crate::step::TrainError;
 
 /// Evaluate every batch of `eval` with the parameters of `store` on `device` (a device without autodiff).
 pub fn evaluate(graph: &Graph, store: &Store, eval: &EvalSet, device: &Device) -> Result<EvalTally, TrainError> {

@@ -1,7 +1,7 @@
-//! The training loop: the next batch (synthetic, or from the dataset `RunContext::data` hands in: the wait for
-//! it is the stall, its upload the copy), forward, backward, optimizer step, each phase timed with the device
-//! synchronised; memory sampled from burn's memory pool. The loop around the steps (warm-up, budget, timeout,
-//! stop, target) is the shared one ([`SteadyLoop`]).
+//! The wgpu backend's step for the shared training loop ([`SteadyLoop`], in the contract crate, runs warm-up,
+//! budget, timeout, stop and target around it): the next batch (synthetic, or from the dataset
+//! `RunContext::data` hands in: the wait for it is the stall, its upload the copy), forward, backward, optimizer
+//! step, each phase timed with the device synchronised; memory sampled from burn's memory pool.
 
 use std::time::Instant;
 
@@ -13,25 +13,11 @@ use trainbench_contract::{BackendError, PhaseTimes, Probe, RawMeasurements, RunC
 use trainbench_data::{BatchSource, EvalSet};
 use trainbench_graph::Graph;
 
+use crate::error::TrainError;
 use crate::eval::evaluate;
 use crate::lower::{Forward, HostBatch, data_pool, upload};
 use crate::optim::Optimizer;
 use crate::params::Store;
-use crate::value::ValueError;
-
-/// Why a training run stopped with an error.
-#[derive(Debug, thiserror::Error)]
-pub enum TrainError {
-    /// The lowering met an inconsistency.
-    #[error(transparent)]
-    Lower(#[from] ValueError),
-    /// The device reported an execution failure.
-    #[error("device execution failed: {0}")]
-    Device(String),
-    /// The dataset or the run's target failed (a [`BackendError::Data`]), passed on as it is.
-    #[error(transparent)]
-    Backend(BackendError),
-}
 
 fn sync(device: &Device) -> Result<(), TrainError> {
     device.sync().map_err(|e| TrainError::Device(format!("{e:?}")))
@@ -55,12 +41,6 @@ impl MemoryWatch {
 
 fn secs(a: Instant, b: Instant) -> f64 {
     b.duration_since(a).as_secs_f64()
-}
-
-impl From<BackendError> for TrainError {
-    fn from(e: BackendError) -> Self {
-        TrainError::Backend(e)
-    }
 }
 
 /// Train `graph` on `device` (a device without autodiff) as `plan` says.

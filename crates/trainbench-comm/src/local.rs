@@ -4,7 +4,7 @@
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 
-use super::{CommError, Communicator, EngineInfo};
+use crate::communicator::{CommError, Communicator, EngineInfo, check_blocks};
 
 const TAG_REDUCE: u16 = u16::MAX;
 const TAG_REDUCED: u16 = u16::MAX - 1;
@@ -112,7 +112,7 @@ impl Communicator for ThreadComm {
     }
 
     fn reduce_scatter_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
-        super::check_blocks("threads", "reduce-scatter", send.len(), recv.len(), self.size())?;
+        check_blocks("threads", "reduce-scatter", send.len(), recv.len(), self.size())?;
         let mut whole = vec![0.0f32; send.len()];
         self.all_reduce_sum(send, &mut whole)?;
         let at = self.rank * recv.len();
@@ -121,7 +121,7 @@ impl Communicator for ThreadComm {
     }
 
     fn all_gather(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError> {
-        super::check_blocks("threads", "all-gather", recv.len(), send.len(), self.size())?;
+        check_blocks("threads", "all-gather", recv.len(), send.len(), self.size())?;
         // Every other rank contributes zeros to this rank's block: the sum is the block, bit for bit.
         let mut mine = vec![0.0f32; recv.len()];
         let at = self.rank * send.len();

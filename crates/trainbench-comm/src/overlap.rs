@@ -1,16 +1,17 @@
-//! Exchanging gradients while the backward pass goes on: the trained tensors in [`Unit`] buckets, in the order a
-//! backward pass completes them (the last tensors first); the backend hands each bucket to a [`BucketFeed`] as
-//! soon as its gradients are accumulated, and a communication thread exchanges the buckets in bucket order
-//! (the same order on every worker, whatever order they arrive in) while the backward pass computes the rest.
-//! All-reduce sums each bucket; ZeRO-1/2 reduce-scatter it into the worker's shard. What stays after the
-//! backward pass (averaging, the stop flags, ZeRO's step and all-gather) is [`Overlapped::finish`].
+//! Exchanging gradients while the backward pass goes on: the trained tensors in [`crate::units::Unit`] buckets,
+//! in the order a backward pass completes them (the last tensors first); the backend hands each bucket to a
+//! [`BucketFeed`] as soon as its gradients are accumulated, and a communication thread exchanges the buckets in
+//! bucket order (the same order on every worker, whatever order they arrive in) while the backward pass computes
+//! the rest. All-reduce sums each bucket; ZeRO-1/2 reduce-scatter it into the worker's shard. What stays after the
+//! backward pass (averaging, the stop flags, ZeRO's step and all-gather) is [`Overlapped::finish`]. The
+//! [`Overlapped`] trait itself sits below, in `exchange.rs`, beside the [`crate::exchange::GradientExchange`] it
+//! extends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 
-use super::CommError;
-use super::exchange::{GradientExchange, StepExchange, StopWish};
-use super::sharded::Unit;
+use crate::communicator::CommError;
+use crate::exchange::Overlapped;
 
 /// Whether this process's computing thread is waiting for its communication thread (one rank per process, so
 /// one flag per process).
@@ -56,7 +57,8 @@ pub struct BucketFeed {
 }
 
 impl BucketFeed {
-    /// Hand over bucket `bucket`'s gradients (its [`Unit::len`] values, this worker's mean over its batch).
+    /// Hand over bucket `bucket`'s gradients (its [`crate::units::Unit::len`] values, this worker's mean over its
+    /// batch).
     pub fn send(&mut self, bucket: usize, values: Vec<f32>) -> Result<(), OverlapError> {
         if self.sent.get(bucket).copied().unwrap_or(true) {
             return Err(OverlapError::Backward(format!("bucket {bucket} handed over twice, or does not exist")));
@@ -69,19 +71,6 @@ impl BucketFeed {
     pub fn unsent(&self) -> Vec<usize> {
         (0..self.sent.len()).filter(|&b| !self.sent[b]).collect()
     }
-}
-
-/// An exchange whose bucket collectives can run during the backward pass.
-pub trait Overlapped: GradientExchange {
-    /// The buckets in the order the backward pass completes them (the last tensors first).
-    fn buckets(&self) -> &[Unit];
-    /// Exchange bucket `bucket`'s gradients `values` (on the communication thread).
-    fn exchange_bucket(&mut self, bucket: usize, values: &[f32]) -> Result<(), CommError>;
-    /// Count a step whose buckets went during the backward pass ([`crate::ExchangeStats::overlapped_steps`]).
-    fn count_overlapped_step(&mut self);
-    /// After the backward pass and every bucket: all-reduce averages into `grads` (flat, layout order); ZeRO
-    /// steps its shard and gathers the weights into `weights`; both agree on stopping.
-    fn finish(&mut self, grads: &mut Vec<f32>, weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError>;
 }
 
 /// Run `backward` on this thread while a communication thread exchanges, in bucket order, each bucket it hands

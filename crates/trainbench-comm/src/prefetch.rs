@@ -6,9 +6,9 @@
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 
-use super::CommError;
-use super::overlap::{ComputeWaits, Sendable};
-use super::sharded::Sharded;
+use crate::communicator::CommError;
+use crate::exchange::Sharded;
+use crate::overlap::{ComputeWaits, Sendable};
 
 /// A collective asked of the communication thread.
 enum Job {

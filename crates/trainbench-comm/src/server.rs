@@ -3,12 +3,14 @@
 
 use std::time::Instant;
 
-use super::exchange::{Layout, TAG_PULL, TAG_PUSH};
-use super::optim::HostOptimizer;
-use super::{CommError, Communicator};
 use trainbench_graph::graph::Graph;
 use trainbench_graph::init::initial_values;
 use trainbench_graph::training::OptimizerSpec;
+
+use crate::communicator::{CommError, Communicator};
+use crate::layout::Layout;
+use crate::optim::HostOptimizer;
+use crate::ps::{TAG_PULL, TAG_PUSH};
 
 /// What one server did in a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

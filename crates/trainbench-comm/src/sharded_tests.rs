@@ -2,7 +2,8 @@
 //! ends with bit-identical weights, the units cover every tensor once, and the bytes counted are the formulas'.
 #![allow(clippy::unwrap_used)]
 
-use super::exchange::{GradientExchange, Layout, StopWish};
+use super::exchange::{GradientExchange, StopWish};
+use super::layout::Layout;
 use super::local::ThreadComm;
 use super::optim::HostOptimizer;
 use super::sharded::{ShardedExchange, units_by_block, units_by_size};
@@ -174,8 +175,9 @@ fn bytes_per_step_and_kind_are_the_ring_formulas() {
 /// `steps` overlapped steps: each worker hands its buckets over in reverse (the order they arrive in does not
 /// matter: they are exchanged in bucket order), then finishes; every worker's weights.
 fn run_overlapped(graph: &Graph, strategy: DataParallel, workers: usize, steps: u64) -> Vec<Vec<f32>> {
-    use super::exchange::AllReduceExchange;
-    use super::overlap::{Overlapped, exchange_during};
+    use super::all_reduce::AllReduceExchange;
+    use super::exchange::Overlapped;
+    use super::overlap::exchange_during;
     let handles: Vec<_> = ThreadComm::group(workers)
         .into_iter()
         .map(|mut comm| {

@@ -2,9 +2,12 @@
 //! agree on stopping, and the bytes counted are the formulas'.
 #![allow(clippy::unwrap_used)]
 
-use super::exchange::{AllReduceExchange, ExchangeStats, GradientExchange, Layout, PsWorkerExchange, StopWish};
+use super::all_reduce::AllReduceExchange;
+use super::exchange::{ExchangeStats, GradientExchange, StopWish};
+use super::layout::Layout;
 use super::local::ThreadComm;
 use super::optim::HostOptimizer;
+use super::ps::PsWorkerExchange;
 use super::server::serve;
 use trainbench_graph::graph::Graph;
 use trainbench_graph::init::initial_values;

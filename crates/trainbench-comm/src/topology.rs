@@ -4,8 +4,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::DataParallel;
 use crate::exchange::BUCKET_BYTES;
+use crate::strategy::DataParallel;
 
 /// Link carrying gradients and weights between devices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]

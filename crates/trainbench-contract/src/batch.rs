@@ -2,7 +2,7 @@
 //! ([`fetch`]), and checking a batch against the model's inputs ([`check_batch`]), both failing as
 //! [`BackendError::Data`].
 
-use crate::backend::BackendError;
+use crate::error::BackendError;
 use trainbench_data::{BatchSource, HostBatch};
 use trainbench_graph::graph::{Graph, InputKind, Op};
 use trainbench_graph::init::HostTensor;

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::DeviceInfo;
 use crate::device::DeviceSelector;
+use crate::measured::DeviceInfo;
 use trainbench_graph::training::Precision;
 
 /// One convolution shape to time (NCHW input, K filters of R x R, stride 1, same padding).

@@ -4,33 +4,15 @@
 //! shapes, graph structure), so a spec is checked the same way in every build and in every process, linked to
 //! the backend or not ([`Capabilities::refusal`], which the backends' own `supports` answer with).
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use crate::backend::{BackendError, RunPlan};
+pub use crate::backend_kind::BackendKind;
 use crate::cpu::{CpuFeatures, CpuIsa};
 use crate::device::DeviceFamily;
+use crate::error::BackendError;
+use crate::plan::RunPlan;
 use trainbench_graph::graph::Graph;
 use trainbench_graph::training::Precision;
 
-/// A concrete training backend: the spec's `auto` resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    /// libtorch through tch (CPU, CUDA).
-    Tch,
-    /// burn's wgpu backend (any wgpu adapter).
-    Wgpu,
-    /// The deterministic mock backend (tests trainbench itself; measures nothing real).
-    Mock,
-}
-
 impl BackendKind {
-    /// Name as written in specs, on the command line and in messages.
-    pub fn name(self) -> &'static str {
-        self.capabilities().name
-    }
-
     /// What this backend can run.
     pub fn capabilities(self) -> &'static Capabilities {
         match self {
@@ -91,7 +73,7 @@ const ALL_PRECISIONS: &[Precision] = &[Precision::Fp32, Precision::Fp16, Precisi
 
 /// libtorch: fp16 autocast with loss scaling is CUDA-only; bf16 LSTMs on the CPU go through oneDNN.
 pub const TCH: Capabilities = Capabilities {
-    name: "tch",
+    name: BackendKind::Tch.name(),
     feature: Some("tch"),
     devices: &[DeviceFamily::Cpu, DeviceFamily::Cuda],
     precisions: &[(DeviceFamily::Cpu, &[Precision::Fp32, Precision::Bf16]), (DeviceFamily::Cuda, ALL_PRECISIONS)],
@@ -110,7 +92,7 @@ pub const TCH: Capabilities = Capabilities {
 
 /// burn's wgpu backend: fp32 only, no second-order gradients, no RoIAlign.
 pub const WGPU: Capabilities = Capabilities {
-    name: "wgpu",
+    name: BackendKind::Wgpu.name(),
     feature: Some("wgpu"),
     devices: &[DeviceFamily::Wgpu],
     precisions: &[(DeviceFamily::Wgpu, &[Precision::Fp32])],
@@ -131,7 +113,7 @@ pub const WGPU: Capabilities = Capabilities {
 
 /// The mock backend accepts everything (it computes nothing).
 pub const MOCK: Capabilities = Capabilities {
-    name: "mock",
+    name: BackendKind::Mock.name(),
     feature: None,
     devices: &[DeviceFamily::Cpu, DeviceFamily::Cuda, DeviceFamily::Wgpu],
     precisions: &[

@@ -7,6 +7,7 @@
 //! crates. The front crate and the backend crates depend on this one, and on nothing of each other.
 
 pub mod backend;
+pub mod backend_kind;
 pub mod batch;
 pub mod calibrate;
 pub mod capability;
@@ -14,21 +15,27 @@ pub mod capability;
 pub mod conformance;
 pub mod cpu;
 pub mod device;
+pub mod error;
 pub mod linked;
 pub mod lowering;
+pub mod measured;
 pub mod mock;
 mod mock_prior;
 pub mod numerics;
+pub mod phases;
+pub mod plan;
 pub mod stats;
 pub mod steady_loop;
 pub mod steplog;
 pub mod target;
 
-pub use backend::{
-    Backend, BackendError, Budget, DeviceInfo, FreeRunning, MemoryMeasured, NoProbe, PhaseTimes, Probe,
-    RawMeasurements, RunContext, RunPlan,
-};
-pub use capability::{BackendKind, Capabilities};
+pub use backend::{Backend, NoProbe, Probe, RunContext};
+pub use backend_kind::BackendKind;
+pub use capability::Capabilities;
 pub use cpu::{CpuFeatures, CpuIsa};
 pub use device::{DeviceFamily, DeviceSelector, WgpuAdapter};
+pub use error::BackendError;
+pub use measured::{DeviceInfo, FreeRunning, MemoryMeasured, RawMeasurements};
 pub use numerics::{Numerics, Tf32};
+pub use phases::PhaseTimes;
+pub use plan::{Budget, RunPlan};

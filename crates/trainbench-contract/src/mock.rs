@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use crate::backend::{
     Backend, BackendError, DeviceInfo, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
 };
+use crate::backend_kind::BackendKind;
 use crate::calibrate::{CalibrationRequest, ConvTiming, GemmShapeTiming, KernelTiming, Measurement};
-use crate::capability::BackendKind;
 use crate::mock_prior::Prior;
 use crate::steady_loop::{EndWish, EvalWhen, LoopClock, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
 use crate::target::EvalTally;

@@ -5,7 +5,7 @@
 //! dense values (the loss of predicting zero). A simple, honest learner, so tests can see the data flow
 //! through the mock; it says nothing about any framework.
 
-use crate::backend::BackendError;
+use crate::error::BackendError;
 use crate::target::EvalTally;
 use trainbench_data::HostBatch;
 use trainbench_graph::graph::{Graph, InputKind, Op};

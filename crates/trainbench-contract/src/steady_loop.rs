@@ -15,7 +15,11 @@
 
 use std::time::Instant;
 
-use crate::backend::{BackendError, Budget, PhaseTimes, Probe, RawMeasurements, RunPlan};
+use crate::backend::Probe;
+use crate::error::BackendError;
+use crate::measured::RawMeasurements;
+use crate::phases::PhaseTimes;
+use crate::plan::{Budget, RunPlan};
 use crate::target::{EvalTally, TargetOutcome, TargetTracker};
 
 /// Which clock the loop reads for the time budget, the timeout and the target's elapsed time.

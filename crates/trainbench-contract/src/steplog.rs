@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub use trainbench_graph::rng::SplitMix64;
 
-use crate::PhaseTimes;
+use crate::phases::PhaseTimes;
 
 /// Steps kept exactly: every step of a run up to this many, a uniform reservoir of this many beyond.
 pub const KEPT_STEPS: usize = 10_000;

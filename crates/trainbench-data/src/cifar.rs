@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use super::{DataError, Dataset, DatasetInfo, InputOut, Layout, SampleOut, ValueKind, check_label};
+use crate::batch::DataError;
+use crate::dataset::{Dataset, DatasetInfo, InputOut, SampleOut, check_label};
+use crate::layout::{Layout, ValueKind};
 use trainbench_graph::init::SeededRng;
 
 /// Bytes per record: one label byte and 3x32x32 pixels.

@@ -6,8 +6,10 @@
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use super::transform::{self, Rgb};
-use super::{DataError, Dataset, DatasetInfo, InputOut, Layout, SampleOut, ValueKind};
+use crate::batch::DataError;
+use crate::dataset::{Dataset, DatasetInfo, InputOut, SampleOut};
+use crate::layout::{Layout, ValueKind};
+use crate::transform::{self, Rgb};
 use trainbench_graph::init::SeededRng;
 
 /// Largest image side accepted (a guard against decompression bombs).

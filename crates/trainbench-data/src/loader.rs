@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use super::{BatchSource, DataError, Dataset, HostBatch, InputOut, Layout, SampleOut, ValueKind};
+use crate::batch::{BatchSource, DataError, HostBatch};
+use crate::dataset::{Dataset, InputOut, SampleOut};
+use crate::layout::{Layout, ValueKind};
 use trainbench_graph::init::{HostTensor, SeededRng};
 
 /// What to do with a sample that cannot be read.
@@ -254,7 +256,7 @@ impl Loader {
     }
 
     /// What the dataset holds.
-    pub fn dataset_info(&self) -> super::DatasetInfo {
+    pub fn dataset_info(&self) -> crate::dataset::DatasetInfo {
         self.shared.dataset.info()
     }
 

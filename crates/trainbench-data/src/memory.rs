@@ -1,7 +1,7 @@
 //! A [`BatchSource`] over batches held in memory, cycled in order: what tests of every backend hand a run to
 //! check that it trains on the batches it is given, and a ready-made source for a dataset small enough to hold.
 
-use super::{BatchSource, DataError, HostBatch};
+use crate::batch::{BatchSource, DataError, HostBatch};
 use trainbench_graph::graph::{Graph, InputKind, Op};
 use trainbench_graph::init::{HostTensor, synthetic_input};
 

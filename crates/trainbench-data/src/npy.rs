@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use super::{DataError, Dataset, DatasetInfo, InputOut, Layout, SampleOut, ValueKind, check_label};
+use crate::batch::DataError;
+use crate::dataset::{Dataset, DatasetInfo, InputOut, SampleOut, check_label};
+use crate::layout::{Layout, ValueKind};
 use trainbench_graph::init::SeededRng;
 
 /// Element types of the arrays trainbench reads.

@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
-use super::npy::{Dtype, NpyArray, NpyDataset};
-use super::{DataError, Layout, ValueKind};
+use crate::batch::DataError;
+use crate::layout::{Layout, ValueKind};
+use crate::npy::{Dtype, NpyArray, NpyDataset};
 
 /// Open the `raw-f32` folder `root` for `layout` (a real-valued input).
 pub fn open(root: &Path, layout: &Layout) -> Result<NpyDataset, DataError> {

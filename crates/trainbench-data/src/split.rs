@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
-use super::loader::sample_rng;
-use super::{DataError, Dataset, DatasetInfo, EvalSet, HostBatch, InputOut, Layout, SampleOut, ValueKind};
+use crate::batch::{DataError, EvalSet, HostBatch};
+use crate::dataset::{Dataset, DatasetInfo, InputOut, SampleOut};
+use crate::layout::{Layout, ValueKind};
+use crate::loader::sample_rng;
 use trainbench_graph::init::{HostTensor, SeededRng};
 
 /// Samples `start..start + len` of a dataset, as a dataset of their own.

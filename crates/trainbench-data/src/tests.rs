@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::loader::{EpochShape, epoch_order};
 use super::*;
+use trainbench_graph::init::{HostTensor, SeededRng};
 
 /// Sample `i` holds `[i, i + 0.5]` and label `i % 10`, plus a value from its augmentation generator; samples
 /// listed in `bad` cannot be read.

@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use crate::{DeviceSelector, RunPlan};
+use crate::device::DeviceSelector;
+use crate::plan::RunPlan;
 use trainbench_graph::OptimizerSpec;
 
 /// The agreement run every backend trains the fixtures with: batch, seed, SGD steps and the data pool size

@@ -4,8 +4,9 @@
 //! backend's own [`Backend::supports`](crate::Backend::supports) answers in a training process. Each declaration
 //! points at its function here ([`Capabilities::lowering`](crate::Capabilities::lowering)).
 
-use crate::backend::{BackendError, RunPlan};
-use crate::capability::MOCK;
+use crate::backend_kind::BackendKind;
+use crate::error::BackendError;
+use crate::plan::RunPlan;
 use trainbench_graph::graph::Graph;
 
 pub mod tch;
@@ -15,7 +16,7 @@ pub mod wgpu;
 pub fn mock(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
     if plan.batch_size == 0 {
         return Err(BackendError::Unsupported {
-            backend: MOCK.name,
+            backend: BackendKind::Mock.name(),
             layer: graph.name.clone(),
             op: "batch".into(),
             reason: "the mock backend needs a batch size of at least 1".into(),

@@ -2,13 +2,19 @@
 //! cannot lower, the gradient penalty under fp16 loss scaling), and the roles of a WGAN-GP graph's nodes its
 //! training step needs. Pure functions of the plan and the graph: a process without libtorch answers them.
 
-use crate::backend::{BackendError, RunPlan};
-use crate::capability::TCH;
+use crate::backend_kind::BackendKind;
+use crate::error::BackendError;
+use crate::plan::RunPlan;
 use trainbench_graph::graph::{Graph, InputKind, LossKind, NodeId, Op};
 use trainbench_graph::training::Precision;
 
 fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError {
-    BackendError::Unsupported { backend: TCH.name, layer: layer.to_string(), op: op.to_string(), reason: reason.into() }
+    BackendError::Unsupported {
+        backend: BackendKind::Tch.name(),
+        layer: layer.to_string(),
+        op: op.to_string(),
+        reason: reason.into(),
+    }
 }
 
 /// What the lowering refuses beyond the declared capabilities ([`crate::capability::TCH`]:

@@ -1,8 +1,9 @@
 //! What the wgpu backend's lowering refuses beyond its declared capabilities (shapes and graph structures
 //! burn cannot train). Pure functions of the plan and the graph: a process without burn answers them.
 
-use crate::backend::{BackendError, RunPlan};
-use crate::capability::WGPU;
+use crate::backend_kind::BackendKind;
+use crate::error::BackendError;
+use crate::plan::RunPlan;
 use trainbench_graph::graph::{Graph, LossKind, Op, PoolKind};
 
 /// Largest per-sample rank the lowering carries (the batch adds one; tensors are held at rank 6).
@@ -10,7 +11,7 @@ pub const MAX_SAMPLE_RANK: usize = 5;
 
 fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError {
     BackendError::Unsupported {
-        backend: WGPU.name,
+        backend: BackendKind::Wgpu.name(),
         layer: layer.to_string(),
         op: op.to_string(),
         reason: reason.into(),

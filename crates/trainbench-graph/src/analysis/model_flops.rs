@@ -2,42 +2,9 @@
 //! convention, the recomputable blocks (what activation checkpointing recomputes and frees), and hardware
 //! FLOPs (the numerator of HFU: model work plus recomputation).
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use super::Analysis;
+use super::summary::{Analysis, BlockAnalysis, COUNTER_CONVENTION, DECODER_CONVENTION, ModelFlops};
 use crate::graph::{Graph, Op};
 use crate::training::Checkpointing;
-
-/// Convention of decoder-only models' model FLOPs (PaLM, appendix B; TorchTitan and nanoGPT count alike).
-pub const DECODER_CONVENTION: &str = "palm: 6 x matmul parameters (all but the token-embedding lookup and \
-     learned positions; a tied head counts) + 12 x layers x heads x head_dim x seq_len, per token";
-/// Convention of every other model's model FLOPs.
-pub const COUNTER_CONVENTION: &str =
-    "flop-counter: forward + backward matmul and convolution FLOPs as torch.utils.flop_counter counts them";
-
-/// Model FLOPs per sample: the work the model needs, whatever the implementation recomputes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct ModelFlops {
-    /// FLOPs of one training sample (forward + backward) by the convention.
-    pub per_sample: u64,
-    /// Per token, for token models (`per_sample / tokens`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub per_token: Option<u64>,
-    /// How they are counted ([`DECODER_CONVENTION`] or [`COUNTER_CONVENTION`]).
-    pub convention: String,
-}
-
-/// A recomputable block's figures, per sample.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct BlockAnalysis {
-    /// Block name (`layers.3`).
-    pub name: String,
-    /// Forward FLOPs of the block (what a recomputation costs again).
-    pub forward_flops: u64,
-    /// Elements its nodes keep for backward, its output excluded (what checkpointing frees).
-    pub saved_elements: u64,
-}
 
 /// Matmul parameters of a decoder: every trained parameter but the lookup-only embeddings.
 fn matmul_parameters(graph: &Graph, a: &Analysis) -> u64 {

@@ -2,8 +2,9 @@
 
 use super::*;
 use crate::builder::{ConvCfg, GraphBuilder};
-use crate::graph::{Activation, InputKind, LossKind};
+use crate::graph::{Activation, Graph, InputKind, LossKind};
 use crate::model::*;
+use crate::training::{OptimizerSpec, Precision};
 use crate::zoo;
 
 fn small_cnn() -> Graph {

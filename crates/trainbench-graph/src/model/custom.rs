@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::d_true;
+use super::defaults::d_true;
 
 /// A custom model: an input, a sequence of layers applied in order, and a loss.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

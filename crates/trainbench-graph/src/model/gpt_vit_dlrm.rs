@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::d_true;
+use super::defaults::{d_classes, d_true};
 
 /// Feed-forward activation of a decoder layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -153,7 +153,7 @@ pub struct VitSpec {
     #[serde(default = "d_vit_mlp")]
     pub mlp_dim: usize,
     /// Output classes.
-    #[serde(default = "super::d_classes")]
+    #[serde(default = "d_classes")]
     pub classes: usize,
     /// Dropout in the encoder (0 in `vit_b_16`).
     #[serde(default)]

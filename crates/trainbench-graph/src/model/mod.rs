@@ -3,6 +3,7 @@
 //! These are wire types: serde + JsonSchema, unknown keys rejected, doc comments become schema descriptions.
 
 mod custom;
+mod defaults;
 mod gpt_vit_dlrm;
 
 pub use custom::{CustomInput, CustomLayer, CustomLoss, CustomSpec};
@@ -12,6 +13,8 @@ pub use gpt_vit_dlrm::{
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use defaults::{d_classes, d_true};
 
 /// The model to train: a zoo `family` with its hyper-parameters, or `family = "custom"` with a layer list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -79,14 +82,8 @@ fn d_resnet_depth() -> u32 {
 fn d_width() -> usize {
     64
 }
-pub(crate) fn d_classes() -> usize {
-    1000
-}
 fn d_image() -> usize {
     224
-}
-pub(crate) fn d_true() -> bool {
-    true
 }
 
 /// Stem of a ResNet.

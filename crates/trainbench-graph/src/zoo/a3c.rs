@@ -6,13 +6,13 @@ use crate::builder::{ConvCfg, GraphBuilder};
 use crate::graph::{Activation, Graph, InputKind, LossKind};
 use crate::model::A3cSpec;
 
-use super::ZooError;
+use super::common::{ZooError, at_least};
 
 /// Build the A3C network with its actor-critic loss.
 pub(crate) fn build(s: &A3cSpec) -> Result<Graph, ZooError> {
-    super::at_least("actions", s.actions, 2)?;
-    super::at_least("frames", s.frames, 1)?;
-    super::at_least("image_size", s.image_size, 20)?;
+    at_least("actions", s.actions, 2)?;
+    at_least("frames", s.frames, 1)?;
+    at_least("image_size", s.image_size, 20)?;
     let mut b = GraphBuilder::new("a3c");
     let x = b.input("observation", &[s.frames, s.image_size, s.image_size], InputKind::Dense)?;
     let actions = b.input("actions", &[], InputKind::Labels { classes: s.actions })?;

@@ -12,7 +12,7 @@ use crate::builder::{GraphBuilder, ShapeError};
 use crate::graph::{Activation, Graph, InputKind, LossKind, NodeId};
 use crate::model::BertSpec;
 
-use super::ZooError;
+use super::common::{ZooError, at_least};
 
 /// LayerNorm epsilon of BERT.
 const EPS: f32 = 1e-12;
@@ -34,12 +34,12 @@ fn layer(b: &mut GraphBuilder, x: NodeId, s: &BertSpec) -> Result<NodeId, ShapeE
 
 /// Build BERT with the masked-LM and next-sentence losses.
 pub(crate) fn build(s: &BertSpec) -> Result<Graph, ZooError> {
-    super::at_least("vocab", s.vocab, 2)?;
-    super::at_least("layers", s.layers, 1)?;
-    super::at_least("hidden", s.hidden, 1)?;
-    super::at_least("heads", s.heads, 1)?;
-    super::at_least("ffn", s.ffn, 1)?;
-    super::at_least("seq_len", s.seq_len, 1)?;
+    at_least("vocab", s.vocab, 2)?;
+    at_least("layers", s.layers, 1)?;
+    at_least("hidden", s.hidden, 1)?;
+    at_least("heads", s.heads, 1)?;
+    at_least("ffn", s.ffn, 1)?;
+    at_least("seq_len", s.seq_len, 1)?;
     if s.hidden % s.heads != 0 {
         return Err(ZooError::field("heads", format!("heads = {} must divide hidden = {}", s.heads, s.hidden), None));
     }

@@ -7,7 +7,7 @@ use crate::builder::{ConvCfg, GraphBuilder, ShapeError};
 use crate::graph::{Activation, Graph, InputKind, LossKind, NodeId, PoolKind, RnnCell};
 use crate::model::{CustomInput, CustomLayer, CustomLoss, CustomSpec};
 
-use super::ZooError;
+use super::common::ZooError;
 
 /// The `type` tag and optional `name` of a layer.
 fn tag(layer: &CustomLayer) -> (&'static str, Option<&str>) {

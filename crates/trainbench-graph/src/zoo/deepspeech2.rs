@@ -9,16 +9,16 @@ use crate::builder::{ConvCfg, GraphBuilder};
 use crate::graph::{Activation, Graph, InputKind, LossKind, RnnCell};
 use crate::model::DeepSpeech2Spec;
 
-use super::ZooError;
+use super::common::{ZooError, at_least};
 
 /// Build Deep Speech 2 with its CTC loss.
 pub(crate) fn build(s: &DeepSpeech2Spec) -> Result<Graph, ZooError> {
-    super::at_least("frames", s.frames, 11)?;
-    super::at_least("freq_bins", s.freq_bins, 21)?;
-    super::at_least("rnn_layers", s.rnn_layers, 1)?;
-    super::at_least("rnn_hidden", s.rnn_hidden, 1)?;
-    super::at_least("characters", s.characters, 2)?;
-    super::at_least("label_len", s.label_len, 1)?;
+    at_least("frames", s.frames, 11)?;
+    at_least("freq_bins", s.freq_bins, 21)?;
+    at_least("rnn_layers", s.rnn_layers, 1)?;
+    at_least("rnn_hidden", s.rnn_hidden, 1)?;
+    at_least("characters", s.characters, 2)?;
+    at_least("label_len", s.label_len, 1)?;
     let mut b = GraphBuilder::new("deepspeech2");
     let x = b.input("spectrogram", &[1, s.freq_bins, s.frames], InputKind::Dense)?;
     let labels = b.input("transcript", &[s.label_len], InputKind::Labels { classes: s.characters })?;

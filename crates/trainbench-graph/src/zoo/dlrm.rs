@@ -8,7 +8,7 @@ use crate::builder::GraphBuilder;
 use crate::graph::{Activation, BagMode, Graph, InputKind, LossKind};
 use crate::model::DlrmSpec;
 
-use super::ZooError;
+use super::common::{ZooError, at_least};
 
 fn widths(field: &str, v: &[usize]) -> Result<(), ZooError> {
     if v.is_empty() {
@@ -42,11 +42,11 @@ pub(crate) fn build(s: &DlrmSpec) -> Result<Graph, ZooError> {
         ));
     }
     if let Some(cap) = s.max_table_rows {
-        super::at_least("max_table_rows", cap, 1)?;
+        at_least("max_table_rows", cap, 1)?;
     }
-    super::at_least("embedding_dim", s.embedding_dim, 1)?;
-    super::at_least("dense_features", s.dense_features, 1)?;
-    super::at_least("cross_rank", s.cross_rank, 1)?;
+    at_least("embedding_dim", s.embedding_dim, 1)?;
+    at_least("dense_features", s.dense_features, 1)?;
+    at_least("cross_rank", s.cross_rank, 1)?;
     widths("bottom_mlp", &s.bottom_mlp)?;
     widths("top_mlp", &s.top_mlp)?;
     if s.bottom_mlp.last() != Some(&s.embedding_dim) {

@@ -13,7 +13,7 @@ use crate::builder::{ConvCfg, GraphBuilder};
 use crate::graph::{Activation, Graph, InputKind, LossKind, PoolKind};
 use crate::model::{FasterRcnnSpec, ResnetStem};
 
-use super::ZooError;
+use super::common::{ZooError, at_least};
 use super::resnet::{layout, stage, stem};
 
 /// Build Faster R-CNN (C4) with its four losses.
@@ -25,10 +25,10 @@ pub(crate) fn build(s: &FasterRcnnSpec) -> Result<Graph, ZooError> {
             Some("use backbone_depth = 50, 101 or 152"),
         ));
     };
-    super::at_least("classes", s.classes, 2)?;
-    super::at_least("image_size", s.image_size, 128)?;
-    super::at_least("proposals", s.proposals, 1)?;
-    super::at_least("anchors", s.anchors, 1)?;
+    at_least("classes", s.classes, 2)?;
+    at_least("image_size", s.image_size, 128)?;
+    at_least("proposals", s.proposals, 1)?;
+    at_least("anchors", s.anchors, 1)?;
     let mut b = GraphBuilder::new(format!("faster_rcnn_r{}_c4", s.backbone_depth));
     let x = b.input("image", &[3, s.image_size, s.image_size], InputKind::Dense)?;
 

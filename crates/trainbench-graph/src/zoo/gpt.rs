@@ -11,7 +11,7 @@ use crate::builder::{GraphBuilder, ShapeError};
 use crate::graph::{Activation, DecoderDims, Graph, InputKind, LossKind, NodeId};
 use crate::model::{FfnActivation, GptSpec, NormKind, PositionKind};
 
-use super::{ZooError, dropout};
+use super::common::{ZooError, at_least, dropout, probability};
 
 /// Rotary base when `rope_theta` is left out (RoFormer's).
 const DEFAULT_ROPE_THETA: f64 = 10_000.0;
@@ -30,9 +30,9 @@ fn dims(s: &GptSpec) -> Result<Dims, ZooError> {
     for (field, value) in
         [("layers", s.layers), ("d_model", s.d_model), ("heads", s.heads), ("vocab", s.vocab), ("seq_len", s.seq_len)]
     {
-        super::at_least(field, value, 1)?;
+        at_least(field, value, 1)?;
     }
-    super::probability("dropout", s.dropout)?;
+    probability("dropout", s.dropout)?;
     let kv_heads = s.kv_heads.unwrap_or(s.heads);
     if kv_heads == 0 || s.heads % kv_heads != 0 {
         return Err(ZooError::field(
@@ -43,7 +43,7 @@ fn dims(s: &GptSpec) -> Result<Dims, ZooError> {
     }
     let head_dim = match s.head_dim {
         Some(d) => {
-            super::at_least("head_dim", d, 1)?;
+            at_least("head_dim", d, 1)?;
             d
         }
         None if s.d_model % s.heads == 0 => s.d_model / s.heads,
@@ -56,7 +56,7 @@ fn dims(s: &GptSpec) -> Result<Dims, ZooError> {
         }
     };
     let ffn = s.ffn.unwrap_or(4 * s.d_model);
-    super::at_least("ffn", ffn, 1)?;
+    at_least("ffn", ffn, 1)?;
     if !(s.norm_eps.is_finite() && s.norm_eps > 0.0) {
         return Err(ZooError::field("norm_eps", format!("norm_eps = {} must be above 0", s.norm_eps), None));
     }

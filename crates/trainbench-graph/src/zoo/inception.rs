@@ -5,14 +5,14 @@ use crate::builder::{ConvCfg, GraphBuilder, ShapeError};
 use crate::graph::{Graph, InputKind, LossKind, NodeId, PoolKind};
 use crate::model::InceptionSpec;
 
-use super::ZooError;
+use super::common::{ZooError, at_least, conv_bn_relu};
 
 /// torchvision's `BasicConv2d` batch-norm epsilon.
 const EPS: f32 = 0.001;
 
 /// `BasicConv2d`: conv (no bias) + BN(eps 0.001) + ReLU, nodes `name.conv`, `name.bn`, `name.relu`.
 fn basic(b: &mut GraphBuilder, name: &str, x: NodeId, cfg: ConvCfg) -> Result<NodeId, ShapeError> {
-    super::conv_bn_relu(b, name, x, cfg, EPS)
+    conv_bn_relu(b, name, x, cfg, EPS)
 }
 
 fn k1(out: usize) -> ConvCfg {
@@ -104,9 +104,9 @@ fn scoped<T>(b: &mut GraphBuilder, name: &str, f: impl FnOnce(&mut GraphBuilder)
 
 /// Build Inception-v3 with its cross-entropy loss (and the auxiliary classifier's, weight 0.4).
 pub(crate) fn build(s: &InceptionSpec) -> Result<Graph, ZooError> {
-    super::at_least("classes", s.classes, 1)?;
+    at_least("classes", s.classes, 1)?;
     // The auxiliary head's 5x5 convolution needs a 17x17 Mixed_6e output, i.e. a 299x299 input.
-    super::at_least("image_size", s.image_size, if s.aux_logits { 299 } else { 75 }).map_err(|e| ZooError {
+    at_least("image_size", s.image_size, if s.aux_logits { 299 } else { 75 }).map_err(|e| ZooError {
         hint: Some("the auxiliary classifier needs at least 299x299; set aux_logits = false for smaller inputs".into()),
         ..e
     })?;

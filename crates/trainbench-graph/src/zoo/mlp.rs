@@ -4,12 +4,12 @@ use crate::builder::GraphBuilder;
 use crate::graph::{Activation, Graph, InputKind, LossKind};
 use crate::model::MlpSpec;
 
-use super::ZooError;
+use super::common::{ZooError, at_least};
 
 /// Build the MLP with its cross-entropy loss.
 pub(crate) fn build(s: &MlpSpec) -> Result<Graph, ZooError> {
-    super::at_least("inputs", s.inputs, 1)?;
-    super::at_least("classes", s.classes, 1)?;
+    at_least("inputs", s.inputs, 1)?;
+    at_least("classes", s.classes, 1)?;
     if let Some(i) = s.hidden.iter().position(|&w| w == 0) {
         return Err(ZooError {
             path: vec!["hidden".into(), i.to_string()],

@@ -7,13 +7,13 @@ use crate::builder::GraphBuilder;
 use crate::graph::{Activation, Graph, InputKind, LossKind};
 use crate::model::NcfSpec;
 
-use super::ZooError;
+use super::common::{ZooError, at_least};
 
 /// Build NeuMF with its binary cross-entropy loss.
 pub(crate) fn build(s: &NcfSpec) -> Result<Graph, ZooError> {
-    super::at_least("users", s.users, 1)?;
-    super::at_least("items", s.items, 1)?;
-    super::at_least("factors", s.factors, 1)?;
+    at_least("users", s.users, 1)?;
+    at_least("items", s.items, 1)?;
+    at_least("factors", s.factors, 1)?;
     match s.mlp_layers.first() {
         Some(&w) if w >= 2 && w % 2 == 0 => {}
         _ => {

@@ -5,7 +5,7 @@ use crate::builder::{ConvCfg, GraphBuilder, ShapeError};
 use crate::graph::{Activation, Graph, InputKind, LossKind, NodeId, PoolKind};
 use crate::model::{ResnetSpec, ResnetStem};
 
-use super::ZooError;
+use super::common::{ZooError, at_least};
 
 /// Residual block type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,10 +118,10 @@ pub(crate) fn build(s: &ResnetSpec) -> Result<Graph, ZooError> {
             Some("use depth = 18, 34, 50, 101 or 152"),
         ));
     };
-    super::at_least("width", s.width, 1)?;
-    super::at_least("classes", s.classes, 1)?;
+    at_least("width", s.width, 1)?;
+    at_least("classes", s.classes, 1)?;
     let min_image = if s.stem == ResnetStem::Imagenet { 32 } else { 8 };
-    super::at_least("image_size", s.image_size, min_image)?;
+    at_least("image_size", s.image_size, min_image)?;
 
     let mut b = GraphBuilder::new(format!("resnet{}", s.depth));
     let x = b.input("input", &[3, s.image_size, s.image_size], InputKind::Dense)?;
@@ -142,7 +142,6 @@ pub(crate) fn build(s: &ResnetSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::model::ModelSpec;
     use crate::zoo::testing::shape;
 
     fn spec(depth: u32) -> ResnetSpec {
@@ -171,7 +170,7 @@ mod tests {
 
     #[test]
     fn unsupported_depth_is_located() {
-        let e = crate::zoo::build(&ModelSpec::Resnet(spec(42))).unwrap_err();
+        let e = build(&spec(42)).unwrap_err();
         assert_eq!(e.path, ["depth"]);
         assert!(e.message.contains("42"));
     }

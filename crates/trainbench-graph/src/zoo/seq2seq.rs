@@ -14,16 +14,16 @@ use crate::builder::GraphBuilder;
 use crate::graph::{Activation, Graph, InputKind, LossKind, RnnCell};
 use crate::model::Seq2seqSpec;
 
-use super::ZooError;
+use super::common::{ZooError, at_least, probability};
 
 /// Build the Seq2Seq graph with its cross-entropy loss over target tokens.
 pub(crate) fn build(s: &Seq2seqSpec) -> Result<Graph, ZooError> {
-    super::at_least("src_vocab", s.src_vocab, 2)?;
-    super::at_least("tgt_vocab", s.tgt_vocab, 2)?;
-    super::at_least("hidden", s.hidden, 1)?;
-    super::at_least("layers", s.layers, 1)?;
-    super::at_least("seq_len", s.seq_len, 1)?;
-    super::probability("dropout", s.dropout)?;
+    at_least("src_vocab", s.src_vocab, 2)?;
+    at_least("tgt_vocab", s.tgt_vocab, 2)?;
+    at_least("hidden", s.hidden, 1)?;
+    at_least("layers", s.layers, 1)?;
+    at_least("seq_len", s.seq_len, 1)?;
+    probability("dropout", s.dropout)?;
     let (t, h) = (s.seq_len, s.hidden);
     let mut b = GraphBuilder::new("seq2seq");
     let src = b.input("source", &[t], InputKind::Tokens { vocab: s.src_vocab })?;

@@ -10,7 +10,7 @@ use crate::builder::{GraphBuilder, ShapeError};
 use crate::graph::{Activation, Graph, InputKind, LossKind, NodeId};
 use crate::model::TransformerSpec;
 
-use super::ZooError;
+use super::common::{ZooError, at_least, probability};
 
 /// LayerNorm epsilon of `nn.Transformer`.
 const EPS: f32 = 1e-5;
@@ -49,14 +49,14 @@ fn decoder_layer(b: &mut GraphBuilder, x: NodeId, memory: NodeId, s: &Transforme
 
 /// Build the Transformer with its cross-entropy loss over target tokens.
 pub(crate) fn build(s: &TransformerSpec) -> Result<Graph, ZooError> {
-    super::at_least("vocab", s.vocab, 2)?;
-    super::at_least("encoder_layers", s.encoder_layers, 1)?;
-    super::at_least("decoder_layers", s.decoder_layers, 1)?;
-    super::at_least("d_model", s.d_model, 2)?;
-    super::at_least("heads", s.heads, 1)?;
-    super::at_least("ffn", s.ffn, 1)?;
-    super::at_least("seq_len", s.seq_len, 1)?;
-    super::probability("dropout", s.dropout)?;
+    at_least("vocab", s.vocab, 2)?;
+    at_least("encoder_layers", s.encoder_layers, 1)?;
+    at_least("decoder_layers", s.decoder_layers, 1)?;
+    at_least("d_model", s.d_model, 2)?;
+    at_least("heads", s.heads, 1)?;
+    at_least("ffn", s.ffn, 1)?;
+    at_least("seq_len", s.seq_len, 1)?;
+    probability("dropout", s.dropout)?;
     if s.d_model % s.heads != 0 || s.d_model % 2 != 0 {
         return Err(ZooError::field(
             "heads",

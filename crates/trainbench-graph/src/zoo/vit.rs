@@ -10,7 +10,7 @@ use crate::builder::{ConvCfg, GraphBuilder, ShapeError};
 use crate::graph::{Activation, Graph, InputKind, LossKind, NodeId};
 use crate::model::VitSpec;
 
-use super::{ZooError, dropout};
+use super::common::{ZooError, at_least, dropout, probability};
 
 /// LayerNorm epsilon of torchvision's ViT.
 const EPS: f32 = 1e-6;
@@ -40,9 +40,9 @@ pub(crate) fn build(s: &VitSpec) -> Result<Graph, ZooError> {
         ("mlp_dim", s.mlp_dim),
         ("classes", s.classes),
     ] {
-        super::at_least(field, value, 1)?;
+        at_least(field, value, 1)?;
     }
-    super::probability("dropout", s.dropout)?;
+    probability("dropout", s.dropout)?;
     if s.image_size % s.patch_size != 0 {
         return Err(ZooError::field(
             "patch_size",

@@ -11,7 +11,7 @@ use crate::builder::{ConvCfg, GraphBuilder};
 use crate::graph::{Activation, Graph, InputKind, LossKind};
 use crate::model::WganGpSpec;
 
-use super::ZooError;
+use super::common::{ZooError, at_least};
 
 /// Build WGAN-GP: generator, critic and the critic's loss.
 pub(crate) fn build(s: &WganGpSpec) -> Result<Graph, ZooError> {
@@ -22,8 +22,8 @@ pub(crate) fn build(s: &WganGpSpec) -> Result<Graph, ZooError> {
             Some("use 32, 64 or 128"),
         ));
     }
-    super::at_least("latent", s.latent, 1)?;
-    super::at_least("width", s.width, 1)?;
+    at_least("latent", s.latent, 1)?;
+    at_least("width", s.width, 1)?;
     if !(s.gp_weight.is_finite() && s.gp_weight >= 0.0) {
         return Err(ZooError::field("gp_weight", format!("gp_weight = {} must be >= 0", s.gp_weight), None));
     }

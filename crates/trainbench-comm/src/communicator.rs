@@ -1,0 +1,69 @@
+//! The engine interface: a group of ranks and its collectives ([`Communicator`]), the engine's identity
+//! ([`EngineInfo`]) and why a collective failed ([`CommError`]). MPI, NCCL and the in-process engine implement it.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The engine's identity, recorded in results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EngineInfo {
+    /// `mpi`, `nccl`, or `threads` (the in-process test engine).
+    pub name: String,
+    /// The library's own version string (`Open MPI v4.1.4, ...`).
+    pub version: String,
+}
+
+/// Refuse a reduce-scatter or all-gather whose buffers do not have the shapes the collective needs: `whole`
+/// elements must be `ranks` blocks of `block` each.
+pub fn check_blocks(engine: &str, what: &str, whole: usize, block: usize, ranks: usize) -> Result<(), CommError> {
+    if block.checked_mul(ranks) == Some(whole) {
+        return Ok(());
+    }
+    Err(CommError {
+        engine: engine.to_string(),
+        message: format!("{what} of {whole} values over {ranks} ranks in blocks of {block}"),
+    })
+}
+
+/// Why a collective or a message failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{engine}: {message}")]
+pub struct CommError {
+    /// The engine that failed.
+    pub engine: String,
+    /// What happened.
+    pub message: String,
+}
+
+/// A group of ranks and the few operations data-parallel training needs from an engine. Every rank of the
+/// group calls collectives in the same order; messages are matched by peer and tag.
+pub trait Communicator {
+    /// This process's rank in `0..size()`.
+    fn rank(&self) -> usize;
+    /// Ranks in the group.
+    fn size(&self) -> usize;
+    /// The engine and its version.
+    fn engine(&self) -> EngineInfo;
+    /// Element-wise sum of `send` over every rank, into `recv` (the same length) on every rank.
+    fn all_reduce_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError>;
+    /// Element-wise sum of `send` over every rank, scattered: `send` holds `size()` equal blocks, and rank `r`
+    /// receives the sum of every rank's block `r` into `recv` (one block long).
+    fn reduce_scatter_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError>;
+    /// Every rank's `send` (all of the same length), concatenated in rank order into `recv` on every rank.
+    fn all_gather(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError>;
+    /// Send `data` to rank `to` with `tag`.
+    fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError>;
+    /// Receive exactly `data.len()` values from rank `from` with `tag`.
+    fn recv(&mut self, from: usize, tag: u16, data: &mut [f32]) -> Result<(), CommError>;
+    /// Every rank's `bytes`, in rank order, on `root` (`None` elsewhere).
+    fn gather_bytes(&mut self, root: usize, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError>;
+    /// `root`'s `bytes` on every rank.
+    fn broadcast_bytes(&mut self, root: usize, bytes: &mut Vec<u8>) -> Result<(), CommError>;
+    /// Wait until every rank is here.
+    fn barrier(&mut self) -> Result<(), CommError>;
+    /// End every rank of the group with `code` (one rank failed mid-run; the others would wait for it
+    /// forever). The default ends this process only.
+    fn abort(&mut self, code: i32) -> ! {
+        std::process::exit(code)
+    }
+}

@@ -1,0 +1,107 @@
+//! What a backend measured in one run ([`RawMeasurements`]: the steps, memory, device, versions), the figures
+//! it is built from ([`MemoryMeasured`], [`FreeRunning`], [`DeviceInfo`]) and the weights' digest workers compare.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::numerics::Tf32;
+use crate::steplog::{StepLog, WarmupSteps};
+use crate::target::TargetOutcome;
+
+/// Memory figures measured by a backend, in bytes; `None` where the backend cannot tell.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryMeasured {
+    /// Bytes of parameter tensors.
+    pub weights: u64,
+    /// Bytes of gradient tensors.
+    pub gradients: u64,
+    /// Bytes of optimizer state tensors (momentum, moments).
+    pub optimizer_state: u64,
+    /// Peak bytes allocated by the framework allocator during measured steps.
+    pub peak_allocated: Option<u64>,
+    /// Bytes reserved by the framework allocator (allocated + cached).
+    pub reserved: Option<u64>,
+    /// Bytes the forward pass left allocated for backward (saved activations, the loss), measured as the
+    /// allocator's allocated bytes after the forward pass minus before it (largest over measured steps);
+    /// `None` where the allocator keeps no statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activations: Option<u64>,
+}
+
+/// A free-running window: steps run back to back with no synchronisation and no per-step reading of results,
+/// then one synchronisation, as a training loop that never looks at its loss runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FreeRunning {
+    /// Steps in the window.
+    pub steps: u64,
+    /// Wall-clock seconds from the window's first step to the synchronisation after its last.
+    pub seconds: f64,
+}
+
+/// A device a backend can run on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceInfo {
+    /// Selector that picks it (`cpu`, `cuda:0`, `wgpu:1`).
+    pub selector: String,
+    /// Human-readable name.
+    pub name: String,
+    /// Kind: `cpu`, `cuda`, `discrete-gpu`, `integrated-gpu`, `software`.
+    pub kind: String,
+    /// Device memory in bytes, if known.
+    pub memory_bytes: Option<u64>,
+    /// Peak fp32 FLOP/s, if known (table or measured).
+    pub peak_flops_fp32: Option<f64>,
+    /// Free-form details (driver, API, compute capability).
+    pub details: BTreeMap<String, String>,
+}
+
+/// Everything a backend measured in one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RawMeasurements {
+    /// The warm-up iterations: how many, the first and the last.
+    pub warmup_steps: WarmupSteps,
+    /// The measured iterations' phase times and losses, in memory bounded whatever the run's length
+    /// ([`crate::steplog::StepLog`]).
+    pub steps: StepLog,
+    /// Memory.
+    pub memory: MemoryMeasured,
+    /// The device actually used.
+    pub device: Option<DeviceInfo>,
+    /// Library versions the backend ran with (`libtorch`, `cuda`, `cudnn`, `burn`, `wgpu`...).
+    pub versions: BTreeMap<String, String>,
+    /// True when the run was stopped early (interrupt or timeout); the steps so far are kept.
+    pub interrupted: bool,
+    /// Data-parallel workers: a digest of the trained weights after the last step ([`weights_digest`]), which
+    /// must be the same on every worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_digest: Option<String>,
+    /// With a training target ([`crate::plan::RunPlan::target`]): the evaluations and whether and when the
+    /// target was reached; `None` without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetOutcome>,
+    /// A free-running window after the measured steps (CUDA: kernels queue ahead of the device); `None` where
+    /// every step is synchronous anyway (the CPU) or the run had none (a target, several workers, a stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_running: Option<FreeRunning>,
+    /// The TF32 switches the run used, as read back from the framework; `None` where TF32 does not exist (the
+    /// CPU, wgpu).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf32: Option<Tf32>,
+}
+
+/// A digest of weights (FNV-1a over the bits of every value, in order), as 16 hex digits: equal weights give
+/// equal digests, and a single flipped bit changes it.
+pub fn weights_digest<'a>(tensors: impl IntoIterator<Item = &'a [f32]>) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for t in tensors {
+        for v in t {
+            for b in v.to_bits().to_le_bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+    }
+    format!("{h:016x}")
+}
