@@ -111,7 +111,7 @@ impl ProfileValidator {
             sources: &sources,
             poisoned: &form.poisoned,
         };
-        for error in self.compiled.iter_errors(&form.value).take(crate::spec::validate::MAX_DIAGNOSTICS) {
+        for error in self.compiled.iter_errors(&form.value).take(crate::spec::diagnostics::MAX_DIAGNOSTICS) {
             if matches!(error.kind(), ValidationErrorKind::PropertyNames { .. }) {
                 continue;
             }

@@ -21,7 +21,9 @@ use plotters::coord::ranged1d::SegmentedCoord;
 use plotters::coord::types::{RangedCoordf64, RangedCoordusize};
 use plotters::prelude::*;
 
-use super::{ReportError, ReportModel};
+use super::error::ReportError;
+use super::model::ReportModel;
+use crate::format;
 
 /// One drawn plot.
 #[derive(Debug, Clone)]
@@ -243,7 +245,7 @@ fn plot_err<E: std::fmt::Debug>(id: &str) -> impl Fn(E) -> ReportError + '_ {
 
 /// Insert `<title>` as the first child of the SVG root.
 fn with_title(svg: String, title: &str) -> String {
-    let escaped = super::html::escape(title);
+    let escaped = super::escape::escape(title);
     match svg.find('>') {
         Some(i) => format!("{}\n<title>{escaped}</title>{}", &svg[..=i], &svg[i + 1..]),
         None => svg,
@@ -352,7 +354,7 @@ fn tick(v: f64) -> String {
     } else {
         (v, "")
     };
-    let s = super::fmt_sig(v);
+    let s = format::sig(v);
     let s =
         if s.contains('.') && !s.contains('e') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
     format!("{s}{suffix}")

@@ -6,11 +6,12 @@
 //! hide a mistake in `[run]`. A rule involving several tables runs when all of them are present. Last, on a
 //! complete spec, [`check_support`] asks the backend that will run it what it refuses (layers, precisions).
 
-mod dataset;
+pub(crate) mod dataset;
+pub mod finding;
 mod schedule;
 mod support;
 mod target;
-mod topology;
+pub(crate) mod topology;
 
 use std::path::Path;
 
@@ -21,6 +22,7 @@ use trainbench_graph::graph::{Graph, InputKind, Op};
 use trainbench_graph::{ModelSpec, OptimizerSpec};
 
 pub use dataset::{check_local_data, reader_format};
+pub use finding::Finding;
 pub use support::{check_launch, check_support, check_support_on};
 pub use target::check_eval_data;
 pub use topology::{EffectiveTopology, effective_precisions, effective_topologies};
@@ -29,43 +31,6 @@ use super::path::FieldPath;
 use super::wire::{
     DataSource, DatasetSpec, MetricGroup, MetricsSpec, RunSpec, SpecFile, SweepSpec, TopologySpec, TrainingSpec,
 };
-
-/// One rule violation: where (the first of `paths` written in the spec is pointed at), what, and how to fix it.
-#[derive(Debug, Clone)]
-pub struct Finding {
-    /// Candidate places, best first; the first one present in the document is shown.
-    pub paths: Vec<FieldPath>,
-    /// What is wrong.
-    pub message: String,
-    /// What would be accepted.
-    pub expected: Option<String>,
-    /// How to fix it.
-    pub hint: Option<String>,
-    /// A warning rather than an error.
-    pub warning: bool,
-}
-
-impl Finding {
-    fn new(path: FieldPath, message: impl Into<String>) -> Self {
-        Self { paths: vec![path], message: message.into(), expected: None, hint: None, warning: false }
-    }
-    fn or_at(mut self, path: FieldPath) -> Self {
-        self.paths.push(path);
-        self
-    }
-    fn expected(mut self, text: impl Into<String>) -> Self {
-        self.expected = Some(text.into());
-        self
-    }
-    fn hint(mut self, text: impl Into<String>) -> Self {
-        self.hint = Some(text.into());
-        self
-    }
-    fn warning(mut self) -> Self {
-        self.warning = true;
-        self
-    }
-}
 
 /// The spec's top-level fields that passed the schema (absent tables take their defaults); `None` where the
 /// schema found a problem (or a required field is missing).
