@@ -10,6 +10,7 @@ pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod compare;
+pub mod digest;
 pub mod format;
 pub mod handoff;
 pub mod hardware;

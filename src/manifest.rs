@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use trainbench_contract::{CpuFeatures, DeviceInfo, RawMeasurements};
 
-use crate::format::sha256_hex;
+use crate::digest::sha256_hex;
 use crate::result::{CpuInfo, Environment, OsInfo, ProcessInfo, SchedulerJob};
 
 /// trainbench's version.

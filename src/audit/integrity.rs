@@ -1,7 +1,7 @@
 //! Integrity of a result file: the embedded spec matches its hash, and every derived figure matches what
 //! recomputing it from the stored samples and plan gives. A result edited by hand fails here.
 
-use crate::format::sha256_hex;
+use crate::digest::sha256_hex;
 use crate::result::{Metrics, RunOutcome, RunResult};
 use crate::stats;
 use trainbench_contract::Budget;

@@ -186,8 +186,7 @@ where
 
 /// Render an audit report for the terminal.
 pub fn render(r: &AuditReport) -> String {
-    use crate::format::human_bytes;
-    use crate::report::{fmt_ms, fmt_sig};
+    use crate::format::{self, human_bytes};
     let mut out = format!("audit of {} (spec {})\n", r.run_id, r.spec);
     if r.integrity.is_empty() {
         out.push_str("integrity: ok (spec hash matches, summary figures match the stored samples)\n");
@@ -212,8 +211,8 @@ pub fn render(r: &AuditReport) -> String {
     if let Some(s) = &r.step_time {
         out.push_str(&format!(
             "median step time: {} -> {} ({:+.1}%, 95% CI {:+.1}%..{:+.1}%, Mann-Whitney p = {:.2e}, n = {}/{})\n",
-            fmt_ms(s.baseline_median_s),
-            fmt_ms(s.candidate_median_s),
+            format::ms(s.baseline_median_s),
+            format::ms(s.candidate_median_s),
             (s.ratio - 1.0) * 100.0,
             (s.ratio_ci[0] - 1.0) * 100.0,
             (s.ratio_ci[1] - 1.0) * 100.0,
@@ -225,8 +224,8 @@ pub fn render(r: &AuditReport) -> String {
     if let Some(t) = &r.throughput {
         out.push_str(&format!(
             "throughput: {} -> {} samples/s ({:+.1}%)\n",
-            fmt_sig(t.baseline),
-            fmt_sig(t.candidate),
+            format::sig(t.baseline),
+            format::sig(t.candidate),
             (t.ratio - 1.0) * 100.0
         ));
     }

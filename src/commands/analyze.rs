@@ -7,11 +7,11 @@ use serde::Serialize;
 use trainbench_graph::Precision;
 use trainbench_graph::analysis::{Analysis, MemoryEstimate, analyze, memory_estimate_checkpointed};
 
-use super::args::{FormatArg, OutputFormat, SetArgs};
+use super::args::{FormatArg, OutputFormat, SetArgs, parse_precision};
+use super::spec_input::load_spec;
 use super::{CommandError, Outcome};
 use crate::format::human_bytes;
-use crate::spec::diagnostics::render_text as render_diagnostics;
-use crate::spec::{ValidatedSpec, load_spec};
+use crate::spec::ValidatedSpec;
 
 /// Arguments of `trainbench analyze`.
 #[derive(Debug, clap::Args)]
@@ -35,15 +35,6 @@ pub struct Args {
     /// Spec values overridden before analysing.
     #[command(flatten)]
     pub set: SetArgs,
-}
-
-fn parse_precision(s: &str) -> Result<Precision, String> {
-    match s {
-        "fp32" => Ok(Precision::Fp32),
-        "fp16" => Ok(Precision::Fp16),
-        "bf16" => Ok(Precision::Bf16),
-        _ => Err(format!("unknown precision `{s}` (expected fp32, fp16 or bf16)")),
-    }
 }
 
 /// What `analyze` prints as JSON: the analysis of the model plus the memory estimate of the chosen setting.
@@ -80,16 +71,9 @@ pub fn report(
 /// Carry out `trainbench analyze`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let format = args.format.get();
-    let overrides = match args.set.parse_or_print(format) {
-        Ok(o) => o,
-        Err(outcome) => return Ok(outcome),
-    };
-    let spec = match load_spec(&args.spec, &overrides) {
+    let spec = match load_spec(&args.spec, &args.set, format) {
         Ok(spec) => spec,
-        Err(diagnostics) => {
-            eprint!("{}", render_diagnostics(&diagnostics));
-            return Ok(Outcome::InvalidInput);
-        }
+        Err(stopped) => return stopped.into_result(),
     };
     let mut report = report(&spec, args.batch, args.precision)?;
     if !args.per_layer {
@@ -256,7 +240,7 @@ name = "fc2"
 
     #[test]
     fn custom_shape_error_names_location_layer_and_widths() {
-        let e = render_diagnostics(&check(CUSTOM).unwrap_err());
+        let e = crate::spec::diagnostics::render_text(&check(CUSTOM).unwrap_err());
         assert!(e.contains("model.layers[2].in_features") || e.contains("model.layers.2.in_features"), "{e}");
         assert!(e.contains("bad-mlp.toml:19:15"), "{e}");
         assert!(e.contains("fc2") && e.contains("128") && e.contains("100"), "{e}");

@@ -1,8 +1,10 @@
 //! Arguments several subcommands share, defined once: the output format (`--format text|json`, with `--json`
-//! kept as a hidden alias), the `--set` overrides, and the printing of malformed overrides.
+//! kept as a hidden alias), the `--set` overrides and the printing of malformed ones, and `--precision`.
 //!
 //! The backend argument (`--backend auto|tch|wgpu|mock`) is [`crate::backend_registry::BackendChoice`] itself, which
 //! derives `clap::ValueEnum`: the spec's `topology.backend` and the command line name the same values.
+
+use trainbench_graph::Precision;
 
 use super::Outcome;
 use crate::spec::diagnostics::{FileReport, render_text};
@@ -55,6 +57,21 @@ impl SetArgs {
     /// returned as the error ([`Outcome::InvalidInput`]).
     pub fn parse_or_print(&self, format: OutputFormat) -> Result<Overrides, Outcome> {
         self.parse().map_err(|diagnostics| print_override_errors(format, diagnostics))
+    }
+}
+
+/// A precision named on the command line that trainbench does not know.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown precision `{0}` (expected fp32, fp16 or bf16)")]
+pub struct UnknownPrecision(String);
+
+/// `--precision fp32|fp16|bf16` (`analyze`, `calibrate`).
+pub fn parse_precision(s: &str) -> Result<Precision, UnknownPrecision> {
+    match s {
+        "fp32" => Ok(Precision::Fp32),
+        "fp16" => Ok(Precision::Fp16),
+        "bf16" => Ok(Precision::Bf16),
+        _ => Err(UnknownPrecision(s.to_string())),
     }
 }
 

@@ -10,6 +10,7 @@ use trainbench_contract::calibrate::{Measurement, default_request};
 use trainbench_contract::mock::MockConfig;
 use trainbench_graph::Precision;
 
+use super::args::parse_precision;
 use super::{CommandError, Outcome};
 
 mod merge;
@@ -66,15 +67,6 @@ pub struct Args {
     /// shared machine one calibration can catch a busy minute and price everything 10-40% high).
     #[arg(long, default_value_t = 1)]
     pub rounds: u32,
-}
-
-fn parse_precision(s: &str) -> Result<Precision, String> {
-    match s {
-        "fp32" => Ok(Precision::Fp32),
-        "fp16" => Ok(Precision::Fp16),
-        "bf16" => Ok(Precision::Bf16),
-        _ => Err(format!("unknown precision `{s}` (expected fp32, fp16 or bf16)")),
-    }
 }
 
 /// The profile a measurement describes: peaks are the best rates reached, memory bandwidth the add's, the host

@@ -1,7 +1,8 @@
 //! One module per subcommand: its `clap::Args` and the function that carries it out.
 //!
 //! Each `execute` returns an [`Outcome`]; `main` maps it (or an error) to the exit code. Arguments several
-//! commands take live in [`args`]; no command module uses another.
+//! commands take live in [`args`], the loading of a command's spec in [`spec_input`]; no command module uses
+//! another.
 
 /// `print!` that never panics: a closed pipe (`trainbench ... | head`) or another stdout write error is ignored
 /// (what was measured is already in the result files).
@@ -33,6 +34,7 @@ pub mod report;
 pub mod run;
 pub mod schema;
 pub mod slurm_task;
+pub mod spec_input;
 pub mod status;
 pub mod validate;
 pub mod worker;

@@ -7,9 +7,9 @@ use serde::Serialize;
 use trainbench_contract::{BackendKind, Budget, RunPlan};
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
+use super::spec_input::SpecLoader;
 use super::{CommandError, Outcome};
 use crate::plan::{PlacementOverride, placement, plan_on};
-use crate::spec::SpecValidator;
 use crate::spec::diagnostics::{Diagnostic, render_text};
 use crate::spec::rules;
 use crate::spec::wire::Isolation;
@@ -41,13 +41,12 @@ struct JsonPlan<'a> {
 /// Carry out `trainbench plan`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let format = args.format.get();
-    let overrides = match args.set.parse_or_print(format) {
-        Ok(o) => o,
-        Err(outcome) => return Ok(outcome),
+    let loader = match SpecLoader::new(&args.set, format) {
+        Ok(loader) => loader,
+        Err(stopped) => return stopped.into_result(),
     };
-    let validator = SpecValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
     let display = args.spec.display().to_string();
-    let mut checked = validator.check_file(&args.spec, &display, &overrides);
+    let mut checked = loader.check(&args.spec, &display);
     if let Some(spec) = &checked.spec {
         // What this machine cannot start (the engine of a data-parallel group) is refused as `run` would.
         let refused = rules::check_launch(spec, PlacementOverride::default())?;

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
+use super::spec_input::load_spec;
 use super::{CommandError, Outcome};
+use crate::format;
 use crate::hardware::{Profile, ProfileValidator, THIS_MACHINE};
 use crate::plan::plan;
 use crate::predict::parallel::{self, ParallelRow};
@@ -15,7 +17,6 @@ use crate::predict::terms::{Breakdown, Term, Terms};
 use crate::predict::whatif::{WhatIf, what_if};
 use crate::predict::{AnalyzedGraph, Bound, Prediction, Setting, predict_analyzed};
 use crate::spec::diagnostics::render_text as render_diagnostics;
-use crate::spec::load_spec;
 
 /// Arguments of `trainbench predict`.
 #[derive(Debug, clap::Args)]
@@ -111,7 +112,7 @@ fn parallel_text(rows: &[ParallelRow]) -> String {
         "  layout                                          mem/GPU  fits  sent/GPU/step       step  overlapped   items/s/GPU     MFU"
     );
     for r in rows {
-        let mfu = r.mfu.map_or_else(|| "n/a".to_string(), pct);
+        let mfu = r.mfu.map_or_else(|| "n/a".to_string(), format::percent);
         let _ = writeln!(
             s,
             "  {:<45} {:>9.1} GiB {:>4} {:>10.2} GB {:>10} {:>11} {:>13.0} {:>7}",
@@ -119,8 +120,8 @@ fn parallel_text(rows: &[ParallelRow]) -> String {
             r.memory_per_gpu_bytes / (1u64 << 30) as f64,
             if r.fits { "yes" } else { "no" },
             r.exchange_bytes_per_gpu / 1e9,
-            ms(r.step_time_s),
-            ms(r.step_time_overlapped_s),
+            format::duration(r.step_time_s),
+            format::duration(r.step_time_overlapped_s),
             r.items_per_s_per_gpu,
             mfu
         );
@@ -132,16 +133,9 @@ fn parallel_text(rows: &[ParallelRow]) -> String {
 /// Carry out `trainbench predict`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let format = args.format.get();
-    let overrides = match args.set.parse_or_print(format) {
-        Ok(o) => o,
-        Err(outcome) => return Ok(outcome),
-    };
-    let spec = match load_spec(&args.spec, &overrides) {
+    let spec = match load_spec(&args.spec, &args.set, format) {
         Ok(spec) => spec,
-        Err(diagnostics) => {
-            eprint!("{}", render_diagnostics(&diagnostics));
-            return Ok(Outcome::InvalidInput);
-        }
+        Err(stopped) => return stopped.into_result(),
     };
     let profiles = profiles(args)?;
     let others: Vec<_> = if args.what_if {
@@ -197,25 +191,11 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     Ok(Outcome::Success)
 }
 
-fn ms(s: f64) -> String {
-    if s >= 1.0 {
-        format!("{s:.3} s")
-    } else if s >= 1e-3 {
-        format!("{:.3} ms", s * 1e3)
-    } else {
-        format!("{:.1} us", s * 1e6)
-    }
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.1}%", 100.0 * x)
-}
-
 /// A phase's seconds by term, largest first: `roofline-compute 1.2 ms, per-op-overhead 3.0 us`.
 fn terms_text(b: &Breakdown) -> String {
     let mut v: Vec<(&Term, &f64)> = b.iter().collect();
     v.sort_by(|a, b| b.1.total_cmp(a.1));
-    v.iter().map(|(t, s)| format!("{} {}", t.name(), ms(**s))).collect::<Vec<_>>().join(", ")
+    v.iter().map(|(t, s)| format!("{} {}", t.name(), format::duration(**s))).collect::<Vec<_>>().join(", ")
 }
 
 /// Throughput in items and MFU with its peak, or why there is none: `8.1k tokens/s (8.1k per device); MFU 41.2%
@@ -236,7 +216,7 @@ fn figures_text(f: &crate::predict::fit_and_rates::Figures) -> String {
     match &f.mfu {
         Sampled::Available(m) => format!(
             "{t}\n  MFU {} of {} FLOP/s {} (peak: {}; model FLOPs: {} convention)",
-            pct(m.mfu),
+            format::percent(m.mfu),
             si(m.peak.flop_per_s),
             m.peak.precision,
             m.peak.source,
@@ -283,8 +263,8 @@ pub fn render_text(r: &Report) -> String {
         let _ = writeln!(
             s,
             "  step {} ({} overlapped), {rate}; batch {} per device x {} workers",
-            ms(p.step_time_s),
-            ms(p.step_time_overlapped_s),
+            format::duration(p.step_time_s),
+            format::duration(p.step_time_overlapped_s),
             p.per_device_batch,
             p.world_size
         );
@@ -293,21 +273,21 @@ pub fn render_text(r: &Report) -> String {
         let _ = writeln!(
             s,
             "  data {} | forward {} | backward {} | optimizer {} | comm {}",
-            ms(ph.data_s),
-            ms(ph.forward_s),
-            ms(ph.backward_s),
-            ms(ph.optimizer_s),
-            ms(ph.comm_s)
+            format::duration(ph.data_s),
+            format::duration(ph.forward_s),
+            format::duration(ph.backward_s),
+            format::duration(ph.optimizer_s),
+            format::duration(ph.comm_s)
         );
         let _ = writeln!(
             s,
             "  shares: data {}, compute {}, comm {}; compute: {} compute-bound, {} memory-bound, {} per-op overhead",
-            pct(p.shares.data),
-            pct(p.shares.compute),
-            pct(p.shares.comm),
-            ms(p.bound.compute_bound_s),
-            ms(p.bound.memory_bound_s),
-            ms(p.bound.overhead_s)
+            format::percent(p.shares.data),
+            format::percent(p.shares.compute),
+            format::percent(p.shares.comm),
+            format::duration(p.bound.compute_bound_s),
+            format::duration(p.bound.memory_bound_s),
+            format::duration(p.bound.overhead_s)
         );
         if p.world_size > 1 {
             let _ = writeln!(
@@ -334,9 +314,9 @@ pub fn render_text(r: &Report) -> String {
                     "  {:<32} {:<14} {:>11} {:>7} {:>11} {:>7}",
                     l.name,
                     l.op,
-                    ms(l.forward.time_s),
+                    format::duration(l.forward.time_s),
                     b(l.forward.bound),
-                    ms(l.backward.time_s),
+                    format::duration(l.backward.time_s),
                     if l.backward.time_s > 0.0 { b(l.backward.bound) } else { "-" }
                 );
                 let _ = writeln!(s, "      forward: {}", terms_text(&l.forward.terms));
@@ -356,7 +336,14 @@ pub fn render_text(r: &Report) -> String {
             for w in &e.what_if {
                 match (w.step_time_s, w.speedup, w.comm_share) {
                     (Some(t), Some(x), Some(c)) => {
-                        let _ = writeln!(s, "  {:<60} {:>10} {:>8.2}x {:>10}", w.change, ms(t), x, pct(c));
+                        let _ = writeln!(
+                            s,
+                            "  {:<60} {:>10} {:>8.2}x {:>10}",
+                            w.change,
+                            format::duration(t),
+                            x,
+                            format::percent(c)
+                        );
                     }
                     _ => {
                         let _ = writeln!(s, "  {:<60} n/a: {}", w.change, w.error.as_deref().unwrap_or(""));

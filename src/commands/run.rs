@@ -13,7 +13,7 @@ use trainbench_contract::mock::MockConfig;
 use super::args::{FormatArg, OutputFormat, SetArgs};
 use super::{CommandError, Outcome};
 use crate::backend_registry::BackendChoice;
-use crate::format::human_bytes;
+use crate::format::{self, human_bytes};
 use crate::hardware::ProfileValidator;
 use crate::plan::PlacementOverride;
 use crate::predict::record::RunProfile;
@@ -394,26 +394,28 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
     Ok(if unfinished { Outcome::Failure } else { Outcome::Success })
 }
 
-fn ms(s: f64) -> String {
-    format!("{:.3}", s * 1e3)
-}
-
-fn pct(f: f64) -> String {
-    format!("{:.1}%", f * 100.0)
-}
-
 /// The end-of-run table: one row per run.
 pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(["run", "outcome", "samples/s", "median ms", "p95 ms", "mem peak", "GPU util", "FLOP util", "comm"]);
+    t.set_header([
+        "run",
+        "outcome",
+        "samples/s",
+        "median step",
+        "p95 step",
+        "mem peak",
+        "GPU util",
+        "FLOP util",
+        "comm",
+    ]);
     for (r, _) in rows {
         let dash = || "-".to_string();
         let row = match &r.metrics {
             Some(m) => vec![
                 format!("{:.1}", m.throughput.samples_per_s),
-                ms(m.step_time.median_s),
-                ms(m.step_time.p95_s),
+                format::ms(m.step_time.median_s),
+                format::ms(m.step_time.p95_s),
                 // The allocator peak where the backend has one (CUDA), else the process's resident memory.
                 m.memory
                     .measured
@@ -422,8 +424,8 @@ pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
                     .or_else(|| m.cpu.get().map(|c| format!("{} RSS", human_bytes(c.rss_max_bytes))))
                     .unwrap_or_else(dash),
                 m.gpu.get().map(|g| format!("{:.1}%", g.utilization_mean_percent)).unwrap_or_else(dash),
-                m.flops.fraction.map(pct).unwrap_or_else(dash),
-                comm_share_of(r).map(pct).unwrap_or_else(dash),
+                m.flops.fraction.map(format::percent).unwrap_or_else(dash),
+                comm_share_of(r).map(format::percent).unwrap_or_else(dash),
             ],
             None => vec![dash(); 7],
         };

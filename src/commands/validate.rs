@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::args::{FormatArg, OutputFormat, SetArgs};
+use super::spec_input::SpecLoader;
 use super::{CommandError, Outcome};
 use crate::hardware::{ProfileValidator, looks_like_profile};
+use crate::spec::Diagnostic;
 use crate::spec::diagnostics::{FileReport, render_text};
-use crate::spec::{Diagnostic, SpecValidator};
 
 /// Arguments of `trainbench validate`.
 #[derive(Debug, clap::Args)]
@@ -40,11 +41,10 @@ struct JsonReport {
 /// Carry out `trainbench validate`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let format = args.format.get();
-    let overrides = match args.set.parse_or_print(format) {
-        Ok(o) => o,
-        Err(outcome) => return Ok(outcome),
+    let loader = match SpecLoader::new(&args.set, format) {
+        Ok(loader) => loader,
+        Err(stopped) => return stopped.into_result(),
     };
-    let validator = SpecValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
     let (files, mut path_errors) = collect_specs(&args.paths);
     let mut reports: Vec<FileReport> = path_errors
         .drain(..)
@@ -72,7 +72,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
                 Err(d) => (None, d),
             };
             let valid = !diagnostics.iter().any(Diagnostic::is_error);
-            let sha256 = valid.then(|| crate::format::sha256_hex(&String::from_utf8_lossy(&text)));
+            let sha256 = valid.then(|| crate::digest::sha256_hex(&String::from_utf8_lossy(&text)));
             reports.push(FileReport {
                 file: display.clone(),
                 valid,
@@ -84,7 +84,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             });
             continue;
         }
-        let checked = validator.check_file(path, display, &overrides);
+        let checked = loader.check(path, display);
         let spec = checked.spec.as_ref();
         reports.push(FileReport {
             file: checked.file.clone(),

@@ -2,9 +2,9 @@
 
 use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
 
-use super::{Change, Comparison, PairReport};
-use crate::format::human_bytes;
-use crate::report::{fmt_ms, fmt_sig};
+use super::change::Change;
+use super::comparison::{Comparison, PairReport, Verdict};
+use crate::format::{self, human_bytes};
 
 /// Output formats of `compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -18,11 +18,6 @@ pub enum Format {
     Json,
 }
 
-/// `+12.3%` for a ratio of 1.123.
-fn pct(ratio: f64) -> String {
-    format!("{:+.1}%", (ratio - 1.0) * 100.0)
-}
-
 fn p_value(p: f64) -> String {
     if p < 1e-4 { "<0.0001".into() } else { format!("{p:.4}") }
 }
@@ -30,9 +25,16 @@ fn p_value(p: f64) -> String {
 fn change_cell(c: Option<&Change>, bytes: bool) -> String {
     match c {
         Some(c) if bytes => {
-            format!("{} -> {} ({})", human_bytes(c.baseline as u64), human_bytes(c.candidate as u64), pct(c.ratio))
+            format!(
+                "{} -> {} ({})",
+                human_bytes(c.baseline as u64),
+                human_bytes(c.candidate as u64),
+                format::percent_change(c.ratio)
+            )
         }
-        Some(c) => format!("{} -> {} ({})", fmt_sig(c.baseline), fmt_sig(c.candidate), pct(c.ratio)),
+        Some(c) => {
+            format!("{} -> {} ({})", format::sig(c.baseline), format::sig(c.candidate), format::percent_change(c.ratio))
+        }
         None => "-".into(),
     }
 }
@@ -42,15 +44,20 @@ fn change_cell(c: Option<&Change>, bytes: bool) -> String {
 fn cells(p: &PairReport) -> [String; 8] {
     let (bm, cm, change, pv) = match &p.step_time {
         Some(s) => (
-            fmt_ms(s.baseline_median_s),
-            fmt_ms(s.candidate_median_s),
-            format!("{} [{}, {}]", pct(s.ratio), pct(s.ratio_ci[0]), pct(s.ratio_ci[1])),
+            format::ms(s.baseline_median_s),
+            format::ms(s.candidate_median_s),
+            format!(
+                "{} [{}, {}]",
+                format::percent_change(s.ratio),
+                format::percent_change(s.ratio_ci[0]),
+                format::percent_change(s.ratio_ci[1])
+            ),
             p_value(s.p_value),
         ),
         None => ("-".into(), "-".into(), "-".into(), "-".into()),
     };
     let mut verdict = p.verdict.label().to_string();
-    if p.verdict == super::Verdict::NotComparable {
+    if p.verdict == Verdict::NotComparable {
         let reasons: Vec<String> = p.env_differences.iter().filter(|d| d.blocking).map(|d| d.describe()).collect();
         verdict = format!("not comparable: {}", reasons.join("; "));
     }

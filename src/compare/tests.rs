@@ -1,6 +1,8 @@
 //! Unit tests of the compare decision rule.
 
 use super::*;
+use crate::result::{LoadedResult, RunResult};
+use crate::stats;
 
 #[test]
 fn thresholds_parse_as_percent_or_fraction() {

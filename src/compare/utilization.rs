@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::Change;
+use super::change::Change;
 use crate::result::{LoadedResult, ModelFlopUtilization, RunResult};
 use crate::stats;
 
@@ -70,7 +70,7 @@ pub(super) fn lines(u: &UtilizationChange) -> Vec<String> {
     let share = |x: f64| format!("{:.1}%", x * 100.0);
     let mut out = Vec::new();
     if let Some(t) = &u.tokens_per_s {
-        let sig = crate::report::fmt_sig;
+        let sig = crate::format::sig;
         out.push(format!("tokens/s {} -> {} ({})", sig(t.baseline), sig(t.candidate), pct(t.ratio)));
     }
     let peaks = match (&u.baseline_peak, &u.candidate_peak) {

@@ -146,7 +146,7 @@ impl ProfileValidator {
             let d = sources.diagnostic(&loc.span, &path, message).expected(format!("one of {}", unknown.known));
             out.push(d.hint("calibration points are written by `trainbench calibrate`; remove the point, or recalibrate"));
         }
-        for error in self.compiled.iter_errors(&form.value).take(crate::spec::validate::MAX_DIAGNOSTICS) {
+        for error in self.compiled.iter_errors(&form.value).take(crate::spec::diagnostics::MAX_DIAGNOSTICS) {
             if matches!(error.kind(), ValidationErrorKind::PropertyNames { .. }) {
                 continue;
             }

@@ -1,8 +1,7 @@
 //! CSV export: one row per run (repeats not pooled), every summary metric, the recorded prediction's step time and
 //! profile, and the environment in columns.
 
-use super::ReportModel;
-use super::device_name;
+use super::model::{ReportModel, device_name};
 use crate::result::RunResult;
 
 /// Column names of `runs.csv`, in order.

@@ -3,28 +3,14 @@
 
 use std::fmt::Write as _;
 
+use super::escape::escape;
+use super::model::{ConfigRow, ReportModel};
 use super::overview::{Cell, Column, Emphasis, Overview};
 use super::plots::{Plot, Section};
 use super::predicted::{self, PredictionTable};
 use super::scaling::{self, ScalingRow};
-use super::{ConfigRow, ReportModel, environment_summary, fmt_ms, fmt_percent, fmt_sig};
-use crate::format::human_bytes;
-
-/// Escape text for HTML element content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+use super::text::{environment_summary, summary_line};
+use crate::format::{self, human_bytes};
 
 const STYLE: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5rem auto;max-width:1280px;padding:0 1rem;\
@@ -127,16 +113,16 @@ fn config_row(c: &ConfigRow<'_>) -> String {
         c.precision.as_str(),
     );
     row.push_str(&format!("<td class=\"num\">{}</td>", c.batch));
-    row.push_str(&cell_num(c.samples_per_s().map(fmt_sig)));
-    row.push_str(&cell_num(c.items_per_s().map(|(v, u)| format!("{} {u}/s", fmt_sig(v)))));
-    row.push_str(&cell_num(c.median_step_s().map(fmt_ms)));
-    row.push_str(&cell_num(c.p95_step_s().map(fmt_ms)));
-    row.push_str(&cell_num(c.cv().map(fmt_percent)));
+    row.push_str(&cell_num(c.samples_per_s().map(format::sig)));
+    row.push_str(&cell_num(c.items_per_s().map(|(v, u)| format!("{} {u}/s", format::sig(v)))));
+    row.push_str(&cell_num(c.median_step_s().map(format::ms)));
+    row.push_str(&cell_num(c.p95_step_s().map(format::ms)));
+    row.push_str(&cell_num(c.cv().map(format::percent)));
     row.push_str(&cell_num(c.gpu_utilization_percent().map(|v| format!("{v:.1}%"))));
-    row.push_str(&cell_num(c.flop_fraction().map(fmt_percent)));
-    row.push_str(&cell_num(c.cpu_utilization().map(fmt_percent)));
+    row.push_str(&cell_num(c.flop_fraction().map(format::percent)));
+    row.push_str(&cell_num(c.cpu_utilization().map(format::percent)));
     row.push_str(&cell_num(c.peak_allocated_bytes().map(human_bytes)));
-    row.push_str(&cell_num(c.energy_per_sample_j().map(|j| format!("{} J", fmt_sig(j)))));
+    row.push_str(&cell_num(c.energy_per_sample_j().map(|j| format!("{} J", format::sig(j)))));
     row.push_str("</tr>\n");
     row
 }
@@ -263,7 +249,7 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     h.push_str("<title>trainbench report</title>\n");
     let _ = writeln!(h, "<style>{STYLE}</style>\n</head>\n<body>");
     h.push_str("<h1>trainbench report</h1>\n");
-    let _ = writeln!(h, "<p>{}</p>", escape(&super::summary_line(model)));
+    let _ = writeln!(h, "<p>{}</p>", escape(&summary_line(model)));
     h.push_str("<nav><a href=\"#overview\">Overview</a>");
     let scaling_rows = scaling::table(model);
     let predictions = predicted::table(model);
@@ -333,11 +319,6 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_markup() {
-        assert_eq!(escape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
-    }
 
     #[test]
     fn inline_svg_drops_the_namespace_url() {

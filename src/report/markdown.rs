@@ -4,12 +4,13 @@
 
 use std::fmt::Write as _;
 
+use super::model::ReportModel;
 use super::overview::{Emphasis, Overview};
 use super::plots::{Plot, Section};
 use super::predicted;
 use super::scaling;
-use super::{ReportModel, environment_summary, fmt_ms, fmt_percent, fmt_sig};
-use crate::format::human_bytes;
+use super::text::{environment_summary, summary_line};
+use crate::format::{self, human_bytes};
 
 /// Escape text for a Markdown table cell.
 fn cell(s: &str) -> String {
@@ -87,7 +88,7 @@ fn predicted_table(t: &predicted::PredictionTable) -> String {
 pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     let mut m = String::new();
     m.push_str("# trainbench report\n\n");
-    let _ = writeln!(m, "{}\n", super::summary_line(model));
+    let _ = writeln!(m, "{}\n", summary_line(model));
     m.push_str(&overview(model));
     let scaling_rows = scaling::table(model);
     let predictions = predicted::table(model);
@@ -131,12 +132,12 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
             cell(&c.device),
             c.precision.as_str(),
             c.batch,
-            opt(c.samples_per_s().map(fmt_sig)),
-            opt(c.median_step_s().map(fmt_ms)),
-            opt(c.p95_step_s().map(fmt_ms)),
-            opt(c.cv().map(fmt_percent)),
+            opt(c.samples_per_s().map(format::sig)),
+            opt(c.median_step_s().map(format::ms)),
+            opt(c.p95_step_s().map(format::ms)),
+            opt(c.cv().map(format::percent)),
             opt(c.gpu_utilization_percent().map(|v| format!("{v:.1}%"))),
-            opt(c.flop_fraction().map(fmt_percent)),
+            opt(c.flop_fraction().map(format::percent)),
             opt(c.peak_allocated_bytes().map(human_bytes)),
         );
     }

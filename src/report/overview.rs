@@ -6,8 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::model::{MemorySource, Phase, ReportModel};
-use super::{fmt_ms, fmt_percent, fmt_sig};
-use crate::format::human_bytes;
+use crate::format::{self, human_bytes};
 
 /// A column of the overview.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,7 +175,7 @@ pub struct Overview {
 impl Overview {
     /// The table of a report.
     pub fn new(model: &ReportModel<'_>) -> Self {
-        let any = |f: &dyn Fn(&super::ConfigRow<'_>) -> bool| model.configs.iter().any(f);
+        let any = |f: &dyn Fn(&super::model::ConfigRow<'_>) -> bool| model.configs.iter().any(f);
         let share_seen = |p: Phase| any(&|c| c.phase_share(p).is_some_and(|s| s >= 0.0005));
         let optional = [
             (Column::Placement, model.varying.placement),
@@ -243,43 +242,43 @@ impl Overview {
                         },
                         Column::SamplesPerS => match c.samples_per_s_spread() {
                             Some(s) => Cell {
-                                text: fmt_sig(s.median),
-                                range: s.interval().map(|(lo, hi)| format!("{}–{}", fmt_sig(lo), fmt_sig(hi))),
+                                text: format::sig(s.median),
+                                range: s.interval().map(|(lo, hi)| format!("{}–{}", format::sig(lo), format::sig(hi))),
                                 emphasis: if best == Some(s.median) { Emphasis::Best } else { Emphasis::Plain },
                             },
                             None => Cell::opt(None),
                         },
-                        Column::MedianStep => Cell::opt(c.median_step_s().map(fmt_ms)),
-                        Column::P95Step => Cell::opt(c.p95_step_s().map(fmt_ms)),
+                        Column::MedianStep => Cell::opt(c.median_step_s().map(format::ms)),
+                        Column::P95Step => Cell::opt(c.p95_step_s().map(format::ms)),
                         Column::PeakMemory => Cell::opt(c.peak_memory().map(|p| match p.source {
                             MemorySource::Allocator => human_bytes(p.bytes),
                             MemorySource::GpuProcess => format!("{} (NVML)", human_bytes(p.bytes)),
                             MemorySource::Rss => format!("{} (RSS)", human_bytes(p.bytes)),
                         })),
                         Column::Gpu => Cell::opt(c.gpu_utilization_percent().map(|v| format!("{v:.1}%"))),
-                        Column::Flop => Cell::opt(c.flop_fraction().map(fmt_percent)),
+                        Column::Flop => Cell::opt(c.flop_fraction().map(format::percent)),
                         Column::TokensPerS => {
                             Cell::opt(c.tokens_per_s().map(|(global, per_device)| match per_device {
                                 Some(d) if (d - global).abs() > 1e-9 * global => {
-                                    format!("{} ({})", fmt_sig(global), fmt_sig(d))
+                                    format!("{} ({})", format::sig(global), format::sig(d))
                                 }
-                                _ => fmt_sig(global),
+                                _ => format::sig(global),
                             }))
                         }
                         Column::Mfu => match c.utilization() {
                             Some(u) => Cell::plain(format!(
                                 "{} ({})",
-                                fmt_percent(u.mfu),
+                                format::percent(u.mfu),
                                 super::utilization::peak_text(u.peak_flop_per_s, &u.precision)
                             )),
                             None => Cell::opt(None),
                         },
-                        Column::Hfu => Cell::opt(c.utilization().and_then(|u| u.hfu).map(fmt_percent)),
-                        Column::Cpu => Cell::opt(c.cpu_utilization().map(fmt_percent)),
-                        Column::LoaderPerS => Cell::opt(c.loader_samples_per_s().map(fmt_sig)),
-                        Column::DataShare => Cell::opt(c.phase_share(Phase::Data).map(fmt_percent)),
-                        Column::CommShare => Cell::opt(c.comm_share().map(fmt_percent)),
-                        Column::StallShare => Cell::opt(c.stall_share().map(fmt_percent)),
+                        Column::Hfu => Cell::opt(c.utilization().and_then(|u| u.hfu).map(format::percent)),
+                        Column::Cpu => Cell::opt(c.cpu_utilization().map(format::percent)),
+                        Column::LoaderPerS => Cell::opt(c.loader_samples_per_s().map(format::sig)),
+                        Column::DataShare => Cell::opt(c.phase_share(Phase::Data).map(format::percent)),
+                        Column::CommShare => Cell::opt(c.comm_share().map(format::percent)),
+                        Column::StallShare => Cell::opt(c.stall_share().map(format::percent)),
                         Column::TimeToTarget => match c.time_to_target() {
                             Some((median, reached, of)) => Cell {
                                 emphasis: if reached == of { Emphasis::Plain } else { Emphasis::Bad },

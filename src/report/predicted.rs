@@ -4,7 +4,7 @@
 //! and why. Computed where results are read; the report's "Predicted vs measured" section draws and tabulates it.
 
 use super::model::{ConfigRow, Phase, ReportModel, median_of};
-use super::{fmt_ms, fmt_percent};
+use crate::format;
 use crate::result::prediction::{PredictionSection, RecordedPrediction};
 
 /// Parts of the stacked share bars: PAI's three, plus the measured time no phase accounts for.
@@ -69,8 +69,8 @@ impl PredictionTable {
             parts.push(format!(
                 "Over {} configuration(s): median |error| {}, worst {}; {} of {} within 25%.",
                 self.rows.len(),
-                fmt_percent(median),
-                fmt_percent(worst),
+                format::percent(median),
+                format::percent(worst),
                 within,
                 self.rows.len()
             ));
@@ -177,8 +177,8 @@ fn shares_cell(s: &[f64; 4]) -> String {
 /// The cells of a row, in [`HEADINGS`] order.
 pub fn cells(r: &PredictedRow) -> [String; 6] {
     [
-        fmt_ms(r.measured_s),
-        fmt_ms(r.predicted_s),
+        format::ms(r.measured_s),
+        format::ms(r.predicted_s),
         format!("{:+.1}%", r.error * 100.0),
         shares_cell(&r.measured_shares),
         shares_cell(&r.predicted_shares),

@@ -6,8 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::model::{ConfigRow, ReportModel};
-use super::{fmt_percent, fmt_sig};
-use crate::format::human_bytes;
+use crate::format::{self, human_bytes};
 use crate::result::LoadedResult;
 
 /// Scaling efficiency of `world` workers delivering `throughput` samples/s against one worker's
@@ -180,7 +179,7 @@ pub fn table(model: &ReportModel<'_>) -> Vec<ScalingRow> {
             let dash = || "-".to_string();
             let efficiency = match &eff {
                 None => "reference".to_string(),
-                Some(Efficiency::Measured { value, .. }) => fmt_percent(*value),
+                Some(Efficiency::Measured { value, .. }) => format::percent(*value),
                 Some(Efficiency::Absent(_)) => dash(),
             };
             rows.push(ScalingRow {
@@ -192,12 +191,12 @@ pub fn table(model: &ReportModel<'_>) -> Vec<ScalingRow> {
                     c.world_size.to_string(),
                     c.strategy(),
                     c.engine().unwrap_or_else(dash),
-                    c.samples_per_s().map(fmt_sig).unwrap_or_else(dash),
+                    c.samples_per_s().map(format::sig).unwrap_or_else(dash),
                     efficiency,
-                    c.comm_share().map(fmt_percent).unwrap_or_else(dash),
+                    c.comm_share().map(format::percent).unwrap_or_else(dash),
                     c.bytes_sent_per_step().map(human_bytes).unwrap_or_else(dash),
-                    c.algorithm_bandwidth_gb_s().map(fmt_sig).unwrap_or_else(dash),
-                    c.bus_bandwidth_gb_s().map(fmt_sig).unwrap_or_else(dash),
+                    c.algorithm_bandwidth_gb_s().map(format::sig).unwrap_or_else(dash),
+                    c.bus_bandwidth_gb_s().map(format::sig).unwrap_or_else(dash),
                     c.held_per_rank()
                         .map(|(w, g, o)| format!("{} / {} / {}", human_bytes(w), human_bytes(g), human_bytes(o)))
                         .unwrap_or_else(dash),

@@ -3,6 +3,7 @@
 //! the figure of the peak it divides by (medians over repeats; the peak is the first repeat's).
 
 use super::model::{ConfigRow, median_of};
+use crate::format;
 use crate::result::ModelFlopUtilization;
 
 /// MFU (and HFU) of a configuration with the peak they divide by.
@@ -49,20 +50,13 @@ impl ConfigRow<'_> {
             convention: first.convention.clone(),
         })
     }
-    /// Why MFU is missing, from the first repeat that says.
-    pub fn mfu_unavailable_reason(&self) -> Option<String> {
-        self.metrics().find_map(|m| match &m.flops.mfu {
-            Some(crate::result::Sampled::Unavailable { reason }) => Some(reason.clone()),
-            _ => None,
-        })
-    }
 }
 
 /// A peak in TFLOP/s (or GFLOP/s below one TFLOP/s) with its precision: `989.4 TFLOP/s bf16`.
 pub fn peak_text(flop_per_s: f64, precision: &str) -> String {
     if flop_per_s >= 1e12 {
-        format!("{} TFLOP/s {precision}", super::fmt_sig(flop_per_s / 1e12))
+        format!("{} TFLOP/s {precision}", format::sig(flop_per_s / 1e12))
     } else {
-        format!("{} GFLOP/s {precision}", super::fmt_sig(flop_per_s / 1e9))
+        format!("{} GFLOP/s {precision}", format::sig(flop_per_s / 1e9))
     }
 }

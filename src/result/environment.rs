@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use trainbench_contract::DeviceInfo;
 
-use super::Sampled;
+use super::sampled::Sampled;
 
 /// The environment manifest: enough to reproduce or audit the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

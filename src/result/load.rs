@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{FORMAT_VERSION, INDEX_FILE, RunResult};
+use super::index::INDEX_FILE;
+use super::run::{FORMAT_VERSION, RunResult};
 
 /// A result file read from disk.
 #[derive(Debug, Clone)]

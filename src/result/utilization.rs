@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Sampled;
+use super::sampled::Sampled;
 
 /// The peak a utilisation divides by.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -11,8 +11,8 @@ use trainbench_graph::analysis::analyze;
 
 use super::options::{RunnerError, RunnerOptions, SuiteReport};
 use super::output::SuiteWriter;
-use super::probe::StopCause;
 use super::plan_run::{GroupRun, RunSlot};
+use super::probe::StopCause;
 use super::suite::Suite;
 use crate::predict::record::{RunProfile, section};
 use crate::result::{ProcessInfo, RunOutcome, RunResult};
@@ -40,7 +40,7 @@ impl Recorder {
             suite: suite.clone(),
             hardware: opts.hardware.clone(),
             spec_name: suite.spec_name.clone(),
-            spec_sha: crate::format::sha256_hex(&suite.spec_canonical),
+            spec_sha: crate::digest::sha256_hex(&suite.spec_canonical),
             writer: None,
             report: SuiteReport { dir, results: Vec::new(), interrupted: false },
         }

@@ -336,13 +336,8 @@ impl LogLines {
             Budget::Iterations(n) => warmup_left + n.saturating_sub(done) as f64 * median,
             Budget::Seconds(budget) => warmup_left + (budget - spent).max(0.0),
         };
-        format!("progress {}: {phase}, median step {}, ETA {}", self.label, step_time(median), eta(eta_s))
+        format!("progress {}: {phase}, median step {}, ETA {}", self.label, crate::format::duration(median), eta(eta_s))
     }
-}
-
-/// A step time: milliseconds below a second, else seconds.
-fn step_time(s: f64) -> String {
-    if s < 1.0 { format!("{:.3} ms", s * 1e3) } else { format!("{s:.2} s") }
 }
 
 /// A time left: seconds under a minute, then minutes and seconds, then hours and minutes.
@@ -371,13 +366,13 @@ mod tests {
     fn a_progress_line_names_the_run_the_iteration_the_median_and_the_eta() {
         let mut l = lines(2, Budget::Iterations(100));
         l.step(false, 0.030);
-        assert_eq!(l.line(), "progress [2/4] m.b8: warm-up 1/2, median step 30.000 ms, ETA 3.0 s");
+        assert_eq!(l.line(), "progress [2/4] m.b8: warm-up 1/2, median step 30.0 ms, ETA 3.0 s");
         l.step(false, 0.010);
         for t in [0.012, 0.010, 0.011] {
             l.step(true, t);
         }
         // 97 measured iterations left at the measured median (11 ms); warm-up times no longer count.
-        assert_eq!(l.line(), "progress [2/4] m.b8: measured 3/100, median step 11.000 ms, ETA 1.1 s");
+        assert_eq!(l.line(), "progress [2/4] m.b8: measured 3/100, median step 11.0 ms, ETA 1.1 s");
         let mut slow = lines(0, Budget::Iterations(200));
         slow.step(true, 4.0);
         slow.step(true, 5.0);
@@ -401,7 +396,7 @@ mod tests {
         let mut l = lines(0, Budget::Iterations(3));
         l.step(true, f64::NAN);
         l.step(true, -1.0);
-        assert_eq!(l.line(), "progress [2/4] m.b8: measured 2/3, median step 0.000 ms, ETA 0.0 s");
+        assert_eq!(l.line(), "progress [2/4] m.b8: measured 2/3, median step 0 ms, ETA 0.0 s");
         assert_eq!(Recent::default().median(), 0.0);
         assert_eq!(eta(f64::INFINITY), "0.0 s");
         assert_eq!(eta(7265.0), "2 h 01 min");

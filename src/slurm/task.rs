@@ -11,7 +11,7 @@ use trainbench_contract::RunPlan;
 use super::plan_file::PlanFile;
 use super::status::is_final;
 use super::{SlurmError, submission_dir};
-use crate::format::sha256_hex;
+use crate::digest::sha256_hex;
 use crate::result::{RunOutcome, RunResult};
 use crate::runner::{self, RunnerOptions, Suite, probe};
 

@@ -1,8 +1,12 @@
-//! Located diagnostics about specs: the [`Diagnostic`] record, and its text (rustc style) and JSON renderings.
+//! Located diagnostics about specs: the [`Diagnostic`] record, and its text (rustc style) and JSON renderings, and
+//! how many one file reports at most.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
+
+/// Most diagnostics reported for one file; past this the file is too broken for more to help.
+pub const MAX_DIAGNOSTICS: usize = 50;
 
 /// How bad a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

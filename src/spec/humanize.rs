@@ -42,7 +42,7 @@ impl Humanizer<'_> {
         match error.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
                 let table = parent_pointer(error.schema_path().as_str()).and_then(|p| self.schema.pointer(p));
-                let max = super::validate::MAX_DIAGNOSTICS;
+                let max = super::diagnostics::MAX_DIAGNOSTICS;
                 unexpected.iter().take(max + 1).map(|key| self.unknown_key(&path, key, table)).collect()
             }
             ValidationErrorKind::Required { property } => {

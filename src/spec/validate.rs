@@ -9,19 +9,17 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::ValidatedSpec;
 use jsonschema::error::ValidationErrorKind;
 
-use super::diagnostics::{self, Diagnostic};
+use super::diagnostics::{self, Diagnostic, MAX_DIAGNOSTICS};
 use super::humanize::Humanizer;
 use super::load::{self, LoadProblem, Node, Origin, Sources};
 use super::overrides::Overrides;
 use super::path::{FieldPath, Segment};
 use super::rules::{self, Finding, PartialSpec, RuleContext};
 use super::schema::spec_schema;
+use super::validated::ValidatedSpec;
 
-/// Most diagnostics reported for one file; past this the file is too broken for more to help.
-pub const MAX_DIAGNOSTICS: usize = 50;
 /// Most schema errors looked at for one file.
 const MAX_SCHEMA_ERRORS: usize = 500;
 
@@ -262,4 +260,11 @@ fn finding_diagnostic(sources: &Sources, root: &Node, f: &Finding) -> Diagnostic
         d = d.warning();
     }
     d
+}
+
+/// Validate one spec file with `overrides` (the convenience entry point for commands that take one spec).
+pub fn load_spec(path: &Path, overrides: &Overrides) -> Result<ValidatedSpec, Vec<Diagnostic>> {
+    let validator =
+        SpecValidator::new().map_err(|e| vec![Diagnostic::error(path.display().to_string(), e.to_string())])?;
+    validator.check_file(path, &path.display().to_string(), overrides).into_result()
 }

@@ -3,8 +3,9 @@
 
 use plotters::prelude::*;
 
+use super::super::error::ReportError;
+use super::super::model::{ConfigRow, Series};
 use super::super::model::{Phase, Varying};
-use super::super::{ConfigRow, ReportError, Series};
 use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
 use super::{Segments, chart_and_legend, color, finish, panel_chart, plot_err, slug, stacked_rows, tick};
 

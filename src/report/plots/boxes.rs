@@ -5,8 +5,9 @@
 
 use plotters::prelude::*;
 
+use super::super::error::ReportError;
+use super::super::model::ConfigRow;
 use super::super::model::Varying;
-use super::super::{ConfigRow, ReportError};
 use super::{FONT, LABEL_SIZE, Plot, Section, WIDTH};
 use super::{Segments, color, finish, plot_err, row_chart, slug, text_width};
 use crate::stats::{quantile_sorted, sorted};

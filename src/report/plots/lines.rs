@@ -4,8 +4,9 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::super::error::ReportError;
 use super::super::model::Spread;
-use super::super::{ConfigRow, ReportError, Series};
+use super::super::model::{ConfigRow, Series};
 use super::{CHART_HEIGHT, Legend, Mark, Plot, Section, WIDTH};
 use super::{chart_and_legend, color, draw_count_mesh, draw_marked_line, finish, log2_range, panel_chart, slug};
 

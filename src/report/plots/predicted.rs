@@ -4,8 +4,9 @@
 
 use plotters::prelude::*;
 
+use super::super::error::ReportError;
 use super::super::predicted::{PredictedRow, SHARE_PARTS};
-use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, ReportError, Section, WIDTH};
+use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
 use super::{chart_and_legend, color, finish, panel_chart, slug, stacked_rows, tick};
 
 /// The band drawn around y = x: predictions within 25% of the measurement.

@@ -101,7 +101,7 @@ fn groups<'m, 'a>(model: &'m ReportModel<'a>, spec: &'m str) -> Vec<Group<'m, 'a
 }
 
 /// Throughput and scaling efficiency against world size for one spec; `None` when no point has a throughput.
-pub(super) fn scaling(model: &ReportModel<'_>, spec: &str) -> Result<Option<Plot>, super::ReportError> {
+pub(super) fn scaling(model: &ReportModel<'_>, spec: &str) -> Result<Option<Plot>, super::super::error::ReportError> {
     let lines = lines(model, spec);
     if !lines.iter().any(|l| l.points.iter().any(|p| p.1.is_some())) {
         return Ok(None);
@@ -123,7 +123,7 @@ pub(super) fn scaling(model: &ReportModel<'_>, spec: &str) -> Result<Option<Plot
 }
 
 /// What one worker held against world size for one spec; `None` when no run says.
-pub(super) fn held(model: &ReportModel<'_>, spec: &str) -> Result<Option<Plot>, super::ReportError> {
+pub(super) fn held(model: &ReportModel<'_>, spec: &str) -> Result<Option<Plot>, super::super::error::ReportError> {
     let lines = held_lines(model, spec);
     if !lines.iter().any(|l| l.points.iter().any(|p| p.0 > 1.0 && p.1.is_some())) {
         return Ok(None);
@@ -155,11 +155,11 @@ fn render(
     title: String,
     legend: &Legend,
     draw: impl FnOnce(&super::Area<'_>) -> Result<(), String>,
-) -> Result<Plot, super::ReportError> {
+) -> Result<Plot, super::super::error::ReportError> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, CHART_HEIGHT + legend.height)).into_drawing_area();
-        draw(&root).map_err(|message| super::ReportError::Plot { plot: id.clone(), message })?;
+        draw(&root).map_err(|message| super::super::error::ReportError::Plot { plot: id.clone(), message })?;
     }
     Ok(finish(id, title, Section::Scaling, svg, Vec::new()))
 }

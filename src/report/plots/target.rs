@@ -4,7 +4,8 @@
 
 use plotters::prelude::*;
 
-use super::super::{ConfigRow, ReportError};
+use super::super::error::ReportError;
+use super::super::model::ConfigRow;
 use super::{CHART_HEIGHT, FONT, LABEL_SIZE, Legend, Mark, Plot, Section, WIDTH};
 use super::{chart_and_legend, color, finish, panel_chart, slug, tick};
 use trainbench_contract::target::TargetMetric;

@@ -15,9 +15,10 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Child, ChildStdin, ChildStdout, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use trainbench_contract::{BackendKind, DeviceInfo, RunPlan};
@@ -25,11 +26,11 @@ use trainbench_graph::analysis::{Analysis, analyze};
 
 use crate::result::{ProcessInfo, RunOutcome, RunResult};
 use crate::runner::dist::{Transport, launch};
-use crate::runner::options::{RunnerError, RunnerOptions, SuiteReport};
 use crate::runner::in_process::{Flow, Recorder};
+use crate::runner::options::{RunnerError, RunnerOptions, SuiteReport};
+use crate::runner::plan_run::{RunSlot, device_in};
 use crate::runner::probe::{StopCause, StopFlag};
 use crate::runner::protocol::{RankFailure, WorkerJob, WorkerMessage, outcome_with_rank_failures};
-use crate::runner::plan_run::{RunSlot, device_in};
 use crate::runner::suite::Suite;
 
 /// Run `suite` with one worker process per repeat index, recording results in `opts.out_dir`.
@@ -114,6 +115,61 @@ fn run_worker(
     recorder: &mut Recorder,
     on_result: &mut dyn FnMut(&RunResult, &Path),
 ) -> Result<Flow, RunnerError> {
+    let ranked = launch.processes.is_some();
+    let worker = start_worker(opts, launch, job)?;
+    let limit = HangLimit::of(suite, opts, job);
+    let watch = Arc::new(Watch::default());
+    let pid = worker.child.id();
+    let StartedWorker { mut child, stdin, stdout, stderr_thread, launcher_notices } = worker;
+    let supervisor = supervise(stdin, opts.stop.clone(), watch.clone(), (pid, ranked), limit.after());
+    let mut keeper = Keeper { recorder, ooms, on_result, flow: Flow::Continue, record_error: None };
+    let mut heard = read_reports(suite, opts, job, ranked, stdout, &watch, &mut keeper);
+    // Before `wait` reaps the worker: after that its pid may belong to another process.
+    watch.finished.store(true, Ordering::SeqCst);
+    let status = child.wait();
+    let _ = supervisor.join();
+    if let Some(t) = stderr_thread {
+        let _ = t.join();
+    }
+    let notices = launcher_notices.lock().map(|n| n.clone()).unwrap_or_default();
+    for (mut result, stop) in std::mem::take(&mut heard.failed_in_group) {
+        let batch = result.plan.batch_size;
+        result.outcome = outcome_with_rank_failures(result.outcome, &heard.failures, batch);
+        keeper.keep(result, stop);
+    }
+    let Keeper { recorder, ooms, on_result, flow, record_error } = keeper;
+    if let Some(e) = record_error {
+        return Err(e);
+    }
+    if let Some(message) = heard.fatal {
+        return Err(RunnerError::Worker(message));
+    }
+    if flow == Flow::Stop || opts.stop.is_set() {
+        recorder.report.interrupted = true;
+        return Ok(Flow::Stop);
+    }
+    let Some(exit) = exit_text(&status, &watch, &limit, &heard.failures, notices) else {
+        return Ok(Flow::Continue);
+    };
+    let worker = LostWorker { pid, exit, devices: &heard.devices, failures: &heard.failures };
+    record_lost(suite, opts, &worker, &heard.pending, ooms, recorder, on_result)
+}
+
+/// A worker process started and handed its job.
+struct StartedWorker {
+    child: Child,
+    /// Its input, after the job line: the supervisor sends `stop` on it.
+    stdin: ChildStdin,
+    /// Its reports, one JSON message a line.
+    stdout: ChildStdout,
+    /// The thread passing a group's standard error through.
+    stderr_thread: Option<JoinHandle<()>>,
+    /// The MPI launcher's notices of a rank that died, kept from that standard error.
+    launcher_notices: Arc<Mutex<Vec<String>>>,
+}
+
+/// Start the worker (`exe worker`, or a group of ranks through its launcher) and send it `job`.
+fn start_worker(opts: &RunnerOptions, launch: Launch<'_>, job: &WorkerJob) -> Result<StartedWorker, RunnerError> {
     let line = serde_json::to_string(job).map_err(|e| RunnerError::Worker(e.to_string()))?;
     let exe = launch.exe;
     let ranked = launch.processes.is_some();
@@ -147,98 +203,157 @@ fn run_worker(
         return Err(RunnerError::Worker("the worker's standard streams could not be opened".into()));
     };
     let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
-    // Only runs that all have a timeout can be hung: without one, a long run is simply long.
-    let timeouts: Option<Vec<f64>> = job.indices.iter().map(|&i| suite.plans[i].timeout_s).collect();
-    let timeout_s = timeouts.and_then(|t| t.into_iter().reduce(f64::max));
-    let repeat = job.indices.first().map_or(0, |&i| suite.plans[i].repeat);
-    let grace = opts.test_hooks.hung_grace(repeat);
-    let hung_after = timeout_s.map(|t| Duration::from_secs_f64(t.max(0.0)) + grace);
-    let watch = Arc::new(Watch::default());
-    let pid = child.id();
-    let supervisor = supervise(stdin, opts.stop.clone(), watch.clone(), (pid, ranked), hung_after);
+    Ok(StartedWorker { child, stdin, stdout, stderr_thread, launcher_notices })
+}
 
-    let mut pending: Vec<usize> = job.indices.clone();
-    // A group's failed runs wait for the group's end: another rank may report that it ran out of memory.
-    let mut failed_in_group = Vec::new();
-    let mut failures: Vec<RankFailure> = Vec::new();
-    let mut devices: Vec<DeviceInfo> = Vec::new();
-    let mut flow = Flow::Continue;
-    let mut fatal: Option<String> = None;
-    let mut record_error: Option<RunnerError> = None;
-    // Note an out-of-memory plan (its larger batches are then skipped) and record the result, unless an earlier
-    // one could not be written; true when this one could not.
-    let mut keep = |result: Box<RunResult>, stop: Option<StopCause>, record_error: &mut Option<RunnerError>| {
+/// When a silent worker counts as hung: silent past the largest timeout of its runs plus a grace period.
+struct HangLimit {
+    /// The largest timeout of the job's runs; `None` when a run has none (a long run is then simply long).
+    timeout_s: Option<f64>,
+    /// The grace period past the timeout.
+    grace: Duration,
+}
+
+impl HangLimit {
+    fn of(suite: &Suite, opts: &RunnerOptions, job: &WorkerJob) -> Self {
+        // Only runs that all have a timeout can be hung: without one, a long run is simply long.
+        let timeouts: Option<Vec<f64>> = job.indices.iter().map(|&i| suite.plans[i].timeout_s).collect();
+        let timeout_s = timeouts.and_then(|t| t.into_iter().reduce(f64::max));
+        let repeat = job.indices.first().map_or(0, |&i| suite.plans[i].repeat);
+        HangLimit { timeout_s, grace: opts.test_hooks.hung_grace(repeat) }
+    }
+
+    /// The silence after which the worker is killed as hung.
+    fn after(&self) -> Option<Duration> {
+        self.timeout_s.map(|t| Duration::from_secs_f64(t.max(0.0)) + self.grace)
+    }
+}
+
+/// Where the results a worker reports go: noted when out of memory (their larger batches are then skipped) and
+/// recorded, until one cannot be written.
+struct Keeper<'a> {
+    recorder: &'a mut Recorder,
+    ooms: &'a mut Vec<RunPlan>,
+    on_result: &'a mut dyn FnMut(&RunResult, &Path),
+    /// Stop after this worker (the recorder said so).
+    flow: Flow,
+    /// The first result that could not be written.
+    record_error: Option<RunnerError>,
+}
+
+impl Keeper<'_> {
+    /// Note an out-of-memory plan and record the result, unless an earlier one could not be written; true when
+    /// this one could not.
+    fn keep(&mut self, result: Box<RunResult>, stop: Option<StopCause>) -> bool {
         if matches!(result.outcome, RunOutcome::OutOfMemory { .. }) {
-            ooms.push(result.plan.clone());
+            self.ooms.push(result.plan.clone());
         }
-        if record_error.is_some() {
+        if self.record_error.is_some() {
             return false;
         }
-        match recorder.record(*result, stop, on_result) {
-            Ok(Flow::Stop) => flow = Flow::Stop,
+        match self.recorder.record(*result, stop, self.on_result) {
+            Ok(Flow::Stop) => self.flow = Flow::Stop,
             Ok(Flow::Continue) => {}
-            Err(e) => *record_error = Some(e),
+            Err(e) => self.record_error = Some(e),
         }
-        record_error.is_some()
-    };
+        self.record_error.is_some()
+    }
+}
+
+/// What a worker said besides the results already kept.
+#[derive(Default)]
+struct Heard {
+    /// The job's runs it did not report.
+    pending: Vec<usize>,
+    /// A group's failed runs, kept for the group's end: another rank may report that it ran out of memory.
+    failed_in_group: Vec<(Box<RunResult>, Option<StopCause>)>,
+    /// The ranks' typed failures.
+    failures: Vec<RankFailure>,
+    /// The devices it listed.
+    devices: Vec<DeviceInfo>,
+    /// The error that ended it, as it reported it.
+    fatal: Option<String>,
+}
+
+/// Read the worker's messages until its output ends: results are kept as they arrive (a group's failed runs
+/// wait), the rest is gathered.
+fn read_reports(
+    suite: &Suite,
+    opts: &RunnerOptions,
+    job: &WorkerJob,
+    ranked: bool,
+    stdout: ChildStdout,
+    watch: &Watch,
+    keeper: &mut Keeper<'_>,
+) -> Heard {
+    let mut heard = Heard { pending: job.indices.clone(), ..Heard::default() };
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
         watch.heard();
         match serde_json::from_str::<WorkerMessage>(&line) {
             Ok(WorkerMessage::Result { result, stop }) => {
-                pending.retain(|&i| suite.plans[i].id != result.plan.id);
+                heard.pending.retain(|&i| suite.plans[i].id != result.plan.id);
                 if ranked && matches!(result.outcome, RunOutcome::Failed { .. }) {
-                    failed_in_group.push((result, stop));
+                    heard.failed_in_group.push((result, stop));
                     continue;
                 }
-                if keep(result, stop, &mut record_error) {
+                if keeper.keep(result, stop) {
                     // Nothing more can be written: ask the worker to stop, then report the error.
                     opts.stop.request();
                 }
             }
-            Ok(WorkerMessage::Fatal(message)) => fatal = Some(message),
-            Ok(WorkerMessage::Devices(listed)) => devices = listed,
-            Ok(WorkerMessage::RankFailed(failure)) => failures.push(failure),
+            Ok(WorkerMessage::Fatal(message)) => heard.fatal = Some(message),
+            Ok(WorkerMessage::Devices(listed)) => heard.devices = listed,
+            Ok(WorkerMessage::RankFailed(failure)) => heard.failures.push(failure),
             Err(_) => eprintln!("{line}"),
         }
     }
-    // Before `wait` reaps the worker: after that its pid may belong to another process.
-    watch.finished.store(true, Ordering::SeqCst);
-    let status = child.wait();
-    let _ = supervisor.join();
-    if let Some(t) = stderr_thread {
-        let _ = t.join();
-    }
-    let notices = launcher_notices.lock().map(|n| n.clone()).unwrap_or_default();
-    for (mut result, stop) in failed_in_group {
-        let batch = result.plan.batch_size;
-        result.outcome = outcome_with_rank_failures(result.outcome, &failures, batch);
-        keep(result, stop, &mut record_error);
-    }
-    if let Some(e) = record_error {
-        return Err(e);
-    }
-    if let Some(message) = fatal {
-        return Err(RunnerError::Worker(message));
-    }
-    if flow == Flow::Stop || opts.stop.is_set() {
-        recorder.report.interrupted = true;
-        return Ok(Flow::Stop);
-    }
+    heard
+}
+
+/// How the worker ended, in words with what its ranks and launcher told; `None` when it exited successfully.
+fn exit_text(
+    status: &std::io::Result<ExitStatus>,
+    watch: &Watch,
+    limit: &HangLimit,
+    failures: &[RankFailure],
+    notices: Vec<String>,
+) -> Option<String> {
     let killed = watch.killed_after.lock().ok().and_then(|k| *k);
-    let exit = match (&status, killed, timeout_s) {
+    let exit = match (status, killed, limit.timeout_s) {
         (_, Some(silent), Some(t)) => format!(
             "killed as hung: no result for {:.0} s, past the run's {t} s timeout and a {:.0} s grace",
             silent.as_secs_f64(),
-            grace.as_secs_f64()
+            limit.grace.as_secs_f64()
         ),
-        (Ok(s), _, _) if s.success() => return Ok(Flow::Continue),
+        (Ok(s), _, _) if s.success() => return None,
         (Ok(s), _, _) => s.to_string(),
         (Err(e), _, _) => e.to_string(),
     };
     let told: Vec<String> = failures.iter().map(ToString::to_string).chain(notices).collect();
-    let exit = if told.is_empty() { exit } else { format!("{exit}; {}", told.join("; ")) };
-    // The worker died: the first unreported run is where it was; the rest of its repeat never started.
+    Some(if told.is_empty() { exit } else { format!("{exit}; {}", told.join("; ")) })
+}
+
+/// A worker that died before reporting every run: its process, how it ended, and what it had told.
+struct LostWorker<'a> {
+    pid: u32,
+    exit: String,
+    devices: &'a [DeviceInfo],
+    failures: &'a [RankFailure],
+}
+
+/// Record the runs a dead worker did not report: the first unreported run is where it was (failed, or out of
+/// memory when a rank said so); the rest of its repeat never started.
+fn record_lost(
+    suite: &Suite,
+    opts: &RunnerOptions,
+    worker: &LostWorker<'_>,
+    pending: &[usize],
+    ooms: &mut Vec<RunPlan>,
+    recorder: &mut Recorder,
+    on_result: &mut dyn FnMut(&RunResult, &Path),
+) -> Result<Flow, RunnerError> {
+    let exit = &worker.exit;
     let analysis = analyze(&suite.graph);
     for (n, &i) in pending.iter().enumerate() {
         let message = if n == 0 {
@@ -246,12 +361,12 @@ fn run_worker(
         } else {
             format!("not run: the worker process of this repeat ended ({exit}) during an earlier run")
         };
-        let device = device_in(&devices, &suite.plans[i]);
-        let mut lost = lost_result(suite, opts, (&analysis, device), i, pid, message);
+        let device = device_in(worker.devices, &suite.plans[i]);
+        let mut lost = lost_result(suite, opts, (&analysis, device), i, worker.pid, message);
         if n == 0 {
             // A rank that ran out of memory ended the group: the run is out of memory, not failed, and the
             // larger batches of its family are skipped.
-            lost.outcome = outcome_with_rank_failures(lost.outcome, &failures, lost.plan.batch_size);
+            lost.outcome = outcome_with_rank_failures(lost.outcome, worker.failures, lost.plan.batch_size);
             if matches!(lost.outcome, RunOutcome::OutOfMemory { .. }) {
                 ooms.push(lost.plan.clone());
             }
@@ -298,12 +413,12 @@ impl Watch {
 /// A thread that tells the worker to stop when the suite's stop flag is set, kills it when it stays silent
 /// longer than `hung_after`, and closes its input when it is done.
 fn supervise(
-    mut stdin: std::process::ChildStdin,
+    mut stdin: ChildStdin,
     stop: StopFlag,
     watch: Arc<Watch>,
     (pid, group): (u32, bool),
     hung_after: Option<Duration>,
-) -> std::thread::JoinHandle<()> {
+) -> JoinHandle<()> {
     std::thread::spawn(move || {
         let mut stop_sent = false;
         while !watch.finished.load(Ordering::SeqCst) {

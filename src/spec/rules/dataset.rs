@@ -7,7 +7,7 @@ use std::path::Path;
 use trainbench_data::{Format, Layout, loader::EpochShape};
 use trainbench_graph::Graph;
 
-use super::Finding;
+use super::finding::Finding;
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{DataFormat, DataSource, DatasetSpec};
 

@@ -4,7 +4,7 @@
 
 use trainbench_graph::graph::Graph;
 
-use super::Finding;
+use super::finding::Finding;
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{CheckpointingMode, TrainingSpec};
 

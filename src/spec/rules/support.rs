@@ -4,11 +4,11 @@
 //! backend cannot execute here is refused when the spec is validated or planned, with a message naming the
 //! layer and the backend, never in the middle of a run.
 
-use super::Finding;
+use super::finding::Finding;
 use crate::backend_registry;
 use crate::plan::{PlacementOverride, placement, plan_on};
-use crate::spec::ValidatedSpec;
 use crate::spec::path::FieldPath;
+use crate::spec::validated::ValidatedSpec;
 
 /// What the spec's backend (`auto` resolved by [`placement`], as for the suite that runs it) refuses of the
 /// spec's runs.
@@ -37,7 +37,10 @@ pub fn check_support_on(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Fi
 /// here: [`backend_registry::launch_refusals`]), with `--backend` / `--device` applied. `plan` and `run` refuse these
 /// (exit 2); `validate` does not, since the spec itself is sound. [`backend_registry::NeedsEngine`] in a process
 /// without the engines when only they can tell.
-pub fn check_launch(spec: &ValidatedSpec, over: PlacementOverride) -> Result<Vec<Finding>, backend_registry::NeedsEngine> {
+pub fn check_launch(
+    spec: &ValidatedSpec,
+    over: PlacementOverride,
+) -> Result<Vec<Finding>, backend_registry::NeedsEngine> {
     let placed = placement(spec, over);
     Ok(backend_registry::launch_refusals(placed.backend, &plan_on(spec, placed))?
         .into_iter()

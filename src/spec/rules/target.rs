@@ -10,7 +10,9 @@ use trainbench_contract::target::{TargetMetric, classifier_nodes};
 use trainbench_data::Layout;
 use trainbench_graph::graph::Graph;
 
-use super::{EffectiveTopology, Finding, reader_format};
+use super::dataset::reader_format;
+use super::finding::Finding;
+use super::topology::EffectiveTopology;
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{DataSource, DatasetSpec, TrainingSpec};
 

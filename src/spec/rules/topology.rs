@@ -7,7 +7,7 @@ use trainbench_contract::device::{DeviceParseError, SELECTOR_FORMS};
 use trainbench_contract::{BackendKind, DeviceFamily, DeviceSelector};
 use trainbench_graph::Precision;
 
-use super::Finding;
+use super::finding::Finding;
 use crate::backend_registry::{self, Placement};
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{BackendChoice, Interconnect, Strategy, SweepSpec, TopologySpec, TrainingSpec};

@@ -11,7 +11,7 @@ pub mod spec_run;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use trainbench::format::sha256_hex;
+use trainbench::digest::sha256_hex;
 use trainbench::result::distributed::{DistributedResult, RankPhases};
 use trainbench::result::*;
 use trainbench::stats::{self, SplitMix64};
