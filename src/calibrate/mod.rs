@@ -2,8 +2,10 @@
 //! the coefficients the performance model reads. The suites of micro-graphs ([`elementwise`], [`firstnode`],
 //! [`stepcost`]) share one differential measurement ([`harness`]: a graph with the nodes against the same graph
 //! without them); `trainbench calibrate` (`crate::commands::calibrate`) runs them and writes the points into a
-//! hardware profile. [`fit`] turns a profile's points into `crate::predict::rates::Coefficients`; the model
-//! (`crate::predict`) reads those and never measures.
+//! hardware profile. [`fit`] turns a profile's points into `crate::predict::rates::Coefficients`, once: when
+//! `trainbench calibrate` writes the profile (format v2 stores them) or when a v1 profile is loaded
+//! (`crate::hardware::load`). The model (`crate::predict`) reads those, never measures nor fits, and imports
+//! nothing from here.
 
 pub mod elementwise;
 pub mod firstnode;

@@ -5,10 +5,10 @@ use trainbench_graph::graph::{InputKind, LossKind};
 use trainbench_graph::{GraphBuilder, OptimizerSpec, Precision};
 
 use super::*;
-use crate::predict::price_classes::{ElementwiseClass, NodeClass, OptimizerKind};
 use crate::hardware::wire::{
     Alternatives, Calibration, DeviceKind, DeviceProfile, KernelPoint, Link, LinkKind, PeakTflops, ProfileKind,
 };
+use crate::predict::price_classes::{ElementwiseClass, NodeClass, OptimizerKind};
 use trainbench_comm::{DataParallel, Interconnect, Topology};
 
 /// input [1000] -> linear 1000 -> 1000 (no bias) -> MSE against a dense target [1000].
@@ -58,11 +58,6 @@ fn profile() -> HardwareFile {
 /// The profile as the loader hands it to the model: fitted once (`crate::hardware::load::with_fitted`).
 fn fitted(prof: &HardwareFile) -> HardwareFile {
     crate::hardware::load::with_fitted(prof.clone())
-}
-
-/// The coefficients of `prof` fitted as the loader fits them, at `precision`.
-fn fitted_at(prof: &HardwareFile, precision: Precision) -> Result<rates::Coefficients, PredictError> {
-    coefficients(&fitted(prof), precision)
 }
 
 /// [`super::predict`] on `prof` as loaded (fitted once).
@@ -210,7 +205,7 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
         gemm_shapes: vec![],
         conv_shapes: vec![],
     });
-    let dev = fitted_at(&prof, Precision::Fp32).unwrap();
+    let dev = coefficients(&fitted(&prof), Precision::Fp32).unwrap();
     assert!(close(dev.memory_s(1e6), 1e6 / 400e9), "net of the overhead");
     assert!(close(dev.memory_s(1e3), 1e3 / 400e9), "flat below the smallest set");
     assert!(close(dev.memory_s(1e9), 1e9 / 10e9), "flat beyond the largest");
@@ -222,7 +217,7 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
     assert!(close(fc.forward.memory_s, dev.memory_s(4.8e6)) && fc.forward.memory_s < 4.8e6 / 10e9 / 5.0);
     // Without points, every size moves at the triad.
     prof.calibration.as_mut().unwrap().bandwidth.clear();
-    let flat = fitted_at(&prof, Precision::Fp32).unwrap();
+    let flat = coefficients(&fitted(&prof), Precision::Fp32).unwrap();
     assert!(close(flat.memory_s(1e6), 1e6 / 10e9));
 }
 
@@ -360,7 +355,11 @@ fn what_ifs_point_the_right_way_with_formula_magnitudes() {
 /// A calibration with only the training step's terms: per-node costs, an optimizer and a product grid.
 fn step_calibration() -> Calibration {
     use crate::hardware::wire::{GemmShapePoint, NodePoint, OptimizerPoint};
-    let node = |class: NodeClass, f: f64, b: f64| NodePoint { class, forward_s: f, backward_s: b };
+    let node = |class: &str, f: f64, b: f64| NodePoint {
+        class: NodeClass::parse(class).unwrap(),
+        forward_s: f,
+        backward_s: b,
+    };
     // Rates: 1e10 FLOP/s for every product with m = 1, 1e11 with m = 1000 (k, n in {10, 1000}).
     let mut grid = Vec::new();
     for m in [1u64, 1000] {
@@ -396,11 +395,7 @@ fn step_calibration() -> Calibration {
         conv_backward: vec![],
         bandwidth: vec![],
         elementwise: vec![],
-        node: vec![
-            node(NodeClass::Elementwise, 2e-6, 3e-6),
-            node(NodeClass::Linear, 5e-6, 7e-6),
-            node(NodeClass::Step, 11e-6, 13e-6),
-        ],
+        node: vec![node("elementwise", 2e-6, 3e-6), node("linear", 5e-6, 7e-6), node("step", 11e-6, 13e-6)],
         optimizer: vec![opt(64, 2304), opt(2, 1_000_000)],
         gemm_shapes: grid,
         conv_shapes: vec![],
@@ -425,7 +420,7 @@ fn the_training_step_calibration_prices_nodes_products_and_the_optimizer() {
     assert!(close(fc.forward.compute_s, 2e6 / 1e10), "{fc:?}");
     assert!(close(fc.backward.compute_s, 2e6 / 1e11), "{fc:?}");
     // Between the grid's rows, between its rates (log-log).
-    let dev = fitted_at(&prof, Precision::Fp32).unwrap();
+    let dev = coefficients(&fitted(&prof), Precision::Fp32).unwrap();
     let mid = 2.0 * 31.6227766 * 1000.0 * 1000.0 / dev.gemm_s(31.6227766, 1000.0, 1000.0);
     assert!((mid / (1e10f64 * 1e11).sqrt() - 1.0).abs() < 1e-6, "{mid}");
     // SGD over 1 tensor (no bias) of 1e6 parameters: 1 us + 1 ms, measured kind; Adam was not measured and
@@ -498,7 +493,7 @@ fn a_convolution_grid_measured_at_the_largest_size_for_few_channels_only_is_comp
     ];
     let mut prof = profile();
     prof.calibration = Some(cal);
-    let dev = fitted_at(&prof, Precision::Fp32).unwrap();
+    let dev = coefficients(&fitted(&prof), Precision::Fp32).unwrap();
     let s = |channels: f64, pixels: f64| {
         let flops = 2.0 * pixels * channels * channels * 9.0;
         dev.conv_grid_s(false, channels, pixels, flops).map(|t| flops / t)
@@ -523,7 +518,7 @@ fn a_tied_weight_pays_for_its_gradient_product_and_sum() {
     prof.calibration = Some(step_calibration());
     let p = predict(&g, &setting(1, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let proj = p.layers.iter().find(|l| l.name == "proj").unwrap();
-    let dev = fitted_at(&prof, Precision::Fp32).unwrap();
+    let dev = coefficients(&fitted(&prof), Precision::Fp32).unwrap();
     // Backward: the weight's gradient [10 x 1] x [1 x 1000] beside the input's [1 x 1000] x [1000 x 10], though
     // the analysis counts the weight at the embedding.
     let products = dev.gemm_s(10.0, 1.0, 1000.0) + dev.gemm_s(1.0, 1000.0, 10.0);
