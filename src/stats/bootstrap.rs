@@ -7,7 +7,7 @@
 //! Resampling repeats first, then iterations within each drawn repeat, carries the run-to-run variance into
 //! the interval.
 
-use super::quantile_sorted;
+use trainbench_contract::stats::quantile_sorted;
 
 pub use trainbench_contract::steplog::SplitMix64;
 
