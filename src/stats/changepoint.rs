@@ -143,7 +143,8 @@ pub fn best_split(xs: &[f64], min_seg: usize) -> Option<(usize, f64)> {
         }
         let between = total - within_left - within_right;
         let (m, k) = (tau as f64, (n - tau) as f64);
-        let divergence = 2.0 * between / (m * k) - 2.0 * within_left / (m * (m - 1.0)) - 2.0 * within_right / (k * (k - 1.0));
+        let divergence =
+            2.0 * between / (m * k) - 2.0 * within_left / (m * (m - 1.0)) - 2.0 * within_right / (k * (k - 1.0));
         let q = m * k / (m + k) * divergence;
         if q.is_finite() && best.is_none_or(|(_, b)| q > b) {
             best = Some((tau, q));

@@ -2,8 +2,8 @@
 //! two steps, an outlier at the edge, a constant step, too few points.
 #![allow(clippy::unwrap_used)]
 
-use super::changepoint::*;
 use super::bootstrap::SplitMix64;
+use super::changepoint::*;
 
 /// Standard normal draws by Box-Muller from the project's seeded generator.
 fn normals(rng: &mut SplitMix64, n: usize) -> Vec<f64> {

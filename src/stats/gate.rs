@@ -208,7 +208,8 @@ pub fn judge(
     let relative_change = pooled_median(&cand) / pooled_median(&base) - 1.0;
     let p_value = rank_test_p_value(&base_medians, &cand_medians);
     let spread = RunSpread::of(&base_medians, &cand_medians);
-    let noise = if spread.base_mean != 0.0 && n_b > 0 { spread.pooled_var.sqrt() / spread.base_mean.abs() } else { 0.0 };
+    let noise =
+        if spread.base_mean != 0.0 && n_b > 0 { spread.pooled_var.sqrt() / spread.base_mean.abs() } else { 0.0 };
     let min_runs = opts.min_runs.max(2);
     let inconclusive = |more| GateOutcome::Inconclusive { more_repeats_needed: more };
 

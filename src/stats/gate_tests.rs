@@ -83,10 +83,10 @@ fn high_noise_is_inconclusive_with_a_repeat_estimate_never_a_regression() {
         }
     }
     assert!(estimated >= 10, "{estimated} of 20 inconclusive with an estimate");
-    // With a noisy baseline of few runs, candidate repeats alone cannot decide: no estimate.
-    let mut rng = SplitMix64::new(3);
-    let base = runs(&mut rng, 4, 40, 0.1, 0.3, 0.02);
-    let cand = runs(&mut rng, 4, 40, 0.1, 0.3, 0.02);
+    // A baseline of four runs 20% apart: candidate repeats alone cannot narrow the interval enough, no estimate.
+    let of = |medians: &[f64]| medians.iter().map(|&m| vec![m; 10]).collect::<Vec<_>>();
+    let base = of(&[0.08, 0.12, 0.09, 0.11]);
+    let cand = of(&[0.1, 0.1, 0.105, 0.095]);
     let v = judge(&base, &cand, true, &GateOptions::default());
     assert_eq!(v.outcome, GateOutcome::Inconclusive { more_repeats_needed: None }, "{v:?}");
 }
