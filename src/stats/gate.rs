@@ -267,7 +267,7 @@ pub fn judge(
 fn more_repeats(worse: f64, n_b: usize, n_c: usize, spread: &RunSpread, opts: &GateOptions) -> Option<usize> {
     let aim_regression = worse >= opts.min_effect;
     let room = if aim_regression { worse } else { opts.min_effect - worse };
-    if !(room > 1e-9) || !(spread.pooled_var > 0.0) {
+    if room.is_nan() || room <= 1e-9 || spread.pooled_var.is_nan() || spread.pooled_var <= 0.0 {
         return None;
     }
     (n_c + 1..=n_c + opts.max_extra_repeats)

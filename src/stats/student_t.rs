@@ -8,7 +8,7 @@
 /// Natural logarithm of the gamma function for `x > 0`: Stirling's asymptotic series at `x + k >= 12`, brought
 /// down by the recurrence `ln G(x) = ln G(x + k) - ln(x (x + 1) ... (x + k - 1))`. `NaN` for `x <= 0`.
 pub fn ln_gamma(x: f64) -> f64 {
-    if !(x > 0.0) || !x.is_finite() {
+    if x.is_nan() || x <= 0.0 || x.is_infinite() {
         return if x == f64::INFINITY { f64::INFINITY } else { f64::NAN };
     }
     let (mut z, mut shift) = (x, 0.0);
@@ -60,7 +60,8 @@ fn beta_continued_fraction(x: f64, a: f64, b: f64) -> f64 {
 /// Regularized incomplete beta function `I_x(a, b)` for `a, b > 0` and `x` in `[0, 1]` (clamped); `NaN` for
 /// non-positive or non-finite shape parameters.
 pub fn regularized_incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
-    if !(a > 0.0 && b > 0.0) || !a.is_finite() || !b.is_finite() || x.is_nan() {
+    let positive = |v: f64| v.is_finite() && v > 0.0;
+    if !positive(a) || !positive(b) || x.is_nan() {
         return f64::NAN;
     }
     if x <= 0.0 {
@@ -82,7 +83,7 @@ pub fn regularized_incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
 /// `I_{df / (df + t^2)}(df / 2, 1 / 2)`. 1 for `t = 0`, 0 for an infinite `t`, `NaN` for `df <= 0` or a `NaN`
 /// statistic.
 pub fn student_t_two_sided_p(t: f64, df: f64) -> f64 {
-    if t.is_nan() || !(df > 0.0) {
+    if t.is_nan() || df.is_nan() || df <= 0.0 {
         return f64::NAN;
     }
     if t.is_infinite() {
@@ -97,7 +98,7 @@ pub fn student_t_two_sided_p(t: f64, df: f64) -> f64 {
 /// The `t >= 0` with `P(|T| >= t) = two_sided_p` (so the `1 - p / 2` quantile), found by bisection on
 /// [`student_t_two_sided_p`] to 1e-12 relative; `NaN` for `df <= 0` or `p` outside `(0, 1]`.
 pub fn student_t_two_sided_quantile(two_sided_p: f64, df: f64) -> f64 {
-    if !(two_sided_p > 0.0 && two_sided_p <= 1.0) || !(df > 0.0) {
+    if !(0.0 < two_sided_p && two_sided_p <= 1.0) || df.is_nan() || df <= 0.0 {
         return f64::NAN;
     }
     let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
@@ -159,7 +160,7 @@ pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<WelchTest> {
     let (qa, qb) = (var_a / a.len() as f64, var_b / b.len() as f64);
     let se2 = qa + qb;
     let diff = mean_b - mean_a;
-    if !(se2 > 0.0) {
+    if se2.is_nan() || se2 <= 0.0 {
         let (t, p_value) = if diff == 0.0 { (0.0, 1.0) } else { (diff.signum() * f64::INFINITY, 0.0) };
         return Some(WelchTest { t, df: (a.len() + b.len() - 2) as f64, p_value, mean_a, mean_b });
     }
