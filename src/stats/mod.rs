@@ -1,6 +1,8 @@
 //! Pure statistics over step-time samples, no I/O and no global state: quantiles, mean/stdev/CV, Tukey
-//! outliers and summaries in [`describe`], MSER-5 steady-state detection in [`mser`]; seeded bootstrap confidence intervals (one-
-//! and two-level) in [`bootstrap`], the Mann-Whitney U test in [`rank`]. Every item is re-exported at this level.
+//! outliers and summaries in [`describe`], MSER-5 steady-state detection in [`mser`]; seeded bootstrap confidence
+//! intervals (one- and two-level) in [`bootstrap`], the Mann-Whitney U test in [`rank`] (these re-exported at
+//! this level); Student's t and Welch's test in [`student_t`], change points of a series of runs in
+//! [`changepoint`] and the CI gate's three-outcome verdict in [`gate`] (used through their modules).
 //!
 //! Definitions used throughout:
 //! - Quantiles: Hyndman & Fan type 7 (linear interpolation between order statistics at `h = (n - 1) q`), the
@@ -10,9 +12,12 @@
 //!   generator, so the same samples and seed always give the same interval.
 
 pub mod bootstrap;
+pub mod changepoint;
 pub mod describe;
+pub mod gate;
 pub mod mser;
 pub mod rank;
+pub mod student_t;
 
 pub use bootstrap::{BOOTSTRAP_RESAMPLES, SplitMix64, bootstrap_median_ci, bootstrap_ratio_ci, hierarchical_ratio_ci};
 pub use describe::{Summary, cv, mean, stdev, summarize, tukey_outliers};
@@ -22,5 +27,11 @@ pub use rank::{MannWhitney, erfc, mann_whitney, normal_sf};
 // same median.
 pub use trainbench_contract::stats::{median, quantile, quantile_sorted, sorted};
 
+#[cfg(test)]
+mod changepoint_tests;
+#[cfg(test)]
+mod gate_tests;
+#[cfg(test)]
+mod student_t_tests;
 #[cfg(test)]
 mod tests;
