@@ -1,7 +1,12 @@
 //! Expanding a [`ValidatedSpec`] into the runs it stands for: the product batch size x precision x topology x
 //! repeat, each a fully resolved [`RunPlan`] with a stable id (`resnet50.b32.fp32.1x1.r0`) and seed.
+//!
+//! A run id says what differs between two runs of one spec: the batch size, the precision, the topology and,
+//! with more than one worker, the strategy and every exchange setting that is not the default (`1x2-z2`,
+//! `2x4-ps2-ethernet`, `1x2-ar-bucket50mb-no-overlap`), then the step schedule. [`config_name`] is that rule;
+//! the configuration's full identity is [`crate::result::identity::ConfigurationIdentity`].
 
-use trainbench_comm::{DataParallel, Topology};
+use trainbench_comm::{DataParallel, Interconnect, Topology};
 use trainbench_contract::{Budget, DeviceSelector, RunPlan};
 use trainbench_graph::Precision;
 use trainbench_graph::training::{Checkpointing, StepSchedule};
@@ -37,7 +42,10 @@ pub fn plan(spec: &ValidatedSpec) -> Vec<RunPlan> {
 /// The runs of a spec on a given placement, in the order of [`plan`].
 pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
     let s = spec.spec();
-    let topologies = effective_topologies(&s.topology, &s.sweep);
+    let topologies: Vec<Topology> = effective_topologies(&s.topology, &s.sweep)
+        .iter()
+        .map(|t| topology_of(t, s.topology.bucket_mb, s.topology.overlap))
+        .collect();
     let tokens = topology_tokens(&topologies);
     let budget = match s.run.time_budget_s {
         Some(seconds) => Budget::Seconds(seconds),
@@ -57,7 +65,7 @@ pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
                         batch_size,
                         precision,
                         device: placement.device,
-                        topology: topology_of(topology, s.topology.bucket_mb, s.topology.overlap),
+                        topology: *topology,
                         warmup: s.run.warmup,
                         budget,
                         repeat,
@@ -104,6 +112,19 @@ fn config_id(name: &str, batch: usize, precision: Precision, topology: &str) -> 
     format!("{name}.b{batch}.{}.{topology}", precision.as_str())
 }
 
+/// The name of a configuration: `<spec>.b<batch>.<precision>.<topology token>` and the step schedule's suffix
+/// (`llm-smoke-gpt.b4.fp32.1x2-z2.ckpt-full`); each repeat's run id adds `.r<repeat>`. Two topologies of one
+/// sweep that only differ in what one worker does not use (its link) get their link appended by the planner.
+pub fn config_name(
+    spec: &str,
+    batch: usize,
+    precision: Precision,
+    topology: &Topology,
+    schedule: &StepSchedule,
+) -> String {
+    format!("{}{}", config_id(spec, batch, precision, &topology_token(topology)), schedule_suffix(schedule))
+}
+
 /// What a non-default step schedule adds to the configuration id: `.ckpt-full` or `.ckpt-every<n>` with
 /// checkpointing, `.ga<k>` with accumulation; nothing for the plain schedule, so plain ids never change.
 fn schedule_suffix(schedule: &StepSchedule) -> String {
@@ -119,39 +140,73 @@ fn schedule_suffix(schedule: &StepSchedule) -> String {
     out
 }
 
-/// `NxM` per topology; when two topologies share a shape, their strategy and interconnect are appended
-/// (`2x4-ps-ethernet`) so ids stay unique.
-fn topology_tokens(topologies: &[EffectiveTopology]) -> Vec<String> {
+/// A topology in a run id: `NxM` (machines x workers); with more than one worker (or a strategy other than
+/// `single`) the strategy (`-ar`, `-z2`, `-ps` with one server rank, `-ps2` with two), then whatever of the
+/// exchange is not the default: the interconnect when not PCIe (`-nvlink`), the bucket size of a strategy that
+/// buckets when not 25 MiB (`-bucket50mb`, `-bucket0.01mb`), `-no-overlap` for a strategy that could overlap.
+pub fn topology_token(t: &Topology) -> String {
+    let mut out = format!("{}x{}", t.nodes, t.devices_per_node);
+    if t.world_size() <= 1 && t.strategy.is_single() {
+        return out;
+    }
+    out.push('-');
+    out.push_str(&strategy_code(t.strategy));
+    if t.world_size() <= 1 {
+        return out;
+    }
+    if t.interconnect != Interconnect::Pcie {
+        out.push('-');
+        out.push_str(t.interconnect.name());
+    }
+    if matches!(t.strategy, DataParallel::AllReduce | DataParallel::Zero1 | DataParallel::Zero2)
+        && t.bucket_bytes != trainbench_comm::exchange::BUCKET_BYTES
+    {
+        out.push_str(&format!("-bucket{}mb", mib(t.bucket_bytes)));
+    }
+    if t.strategy.can_overlap() && !t.overlap {
+        out.push_str("-no-overlap");
+    }
+    out
+}
+
+/// Bytes as MiB with at most three decimals, trailing zeros dropped (`50`, `0.01`).
+fn mib(bytes: u64) -> String {
+    let text = format!("{:.3}", bytes as f64 / (1u64 << 20) as f64);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The token of each planned topology ([`topology_token`]); where two of a sweep would still share one (one
+/// worker on different links), each of them gets its strategy and link appended (`1x1-single-nvlink`) so ids
+/// stay unique.
+fn topology_tokens(topologies: &[Topology]) -> Vec<String> {
+    let tokens: Vec<String> = topologies.iter().map(topology_token).collect();
     topologies
         .iter()
-        .map(|t| {
-            let shape = format!("{}x{}", t.nodes, t.devices_per_node);
-            let shared =
-                topologies.iter().filter(|o| o.nodes == t.nodes && o.devices_per_node == t.devices_per_node).count()
-                    > 1;
-            let servers = topologies
-                .iter()
-                .any(|o| o.strategy == Strategy::ParameterServer && o.parameter_servers != t.parameter_servers);
-            if shared && t.strategy == Strategy::ParameterServer && servers {
-                let (s, i) = (strategy_code(t.strategy), t.interconnect.name());
-                format!("{shape}-{s}{}-{i}", t.parameter_servers)
-            } else if shared {
-                format!("{shape}-{}-{}", strategy_code(t.strategy), t.interconnect.name())
-            } else {
-                shape
+        .zip(&tokens)
+        .map(|(t, token)| {
+            if tokens.iter().filter(|o| *o == token).count() < 2 {
+                return token.clone();
             }
+            let strategy = if t.world_size() <= 1 && t.strategy.is_single() {
+                format!("-{}", strategy_code(t.strategy))
+            } else {
+                String::new()
+            };
+            format!("{token}{strategy}-{}", t.interconnect.name())
         })
         .collect()
 }
 
-fn strategy_code(s: Strategy) -> &'static str {
+/// The strategy in a run id: `single`, `ar`, `z1`, `z2`, `z3`, `ps` (one server rank) or `ps<n>`.
+fn strategy_code(s: DataParallel) -> String {
     match s {
-        Strategy::Single => "single",
-        Strategy::AllReduce => "ar",
-        Strategy::ParameterServer => "ps",
-        Strategy::Zero1 => "z1",
-        Strategy::Zero2 => "z2",
-        Strategy::Zero3 | Strategy::Fsdp => "z3",
+        DataParallel::Single => "single".into(),
+        DataParallel::AllReduce => "ar".into(),
+        DataParallel::ParameterServer { servers: 1 } => "ps".into(),
+        DataParallel::ParameterServer { servers } => format!("ps{servers}"),
+        DataParallel::Zero1 => "z1".into(),
+        DataParallel::Zero2 => "z2".into(),
+        DataParallel::Zero3 => "z3".into(),
     }
 }
 
@@ -159,18 +214,9 @@ fn strategy_code(s: Strategy) -> &'static str {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::spec::path::FieldPath;
-    use crate::spec::wire::Interconnect;
 
-    fn topo(nodes: usize, devices: usize, strategy: Strategy, interconnect: Interconnect) -> EffectiveTopology {
-        EffectiveTopology {
-            path: FieldPath::root(),
-            nodes,
-            devices_per_node: devices,
-            strategy,
-            parameter_servers: 1,
-            interconnect,
-        }
+    fn topo(nodes: usize, devices: usize, strategy: DataParallel, interconnect: Interconnect) -> Topology {
+        Topology { nodes, devices_per_node: devices, interconnect, ..Topology::on_one_node(strategy, 1) }
     }
 
     fn validated(text: &str) -> ValidatedSpec {
@@ -209,10 +255,10 @@ repeats = 3
         let runs = plan(&validated(SPEC));
         assert_eq!(runs.len(), 2 * 2 * 2 * 3);
         assert_eq!(runs[0].id, "p.b8.fp32.1x1.r0");
-        assert_eq!(runs[3].id, "p.b8.fp32.1x2.r0");
+        assert_eq!(runs[3].id, "p.b8.fp32.1x2-ar.r0");
         assert_eq!(runs[6].id, "p.b8.bf16.1x1.r0");
         assert_eq!(runs[12].id, "p.b16.fp32.1x1.r0");
-        assert_eq!(runs.last().unwrap().id, "p.b16.bf16.1x2.r2");
+        assert_eq!(runs.last().unwrap().id, "p.b16.bf16.1x2-ar.r2");
         let ids: std::collections::HashSet<_> = runs.iter().map(|r| r.id.clone()).collect();
         assert_eq!(ids.len(), runs.len());
     }
@@ -267,10 +313,61 @@ repeats = 3
     #[test]
     fn shared_shapes_get_distinct_tokens() {
         let ts = [
-            topo(2, 4, Strategy::ParameterServer, Interconnect::Ethernet),
-            topo(2, 4, Strategy::AllReduce, Interconnect::Infiniband),
-            topo(1, 8, Strategy::AllReduce, Interconnect::Nvlink),
+            topo(2, 4, DataParallel::ParameterServer { servers: 1 }, Interconnect::Ethernet),
+            topo(2, 4, DataParallel::AllReduce, Interconnect::Infiniband),
+            topo(1, 8, DataParallel::AllReduce, Interconnect::Nvlink),
+            topo(1, 1, DataParallel::Single, Interconnect::Pcie),
+            topo(1, 1, DataParallel::Single, Interconnect::Nvlink),
         ];
-        assert_eq!(topology_tokens(&ts), ["2x4-ps-ethernet", "2x4-ar-infiniband", "1x8"]);
+        assert_eq!(
+            topology_tokens(&ts),
+            ["2x4-ps-ethernet", "2x4-ar-infiniband", "1x8-ar-nvlink", "1x1-single-pcie", "1x1-single-nvlink"]
+        );
+    }
+
+    #[test]
+    fn the_strategy_and_every_exchange_setting_off_its_default_name_a_data_parallel_topology() {
+        assert_eq!(topology_token(&Topology::single()), "1x1");
+        let on_two = |s| Topology::on_one_node(s, 2);
+        let tokens: Vec<String> = [
+            DataParallel::AllReduce,
+            DataParallel::Zero1,
+            DataParallel::Zero2,
+            DataParallel::Zero3,
+            DataParallel::ParameterServer { servers: 1 },
+            DataParallel::ParameterServer { servers: 2 },
+        ]
+        .into_iter()
+        .map(|s| topology_token(&on_two(s)))
+        .collect();
+        assert_eq!(tokens, ["1x2-ar", "1x2-z1", "1x2-z2", "1x2-z3", "1x2-ps", "1x2-ps2"]);
+        let tuned = Topology { bucket_bytes: 50 << 20, overlap: false, ..on_two(DataParallel::AllReduce) };
+        assert_eq!(topology_token(&tuned), "1x2-ar-bucket50mb-no-overlap");
+        let small = Topology { bucket_bytes: (0.01 * 1048576.0) as u64, ..on_two(DataParallel::Zero1) };
+        assert_eq!(topology_token(&small), "1x2-z1-bucket0.01mb");
+        // ZeRO-3 shards by block, not by bucket: its bucket size says nothing.
+        assert_eq!(topology_token(&Topology { bucket_bytes: 50 << 20, ..on_two(DataParallel::Zero3) }), "1x2-z3");
+        // A server beside one worker exchanges too.
+        assert_eq!(
+            topology_token(&Topology { devices_per_node: 1, ..on_two(DataParallel::ParameterServer { servers: 1 }) }),
+            "1x1-ps"
+        );
+    }
+
+    #[test]
+    fn runs_of_one_spec_with_another_strategy_get_another_id() {
+        let spec = "version = 1\nname = \"s\"\n[model]\nfamily = \"mlp\"\n[topology]\ndevices_per_node = 2\n";
+        let ids: Vec<String> = ["all-reduce", "zero-1", "zero-2", "zero-3"]
+            .into_iter()
+            .map(|s| plan(&validated(&format!("{spec}strategy = \"{s}\"\n")))[0].id.clone())
+            .collect();
+        assert_eq!(
+            ids,
+            ["s.b32.fp32.1x2-ar.r0", "s.b32.fp32.1x2-z1.r0", "s.b32.fp32.1x2-z2.r0", "s.b32.fp32.1x2-z3.r0"]
+        );
+        let nvlink = plan(&validated(&format!("{spec}strategy = \"all-reduce\"\ninterconnect = \"nvlink\"\n")));
+        assert_eq!(nvlink[0].id, "s.b32.fp32.1x2-ar-nvlink.r0");
+        let r = &nvlink[0];
+        assert_eq!(r.config, config_name("s", r.batch_size, r.precision, &r.topology, &r.schedule));
     }
 }

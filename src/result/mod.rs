@@ -13,6 +13,7 @@ use trainbench_contract::target::TargetOutcome;
 pub mod analysis;
 pub mod distributed;
 pub mod environment;
+pub mod identity;
 pub mod load;
 pub mod prediction;
 pub mod utilization;
