@@ -1,14 +1,19 @@
 //! Expanding a [`ValidatedSpec`] into the runs it stands for: the product batch size x precision x topology x
 //! repeat, each a fully resolved [`RunPlan`] with a stable id (`resnet50.b32.fp32.1x1.r0`) and seed.
+//!
+//! A run id says what differs between two runs of one spec: the batch size, the precision, the topology and,
+//! with more than one worker, the strategy and every exchange setting that is not the default (`1x2-z2`,
+//! `2x4-ps2-ethernet`, `1x2-ar-bucket50mb-no-overlap`), then the step schedule. [`config_name`] is that rule;
+//! the configuration's full identity is [`crate::result::identity::ConfigurationIdentity`].
 
-use trainbench_comm::{DataParallel, Topology};
+use trainbench_comm::{DataParallel, Interconnect, Topology};
 use trainbench_contract::{Budget, DeviceSelector, RunPlan};
 use trainbench_graph::Precision;
 use trainbench_graph::training::{Checkpointing, StepSchedule};
 
 use crate::backend_registry::{self, Placement};
-use crate::spec::rules::topology::{EffectiveTopology, effective_precisions, effective_topologies};
 use crate::spec::validated::ValidatedSpec;
+use crate::spec::rules::topology::{EffectiveTopology, effective_precisions, effective_topologies};
 use crate::spec::wire::{BackendChoice, Strategy};
 
 /// Choices from the command line (`--backend`, `--device`) that replace the spec's `topology.backend` and
@@ -37,7 +42,10 @@ pub fn plan(spec: &ValidatedSpec) -> Vec<RunPlan> {
 /// The runs of a spec on a given placement, in the order of [`plan`].
 pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
     let s = spec.spec();
-    let topologies = effective_topologies(&s.topology, &s.sweep);
+    let topologies: Vec<Topology> = effective_topologies(&s.topology, &s.sweep)
+        .iter()
+        .map(|t| topology_of(t, s.topology.bucket_mb, s.topology.overlap))
+        .collect();
     let tokens = topology_tokens(&topologies);
     let budget = match s.run.time_budget_s {
         Some(seconds) => Budget::Seconds(seconds),
@@ -57,7 +65,7 @@ pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
                         batch_size,
                         precision,
                         device: placement.device,
-                        topology: topology_of(topology, s.topology.bucket_mb, s.topology.overlap),
+                        topology: *topology,
                         warmup: s.run.warmup,
                         budget,
                         repeat,
@@ -104,6 +112,19 @@ fn config_id(name: &str, batch: usize, precision: Precision, topology: &str) -> 
     format!("{name}.b{batch}.{}.{topology}", precision.as_str())
 }
 
+/// The name of a configuration: `<spec>.b<batch>.<precision>.<topology token>` and the step schedule's suffix
+/// (`llm-smoke-gpt.b4.fp32.1x2-z2.ckpt-full`); each repeat's run id adds `.r<repeat>`. Two topologies of one
+/// sweep that only differ in what one worker does not use (its link) get their link appended by the planner.
+pub fn config_name(
+    spec: &str,
+    batch: usize,
+    precision: Precision,
+    topology: &Topology,
+    schedule: &StepSchedule,
+) -> String {
+    format!("{}{}", config_id(spec, batch, precision, &topology_token(topology)), schedule_suffix(schedule))
+}
+
 /// What a non-default step schedule adds to the configuration id: `.ckpt-full` or `.ckpt-every<n>` with
 /// checkpointing, `.ga<k>` with accumulation; nothing for the plain schedule, so plain ids never change.
 fn schedule_suffix(schedule: &StepSchedule) -> String {
@@ -119,39 +140,73 @@ fn schedule_suffix(schedule: &StepSchedule) -> String {
     out
 }
 
-/// `NxM` per topology; when two topologies share a shape, their strategy and interconnect are appended
-/// (`2x4-ps-ethernet`) so ids stay unique.
-fn topology_tokens(topologies: &[EffectiveTopology]) -> Vec<String> {
+/// A topology in a run id: `NxM` (machines x workers); with more than one worker (or a strategy other than
+/// `single`) the strategy (`-ar`, `-z2`, `-ps` with one server rank, `-ps2` with two), then whatever of the
+/// exchange is not the default: the interconnect when not PCIe (`-nvlink`), the bucket size of a strategy that
+/// buckets when not 25 MiB (`-bucket50mb`, `-bucket0.01mb`), `-no-overlap` for a strategy that could overlap.
+pub fn topology_token(t: &Topology) -> String {
+    let mut out = format!("{}x{}", t.nodes, t.devices_per_node);
+    if t.world_size() <= 1 && t.strategy.is_single() {
+        return out;
+    }
+    out.push('-');
+    out.push_str(&strategy_code(t.strategy));
+    if t.world_size() <= 1 {
+        return out;
+    }
+    if t.interconnect != Interconnect::Pcie {
+        out.push('-');
+        out.push_str(t.interconnect.name());
+    }
+    if matches!(t.strategy, DataParallel::AllReduce | DataParallel::Zero1 | DataParallel::Zero2)
+        && t.bucket_bytes != trainbench_comm::exchange::BUCKET_BYTES
+    {
+        out.push_str(&format!("-bucket{}mb", mib(t.bucket_bytes)));
+    }
+    if t.strategy.can_overlap() && !t.overlap {
+        out.push_str("-no-overlap");
+    }
+    out
+}
+
+/// Bytes as MiB with at most three decimals, trailing zeros dropped (`50`, `0.01`).
+fn mib(bytes: u64) -> String {
+    let text = format!("{:.3}", bytes as f64 / (1u64 << 20) as f64);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The token of each planned topology ([`topology_token`]); where two of a sweep would still share one (one
+/// worker on different links), each of them gets its strategy and link appended (`1x1-single-nvlink`) so ids
+/// stay unique.
+fn topology_tokens(topologies: &[Topology]) -> Vec<String> {
+    let tokens: Vec<String> = topologies.iter().map(topology_token).collect();
     topologies
         .iter()
-        .map(|t| {
-            let shape = format!("{}x{}", t.nodes, t.devices_per_node);
-            let shared =
-                topologies.iter().filter(|o| o.nodes == t.nodes && o.devices_per_node == t.devices_per_node).count()
-                    > 1;
-            let servers = topologies
-                .iter()
-                .any(|o| o.strategy == Strategy::ParameterServer && o.parameter_servers != t.parameter_servers);
-            if shared && t.strategy == Strategy::ParameterServer && servers {
-                let (s, i) = (strategy_code(t.strategy), t.interconnect.name());
-                format!("{shape}-{s}{}-{i}", t.parameter_servers)
-            } else if shared {
-                format!("{shape}-{}-{}", strategy_code(t.strategy), t.interconnect.name())
-            } else {
-                shape
+        .zip(&tokens)
+        .map(|(t, token)| {
+            if tokens.iter().filter(|o| *o == token).count() < 2 {
+                return token.clone();
             }
+            let strategy = if t.world_size() <= 1 && t.strategy.is_single() {
+                format!("-{}", strategy_code(t.strategy))
+            } else {
+                String::new()
+            };
+            format!("{token}{strategy}-{}", t.interconnect.name())
         })
         .collect()
 }
 
-fn strategy_code(s: Strategy) -> &'static str {
+/// The strategy in a run id: `single`, `ar`, `z1`, `z2`, `z3`, `ps` (one server rank) or `ps<n>`.
+fn strategy_code(s: DataParallel) -> String {
     match s {
-        Strategy::Single => "single",
-        Strategy::AllReduce => "ar",
-        Strategy::ParameterServer => "ps",
-        Strategy::Zero1 => "z1",
-        Strategy::Zero2 => "z2",
-        Strategy::Zero3 | Strategy::Fsdp => "z3",
+        DataParallel::Single => "single".into(),
+        DataParallel::AllReduce => "ar".into(),
+        DataParallel::ParameterServer { servers: 1 } => "ps".into(),
+        DataParallel::ParameterServer { servers } => format!("ps{servers}"),
+        DataParallel::Zero1 => "z1".into(),
+        DataParallel::Zero2 => "z2".into(),
+        DataParallel::Zero3 => "z3".into(),
     }
 }
 

@@ -1,8 +1,10 @@
 //! Golden shape snapshots for users' CI: compare the shape of results with golden files, or write them.
 //!
-//! Golden file of a result: `<golden dir>/<spec name>/<run id without .rN>.shape.json`, e.g.
-//! `golden/resnet50-sweep/resnet50.b32.fp32.1x1.shape.json`. Repeats of one configuration share one golden file:
-//! they must have the same shape.
+//! Golden file of a result: `<golden dir>/<spec name>/<configuration name>.shape.json`, e.g.
+//! `golden/resnet50-sweep/resnet50.b32.fp32.1x1.shape.json`, where the name is the run id without `.rN` as a run
+//! of the result's plan is named now ([`crate::result::identity::ConfigurationIdentity::name`]: a result written
+//! before the strategy was in every data-parallel id gets `…1x2-z2`, not `…1x2`). Repeats of one configuration
+//! share one golden file: they must have the same shape.
 
 pub mod shape;
 

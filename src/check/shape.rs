@@ -42,7 +42,8 @@ pub struct Shape {
     pub shape_format: u32,
     /// Spec name of the result.
     pub spec: String,
-    /// Run identifier without the repeat suffix: the configuration the shape belongs to.
+    /// The configuration the shape belongs to: its name as a run of its plan is named now (the run id without
+    /// the repeat suffix, for results written since the strategy is in every data-parallel id).
     pub config: String,
     /// Field path -> descriptor (see the module documentation).
     pub fields: BTreeMap<String, String>,
@@ -144,7 +145,10 @@ pub fn shape_of(result: &RunResult) -> Shape {
     let time_budget = matches!(result.plan.budget, Budget::Seconds(_));
     let mut fields = BTreeMap::new();
     walk(&value, "", time_budget, &mut fields);
-    Shape { shape_format: SHAPE_FORMAT, spec: result.spec_name.clone(), config: result.config_id().to_string(), fields }
+    // Named as a run of its plan is named now, so results of one old run id with different plans get a golden
+    // file each.
+    let config = crate::result::identity::ConfigurationIdentity::of(result).name();
+    Shape { shape_format: SHAPE_FORMAT, spec: result.spec_name.clone(), config, fields }
 }
 
 fn join(prefix: &str, key: &str) -> String {

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::result::RunResult;
 use crate::result::distributed::DistributedResult;
+use crate::result::identity::ConfigurationIdentity;
 
 /// One field that differs between two results.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -17,10 +18,12 @@ pub struct EnvDifference {
     pub candidate: String,
     /// True when the difference makes the step times not comparable (device, backend, library versions,
     /// precision, batch, world size, TF32 switches, cuDNN autotuning, data-parallel strategy, whether its
-    /// exchange overlapped the computation and its bucket size, communication engine and its version; CPU model, cores and instruction-set level for CPU runs); false for informational
+    /// exchange overlapped the computation and its bucket size, communication engine and its version; CPU model,
+    /// cores and instruction-set level for CPU runs; anything else of the two configurations' identities, such
+    /// as the topology, interconnect, step schedule, optimizer or the spec's content); false for informational
     /// differences (driver, trainbench version, spec hash, OS, environment variables, host, a data-parallel run's
     /// launcher and hosts, library file locations, an instruction-set level only one of the results recorded,
-    /// fp16's initial loss scale).
+    /// fp16's initial loss scale, the device selector).
     pub blocking: bool,
 }
 
@@ -104,8 +107,39 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<EnvDifference> {
         push(&mut out, &format!("env {var}"), or_dash(ea.env_vars.get(var)), or_dash(eb.env_vars.get(var)), false);
     }
     push(&mut out, "host", ea.hostname.clone(), eb.hostname.clone(), false);
+    configuration(&mut out, a, b);
     out.sort_by_key(|d| !d.blocking);
     out
+}
+
+/// The differences of the two configurations' identities ([`ConfigurationIdentity::differences`]) that the
+/// fields above do not already name: the topology, interconnect, step schedule, optimizer, per-phase
+/// synchronisation, CPU threads, target and the spec's content, and the planned overlap where the engines did
+/// not record theirs. They make the measurements not comparable; only the plan's device selector (`cuda:0` vs
+/// `cuda:1`) is informational, the device model being compared above.
+fn configuration(out: &mut Vec<EnvDifference>, a: &RunResult, b: &RunResult) {
+    let named_as = |field: &'static str| -> &'static str {
+        match field {
+            "TF32 matmul" | "TF32 cuDNN" => "TF32",
+            "overlap" => "exchange overlapped",
+            "device" => "device selector",
+            other => other,
+        }
+    };
+    for d in ConfigurationIdentity::of(a).differences(&ConfigurationIdentity::of(b)) {
+        let field = named_as(d.field);
+        // What the engines did decides above when both recorded it (one bucket has nothing to overlap).
+        let engines_said = d.field == "overlap" && a.distributed.is_some() && b.distributed.is_some();
+        if engines_said || out.iter().any(|o| o.field == field || o.field == d.field) {
+            continue;
+        }
+        out.push(EnvDifference {
+            field: field.to_string(),
+            baseline: d.a,
+            candidate: d.b,
+            blocking: field != "device selector",
+        });
+    }
 }
 
 /// How the workers of a data-parallel run were combined: `all-reduce`, `parameter-server (2 servers)`.

@@ -8,13 +8,15 @@ use super::comparison::{CompareOptions, Comparison, PairReport, Side, StepTimeCo
 use super::env::{EnvDifference, differences};
 use super::utilization;
 use crate::report::scaling;
+use crate::result::identity::ConfigurationIdentity;
 use crate::result::{LoadedResult, RunOutcome, RunResult};
 use crate::stats;
 
-/// The repeats of one configuration on one backend and device.
+/// The repeats of one configuration (one identity) on one backend and device.
 struct Group<'a> {
     spec: String,
     config: String,
+    identity: ConfigurationIdentity,
     backend: String,
     device: String,
     runs: Vec<&'a LoadedResult>,
@@ -93,6 +95,8 @@ impl<'a> Group<'a> {
     }
 }
 
+/// Spec and configuration name as a run of its plan is named now ([`ConfigurationIdentity::name`]), so a
+/// result written before the strategy was in every run id pairs with one written after.
 type GroupKey = (String, String);
 
 fn group(results: &[LoadedResult]) -> BTreeMap<GroupKey, Vec<Group<'_>>> {
@@ -100,12 +104,14 @@ fn group(results: &[LoadedResult]) -> BTreeMap<GroupKey, Vec<Group<'_>>> {
     for l in results {
         let r = &l.result;
         let device = crate::report::device_name(r);
-        let groups = out.entry((r.spec_name.clone(), r.config_id().to_string())).or_default();
-        match groups.iter_mut().find(|g| g.backend == r.backend && g.device == device) {
+        let identity = ConfigurationIdentity::of(r);
+        let groups = out.entry((r.spec_name.clone(), identity.name())).or_default();
+        match groups.iter_mut().find(|g| g.backend == r.backend && g.device == device && g.identity == identity) {
             Some(g) => g.runs.push(l),
             None => groups.push(Group {
                 spec: r.spec_name.clone(),
                 config: r.config_id().to_string(),
+                identity,
                 backend: r.backend.clone(),
                 device,
                 runs: vec![l],
@@ -182,7 +188,7 @@ type SideEfficiencies = [BTreeMap<scaling::ConfigKey, scaling::Efficiency>; 2];
 
 /// A note on the scaling efficiency of a data-parallel pair (each side against world size 1 in its own results).
 fn scaling_note(base: &Group<'_>, cand: &Group<'_>, eff: &SideEfficiencies) -> (Option<Change>, Option<String>) {
-    let key = |g: &Group<'_>| (g.spec.clone(), g.config.clone(), g.backend.clone(), g.device.clone());
+    let key = |g: &Group<'_>| (g.spec.clone(), g.identity.key(), g.backend.clone(), g.device.clone());
     let (b, c) = (eff[0].get(&key(base)), eff[1].get(&key(cand)));
     if b.is_none() && c.is_none() {
         return (None, None);
@@ -323,24 +329,31 @@ pub fn compare(baseline: &[LoadedResult], candidate: &[LoadedResult], opts: &Com
     let base = group(baseline);
     let mut cand = group(candidate);
     let mut pairs = Vec::new();
-    let mut only_in_baseline = Vec::new();
+    let mut unmatched = Vec::new();
     for (key, base_groups) in base {
         let mut cand_groups = cand.remove(&key).unwrap_or_default();
-        let mut left_over = Vec::new();
-        for b in base_groups {
-            match cand_groups.iter().position(|c| c.backend == b.backend && c.device == b.device) {
-                Some(i) => {
-                    let c = cand_groups.remove(i);
-                    pairs.push(compare_pair(&b, &c, opts, &eff));
+        let mut left_over = base_groups;
+        // The same plan on the same backend and device first, then another plan of the same name there (not
+        // comparable, and the report says in what).
+        for same_plan in [true, false] {
+            for b in std::mem::take(&mut left_over) {
+                let partner = |c: &Group<'_>| {
+                    c.backend == b.backend && c.device == b.device && (!same_plan || c.identity == b.identity)
+                };
+                match cand_groups.iter().position(partner) {
+                    Some(i) => {
+                        let c = cand_groups.remove(i);
+                        pairs.push(compare_pair(&b, &c, opts, &eff));
+                    }
+                    None => left_over.push(b),
                 }
-                None => left_over.push(b),
             }
         }
         // Same configuration on a different backend or device: paired, so the report explains why it is not
         // comparable instead of listing both sides as unpaired.
         for b in left_over {
             if cand_groups.is_empty() {
-                only_in_baseline.push(unpaired(&b));
+                unmatched.push(b);
             } else {
                 let c = cand_groups.remove(0);
                 pairs.push(compare_pair(&b, &c, opts, &eff));
@@ -348,7 +361,17 @@ pub fn compare(baseline: &[LoadedResult], candidate: &[LoadedResult], opts: &Com
         }
         cand.entry(key).or_default().extend(cand_groups);
     }
-    let only_in_candidate = cand.values().flatten().map(unpaired).collect();
+    // Results written before the strategy was in every data-parallel id share one run id across strategies:
+    // paired by it, so the report names what differs instead of listing both sides as unpaired.
+    let mut rest: Vec<Group<'_>> = cand.into_values().flatten().collect();
+    let mut only_in_baseline = Vec::new();
+    for b in unmatched {
+        match rest.iter().position(|c| c.spec == b.spec && c.config == b.config) {
+            Some(i) => pairs.push(compare_pair(&b, &rest.remove(i), opts, &eff)),
+            None => only_in_baseline.push(unpaired(&b)),
+        }
+    }
+    let only_in_candidate = rest.iter().map(unpaired).collect();
     pairs.sort_by(|a, b| (&a.spec, a.batch_size, &a.config).cmp(&(&b.spec, b.batch_size, &b.config)));
     Comparison { options: opts.clone(), pairs, only_in_baseline, only_in_candidate }
 }

@@ -1,9 +1,12 @@
 //! The grouped view of a result set that every report format renders: configurations (repeats pooled), series
 //! (configurations of a spec that differ only in batch size), per-repeat spreads and the short labels of plots.
+//! Runs pool as repeats only when their [`ConfigurationIdentity`] is equal (and the device model too); rows of
+//! one run id with different plans are named apart (`llm-smoke-gpt.b4.fp32.1x2 · strategy zero-2`).
 
 use std::collections::BTreeMap;
 
 use crate::result::distributed::DistributedResult;
+use crate::result::identity::{ConfigurationIdentity, distinctions};
 use crate::result::{LoadedResult, Metrics, PhaseBreakdown, RunOutcome, RunResult};
 use trainbench_graph::Precision;
 
@@ -141,8 +144,13 @@ pub struct Varying {
 pub struct ConfigRow<'a> {
     /// Spec name.
     pub spec: String,
-    /// Run identifier without the repeat suffix.
+    /// Run identifier without the repeat suffix, then [`Self::distinction`] when it has one (`… · strategy zero-2`).
     pub config: String,
+    /// The configuration's identity, shared by every repeat.
+    pub identity: ConfigurationIdentity,
+    /// What tells this row apart from the rows of the same run id, backend and device with another plan
+    /// (`strategy zero-2`); empty when no other row shares its run id.
+    pub distinction: Vec<String>,
     /// Backend.
     pub backend: String,
     /// Device name (from the environment, else the selector).
@@ -185,7 +193,13 @@ impl<'a> ConfigRow<'a> {
         if v.placement {
             parts.push(self.placement());
         }
+        parts.extend(self.distinction_beyond(v));
         parts.join(" · ")
+    }
+    /// The parts of [`Self::distinction`] that the labels of `v` do not already name (the strategy).
+    fn distinction_beyond(&self, v: Varying) -> impl Iterator<Item = String> + '_ {
+        let strategy_named = v.strategy && self.world_size > 1;
+        self.distinction.iter().filter(move |d| !(strategy_named && d.starts_with("strategy "))).cloned()
     }
     /// True when every repeat completed.
     pub fn all_completed(&self) -> bool {
@@ -321,9 +335,17 @@ impl<'a> ConfigRow<'a> {
         self.metrics().next()
     }
     /// The series this configuration belongs to: same spec, precision, world size, data-parallel strategy,
-    /// backend and device.
-    pub fn series_key(&self) -> (String, Precision, usize, String, String, String) {
-        (self.spec.clone(), self.precision, self.world_size, self.strategy(), self.backend.clone(), self.device.clone())
+    /// backend and device, and what tells it apart from rows of its run id with another plan.
+    pub fn series_key(&self) -> (String, Precision, usize, String, String, String, Vec<String>) {
+        (
+            self.spec.clone(),
+            self.precision,
+            self.world_size,
+            self.strategy(),
+            self.backend.clone(),
+            self.device.clone(),
+            self.distinction.clone(),
+        )
     }
     /// True when a repeat ran out of memory.
     pub fn out_of_memory(&self) -> bool {
@@ -420,7 +442,7 @@ impl<'a> ReportModel<'a> {
                 names.entry((r.backend.as_str(), r.plan.device.to_string())).or_insert_with(|| d.name.clone());
             }
         }
-        let mut groups: BTreeMap<(String, String, String, String), ConfigRow<'a>> = BTreeMap::new();
+        let mut groups: BTreeMap<(String, String, String, String, String), ConfigRow<'a>> = BTreeMap::new();
         for loaded in results {
             let r = &loaded.result;
             let device = match &r.environment.device {
@@ -430,12 +452,16 @@ impl<'a> ReportModel<'a> {
                     .cloned()
                     .unwrap_or_else(|| device_name(r)),
             };
-            let key = (r.spec_name.clone(), r.backend.clone(), device.clone(), r.config_id().to_string());
+            let identity = ConfigurationIdentity::of(r);
+            let key =
+                (r.spec_name.clone(), r.backend.clone(), device.clone(), r.config_id().to_string(), identity.key());
             groups
                 .entry(key)
                 .or_insert_with(|| ConfigRow {
                     spec: r.spec_name.clone(),
                     config: r.config_id().to_string(),
+                    identity,
+                    distinction: Vec::new(),
                     backend: r.backend.clone(),
                     device,
                     precision: r.plan.precision,
@@ -447,6 +473,7 @@ impl<'a> ReportModel<'a> {
                 .push(r);
         }
         let mut configs: Vec<ConfigRow<'a>> = groups.into_values().collect();
+        name_distinctions(&mut configs);
         configs.sort_by(|a, b| a.series_key().cmp(&b.series_key()).then(a.batch.cmp(&b.batch)));
         let mut runs: Vec<&'a LoadedResult> = results.iter().collect();
         runs.sort_by(|a, b| {
@@ -529,7 +556,27 @@ impl<'a> ReportModel<'a> {
         if v.placement {
             parts.push(c.placement());
         }
+        parts.extend(c.distinction_beyond(v));
         parts.join(" · ")
+    }
+}
+
+/// Rows of one spec, backend, device and run id with different plans: each gets what tells it apart
+/// ([`distinctions`]), appended to its `config` so that every table and plot names it.
+fn name_distinctions(configs: &mut [ConfigRow<'_>]) {
+    let mut by_id: BTreeMap<(&str, &str, &str, &str), Vec<usize>> = BTreeMap::new();
+    for (i, c) in configs.iter().enumerate() {
+        by_id.entry((&c.spec, &c.backend, &c.device, &c.config)).or_default().push(i);
+    }
+    let shared: Vec<Vec<usize>> = by_id.into_values().filter(|rows| rows.len() > 1).collect();
+    for rows in shared {
+        let ids: Vec<&ConfigurationIdentity> = rows.iter().map(|&i| &configs[i].identity).collect();
+        for (&i, parts) in rows.iter().zip(distinctions(&ids)) {
+            if !parts.is_empty() {
+                configs[i].config = format!("{} · {}", configs[i].config, parts.join(", "));
+            }
+            configs[i].distinction = parts;
+        }
     }
 }
 

@@ -42,7 +42,8 @@ impl Efficiency {
 }
 
 /// The world-size-1 configuration of the same sweep as `c`: same spec (and spec text), batch size, precision,
-/// backend and device; the reason when there is none or it cannot serve.
+/// backend and device, and a plan that differs from `c`'s only in its topology; the reason when there is none or
+/// it cannot serve.
 pub fn reference_of<'m, 'a>(model: &'m ReportModel<'a>, c: &ConfigRow<'a>) -> Result<&'m ConfigRow<'a>, String> {
     let siblings: Vec<&ConfigRow<'a>> = model
         .configs
@@ -54,6 +55,7 @@ pub fn reference_of<'m, 'a>(model: &'m ReportModel<'a>, c: &ConfigRow<'a>) -> Re
                 && o.precision == c.precision
                 && o.backend == c.backend
                 && o.device == c.device
+                && o.identity.differences(&c.identity).iter().all(|d| TOPOLOGY_FIELDS.contains(&d.field))
         })
         .collect();
     // Two world-size-1 topologies (say `single` and a one-worker all-reduce): prefer the one that exchanges nothing.
@@ -114,7 +116,11 @@ pub fn efficiency_of(model: &ReportModel<'_>, c: &ConfigRow<'_>) -> Option<Effic
     })
 }
 
-/// Identifies a configuration across result sets: spec, configuration, backend, device name.
+/// The fields of a configuration's identity that a world-size-1 reference may differ in.
+const TOPOLOGY_FIELDS: [&str; 5] = ["topology", "strategy", "interconnect", "bucket size", "overlap"];
+
+/// Identifies a configuration across result sets: spec, configuration identity key
+/// ([`crate::result::identity::ConfigurationIdentity::key`]), backend, device name.
 pub type ConfigKey = (String, String, String, String);
 
 /// The scaling efficiency of every configuration with more than one worker in a result set, each against the
@@ -125,7 +131,7 @@ pub fn efficiencies(results: &[LoadedResult]) -> BTreeMap<ConfigKey, Efficiency>
         .configs
         .iter()
         .filter_map(|c| {
-            let key = (c.spec.clone(), c.config.clone(), c.backend.clone(), c.device.clone());
+            let key = (c.spec.clone(), c.identity.key(), c.backend.clone(), c.device.clone());
             efficiency_of(&model, c).map(|e| (key, e))
         })
         .collect()

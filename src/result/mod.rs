@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod distributed;
 pub mod environment;
+pub mod identity;
 pub mod index;
 pub mod load;
 pub mod metrics;

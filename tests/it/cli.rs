@@ -161,7 +161,7 @@ fn plan_json_lists_every_run() {
     let plan: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let runs = plan["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6);
-    assert_eq!(runs[0]["id"], "pai-ps-vs-allreduce.b256.fp32.2x4.r0");
+    assert_eq!(runs[0]["id"], "pai-ps-vs-allreduce.b256.fp32.2x4-ps-ethernet.r0");
     assert_eq!(runs[0]["strategy"]["kind"], "parameter-server");
     assert_eq!(
         (&runs[0]["world_size"], &runs[0]["nodes"], &runs[0]["devices_per_node"]),

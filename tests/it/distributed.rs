@@ -58,7 +58,7 @@ fn data_parallel_runs_reproduce_one_worker_and_send_what_the_formulas_say() {
     };
     assert!(last < first, "the single worker trains: {first} -> {last}");
     let params = single.analysis.as_ref().unwrap().parameters;
-    for (topology, workers, servers) in [("1x2-ar-pcie", 2u64, 0usize), ("1x4", 4, 0), ("1x2-ps-pcie", 2, 2)] {
+    for (topology, workers, servers) in [("1x2-ar", 2u64, 0usize), ("1x4-ar", 4, 0), ("1x2-ps2", 2, 2)] {
         let r = result(dir.path(), topology);
         assert_eq!(r.outcome, RunOutcome::Completed, "{topology}");
         let l = r.metrics.as_ref().unwrap().loss.clone().unwrap();
@@ -103,12 +103,12 @@ fn a_rank_that_dies_fails_its_run_and_the_sweep_goes_on_without_orphans() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lost: RunResult =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/dp/dp.b8.fp32.1x2.r0.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/dp/dp.b8.fp32.1x2-ar.r0.json")).unwrap())
             .unwrap();
     let RunOutcome::Failed { message } = &lost.outcome else { panic!("{:?}\n{stderr}", lost.outcome) };
     assert!(message.contains("rank 1"), "the failed rank is named: {message}");
     let next: RunResult =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/dp/dp.b8.fp32.1x2.r1.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/dp/dp.b8.fp32.1x2-ar.r1.json")).unwrap())
             .unwrap();
     assert_eq!(next.outcome, RunOutcome::Completed, "the sweep goes on: {stderr}");
     // The lost run still records the device it was placed on, as the completed one does.
@@ -133,7 +133,7 @@ fn another_ranks_out_of_memory_makes_the_run_out_of_memory_and_skips_larger_batc
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let read = |batch: usize| -> RunResult {
-        let path = dir.path().join(format!("out/dp/dp.b{batch}.fp32.1x2.r0.json"));
+        let path = dir.path().join(format!("out/dp/dp.b{batch}.fp32.1x2-ar.r0.json"));
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}\n{stderr}"))).unwrap()
     };
     // Rank 1 ran out of memory and said so in a typed line; rank 0 never finished: the run is out of memory.
@@ -181,7 +181,7 @@ fn mpirun_by_hand_runs_the_spec_on_every_rank_and_refuses_a_world_of_another_siz
     std::fs::write(dir.path().join("dp.toml"), spec).unwrap();
     let out = mpirun(2, dir.path()).args(["run", "dp.toml", "--out", "out", "--quiet"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let r = result(dir.path(), "1x2");
+    let r = result(dir.path(), "1x2-ar");
     assert_eq!(r.outcome, RunOutcome::Completed);
     let d = r.distributed.unwrap();
     assert_eq!((d.world_size, d.launcher.as_str()), (2, "mpirun (Open MPI)"));

@@ -36,6 +36,7 @@ mod predict_cli;
 mod predict_gate;
 mod report_browser;
 mod report_files;
+mod report_strategies;
 mod result_schema;
 mod run_prediction;
 #[cfg(feature = "tch")]

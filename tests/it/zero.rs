@@ -74,12 +74,12 @@ fn every_stage_reproduces_one_worker_and_sends_and_holds_what_the_formulas_say()
     let params = single.analysis.as_ref().unwrap().parameters;
     let one = single.metrics.as_ref().unwrap().memory.measured.clone();
     for (topology, workers, stage) in [
-        ("1x2-z1-pcie", 2u64, 1),
-        ("1x2-z2-pcie", 2, 2),
-        ("1x2-z3-pcie", 2, 3),
-        ("1x4-z1-pcie", 4, 1),
-        ("1x4-z2-pcie", 4, 2),
-        ("1x4-z3-pcie", 4, 3),
+        ("1x2-z1-bucket0.01mb", 2u64, 1),
+        ("1x2-z2-bucket0.01mb", 2, 2),
+        ("1x2-z3", 2, 3),
+        ("1x4-z1-bucket0.01mb", 4, 1),
+        ("1x4-z2-bucket0.01mb", 4, 2),
+        ("1x4-z3", 4, 3),
     ] {
         let r = result(dir.path(), &format!("{topology}.ckpt-full"));
         assert_eq!(r.outcome, RunOutcome::Completed, "{topology}");
@@ -123,7 +123,7 @@ fn every_stage_reproduces_one_worker_and_sends_and_holds_what_the_formulas_say()
     // ZeRO-2 drops each unit's full gradients as soon as they are staged, during the backward pass: it holds
     // fewer at once than ZeRO-1, which keeps them to the step's end.
     let grads = |t: &str| result(dir.path(), t).distributed.unwrap().ranks[0].memory.unwrap().gradients;
-    assert!(grads("1x2-z2-pcie.ckpt-full") < grads("1x2-z1-pcie.ckpt-full"));
+    assert!(grads("1x2-z2-bucket0.01mb.ckpt-full") < grads("1x2-z1-bucket0.01mb.ckpt-full"));
     // The report draws what a worker held against world size, and tabulates it.
     let out = Command::cargo_bin("trainbench")
         .unwrap()
@@ -149,7 +149,7 @@ fn zero_3_of_a_model_without_blocks_is_one_unit_and_a_decoder_without_recomputat
         .replace("activation_checkpointing = \"full\"\n", "");
     run(dir.path(), &spec);
     let single = result(dir.path(), "1x1");
-    let z3 = result(dir.path(), "1x4-z3-pcie");
+    let z3 = result(dir.path(), "1x4-z3");
     let (a, b) = (z3.metrics.unwrap().loss.unwrap().last.unwrap(), single.metrics.unwrap().loss.unwrap().last.unwrap());
     assert!((a - b).abs() <= 1e-3 * b.abs(), "{a} vs {b}");
     let d = z3.distributed.unwrap();
@@ -190,7 +190,7 @@ fn zero_3_without_overlap_gathers_between_the_layers_and_trains_the_same() {
             "",
         );
     run(dir.path(), &spec);
-    let (single, z3) = (result(dir.path(), "1x1.ckpt-full"), result(dir.path(), "1x2.ckpt-full"));
+    let (single, z3) = (result(dir.path(), "1x1.ckpt-full"), result(dir.path(), "1x2-z3-no-overlap.ckpt-full"));
     let (a, b) = (z3.metrics.unwrap().loss.unwrap().last.unwrap(), single.metrics.unwrap().loss.unwrap().last.unwrap());
     assert!((a - b).abs() <= 1e-3 * b.abs(), "{a} vs {b}");
     let d = z3.distributed.unwrap();
@@ -212,7 +212,7 @@ fn zero_runs_under_mpirun_by_hand_as_all_reduce_does() {
     let out = crate::distributed::mpirun(2, dir.path()).args(["run", "zero.toml", "--out", "out", "--quiet"]).output();
     let out = out.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let r = result(dir.path(), "1x2.ckpt-full");
+    let r = result(dir.path(), "1x2-z3.ckpt-full");
     assert_eq!(r.outcome, RunOutcome::Completed);
     let d = r.distributed.unwrap();
     assert_eq!((d.world_size, d.launcher.as_str(), d.strategy.as_str()), (2, "mpirun (Open MPI)", "zero-3"));
@@ -234,7 +234,7 @@ fn a_rank_that_dies_while_the_layers_are_gathered_ahead_fails_its_run_without_or
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let read = |repeat: u32| -> RunResult {
-        let path = dir.path().join(format!("out/zero/zero.b8.fp32.1x2.ckpt-full.r{repeat}.json"));
+        let path = dir.path().join(format!("out/zero/zero.b8.fp32.1x2-z3.ckpt-full.r{repeat}.json"));
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}\n{stderr}"))).unwrap()
     };
     let RunOutcome::Failed { message } = &read(0).outcome else { panic!("{:?}\n{stderr}", read(0).outcome) };
@@ -250,7 +250,7 @@ fn a_zero_run_past_its_timeout_is_interrupted_on_every_rank_and_leaves_nothing_r
     let spec = pair("zero-3").replace("iterations = 5\ntimeout_s = 240", "iterations = 100000\ntimeout_s = 4");
     assert!(spec.contains("timeout_s = 4"), "{spec}");
     run(dir.path(), &spec);
-    let r = result(dir.path(), "1x2.ckpt-full");
+    let r = result(dir.path(), "1x2-z3.ckpt-full");
     let RunOutcome::Interrupted { reason } = &r.outcome else { panic!("{:?}", r.outcome) };
     assert!(reason.contains("timeout"), "{reason}");
     assert!(r.metrics.is_some(), "the steps measured before the timeout are kept");
