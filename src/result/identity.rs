@@ -202,7 +202,7 @@ impl ConfigurationIdentity {
 
     /// SHA-256 (hex) of [`Self::key`]: a fixed-length key for stores.
     pub fn digest(&self) -> String {
-        crate::format::sha256_hex(&self.key())
+        crate::digest::sha256_hex(&self.key())
     }
 
     /// The configuration's name, as the planner names it today (`resnet50.b32.fp32.1x2-ar`; see
@@ -305,14 +305,14 @@ fn yes_no(b: bool) -> String {
 /// is trained (see the module documentation). A text that is not TOML is hashed as written.
 pub fn spec_content_sha256(spec_canonical: &str) -> String {
     let Ok(mut table) = toml::from_str::<toml::Table>(spec_canonical) else {
-        return crate::format::sha256_hex(spec_canonical);
+        return crate::digest::sha256_hex(spec_canonical);
     };
     for key in NOT_CONTENT {
         table.remove(key);
     }
     match serde_json::to_value(&table) {
-        Ok(value) => crate::format::sha256_hex(&canonical_json(&value)),
-        Err(_) => crate::format::sha256_hex(spec_canonical),
+        Ok(value) => crate::digest::sha256_hex(&canonical_json(&value)),
+        Err(_) => crate::digest::sha256_hex(spec_canonical),
     }
 }
 

@@ -204,7 +204,7 @@ fn the_spec_content_leaves_out_what_the_plan_holds_and_keeps_what_is_trained() {
     let reordered = "[model]\nclasses = 1\nfamily = \"mlp\"\n\n[run]\nwarmup = 1\n";
     let ordered = "[model]\nfamily = \"mlp\"\nclasses = 1\n";
     assert_eq!(spec_content_sha256(reordered), spec_content_sha256(ordered));
-    assert_eq!(spec_content_sha256("not = [toml"), crate::format::sha256_hex("not = [toml"));
+    assert_eq!(spec_content_sha256("not = [toml"), crate::digest::sha256_hex("not = [toml"));
 }
 
 #[test]
