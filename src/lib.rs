@@ -13,6 +13,7 @@ pub mod compare;
 pub mod format;
 pub mod handoff;
 pub mod hardware;
+pub mod history;
 pub mod manifest;
 pub mod metrics;
 pub mod plan;

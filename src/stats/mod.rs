@@ -10,6 +10,8 @@
 //!   generator, so the same samples and seed always give the same interval.
 
 pub mod bootstrap;
+pub mod changepoint;
+pub mod gate;
 pub mod rank;
 
 pub use bootstrap::{BOOTSTRAP_RESAMPLES, SplitMix64, bootstrap_median_ci, bootstrap_ratio_ci, hierarchical_ratio_ci};
