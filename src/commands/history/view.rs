@@ -136,7 +136,7 @@ struct SeriesSummary<'a> {
     detection: Detection,
 }
 
-fn summary(s: &Series, opts: &DetectOptions) -> SeriesSummary<'_> {
+fn summary<'a>(s: &'a Series, opts: &DetectOptions) -> SeriesSummary<'a> {
     SeriesSummary {
         name: s.id.name(),
         id: &s.id,
@@ -255,7 +255,7 @@ pub fn detect_all(args: &ListArgs) -> Result<Outcome, CommandError> {
                 match &row.detection {
                     Detection::Checked { changes } if !changes.is_empty() => {
                         outln!("{name}: {} change point(s)", changes.len());
-                        for c in changes {
+                        for c in changes.iter() {
                             outln!("{bullet}{}", change_line(s.id.metric, c));
                         }
                     }
