@@ -77,10 +77,15 @@ pub fn detect(series: &Series, opts: &DetectOptions) -> Detection {
         checked_any = true;
         for cp in found {
             let index = start + cp.index;
-            let (Some(before), Some(after)) = (series.points.get(index.wrapping_sub(1)), series.points.get(index)) else {
+            let (Some(before), Some(after)) = (series.points.get(index.wrapping_sub(1)), series.points.get(index))
+            else {
                 continue;
             };
-            let worse = if series.id.metric.lower_is_better() { cp.mean_after > cp.mean_before } else { cp.mean_after < cp.mean_before };
+            let worse = if series.id.metric.lower_is_better() {
+                cp.mean_after > cp.mean_before
+            } else {
+                cp.mean_after < cp.mean_before
+            };
             changes.push(Change {
                 first_point: after.clone(),
                 direction: if worse { "regression" } else { "improvement" },

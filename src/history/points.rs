@@ -103,7 +103,8 @@ pub fn group_runs(runs: &[RunRecord]) -> Vec<Vec<usize>> {
 pub fn points_of(runs: &[RunRecord], groups: &[Vec<usize>], metric: Metric) -> Vec<Point> {
     let mut points = Vec::new();
     for group in groups {
-        let members: Vec<&RunRecord> = group.iter().map(|&i| &runs[i]).filter(|r| r.metrics.contains_key(&metric)).collect();
+        let members: Vec<&RunRecord> =
+            group.iter().map(|&i| &runs[i]).filter(|r| r.metrics.contains_key(&metric)).collect();
         let values: Vec<f64> = members.iter().filter_map(|r| r.metrics.get(&metric).copied()).collect();
         let (Some(first), Some(value)) = (members.first(), median(&values)) else { continue };
         points.push(Point {
@@ -197,10 +198,18 @@ pub fn environment_diff(before: &Point, after: &Point) -> Vec<EnvChange> {
     let mut out: Vec<EnvChange> = fields
         .into_iter()
         .filter(|f| before.software.get(*f) != after.software.get(*f))
-        .map(|f| EnvChange { field: f.clone(), before: before.software.get(f).cloned(), after: after.software.get(f).cloned() })
+        .map(|f| EnvChange {
+            field: f.clone(),
+            before: before.software.get(f).cloned(),
+            after: after.software.get(f).cloned(),
+        })
         .collect();
     if before.revision != after.revision {
-        out.push(EnvChange { field: "revision".into(), before: before.revision.clone(), after: after.revision.clone() });
+        out.push(EnvChange {
+            field: "revision".into(),
+            before: before.revision.clone(),
+            after: after.revision.clone(),
+        });
     }
     out
 }

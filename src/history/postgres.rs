@@ -50,7 +50,8 @@ impl PostgresStore {
     /// is refused before anything is written.
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let shown = redact(url);
-        let unreachable = |timeout_s: u64, message: String| StoreError::Unreachable { url: shown.clone(), timeout_s, message };
+        let unreachable =
+            |timeout_s: u64, message: String| StoreError::Unreachable { url: shown.clone(), timeout_s, message };
         let mut config = postgres::Config::from_str(url).map_err(|e| unreachable(CONNECT_TIMEOUT_S, e.to_string()))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(CONNECT_TIMEOUT_S));
@@ -60,7 +61,11 @@ impl PostgresStore {
         let mut store = Self { client, shown };
         match store.version()? {
             Some(found) if found > schema::SCHEMA_VERSION => {
-                return Err(StoreError::Newer { location: store.shown.clone(), found, supported: schema::SCHEMA_VERSION });
+                return Err(StoreError::Newer {
+                    location: store.shown.clone(),
+                    found,
+                    supported: schema::SCHEMA_VERSION,
+                });
             }
             Some(found) if found == schema::SCHEMA_VERSION => {}
             _ => store.migrate()?,
@@ -91,7 +96,11 @@ impl PostgresStore {
         let current: Option<i64> = tx.query_one(schema::SELECT_VERSION, &[]).map_err(err)?.get(0);
         let current = current.unwrap_or(0);
         if current > schema::SCHEMA_VERSION {
-            return Err(StoreError::Newer { location: shown.clone(), found: current, supported: schema::SCHEMA_VERSION });
+            return Err(StoreError::Newer {
+                location: shown.clone(),
+                found: current,
+                supported: schema::SCHEMA_VERSION,
+            });
         }
         for (version, statements) in schema::MIGRATIONS.iter().filter(|(v, _)| *v > current) {
             for statement in *statements {
@@ -104,7 +113,9 @@ impl PostgresStore {
 
     fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, StoreError> {
         let sql = schema::numbered(sql);
-        self.client.query(&sql, params).map_err(|e| StoreError::Database { location: self.shown.clone(), message: full_message(&e) })
+        self.client
+            .query(&sql, params)
+            .map_err(|e| StoreError::Database { location: self.shown.clone(), message: full_message(&e) })
     }
 }
 
@@ -271,6 +282,9 @@ mod tests {
     fn the_password_never_shows() {
         assert_eq!(redact("postgres://tb:s3cret@db.example:5432/hist"), "postgres://tb:***@db.example:5432/hist");
         assert_eq!(redact("postgresql://tb@db/hist"), "postgresql://tb@db/hist");
-        assert_eq!(redact("postgres://db/hist?user=tb&password=s3cret&x=1"), "postgres://db/hist?user=tb&password=***&x=1");
+        assert_eq!(
+            redact("postgres://db/hist?user=tb&password=s3cret&x=1"),
+            "postgres://db/hist?user=tb&password=***&x=1"
+        );
     }
 }

@@ -9,8 +9,8 @@ use super::codec;
 use super::series::{self, MachineIdentity, Metric};
 use crate::audit::integrity;
 use crate::format::sha256_hex;
-use crate::result::load::{self, LoadError};
 use crate::result::RunResult;
+use crate::result::load::{self, LoadError};
 
 /// One recorded run.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,7 +113,11 @@ pub enum Prepared {
 pub fn prepare(path: &Path, revision: Option<String>) -> Result<Prepared, Refused> {
     let loaded = load::load_file(path)?;
     if let Some(issue) = integrity::verify(&loaded.result).into_iter().next() {
-        return Err(Refused::Integrity { path: path.display().to_string(), field: issue.field, message: issue.message });
+        return Err(Refused::Integrity {
+            path: path.display().to_string(),
+            field: issue.field,
+            message: issue.message,
+        });
     }
     let record = RunRecord::of(&loaded.result, path, revision);
     if record.metrics.is_empty() {

@@ -76,19 +76,15 @@ const RUN_COLUMNS: &str = "run_key, run_id, spec_name, config_key, config_label,
      repeat_index, started_at, revision, software, source, step_count, steps";
 /// The runs of one configuration on one machine, in time order.
 pub fn select_runs() -> String {
-    format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE config_key = ? AND machine_key = ? ORDER BY started_at, run_key"
-    )
+    format!("SELECT {RUN_COLUMNS} FROM runs WHERE config_key = ? AND machine_key = ? ORDER BY started_at, run_key")
 }
 /// The metric values of the runs of one configuration on one machine.
 pub const SELECT_METRICS: &str = "SELECT m.run_key, m.metric, m.value FROM run_metrics m \
      JOIN runs r ON r.run_key = m.run_key WHERE r.config_key = ? AND r.machine_key = ? ORDER BY m.run_key, m.metric";
 /// The revision recorded with each run (carried over by `rebuild`).
-pub const SELECT_REVISIONS: &str =
-    "SELECT run_key, revision FROM runs ORDER BY run_key";
+pub const SELECT_REVISIONS: &str = "SELECT run_key, revision FROM runs ORDER BY run_key";
 /// Adds an acknowledgement.
-pub const INSERT_ACK: &str =
-    "INSERT INTO acks (series, at_run_key, why) VALUES (?, ?, ?) ON CONFLICT (series, at_run_key) DO UPDATE SET why = excluded.why";
+pub const INSERT_ACK: &str = "INSERT INTO acks (series, at_run_key, why) VALUES (?, ?, ?) ON CONFLICT (series, at_run_key) DO UPDATE SET why = excluded.why";
 /// Every acknowledgement.
 pub const SELECT_ACKS: &str = "SELECT series, at_run_key, why FROM acks ORDER BY series, at_run_key";
 

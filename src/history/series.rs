@@ -40,7 +40,7 @@ pub fn configuration_key(r: &RunResult) -> String {
         "precision": plan.precision.as_str(),
         "backend": r.backend,
         "device": format!("{:?}", plan.device),
-        "topology": serde_json::to_value(&plan.topology).unwrap_or_default(),
+        "topology": serde_json::to_value(plan.topology).unwrap_or_default(),
         "schedule": serde_json::to_value(plan.schedule).unwrap_or_default(),
         "numerics": serde_json::to_value(plan.numerics).unwrap_or_default(),
     });

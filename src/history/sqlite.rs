@@ -77,7 +77,10 @@ impl SqliteStore {
     /// finds the work done).
     fn migrate(&mut self) -> Result<(), StoreError> {
         let path = self.path.clone();
-        let tx = self.connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| classify(&path, e))?;
+        let tx = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| classify(&path, e))?;
         tx.execute(schema::CREATE_VERSION_TABLE, []).map_err(|e| classify(&path, e))?;
         let current: Option<i64> =
             tx.query_row(schema::SELECT_VERSION, [], |r| r.get(0)).map_err(|e| classify(&path, e))?;
@@ -169,7 +172,13 @@ impl Store for SqliteStore {
                 for (metric, value) in &run.metrics {
                     insert_metric.execute(params![run.run_key, metric.name(), value]).map_err(err)?;
                     insert_series
-                        .execute(params![run.config_key, run.machine_key, metric.name(), run.config_label, run.machine_label])
+                        .execute(params![
+                            run.config_key,
+                            run.machine_key,
+                            metric.name(),
+                            run.config_label,
+                            run.machine_label
+                        ])
                         .map_err(err)?;
                 }
             }

@@ -147,7 +147,8 @@ pub fn products(
             Some(Products { forward, backward: Vec::new() })
         }
         Op::Sdpa { heads, head_dim, .. } => {
-            let forward = super::elementwise_work::sdpa_products(b, first_dim(0), first_dim(1), *heads as f64, *head_dim as f64);
+            let forward =
+                super::elementwise_work::sdpa_products(b, first_dim(0), first_dim(1), *heads as f64, *head_dim as f64);
             Some(Products { forward, backward: Vec::new() })
         }
         _ => None,

@@ -11,8 +11,8 @@ use trainbench_graph::analysis::analyze;
 
 use super::options::{RunnerError, RunnerOptions, SuiteReport};
 use super::output::SuiteWriter;
-use super::probe::StopCause;
 use super::plan_run::{GroupRun, RunSlot};
+use super::probe::StopCause;
 use super::suite::Suite;
 use crate::predict::record::{RunProfile, section};
 use crate::result::{ProcessInfo, RunOutcome, RunResult};

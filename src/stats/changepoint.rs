@@ -49,7 +49,13 @@ fn welch_p(a: &[f64], b: &[f64]) -> Option<(f64, f64, f64)> {
     let (ma, mb) = (mean(a)?, mean(b)?);
     let (sa, sb) = (stdev(a)?, stdev(b)?);
     let se = (sa * sa / a.len() as f64 + sb * sb / b.len() as f64).sqrt();
-    let p = if se > 0.0 { 2.0 * normal_sf(((mb - ma) / se).abs()) } else if ma == mb { 1.0 } else { 0.0 };
+    let p = if se > 0.0 {
+        2.0 * normal_sf(((mb - ma) / se).abs())
+    } else if ma == mb {
+        1.0
+    } else {
+        0.0
+    };
     Some((p, ma, mb))
 }
 
@@ -63,7 +69,13 @@ fn split(values: &[f64], offset: usize, opts: &DetectOptions, out: &mut Vec<Chan
         let Some((p, before, after)) = welch_p(&values[..k], &values[k..]) else { continue };
         if best.is_none_or(|b| p < b.p_value) {
             let relative_change = if before != 0.0 { after / before - 1.0 } else { 0.0 };
-            best = Some(ChangePoint { index: offset + k, p_value: p, mean_before: before, mean_after: after, relative_change });
+            best = Some(ChangePoint {
+                index: offset + k,
+                p_value: p,
+                mean_before: before,
+                mean_after: after,
+                relative_change,
+            });
         }
     }
     if let Some(cp) = best

@@ -54,7 +54,12 @@ fn medians(runs: &[Vec<f64>]) -> Vec<f64> {
 }
 
 /// Judge the candidate's repeats (each a list of step values) against the baseline's.
-pub fn judge(baseline_steps: &[Vec<f64>], candidate_steps: &[Vec<f64>], lower_is_better: bool, opts: &GateOptions) -> GateVerdict {
+pub fn judge(
+    baseline_steps: &[Vec<f64>],
+    candidate_steps: &[Vec<f64>],
+    lower_is_better: bool,
+    opts: &GateOptions,
+) -> GateVerdict {
     let (b, c) = (medians(baseline_steps), medians(candidate_steps));
     let inconclusive = GateVerdict {
         outcome: GateOutcome::Inconclusive { more_repeats_needed: None },
@@ -71,7 +76,13 @@ pub fn judge(baseline_steps: &[Vec<f64>], candidate_steps: &[Vec<f64>], lower_is
     let noise = if b.len() >= 2 { stdev(&b).unwrap_or(0.0) / mb } else { stdev(&pooled).unwrap_or(0.0) / mb };
     let relative = mc / mb - 1.0;
     let se = noise * (1.0 / b.len() as f64 + 1.0 / c.len() as f64).sqrt();
-    let p = if se > 0.0 { 2.0 * normal_sf((relative / se).abs()) } else if relative == 0.0 { 1.0 } else { 0.0 };
+    let p = if se > 0.0 {
+        2.0 * normal_sf((relative / se).abs())
+    } else if relative == 0.0 {
+        1.0
+    } else {
+        0.0
+    };
     let interval = (relative - 1.96 * se, relative + 1.96 * se);
     let worse = if lower_is_better { relative > 0.0 } else { relative < 0.0 };
     let outcome = if p < opts.p_value && relative.abs() >= opts.min_effect {

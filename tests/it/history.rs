@@ -245,7 +245,8 @@ fn inconsistent_and_newer_results_are_refused_by_name() {
     let newer = tmp.path().join("newer.json");
     edited["format_version"] = serde_json::json!(99);
     std::fs::write(&newer, edited.to_string()).unwrap();
-    let (code, out, err) = history(store.to_str().unwrap(), &["record", folder.to_str().unwrap(), newer.to_str().unwrap()]);
+    let (code, out, err) =
+        history(store.to_str().unwrap(), &["record", folder.to_str().unwrap(), newer.to_str().unwrap()]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains(file.to_str().unwrap()) && err.contains("integrity check"), "{err}");
     assert!(err.contains("newer.json") && err.contains("format version 99"), "{err}");

@@ -64,13 +64,13 @@ pub mod feed;
 pub mod fused;
 pub mod loss;
 pub mod lower;
-pub mod transformer_ops;
 pub mod nccl;
 pub mod ops;
 mod optim;
 mod overlap;
 pub mod shim;
 mod step;
+pub mod transformer_ops;
 mod zero;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -155,11 +155,17 @@ pub fn execute(args: &GateArgs) -> Result<Outcome, CommandError> {
         HistoryFormat::Markdown => {
             outln!("## trainbench gate: **{}**\n", overall.0);
             outln!("Step time of {} configuration(s) against the baseline ({baseline}).\n", results.len());
-            outln!("| configuration | machine | outcome | change | 95% interval | p | runs (baseline / candidate) | note |");
+            outln!(
+                "| configuration | machine | outcome | change | 95% interval | p | runs (baseline / candidate) | note |"
+            );
             outln!("|---|---|---|---:|---|---:|---|---|");
             for r in &results {
                 let (change, interval, p) = r.verdict.map_or(("-".into(), "-".into(), "-".into()), |v| {
-                    (percent(v.relative_change), format!("{} .. {}", percent(v.interval.0), percent(v.interval.1)), format!("{:.2e}", v.p_value))
+                    (
+                        percent(v.relative_change),
+                        format!("{} .. {}", percent(v.interval.0), percent(v.interval.1)),
+                        format!("{:.2e}", v.p_value),
+                    )
                 });
                 outln!(
                     "| `{}` | {} | {} | {change} | {interval} | {p} | {} / {} | {} |",
@@ -175,7 +181,13 @@ pub fn execute(args: &GateArgs) -> Result<Outcome, CommandError> {
         HistoryFormat::Text => {
             for r in &results {
                 let figures = r.verdict.map_or(String::new(), |v| {
-                    format!(" {} (95% {} .. {}, p = {:.2e})", percent(v.relative_change), percent(v.interval.0), percent(v.interval.1), v.p_value)
+                    format!(
+                        " {} (95% {} .. {}, p = {:.2e})",
+                        percent(v.relative_change),
+                        percent(v.interval.0),
+                        percent(v.interval.1),
+                        v.p_value
+                    )
                 });
                 let why = reason(r);
                 outln!(

@@ -69,17 +69,16 @@ pub fn rebuild(args: &RecordArgs) -> Result<Outcome, CommandError> {
     let location = args.store.location();
     let (old_revisions, old_acks, damaged): (BTreeMap<String, Option<String>>, Vec<Ack>, bool) =
         match crate::history::open(&location) {
-            Ok(mut old) => (
-                old.revisions().map_err(store_error)?.into_iter().collect(),
-                old.acks().map_err(store_error)?,
-                false,
-            ),
+            Ok(mut old) => {
+                (old.revisions().map_err(store_error)?.into_iter().collect(), old.acks().map_err(store_error)?, false)
+            }
             Err(StoreError::Corrupt { .. }) if !is_postgres(&location) => (BTreeMap::new(), Vec::new(), true),
             Err(e) => return Err(store_error(e)),
         };
     let revision = args.revision.get();
-    let read =
-        read_results(&args.results, &|run| old_revisions.get(&run.run_key).cloned().unwrap_or_else(|| revision.clone()))?;
+    let read = read_results(&args.results, &|run| {
+        old_revisions.get(&run.run_key).cloned().unwrap_or_else(|| revision.clone())
+    })?;
     if !read.refused.is_empty() {
         report_skipped(&[], &read.refused);
         eprintln!("the store was not changed");
@@ -141,12 +140,22 @@ pub fn ack(args: &AckArgs) -> Result<Outcome, CommandError> {
     let series = find_series(&all, &args.series)?;
     let name = series.id.name();
     let point = find_point(&series.points, &args.at).ok_or_else(|| {
-        CommandError::Input(format!("{name} has no point `{}` (points #0 to #{})", args.at, series.points.len().saturating_sub(1)))
+        CommandError::Input(format!(
+            "{name} has no point `{}` (points #0 to #{})",
+            args.at,
+            series.points.len().saturating_sub(1)
+        ))
     })?;
     let Some(run_key) = point.run_keys.first() else {
         return Err(CommandError::Other(format!("point #{} of {name} has no runs", point.index)));
     };
-    store.add_ack(&Ack { series: name.clone(), at_run_key: run_key.clone(), why: args.why.trim().to_string() }).map_err(store_error)?;
-    outln!("acknowledged the change of {name} at point #{} ({}); its statistics restart there", point.index, point.started_at);
+    store
+        .add_ack(&Ack { series: name.clone(), at_run_key: run_key.clone(), why: args.why.trim().to_string() })
+        .map_err(store_error)?;
+    outln!(
+        "acknowledged the change of {name} at point #{} ({}); its statistics restart there",
+        point.index,
+        point.started_at
+    );
     Ok(Outcome::Success)
 }

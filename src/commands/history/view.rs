@@ -30,12 +30,17 @@ pub struct DetectArg {
 
 impl DetectArg {
     fn options(&self) -> Result<DetectOptions, CommandError> {
-        if !(self.p_value > 0.0 && self.p_value < 1.0) || !(self.min_effect >= 0.0) || self.min_points == 0 {
+        let p_value_ok = self.p_value > 0.0 && self.p_value < 1.0;
+        if !p_value_ok || self.min_effect.is_nan() || self.min_effect < 0.0 || self.min_points == 0 {
             return Err(CommandError::Input(
                 "--p-value must be in (0, 1), --min-effect at least 0 and --min-points at least 1".into(),
             ));
         }
-        Ok(DetectOptions { min_points_per_segment: self.min_points, p_value: self.p_value, min_effect: self.min_effect })
+        Ok(DetectOptions {
+            min_points_per_segment: self.min_points,
+            p_value: self.p_value,
+            min_effect: self.min_effect,
+        })
     }
 }
 
@@ -111,7 +116,9 @@ fn short(revision: &str) -> &str {
 
 fn detection_words(metric: Metric, d: &Detection, points: usize) -> String {
     match d {
-        Detection::TooFewPoints { points, needed } => format!("too few points for detection ({points}; it needs {needed})"),
+        Detection::TooFewPoints { points, needed } => {
+            format!("too few points for detection ({points}; it needs {needed})")
+        }
         Detection::Checked { changes } if changes.is_empty() => format!("no change point in {points} points"),
         Detection::Checked { changes } => {
             changes.last().map(|c| format!("last change {}", change_line(metric, c))).unwrap_or_default()
@@ -159,7 +166,9 @@ pub fn list(args: &ListArgs) -> Result<Outcome, CommandError> {
     let all = load(&args.store, args.filter.as_deref().unwrap_or(""))?;
     let rows: Vec<SeriesSummary<'_>> = all.iter().map(|s| summary(s, &opts)).collect();
     match args.format {
-        HistoryFormat::Json => print_json(&json!({"format": "trainbench-history-list", "version": JSON_VERSION, "series": rows}))?,
+        HistoryFormat::Json => {
+            print_json(&json!({"format": "trainbench-history-list", "version": JSON_VERSION, "series": rows}))?
+        }
         HistoryFormat::Text | HistoryFormat::Markdown => {
             let markdown = args.format == HistoryFormat::Markdown;
             if markdown {
@@ -204,7 +213,13 @@ pub fn show(args: &ShowArgs) -> Result<Outcome, CommandError> {
         HistoryFormat::Text | HistoryFormat::Markdown => {
             let markdown = args.format == HistoryFormat::Markdown;
             outln!("{}{}\n", if markdown { "### " } else { "" }, s.id.name());
-            outln!("configuration {} | machine {} | metric {} ({})", s.id.config_label, s.id.machine_label, metric.name(), metric.unit());
+            outln!(
+                "configuration {} | machine {} | metric {} ({})",
+                s.id.config_label,
+                s.id.machine_label,
+                metric.name(),
+                metric.unit()
+            );
             outln!("{}\n", detection_words(metric, &detection, s.points.len()));
             if markdown {
                 outln!("| point | started | revision | value | runs | note |\n|---:|---|---|---:|---:|---|");
@@ -220,9 +235,21 @@ pub fn show(args: &ShowArgs) -> Result<Outcome, CommandError> {
                 let revision = p.revision.as_deref().map(short).unwrap_or("-");
                 let value = show_value(metric, p.value);
                 if markdown {
-                    outln!("| {} | {} | {revision} | {value} | {} | {} |", p.index, p.started_at, p.run_ids.len(), note.join("; "));
+                    outln!(
+                        "| {} | {} | {revision} | {value} | {} | {} |",
+                        p.index,
+                        p.started_at,
+                        p.run_ids.len(),
+                        note.join("; ")
+                    );
                 } else {
-                    outln!("#{:<4} {}  {revision:<12}  {value:>18}  {} run(s)  {}", p.index, p.started_at, p.run_ids.len(), note.join("; "));
+                    outln!(
+                        "#{:<4} {}  {revision:<12}  {value:>18}  {} run(s)  {}",
+                        p.index,
+                        p.started_at,
+                        p.run_ids.len(),
+                        note.join("; ")
+                    );
                 }
             }
         }
@@ -251,7 +278,11 @@ pub fn detect_all(args: &ListArgs) -> Result<Outcome, CommandError> {
         HistoryFormat::Text | HistoryFormat::Markdown => {
             let bullet = if args.format == HistoryFormat::Markdown { "- " } else { "  " };
             for (s, row) in all.iter().zip(&rows) {
-                let name = if args.format == HistoryFormat::Markdown { format!("**`{}`**", row.name) } else { row.name.clone() };
+                let name = if args.format == HistoryFormat::Markdown {
+                    format!("**`{}`**", row.name)
+                } else {
+                    row.name.clone()
+                };
                 match &row.detection {
                     Detection::Checked { changes } if !changes.is_empty() => {
                         outln!("{name}: {} change point(s)", changes.len());

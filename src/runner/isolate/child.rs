@@ -10,13 +10,13 @@ use std::path::PathBuf;
 use crate::backend_registry;
 use crate::format::sha256_hex;
 use crate::runner::dist::rank_loop::{fit_plans, run_ranks};
-use crate::runner::dist::{Transport, LauncherEnv, Ranks};
+use crate::runner::dist::{LauncherEnv, Ranks, Transport};
 use crate::runner::hooks::TestHooks;
-use crate::runner::options::{RunnerError, RunnerOptions};
 use crate::runner::in_process::{Flow, Pass};
+use crate::runner::options::{RunnerError, RunnerOptions};
+use crate::runner::plan_run::devices_of;
 use crate::runner::probe::{self, StopFlag};
 use crate::runner::protocol::{RankFailure, RankFailureKind, WorkerJob, WorkerMessage, print_message};
-use crate::runner::plan_run::devices_of;
 use crate::runner::suite::Suite;
 
 /// The worker side (`trainbench worker`): read the job from stdin, run it, print each result as a line.

@@ -25,11 +25,11 @@ use trainbench_graph::analysis::{Analysis, analyze};
 
 use crate::result::{ProcessInfo, RunOutcome, RunResult};
 use crate::runner::dist::{Transport, launch};
-use crate::runner::options::{RunnerError, RunnerOptions, SuiteReport};
 use crate::runner::in_process::{Flow, Recorder};
+use crate::runner::options::{RunnerError, RunnerOptions, SuiteReport};
+use crate::runner::plan_run::{RunSlot, device_in};
 use crate::runner::probe::{StopCause, StopFlag};
 use crate::runner::protocol::{RankFailure, WorkerJob, WorkerMessage, outcome_with_rank_failures};
-use crate::runner::plan_run::{RunSlot, device_in};
 use crate::runner::suite::Suite;
 
 /// Run `suite` with one worker process per repeat index, recording results in `opts.out_dir`.

@@ -37,7 +37,10 @@ pub fn check_support_on(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Fi
 /// here: [`backend_registry::launch_refusals`]), with `--backend` / `--device` applied. `plan` and `run` refuse these
 /// (exit 2); `validate` does not, since the spec itself is sound. [`backend_registry::NeedsEngine`] in a process
 /// without the engines when only they can tell.
-pub fn check_launch(spec: &ValidatedSpec, over: PlacementOverride) -> Result<Vec<Finding>, backend_registry::NeedsEngine> {
+pub fn check_launch(
+    spec: &ValidatedSpec,
+    over: PlacementOverride,
+) -> Result<Vec<Finding>, backend_registry::NeedsEngine> {
     let placed = placement(spec, over);
     Ok(backend_registry::launch_refusals(placed.backend, &plan_on(spec, placed))?
         .into_iter()

@@ -3,8 +3,8 @@
 //! The basic layers live here; products, positional encodings, GAN and detection ops, weight tying and losses in
 //! `special.rs`.
 
-mod transformer_layers;
 mod heads_and_losses;
+mod transformer_layers;
 
 use crate::graph::{Activation, InputKind, Node, NodeId, Op, PoolKind, RnnCell, Shape};
 
