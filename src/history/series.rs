@@ -205,7 +205,7 @@ mod tests {
     fn budget_host_and_software_do_not_split_a_series_but_batch_and_device_do() {
         let a = fixture();
         let mut b = a.clone();
-        b.environment.spec_canonical = b.environment.spec_canonical.replace("[run]", "[run]\nrepeats = 7");
+        b.environment.spec_canonical = b.environment.spec_canonical.replace("repeats = 2", "repeats = 7");
         b.environment.hostname = "elsewhere".into();
         b.environment.library_versions.insert("libtorch".into(), "9.9.9".into());
         assert_eq!(configuration_key(&a), configuration_key(&b));
