@@ -106,6 +106,13 @@ pub fn round_trip(store: &str, tmp: &Path) {
     let (_, out, _) = history(store, &["show", ":step_time"]);
     assert!(out.contains("acknowledged: libtorch 2.13 upgrade"), "{out}");
 
+    let page = tmp.join("page");
+    let (code, out, err) = history(store, &["report", "--out", page.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let html = std::fs::read_to_string(page.join("history.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("libtorch 2.12.0 -&gt; 2.13.0"), "{html}");
+    assert!(html.contains("acknowledged at #6: libtorch 2.13 upgrade") && html.contains("href=\"file://"), "{html}");
+
     let acked = answers(store);
     assert_ne!(before, acked);
     let (code, out, err) = history(store, &["rebuild", results_arg, "--revision", "other"]);

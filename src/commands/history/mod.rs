@@ -1,6 +1,6 @@
 //! `trainbench history`: results that accumulate. `record` adds results to the store, `list` and `show` print
 //! the series, `detect` finds change points and says what changed in the environment, `gate` is the CI check,
-//! `ack` accepts a known change, `rebuild` recreates the store from the result files. The front binary runs
+//! `ack` accepts a known change, `report` writes the HTML page, `rebuild` recreates the store from the result files. The front binary runs
 //! them all (no backend needed).
 
 pub mod common;
@@ -34,6 +34,8 @@ pub enum HistoryCommand {
     Gate(gate::GateArgs),
     /// Accept a known change of a series: its statistics restart at that point.
     Ack(ingest::AckArgs),
+    /// Write a static HTML page of every series over time, change points and acknowledged changes marked.
+    Report(view::ReportArgs),
     /// Recreate the store from result files (revisions and acknowledgements of a readable store are kept).
     Rebuild(ingest::RecordArgs),
 }
@@ -47,6 +49,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         HistoryCommand::Detect(a) => view::detect_all(a),
         HistoryCommand::Gate(a) => gate::execute(a),
         HistoryCommand::Ack(a) => ingest::ack(a),
+        HistoryCommand::Report(a) => view::report(a),
         HistoryCommand::Rebuild(a) => ingest::rebuild(a),
     }
 }

@@ -297,3 +297,34 @@ pub fn detect_all(args: &ListArgs) -> Result<Outcome, CommandError> {
     }
     Ok(if open_regression { Outcome::Failure } else { Outcome::Success })
 }
+
+/// Arguments of `history report`.
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// Folder to write `history.html` into (created when missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: std::path::PathBuf,
+    /// Only the series whose name contains this.
+    #[arg(value_name = "SERIES")]
+    pub filter: Option<String>,
+    /// The detector's settings.
+    #[command(flatten)]
+    pub detect: DetectArg,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+/// Carry out `history report`: the static HTML page of every series over time.
+pub fn report(args: &ReportArgs) -> Result<Outcome, CommandError> {
+    let opts = args.detect.options()?;
+    let all = load(&args.store, args.filter.as_deref().unwrap_or(""))?;
+    let detections: Vec<Detection> = all.iter().map(|s| detect(s, &opts)).collect();
+    let page = crate::history::page::render(&all, &detections);
+    let io = |path: &std::path::Path, source| CommandError::Io { path: path.display().to_string(), source };
+    std::fs::create_dir_all(&args.out).map_err(|e| io(&args.out, e))?;
+    let file = args.out.join("history.html");
+    std::fs::write(&file, page).map_err(|e| io(&file, e))?;
+    outln!("wrote {} ({} series)", file.display(), all.len());
+    Ok(Outcome::Success)
+}
