@@ -288,3 +288,41 @@ fn run_record_writes_the_file_then_the_store() {
     let (code, out, _) = history(store.to_str().unwrap(), &["record", out_dir.to_str().unwrap()]);
     assert_eq!((code, out.contains("recorded 0 new run(s)")), (0, true), "the store already has them: {out}");
 }
+
+#[test]
+fn the_merge_base_is_the_default_ci_baseline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "base"]);
+    let base = git(&["rev-parse", "HEAD"]);
+    git(&["checkout", "-q", "-b", "feature"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "change"]);
+    let store = tmp.path().join("h.sqlite");
+    let nightly = write_point(&tmp.path().join("nightly"), 0, 1.0, "2.13.0", 3);
+    // The nightly job on main: `run --record` or `history record` with the revision from the CI variables.
+    tb().args(["history", "record", "--store"]).arg(&store).arg(&nightly).env("GITHUB_SHA", &base).assert().success();
+    // The PR job: gate against the merge-base, a Markdown comment body.
+    let pr = write_point(&tmp.path().join("pr"), 1, 1.0, "2.13.0", 3);
+    let out = tb()
+        .args(["history", "gate", "--baseline", "merge-base", "--format", "markdown", "--store"])
+        .arg(&store)
+        .arg(&pr)
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("**pass**") && text.contains(&format!("revision {base}")), "{text}");
+}
