@@ -23,6 +23,9 @@ packages=(
     slurmd
     slurm-client
     munge
+    # A throw-away PostgreSQL server for the history store's tests (tests/it/history_pg.rs through
+    # scripts/postgres-local.sh).
+    postgresql
 )
 
 if [ "${1:-}" = "--list" ]; then

@@ -57,6 +57,9 @@ pub enum Command {
     Report(commands::report::Args),
     /// Check a result's integrity, re-run it on this machine, and say whether it reproduces.
     Audit(commands::audit::Args),
+    /// Results that accumulate: record results into a history store, list and show series, detect change points,
+    /// gate a candidate against a baseline (exit 0 pass, 1 regression, 3 inconclusive), acknowledge changes.
+    History(commands::history::Args),
     /// List the devices every backend built into this binary can run on.
     Devices(commands::devices::Args),
     /// Run one repeat handed over by `trainbench run` on stdin (internal: repeats in processes of their own).
@@ -105,6 +108,7 @@ pub fn main(binary: Binary) -> ExitCode {
         Command::Report(a) => commands::report::execute(a),
         Command::Audit(a) => commands::audit::execute(a),
         Command::Devices(a) => commands::devices::execute(a),
+        Command::History(a) => commands::history::execute(a),
         Command::Worker(a) => commands::worker::execute(a),
         Command::Status(a) => commands::status::execute(a),
         Command::SlurmTask(a) => commands::slurm_task::execute(a),
@@ -113,6 +117,7 @@ pub fn main(binary: Binary) -> ExitCode {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failure) => ExitCode::from(1),
         Ok(Outcome::InvalidInput) => ExitCode::from(2),
+        Ok(Outcome::Inconclusive) => ExitCode::from(3),
         Err(CommandError::NeedsEngine) if binary == Binary::Front => hand_over(),
         Err(e) => {
             eprintln!("error: {e}");

@@ -14,6 +14,7 @@ pub mod digest;
 pub mod format;
 pub mod handoff;
 pub mod hardware;
+pub mod history;
 pub mod manifest;
 pub mod metrics;
 pub mod plan;

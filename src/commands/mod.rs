@@ -28,6 +28,7 @@ pub mod calibrate;
 pub mod check;
 pub mod compare;
 pub mod devices;
+pub mod history;
 pub mod plan;
 pub mod predict;
 pub mod report;
@@ -48,6 +49,8 @@ pub enum Outcome {
     Failure,
     /// Invalid input: a spec, a result file or an argument (exit 2).
     InvalidInput,
+    /// The command could not decide (exit 3): `history gate` with too few runs or too much noise.
+    Inconclusive,
 }
 
 /// An error that ends a command, with the exit code it maps to.

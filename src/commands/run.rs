@@ -15,6 +15,7 @@ use super::{CommandError, Outcome};
 use crate::backend_registry::BackendChoice;
 use crate::format::{self, human_bytes};
 use crate::hardware::ProfileValidator;
+use crate::history::recorder::Recorder;
 use crate::plan::PlacementOverride;
 use crate::predict::record::RunProfile;
 use crate::report::model::comm_share_of;
@@ -97,6 +98,18 @@ pub struct Args {
     /// `--on slurm`: wait until every task ended, then print the status.
     #[arg(long)]
     pub wait: bool,
+    /// Record each result into the history store right after its file is written (`trainbench history`; a
+    /// result the store missed is added later by `history record`).
+    #[arg(long)]
+    pub record: bool,
+    /// `--record`: the history store, a SQLite file or a `postgres://` URL (default `$TRAINBENCH_STORE`, else
+    /// `results/history.sqlite`).
+    #[arg(long, value_name = "PATH|URL", requires = "record")]
+    pub store: Option<String>,
+    /// `--record`: the revision of the code under test (default `$GITHUB_SHA`, else `$CI_COMMIT_SHA`, else the
+    /// working directory's commit).
+    #[arg(long, value_name = "REV", requires = "record")]
+    pub revision: Option<String>,
 }
 
 /// Where `trainbench run` runs.
@@ -119,6 +132,16 @@ fn run_profile(named: Option<&str>) -> Result<RunProfile, CommandError> {
             .map_err(|d| CommandError::Input(render_text(&d).trim_end().to_string())),
         None => Ok(RunProfile::this_machine(&v, &std::env::current_dir().unwrap_or_default())),
     }
+}
+
+/// `--record`: the history store, opened before any run so that a wrong location fails at once.
+fn open_recorder(args: &Args) -> Result<Option<Recorder>, CommandError> {
+    if !args.record || silent_rank() {
+        return Ok(None);
+    }
+    let location = crate::history::store::location(args.store.as_deref());
+    let revision = args.revision.clone().or_else(crate::history::record::default_revision);
+    Recorder::open(&location, revision).map(Some).map_err(|e| CommandError::Input(e.to_string()))
 }
 
 /// Carry out `trainbench run`.
@@ -148,6 +171,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         refuse_to_replace(&args.out, &suites)?;
     }
     let hardware = run_profile(args.hardware.as_deref())?;
+    let mut recorder = open_recorder(args)?;
     probe::install_interrupt_handler();
     let opts = RunnerOptions {
         out_dir: args.out.clone(),
@@ -168,6 +192,15 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         let mut on_result = |r: &RunResult, path: &Path| {
             if !args.quiet {
                 eprintln!("{:<13} {}  -> {}", r.outcome.status(), r.run_id, path.display());
+            }
+            if let Some(recorder) = recorder.as_mut()
+                && let Err(e) = recorder.record(r, path)
+            {
+                eprintln!(
+                    "warning: {} was written but not recorded: {e}; `trainbench history record {}` records it",
+                    path.display(),
+                    path.display()
+                );
             }
             written.push((r.clone(), path.to_path_buf()));
         };

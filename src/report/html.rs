@@ -12,7 +12,8 @@ use super::scaling::{self, ScalingRow};
 use super::text::{environment_summary, summary_line};
 use crate::format::{self, human_bytes};
 
-const STYLE: &str = "\
+/// The report's stylesheet, shared with the history page (`history report`).
+pub const STYLE: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5rem auto;max-width:1280px;padding:0 1rem;\
 color:#222;line-height:1.4}\
 h1{margin:0 0 .2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.25rem;margin:2rem 0 .6rem;font-size:1.25rem}\

@@ -24,6 +24,8 @@ mod fixtures_check;
 #[cfg(all(feature = "tch", feature = "wgpu"))]
 mod formats_trained;
 mod handoff;
+mod history;
+mod history_pg;
 mod image_folder;
 mod isolation;
 mod local_data;

@@ -11,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::transport::Transport;
 use super::launcher::OWN_LAUNCHER_VARIABLE;
+use super::transport::Transport;
 use crate::runner::protocol::{RankFailure, RankFailureKind, WorkerMessage, print_message};
 
 /// The MPI launcher found on this machine and whether it is Open MPI's (whose options differ from MPICH's).

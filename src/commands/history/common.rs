@@ -1,0 +1,117 @@
+//! What the `history` subcommands share: the store argument and opening it, the output format, reading result
+//! files for the store, and finding a series by name.
+
+use std::path::PathBuf;
+
+use crate::commands::CommandError;
+use crate::history::points::Series;
+use crate::history::record::{self, Prepared, Refused, RunRecord};
+use crate::history::store::{self, Store, StoreError};
+use crate::result::load;
+
+/// `--store PATH|URL`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct StoreArg {
+    /// The history store: a SQLite file, or a `postgres://user:password@host/db` URL; default
+    /// `$TRAINBENCH_STORE`, else `results/history.sqlite`.
+    #[arg(long, value_name = "PATH|URL")]
+    pub store: Option<String>,
+}
+
+impl StoreArg {
+    /// The location asked for.
+    pub fn location(&self) -> String {
+        store::location(self.store.as_deref())
+    }
+
+    /// Open the store.
+    pub fn open(&self) -> Result<Box<dyn Store>, CommandError> {
+        crate::history::open(&self.location()).map_err(store_error)
+    }
+}
+
+/// A store error as a command error: a newer or corrupt store, or an unreachable server, is the user's to fix
+/// (exit 2); a failed statement is not (exit 1).
+pub fn store_error(e: StoreError) -> CommandError {
+    match e {
+        StoreError::Newer { .. } | StoreError::Corrupt { .. } | StoreError::Unreachable { .. } => {
+            CommandError::Input(e.to_string())
+        }
+        StoreError::Database { .. } => CommandError::Other(e.to_string()),
+    }
+}
+
+/// How a `history` command prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum HistoryFormat {
+    /// Text for people.
+    #[default]
+    Text,
+    /// JSON for scripts (with a `format` name and a `version`).
+    Json,
+    /// Markdown (a PR comment, a job summary).
+    Markdown,
+}
+
+/// `--revision REV`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RevisionArg {
+    /// The revision of the code under test the results measured; default `$GITHUB_SHA`, else
+    /// `$CI_COMMIT_SHA`, else the commit checked out in the working directory.
+    #[arg(long, value_name = "REV")]
+    pub revision: Option<String>,
+}
+
+impl RevisionArg {
+    /// The revision given, or the default.
+    pub fn get(&self) -> Option<String> {
+        self.revision.clone().or_else(record::default_revision)
+    }
+}
+
+/// What reading result files for the store gave.
+#[derive(Debug, Default)]
+pub struct Read {
+    /// The runs to record.
+    pub runs: Vec<RunRecord>,
+    /// Files with nothing measured: `(file, outcome)`.
+    pub unmeasured: Vec<(String, &'static str)>,
+    /// Files refused, with the reason.
+    pub refused: Vec<String>,
+}
+
+/// Read result files and folders (recursively) for the store; `revision` gives each run its revision by key.
+pub fn read_results(paths: &[PathBuf], revision: &dyn Fn(&RunRecord) -> Option<String>) -> Result<Read, CommandError> {
+    let mut read = Read::default();
+    for path in paths {
+        let files = load::result_files(path).map_err(|e| CommandError::Input(e.to_string()))?;
+        for file in files {
+            match record::prepare(&file, None) {
+                Ok(Prepared::Run(mut run)) => {
+                    run.revision = revision(&run);
+                    read.runs.push(*run);
+                }
+                Ok(Prepared::Unmeasured { path, status }) => read.unmeasured.push((path, status)),
+                Err(e @ (Refused::Load(_) | Refused::Integrity { .. })) => read.refused.push(e.to_string()),
+            }
+        }
+    }
+    Ok(read)
+}
+
+/// The series `name` names: the one of exactly that name, else the only one whose name contains it.
+pub fn find_series<'a>(all: &'a [Series], name: &str) -> Result<&'a Series, CommandError> {
+    if let Some(s) = all.iter().find(|s| s.id.name() == name) {
+        return Ok(s);
+    }
+    let matching: Vec<&Series> = all.iter().filter(|s| s.id.name().contains(name)).collect();
+    match matching.as_slice() {
+        [one] => Ok(one),
+        [] => Err(CommandError::Input(format!("no series named `{name}` (`trainbench history list` lists them)"))),
+        many => Err(CommandError::Input(format!(
+            "`{name}` names {} series: {}; give more of the name",
+            many.len(),
+            many.iter().take(5).map(|s| s.id.name()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}

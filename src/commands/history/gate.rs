@@ -1,0 +1,206 @@
+//! `history gate`: the CI check. A candidate's runs against the store's baseline for their configuration and
+//! machine (a revision, the merge-base with the main branch, or the last N points), three outcomes: pass (exit
+//! 0), regression (exit 1), inconclusive (exit 3: too few runs or too much noise, with how many more repeats
+//! would decide); bad input stays exit 2. Prints text, a Markdown PR-comment body, or a versioned JSON verdict.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::common::{HistoryFormat, StoreArg, read_results, store_error};
+use crate::commands::{CommandError, Outcome};
+use crate::history::analysis::{Baseline, GateResult, gate};
+use crate::stats::gate::{GateOptions, GateOutcome};
+
+/// Version of the gate's JSON verdict.
+pub const VERDICT_VERSION: u32 = 1;
+
+/// Arguments of `history gate`.
+#[derive(Debug, clap::Args)]
+pub struct GateArgs {
+    /// The candidate's result files or folders.
+    #[arg(required = true, value_name = "RESULTS")]
+    pub results: Vec<PathBuf>,
+    /// The baseline: a revision (or a git ref naming one), `merge-base` (the merge-base of HEAD and
+    /// `origin/<main branch>`), or `last:N` (the series' last N points).
+    #[arg(long, value_name = "REF")]
+    pub baseline: String,
+    /// The main line's branch, for `--baseline merge-base`.
+    #[arg(long, value_name = "BRANCH", default_value = "main")]
+    pub main_branch: String,
+    /// Output format: text, a Markdown PR-comment body, or the JSON verdict.
+    #[arg(long, value_enum, default_value_t = HistoryFormat::Text)]
+    pub format: HistoryFormat,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git").args(args).stderr(std::process::Stdio::null()).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}
+
+/// The baseline `--baseline` names.
+fn resolve(args: &GateArgs) -> Result<Baseline, CommandError> {
+    let reference = args.baseline.trim();
+    if let Some(n) = reference.strip_prefix("last:") {
+        return match n.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(Baseline::LastPoints(n)),
+            _ => Err(CommandError::Input(format!("--baseline {reference}: `last:N` needs a positive N"))),
+        };
+    }
+    if reference == "merge-base" {
+        let remote = format!("origin/{}", args.main_branch);
+        return git(&["merge-base", "HEAD", &remote])
+            .or_else(|| git(&["merge-base", "HEAD", &args.main_branch]))
+            .map(Baseline::Revision)
+            .ok_or_else(|| {
+                CommandError::Input(format!(
+                    "--baseline merge-base: no merge-base of HEAD and {remote} (or {}) in this directory; fetch the \
+                     main branch or name the baseline revision",
+                    args.main_branch
+                ))
+            });
+    }
+    if reference.is_empty() {
+        return Err(CommandError::Input("--baseline needs a revision, `merge-base` or `last:N`".into()));
+    }
+    let commit = format!("{reference}^{{commit}}");
+    Ok(Baseline::Revision(git(&["rev-parse", "--verify", "--quiet", &commit]).unwrap_or_else(|| reference.to_string())))
+}
+
+fn outcome_name(r: &GateResult) -> &'static str {
+    match r.verdict.map(|v| v.outcome) {
+        Some(GateOutcome::Pass) => "pass",
+        Some(GateOutcome::Regression) => "regression",
+        Some(GateOutcome::Improvement) => "improvement",
+        Some(GateOutcome::Inconclusive { .. }) | None => "inconclusive",
+    }
+}
+
+fn reason(r: &GateResult) -> String {
+    match r.verdict.map(|v| v.outcome) {
+        None if r.baseline_runs == 0 => "no baseline runs of this configuration on this machine in the store".into(),
+        None => "the candidate has no measured steps".into(),
+        Some(GateOutcome::Inconclusive { more_repeats_needed: Some(n) }) => {
+            format!("too noisy to decide; about {n} more repeat(s) of the candidate would")
+        }
+        Some(GateOutcome::Inconclusive { more_repeats_needed: None }) => "too few runs to decide".into(),
+        Some(_) => String::new(),
+    }
+}
+
+fn percent(x: f64) -> String {
+    if x.is_finite() { format!("{:+.2}%", x * 100.0) } else { "-".into() }
+}
+
+/// Carry out `history gate`.
+pub fn execute(args: &GateArgs) -> Result<Outcome, CommandError> {
+    let baseline = resolve(args)?;
+    let read = read_results(&args.results, &|_| None)?;
+    if !read.refused.is_empty() {
+        for reason in &read.refused {
+            eprintln!("refused: {reason}");
+        }
+        return Ok(Outcome::InvalidInput);
+    }
+    if read.runs.is_empty() {
+        return Err(CommandError::Input("no measured candidate runs to gate".into()));
+    }
+    let mut store = args.store.open()?;
+    let results = gate(store.as_mut(), &read.runs, &baseline, &GateOptions::default()).map_err(store_error)?;
+    let overall = if results.iter().any(|r| outcome_name(r) == "regression") {
+        ("regression", Outcome::Failure, 1)
+    } else if results.iter().any(|r| outcome_name(r) == "inconclusive") {
+        ("inconclusive", Outcome::Inconclusive, 3)
+    } else {
+        ("pass", Outcome::Success, 0)
+    };
+    match args.format {
+        HistoryFormat::Json => {
+            let series: Vec<serde_json::Value> = results
+                .iter()
+                .map(|r| {
+                    json!({
+                        "series": r.series,
+                        "configuration": r.config_label,
+                        "machine": r.machine_label,
+                        "outcome": outcome_name(r),
+                        "relative_change": r.verdict.map(|v| v.relative_change),
+                        "interval": r.verdict.map(|v| [v.interval.0, v.interval.1]),
+                        "p_value": r.verdict.map(|v| v.p_value),
+                        "noise": r.verdict.map(|v| v.noise),
+                        "more_repeats_needed": match r.verdict.map(|v| v.outcome) {
+                            Some(GateOutcome::Inconclusive { more_repeats_needed }) => more_repeats_needed,
+                            _ => None,
+                        },
+                        "baseline_runs": r.baseline_runs,
+                        "candidate_runs": r.candidate_runs,
+                        "reason": reason(r),
+                    })
+                })
+                .collect();
+            let verdict = json!({
+                "format": "trainbench-gate",
+                "version": VERDICT_VERSION,
+                "outcome": overall.0,
+                "exit_code": overall.2,
+                "baseline": baseline.to_string(),
+                "series": series,
+            });
+            outln!("{}", serde_json::to_string_pretty(&verdict).map_err(|e| CommandError::Other(e.to_string()))?);
+        }
+        HistoryFormat::Markdown => {
+            outln!("## trainbench gate: **{}**\n", overall.0);
+            outln!("Step time of {} configuration(s) against the baseline ({baseline}).\n", results.len());
+            outln!(
+                "| configuration | machine | outcome | change | 95% interval | p | runs (baseline / candidate) | note |"
+            );
+            outln!("|---|---|---|---:|---|---:|---|---|");
+            for r in &results {
+                let (change, interval, p) = r.verdict.map_or(("-".into(), "-".into(), "-".into()), |v| {
+                    (
+                        percent(v.relative_change),
+                        format!("{} .. {}", percent(v.interval.0), percent(v.interval.1)),
+                        format!("{:.2e}", v.p_value),
+                    )
+                });
+                outln!(
+                    "| `{}` | {} | {} | {change} | {interval} | {p} | {} / {} | {} |",
+                    r.config_label,
+                    r.machine_label,
+                    outcome_name(r),
+                    r.baseline_runs,
+                    r.candidate_runs,
+                    reason(r)
+                );
+            }
+        }
+        HistoryFormat::Text => {
+            for r in &results {
+                let figures = r.verdict.map_or(String::new(), |v| {
+                    format!(
+                        " {} (95% {} .. {}, p = {:.2e})",
+                        percent(v.relative_change),
+                        percent(v.interval.0),
+                        percent(v.interval.1),
+                        v.p_value
+                    )
+                });
+                let why = reason(r);
+                outln!(
+                    "{:<12} {}{figures} [{} baseline / {} candidate runs]{}",
+                    outcome_name(r),
+                    r.series,
+                    r.baseline_runs,
+                    r.candidate_runs,
+                    if why.is_empty() { String::new() } else { format!(": {why}") }
+                );
+            }
+            outln!("gate: {} (baseline: {baseline})", overall.0);
+        }
+    }
+    Ok(overall.1)
+}
