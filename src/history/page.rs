@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use super::analysis::Detection;
 use super::points::Series;
-use crate::report::html::{STYLE, escape};
+use crate::report::escape::escape;
+use crate::report::html::STYLE;
 use crate::stats::{mean, stdev};
 
 /// Size of one plot, in SVG units.

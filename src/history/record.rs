@@ -8,7 +8,7 @@ use std::path::Path;
 use super::codec;
 use super::series::{self, MachineIdentity, Metric};
 use crate::audit::integrity;
-use crate::format::sha256_hex;
+use crate::digest::sha256_hex;
 use crate::result::RunResult;
 use crate::result::load::{self, LoadError};
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::format::sha256_hex;
+use crate::digest::sha256_hex;
 use crate::result::RunResult;
 
 /// Hex digits of a SHA-256 kept in an identity key (64 bits: no collision among any realistic number of

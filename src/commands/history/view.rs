@@ -40,6 +40,7 @@ impl DetectArg {
             min_points_per_segment: self.min_points,
             p_value: self.p_value,
             min_effect: self.min_effect,
+            ..DetectOptions::default()
         })
     }
 }
