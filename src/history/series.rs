@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::digest::sha256_hex;
+use crate::result::identity::ConfigurationIdentity;
 use crate::result::RunResult;
 
 /// Hex digits of a SHA-256 kept in an identity key (64 bits: no collision among any realistic number of
@@ -17,34 +18,11 @@ fn short_hash(text: &str) -> String {
     sha256_hex(text).chars().take(KEY_DIGITS).collect()
 }
 
-/// The spec without its `[run]` table (iterations, time budget, repeats, isolation: how long to measure, not
-/// what), in a fixed form; the canonical text itself when it does not parse.
-fn spec_without_run(spec_canonical: &str) -> String {
-    match toml::from_str::<toml::Table>(spec_canonical) {
-        Ok(mut table) => {
-            table.remove("run");
-            toml::to_string(&table).unwrap_or_else(|_| spec_canonical.to_string())
-        }
-        Err(_) => spec_canonical.to_string(),
-    }
-}
-
-/// The configuration identity of a result, as a key: a hash of the canonical spec without its `[run]` table,
-/// and of the plan's batch, precision, backend, device selector, whole topology, step schedule and numerics.
-/// The one place the history computes it (to be replaced by `result::identity` when that lands).
+/// The configuration identity of a result, as a key: the digest of [`ConfigurationIdentity`], the one identity
+/// report, compare and check pool repeats by (the spec's content without its budget, and the whole plan that
+/// decides the performance).
 pub fn configuration_key(r: &RunResult) -> String {
-    let plan = &r.plan;
-    let parts = serde_json::json!({
-        "spec": spec_without_run(&r.environment.spec_canonical),
-        "batch": plan.batch_size,
-        "precision": plan.precision.as_str(),
-        "backend": r.backend,
-        "device": format!("{:?}", plan.device),
-        "topology": serde_json::to_value(plan.topology).unwrap_or_default(),
-        "schedule": serde_json::to_value(plan.schedule).unwrap_or_default(),
-        "numerics": serde_json::to_value(plan.numerics).unwrap_or_default(),
-    });
-    short_hash(&parts.to_string())
+    short_hash(&ConfigurationIdentity::of(r).key())
 }
 
 /// Where a run ran, as far as it decides performance: never the host name or a path, so that a rebuilt runner
