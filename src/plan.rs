@@ -12,8 +12,8 @@ use trainbench_graph::Precision;
 use trainbench_graph::training::{Checkpointing, StepSchedule};
 
 use crate::backend_registry::{self, Placement};
-use crate::spec::validated::ValidatedSpec;
 use crate::spec::rules::topology::{EffectiveTopology, effective_precisions, effective_topologies};
+use crate::spec::validated::ValidatedSpec;
 use crate::spec::wire::{BackendChoice, Strategy};
 
 /// Choices from the command line (`--backend`, `--device`) that replace the spec's `topology.backend` and

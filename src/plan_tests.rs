@@ -87,14 +87,10 @@ fn a_step_schedule_is_planned_and_named_only_when_not_plain() {
     let runs = plan(&validated(&format!("{base}activation_checkpointing = \"full\"\n")));
     assert_eq!(runs[0].config, "g.b32.fp32.1x1.ckpt-full");
     assert_eq!(runs[0].schedule.checkpointing, Checkpointing::Full);
-    let text =
-        format!("{base}activation_checkpointing = \"every_n\"\ncheckpoint_every = 2\ngrad_accumulation = 2\n");
+    let text = format!("{base}activation_checkpointing = \"every_n\"\ncheckpoint_every = 2\ngrad_accumulation = 2\n");
     let runs = plan(&validated(&text));
     assert_eq!(runs[0].config, "g.b32.fp32.1x1.ckpt-every2.ga2");
-    assert_eq!(
-        runs[0].schedule,
-        StepSchedule { checkpointing: Checkpointing::EveryN { n: 2 }, grad_accumulation: 2 }
-    );
+    assert_eq!(runs[0].schedule, StepSchedule { checkpointing: Checkpointing::EveryN { n: 2 }, grad_accumulation: 2 });
     assert!(plan(&validated(&format!("{base}grad_accumulation = 1\n")))[0].schedule.is_default());
 }
 
@@ -149,10 +145,7 @@ fn runs_of_one_spec_with_another_strategy_get_another_id() {
         .into_iter()
         .map(|s| plan(&validated(&format!("{spec}strategy = \"{s}\"\n")))[0].id.clone())
         .collect();
-    assert_eq!(
-        ids,
-        ["s.b32.fp32.1x2-ar.r0", "s.b32.fp32.1x2-z1.r0", "s.b32.fp32.1x2-z2.r0", "s.b32.fp32.1x2-z3.r0"]
-    );
+    assert_eq!(ids, ["s.b32.fp32.1x2-ar.r0", "s.b32.fp32.1x2-z1.r0", "s.b32.fp32.1x2-z2.r0", "s.b32.fp32.1x2-z3.r0"]);
     let nvlink = plan(&validated(&format!("{spec}strategy = \"all-reduce\"\ninterconnect = \"nvlink\"\n")));
     assert_eq!(nvlink[0].id, "s.b32.fp32.1x2-ar-nvlink.r0");
     let r = &nvlink[0];

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::digest::sha256_hex;
-use crate::result::identity::ConfigurationIdentity;
 use crate::result::RunResult;
+use crate::result::identity::ConfigurationIdentity;
 
 /// Hex digits of a SHA-256 kept in an identity key (64 bits: no collision among any realistic number of
 /// configurations).

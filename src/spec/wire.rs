@@ -1,8 +1,8 @@
 //! Spec version 1 as written in TOML: the wire types. Doc comments here become the JSON Schema's descriptions.
 
+pub use super::wire_topology::{BackendChoice, Interconnect, Isolation, Strategy, TopologyOverride, TopologySpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-pub use super::wire_topology::{BackendChoice, Interconnect, Isolation, Strategy, TopologyOverride, TopologySpec};
 pub use trainbench_contract::target::TargetMetric;
 use trainbench_contract::target::{EvalEvery, TargetPlan};
 use trainbench_graph::{ModelSpec, OptimizerSpec, Precision};
@@ -365,7 +365,6 @@ impl Default for SweepSpec {
 fn d_batches() -> Vec<usize> {
     vec![32]
 }
-
 
 /// How long each run lasts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
