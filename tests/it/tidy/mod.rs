@@ -10,9 +10,13 @@ mod signatures;
 
 use std::path::{Path, PathBuf};
 
-/// The workspace root (this crate's manifest folder).
+/// The workspace root: this crate's manifest folder, or `TIDY_ROOT` when set (`scripts/tidy_selfcheck.sh`
+/// points a built test binary at another checkout with it).
 pub(crate) fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| {
+        std::env::var_os("TIDY_ROOT").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+    })
 }
 
 /// Every crate's `src/` folder: the root crate's and each library crate's under `crates/`.

@@ -279,7 +279,7 @@ fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
 
 #[test]
 fn no_catch_all_arm_in_a_match_on_op() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = super::root();
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
     let mut crates: Vec<PathBuf> = fs::read_dir(root.join("crates"))
