@@ -113,7 +113,7 @@ pub fn serve(ranked: Option<Transport>) -> Result<bool, ServeError> {
             return Ok(false);
         }
         Err(e) => {
-            let _ = say(&WorkerMessage::Fatal(e));
+            let _ = say(&WorkerMessage::Fatal(e.to_string()));
             return Ok(false);
         }
     };
@@ -126,7 +126,7 @@ pub fn serve(ranked: Option<Transport>) -> Result<bool, ServeError> {
     let test_hooks = match TestHooks::inherited() {
         Ok(hooks) => hooks,
         Err(e) => {
-            let _ = say(&WorkerMessage::Fatal(e));
+            let _ = say(&WorkerMessage::Fatal(e.to_string()));
             return Ok(false);
         }
     };
