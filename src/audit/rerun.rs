@@ -69,7 +69,12 @@ mod tests {
     fn a_recorded_backend_name_reruns_on_that_backend() {
         for kind in [BackendKind::Tch, BackendKind::Wgpu, BackendKind::Mock] {
             let choice = backend_of(kind.name());
-            assert_eq!(choice.map(|c| backend_registry::resolve(c, DeviceSelector::Cpu)), Some(kind), "{}", kind.name());
+            assert_eq!(
+                choice.map(|c| backend_registry::resolve(c, DeviceSelector::Cpu)),
+                Some(kind),
+                "{}",
+                kind.name()
+            );
         }
         assert_eq!(backend_of("torch"), None);
         assert_eq!(backend_of(""), None);

@@ -35,9 +35,9 @@ use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind, PoolKind};
 use trainbench_graph::{GraphBuilder, OptimizerSpec};
 
 use crate::hardware::wire::ElementwisePoint;
+use crate::predict::elementwise_work::attention_products;
 use crate::predict::price_classes::{ElementwiseClass, FirstKind};
 use crate::predict::roofline::FLUSH_ELEMENTS;
-use crate::predict::elementwise_work::attention_products;
 
 /// How many copies of the operation the element-wise micro-graph stacks (more copies, a larger difference to
 /// measure).

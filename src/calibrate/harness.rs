@@ -64,7 +64,12 @@ pub enum MeasureError {
 
 /// Mean phase seconds of one step of `graph` under `plan`; with `cpu_clock`, scaled by the process's CPU time
 /// over the wall time of the run.
-pub fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_clock: bool) -> Result<StepPhases, MeasureError> {
+pub fn phases(
+    backend: &mut dyn Backend,
+    plan: &RunPlan,
+    graph: &Graph,
+    cpu_clock: bool,
+) -> Result<StepPhases, MeasureError> {
     backend.check(plan, graph)?;
     let mut probe = trainbench_contract::backend::NoProbe;
     let wall0 = std::time::Instant::now();

@@ -144,14 +144,18 @@ impl ProfileValidator {
             let loc = load::locate(&root, &path);
             let message = format!("`{path}` = \"{}\" is not a name the model knows", unknown.name);
             let d = sources.diagnostic(&loc.span, &path, message).expected(format!("one of {}", unknown.known));
-            out.push(d.hint("calibration points are written by `trainbench calibrate`; remove the point, or recalibrate"));
+            out.push(
+                d.hint("calibration points are written by `trainbench calibrate`; remove the point, or recalibrate"),
+            );
         }
         for error in self.compiled.iter_errors(&form.value).take(crate::spec::diagnostics::MAX_DIAGNOSTICS) {
             if matches!(error.kind(), ValidationErrorKind::PropertyNames { .. }) {
                 continue;
             }
             for d in humanizer.explain(&error) {
-                let named = unknown.iter().any(|(pointer, _)| FieldPath::from_pointer(pointer, &form.value).to_string() == d.path);
+                let named = unknown
+                    .iter()
+                    .any(|(pointer, _)| FieldPath::from_pointer(pointer, &form.value).to_string() == d.path);
                 if !named && !out.iter().any(|o| o.path == d.path && o.message == d.message) {
                     out.push(d);
                 }
@@ -283,7 +287,9 @@ fn rules(f: &HardwareFile) -> Vec<(String, String, &'static str)> {
                     ));
                 }
             }
-            for (name, c) in [("fp32", Some(&fitted.fp32)), ("fp16", fitted.fp16.as_ref()), ("bf16", fitted.bf16.as_ref())] {
+            for (name, c) in
+                [("fp32", Some(&fitted.fp32)), ("fp16", fitted.fp16.as_ref()), ("bf16", fitted.bf16.as_ref())]
+            {
                 if let Some(problem) = c.and_then(|c| c.problem()) {
                     v.push((
                         format!("/fitted/{name}"),

@@ -56,9 +56,7 @@ pub enum NvmlMapError {
     #[error("NVML lists no GPU with UUID {0}")]
     NoSuchUuid(String),
     /// `CUDA_VISIBLE_DEVICES` names a MIG instance, which only a PCI bus id maps.
-    #[error(
-        "CUDA_VISIBLE_DEVICES entry `{0}` is a MIG instance, which only the backend's PCI bus id maps to its GPU"
-    )]
+    #[error("CUDA_VISIBLE_DEVICES entry `{0}` is a MIG instance, which only the backend's PCI bus id maps to its GPU")]
     MigInstance(String),
     /// A `CUDA_VISIBLE_DEVICES` entry that is neither an index nor a UUID.
     #[error("cannot map CUDA_VISIBLE_DEVICES entry `{0}` to an NVML device")]
@@ -165,7 +163,9 @@ mod tests {
         assert_eq!(map(1, None, &inv, Some("GPU-cccc,GPU-aaaa"), false), Ok((0, "CUDA_VISIBLE_DEVICES uuid")));
         assert_eq!(map(0, None, &inv, Some("2,0"), true).unwrap().0, 2);
         // An index under CUDA's default order on a machine of three GPUs could be any of them.
-        assert!(map(0, None, &inv, Some("2,0"), false).unwrap_err().to_string().contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
+        assert!(
+            map(0, None, &inv, Some("2,0"), false).unwrap_err().to_string().contains("CUDA_DEVICE_ORDER=PCI_BUS_ID")
+        );
         assert!(map(0, None, &inv, Some("MIG-1234"), true).unwrap_err().to_string().contains("MIG instance"));
         assert!(map(3, None, &inv, Some("0,1"), true).unwrap_err().to_string().contains("no entry for cuda:3"));
         assert!(map(0, None, &inv, Some("GPU-dddd"), true).unwrap_err().to_string().contains("no GPU with UUID"));

@@ -20,17 +20,17 @@
 //! the precision).
 
 pub mod comm;
+pub mod elementwise_work;
 pub mod error;
 pub mod fit_and_rates;
 pub mod layer;
-pub mod price_classes;
 pub mod parallel;
+pub mod price_classes;
 pub mod rates;
 pub mod record;
 pub mod roofline;
 pub mod terms;
 pub mod whatif;
-pub mod elementwise_work;
 
 use serde::Serialize;
 use trainbench_comm::Topology;

@@ -108,9 +108,8 @@ impl Serialize for NodeClass {
 impl<'de> Deserialize<'de> for NodeClass {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let name = Cow::<str>::deserialize(deserializer)?;
-        Self::parse(&name).ok_or_else(|| {
-            serde::de::Error::custom(format!("unknown node class `{name}` (known: {})", Self::known()))
-        })
+        Self::parse(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown node class `{name}` (known: {})", Self::known())))
     }
 }
 

@@ -5,10 +5,10 @@ use trainbench_graph::graph::{InputKind, LossKind};
 use trainbench_graph::{GraphBuilder, OptimizerSpec, Precision};
 
 use super::*;
-use crate::predict::price_classes::{ElementwiseClass, NodeClass, OptimizerKind};
 use crate::hardware::wire::{
     Alternatives, Calibration, DeviceKind, DeviceProfile, KernelPoint, Link, LinkKind, PeakTflops, ProfileKind,
 };
+use crate::predict::price_classes::{ElementwiseClass, NodeClass, OptimizerKind};
 use trainbench_comm::{DataParallel, Interconnect, Topology};
 
 /// input [1000] -> linear 1000 -> 1000 (no bias) -> MSE against a dense target [1000].

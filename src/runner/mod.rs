@@ -16,13 +16,13 @@
 pub mod data;
 pub mod dist;
 pub mod hooks;
+pub(crate) mod in_process;
 pub mod isolate;
 pub mod options;
 pub mod output;
-pub(crate) mod in_process;
+pub(crate) mod plan_run;
 pub mod probe;
 pub mod protocol;
-pub(crate) mod plan_run;
 pub mod suite;
 pub mod warmup;
 
@@ -33,9 +33,9 @@ use trainbench_contract::{Backend, BackendKind};
 use crate::backend_registry;
 use crate::result::RunResult;
 pub use hooks::TestHooks;
+use in_process::{Pass, Recorder};
 pub use options::{RunnerError, RunnerOptions, SuiteReport};
 pub use output::SuiteWriter;
-use in_process::{Pass, Recorder};
 pub use probe::{RunProbe, StopCause, StopFlag};
 pub use suite::Suite;
 
@@ -50,7 +50,12 @@ pub fn run_suite(
 ) -> Result<SuiteReport, RunnerError> {
     // A test's stand-in for a build without this backend: its stub refuses every run, as that build's would.
     if opts.test_hooks.backend_not_built == Some(suite.backend) {
-        return run_suite_with(suite, opts, Box::new(backend_registry::Unavailable::not_built(suite.backend)), on_result);
+        return run_suite_with(
+            suite,
+            opts,
+            Box::new(backend_registry::Unavailable::not_built(suite.backend)),
+            on_result,
+        );
     }
     // Started on every rank by an external launcher (multi-node): this process is one of the ranks.
     if let Some(launcher) = dist::LauncherEnv::get().external_ranks() {

@@ -75,10 +75,7 @@ impl Suite {
     pub fn from_spec_text(display: &str, text: &str) -> Result<Self, SuiteError> {
         let validator = SpecValidator::new().map_err(|e| SuiteError::NoValidator(e.to_string()))?;
         let checked = validator.check_bytes(display, text.as_bytes(), None, &Overrides::none());
-        checked
-            .into_result()
-            .map(|spec| Self::from_validated(&spec))
-            .map_err(|d| SuiteError::Invalid(render_text(&d)))
+        checked.into_result().map(|spec| Self::from_validated(&spec)).map_err(|d| SuiteError::Invalid(render_text(&d)))
     }
 
     /// Whether the runs go to worker processes, one per repeat: the spec asks for it (`run.isolation =

@@ -16,14 +16,14 @@
 use std::time::Instant;
 
 use serde_json::json;
+use trainbench_backend_tch::TchBackend;
+use trainbench_backend_wgpu::{WgpuBackend, adapters, select};
 use trainbench_contract::conformance::agreement::{AGREEMENT_RUN, Preset, compare, max_relative_error, preset_for};
 use trainbench_contract::conformance::prerequisite_missing;
 use trainbench_contract::{Backend, NoProbe};
 use trainbench_contract::{DeviceSelector, WgpuAdapter};
 use trainbench_graph::analysis::analyze;
 use trainbench_graph::{Graph, ModelSpec, zoo};
-use trainbench_backend_tch::TchBackend;
-use trainbench_backend_wgpu::{WgpuBackend, adapters, select};
 
 /// The three models, as `[model]` tables of a spec would write them, with the preset their 5 SGD steps meet on a
 /// software adapter.

@@ -11,12 +11,12 @@
 
 use std::process::ExitCode;
 
+use trainbench_backend_tch::TchBackend;
 use trainbench_contract::{Backend, PhaseTimes, Probe, RunPlan};
 use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind};
 use trainbench_graph::model::{ModelSpec, ResnetSpec, ResnetStem};
 use trainbench_graph::params::parameters;
 use trainbench_graph::{GraphBuilder, OptimizerSpec, ShapeError, zoo};
-use trainbench_backend_tch::TchBackend;
 
 /// CPU time consumed by this process (all threads), in seconds.
 fn process_cpu_s() -> f64 {

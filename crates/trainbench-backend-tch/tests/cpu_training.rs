@@ -7,6 +7,9 @@ mod common;
 
 use common::*;
 use tch::{Device, Kind, Tensor};
+use trainbench_backend_tch::TchBackend;
+use trainbench_backend_tch::lower::Lowered;
+use trainbench_backend_tch::shim::{AutocastDtype, AutocastGuard};
 use trainbench_comm::DataParallel;
 use trainbench_contract::conformance::agreement::Preset;
 use trainbench_contract::{
@@ -15,9 +18,6 @@ use trainbench_contract::{
 use trainbench_graph::Precision;
 use trainbench_graph::graph::Graph;
 use trainbench_graph::params::{graph_tensors, parameters};
-use trainbench_backend_tch::TchBackend;
-use trainbench_backend_tch::lower::Lowered;
-use trainbench_backend_tch::shim::{AutocastDtype, AutocastGuard};
 
 // The shared conformance kit on the CPU: losses fall, weights match the contract, same initial weights and the
 // same 5 SGD steps as PyTorch within the strict preset (the same CPU kernels), refusals.

@@ -7,11 +7,11 @@
 mod common;
 
 use serde_json::json;
+use trainbench_backend_tch::TchBackend;
 use trainbench_contract::{Backend, NoProbe, RawMeasurements, RunPlan};
 use trainbench_graph::graph::Graph;
 use trainbench_graph::training::{Checkpointing, StepSchedule};
 use trainbench_graph::{ModelSpec, OptimizerSpec, zoo};
-use trainbench_backend_tch::TchBackend;
 
 /// A small Llama-style decoder: 4 blocks, GQA, RMSNorm, SwiGLU, rotary, untied, no bias.
 fn gpt(dropout: f64) -> Graph {

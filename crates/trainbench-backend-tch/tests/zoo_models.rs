@@ -6,11 +6,11 @@
 mod common;
 
 use serde_json::json;
+use trainbench_backend_tch::TchBackend;
 use trainbench_contract::{Backend, NoProbe};
 use trainbench_graph::analysis::analyze;
 use trainbench_graph::model::ModelSpec;
 use trainbench_graph::zoo;
-use trainbench_backend_tch::TchBackend;
 
 fn small_models() -> Vec<serde_json::Value> {
     vec![

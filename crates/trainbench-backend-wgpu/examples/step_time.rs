@@ -5,11 +5,11 @@
 //! FLOPs per training step are estimated as 3x the forward multiply-adds x 2 of the matrix products
 //! (linear, convolution, recurrent, attention); element-wise work is not counted.
 
+use trainbench_backend_wgpu::WgpuBackend;
 use trainbench_contract::conformance::fixtures;
 use trainbench_contract::{Backend, NoProbe, RunPlan};
 use trainbench_graph::graph::{Activation, InputKind, LossKind, Op, RnnCell};
 use trainbench_graph::{Graph, GraphBuilder, OptimizerSpec};
-use trainbench_backend_wgpu::WgpuBackend;
 
 fn forward_flops(graph: &Graph, batch: usize) -> f64 {
     let mut f = 0.0;

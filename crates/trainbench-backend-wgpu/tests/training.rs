@@ -1,12 +1,12 @@
 //! Training on a real wgpu adapter (lavapipe in CI): losses fall, parameter counts match the contract, the
 //! measurements are complete, and what the backend cannot run is refused up front.
 
+use trainbench_backend_wgpu::{WgpuBackend, adapters, select};
 use trainbench_contract::conformance::agreement::preset_for;
 use trainbench_contract::conformance::{fixtures, prerequisite_missing};
 use trainbench_contract::{Backend, BackendError, DeviceSelector, NoProbe, PhaseTimes, Probe, RunPlan, WgpuAdapter};
 use trainbench_graph::params::parameters;
 use trainbench_graph::{Graph, GraphBuilder, OptimizerSpec, Precision};
-use trainbench_backend_wgpu::{WgpuBackend, adapters, select};
 
 // The shared conformance kit on the best adapter (lavapipe in CI): losses fall, weights match the contract,
 // same initial weights and 5 SGD steps as PyTorch within the preset for the adapter's kind, refusals.

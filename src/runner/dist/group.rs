@@ -16,8 +16,8 @@ use trainbench_contract::{
 use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
 
-use super::transport::{Opened, Transport, TransportError, open_transport};
 use super::launcher::LauncherEnv;
+use super::transport::{Opened, Transport, TransportError, open_transport};
 
 use crate::result::distributed::{BytesByKind, DistributedResult, RankMemory, RankPhases};
 use crate::runner::plan_run::GroupRun;

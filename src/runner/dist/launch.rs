@@ -11,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::transport::Transport;
 use super::launcher::OWN_LAUNCHER_VARIABLE;
+use super::transport::Transport;
 use crate::runner::protocol::{RankFailure, RankFailureKind, WorkerMessage, print_message};
 
 /// The MPI launcher found on this machine and whether it is Open MPI's (whose options differ from MPICH's).
@@ -56,10 +56,7 @@ fn launcher() -> Result<&'static Launcher, LaunchError> {
                 if let Ok(out) = Command::new(&program).arg("--version").output() {
                     let text =
                         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-                    return Some(Launcher {
-                        program,
-                        open_mpi: text.contains("Open MPI") || text.contains("OpenRTE"),
-                    });
+                    return Some(Launcher { program, open_mpi: text.contains("Open MPI") || text.contains("OpenRTE") });
                 }
             }
             None
@@ -151,10 +148,7 @@ pub fn launch_ranks(exe: &Path, n: usize, engine: Transport) -> Result<bool, Lau
 /// A TCP port free on the loopback interface now (the operating system's choice; rank 0's store binds it a
 /// moment later).
 fn free_port() -> Result<u16, LaunchError> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(LaunchError::NoFreePort)
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).map_err(LaunchError::NoFreePort)
 }
 
 /// Where the launcher writes the worker protocol: rank 0's lines and the ranks' typed failures, one whole line

@@ -3,12 +3,12 @@
 //! the rank loop every rank runs ([`rank_loop`]). Depends on the worker protocol and the per-run pass below it,
 //! never on the isolation of repeats or the suite loop above it.
 
-pub mod transport;
 pub mod group;
 pub mod launch;
 pub mod launcher;
 pub mod rank_loop;
+pub mod transport;
 
-pub use transport::Transport;
 pub use group::{Ranks, expected_bytes_sent};
 pub use launcher::LauncherEnv;
+pub use transport::Transport;

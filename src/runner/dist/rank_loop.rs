@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use trainbench_contract::{Backend, RunPlan};
 
-use super::transport::Transport;
 use super::group::Ranks;
 use super::launcher::LauncherEnv;
+use super::transport::Transport;
 use crate::backend_registry;
 use crate::result::RunResult;
-use crate::runner::options::{RunnerError, RunnerOptions, SuiteReport};
 use crate::runner::in_process::{Flow, Pass, Recorder};
+use crate::runner::options::{RunnerError, RunnerOptions, SuiteReport};
 use crate::runner::protocol::{RankFailure, RankFailureKind, WorkerMessage};
 use crate::runner::suite::Suite;
 

@@ -65,11 +65,7 @@ impl Transport {
             };
             match engine {
                 Some((e, first)) if e != this => {
-                    return Err(TransportError::MixedDevices {
-                        run: plan.id.to_string(),
-                        device: plan.device,
-                        first,
-                    });
+                    return Err(TransportError::MixedDevices { run: plan.id.to_string(), device: plan.device, first });
                 }
                 _ => engine = Some((this, plan.device)),
             }

@@ -55,7 +55,8 @@ pub fn serve(ranked: Option<Transport>) -> Result<bool, ServeError> {
             Err(e) => {
                 // The parent learns which rank could not join, and why, through the launcher.
                 if let Some(rank) = LauncherEnv::get().rank {
-                    let failure = RankFailure { rank, kind: RankFailureKind::Failed, run: None, message: e.to_string() };
+                    let failure =
+                        RankFailure { rank, kind: RankFailureKind::Failed, run: None, message: e.to_string() };
                     let _ = print_message(&mut std::io::stdout().lock(), &WorkerMessage::RankFailed(failure));
                 }
                 return Err(e.into());
@@ -74,8 +75,7 @@ pub fn serve(ranked: Option<Transport>) -> Result<bool, ServeError> {
         r.borrow_mut().broadcast(&mut bytes).map_err(ServeError::Handoff)?;
         line = String::from_utf8(bytes).map_err(ServeError::NotText)?;
     }
-    let mut job: WorkerJob =
-        serde_json::from_str(&line).map_err(ServeError::NotAJob)?;
+    let mut job: WorkerJob = serde_json::from_str(&line).map_err(ServeError::NotAJob)?;
     let stop = StopFlag::default();
     if rank == 0 {
         let stop = stop.clone();

@@ -15,7 +15,11 @@ fn every_rust_file_is_under_600_lines() {
             (lines >= MAX_LINES).then(|| format!("{} ({lines} lines)", shown(path)))
         })
         .collect();
-    assert!(long.is_empty(), "files of {MAX_LINES} lines or more (split them by what they own):\n  {}", long.join("\n  "));
+    assert!(
+        long.is_empty(),
+        "files of {MAX_LINES} lines or more (split them by what they own):\n  {}",
+        long.join("\n  ")
+    );
 }
 
 #[test]

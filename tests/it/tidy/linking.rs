@@ -13,7 +13,8 @@ const TRAINING_CRATES: [&str; 4] =
 
 /// Files of `src/` where `cfg!(feature = ...)` may appear: the registry's `built`, the transport's error texts,
 /// the build id.
-const FEATURE_QUESTIONS_ALLOWED: [&str; 3] = ["src/backend_registry.rs", "src/runner/dist/transport.rs", "src/handoff.rs"];
+const FEATURE_QUESTIONS_ALLOWED: [&str; 3] =
+    ["src/backend_registry.rs", "src/runner/dist/transport.rs", "src/handoff.rs"];
 
 /// The trainbench crates each library crate may depend on (the layering of the map's "Crates" table).
 const ALLOWED_DEPENDENCIES: [(&str, &[&str]); 8] = [

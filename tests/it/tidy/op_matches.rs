@@ -314,11 +314,5 @@ fn fine(op: &Op, kind: Kind) -> u32 {
 }
 "#;
     let found = offenders(source);
-    assert_eq!(
-        found,
-        vec![
-            Offender { line: 7, pattern: "_".into() },
-            Offender { line: 13, pattern: "other".into() },
-        ]
-    );
+    assert_eq!(found, vec![Offender { line: 7, pattern: "_".into() }, Offender { line: 13, pattern: "other".into() },]);
 }

@@ -11,7 +11,11 @@ fn no_public_function_returns_a_string_error() {
             let code = code_only(&std::fs::read_to_string(&path).unwrap_or_default());
             for (line, signature) in public_signatures(&code) {
                 if returns_string_error(&signature) {
-                    offenders.push(format!("{}:{line}: {}", shown(&path), signature.split_whitespace().collect::<Vec<_>>().join(" ")));
+                    offenders.push(format!(
+                        "{}:{line}: {}",
+                        shown(&path),
+                        signature.split_whitespace().collect::<Vec<_>>().join(" ")
+                    ));
                 }
             }
         }
@@ -37,7 +41,9 @@ fn public_signatures(code: &str) -> Vec<(usize, String)> {
             continue;
         }
         let head = code[from..].trim_start();
-        let head = ["const ", "async ", "unsafe ", "extern \"\" "].iter().fold(head, |h, q| h.strip_prefix(q).unwrap_or(h).trim_start());
+        let head = ["const ", "async ", "unsafe ", "extern \"\" "]
+            .iter()
+            .fold(head, |h, q| h.strip_prefix(q).unwrap_or(h).trim_start());
         if !head.starts_with("fn ") {
             continue;
         }
@@ -76,6 +82,7 @@ fn the_signature_reader_sees_what_it_should() {
     let code = "pub fn a(x: Vec<u8>) -> Result<(), String> {}\npub(crate) fn b() -> Result<u8, String>;\n\
                 pub fn c() -> Result<Vec<u8>, String>\nwhere T: Clone {}\npub fn d() -> Result<String, E> {}\n\
                 pub fn e() -> Option<Result<u8, String>> {}\n";
-    let hits: Vec<usize> = public_signatures(code).into_iter().filter(|(_, s)| returns_string_error(s)).map(|(l, _)| l).collect();
+    let hits: Vec<usize> =
+        public_signatures(code).into_iter().filter(|(_, s)| returns_string_error(s)).map(|(l, _)| l).collect();
     assert_eq!(hits, vec![1, 3, 6]);
 }

@@ -63,8 +63,8 @@ pub fn reference_losses(name: &str) -> Result<Vec<f64>, ReferenceError> {
         "vit" => include_str!("../../reference/vit.json"),
         other => return Err(ReferenceError::NoReference(other.to_string())),
     };
-    let doc: serde_json::Value = serde_json::from_str(text)
-        .map_err(|source| ReferenceError::NotJson { fixture: name.to_string(), source })?;
+    let doc: serde_json::Value =
+        serde_json::from_str(text).map_err(|source| ReferenceError::NotJson { fixture: name.to_string(), source })?;
     let run = AGREEMENT_RUN;
     if doc["batch"] != run.batch || doc["seed"] != run.seed {
         return Err(ReferenceError::OtherRun(name.to_string()));
