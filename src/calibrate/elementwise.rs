@@ -228,7 +228,7 @@ pub fn measure(
                     backward_s: m.backward,
                 }),
                 Err(e) => {
-                    skipped.push((class.name().to_string(), e));
+                    skipped.push((class.name().to_string(), e.to_string()));
                     continue 'classes;
                 }
             }

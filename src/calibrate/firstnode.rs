@@ -66,7 +66,7 @@ pub fn measure(
                     backward_s: extra(first.backward, mean.backward),
                 });
             }
-            Err(e) => skipped.push((class.to_string(), e)),
+            Err(e) => skipped.push((class.to_string(), e.to_string())),
         }
     }
     (points, skipped)

@@ -3,7 +3,7 @@
 //! mean phases of a graph with the nodes and the same graph without them, the median over rounds. With
 //! `--cpu-clock`, each run's phases are scaled by the process's CPU time over wall time.
 
-use trainbench_contract::{Backend, Budget, DeviceSelector, RunContext, RunPlan};
+use trainbench_contract::{Backend, BackendError, Budget, DeviceSelector, RunContext, RunPlan};
 use trainbench_graph::graph::Graph;
 use trainbench_graph::{OptimizerSpec, Precision};
 
@@ -51,14 +51,30 @@ pub fn plan(
     }
 }
 
+/// Why a calibration measurement failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// The backend refused or failed the micro-graph.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The micro-graph could not be built.
+    #[error(transparent)]
+    Graph(#[from] trainbench_graph::ShapeError),
+}
+
 /// Mean phase seconds of one step of `graph` under `plan`; with `cpu_clock`, scaled by the process's CPU time
 /// over the wall time of the run.
-pub fn phases(backend: &mut dyn Backend, plan: &RunPlan, graph: &Graph, cpu_clock: bool) -> Result<StepPhases, String> {
-    backend.check(plan, graph).map_err(|e| e.to_string())?;
+pub fn phases(
+    backend: &mut dyn Backend,
+    plan: &RunPlan,
+    graph: &Graph,
+    cpu_clock: bool,
+) -> Result<StepPhases, MeasureError> {
+    backend.check(plan, graph)?;
     let mut probe = trainbench_contract::backend::NoProbe;
     let wall0 = std::time::Instant::now();
     let cpu0 = crate::metrics::cpu::process_cpu_seconds();
-    let raw = backend.run_in(plan, graph, &mut RunContext::new(&mut probe)).map_err(|e| e.to_string())?;
+    let raw = backend.run_in(plan, graph, &mut RunContext::new(&mut probe))?;
     let wall = wall0.elapsed().as_secs_f64();
     let scale = match (cpu_clock, cpu0, crate::metrics::cpu::process_cpu_seconds()) {
         (true, Some(a), Some(b)) if wall > 0.0 && b > a => (b - a) / wall,
@@ -82,7 +98,7 @@ pub fn per_added_node(
     (base, with): (&Graph, &Graph),
     copies: f64,
     cpu_clock: bool,
-) -> Result<StepPhases, String> {
+) -> Result<StepPhases, MeasureError> {
     Ok(per_added_nodes(backend, plan, base, &[(with, copies)], cpu_clock, ROUNDS)?.pop().unwrap_or_default())
 }
 
@@ -95,9 +111,9 @@ pub fn per_added_nodes(
     withs: &[(&Graph, f64)],
     cpu_clock: bool,
     rounds: usize,
-) -> Result<Vec<StepPhases>, String> {
+) -> Result<Vec<StepPhases>, MeasureError> {
     for (with, _) in withs {
-        backend.check(plan, with).map_err(|e| e.to_string())?;
+        backend.check(plan, with)?;
     }
     let mut per_round: Vec<Vec<StepPhases>> = vec![Vec::new(); withs.len()];
     for _ in 0..rounds {

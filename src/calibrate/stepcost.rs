@@ -27,7 +27,7 @@ use trainbench_contract::{Backend, DeviceSelector};
 use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind};
 use trainbench_graph::{GraphBuilder, OptimizerSpec};
 
-use super::harness::{ROUNDS, StepPhases, median_phases, per_added_node, phases, plan};
+use super::harness::{MeasureError, ROUNDS, StepPhases, median_phases, per_added_node, phases, plan};
 use crate::hardware::wire::{NodePoint, OptimizerPoint};
 use crate::predict::layer::LOSS_OPS;
 use crate::predict::price_classes::{NodeClass, OptimizerKind};
@@ -76,8 +76,8 @@ impl StackedNode {
 }
 
 /// input [`FEATURES`] -> linear -> `stack` x `node` -> MSE (`stack` = 0: the base graph).
-fn node_graph(node: StackedNode, stack: usize) -> Result<Graph, String> {
-    let e = |e: trainbench_graph::ShapeError| e.to_string();
+fn node_graph(node: StackedNode, stack: usize) -> Result<Graph, MeasureError> {
+    let e = MeasureError::Graph;
     let name = if stack == 0 { "base".to_string() } else { node.class().name() };
     let mut b = GraphBuilder::new(format!("calibrate-node-{name}"));
     let x = b.input("x", &[FEATURES], InputKind::Dense).map_err(e)?;
@@ -140,10 +140,10 @@ impl LayerClass {
 /// The layer-stack micro-graph of `class` (`conv`: input [16, 16, 16] -> `stack` x conv 16 -> 16 3 x 3 ->
 /// flatten -> linear 10 -> MSE; `conv-small`: the same with 4 channels of 4 x 4 pixels, where a convolution's
 /// fixed cost is most of it; `linear-wide`: input [16, 256] -> linear 256 -> `stack` x linear 256 -> MSE).
-pub fn layer_graph(class: LayerClass, stack: usize) -> Result<Graph, String> {
-    let e = |e: trainbench_graph::ShapeError| e.to_string();
+pub fn layer_graph(class: LayerClass, stack: usize) -> Result<Graph, MeasureError> {
+    let e = MeasureError::Graph;
     let mut b = GraphBuilder::new(format!("calibrate-layer-{}", class.class().name()));
-    let conv = |c: usize, hw: usize, b: &mut GraphBuilder| -> Result<_, String> {
+    let conv = |c: usize, hw: usize, b: &mut GraphBuilder| -> Result<_, MeasureError> {
         let x = b.input("x", &[c, hw, hw], InputKind::Dense).map_err(e)?;
         let mut y = x;
         for i in 0..stack {
@@ -186,7 +186,7 @@ pub fn measure_layers(
     device: DeviceSelector,
     cpu_threads: Option<u32>,
     cpu_clock: bool,
-) -> Result<Vec<NodePoint>, String> {
+) -> Result<Vec<NodePoint>, MeasureError> {
     let mut points = Vec::new();
     for class in LAYER_CLASSES {
         let steps = if layer_batch(class) == 1 { 40 } else { 15 };
@@ -204,7 +204,7 @@ pub fn measure_nodes(
     device: DeviceSelector,
     cpu_threads: Option<u32>,
     cpu_clock: bool,
-) -> Result<Vec<NodePoint>, String> {
+) -> Result<Vec<NodePoint>, MeasureError> {
     let plan = plan(device, cpu_threads, 1, optimizer_spec(OptimizerKind::Sgd), 60);
     let base = node_graph(StackedNode::Elementwise, 0)?;
     let mut base_rounds = Vec::new();
@@ -243,8 +243,8 @@ pub fn measure_nodes(
 
 /// input -> `MANY` linear layers of `FEATURES` -> MSE (many small tensors), or input -> one linear layer of
 /// `side` x `side` -> MSE (one large weight).
-fn optimizer_graph(side: Option<usize>) -> Result<Graph, String> {
-    let e = |e: trainbench_graph::ShapeError| e.to_string();
+fn optimizer_graph(side: Option<usize>) -> Result<Graph, MeasureError> {
+    let e = MeasureError::Graph;
     let mut b = GraphBuilder::new("calibrate-optimizer");
     let f = side.unwrap_or(FEATURES);
     let x = b.input("x", &[f], InputKind::Dense).map_err(e)?;
@@ -263,7 +263,7 @@ pub fn measure_optimizers(
     device: DeviceSelector,
     cpu_threads: Option<u32>,
     cpu_clock: bool,
-) -> Result<Vec<OptimizerPoint>, String> {
+) -> Result<Vec<OptimizerPoint>, MeasureError> {
     let mut points = Vec::new();
     for kind in OptimizerKind::ALL {
         for side in [None].into_iter().chain(LARGE.map(Some)) {

@@ -237,7 +237,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let measured_at =
         profiles.first().and_then(|p| p.calibration.as_ref()).map(|c| c.measured_at.clone()).unwrap_or_default();
     let profile = if rounds > 1 {
-        let mut merged = merge::median(&profiles).map_err(CommandError::Other)?;
+        let mut merged = merge::median(&profiles).map_err(|e| CommandError::Other(e.to_string()))?;
         if let Some(c) = merged.calibration.as_mut() {
             c.method.push_str(&format!(
                 "; every figure the median over {rounds} complete calibrations one after the other"

@@ -163,10 +163,10 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         )));
     }
     let test_hooks = match &args.test_hooks {
-        Some(json) => TestHooks::from_json(json).map_err(CommandError::Input)?,
+        Some(json) => TestHooks::from_json(json).map_err(|e| CommandError::Input(e.to_string()))?,
         None => TestHooks::default(),
     };
-    let progress_interval = probe::progress_interval_from_env().map_err(CommandError::Input)?;
+    let progress_interval = probe::progress_interval_from_env().map_err(|e| CommandError::Input(e.to_string()))?;
     if !args.overwrite {
         refuse_to_replace(&args.out, &suites)?;
     }
@@ -351,7 +351,7 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
         time: args.time.clone(),
         extra: args.slurm_args.clone(),
     };
-    opts.check().map_err(CommandError::Input)?;
+    opts.check().map_err(|e| CommandError::Input(e.to_string()))?;
     if args.test_hooks.is_some() {
         return Err(CommandError::Input("--test-hooks is not passed on to Slurm tasks; run without it".into()));
     }

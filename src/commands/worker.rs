@@ -57,9 +57,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let served = match args.launch {
         Some(n) => {
             let exe = std::env::current_exe().map_err(|e| CommandError::Other(format!("this program's path: {e}")))?;
-            crate::runner::dist::launch::launch_ranks(&exe, n, engine)
+            crate::runner::dist::launch::launch_ranks(&exe, n, engine).map_err(|e| e.to_string())
         }
-        None => crate::runner::isolate::serve(args.ranks.then_some(engine)),
+        None => crate::runner::isolate::serve(args.ranks.then_some(engine)).map_err(|e| e.to_string()),
     };
     match served {
         Ok(true) => Ok(Outcome::Success),

@@ -40,20 +40,45 @@ impl Default for CompareOptions {
     }
 }
 
+/// Why a threshold does not parse (the text as given).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ThresholdError {
+    /// Not a number, with or without `%`.
+    #[error("`{text}`: {source}")]
+    NotANumber {
+        /// The text given.
+        text: String,
+        /// Why it is no number.
+        source: std::num::ParseFloatError,
+    },
+    /// A bare number of 1 or more: a percentage or a fraction?
+    #[error("`{text}` is ambiguous; write a percentage (`{value}%`) or a fraction below 1 (`0.05`)")]
+    Ambiguous {
+        /// The text given.
+        text: String,
+        /// The number read.
+        value: f64,
+    },
+    /// Below 0% or from 100% up.
+    #[error("`{0}` must be between 0% and 100%")]
+    OutOfRange(String),
+}
+
 /// Parse a threshold written as `5%` or `0.05`.
-pub fn parse_threshold(s: &str) -> Result<f64, String> {
+pub fn parse_threshold(s: &str) -> Result<f64, ThresholdError> {
     let t = s.trim();
+    let not_a_number = |source| ThresholdError::NotANumber { text: s.to_string(), source };
     let value = if let Some(p) = t.strip_suffix('%') {
-        p.trim().parse::<f64>().map(|v| v / 100.0).map_err(|e| format!("`{s}`: {e}"))?
+        p.trim().parse::<f64>().map(|v| v / 100.0).map_err(not_a_number)?
     } else {
-        let v = t.parse::<f64>().map_err(|e| format!("`{s}`: {e}"))?;
+        let v = t.parse::<f64>().map_err(not_a_number)?;
         if v >= 1.0 {
-            return Err(format!("`{s}` is ambiguous; write a percentage (`{v}%`) or a fraction below 1 (`0.05`)"));
+            return Err(ThresholdError::Ambiguous { text: s.to_string(), value: v });
         }
         v
     };
     if !(0.0..1.0).contains(&value) || !value.is_finite() {
-        return Err(format!("`{s}` must be between 0% and 100%"));
+        return Err(ThresholdError::OutOfRange(s.to_string()));
     }
     Ok(value)
 }

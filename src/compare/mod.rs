@@ -28,7 +28,8 @@ pub mod utilization;
 
 pub use change::Change;
 pub use comparison::{
-    CompareOptions, Comparison, PairReport, Side, StepTimeComparison, Unpaired, Verdict, parse_threshold,
+    CompareOptions, Comparison, PairReport, Side, StepTimeComparison, ThresholdError, Unpaired, Verdict,
+    parse_threshold,
 };
 pub use env::{EnvDifference, differences};
 pub use pairing::{compare, compare_samples};

@@ -9,7 +9,7 @@ fn thresholds_parse_as_percent_or_fraction() {
     assert_eq!(parse_threshold("5%"), Ok(0.05));
     assert_eq!(parse_threshold(" 2.5 % "), Ok(0.025));
     assert_eq!(parse_threshold("0.1"), Ok(0.1));
-    assert!(parse_threshold("5").unwrap_err().contains("ambiguous"));
+    assert!(parse_threshold("5").unwrap_err().to_string().contains("ambiguous"));
     assert!(parse_threshold("-1%").is_err());
     assert!(parse_threshold("abc").is_err());
 }

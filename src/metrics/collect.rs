@@ -86,8 +86,8 @@ impl Collectors {
             let (tx, rx) = mpsc::channel();
             stop.push(tx);
             std::thread::spawn(move || {
-                let nvml = nvml::open()?;
-                let device = nvml::resolve(&nvml, &target)?;
+                let nvml = nvml::open().map_err(|e| e.to_string())?;
+                let device = nvml::resolve(&nvml, &target).map_err(|e| e.to_string())?;
                 let index = device.index().unwrap_or(target.cuda_ordinal);
                 let pid = std::process::id();
                 let read = || Some(nvml::read(&device, pid, origin.elapsed().as_secs_f64()));

@@ -162,7 +162,7 @@ fn gpu_figures(
                     scope,
                 }),
                 Ok(_) => Sampled::unavailable("no samples were processed"),
-                Err(reason) => Sampled::Unavailable { reason },
+                Err(reason) => Sampled::Unavailable { reason: reason.to_string() },
             };
             (util, power)
         }

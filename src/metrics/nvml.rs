@@ -15,7 +15,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use trainbench_contract::DeviceSelector;
 
-use super::nvml_map::{NvmlEntry, map};
+use super::nvml_map::{NvmlEntry, NvmlMapError, map};
 use crate::result::{GpuDevice, GpuInventory, GpuUtilization, Sampled};
 
 /// One reading of a GPU's counters; a field is `None` when the device does not support it.
@@ -73,8 +73,33 @@ impl GpuTarget {
 pub const MIG_SCOPE: &str = "gpu-wide: the run used a MIG instance; NVML's utilisation, memory and power figures \
                              are its whole GPU's, other instances' work included";
 
-fn init() -> Result<Nvml, String> {
-    Nvml::init().map_err(|e| format!("NVML is not available ({e}); no NVIDIA driver on this machine?"))
+/// Why NVML could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NvmlError {
+    /// The NVML library could not be loaded or initialised (the library's message).
+    #[error("NVML is not available ({0}); no NVIDIA driver on this machine?")]
+    Missing(String),
+    /// The run's device is not one NVML can be told to be.
+    #[error(transparent)]
+    NoDevice(#[from] NvmlMapError),
+    /// An NVML call on a device failed.
+    #[error("NVML device {index}: {message}")]
+    CallFailed {
+        /// The NVML index.
+        index: u32,
+        /// NVML's message.
+        message: String,
+    },
+    /// The window holds too few samples to measure power.
+    #[error("too few NVML samples to measure power over the measured window")]
+    TooFewSamples,
+    /// The device reports power by neither means.
+    #[error("the device reports neither an energy counter nor enough power samples")]
+    NoPowerReading,
+}
+
+fn init() -> Result<Nvml, NvmlError> {
+    Nvml::init().map_err(|e| NvmlError::Missing(e.to_string()))
 }
 
 /// Every GPU NVML lists, with its PCI bus id and UUID.
@@ -92,16 +117,16 @@ fn entries(nvml: &Nvml) -> Vec<NvmlEntry> {
 }
 
 /// Open the NVML device a target designates (see [`super::nvml_map::map`] for the rules).
-pub fn resolve<'n>(nvml: &'n Nvml, target: &GpuTarget) -> Result<Device<'n>, String> {
+pub fn resolve<'n>(nvml: &'n Nvml, target: &GpuTarget) -> Result<Device<'n>, NvmlError> {
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     let pci_order = std::env::var("CUDA_DEVICE_ORDER").is_ok_and(|v| v.trim() == "PCI_BUS_ID");
     let (index, _how) =
         map(target.cuda_ordinal, target.pci_bus_id.as_deref(), &entries(nvml), visible.as_deref(), pci_order)?;
-    nvml.device_by_index(index).map_err(|e| format!("NVML device {index}: {e}"))
+    nvml.device_by_index(index).map_err(|e| NvmlError::CallFailed { index, message: e.to_string() })
 }
 
 /// Load NVML for a sampling thread (which then resolves its device with [`resolve`] and keeps it).
-pub fn open() -> Result<Nvml, String> {
+pub fn open() -> Result<Nvml, NvmlError> {
     init()
 }
 
@@ -132,7 +157,7 @@ pub fn inventory() -> Sampled<GpuInventory> {
     static CACHE: OnceLock<Sampled<GpuInventory>> = OnceLock::new();
     CACHE
         .get_or_init(|| match init() {
-            Err(reason) => Sampled::Unavailable { reason },
+            Err(reason) => Sampled::Unavailable { reason: reason.to_string() },
             Ok(nvml) => {
                 let devices = (0..nvml.device_count().unwrap_or(0))
                     .filter_map(|i| {
@@ -214,11 +239,11 @@ pub struct PowerSummary {
 
 /// Mean power over `[start, end]`: from the energy counter when the device has one (exact), else by
 /// integrating the sampled power with the trapezoid rule.
-pub fn summarize_power(samples: &[GpuSample], start: f64, end: f64) -> Result<PowerSummary, String> {
+pub fn summarize_power(samples: &[GpuSample], start: f64, end: f64) -> Result<PowerSummary, NvmlError> {
     let first = samples.iter().rposition(|s| s.t <= start).unwrap_or(0);
     let last = samples.iter().position(|s| s.t >= end).unwrap_or(samples.len().saturating_sub(1));
     if samples.is_empty() || last <= first {
-        return Err("too few NVML samples to measure power over the measured window".into());
+        return Err(NvmlError::TooFewSamples);
     }
     let bracket = &samples[first..=last];
     let max_w = bracket.iter().filter_map(|s| s.power_mw).map(|p| f64::from(p) / 1000.0).fold(f64::NAN, f64::max);
@@ -234,7 +259,7 @@ pub fn summarize_power(samples: &[GpuSample], start: f64, end: f64) -> Result<Po
         bracket.iter().filter_map(|s| s.power_mw.map(|p| (s.t, f64::from(p) / 1000.0))).collect();
     let span = pts.last().map(|l| l.0).unwrap_or(0.0) - pts.first().map(|f| f.0).unwrap_or(0.0);
     if pts.len() < 2 || span <= 0.0 {
-        return Err("the device reports neither an energy counter nor enough power samples".into());
+        return Err(NvmlError::NoPowerReading);
     }
     let area: f64 = pts.windows(2).map(|w| (w[1].0 - w[0].0) * (w[0].1 + w[1].1) / 2.0).sum();
     Ok(PowerSummary { mean_w: area / span, max_w, method: "integrated" })

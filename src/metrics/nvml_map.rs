@@ -27,6 +27,48 @@ pub fn parse_pci(s: &str) -> Option<(u32, u32, u32, u32)> {
     Some((hex(domain)?, hex(bus)?, hex(device)?, hex(function)?))
 }
 
+/// Why the NVML device of a CUDA device cannot be told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NvmlMapError {
+    /// The backend's PCI bus id does not parse.
+    #[error("the backend's PCI bus id `{0}` is malformed")]
+    MalformedBusId(String),
+    /// No GPU NVML lists sits at the backend's PCI bus id.
+    #[error("NVML lists no GPU at PCI {0}")]
+    NoGpuAtBus(String),
+    /// NVML has no device of that index.
+    #[error("NVML has no device {index} ({listed} listed)")]
+    NoSuchIndex {
+        /// The index looked for.
+        index: u32,
+        /// Devices NVML lists.
+        listed: usize,
+    },
+    /// `CUDA_VISIBLE_DEVICES` is shorter than the ordinal.
+    #[error("CUDA_VISIBLE_DEVICES={visible} has no entry for cuda:{ordinal}")]
+    NotVisible {
+        /// The variable's value.
+        visible: String,
+        /// The CUDA ordinal.
+        ordinal: u32,
+    },
+    /// No GPU NVML lists has the UUID `CUDA_VISIBLE_DEVICES` names.
+    #[error("NVML lists no GPU with UUID {0}")]
+    NoSuchUuid(String),
+    /// `CUDA_VISIBLE_DEVICES` names a MIG instance, which only a PCI bus id maps.
+    #[error("CUDA_VISIBLE_DEVICES entry `{0}` is a MIG instance, which only the backend's PCI bus id maps to its GPU")]
+    MigInstance(String),
+    /// A `CUDA_VISIBLE_DEVICES` entry that is neither an index nor a UUID.
+    #[error("cannot map CUDA_VISIBLE_DEVICES entry `{0}` to an NVML device")]
+    UnknownEntry(String),
+    /// Several GPUs, CUDA's fastest-first order and no PCI bus id: the mapping would be a guess.
+    #[error(
+        "CUDA numbers the {0} GPUs fastest-first and NVML in PCI order, and the backend reported no PCI bus id: \
+         set CUDA_DEVICE_ORDER=PCI_BUS_ID to sample the right one"
+    )]
+    Unordered(usize),
+}
+
 /// The NVML index of the GPU a CUDA device is, and how it was found; an error says why it cannot be told.
 ///
 /// Rules, in order: the backend's PCI bus id (exact); else entry `ordinal` of `CUDA_VISIBLE_DEVICES` when it is
@@ -39,21 +81,21 @@ pub fn map(
     inventory: &[NvmlEntry],
     visible: Option<&str>,
     pci_order: bool,
-) -> Result<(u32, &'static str), String> {
+) -> Result<(u32, &'static str), NvmlMapError> {
     if let Some(bus) = pci_bus_id {
-        let want = parse_pci(bus).ok_or_else(|| format!("the backend's PCI bus id `{bus}` is malformed"))?;
+        let want = parse_pci(bus).ok_or_else(|| NvmlMapError::MalformedBusId(bus.to_string()))?;
         return inventory
             .iter()
             .find(|e| parse_pci(&e.pci_bus_id) == Some(want))
             .map(|e| (e.index, "pci bus id"))
-            .ok_or_else(|| format!("NVML lists no GPU at PCI {bus}"));
+            .ok_or_else(|| NvmlMapError::NoGpuAtBus(bus.to_string()));
     }
     let by_index = |i: u32, how: &'static str| {
         inventory
             .iter()
             .find(|e| e.index == i)
             .map(|e| (e.index, how))
-            .ok_or_else(|| format!("NVML has no device {i} ({} listed)", inventory.len()))
+            .ok_or(NvmlMapError::NoSuchIndex { index: i, listed: inventory.len() })
     };
     let visible = visible.map(str::trim).filter(|v| !v.is_empty());
     if let Some(visible) = visible {
@@ -61,38 +103,28 @@ pub fn map(
             .split(',')
             .map(str::trim)
             .nth(ordinal as usize)
-            .ok_or_else(|| format!("CUDA_VISIBLE_DEVICES={visible} has no entry for cuda:{ordinal}"))?;
+            .ok_or_else(|| NvmlMapError::NotVisible { visible: visible.to_string(), ordinal })?;
         if entry.starts_with("GPU-") {
             return inventory
                 .iter()
                 .find(|e| e.uuid.eq_ignore_ascii_case(entry) || e.uuid.starts_with(entry))
                 .map(|e| (e.index, "CUDA_VISIBLE_DEVICES uuid"))
-                .ok_or_else(|| format!("NVML lists no GPU with UUID {entry}"));
+                .ok_or_else(|| NvmlMapError::NoSuchUuid(entry.to_string()));
         }
         if entry.starts_with("MIG-") {
-            return Err(format!(
-                "CUDA_VISIBLE_DEVICES entry `{entry}` is a MIG instance, which only the backend's PCI bus id maps to \
-                 its GPU"
-            ));
+            return Err(NvmlMapError::MigInstance(entry.to_string()));
         }
         return match entry.parse::<u32>() {
             Ok(i) if pci_order || inventory.len() == 1 => by_index(i, "CUDA_VISIBLE_DEVICES index (PCI order)"),
-            Ok(_) => Err(unordered(inventory.len())),
-            Err(_) => Err(format!("cannot map CUDA_VISIBLE_DEVICES entry `{entry}` to an NVML device")),
+            Ok(_) => Err(NvmlMapError::Unordered(inventory.len())),
+            Err(_) => Err(NvmlMapError::UnknownEntry(entry.to_string())),
         };
     }
     if pci_order || inventory.len() == 1 {
         by_index(ordinal, "ordinal (PCI order)")
     } else {
-        Err(unordered(inventory.len()))
+        Err(NvmlMapError::Unordered(inventory.len()))
     }
-}
-
-fn unordered(gpus: usize) -> String {
-    format!(
-        "CUDA numbers the {gpus} GPUs fastest-first and NVML in PCI order, and the backend reported no PCI bus id: \
-         set CUDA_DEVICE_ORDER=PCI_BUS_ID to sample the right one"
-    )
 }
 
 #[cfg(test)]
@@ -121,8 +153,8 @@ mod tests {
         let inv = inventory();
         // CUDA's fastest-first cuda:0 may be NVML's index 2: only the bus id tells.
         assert_eq!(map(0, Some("0000:b3:00.0"), &inv, Some("1,0"), false), Ok((2, "pci bus id")));
-        assert!(map(0, Some("0000:01:00.0"), &inv, None, false).unwrap_err().contains("no GPU at PCI"));
-        assert!(map(0, Some("nonsense"), &inv, None, false).unwrap_err().contains("malformed"));
+        assert!(map(0, Some("0000:01:00.0"), &inv, None, false).unwrap_err().to_string().contains("no GPU at PCI"));
+        assert!(map(0, Some("nonsense"), &inv, None, false).unwrap_err().to_string().contains("malformed"));
     }
 
     #[test]
@@ -131,10 +163,12 @@ mod tests {
         assert_eq!(map(1, None, &inv, Some("GPU-cccc,GPU-aaaa"), false), Ok((0, "CUDA_VISIBLE_DEVICES uuid")));
         assert_eq!(map(0, None, &inv, Some("2,0"), true).unwrap().0, 2);
         // An index under CUDA's default order on a machine of three GPUs could be any of them.
-        assert!(map(0, None, &inv, Some("2,0"), false).unwrap_err().contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
-        assert!(map(0, None, &inv, Some("MIG-1234"), true).unwrap_err().contains("MIG instance"));
-        assert!(map(3, None, &inv, Some("0,1"), true).unwrap_err().contains("no entry for cuda:3"));
-        assert!(map(0, None, &inv, Some("GPU-dddd"), true).unwrap_err().contains("no GPU with UUID"));
+        assert!(
+            map(0, None, &inv, Some("2,0"), false).unwrap_err().to_string().contains("CUDA_DEVICE_ORDER=PCI_BUS_ID")
+        );
+        assert!(map(0, None, &inv, Some("MIG-1234"), true).unwrap_err().to_string().contains("MIG instance"));
+        assert!(map(3, None, &inv, Some("0,1"), true).unwrap_err().to_string().contains("no entry for cuda:3"));
+        assert!(map(0, None, &inv, Some("GPU-dddd"), true).unwrap_err().to_string().contains("no GPU with UUID"));
     }
 
     #[test]
@@ -143,6 +177,6 @@ mod tests {
         assert_eq!(map(1, None, &inv, None, true), Ok((1, "ordinal (PCI order)")));
         assert!(map(1, None, &inv, None, false).is_err());
         assert_eq!(map(0, None, &inv[..1], None, false).unwrap().0, 0);
-        assert!(map(5, None, &inv, None, true).unwrap_err().contains("no device 5"));
+        assert!(map(5, None, &inv, None, true).unwrap_err().to_string().contains("no device 5"));
     }
 }

@@ -85,12 +85,22 @@ impl Term {
     }
 
     /// The term named `name`, or an error naming it and every known term.
-    pub fn parse(name: &str) -> Result<Term, String> {
-        super::price_classes::parse(name).ok_or_else(|| {
-            let known: Vec<String> = Term::ALL.iter().map(|t| t.name()).collect();
-            format!("unknown term `{name}` (known: {})", known.join(", "))
+    pub fn parse(name: &str) -> Result<Term, UnknownTerm> {
+        super::price_classes::parse(name).ok_or_else(|| UnknownTerm {
+            name: name.to_string(),
+            known: Term::ALL.iter().map(|t| t.name()).collect::<Vec<_>>().join(", "),
         })
     }
+}
+
+/// A term name no term has.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown term `{name}` (known: {known})")]
+pub struct UnknownTerm {
+    /// The name given.
+    pub name: String,
+    /// Every term's name, comma-separated.
+    pub known: String,
 }
 
 /// Which terms are on: every term unless switched off.
@@ -150,7 +160,7 @@ mod tests {
             assert_eq!(Term::parse(&t.name()), Ok(t));
         }
         assert_eq!(Term::FirstNodeColdStart.name(), "first-node-cold-start");
-        let e = Term::parse("cold-start").unwrap_err();
+        let e = Term::parse("cold-start").unwrap_err().to_string();
         assert!(e.contains("`cold-start`") && e.contains("first-node-cold-start") && e.contains("exchange"), "{e}");
         let t = Terms::without(&[Term::Exchange, Term::Exchange]);
         assert!(!t.on(Term::Exchange) && t.on(Term::Optimizer) && t.off() == [Term::Exchange]);

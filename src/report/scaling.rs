@@ -41,10 +41,31 @@ impl Efficiency {
     }
 }
 
+/// Why a configuration has no world-size-1 reference to scale against.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoReference {
+    /// No world-size-1 run of the same spec, batch, precision and placement (described).
+    #[error("no world-size-1 run of {0} in these results")]
+    Missing(String),
+    /// Several world-size-1 configurations could serve (their ids, comma-separated).
+    #[error("several world-size-1 configurations could serve: {0}")]
+    Ambiguous(String),
+    /// The reference ran from another spec text, so belongs to another sweep.
+    #[error("{config} ran from another spec text (SHA-256 {theirs} vs {mine}), not in the same sweep")]
+    OtherSweep {
+        /// The reference's configuration id.
+        config: String,
+        /// Its spec hashes, shortened.
+        theirs: String,
+        /// This configuration's spec hashes, shortened.
+        mine: String,
+    },
+}
+
 /// The world-size-1 configuration of the same sweep as `c`: same spec (and spec text), batch size, precision,
 /// backend and device, and a plan that differs from `c`'s only in its topology; the reason when there is none or
 /// it cannot serve.
-pub fn reference_of<'m, 'a>(model: &'m ReportModel<'a>, c: &ConfigRow<'a>) -> Result<&'m ConfigRow<'a>, String> {
+pub fn reference_of<'m, 'a>(model: &'m ReportModel<'a>, c: &ConfigRow<'a>) -> Result<&'m ConfigRow<'a>, NoReference> {
     let siblings: Vec<&ConfigRow<'a>> = model
         .configs
         .iter()
@@ -64,29 +85,28 @@ pub fn reference_of<'m, 'a>(model: &'m ReportModel<'a>, c: &ConfigRow<'a>) -> Re
     let candidates = if single.is_empty() { siblings } else { single };
     let reference = match candidates.as_slice() {
         [] => {
-            return Err(format!(
-                "no world-size-1 run of {} at batch {} {} on {} in these results",
+            return Err(NoReference::Missing(format!(
+                "{} at batch {} {} on {}",
                 c.spec,
                 c.batch,
                 c.precision.as_str(),
                 c.placement()
-            ));
+            )));
         }
         [one] => *one,
         several => {
             let ids: Vec<&str> = several.iter().map(|o| o.config.as_str()).collect();
-            return Err(format!("several world-size-1 configurations could serve: {}", ids.join(", ")));
+            return Err(NoReference::Ambiguous(ids.join(", ")));
         }
     };
     let (mine, theirs) = (c.spec_hashes(), reference.spec_hashes());
     if !mine.iter().any(|h| theirs.contains(h)) {
         let short = |v: &[&str]| v.iter().map(|h| h.get(..12).unwrap_or(h)).collect::<Vec<_>>().join(", ");
-        return Err(format!(
-            "{} ran from another spec text (SHA-256 {} vs {}), not in the same sweep",
-            reference.config,
-            short(&theirs),
-            short(&mine)
-        ));
+        return Err(NoReference::OtherSweep {
+            config: reference.config.to_string(),
+            theirs: short(&theirs),
+            mine: short(&mine),
+        });
     }
     Ok(reference)
 }
@@ -98,7 +118,7 @@ pub fn efficiency_of(model: &ReportModel<'_>, c: &ConfigRow<'_>) -> Option<Effic
     }
     let reference = match reference_of(model, c) {
         Ok(r) => r,
-        Err(why) => return Some(Efficiency::Absent(why)),
+        Err(why) => return Some(Efficiency::Absent(why.to_string())),
     };
     let Some(single) = reference.samples_per_s() else {
         return Some(Efficiency::Absent(format!(

@@ -82,12 +82,12 @@ impl LocalData {
     /// samples, less the held-out part when the evaluation split is a fraction of them.
     pub fn open(&self, graph: &Graph) -> Result<Arc<dyn Dataset>, DataError> {
         let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
-        let layout = Layout::of(graph).map_err(err)?;
+        let layout = Layout::of(graph).map_err(|e| err(e.to_string()))?;
         let dataset: Arc<dyn Dataset> =
             Arc::from(trainbench_data::open(reader_format(self.format), &self.root, &layout)?);
         match &self.eval {
             Some(EvalSplit::Fraction(f)) => {
-                let (train, _) = split::hold_out(dataset, *f).map_err(err)?;
+                let (train, _) = split::hold_out(dataset, *f).map_err(|e| err(e.to_string()))?;
                 Ok(Arc::new(train))
             }
             _ => Ok(dataset),
@@ -97,7 +97,7 @@ impl LocalData {
     /// The evaluation split of a run with a target, read whole; `None` without one.
     pub fn eval_set(&self, plan: &RunPlan, graph: &Graph) -> Result<Option<EvalSet>, DataError> {
         let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
-        let layout = Layout::of(graph).map_err(err)?;
+        let layout = Layout::of(graph).map_err(|e| err(e.to_string()))?;
         let batch = eval_batch(plan);
         match &self.eval {
             None => Ok(None),
@@ -109,7 +109,7 @@ impl LocalData {
             Some(EvalSplit::Fraction(f)) => {
                 let dataset: Arc<dyn Dataset> =
                     Arc::from(trainbench_data::open(reader_format(self.format), &self.root, &layout)?);
-                let (_, held) = split::hold_out(dataset, *f).map_err(err)?;
+                let (_, held) = split::hold_out(dataset, *f).map_err(|e| err(e.to_string()))?;
                 let origin = format!("{} (held out: {f})", self.root.display());
                 split::read_eval(&held, &layout, batch, plan.seed, &origin).map(Some)
             }
@@ -126,7 +126,7 @@ impl LocalData {
         rank: usize,
     ) -> Result<Loader, DataError> {
         let err = |reason: String| DataError { file: self.root.display().to_string(), reason };
-        let layout = Layout::of(graph).map_err(err)?;
+        let layout = Layout::of(graph).map_err(|e| err(e.to_string()))?;
         let config = LoaderConfig {
             batch_size: plan.batch_size,
             world_size: plan.topology.world_size().max(1),
@@ -139,7 +139,7 @@ impl LocalData {
                 OnDataError::Skip => OnError::Skip,
             },
         };
-        Loader::new(dataset, layout, config).map_err(err)
+        Loader::new(dataset, layout, config).map_err(|e| err(e.to_string()))
     }
 
     /// Pull batches from a fresh loader of `dataset` with no training (for [`MEASURE_TIME`], between

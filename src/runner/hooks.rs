@@ -44,6 +44,20 @@ pub struct TestHooks {
     pub backend_not_built: Option<BackendKind>,
 }
 
+/// Why test hooks could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HooksError {
+    /// The text is not the hooks' JSON (an unknown key, a wrong type).
+    #[error("--test-hooks: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// `hung_grace_s` is negative or not a number.
+    #[error("--test-hooks: `hung_grace_s` must be a number of seconds, at least 0, not {0}")]
+    BadGrace(f64),
+    /// The hooks handed to this worker through `TRAINBENCH_TEST_HOOKS` are bad.
+    #[error("TRAINBENCH_TEST_HOOKS: {0}")]
+    Inherited(#[source] Box<HooksError>),
+}
+
 impl TestHooks {
     /// The environment variable that hands the hooks, as JSON, to the worker processes of a run (and, through
     /// their launcher, to every rank): set by the parent only when some hook is on.
@@ -59,20 +73,18 @@ impl TestHooks {
     }
 
     /// The hooks this worker process was handed ([`TestHooks::ENV`]); all off when the variable is not set.
-    pub fn inherited() -> Result<Self, String> {
+    pub fn inherited() -> Result<Self, HooksError> {
         match std::env::var(Self::ENV) {
-            Ok(json) => Self::from_json(&json).map_err(|e| format!("{}: {e}", Self::ENV)),
+            Ok(json) => Self::from_json(&json).map_err(|e| HooksError::Inherited(Box::new(e))),
             Err(_) => Ok(TestHooks::default()),
         }
     }
 
     /// The hooks written as JSON (the `--test-hooks` argument); an unknown key or a negative grace is an error.
-    pub fn from_json(text: &str) -> Result<Self, String> {
-        let hooks: TestHooks = serde_json::from_str(text).map_err(|e| format!("--test-hooks: {e}"))?;
+    pub fn from_json(text: &str) -> Result<Self, HooksError> {
+        let hooks: TestHooks = serde_json::from_str(text).map_err(HooksError::NotJson)?;
         match hooks.hung_grace_s {
-            Some(s) if !(s.is_finite() && s >= 0.0) => {
-                Err(format!("--test-hooks: `hung_grace_s` must be a number of seconds, at least 0, not {s}"))
-            }
+            Some(s) if !(s.is_finite() && s >= 0.0) => Err(HooksError::BadGrace(s)),
             _ => Ok(hooks),
         }
     }
@@ -126,7 +138,7 @@ mod tests {
         assert_eq!((h.hung_grace(2), h.hung_grace(0)), (Duration::from_secs(1), HUNG_GRACE));
         let h = TestHooks::from_json(r#"{"backend_not_built": "tch"}"#).unwrap();
         assert_eq!(h.backend_not_built, Some(BackendKind::Tch));
-        assert!(TestHooks::from_json(r#"{"mock_abort": 1}"#).unwrap_err().contains("unknown field"));
+        assert!(TestHooks::from_json(r#"{"mock_abort": 1}"#).unwrap_err().to_string().contains("unknown field"));
         assert!(TestHooks::from_json(r#"{"hung_grace_s": -1}"#).is_err());
         let oom = TestHooks::from_json(r#"{"oom_rank": [0, 1]}"#).unwrap();
         let plan = RunPlan::for_tests("p", 2);

@@ -24,14 +24,19 @@ pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 /// trainbench's own tests use, since the mock backend finishes a run in well under a second).
 pub const PROGRESS_INTERVAL_ENV: &str = "TRAINBENCH_PROGRESS_INTERVAL_S";
 
+/// `TRAINBENCH_PROGRESS_INTERVAL_S` holds something other than a number of seconds, at least 0 (the text given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("TRAINBENCH_PROGRESS_INTERVAL_S must be a number of seconds, at least 0, not `{0}`")]
+pub struct BadProgressInterval(pub String);
+
 /// The interval between progress lines that `TRAINBENCH_PROGRESS_INTERVAL_S` asks for, if it is set; an error
 /// when it is not a number of seconds, at least 0.
-pub fn progress_interval_from_env() -> Result<Option<Duration>, String> {
+pub fn progress_interval_from_env() -> Result<Option<Duration>, BadProgressInterval> {
     let Some(value) = std::env::var_os(PROGRESS_INTERVAL_ENV) else { return Ok(None) };
     let text = value.to_string_lossy();
     match text.trim().parse::<f64>() {
         Ok(s) if s.is_finite() && s >= 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-        _ => Err(format!("{PROGRESS_INTERVAL_ENV} must be a number of seconds, at least 0, not `{text}`")),
+        _ => Err(BadProgressInterval(text.into_owned())),
     }
 }
 

@@ -36,6 +36,17 @@ pub struct Suite {
     pub data: Option<LocalData>,
 }
 
+/// Why a spec given as text is no suite.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SuiteError {
+    /// The spec validator could not be built (its message).
+    #[error("{0}")]
+    NoValidator(String),
+    /// The spec is invalid: its rendered diagnostics.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 impl Suite {
     /// The suite of a validated spec, where the spec puts it.
     pub fn from_validated(spec: &ValidatedSpec) -> Self {
@@ -61,10 +72,10 @@ impl Suite {
 
     /// The suite of a spec given as text, validated as a file would be (e.g. the canonical spec a result
     /// embeds); the error is the rendered diagnostics.
-    pub fn from_spec_text(display: &str, text: &str) -> Result<Self, String> {
-        let validator = SpecValidator::new().map_err(|e| e.to_string())?;
+    pub fn from_spec_text(display: &str, text: &str) -> Result<Self, SuiteError> {
+        let validator = SpecValidator::new().map_err(|e| SuiteError::NoValidator(e.to_string()))?;
         let checked = validator.check_bytes(display, text.as_bytes(), None, &Overrides::none());
-        checked.into_result().map(|spec| Self::from_validated(&spec)).map_err(|d| render_text(&d))
+        checked.into_result().map(|spec| Self::from_validated(&spec)).map_err(|d| SuiteError::Invalid(render_text(&d)))
     }
 
     /// Whether the runs go to worker processes, one per repeat: the spec asks for it (`run.isolation =

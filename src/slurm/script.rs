@@ -23,16 +23,32 @@ pub struct SlurmOptions {
     pub extra: Vec<String>,
 }
 
+/// A Slurm option that would not stay one `#SBATCH` option (values shown escaped).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SlurmOptionError {
+    /// `--partition` or `--account` is not one word.
+    #[error("{flag} `{value}` must be one word (Slurm's name for it), without spaces or line breaks")]
+    NotOneWord {
+        /// The flag.
+        flag: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// `--time` is not a Slurm time limit.
+    #[error("--time `{0}` is not a Slurm time limit: write minutes (`30`), `H:MM:SS` or `D-HH:MM`")]
+    BadTime(String),
+    /// A `--slurm-arg` is not one sbatch option on one line.
+    #[error("--slurm-arg `{0}` must be one sbatch option on one line, such as `--slurm-arg=--qos=high`")]
+    BadExtra(String),
+}
+
 impl SlurmOptions {
     /// Refuse values that would not stay one `#SBATCH` option each (a line break, a partition with spaces, a
     /// `--slurm-arg` that is not an option), naming the flag and the value.
-    pub fn check(&self) -> Result<(), String> {
-        let word = |flag: &str, v: &str| {
+    pub fn check(&self) -> Result<(), SlurmOptionError> {
+        let word = |flag: &'static str, v: &str| {
             if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                Err(format!(
-                    "{flag} `{}` must be one word (Slurm's name for it), without spaces or line breaks",
-                    v.escape_debug()
-                ))
+                Err(SlurmOptionError::NotOneWord { flag, value: v.escape_debug().to_string() })
             } else {
                 Ok(())
             }
@@ -45,18 +61,12 @@ impl SlurmOptions {
         }
         if let Some(t) = &self.time {
             if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit() || c == ':' || c == '-') {
-                return Err(format!(
-                    "--time `{}` is not a Slurm time limit: write minutes (`30`), `H:MM:SS` or `D-HH:MM`",
-                    t.escape_debug()
-                ));
+                return Err(SlurmOptionError::BadTime(t.escape_debug().to_string()));
             }
         }
         for a in &self.extra {
             if !a.starts_with('-') || a.chars().any(char::is_control) {
-                return Err(format!(
-                    "--slurm-arg `{}` must be one sbatch option on one line, such as `--slurm-arg=--qos=high`",
-                    a.escape_debug()
-                ));
+                return Err(SlurmOptionError::BadExtra(a.escape_debug().to_string()));
             }
         }
         Ok(())
@@ -241,7 +251,7 @@ mod tests {
             extra: vec!["--qos=high".into()],
         };
         assert_eq!(ok.check(), Ok(()));
-        let bad = |o: SlurmOptions| o.check().unwrap_err();
+        let bad = |o: SlurmOptions| o.check().unwrap_err().to_string();
         assert!(bad(SlurmOptions { partition: Some("a b".into()), ..ok.clone() }).starts_with("--partition"));
         assert!(bad(SlurmOptions { time: Some("1h".into()), ..ok.clone() }).starts_with("--time `1h`"));
         assert!(bad(SlurmOptions { extra: vec!["qos=high".into()], ..ok.clone() }).starts_with("--slurm-arg"));

@@ -46,7 +46,8 @@ pub fn run_task(plan_path: &Path, n: usize) -> Result<TaskOutcome, SlurmError> {
             eprintln!("trainbench: the earlier {} result was moved to {}", earlier.outcome.status(), kept.display());
         }
     }
-    let mut suite = Suite::from_spec_text(&spec.source, &spec.spec_canonical).map_err(SlurmError::Invalid)?;
+    let mut suite =
+        Suite::from_spec_text(&spec.source, &spec.spec_canonical).map_err(|e| SlurmError::Invalid(e.to_string()))?;
     if sha256_hex(&suite.spec_canonical) != sha256_hex(&spec.spec_canonical) {
         return Err(SlurmError::Invalid(format!(
             "the spec of task {n} does not read back to the same canonical form with this trainbench ({}); submit \
@@ -61,7 +62,7 @@ pub fn run_task(plan_path: &Path, n: usize) -> Result<TaskOutcome, SlurmError> {
     let opts = RunnerOptions {
         out_dir: plan.out.clone(),
         progress: true,
-        progress_interval: probe::progress_interval_from_env().map_err(SlurmError::Invalid)?,
+        progress_interval: probe::progress_interval_from_env().map_err(|e| SlurmError::Invalid(e.to_string()))?,
         no_collectors: plan.no_collectors,
         mock: plan.mock.clone(),
         worker_exe: std::env::current_exe().ok(),

@@ -16,8 +16,25 @@ use trainbench_comm::{CommError, Communicator, EngineInfo};
 
 pub use trainbench_contract::linked::Rendezvous;
 
-fn error(message: impl Into<String>) -> CommError {
-    CommError { engine: "nccl".into(), message: message.into() }
+fn error(message: impl std::fmt::Display) -> CommError {
+    CommError { engine: "nccl".into(), message: message.to_string() }
+}
+
+/// Why a call into the shim's C API failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NcclError {
+    /// This build has no NCCL engine (no CUDA libtorch, or its headers were missing).
+    #[error("this build has no NCCL engine")]
+    NotBuilt,
+    /// The master address cannot be passed to C.
+    #[error("the master address holds a NUL byte")]
+    NulInAddress,
+    /// A rank, world size or device number (what it is, its value) does not fit the C API's `int`.
+    #[error("{0} {1} is out of range")]
+    OutOfRange(&'static str, usize),
+    /// NCCL, c10d or the rendezvous refused the call; the shim's message.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// Why this build cannot run the NCCL engine at all (`None` when it was compiled in).
@@ -270,7 +287,7 @@ mod sys {
 
     use tch::Tensor;
 
-    use super::Rendezvous;
+    use super::{NcclError, Rendezvous};
 
     unsafe extern "C" {
         fn tb_nccl_open(
@@ -345,17 +362,17 @@ mod sys {
     }
 
     /// Call a shim function with an error buffer; a non-zero return becomes the buffer's message.
-    fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), String> {
+    fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), NcclError> {
         let mut buf = vec![0 as c_char; ERR_LEN];
-        if f(buf.as_mut_ptr(), ERR_LEN) == 0 { Ok(()) } else { Err(text(&buf)) }
+        if f(buf.as_mut_ptr(), ERR_LEN) == 0 { Ok(()) } else { Err(NcclError::Failed(text(&buf))) }
     }
 
-    fn int(v: usize, what: &str) -> Result<c_int, String> {
-        c_int::try_from(v).map_err(|_| format!("{what} {v} is out of range"))
+    fn int(value: usize, what: &'static str) -> Result<c_int, NcclError> {
+        c_int::try_from(value).map_err(|_| NcclError::OutOfRange(what, value))
     }
 
-    pub fn open(at: &Rendezvous) -> Result<Handle, String> {
-        let addr = CString::new(at.master_addr.as_str()).map_err(|_| "the master address holds a NUL byte")?;
+    pub fn open(at: &Rendezvous) -> Result<Handle, NcclError> {
+        let addr = CString::new(at.master_addr.as_str()).map_err(|_| NcclError::NulInAddress)?;
         let timeout_ms = i64::try_from(at.timeout.as_millis()).unwrap_or(i64::MAX).max(1);
         let mut buf = vec![0 as c_char; ERR_LEN];
         // SAFETY: `addr` is NUL-terminated and outlives the call; `buf` is ERR_LEN long.
@@ -371,54 +388,54 @@ mod sys {
                 ERR_LEN,
             )
         };
-        if h.is_null() { Err(text(&buf)) } else { Ok(Handle(h)) }
+        if h.is_null() { Err(NcclError::Failed(text(&buf))) } else { Ok(Handle(h)) }
     }
 
     fn ptr(t: &Tensor) -> *mut c_void {
         t.as_ptr() as *mut c_void
     }
 
-    pub fn all_reduce_sum(h: &Handle, t: &Tensor) -> Result<(), String> {
+    pub fn all_reduce_sum(h: &Handle, t: &Tensor) -> Result<(), NcclError> {
         // SAFETY: live handle and tensor; the shim checks the tensor's device and layout.
         call(|e, n| unsafe { tb_nccl_all_reduce_sum(h.0, ptr(t), e, n) })
     }
 
-    pub fn reduce_scatter_sum(h: &Handle, out: &Tensor, input: &Tensor) -> Result<(), String> {
+    pub fn reduce_scatter_sum(h: &Handle, out: &Tensor, input: &Tensor) -> Result<(), NcclError> {
         // SAFETY: live handle and tensors; the shim checks their devices, layouts and sizes.
         call(|e, n| unsafe { tb_nccl_reduce_scatter_sum(h.0, ptr(out), ptr(input), e, n) })
     }
 
-    pub fn all_gather(h: &Handle, out: &Tensor, input: &Tensor) -> Result<(), String> {
+    pub fn all_gather(h: &Handle, out: &Tensor, input: &Tensor) -> Result<(), NcclError> {
         // SAFETY: live handle and tensors; the shim checks their devices, layouts and sizes.
         call(|e, n| unsafe { tb_nccl_all_gather(h.0, ptr(out), ptr(input), e, n) })
     }
 
-    pub fn broadcast(h: &Handle, t: &Tensor, root: c_int) -> Result<(), String> {
+    pub fn broadcast(h: &Handle, t: &Tensor, root: c_int) -> Result<(), NcclError> {
         // SAFETY: as for all_reduce_sum.
         call(|e, n| unsafe { tb_nccl_broadcast(h.0, ptr(t), root, e, n) })
     }
 
-    pub fn send(h: &Handle, t: &Tensor, peer: c_int, tag: c_int) -> Result<(), String> {
+    pub fn send(h: &Handle, t: &Tensor, peer: c_int, tag: c_int) -> Result<(), NcclError> {
         // SAFETY: as for all_reduce_sum.
         call(|e, n| unsafe { tb_nccl_send(h.0, ptr(t), peer, tag, e, n) })
     }
 
-    pub fn recv(h: &Handle, t: &Tensor, peer: c_int, tag: c_int) -> Result<(), String> {
+    pub fn recv(h: &Handle, t: &Tensor, peer: c_int, tag: c_int) -> Result<(), NcclError> {
         // SAFETY: as for all_reduce_sum.
         call(|e, n| unsafe { tb_nccl_recv(h.0, ptr(t), peer, tag, e, n) })
     }
 
-    pub fn barrier(h: &Handle) -> Result<(), String> {
+    pub fn barrier(h: &Handle) -> Result<(), NcclError> {
         // SAFETY: live handle.
         call(|e, n| unsafe { tb_nccl_barrier(h.0, e, n) })
     }
 
-    pub fn abort(h: &Handle) -> Result<(), String> {
+    pub fn abort(h: &Handle) -> Result<(), NcclError> {
         // SAFETY: live handle.
         call(|e, n| unsafe { tb_nccl_abort(h.0, e, n) })
     }
 
-    pub fn version() -> Result<String, String> {
+    pub fn version() -> Result<String, NcclError> {
         let mut out = vec![0 as c_char; 64];
         let len = out.len();
         // SAFETY: `out` is `len` long; the shim NUL-terminates it.
@@ -432,7 +449,7 @@ mod sys {
         use super::*;
 
         fn message(f: impl FnOnce(*mut c_char, usize) -> c_int) -> String {
-            call(f).unwrap_err()
+            call(f).unwrap_err().to_string()
         }
 
         #[test]
@@ -461,12 +478,12 @@ mod sys {
                 device: 0,
                 timeout: std::time::Duration::from_secs(5),
             };
-            let m = open(&at(0, 0, 1)).err().unwrap();
+            let m = open(&at(0, 0, 1)).err().unwrap().to_string();
             assert!(m.contains("not a TCP port"), "{m}");
-            let m = open(&at(29500, 2, 2)).err().unwrap();
+            let m = open(&at(29500, 2, 2)).err().unwrap().to_string();
             assert!(m.contains("rank 2 of a world of 2"), "{m}");
             if tch::Cuda::device_count() == 0 {
-                let m = open(&at(29500, 0, 1)).err().unwrap();
+                let m = open(&at(29500, 0, 1)).err().unwrap().to_string();
                 assert!(m.contains("no CUDA device"), "{m}");
             }
         }
@@ -483,42 +500,40 @@ mod sys {
 mod sys {
     use tch::Tensor;
 
-    use super::Rendezvous;
+    use super::{NcclError, Rendezvous};
 
     /// Never constructed: there is no group without the engine.
     pub enum Handle {}
 
-    const NOT_BUILT: &str = "this build has no NCCL engine";
-
-    pub fn open(_: &Rendezvous) -> Result<Handle, String> {
-        Err(NOT_BUILT.into())
+    pub fn open(_: &Rendezvous) -> Result<Handle, NcclError> {
+        Err(NcclError::NotBuilt)
     }
-    pub fn all_reduce_sum(h: &Handle, _: &Tensor) -> Result<(), String> {
+    pub fn all_reduce_sum(h: &Handle, _: &Tensor) -> Result<(), NcclError> {
         match *h {}
     }
-    pub fn reduce_scatter_sum(h: &Handle, _: &Tensor, _: &Tensor) -> Result<(), String> {
+    pub fn reduce_scatter_sum(h: &Handle, _: &Tensor, _: &Tensor) -> Result<(), NcclError> {
         match *h {}
     }
-    pub fn all_gather(h: &Handle, _: &Tensor, _: &Tensor) -> Result<(), String> {
+    pub fn all_gather(h: &Handle, _: &Tensor, _: &Tensor) -> Result<(), NcclError> {
         match *h {}
     }
-    pub fn broadcast(h: &Handle, _: &Tensor, _: i32) -> Result<(), String> {
+    pub fn broadcast(h: &Handle, _: &Tensor, _: i32) -> Result<(), NcclError> {
         match *h {}
     }
-    pub fn send(h: &Handle, _: &Tensor, _: i32, _: i32) -> Result<(), String> {
+    pub fn send(h: &Handle, _: &Tensor, _: i32, _: i32) -> Result<(), NcclError> {
         match *h {}
     }
-    pub fn recv(h: &Handle, _: &Tensor, _: i32, _: i32) -> Result<(), String> {
+    pub fn recv(h: &Handle, _: &Tensor, _: i32, _: i32) -> Result<(), NcclError> {
         match *h {}
     }
-    pub fn barrier(h: &Handle) -> Result<(), String> {
+    pub fn barrier(h: &Handle) -> Result<(), NcclError> {
         match *h {}
     }
-    pub fn abort(h: &Handle) -> Result<(), String> {
+    pub fn abort(h: &Handle) -> Result<(), NcclError> {
         match *h {}
     }
-    pub fn version() -> Result<String, String> {
-        Err(NOT_BUILT.into())
+    pub fn version() -> Result<String, NcclError> {
+        Err(NcclError::NotBuilt)
     }
 }
 

@@ -14,7 +14,7 @@ use crate::exchange::{
 use crate::layout::Layout;
 use crate::optim::HostOptimizer;
 use crate::strategy::DataParallel;
-pub use crate::units::{Unit, units_by_block, units_by_size};
+pub use crate::units::{TiedAcrossBlocks, Unit, units_by_block, units_by_size};
 
 /// ZeRO data parallelism (stages 1-3) over a group whose every rank is a worker.
 pub struct ShardedExchange<'c> {
@@ -52,7 +52,7 @@ impl<'c> ShardedExchange<'c> {
         let layout = Layout::of(graph);
         let units = match strategy {
             DataParallel::Zero1 | DataParallel::Zero2 => units_by_size(&layout, bucket_bytes, workers),
-            DataParallel::Zero3 => units_by_block(graph, &layout, workers).map_err(refuse)?,
+            DataParallel::Zero3 => units_by_block(graph, &layout, workers).map_err(|e| refuse(e.to_string()))?,
             other => return Err(refuse(format!("`{}` is not a ZeRO stage", other.name()))),
         };
         let mut at = Vec::with_capacity(units.len());

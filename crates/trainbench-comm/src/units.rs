@@ -77,10 +77,20 @@ pub fn units_by_size(layout: &Layout, bucket_bytes: u64, workers: usize) -> Vec<
     units
 }
 
+/// A tied weight whose two nodes sit in different blocks, which ZeRO-3 cannot shard block by block.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{node}` is tied to `{tied_to}` across a block boundary; ZeRO-3 shards each block's weights on its own")]
+pub struct TiedAcrossBlocks {
+    /// The node holding the tie.
+    pub node: String,
+    /// The node whose weight it shares.
+    pub tied_to: String,
+}
+
 /// ZeRO-3's units, as FSDP wraps a model: one per recomputable block ([`Graph::blocks`]) with the tensors of
 /// its nodes, then `root` with every other tensor (first in the list). A model without blocks is one unit.
 /// Refused: a tied weight that would join two units (its tensor would be freed while the other one reads it).
-pub fn units_by_block(graph: &Graph, layout: &Layout, workers: usize) -> Result<Vec<Unit>, String> {
+pub fn units_by_block(graph: &Graph, layout: &Layout, workers: usize) -> Result<Vec<Unit>, TiedAcrossBlocks> {
     let mut owner: Vec<Option<usize>> = vec![None; graph.nodes.len()];
     for (b, block) in graph.blocks.iter().enumerate() {
         for slot in &mut owner[block.first..=block.last] {
@@ -91,10 +101,7 @@ pub fn units_by_block(graph: &Graph, layout: &Layout, workers: usize) -> Result<
         if let Some(to) = node.tied_to {
             let tied = trainbench_graph::params::tensors(node).iter().any(|d| is_tied(node, d));
             if tied && owner[id] != owner[to] {
-                return Err(format!(
-                    "`{}` is tied to `{}` across a block boundary; ZeRO-3 shards each block's weights on its own",
-                    node.name, graph.nodes[to].name
-                ));
+                return Err(TiedAcrossBlocks { node: node.name.clone(), tied_to: graph.nodes[to].name.clone() });
             }
         }
     }

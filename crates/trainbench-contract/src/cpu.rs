@@ -104,6 +104,29 @@ pub struct CpuFeatures {
     onednn_cap: Option<String>,
 }
 
+/// Why oneDNN cannot use an instruction-set level on this CPU.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IsaUnavailable {
+    /// The CPU lacks some of the level's flags.
+    #[error("this CPU lacks {isa} ({flags})")]
+    MissingFlags {
+        /// The level's label.
+        isa: &'static str,
+        /// The flags missing, comma-separated.
+        flags: String,
+    },
+    /// `ONEDNN_MAX_CPU_ISA` caps oneDNN below the level.
+    #[error("ONEDNN_MAX_CPU_ISA={cap} caps oneDNN below {isa} ({label})")]
+    Capped {
+        /// The cap in effect.
+        cap: String,
+        /// The level's oneDNN name.
+        isa: &'static str,
+        /// The level's label.
+        label: &'static str,
+    },
+}
+
 impl CpuFeatures {
     /// The features of this machine (read once per process).
     pub fn host() -> &'static CpuFeatures {
@@ -132,22 +155,18 @@ impl CpuFeatures {
 
     /// Whether oneDNN can use `isa` here; otherwise what is missing, for a message
     /// (`this CPU lacks avx512f, avx512bw`, or the cap that forbids it).
-    pub fn supports(&self, isa: CpuIsa) -> Result<(), String> {
+    pub fn supports(&self, isa: CpuIsa) -> Result<(), IsaUnavailable> {
         let missing: Vec<&str> =
             isa.flags().iter().copied().filter(|f| !self.flags.iter().any(|have| have == f)).collect();
         if !missing.is_empty() {
-            return Err(format!("this CPU lacks {} ({})", isa.label(), missing.join(", ")));
+            return Err(IsaUnavailable::MissingFlags { isa: isa.label(), flags: missing.join(", ") });
         }
         if let Some(cap) = &self.onednn_cap {
             let rank = |name: &str| ONEDNN_ORDER.iter().position(|n| *n == name);
             if let (Some(have), Some(need)) = (rank(cap), rank(isa.onednn_name()))
                 && have < need
             {
-                return Err(format!(
-                    "ONEDNN_MAX_CPU_ISA={cap} caps oneDNN below {} ({})",
-                    isa.onednn_name(),
-                    isa.label()
-                ));
+                return Err(IsaUnavailable::Capped { cap: cap.clone(), isa: isa.onednn_name(), label: isa.label() });
             }
         }
         Ok(())
@@ -218,7 +237,7 @@ mod tests {
         let cpu = CpuFeatures::new(AVX2_HOST, None);
         assert_eq!(cpu.flags(), ["avx", "avx2", "fma", "f16c"]);
         assert!(cpu.supports(CpuIsa::Avx2).is_ok());
-        let e = cpu.supports(CpuIsa::Avx512Core).unwrap_err();
+        let e = cpu.supports(CpuIsa::Avx512Core).unwrap_err().to_string();
         assert_eq!(e, "this CPU lacks AVX-512 (F, BW, VL, DQ) (avx512f, avx512bw, avx512vl, avx512dq)");
         assert_eq!(cpu.best(), Some(CpuIsa::Avx2));
     }
@@ -228,7 +247,7 @@ mod tests {
         let cpu = CpuFeatures::new(SAPPHIRE_RAPIDS, None);
         assert_eq!(cpu.best(), Some(CpuIsa::AmxBf16));
         let capped = CpuFeatures::new(SAPPHIRE_RAPIDS, Some("avx2".into()));
-        let e = capped.supports(CpuIsa::Avx512Core).unwrap_err();
+        let e = capped.supports(CpuIsa::Avx512Core).unwrap_err().to_string();
         assert!(e.contains("ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN below AVX512_CORE"), "{e}");
         assert_eq!(capped.best(), Some(CpuIsa::Avx2));
         // A cap at or above the level, or one oneDNN does not rank (`ALL`), admits it.

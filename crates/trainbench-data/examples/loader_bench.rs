@@ -37,7 +37,7 @@ fn main() -> Result<(), String> {
         prefetch: 2 * workers.max(1),
         on_error: OnError::Fail,
     };
-    let mut loader = Loader::new(Arc::from(dataset), layout, config)?;
+    let mut loader = Loader::new(Arc::from(dataset), layout, config).map_err(|e| e.to_string())?;
     loader.next_batch().map_err(|e| e.to_string())?;
     let clock = Instant::now();
     for _ in 0..batches {

@@ -127,11 +127,28 @@ fn header(path: &Path) -> Result<(usize, usize), DataError> {
     }
 }
 
+/// Why an image file could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Not a JPEG or PNG this decoder reads (the decoder's message).
+    #[error("{0}")]
+    Unreadable(String),
+    /// An empty image, or one larger than [`MAX_SIDE`] a side.
+    #[error("image of {width}x{height} pixels (at most {max} a side)", max = MAX_SIDE)]
+    BadSize {
+        /// Width in pixels.
+        width: usize,
+        /// Height in pixels.
+        height: usize,
+    },
+}
+
 /// Decode a JPEG or PNG (told apart by their signatures, not the file name) to 8-bit RGB.
-pub fn decode(bytes: &[u8]) -> Result<Rgb, String> {
-    let img = if bytes.starts_with(b"\x89PNG") { decode_png(bytes)? } else { decode_jpeg(bytes)? };
+pub fn decode(bytes: &[u8]) -> Result<Rgb, DecodeError> {
+    let img = if bytes.starts_with(b"\x89PNG") { decode_png(bytes) } else { decode_jpeg(bytes) }
+        .map_err(DecodeError::Unreadable)?;
     if img.width == 0 || img.height == 0 || img.width > MAX_SIDE || img.height > MAX_SIDE {
-        return Err(format!("image of {}x{} pixels (at most {MAX_SIDE} a side)", img.width, img.height));
+        return Err(DecodeError::BadSize { width: img.width, height: img.height });
     }
     Ok(img)
 }
@@ -185,8 +202,8 @@ impl Dataset for ImageFolder {
         let InputOut::Dense(values) = out.input else { return Err(bad("images feed real-valued inputs".into())) };
         let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read: {e}")))?;
         let img = std::panic::catch_unwind(|| decode(&bytes))
-            .unwrap_or_else(|_| Err("the decoder failed on this file".into()))
-            .map_err(bad)?;
+            .unwrap_or_else(|_| Err(DecodeError::Unreadable("the decoder failed on this file".into())))
+            .map_err(|e| bad(e.to_string()))?;
         let crop = transform::random_crop(img.width, img.height, rng);
         let flip = rng.uniform() < 0.5;
         transform::crop_resize_normalize(&img, crop, self.out_w, self.out_h, flip, values);

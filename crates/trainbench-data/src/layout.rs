@@ -46,10 +46,39 @@ pub struct Layout {
     pub classes: usize,
 }
 
+/// Why a model's inputs cannot be read from a local dataset.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// The model has no class-label input.
+    #[error(
+        "model `{model}` has no class-label input (its inputs: {inputs}): local datasets supply one input and class labels, for classifiers and token models trained on class ids; models with dense targets train on synthetic data"
+    )]
+    NoLabels {
+        /// The model's name.
+        model: String,
+        /// Its real/token inputs, named.
+        inputs: String,
+    },
+    /// The model takes other than one real/token input and one label input.
+    #[error(
+        "model `{model}` takes {inputs} real/token inputs ({names}) and {labels} label inputs: local datasets supply exactly one input and one label tensor per sample"
+    )]
+    NotOneInputAndLabel {
+        /// The model's name.
+        model: String,
+        /// Its real/token inputs.
+        inputs: usize,
+        /// Their names.
+        names: String,
+        /// Its label inputs.
+        labels: usize,
+    },
+}
+
 impl Layout {
     /// The layout of `graph`'s batches, or why its inputs cannot be read from a dataset: a dataset supplies
     /// exactly one model input (real values or token ids) and one class-label input.
-    pub fn of(graph: &Graph) -> Result<Self, String> {
+    pub fn of(graph: &Graph) -> Result<Self, LayoutError> {
         let mut data = Vec::new();
         let mut labels = Vec::new();
         let mut other = Vec::new();
@@ -75,18 +104,13 @@ impl Layout {
                 label_shape: lnode.shape.0.clone(),
                 classes: *classes,
             }),
-            (_, []) => Err(format!(
-                "model `{}` has no class-label input (its inputs: {}): local datasets supply one input and class labels, for classifiers and token models trained on class ids; models with dense targets train on synthetic data",
-                graph.name,
-                names(&data)
-            )),
-            _ => Err(format!(
-                "model `{}` takes {} real/token inputs ({}) and {} label inputs: local datasets supply exactly one input and one label tensor per sample",
-                graph.name,
-                data.len(),
-                names(&data),
-                labels.len()
-            )),
+            (_, []) => Err(LayoutError::NoLabels { model: graph.name.clone(), inputs: names(&data) }),
+            _ => Err(LayoutError::NotOneInputAndLabel {
+                model: graph.name.clone(),
+                inputs: data.len(),
+                names: names(&data),
+                labels: labels.len(),
+            }),
         }
     }
 

@@ -65,13 +65,36 @@ pub struct EpochShape {
     pub dropped_per_epoch: usize,
 }
 
+/// Why a loader cannot be made for a dataset and a batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoaderError {
+    /// The dataset holds less than one global batch.
+    #[error(
+        "the dataset holds {samples} samples, fewer than one global batch of {batch_size}; use a smaller batch size or more samples"
+    )]
+    TooFewSamples {
+        /// Samples in the dataset.
+        samples: usize,
+        /// The global batch size.
+        batch_size: usize,
+    },
+    /// The global batch does not split evenly over the ranks, or the rank is outside the world.
+    #[error("a global batch of {batch_size} does not split over rank {rank} of {world_size} ranks")]
+    BatchDoesNotSplit {
+        /// The global batch size.
+        batch_size: usize,
+        /// This rank.
+        rank: usize,
+        /// Ranks in the world.
+        world_size: usize,
+    },
+}
+
 impl EpochShape {
     /// The epochs of `samples` samples in global batches of `batch_size`; refused when not one full batch fits.
-    pub fn new(samples: usize, batch_size: usize) -> Result<Self, String> {
+    pub fn new(samples: usize, batch_size: usize) -> Result<Self, LoaderError> {
         if batch_size == 0 || samples < batch_size {
-            return Err(format!(
-                "the dataset holds {samples} samples, fewer than one global batch of {batch_size}; use a smaller batch size or more samples"
-            ));
+            return Err(LoaderError::TooFewSamples { samples, batch_size });
         }
         let batches = samples / batch_size;
         Ok(EpochShape {
@@ -229,12 +252,13 @@ pub struct Loader {
 impl Loader {
     /// A loader of `dataset` for a model with `layout`; refused when the batch does not split over the ranks or
     /// the dataset holds less than one global batch.
-    pub fn new(dataset: Arc<dyn Dataset>, layout: Layout, config: LoaderConfig) -> Result<Self, String> {
+    pub fn new(dataset: Arc<dyn Dataset>, layout: Layout, config: LoaderConfig) -> Result<Self, LoaderError> {
         if config.world_size == 0 || config.batch_size % config.world_size != 0 || config.rank >= config.world_size {
-            return Err(format!(
-                "a global batch of {} does not split over rank {} of {} ranks",
-                config.batch_size, config.rank, config.world_size
-            ));
+            return Err(LoaderError::BatchDoesNotSplit {
+                batch_size: config.batch_size,
+                rank: config.rank,
+                world_size: config.world_size,
+            });
         }
         let shape = EpochShape::new(dataset.len(), config.batch_size)?;
         let workers = config.workers;

@@ -43,13 +43,23 @@ impl Dataset for Subset {
     }
 }
 
+/// Holding out a fraction of a dataset would leave one of the parts empty.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("holding out {fraction} of {samples} samples leaves nothing to train on")]
+pub struct NothingToTrain {
+    /// The fraction asked for.
+    pub fraction: f64,
+    /// Samples in the dataset.
+    pub samples: usize,
+}
+
 /// Split `dataset` into its training part and its held-out last `fraction` of samples (at least one), or
 /// refuse when either part would be empty.
-pub fn hold_out(dataset: Arc<dyn Dataset>, fraction: f64) -> Result<(Subset, Subset), String> {
+pub fn hold_out(dataset: Arc<dyn Dataset>, fraction: f64) -> Result<(Subset, Subset), NothingToTrain> {
     let n = dataset.len();
     let held = ((n as f64 * fraction).ceil() as usize).max(1);
     if !(fraction > 0.0 && fraction < 1.0) || held >= n {
-        return Err(format!("holding out {fraction} of {n} samples leaves nothing to train on"));
+        return Err(NothingToTrain { fraction, samples: n });
     }
     let train = Subset { inner: dataset.clone(), start: 0, len: n - held, what: "training part" };
     let eval = Subset { inner: dataset, start: n - held, len: held, what: "held out" };

@@ -129,7 +129,8 @@ fn ranks_together_see_exactly_the_global_batch() {
 
 #[test]
 fn a_dataset_smaller_than_one_batch_is_refused() {
-    let e = Loader::new(Arc::new(Counting { n: 5, bad: vec![] }), layout(), config(8, 1, 0, 0)).err().unwrap();
+    let e =
+        Loader::new(Arc::new(Counting { n: 5, bad: vec![] }), layout(), config(8, 1, 0, 0)).err().unwrap().to_string();
     assert!(e.contains("5 samples") && e.contains("batch of 8"), "{e}");
 }
 

@@ -7,12 +7,24 @@ use serde_json::Value;
 
 use crate::hardware::wire::HardwareFile;
 
+/// Why the profiles could not be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// A profile does not turn into JSON.
+    #[error("{0}")]
+    Unwritable(#[source] serde_json::Error),
+    /// The merged JSON is no profile.
+    #[error("merging the calibrations: {0}")]
+    NotAProfile(#[source] serde_json::Error),
+}
+
 /// The profile whose every number is the median of `profiles`' at the same place; the first one's where the
 /// profiles differ in shape (a list of another length).
-pub fn median(profiles: &[HardwareFile]) -> Result<HardwareFile, String> {
-    let values = profiles.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+pub fn median(profiles: &[HardwareFile]) -> Result<HardwareFile, MergeError> {
+    let values =
+        profiles.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>().map_err(MergeError::Unwritable)?;
     let refs: Vec<&Value> = values.iter().collect();
-    serde_json::from_value(merge(&refs)).map_err(|e| format!("merging the calibrations: {e}"))
+    serde_json::from_value(merge(&refs)).map_err(MergeError::NotAProfile)
 }
 
 fn merge(values: &[&Value]) -> Value {

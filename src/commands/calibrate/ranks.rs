@@ -70,18 +70,32 @@ fn one_run(exe: &Path, dir: &Path, inputs: usize, hidden: usize, threads: Option
     Ok((comm, params * 4.0))
 }
 
+/// Why the link between local ranks could not be measured (each kind carries its message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    /// This executable or a scratch folder could not be found or made.
+    #[error("{0}")]
+    Setup(String),
+    /// A training run of the two ranks failed or reported no exchange.
+    #[error("{0}")]
+    Run(String),
+    /// The two runs' figures give no bandwidth (the larger exchange was not slower).
+    #[error("{0}")]
+    Unsolvable(String),
+}
+
 /// Measure the link (see the module's text).
-pub fn measure(threads: Option<u32>) -> Result<Measured, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+pub fn measure(threads: Option<u32>) -> Result<Measured, LinkError> {
+    let exe = std::env::current_exe().map_err(|e| LinkError::Setup(format!("cannot find this executable: {e}")))?;
     let dir = std::env::temp_dir().join(format!("trainbench-calibrate-link-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| LinkError::Setup(format!("{}: {e}", dir.display())))?;
     let points: Result<Vec<_>, String> =
         MODELS.iter().map(|&(inputs, hidden)| one_run(&exe, &dir, inputs, hidden, threads)).collect();
     // Best effort: a leftover temporary folder is no error of the calibration.
     let _ = std::fs::remove_dir_all(&dir);
-    let points = points?;
+    let points = points.map_err(LinkError::Run)?;
     let ((ts, ss), (tl, sl)) = (points[0], points[1]);
-    solve(ts, ss, tl, sl).map(|(alpha, bandwidth)| Measured {
+    solve(ts, ss, tl, sl).map_err(LinkError::Unsolvable).map(|(alpha, bandwidth)| Measured {
         link: Link {
             kind: LinkKind::SharedMemory,
             name: "2 local ranks, MPI (measured)".into(),

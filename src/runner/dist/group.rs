@@ -17,7 +17,7 @@ use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
 
 use super::launcher::LauncherEnv;
-use super::transport::{Opened, Transport, open_transport};
+use super::transport::{Opened, Transport, TransportError, open_transport};
 
 use crate::result::distributed::{BytesByKind, DistributedResult, RankMemory, RankPhases};
 use crate::runner::plan_run::GroupRun;
@@ -62,11 +62,62 @@ struct RankReport {
     server: Option<(u64, u64, u64)>,
 }
 
+/// Why this process could not join its group of ranks, or the group cannot run a plan.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GroupError {
+    /// The engine could not connect this rank (the engine's message).
+    #[error("{0}")]
+    Join(String),
+    /// The launcher promised a world of another size than the engine sees.
+    #[error("{launcher} started {promised} ranks, but the {engine} engine sees a world of {seen}: {hint}")]
+    WorldMismatch {
+        /// The launcher's name.
+        launcher: String,
+        /// Ranks the launcher started.
+        promised: usize,
+        /// The engine's name.
+        engine: String,
+        /// Ranks the engine sees.
+        seen: usize,
+        /// What to do.
+        hint: &'static str,
+    },
+    /// The plans need a group of another kind (see [`TransportError`]).
+    #[error(transparent)]
+    Plans(#[from] TransportError),
+    /// The plan needs another engine than the one that connected this group.
+    #[error("run `{run}` on {device} needs the {needed} engine, this group was connected by {connected}")]
+    WrongEngine {
+        /// The run.
+        run: String,
+        /// Its device.
+        device: DeviceSelector,
+        /// The engine it needs.
+        needed: &'static str,
+        /// The engine of this group.
+        connected: &'static str,
+    },
+    /// The plan's workers and servers are not exactly this group.
+    #[error("run `{run}` needs {needed} process(es) ({workers} worker(s) with {strategy}), this group has {size}")]
+    WrongSize {
+        /// The run.
+        run: String,
+        /// Processes it needs.
+        needed: usize,
+        /// Its workers.
+        workers: usize,
+        /// Its strategy's name.
+        strategy: String,
+        /// Ranks in this group.
+        size: usize,
+    },
+}
+
 impl Ranks {
     /// Join the group through the engine this build has; refuse a group whose size is not the launcher's (an
     /// MPI program started by another MPI's launcher becomes several worlds of one rank, silently).
-    pub fn open(engine: Transport) -> Result<Ranks, String> {
-        let Opened { comm, host, cuda_device } = open_transport(engine)?;
+    pub fn open(engine: Transport) -> Result<Ranks, GroupError> {
+        let Opened { comm, host, cuda_device } = open_transport(engine).map_err(GroupError::Join)?;
         let env = LauncherEnv::get();
         let launcher = env.launcher_name("unknown");
         let promised = env.world.map_or(comm.size(), |(_, n)| n);
@@ -77,11 +128,13 @@ impl Ranks {
                 "the launcher and the MPI library trainbench was built with do not match (use the `mpirun` of the \
                  same MPI)"
             };
-            return Err(format!(
-                "{launcher} started {promised} ranks, but the {} engine sees a world of {}: {hint}",
-                comm.engine().name,
-                comm.size()
-            ));
+            return Err(GroupError::WorldMismatch {
+                launcher: launcher.to_string(),
+                promised,
+                engine: comm.engine().name.to_string(),
+                seen: comm.size(),
+                hint,
+            });
         }
         Ok(Ranks { comm, launcher: launcher.to_string(), host, engine, cuda_device })
     }
@@ -110,26 +163,25 @@ impl Ranks {
     }
 
     /// Refuse a plan this group cannot run: its workers and servers must be exactly the group.
-    pub fn check_plan(&self, plan: &RunPlan) -> Result<(), String> {
+    pub fn check_plan(&self, plan: &RunPlan) -> Result<(), GroupError> {
         let engine = Transport::for_plans([plan])?;
         if engine.name() != self.engine.name() {
-            return Err(format!(
-                "run `{}` on {} needs the {} engine, this group was connected by {}",
-                plan.id,
-                plan.device,
-                engine.name(),
-                self.engine.name()
-            ));
+            return Err(GroupError::WrongEngine {
+                run: plan.id.to_string(),
+                device: plan.device,
+                needed: engine.name(),
+                connected: self.engine.name(),
+            });
         }
         let needed = plan.topology.processes();
         if plan.topology.strategy.is_single() || needed != self.size() {
-            return Err(format!(
-                "run `{}` needs {needed} process(es) ({} worker(s) with {}), this group has {}",
-                plan.id,
-                plan.topology.world_size(),
-                plan.topology.strategy.name(),
-                self.size()
-            ));
+            return Err(GroupError::WrongSize {
+                run: plan.id.to_string(),
+                needed,
+                workers: plan.topology.world_size(),
+                strategy: plan.topology.strategy.name().to_string(),
+                size: self.size(),
+            });
         }
         Ok(())
     }

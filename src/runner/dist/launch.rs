@@ -22,8 +22,30 @@ struct Launcher {
     open_mpi: bool,
 }
 
-fn launcher() -> Result<&'static Launcher, String> {
-    static FOUND: OnceLock<Result<Launcher, String>> = OnceLock::new();
+/// Why the ranks of a data-parallel run could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// No MPI launcher (`mpirun`, `mpiexec`, or `TRAINBENCH_MPIRUN`) runs on this machine.
+    #[error(
+        "a data-parallel run starts its ranks with `mpirun`, which was not found: install an MPI (Debian: \
+         openmpi-bin libopenmpi-dev) or set TRAINBENCH_MPIRUN to its launcher"
+    )]
+    LauncherMissing,
+    /// The operating system gave no TCP port for the rendezvous.
+    #[error("no free TCP port for the ranks' rendezvous: {0}")]
+    NoFreePort(#[source] std::io::Error),
+    /// A rank's process could not be started.
+    #[error("cannot start rank {rank}: {source}")]
+    RankNotStarted {
+        /// The rank that did not start.
+        rank: usize,
+        /// Why the operating system refused it.
+        source: std::io::Error,
+    },
+}
+
+fn launcher() -> Result<&'static Launcher, LaunchError> {
+    static FOUND: OnceLock<Option<Launcher>> = OnceLock::new();
     FOUND
         .get_or_init(|| {
             let candidates: Vec<String> = match std::env::var("TRAINBENCH_MPIRUN") {
@@ -34,21 +56,19 @@ fn launcher() -> Result<&'static Launcher, String> {
                 if let Ok(out) = Command::new(&program).arg("--version").output() {
                     let text =
                         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-                    return Ok(Launcher { program, open_mpi: text.contains("Open MPI") || text.contains("OpenRTE") });
+                    return Some(Launcher { program, open_mpi: text.contains("Open MPI") || text.contains("OpenRTE") });
                 }
             }
-            Err("a data-parallel run starts its ranks with `mpirun`, which was not found: install an MPI (Debian: \
-                 openmpi-bin libopenmpi-dev) or set TRAINBENCH_MPIRUN to its launcher"
-                .to_string())
+            None
         })
         .as_ref()
-        .map_err(Clone::clone)
+        .ok_or(LaunchError::LauncherMissing)
 }
 
 /// The command that starts a run's worker: `exe worker`, or for `processes` ranks of `engine`, the launcher
 /// that starts them on this machine: trainbench's own for NCCL, the MPI launcher running `exe worker --ranks`
 /// for MPI (oversubscribed: ranks may outnumber cores; never bound to cores).
-pub fn worker_command(exe: &Path, processes: Option<usize>, engine: Transport) -> Result<Command, String> {
+pub fn worker_command(exe: &Path, processes: Option<usize>, engine: Transport) -> Result<Command, LaunchError> {
     let Some(n) = processes else {
         let mut c = Command::new(exe);
         c.arg("worker");
@@ -106,7 +126,7 @@ fn in_own_group(c: &mut Command) {
 /// `exe worker --ranks` with `engine`'s arguments and torchrun's variables (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
 /// `LOCAL_WORLD_SIZE`, `MASTER_ADDR` = 127.0.0.1, `MASTER_PORT` = a free port), then wait for them. `Ok(true)`
 /// when every rank succeeded.
-pub fn launch_ranks(exe: &Path, n: usize, engine: Transport) -> Result<bool, String> {
+pub fn launch_ranks(exe: &Path, n: usize, engine: Transport) -> Result<bool, LaunchError> {
     let port = free_port()?;
     let commands = (0..n)
         .map(|rank| {
@@ -127,11 +147,8 @@ pub fn launch_ranks(exe: &Path, n: usize, engine: Transport) -> Result<bool, Str
 
 /// A TCP port free on the loopback interface now (the operating system's choice; rank 0's store binds it a
 /// moment later).
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free TCP port for the ranks' rendezvous: {e}"))
+fn free_port() -> Result<u16, LaunchError> {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).map_err(LaunchError::NoFreePort)
 }
 
 /// Where the launcher writes the worker protocol: rank 0's lines and the ranks' typed failures, one whole line
@@ -143,12 +160,12 @@ type ProtocolOut = Arc<Mutex<Box<dyn Write + Send>>>;
 /// their [`WorkerMessage::RankFailed`] lines (the rest of their output goes to standard error). When one rank
 /// ends badly, say which and how (a [`RankFailure`] of kind `died` to the parent, the same line on stderr for
 /// people), kill the others (they would wait for it in a collective) and return `Ok(false)`.
-pub fn run_group(commands: Vec<Command>) -> Result<bool, String> {
+pub fn run_group(commands: Vec<Command>) -> Result<bool, LaunchError> {
     run_group_into(commands, Arc::new(Mutex::new(Box::new(std::io::stdout()))))
 }
 
 /// [`run_group`], writing the protocol to `out`.
-fn run_group_into(commands: Vec<Command>, out: ProtocolOut) -> Result<bool, String> {
+fn run_group_into(commands: Vec<Command>, out: ProtocolOut) -> Result<bool, LaunchError> {
     let mut children: Vec<(usize, Child)> = Vec::new();
     let (done, forwarded) = std::sync::mpsc::channel::<()>();
     let mut forwarders = 0;
@@ -172,7 +189,7 @@ fn run_group_into(commands: Vec<Command>, out: ProtocolOut) -> Result<bool, Stri
             Err(e) => {
                 end_all(&mut children);
                 drain(&forwarded, forwarders);
-                return Err(format!("cannot start rank {rank}: {e}"));
+                return Err(LaunchError::RankNotStarted { rank, source: e });
             }
         }
     }
@@ -297,7 +314,7 @@ mod tests {
 
     #[test]
     fn a_group_whose_ranks_all_succeed_succeeds() {
-        assert_eq!(run_group(vec![sh("exit 0"), sh("sleep 0.2"), sh("true")]), Ok(true));
+        assert!(run_group(vec![sh("exit 0"), sh("sleep 0.2"), sh("true")]).unwrap());
     }
 
     #[test]
@@ -397,7 +414,8 @@ mod tests {
         let pid_file = tempfile::tempfile().unwrap();
         let missing = Command::new("/nonexistent/trainbench-rank");
         let e = run_group(vec![sleeper(&pid_file), missing]).unwrap_err();
-        assert!(e.contains("cannot start rank 1"), "{e}");
+        assert!(matches!(e, LaunchError::RankNotStarted { rank: 1, .. }), "{e}");
+        assert!(e.to_string().contains("cannot start rank 1"), "{e}");
         let rank0 = pid_in(&pid_file);
         assert!(rank0 > 0 && rank0.unsigned_abs() != std::process::id(), "{rank0}");
         // Killed and reaped: neither still sleeping nor a zombie.
@@ -420,7 +438,7 @@ mod tests {
             std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         let engine = Transport::Nccl { first_device: 1, timeout: Duration::from_secs(90) };
-        assert_eq!(launch_ranks(&exe, 2, engine), Ok(true));
+        assert!(launch_ranks(&exe, 2, engine).unwrap());
         for rank in 0..2 {
             let got = std::fs::read_to_string(dir.join(format!("rank{rank}"))).unwrap();
             assert_eq!(

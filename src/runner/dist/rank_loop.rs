@@ -104,8 +104,8 @@ pub(crate) fn run_as_ranks(
             p.topology.strategy.name()
         )));
     }
-    let engine = Transport::for_plans(&suite.plans).map_err(RunnerError::Worker)?;
-    let ranks = RefCell::new(Ranks::open(engine).map_err(RunnerError::Worker)?);
+    let engine = Transport::for_plans(&suite.plans).map_err(|e| RunnerError::Worker(e.to_string()))?;
+    let ranks = RefCell::new(Ranks::open(engine).map_err(|e| RunnerError::Worker(e.to_string()))?);
     let rank = ranks.borrow().rank();
     let mut suite = suite.clone();
     let indices: Vec<usize> = (0..suite.plans.len()).collect();
@@ -139,7 +139,7 @@ pub(crate) fn run_as_ranks(
 pub(crate) fn fit_plans(group: &Ranks, plans: &mut [RunPlan], indices: &[usize]) -> Result<(), String> {
     for &i in indices {
         let Some(plan) = plans.get_mut(i) else { continue };
-        group.check_plan(plan)?;
+        group.check_plan(plan).map_err(|e| e.to_string())?;
         group.place(plan);
         share_cpu_threads(plan, group.size());
     }

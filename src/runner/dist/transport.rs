@@ -30,10 +30,29 @@ pub enum Transport {
     },
 }
 
+/// Why one group of ranks cannot run a set of plans.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TransportError {
+    /// Plans on different kinds of device, or on CUDA from different first devices, share one group.
+    #[error(
+        "run `{run}` runs on {device}, other runs of the same ranks on {first}: one group of ranks runs on one \
+         kind of device and, on CUDA, from one first device (CUDA ranks through NCCL, the others through MPI); \
+         launch them separately"
+    )]
+    MixedDevices {
+        /// The run that differs.
+        run: String,
+        /// Its device.
+        device: DeviceSelector,
+        /// The device of the runs before it.
+        first: DeviceSelector,
+    },
+}
+
 impl Transport {
     /// The engine for a group that runs `plans`: NCCL when they run on CUDA, MPI otherwise; plans on CUDA and
     /// elsewhere, or on different CUDA devices, cannot share a group.
-    pub fn for_plans<'a>(plans: impl IntoIterator<Item = &'a RunPlan>) -> Result<Transport, String> {
+    pub fn for_plans<'a>(plans: impl IntoIterator<Item = &'a RunPlan>) -> Result<Transport, TransportError> {
         let mut engine: Option<(Transport, DeviceSelector)> = None;
         let mut timeout = Some(0.0f64);
         for plan in plans {
@@ -46,12 +65,7 @@ impl Transport {
             };
             match engine {
                 Some((e, first)) if e != this => {
-                    return Err(format!(
-                        "run `{}` runs on {}, other runs of the same ranks on {first}: one group of ranks runs on one \
-                         kind of device and, on CUDA, from one first device (CUDA ranks through NCCL, the others \
-                         through MPI); launch them separately",
-                        plan.id, plan.device
-                    ));
+                    return Err(TransportError::MixedDevices { run: plan.id.to_string(), device: plan.device, first });
                 }
                 _ => engine = Some((this, plan.device)),
             }
@@ -173,7 +187,7 @@ mod tests {
             Ok(Transport::Nccl { first_device: 1, timeout: DEFAULT_COMM_TIMEOUT })
         );
         let mixed = Transport::for_plans([&plan(DeviceSelector::Cuda(None), None), &plan(DeviceSelector::Cpu, None)]);
-        assert!(mixed.is_err_and(|e| e.contains("one kind of device")));
+        assert!(mixed.is_err_and(|e| e.to_string().contains("one kind of device")));
     }
 
     #[test]

@@ -19,6 +19,26 @@ use crate::runner::probe::{self, StopFlag};
 use crate::runner::protocol::{RankFailure, RankFailureKind, WorkerJob, WorkerMessage, print_message};
 use crate::runner::suite::Suite;
 
+/// Why a worker had no job to run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// This rank could not join its group.
+    #[error(transparent)]
+    Group(#[from] crate::runner::dist::group::GroupError),
+    /// The job could not be read from standard input.
+    #[error("reading the job: {0}")]
+    Read(#[source] std::io::Error),
+    /// Rank 0 could not hand the job to the other ranks.
+    #[error("handing the job to every rank: {0}")]
+    Handoff(#[source] trainbench_comm::CommError),
+    /// The job handed over is not UTF-8.
+    #[error("the job is not text: {0}")]
+    NotText(#[source] std::string::FromUtf8Error),
+    /// The input is not a job (the worker was started by hand).
+    #[error("`trainbench worker` is started by `trainbench run`: {0}")]
+    NotAJob(#[source] serde_json::Error),
+}
+
 /// The worker side (`trainbench worker`): read the job from stdin, run it, print each result as a line.
 /// `Ok(false)` when the job failed and the parent was told (a [`WorkerMessage::Fatal`] line, which the parent
 /// reports); `Err` when there is no job to run (the message is for whoever started the worker by hand).
@@ -27,7 +47,7 @@ use crate::runner::suite::Suite;
 /// data-parallel group connected by that engine: rank 0 reads the job and hands it to the others, workers train
 /// with the gradient exchange and parameter-server ranks serve, only rank 0 prints results, and a run that fails
 /// mid-way ends the whole group (the other ranks would wait for the failed one forever).
-pub fn serve(ranked: Option<Transport>) -> Result<bool, String> {
+pub fn serve(ranked: Option<Transport>) -> Result<bool, ServeError> {
     probe::install_interrupt_handler();
     let ranks = match ranked {
         Some(engine) => match Ranks::open(engine) {
@@ -35,10 +55,11 @@ pub fn serve(ranked: Option<Transport>) -> Result<bool, String> {
             Err(e) => {
                 // The parent learns which rank could not join, and why, through the launcher.
                 if let Some(rank) = LauncherEnv::get().rank {
-                    let failure = RankFailure { rank, kind: RankFailureKind::Failed, run: None, message: e.clone() };
+                    let failure =
+                        RankFailure { rank, kind: RankFailureKind::Failed, run: None, message: e.to_string() };
                     let _ = print_message(&mut std::io::stdout().lock(), &WorkerMessage::RankFailed(failure));
                 }
-                return Err(e);
+                return Err(e.into());
             }
         },
         None => None,
@@ -47,15 +68,14 @@ pub fn serve(ranked: Option<Transport>) -> Result<bool, String> {
     let mut input = BufReader::new(std::io::stdin());
     let mut line = String::new();
     if rank == 0 {
-        input.read_line(&mut line).map_err(|e| format!("reading the job: {e}"))?;
+        input.read_line(&mut line).map_err(ServeError::Read)?;
     }
     if let Some(r) = &ranks {
         let mut bytes = std::mem::take(&mut line).into_bytes();
-        r.borrow_mut().broadcast(&mut bytes).map_err(|e| format!("handing the job to every rank: {e}"))?;
-        line = String::from_utf8(bytes).map_err(|e| format!("the job is not text: {e}"))?;
+        r.borrow_mut().broadcast(&mut bytes).map_err(ServeError::Handoff)?;
+        line = String::from_utf8(bytes).map_err(ServeError::NotText)?;
     }
-    let mut job: WorkerJob =
-        serde_json::from_str(&line).map_err(|e| format!("`trainbench worker` is started by `trainbench run`: {e}"))?;
+    let mut job: WorkerJob = serde_json::from_str(&line).map_err(ServeError::NotAJob)?;
     let stop = StopFlag::default();
     if rank == 0 {
         let stop = stop.clone();
@@ -93,7 +113,7 @@ pub fn serve(ranked: Option<Transport>) -> Result<bool, String> {
             return Ok(false);
         }
         Err(e) => {
-            let _ = say(&WorkerMessage::Fatal(e));
+            let _ = say(&WorkerMessage::Fatal(e.to_string()));
             return Ok(false);
         }
     };
@@ -106,7 +126,7 @@ pub fn serve(ranked: Option<Transport>) -> Result<bool, String> {
     let test_hooks = match TestHooks::inherited() {
         Ok(hooks) => hooks,
         Err(e) => {
-            let _ = say(&WorkerMessage::Fatal(e));
+            let _ = say(&WorkerMessage::Fatal(e.to_string()));
             return Ok(false);
         }
     };

@@ -60,7 +60,7 @@ pub(crate) fn run_isolated(
         }
         for i in ranked {
             let p = &suite.plans[i];
-            let engine = Transport::for_plans([p]).map_err(RunnerError::Worker)?;
+            let engine = Transport::for_plans([p]).map_err(|e| RunnerError::Worker(e.to_string()))?;
             groups.push((vec![i], Some((p.topology.processes(), engine))));
         }
         let mut flow = Flow::Continue;
@@ -174,7 +174,7 @@ fn start_worker(opts: &RunnerOptions, launch: Launch<'_>, job: &WorkerJob) -> Re
     let exe = launch.exe;
     let ranked = launch.processes.is_some();
     let (processes, engine) = launch.processes.map_or((None, Transport::Mpi), |(n, e)| (Some(n), e));
-    let mut command = launch::worker_command(exe, processes, engine).map_err(RunnerError::Worker)?;
+    let mut command = launch::worker_command(exe, processes, engine).map_err(|e| RunnerError::Worker(e.to_string()))?;
     opts.test_hooks.pass_to(&mut command);
     let mut child = command
         .stdin(Stdio::piped())

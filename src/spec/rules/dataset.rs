@@ -36,7 +36,9 @@ pub fn check_local_data(dataset: &DatasetSpec, graph: &Graph, batch_sizes: &[usi
     let layout = match Layout::of(graph) {
         Ok(l) => l,
         Err(why) => {
-            return vec![Finding::new(key("source"), why).hint("use `source = \"synthetic\"` for this model")];
+            return vec![
+                Finding::new(key("source"), why.to_string()).hint("use `source = \"synthetic\"` for this model"),
+            ];
         }
     };
     let dataset = match trainbench_data::open(format, &root, &layout) {

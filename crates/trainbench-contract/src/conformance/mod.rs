@@ -22,9 +22,36 @@ use trainbench_graph::graph::Graph;
 use trainbench_graph::params::graph_tensors;
 use trainbench_graph::{training::OptimizerSpec, training::Precision};
 
+/// Why a fixture's reference losses cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceError {
+    /// No reference file ships for the fixture (named).
+    #[error("no reference for fixture `{0}`")]
+    NoReference(String),
+    /// The reference file is not JSON.
+    #[error("{fixture}: {source}")]
+    NotJson {
+        /// The fixture.
+        fixture: String,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// The reference was made for another batch size or seed than [`AGREEMENT_RUN`].
+    #[error("{0}: the reference was made for another batch size or seed; regenerate it")]
+    OtherRun(String),
+    /// The reference holds no list of losses, or a loss that is not a number.
+    #[error("{fixture}: {what}")]
+    Malformed {
+        /// The fixture.
+        fixture: String,
+        /// What is wrong.
+        what: &'static str,
+    },
+}
+
 /// The PyTorch reference losses of fixture `name` (step 0 and after each of 5 SGD steps), from
 /// `crates/trainbench-contract/reference/<name>.json`, checked to be made for [`AGREEMENT_RUN`].
-pub fn reference_losses(name: &str) -> Result<Vec<f64>, String> {
+pub fn reference_losses(name: &str) -> Result<Vec<f64>, ReferenceError> {
     let text = match name {
         "mlp" => include_str!("../../reference/mlp.json"),
         "cnn" => include_str!("../../reference/cnn.json"),
@@ -34,15 +61,17 @@ pub fn reference_losses(name: &str) -> Result<Vec<f64>, String> {
         "ctc" => include_str!("../../reference/ctc.json"),
         "gpt" => include_str!("../../reference/gpt.json"),
         "vit" => include_str!("../../reference/vit.json"),
-        other => return Err(format!("no reference for fixture `{other}`")),
+        other => return Err(ReferenceError::NoReference(other.to_string())),
     };
-    let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("{name}: {e}"))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(text).map_err(|source| ReferenceError::NotJson { fixture: name.to_string(), source })?;
     let run = AGREEMENT_RUN;
     if doc["batch"] != run.batch || doc["seed"] != run.seed {
-        return Err(format!("{name}: the reference was made for another batch size or seed; regenerate it"));
+        return Err(ReferenceError::OtherRun(name.to_string()));
     }
-    let losses = doc["losses"].as_array().ok_or_else(|| format!("{name}: no `losses`"))?;
-    losses.iter().map(|v| v.as_f64().ok_or_else(|| format!("{name}: a loss is not a number"))).collect()
+    let malformed = |what| ReferenceError::Malformed { fixture: name.to_string(), what };
+    let losses = doc["losses"].as_array().ok_or_else(|| malformed("no `losses`"))?;
+    losses.iter().map(|v| v.as_f64().ok_or_else(|| malformed("a loss is not a number"))).collect()
 }
 
 /// A prerequisite of a test that this machine lacks (a device, chromium, a wgpu adapter, a tool): under

@@ -100,7 +100,7 @@ pub fn wgan_roles_if_any(graph: &Graph) -> Result<Option<WganRoles>, BackendErro
     if !(has_parts || wgan) {
         return Ok(None);
     }
-    wgan_roles(graph).map(Some).map_err(|reason| unsupported(&graph.name, "wgan_gp", reason))
+    wgan_roles(graph).map(Some).map_err(|reason| unsupported(&graph.name, "wgan_gp", reason.to_string()))
 }
 
 fn is_int_input(graph: &Graph, id: NodeId) -> bool {
@@ -200,32 +200,59 @@ pub struct WganRoles {
     pub critic_part: String,
 }
 
+/// What a WGAN-GP graph must look like (the tail of every [`NotWgan`] message).
+const WGAN_HINT: &str = "expected one Wasserstein loss over the critic's scores [3, 1] and a critic_batch node, \
+                         with the critic and the generator in two parts";
+
+/// Why a graph is not a WGAN-GP graph the tch lowering can train.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotWgan {
+    /// Not exactly one loss (how many).
+    #[error("{0} losses found; {hint}", hint = WGAN_HINT)]
+    LossCount(usize),
+    /// The loss (named) is not a Wasserstein loss.
+    #[error("loss `{0}` is not a Wasserstein loss; {hint}", hint = WGAN_HINT)]
+    NotWasserstein(String),
+    /// Input 1 of the loss (named) is not a `critic_batch` node.
+    #[error("input 1 of `{0}` is not a critic_batch node; {hint}", hint = WGAN_HINT)]
+    NoCriticBatch(String),
+    /// The `critic_batch` node (named) belongs to no part.
+    #[error("`{0}` belongs to no part; {hint}", hint = WGAN_HINT)]
+    NoPart(String),
+    /// The generated images come from the critic's part, or from none.
+    #[error(
+        "the generated images `{fake}` must come from the generator's part, not `{critic_part}`; {hint}",
+        hint = WGAN_HINT
+    )]
+    FakeInCriticPart {
+        /// The node of the generated images.
+        fake: String,
+        /// The critic's part.
+        critic_part: String,
+    },
+}
+
 /// Identify the WGAN-GP roles (the zoo's convention, see `Op::CriticBatch`): exactly one loss, a Wasserstein
 /// loss over the critic's scores and the `critic_batch` node; the critic's nodes in the part of that node,
 /// the generator's in another part.
-pub fn wgan_roles(graph: &Graph) -> Result<WganRoles, String> {
-    let hint = "expected one Wasserstein loss over the critic's scores [3, 1] and a critic_batch node, with the \
-                critic and the generator in two parts";
+pub fn wgan_roles(graph: &Graph) -> Result<WganRoles, NotWgan> {
     let [loss] = graph.losses[..] else {
-        return Err(format!("{} losses found; {hint}", graph.losses.len()));
+        return Err(NotWgan::LossCount(graph.losses.len()));
     };
     let node = &graph.nodes[loss];
     if !matches!(node.op, Op::Loss { loss: LossKind::Wasserstein { .. }, .. }) {
-        return Err(format!("loss `{}` is not a Wasserstein loss; {hint}", node.name));
+        return Err(NotWgan::NotWasserstein(node.name.clone()));
     }
     let (scores, critic_batch) = (node.inputs[0], node.inputs[1]);
     if !matches!(graph.nodes[critic_batch].op, Op::CriticBatch) {
-        return Err(format!("input 1 of `{}` is not a critic_batch node; {hint}", node.name));
+        return Err(NotWgan::NoCriticBatch(node.name.clone()));
     }
     let Some(critic_part) = graph.nodes[critic_batch].part.clone() else {
-        return Err(format!("`{}` belongs to no part; {hint}", graph.nodes[critic_batch].name));
+        return Err(NotWgan::NoPart(graph.nodes[critic_batch].name.clone()));
     };
     let fake = graph.nodes[critic_batch].inputs[1];
     if graph.nodes[fake].part.as_ref().is_none_or(|p| *p == critic_part) {
-        return Err(format!(
-            "the generated images `{}` must come from the generator's part, not `{critic_part}`; {hint}",
-            graph.nodes[fake].name
-        ));
+        return Err(NotWgan::FakeInCriticPart { fake: graph.nodes[fake].name.clone(), critic_part });
     }
     Ok(WganRoles { loss, scores, critic_batch, critic_part })
 }
