@@ -171,11 +171,16 @@ pub fn gate(store: &str, tmp: &Path) {
     let (code, out, _) = gate(&slow, "base0001", "markdown");
     assert_eq!(code, 1, "{out}");
     assert!(out.starts_with("## trainbench gate: **regression**"), "{out}");
+    // Three candidate runs against the last two points' six: the exact rank test cannot reach p < 0.01 with so
+    // few runs (its smallest p is 2/84), so the gate asks for more rather than calling it.
     let (code, out, _) = gate(&slow, "last:2", "json");
+    assert_eq!(code, 3, "{out}");
+    assert_eq!(json(&out)["series"][0]["baseline_runs"], 6);
+    let (code, out, _) = gate(&slow, "last:4", "json");
     assert_eq!(code, 1, "{out}");
     let verdict = json(&out);
     assert_eq!((verdict["format"].as_str(), verdict["version"].as_u64()), (Some("trainbench-gate"), Some(1)));
-    assert_eq!(verdict["series"][0]["baseline_runs"], 6);
+    assert_eq!(verdict["series"][0]["baseline_runs"], 12);
     let (code, out, _) = gate(&same, "no-such-revision", "json");
     assert_eq!(code, 3, "no baseline: inconclusive, never a pass: {out}");
     assert_eq!(json(&out)["series"][0]["outcome"], "inconclusive");
