@@ -78,73 +78,124 @@ pub(crate) fn shown(path: &Path) -> String {
     path.strip_prefix(root()).unwrap_or(path).display().to_string()
 }
 
-/// Rust source with comments and the contents of string and char literals blanked out (line structure kept), so
-/// that a rule reads code, never prose or text.
+/// Rust source with comments and string and char literals blanked out (line structure kept), as text: what the
+/// rules read, so that they see code, never prose.
 pub(crate) fn code_only(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let rest = &text[i..];
-        if rest.starts_with("//") {
-            let end = rest.find('\n').unwrap_or(rest.len());
-            out.extend(std::iter::repeat_n(' ', end));
-            i += end;
-        } else if rest.starts_with("/*") {
-            let end = rest.find("*/").map_or(rest.len(), |e| e + 2);
-            out.extend(rest[..end].chars().map(|c| if c == '\n' { '\n' } else { ' ' }));
-            i += end;
-        } else if let Some(len) = raw_string_len(rest) {
-            out.extend(rest[..len].chars().map(|c| if c == '\n' { '\n' } else { ' ' }));
-            i += len;
-        } else if rest.starts_with('"') {
-            let mut j = 1;
-            while j < rest.len() {
-                match rest.as_bytes()[j] {
-                    b'\\' => j += 2,
-                    b'"' => break,
-                    _ => j += 1,
-                }
+    code_chars(text).into_iter().collect()
+}
+
+/// The source with comments, string literals and character literals replaced by spaces (newlines kept), so
+/// that braces, `=>` and `Op::` inside them are not read as code and line numbers stay true.
+pub(crate) fn code_chars(source: &str) -> Vec<char> {
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = chars.clone();
+    let blank = |out: &mut Vec<char>, from: usize, to: usize| {
+        for slot in out.iter_mut().take(to.min(chars.len())).skip(from) {
+            if *slot != '\n' {
+                *slot = ' ';
             }
-            let end = (j + 1).min(rest.len());
-            out.push('"');
-            out.extend(rest[1..end.saturating_sub(1)].chars().map(|c| if c == '\n' { '\n' } else { ' ' }));
-            out.push('"');
-            i += end;
-        } else if let Some(len) = char_literal_len(rest) {
-            out.push_str("' '");
-            out.extend(std::iter::repeat_n(' ', len - 3));
-            i += len;
+        }
+    };
+    let mut at = 0;
+    while at < chars.len() {
+        let here = chars[at];
+        let next = chars.get(at + 1).copied();
+        let previous_is_ident = at > 0 && is_ident(chars[at - 1]);
+        if here == '/' && next == Some('/') {
+            let end = (at..chars.len()).find(|&i| chars[i] == '\n').unwrap_or(chars.len());
+            blank(&mut out, at, end);
+            at = end;
+        } else if here == '/' && next == Some('*') {
+            let end = block_comment_end(&chars, at);
+            blank(&mut out, at, end);
+            at = end;
+        } else if let Some(end) = raw_string_end(&chars, at).filter(|_| !previous_is_ident) {
+            blank(&mut out, at, end);
+            at = end;
+        } else if here == '"' {
+            let end = quoted_end(&chars, at, '"');
+            blank(&mut out, at, end);
+            at = end;
+        } else if here == '\'' && char_literal(&chars, at) {
+            let end = quoted_end(&chars, at, '\'');
+            blank(&mut out, at, end);
+            at = end;
         } else {
-            let c = rest.chars().next().expect("not at the end");
-            out.push(c);
-            i += c.len_utf8();
+            at += 1;
         }
     }
     out
 }
 
-/// The length of a raw string literal (`r"..."`, `r#"..."#`, `br"..."`) starting `text`, if one does.
-fn raw_string_len(text: &str) -> Option<usize> {
-    let after_b = text.strip_prefix('b').unwrap_or(text);
-    let after_r = after_b.strip_prefix('r')?;
-    let hashes = after_r.len() - after_r.trim_start_matches('#').len();
-    let body = after_r[hashes..].strip_prefix('"')?;
-    let close = format!("\"{}", "#".repeat(hashes));
-    let end = body.find(&close)? + close.len();
-    Some(text.len() - body.len() + end)
+/// Whether `c` may be part of an identifier.
+pub(crate) fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
 }
 
-/// The length of a char literal (`'a'`, `'\n'`, `'\''`) starting `text`; lifetimes (`'a`) are not literals.
-fn char_literal_len(text: &str) -> Option<usize> {
-    let body = text.strip_prefix('\'')?;
-    let mut chars = body.char_indices();
-    let (_, first) = chars.next()?;
-    let after = if first == '\\' {
-        let (_, escaped) = chars.next()?;
-        if escaped == 'u' { body.find('}')? + 1 } else { 1 + escaped.len_utf8() }
-    } else {
-        first.len_utf8()
-    };
-    (body[after..].starts_with('\'')).then_some(after + 2)
+/// The index just past a (possibly nested) block comment opening at `start`.
+fn block_comment_end(chars: &[char], start: usize) -> usize {
+    let mut depth = 0usize;
+    let mut at = start;
+    while at + 1 < chars.len() {
+        if chars[at] == '/' && chars[at + 1] == '*' {
+            depth += 1;
+            at += 2;
+        } else if chars[at] == '*' && chars[at + 1] == '/' {
+            depth -= 1;
+            at += 2;
+            if depth == 0 {
+                return at;
+            }
+        } else {
+            at += 1;
+        }
+    }
+    chars.len()
+}
+
+/// The index just past a raw string (`r"..."`, `r#"..."#`, `br#"..."#`) opening at `start`, if one does.
+fn raw_string_end(chars: &[char], start: usize) -> Option<usize> {
+    let mut at = start;
+    if chars.get(at) == Some(&'b') {
+        at += 1;
+    }
+    if chars.get(at) != Some(&'r') {
+        return None;
+    }
+    at += 1;
+    let hashes = chars[at..].iter().take_while(|&&c| c == '#').count();
+    at += hashes;
+    if chars.get(at) != Some(&'"') {
+        return None;
+    }
+    at += 1;
+    while at < chars.len() {
+        if chars[at] == '"' && chars[at + 1..].iter().take(hashes).filter(|&&c| c == '#').count() == hashes {
+            return Some(at + 1 + hashes);
+        }
+        at += 1;
+    }
+    Some(chars.len())
+}
+
+/// The index just past a quoted literal opening at `start` with `quote`, honouring backslash escapes.
+fn quoted_end(chars: &[char], start: usize, quote: char) -> usize {
+    let mut at = start + 1;
+    while at < chars.len() {
+        match chars[at] {
+            '\\' => at += 2,
+            c if c == quote => return at + 1,
+            _ => at += 1,
+        }
+    }
+    chars.len()
+}
+
+/// Whether the `'` at `start` opens a character literal (`'x'`, `'\n'`) rather than a lifetime (`'a`).
+fn char_literal(chars: &[char], start: usize) -> bool {
+    match chars.get(start + 1) {
+        Some('\\') => true,
+        Some(_) => chars.get(start + 2) == Some(&'\''),
+        None => false,
+    }
 }

@@ -4,7 +4,9 @@
 //! `crates/*/src/`, comments and strings left out.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use super::{code_chars, is_ident};
 
 /// One `match` that names `Op::` patterns and also has a catch-all arm.
 #[derive(Debug, PartialEq, Eq)]
@@ -13,122 +15,6 @@ struct Offender {
     line: usize,
     /// The catch-all pattern as written (`_`, `other`, ...).
     pattern: String,
-}
-
-/// The source with comments, string literals and character literals replaced by spaces (newlines kept), so
-/// that braces, `=>` and `Op::` inside them are not read as code and line numbers stay true.
-fn code_only(source: &str) -> Vec<char> {
-    let chars: Vec<char> = source.chars().collect();
-    let mut out = chars.clone();
-    let blank = |out: &mut Vec<char>, from: usize, to: usize| {
-        for slot in out.iter_mut().take(to.min(chars.len())).skip(from) {
-            if *slot != '\n' {
-                *slot = ' ';
-            }
-        }
-    };
-    let mut at = 0;
-    while at < chars.len() {
-        let here = chars[at];
-        let next = chars.get(at + 1).copied();
-        let previous_is_ident = at > 0 && is_ident(chars[at - 1]);
-        if here == '/' && next == Some('/') {
-            let end = (at..chars.len()).find(|&i| chars[i] == '\n').unwrap_or(chars.len());
-            blank(&mut out, at, end);
-            at = end;
-        } else if here == '/' && next == Some('*') {
-            let end = block_comment_end(&chars, at);
-            blank(&mut out, at, end);
-            at = end;
-        } else if let Some(end) = raw_string_end(&chars, at).filter(|_| !previous_is_ident) {
-            blank(&mut out, at, end);
-            at = end;
-        } else if here == '"' {
-            let end = quoted_end(&chars, at, '"');
-            blank(&mut out, at, end);
-            at = end;
-        } else if here == '\'' && char_literal(&chars, at) {
-            let end = quoted_end(&chars, at, '\'');
-            blank(&mut out, at, end);
-            at = end;
-        } else {
-            at += 1;
-        }
-    }
-    out
-}
-
-/// Whether `c` may be part of an identifier.
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// The index just past a (possibly nested) block comment opening at `start`.
-fn block_comment_end(chars: &[char], start: usize) -> usize {
-    let mut depth = 0usize;
-    let mut at = start;
-    while at + 1 < chars.len() {
-        if chars[at] == '/' && chars[at + 1] == '*' {
-            depth += 1;
-            at += 2;
-        } else if chars[at] == '*' && chars[at + 1] == '/' {
-            depth -= 1;
-            at += 2;
-            if depth == 0 {
-                return at;
-            }
-        } else {
-            at += 1;
-        }
-    }
-    chars.len()
-}
-
-/// The index just past a raw string (`r"..."`, `r#"..."#`, `br#"..."#`) opening at `start`, if one does.
-fn raw_string_end(chars: &[char], start: usize) -> Option<usize> {
-    let mut at = start;
-    if chars.get(at) == Some(&'b') {
-        at += 1;
-    }
-    if chars.get(at) != Some(&'r') {
-        return None;
-    }
-    at += 1;
-    let hashes = chars[at..].iter().take_while(|&&c| c == '#').count();
-    at += hashes;
-    if chars.get(at) != Some(&'"') {
-        return None;
-    }
-    at += 1;
-    while at < chars.len() {
-        if chars[at] == '"' && chars[at + 1..].iter().take(hashes).filter(|&&c| c == '#').count() == hashes {
-            return Some(at + 1 + hashes);
-        }
-        at += 1;
-    }
-    Some(chars.len())
-}
-
-/// The index just past a quoted literal opening at `start` with `quote`, honouring backslash escapes.
-fn quoted_end(chars: &[char], start: usize, quote: char) -> usize {
-    let mut at = start + 1;
-    while at < chars.len() {
-        match chars[at] {
-            '\\' => at += 2,
-            c if c == quote => return at + 1,
-            _ => at += 1,
-        }
-    }
-    chars.len()
-}
-
-/// Whether the `'` at `start` opens a character literal (`'x'`, `'\n'`) rather than a lifetime (`'a`).
-fn char_literal(chars: &[char], start: usize) -> bool {
-    match chars.get(start + 1) {
-        Some('\\') => true,
-        Some(_) => chars.get(start + 2) == Some(&'\''),
-        None => false,
-    }
 }
 
 /// Whether the word `word` stands at `at` on identifier boundaries.
@@ -231,7 +117,7 @@ fn arm_patterns(code: &[char], open: usize) -> Vec<(usize, String)> {
 
 /// The catch-all arms of every `match` in `source` that also names `Op::` in an arm pattern.
 fn offenders(source: &str) -> Vec<Offender> {
-    let code = code_only(source);
+    let code = code_chars(source);
     let mut found = Vec::new();
     for at in 0..code.len() {
         if !word_at(&code, at, "match") {
@@ -263,33 +149,10 @@ fn offenders(source: &str) -> Vec<Offender> {
     found
 }
 
-/// Every `.rs` file under `dir`, recursively, in a stable order.
-fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    for path in paths {
-        if path.is_dir() {
-            rust_files(&path, into);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            into.push(path);
-        }
-    }
-}
-
 #[test]
 fn no_catch_all_arm_in_a_match_on_op() {
     let root = super::root();
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
-    let mut crates: Vec<PathBuf> = fs::read_dir(root.join("crates"))
-        .expect("crates/ is readable")
-        .filter_map(|e| e.ok().map(|e| e.path().join("src")))
-        .collect();
-    crates.sort();
-    for src in &crates {
-        rust_files(src, &mut files);
-    }
+    let files: Vec<PathBuf> = super::source_roots().iter().flat_map(|src| super::rust_files(src)).collect();
     assert!(files.len() > 100, "the scan found only {} files under src/ and crates/*/src/", files.len());
     let mut report = Vec::new();
     for file in &files {

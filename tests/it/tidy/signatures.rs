@@ -41,7 +41,7 @@ fn public_signatures(code: &str) -> Vec<(usize, String)> {
             continue;
         }
         let head = code[from..].trim_start();
-        let head = ["const ", "async ", "unsafe ", "extern \"\" "]
+        let head = ["const ", "async ", "unsafe ", "extern "]
             .iter()
             .fold(head, |h, q| h.strip_prefix(q).unwrap_or(h).trim_start());
         if !head.starts_with("fn ") {
