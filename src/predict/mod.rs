@@ -322,6 +322,7 @@ pub fn predict_analyzed(
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+#[path = "mod_tests.rs"]
 mod tests;
 
 #[cfg(test)]
