@@ -30,7 +30,9 @@ fn unit_test_files_are_named_after_what_they_test() {
         let declarations: Vec<Declaration> = files.iter().flat_map(|f| declarations(f)).collect();
         for path in &files {
             let name = file_name(path);
-            if name.contains("test") && !name.ends_with(SUFFIX) {
+            let stem = name.trim_end_matches(".rs");
+            let says_test = stem.split('_').any(|word| matches!(word, "test" | "tests" | "testing"));
+            if says_test && !name.ends_with(SUFFIX) {
                 offenders.push(format!("{}: a test file's name ends in `{SUFFIX}`", shown(path)));
             }
             if path.parent().is_some_and(|d| d.file_name().is_some_and(|n| n == "tests")) {
