@@ -2,7 +2,7 @@
 //! even under autocast; the WGAN-GP gradient penalty.
 
 use tch::{Kind, Reduction, TchError, Tensor};
-use trainbench_graph::graph::{Graph, LossKind, NodeId, Op};
+use trainbench_graph::graph::{Graph, LossKind, NodeId};
 
 /// Batch mean of loss node `id` (of kind `loss`) from its evaluated inputs.
 ///
