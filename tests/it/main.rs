@@ -25,6 +25,7 @@ mod fixtures_check;
 mod formats_trained;
 mod handoff;
 mod history;
+mod history_bisect;
 mod history_pg;
 mod image_folder;
 mod isolation;
