@@ -26,6 +26,7 @@ mod formats_trained;
 mod handoff;
 mod history;
 mod history_bisect;
+mod history_order;
 mod history_pg;
 mod image_folder;
 mod isolation;
