@@ -90,8 +90,7 @@ impl Repo {
 fn bisect_names_the_commit_that_made_the_benchmark_slower() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = Repo::new(tmp.path());
-    let commits: Vec<String> =
-        (1..=8).map(|n| repo.commit(n, if n < 5 { "1.0" } else { "1.3" }, RUN)).collect();
+    let commits: Vec<String> = (1..=8).map(|n| repo.commit(n, if n < 5 { "1.0" } else { "1.3" }, RUN)).collect();
     let (store, out) = (tmp.path().join("h.sqlite"), tmp.path().join("bisect"));
     let (code, stdout, stderr) = repo.bisect(&store, &out, &["--good", &commits[0], "--bad", "main"]);
     assert_eq!(code, 0, "{stdout}{stderr}");

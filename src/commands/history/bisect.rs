@@ -322,8 +322,7 @@ pub fn execute(args: &BisectArgs) -> Result<Outcome, CommandError> {
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let out = absolute(&args.out);
     let location = args.store.location();
-    let location =
-        if is_postgres(&location) { location } else { absolute(Path::new(&location)).display().to_string() };
+    let location = if is_postgres(&location) { location } else { absolute(Path::new(&location)).display().to_string() };
     let store = StoreArg { store: Some(location.clone()) };
 
     let interrupted = Arc::new(AtomicBool::new(false));

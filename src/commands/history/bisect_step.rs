@@ -132,7 +132,10 @@ pub fn measure(
         return Ok(Measured::Failed(format!("its results were refused: {}", read.refused.join("; "))));
     }
     if read.runs.is_empty() {
-        return Ok(Measured::Failed(format!("the command wrote no measured result into ${OUT_ENV} ({})", folder.display())));
+        return Ok(Measured::Failed(format!(
+            "the command wrote no measured result into ${OUT_ENV} ({})",
+            folder.display()
+        )));
     }
     store.insert_runs(&read.runs).map_err(store_error)?;
     Ok(Measured::Runs(read.runs))
@@ -170,10 +173,7 @@ fn decide(results: &[GateResult], may_repeat: bool, max_repeats: u32) -> Decisio
     }
     let decidable = open.iter().any(|r| {
         r.candidate_runs < min_runs
-            || matches!(
-                r.verdict.map(|v| v.outcome),
-                Some(GateOutcome::Inconclusive { more_repeats_needed: Some(_) })
-            )
+            || matches!(r.verdict.map(|v| v.outcome), Some(GateOutcome::Inconclusive { more_repeats_needed: Some(_) }))
     });
     if !decidable {
         return Decision::Skip("inconclusive, and more repeats are not expected to decide it".into());

@@ -117,7 +117,8 @@ pub fn execute(args: &GateArgs) -> Result<Outcome, CommandError> {
         return Err(CommandError::Input("no measured candidate runs to gate".into()));
     }
     let mut store = args.store.open_existing()?;
-    let results = gate_in(store.as_mut(), &read.runs, &baseline, &GateOptions::default(), &order).map_err(store_error)?;
+    let results =
+        gate_in(store.as_mut(), &read.runs, &baseline, &GateOptions::default(), &order).map_err(store_error)?;
     let overall = if results.iter().any(|r| outcome_name(r) == "regression") {
         ("regression", Outcome::Failure, 1)
     } else if results.iter().any(|r| outcome_name(r) == "inconclusive") {

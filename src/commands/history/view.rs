@@ -190,14 +190,12 @@ pub fn list(args: &ListArgs) -> Result<Outcome, CommandError> {
     let all = load(&args.store, args.filter.as_deref().unwrap_or(""), &order)?;
     let rows: Vec<SeriesSummary<'_>> = all.iter().map(|s| summary(s, &opts)).collect();
     match args.format {
-        HistoryFormat::Json => {
-            print_json(&json!({
+        HistoryFormat::Json => print_json(&json!({
             "format": "trainbench-history-list",
             "version": JSON_VERSION,
             "order": order.name(),
             "series": rows,
-        }))?
-        }
+        }))?,
         HistoryFormat::Text | HistoryFormat::Markdown => {
             let markdown = args.format == HistoryFormat::Markdown;
             if markdown {
@@ -291,7 +289,12 @@ pub fn show(args: &ShowArgs) -> Result<Outcome, CommandError> {
                 outln!("\n{}:", left_out_words(s));
                 for r in &s.left_out {
                     let revision = r.revision.as_deref().unwrap_or("(no revision recorded)");
-                    outln!("{}{} ({}, revision {revision})", if markdown { "- " } else { "  " }, r.run_id, r.started_at);
+                    outln!(
+                        "{}{} ({}, revision {revision})",
+                        if markdown { "- " } else { "  " },
+                        r.run_id,
+                        r.started_at
+                    );
                 }
             }
         }
