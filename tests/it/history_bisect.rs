@@ -2,7 +2,8 @@
 //! backend's `--mock-slowdown` for `trainbench run`. Eight commits with a 1.3x slowdown from commit 5: the bisect
 //! names commit 5 (after running the command again where the gate was inconclusive) and leaves the repository
 //! on its branch; a failing build and a revision the gate cannot decide within `--max-repeats` are skipped, and
-//! the bisect says which commits they hide the first bad one among.
+//! the bisect says which commits they hide the first bad one among; an interrupt (SIGINT to the whole process
+//! group, as Ctrl-C sends) stops the bisect and the repository is back on its branch.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -148,4 +149,32 @@ fn bisect_refuses_a_dirty_tree_and_a_reversed_range() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("uncommitted changes"), "{err}");
     assert!(!store.exists(), "nothing measured, nothing created");
+}
+
+#[test]
+fn an_interrupt_stops_the_bisect_and_resets_the_repository() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = Repo::new(tmp.path());
+    let good = repo.commit(1, "1.0", RUN);
+    repo.commit(2, "1.0", RUN);
+    // Commit 3's command does what Ctrl-C does: SIGINT to every process of the group.
+    repo.commit(3, "1.0", "kill -INT 0\nsleep 2\n");
+    let bad = repo.commit(4, "1.3", RUN);
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("trainbench"))
+        .args(["history", "bisect", "--good", &good, "--bad", &bad, "--store"])
+        .arg(tmp.path().join("h.sqlite"))
+        .arg("--out")
+        .arg(tmp.path().join("bisect"))
+        .args(["--", "sh", "run.sh"])
+        .env("TB", assert_cmd::cargo::cargo_bin("trainbench"))
+        .env_remove("TRAINBENCH_STORE")
+        .current_dir(&repo.dir)
+        .process_group(0)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted; the repository is back where it was"), "{stderr}");
+    repo.assert_back(&bad);
 }

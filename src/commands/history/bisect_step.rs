@@ -291,3 +291,48 @@ pub fn execute(args: &StepArgs) -> Result<Outcome, CommandError> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::gate::GateVerdict;
+
+    fn answer(outcome: Option<GateOutcome>, baseline_runs: usize, candidate_runs: usize) -> GateResult {
+        GateResult {
+            config_label: "toy.b8".into(),
+            machine_label: "mock".into(),
+            series: "toy.b8#1@2:step_time".into(),
+            baseline_runs,
+            candidate_runs,
+            verdict: outcome.map(|outcome| GateVerdict {
+                outcome,
+                relative_change: 0.3,
+                interval: (0.29, 0.31),
+                p_value: 0.02,
+                noise: 0.01,
+                runs: (baseline_runs, candidate_runs),
+            }),
+        }
+    }
+
+    #[test]
+    fn the_gates_answers_decide_the_step() {
+        let more = |n| Some(GateOutcome::Inconclusive { more_repeats_needed: n });
+        let pass = answer(Some(GateOutcome::Pass), 6, 3);
+        let regression = answer(Some(GateOutcome::Regression), 6, 6);
+        let undecided = answer(more(Some(2)), 6, 3);
+        assert_eq!(decide(std::slice::from_ref(&pass), true, 3), Decision::Good);
+        assert_eq!(decide(&[answer(Some(GateOutcome::Improvement), 6, 3)], true, 3), Decision::Good);
+        assert_eq!(decide(&[pass.clone(), regression], true, 3), Decision::Bad, "any configuration regressing");
+        assert_eq!(decide(&[pass, undecided.clone()], true, 3), Decision::Again);
+        assert!(matches!(decide(&[undecided], false, 3), Decision::Skip(why) if why.contains("--max-repeats")));
+        assert!(
+            matches!(decide(&[answer(more(None), 6, 6)], true, 3), Decision::Skip(why) if why.contains("not expected"))
+        );
+        assert!(
+            matches!(decide(&[answer(None, 0, 3)], true, 3), Decision::Skip(why) if why.contains("--good-repeats"))
+        );
+        assert_eq!(decide(&[answer(more(None), 6, 2)], true, 3), Decision::Again, "too few candidate runs yet");
+        assert!(matches!(decide(&[], true, 3), Decision::Skip(_)));
+    }
+}
