@@ -14,7 +14,7 @@ use super::bisect_step::{Measured, VERDICT_FILE, measure, short};
 use super::common::{StoreArg, store_error};
 use crate::commands::{CommandError, Outcome};
 use crate::history::analysis::same_revision;
-use crate::history::store::is_postgres;
+use crate::history::store::{STORE_ENV, is_postgres};
 
 /// The exit code of an interrupted bisect (as a shell reports Ctrl-C).
 const INTERRUPTED: u8 = 130;
@@ -196,6 +196,22 @@ fn ending(output: &str, status: &std::process::ExitStatus) -> Ending {
     Ending::Stopped(format!("git bisect run ended without an answer ({status})"))
 }
 
+/// An absolute path without `.` and `..` components (by the names alone, as the user wrote them).
+fn lexically_clean(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// The step's verdict kept for `revision`, if it was measured.
 fn verdict_of(out: &Path, revision: &str) -> Option<String> {
     std::fs::read_to_string(out.join(revision).join(VERDICT_FILE)).ok()
@@ -253,11 +269,11 @@ fn run_steps(args: &BisectArgs, store: &str, dir: &Path, out: &Path, good: &str)
         .arg(out)
         .arg("--dir")
         .arg(dir)
-        .arg("--store")
-        .arg(store)
         .arg("--")
         .args(&args.command)
         .current_dir(dir)
+        // The store through the environment, not the command line git prints: a URL may hold a password.
+        .env(STORE_ENV, store)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -319,7 +335,7 @@ pub fn execute(args: &BisectArgs) -> Result<Outcome, CommandError> {
     }
     let dir = std::env::current_dir().map_err(|e| CommandError::Other(format!("the current directory: {e}")))?;
     let (good, bad) = check_repository(&dir, args)?;
-    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let absolute = |p: &Path| lexically_clean(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
     let out = absolute(&args.out);
     let location = args.store.location();
     let location = if is_postgres(&location) { location } else { absolute(Path::new(&location)).display().to_string() };

@@ -48,7 +48,7 @@ pub struct StepArgs {
     /// The folder the command runs in.
     #[arg(long, value_name = "DIR")]
     pub dir: PathBuf,
-    /// The store.
+    /// The store (`history bisect` passes it as `$TRAINBENCH_STORE`, off the command line git prints).
     #[command(flatten)]
     pub store: StoreArg,
     /// The build-and-run command.
