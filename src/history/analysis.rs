@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::points::{EnvChange, Point, Series, environment_diff, group_runs, points_of};
+use super::order::PointOrder;
+use super::points::{EnvChange, Point, Series, environment_diff, group_runs_in, points_of};
 use super::record::RunRecord;
 use super::series::Metric;
 use super::store::{Store, StoreError};
@@ -123,8 +124,9 @@ impl std::fmt::Display for Baseline {
     }
 }
 
-/// Whether a recorded revision is the one asked for.
-fn same_revision(recorded: &str, asked: &str) -> bool {
+/// Whether a recorded revision is the one asked for (equal, or one a prefix of at least 7 characters of the
+/// other).
+pub fn same_revision(recorded: &str, asked: &str) -> bool {
     recorded == asked
         || (asked.len() >= 7 && recorded.starts_with(asked))
         || (recorded.len() >= 7 && asked.starts_with(recorded))
@@ -148,12 +150,24 @@ pub struct GateResult {
 }
 
 /// Gate `candidates` on their step times against `baseline` in the store, one answer per configuration and
-/// machine (candidates already in the store are never their own baseline).
+/// machine (candidates already in the store are never their own baseline); `last:N` counts points in time order.
 pub fn gate(
     store: &mut dyn Store,
     candidates: &[RunRecord],
     baseline: &Baseline,
     opts: &GateOptions,
+) -> Result<Vec<GateResult>, StoreError> {
+    gate_in(store, candidates, baseline, opts, &PointOrder::Time)
+}
+
+/// [`gate`], with the points `last:N` counts in `order` (in revision order: the last N revisions of the history
+/// measured, however late they were recorded).
+pub fn gate_in(
+    store: &mut dyn Store,
+    candidates: &[RunRecord],
+    baseline: &Baseline,
+    opts: &GateOptions,
+    order: &PointOrder,
 ) -> Result<Vec<GateResult>, StoreError> {
     let acks = store.acks()?;
     let mut groups: BTreeMap<(String, String), Vec<&RunRecord>> = BTreeMap::new();
@@ -179,7 +193,7 @@ pub fn gate(
                 runs.iter().filter(|r| r.revision.as_deref().is_some_and(|x| same_revision(x, rev))).collect()
             }
             Baseline::LastPoints(n) => {
-                let groups = group_runs(&runs);
+                let (groups, _) = group_runs_in(&runs, order);
                 let points = points_of(&runs, &groups, Metric::StepTime);
                 let restart = acks
                     .iter()
