@@ -74,6 +74,33 @@ pub enum CommandError {
     /// The path of this program's own executable cannot be found (exit 1).
     #[error("the trainbench executable cannot be found: {0}")]
     OwnExecutable(#[source] std::io::Error),
+    /// The current directory cannot be read (exit 1).
+    #[error("the current directory: {0}")]
+    CurrentDir(#[source] std::io::Error),
+    /// A program the command runs (git) could not be started or waited for (exit 1).
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        /// The program, with the arguments that say what it was to do.
+        program: String,
+        /// Why it could not run.
+        source: std::io::Error,
+    },
+    /// A program the command runs (git) ended in failure (exit 1).
+    #[error("`{program}` failed: {said}")]
+    ProgramFailed {
+        /// The program and its arguments.
+        program: String,
+        /// What it wrote to stderr, or why it failed.
+        said: String,
+    },
+    /// `history bisect` cannot measure at the good revision, so there is nothing to compare with (exit 1).
+    #[error("at the good revision {revision}: {why}; there is nothing to compare with")]
+    GoodRevisionFailed {
+        /// The good revision, shortened.
+        revision: String,
+        /// Why the measurement failed.
+        why: String,
+    },
     /// The spec schema built into the program does not compile (a bug; exit 1).
     #[error(transparent)]
     SpecSchema(#[from] crate::spec::validate::SchemaCompileError),
@@ -153,6 +180,10 @@ impl CommandError {
                 SlurmError::Slurm(_) | SlurmError::Run(_) => false,
             },
             CommandError::OwnExecutable(_)
+            | CommandError::CurrentDir(_)
+            | CommandError::Spawn { .. }
+            | CommandError::ProgramFailed { .. }
+            | CommandError::GoodRevisionFailed { .. }
             | CommandError::SpecSchema(_)
             | CommandError::ProfileSchema(_)
             | CommandError::Json(_)
