@@ -122,10 +122,7 @@ pub fn main(binary: Binary) -> ExitCode {
         Err(CommandError::NeedsEngine) if binary == Binary::Front => hand_over(),
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(match e {
-                CommandError::Input(_) | CommandError::Io { .. } => 2,
-                CommandError::Other(_) | CommandError::NeedsEngine => 1,
-            })
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -81,7 +81,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     }
     let out = match format {
         OutputFormat::Json => {
-            let json = serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?;
+            let json = serde_json::to_string_pretty(&report)?;
             json + "\n"
         }
         OutputFormat::Text => render_text(&report),

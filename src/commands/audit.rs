@@ -73,11 +73,11 @@ fn audit_one(args: &Args, file: &std::path::Path) -> Result<AuditReport, Command
     if args.out.is_none() {
         let _ = std::fs::remove_dir_all(&temp);
     }
-    r.map_err(|e| CommandError::Other(format!("re-running {}: {e}", loaded.path.display())))
+    r.map_err(|source| CommandError::Rerun { path: loaded.path.display().to_string(), source })
 }
 
 fn pretty<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, CommandError> {
-    serde_json::to_string_pretty(value).map_err(|e| CommandError::Other(e.to_string()))
+    Ok(serde_json::to_string_pretty(value)?)
 }
 
 fn verdict_outcome(v: AuditVerdict) -> Outcome {

@@ -194,7 +194,7 @@ fn bandwidth_curve(
             triad_elements: elements,
             ..request.clone()
         };
-        let m = backend.calibrate(&small).map_err(|e| CommandError::Other(e.to_string()))?;
+        let m = backend.calibrate(&small)?;
         points.push(point(elements, m.triad_bytes_per_s));
     }
     points.push(point(request.triad_elements, main.triad_bytes_per_s));
@@ -237,7 +237,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let measured_at =
         profiles.first().and_then(|p| p.calibration.as_ref()).map(|c| c.measured_at.clone()).unwrap_or_default();
     let profile = if rounds > 1 {
-        let mut merged = merge::median(&profiles).map_err(|e| CommandError::Other(e.to_string()))?;
+        let mut merged = merge::median(&profiles).map_err(|e| CommandError::Internal(format!("{e} (a bug)")))?;
         if let Some(c) = merged.calibration.as_mut() {
             c.method.push_str(&format!(
                 "; every figure the median over {rounds} complete calibrations one after the other"
@@ -249,15 +249,15 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     };
     // Format v2: the coefficients the model reads, fitted once here and stored beside the points.
     let profile = crate::hardware::load::as_written(profile);
-    let body = toml::to_string(&profile).map_err(|e| CommandError::Other(e.to_string()))?;
+    let body = toml::to_string(&profile)?;
     let text = format!(
         "{}# Written by `trainbench calibrate` at {measured_at}: what this machine reached, not datasheet figures.\n{body}",
         schema_line(&args.out)
     );
     // What is written must read back as a valid profile.
-    let validator = ProfileValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    let validator = ProfileValidator::new()?;
     if let Err(d) = validator.check_bytes(&args.out.display().to_string(), text.as_bytes()) {
-        return Err(CommandError::Other(format!(
+        return Err(CommandError::Internal(format!(
             "the measured profile does not validate (a bug):\n{}",
             crate::spec::diagnostics::render_text(&d)
         )));
@@ -297,7 +297,7 @@ fn measure_profile(
     // ranks get the machine's cores as a run gets them.
     let link = if args.link { Some(ranks::measure(args.cpu_threads)) } else { None };
     let mut backend = backend_registry::create(kind, &MockConfig::default());
-    let m = backend.calibrate(request).map_err(|e| CommandError::Other(e.to_string()))?;
+    let m = backend.calibrate(request)?;
     let bandwidth = bandwidth_curve(backend.as_mut(), request, &m)?;
     let (elementwise, skipped) =
         crate::calibrate::elementwise::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);

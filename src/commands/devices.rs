@@ -92,11 +92,11 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         let map: serde_json::Map<String, serde_json::Value> = listings
             .iter()
             .map(|l| {
-                let v = serde_json::to_value(&l.devices).map_err(|e| CommandError::Other(e.to_string()))?;
+                let v = serde_json::to_value(&l.devices)?;
                 Ok((l.backend.to_string(), v))
             })
             .collect::<Result<_, CommandError>>()?;
-        let text = serde_json::to_string_pretty(&map).map_err(|e| CommandError::Other(e.to_string()))?;
+        let text = serde_json::to_string_pretty(&map)?;
         outln!("{text}");
     } else {
         outln!("{}", table(&listings));

@@ -69,7 +69,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
                     kind: None,
                     diagnostics: checked.diagnostics,
                 };
-                outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
+                outln!("{}", serde_json::to_string_pretty(&report)?);
             }
             OutputFormat::Text => out!("{}", render_text(&checked.diagnostics)),
         }
@@ -80,7 +80,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     match format {
         OutputFormat::Json => {
             let plan = JsonPlan { name: spec.name(), sha256: spec.sha256(), backend: placed.backend, runs };
-            outln!("{}", serde_json::to_string_pretty(&plan).map_err(|e| CommandError::Other(e.to_string()))?);
+            outln!("{}", serde_json::to_string_pretty(&plan)?);
         }
         OutputFormat::Text => {
             eprint!("{}", render_text(spec.warnings()));

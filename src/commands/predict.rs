@@ -89,7 +89,7 @@ fn topology(run: &trainbench_contract::RunPlan) -> String {
 }
 
 fn profiles(args: &Args) -> Result<Vec<Profile>, CommandError> {
-    let v = ProfileValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    let v = ProfileValidator::new()?;
     let fail = |d: Vec<crate::spec::Diagnostic>| CommandError::Input(render_diagnostics(&d).trim_end().to_string());
     if args.hardware.is_empty() {
         let here = std::env::current_dir().unwrap_or_default();
@@ -139,12 +139,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     };
     let profiles = profiles(args)?;
     let others: Vec<_> = if args.what_if {
-        ProfileValidator::new()
-            .map_err(|e| CommandError::Other(e.to_string()))?
-            .shipped()
-            .into_iter()
-            .map(|p| p.file)
-            .collect()
+        ProfileValidator::new()?.shipped().into_iter().map(|p| p.file).collect()
     } else {
         Vec::new()
     };
@@ -183,7 +178,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let report = Report { spec: spec.name().to_string(), predictions: entries };
     match format {
         OutputFormat::Json => {
-            let json = serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?;
+            let json = serde_json::to_string_pretty(&report)?;
             outln!("{json}");
         }
         OutputFormat::Text => out!("{}", render_text(&report)),

@@ -20,10 +20,7 @@ pub struct Args {
 /// Carry out `trainbench report`.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let results = load::load_all(&args.results).map_err(|e| CommandError::Input(e.to_string()))?;
-    let files = report::write_report(&results, &args.out).map_err(|e| match e {
-        report::ReportError::Io { path, source } => CommandError::Io { path: path.display().to_string(), source },
-        other => CommandError::Other(other.to_string()),
-    })?;
+    let files = report::write_report(&results, &args.out)?;
     outln!(
         "wrote {} ({} runs), {}, {} and {} plot(s)",
         files.html.display(),

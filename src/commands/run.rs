@@ -20,8 +20,7 @@ use crate::plan::PlacementOverride;
 use crate::predict::record::RunProfile;
 use crate::report::model::comm_share_of;
 use crate::result::{RunOutcome, RunResult};
-use crate::runner::{self, RunnerError, RunnerOptions, Suite, TestHooks, output, probe};
-use crate::slurm::SlurmError;
+use crate::runner::{self, RunnerOptions, Suite, TestHooks, output, probe};
 use crate::slurm::plan_file::PlanFile;
 use crate::slurm::script::{SlurmOptions, array_list};
 use crate::slurm::{status, submit};
@@ -124,7 +123,7 @@ pub enum RunOn {
 
 /// The profile the runs are predicted on: `--hardware` (refused when it does not load), else this machine's.
 fn run_profile(named: Option<&str>) -> Result<RunProfile, CommandError> {
-    let v = ProfileValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    let v = ProfileValidator::new()?;
     match named {
         Some(name) => v
             .resolve(name)
@@ -204,10 +203,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             }
             written.push((r.clone(), path.to_path_buf()));
         };
-        let report = runner::run_suite(suite, &opts, &mut on_result).map_err(|e| match e {
-            RunnerError::Io { .. } => CommandError::Other(e.to_string()),
-            other => CommandError::Input(other.to_string()),
-        })?;
+        let report = runner::run_suite(suite, &opts, &mut on_result)?;
         all.extend(written);
         if report.interrupted {
             interrupted = true;
@@ -239,7 +235,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         OutputFormat::Json => {
             reasons.iter().for_each(|l| eprintln!("{l}"));
             let rows: Vec<serde_json::Value> = all.iter().map(|(r, p)| summary_json(r, p)).collect();
-            outln!("{}", serde_json::to_string_pretty(&rows).map_err(|e| CommandError::Other(e.to_string()))?);
+            outln!("{}", serde_json::to_string_pretty(&rows)?);
         }
     }
     let failed = all.iter().any(|(r, _)| matches!(r.outcome, RunOutcome::Failed { .. }));
@@ -269,7 +265,7 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Loaded>>, CommandError> {
             return Ok(None);
         }
     };
-    let validator = SpecValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+    let validator = SpecValidator::new()?;
     let mut suites = Vec::new();
     let mut invalid = false;
     for path in &args.specs {
@@ -336,13 +332,6 @@ fn refuse_slurm_options(args: &Args) -> Result<(), CommandError> {
     }
 }
 
-fn slurm_error(e: SlurmError) -> CommandError {
-    match e {
-        SlurmError::Invalid(_) | SlurmError::Io { .. } => CommandError::Input(e.to_string()),
-        other => CommandError::Other(other.to_string()),
-    }
-}
-
 /// `--on slurm`: write the submission next to the results, then submit it (or print it with `--dry-run`).
 fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
     let opts = SlurmOptions {
@@ -377,17 +366,15 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
     let out = std::fs::canonicalize(&args.out)
         .map_err(|source| CommandError::Io { path: args.out.display().to_string(), source })?;
     let existing = output::existing_results(&out, &suites);
-    let moved = submit::prepare(&out, args.overwrite, &existing).map_err(slurm_error)?;
+    let moved = submit::prepare(&out, args.overwrite, &existing)?;
     for m in moved.iter().filter(|_| !args.quiet) {
         eprintln!("kept the earlier result as {}", m.display());
     }
-    let exe = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .map_err(|e| CommandError::Other(format!("the trainbench executable cannot be found: {e}")))?;
+    let exe = std::env::current_exe().and_then(std::fs::canonicalize).map_err(CommandError::OwnExecutable)?;
     let entries: Vec<(String, Suite)> = loaded.iter().map(|l| (l.source.clone(), l.suite.clone())).collect();
     let mock = MockConfig { slowdown: args.mock_slowdown, ..MockConfig::default() };
     let mut plan = PlanFile::new(out.clone(), exe, &entries, args.no_collectors, mock);
-    let scripts = submit::write_submission(&mut plan, &opts).map_err(slurm_error)?;
+    let scripts = submit::write_submission(&mut plan, &opts)?;
     let dir = crate::slurm::submission_dir(&out);
     if args.dry_run {
         for s in &scripts {
@@ -403,7 +390,7 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
         return Ok(Outcome::Success);
     }
     for s in &scripts {
-        let job = submit::submit(&out, &s.name, &s.tasks).map_err(slurm_error)?;
+        let job = submit::submit(&out, &s.name, &s.tasks)?;
         if !args.quiet {
             eprintln!("submitted job {} ({}): tasks {}", job.job, s.name, array_list(&s.tasks));
         }
@@ -415,12 +402,12 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
         return Ok(Outcome::Success);
     }
     probe::install_interrupt_handler();
-    let (_, report) = status::wait(&out, std::time::Duration::from_secs(2)).map_err(slurm_error)?;
+    let (_, report) = status::wait(&out, std::time::Duration::from_secs(2))?;
     match args.format.get() {
         OutputFormat::Text if args.quiet => {}
         OutputFormat::Text => outln!("{}", status::render_text(&report).trim_end()),
         OutputFormat::Json => {
-            outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?)
+            outln!("{}", serde_json::to_string_pretty(&report)?)
         }
     }
     let unfinished = report.tasks.iter().any(|t| t.state.resubmitted());

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use super::{CommandError, Outcome};
 use crate::result::RunOutcome;
-use crate::slurm::SlurmError;
 use crate::slurm::task::{TaskOutcome, run_task};
 
 /// Arguments of `trainbench slurm-task`.
@@ -28,7 +27,6 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             RunOutcome::Failed { .. } | RunOutcome::Interrupted { .. } => Outcome::Failure,
             _ => Outcome::Success,
         }),
-        Err(e @ (SlurmError::Invalid(_) | SlurmError::Io { .. })) => Err(CommandError::Input(e.to_string())),
-        Err(e) => Err(CommandError::Other(e.to_string())),
+        Err(e) => Err(CommandError::Slurm(e)),
     }
 }

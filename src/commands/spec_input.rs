@@ -46,7 +46,7 @@ impl SpecLoader {
     /// [`Outcome::InvalidInput`]) and build the validator.
     pub fn new(set: &SetArgs, format: OutputFormat) -> Result<Self, Stopped> {
         let overrides = set.parse_or_print(format).map_err(Stopped::Reported)?;
-        let validator = SpecValidator::new().map_err(|e| CommandError::Other(e.to_string()))?;
+        let validator = SpecValidator::new().map_err(CommandError::from)?;
         Ok(Self { validator, overrides })
     }
 

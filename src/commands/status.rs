@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use super::args::{FormatArg, OutputFormat};
 use super::{CommandError, Outcome};
-use crate::slurm::SlurmError;
 use crate::slurm::status::{self, StatusReport, TaskState};
 
 /// Arguments of `trainbench status`.
@@ -30,22 +29,15 @@ pub struct Args {
     pub format: FormatArg,
 }
 
-fn command_error(e: SlurmError) -> CommandError {
-    match e {
-        SlurmError::Invalid(_) | SlurmError::Io { .. } => CommandError::Input(e.to_string()),
-        other => CommandError::Other(other.to_string()),
-    }
-}
-
 /// Carry out `trainbench status`: exit 0 when no run is failed or missing (after `--resume`, when every one was
 /// submitted again), 1 otherwise.
 pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     if !(args.poll.is_finite() && args.poll > 0.0) {
         return Err(CommandError::Input(format!("--poll must be a positive number of seconds, not {}", args.poll)));
     }
-    let (plan, mut report) = status::status(&args.results).map_err(command_error)?;
+    let (plan, mut report) = status::status(&args.results)?;
     if args.resume {
-        let submitted = status::resume(&plan, &report).map_err(command_error)?;
+        let submitted = status::resume(&plan, &report)?;
         if submitted.is_empty() {
             eprintln!("nothing to resubmit: no run failed or is missing");
         }
@@ -53,12 +45,12 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             eprintln!("submitted job {} ({}): tasks {}", s.job, s.script, crate::slurm::script::array_list(&s.tasks));
         }
         if !submitted.is_empty() && !args.wait {
-            report = status::status(&args.results).map_err(command_error)?.1;
+            report = status::status(&args.results)?.1;
         }
     }
     if args.wait {
         crate::runner::probe::install_interrupt_handler();
-        report = status::wait(&args.results, Duration::from_secs_f64(args.poll)).map_err(command_error)?.1;
+        report = status::wait(&args.results, Duration::from_secs_f64(args.poll))?.1;
     }
     print(&report, args.format.get())?;
     let unfinished = report.tasks.iter().any(|t| matches!(t.state, TaskState::Failed | TaskState::Missing));
@@ -69,7 +61,7 @@ fn print(report: &StatusReport, format: OutputFormat) -> Result<(), CommandError
     match format {
         OutputFormat::Text => outln!("{}", status::render_text(report).trim_end()),
         OutputFormat::Json => {
-            outln!("{}", serde_json::to_string_pretty(report).map_err(|e| CommandError::Other(e.to_string()))?)
+            outln!("{}", serde_json::to_string_pretty(report)?)
         }
     }
     Ok(())

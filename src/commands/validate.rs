@@ -64,7 +64,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         if looks_like_profile(&String::from_utf8_lossy(&text)) {
             let validator = match &profiles {
                 Some(v) => v,
-                None => profiles.insert(ProfileValidator::new().map_err(|e| CommandError::Other(e.to_string()))?),
+                None => profiles.insert(ProfileValidator::new()?),
             };
             let checked = validator.check_file(path, display);
             let (name, diagnostics) = match checked {
@@ -101,7 +101,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     match format {
         OutputFormat::Json => {
             let report = JsonReport { files: reports, valid, invalid };
-            outln!("{}", serde_json::to_string_pretty(&report).map_err(|e| CommandError::Other(e.to_string()))?);
+            outln!("{}", serde_json::to_string_pretty(&report)?);
         }
         OutputFormat::Text => out!("{}", text_report(&reports, valid, invalid)),
     }

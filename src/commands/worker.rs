@@ -44,7 +44,12 @@ impl Args {
                 let timeout = Duration::try_from_secs_f64(self.comm_timeout_s)
                     .ok()
                     .filter(|t| !t.is_zero())
-                    .ok_or_else(|| CommandError::Other(format!("--comm-timeout-s {}", self.comm_timeout_s)))?;
+                    .ok_or_else(|| {
+                        CommandError::Input(format!(
+                            "--comm-timeout-s {}: the timeout must be a positive number of seconds",
+                            self.comm_timeout_s
+                        ))
+                    })?;
                 Transport::Nccl { first_device: self.cuda_device, timeout }
             }
         })
@@ -56,14 +61,10 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let engine = args.transport()?;
     let served = match args.launch {
         Some(n) => {
-            let exe = std::env::current_exe().map_err(|e| CommandError::Other(format!("this program's path: {e}")))?;
-            crate::runner::dist::launch::launch_ranks(&exe, n, engine).map_err(|e| e.to_string())
+            let exe = std::env::current_exe().map_err(CommandError::OwnExecutable)?;
+            crate::runner::dist::launch::launch_ranks(&exe, n, engine)?
         }
-        None => crate::runner::isolate::serve(args.ranks.then_some(engine)).map_err(|e| e.to_string()),
+        None => crate::runner::isolate::serve(args.ranks.then_some(engine))?,
     };
-    match served {
-        Ok(true) => Ok(Outcome::Success),
-        Ok(false) => Ok(Outcome::Failure),
-        Err(e) => Err(CommandError::Other(e)),
-    }
+    Ok(if served { Outcome::Success } else { Outcome::Failure })
 }

@@ -35,4 +35,5 @@ pub use env::{EnvDifference, differences};
 pub use pairing::{compare, compare_samples};
 
 #[cfg(test)]
+#[path = "mod_tests.rs"]
 mod tests;

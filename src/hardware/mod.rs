@@ -94,4 +94,5 @@ impl ProfileValidator {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+#[path = "mod_tests.rs"]
 mod tests;

@@ -253,5 +253,5 @@ fn loss(steps: &StepLog) -> Option<LossSummary> {
 }
 
 #[cfg(test)]
-#[path = "tests.rs"]
+#[path = "mod_tests.rs"]
 mod tests;

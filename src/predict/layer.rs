@@ -5,7 +5,7 @@
 
 use trainbench_graph::Precision;
 use trainbench_graph::analysis::Analysis;
-use trainbench_graph::graph::{Graph, InputKind, LossKind, Op};
+use trainbench_graph::graph::{Graph, LossKind, Op};
 
 use super::price_classes::ElementwiseClass;
 use super::rates::{Coefficients, KernelClass};
@@ -389,39 +389,10 @@ pub fn gradient_sums(graph: &Graph, analysis: &Analysis) -> Vec<f64> {
     readers.into_iter().map(|r| r.saturating_sub(1) as f64).collect()
 }
 
-/// Whether a node only views its input (reshape, transpose, slice, dropout with p = 0): it moves nothing.
-pub fn is_view(op: &Op) -> bool {
-    match op {
-        Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. } => true,
-        Op::Dropout { p } => *p <= 0.0,
-        Op::Input { .. }
-        | Op::Conv { .. }
-        | Op::BatchNorm { .. }
-        | Op::LayerNorm { .. }
-        | Op::RmsNorm { .. }
-        | Op::Linear { .. }
-        | Op::Embedding { .. }
-        | Op::Rnn { .. }
-        | Op::Attention { .. }
-        | Op::Rotary { .. }
-        | Op::Sdpa { .. }
-        | Op::ClassToken { .. }
-        | Op::EmbeddingBag { .. }
-        | Op::Pool { .. }
-        | Op::AdaptivePool { .. }
-        | Op::Act { .. }
-        | Op::Softmax
-        | Op::Add
-        | Op::Mul
-        | Op::Concat { .. }
-        | Op::Mean { .. }
-        | Op::MatMul { .. }
-        | Op::SinusoidalPositions { .. }
-        | Op::LearnedPositions { .. }
-        | Op::CriticBatch
-        | Op::RoiAlign { .. }
-        | Op::Loss { .. } => false,
-    }
+/// Whether a node moves nothing: a view of its input ([`Op::is_view`]: reshape, transpose, slice) or a dropout
+/// with p = 0, which returns its input.
+pub fn moves_nothing(op: &Op) -> bool {
+    op.is_view() || matches!(op, Op::Dropout { p } if *p <= 0.0)
 }
 
 /// Whether a node's products and its element-wise work run one after the other (attention's products and its
@@ -463,38 +434,9 @@ pub fn runs_in_sequence(op: &Op) -> bool {
 
 /// Bytes of one element of a node's output as the backend holds it.
 pub fn element_bytes(op: &Op, precision: Precision) -> f64 {
-    match op {
-        Op::Input { kind: InputKind::Tokens { .. } | InputKind::Labels { .. }, .. } => INDEX_INPUT_BYTES,
-        Op::Input { .. } => DENSE_INPUT_BYTES,
-        Op::Conv { .. }
-        | Op::BatchNorm { .. }
-        | Op::LayerNorm { .. }
-        | Op::RmsNorm { .. }
-        | Op::Linear { .. }
-        | Op::Embedding { .. }
-        | Op::Rnn { .. }
-        | Op::Attention { .. }
-        | Op::Rotary { .. }
-        | Op::Sdpa { .. }
-        | Op::ClassToken { .. }
-        | Op::EmbeddingBag { .. }
-        | Op::Pool { .. }
-        | Op::AdaptivePool { .. }
-        | Op::Act { .. }
-        | Op::Softmax
-        | Op::Dropout { .. }
-        | Op::Add
-        | Op::Mul
-        | Op::Concat { .. }
-        | Op::Reshape { .. }
-        | Op::Transpose { .. }
-        | Op::Slice { .. }
-        | Op::Mean { .. }
-        | Op::MatMul { .. }
-        | Op::SinusoidalPositions { .. }
-        | Op::LearnedPositions { .. }
-        | Op::CriticBatch
-        | Op::RoiAlign { .. }
-        | Op::Loss { .. } => precision.activation_bytes() as f64,
+    match op.input_kind() {
+        Some(kind) if kind.holds_indices() => INDEX_INPUT_BYTES,
+        Some(_) => DENSE_INPUT_BYTES,
+        None => precision.activation_bytes() as f64,
     }
 }

@@ -35,7 +35,7 @@ pub mod whatif;
 use serde::Serialize;
 use trainbench_comm::Topology;
 use trainbench_graph::analysis::{Analysis, analyze, memory_estimate_checkpointed};
-use trainbench_graph::graph::{Graph, InputKind};
+use trainbench_graph::graph::Graph;
 use trainbench_graph::{OptimizerSpec, Precision};
 
 pub use comm::CommCost;
@@ -165,10 +165,7 @@ pub fn input_bytes_per_sample(graph: &Graph) -> f64 {
     graph
         .inputs()
         .map(|(_, n)| {
-            let b = match n.op.input_kind() {
-                Some(InputKind::Dense) => layer::DENSE_INPUT_BYTES,
-                Some(InputKind::Tokens { .. } | InputKind::Labels { .. }) | None => layer::INDEX_INPUT_BYTES,
-            };
+            let b = if n.op.is_index_input() { layer::INDEX_INPUT_BYTES } else { layer::DENSE_INPUT_BYTES };
             n.shape.numel() as f64 * b
         })
         .sum()
@@ -322,6 +319,7 @@ pub fn predict_analyzed(
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+#[path = "mod_tests.rs"]
 mod tests;
 
 #[cfg(test)]

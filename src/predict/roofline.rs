@@ -248,7 +248,7 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     let (node, a) = (&graph.nodes[index], &analysis.layers[index]);
     let (ops_f, ops_b) = layer::op_count(graph, node);
     let input_grad = node.inputs.iter().any(|&j| analysis.layers.get(j).is_some_and(|l| l.requires_grad));
-    let view = layer::is_view(&node.op);
+    let view = layer::moves_nothing(&node.op);
     let (inputs, out) = if view {
         (0.0, 0.0)
     } else {
@@ -464,7 +464,7 @@ pub fn step(
         .nodes
         .iter()
         .zip(&analysis.layers)
-        .filter(|(n, _)| !layer::is_view(&n.op) && !matches!(n.op, Op::Input { .. }))
+        .filter(|(n, _)| !layer::moves_nothing(&n.op) && !matches!(n.op, Op::Input { .. }))
         .map(|(n, a)| a.output_elements as f64 * b * layer::element_bytes(&n.op, precision))
         .sum();
     let cx = Ctx {

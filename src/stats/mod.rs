@@ -34,4 +34,5 @@ mod gate_tests;
 #[cfg(test)]
 mod student_t_tests;
 #[cfg(test)]
+#[path = "mod_tests.rs"]
 mod tests;

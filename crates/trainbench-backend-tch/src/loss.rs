@@ -2,7 +2,7 @@
 //! even under autocast; the WGAN-GP gradient penalty.
 
 use tch::{Kind, Reduction, TchError, Tensor};
-use trainbench_graph::graph::{Graph, InputKind, LossKind, NodeId, Op};
+use trainbench_graph::graph::{Graph, LossKind, NodeId};
 
 /// Batch mean of loss node `id` (of kind `loss`) from its evaluated inputs.
 ///
@@ -58,10 +58,7 @@ pub fn forward(
             f64::from(beta),
         ),
         LossKind::BceWithLogits => {
-            let target_is_ids = matches!(
-                graph.nodes[node.inputs[1]].op,
-                Op::Input { kind: InputKind::Labels { .. } | InputKind::Tokens { .. } }
-            );
+            let target_is_ids = graph.nodes[node.inputs[1]].op.is_index_input();
             let target = if target_is_ids {
                 ins[1].f_to_kind(Kind::Float)?
             } else {

@@ -26,6 +26,7 @@ pub mod sharded;
 mod sharded_tests;
 pub mod strategy;
 #[cfg(test)]
+#[path = "lib_tests.rs"]
 mod tests;
 pub mod topology;
 pub mod units;

@@ -20,6 +20,7 @@ pub mod raw;
 pub mod split;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+#[path = "lib_tests.rs"]
 mod tests;
 pub mod transform;
 

@@ -8,6 +8,7 @@ pub mod builder;
 pub mod graph;
 pub mod init;
 pub mod model;
+mod op_classes;
 pub mod params;
 pub mod rng;
 pub mod training;

@@ -55,7 +55,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<Output, CommandError> {
         .current_dir(dir)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| CommandError::Other(format!("cannot run git: {e}")))
+        .map_err(|source| CommandError::Spawn { program: "git".into(), source })
 }
 
 /// Run git in `dir`: its trimmed output when it succeeded.
@@ -71,11 +71,10 @@ fn git_must(dir: &Path, args: &[&str]) -> Result<String, CommandError> {
     if out.status.success() {
         return Ok(String::from_utf8_lossy(&out.stdout).trim().to_string());
     }
-    Err(CommandError::Other(format!(
-        "`git {}` failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    )))
+    Err(CommandError::ProgramFailed {
+        program: format!("git {}", args.join(" ")),
+        said: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    })
 }
 
 /// The commit `rev` names.
@@ -244,10 +243,7 @@ fn measure_good(
             Measured::Runs(measured) => runs += measured.len(),
             Measured::Interrupted => return Ok(false),
             Measured::Failed(why) => {
-                return Err(CommandError::Other(format!(
-                    "at the good revision {}: {why}; there is nothing to compare with",
-                    short(good)
-                )));
+                return Err(CommandError::GoodRevisionFailed { revision: short(good).to_string(), why });
             }
         }
         if interrupted.load(Ordering::SeqCst) {
@@ -260,7 +256,7 @@ fn measure_good(
 
 /// `git bisect run` with the step; git's output goes to stderr and is returned.
 fn run_steps(args: &BisectArgs, store: &str, dir: &Path, out: &Path, good: &str) -> Result<Ending, CommandError> {
-    let exe = std::env::current_exe().map_err(|e| CommandError::Other(format!("cannot find trainbench: {e}")))?;
+    let exe = std::env::current_exe().map_err(CommandError::OwnExecutable)?;
     let mut child = Command::new("git")
         .args(["bisect", "run"])
         .arg(exe)
@@ -277,7 +273,7 @@ fn run_steps(args: &BisectArgs, store: &str, dir: &Path, out: &Path, good: &str)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
-        .map_err(|e| CommandError::Other(format!("cannot run git bisect run: {e}")))?;
+        .map_err(|source| CommandError::Spawn { program: "git bisect run".into(), source })?;
     let mut said = String::new();
     if let Some(stdout) = child.stdout.take() {
         use std::io::BufRead;
@@ -287,7 +283,7 @@ fn run_steps(args: &BisectArgs, store: &str, dir: &Path, out: &Path, good: &str)
             said.push('\n');
         }
     }
-    let status = child.wait().map_err(|e| CommandError::Other(format!("git bisect run: {e}")))?;
+    let status = child.wait().map_err(|source| CommandError::Spawn { program: "git bisect run".into(), source })?;
     Ok(ending(&said, &status))
 }
 
@@ -333,7 +329,7 @@ pub fn execute(args: &BisectArgs) -> Result<Outcome, CommandError> {
     if args.max_repeats == 0 || args.good_repeats == 0 {
         return Err(CommandError::Input("--max-repeats and --good-repeats must be at least 1".into()));
     }
-    let dir = std::env::current_dir().map_err(|e| CommandError::Other(format!("the current directory: {e}")))?;
+    let dir = std::env::current_dir().map_err(CommandError::CurrentDir)?;
     let (good, bad) = check_repository(&dir, args)?;
     let absolute = |p: &Path| lexically_clean(&std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
     let out = absolute(&args.out);

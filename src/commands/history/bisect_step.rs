@@ -86,7 +86,7 @@ fn claim_folder(out: &Path, revision: &str) -> Result<(PathBuf, u32), CommandErr
             Err(e) => return Err(io(&folder, e)),
         }
     }
-    Err(CommandError::Other(format!("{}: no free result folder", parent.display())))
+    Err(io(&parent, std::io::Error::other("no free result folder")))
 }
 
 /// Whether the command ended from an interrupt or termination signal.
@@ -237,12 +237,15 @@ fn head(dir: &Path) -> Result<String, CommandError> {
         .args(["rev-parse", "HEAD"])
         .current_dir(dir)
         .output()
-        .map_err(|e| CommandError::Other(format!("git: {e}")))?;
+        .map_err(|source| CommandError::Spawn { program: "git".into(), source })?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if out.status.success() && !text.is_empty() {
         Ok(text)
     } else {
-        Err(CommandError::Other(format!("{}: no commit checked out", dir.display())))
+        Err(CommandError::ProgramFailed {
+            program: "git rev-parse HEAD".into(),
+            said: format!("{}: no commit checked out", dir.display()),
+        })
     }
 }
 

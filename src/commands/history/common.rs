@@ -45,15 +45,10 @@ impl StoreArg {
     }
 }
 
-/// A store error as a command error: a newer or corrupt store, or an unreachable server, is the user's to fix
-/// (exit 2); a failed statement is not (exit 1).
+/// A store error as a command error, its kind kept: [`CommandError::exit_code`] makes a newer or corrupt store,
+/// or an unreachable server, the user's to fix (exit 2) and a failed statement not (exit 1).
 pub fn store_error(e: StoreError) -> CommandError {
-    match e {
-        StoreError::Newer { .. } | StoreError::Corrupt { .. } | StoreError::Unreachable { .. } => {
-            CommandError::Input(e.to_string())
-        }
-        StoreError::Database { .. } => CommandError::Other(e.to_string()),
-    }
+    CommandError::Store(e)
 }
 
 /// How a `history` command prints.

@@ -158,7 +158,7 @@ pub fn execute(args: &GateArgs) -> Result<Outcome, CommandError> {
                 "baseline": baseline.to_string(),
                 "series": series,
             });
-            outln!("{}", serde_json::to_string_pretty(&verdict).map_err(|e| CommandError::Other(e.to_string()))?);
+            outln!("{}", serde_json::to_string_pretty(&verdict)?);
         }
         HistoryFormat::Markdown => {
             outln!("## trainbench gate: **{}**\n", overall.0);

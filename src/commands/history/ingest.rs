@@ -147,7 +147,10 @@ pub fn ack(args: &AckArgs) -> Result<Outcome, CommandError> {
         ))
     })?;
     let Some(run_key) = point.run_keys.first() else {
-        return Err(CommandError::Other(format!("point #{} of {name} has no runs", point.index)));
+        return Err(CommandError::Internal(format!(
+            "point #{} of {name} has no runs (a bug: every point holds one)",
+            point.index
+        )));
     };
     store
         .add_ack(&Ack { series: name.clone(), at_run_key: run_key.clone(), why: args.why.trim().to_string() })

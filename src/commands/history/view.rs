@@ -179,7 +179,7 @@ fn summary<'a>(s: &'a Series, opts: &DetectOptions) -> SeriesSummary<'a> {
 }
 
 fn print_json(value: &serde_json::Value) -> Result<(), CommandError> {
-    outln!("{}", serde_json::to_string_pretty(value).map_err(|e| CommandError::Other(e.to_string()))?);
+    outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 

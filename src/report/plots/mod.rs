@@ -555,4 +555,5 @@ fn label_area_width(labels: &[String]) -> u32 {
 }
 
 #[cfg(test)]
+#[path = "mod_tests.rs"]
 mod tests;

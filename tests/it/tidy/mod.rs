@@ -7,6 +7,7 @@ mod import_circles;
 mod linking;
 mod op_matches;
 mod signatures;
+mod test_files;
 
 use std::path::{Path, PathBuf};
 

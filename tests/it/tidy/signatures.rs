@@ -1,5 +1,6 @@
-//! The map's rule on errors: no public function returns `Result<_, String>` (the kind of a failure is lost before
-//! a caller can branch on it; a `thiserror` enum per stage keeps it).
+//! The map's rules on errors: no public function returns `Result<_, String>` (the kind of a failure is lost before
+//! a caller can branch on it; a `thiserror` enum per stage keeps it), and `CommandError` has no catch-all
+//! variant holding only a message besides the user's input and a broken invariant.
 
 use super::{code_only, rust_files, shown, source_roots};
 
@@ -85,4 +86,34 @@ fn the_signature_reader_sees_what_it_should() {
     let hits: Vec<usize> =
         public_signatures(code).into_iter().filter(|(_, s)| returns_string_error(s)).map(|(l, _)| l).collect();
     assert_eq!(hits, vec![1, 3, 6]);
+}
+
+/// The variants of `CommandError` that may carry a bare message: the user's input, and a broken invariant of the
+/// program itself. Every other failure keeps its kind (its typed source error) so that the exit code and a caller
+/// can branch on it; a catch-all `Other(String)` would lose it.
+const MESSAGE_ONLY_VARIANTS: [&str; 2] = ["Input", "Internal"];
+
+#[test]
+fn command_errors_keep_their_kind() {
+    let path = super::root().join("src/commands/mod.rs");
+    let code = code_only(&std::fs::read_to_string(&path).unwrap_or_default());
+    let Some(start) = code.find("pub enum CommandError {") else {
+        panic!("{}: no `pub enum CommandError`", shown(&path));
+    };
+    let body = &code[start..];
+    let body = &body[..body.find("\n}").unwrap_or(body.len())];
+    let stringly: Vec<&str> = body
+        .lines()
+        .map(str::trim)
+        .filter_map(|line| line.strip_suffix("(String),"))
+        .filter(|variant| !MESSAGE_ONLY_VARIANTS.contains(variant))
+        .collect();
+    assert!(
+        stringly.is_empty(),
+        "{}: `CommandError` variants holding only a message: {} (keep the typed source error as the variant's \
+         field; only {:?} carry a bare message)",
+        shown(&path),
+        stringly.join(", "),
+        MESSAGE_ONLY_VARIANTS
+    );
 }

@@ -5,7 +5,7 @@
 use crate::backend_kind::BackendKind;
 use crate::error::BackendError;
 use crate::plan::RunPlan;
-use trainbench_graph::graph::{Graph, InputKind, LossKind, NodeId, Op};
+use trainbench_graph::graph::{Graph, LossKind, NodeId, Op};
 use trainbench_graph::training::Precision;
 
 fn unsupported(layer: &str, op: &str, reason: impl Into<String>) -> BackendError {
@@ -104,7 +104,7 @@ pub fn wgan_roles_if_any(graph: &Graph) -> Result<Option<WganRoles>, BackendErro
 }
 
 fn is_int_input(graph: &Graph, id: NodeId) -> bool {
-    matches!(graph.nodes[id].op, Op::Input { kind: InputKind::Labels { .. } | InputKind::Tokens { .. } })
+    graph.nodes[id].op.is_index_input()
 }
 
 fn check_node(graph: &Graph, id: NodeId) -> Result<(), String> {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::model_flops;
 use super::rules;
 use super::summary::{ActivationTotals, Analysis, FlopTotals, KindTotals, LayerAnalysis, MemoryEstimate, ModelFlops};
-use crate::graph::{Graph, InputKind, LossKind, Op};
+use crate::graph::{Graph, LossKind, Op};
 use crate::params::{ParamDecl, graph_tensors};
 use crate::training::{Checkpointing, OptimizerSpec, Precision};
 
@@ -22,7 +22,7 @@ fn requires_grad(graph: &Graph, params: &[u64]) -> Vec<bool> {
 /// The node whose storage a view aliases: reshape, transpose and slice outputs are views of their input, so
 /// keeping a view keeps (and counts) the underlying tensor once.
 fn storage(graph: &Graph, mut id: usize) -> usize {
-    while matches!(graph.nodes[id].op, Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. }) {
+    while graph.nodes[id].op.is_view() {
         id = graph.nodes[id].inputs[0];
     }
     id
@@ -76,9 +76,7 @@ pub fn analyze(graph: &Graph) -> Analysis {
         }
         for k in s.inputs {
             let j = storage(graph, node.inputs[k]);
-            let integer =
-                matches!(graph.nodes[j].op, Op::Input { kind: InputKind::Tokens { .. } | InputKind::Labels { .. } });
-            if !integer {
+            if !graph.nodes[j].op.is_index_input() {
                 kept.insert(j);
             }
         }

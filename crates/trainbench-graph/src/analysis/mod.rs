@@ -37,6 +37,7 @@ mod rules;
 mod summary;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+#[path = "mod_tests.rs"]
 mod tests;
 
 pub use analyze::{analyze, memory_estimate, memory_estimate_checkpointed};

@@ -487,4 +487,5 @@ impl GraphBuilder {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+#[path = "mod_tests.rs"]
 mod tests;

@@ -96,7 +96,7 @@ pub(crate) fn build(s: &BertSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     fn base() -> BertSpec {
         BertSpec { vocab: 30_522, layers: 12, hidden: 768, heads: 12, ffn: 3072, seq_len: 128, max_positions: 512 }

@@ -66,3 +66,10 @@ pub(crate) fn conv_bn_relu(
     b.pop();
     Ok(r)
 }
+
+/// Output shape of the named node (for the per-family tests).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn shape(g: &crate::graph::Graph, name: &str) -> Vec<usize> {
+    g.node(name).unwrap_or_else(|| panic!("no node `{name}`")).shape.0.clone()
+}

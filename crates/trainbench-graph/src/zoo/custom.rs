@@ -245,7 +245,7 @@ pub(crate) fn build(s: &CustomSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     fn parse(toml_layers: serde_json::Value) -> CustomSpec {
         serde_json::from_value(toml_layers).unwrap()

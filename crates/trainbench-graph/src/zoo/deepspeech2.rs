@@ -51,7 +51,7 @@ pub(crate) fn build(s: &DeepSpeech2Spec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     #[test]
     fn shapes() {

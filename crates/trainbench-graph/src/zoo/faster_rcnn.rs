@@ -76,7 +76,7 @@ pub(crate) fn build(s: &FasterRcnnSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     #[test]
     fn shapes() {

@@ -188,7 +188,7 @@ pub(crate) fn build(s: &GptSpec) -> Result<Graph, ZooError> {
 mod tests {
     use super::*;
     use crate::analysis::analyze;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     fn gpt2_small() -> GptSpec {
         serde_json::from_str("{}").unwrap()

@@ -154,7 +154,7 @@ pub(crate) fn build(s: &InceptionSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     #[test]
     fn shapes_follow_torchvision() {

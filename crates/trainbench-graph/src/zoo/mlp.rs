@@ -33,7 +33,7 @@ pub(crate) fn build(s: &MlpSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     #[test]
     fn shapes() {

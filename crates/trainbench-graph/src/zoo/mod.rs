@@ -16,8 +16,6 @@ mod mlp;
 mod ncf;
 mod resnet;
 mod seq2seq;
-#[cfg(test)]
-mod testing;
 mod transformer;
 mod vit;
 mod wgan_gp;

@@ -142,7 +142,7 @@ pub(crate) fn build(s: &ResnetSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     fn spec(depth: u32) -> ResnetSpec {
         ResnetSpec { depth, width: 64, classes: 1000, image_size: 224, stem: ResnetStem::Imagenet }

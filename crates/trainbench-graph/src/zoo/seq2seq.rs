@@ -62,7 +62,7 @@ pub(crate) fn build(s: &Seq2seqSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     #[test]
     fn shapes() {

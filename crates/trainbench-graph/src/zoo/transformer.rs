@@ -110,7 +110,7 @@ pub(crate) fn build(s: &TransformerSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     fn base() -> TransformerSpec {
         TransformerSpec {

@@ -87,7 +87,7 @@ pub(crate) fn build(s: &VitSpec) -> Result<Graph, ZooError> {
 mod tests {
     use super::*;
     use crate::analysis::analyze;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     #[test]
     fn vit_b_16_has_torchvisions_count_and_shapes() {

@@ -77,7 +77,7 @@ pub(crate) fn build(s: &WganGpSpec) -> Result<Graph, ZooError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::zoo::testing::shape;
+    use crate::zoo::common::shape;
 
     #[test]
     fn shapes_and_parts() {
