@@ -179,7 +179,8 @@ pub fn rows(
     let t1 = base.step_time_s;
     let ph = base.phases;
     let mut out = Vec::new();
-    let grad_bytes = 4.0 * params;
+    // Gradients of the trained parameters only (LoRA: the adapters').
+    let grad_bytes = 4.0 * a.trainable_parameters as f64;
     for sharding in [Sharding::Replicated, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3] {
         let d = gpus.max(1);
         let bytes = exchange_bytes(sharding, d, grad_bytes);
