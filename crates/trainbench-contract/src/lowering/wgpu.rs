@@ -107,14 +107,6 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
                     "the gradient penalty needs second-order gradients, which burn's autodiff does not provide",
                 ));
             }
-            Op::Lora { .. } => {
-                return Err(unsupported(
-                    layer,
-                    kind,
-                    "LoRA fine-tuning (`[training.lora]`) is not implemented on wgpu: its lowering has no adapter \
-                     layer and does not freeze the base weights; use the tch backend",
-                ));
-            }
             Op::Loss { loss: LossKind::Ctc, .. } => {
                 let logits = &graph.nodes[node.inputs[0]].shape;
                 let labels = &graph.nodes[node.inputs[1]].shape;
@@ -150,6 +142,7 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
             | Op::LearnedPositions { .. }
             | Op::CriticBatch
             | Op::RoiAlign { .. }
+            | Op::Lora { .. }
             | Op::Loss { .. } => {}
         }
     }
