@@ -202,6 +202,9 @@ pub fn rows(
             grad_bytes / 1e9,
             link.name
         );
+        if frozen_gathers > 0.0 {
+            r.formula += &format!(", + 2 gathers of (d-1)/d x {:.3} GB of frozen weights", frozen_bytes / 1e9);
+        }
         out.push(r);
     }
     // Model parallelism needs the transformer's blocks: their count and the activations at their boundary.
