@@ -19,6 +19,10 @@ The decoder-only LMs (GPT-2 small, Llama-3.2-1B, Llama-3.1-8B) come from Hugging
 the meta device: exact parameter and FLOP counts without weights or memory (saved bytes are n/a there).
 `transformers` is not a project dependency: `pip install transformers` into the venv to run those rows.
 
+LoRA rows (`[training.lora]`): trainable and all parameters against PEFT's `get_peft_model` on the same
+transformers config when `peft` is importable (`pip install peft`), else against PEFT's count written out
+(r x (d_in + d_out) per adapted projection, plus the base model's published count).
+
 Usage: /work/main/.venv/bin/python scripts/check_zoo.py [--bin target/debug/trainbench] [--only NAME ...]
 """
 
@@ -297,6 +301,77 @@ CASES = [
 ]
 
 
+# LoRA (`[training.lora]`): trainable parameters against PEFT's `get_peft_model` on the same transformers config
+# (meta device) when `peft` is importable, else against PEFT's count written out: each adapted linear layer
+# d_in -> d_out adds r x (d_in + d_out) (lora_A [r, d_in], lora_B [d_out, r]; bias = "none").
+LLAMA2_70B = dict(layers=80, d=8192, heads=64, kv=8, ffn=28672, vocab=32000)
+LORA_CASES = [
+    # name, model dims, rank, alpha, targets, base parameters (LlamaForCausalLM on the meta device)
+    ("llama2-70b-lora", LLAMA2_70B, 16, 32, ["q", "k", "v", "o"], 68_976_648_192),
+]
+
+
+def lora_body(m, rank, alpha, targets):
+    return ('family = "gpt"\nactivation = "swiglu"\nnorm = "rmsnorm"\npositions = "rotary"\nrope_theta = 10000.0\n'
+            f'vocab = {m["vocab"]}\nheads = {m["heads"]}\nkv_heads = {m["kv"]}\nbias = false\n'
+            f'layers = {m["layers"]}\nd_model = {m["d"]}\nffn = {m["ffn"]}\ntied_embeddings = false\nseq_len = 16\n\n'
+            f'[training.lora]\nrank = {rank}\nalpha = {float(alpha)}\n'
+            f'targets = [{", ".join(repr(t).replace(chr(39), chr(34)) for t in targets)}]')
+
+
+def lora_formula(m, rank, targets):
+    """PEFT's trainable count written out: r x (d_in + d_out) per adapted projection per layer."""
+    hd = m["d"] // m["heads"]
+    widths = {"q": (m["d"], m["heads"] * hd), "k": (m["d"], m["kv"] * hd), "v": (m["d"], m["kv"] * hd),
+              "o": (m["heads"] * hd, m["d"]), "gate": (m["d"], m["ffn"]), "up": (m["d"], m["ffn"]),
+              "down": (m["ffn"], m["d"])}
+    return m["layers"] * sum(rank * sum(widths[t]) for t in targets)
+
+
+def lora_peft(m, rank, alpha, targets):
+    """(trainable, all) from PEFT's get_peft_model on LlamaForCausalLM on the meta device; None without peft."""
+    try:
+        from peft import LoraConfig, get_peft_model
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError:
+        return None
+    cfg = LlamaConfig(vocab_size=m["vocab"], hidden_size=m["d"], intermediate_size=m["ffn"],
+                      num_hidden_layers=m["layers"], num_attention_heads=m["heads"], num_key_value_heads=m["kv"],
+                      tie_word_embeddings=False, attention_bias=False, mlp_bias=False)
+    with torch.device("meta"):
+        model = get_peft_model(LlamaForCausalLM(cfg), LoraConfig(
+            r=rank, lora_alpha=alpha, target_modules=[f"{t}_proj" for t in targets], bias="none"))
+    return model.get_nb_trainable_parameters()
+
+
+def check_lora(binary, only):
+    """Rows (name, ours, reference, source) of the LoRA cases, and whether any differs."""
+    rows, failed = [], False
+    for name, m, rank, alpha, targets, base in LORA_CASES:
+        if only and name not in only:
+            continue
+        spec_name = "check-" + name
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+            f.write(f'version = 1\nname = "{spec_name}"\n\n[model]\n{lora_body(m, rank, alpha, targets)}\n')
+            path = f.name
+        try:
+            out = subprocess.run([binary, "analyze", path, "--format", "json"], check=True, capture_output=True,
+                                 text=True)
+        finally:
+            os.unlink(path)
+        r = json.loads(out.stdout)
+        ours = (r["trainable_parameters"], r["parameters"])
+        peft = lora_peft(m, rank, alpha, targets)
+        trained = lora_formula(m, rank, targets)
+        theirs, source = (peft, "peft get_peft_model") if peft else ((trained, base + trained), "PEFT's formula")
+        bad = ours != tuple(theirs)
+        failed |= bad
+        rows.append((name + (" !" if bad else ""), f"{ours[0]:,} of {ours[1]:,}", f"{theirs[0]:,} of {theirs[1]:,}",
+                     source))
+        print("checked", *rows[-1], sep=" | ", file=sys.stderr)
+    return rows, failed
+
+
 def outputs_sum(out):
     if isinstance(out, torch.Tensor):
         return out.float().sum()
@@ -390,7 +465,14 @@ def main():
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in rows:
         print(line(r))
-    return 1 if failed else 0
+    lora_rows, lora_failed = check_lora(args.bin, args.only)
+    if lora_rows:
+        print()
+        print("| LoRA | trainable of all, ours | reference | reference from |")
+        print("|---|---|---|---|")
+        for r in lora_rows:
+            print("| " + " | ".join(r) + " |")
+    return 1 if failed or lora_failed else 0
 
 
 if __name__ == "__main__":

@@ -123,6 +123,10 @@ pub fn render_text(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "model {} (spec `{}`)", a.model, r.spec);
     let _ = writeln!(s, "  parameters        {:>16}  (+ {} buffer elements)", int(a.parameters), int(a.buffers));
+    if a.trainable_parameters != a.parameters {
+        let frozen = a.parameters - a.trainable_parameters;
+        let _ = writeln!(s, "  trainable         {:>16}  ({} frozen)", int(a.trainable_parameters), int(frozen));
+    }
     for (part, p) in &a.parameters_by_part {
         let _ = writeln!(s, "    {part:<15} {:>16}", int(*p));
     }

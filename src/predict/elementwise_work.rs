@@ -75,6 +75,7 @@ pub fn class_of(op: &Op) -> Option<ElementwiseClass> {
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
         | Op::RoiAlign { .. }
+        | Op::Lora { .. }
         | Op::Loss { .. } => None,
     }
 }
@@ -148,6 +149,7 @@ pub fn work_of(
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
         | Op::RoiAlign { .. }
+        | Op::Lora { .. }
         | Op::Loss { .. }) => class_of(op).map(|c| (c, output_elements as f64 * batch)),
     }
 }

@@ -59,6 +59,12 @@ pub fn op_count(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, f6
         Op::Dropout { p } if *p <= 0.0 => (1.0, 0.0),
         Op::Dropout { .. } => (2.0, 1.0),
         Op::RoiAlign { .. } => (5.0, 5.0),
+        // The adapter's two products and its scale (with dropout: its mask and product); backward the scale's,
+        // each product's weight gradient and the gradient of A x, and the input's where needed.
+        Op::Lora { dropout, .. } => {
+            let drop = if *dropout > 0.0 { 2.0 } else { 0.0 };
+            (3.0 + drop, 5.0 + drop / 2.0)
+        }
         Op::Loss { loss: LossKind::CrossEntropy, .. } => (2.0, 2.0),
         Op::Loss { .. } => LOSS_OPS,
         Op::Conv { .. }
@@ -93,7 +99,7 @@ pub fn kernels(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, Ker
             (*layers as f64 * if *bidirectional { 2.0 } else { 1.0 } * t, KernelClass::Gemm)
         }
         Op::Attention { .. } => (6.0, KernelClass::Gemm),
-        Op::Sdpa { .. } => (2.0, KernelClass::Gemm),
+        Op::Sdpa { .. } | Op::Lora { .. } => (2.0, KernelClass::Gemm),
         Op::Input { .. }
         | Op::BatchNorm { .. }
         | Op::LayerNorm { .. }
@@ -159,6 +165,17 @@ pub fn products(
                 backward.push([m, n, k]);
             }
             Some(Products { forward: vec![[m, k, n]], backward })
+        }
+        // A x, then B (A x); backward B's weight gradient, the gradient of A x, A's weight gradient, and the
+        // input's where needed.
+        Op::Lora { in_features, out_features, rank, .. } => {
+            let (k, r, n) = (*in_features as f64, *rank as f64, *out_features as f64);
+            let m = b * graph.nodes[*node.inputs.first()?].shape.numel() as f64 / k.max(1.0);
+            let mut backward = vec![[r, m, n], [m, n, r], [k, m, r]];
+            if input_grad {
+                backward.push([m, r, k]);
+            }
+            Some(Products { forward: vec![[m, k, r], [m, r, n]], backward })
         }
         Op::Rnn { cell, input_size, hidden, layers, bidirectional } => {
             let t = first_dim(0);
@@ -263,6 +280,7 @@ pub fn conv_size(node: &trainbench_graph::graph::Node, output_elements: f64) -> 
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
         | Op::RoiAlign { .. }
+        | Op::Lora { .. }
         | Op::Loss { .. } => None,
     }
 }
@@ -341,6 +359,7 @@ pub fn extra_bytes(
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
         | Op::RoiAlign { .. }
+        | Op::Lora { .. }
         | Op::Loss { .. } => (0.0, 0.0),
     }
 }
@@ -428,6 +447,7 @@ pub fn runs_in_sequence(op: &Op) -> bool {
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
         | Op::RoiAlign { .. }
+        | Op::Lora { .. }
         | Op::Loss { .. } => false,
     }
 }

@@ -243,9 +243,9 @@ pub fn predict_analyzed(
         }
         _ => 0.0,
     };
-    // T_comm ([`Term::Exchange`]): fp32 gradients.
+    // T_comm ([`Term::Exchange`]): fp32 gradients of the trained parameters (LoRA: the adapters' only).
     let micro = setting.schedule.micro_batches() as f64;
-    let mut comm = comm::comm(profile, &setting.topology, graph, analysis.parameters as f64 * 4.0, micro)?;
+    let mut comm = comm::comm(profile, &setting.topology, graph, analysis.trainable_parameters as f64 * 4.0, micro)?;
     if !terms.on(Term::Exchange) {
         comm.time_s = 0.0;
     }

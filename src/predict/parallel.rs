@@ -179,10 +179,16 @@ pub fn rows(
     let t1 = base.step_time_s;
     let ph = base.phases;
     let mut out = Vec::new();
-    let grad_bytes = 4.0 * params;
+    // Gradients of the trained parameters only (LoRA: the adapters').
+    let grad_bytes = 4.0 * a.trainable_parameters as f64;
+    let frozen_bytes = 4.0 * (a.parameters - a.trainable_parameters) as f64;
     for sharding in [Sharding::Replicated, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3] {
         let d = gpus.max(1);
-        let bytes = exchange_bytes(sharding, d, grad_bytes);
+        // ZeRO-3 gathers every weight twice, frozen ones (LoRA's base) included, though only trained ones have
+        // gradients to reduce.
+        let share = (d as f64 - 1.0) / d as f64;
+        let frozen_gathers = if sharding == Sharding::Zero3 { 2.0 * share * frozen_bytes } else { 0.0 };
+        let bytes = exchange_bytes(sharding, d, grad_bytes) + frozen_gathers;
         let comm_s = if d > 1 { collectives(sharding) * (d as f64 - 1.0) * latency + bytes / bandwidth } else { 0.0 };
         // Overlap: the exchange under the backward pass (ZeRO-3: under forward and backward).
         let hidden_under = if sharding == Sharding::Zero3 { ph.forward_s + ph.backward_s } else { ph.backward_s };
@@ -196,6 +202,9 @@ pub fn rows(
             grad_bytes / 1e9,
             link.name
         );
+        if frozen_gathers > 0.0 {
+            r.formula += &format!(", + 2 gathers of (d-1)/d x {:.3} GB of frozen weights", frozen_bytes / 1e9);
+        }
         out.push(r);
     }
     // Model parallelism needs the transformer's blocks: their count and the activations at their boundary.

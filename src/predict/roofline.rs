@@ -200,6 +200,7 @@ fn bias_pass(node: &trainbench_graph::graph::Node, out: f64, device: &Coefficien
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
         | Op::RoiAlign { .. }
+        | Op::Lora { .. }
         | Op::Loss { .. } => (0.0, 0.0),
     }
 }
@@ -238,6 +239,7 @@ fn in_step_excess(op: &Op, device: &Coefficients) -> ((f64, f64), (f64, f64)) {
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
         | Op::RoiAlign { .. }
+        | Op::Lora { .. }
         | Op::Loss { .. } => ((0.0, 0.0), (0.0, 0.0)),
     }
 }
@@ -264,6 +266,9 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     let tied = node.tied_to.and_then(|owner| analysis.layers.get(owner)).map_or(0.0, |o| o.parameters as f64);
     let tied = t.gate(Term::TiedWeights, tied);
     let weights = (a.parameters as f64 + tied) * cx.weight_bytes;
+    // A frozen layer (LoRA's base) reads its weights in backward for its input's gradient, but computes and
+    // writes no weight gradient.
+    let trained = !a.frozen;
     let act = cx.precision.activation_bytes() as f64;
     let (extra_f, extra_b) = if view { (0.0, 0.0) } else { layer::extra_bytes(graph, node, out, b, act) };
     let (n_kernels, class) = layer::kernels(graph, node);
@@ -281,7 +286,7 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     // The layer's products at their own shapes on the calibrated grid (forward, and the backward's where its
     // shapes are known), else its FLOPs along the curve ([`Term::RooflineCompute`]).
     let products: Option<Products> = if device.has_grid() {
-        layer::products(graph, node, b, input_grad, a.parameters > 0 || tied > 0.0)
+        layer::products(graph, node, b, input_grad, trained && (a.parameters > 0 || tied > 0.0))
     } else {
         None
     };
@@ -348,14 +353,15 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
         };
         let bw_compute = t.gate(Term::RooflineCompute, bw_compute);
         let (bw_compute, mut b_parts) = compute_side(bw_compute, elementwise.1, ew.1);
-        let bias_b = if a.parameters > 0 { bias.1 } else { 0.0 };
+        let bias_b = if trained && a.parameters > 0 { bias.1 } else { 0.0 };
         let bw_compute = bw_compute + bias_b;
         // A tensor read by several nodes gets one gradient from each: autograd sums them, an add per extra reader
         // over the tensor (two reads, one write) with its own operation's cost ([`Term::GradientSums`]). A tied
         // weight's gradient is added to its owner's: one more sum, over the weight ([`Term::TiedWeights`]).
         let sums = t.gate(Term::GradientSums, cx.sums[index]);
-        let tied_sum = if tied > 0.0 { 1.0 } else { 0.0 };
-        let base = out + inputs + if input_grad { inputs } else { 0.0 } + 2.0 * weights + extra_b;
+        let tied_sum = if trained && tied > 0.0 { 1.0 } else { 0.0 };
+        let weight_passes = if trained { 2.0 } else { 1.0 };
+        let base = out + inputs + if input_grad { inputs } else { 0.0 } + weight_passes * weights + extra_b;
         let (sum_bytes, tied_bytes) = (sums * 3.0 * out, tied_sum * 3.0 * tied * cx.weight_bytes);
         let bytes = base + sum_bytes + tied_bytes;
         let op_b =
@@ -420,7 +426,8 @@ pub fn first_node_cold_start(
 /// and parameter and state written (fp32), plus its per-tensor operations at the per-operation overhead.
 fn optimizer_step(graph: &Graph, analysis: &Analysis, optimizer: &OptimizerSpec, device: &Coefficients) -> PhaseCost {
     let s = optimizer.state_buffers() as f64;
-    let params = analysis.parameters as f64;
+    // Only trained parameters are stepped (LoRA: the adapters).
+    let params = analysis.trainable_parameters as f64;
     let bytes = params * 4.0 * (3.0 + 2.0 * s);
     let tensors = trainbench_graph::params::graph_tensors(graph).iter().filter(|(_, d)| d.trainable()).count();
     let one = |seconds: f64, memory: f64, overhead: f64| {

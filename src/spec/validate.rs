@@ -195,6 +195,19 @@ impl SpecValidator {
                 None
             }
         });
+        let lora = partial.training.as_ref().and_then(|t| t.lora.as_ref());
+        let graph = match (graph, lora) {
+            (Some(g), Some(lora)) => match trainbench_graph::lora::adapt(&g, lora) {
+                Ok(adapted) => Some(adapted),
+                Err(e) => {
+                    let path = FieldPath::keys(&["training", "lora", e.field]);
+                    let loc = load::locate(&root, &path);
+                    out.push(sources.diagnostic(&loc.span, &path, e.message).hint(e.hint));
+                    None
+                }
+            },
+            (graph, _) => graph,
+        };
         if let (Some(graph), Some(dataset), Some(model)) = (&graph, &partial.dataset, &partial.model) {
             let findings = rules::check_graph(dataset, model, partial.training.as_ref(), graph);
             out.extend(findings.iter().map(|f| finding_diagnostic(&sources, &root, f)));

@@ -203,6 +203,11 @@ pub struct TrainingSpec {
     #[serde(default = "d_one_u32", skip_serializing_if = "is_one_u32")]
     #[schemars(range(min = 1))]
     pub grad_accumulation: u32,
+    /// LoRA fine-tuning: the model's weights frozen, low-rank adapters of `rank` trained on the `targets`
+    /// projections (`q`, `k`, `v`, `o`, `gate`, `up`, `down`), scaled by `alpha / rank`, with `dropout` on
+    /// their input. The tch backend trains it; wgpu refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<trainbench_graph::lora::LoraSpec>,
 }
 
 /// How much of the forward pass activation checkpointing recomputes.
@@ -293,6 +298,7 @@ impl Default for TrainingSpec {
             tf32: None,
             target: None,
             activation_checkpointing: CheckpointingMode::None,
+            lora: None,
             checkpoint_every: None,
             grad_accumulation: 1,
         }

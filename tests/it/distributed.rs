@@ -80,6 +80,60 @@ fn data_parallel_runs_reproduce_one_worker_and_send_what_the_formulas_say() {
     }
 }
 
+/// A small decoder fine-tuned with LoRA (rank 4 on q and v: 4 adapters of 4 x (32 + 32) = 1,024 trained
+/// parameters beside the frozen base), one worker and two all-reduce workers.
+const LORA_SPEC: &str = r#"
+version = 1
+name = "dplora"
+[model]
+family = "gpt"
+layers = 2
+d_model = 32
+heads = 4
+vocab = 50
+seq_len = 8
+[training]
+optimizer = { kind = "sgd", lr = 0.05, momentum = 0.9 }
+lora = { rank = 4, alpha = 8.0, targets = ["q", "v"] }
+[sweep]
+batch_sizes = [8]
+topologies = [{ devices_per_node = 1, strategy = "single" }, { devices_per_node = 2, strategy = "all-reduce" }]
+[topology]
+backend = "tch"
+device = "cpu"
+[run]
+warmup = 0
+iterations = 6
+timeout_s = 240
+"#;
+
+#[test]
+fn data_parallel_lora_reproduces_one_worker_and_exchanges_the_adapters_only() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("dplora.toml"), LORA_SPEC).unwrap();
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["run", "dplora.toml", "--out", "out", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |t: &str| -> RunResult {
+        let path = dir.path().join(format!("out/dplora/dplora.b8.fp32.{t}.r0.json"));
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    };
+    let (single, pair) = (read("1x1"), read("1x2-ar"));
+    let loss = |r: &RunResult| r.metrics.as_ref().unwrap().loss.clone().unwrap();
+    let (a, b) = (loss(&single), loss(&pair));
+    for (x, y) in [(a.first.unwrap(), b.first.unwrap()), (a.last.unwrap(), b.last.unwrap())] {
+        assert!((x - y).abs() <= 1e-4 * x.abs().max(1.0), "{x} vs {y} (one worker)");
+    }
+    let d = pair.distributed.unwrap();
+    assert_eq!(d.gradient_bytes, 4 * 1024, "fp32 gradients of the adapters, none of the frozen base");
+    assert_eq!(d.bytes_sent_per_step, 4 * 1024, "a ring of two sends 2 (W-1)/W of them");
+    assert!(single.analysis.unwrap().parameters > 20 * 1024, "the frozen base is counted as parameters");
+}
+
 /// [`SPEC`] with only its two-worker all-reduce topology, at `batch_sizes` (a TOML array).
 fn pair_spec(batch_sizes: &str) -> String {
     SPEC.replace("batch_sizes = [16]", &format!("batch_sizes = {batch_sizes}"))

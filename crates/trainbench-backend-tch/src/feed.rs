@@ -87,7 +87,8 @@ pub fn evaluate(
             | Op::SinusoidalPositions { .. }
             | Op::LearnedPositions { .. }
             | Op::CriticBatch
-            | Op::RoiAlign { .. } => 1.0,
+            | Op::RoiAlign { .. }
+            | Op::Lora { .. } => 1.0,
         };
         let v = env[l].as_ref().ok_or_else(|| TchError::Kind("internal: eval loss not computed".into()))?;
         loss += weight * v.f_double_value(&[])?;

@@ -49,7 +49,10 @@ pub struct Lowered {
 /// Producers whose backward does not read their own output, so a sole consumer may overwrite it in place
 /// (as torchvision's `ReLU(inplace=True)` after batch norm and `out += identity` do).
 fn output_not_saved(op: &Op) -> bool {
-    matches!(op, Op::Conv { .. } | Op::BatchNorm { .. } | Op::LayerNorm { .. } | Op::Linear { .. } | Op::Add)
+    matches!(
+        op,
+        Op::Conv { .. } | Op::BatchNorm { .. } | Op::LayerNorm { .. } | Op::Linear { .. } | Op::Lora { .. } | Op::Add
+    )
 }
 
 impl Lowered {
@@ -275,9 +278,8 @@ impl Lowered {
                     | Op::SinusoidalPositions { .. }
                     | Op::LearnedPositions { .. }
                     | Op::CriticBatch
-                    | Op::RoiAlign { .. } => {
-                        ops::forward(node, &ins, &self.tensors[i], self.constants[i].as_ref(), flags)
-                    }
+                    | Op::RoiAlign { .. }
+                    | Op::Lora { .. } => ops::forward(node, &ins, &self.tensors[i], self.constants[i].as_ref(), flags),
                 }
             };
             let out = if no_grad { tch::no_grad(compute)? } else { compute()? };

@@ -100,6 +100,7 @@ pub fn constant(node: &Node, input_shape: &[usize], device: Device) -> Result<Op
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
         | Op::RoiAlign { .. }
+        | Op::Lora { .. }
         | Op::Loss { .. } => Ok(None),
     }
 }
@@ -195,6 +196,12 @@ pub fn forward(
         Op::Act { function } => activation(x, *function, inplace),
         Op::Softmax => x.f_softmax(-1, None::<Kind>),
         Op::Dropout { p } => x.f_dropout(f64::from(*p), true),
+        // PEFT's LoRA layer: (alpha / r) B A dropout(x); A and B are the node's two parameters.
+        Op::Lora { rank, alpha, dropout, .. } => {
+            let h = if *dropout > 0.0 { x.f_dropout(f64::from(*dropout), true)? } else { x.shallow_clone() };
+            let scale = f64::from(*alpha) / (*rank).max(1) as f64;
+            h.f_linear(&params[0], None::<&Tensor>)?.f_linear(&params[1], None::<&Tensor>)?.f_mul_scalar(scale)
+        }
         Op::Add => {
             let mut acc = if inplace { x.shallow_clone() } else { x.f_add(&inputs[1])? };
             let rest = if inplace { &inputs[1..] } else { &inputs[2..] };
@@ -419,6 +426,7 @@ mod tests {
                 shape: trainbench_graph::Shape(vec![p, 1, 2, 3]),
                 part: None,
                 tied_to: None,
+                frozen: false,
             },
             &[1, h, w],
             Device::Cpu,
@@ -455,6 +463,7 @@ mod tests {
             shape: trainbench_graph::Shape(vec![5, 4]),
             part: None,
             tied_to: None,
+            frozen: false,
         };
         let pe = constant(&node, &[5, 4], Device::Cpu).unwrap().unwrap();
         let at = |t: i64, i: i64| pe.double_value(&[t, i]);

@@ -82,6 +82,7 @@ impl PlainStep {
                     | Op::LearnedPositions { .. }
                     | Op::CriticBatch
                     | Op::RoiAlign { .. }
+                    | Op::Lora { .. }
                     | Op::Loss { .. } => v,
                 };
                 total = Some(match total {

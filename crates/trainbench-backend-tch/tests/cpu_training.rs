@@ -136,6 +136,25 @@ fn parameter_count_and_weight_bytes_match_declarations() {
 }
 
 #[test]
+fn lora_trains_the_adapters_only_and_its_memory_shows_it() {
+    let g = trainbench_contract::conformance::fixtures::lora().unwrap();
+    let lowered = Lowered::new(&g, Device::Cpu, 1).unwrap();
+    let trained = lowered.parameters(&g, |_| true);
+    // Seven adapters (q, k, v, o, gate, up, down), each lora_A and lora_B: the base holds no gradient.
+    assert_eq!(trained.len(), 14);
+    assert!(trained.iter().all(Tensor::requires_grad));
+    let declared: u64 = graph_tensors(&g).iter().filter(|(_, d)| d.trainable()).map(|(_, d)| d.numel()).sum();
+    let all: u64 = graph_tensors(&g).iter().map(|(_, d)| d.numel()).sum();
+    assert_eq!(lowered.parameter_count(), declared);
+    assert!(declared * 4 < all, "{declared} of {all}");
+    assert_learns(&g, &plan(8, 20, adam(1e-2)));
+    let raw = run(&plan(4, 2, adam(1e-3)), &g);
+    assert_eq!(raw.memory.weights, all * 4);
+    assert_eq!(raw.memory.gradients, declared * 4, "gradients of the adapters only");
+    assert_eq!(raw.memory.optimizer_state, 2 * declared * 4, "Adam's state of the adapters only");
+}
+
+#[test]
 fn memory_breakdown_comes_from_tensor_sizes() {
     let g = small_cnn();
     let raw = run(&plan(4, 2, adam(1e-3)), &g);

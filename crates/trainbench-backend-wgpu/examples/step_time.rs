@@ -65,6 +65,7 @@ fn forward_flops(graph: &Graph, batch: usize) -> f64 {
             | Op::LearnedPositions { .. }
             | Op::CriticBatch
             | Op::RoiAlign { .. }
+            | Op::Lora { .. }
             | Op::Loss { .. } => 0.0,
         };
     }

@@ -155,3 +155,34 @@ fn shards_are_whole_tensors_balanced_by_size() {
     assert!(load(0).max(load(1)) <= layout.total / 2 + largest);
     assert!(load(0) > 0 && load(1) > 0, "both servers hold something");
 }
+
+#[test]
+fn data_parallel_lora_exchanges_the_adapters_gradients_only() {
+    use trainbench_graph::lora::{LoraSpec, LoraTarget, adapt};
+    let spec = r#"{"family": "gpt", "layers": 2, "d_model": 32, "heads": 4, "vocab": 50, "seq_len": 8}"#;
+    let base = build(&serde_json::from_str::<ModelSpec>(spec).unwrap()).unwrap();
+    let lora = LoraSpec { rank: 4, alpha: Some(8.0), dropout: 0.0, targets: vec![LoraTarget::Q, LoraTarget::V] };
+    let g = adapt(&base, &lora).unwrap();
+    let layout = Layout::of(&g);
+    // q and v (32 -> 32) in two layers: 4 adapters of 4 x (32 + 32); every base weight left out.
+    assert_eq!(layout.total, 4 * 4 * 64);
+    assert!(layout.decls.iter().all(|d| d.local.starts_with("lora_")), "{:?}", layout.decls);
+    let stats: Vec<ExchangeStats> = ThreadComm::group(2)
+        .into_iter()
+        .map(|mut comm| {
+            let g = g.clone();
+            std::thread::spawn(move || {
+                let mut x = AllReduceExchange::new(&mut comm, &g, crate::exchange::BUCKET_BYTES);
+                let mut gr = vec![0.5f32; x.layout().total];
+                x.exchange(&mut gr, &mut [], StopWish::Continue).unwrap();
+                x.stats()
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .collect();
+    // A ring all-reduce sends 2 (W-1)/W of the buffer: the adapters' 4-byte gradients, not the base's.
+    assert!(stats.iter().all(|s| s.bytes_sent == 4 * layout.total as u64), "{stats:?}");
+    assert!(4 * (layout.total as u64) * 50 < 4 * Layout::of(&base).total as u64);
+}

@@ -182,6 +182,11 @@ def forward(graph, batch, inputs, tensors, modules):
                 raise ValueError(f"activation {fn}")
         elif kind == "softmax":
             y = F.softmax(args[0], -1)
+        elif kind == "lora":
+            # PEFT's LoraLayer: lora_B(lora_A(dropout(x))) * (lora_alpha / r), beside the frozen base layer
+            # (whose exported tensors are not trainable: no gradient, not in the optimizer).
+            x = F.dropout(args[0], op["dropout"], training=True) if op["dropout"] > 0 else args[0]
+            y = F.linear(F.linear(x, p("lora_A")), p("lora_B")) * (op["alpha"] / op["rank"])
         elif kind == "dropout":
             y = F.dropout(args[0], op["p"], training=True)
         elif kind == "add":

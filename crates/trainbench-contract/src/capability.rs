@@ -102,6 +102,11 @@ pub const WGPU: Capabilities = Capabilities {
     refused_ops: &[
         RefusedOp { op: "roi_align", reason: "RoIAlign has no implementation in burn 0.22" },
         RefusedOp {
+            op: "lora",
+            reason: "LoRA fine-tuning (`[training.lora]`) is not implemented on wgpu: its lowering has no adapter \
+                     layer and does not freeze the base weights; use the tch backend",
+        },
+        RefusedOp {
             op: "critic_batch",
             reason: "WGAN-GP's critic batch feeds a gradient penalty (second-order gradients), which burn's \
                      autodiff does not provide",

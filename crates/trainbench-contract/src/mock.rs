@@ -229,7 +229,7 @@ impl Backend for MockBackend {
         let comm_s = if plan.topology.world_size() > 1 {
             let w = plan.topology.world_size() as f64;
             let passes = if plan.topology.strategy.zero_stage() == Some(3) { 3.0 } else { 2.0 };
-            passes * (w - 1.0) / w * 4.0 * analysis.parameters as f64 / 10e9
+            passes * (w - 1.0) / w * 4.0 * analysis.trainable_parameters as f64 / 10e9
         } else {
             0.0
         };

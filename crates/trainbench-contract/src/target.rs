@@ -168,6 +168,7 @@ pub fn classifier_nodes(graph: &Graph) -> Option<(NodeId, NodeId)> {
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
         | Op::RoiAlign { .. }
+        | Op::Lora { .. }
         | Op::Loss { .. } => None,
     })
 }

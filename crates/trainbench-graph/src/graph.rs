@@ -401,6 +401,22 @@ pub enum Op {
         /// Bilinear samples per output bin per dimension.
         sampling_ratio: usize,
     },
+    /// A LoRA adapter (Hu et al. 2021) beside a frozen linear layer: `y = (alpha / rank) * B A dropout(x)`
+    /// over the last dimension, `[.., in_features]` -> `[.., out_features]`; parameters `lora_A` `[rank,
+    /// in_features]` (Kaiming-uniform, as a linear layer's weight) and `lora_B` `[out_features, rank]` (zeros,
+    /// so the adapted layer starts equal to the base). An [`Op::Add`] sums it with the base layer's output.
+    Lora {
+        /// Input width (the base layer's).
+        in_features: usize,
+        /// Output width (the base layer's).
+        out_features: usize,
+        /// Rank r of the update.
+        rank: usize,
+        /// Scale numerator: the update is multiplied by `alpha / rank`.
+        alpha: f32,
+        /// Dropout probability on the adapter's input (training only).
+        dropout: f32,
+    },
     /// A training loss (see [`LossKind`]); outputs `[]` per sample.
     Loss {
         /// Which loss.
@@ -409,86 +425,6 @@ pub enum Op {
         #[serde(default = "one_f32")]
         weight: f32,
     },
-}
-
-impl Op {
-    /// A short, stable name of the operation kind (used in tables and error messages).
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            Op::Input { .. } => "input",
-            Op::Conv { transposed: true, .. } => "conv_transpose",
-            Op::Conv { kernel, .. } if kernel.len() == 1 => "conv1d",
-            Op::Conv { .. } => "conv2d",
-            Op::BatchNorm { .. } => "batch_norm",
-            Op::LayerNorm { .. } => "layer_norm",
-            Op::RmsNorm { .. } => "rms_norm",
-            Op::Rotary { .. } => "rotary",
-            Op::Sdpa { .. } => "sdpa",
-            Op::ClassToken { .. } => "class_token",
-            Op::EmbeddingBag { .. } => "embedding_bag",
-            Op::Linear { .. } => "linear",
-            Op::Embedding { .. } => "embedding",
-            Op::Rnn { cell: RnnCell::Lstm, .. } => "lstm",
-            Op::Rnn { cell: RnnCell::Gru, .. } => "gru",
-            Op::Attention { .. } => "attention",
-            Op::Pool { kind: PoolKind::Max, .. } => "max_pool",
-            Op::Pool { kind: PoolKind::Avg, .. } => "avg_pool",
-            Op::AdaptivePool { .. } => "adaptive_pool",
-            Op::Act { .. } => "activation",
-            Op::Softmax => "softmax",
-            Op::Dropout { .. } => "dropout",
-            Op::Add => "add",
-            Op::Mul => "mul",
-            Op::Concat { .. } => "concat",
-            Op::Reshape { .. } => "reshape",
-            Op::Transpose { .. } => "transpose",
-            Op::Slice { .. } => "slice",
-            Op::Mean { .. } => "mean",
-            Op::MatMul { .. } => "matmul",
-            Op::SinusoidalPositions { .. } => "sinusoidal_positions",
-            Op::LearnedPositions { .. } => "learned_positions",
-            Op::CriticBatch => "critic_batch",
-            Op::RoiAlign { .. } => "roi_align",
-            Op::Loss { .. } => "loss",
-        }
-    }
-
-    /// What a graph input holds; `None` for every operation that computes its output.
-    pub fn input_kind(&self) -> Option<&InputKind> {
-        match self {
-            Op::Input { kind } => Some(kind),
-            Op::Conv { .. }
-            | Op::BatchNorm { .. }
-            | Op::LayerNorm { .. }
-            | Op::RmsNorm { .. }
-            | Op::Linear { .. }
-            | Op::Embedding { .. }
-            | Op::Rnn { .. }
-            | Op::Attention { .. }
-            | Op::Rotary { .. }
-            | Op::Sdpa { .. }
-            | Op::ClassToken { .. }
-            | Op::EmbeddingBag { .. }
-            | Op::Pool { .. }
-            | Op::AdaptivePool { .. }
-            | Op::Act { .. }
-            | Op::Softmax
-            | Op::Dropout { .. }
-            | Op::Add
-            | Op::Mul
-            | Op::Concat { .. }
-            | Op::Reshape { .. }
-            | Op::Transpose { .. }
-            | Op::Slice { .. }
-            | Op::Mean { .. }
-            | Op::MatMul { .. }
-            | Op::SinusoidalPositions { .. }
-            | Op::LearnedPositions { .. }
-            | Op::CriticBatch
-            | Op::RoiAlign { .. }
-            | Op::Loss { .. } => None,
-        }
-    }
 }
 
 /// A node of the graph: an operation applied to earlier nodes, with its inferred per-sample output shape.
@@ -511,6 +447,10 @@ pub struct Node {
     /// in one tensor; the owner is never itself tied. Other parameters of the node (a bias) stay its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tied_to: Option<NodeId>,
+    /// The node's parameters are held fixed (LoRA's base model): allocated and counted as parameters, but
+    /// without gradient or optimizer state; its backward computes its inputs' gradients only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub frozen: bool,
 }
 
 fn one_f32() -> f32 {

@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod builder;
 pub mod graph;
 pub mod init;
+pub mod lora;
 pub mod model;
 mod op_classes;
 pub mod params;

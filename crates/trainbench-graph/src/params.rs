@@ -37,6 +37,9 @@ pub enum ParamRole {
     Bias,
     /// A non-trained buffer (batch-norm running statistics): counted as weights memory, not as parameters.
     Buffer,
+    /// A frozen weight or bias ([`Node::frozen`], LoRA's base model): a parameter, without gradient or
+    /// optimizer state.
+    Frozen,
 }
 
 /// One tensor a node owns.
@@ -59,8 +62,12 @@ impl ParamDecl {
     pub fn numel(&self) -> u64 {
         self.shape.iter().map(|&d| d as u64).product()
     }
-    /// Whether the tensor is trained.
+    /// Whether the tensor is trained (has a gradient and optimizer state).
     pub fn trainable(&self) -> bool {
+        matches!(self.role, ParamRole::Weight | ParamRole::Bias)
+    }
+    /// Whether the tensor counts as a parameter of the model: trained or frozen, not a buffer.
+    pub fn is_parameter(&self) -> bool {
         self.role != ParamRole::Buffer
     }
 }
@@ -78,8 +85,19 @@ fn xavier(fan_in: usize, fan_out: usize) -> Init {
     Init::Uniform { bound: (6.0 / (fan_in + fan_out).max(1) as f32).sqrt() }
 }
 
-/// Trained parameters and buffers of a node, in the order PyTorch's module registers them.
+/// Parameters and buffers of a node, in the order PyTorch's module registers them; a frozen node's weights
+/// and biases have the role [`ParamRole::Frozen`].
 pub fn tensors(node: &Node) -> Vec<ParamDecl> {
+    let mut v = declared(node);
+    if node.frozen {
+        for d in v.iter_mut().filter(|d| d.trainable()) {
+            d.role = ParamRole::Frozen;
+        }
+    }
+    v
+}
+
+fn declared(node: &Node) -> Vec<ParamDecl> {
     use ParamRole::{Bias, Buffer, Weight};
     match &node.op {
         Op::Conv { in_channels, out_channels, kernel, groups, bias, transposed, .. } => {
@@ -162,6 +180,10 @@ pub fn tensors(node: &Node) -> Vec<ParamDecl> {
             v.push(decl(node, "out_proj.bias", vec![*e], Init::Zeros, Bias));
             v
         }
+        Op::Lora { in_features, out_features, rank, .. } => vec![
+            decl(node, "lora_A", vec![*rank, *in_features], kaiming(*in_features), Weight),
+            decl(node, "lora_B", vec![*out_features, *rank], Init::Zeros, Weight),
+        ],
         Op::Input { .. }
         | Op::Rotary { .. }
         | Op::Sdpa { .. }

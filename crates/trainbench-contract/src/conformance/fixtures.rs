@@ -2,10 +2,15 @@
 //! agreement check and the PyTorch reference export train these.
 
 use trainbench_graph::graph::{Activation, InputKind, LossKind, PoolKind, RnnCell};
+use trainbench_graph::lora::{LoraSpec, LoraTarget};
 use trainbench_graph::{ConvCfg, Graph, GraphBuilder, ShapeError};
 
 /// Names of the fixtures, in a stable order.
-pub const NAMES: [&str; 8] = ["mlp", "cnn", "lstm", "transformer", "gru", "ctc", "gpt", "vit"];
+pub const NAMES: [&str; 9] = ["mlp", "cnn", "lstm", "transformer", "gru", "ctc", "gpt", "vit", "lora"];
+
+/// Fixtures of a training mode a backend may refuse as a whole (LoRA's frozen base): the agreement skips them on
+/// a backend whose `supports` refuses them, saying so; every other fixture must train everywhere.
+pub const OPTIONAL: [&str; 1] = ["lora"];
 
 /// Build a fixture by name.
 pub fn build(name: &str) -> Option<Result<Graph, ShapeError>> {
@@ -18,6 +23,7 @@ pub fn build(name: &str) -> Option<Result<Graph, ShapeError>> {
         "ctc" => ctc(),
         "gpt" => gpt(),
         "vit" => vit(),
+        "lora" => lora(),
         _ => return None,
     })
 }
@@ -184,4 +190,16 @@ pub fn vit() -> Result<Graph, ShapeError> {
     let o = b.linear("head", cls, 5, true)?;
     b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
     b.finish(1, "samples")
+}
+
+/// The Llama-style block of [`gpt`] fine-tuned with LoRA (rank 4, alpha 8, no dropout) on all seven projections:
+/// every base weight frozen, the adapters trained (PEFT's `LoraLayer`).
+pub fn lora() -> Result<Graph, ShapeError> {
+    let spec = LoraSpec { rank: 4, alpha: Some(8.0), dropout: 0.0, targets: LoraTarget::ALL.to_vec() };
+    let graph = gpt()?;
+    trainbench_graph::lora::adapt(&graph, &spec).map_err(|e| ShapeError {
+        layer: format!("training.lora.{}", e.field),
+        op: "lora",
+        message: e.message,
+    })
 }

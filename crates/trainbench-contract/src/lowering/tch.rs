@@ -167,7 +167,8 @@ fn check_node(graph: &Graph, id: NodeId) -> Result<(), String> {
         | Op::SinusoidalPositions { .. }
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
-        | Op::RoiAlign { .. } => Ok(()),
+        | Op::RoiAlign { .. }
+        | Op::Lora { .. } => Ok(()),
     }
 }
 

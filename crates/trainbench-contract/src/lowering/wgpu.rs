@@ -142,6 +142,7 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
             | Op::LearnedPositions { .. }
             | Op::CriticBatch
             | Op::RoiAlign { .. }
+            | Op::Lora { .. }
             | Op::Loss { .. } => {}
         }
     }

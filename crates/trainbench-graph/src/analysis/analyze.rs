@@ -10,11 +10,11 @@ use crate::graph::{Graph, LossKind, Op};
 use crate::params::{ParamDecl, graph_tensors};
 use crate::training::{Checkpointing, OptimizerSpec, Precision};
 
-/// Whether each node's output carries a gradient: it has trained parameters or an input that does.
+/// Whether each node's output carries a gradient: it has trained (not frozen) parameters or an input that does.
 fn requires_grad(graph: &Graph, params: &[u64]) -> Vec<bool> {
     let mut rg = vec![false; graph.nodes.len()];
     for (i, n) in graph.nodes.iter().enumerate() {
-        rg[i] = params[i] > 0 || n.tied_to.is_some() || n.inputs.iter().any(|&j| rg[j]);
+        rg[i] = params[i] > 0 || (n.tied_to.is_some() && !n.frozen) || n.inputs.iter().any(|&j| rg[j]);
     }
     rg
 }
@@ -45,6 +45,13 @@ fn notes(graph: &Graph) -> Vec<String> {
     if has(&|op| matches!(op, Op::Attention { .. })) {
         v.push("attention: math (non-fused) kernels assumed: probabilities kept, causal masks not skipped".into());
     }
+    if has(&|op| matches!(op, Op::Lora { .. })) {
+        v.push(
+            "LoRA: the base model is frozen; its layers' backward computes their inputs' gradients but no weight \
+             gradients, and only the adapters hold gradients and optimizer state"
+                .into(),
+        );
+    }
     if has(&|op| matches!(op, Op::RoiAlign { .. })) {
         v.push("RoI align over a fixed number of proposals; proposal generation (NMS) is not modelled".into());
     }
@@ -55,15 +62,19 @@ fn notes(graph: &Graph) -> Vec<String> {
 pub fn analyze(graph: &Graph) -> Analysis {
     let n = graph.nodes.len();
     let mut params = vec![0u64; n];
+    let mut trained = vec![0u64; n];
     let mut buffers = 0u64;
     for (id, d) in graph_tensors(graph) {
         if d.trainable() {
+            trained[id] += d.numel();
+        }
+        if d.is_parameter() {
             params[id] += d.numel();
         } else {
             buffers += ParamDecl::numel(&d);
         }
     }
-    let rg = requires_grad(graph, &params);
+    let rg = requires_grad(graph, &trained);
 
     // Which node outputs are kept for backward, and internal saved tensors per node.
     let mut kept = BTreeSet::new();
@@ -121,6 +132,7 @@ pub fn analyze(graph: &Graph) -> Analysis {
             forward_flops: f.forward,
             backward_flops: f.backward,
             requires_grad: rg[i],
+            frozen: node.frozen,
         });
     }
     let mut parameters_by_part = BTreeMap::new();
@@ -132,6 +144,7 @@ pub fn analyze(graph: &Graph) -> Analysis {
     let mut analysis = Analysis {
         model: graph.name.clone(),
         parameters: params.iter().sum(),
+        trainable_parameters: trained.iter().sum(),
         buffers,
         parameters_by_part,
         items_per_sample: graph.items_per_sample,
@@ -157,7 +170,7 @@ pub fn analyze(graph: &Graph) -> Analysis {
 
 /// Estimate the device memory of one training step at `batch` samples.
 ///
-/// Weights and gradients are fp32 (mixed precision keeps fp32 master weights and gradients, and autocast
+/// Weights are fp32 and gradients fp32 for trained parameters only (mixed precision keeps fp32 master weights and gradients, and autocast
 /// additionally caches a 16-bit copy of every trained weight during the step); optimizer state is
 /// `optimizer.state_buffers()` fp32 tensors per parameter; activations and workspace scale with the batch at
 /// [`Precision::activation_bytes`]. Framework overhead (CUDA context, allocator fragmentation) is not included.
@@ -177,8 +190,9 @@ pub fn memory_estimate_checkpointed(
     let act = precision.activation_bytes();
     let cast_copy = if precision == Precision::Fp32 { 0 } else { 2 * a.parameters };
     let weights = 4 * (a.parameters + a.buffers) + cast_copy;
-    let gradients = 4 * a.parameters;
-    let optimizer_state = 4 * a.parameters * optimizer.state_buffers();
+    // Frozen parameters (LoRA's base) hold neither a gradient nor optimizer state.
+    let gradients = 4 * a.trainable_parameters;
+    let optimizer_state = 4 * a.trainable_parameters * optimizer.state_buffers();
     let activations = b * (a.saved_elements(checkpointing) * act + a.activations.saved_other_bytes_per_sample);
     let workspace = b * a.activations.workspace_elements_per_sample * act;
     let total = weights + gradients + optimizer_state + activations + workspace;

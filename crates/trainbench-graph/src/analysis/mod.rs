@@ -3,8 +3,9 @@
 //! same numbers, so they are snapshot-tested.
 //!
 //! # What is counted
-//! - **Parameters**: trained tensors of [`crate::params::graph_tensors`] (exactly what backends allocate;
-//!   tied weights once; batch-norm running statistics are *buffers*, reported apart).
+//! - **Parameters**: trained and frozen tensors of [`crate::params::graph_tensors`] (exactly what backends
+//!   allocate; tied weights once; batch-norm running statistics are *buffers*, reported apart); the trained
+//!   ones apart (`trainable_parameters`: LoRA's adapters only).
 //! - **FLOPs** (per sample), the convention of PyTorch's `torch.utils.flop_counter`: 2 x multiply-accumulates
 //!   of convolutions (transposed ones by their input size, as PyTorch counts them), linear layers, batched
 //!   matrix products, the four projections and the two products (`QK^T`, `PV`) of attention — all positions,
@@ -15,7 +16,8 @@
 //!   weight gradient plus one for the input gradient, except where the input needs no gradient (it is data,
 //!   or computed from data by parameter-free ops only): the first layer after the input costs 1 x. Products
 //!   without weights (matmul, attention's core) cost 1 x per operand that needs a gradient. This is what
-//!   `FlopCounterMode` records for `loss.backward()`. Not counted: the optimizer step, and the WGAN-GP
+//!   `FlopCounterMode` records for `loss.backward()`. A frozen layer (LoRA's base) computes no weight
+//!   gradient: its backward is its input gradient only. Not counted: the optimizer step, and the WGAN-GP
 //!   penalty's second-order pass (see [`Analysis::notes`]).
 //! - **Activations kept for backward** (per sample): every tensor some layer saves for its backward, counted
 //!   once even when several layers save it. Rules: conv, linear, batch norm, layer norm (+ mean and rstd per
@@ -43,5 +45,5 @@ mod tests;
 pub use analyze::{analyze, memory_estimate, memory_estimate_checkpointed};
 pub use summary::{
     ActivationTotals, Analysis, BlockAnalysis, COUNTER_CONVENTION, DECODER_CONVENTION, FlopTotals, KindTotals,
-    LayerAnalysis, MemoryEstimate, ModelFlops,
+    LORA_DECODER_CONVENTION, LayerAnalysis, MemoryEstimate, ModelFlops,
 };

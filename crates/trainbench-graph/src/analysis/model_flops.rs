@@ -2,52 +2,56 @@
 //! convention, the recomputable blocks (what activation checkpointing recomputes and frees), and hardware
 //! FLOPs (the numerator of HFU: model work plus recomputation).
 
-use super::summary::{Analysis, BlockAnalysis, COUNTER_CONVENTION, DECODER_CONVENTION, ModelFlops};
+use super::summary::{
+    Analysis, BlockAnalysis, COUNTER_CONVENTION, DECODER_CONVENTION, LORA_DECODER_CONVENTION, ModelFlops,
+};
 use crate::graph::{Graph, Op};
 use crate::training::Checkpointing;
 
-/// Matmul parameters of a decoder: every trained parameter but the lookup-only embeddings.
-fn matmul_parameters(graph: &Graph, a: &Analysis) -> u64 {
-    let lookup: u64 = graph
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(i, n)| match n.op {
-            Op::Embedding { .. } => !graph.nodes.iter().any(|m| m.tied_to == Some(*i)),
-            Op::LearnedPositions { .. } => true,
-            Op::Input { .. }
-            | Op::Conv { .. }
-            | Op::BatchNorm { .. }
-            | Op::LayerNorm { .. }
-            | Op::RmsNorm { .. }
-            | Op::Linear { .. }
-            | Op::Rnn { .. }
-            | Op::Attention { .. }
-            | Op::Rotary { .. }
-            | Op::Sdpa { .. }
-            | Op::ClassToken { .. }
-            | Op::EmbeddingBag { .. }
-            | Op::Pool { .. }
-            | Op::AdaptivePool { .. }
-            | Op::Act { .. }
-            | Op::Softmax
-            | Op::Dropout { .. }
-            | Op::Add
-            | Op::Mul
-            | Op::Concat { .. }
-            | Op::Reshape { .. }
-            | Op::Transpose { .. }
-            | Op::Slice { .. }
-            | Op::Mean { .. }
-            | Op::MatMul { .. }
-            | Op::SinusoidalPositions { .. }
-            | Op::CriticBatch
-            | Op::RoiAlign { .. }
-            | Op::Loss { .. } => false,
-        })
-        .map(|(i, _)| a.layers[i].parameters)
-        .sum();
-    a.parameters - lookup
+/// Matmul parameters of a decoder: every parameter but the lookup-only embeddings, as (frozen, trained).
+fn matmul_parameters(graph: &Graph, a: &Analysis) -> (u64, u64) {
+    let lookup = |i: usize, n: &crate::graph::Node| match n.op {
+        Op::Embedding { .. } => !graph.nodes.iter().any(|m| m.tied_to == Some(i)),
+        Op::LearnedPositions { .. } => true,
+        Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Rnn { .. }
+        | Op::Attention { .. }
+        | Op::Rotary { .. }
+        | Op::Sdpa { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Lora { .. }
+        | Op::Loss { .. } => false,
+    };
+    let (mut frozen, mut trained) = (0, 0);
+    for (i, (node, layer)) in graph.nodes.iter().zip(&a.layers).enumerate() {
+        if lookup(i, node) {
+            continue;
+        }
+        *(if layer.frozen { &mut frozen } else { &mut trained }) += layer.parameters;
+    }
+    (frozen, trained)
 }
 
 /// Model FLOPs of `graph` per sample.
@@ -55,11 +59,13 @@ pub(crate) fn model_flops(graph: &Graph, a: &Analysis) -> ModelFlops {
     match graph.decoder {
         Some(d) => {
             let attention = 12 * (d.layers * d.heads * d.head_dim * d.seq_len) as u64;
-            let per_token = 6 * matmul_parameters(graph, a) + attention;
+            let (frozen, trained) = matmul_parameters(graph, a);
+            let per_token = 4 * frozen + 6 * trained + attention;
+            let convention = if frozen > 0 { LORA_DECODER_CONVENTION } else { DECODER_CONVENTION };
             ModelFlops {
                 per_sample: per_token * d.seq_len as u64,
                 per_token: Some(per_token),
-                convention: DECODER_CONVENTION.into(),
+                convention: convention.into(),
             }
         }
         None => {

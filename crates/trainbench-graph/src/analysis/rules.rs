@@ -36,10 +36,60 @@ fn gates(cell: RnnCell) -> u64 {
     }
 }
 
-/// Forward and backward FLOPs. `input_grad[i]` says whether input `i` needs a gradient; trainable weights
-/// always get one (the weight gradient costs as much as the forward product, the input gradient as much
+/// Forward and backward FLOPs. `input_grad[i]` says whether input `i` needs a gradient; trainable (not frozen)
+/// weights always get one (the weight gradient costs as much as the forward product, the input gradient as much
 /// again, so a layer reading raw data has backward = 1 x forward and any other layer 2 x forward).
 pub(crate) fn flops(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
+    let shape = |i: usize| &graph.nodes[node.inputs[i]].shape;
+    let g = |i: usize| u64::from(input_grad.get(i).copied().unwrap_or(false));
+    let f = flops_trained(graph, node, input_grad);
+    // A frozen layer (LoRA's base) computes no weight gradient; with no input needing one, no backward at all.
+    if node.frozen && !input_grad.iter().any(|&need| need) {
+        return Flops { forward: f.forward, backward: 0 };
+    }
+    let w = u64::from(!node.frozen);
+    match &node.op {
+        Op::Conv { .. } | Op::Linear { .. } => Flops { forward: f.forward, backward: w * f.forward + g(0) * f.forward },
+        Op::Rnn { .. } => Flops { forward: f.forward, backward: f.backward - (1 - w) * f.forward },
+        Op::Attention { embed_dim, kdim, vdim, .. } => {
+            let (tq, tk) = (shape(0).0[0] as u64, shape(1).0[0] as u64);
+            let e = *embed_dim as u64;
+            let weights = 2 * tq * e * e + 2 * tk * *kdim as u64 * e + 2 * tk * *vdim as u64 * e + 2 * tq * e * e;
+            Flops { forward: f.forward, backward: f.backward - (1 - w) * weights }
+        }
+        Op::Input { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Embedding { .. }
+        | Op::Rotary { .. }
+        | Op::Sdpa { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Lora { .. }
+        | Op::Loss { .. } => f,
+    }
+}
+
+/// [`flops`] of the node as if its parameters were trained.
+fn flops_trained(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
     let shape = |i: usize| &graph.nodes[node.inputs[i]].shape;
     let out = node.shape.numel();
     let g = |i: usize| u64::from(input_grad.get(i).copied().unwrap_or(false));
@@ -103,6 +153,12 @@ pub(crate) fn flops(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
             let query_or_key = u64::from(g(0) + g(1) > 0);
             Flops { forward: 2 * product, backward: product * (g(0) + g(1)) + product * (g(2) + query_or_key) }
         }
+        Op::Lora { in_features, out_features, rank, .. } => {
+            let rows = out / (*out_features as u64).max(1);
+            let (down, up) = (2 * rows * (*rank * *in_features) as u64, 2 * rows * (*rank * *out_features) as u64);
+            // B's weight gradient and the gradient of A x, A's weight gradient, and x's gradient where needed.
+            Flops { forward: down + up, backward: 2 * up + down + g(0) * down }
+        }
         Op::Input { .. }
         | Op::BatchNorm { .. }
         | Op::LayerNorm { .. }
@@ -137,8 +193,20 @@ pub(crate) fn saved(graph: &Graph, node: &Node) -> Saved {
     let out = node.shape.numel();
     let keep = |inputs: Vec<usize>| Saved { inputs, ..Saved::default() };
     match &node.op {
+        // A frozen product needs its weight, not its input, for the input's gradient.
+        Op::Conv { .. } | Op::Linear { .. } if node.frozen => Saved::default(),
         Op::Conv { .. } | Op::BatchNorm { .. } | Op::Linear { .. } | Op::Pool { kind: PoolKind::Avg, .. } => {
             keep(vec![0])
+        }
+        Op::Lora { in_features, rank, dropout, .. } => {
+            let rows = out / (node.shape.last() as u64).max(1);
+            if *dropout > 0.0 {
+                // The dropped input (A's operand) with its mask, and A x (B's operand).
+                let dropped = rows * *in_features as u64;
+                Saved { extra_elements: dropped + rows * *rank as u64, other_bytes: dropped, ..Saved::default() }
+            } else {
+                Saved { inputs: vec![0], extra_elements: rows * *rank as u64, ..Saved::default() }
+            }
         }
         Op::AdaptivePool { kind: PoolKind::Avg, .. } => keep(vec![0]),
         Op::Pool { kind: PoolKind::Max, .. } | Op::AdaptivePool { kind: PoolKind::Max, .. } => {

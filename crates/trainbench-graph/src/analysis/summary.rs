@@ -21,7 +21,7 @@ pub struct LayerAnalysis {
     pub part: Option<String>,
     /// Per-sample output shape.
     pub shape: Vec<usize>,
-    /// Trained parameters this layer owns (a tied weight counts at its owner).
+    /// Parameters this layer owns, trained or frozen (a tied weight counts at its owner).
     pub parameters: u64,
     /// Output elements per sample.
     pub output_elements: u64,
@@ -36,6 +36,9 @@ pub struct LayerAnalysis {
     pub backward_flops: u64,
     /// Whether the layer's output carries a gradient (it depends on trained parameters).
     pub requires_grad: bool,
+    /// The layer's parameters are frozen (LoRA's base model): counted, but not trained.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub frozen: bool,
 }
 
 /// FLOP totals per sample.
@@ -84,8 +87,10 @@ pub struct KindTotals {
 pub struct Analysis {
     /// Model name.
     pub model: String,
-    /// Trained parameters (tied weights once).
+    /// Parameters, trained or frozen (tied weights once).
     pub parameters: u64,
+    /// Parameters that are trained: all of them but the frozen ones (LoRA: the adapters only).
+    pub trainable_parameters: u64,
     /// Non-trained buffers (batch-norm running statistics), elements.
     pub buffers: u64,
     /// Trained parameters per sub-network (empty for single-network models).
@@ -126,7 +131,7 @@ pub struct MemoryEstimate {
     pub weights: u64,
     /// fp32 gradients, one per trained parameter.
     pub gradients: u64,
-    /// Optimizer state: fp32 buffers per parameter (momentum: 1, Adam: 2).
+    /// Optimizer state: fp32 buffers per trained parameter (momentum: 1, Adam: 2).
     pub optimizer_state: u64,
     /// Feature maps kept for backward, at activation precision, plus masks and indices, for the whole batch.
     pub activations: u64,
@@ -143,6 +148,11 @@ pub struct MemoryEstimate {
 /// Convention of decoder-only models' model FLOPs (PaLM, appendix B; TorchTitan and nanoGPT count alike).
 pub const DECODER_CONVENTION: &str = "palm: 6 x matmul parameters (all but the token-embedding lookup and \
      learned positions; a tied head counts) + 12 x layers x heads x head_dim x seq_len, per token";
+/// Convention of a decoder fine-tuned with LoRA: the frozen base computes its forward and its inputs'
+/// gradients (2 x its forward), the adapters their forward and both gradients (3 x).
+pub const LORA_DECODER_CONVENTION: &str = "palm-lora: 4 x frozen matmul parameters (forward and input gradient, no \
+     weight gradient; all but the token-embedding lookup and learned positions, a tied head counts) + 6 x adapter \
+     parameters + 12 x layers x heads x head_dim x seq_len, per token";
 /// Convention of every other model's model FLOPs.
 pub const COUNTER_CONVENTION: &str =
     "flop-counter: forward + backward matmul and convolution FLOPs as torch.utils.flop_counter counts them";
@@ -155,7 +165,7 @@ pub struct ModelFlops {
     /// Per token, for token models (`per_sample / tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_token: Option<u64>,
-    /// How they are counted ([`DECODER_CONVENTION`] or [`COUNTER_CONVENTION`]).
+    /// How they are counted ([`DECODER_CONVENTION`], [`LORA_DECODER_CONVENTION`] or [`COUNTER_CONVENTION`]).
     pub convention: String,
 }
 

@@ -101,6 +101,7 @@ impl GraphBuilder {
                 | Op::LearnedPositions { .. }
                 | Op::CriticBatch
                 | Op::RoiAlign { .. }
+                | Op::Lora { .. }
                 | Op::Loss { .. } => None,
             }
         }

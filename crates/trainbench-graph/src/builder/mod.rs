@@ -166,7 +166,15 @@ impl GraphBuilder {
         if shape.contains(&0) {
             return Err(self.err(name, op.kind_name(), format!("output shape {} has a zero dimension", Shape(shape))));
         }
-        self.nodes.push(Node { name: full, op, inputs, shape: Shape(shape), part: self.part.clone(), tied_to: None });
+        self.nodes.push(Node {
+            name: full,
+            op,
+            inputs,
+            shape: Shape(shape),
+            part: self.part.clone(),
+            tied_to: None,
+            frozen: false,
+        });
         Ok(self.nodes.len() - 1)
     }
 
