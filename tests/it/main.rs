@@ -26,6 +26,8 @@ mod formats_trained;
 mod handoff;
 mod history;
 mod history_pg;
+#[cfg(feature = "tch")]
+mod history_real;
 mod image_folder;
 mod isolation;
 mod local_data;
