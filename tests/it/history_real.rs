@@ -159,6 +159,7 @@ fn a_run_slowed_by_a_cpu_load_is_found_at_the_right_point_and_gated_as_a_regress
     let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
     let values: Vec<f64> = shown["points"].as_array().unwrap().iter().map(|p| p["value"].as_f64().unwrap()).collect();
     assert_eq!(values.len(), 2 * RUNS_EACH, "{shown}");
+    eprintln!("step time per point (s): {values:?}");
     let (code, detected, err) = history(store, &["detect", ":step_time", "--format", "json"]);
     assert_eq!(code, 1, "a regression: {detected}{err}");
     let detected: serde_json::Value = serde_json::from_str(&detected).unwrap();
