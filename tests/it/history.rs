@@ -111,7 +111,10 @@ pub fn round_trip(store: &str, tmp: &Path) {
     assert_eq!(code, 0, "{out}{err}");
     let html = std::fs::read_to_string(page.join("history.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("libtorch 2.12.0 -&gt; 2.13.0"), "{html}");
-    assert!(html.contains("acknowledged at #6: libtorch 2.13 upgrade") && html.contains("href=\"../results/p000/"), "{html}");
+    assert!(
+        html.contains("acknowledged at #6: libtorch 2.13 upgrade") && html.contains("href=\"../results/p000/"),
+        "{html}"
+    );
 
     let acked = answers(store);
     assert_ne!(before, acked);

@@ -116,9 +116,7 @@ fn run_recorded(spec: &Path, out: &Path, store: &Path, revision: &str, cpu: usiz
         .env_remove("TRAINBENCH_STORE");
     // SAFETY: the hook only makes system calls (see `pin_real_time`).
     unsafe {
-        cmd.pre_exec(move || {
-            if pin_real_time(cpu, 1) { Ok(()) } else { Err(std::io::Error::last_os_error()) }
-        });
+        cmd.pre_exec(move || if pin_real_time(cpu, 1) { Ok(()) } else { Err(std::io::Error::last_os_error()) });
     }
     let done = cmd.output().unwrap();
     assert!(done.status.success(), "run failed: {}", String::from_utf8_lossy(&done.stderr));
