@@ -118,6 +118,7 @@ pub fn main(binary: Binary) -> ExitCode {
         Ok(Outcome::Failure) => ExitCode::from(1),
         Ok(Outcome::InvalidInput) => ExitCode::from(2),
         Ok(Outcome::Inconclusive) => ExitCode::from(3),
+        Ok(Outcome::Code(code)) => ExitCode::from(code),
         Err(CommandError::NeedsEngine) if binary == Binary::Front => hand_over(),
         Err(e) => {
             eprintln!("error: {e}");

@@ -51,6 +51,9 @@ pub enum Outcome {
     InvalidInput,
     /// The command could not decide (exit 3): `history gate` with too few runs or too much noise.
     Inconclusive,
+    /// An exit code a calling program's protocol defines: the `history bisect` step speaks `git bisect run`'s
+    /// (0 good, 1 bad, 125 skip, 128 and above abort the bisect).
+    Code(u8),
 }
 
 /// An error that ends a command, with the exit code it maps to.

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::points::{EnvChange, Point, Series, environment_diff, group_runs, points_of};
+use super::order::PointOrder;
+use super::points::{EnvChange, Point, Series, environment_diff, group_runs, group_runs_in, points_of};
 use super::record::RunRecord;
 use super::series::Metric;
 use super::store::{Store, StoreError};
@@ -123,8 +124,9 @@ impl std::fmt::Display for Baseline {
     }
 }
 
-/// Whether a recorded revision is the one asked for.
-fn same_revision(recorded: &str, asked: &str) -> bool {
+/// Whether a recorded revision is the one asked for (equal, or one a prefix of at least 7 characters of the
+/// other).
+pub fn same_revision(recorded: &str, asked: &str) -> bool {
     recorded == asked
         || (asked.len() >= 7 && recorded.starts_with(asked))
         || (recorded.len() >= 7 && asked.starts_with(recorded))
@@ -159,15 +161,18 @@ fn acks_of(acks: &[super::store::Ack], name: &str) -> Vec<String> {
     acks.iter().filter(|a| a.series == name).map(|a| a.at_run_key.clone()).collect()
 }
 
-/// The step-time series' point-to-point noise over its history `runs` (the candidates excluded) since its latest
-/// acknowledged change, and how many points the baseline's and the candidate's runs make.
+/// The step-time series' point-to-point noise over its history `runs` (the candidates excluded, points in
+/// `order`) since its latest acknowledged change, and how many points the baseline's and the candidate's runs
+/// make.
 fn session_noise(
     runs: &[RunRecord],
+    order: &PointOrder,
     ack_keys: &[String],
     baseline: &[&RunRecord],
     candidates: &[&RunRecord],
 ) -> Option<SessionNoise> {
-    let points = points_of(runs, &group_runs(runs), Metric::StepTime);
+    let (groups, _) = group_runs_in(runs, order);
+    let points = points_of(runs, &groups, Metric::StepTime);
     let restart = points.iter().rposition(|p| p.run_keys.iter().any(|k| ack_keys.contains(k))).unwrap_or(0);
     let values: Vec<f64> = points[restart..].iter().map(|p| p.value).collect();
     if values.len() < SESSION_NOISE_MIN_POINTS {
@@ -185,12 +190,24 @@ fn session_noise(
 }
 
 /// Gate `candidates` on their step times against `baseline` in the store, one answer per configuration and
-/// machine (candidates already in the store are never their own baseline).
+/// machine (candidates already in the store are never their own baseline); `last:N` counts points in time order.
 pub fn gate(
     store: &mut dyn Store,
     candidates: &[RunRecord],
     baseline: &Baseline,
     opts: &GateOptions,
+) -> Result<Vec<GateResult>, StoreError> {
+    gate_in(store, candidates, baseline, opts, &PointOrder::Time)
+}
+
+/// [`gate`], with the points `last:N` counts in `order` (in revision order: the last N revisions of the history
+/// measured, however late they were recorded).
+pub fn gate_in(
+    store: &mut dyn Store,
+    candidates: &[RunRecord],
+    baseline: &Baseline,
+    opts: &GateOptions,
+    order: &PointOrder,
 ) -> Result<Vec<GateResult>, StoreError> {
     let acks = store.acks()?;
     let mut groups: BTreeMap<(String, String), Vec<&RunRecord>> = BTreeMap::new();
@@ -216,7 +233,7 @@ pub fn gate(
                 runs.iter().filter(|r| r.revision.as_deref().is_some_and(|x| same_revision(x, rev))).collect()
             }
             Baseline::LastPoints(n) => {
-                let groups = group_runs(&runs);
+                let (groups, _) = group_runs_in(&runs, order);
                 let points = points_of(&runs, &groups, Metric::StepTime);
                 let restart = acks
                     .iter()
@@ -231,7 +248,7 @@ pub fn gate(
         };
         let baseline_steps: Vec<Vec<f64>> = chosen.iter().map(|r| r.step_times()).filter(|s| !s.is_empty()).collect();
         let candidate_steps: Vec<Vec<f64>> = cands.iter().map(|r| r.step_times()).filter(|s| !s.is_empty()).collect();
-        let session = session_noise(&runs, &acks_of(&acks, &name), &chosen, &cands);
+        let session = session_noise(&runs, order, &acks_of(&acks, &name), &chosen, &cands);
         let verdict = (!baseline_steps.is_empty() && !candidate_steps.is_empty())
             .then(|| gate::judge(&baseline_steps, &candidate_steps, true, opts, session.as_ref()));
         out.push(GateResult {

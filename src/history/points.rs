@@ -2,12 +2,14 @@
 //! ([`SeriesId`]); a point is one invocation's runs, repeats pooled: consecutive runs (in time order) of one
 //! revision and one software set whose repeat numbers rise (a repeat 0, or a repeat number not above the last,
 //! starts the next point). Points are computed when read, from the runs alone, so recording order and
-//! `rebuild` never change them.
+//! `rebuild` never change them. In revision order ([`PointOrder::Revision`]) a point is every run of one revision
+//! instead, in the revisions' order, and runs of a revision the history does not know are left out (and listed).
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::order::PointOrder;
 use super::record::RunRecord;
 use super::series::Metric;
 use super::store::{Ack, SeriesHead, Store, StoreError};
@@ -70,10 +72,25 @@ pub struct Point {
 pub struct Series {
     /// Which series.
     pub id: SeriesId,
-    /// Its points, in time order.
+    /// Its points, in time order (or revision order, when asked).
     pub points: Vec<Point>,
     /// The acknowledged changes: the index of the point each restarts at, and the acknowledgement.
     pub acks: Vec<(usize, Ack)>,
+    /// In revision order: the runs left out, their revision unknown to the history (always empty in time order).
+    pub left_out: Vec<LeftOut>,
+}
+
+/// A run left out of a revision-ordered series.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftOut {
+    /// The run identifier.
+    pub run_id: String,
+    /// The revision it recorded (`None`: none).
+    pub revision: Option<String>,
+    /// When it started.
+    pub started_at: String,
+    /// The file it was recorded from.
+    pub source: String,
 }
 
 impl Series {
@@ -99,7 +116,24 @@ pub fn group_runs(runs: &[RunRecord]) -> Vec<Vec<usize>> {
     groups
 }
 
-/// The points of one metric from runs grouped by [`group_runs`] (groups without the metric are left out).
+/// The runs of one configuration on one machine (in time order) grouped into points in `order`: the groups, and
+/// the indices of the runs left out (in revision order, those whose revision the history does not know).
+pub fn group_runs_in(runs: &[RunRecord], order: &PointOrder) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let PointOrder::Revision(history) = order else {
+        return (group_runs(runs), Vec::new());
+    };
+    let mut by_position: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut left_out = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        match run.revision.as_deref().and_then(|r| history.position(r)) {
+            Some(position) => by_position.entry(position).or_default().push(i),
+            None => left_out.push(i),
+        }
+    }
+    (by_position.into_values().collect(), left_out)
+}
+
+/// The points of one metric from runs grouped by [`group_runs`] or [`group_runs_in`] (groups without the metric are left out).
 pub fn points_of(runs: &[RunRecord], groups: &[Vec<usize>], metric: Metric) -> Vec<Point> {
     let mut points = Vec::new();
     for group in groups {
@@ -124,6 +158,15 @@ pub fn points_of(runs: &[RunRecord], groups: &[Vec<usize>], metric: Metric) -> V
 /// Every series of the store with its points and acknowledgements, in the store's series order. `filter`
 /// keeps the series (by name) to load.
 pub fn load_series(store: &mut dyn Store, filter: &dyn Fn(&str) -> bool) -> Result<Vec<Series>, StoreError> {
+    load_series_in(store, filter, &PointOrder::Time)
+}
+
+/// Every series of the store as [`load_series`] loads them, with points in `order`.
+pub fn load_series_in(
+    store: &mut dyn Store,
+    filter: &dyn Fn(&str) -> bool,
+    point_order: &PointOrder,
+) -> Result<Vec<Series>, StoreError> {
     let heads = store.series()?;
     let acks = store.acks()?;
     let mut by_machine: BTreeMap<(String, String), Vec<SeriesHead>> = BTreeMap::new();
@@ -156,7 +199,7 @@ pub fn load_series(store: &mut dyn Store, filter: &dyn Fn(&str) -> bool) -> Resu
             continue;
         }
         let runs = store.runs_of(&key.0, &key.1)?;
-        let groups = group_runs(&runs);
+        let (groups, left_out) = group_runs_in(&runs, point_order);
         for (id, _) in wanted {
             let points = points_of(&runs, &groups, id.metric);
             let name = id.name();
@@ -165,7 +208,18 @@ pub fn load_series(store: &mut dyn Store, filter: &dyn Fn(&str) -> bool) -> Resu
                 .filter(|a| a.series == name)
                 .filter_map(|a| points.iter().position(|p| p.run_keys.contains(&a.at_run_key)).map(|i| (i, a.clone())))
                 .collect();
-            out.push(Series { id, points, acks: series_acks });
+            let left_out = left_out
+                .iter()
+                .map(|&i| &runs[i])
+                .filter(|r| r.metrics.contains_key(&id.metric))
+                .map(|r| LeftOut {
+                    run_id: r.run_id.clone(),
+                    revision: r.revision.clone(),
+                    started_at: r.started_at.clone(),
+                    source: r.source.clone(),
+                })
+                .collect();
+            out.push(Series { id, points, acks: series_acks, left_out });
         }
     }
     Ok(out)

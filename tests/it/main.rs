@@ -25,6 +25,8 @@ mod fixtures_check;
 mod formats_trained;
 mod handoff;
 mod history;
+mod history_bisect;
+mod history_order;
 mod history_pg;
 #[cfg(feature = "tch")]
 mod history_real;

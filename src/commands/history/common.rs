@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::commands::CommandError;
+use crate::history::order::{PointOrder, RevisionOrder};
 use crate::history::points::Series;
 use crate::history::record::{self, Prepared, Refused, RunRecord};
 use crate::history::store::{self, Store, StoreError};
@@ -24,9 +25,23 @@ impl StoreArg {
         store::location(self.store.as_deref())
     }
 
-    /// Open the store.
+    /// Open the store, creating it when missing (for the commands that write: `record`, `rebuild`, `ack`,
+    /// `bisect`).
     pub fn open(&self) -> Result<Box<dyn Store>, CommandError> {
         crate::history::open(&self.location()).map_err(store_error)
+    }
+
+    /// Open a store that must already exist (for the commands that only read: `list`, `show`, `detect`,
+    /// `report`, `gate`): a SQLite file that is not there is an error (exit 2), never an empty file created.
+    pub fn open_existing(&self) -> Result<Box<dyn Store>, CommandError> {
+        let location = self.location();
+        if !store::is_postgres(&location) && !std::path::Path::new(&location).exists() {
+            return Err(CommandError::Input(format!(
+                "no history store at {location}; record results with `trainbench history record RESULTS...` (or \
+                 `trainbench run --record`)"
+            )));
+        }
+        self.open()
     }
 }
 
@@ -51,6 +66,48 @@ pub enum HistoryFormat {
     Json,
     /// Markdown (a PR comment, a job summary).
     Markdown,
+}
+
+/// The orders `--order` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OrderName {
+    /// Each invocation's runs are a point, in the order they ran.
+    #[default]
+    Time,
+    /// Each revision's runs are a point, in the topological order of the repository's commits.
+    Revision,
+}
+
+/// `--order time|revision` and `--repo DIR`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct OrderArg {
+    /// How a series' points are ordered: `time` (each invocation's runs a point, in the order they ran) or
+    /// `revision` (each revision's runs a point, in the order of the repository's history, `git rev-list
+    /// --topo-order --reverse HEAD`; runs of a revision it does not hold are left out, and listed).
+    #[arg(long, value_enum, default_value_t = OrderName::Time)]
+    pub order: OrderName,
+    /// `--order revision`: the git repository whose history orders the revisions (default: the current
+    /// directory).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+}
+
+impl OrderArg {
+    /// The order asked for (reading the repository's history for `revision`).
+    pub fn resolve(&self) -> Result<PointOrder, CommandError> {
+        match (self.order, &self.repo) {
+            (OrderName::Time, None) => Ok(PointOrder::Time),
+            (OrderName::Time, Some(_)) => {
+                Err(CommandError::Input("--repo names the history that orders revisions: add --order revision".into()))
+            }
+            (OrderName::Revision, repo) => {
+                let dir = repo.clone().unwrap_or_else(|| PathBuf::from("."));
+                RevisionOrder::of_repository(&dir)
+                    .map(PointOrder::Revision)
+                    .map_err(|e| CommandError::Input(e.to_string()))
+            }
+        }
+    }
 }
 
 /// `--revision REV`.

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use super::common::{HistoryFormat, StoreArg, read_results, store_error};
+use super::common::{HistoryFormat, OrderArg, StoreArg, read_results, store_error};
 use crate::commands::{CommandError, Outcome};
-use crate::history::analysis::{Baseline, GateResult, gate};
+use crate::history::analysis::{Baseline, GateResult, gate_in};
 use crate::stats::gate::{GateOptions, GateOutcome};
 
 /// Version of the gate's JSON verdict.
@@ -31,6 +31,9 @@ pub struct GateArgs {
     /// Output format: text, a Markdown PR-comment body, or the JSON verdict.
     #[arg(long, value_enum, default_value_t = HistoryFormat::Text)]
     pub format: HistoryFormat,
+    /// The order `last:N` counts points in.
+    #[command(flatten)]
+    pub order: OrderArg,
     /// The store.
     #[command(flatten)]
     pub store: StoreArg,
@@ -71,7 +74,8 @@ fn resolve(args: &GateArgs) -> Result<Baseline, CommandError> {
     Ok(Baseline::Revision(git(&["rev-parse", "--verify", "--quiet", &commit]).unwrap_or_else(|| reference.to_string())))
 }
 
-fn outcome_name(r: &GateResult) -> &'static str {
+/// The outcome in one word: `pass`, `regression`, `improvement` or `inconclusive` (no verdict included).
+pub fn outcome_name(r: &GateResult) -> &'static str {
     match r.verdict.map(|v| v.outcome) {
         Some(GateOutcome::Pass) => "pass",
         Some(GateOutcome::Regression) => "regression",
@@ -80,7 +84,8 @@ fn outcome_name(r: &GateResult) -> &'static str {
     }
 }
 
-fn reason(r: &GateResult) -> String {
+/// Why an answer is inconclusive, in words (empty for a decided one).
+pub fn reason(r: &GateResult) -> String {
     match r.verdict.map(|v| v.outcome) {
         None if r.baseline_runs == 0 => "no baseline runs of this configuration on this machine in the store".into(),
         None => "the candidate has no measured steps".into(),
@@ -96,13 +101,15 @@ fn reason(r: &GateResult) -> String {
     }
 }
 
-fn percent(x: f64) -> String {
+/// A relative change as a signed percentage (`-` when not finite).
+pub fn percent(x: f64) -> String {
     if x.is_finite() { format!("{:+.2}%", x * 100.0) } else { "-".into() }
 }
 
 /// Carry out `history gate`.
 pub fn execute(args: &GateArgs) -> Result<Outcome, CommandError> {
     let baseline = resolve(args)?;
+    let order = args.order.resolve()?;
     let read = read_results(&args.results, &|_| None)?;
     if !read.refused.is_empty() {
         for reason in &read.refused {
@@ -113,8 +120,9 @@ pub fn execute(args: &GateArgs) -> Result<Outcome, CommandError> {
     if read.runs.is_empty() {
         return Err(CommandError::Input("no measured candidate runs to gate".into()));
     }
-    let mut store = args.store.open()?;
-    let results = gate(store.as_mut(), &read.runs, &baseline, &GateOptions::default()).map_err(store_error)?;
+    let mut store = args.store.open_existing()?;
+    let results =
+        gate_in(store.as_mut(), &read.runs, &baseline, &GateOptions::default(), &order).map_err(store_error)?;
     let overall = if results.iter().any(|r| outcome_name(r) == "regression") {
         ("regression", Outcome::Failure, 1)
     } else if results.iter().any(|r| outcome_name(r) == "inconclusive") {

@@ -1,8 +1,10 @@
 //! `trainbench history`: results that accumulate. `record` adds results to the store, `list` and `show` print
 //! the series, `detect` finds change points and says what changed in the environment, `gate` is the CI check,
-//! `ack` accepts a known change, `report` writes the HTML page, `rebuild` recreates the store from the result files. The front binary runs
-//! them all (no backend needed).
+//! `ack` accepts a known change, `report` writes the HTML page, `rebuild` recreates the store from the result files,
+//! `bisect` finds the commit that made a benchmark slower. The front binary runs them all (no backend needed).
 
+pub mod bisect;
+pub mod bisect_step;
 pub mod common;
 pub mod gate;
 pub mod ingest;
@@ -38,6 +40,12 @@ pub enum HistoryCommand {
     Report(view::ReportArgs),
     /// Recreate the store from result files (revisions and acknowledgements of a readable store are kept).
     Rebuild(ingest::RecordArgs),
+    /// Find the commit that made a benchmark slower: `git bisect run` with the gate (exit 0 found, 3 hidden by
+    /// skipped commits, 130 interrupted).
+    Bisect(bisect::BisectArgs),
+    /// One step of `history bisect` (run by `git bisect run`).
+    #[command(hide = true)]
+    BisectStep(bisect_step::StepArgs),
 }
 
 /// Carry out `trainbench history`.
@@ -51,5 +59,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         HistoryCommand::Ack(a) => ingest::ack(a),
         HistoryCommand::Report(a) => view::report(a),
         HistoryCommand::Rebuild(a) => ingest::rebuild(a),
+        HistoryCommand::Bisect(a) => bisect::execute(a),
+        HistoryCommand::BisectStep(a) => bisect_step::execute(a),
     }
 }

@@ -4,10 +4,11 @@
 use serde::Serialize;
 use serde_json::json;
 
-use super::common::{HistoryFormat, StoreArg, find_series, store_error};
+use super::common::{HistoryFormat, OrderArg, StoreArg, find_series, store_error};
 use crate::commands::{CommandError, Outcome};
 use crate::history::analysis::{Change, Detection, detect};
-use crate::history::points::{Series, load_series};
+use crate::history::order::PointOrder;
+use crate::history::points::{Series, load_series_in};
 use crate::history::series::Metric;
 use crate::stats::changepoint::DetectOptions;
 
@@ -57,6 +58,9 @@ pub struct ListArgs {
     /// The detector's settings.
     #[command(flatten)]
     pub detect: DetectArg,
+    /// The order of the points.
+    #[command(flatten)]
+    pub order: OrderArg,
     /// The store.
     #[command(flatten)]
     pub store: StoreArg,
@@ -74,6 +78,9 @@ pub struct ShowArgs {
     /// The detector's settings.
     #[command(flatten)]
     pub detect: DetectArg,
+    /// The order of the points.
+    #[command(flatten)]
+    pub order: OrderArg,
     /// The store.
     #[command(flatten)]
     pub store: StoreArg,
@@ -127,9 +134,17 @@ fn detection_words(metric: Metric, d: &Detection, points: usize) -> String {
     }
 }
 
-fn load(args_store: &StoreArg, filter: &str) -> Result<Vec<Series>, CommandError> {
-    let mut store = args_store.open()?;
-    load_series(store.as_mut(), &|name| name.contains(filter)).map_err(store_error)
+fn load(args_store: &StoreArg, filter: &str, order: &PointOrder) -> Result<Vec<Series>, CommandError> {
+    let mut store = args_store.open_existing()?;
+    load_series_in(store.as_mut(), &|name| name.contains(filter), order).map_err(store_error)
+}
+
+/// The runs a revision-ordered series left out, in words (empty when none).
+fn left_out_words(s: &Series) -> String {
+    if s.left_out.is_empty() {
+        return String::new();
+    }
+    format!("{} run(s) left out: their revision is not in the repository's history", s.left_out.len())
 }
 
 #[derive(Serialize)]
@@ -141,7 +156,13 @@ struct SeriesSummary<'a> {
     lower_is_better: bool,
     points: usize,
     last_value: Option<f64>,
+    #[serde(skip_serializing_if = "is_zero")]
+    left_out: usize,
     detection: Detection,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn summary<'a>(s: &'a Series, opts: &DetectOptions) -> SeriesSummary<'a> {
@@ -152,6 +173,7 @@ fn summary<'a>(s: &'a Series, opts: &DetectOptions) -> SeriesSummary<'a> {
         lower_is_better: s.id.metric.lower_is_better(),
         points: s.points.len(),
         last_value: s.points.last().map(|p| p.value),
+        left_out: s.left_out.len(),
         detection: detect(s, opts),
     }
 }
@@ -164,12 +186,16 @@ fn print_json(value: &serde_json::Value) -> Result<(), CommandError> {
 /// Carry out `history list`.
 pub fn list(args: &ListArgs) -> Result<Outcome, CommandError> {
     let opts = args.detect.options()?;
-    let all = load(&args.store, args.filter.as_deref().unwrap_or(""))?;
+    let order = args.order.resolve()?;
+    let all = load(&args.store, args.filter.as_deref().unwrap_or(""), &order)?;
     let rows: Vec<SeriesSummary<'_>> = all.iter().map(|s| summary(s, &opts)).collect();
     match args.format {
-        HistoryFormat::Json => {
-            print_json(&json!({"format": "trainbench-history-list", "version": JSON_VERSION, "series": rows}))?
-        }
+        HistoryFormat::Json => print_json(&json!({
+            "format": "trainbench-history-list",
+            "version": JSON_VERSION,
+            "order": order.name(),
+            "series": rows,
+        }))?,
         HistoryFormat::Text | HistoryFormat::Markdown => {
             let markdown = args.format == HistoryFormat::Markdown;
             if markdown {
@@ -179,7 +205,10 @@ pub fn list(args: &ListArgs) -> Result<Outcome, CommandError> {
             }
             for (s, row) in all.iter().zip(&rows) {
                 let last = row.last_value.map(|v| show_value(s.id.metric, v)).unwrap_or_else(|| "-".into());
-                let status = detection_words(s.id.metric, &row.detection, row.points);
+                let mut status = detection_words(s.id.metric, &row.detection, row.points);
+                if !s.left_out.is_empty() {
+                    status.push_str(&format!("; {}", left_out_words(s)));
+                }
                 if markdown {
                     outln!("| `{}` | {} | {} | {last} | {status} |", row.name, s.id.machine_label, row.points);
                 } else {
@@ -194,7 +223,8 @@ pub fn list(args: &ListArgs) -> Result<Outcome, CommandError> {
 /// Carry out `history show`.
 pub fn show(args: &ShowArgs) -> Result<Outcome, CommandError> {
     let opts = args.detect.options()?;
-    let all = load(&args.store, &args.series)?;
+    let order = args.order.resolve()?;
+    let all = load(&args.store, &args.series, &order)?;
     let s = find_series(&all, &args.series)?;
     let detection = detect(s, &opts);
     let metric = s.id.metric;
@@ -207,9 +237,11 @@ pub fn show(args: &ShowArgs) -> Result<Outcome, CommandError> {
         HistoryFormat::Json => print_json(&json!({
             "format": "trainbench-history-series",
             "version": JSON_VERSION,
+            "order": order.name(),
             "series": summary(s, &opts),
             "points": s.points,
             "acks": acks,
+            "left_out": s.left_out,
         }))?,
         HistoryFormat::Text | HistoryFormat::Markdown => {
             let markdown = args.format == HistoryFormat::Markdown;
@@ -253,6 +285,18 @@ pub fn show(args: &ShowArgs) -> Result<Outcome, CommandError> {
                     );
                 }
             }
+            if !s.left_out.is_empty() {
+                outln!("\n{}:", left_out_words(s));
+                for r in &s.left_out {
+                    let revision = r.revision.as_deref().unwrap_or("(no revision recorded)");
+                    outln!(
+                        "{}{} ({}, revision {revision})",
+                        if markdown { "- " } else { "  " },
+                        r.run_id,
+                        r.started_at
+                    );
+                }
+            }
         }
     }
     Ok(Outcome::Success)
@@ -261,7 +305,8 @@ pub fn show(args: &ShowArgs) -> Result<Outcome, CommandError> {
 /// Carry out `history detect`: exit 1 when a series regressed since its latest acknowledged change.
 pub fn detect_all(args: &ListArgs) -> Result<Outcome, CommandError> {
     let opts = args.detect.options()?;
-    let all = load(&args.store, args.filter.as_deref().unwrap_or(""))?;
+    let order = args.order.resolve()?;
+    let all = load(&args.store, args.filter.as_deref().unwrap_or(""), &order)?;
     let rows: Vec<SeriesSummary<'_>> = all.iter().map(|s| summary(s, &opts)).collect();
     let open_regression = all.iter().zip(&rows).any(|(s, row)| match &row.detection {
         Detection::Checked { changes } => {
@@ -273,6 +318,7 @@ pub fn detect_all(args: &ListArgs) -> Result<Outcome, CommandError> {
         HistoryFormat::Json => print_json(&json!({
             "format": "trainbench-history-detect",
             "version": JSON_VERSION,
+            "order": order.name(),
             "regression": open_regression,
             "series": rows,
         }))?,
@@ -293,6 +339,9 @@ pub fn detect_all(args: &ListArgs) -> Result<Outcome, CommandError> {
                     }
                     other => outln!("{name}: {}", detection_words(s.id.metric, other, row.points)),
                 }
+                if !s.left_out.is_empty() {
+                    outln!("{bullet}{}", left_out_words(s));
+                }
             }
         }
     }
@@ -311,6 +360,9 @@ pub struct ReportArgs {
     /// The detector's settings.
     #[command(flatten)]
     pub detect: DetectArg,
+    /// The order of the points.
+    #[command(flatten)]
+    pub order: OrderArg,
     /// The store.
     #[command(flatten)]
     pub store: StoreArg,
@@ -319,7 +371,8 @@ pub struct ReportArgs {
 /// Carry out `history report`: the static HTML page of every series over time.
 pub fn report(args: &ReportArgs) -> Result<Outcome, CommandError> {
     let opts = args.detect.options()?;
-    let all = load(&args.store, args.filter.as_deref().unwrap_or(""))?;
+    let order = args.order.resolve()?;
+    let all = load(&args.store, args.filter.as_deref().unwrap_or(""), &order)?;
     let detections: Vec<Detection> = all.iter().map(|s| detect(s, &opts)).collect();
     let cwd = std::env::current_dir().map_err(|e| CommandError::Io { path: ".".into(), source: e })?;
     let links = crate::history::page::LinkBase::new(&args.out, &cwd);
@@ -329,5 +382,9 @@ pub fn report(args: &ReportArgs) -> Result<Outcome, CommandError> {
     let file = args.out.join("history.html");
     std::fs::write(&file, page).map_err(|e| io(&file, e))?;
     outln!("wrote {} ({} series)", file.display(), all.len());
+    let left_out: usize = all.iter().map(|s| s.left_out.len()).sum();
+    if left_out > 0 {
+        eprintln!("{left_out} run(s) left out of the page: their revision is not in the repository's history");
+    }
     Ok(Outcome::Success)
 }
