@@ -1,12 +1,14 @@
 //! Prints how often the history statistics cry wolf and how well they find a real change, on seeded synthetic
 //! series (run by `scripts/history_false_alarms.sh`): `detect` over stationary series (false alarms), over a 3%
-//! step in 2% noise (detection rate and index error), and the gate over A/A pairs and real slowdowns.
+//! step in 2% noise (detection rate and index error), and the gate over A/A pairs and real slowdowns, including
+//! A/A gates whose runs share a session effect (one invocation's machine state), judged with and without the
+//! series' point-to-point noise.
 //!
 //! Usage: `cargo run --release --example history_false_alarms -- [TRIALS] [SEED]` (defaults 1000 and 1).
 
 use trainbench::stats::SplitMix64;
 use trainbench::stats::changepoint::{DetectOptions, detect};
-use trainbench::stats::gate::{GateOptions, GateOutcome, judge};
+use trainbench::stats::gate::{GateOptions, GateOutcome, SessionNoise, judge};
 
 /// One standard normal draw by Box-Muller.
 fn normal(rng: &mut SplitMix64) -> f64 {
@@ -83,7 +85,7 @@ fn gates(trials: usize, seed: u64, baseline_runs: usize, candidate_runs: usize, 
     for _ in 0..trials {
         let base = runs(&mut rng, baseline_runs, 40, 0.1, run_noise);
         let cand = runs(&mut rng, candidate_runs, 40, 0.1 * (1.0 + slowdown), run_noise);
-        let verdict = judge(&base, &cand, true, &opts);
+        let verdict = judge(&base, &cand, true, &opts, None);
         let slot = match verdict.outcome {
             GateOutcome::Pass => 0,
             GateOutcome::Regression => 1,
@@ -108,6 +110,45 @@ fn gates(trials: usize, seed: u64, baseline_runs: usize, candidate_runs: usize, 
     );
 }
 
+/// A/A gates where each invocation (session) moves all its runs by a common `session_noise` (the machine's state
+/// of the moment): a baseline of 10 sessions of one run against one candidate session of 3 runs, with 1% noise
+/// between runs of a session. Judged by the runs alone, three runs of one session look surer than they are;
+/// with the series' point-to-point noise (here known) the gate stays honest.
+fn session_gates(trials: usize, seed: u64, session_noise: f64) {
+    let opts = GateOptions::default();
+    let mut rng = SplitMix64::new(seed);
+    let (mut alone, mut with_series) = ([0usize; 4], [0usize; 4]);
+    let slot = |o: GateOutcome| match o {
+        GateOutcome::Pass => 0,
+        GateOutcome::Regression => 1,
+        GateOutcome::Improvement => 2,
+        GateOutcome::Inconclusive { .. } => 3,
+    };
+    for _ in 0..trials {
+        let base: Vec<Vec<f64>> = (0..10)
+            .flat_map(|_| {
+                let level = 0.1 * (1.0 + session_noise * normal(&mut rng));
+                runs(&mut rng, 1, 40, level, 0.01)
+            })
+            .collect();
+        let level = 0.1 * (1.0 + session_noise * normal(&mut rng));
+        let cand = runs(&mut rng, 3, 40, level, 0.01);
+        let noise = SessionNoise { relative_sd: session_noise, baseline_points: 10, candidate_points: 1 };
+        alone[slot(judge(&base, &cand, true, &opts, None).outcome)] += 1;
+        with_series[slot(judge(&base, &cand, true, &opts, Some(&noise)).outcome)] += 1;
+    }
+    for (how, counts) in [("runs alone", alone), ("with the series' noise", with_series)] {
+        println!(
+            "gate, A/A, 10 one-run sessions vs one 3-run session, {:.0}% session noise, {how}: pass {}, regression {}, improvement {}, inconclusive {}",
+            session_noise * 100.0,
+            percent(counts[0], trials),
+            percent(counts[1], trials),
+            percent(counts[2], trials),
+            percent(counts[3], trials),
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let trials = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
@@ -123,4 +164,8 @@ fn main() {
     }
     gates(trials, seed, 10, 3, 0.01, 0.20);
     gates(trials, seed, 10, 5, 0.03, 0.10);
+    gates(trials, seed, 6, 3, 0.01, 0.30);
+    for noise in [0.03, 0.10] {
+        session_gates(trials, seed, noise);
+    }
 }

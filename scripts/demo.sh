@@ -2,7 +2,7 @@
 # Sets everything up on a fresh machine and runs the main job on the CPU (no GPU needed):
 # validate every spec, analyse the TBD ResNet-50, train the smoke suite through libtorch, and write a report.
 # Results land in results/demo/, the report in results/demo-report/index.html; each run is also recorded into the
-# results history (results/history.sqlite), whose page is written to results/demo-history/index.html, so a second
+# results history (results/history.sqlite), whose page is written to results/demo-history/history.html, so a second
 # demo on the same machine shows two points per series.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
@@ -23,4 +23,4 @@ echo "==> trainbench history list, and its page" >&2
 $TB history list
 $TB history report --out results/demo-history
 echo "report: $ROOT/results/demo-report/index.html" >&2
-echo "history: $ROOT/results/demo-history/index.html" >&2
+echo "history: $ROOT/results/demo-history/history.html" >&2

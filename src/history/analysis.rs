@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::order::PointOrder;
-use super::points::{EnvChange, Point, Series, environment_diff, group_runs_in, points_of};
+use super::points::{EnvChange, Point, Series, environment_diff, group_runs, group_runs_in, points_of};
 use super::record::RunRecord;
 use super::series::Metric;
 use super::store::{Store, StoreError};
 use crate::stats::changepoint::{self, DetectOptions};
-use crate::stats::gate::{self, GateOptions, GateVerdict};
+use crate::stats::gate::{self, GateOptions, GateVerdict, SessionNoise};
 
 /// A change the detector found in a series.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -147,6 +147,46 @@ pub struct GateResult {
     pub candidate_runs: usize,
     /// The verdict; `None` when the store holds no baseline for it (inconclusive).
     pub verdict: Option<GateVerdict>,
+    /// The series' point-to-point noise the verdict used; `None` with fewer than
+    /// [`SESSION_NOISE_MIN_POINTS`] points of history.
+    pub series_noise: Option<f64>,
+}
+
+/// Fewest points of a series' history (since its latest acknowledged change) its point-to-point noise is
+/// learned from; with fewer, the gate judges by the runs' own spread alone.
+pub const SESSION_NOISE_MIN_POINTS: usize = 5;
+
+/// The run keys acknowledged changes of the series `name` restart at.
+fn acks_of(acks: &[super::store::Ack], name: &str) -> Vec<String> {
+    acks.iter().filter(|a| a.series == name).map(|a| a.at_run_key.clone()).collect()
+}
+
+/// The step-time series' point-to-point noise over its history `runs` (the candidates excluded, points in
+/// `order`) since its latest acknowledged change, and how many points the baseline's and the candidate's runs
+/// make.
+fn session_noise(
+    runs: &[RunRecord],
+    order: &PointOrder,
+    ack_keys: &[String],
+    baseline: &[&RunRecord],
+    candidates: &[&RunRecord],
+) -> Option<SessionNoise> {
+    let (groups, _) = group_runs_in(runs, order);
+    let points = points_of(runs, &groups, Metric::StepTime);
+    let restart = points.iter().rposition(|p| p.run_keys.iter().any(|k| ack_keys.contains(k))).unwrap_or(0);
+    let values: Vec<f64> = points[restart..].iter().map(|p| p.value).collect();
+    if values.len() < SESSION_NOISE_MIN_POINTS {
+        return None;
+    }
+    let count = |side: &[&RunRecord]| {
+        let owned: Vec<RunRecord> = side.iter().map(|r| (*r).clone()).collect();
+        group_runs(&owned).len()
+    };
+    Some(SessionNoise {
+        relative_sd: changepoint::relative_noise(&values),
+        baseline_points: count(baseline),
+        candidate_points: count(candidates),
+    })
 }
 
 /// Gate `candidates` on their step times against `baseline` in the store, one answer per configuration and
@@ -208,8 +248,9 @@ pub fn gate_in(
         };
         let baseline_steps: Vec<Vec<f64>> = chosen.iter().map(|r| r.step_times()).filter(|s| !s.is_empty()).collect();
         let candidate_steps: Vec<Vec<f64>> = cands.iter().map(|r| r.step_times()).filter(|s| !s.is_empty()).collect();
+        let session = session_noise(&runs, order, &acks_of(&acks, &name), &chosen, &cands);
         let verdict = (!baseline_steps.is_empty() && !candidate_steps.is_empty())
-            .then(|| gate::judge(&baseline_steps, &candidate_steps, true, opts));
+            .then(|| gate::judge(&baseline_steps, &candidate_steps, true, opts, session.as_ref()));
         out.push(GateResult {
             config_label: first.config_label.clone(),
             machine_label: first.machine_label.clone(),
@@ -217,6 +258,7 @@ pub fn gate_in(
             baseline_runs: baseline_steps.len(),
             candidate_runs: candidate_steps.len(),
             verdict,
+            series_noise: session.map(|s| s.relative_sd),
         });
     }
     Ok(out)

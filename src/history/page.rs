@@ -2,8 +2,14 @@
 //! over time as an inline SVG: its points (each a link to its first result file, its figures in a tooltip), the
 //! noise band of each segment (mean +- one standard deviation of the points between change points), change
 //! points marked with their environment diff, and acknowledged changes. No scripts, no external requests.
+//!
+//! A point's link is relative to the page's folder when the result file and the page share a root (so the page
+//! and the results can move or be served together), a `file://` URL otherwise. A source recorded as a relative
+//! path (`run --out results --record` stores it as given) is taken relative to the directory the page is
+//! written from.
 
 use std::fmt::Write as _;
+use std::path::{Component, Path, PathBuf};
 
 use super::analysis::Detection;
 use super::points::Series;
@@ -24,13 +30,67 @@ const EXTRA_STYLE: &str = ".band{fill:#4878d0;fill-opacity:.12}.line{fill:none;s
 .pt{fill:#4878d0}.reg{stroke:#c0392b;stroke-dasharray:4 3}.imp{stroke:#27ae60;stroke-dasharray:4 3}\
 .ack{stroke:#777;stroke-dasharray:1 3}.axis{stroke:#999}svg text{font-size:11px;fill:#555}";
 
-/// A link to a result file as the store recorded it (absolute paths as `file://` URLs).
-fn link(source: &str) -> String {
-    if source.starts_with('/') { format!("file://{source}") } else { source.to_string() }
+/// `path` made absolute against `cwd`, with `.` and `..` components folded (no file system access).
+fn absolute(path: &Path, cwd: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in cwd.join(path).components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Percent-encodes what a URL path cannot hold as is (all but unreserved characters and `/`).
+fn url_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for byte in path.bytes() {
+        if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
+}
+
+/// Where the page's links start from: the folder the page is written to and the directory relative sources
+/// were recorded from (both absolute).
+#[derive(Debug, Clone)]
+pub struct LinkBase {
+    page_dir: PathBuf,
+    cwd: PathBuf,
+}
+
+impl LinkBase {
+    /// Links from a page in `page_dir`, relative sources taken against `cwd` (the working directory).
+    pub fn new(page_dir: &Path, cwd: &Path) -> Self {
+        LinkBase { page_dir: absolute(page_dir, cwd), cwd: cwd.to_path_buf() }
+    }
+
+    /// The link from the page to the result file `source` as the store recorded it.
+    pub fn link(&self, source: &str) -> String {
+        let target = absolute(Path::new(source), &self.cwd);
+        let (from, to): (Vec<Component<'_>>, Vec<Component<'_>>) =
+            (self.page_dir.components().collect(), target.components().collect());
+        let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+        // Below the root only: a shared `/` alone is no common folder worth a relative link.
+        if common > 1 {
+            let mut parts: Vec<String> = vec!["..".to_string(); from.len() - common];
+            parts.extend(to[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+            url_path(&parts.join("/"))
+        } else {
+            format!("file://{}", url_path(&target.to_string_lossy()))
+        }
+    }
 }
 
 /// The SVG of one series.
-fn plot(series: &Series, detection: &Detection) -> String {
+fn plot(series: &Series, detection: &Detection, links: &LinkBase) -> String {
     let values: Vec<f64> = series.points.iter().map(|p| p.value).collect();
     let (lo, hi) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| (l.min(*v), h.max(*v)));
     if !(lo.is_finite() && hi.is_finite()) {
@@ -67,7 +127,8 @@ fn plot(series: &Series, detection: &Detection) -> String {
     cuts.dedup();
     for pair in cuts.windows(2) {
         let segment = &values[pair[0]..pair[1]];
-        if let (Some(m), Some(sd)) = (mean(segment), stdev(segment)) {
+        let finite: Vec<f64> = segment.iter().copied().filter(|v| v.is_finite()).collect();
+        if let (Some(m), Some(sd)) = (mean(&finite), stdev(&finite)) {
             let (x0, x1) = (x(pair[0] as f64 - 0.4).max(LEFT), x(pair[1] as f64 - 0.6).min(WIDTH - RIGHT));
             let (y0, y1) = (y(m + sd), y(m - sd));
             let _ = write!(
@@ -104,10 +165,14 @@ fn plot(series: &Series, detection: &Detection) -> String {
             escape(&ack.why)
         );
     }
-    let line: Vec<String> =
-        values.iter().enumerate().map(|(i, v)| format!("{:.1},{:.1}", x(i as f64), y(*v))).collect();
+    let line: Vec<String> = values
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.is_finite())
+        .map(|(i, v)| format!("{:.1},{:.1}", x(i as f64), y(*v)))
+        .collect();
     let _ = write!(s, "<polyline class=\"line\" points=\"{}\"/>", line.join(" "));
-    for p in &series.points {
+    for p in series.points.iter().filter(|p| p.value.is_finite()) {
         let title = format!(
             "#{} {} {} value {:.6e} ({} run(s))",
             p.index,
@@ -116,10 +181,10 @@ fn plot(series: &Series, detection: &Detection) -> String {
             p.value,
             p.run_ids.len()
         );
-        let href = p.sources.first().map(|s| link(s)).unwrap_or_default();
+        let href = p.sources.first().map(|s| links.link(s)).unwrap_or_default();
         let _ = write!(
             s,
-            "<a href=\"{}\"><circle class=\"pt\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\"><title>{}</title></circle></a>",
+            "<a class=\"point\" href=\"{}\"><circle class=\"pt\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\"><title>{}</title></circle></a>",
             escape(&href),
             x(p.index as f64),
             y(p.value),
@@ -130,8 +195,9 @@ fn plot(series: &Series, detection: &Detection) -> String {
     s
 }
 
-/// The page for `series` (with their detections, in the same order).
-pub fn render(series: &[Series], detections: &[Detection]) -> String {
+/// The page for `series` (with their detections, in the same order), its points linking to their results
+/// from where `links` says the page is.
+pub fn render(series: &[Series], detections: &[Detection], links: &LinkBase) -> String {
     let mut h = String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     h.push_str("<title>trainbench history</title>\n");
     let _ = writeln!(h, "<style>{STYLE}{EXTRA_STYLE}</style>\n</head>\n<body>");
@@ -149,7 +215,7 @@ pub fn render(series: &[Series], detections: &[Detection]) -> String {
             h,
             "<figure id=\"{}\">{}<figcaption><b>{}</b><br>{} | {} ({})",
             escape(&s.id.name()),
-            plot(s, d),
+            plot(s, d, links),
             escape(&s.id.name()),
             escape(&s.id.machine_label),
             s.id.metric.name(),
@@ -184,4 +250,19 @@ pub fn render(series: &[Series], detections: &[Detection]) -> String {
     }
     h.push_str("</div>\n</body>\n</html>\n");
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_are_relative_to_the_page_when_they_share_a_folder() {
+        let links = LinkBase::new(Path::new("work/page"), Path::new("/home/u"));
+        assert_eq!(links.link("work/results/a b#1.json"), "../results/a%20b%231.json");
+        assert_eq!(links.link("/home/u/work/page/x.json"), "x.json");
+        assert_eq!(links.link("./work/../work/r.json"), "../r.json");
+        let elsewhere = LinkBase::new(Path::new("/srv/page"), Path::new("/"));
+        assert_eq!(elsewhere.link("/home/u/r.json"), "file:///home/u/r.json");
+    }
 }

@@ -99,9 +99,8 @@ fn bisect_names_the_commit_that_made_the_benchmark_slower() {
     assert!(stdout.contains(&format!("first bad commit: {} commit 5", &first_bad[..7])), "{stdout}{stderr}");
     assert!(stdout.contains("regression bis.b4"), "the gate's figures: {stdout}");
     assert!(stdout.contains("bad (the gate finds a regression)"), "{stdout}");
-    // Three candidate runs against six cannot reach p < 0.01: the step ran the command again.
-    assert!(stderr.contains("inconclusive; running the command again"), "{stderr}");
-    assert!(out.join(first_bad).join("2").is_dir(), "the second run's results are kept");
+    // Three candidate runs against six: the gate's t-test of the run medians decides a 30% slowdown at once.
+    assert!(out.join(first_bad).join("1").is_dir(), "the run's results are kept");
     repo.assert_back(&commits[7]);
     // Everything measured is in the store with its revision: the good revision and the commits tested.
     let (code, shown, err) = history(store.to_str().unwrap(), &["show", ":step_time", "--format", "json"]);
@@ -121,16 +120,14 @@ fn failing_builds_and_undecided_revisions_are_skipped() {
     let slow = repo.commit(3, "1.3", RUN);
     let bad = repo.commit(4, "1.3", RUN);
     let (store, out) = (tmp.path().join("h.sqlite"), tmp.path().join("bisect"));
-    // One run of three repeats a side: the rank test cannot reach p < 0.01, and no second run is allowed.
+    // One run of three repeats a side, and no second run allowed.
     let args = ["--good", good.as_str(), "--bad", bad.as_str(), "--max-repeats", "1", "--good-repeats", "1"];
     let (code, stdout, stderr) = repo.bisect(&store, &out, &args);
     assert_eq!(code, 3, "{stdout}{stderr}");
     assert!(stdout.contains(&format!("skipped {} commit 2: skip: the command failed", &broken[..7])), "{stdout}");
-    assert!(
-        stdout.contains(&format!("skipped {} commit 3: skip: still inconclusive after 1 run(s)", &slow[..7])),
-        "{stdout}"
-    );
-    assert!(stdout.contains("it is one of:") && stdout.contains(&bad[..7]), "{stdout}");
+    // Commit 3 is decided (the gate's t-test of the run medians calls 1.3x with three runs a side), so only the
+    // failed build hides the first bad commit. The "still inconclusive after N runs" skip needs a noisier fixture.
+    assert!(stdout.contains("it is one of:") && stdout.contains(&slow[..7]), "{stdout}");
     repo.assert_back(&bad);
 }
 

@@ -28,6 +28,8 @@ mod history;
 mod history_bisect;
 mod history_order;
 mod history_pg;
+#[cfg(feature = "tch")]
+mod history_real;
 mod image_folder;
 mod isolation;
 mod local_data;

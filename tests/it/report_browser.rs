@@ -1,7 +1,10 @@
-//! The HTML report in a real headless Chromium: it renders, the overview table comes first with a row per
-//! configuration, every plot is a panel of a grid in the DOM with its title, and the page references nothing on
-//! the network. The browser is `$TRAINBENCH_CHROMIUM`, else the first of chromium, chromium-browser and
-//! google-chrome on `PATH`; without one the test is skipped with a notice, and fails under `CI=true`.
+//! The HTML report and the history page in a real headless Chromium. The report renders, its overview table
+//! comes first with a row per configuration, every plot is a panel of a grid in the DOM with its title, and the
+//! page references nothing on the network. The history page loads without a console message, draws every
+//! series, marks its change points with their environment diff and its acknowledged changes, and each point is
+//! a link Chromium opens to that point's result file. The browser is `$TRAINBENCH_CHROMIUM`, else the first of
+//! chromium, chromium-browser and google-chrome on `PATH`; without one the tests are skipped with a notice, and
+//! fail under `CI=true`.
 #![allow(clippy::unwrap_used)] // test helpers outside test functions
 
 use std::ffi::OsStr;
@@ -77,16 +80,21 @@ fn overview_comes_first_with_a_row_per_configuration(dom: &str) {
     assert_eq!(table.matches("class=\"num best\"").count(), 3, "the best of fixture-resnet and a tie in fixture-mlp");
 }
 
-#[test]
-fn report_renders_in_chromium_with_all_plots_and_no_network() {
+/// The browser, or `None` after the skip notice (a failure under `CI=true`).
+fn browser() -> Option<PathBuf> {
     let found = find_chromium(std::env::var_os("TRAINBENCH_CHROMIUM").as_deref(), std::env::var_os("PATH").as_deref());
-    let Some(browser) = found else {
+    if found.is_none() {
         trainbench_contract::conformance::prerequisite_missing(
             "no Chromium found (TRAINBENCH_CHROMIUM, or chromium, chromium-browser, google-chrome on PATH): \
              install chromium (scripts/system-deps.sh)",
         );
-        return;
-    };
+    }
+    found
+}
+
+#[test]
+fn report_renders_in_chromium_with_all_plots_and_no_network() {
+    let Some(browser) = browser() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let out = report(tmp.path());
     let html_path = out.join("index.html");
@@ -164,4 +172,96 @@ fn the_browser_is_the_one_named_else_the_first_on_the_path() {
     std::fs::remove_file(b.join("chromium")).unwrap();
     assert_eq!(find_chromium(None, Some(&path)), Some(b.join("chromium-browser")));
     assert_eq!(find_chromium(None, None), None);
+}
+
+/// `trainbench history ARGS --store h.sqlite` in `dir`: its standard output.
+fn history_in(dir: &Path, args: &[&str]) -> String {
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir)
+        .arg("history")
+        .args(args)
+        .args(["--store", "h.sqlite"])
+        .env_remove("TRAINBENCH_STORE")
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some_and(|c| c <= 1), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The figure of the series named `name` in the page's DOM.
+fn figure<'a>(dom: &'a str, name: &str) -> &'a str {
+    let at = dom.find(&format!("<figure id=\"{name}\">")).unwrap_or_else(|| panic!("no figure of {name}"));
+    dom[at..].split("</figure>").next().unwrap()
+}
+
+#[test]
+fn history_page_draws_every_series_with_its_marks_and_links_each_point_to_its_result() {
+    let Some(browser) = browser() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    // 18 points: libtorch 2.13 makes it 30% slower at #6, 2.14 slower again at #12, which is acknowledged.
+    for minute in 0..18 {
+        let (slowdown, libtorch) = match minute {
+            0..6 => (1.0, "2.12.0"),
+            6..12 => (1.3, "2.13.0"),
+            _ => (1.6, "2.14.0"),
+        };
+        crate::history::write_point(&tmp.path().join("results"), minute, slowdown, libtorch, 2);
+    }
+    // Recorded by a relative path, as `run --out results --record` records it.
+    history_in(tmp.path(), &["record", "results"]);
+    history_in(tmp.path(), &["ack", ":step_time", "--at", "12", "--why", "libtorch 2.14 upgrade"]);
+    history_in(tmp.path(), &["report", "--out", "page"]);
+    let list: serde_json::Value = serde_json::from_str(&history_in(tmp.path(), &["list", "--format", "json"])).unwrap();
+    let series = list["series"].as_array().unwrap();
+    assert!(series.len() >= 3, "step time, throughput and more: {list}");
+
+    let page = tmp.path().join("page/history.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    for needle in ["<script", "<link", "@import", "url(", "src=\"http", "href=\"http"] {
+        assert!(!html.contains(needle), "the page contains `{needle}`");
+    }
+    let url = format!("file://{}", page.display());
+    let loaded = chromium(&browser, &["--enable-logging=stderr", "--v=0", "--dump-dom", &url], &tmp.path().join("p1"));
+    assert!(loaded.status.success(), "chromium failed: {}", String::from_utf8_lossy(&loaded.stderr));
+    let console: Vec<String> =
+        String::from_utf8_lossy(&loaded.stderr).lines().filter(|l| l.contains(":CONSOLE")).map(String::from).collect();
+    assert!(console.is_empty(), "the page logged to the console: {console:#?}");
+    let dom = String::from_utf8_lossy(&loaded.stdout).into_owned();
+
+    // Every series is drawn: one figure each, with its line and one linked dot per point.
+    assert_eq!(dom.matches("<figure id=").count(), series.len());
+    for s in series {
+        let fig = figure(&dom, s["name"].as_str().unwrap());
+        assert_eq!(fig.matches("<svg").count(), 1, "{fig}");
+        assert!(fig.contains("<polyline class=\"line\" points=\""), "{fig}");
+        let points = s["points"].as_u64().unwrap() as usize;
+        assert_eq!((fig.matches("<circle").count(), fig.matches("<a class=\"point\"").count()), (points, points));
+        assert!(fig.contains("<rect class=\"band\""), "each segment's noise band: {fig}");
+    }
+    // The change point at #6 is marked with its environment diff; the acknowledged change at #12 is shown.
+    let step = series.iter().find(|s| s["metric"] == "step_time").unwrap();
+    let fig = figure(&dom, step["name"].as_str().unwrap());
+    let mark = fig.split("<line class=\"reg\"").nth(1).expect("a regression marked on the plot");
+    let title = mark.split("<title>").nth(1).unwrap().split("</title>").next().unwrap();
+    assert!(title.starts_with("regression +") && title.contains("at #6: libtorch 2.12.0 -&gt; 2.13.0"), "{title}");
+    assert!(fig.contains("at #6: libtorch 2.12.0 -&gt; 2.13.0"), "the caption lists it too: {fig}");
+    assert!(fig.contains("<line class=\"ack\"") && fig.contains("acknowledged at #12: libtorch 2.14 upgrade"), "{fig}");
+
+    // One click from a point to its result: each link, resolved against the page, is that point's result file,
+    // and Chromium opens it.
+    let shown: serde_json::Value =
+        serde_json::from_str(&history_in(tmp.path(), &["show", ":step_time", "--format", "json"])).unwrap();
+    let hrefs: Vec<&str> =
+        fig.split("<a class=\"point\" href=\"").skip(1).map(|a| a.split('"').next().unwrap()).collect();
+    for (href, point) in hrefs.iter().zip(shown["points"].as_array().unwrap()) {
+        assert!(href.starts_with("../results/"), "relative to the page: {href}");
+        let file = tmp.path().join("page").join(href);
+        let source = tmp.path().join(point["sources"][0].as_str().unwrap());
+        assert_eq!(file.canonicalize().unwrap(), source.canonicalize().unwrap(), "{href}");
+    }
+    let target = format!("file://{}", tmp.path().join("page").join(hrefs[7]).canonicalize().unwrap().display());
+    let opened = chromium(&browser, &["--dump-dom", &target], &tmp.path().join("p2"));
+    let run_id = shown["points"][7]["run_ids"][0].as_str().unwrap();
+    assert!(String::from_utf8_lossy(&opened.stdout).contains(&format!("\"run_id\": \"{run_id}\"")), "{target}");
 }

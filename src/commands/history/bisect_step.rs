@@ -315,6 +315,7 @@ mod tests {
                 noise: 0.01,
                 runs: (baseline_runs, candidate_runs),
             }),
+            series_noise: None,
         }
     }
 

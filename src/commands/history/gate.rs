@@ -92,7 +92,11 @@ pub fn reason(r: &GateResult) -> String {
         Some(GateOutcome::Inconclusive { more_repeats_needed: Some(n) }) => {
             format!("too noisy to decide; about {n} more repeat(s) of the candidate would")
         }
-        Some(GateOutcome::Inconclusive { more_repeats_needed: None }) => "too few runs to decide".into(),
+        Some(GateOutcome::Inconclusive { more_repeats_needed: None }) => {
+            "too few runs, or too much noise (the baseline's runs or the series' point-to-point noise), to decide; more \
+             repeats of the candidate alone would not"
+                .into()
+        }
         Some(_) => String::new(),
     }
 }
@@ -140,6 +144,7 @@ pub fn execute(args: &GateArgs) -> Result<Outcome, CommandError> {
                         "interval": r.verdict.map(|v| [v.interval.0, v.interval.1]),
                         "p_value": r.verdict.map(|v| v.p_value),
                         "noise": r.verdict.map(|v| v.noise),
+                        "series_noise": r.series_noise,
                         "more_repeats_needed": match r.verdict.map(|v| v.outcome) {
                             Some(GateOutcome::Inconclusive { more_repeats_needed }) => more_repeats_needed,
                             _ => None,

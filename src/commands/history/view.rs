@@ -374,7 +374,9 @@ pub fn report(args: &ReportArgs) -> Result<Outcome, CommandError> {
     let order = args.order.resolve()?;
     let all = load(&args.store, args.filter.as_deref().unwrap_or(""), &order)?;
     let detections: Vec<Detection> = all.iter().map(|s| detect(s, &opts)).collect();
-    let page = crate::history::page::render(&all, &detections);
+    let cwd = std::env::current_dir().map_err(|e| CommandError::Io { path: ".".into(), source: e })?;
+    let links = crate::history::page::LinkBase::new(&args.out, &cwd);
+    let page = crate::history::page::render(&all, &detections, &links);
     let io = |path: &std::path::Path, source| CommandError::Io { path: path.display().to_string(), source };
     std::fs::create_dir_all(&args.out).map_err(|e| io(&args.out, e))?;
     let file = args.out.join("history.html");
