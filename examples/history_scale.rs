@@ -72,7 +72,9 @@ fn rename(r: &mut RunResult, name: &str) -> Result<(), Failure> {
         return Err(format!("the canonical spec of {} has no line `{}`", r.run_id, line.trim()).into());
     }
     let prefix = |id: &str| -> Result<String, Failure> {
-        id.strip_prefix(&old).map(|rest| format!("{name}{rest}")).ok_or_else(|| format!("`{id}` is not of {old}").into())
+        id.strip_prefix(&old)
+            .map(|rest| format!("{name}{rest}"))
+            .ok_or_else(|| format!("`{id}` is not of {old}").into())
     };
     r.environment.spec_canonical = r.environment.spec_canonical.replacen(&line, &format!("name = \"{name}\"\n"), 1);
     r.environment.spec_sha256 = sha256_hex(&r.environment.spec_canonical);
