@@ -3,7 +3,7 @@
 //! is recorded (readable, of this format version, consistent by audit's integrity check, measured).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::codec;
 use super::series::{self, MachineIdentity, Metric};
@@ -124,6 +124,20 @@ pub fn prepare(path: &Path, revision: Option<String>) -> Result<Prepared, Refuse
         return Ok(Prepared::Unmeasured { path: path.display().to_string(), status: loaded.result.outcome.status() });
     }
     Ok(Prepared::Run(Box::new(record)))
+}
+
+/// [`prepare`] every file (with no revision), on as many threads as the process may use; the answers are in
+/// the order of `files`.
+pub fn prepare_all(files: &[PathBuf]) -> Vec<Result<Prepared, Refused>> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, files.len().max(1));
+    let share = files.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = files
+            .chunks(share)
+            .map(|part| scope.spawn(move || part.iter().map(|f| prepare(f, None)).collect::<Vec<_>>()))
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    })
 }
 
 /// The revision of the code under test when none is given: `GITHUB_SHA`, then `CI_COMMIT_SHA`, then the commit

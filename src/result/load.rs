@@ -67,6 +67,13 @@ pub fn load_file(path: &Path) -> Result<LoadedResult, LoadError> {
 
 /// Parse the text of a result file; `path` is only used in messages.
 pub fn parse_result(path: &Path, text: &str) -> Result<LoadedResult, LoadError> {
+    // The common case in one pass: a result of this format version that parses. Anything else (another
+    // version, a damaged file) is read again through a JSON value, whose errors name what is wrong.
+    if let Ok(result) = serde_json::from_str::<RunResult>(text)
+        && result.format_version == FORMAT_VERSION
+    {
+        return Ok(LoadedResult { path: path.to_path_buf(), result });
+    }
     let value: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| LoadError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
     match value.get("format_version").and_then(serde_json::Value::as_u64) {

@@ -134,18 +134,19 @@ pub struct Read {
 
 /// Read result files and folders (recursively) for the store; `revision` gives each run its revision by key.
 pub fn read_results(paths: &[PathBuf], revision: &dyn Fn(&RunRecord) -> Option<String>) -> Result<Read, CommandError> {
-    let mut read = Read::default();
+    let mut files = Vec::new();
     for path in paths {
-        let files = load::result_files(path).map_err(|e| CommandError::Input(e.to_string()))?;
-        for file in files {
-            match record::prepare(&file, None) {
-                Ok(Prepared::Run(mut run)) => {
-                    run.revision = revision(&run);
-                    read.runs.push(*run);
-                }
-                Ok(Prepared::Unmeasured { path, status }) => read.unmeasured.push((path, status)),
-                Err(e @ (Refused::Load(_) | Refused::Integrity { .. })) => read.refused.push(e.to_string()),
+        files.extend(load::result_files(path).map_err(|e| CommandError::Input(e.to_string()))?);
+    }
+    let mut read = Read::default();
+    for prepared in record::prepare_all(&files) {
+        match prepared {
+            Ok(Prepared::Run(mut run)) => {
+                run.revision = revision(&run);
+                read.runs.push(*run);
             }
+            Ok(Prepared::Unmeasured { path, status }) => read.unmeasured.push((path, status)),
+            Err(e @ (Refused::Load(_) | Refused::Integrity { .. })) => read.refused.push(e.to_string()),
         }
     }
     Ok(read)
