@@ -17,6 +17,7 @@ use crate::format::{self, human_bytes};
 use crate::hardware::ProfileValidator;
 use crate::history::recorder::Recorder;
 use crate::mlperf::output::SuiteLog;
+use crate::mlperf::score;
 use crate::plan::PlacementOverride;
 use crate::predict::record::RunProfile;
 use crate::report::model::comm_share_of;
@@ -247,6 +248,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         OutputFormat::Text if args.quiet => reasons.iter().for_each(|l| eprintln!("{l}")),
         OutputFormat::Text => {
             outln!("{}", summary_table(&all));
+            score::summary_lines(all.iter().map(|(r, _)| r)).iter().for_each(|l| outln!("{l}"));
             reasons.iter().for_each(|l| outln!("{l}"));
             if interrupted {
                 outln!("interrupted: finished runs were kept");
@@ -459,17 +461,10 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
 pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
-        "run",
-        "outcome",
-        "samples/s",
-        "median step",
-        "p95 step",
-        "mem peak",
-        "GPU util",
-        "FLOP util",
-        "comm",
-    ]);
+    let header = ["run", "outcome", "samples/s", "median step", "p95 step", "mem peak", "GPU util", "FLOP util", "comm"];
+    // Runs with a target add their time to train (MLPerf's score: `run_stop - run_start`).
+    let trained = rows.iter().any(|(r, _)| score::time_to_train(r).is_some());
+    t.set_header(header.iter().copied().chain(trained.then_some("to train")));
     for (r, _) in rows {
         let dash = || "-".to_string();
         let row = match &r.metrics {
@@ -492,6 +487,9 @@ pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
         };
         let mut cells = vec![r.run_id.clone(), r.outcome.status().to_string()];
         cells.extend(row);
+        if trained {
+            cells.push(score::time_to_train(r).map(score::cell).unwrap_or_else(|| "-".into()));
+        }
         t.add_row(cells);
     }
     t

@@ -6,3 +6,4 @@ pub mod clock;
 pub mod events;
 pub mod line;
 pub mod output;
+pub mod score;

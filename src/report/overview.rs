@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::model::{MemorySource, Phase, ReportModel};
 use crate::format::{self, human_bytes};
+use crate::mlperf::score::olympic_of;
 
 /// A column of the overview.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +113,8 @@ impl Column {
             }
             Column::TimeToTarget => {
                 "to target: seconds from the first step to the evaluation that reached the training target, median \
-                 over the repeats that reached it (reached/with a target)"
+                 over the repeats that reached it (reached/with a target), and with three repeats or more MLPerf's \
+                 olympic mean (fastest and slowest dropped, a run that missed the target counting as the slowest)"
             }
             _ => return None,
         })
@@ -283,8 +285,11 @@ impl Overview {
                             Some((median, reached, of)) => Cell {
                                 emphasis: if reached == of { Emphasis::Plain } else { Emphasis::Bad },
                                 ..Cell::plain(format!(
-                                    "{} ({reached}/{of})",
-                                    median.map_or_else(|| "not reached".to_string(), |s| format!("{s:.2} s"))
+                                    "{} ({reached}/{of}){}",
+                                    median.map_or_else(|| "not reached".to_string(), |s| format!("{s:.2} s")),
+                                    olympic_of(c.runs.iter().copied())
+                                        .and_then(|o| o.mean_s)
+                                        .map_or_else(String::new, |s| format!("; olympic {s:.2} s"))
                                 ))
                             },
                             None => Cell::opt(None),

@@ -31,6 +31,7 @@ mod isolation;
 mod local_data;
 mod long_runs;
 mod mfu_bound;
+mod mlperf;
 mod mock_pipeline;
 mod no_panic;
 mod plan_refusals;
