@@ -1,6 +1,6 @@
-//! Time to train as MLPerf scores it: per run `run_stop - run_start` (a trainbench run's `time_to_target_s`), and
-//! over a configuration's repeats the olympic mean MLCommons' result summarizer takes: the fastest and the slowest
-//! run dropped, the rest averaged. A run that did not converge counts as the slowest,
+//! Time to train as MLPerf scores it: per run `run_stop - run_start` (a trainbench run's `time_to_target_s`, or an
+//! imported log's), and over a configuration's repeats the olympic mean MLCommons' result summarizer takes: the
+//! fastest and the slowest run dropped, the rest averaged. A run that did not converge counts as the slowest,
 //! so one may be dropped; with two or more, or fewer than three runs, there is no olympic mean.
 
 use crate::result::RunResult;
@@ -14,9 +14,12 @@ pub enum TrainTime {
     NotConverged,
 }
 
-/// The time to train of `result`, a run with a target (`time_to_target_s`, which its MLPerf log writes as
-/// `run_stop - run_start`); `None` for a run trained without a target.
+/// The time to train of `result`: a run with a target (`time_to_target_s`, which its MLPerf log writes as
+/// `run_stop - run_start`), or a run imported from an MLPerf log; `None` for a run trained without a target.
 pub fn time_to_train(result: &RunResult) -> Option<TrainTime> {
+    if let Some(imported) = &result.mlperf {
+        return Some(imported.time_to_train_s().map_or(TrainTime::NotConverged, TrainTime::Converged));
+    }
     result.plan.target.as_ref()?;
     let target = result.metrics.as_ref().and_then(|m| m.time_to_target.as_ref());
     Some(match target.and_then(|t| t.time_to_target_s.filter(|_| t.reached)) {
@@ -78,6 +81,20 @@ impl Olympic {
         };
         format!("{mean}, {} not converged", self.not_converged)
     }
+}
+
+/// Over `results`: the median time to train of the runs that converged, how many converged, and how many have a
+/// time to train; `None` when none has.
+pub fn reached<'a>(results: impl IntoIterator<Item = &'a RunResult>) -> Option<(Option<f64>, usize, usize)> {
+    let times: Vec<TrainTime> = results.into_iter().filter_map(time_to_train).collect();
+    let converged: Vec<f64> = times
+        .iter()
+        .filter_map(|t| match t {
+            TrainTime::Converged(s) => Some(*s),
+            TrainTime::NotConverged => None,
+        })
+        .collect();
+    (!times.is_empty()).then(|| (crate::stats::median(&converged), converged.len(), times.len()))
 }
 
 /// One line per configuration of `results` with a time to train, in their order:

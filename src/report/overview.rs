@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::model::{MemorySource, Phase, ReportModel};
 use crate::format::{self, human_bytes};
-use crate::mlperf::score::olympic_of;
+use crate::mlperf::score::{olympic_of, reached};
 
 /// A column of the overview.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,7 +191,7 @@ impl Overview {
             (Column::DataShare, share_seen(Phase::Data)),
             (Column::CommShare, any(&|c| c.comm_share().is_some())),
             (Column::StallShare, any(&|c| c.stall_share().is_some_and(|s| s >= 0.0005))),
-            (Column::TimeToTarget, any(&|c| c.time_to_target().is_some())),
+            (Column::TimeToTarget, any(&|c| reached(c.runs.iter().copied()).is_some())),
         ];
         let shown = |col: Column| optional.iter().find(|(c, _)| *c == col).is_none_or(|(_, on)| *on);
         let columns: Vec<Column> = [
@@ -281,7 +281,7 @@ impl Overview {
                         Column::DataShare => Cell::opt(c.phase_share(Phase::Data).map(format::percent)),
                         Column::CommShare => Cell::opt(c.comm_share().map(format::percent)),
                         Column::StallShare => Cell::opt(c.stall_share().map(format::percent)),
-                        Column::TimeToTarget => match c.time_to_target() {
+                        Column::TimeToTarget => match reached(c.runs.iter().copied()) {
                             Some((median, reached, of)) => Cell {
                                 emphasis: if reached == of { Emphasis::Plain } else { Emphasis::Bad },
                                 ..Cell::plain(format!(

@@ -109,7 +109,7 @@ fn a_log_without_submission_fields_or_shared_by_two_runs_is_refused() {
     assert!(stdout.contains("log perplexity"), "{stdout}");
     let spec = dir.path().join("plain.toml");
     let text = std::fs::read_to_string(Path::new(ROOT).join(SPEC)).unwrap();
-    let plain = text.split("[mlperf]").next().unwrap().replace("../../datasets", &format!("{ROOT}/datasets"));
+    let plain = text.split("\n[mlperf]\n").next().unwrap().replace("../../datasets", &format!("{ROOT}/datasets"));
     std::fs::write(&spec, plain).unwrap();
     let missing = trainbench()
         .args(["run", "--backend", "mock", "--out"])
@@ -168,4 +168,11 @@ fn the_compliance_checker_accepts_the_log_of_the_smoke_llama31_8b_run() {
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     eprintln!("compliance checker on {}:\n{text}", log.display());
     assert!(output.status.success() && text.contains("SUCCESS"), "the compliance checker refused the log:\n{text}");
+    // Imported back, the log gives the run's time to train.
+    let results = dir.path().join("mlperf-llama31-8b-smoke/mlperf/results");
+    trainbench().args(["import", "mlperf"]).arg(&results).arg("--out").arg(dir.path().join("in")).assert().success();
+    let text = std::fs::read_to_string(dir.path().join(format!("in/mlperf-llama31_8b/{}.r0.json", result.plan.config)));
+    let back: RunResult = serde_json::from_str(&text.unwrap()).unwrap();
+    let seconds = back.mlperf.unwrap().time_to_train_s().unwrap();
+    assert_eq!((seconds * 1000.0).round(), (target.time_to_target_s.unwrap() * 1000.0).round());
 }
