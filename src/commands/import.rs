@@ -54,7 +54,14 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         }
         write_json(&file, &result).map_err(|source| CommandError::Io { path: file.display().to_string(), source })?;
         let time = time_to_train(&result).unwrap_or(TrainTime::NotConverged);
-        outln!("{}: {} {} time to train {} -> {}", log.record.source, result.spec_name, result.run_id, cell(time), file.display());
+        outln!(
+            "{}: {} {} time to train {} -> {}",
+            log.record.source,
+            result.spec_name,
+            result.run_id,
+            cell(time),
+            file.display()
+        );
     }
     outln!("imported {} log(s), {} problem(s)", found.logs.len(), found.issues.len());
     Ok(if found.issues.is_empty() { Outcome::Success } else { Outcome::InvalidInput })

@@ -461,7 +461,8 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
 pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    let header = ["run", "outcome", "samples/s", "median step", "p95 step", "mem peak", "GPU util", "FLOP util", "comm"];
+    let header =
+        ["run", "outcome", "samples/s", "median step", "p95 step", "mem peak", "GPU util", "FLOP util", "comm"];
     // Runs with a target add their time to train (MLPerf's score: `run_stop - run_start`).
     let trained = rows.iter().any(|(r, _)| score::time_to_train(r).is_some());
     t.set_header(header.iter().copied().chain(trained.then_some("to train")));

@@ -16,7 +16,13 @@ pub fn epoch_ms(text: &str) -> Option<i64> {
     };
     let mut h = hms.splitn(3, ':').map(|p| p.parse::<i64>().ok());
     let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
-    if !(0..=9999).contains(&y) || !(1..=12).contains(&mo) || !(1..=31).contains(&da) || !(0..=23).contains(&hh) || !(0..=59).contains(&mm) || !(0..=60).contains(&ss) {
+    if !(0..=9999).contains(&y)
+        || !(1..=12).contains(&mo)
+        || !(1..=31).contains(&da)
+        || !(0..=23).contains(&hh)
+        || !(0..=59).contains(&mm)
+        || !(0..=60).contains(&ss)
+    {
         return None;
     }
     if !frac.chars().all(|c| c.is_ascii_digit()) || frac.len() > 9 {

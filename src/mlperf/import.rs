@@ -62,11 +62,22 @@ const EVENTS: [&str; 14] = [
     "submission_entry",
 ];
 
-/// Summarise one log's lines; `Err` when it lacks `run_start` or `run_stop`.
-pub fn summarise(file: &Path, system: &str, benchmark: &str, lines: &[MllogLine]) -> Result<MlperfRecord, String> {
+/// Why a log's lines are no run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogError {
+    /// It has no `run_start` line.
+    #[error("no `run_start` line")]
+    NoRunStart,
+    /// It has no `run_stop` line.
+    #[error("no `run_stop` line (a truncated log?)")]
+    NoRunStop,
+}
+
+/// Summarise one log's lines; an error when it lacks `run_start` or `run_stop`.
+pub fn summarise(file: &Path, system: &str, benchmark: &str, lines: &[MllogLine]) -> Result<MlperfRecord, LogError> {
     let point = |key: &str| lines.iter().find(|l| l.key == key && l.event_type != EventType::IntervalEnd);
-    let start = point("run_start").ok_or("no `run_start` line")?.time_ms;
-    let stop = lines.iter().find(|l| l.key == "run_stop").ok_or("no `run_stop` line (a truncated log?)")?;
+    let start = point("run_start").ok_or(LogError::NoRunStart)?.time_ms;
+    let stop = lines.iter().find(|l| l.key == "run_stop").ok_or(LogError::NoRunStop)?;
     let status = stop.meta("status").and_then(Value::as_str).unwrap_or("");
     let mut submission = BTreeMap::new();
     let mut hyperparameters = BTreeMap::new();
@@ -116,8 +127,8 @@ pub fn read_log(file: &Path, system: &str, benchmark: &str, issues: &mut Vec<Imp
     }
     match summarise(file, system, benchmark, &lines) {
         Ok(record) => Some(record),
-        Err(message) => {
-            issues.push(issue(None, format!("{message}; the log is not imported")));
+        Err(e) => {
+            issues.push(issue(None, format!("{e}; the log is not imported")));
             None
         }
     }

@@ -72,9 +72,8 @@ pub fn to_result(log: &ImportedLog) -> RunResult {
         numerics: Numerics::default(),
         schedule: Default::default(),
     };
-    let desc = |key: &str| {
-        r.system_description.as_ref().and_then(|d| d.get(key)).and_then(Value::as_str).map(str::to_string)
-    };
+    let desc =
+        |key: &str| r.system_description.as_ref().and_then(|d| d.get(key)).and_then(Value::as_str).map(str::to_string);
     let device = desc("accelerator_model_name").filter(|n| !n.trim().is_empty()).map(|name| DeviceInfo {
         selector: "accelerator".into(),
         name,

@@ -35,7 +35,9 @@ pub enum MllogError {
         second: String,
     },
     /// A log was asked for (`--mllog`) of a spec without the submission fields.
-    #[error("--mllog writes MLPerf logs, whose submission fields come from the spec's `[mlperf]` table; spec `{spec}` has none (docs/mlperf.md)")]
+    #[error(
+        "--mllog writes MLPerf logs, whose submission fields come from the spec's `[mlperf]` table; spec `{spec}` has none (docs/mlperf.md)"
+    )]
     NoSubmission {
         /// The spec's name.
         spec: String,
@@ -118,7 +120,12 @@ pub struct SuiteLog {
 impl SuiteLog {
     /// The logs of `suite` (of `spec`): `--mllog`'s template (`flag`, relative to the working directory) or the
     /// spec's `mlperf.log` (relative to the spec's results folder under `out`); `None` when neither asks for one.
-    pub fn plan(flag: Option<&str>, spec: &ValidatedSpec, suite: &Suite, out: &Path) -> Result<Option<Self>, MllogError> {
+    pub fn plan(
+        flag: Option<&str>,
+        spec: &ValidatedSpec,
+        suite: &Suite,
+        out: &Path,
+    ) -> Result<Option<Self>, MllogError> {
         let submission = spec.spec().mlperf.as_ref();
         let (template, base) = match (flag, submission.and_then(|m| m.log.as_deref())) {
             (Some(t), _) => (t, PathBuf::new()),

@@ -102,7 +102,8 @@ pub fn reached<'a>(results: impl IntoIterator<Item = &'a RunResult>) -> Option<(
 pub fn summary_lines<'a>(results: impl IntoIterator<Item = &'a RunResult>) -> Vec<String> {
     let mut groups: Vec<((&str, &str), Vec<&RunResult>)> = Vec::new();
     for r in results {
-        let key = (r.spec_name.as_str(), if r.plan.config.is_empty() { r.run_id.as_str() } else { r.plan.config.as_str() });
+        let key =
+            (r.spec_name.as_str(), if r.plan.config.is_empty() { r.run_id.as_str() } else { r.plan.config.as_str() });
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, runs)) => runs.push(r),
             None => groups.push((key, vec![r])),

@@ -154,7 +154,9 @@ fn the_compliance_checker_accepts_the_log_of_the_smoke_llama31_8b_run() {
     let result = only_result(dir.path());
     let target = result.metrics.as_ref().unwrap().time_to_target.clone().unwrap();
     assert!(target.reached, "the smoke decoder did not reach log perplexity 0.5: {}", target.stopped);
-    let log = dir.path().join(format!("mlperf-llama31-8b-smoke/mlperf/results/{}/llama31_8b/result_0.txt", result.plan.config));
+    let log = dir
+        .path()
+        .join(format!("mlperf-llama31-8b-smoke/mlperf/results/{}/llama31_8b/result_0.txt", result.plan.config));
     let lines = read_log(&log);
     let span = time_of(&lines, "run_stop") - time_of(&lines, "run_start");
     assert_eq!(span, (target.time_to_target_s.unwrap() * 1000.0).round() as i64);

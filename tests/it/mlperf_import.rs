@@ -111,5 +111,8 @@ fn a_written_log_imported_back_has_the_same_time_to_train_and_hyperparameters() 
     for (key, value) in hyperparameters(&written, Some(32)) {
         assert_eq!(record.hyperparameters.get(key), Some(&value), "{key}");
     }
-    assert_eq!((back.plan.batch_size, back.plan.seed, back.plan.optimizer), (16, written.plan.seed, written.plan.optimizer));
+    assert_eq!(
+        (back.plan.batch_size, back.plan.seed, back.plan.optimizer),
+        (16, written.plan.seed, written.plan.optimizer)
+    );
 }

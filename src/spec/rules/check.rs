@@ -14,7 +14,8 @@ use super::topology::{self, effective_topologies};
 use super::{mlperf, schedule, target};
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{
-    DataSource, DatasetSpec, MetricGroup, MetricsSpec, MlperfSpec, RunSpec, SpecFile, SweepSpec, TopologySpec, TrainingSpec,
+    DataSource, DatasetSpec, MetricGroup, MetricsSpec, MlperfSpec, RunSpec, SpecFile, SweepSpec, TopologySpec,
+    TrainingSpec,
 };
 
 /// The spec's top-level fields that passed the schema (absent tables take their defaults); `None` where the

@@ -38,7 +38,12 @@ pub fn unknown_placeholders(template: &str) -> Vec<String> {
 }
 
 /// The `[mlperf]` table against itself, the target and the model.
-pub fn check_mlperf(out: &mut Vec<Finding>, mlperf: &MlperfSpec, training: Option<&TrainingSpec>, model: Option<&ModelSpec>) {
+pub fn check_mlperf(
+    out: &mut Vec<Finding>,
+    mlperf: &MlperfSpec,
+    training: Option<&TrainingSpec>,
+    model: Option<&ModelSpec>,
+) {
     if mlperf.division == MlperfDivision::Closed {
         out.push(
             Finding::new(
@@ -71,10 +76,7 @@ pub fn check_mlperf(out: &mut Vec<Finding>, mlperf: &MlperfSpec, training: Optio
                 out.push(
                     Finding::new(
                         key("benchmark"),
-                        format!(
-                            "`llama31_8b` is a decoder-only language model; this spec's model is `{}`",
-                            m.family()
-                        ),
+                        format!("`llama31_8b` is a decoder-only language model; this spec's model is `{}`", m.family()),
                     )
                     .hint("use `family = \"gpt\"` (a Llama-shaped decoder), or another benchmark"),
                 );
