@@ -44,7 +44,7 @@ pub enum Command {
     /// Predict step time, throughput and the data/compute/comm shares on hardware profiles (PAI's model).
     Predict(commands::predict::Args),
     /// Run benchmarks and write one result file per run (here, or on a Slurm cluster with `--on slurm`).
-    Run(commands::run::Args),
+    Run(Box<commands::run::Args>),
     /// Where the runs of a Slurm submission stand; `--resume` submits the failed or missing ones again.
     Status(commands::status::Args),
     /// Print the JSON Schema of specs (or of results).
