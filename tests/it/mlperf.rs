@@ -5,7 +5,9 @@
 //! Without the checker's Python package the checker test skips with a notice, and fails under `CI=true`.
 #![allow(clippy::unwrap_used)] // test helpers outside test functions
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(feature = "tch")]
+use std::path::PathBuf;
 
 use assert_cmd::Command;
 use trainbench::mlperf::clock::epoch_ms;
