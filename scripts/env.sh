@@ -19,6 +19,11 @@ if ! has_wheels "$VENV" nvidia-cuda-cccl "$CUDA_CCCL_VERSION" nvidia-cuda-crt "$
     "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "nvidia-cuda-cccl==$CUDA_CCCL_VERSION" "nvidia-cuda-crt==$CUDA_CRT_VERSION"
 fi
 
+if ! has_wheels "$VENV" mlperf-logging "$MLPERF_LOGGING_VERSION"; then
+    echo "==> installing mlperf-logging $MLPERF_LOGGING_VERSION (MLCommons' compliance checker, for tests/it/mlperf.rs) into $VENV" >&2
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "mlperf-logging==$MLPERF_LOGGING_VERSION"
+fi
+
 export VIRTUAL_ENV="$VENV"
 export PATH="$VENV/bin:$PATH"
 export LIBTORCH_USE_PYTORCH=1

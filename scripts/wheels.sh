@@ -7,6 +7,10 @@
 CUDA_CCCL_VERSION=13.0.85
 CUDA_CRT_VERSION=13.0.88
 
+# MLCommons' MLPerf logging tools (`python -m mlperf_logging.compliance_checker`), which tests/it/mlperf.rs runs on
+# the logs `trainbench run --mllog` writes; pure Python (it needs PyYAML, installed with it).
+MLPERF_LOGGING_VERSION=4.1.68
+
 # has_wheels VENV NAME VERSION [NAME VERSION ...]: whether VENV holds each wheel at that version, checked by name
 # and version (its installed metadata, local tags such as +cu130 dropped), not by a path or an import that
 # another install could satisfy.

@@ -44,7 +44,7 @@ pub enum Command {
     /// Predict step time, throughput and the data/compute/comm shares on hardware profiles (PAI's model).
     Predict(commands::predict::Args),
     /// Run benchmarks and write one result file per run (here, or on a Slurm cluster with `--on slurm`).
-    Run(commands::run::Args),
+    Run(Box<commands::run::Args>),
     /// Where the runs of a Slurm submission stand; `--resume` submits the failed or missing ones again.
     Status(commands::status::Args),
     /// Print the JSON Schema of specs (or of results).
@@ -60,6 +60,8 @@ pub enum Command {
     /// Results that accumulate: record results into a history store, list and show series, detect change points,
     /// gate a candidate against a baseline (exit 0 pass, 1 regression, 3 inconclusive), acknowledge changes.
     History(commands::history::Args),
+    /// Read results published elsewhere into trainbench results: `import mlperf PATH` for MLPerf Training logs.
+    Import(commands::import::Args),
     /// List the devices every backend built into this binary can run on.
     Devices(commands::devices::Args),
     /// Run one repeat handed over by `trainbench run` on stdin (internal: repeats in processes of their own).
@@ -109,6 +111,7 @@ pub fn main(binary: Binary) -> ExitCode {
         Command::Audit(a) => commands::audit::execute(a),
         Command::Devices(a) => commands::devices::execute(a),
         Command::History(a) => commands::history::execute(a),
+        Command::Import(a) => commands::import::execute(a),
         Command::Worker(a) => commands::worker::execute(a),
         Command::Status(a) => commands::status::execute(a),
         Command::SlurmTask(a) => commands::slurm_task::execute(a),

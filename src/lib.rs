@@ -17,6 +17,7 @@ pub mod hardware;
 pub mod history;
 pub mod manifest;
 pub mod metrics;
+pub mod mlperf;
 pub mod plan;
 pub mod predict;
 pub mod report;

@@ -29,6 +29,7 @@ pub mod check;
 pub mod compare;
 pub mod devices;
 pub mod history;
+pub mod import;
 pub mod plan;
 pub mod predict;
 pub mod report;

@@ -16,6 +16,8 @@ use crate::backend_registry::BackendChoice;
 use crate::format::{self, human_bytes};
 use crate::hardware::ProfileValidator;
 use crate::history::recorder::Recorder;
+use crate::mlperf::output::SuiteLog;
+use crate::mlperf::score;
 use crate::plan::PlacementOverride;
 use crate::predict::record::RunProfile;
 use crate::report::model::comm_share_of;
@@ -105,6 +107,12 @@ pub struct Args {
     /// `results/history.sqlite`).
     #[arg(long, value_name = "PATH|URL", requires = "record")]
     pub store: Option<String>,
+    /// Write an MLPerf Training log (`:::MLLOG` lines) of every run to this path, beside its JSON result;
+    /// `{run_id}`, `{config}` and `{repeat}` are replaced by the run's, e.g.
+    /// `mlperf/results/<system>/llama31_8b/result_{repeat}.txt`. The submission fields come from the spec's
+    /// `[mlperf]` table (whose `log` sets a path without this flag). See docs/mlperf.md.
+    #[arg(long, value_name = "PATH")]
+    pub mllog: Option<String>,
     /// `--record`: the revision of the code under test (default `$GITHUB_SHA`, else `$CI_COMMIT_SHA`, else the
     /// working directory's commit).
     #[arg(long, value_name = "REV", requires = "record")]
@@ -154,7 +162,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     if args.on == RunOn::Slurm {
         return on_slurm(args, &loaded);
     }
-    let suites: Vec<Suite> = loaded.into_iter().map(|l| l.suite).collect();
+    let (suites, logs): (Vec<Suite>, Vec<Option<SuiteLog>>) = loaded.into_iter().map(|l| (l.suite, l.mllog)).unzip();
     if !(args.mock_slowdown.is_finite() && args.mock_slowdown > 0.0) {
         return Err(CommandError::Input(format!(
             "--mock-slowdown must be a positive number, not {}",
@@ -186,11 +194,20 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     };
     let mut all: Vec<(RunResult, PathBuf)> = Vec::new();
     let mut interrupted = false;
-    for suite in &suites {
+    let mut log_failed = false;
+    for (suite, log) in suites.iter().zip(&logs) {
         let mut written = Vec::new();
         let mut on_result = |r: &RunResult, path: &Path| {
             if !args.quiet {
                 eprintln!("{:<13} {}  -> {}", r.outcome.status(), r.run_id, path.display());
+            }
+            match log.as_ref().map(|l| l.write(r)) {
+                Some(Ok(file)) if !args.quiet => eprintln!("{:<13} {}  -> {}", "mllog", r.run_id, file.display()),
+                Some(Err(e)) => {
+                    eprintln!("error: the MLPerf log of {} was not written: {e}", r.run_id);
+                    log_failed = true;
+                }
+                _ => {}
             }
             if let Some(recorder) = recorder.as_mut()
                 && let Err(e) = recorder.record(r, path)
@@ -227,6 +244,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         OutputFormat::Text if args.quiet => reasons.iter().for_each(|l| eprintln!("{l}")),
         OutputFormat::Text => {
             outln!("{}", summary_table(&all));
+            score::summary_lines(all.iter().map(|(r, _)| r)).iter().for_each(|l| outln!("{l}"));
             reasons.iter().for_each(|l| outln!("{l}"));
             if interrupted {
                 outln!("interrupted: finished runs were kept");
@@ -238,7 +256,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             outln!("{}", serde_json::to_string_pretty(&rows)?);
         }
     }
-    let failed = all.iter().any(|(r, _)| matches!(r.outcome, RunOutcome::Failed { .. }));
+    let failed = log_failed || all.iter().any(|(r, _)| matches!(r.outcome, RunOutcome::Failed { .. }));
     Ok(if failed || interrupted { Outcome::Failure } else { Outcome::Success })
 }
 
@@ -253,6 +271,8 @@ struct Loaded {
     /// The spec file as given.
     source: String,
     suite: Suite,
+    /// Its MLPerf logs, when asked for.
+    mllog: Option<SuiteLog>,
 }
 
 /// Validate every spec (with the `--set` overrides) before running any; `None` after printing diagnostics
@@ -295,7 +315,10 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Loaded>>, CommandError> {
             invalid = true;
             continue;
         }
-        suites.push(Loaded { source: path.display().to_string(), suite: Suite::placed(&spec, over) });
+        let suite = Suite::placed(&spec, over);
+        let mllog = SuiteLog::plan(args.mllog.as_deref(), &spec, &suite, &args.out)
+            .map_err(|e| CommandError::Input(format!("{}: {e}", path.display())))?;
+        suites.push(Loaded { source: path.display().to_string(), suite, mllog });
     }
     Ok((!invalid).then_some(suites))
 }
@@ -341,6 +364,13 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
         extra: args.slurm_args.clone(),
     };
     opts.check().map_err(|e| CommandError::Input(e.to_string()))?;
+    if loaded.iter().any(|l| l.mllog.is_some()) {
+        return Err(CommandError::Input(
+            "MLPerf logs (`--mllog`, `mlperf.log`) are written by local runs only; run without `--on slurm`, or \
+             without the log"
+                .into(),
+        ));
+    }
     if args.test_hooks.is_some() {
         return Err(CommandError::Input("--test-hooks is not passed on to Slurm tasks; run without it".into()));
     }
@@ -418,17 +448,11 @@ fn on_slurm(args: &Args, loaded: &[Loaded]) -> Result<Outcome, CommandError> {
 pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
-        "run",
-        "outcome",
-        "samples/s",
-        "median step",
-        "p95 step",
-        "mem peak",
-        "GPU util",
-        "FLOP util",
-        "comm",
-    ]);
+    let header =
+        ["run", "outcome", "samples/s", "median step", "p95 step", "mem peak", "GPU util", "FLOP util", "comm"];
+    // Runs with a target add their time to train (MLPerf's score: `run_stop - run_start`).
+    let trained = rows.iter().any(|(r, _)| score::time_to_train(r).is_some());
+    t.set_header(header.iter().copied().chain(trained.then_some("to train")));
     for (r, _) in rows {
         let dash = || "-".to_string();
         let row = match &r.metrics {
@@ -451,6 +475,9 @@ pub fn summary_table(rows: &[(RunResult, PathBuf)]) -> Table {
         };
         let mut cells = vec![r.run_id.clone(), r.outcome.status().to_string()];
         cells.extend(row);
+        if trained {
+            cells.push(score::time_to_train(r).map(score::cell).unwrap_or_else(|| "-".into()));
+        }
         t.add_row(cells);
     }
     t

@@ -7,6 +7,7 @@ use super::change::Change;
 use super::comparison::{CompareOptions, Comparison, PairReport, Side, StepTimeComparison, Unpaired, Verdict};
 use super::env::{EnvDifference, differences};
 use super::utilization;
+use crate::mlperf::score::olympic_of;
 use crate::report::scaling;
 use crate::result::identity::ConfigurationIdentity;
 use crate::result::{LoadedResult, RunOutcome, RunResult};
@@ -267,6 +268,11 @@ fn compare_pair(base: &Group<'_>, cand: &Group<'_>, opts: &CompareOptions, eff: 
         };
         let change = report.time_to_target.map_or(String::new(), |c| format!(", {:+.1}%", (c.ratio - 1.0) * 100.0));
         notes.push(format!("time to target: baseline {}, candidate {}{change}", side(bt), side(ct)));
+        // MLPerf's score of each side: the olympic mean over its repeats.
+        let score = |g: &Group<'_>| olympic_of(g.runs.iter().map(|l| &l.result)).map(|o| o.describe());
+        if let (Some(b), Some(c)) = (score(base), score(cand)) {
+            notes.push(format!("time to train (MLPerf): baseline {b}; candidate {c}"));
+        }
     }
     for (name, g) in [("baseline", base), ("candidate", cand)] {
         if let Some(hosts) = g.machines() {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::model::{MemorySource, Phase, ReportModel};
 use crate::format::{self, human_bytes};
+use crate::mlperf::score::{olympic_of, reached};
 
 /// A column of the overview.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +113,8 @@ impl Column {
             }
             Column::TimeToTarget => {
                 "to target: seconds from the first step to the evaluation that reached the training target, median \
-                 over the repeats that reached it (reached/with a target)"
+                 over the repeats that reached it (reached/with a target), and with three repeats or more MLPerf's \
+                 olympic mean (fastest and slowest dropped, a run that missed the target counting as the slowest)"
             }
             _ => return None,
         })
@@ -189,7 +191,7 @@ impl Overview {
             (Column::DataShare, share_seen(Phase::Data)),
             (Column::CommShare, any(&|c| c.comm_share().is_some())),
             (Column::StallShare, any(&|c| c.stall_share().is_some_and(|s| s >= 0.0005))),
-            (Column::TimeToTarget, any(&|c| c.time_to_target().is_some())),
+            (Column::TimeToTarget, any(&|c| reached(c.runs.iter().copied()).is_some())),
         ];
         let shown = |col: Column| optional.iter().find(|(c, _)| *c == col).is_none_or(|(_, on)| *on);
         let columns: Vec<Column> = [
@@ -279,12 +281,15 @@ impl Overview {
                         Column::DataShare => Cell::opt(c.phase_share(Phase::Data).map(format::percent)),
                         Column::CommShare => Cell::opt(c.comm_share().map(format::percent)),
                         Column::StallShare => Cell::opt(c.stall_share().map(format::percent)),
-                        Column::TimeToTarget => match c.time_to_target() {
+                        Column::TimeToTarget => match reached(c.runs.iter().copied()) {
                             Some((median, reached, of)) => Cell {
                                 emphasis: if reached == of { Emphasis::Plain } else { Emphasis::Bad },
                                 ..Cell::plain(format!(
-                                    "{} ({reached}/{of})",
-                                    median.map_or_else(|| "not reached".to_string(), |s| format!("{s:.2} s"))
+                                    "{} ({reached}/{of}){}",
+                                    median.map_or_else(|| "not reached".to_string(), |s| format!("{s:.2} s")),
+                                    olympic_of(c.runs.iter().copied())
+                                        .and_then(|o| o.mean_s)
+                                        .map_or_else(String::new, |s| format!("; olympic {s:.2} s"))
                                 ))
                             },
                             None => Cell::opt(None),

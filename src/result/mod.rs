@@ -12,6 +12,7 @@ pub mod identity;
 pub mod index;
 pub mod load;
 pub mod metrics;
+pub mod mlperf;
 pub mod prediction;
 pub mod run;
 pub mod sampled;

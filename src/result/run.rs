@@ -45,6 +45,10 @@ pub struct RunResult {
     /// it ran on (or why there is none); absent only in results written before predictions were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction: Option<prediction::PredictionSection>,
+    /// A run imported from a published MLPerf Training log (`trainbench import mlperf`): what the log states;
+    /// absent for runs trainbench trained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlperf: Option<super::mlperf::MlperfRecord>,
 }
 
 /// A local dataset as a run read it: the files, the epoch arithmetic, the pipeline's settings, and how fast the

@@ -114,6 +114,7 @@ impl RunSlot<'_> {
             distributed: None,
             data: None,
             prediction: None,
+            mlperf: None,
         }
     }
 

@@ -12,6 +12,7 @@ pub mod schema;
 pub mod validate;
 pub mod validated;
 pub mod wire;
+pub mod wire_mlperf;
 pub mod wire_topology;
 
 pub use diagnostics::{Diagnostic, Severity};

@@ -1,5 +1,6 @@
 //! Spec version 1 as written in TOML: the wire types. Doc comments here become the JSON Schema's descriptions.
 
+pub use super::wire_mlperf::{MlperfBenchmark, MlperfDivision, MlperfSpec, MlperfStatus};
 pub use super::wire_topology::{BackendChoice, Interconnect, Isolation, Strategy, TopologyOverride, TopologySpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,9 @@ pub struct SpecFile {
     /// Metric groups to collect.
     #[serde(default)]
     pub metrics: MetricsSpec,
+    /// An MLPerf Training log for every run: the submission fields and where the log goes (docs/mlperf.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlperf: Option<MlperfSpec>,
 }
 
 /// Where the training data comes from. Never downloaded.

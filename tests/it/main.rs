@@ -35,6 +35,8 @@ mod isolation;
 mod local_data;
 mod long_runs;
 mod mfu_bound;
+mod mlperf;
+mod mlperf_import;
 mod mock_pipeline;
 mod no_panic;
 mod plan_refusals;

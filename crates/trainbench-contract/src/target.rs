@@ -80,6 +80,9 @@ pub struct EvalPoint {
     pub loss: f64,
     /// Accuracy over the evaluation split; `None` when the graph has no cross-entropy loss.
     pub accuracy: Option<f64>,
+    /// Seconds this evaluation took (it started `eval_s` before `elapsed_s`); absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_s: Option<f64>,
 }
 
 /// What a run with a target recorded.
@@ -257,7 +260,8 @@ impl TargetTracker {
         self.outcome.eval_samples = tally.samples;
         let loss = if tally.samples > 0 { tally.loss_sum / tally.samples as f64 } else { f64::NAN };
         let accuracy = (tally.predictions > 0).then(|| tally.correct as f64 / tally.predictions as f64);
-        let point = EvalPoint { step: self.steps, epoch: self.epochs(), elapsed_s, loss, accuracy };
+        let point =
+            EvalPoint { step: self.steps, epoch: self.epochs(), elapsed_s, loss, accuracy, eval_s: Some(eval_seconds) };
         self.outcome.curve.push(point);
         let hit = match self.plan.metric {
             TargetMetric::Accuracy => accuracy.is_some_and(|a| a >= self.plan.value),

@@ -11,10 +11,11 @@ use trainbench_graph::{ModelSpec, OptimizerSpec};
 
 use super::finding::Finding;
 use super::topology::{self, effective_topologies};
-use super::{schedule, target};
+use super::{mlperf, schedule, target};
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{
-    DataSource, DatasetSpec, MetricGroup, MetricsSpec, RunSpec, SpecFile, SweepSpec, TopologySpec, TrainingSpec,
+    DataSource, DatasetSpec, MetricGroup, MetricsSpec, MlperfSpec, RunSpec, SpecFile, SweepSpec, TopologySpec,
+    TrainingSpec,
 };
 
 /// The spec's top-level fields that passed the schema (absent tables take their defaults); `None` where the
@@ -43,6 +44,8 @@ pub struct PartialSpec {
     pub run: Option<RunSpec>,
     /// `[metrics]`.
     pub metrics: Option<MetricsSpec>,
+    /// `[mlperf]` (`Some(None)` when the spec has none).
+    pub mlperf: Option<Option<MlperfSpec>>,
 }
 
 impl PartialSpec {
@@ -82,6 +85,7 @@ impl PartialSpec {
             topology: field(doc, "topology", b, false),
             run: field(doc, "run", b, false),
             metrics: field(doc, "metrics", b, false),
+            mlperf: field(doc, "mlperf", b, false),
         }
     }
 
@@ -99,6 +103,7 @@ impl PartialSpec {
             topology: self.topology?,
             run: self.run?,
             metrics: self.metrics?,
+            mlperf: self.mlperf?,
         })
     }
 }
@@ -153,6 +158,9 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
     }
     if let (Some(metrics), Some(topology)) = (&spec.metrics, &spec.topology) {
         check_metrics(&mut out, metrics, topology);
+    }
+    if let Some(Some(mlperf)) = &spec.mlperf {
+        mlperf::check_mlperf(&mut out, mlperf, spec.training.as_ref(), spec.model.as_ref());
     }
     out
 }

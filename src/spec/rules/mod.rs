@@ -9,6 +9,7 @@
 pub mod check;
 pub(crate) mod dataset;
 pub mod finding;
+pub mod mlperf;
 mod schedule;
 mod support;
 mod target;

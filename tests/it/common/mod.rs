@@ -377,6 +377,7 @@ impl Synth {
             distributed,
             data: None,
             prediction: None,
+            mlperf: None,
         }
     }
 
