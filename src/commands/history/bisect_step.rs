@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::common::{StoreArg, read_results, store_error};
-use super::gate::{outcome_name, percent, reason};
+use super::gate::{figures_and_reason, outcome_name};
 use crate::commands::{CommandError, Outcome};
 use crate::history::analysis::{Baseline, GateResult, gate};
 use crate::history::record::RunRecord;
@@ -186,29 +186,7 @@ fn decide(results: &[GateResult], may_repeat: bool, max_repeats: u32) -> Decisio
 
 /// One line per configuration: the outcome and the gate's figures.
 pub fn result_lines(results: &[GateResult]) -> Vec<String> {
-    results
-        .iter()
-        .map(|r| {
-            let figures = r.verdict.map_or(String::new(), |v| {
-                format!(
-                    " {} (95% {} .. {}, p = {:.2e})",
-                    percent(v.relative_change),
-                    percent(v.interval.0),
-                    percent(v.interval.1),
-                    v.p_value
-                )
-            });
-            let why = reason(r);
-            format!(
-                "{} {}{figures} [{} baseline / {} candidate runs]{}",
-                outcome_name(r),
-                r.series,
-                r.baseline_runs,
-                r.candidate_runs,
-                if why.is_empty() { String::new() } else { format!(": {why}") }
-            )
-        })
-        .collect()
+    results.iter().map(|r| format!("{} {}{}", outcome_name(r), r.series, figures_and_reason(r))).collect()
 }
 
 /// Print the step's verdict and keep it in `<out>/<revision>/verdict.txt` for the summary.

@@ -74,6 +74,27 @@ fn resolve(args: &GateArgs) -> Result<Baseline, CommandError> {
     Ok(Baseline::Revision(git(&["rev-parse", "--verify", "--quiet", &commit]).unwrap_or_else(|| reference.to_string())))
 }
 
+/// One configuration's figures and why the gate decided as it did, as the text and the bisect print them:
+/// ` +30.0% (95% +29.4% .. +30.7%, p = 4.60e-3) [6 baseline / 6 candidate runs]: reason`.
+pub fn figures_and_reason(r: &GateResult) -> String {
+    let figures = r.verdict.map_or(String::new(), |v| {
+        format!(
+            " {} (95% {} .. {}, p = {:.2e})",
+            percent(v.relative_change),
+            percent(v.interval.0),
+            percent(v.interval.1),
+            v.p_value
+        )
+    });
+    let why = reason(r);
+    format!(
+        "{figures} [{} baseline / {} candidate runs]{}",
+        r.baseline_runs,
+        r.candidate_runs,
+        if why.is_empty() { String::new() } else { format!(": {why}") }
+    )
+}
+
 /// The outcome in one word: `pass`, `regression`, `improvement` or `inconclusive` (no verdict included).
 pub fn outcome_name(r: &GateResult) -> &'static str {
     match r.verdict.map(|v| v.outcome) {
@@ -193,24 +214,7 @@ pub fn execute(args: &GateArgs) -> Result<Outcome, CommandError> {
         }
         HistoryFormat::Text => {
             for r in &results {
-                let figures = r.verdict.map_or(String::new(), |v| {
-                    format!(
-                        " {} (95% {} .. {}, p = {:.2e})",
-                        percent(v.relative_change),
-                        percent(v.interval.0),
-                        percent(v.interval.1),
-                        v.p_value
-                    )
-                });
-                let why = reason(r);
-                outln!(
-                    "{:<12} {}{figures} [{} baseline / {} candidate runs]{}",
-                    outcome_name(r),
-                    r.series,
-                    r.baseline_runs,
-                    r.candidate_runs,
-                    if why.is_empty() { String::new() } else { format!(": {why}") }
-                );
+                outln!("{:<12} {}{}", outcome_name(r), r.series, figures_and_reason(r));
             }
             outln!("gate: {} (baseline: {baseline})", overall.0);
         }
