@@ -6,11 +6,12 @@
 //! Files: [`series`] (what identifies a series and what a run contributes), [`record`] (a result as the store
 //! keeps it), [`codec`] (the raw steps, compressed), [`store`] (the trait and opening a location), [`sqlite`] and
 //! [`postgres`] (the two stores), [`schema`] (their versioned tables), [`points`] (runs grouped into points and
-//! series), [`order`] (points in time or revision order), [`analysis`] (detection and the gate over the store),
+//! series), [`order`] (points in time or revision order), [`git`] (asking the repository), [`analysis`] (detection and the gate over the store),
 //! [`recorder`] (`run --record`), [`page`] (the HTML page of `history report`).
 
 pub mod analysis;
 pub mod codec;
+pub mod git;
 pub mod order;
 pub mod page;
 pub mod points;

@@ -42,11 +42,7 @@ impl RevisionOrder {
     /// The history of HEAD in the repository at `dir`: `git rev-list --topo-order --reverse HEAD`.
     pub fn of_repository(dir: &Path) -> Result<Self, OrderError> {
         let fail = |message: String| OrderError::Git { dir: dir.display().to_string(), message };
-        let out = std::process::Command::new("git")
-            .args(["rev-list", "--topo-order", "--reverse", "HEAD"])
-            .current_dir(dir)
-            .stdin(std::process::Stdio::null())
-            .output()
+        let out = super::git::run(dir, &["rev-list", "--topo-order", "--reverse", "HEAD"])
             .map_err(|e| fail(e.to_string()))?;
         if !out.status.success() {
             return Err(fail(String::from_utf8_lossy(&out.stderr).trim().to_string()));

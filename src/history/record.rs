@@ -150,11 +150,5 @@ pub fn default_revision() -> Option<String> {
             return Some(v.trim().to_string());
         }
     }
-    let out = std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !text.is_empty()).then_some(text)
+    super::git::text(Path::new("."), &["rev-parse", "HEAD"])
 }

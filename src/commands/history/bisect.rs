@@ -50,12 +50,7 @@ pub struct BisectArgs {
 
 /// Run git in `dir`.
 fn git(dir: &Path, args: &[&str]) -> Result<Output, CommandError> {
-    Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| CommandError::Spawn { program: "git".into(), source })
+    crate::history::git::run(dir, args).map_err(|source| CommandError::Spawn { program: "git".into(), source })
 }
 
 /// Run git in `dir`: its trimmed output when it succeeded.

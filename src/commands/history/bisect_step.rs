@@ -211,10 +211,7 @@ fn conclude(out: &Path, revision: &str, lines: &[String], verdict: &str) -> u8 {
 
 /// The commit checked out in `dir`.
 fn head(dir: &Path) -> Result<String, CommandError> {
-    let out = Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .current_dir(dir)
-        .output()
+    let out = crate::history::git::run(dir, &["rev-parse", "HEAD"])
         .map_err(|source| CommandError::Spawn { program: "git".into(), source })?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if out.status.success() && !text.is_empty() {

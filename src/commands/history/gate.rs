@@ -39,10 +39,9 @@ pub struct GateArgs {
     pub store: StoreArg,
 }
 
+/// `git ARGS` in the current directory: its output when it succeeded.
 fn git(args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new("git").args(args).stderr(std::process::Stdio::null()).output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !text.is_empty()).then_some(text)
+    crate::history::git::text(std::path::Path::new("."), args)
 }
 
 /// The baseline `--baseline` names.
