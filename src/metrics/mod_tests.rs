@@ -53,6 +53,7 @@ fn raw() -> RawMeasurements {
 fn analysis() -> AnalysisSummary {
     AnalysisSummary {
         parameters: 25,
+        trainable_parameters: None,
         buffers: 0,
         forward_flops_per_sample: 1000,
         backward_flops_per_sample: 2000,

@@ -8,8 +8,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnalysisSummary {
-    /// Trained parameters (tied weights once).
+    /// Parameters (tied weights once), trained or frozen.
     pub parameters: u64,
+    /// Parameters the optimizer trains, when fewer than `parameters` (LoRA: the adapters, the base frozen);
+    /// absent when every parameter trains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainable_parameters: Option<u64>,
     /// Non-trained buffers (batch-norm running statistics), elements.
     pub buffers: u64,
     /// Forward FLOPs per sample (one multiply-add = 2 FLOPs; PyTorch `flop_counter` convention).

@@ -49,6 +49,7 @@ pub(crate) fn analysis_summary(a: &Analysis, plan: &RunPlan) -> AnalysisSummary 
         memory_estimate_checkpointed(a, plan.batch_size, plan.precision, &plan.optimizer, plan.schedule.checkpointing);
     AnalysisSummary {
         parameters: a.parameters,
+        trainable_parameters: (a.trainable_parameters < a.parameters).then_some(a.trainable_parameters),
         buffers: a.buffers,
         forward_flops_per_sample: a.flops.forward_per_sample,
         backward_flops_per_sample: a.flops.backward_per_sample,

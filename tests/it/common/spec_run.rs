@@ -78,19 +78,9 @@ pub fn train_spec(
     // (batch-norm running statistics), gradients 4 bytes per trained parameter.
     let a = r.analysis.as_ref().unwrap();
     let mem = &m.memory.measured;
-    // A LoRA spec trains its adapters only: the frozen base holds no gradient, so fewer bytes than the parameters.
-    let lora = std::fs::read_to_string(std::path::Path::new("specs").join(rel))
-        .is_ok_and(|text| text.contains("[training.lora]"));
-    if lora {
-        assert!(
-            mem.gradients_bytes > 0 && mem.gradients_bytes < 4 * a.parameters,
-            "{rel}: a LoRA run's gradient bytes {} must be those of its adapters, fewer than 4 x {} parameters",
-            mem.gradients_bytes,
-            a.parameters
-        );
-    } else {
-        assert_eq!(mem.gradients_bytes, 4 * a.parameters, "{rel}: gradient bytes vs 4 x analysis parameters");
-    }
+    // A frozen base (LoRA) holds no gradient: 4 bytes per trained parameter.
+    let trained = a.trainable_parameters.unwrap_or(a.parameters);
+    assert_eq!(mem.gradients_bytes, 4 * trained, "{rel}: gradient bytes vs 4 x analysis trainable parameters");
     assert_eq!(mem.weights_bytes, 4 * (a.parameters + a.buffers), "{rel}: weight bytes vs 4 x (parameters + buffers)");
     TrainedSpec { result: r, wall_s }
 }
