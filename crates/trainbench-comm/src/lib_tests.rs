@@ -184,5 +184,7 @@ fn data_parallel_lora_exchanges_the_adapters_gradients_only() {
         .collect();
     // A ring all-reduce sends 2 (W-1)/W of the buffer: the adapters' 4-byte gradients, not the base's.
     assert!(stats.iter().all(|s| s.bytes_sent == 4 * layout.total as u64), "{stats:?}");
-    assert!(4 * (layout.total as u64) * 50 < 4 * Layout::of(&base).total as u64);
+    // The base holds about 27,000 weights here: the adapters are under a twentieth of them.
+    let base_total = Layout::of(&base).total;
+    assert!(layout.total * 20 < base_total, "{} adapter weights against {base_total}", layout.total);
 }
