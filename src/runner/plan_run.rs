@@ -209,6 +209,10 @@ impl RunSlot<'_> {
         let (outcome, stop) = match (raw.interrupted, cause) {
             (false, _) => (RunOutcome::Completed, None),
             (true, Some(cause)) => (RunOutcome::Interrupted { reason: cause.reason() }, Some(cause)),
+            // One rank of a group: another rank's timeout or stop ended the step for all (ranks' clocks differ).
+            (true, None) if distributed.is_some() => {
+                (RunOutcome::Interrupted { reason: "stopped by another rank (its timeout or a stop)".into() }, None)
+            }
             (true, None) => (RunOutcome::Interrupted { reason: "stopped early by the backend".into() }, None),
         };
         let mut result = self.result(plan, backend.name(), outcome, (started, finished), device.clone(), Some(&raw));
