@@ -81,7 +81,7 @@ fn data_parallel_runs_reproduce_one_worker_and_send_what_the_formulas_say() {
 }
 
 /// A small decoder fine-tuned with LoRA (rank 4 on q and v: 4 adapters of 4 x (32 + 32) = 1,024 trained
-/// parameters beside the frozen base), one worker and two all-reduce workers.
+/// parameters beside the frozen base), one worker, and two workers under all-reduce, ZeRO-1 and ZeRO-2.
 const LORA_SPEC: &str = r#"
 version = 1
 name = "dplora"
@@ -97,7 +97,12 @@ optimizer = { kind = "sgd", lr = 0.05, momentum = 0.9 }
 lora = { rank = 4, alpha = 8.0, targets = ["q", "v"] }
 [sweep]
 batch_sizes = [8]
-topologies = [{ devices_per_node = 1, strategy = "single" }, { devices_per_node = 2, strategy = "all-reduce" }]
+topologies = [
+  { devices_per_node = 1, strategy = "single" },
+  { devices_per_node = 2, strategy = "all-reduce" },
+  { devices_per_node = 2, strategy = "zero-1" },
+  { devices_per_node = 2, strategy = "zero-2" },
+]
 [topology]
 backend = "tch"
 device = "cpu"
@@ -124,9 +129,38 @@ fn data_parallel_lora_reproduces_one_worker_and_exchanges_the_adapters_only() {
     };
     let (single, pair) = (read("1x1"), read("1x2-ar"));
     let loss = |r: &RunResult| r.metrics.as_ref().unwrap().loss.clone().unwrap();
-    let (a, b) = (loss(&single), loss(&pair));
-    for (x, y) in [(a.first.unwrap(), b.first.unwrap()), (a.last.unwrap(), b.last.unwrap())] {
-        assert!((x - y).abs() <= 1e-4 * x.abs().max(1.0), "{x} vs {y} (one worker)");
+    let a = loss(&single);
+    // ZeRO-3 gathers the blocks' weights again for the backward, so it needs full activation checkpointing:
+    // its own spec, one worker against two.
+    let zero3 = LORA_SPEC
+        .replace("name = \"dplora\"", "name = \"dplora3\"")
+        .replace("[training]\n", "[training]\nactivation_checkpointing = \"full\"\n");
+    let zero3 = zero3
+        .replace("  { devices_per_node = 2, strategy = \"all-reduce\" },\n", "")
+        .replace("  { devices_per_node = 2, strategy = \"zero-1\" },\n", "")
+        .replace("strategy = \"zero-2\"", "strategy = \"zero-3\"");
+    std::fs::write(dir.path().join("dplora3.toml"), zero3).unwrap();
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["run", "dplora3.toml", "--out", "out", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read3 = |t: &str| -> RunResult {
+        let path = dir.path().join(format!("out/dplora3/dplora3.b8.fp32.{t}.ckpt-full.r0.json"));
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    };
+    let single3 = loss(&read3("1x1"));
+    let b3 = loss(&read3("1x2-z3"));
+    assert!((single3.last.unwrap() - b3.last.unwrap()).abs() <= 1e-4 * single3.last.unwrap().abs().max(1.0));
+    // All-reduce and ZeRO-1/2 (which shard the adapters' gradients and optimizer state only) train what one
+    // worker trains.
+    for (id, other) in [("1x2-ar", &pair), ("1x2-z1", &read("1x2-z1")), ("1x2-z2", &read("1x2-z2"))] {
+        let b = loss(other);
+        for (x, y) in [(a.first.unwrap(), b.first.unwrap()), (a.last.unwrap(), b.last.unwrap())] {
+            assert!((x - y).abs() <= 1e-4 * x.abs().max(1.0), "{x} vs {y} ({id} against one worker)");
+        }
     }
     let d = pair.distributed.unwrap();
     assert_eq!(d.gradient_bytes, 4 * 1024, "fp32 gradients of the adapters, none of the frozen base");
