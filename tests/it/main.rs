@@ -10,6 +10,7 @@
 mod common;
 
 mod audit_integrity;
+mod calibrate_load;
 mod check_cli;
 mod cli;
 mod cli_run;
