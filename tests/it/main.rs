@@ -43,6 +43,7 @@ mod no_panic;
 mod plan_refusals;
 mod predict_cli;
 mod predict_gate;
+mod published_profiles;
 mod report_browser;
 mod report_files;
 mod report_strategies;
