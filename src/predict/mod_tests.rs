@@ -163,10 +163,6 @@ fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
         conv: vec![],
         conv_backward: vec![],
         bandwidth: vec![],
-        elementwise: vec![],
-        node: vec![],
-        optimizer: vec![],
-        gemm_shapes: vec![],
         ..Default::default()
     });
     let p = predict(&g, &setting(100, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
@@ -205,10 +201,6 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
         conv: vec![],
         conv_backward: vec![],
         bandwidth: vec![bw(1e8, 10.0, 1e-6), bw(1e6, 400.0, 1e-6)],
-        elementwise: vec![],
-        node: vec![],
-        optimizer: vec![],
-        gemm_shapes: vec![],
         ..Default::default()
     });
     let dev = coefficients(&fitted(&prof), Precision::Fp32).unwrap();
@@ -261,9 +253,6 @@ fn a_measured_element_wise_class_costs_its_per_element_work() {
             forward_s: 1e-3 + 1e-6,
             backward_s: 2e-4 + 1e-6,
         }],
-        node: vec![],
-        optimizer: vec![],
-        gemm_shapes: vec![],
         ..Default::default()
     });
     let p = predict(&g, &setting(100, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
