@@ -9,7 +9,10 @@
 # rows.
 # Two sets of configurations: the tuning set (the 21 the model was tuned on, configuration by configuration) and a
 # held-out set, fixed before any further tuning and never to be looked at while changing the model: each set's
-# median and worst |error| are reported apart. Then the term ablations: the held-out (and tuning) error with each
+# median and worst |error| are reported apart, with the 80%-interval coverage (the share of references inside the
+# full model's `interval`). The sets are declared in scripts/predict_validation_configs.txt: a row keeps its
+# `held-out` label only while that file is committed and unchanged (the commit is recorded in declared.txt);
+# otherwise every row is measured as `undeclared`. Then the term ablations: the held-out (and tuning) error with each
 # term of the model switched off (`predict --without-term`), pure `predict` calls on the stored measurements.
 # Usage: scripts/predict_validation.sh [--profile P.toml] [--keep-profile P.toml] [--iterations N] [--threads T]
 #   [--rounds R] [--calibrations C] [--configs FILE] [--store DIR] [--from DIR]
@@ -25,7 +28,7 @@
 #   --threads: intra-op threads of both the calibration and the runs (default 1: on a shared 2-core machine a
 #   second thread waits on a descheduled peer and the figures become scheduling noise).
 #   FILE: lines `set spec batch [world]`, set `tuning` or `held-out` (world > 1: all-reduce over `world` local
-#   ranks, `--set topology.devices_per_node=<world>`); default: the built-in lists below.
+#   ranks, `--set topology.devices_per_node=<world>`), `#` comments; default: scripts/predict_validation_configs.txt.
 # TRAINBENCH_BIN=path uses that binary (built with tch); else the debug binary is built (`--features tch`).
 # Step times of a shared CPU are noisy: run it on an otherwise idle machine, and read each row's spread.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -103,55 +106,23 @@ write("steps", without(text, "gemm_shapes"))
 PY
 # A stored folder keeps the list it measured.
 [ -n "$FROM" ] && [ -z "$CONFIGS" ] && CONFIGS="$OUT/configs.txt"
-if [ -n "$CONFIGS" ] && [ -n "$STORE" ] && [ "$CONFIGS" != "$OUT/configs.txt" ]; then
-    cp "$CONFIGS" "$OUT/configs.txt"
-fi
 if [ -z "$CONFIGS" ]; then
-    CONFIGS="$OUT/configs.txt"
-    # The tuning set: the configurations the model was tuned on. The held-out set: fixed on 2026-12-01 before any
-    # of it was measured or any further tuning (the weak spots seen on another host, seq2seq at batch 1 and a
-    # custom CNN at batch 64, in another seq2seq model and another CNN; batches the tuning set lacks; models it
-    # lacks: TBD's seq2seq and A3C, NCF; synthetic data only, as the tuning set); never to be tuned against.
-    cat >"$CONFIGS" <<'LIST'
-tuning specs/smoke/mlp.toml 1
-tuning specs/smoke/mlp.toml 64
-tuning specs/smoke/custom.toml 1
-tuning specs/smoke/custom.toml 16
-tuning specs/smoke/custom.toml 64
-tuning specs/smoke/resnet_tiny.toml 1
-tuning specs/smoke/resnet_tiny.toml 8
-tuning specs/smoke/resnet_tiny.toml 64
-tuning specs/smoke/seq2seq_tiny.toml 1
-tuning specs/smoke/seq2seq_tiny.toml 16
-tuning specs/smoke/seq2seq_tiny.toml 64
-tuning specs/smoke/transformer_tiny.toml 1
-tuning specs/smoke/transformer_tiny.toml 16
-tuning specs/smoke/transformer_tiny.toml 64
-tuning specs/parity/resnet18_cifar.toml 8
-tuning specs/parity/resnet18_cifar.toml 32
-tuning specs/parity/transformer_lm.toml 8
-tuning specs/parity/transformer_lm.toml 32
-tuning specs/smoke/mlp.toml 64 2
-tuning specs/smoke/transformer_tiny.toml 16 2
-tuning specs/parity/transformer_lm.toml 32 2
-held-out specs/smoke/seq2seq_tiny.toml 4
-held-out specs/smoke/seq2seq_tiny.toml 32
-held-out specs/smoke/custom.toml 4
-held-out specs/smoke/custom.toml 128
-held-out specs/extra/custom_cifar_cnn.toml 1
-held-out specs/extra/custom_cifar_cnn.toml 64
-held-out specs/smoke/mlp.toml 16
-held-out specs/tbd/seq2seq.toml 1
-held-out specs/tbd/a3c.toml 32
-held-out specs/extra/ncf.toml 256
-held-out specs/smoke/resnet_tiny.toml 32
-held-out specs/smoke/transformer_tiny.toml 4
-held-out specs/parity/transformer_lm.toml 16
-held-out specs/parity/resnet18_cifar.toml 16
-held-out specs/smoke/seq2seq_tiny.toml 8 2
-held-out specs/smoke/custom.toml 32 2
-LIST
+    CONFIGS="$ROOT/scripts/predict_validation_configs.txt"
 fi
+# The declaration: a row keeps its `held-out` label only if the list was committed, unchanged, before it is
+# measured (the commit is recorded in declared.txt); otherwise every row is measured as `undeclared`.
+if [ -z "$FROM" ]; then
+    if git -C "$ROOT" ls-files --error-unmatch "$CONFIGS" >/dev/null 2>&1 && git -C "$ROOT" diff --quiet HEAD -- "$CONFIGS"; then
+        echo "declared $(git -C "$ROOT" log -1 --format='%H %cI' -- "$CONFIGS") $CONFIGS" >"$OUT/declared.txt"
+    else
+        echo "undeclared: $CONFIGS is not committed unchanged; its sets are not trusted" >"$OUT/declared.txt"
+        echo "warning: $CONFIGS is not committed unchanged: every row is measured as undeclared" >&2
+    fi
+    [ "$CONFIGS" != "$OUT/configs.txt" ] && cp "$CONFIGS" "$OUT/configs.txt"
+    CONFIGS="$OUT/configs.txt"
+fi
+UNDECLARED=0
+grep -q '^undeclared' "$OUT/declared.txt" 2>/dev/null && UNDECLARED=1
 # The terms switched off one at a time in the ablations (`trainbench predict --without-term`).
 TERMS="roofline-compute memory-traffic elementwise-work rnn-cell-work bias-pass in-step-excess per-op-overhead \
 gradient-sums tied-weights step-fixed first-node-cold-start optimizer exchange product-grid conv-grid \
@@ -162,6 +133,8 @@ predict_all() {
     : >"$OUT/index.txt"
     while read -r set spec batch world; do
         [ -z "$spec" ] && continue
+        case "$set" in '#'*) continue ;; esac
+        [ "$UNDECLARED" = 1 ] && set=undeclared
         i=$((i + 1))
         local sets=(--set "sweep.batch_sizes=[$batch]" --set "sweep.precisions=[\"fp32\"]" --set "sweep.topologies=[]")
         if [ -n "${world:-}" ] && [ "$world" -gt 1 ]; then
@@ -187,6 +160,8 @@ echo "$round $(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo unknown)" >>"$OUT
 i=0
 while read -r set spec batch world; do
     [ -z "$spec" ] && continue
+    case "$set" in '#'*) continue ;; esac
+    [ "$UNDECLARED" = 1 ] && set=undeclared
     i=$((i + 1))
     sets=(--set "sweep.batch_sizes=[$batch]" --set "sweep.precisions=[\"fp32\"]" --set "sweep.topologies=[]")
     if [ -n "${world:-}" ] && [ "$world" -gt 1 ]; then
@@ -204,10 +179,11 @@ python3 - "$OUT" "$PROFILE_PATH" "$THREADS" "$ROUNDS" "$TERMS" <<'PY'
 import json, os, statistics, sys
 out, profile, threads, rounds, terms = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split()
 VARIANTS = ("roofline", "overhead", "model3", "steps", "full")
-SETS = ("tuning", "held-out")
+SETS = ("tuning", "held-out", "undeclared")
 rows, phase_rows = [], []
 errs = {(s, v): [] for s in SETS for v in VARIANTS + tuple("without-" + t for t in terms)}
 round_errs = {(s, r): [] for s in SETS for r in range(rounds)}
+inside = {s: [] for s in SETS}
 
 
 def reference(result, world):
@@ -255,6 +231,13 @@ for line in open(out + "/index.txt"):
         if v in VARIANTS:
             cells += [f"{p['step_time_s'] * 1e3:.2f}", f"{100 * e:+.0f}%"]
         if v == "full":
+            interval = p.get("interval")
+            if interval:
+                held = interval["low_s"] <= cpu_step <= interval["high_s"]
+                inside[set_].append(held)
+                cells += [f"{interval['low_s'] * 1e3:.2f}-{interval['high_s'] * 1e3:.2f}", "yes" if held else "NO"]
+            else:
+                cells += ["-", "-"]
             for r, (ref, _, _) in enumerate(measured):
                 round_errs[(set_, r)].append(abs((p["step_time_s"] - ref) / ref))
             ph = m["phases"]
@@ -279,13 +262,25 @@ print("(roofline: calibrated peak and bandwidth only; + curves: per-size GEMM/co
 print("per-op overhead, one bandwidth for every size; model 3: + bandwidth by working set and element-wise operations'")
 print("cost; + steps: the training step's per-node, layer and optimizer costs; full: + unequal products on the grid).")
 print()
-print("| set | spec | batch | world | wall (ms) | busy | reference (ms) | rounds (ms) | roofline (ms) | error | + curves (ms) | error | model 3 (ms) | error | + steps (ms) | error | full model (ms) | error |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| set | spec | batch | world | wall (ms) | busy | reference (ms) | rounds (ms) | roofline (ms) | error | + curves (ms) | error | model 3 (ms) | error | + steps (ms) | error | full model (ms) | error | 80% interval (ms) | inside |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for c in rows:
     print("| " + " | ".join(str(x) for x in c) + " |")
 print()
+try:
+    print("Sets: " + open(out + "/declared.txt").read().strip())
+except OSError:
+    print("Sets: no record of the list's declaration (measured before the script checked it)")
+print()
 for s in SETS:
+    if not errs[(s, "full")]:
+        continue
     print(f"{s} set:")
+    k = inside[s]
+    if k:
+        share = sum(k) / len(k)
+        verdict = "" if share >= 0.8 else " -- BELOW 80%: the intervals are too narrow, a failure of the model"
+        print(f"- 80%-interval coverage (full model): {sum(k)} of {len(k)} inside, {100 * share:.0f}%{verdict}")
     for v, name in (("roofline", "roofline at calibrated peaks"), ("overhead", "+ efficiency curves and per-op overhead"), ("model3", "+ bandwidth by working set and element-wise cost (model 3)"), ("steps", "+ per-node and optimizer costs of the training step"), ("full", "+ unequal products on the grid (full model)")):
         print(f"- {name}: {summary(errs[(s, v)])}")
     for r in range(rounds):
@@ -305,7 +300,7 @@ print("|---|---:|---:|---:|---:|")
 for v in ("full",) + tuple("without-" + t for t in terms):
     cells = [v if v != "full" else "(nothing: full model)"]
     for s in ("held-out", "tuning"):
-        e = errs[(s, v)]
+        e = errs[(s, v)] or errs[("undeclared", v)]
         cells += [f"{100 * statistics.median(e):.1f}%", f"{100 * max(e):.1f}%"] if e else ["-", "-"]
     print("| " + " | ".join(cells) + " |")
 print()

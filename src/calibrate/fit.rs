@@ -84,11 +84,14 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
         gemm: curve(&c.gemm, precision, overhead),
         conv: curve(&c.conv, precision, overhead),
         conv_backward: curve(&c.conv_backward, precision, overhead),
+        attention: curve(&c.attention, precision, overhead),
+        uncertainty: Default::default(),
     };
     net_elementwise_of_priced_costs(&mut model, fixed);
     if precision == Precision::Fp32 {
         model.in_step = in_step_excess(c, &model);
     }
+    model.uncertainty = super::fit_uncertainty::of(c, &model);
     model
 }
 
@@ -332,6 +335,12 @@ mod tests {
         let f = fitted(&profile);
         assert_eq!(f.bf16.is_some(), profile.device.peak_tflops.bf16.is_some());
         assert!(f.fp16.is_none() && f.fp32.nodes.is_some() && !f.fp32.elementwise.is_empty());
+        // The uncertainty fitted from the calibration's own residuals, within reason.
+        let u = f.fp32.uncertainty;
+        for s in [u.compute, u.memory, u.elementwise] {
+            assert!((super::super::fit_uncertainty::FLOOR..1.0).contains(&s), "{u:?}");
+        }
+        assert_eq!(u.fixed, super::super::fit_uncertainty::FIXED_SIGMA);
         let mut datasheet = profile;
         datasheet.calibration = None;
         let f = fitted(&datasheet);

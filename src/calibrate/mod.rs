@@ -10,5 +10,7 @@
 pub mod elementwise;
 pub mod firstnode;
 pub mod fit;
+pub mod fit_uncertainty;
 pub mod harness;
+pub mod machine_load;
 pub mod stepcost;

@@ -16,6 +16,7 @@ use super::{CommandError, Outcome};
 mod merge;
 mod ranks;
 use crate::backend_registry;
+use crate::calibrate::machine_load::{self, LoadLimits, LoadMonitor, LoadReading};
 use crate::hardware::ProfileValidator;
 use crate::hardware::wire::{
     BandwidthPoint, Calibration, ConvShapePoint, DeviceKind, DeviceProfile, GemmShapePoint, HardwareFile, KernelPoint,
@@ -67,6 +68,14 @@ pub struct Args {
     /// shared machine one calibration can catch a busy minute and price everything 10-40% high).
     #[arg(long, default_value_t = 1)]
     pub rounds: u32,
+    /// Store a calibration taken on a loaded machine (other work's load, steal or a probe kernel's spread over
+    /// their limits), marked as loaded in the profile (`calibration.load`), instead of refusing it (exit 3).
+    #[arg(long)]
+    pub allow_loaded: bool,
+    /// A load reading (JSON, `crate::calibrate::machine_load::LoadReading`) to judge instead of the host's:
+    /// for tests, which must not pass or fail by the host they run on.
+    #[arg(long, hide = true)]
+    pub load_reading: Option<PathBuf>,
 }
 
 /// The profile a measurement describes: peaks are the best rates reached, memory bandwidth the add's, the host
@@ -83,7 +92,13 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
         m.kernels
             .iter()
             .filter(|k| k.kind == kind)
-            .map(|k| KernelPoint { precision: k.precision, shape: k.shape.clone(), flops: k.flops, seconds: k.seconds })
+            .map(|k| KernelPoint {
+                precision: k.precision,
+                shape: k.shape.clone(),
+                flops: k.flops,
+                seconds: k.seconds,
+                source: None,
+            })
             .collect()
     };
     let is_cpu = m.device.kind == "cpu";
@@ -153,6 +168,8 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
                     backward_s: c.backward_s,
                 })
                 .collect(),
+            load: None,
+            attention: Vec::new(),
         }),
         fitted: None,
     }
@@ -182,7 +199,7 @@ fn bandwidth_curve(
 ) -> Result<Vec<BandwidthPoint>, CommandError> {
     let point = |elements: usize, bytes_per_s: f64| {
         let bytes = 12.0 * elements as f64;
-        BandwidthPoint { bytes, seconds: if bytes_per_s > 0.0 { bytes / bytes_per_s } else { 0.0 } }
+        BandwidthPoint { bytes, seconds: if bytes_per_s > 0.0 { bytes / bytes_per_s } else { 0.0 }, source: None }
     };
     let mut points = Vec::new();
     for elements in BANDWIDTH_ELEMENTS.into_iter().filter(|e| *e < request.triad_elements) {
@@ -225,6 +242,24 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     request.repeats = args.repeats.max(1);
     request.cpu_threads = args.cpu_threads;
     request.cpu_clock = args.cpu_clock;
+    // The machine's load: checked before the first suite and between the suites (a synthetic reading with
+    // --load-reading; none for the mock backend, which measures nothing of the machine).
+    let limits = LoadLimits::default();
+    let synthetic = match &args.load_reading {
+        Some(path) => Some(read_load_reading(path)?),
+        None => None,
+    };
+    let mut monitor = (synthetic.is_none() && kind.name() != "mock").then(|| {
+        LoadMonitor::start(args.cpu_threads.map_or_else(crate::metrics::cpu::available_cores, |t| t as usize))
+    });
+    let reading =
+        |monitor: &Option<LoadMonitor>| synthetic.clone().or_else(|| monitor.as_ref().map(LoadMonitor::reading));
+    if let Some(r) = reading(&monitor)
+        && let Err(e) = machine_load::check(&r, &limits, args.allow_loaded, "before calibrating")
+    {
+        eprintln!("error: {e}");
+        return Ok(Outcome::Inconclusive);
+    }
     eprintln!("calibrating {} with {} (takes a minute on a busy CPU)...", args.device, kind.name());
     let rounds = args.rounds.max(1);
     let mut profiles = Vec::with_capacity(rounds as usize);
@@ -232,7 +267,14 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         if rounds > 1 {
             eprintln!("round {round} of {rounds}...");
         }
-        profiles.push(measure_profile(args, kind, &request)?);
+        profiles.push(measure_profile(args, kind, &request, monitor.as_mut())?);
+    }
+    let load = reading(&monitor);
+    if let Some(r) = &load
+        && let Err(e) = machine_load::check(r, &limits, args.allow_loaded, "while calibrating")
+    {
+        eprintln!("error: {e}; nothing was written");
+        return Ok(Outcome::Inconclusive);
     }
     let measured_at =
         profiles.first().and_then(|p| p.calibration.as_ref()).map(|c| c.measured_at.clone()).unwrap_or_default();
@@ -247,6 +289,24 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     } else {
         profiles.remove(0)
     };
+    let mut profile = profile;
+    if let Some(c) = profile.calibration.as_mut() {
+        match &load {
+            Some(r) => {
+                let mark = r.mark(&limits, args.allow_loaded);
+                c.method.push_str(&format!(
+                    "; the machine's load checked before and between the suites ({} probe timings): {}",
+                    r.probes,
+                    if mark.loaded { "LOADED, stored with --allow-loaded" } else { "quiet" }
+                ));
+                if let Some(w) = mark.warning() {
+                    eprintln!("warning: {w}");
+                }
+                c.load = Some(mark);
+            }
+            None => c.method.push_str("; the machine's load not checked (the mock backend measures nothing of it)"),
+        }
+    }
     // Format v2: the coefficients the model reads, fitted once here and stored beside the points.
     let profile = crate::hardware::load::as_written(profile);
     let body = toml::to_string(&profile)?;
@@ -292,17 +352,34 @@ fn measure_profile(
     args: &Args,
     kind: trainbench_contract::BackendKind,
     request: &trainbench_contract::calibrate::CalibrationRequest,
+    mut monitor: Option<&mut LoadMonitor>,
 ) -> Result<HardwareFile, CommandError> {
     // The link first, before this process starts the backend and leaves its library's threads behind: the two
     // ranks get the machine's cores as a run gets them.
     let link = if args.link { Some(ranks::measure(args.cpu_threads)) } else { None };
+    if args.link
+        && let Some(m) = monitor.as_deref_mut()
+    {
+        m.link_ended(2);
+    }
+    // Between two suites: the load average and the probe kernel, interleaved with the measurements.
+    let mut checkpoint = || {
+        if let Some(m) = monitor.as_deref_mut() {
+            m.checkpoint();
+        }
+    };
     let mut backend = backend_registry::create(kind, &MockConfig::default());
+    checkpoint();
     let m = backend.calibrate(request)?;
+    checkpoint();
     let bandwidth = bandwidth_curve(backend.as_mut(), request, &m)?;
+    checkpoint();
     let (elementwise, skipped) =
         crate::calibrate::elementwise::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
+    checkpoint();
     let (first_nodes, first_skipped) =
         crate::calibrate::firstnode::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
+    checkpoint();
     let step_costs =
         crate::calibrate::stepcost::measure_nodes(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock)
             .and_then(|mut nodes| {
@@ -324,6 +401,7 @@ fn measure_profile(
                 )
                 .map(|opt| (nodes, opt))
             });
+    checkpoint();
     let measured_at = crate::manifest::rfc3339(SystemTime::now());
     let mut profile = profile_of(&m, &args.name, kind.name(), &args.device.to_string(), measured_at.clone());
     if let Some(c) = profile.calibration.as_mut() {
@@ -382,4 +460,11 @@ fn measure_profile(
         profile.intra_node = Some(l.link);
     }
     Ok(profile)
+}
+
+/// A synthetic load reading (`--load-reading`, JSON).
+fn read_load_reading(path: &Path) -> Result<LoadReading, CommandError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| CommandError::Io { path: path.display().to_string(), source: e })?;
+    serde_json::from_str(&text).map_err(|e| CommandError::Input(format!("{}: not a load reading: {e}", path.display())))
 }

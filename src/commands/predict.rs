@@ -246,6 +246,9 @@ pub fn render_text(r: &Report) -> String {
             e.topology,
             if p.calibrated { ", calibrated" } else { ", datasheet" }
         );
+        if let Some(w) = &p.loaded_calibration {
+            let _ = writeln!(s, "  WARNING: {w}");
+        }
         if !p.terms_off.is_empty() {
             let off: Vec<String> = p.terms_off.iter().map(|t| t.name()).collect();
             let _ = writeln!(s, "  terms switched off: {}", off.join(", "));
@@ -257,8 +260,11 @@ pub fn render_text(r: &Report) -> String {
         };
         let _ = writeln!(
             s,
-            "  step {} ({} overlapped), {rate}; batch {} per device x {} workers",
+            "  step {} ({:.0}% interval {} - {}; {} overlapped), {rate}; batch {} per device x {} workers",
             format::duration(p.step_time_s),
+            p.interval.level * 100.0,
+            format::duration(p.interval.low_s),
+            format::duration(p.interval.high_s),
             format::duration(p.step_time_overlapped_s),
             p.per_device_batch,
             p.world_size

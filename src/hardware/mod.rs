@@ -7,6 +7,7 @@
 //! named by the `TRAINBENCH_HARDWARE` environment variable.
 
 pub mod load;
+pub mod load_mark;
 pub mod wire;
 
 use std::path::{Path, PathBuf};

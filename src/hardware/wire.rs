@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use trainbench_graph::Precision;
 
+pub use super::load_mark::LoadMark;
 use crate::predict::price_classes::{ElementwiseClass, NodeClass, OptimizerKind};
 use crate::predict::rates::Fitted;
 
@@ -206,7 +207,7 @@ impl Alternatives {
 }
 
 /// What `trainbench calibrate` measured, and how.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Calibration {
     /// How it was measured (backend, library version, threads, repetitions, statistic).
@@ -238,6 +239,10 @@ pub struct Calibration {
     /// efficiency curve of convolutions' backward; without it the forward curve is used.
     #[serde(default)]
     pub conv_backward: Vec<KernelPoint>,
+    /// Fused attention kernels (scaled dot-product attention) measured or published: achieved FLOP/s of their
+    /// products against the work of one call; without them a fused attention's products follow the GEMM curve.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attention: Vec<KernelPoint>,
     /// Memory bandwidth by working set: the same add over vectors of several sizes (from a few KiB, inside the
     /// caches, to `triad_gbs`'s, past them). A layer moving a few hundred KiB runs at its cache's speed, not at
     /// the memory's; without these points every size runs at `triad_gbs`.
@@ -266,6 +271,11 @@ pub struct Calibration {
     /// forward and backward; without them every convolution follows the `conv` curves by its FLOPs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conv_shapes: Vec<ConvShapePoint>,
+    /// The machine's load while it was measured (others' load, steal, a probe's spread) against a quiet
+    /// machine's limits; `loaded = true` marks a calibration stored with `calibrate --allow-loaded`. Absent in
+    /// calibrations written before the check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadMark>,
 }
 
 /// One measured convolution of the grid.
@@ -379,6 +389,10 @@ pub struct BandwidthPoint {
     /// Median seconds per call, overhead included.
     #[schemars(range(min = 0.0))]
     pub seconds: f64,
+    /// Where the figure comes from, when it was not measured by `trainbench calibrate` (a published
+    /// micro-benchmark: vendor documentation, a paper, a benchmark's published results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// One measured kernel: its shape, work and achieved rate.
@@ -395,4 +409,8 @@ pub struct KernelPoint {
     /// Median seconds per call, overhead included.
     #[schemars(range(min = 0.0))]
     pub seconds: f64,
+    /// Where the figure comes from, when it was not measured by `trainbench calibrate` (a published
+    /// micro-benchmark: vendor documentation, a paper, a benchmark's published results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }

@@ -99,7 +99,8 @@ pub fn kernels(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, Ker
             (*layers as f64 * if *bidirectional { 2.0 } else { 1.0 } * t, KernelClass::Gemm)
         }
         Op::Attention { .. } => (6.0, KernelClass::Gemm),
-        Op::Sdpa { .. } | Op::Lora { .. } => (2.0, KernelClass::Gemm),
+        Op::Sdpa { .. } => (2.0, KernelClass::Attention),
+        Op::Lora { .. } => (2.0, KernelClass::Gemm),
         Op::Input { .. }
         | Op::BatchNorm { .. }
         | Op::LayerNorm { .. }

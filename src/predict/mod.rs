@@ -30,6 +30,7 @@ pub mod rates;
 pub mod record;
 pub mod roofline;
 pub mod terms;
+pub mod uncertainty;
 pub mod whatif;
 
 use serde::Serialize;
@@ -150,6 +151,13 @@ pub struct Prediction {
     pub comm: CommCost,
     /// Whether the compute model used a calibration (efficiency curves, overhead, measured bandwidth).
     pub calibrated: bool,
+    /// The range the serial step time falls in 80% of the time, by the uncertainty of the terms that price it
+    /// ([`uncertainty`]).
+    pub interval: uncertainty::Interval,
+    /// Why the profile's calibration is not to be trusted as a quiet machine's: it was taken on a loaded
+    /// machine (`calibration.load`, stored with `calibrate --allow-loaded`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loaded_calibration: Option<String>,
     /// Per-layer costs (filled when asked for).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerCost>,
@@ -271,6 +279,7 @@ pub fn predict_analyzed(
     };
     let phases = Phases { data_s, forward_s, backward_s, optimizer_s, comm_s: comm.exposed_s };
     let step = data_s + forward_s + backward_s + optimizer_s + comm.exposed_s;
+    let interval = uncertainty::interval(&step_seconds_by_term(&compute, &phases), step, &dev.uncertainty);
     let overlapped = data_s.max(forward_s + backward_s.max(comm.time_s) + optimizer_s);
     let share = |x: f64| if step > 0.0 { x / step } else { 0.0 };
     let mut split = BoundSplit { compute_bound_s: 0.0, memory_bound_s: 0.0, overhead_s: 0.0 };
@@ -311,10 +320,35 @@ pub fn predict_analyzed(
         bound: split,
         comm,
         calibrated: profile.calibration.is_some(),
+        interval,
+        loaded_calibration: profile
+            .calibration
+            .as_ref()
+            .and_then(|c| c.load.as_ref())
+            .and_then(crate::hardware::wire::LoadMark::warning),
         layers: compute.layers,
         terms_off: terms.off().to_vec(),
         figures,
     })
+}
+
+/// The step's seconds by additive term: the compute phases' breakdowns scaled to the phases' totals (micro-batches
+/// and recomputation repeat them), the input copy and the exposed exchange.
+fn step_seconds_by_term(compute: &roofline::StepCompute, phases: &Phases) -> terms::Breakdown {
+    let mut by_term = terms::Breakdown::new();
+    for p in compute.layers.iter().flat_map(|l| [&l.forward, &l.backward]).chain([&compute.optimizer]) {
+        for (term, s) in &p.terms {
+            terms::add(&mut by_term, *term, *s);
+        }
+    }
+    let priced: f64 = by_term.values().sum();
+    let total = phases.forward_s + phases.backward_s + phases.optimizer_s;
+    if priced > 0.0 {
+        by_term.values_mut().for_each(|s| *s *= total / priced);
+    }
+    terms::add(&mut by_term, Term::InputCopy, phases.data_s);
+    terms::add(&mut by_term, Term::Exchange, phases.comm_s);
+    by_term
 }
 
 #[cfg(test)]

@@ -143,8 +143,13 @@ fn a_missing_link_or_peak_is_refused() {
 fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
     let g = gemm_graph();
     let mut prof = profile();
-    let point =
-        |flops: f64, seconds: f64| KernelPoint { precision: Precision::Fp32, shape: String::new(), flops, seconds };
+    let point = |flops: f64, seconds: f64| KernelPoint {
+        precision: Precision::Fp32,
+        shape: String::new(),
+        flops,
+        seconds,
+        source: None,
+    };
     // 10 us overhead; net rates 1e11 at 1e6 FLOPs and 4e11 at 1e9 FLOPs.
     prof.calibration = Some(Calibration {
         method: "test".into(),
@@ -158,11 +163,7 @@ fn calibration_replaces_the_peak_by_the_curve_and_adds_overhead() {
         conv: vec![],
         conv_backward: vec![],
         bandwidth: vec![],
-        elementwise: vec![],
-        node: vec![],
-        optimizer: vec![],
-        gemm_shapes: vec![],
-        conv_shapes: vec![],
+        ..Default::default()
     });
     let p = predict(&g, &setting(100, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let fc = p.layers.iter().find(|l| l.name == "fc").unwrap();
@@ -184,6 +185,7 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
     let bw = |bytes: f64, gbs: f64, overhead_s: f64| crate::hardware::wire::BandwidthPoint {
         bytes,
         seconds: bytes / (gbs * 1e9) + overhead_s,
+        source: None,
     };
     // 1 us overhead; a 1 MB working set at 400 GB/s (a cache), 100 MB at 10 GB/s (memory); each point's
     // call includes the overhead, which the model adds per operation on its own.
@@ -199,11 +201,7 @@ fn memory_time_follows_the_bandwidth_of_the_working_set() {
         conv: vec![],
         conv_backward: vec![],
         bandwidth: vec![bw(1e8, 10.0, 1e-6), bw(1e6, 400.0, 1e-6)],
-        elementwise: vec![],
-        node: vec![],
-        optimizer: vec![],
-        gemm_shapes: vec![],
-        conv_shapes: vec![],
+        ..Default::default()
     });
     let dev = coefficients(&fitted(&prof), Precision::Fp32).unwrap();
     assert!(close(dev.memory_s(1e6), 1e6 / 400e9), "net of the overhead");
@@ -255,10 +253,7 @@ fn a_measured_element_wise_class_costs_its_per_element_work() {
             forward_s: 1e-3 + 1e-6,
             backward_s: 2e-4 + 1e-6,
         }],
-        node: vec![],
-        optimizer: vec![],
-        gemm_shapes: vec![],
-        conv_shapes: vec![],
+        ..Default::default()
     });
     let p = predict(&g, &setting(100, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
     let drop = p.layers.iter().find(|l| l.name == "drop").unwrap();
@@ -398,7 +393,7 @@ fn step_calibration() -> Calibration {
         node: vec![node("elementwise", 2e-6, 3e-6), node("linear", 5e-6, 7e-6), node("step", 11e-6, 13e-6)],
         optimizer: vec![opt(64, 2304), opt(2, 1_000_000)],
         gemm_shapes: grid,
-        conv_shapes: vec![],
+        ..Default::default()
     }
 }
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use trainbench_graph::Precision;
 
 use super::price_classes::{ElementwiseClass, FirstKind, NodeKind, OptimizerKind};
+use super::uncertainty::Uncertainty;
 
 /// One measured size of an element-wise class: (elements, forward seconds, backward seconds) of one node, net of
 /// what the model prices on its own.
@@ -25,6 +26,9 @@ pub enum KernelClass {
     Conv,
     /// Convolutions' backward (input and weight gradients together).
     ConvBackward,
+    /// A fused attention kernel's products (scaled dot-product attention): the attention curve where one was
+    /// given, else the GEMM curve.
+    Attention,
 }
 
 /// The coefficients of one device at each precision it has a peak for: what a format v2 profile stores under
@@ -74,6 +78,9 @@ pub struct Coefficients {
     pub conv: Vec<(f64, f64)>,
     /// The same of convolutions' backward.
     pub conv_backward: Vec<(f64, f64)>,
+    /// The same of fused attention kernels (FLOPs of their products per call); empty: along the GEMM curve.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attention: Vec<(f64, f64)>,
     /// Fixed per-node costs measured through the training step, when calibrated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<NodeCosts>,
@@ -90,6 +97,10 @@ pub struct Coefficients {
     /// Whether a linear layer's bias is a pass of its own over the output (the CPU's `addmm` copies the bias
     /// into the output first; on a GPU the product's epilogue adds it).
     pub bias_pass: bool,
+    /// How wrong each group of terms can be (fitted from the calibration's residuals, else the datasheet's
+    /// prior); profiles fitted before it get the datasheet's.
+    #[serde(default)]
+    pub uncertainty: Uncertainty,
 }
 
 /// Fixed seconds of one node in the training step's forward and backward phases (`calibration.node`).
@@ -256,12 +267,14 @@ impl Coefficients {
             gemm: Vec::new(),
             conv: Vec::new(),
             conv_backward: Vec::new(),
+            attention: Vec::new(),
             nodes: None,
             optimizers: Vec::new(),
             grid: None,
             conv_grid: None,
             in_step: InStep::default(),
             bias_pass,
+            uncertainty: Uncertainty::datasheet(),
         }
     }
 
@@ -326,6 +339,8 @@ impl Coefficients {
         let conv = if self.conv.is_empty() { &self.gemm } else { &self.conv };
         let curve = match class {
             KernelClass::Gemm => &self.gemm,
+            KernelClass::Attention if self.attention.is_empty() => &self.gemm,
+            KernelClass::Attention => &self.attention,
             KernelClass::Conv => conv,
             KernelClass::ConvBackward if self.conv_backward.is_empty() => conv,
             KernelClass::ConvBackward => &self.conv_backward,

@@ -22,7 +22,8 @@ use super::{Prediction, Setting, predict};
 use crate::hardware::{Profile, ProfileValidator};
 use crate::result::RunResult;
 use crate::result::prediction::{
-    PredictedBound, PredictedInput, PredictedPhases, PredictedShares, PredictionSection, ProfileRef, RecordedPrediction,
+    PredictedBound, PredictedInput, PredictedInterval, PredictedPhases, PredictedShares, PredictionSection, ProfileRef,
+    RecordedPrediction,
 };
 
 /// The hardware profile the runs of a `trainbench run` are predicted on, as it was found.
@@ -177,5 +178,11 @@ fn recorded(profile: &Profile, by: &str, p: &Prediction, input: Option<Predicted
         comm_link: p.comm.link.clone(),
         comm_bytes_per_worker: p.comm.bytes_per_worker,
         input,
+        // The prediction's relative range around this step (the input wait moves the step, not the range's width).
+        interval: Some(PredictedInterval {
+            level: p.interval.level,
+            low_s: step * (-p.interval.log_half_width).exp(),
+            high_s: step * p.interval.log_half_width.exp(),
+        }),
     }
 }

@@ -139,4 +139,20 @@ pub struct RecordedPrediction {
     /// The input pipeline term (runs reading a local dataset; absent for synthetic data).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<PredictedInput>,
+    /// The range the serial step time falls in with the interval's probability (80%), by the uncertainty of the
+    /// terms that price it; absent in results recorded before predictions carried one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<PredictedInterval>,
+}
+
+/// A predicted step time's range.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PredictedInterval {
+    /// The share of outcomes the range is meant to hold (0.8).
+    pub level: f64,
+    /// Shortest step time of the range, seconds.
+    pub low_s: f64,
+    /// Longest step time of the range, seconds.
+    pub high_s: f64,
 }

@@ -10,6 +10,7 @@
 mod common;
 
 mod audit_integrity;
+mod calibrate_load;
 mod check_cli;
 mod cli;
 mod cli_run;
@@ -42,6 +43,7 @@ mod no_panic;
 mod plan_refusals;
 mod predict_cli;
 mod predict_gate;
+mod published_profiles;
 mod report_browser;
 mod report_files;
 mod report_strategies;

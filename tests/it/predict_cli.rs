@@ -175,3 +175,25 @@ fn terms_are_shown_per_layer_and_switched_off_by_name() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("unknown term `cold`") && err.contains("first-node-cold-start"), "{err}");
 }
+
+#[test]
+fn every_prediction_carries_an_80_percent_interval_around_its_step() {
+    for hardware in ["h100", "tests/fixtures/hardware/tch-cpu.toml"] {
+        let o = tb()
+            .args(["predict", "specs/smoke/transformer_tiny.toml", "--format", "json", "--hardware", hardware])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for e in v["predictions"].as_array().unwrap() {
+            let step = e["step_time_s"].as_f64().unwrap();
+            let i = &e["interval"];
+            let (low, high) = (i["low_s"].as_f64().unwrap(), i["high_s"].as_f64().unwrap());
+            assert_eq!(i["level"].as_f64(), Some(0.8));
+            assert!(low < step && step < high, "{hardware}: {low} {step} {high}");
+            assert!((low * high - step * step).abs() < 1e-9 * step * step, "symmetric in log");
+        }
+    }
+    let text = tb().args(["predict", "specs/smoke/mlp.toml", "--hardware", "h100"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("80% interval"));
+}

@@ -70,13 +70,18 @@ fn without_breakdowns(value: Value) -> Value {
     }
 }
 
-/// `value` without each prediction's `figures` (its memory fit, tokens/s and MFU), which came after the gate
-/// was taken and are derived from the prices it pins; `tests/it/mfu_bound.rs` holds them.
+/// `value` without each prediction's `figures` (its memory fit, tokens/s and MFU) and `interval` (its 80% range),
+/// which came after the gate was taken and are derived from the prices it pins; `tests/it/mfu_bound.rs` holds the
+/// figures, `predict::uncertainty` and `tests/it/predict_cli.rs` the interval.
 fn without_figures(value: Value) -> Value {
     match value {
         Value::Array(items) => Value::Array(items.into_iter().map(without_figures).collect()),
         Value::Object(fields) => Value::Object(
-            fields.into_iter().filter(|(k, _)| k != "figures").map(|(k, v)| (k, without_figures(v))).collect(),
+            fields
+                .into_iter()
+                .filter(|(k, _)| k != "figures" && k != "interval")
+                .map(|(k, v)| (k, without_figures(v)))
+                .collect(),
         ),
         other => other,
     }
