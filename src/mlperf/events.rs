@@ -133,6 +133,7 @@ pub fn run_log(result: &RunResult, cx: &LogContext<'_>) -> Vec<MllogLine> {
         event!(lines, stop, END, "eval_stop", Value::Null, "samples_count" => samples, "epoch_num" => epoch);
         let value = match metric {
             Some(trainbench_contract::target::TargetMetric::Accuracy) => json!(point.accuracy),
+            Some(trainbench_contract::target::TargetMetric::Auc) => json!(point.auc),
             Some(trainbench_contract::target::TargetMetric::Loss) | None => json!(point.loss),
         };
         event!(lines, stop, POINT, "eval_accuracy", value, "samples_count" => samples, "epoch_num" => epoch);

@@ -132,6 +132,7 @@ fn metric_words(metric: TargetMetric) -> &'static str {
     match metric {
         TargetMetric::Loss => "log perplexity (the evaluation split's mean cross-entropy, `loss`)",
         TargetMetric::Accuracy => "accuracy",
+        TargetMetric::Auc => "AUC (the area under the ROC curve of the click logits, `auc`)",
     }
 }
 
