@@ -387,9 +387,9 @@ pub fn compare(baseline: &[LoadedResult], candidate: &[LoadedResult], opts: &Com
     let mut entry_used = vec![false; rest.len()];
     for b in left_in_baseline {
         let benchmark = mlperf_pairs::benchmark_of_runs(&b.runs);
-        let partner = benchmark.as_ref().and_then(|x| {
-            rest.iter().position(|c| mlperf_pairs::benchmark_of_runs(&c.runs).as_ref() == Some(x))
-        });
+        let partner = benchmark
+            .as_ref()
+            .and_then(|x| rest.iter().position(|c| mlperf_pairs::benchmark_of_runs(&c.runs).as_ref() == Some(x)));
         match (benchmark, partner) {
             (Some(x), Some(i)) => {
                 entry_used[i] = true;

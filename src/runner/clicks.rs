@@ -39,9 +39,14 @@ impl ClickData {
 
     /// This rank's training batches for `plan` (one epoch, cycled) and the evaluation split of a run with a
     /// target.
-    pub fn open(&self, plan: &RunPlan, graph: &Graph, rank: usize) -> Result<(MemorySource, Option<EvalSet>), DataError> {
-        let clicks = Clicks::new(graph, CLICKS_SEED)
-            .map_err(|e| DataError { file: "clicks".into(), reason: e.to_string() })?;
+    pub fn open(
+        &self,
+        plan: &RunPlan,
+        graph: &Graph,
+        rank: usize,
+    ) -> Result<(MemorySource, Option<EvalSet>), DataError> {
+        let clicks =
+            Clicks::new(graph, CLICKS_SEED).map_err(|e| DataError { file: "clicks".into(), reason: e.to_string() })?;
         let world = plan.topology.world_size().max(1);
         let train = clicks.shard(self.train, plan.batch_size, world, rank);
         if train.is_empty() {

@@ -267,8 +267,7 @@ impl RunSlot<'_> {
 
 /// What a run reading a local dataset or clicks opens: its loader or generated batches, the loader's throughput
 /// alone, its evaluation split.
-type OpenedData =
-    (Option<Loader>, Option<MemorySource>, Option<LoaderThroughput>, Option<trainbench_data::EvalSet>);
+type OpenedData = (Option<Loader>, Option<MemorySource>, Option<LoaderThroughput>, Option<trainbench_data::EvalSet>);
 
 /// Why a collector's figures are missing: disabled, not asked for, or not applicable to the device.
 fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<DeviceSelector>) -> String {

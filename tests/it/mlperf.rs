@@ -106,15 +106,15 @@ fn a_mock_dlrm_dcnv2_run_logs_its_auc_and_schedule_keys() {
         .assert()
         .success();
     let result = result_of(dir.path(), "mlperf-dlrm-dcnv2-smoke");
-    let log = dir.path().join(format!(
-        "mlperf-dlrm-dcnv2-smoke/mlperf/results/{}/dlrm_dcnv2/result_0.txt",
-        result.plan.config
-    ));
+    let log = dir
+        .path()
+        .join(format!("mlperf-dlrm-dcnv2-smoke/mlperf/results/{}/dlrm_dcnv2/result_0.txt", result.plan.config));
     let lines = read_log(&log);
     let value = |key: &str| lines.iter().find(|l| l.key == key).unwrap().value.clone();
     assert_eq!(value("submission_benchmark"), "dlrm_dcnv2");
     assert_eq!((value("train_samples"), value("eval_samples")), (14336.into(), 2048.into()));
-    for key in ["opt_learning_rate_warmup_steps", "opt_learning_rate_decay_start_step", "opt_learning_rate_decay_steps"] {
+    for key in ["opt_learning_rate_warmup_steps", "opt_learning_rate_decay_start_step", "opt_learning_rate_decay_steps"]
+    {
         assert_eq!(value(key), 0, "{key}");
     }
     // The mock scores every click alike: an AUC of one half, logged as the evaluation's value.
@@ -217,7 +217,8 @@ fn checked_run(spec: &str, spec_name: &str, benchmark: &str) -> Option<Vec<train
     assert!(output.status.success() && text.contains("SUCCESS"), "the compliance checker refused the log:\n{text}");
     // Imported back, the log gives the run's time to train.
     trainbench().args(["import", "mlperf"]).arg(&results).arg("--out").arg(dir.path().join("in")).assert().success();
-    let text = std::fs::read_to_string(dir.path().join(format!("in/mlperf-{benchmark}/{}.r0.json", result.plan.config)));
+    let text =
+        std::fs::read_to_string(dir.path().join(format!("in/mlperf-{benchmark}/{}.r0.json", result.plan.config)));
     let back: RunResult = serde_json::from_str(&text.unwrap()).unwrap();
     let seconds = back.mlperf.unwrap().time_to_train_s().unwrap();
     assert_eq!((seconds * 1000.0).round(), (target.time_to_target_s.unwrap() * 1000.0).round());

@@ -3,8 +3,8 @@
 //! loss's logits read back to the host (a binary cross-entropy loss's logits, for the AUC).
 
 use burn::tensor::Device;
-use trainbench_contract::batch::check_batch;
 use trainbench_contract::auc::binary_nodes;
+use trainbench_contract::batch::check_batch;
 use trainbench_contract::target::{EvalTally, classifier_nodes, count_correct};
 use trainbench_data::EvalSet;
 use trainbench_graph::Graph;

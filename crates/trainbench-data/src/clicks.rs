@@ -34,7 +34,9 @@ pub enum ClicksError {
         model: String,
     },
     /// An input is neither dense features, categorical ids nor the click target.
-    #[error("model `{model}` has input `{input}`, which synthetic clicks do not fill (they fill dense features, categorical ids and the click target)")]
+    #[error(
+        "model `{model}` has input `{input}`, which synthetic clicks do not fill (they fill dense features, categorical ids and the click target)"
+    )]
     OtherInput {
         /// The model's name.
         model: String,

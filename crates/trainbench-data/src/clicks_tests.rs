@@ -30,7 +30,13 @@ fn pairwise_auc(scores: &[f32], clicks: &[f32]) -> f64 {
         for (t, d) in scores.iter().zip(clicks) {
             if *c == 1.0 && *d == 0.0 {
                 pairs += 1.0;
-                u += if s > t { 1.0 } else if s == t { 0.5 } else { 0.0 };
+                u += if s > t {
+                    1.0
+                } else if s == t {
+                    0.5
+                } else {
+                    0.0
+                };
             }
         }
     }
@@ -75,6 +81,7 @@ fn the_rule_ranks_clicks_well_above_chance() {
 
 #[test]
 fn only_click_models_take_clicks() {
-    let mlp = trainbench_graph::zoo::build(&ModelSpec::Mlp(MlpSpec { inputs: 3, hidden: vec![2], classes: 2 })).unwrap();
+    let mlp =
+        trainbench_graph::zoo::build(&ModelSpec::Mlp(MlpSpec { inputs: 3, hidden: vec![2], classes: 2 })).unwrap();
     assert!(matches!(Clicks::new(&mlp, 0), Err(ClicksError::NoClickTarget { .. })));
 }

@@ -43,9 +43,12 @@ pub fn check_clicks(out: &mut Vec<Finding>, dataset: &DatasetSpec) {
     for (k, present) in keys {
         if present {
             out.push(
-                Finding::new(key(k), format!("`dataset.{k}` is only read when `source = \"local\"`; the source is clicks"))
-                    .or_at(key("source"))
-                    .hint("clicks are generated: `samples` sizes them and `eval_fraction` holds out the evaluation split"),
+                Finding::new(
+                    key(k),
+                    format!("`dataset.{k}` is only read when `source = \"local\"`; the source is clicks"),
+                )
+                .or_at(key("source"))
+                .hint("clicks are generated: `samples` sizes them and `eval_fraction` holds out the evaluation split"),
             );
         }
     }
