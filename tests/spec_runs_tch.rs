@@ -92,6 +92,11 @@ const SHRINK: &[(&str, &[&str], &str)] = &[
     ("llm/llama3_2_1b.toml", LLAMA_SMALL, "Llama-3.2-1B: 1.2 G parameters over 2,048 tokens"),
     ("llm/llama3_1_8b.toml", LLAMA_SMALL, "Llama-3.1-8B: 8 G parameters (128 GB of state with Adam)"),
     ("llm/llama2_70b_lora.toml", LLAMA_SMALL, "Llama 2 70B with LoRA: 69 G frozen parameters over 8,192 tokens"),
+    (
+        "mlperf/dlrm_dcnv2_smoke_mlperf.toml",
+        &["sweep.batch_sizes=[128]"],
+        "an AUC target over 2,048 held-out clicks: batches of 2 would evaluate 1,024 times a cadence and learn slowly",
+    ),
     ("pai/1w1g.toml", RESNET50_SMALL, "ResNet-50 at 224x224"),
     ("pai/1wng_allreduce_nvlink.toml", RESNET50_SMALL, "ResNet-50 at 224x224"),
     ("pai/ps_vs_allreduce.toml", RESNET50_SMALL, "ResNet-50 at 224x224"),

@@ -101,6 +101,9 @@ pub enum Verdict {
     NoData,
     /// The environments differ; not compared (see `--allow-env-diff`).
     NotComparable,
+    /// Two MLPerf entries of one benchmark (e.g. a published result and a user's run), compared on time to
+    /// train only.
+    TimeToTrain,
 }
 
 impl Verdict {
@@ -118,6 +121,7 @@ impl Verdict {
             Verdict::BaselineFailed => "fixed (baseline failed)",
             Verdict::NoData => "no data",
             Verdict::NotComparable => "not comparable",
+            Verdict::TimeToTrain => "time to train compared (MLPerf)",
         }
     }
 }

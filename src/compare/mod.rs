@@ -18,10 +18,15 @@
 //!
 //! `r > 1` is slower (a regression), `r < 1` faster. A configuration that completed in the baseline but failed
 //! (or ran out of memory) in the candidate is a regression too.
+//!
+//! MLPerf entries of one benchmark left unpaired on both sides (a published result imported by `import mlperf`
+//! and a user's run of a spec with `[mlperf]`) are paired by that benchmark and compared on time to train
+//! only (`mlperf_pairs.rs`, verdict `time_to_train`).
 
 pub mod change;
 pub mod comparison;
 pub mod env;
+pub mod mlperf_pairs;
 pub mod pairing;
 pub mod render;
 pub mod utilization;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use super::change::Change;
 use super::comparison::{CompareOptions, Comparison, PairReport, Side, StepTimeComparison, Unpaired, Verdict};
 use super::env::{EnvDifference, differences};
+use super::mlperf_pairs;
 use super::utilization;
 use crate::mlperf::score::olympic_of;
 use crate::report::scaling;
@@ -120,6 +121,10 @@ fn group(results: &[LoadedResult]) -> BTreeMap<GroupKey, Vec<Group<'_>>> {
         }
     }
     out
+}
+
+fn entry<'a>(g: &'a Group<'a>) -> mlperf_pairs::EntrySide<'a> {
+    mlperf_pairs::EntrySide { spec: &g.spec, config: &g.config, side: g.side(), runs: &g.runs }
 }
 
 fn unpaired(g: &Group<'_>) -> Unpaired {
@@ -371,13 +376,29 @@ pub fn compare(baseline: &[LoadedResult], candidate: &[LoadedResult], opts: &Com
     // paired by it, so the report names what differs instead of listing both sides as unpaired.
     let mut rest: Vec<Group<'_>> = cand.into_values().flatten().collect();
     let mut only_in_baseline = Vec::new();
+    let mut left_in_baseline = Vec::new();
     for b in unmatched {
         match rest.iter().position(|c| c.spec == b.spec && c.config == b.config) {
             Some(i) => pairs.push(compare_pair(&b, &rest.remove(i), opts, &eff)),
-            None => only_in_baseline.push(unpaired(&b)),
+            None => left_in_baseline.push(b),
         }
     }
-    let only_in_candidate = rest.iter().map(unpaired).collect();
+    // MLPerf entries of one benchmark: every baseline entry against the candidate's first entry of it.
+    let mut entry_used = vec![false; rest.len()];
+    for b in left_in_baseline {
+        let benchmark = mlperf_pairs::benchmark_of_runs(&b.runs);
+        let partner = benchmark
+            .as_ref()
+            .and_then(|x| rest.iter().position(|c| mlperf_pairs::benchmark_of_runs(&c.runs).as_ref() == Some(x)));
+        match (benchmark, partner) {
+            (Some(x), Some(i)) => {
+                entry_used[i] = true;
+                pairs.push(mlperf_pairs::time_to_train_pair(&x, entry(&b), entry(&rest[i])));
+            }
+            _ => only_in_baseline.push(unpaired(&b)),
+        }
+    }
+    let only_in_candidate = rest.iter().zip(entry_used).filter(|(_, used)| !used).map(|(c, _)| unpaired(c)).collect();
     pairs.sort_by(|a, b| (&a.spec, a.batch_size, &a.config).cmp(&(&b.spec, b.batch_size, &b.config)));
     Comparison { options: opts.clone(), pairs, only_in_baseline, only_in_candidate }
 }

@@ -61,6 +61,14 @@ fn cells(p: &PairReport) -> [String; 8] {
         let reasons: Vec<String> = p.env_differences.iter().filter(|d| d.blocking).map(|d| d.describe()).collect();
         verdict = format!("not comparable: {}", reasons.join("; "));
     }
+    if let (Verdict::TimeToTrain, Some(c)) = (p.verdict, &p.time_to_target) {
+        verdict = format!(
+            "time to train (MLPerf): {} -> {} ({})",
+            format::duration(c.baseline),
+            format::duration(c.candidate),
+            format::percent_change(c.ratio)
+        );
+    }
     let target = if p.baseline.backend == p.candidate.backend && p.baseline.device == p.candidate.device {
         format!("{} on {}", p.baseline.backend, p.baseline.device)
     } else {

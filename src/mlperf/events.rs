@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::clock::epoch_ms;
 use super::line::{EventType, MllogLine};
 use crate::result::RunResult;
-use crate::spec::wire::MlperfSpec;
+use crate::spec::wire::{MlperfBenchmark, MlperfSpec};
 use trainbench_graph::OptimizerSpec;
 
 /// What the log says beyond the result: the submission fields and the model's sequence length.
@@ -89,6 +89,25 @@ pub fn hyperparameters(result: &RunResult, sequence_length: Option<u64>) -> Vec<
     hp
 }
 
+/// The keys a benchmark's ruleset names beyond [`hyperparameters`], with the values a trainbench run used:
+/// DLRM-DCNv2's learning-rate schedule (warm-up steps, decay start and decay steps), 0 as the reference writes
+/// them for no warm-up and no decay, since trainbench's learning rate is constant.
+pub fn benchmark_keys(benchmark: MlperfBenchmark) -> Vec<(&'static str, Value)> {
+    match benchmark {
+        MlperfBenchmark::DlrmDcnv2 => vec![
+            ("opt_learning_rate_warmup_steps", json!(0)),
+            ("opt_learning_rate_decay_start_step", json!(0)),
+            ("opt_learning_rate_decay_steps", json!(0)),
+        ],
+        MlperfBenchmark::Flux1
+        | MlperfBenchmark::Llama31B8
+        | MlperfBenchmark::Llama2B70Lora
+        | MlperfBenchmark::Llama31B405
+        | MlperfBenchmark::GptOssB20
+        | MlperfBenchmark::DeepseekV3B671 => Vec::new(),
+    }
+}
+
 /// The log of one run, line by line.
 pub fn run_log(result: &RunResult, cx: &LogContext<'_>) -> Vec<MllogLine> {
     let mut lines = Vec::new();
@@ -110,7 +129,7 @@ pub fn run_log(result: &RunResult, cx: &LogContext<'_>) -> Vec<MllogLine> {
     if let Some(status) = s.status {
         event!(lines, t0, POINT, "submission_status", json!(status.as_str()));
     }
-    for (key, value) in hyperparameters(result, cx.sequence_length) {
+    for (key, value) in hyperparameters(result, cx.sequence_length).into_iter().chain(benchmark_keys(s.benchmark)) {
         event!(lines, t0, POINT, key, value);
     }
     let train_samples = result.data.as_ref().map(|d| d.samples_per_epoch + d.dropped_per_epoch).unwrap_or(0);
@@ -133,6 +152,7 @@ pub fn run_log(result: &RunResult, cx: &LogContext<'_>) -> Vec<MllogLine> {
         event!(lines, stop, END, "eval_stop", Value::Null, "samples_count" => samples, "epoch_num" => epoch);
         let value = match metric {
             Some(trainbench_contract::target::TargetMetric::Accuracy) => json!(point.accuracy),
+            Some(trainbench_contract::target::TargetMetric::Auc) => json!(point.auc),
             Some(trainbench_contract::target::TargetMetric::Loss) | None => json!(point.loss),
         };
         event!(lines, stop, POINT, "eval_accuracy", value, "samples_count" => samples, "epoch_num" => epoch);

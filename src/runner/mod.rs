@@ -13,6 +13,7 @@
 //! ([`protocol`]); data-parallel ranks ([`dist`]); repeats in processes of their own ([`isolate`]); and here, the
 //! suite loop that picks one of them (`scripts/import_cycles.py src/runner` checks that no circle creeps in).
 
+pub mod clicks;
 pub mod data;
 pub mod dist;
 pub mod hooks;

@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime};
 use trainbench_contract::{
     Backend, BackendError, DeviceInfo, DeviceSelector, Probe, RawMeasurements, RunContext, RunPlan,
 };
-use trainbench_data::{BatchSource, DataError, Loader};
+use trainbench_data::{BatchSource, DataError, Loader, MemorySource};
 use trainbench_graph::Graph;
 use trainbench_graph::analysis::{Analysis, memory_estimate_checkpointed};
 
@@ -153,7 +153,7 @@ impl RunSlot<'_> {
             }
         }
         warmup::warm_up_process(backend, plan, self.graph, &self.opts.stop);
-        let (mut loader, throughput, eval) = match self.open_data(plan) {
+        let (mut loader, mut generated, throughput, eval) = match self.open_data(plan) {
             Ok(opened) => opened,
             Err(e) => {
                 let now = SystemTime::now();
@@ -167,7 +167,10 @@ impl RunSlot<'_> {
         let origin = collectors.origin();
         let (outcome, distributed) = match self.ranks.filter(|_| !plan.topology.strategy.is_single()) {
             Some(ranks) => {
-                let data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
+                let data = loader
+                    .as_mut()
+                    .map(|l| l as &mut dyn BatchSource)
+                    .or_else(|| generated.as_mut().map(|g| g as &mut dyn BatchSource));
                 let rank = ranks.borrow().rank();
                 match self.opts.test_hooks.rank_out_of_memory(plan, rank) {
                     Some(e) => (Err(e), None),
@@ -179,7 +182,10 @@ impl RunSlot<'_> {
             }
             None => {
                 let mut ctx = RunContext::new(&mut probe);
-                ctx.data = loader.as_mut().map(|l| l as &mut dyn BatchSource);
+                ctx.data = loader
+                    .as_mut()
+                    .map(|l| l as &mut dyn BatchSource)
+                    .or_else(|| generated.as_mut().map(|g| g as &mut dyn BatchSource));
                 ctx.eval = eval.as_ref();
                 (backend.run_in(plan, self.graph, &mut ctx), None)
             }
@@ -188,6 +194,7 @@ impl RunSlot<'_> {
         let finished = SystemTime::now();
         probe.finish();
         let data = self.suite.data.as_ref().zip(loader.as_ref()).map(|(d, l)| d.summary(l, throughput));
+        let data = data.or_else(|| self.suite.clicks.map(|c| c.summary(plan.batch_size)));
 
         let raw = match outcome {
             Ok(raw) => raw,
@@ -244,21 +251,27 @@ impl RunSlot<'_> {
     /// The run's loader when it reads a local dataset (a data-parallel worker's on its rank's shard: its slice
     /// of every global batch), the loader's throughput measured alone just before, and the evaluation split of a
     /// run with a target.
+    /// On synthetic clicks: this rank's generated batches and the held-out clicks.
     fn open_data(&self, plan: &RunPlan) -> Result<OpenedData, DataError> {
-        let Some(local) = &self.suite.data else { return Ok((None, None, None)) };
-        let dataset = local.open(self.graph)?;
-        let throughput = local.measure(dataset.clone(), plan, self.graph)?;
-        let eval = local.eval_set(plan, self.graph)?;
         let rank = match self.ranks {
             Some(r) if !plan.topology.strategy.is_single() => r.borrow().rank(),
             _ => 0,
         };
-        Ok((Some(local.loader(dataset, plan, self.graph, rank)?), Some(throughput), eval))
+        if let Some(clicks) = &self.suite.clicks {
+            let (source, eval) = clicks.open(plan, self.graph, rank)?;
+            return Ok((None, Some(source), None, eval));
+        }
+        let Some(local) = &self.suite.data else { return Ok((None, None, None, None)) };
+        let dataset = local.open(self.graph)?;
+        let throughput = local.measure(dataset.clone(), plan, self.graph)?;
+        let eval = local.eval_set(plan, self.graph)?;
+        Ok((Some(local.loader(dataset, plan, self.graph, rank)?), None, Some(throughput), eval))
     }
 }
 
-/// What a run reading a local dataset opens: its loader, the loader's throughput alone, its evaluation split.
-type OpenedData = (Option<Loader>, Option<LoaderThroughput>, Option<trainbench_data::EvalSet>);
+/// What a run reading a local dataset or clicks opens: its loader or generated batches, the loader's throughput
+/// alone, its evaluation split.
+type OpenedData = (Option<Loader>, Option<MemorySource>, Option<LoaderThroughput>, Option<trainbench_data::EvalSet>);
 
 /// Why a collector's figures are missing: disabled, not asked for, or not applicable to the device.
 fn absent_reason(collect: bool, group_on: bool, non_gpu_device: Option<DeviceSelector>) -> String {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use trainbench_contract::{BackendKind, RunPlan};
 use trainbench_graph::Graph;
 
+use super::clicks::ClickData;
 use super::data::LocalData;
 use crate::plan::{PlacementOverride, placement, plan_on};
 use crate::spec::diagnostics::render_text;
@@ -34,6 +35,8 @@ pub struct Suite {
     pub isolation: Isolation,
     /// The local dataset every run reads; `None` for synthetic data.
     pub data: Option<LocalData>,
+    /// The synthetic clicks every run trains on (`source = "clicks"`).
+    pub clicks: Option<ClickData>,
 }
 
 /// Why a spec given as text is no suite.
@@ -67,6 +70,7 @@ impl Suite {
             metric_groups: s.metrics.collect.clone(),
             isolation: s.run.isolation,
             data: LocalData::of(spec),
+            clicks: ClickData::of(spec),
         }
     }
 

@@ -54,7 +54,8 @@ pub struct SpecFile {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DatasetSpec {
-    /// `synthetic` (generated on the device from the seed) or `local` (read from `path`).
+    /// `synthetic` (generated on the device from the seed), `local` (read from `path`) or `clicks` (click
+    /// samples with a learnable signal, generated on the host).
     #[serde(default)]
     pub source: DataSource,
     /// Informational dataset name the synthetic data stands in for (`imagenet`, `wmt14-en-de`, ...).
@@ -74,7 +75,8 @@ pub struct DatasetSpec {
     /// Format of the local dataset.
     #[serde(default)]
     pub format: Option<DataFormat>,
-    /// Samples held by the synthetic dataset (cycled); larger values exercise memory more.
+    /// Samples held by the synthetic dataset (cycled); larger values exercise memory more. With `source =
+    /// "clicks"`: the clicks generated (evaluation split included; 8192 by default).
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub samples: Option<u64>,
@@ -123,6 +125,10 @@ pub enum DataSource {
     Synthetic,
     /// Files on disk.
     Local,
+    /// Synthetic clicks with a learnable signal, for click models (`family = "dlrm"`): dense features and
+    /// categorical ids drawn from a fixed seed, each click drawn from a fixed seeded rule of them plus noise
+    /// (`dataset.samples` of them, 8192 by default; `dataset.eval_fraction` held out for a target).
+    Clicks,
 }
 
 /// Local dataset formats.

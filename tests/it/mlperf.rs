@@ -1,7 +1,8 @@
 //! MLPerf Training logs (docs/mlperf.md): `trainbench run --mllog` writes a `:::MLLOG` log per run on the result's
 //! own clock (checked line by line against the JSON result on the mock backend); the shipped smoke
-//! `llama31_8b` spec trained on tch reaches its log-perplexity target and MLCommons' compliance checker
-//! (`mlperf-logging`, installed by scripts/env.sh) prints SUCCESS on its log; the spec-level refusals.
+//! `llama31_8b` spec trained on tch reaches its log-perplexity target, the shipped smoke `dlrm_dcnv2` spec its AUC
+//! target on synthetic clicks, and MLCommons' compliance checker (`mlperf-logging`, installed by scripts/env.sh)
+//! prints SUCCESS on each log; the spec-level refusals.
 //! Without the checker's Python package the checker test skips with a notice, and fails under `CI=true`.
 #![allow(clippy::unwrap_used)] // test helpers outside test functions
 
@@ -16,6 +17,7 @@ use trainbench::result::RunResult;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const SPEC: &str = "specs/mlperf/llama31_8b_smoke_mlperf.toml";
+const DLRM_SPEC: &str = "specs/mlperf/dlrm_dcnv2_smoke_mlperf.toml";
 
 fn trainbench() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_trainbench"));
@@ -29,7 +31,11 @@ fn read_log(path: &Path) -> Vec<MllogLine> {
 }
 
 fn only_result(dir: &Path) -> RunResult {
-    let folder = dir.join("mlperf-llama31-8b-smoke");
+    result_of(dir, "mlperf-llama31-8b-smoke")
+}
+
+fn result_of(dir: &Path, spec_name: &str) -> RunResult {
+    let folder = dir.join(spec_name);
     let file = std::fs::read_dir(&folder)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -92,6 +98,43 @@ fn a_mock_run_writes_a_log_on_the_results_own_clock() {
 }
 
 #[test]
+fn a_mock_dlrm_dcnv2_run_logs_its_auc_and_schedule_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    trainbench()
+        .args(["run", DLRM_SPEC, "--backend", "mock", "--quiet", "--set", "training.target.max_steps=32", "--out"])
+        .arg(dir.path())
+        .assert()
+        .success();
+    let result = result_of(dir.path(), "mlperf-dlrm-dcnv2-smoke");
+    let log = dir
+        .path()
+        .join(format!("mlperf-dlrm-dcnv2-smoke/mlperf/results/{}/dlrm_dcnv2/result_0.txt", result.plan.config));
+    let lines = read_log(&log);
+    let value = |key: &str| lines.iter().find(|l| l.key == key).unwrap().value.clone();
+    assert_eq!(value("submission_benchmark"), "dlrm_dcnv2");
+    assert_eq!((value("train_samples"), value("eval_samples")), (14336.into(), 2048.into()));
+    for key in ["opt_learning_rate_warmup_steps", "opt_learning_rate_decay_start_step", "opt_learning_rate_decay_steps"]
+    {
+        assert_eq!(value(key), 0, "{key}");
+    }
+    // The mock scores every click alike: an AUC of one half, logged as the evaluation's value.
+    let target = result.metrics.as_ref().unwrap().time_to_target.as_ref().unwrap();
+    let evals: Vec<&MllogLine> = lines.iter().filter(|l| l.key == "eval_accuracy").collect();
+    assert_eq!(evals.len(), target.curve.len());
+    for (line, point) in evals.iter().zip(&target.curve) {
+        assert_eq!((line.value.as_f64(), point.auc), (Some(0.5), Some(0.5)));
+    }
+    assert_eq!(lines.last().unwrap().meta("status").unwrap().as_str(), Some("aborted"));
+    // The benchmark's metric and family are required.
+    let loss = trainbench().args(["validate", DLRM_SPEC, "--set", "training.target.metric=loss"]).assert().code(2);
+    let stdout = String::from_utf8_lossy(&loss.get_output().stdout).to_string();
+    assert!(stdout.contains("quality metric is AUC"), "{stdout}");
+    let gpt = trainbench().args(["validate", SPEC, "--set", "mlperf.benchmark=dlrm_dcnv2"]).assert().code(2);
+    let stdout = String::from_utf8_lossy(&gpt.get_output().stdout).to_string();
+    assert!(stdout.contains("`dlrm_dcnv2` is a click model"), "{stdout}");
+}
+
+#[test]
 fn a_log_without_submission_fields_or_shared_by_two_runs_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let shared = trainbench()
@@ -147,18 +190,18 @@ fn checker_python() -> Option<PathBuf> {
     Some(python)
 }
 
+/// Train `spec` (named `spec_name`) on tch, require its target reached, run the compliance checker on its log of
+/// `benchmark` (it must print SUCCESS), and import the log back: the same time to train. The target's curve.
 #[cfg(feature = "tch")]
-#[test]
-fn the_compliance_checker_accepts_the_log_of_the_smoke_llama31_8b_run() {
-    let Some(python) = checker_python() else { return };
+fn checked_run(spec: &str, spec_name: &str, benchmark: &str) -> Option<Vec<trainbench_contract::target::EvalPoint>> {
+    let python = checker_python()?;
     let dir = tempfile::tempdir().unwrap();
-    trainbench().args(["run", SPEC, "--backend", "tch", "--quiet", "--out"]).arg(dir.path()).assert().success();
-    let result = only_result(dir.path());
+    trainbench().args(["run", spec, "--backend", "tch", "--quiet", "--out"]).arg(dir.path()).assert().success();
+    let result = result_of(dir.path(), spec_name);
     let target = result.metrics.as_ref().unwrap().time_to_target.clone().unwrap();
-    assert!(target.reached, "the smoke decoder did not reach log perplexity 0.5: {}", target.stopped);
-    let log = dir
-        .path()
-        .join(format!("mlperf-llama31-8b-smoke/mlperf/results/{}/llama31_8b/result_0.txt", result.plan.config));
+    assert!(target.reached, "{spec_name} did not reach its target: {}", target.stopped);
+    let results = dir.path().join(format!("{spec_name}/mlperf/results"));
+    let log = results.join(format!("{}/{benchmark}/result_0.txt", result.plan.config));
     let lines = read_log(&log);
     let span = time_of(&lines, "run_stop") - time_of(&lines, "run_start");
     assert_eq!(span, (target.time_to_target_s.unwrap() * 1000.0).round() as i64);
@@ -173,10 +216,27 @@ fn the_compliance_checker_accepts_the_log_of_the_smoke_llama31_8b_run() {
     eprintln!("compliance checker on {}:\n{text}", log.display());
     assert!(output.status.success() && text.contains("SUCCESS"), "the compliance checker refused the log:\n{text}");
     // Imported back, the log gives the run's time to train.
-    let results = dir.path().join("mlperf-llama31-8b-smoke/mlperf/results");
     trainbench().args(["import", "mlperf"]).arg(&results).arg("--out").arg(dir.path().join("in")).assert().success();
-    let text = std::fs::read_to_string(dir.path().join(format!("in/mlperf-llama31_8b/{}.r0.json", result.plan.config)));
+    let text =
+        std::fs::read_to_string(dir.path().join(format!("in/mlperf-{benchmark}/{}.r0.json", result.plan.config)));
     let back: RunResult = serde_json::from_str(&text.unwrap()).unwrap();
     let seconds = back.mlperf.unwrap().time_to_train_s().unwrap();
     assert_eq!((seconds * 1000.0).round(), (target.time_to_target_s.unwrap() * 1000.0).round());
+    Some(target.curve)
+}
+
+#[cfg(feature = "tch")]
+#[test]
+fn the_compliance_checker_accepts_the_log_of_the_smoke_llama31_8b_run() {
+    checked_run(SPEC, "mlperf-llama31-8b-smoke", "llama31_8b");
+}
+
+#[cfg(feature = "tch")]
+#[test]
+fn the_compliance_checker_accepts_the_log_of_the_smoke_dlrm_dcnv2_run() {
+    let Some(curve) = checked_run(DLRM_SPEC, "mlperf-dlrm-dcnv2-smoke", "dlrm_dcnv2") else { return };
+    // The AUC is what the log states, and it climbed from chance to the target.
+    let first = curve.first().and_then(|p| p.auc).unwrap();
+    let last = curve.last().and_then(|p| p.auc).unwrap();
+    assert!(first < 0.7 && last >= 0.75, "AUC {first} -> {last}");
 }

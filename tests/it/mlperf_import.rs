@@ -116,3 +116,51 @@ fn a_written_log_imported_back_has_the_same_time_to_train_and_hyperparameters() 
         (16, written.plan.seed, written.plan.optimizer)
     );
 }
+
+#[test]
+fn compare_pairs_imported_results_with_a_users_run_of_the_same_benchmark_on_time_to_train() {
+    let dir = tempfile::tempdir().unwrap();
+    trainbench().args(["import", "mlperf", "tests/fixtures/mlperf", "--out"]).arg(dir.path()).assert().code(2);
+    // A target the mock reaches at its first evaluation, so the user's run has a time to train.
+    let user = dir.path().join("user");
+    trainbench()
+        .args(["run", SPEC, "--backend", "mock", "--quiet", "--set", "training.target.value=100", "--out"])
+        .arg(&user)
+        .assert()
+        .success();
+    let mine = results_in(&user.join("mlperf-llama31-8b-smoke")).remove(0);
+    let my_time = mine.metrics.as_ref().unwrap().time_to_target.as_ref().unwrap().time_to_target_s.unwrap();
+    let out = trainbench()
+        .arg("compare")
+        .arg(dir.path().join("mlperf-llama31_8b"))
+        .arg(user.join("mlperf-llama31-8b-smoke"))
+        .args(["--format", "json"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pairs = json["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 1, "{json:#}");
+    let pair = &pairs[0];
+    assert_eq!((pair["verdict"].as_str(), pair["spec"].as_str()), (Some("time_to_train"), Some("mlperf:llama31_8b")));
+    // The published side's median over its four converged runs, the user's own time to train.
+    let change = &pair["time_to_target"];
+    assert_eq!(change["baseline"].as_f64(), Some((3060.0 + 4560.0) / 2.0));
+    assert_eq!(change["candidate"].as_f64(), Some(my_time));
+    assert!(json["only_in_baseline"].as_array().unwrap().is_empty(), "{json:#}");
+    assert!(json["only_in_candidate"].as_array().unwrap().is_empty(), "{json:#}");
+    let notes = pair["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect::<Vec<_>>().join("\n");
+    assert!(notes.contains("olympic mean") && notes.contains("4/5 runs converged"), "{notes}");
+    // The table says it too.
+    let table = trainbench()
+        .arg("compare")
+        .arg(dir.path().join("mlperf-llama31_8b"))
+        .arg(user.join("mlperf-llama31-8b-smoke"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert!(String::from_utf8_lossy(&table).contains("time to train (MLPerf)"));
+}

@@ -3,6 +3,7 @@
 //! evaluation of an evaluation split for a run with a target (forward only, no gradients).
 
 use tch::{Device, Kind, TchError, Tensor};
+use trainbench_contract::auc::binary_nodes;
 use trainbench_contract::target::{EvalTally, classifier_nodes};
 use trainbench_data::HostBatch;
 use trainbench_graph::Op;
@@ -36,7 +37,8 @@ pub fn to_device(graph: &Graph, batch: &HostBatch, samples: usize, device: Devic
 }
 
 /// Add the evaluation of one batch to `tally`: the weighted sum of the loss nodes' batch means, and, when the
-/// graph has a cross-entropy loss, how many argmax predictions of its logits equal the labels.
+/// graph has a cross-entropy loss, how many argmax predictions of its logits equal the labels; when it has a
+/// binary cross-entropy loss, its logits and targets (for the AUC).
 pub fn evaluate(
     model: &Lowered,
     graph: &Graph,
@@ -48,6 +50,10 @@ pub fn evaluate(
     let mut targets = graph.losses.clone();
     if let Some((logits, labels)) = classifier {
         targets.extend([logits, labels]);
+    }
+    let binary = binary_nodes(graph);
+    if let Some((logits, clicks)) = binary {
+        targets.extend([logits, clicks]);
     }
     let mut env: Vec<Option<Tensor>> = (0..graph.nodes.len()).map(|_| None).collect();
     for (id, t) in batch {
@@ -104,5 +110,14 @@ pub fn evaluate(
         None => (0, 0),
     };
     tally.add(samples as u64, loss, correct, predictions);
+    if let Some((logits, clicks)) = binary {
+        let (Some(z), Some(y)) = (&env[logits], &env[clicks]) else {
+            return Err(TchError::Kind("internal: binary logits or targets not kept".into()));
+        };
+        let host = |t: &Tensor| -> Result<Vec<f32>, TchError> {
+            Vec::<f32>::try_from(t.f_to_kind(Kind::Float)?.f_flatten(0, -1)?.to_device(Device::Cpu))
+        };
+        tally.add_scores(&host(z)?, &host(y)?);
+    }
     Ok(())
 }

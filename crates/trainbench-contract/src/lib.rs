@@ -6,6 +6,7 @@
 //! Built on the graph (`trainbench-graph`), data (`trainbench-data`) and communication (`trainbench-comm`)
 //! crates. The front crate and the backend crates depend on this one, and on nothing of each other.
 
+pub mod auc;
 pub mod backend;
 pub mod backend_kind;
 pub mod batch;

@@ -336,7 +336,8 @@ impl SteadyStep for MockSteps<'_, '_, '_> {
             EvalWhen::Due => self.per_sample_s,
             EvalWhen::Final => 0.0,
         };
-        Ok((tally, Some(per_sample_s * tally.samples as f64)))
+        let seconds = per_sample_s * tally.samples as f64;
+        Ok((tally, Some(seconds)))
     }
 }
 

@@ -1,7 +1,8 @@
 //! What the mock backend learns from the batches it is given: the frequency of each label (a prior-only
 //! classifier). Its loss is the cross-entropy of a batch's labels under the frequencies counted before it, so
 //! a dataset with one class drives it towards zero while uniformly random labels keep it near `ln(classes)`;
-//! its prediction is the most frequent label. Batches without labels are scored by the mean square of their
+//! its prediction is the most frequent label, and a binary model's score is the same for every sample (an AUC
+//! of one half). Batches without labels are scored by the mean square of their
 //! dense values (the loss of predicting zero). A simple, honest learner, so tests can see the data flow
 //! through the mock; it says nothing about any framework.
 
@@ -88,7 +89,8 @@ impl Prior {
         Ok(loss)
     }
 
-    /// Add `batch` to an evaluation: its loss, and how many of its labels equal the most frequent label.
+    /// Add `batch` to an evaluation: its loss, how many of its labels equal the most frequent label, and for a
+    /// binary model one score (zero) for every target.
     pub(crate) fn evaluate(&self, graph: &Graph, batch: &HostBatch, tally: &mut EvalTally) -> Result<(), BackendError> {
         let loss = self.loss(graph, batch)?;
         let samples = batch.samples(graph) as u64;
@@ -100,6 +102,11 @@ impl Prior {
                 tally.add(samples, loss, correct, ls.len() as u64);
             }
             None => tally.add(samples, loss, 0, 0),
+        }
+        if let Some((_, clicks)) = crate::auc::binary_nodes(graph) {
+            if let Some(HostTensor::Dense(ys)) = batch.input(clicks) {
+                tally.add_scores(&vec![0.0; ys.len()], ys);
+            }
         }
         Ok(())
     }

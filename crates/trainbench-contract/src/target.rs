@@ -23,6 +23,9 @@ pub enum TargetMetric {
     Accuracy,
     /// Mean loss on the evaluation split, reached when at most the value.
     Loss,
+    /// ROC AUC of a binary model's scores over the evaluation split (the logits of its binary cross-entropy
+    /// loss against its targets, computed exactly: `auc.rs`), reached when at least the value.
+    Auc,
 }
 
 impl TargetMetric {
@@ -31,6 +34,7 @@ impl TargetMetric {
         match self {
             TargetMetric::Accuracy => "accuracy",
             TargetMetric::Loss => "loss",
+            TargetMetric::Auc => "auc",
         }
     }
 }
@@ -51,7 +55,7 @@ pub enum EvalEvery {
 pub struct TargetPlan {
     /// The metric.
     pub metric: TargetMetric,
-    /// The value to reach (accuracy: at least; loss: at most).
+    /// The value to reach (accuracy and AUC: at least; loss: at most).
     pub value: f64,
     /// How often to evaluate.
     pub every: EvalEvery,
@@ -80,6 +84,10 @@ pub struct EvalPoint {
     pub loss: f64,
     /// Accuracy over the evaluation split; `None` when the graph has no cross-entropy loss.
     pub accuracy: Option<f64>,
+    /// ROC AUC over the evaluation split; absent when the graph has no binary cross-entropy loss (or the split
+    /// holds one class only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auc: Option<f64>,
     /// Seconds this evaluation took (it started `eval_s` before `elapsed_s`); absent in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_s: Option<f64>,
@@ -110,7 +118,7 @@ pub struct TargetOutcome {
 }
 
 /// Sums over the batches of one evaluation.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct EvalTally {
     /// Sum over samples of the (weighted, summed) per-sample loss.
     pub loss_sum: f64,
@@ -120,6 +128,8 @@ pub struct EvalTally {
     pub correct: u64,
     /// Predictions made.
     pub predictions: u64,
+    /// A binary model's `(score, is a click)` of every sample, for the exact AUC (empty for other models).
+    pub scored: Vec<(f32, bool)>,
 }
 
 impl EvalTally {
@@ -129,6 +139,11 @@ impl EvalTally {
         self.samples += samples;
         self.correct += correct;
         self.predictions += predictions;
+    }
+
+    /// Add one batch of a binary model's scores (its logits) and targets (0 or 1), for the AUC.
+    pub fn add_scores(&mut self, scores: &[f32], targets: &[f32]) {
+        self.scored.extend(crate::auc::scored_pairs(scores, targets));
     }
 }
 
@@ -260,12 +275,14 @@ impl TargetTracker {
         self.outcome.eval_samples = tally.samples;
         let loss = if tally.samples > 0 { tally.loss_sum / tally.samples as f64 } else { f64::NAN };
         let accuracy = (tally.predictions > 0).then(|| tally.correct as f64 / tally.predictions as f64);
-        let point =
-            EvalPoint { step: self.steps, epoch: self.epochs(), elapsed_s, loss, accuracy, eval_s: Some(eval_seconds) };
+        let auc = crate::auc::roc_auc(&tally.scored);
+        let (step, epoch, eval_s) = (self.steps, self.epochs(), Some(eval_seconds));
+        let point = EvalPoint { step, epoch, elapsed_s, loss, accuracy, auc, eval_s };
         self.outcome.curve.push(point);
         let hit = match self.plan.metric {
             TargetMetric::Accuracy => accuracy.is_some_and(|a| a >= self.plan.value),
             TargetMetric::Loss => loss <= self.plan.value,
+            TargetMetric::Auc => auc.is_some_and(|a| a >= self.plan.value),
         };
         if hit && !self.outcome.reached {
             self.outcome.reached = true;

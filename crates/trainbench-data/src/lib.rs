@@ -9,6 +9,7 @@
 
 mod batch;
 pub mod cifar;
+pub mod clicks;
 mod dataset;
 pub mod image_folder;
 mod layout;

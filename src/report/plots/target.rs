@@ -29,6 +29,7 @@ pub(super) fn time_to_target(spec: &str, configs: &[&ConfigRow<'_>]) -> Result<P
                     let y = match metric {
                         TargetMetric::Accuracy => p.accuracy?,
                         TargetMetric::Loss => p.loss,
+                        TargetMetric::Auc => p.auc?,
                     };
                     (y.is_finite() && p.elapsed_s.is_finite()).then_some((p.elapsed_s, y))
                 })
@@ -40,7 +41,7 @@ pub(super) fn time_to_target(spec: &str, configs: &[&ConfigRow<'_>]) -> Result<P
     let xmax = curves.iter().flat_map(|c| c.2.iter().map(|p| p.0)).fold(0.0, f64::max).max(1e-3) * 1.05;
     let target_value = first_target.as_ref().map(|t| t.value);
     let ymax = match metric {
-        TargetMetric::Accuracy => 1.02,
+        TargetMetric::Accuracy | TargetMetric::Auc => 1.02,
         TargetMetric::Loss => {
             let top = curves.iter().flat_map(|c| c.2.iter().map(|p| p.1)).fold(target_value.unwrap_or(0.0), f64::max);
             (top * 1.1).max(1e-6)

@@ -349,6 +349,7 @@ fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&M
                 }
             }
         }
+        DataSource::Clicks => super::clicks::check_clicks(out, dataset),
         DataSource::Synthetic => {
             let keys = [
                 ("path", dataset.path.is_some()),

@@ -1,8 +1,8 @@
 //! Rules of the `[mlperf]` table: what an MLPerf Training log of a trainbench run can honestly say. The closed
 //! division is refused (its reference dataset and hyperparameters cannot hold for a trainbench run); a log needs
 //! a `[training.target]` on the benchmark's quality metric and a model of the benchmark's family (Llama-3.1-8B:
-//! a decoder to a log-perplexity target, i.e. the mean cross-entropy `loss`); the log path's placeholders are the
-//! known ones.
+//! a decoder to a log-perplexity target, i.e. the mean cross-entropy `loss`; DLRM-DCNv2: a `dlrm` to an AUC
+//! target); the log path's placeholders are the known ones.
 
 use trainbench_contract::target::TargetMetric;
 use trainbench_graph::ModelSpec;
@@ -83,17 +83,30 @@ pub fn check_mlperf(
             }
             TargetMetric::Loss
         }
+        MlperfBenchmark::DlrmDcnv2 => {
+            if let Some(m) = model.filter(|m| !matches!(m, ModelSpec::Dlrm(_))) {
+                out.push(
+                    Finding::new(
+                        key("benchmark"),
+                        format!("`dlrm_dcnv2` is a click model (DLRM-DCNv2); this spec's model is `{}`", m.family()),
+                    )
+                    .hint("use `family = \"dlrm\"` trained on `[dataset] source = \"clicks\"`, or another benchmark"),
+                );
+            }
+            TargetMetric::Auc
+        }
         other => {
             out.push(
                 Finding::new(
                     key("benchmark"),
                     format!(
-                        "trainbench cannot train `{}` to its quality metric yet; the benchmark it can log is \
-                         `llama31_8b` (a decoder to a log-perplexity target)",
+                        "trainbench cannot train `{}` to its quality metric yet; the benchmarks it can log are \
+                         `llama31_8b` (a decoder to a log-perplexity target) and `dlrm_dcnv2` (a DLRM to an AUC \
+                         target)",
                         other.as_str()
                     ),
                 )
-                .expected("\"llama31_8b\""),
+                .expected("\"llama31_8b\" or \"dlrm_dcnv2\""),
             );
             return;
         }
@@ -132,6 +145,7 @@ fn metric_words(metric: TargetMetric) -> &'static str {
     match metric {
         TargetMetric::Loss => "log perplexity (the evaluation split's mean cross-entropy, `loss`)",
         TargetMetric::Accuracy => "accuracy",
+        TargetMetric::Auc => "AUC (the area under the ROC curve of the click logits, `auc`)",
     }
 }
 

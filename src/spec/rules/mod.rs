@@ -7,6 +7,7 @@
 //! complete spec, [`check_support`] asks the backend that will run it what it refuses (layers, precisions).
 
 pub mod check;
+pub mod clicks;
 pub(crate) mod dataset;
 pub mod finding;
 pub mod mlperf;
@@ -16,6 +17,7 @@ mod target;
 pub(crate) mod topology;
 
 pub use check::{PartialSpec, RuleContext, check, check_graph};
+pub use clicks::check_clicks_graph;
 pub use dataset::{check_local_data, reader_format};
 pub use finding::Finding;
 pub use support::{check_launch, check_support, check_support_on};

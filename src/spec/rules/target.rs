@@ -1,11 +1,13 @@
 //! Rules of a training target (`[training.target]`, time-to-accuracy) and of the evaluation split it reads
 //! (`dataset.eval_path`, `dataset.eval_fraction`): a target needs local data and exactly one evaluation split,
 //! one cadence and at least one budget; an evaluation split without a target would be ignored, so it is refused;
-//! an accuracy target needs a classifier (a cross-entropy loss in the graph); the evaluation split's files are
+//! an accuracy target needs a classifier (a cross-entropy loss in the graph), an AUC target a binary model (a
+//! binary cross-entropy loss); the evaluation split's files are
 //! opened as a run would open them; a target trains and evaluates on one worker, so a data-parallel topology
 //! beside it is refused.
 
 use std::path::Path;
+use trainbench_contract::auc::binary_nodes;
 use trainbench_contract::target::{TargetMetric, classifier_nodes};
 use trainbench_data::Layout;
 use trainbench_graph::graph::Graph;
@@ -72,6 +74,11 @@ pub fn check_target(out: &mut Vec<Finding>, training: &TrainingSpec, dataset: Op
                 .expected("a fraction such as 0.95")
                 .hint("accuracy is a fraction of the evaluation split, not a percentage"),
         ),
+        TargetMetric::Auc if !(t.value > 0.0 && t.value <= 1.0) => out.push(
+            Finding::new(target_key("value"), format!("an AUC target must be in (0, 1], found {}", t.value))
+                .expected("a fraction such as 0.8")
+                .hint("AUC is the area under the ROC curve: 0.5 is chance, 1.0 a perfect ranking"),
+        ),
         TargetMetric::Loss if !(t.value.is_finite() && t.value > 0.0) => out.push(
             Finding::new(target_key("value"), format!("a loss target must be greater than 0, found {}", t.value))
                 .expected("a positive loss such as 0.1"),
@@ -129,9 +136,20 @@ pub fn check_target(out: &mut Vec<Finding>, training: &TrainingSpec, dataset: Op
     }
 }
 
-/// What needs the graph: an accuracy target needs a cross-entropy loss, whose logits are scored.
+/// What needs the graph: an accuracy target needs a cross-entropy loss, whose logits are scored; an AUC target
+/// a binary cross-entropy loss, whose logits are ranked.
 pub fn check_target_graph(out: &mut Vec<Finding>, training: &TrainingSpec, graph: &Graph) {
     if let Some(t) = &training.target {
+        if t.metric == TargetMetric::Auc && binary_nodes(graph).is_none() {
+            out.push(
+                Finding::new(
+                    target_key("metric"),
+                    format!("an AUC target needs a binary model, but `{}` has no binary cross-entropy loss", graph.name),
+                )
+                .expected("`metric = \"loss\"`")
+                .hint("AUC ranks the logits of the binary cross-entropy loss against its 0/1 targets (e.g. `family = \"dlrm\"`)"),
+            );
+        }
         if t.metric == TargetMetric::Accuracy && classifier_nodes(graph).is_none() {
             out.push(
                 Finding::new(
