@@ -101,6 +101,7 @@ pub fn constant(node: &Node, input_shape: &[usize], device: Device) -> Result<Op
         | Op::CriticBatch
         | Op::RoiAlign { .. }
         | Op::Lora { .. }
+        | Op::Moe { .. }
         | Op::Loss { .. } => Ok(None),
     }
 }

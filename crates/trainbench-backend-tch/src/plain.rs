@@ -83,6 +83,7 @@ impl PlainStep {
                     | Op::CriticBatch
                     | Op::RoiAlign { .. }
                     | Op::Lora { .. }
+                    | Op::Moe { .. }
                     | Op::Loss { .. } => v,
                 };
                 total = Some(match total {
