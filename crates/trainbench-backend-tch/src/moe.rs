@@ -33,6 +33,8 @@ pub struct Routing {
     pub dropped: u64,
     /// The load-balancing loss before its coefficient (1 for a perfectly balanced router).
     pub balance: f64,
+    /// How the experts' products ran (the grouped product falls back to the loop where libtorch refuses it).
+    pub kernel: ExpertKernel,
 }
 
 thread_local! {
@@ -108,10 +110,12 @@ pub fn forward(node: &Node, x: &Tensor, params: &[Tensor]) -> Result<Tensor, Tch
     };
     let token = order.f_div_scalar_mode(k, "floor")?;
     let gathered = flat.f_index_select(0, &token)?;
-    let kernel = KERNEL.with(|k| *k.borrow());
-    let expert_out = match kernel {
-        ExpertKernel::Grouped => grouped(&gathered, &kept, params).or_else(|_| looped(&gathered, &kept, params))?,
-        ExpertKernel::Loop => looped(&gathered, &kept, params)?,
+    let (expert_out, kernel) = match KERNEL.with(|k| *k.borrow()) {
+        ExpertKernel::Grouped => match grouped(&gathered, &kept, params) {
+            Ok(y) => (y, ExpertKernel::Grouped),
+            Err(_) => (looped(&gathered, &kept, params)?, ExpertKernel::Loop),
+        },
+        ExpertKernel::Loop => (looped(&gathered, &kept, params)?, ExpertKernel::Loop),
     };
     // Combine: each output weighted by its router weight, added back at its token.
     let w = weights.f_reshape([-1])?.f_index_select(0, &order)?.f_unsqueeze(1)?;
@@ -135,6 +139,7 @@ pub fn forward(node: &Node, x: &Tensor, params: &[Tensor]) -> Result<Tensor, Tch
         tokens_per_expert: kept.iter().map(|&c| c.max(0) as u64).collect(),
         dropped: dropped.max(0) as u64,
         balance: balance.f_double_value(&[])?,
+        kernel,
     };
     ROUTING.with(|r| r.borrow_mut().push(record));
     out.f_reshape(size)
