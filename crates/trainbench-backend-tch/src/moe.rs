@@ -128,7 +128,8 @@ pub fn forward(node: &Node, x: &Tensor, params: &[Tensor]) -> Result<Tensor, Tch
         MoeRouter::Softmax => scores.shallow_clone(),
         MoeRouter::Sigmoid => scores.f_div(&scores.f_sum_dim_intlist(-1, true, Kind::Float)?)?,
     };
-    let share = Tensor::f_from_slice(&counts)?.f_to_device(x.device())?.f_to_kind(Kind::Float)?.f_div_scalar((n * k) as f64)?;
+    let share =
+        Tensor::f_from_slice(&counts)?.f_to_device(x.device())?.f_to_kind(Kind::Float)?.f_div_scalar((n * k) as f64)?;
     let balance = probs.f_mean_dim(0, false, Kind::Float)?.f_mul(&share)?.f_sum(Kind::Float)?.f_mul_scalar(e as f64)?;
     if *aux_loss > 0.0 && out.requires_grad() {
         let aux = balance.f_mul_scalar(f64::from(*aux_loss))?;
@@ -155,7 +156,12 @@ fn looped(gathered: &Tensor, kept: &[i64], params: &[Tensor]) -> Result<Tensor, 
         }
         let x = gathered.f_narrow(0, start, rows)?;
         let idx = e as i64;
-        parts.push(swiglu(&x, &params[1].f_select(0, idx)?, &params[2].f_select(0, idx)?, &params[3].f_select(0, idx)?)?);
+        parts.push(swiglu(
+            &x,
+            &params[1].f_select(0, idx)?,
+            &params[2].f_select(0, idx)?,
+            &params[3].f_select(0, idx)?,
+        )?);
         start += rows;
     }
     if parts.is_empty() {

@@ -153,8 +153,7 @@ pub fn analyze(graph: &Graph) -> Analysis {
         model: graph.name.clone(),
         parameters: params.iter().sum(),
         trainable_parameters: trained.iter().sum(),
-        active_parameters: params.iter().sum::<u64>()
-            - graph.nodes.iter().map(rules::inactive_parameters).sum::<u64>(),
+        active_parameters: params.iter().sum::<u64>() - graph.nodes.iter().map(rules::inactive_parameters).sum::<u64>(),
         buffers,
         parameters_by_part,
         items_per_sample: graph.items_per_sample,

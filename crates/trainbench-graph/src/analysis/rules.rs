@@ -49,7 +49,9 @@ pub(crate) fn flops(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
     }
     let w = u64::from(!node.frozen);
     match &node.op {
-        Op::Conv { .. } | Op::Linear { .. } | Op::Moe { .. } => Flops { forward: f.forward, backward: w * f.forward + g(0) * f.forward },
+        Op::Conv { .. } | Op::Linear { .. } | Op::Moe { .. } => {
+            Flops { forward: f.forward, backward: w * f.forward + g(0) * f.forward }
+        }
         Op::Rnn { .. } => Flops { forward: f.forward, backward: f.backward - (1 - w) * f.forward },
         Op::Attention { embed_dim, kdim, vdim, .. } => {
             let (tq, tk) = (shape(0).0[0] as u64, shape(1).0[0] as u64);

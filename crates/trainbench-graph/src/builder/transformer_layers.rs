@@ -28,7 +28,9 @@ impl GraphBuilder {
             return Err(self.err(
                 name,
                 "moe",
-                format!("needs a [.., features] input and 1 <= top_k ({top_k}) <= experts ({experts}), expert_ffn >= 1"),
+                format!(
+                    "needs a [.., features] input and 1 <= top_k ({top_k}) <= experts ({experts}), expert_ffn >= 1"
+                ),
             ));
         }
         if capacity_factor.is_some_and(|c| !(c.is_finite() && c > 0.0)) || !(aux_loss.is_finite() && aux_loss >= 0.0) {

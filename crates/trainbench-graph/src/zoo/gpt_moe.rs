@@ -14,7 +14,11 @@ fn moe_error(field: &str, message: String, hint: &str) -> ZooError {
 pub(crate) fn check(s: &GptSpec) -> Result<Option<&MoeSpec>, ZooError> {
     let Some(m) = &s.moe else { return Ok(None) };
     if m.experts == 0 {
-        return Err(moe_error("experts", "experts = 0: a mixture needs at least one expert".into(), "set experts >= 1"));
+        return Err(moe_error(
+            "experts",
+            "experts = 0: a mixture needs at least one expert".into(),
+            "set experts >= 1",
+        ));
     }
     if m.top_k == 0 || m.top_k > m.experts {
         return Err(moe_error(

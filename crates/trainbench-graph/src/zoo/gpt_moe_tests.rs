@@ -104,7 +104,8 @@ fn moe_model_flops_count_the_active_experts_only() {
 #[test]
 fn inconsistent_moe_fields_are_refused_at_the_field() {
     let refused = |m: MoeSpec| {
-        let mut s = gpt(r#"{"layers": 2, "d_model": 32, "heads": 4, "vocab": 50, "seq_len": 8, "activation": "swiglu"}"#);
+        let mut s =
+            gpt(r#"{"layers": 2, "d_model": 32, "heads": 4, "vocab": 50, "seq_len": 8, "activation": "swiglu"}"#);
         s.moe = Some(m);
         build(s).unwrap_err()
     };
