@@ -5,6 +5,9 @@
 
 use trainbench_graph::graph::{Node, Op};
 
+/// Matrix products `[m, k, n]` (`[m x k] x [k x n]`).
+pub type ProductList = Vec<[f64; 3]>;
+
 /// Framework operations of the router and combine around the experts (forward): the router's product, its
 /// softmax or sigmoid, the top-k, the weights' normalisation (a sum and a division), the flattened choices'
 /// sort and counts, the output's zeros, and the load-balancing loss (a one-hot, two means, a product, a sum).
@@ -36,7 +39,7 @@ pub fn kernels(node: &Node) -> f64 {
 /// experts]`; each expert's gate, up and down products over `tokens x top_k / experts` rows (a balanced load:
 /// the active work, `top_k` experts per token); the shared feed-forward's over every token. Backward: each
 /// product's weight gradient, and its input gradient where the input needs one (always inside the experts).
-pub fn products(node: &Node, b: f64, input_grad: bool) -> Option<(Vec<[f64; 3]>, Vec<[f64; 3]>)> {
+pub fn products(node: &Node, b: f64, input_grad: bool) -> Option<(ProductList, ProductList)> {
     let Op::Moe { features, experts, top_k, expert_ffn, shared_ffn, .. } = &node.op else { return None };
     let (d, e, f, s) = (*features as f64, *experts as f64, *expert_ffn as f64, *shared_ffn as f64);
     let tokens = b * node.shape.numel() as f64 / d.max(1.0);
