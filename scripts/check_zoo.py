@@ -23,6 +23,9 @@ LoRA rows (`[training.lora]`): trainable and all parameters against PEFT's `get_
 transformers config when `peft` is importable (`pip install peft`), else against PEFT's count written out
 (r x (d_in + d_out) per adapted projection, plus the base model's published count).
 
+Mixture-of-experts rows (`[model.moe]`): all and active parameters of Mixtral-8x7B and Qwen3-30B-A3B against
+transformers' MixtralForCausalLM and Qwen3MoeForCausalLM on the meta device, else against the published counts.
+
 Usage: /work/main/.venv/bin/python scripts/check_zoo.py [--bin target/debug/trainbench] [--only NAME ...]
 """
 
@@ -372,6 +375,67 @@ def check_lora(binary, only):
     return rows, failed
 
 
+# Mixture of experts (`[model.moe]`): all and active parameters against transformers' MixtralForCausalLM and
+# Qwen3MoeForCausalLM built from the published configs on the meta device when transformers has them, else against
+# the published counts. Active = all less, in each layer, the (experts - top_k) experts a token skips.
+MOE_BODY = ('family = "gpt"\nactivation = "swiglu"\nnorm = "rmsnorm"\npositions = "rotary"\nrope_theta = 1000000.0\n'
+            'bias = false\ntied_embeddings = false\nseq_len = 16\n')
+MOE_CASES = [
+    # name, [model] body, factory name, config, (experts, top_k, layers, d, expert_ffn), published parameters
+    ("mixtral-8x7b", MOE_BODY + 'layers = 32\nd_model = 4096\nheads = 32\nkv_heads = 8\nffn = 14336\nvocab = 32000\n'
+     '[model.moe]\nexperts = 8\ntop_k = 2\nexpert_ffn = 14336', "Mixtral",
+     dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+          num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2, tie_word_embeddings=False),
+     (8, 2, 32, 4096, 14336), 46_702_792_704),
+    ("qwen3-30b-a3b", MOE_BODY + 'layers = 48\nd_model = 2048\nheads = 32\nkv_heads = 4\nhead_dim = 128\nffn = 6144\n'
+     'vocab = 151936\nnorm_eps = 1e-6\nqk_norm = true\n[model.moe]\nexperts = 128\ntop_k = 8\nexpert_ffn = 768',
+     "Qwen3Moe",
+     dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+          num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128, num_experts=128,
+          num_experts_per_tok=8, decoder_sparse_step=1, mlp_only_layers=[], tie_word_embeddings=False),
+     (128, 8, 48, 2048, 768), 30_532_122_624),
+]
+
+
+def moe_reference(family, config):
+    """All parameters of transformers' <family>ForCausalLM on the meta device; None where transformers lacks it."""
+    try:
+        import transformers
+        cfg = getattr(transformers, f"{family}Config")(**config)
+        model_class = getattr(transformers, f"{family}ForCausalLM")
+    except (ImportError, AttributeError):
+        return None
+    with torch.device("meta"):
+        return sum(p.numel() for p in model_class(cfg).parameters())
+
+
+def check_moe(binary, only):
+    """Rows (name, ours, reference, source) of the mixture-of-experts cases, and whether any differs."""
+    rows, failed = [], False
+    for name, body, family, config, (experts, top_k, layers, d, ffn), published in MOE_CASES:
+        if only and name not in only:
+            continue
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+            f.write(f'version = 1\nname = "check-{name}"\n\n[model]\n{body}\n')
+            path = f.name
+        try:
+            out = subprocess.run([binary, "analyze", path, "--format", "json"], check=True, capture_output=True,
+                                 text=True)
+        finally:
+            os.unlink(path)
+        r = json.loads(out.stdout)
+        ours = (r["active_parameters"], r["parameters"])
+        total = moe_reference(family, config)
+        total, source = (total, f"transformers {family}ForCausalLM") if total else (published, "published count")
+        theirs = (total - layers * (experts - top_k) * 3 * d * ffn, total)
+        bad = ours != theirs
+        failed |= bad
+        rows.append((name + (" !" if bad else ""), f"{ours[0]:,} of {ours[1]:,}", f"{theirs[0]:,} of {theirs[1]:,}",
+                     source))
+        print("checked", *rows[-1], sep=" | ", file=sys.stderr)
+    return rows, failed
+
+
 def outputs_sum(out):
     if isinstance(out, torch.Tensor):
         return out.float().sum()
@@ -472,7 +536,14 @@ def main():
         print("|---|---|---|---|")
         for r in lora_rows:
             print("| " + " | ".join(r) + " |")
-    return 1 if failed or lora_failed else 0
+    moe_rows, moe_failed = check_moe(args.bin, args.only)
+    if moe_rows:
+        print()
+        print("| MoE | active of all, ours | reference | reference from |")
+        print("|---|---|---|---|")
+        for r in moe_rows:
+            print("| " + " | ".join(r) + " |")
+    return 1 if failed or lora_failed or moe_failed else 0
 
 
 if __name__ == "__main__":

@@ -68,6 +68,22 @@ const LLAMA_SMALL: &[&str] = &[
     "model.seq_len=16",
 ];
 
+/// A mixture-of-experts decoder at [`LLAMA_SMALL`]'s size: four experts of width 32, top-2, one dense layer
+/// first where the spec has any (DeepSeek-V3's first three would leave no MoE layer of two).
+const MOE_SMALL: &[&str] = &[
+    "model.layers=2",
+    "model.d_model=64",
+    "model.heads=4",
+    "model.kv_heads=2",
+    "model.head_dim=16",
+    "model.ffn=128",
+    "model.vocab=512",
+    "model.seq_len=16",
+    "model.moe.experts=4",
+    "model.moe.top_k=2",
+    "model.moe.expert_ffn=32",
+];
+
 /// Per-spec overrides on top of [`COMMON`], with the reason. Paths are relative to `specs/`.
 const SHRINK: &[(&str, &[&str], &str)] = &[
     ("extra/bert_base.toml", BERT_SMALL, "BERT-base: 110 M parameters, seq 128"),
@@ -91,6 +107,26 @@ const SHRINK: &[(&str, &[&str], &str)] = &[
     ),
     ("llm/llama3_2_1b.toml", LLAMA_SMALL, "Llama-3.2-1B: 1.2 G parameters over 2,048 tokens"),
     ("llm/llama3_1_8b.toml", LLAMA_SMALL, "Llama-3.1-8B: 8 G parameters (128 GB of state with Adam)"),
+    ("llm/mixtral_8x7b.toml", MOE_SMALL, "Mixtral-8x7B: 46.7 G parameters over 4,096 tokens"),
+    ("llm/qwen3_30b_a3b.toml", MOE_SMALL, "Qwen3-30B-A3B: 30.5 G parameters, 128 experts"),
+    (
+        "llm/deepseek_v3_style.toml",
+        &[
+            "model.layers=2",
+            "model.d_model=64",
+            "model.heads=4",
+            "model.kv_heads=2",
+            "model.head_dim=16",
+            "model.ffn=128",
+            "model.vocab=512",
+            "model.seq_len=16",
+            "model.moe.experts=4",
+            "model.moe.top_k=2",
+            "model.moe.expert_ffn=32",
+            "model.moe.first_dense=1",
+        ],
+        "DeepSeek-V3-style: 675 G parameters, 256 experts",
+    ),
     ("llm/llama2_70b_lora.toml", LLAMA_SMALL, "Llama 2 70B with LoRA: 69 G frozen parameters over 8,192 tokens"),
     (
         "mlperf/dlrm_dcnv2_smoke_mlperf.toml",

@@ -127,6 +127,13 @@ pub fn render_text(r: &Report) -> String {
         let frozen = a.parameters - a.trainable_parameters;
         let _ = writeln!(s, "  trainable         {:>16}  ({} frozen)", int(a.trainable_parameters), int(frozen));
     }
+    if a.active_parameters != a.parameters {
+        let _ = writeln!(
+            s,
+            "  active per token  {:>16}  (mixture of experts: the chosen experts only)",
+            int(a.active_parameters)
+        );
+    }
     for (part, p) in &a.parameters_by_part {
         let _ = writeln!(s, "    {part:<15} {:>16}", int(*p));
     }

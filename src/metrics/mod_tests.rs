@@ -54,6 +54,7 @@ fn analysis() -> AnalysisSummary {
     AnalysisSummary {
         parameters: 25,
         trainable_parameters: None,
+        active_parameters: None,
         buffers: 0,
         forward_flops_per_sample: 1000,
         backward_flops_per_sample: 2000,
@@ -338,4 +339,31 @@ fn mfu_is_unavailable_without_a_peak_of_the_runs_precision() {
     assert!(
         matches!(&m.flops.mfu, Some(crate::result::Sampled::Unavailable { reason }) if reason.contains("analysis"))
     );
+}
+
+#[test]
+fn an_moe_models_mfu_never_exceeds_a_dense_models_of_the_same_active_size() {
+    use trainbench_graph::model::{GptSpec, ModelSpec, MoeSpec};
+    let base = r#""layers": 2, "d_model": 64, "heads": 4, "vocab": 100, "activation": "swiglu", "seq_len": 16,
+        "bias": false"#;
+    let gpt = |ffn: usize, moe: Option<MoeSpec>| {
+        let mut s: GptSpec = serde_json::from_str(&format!(r#"{{{base}, "ffn": {ffn}}}"#)).unwrap();
+        s.moe = moe;
+        trainbench_graph::analysis::analyze(&trainbench_graph::zoo::build(&ModelSpec::Gpt(s)).unwrap())
+    };
+    // Six experts of width 32, top-2: per token the router (6 x 64) and two experts, as many weights as a dense
+    // feed-forward of width 66; all six experts would be a width of 192.
+    let moe: MoeSpec = serde_json::from_str(r#"{"experts": 6, "top_k": 2, "expert_ffn": 32}"#).unwrap();
+    let (sparse, dense, all_experts) = (gpt(66, Some(moe)), gpt(66, None), gpt(192, None));
+    assert_eq!(sparse.active_parameters, dense.parameters);
+    let (p, r, c) = (plan(), raw(), CollectorReport::default());
+    let mfu = |a: &trainbench_graph::analysis::Analysis| {
+        let summary = crate::runner::plan_run::analysis_summary(a, &p);
+        mfu_of(&derive(&input(&p, &r, &summary, &c)).unwrap()).mfu
+    };
+    // The same throughput: the MoE's MFU is the dense twin's, and far below one counting every expert.
+    assert!(mfu(&sparse) <= mfu(&dense));
+    assert!(mfu(&sparse) < 0.7 * mfu(&all_experts));
+    let summary = crate::runner::plan_run::analysis_summary(&sparse, &p);
+    assert_eq!(summary.active_parameters, Some(sparse.active_parameters));
 }

@@ -76,6 +76,7 @@ pub fn class_of(op: &Op) -> Option<ElementwiseClass> {
         | Op::CriticBatch
         | Op::RoiAlign { .. }
         | Op::Lora { .. }
+        | Op::Moe { .. }
         | Op::Loss { .. } => None,
     }
 }
@@ -150,6 +151,7 @@ pub fn work_of(
         | Op::CriticBatch
         | Op::RoiAlign { .. }
         | Op::Lora { .. }
+        | Op::Moe { .. }
         | Op::Loss { .. }) => class_of(op).map(|c| (c, output_elements as f64 * batch)),
     }
 }

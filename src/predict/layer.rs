@@ -65,6 +65,7 @@ pub fn op_count(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, f6
             let drop = if *dropout > 0.0 { 2.0 } else { 0.0 };
             (3.0 + drop, 5.0 + drop / 2.0)
         }
+        Op::Moe { .. } => super::moe_price::op_count(node),
         Op::Loss { loss: LossKind::CrossEntropy, .. } => (2.0, 2.0),
         Op::Loss { .. } => LOSS_OPS,
         Op::Conv { .. }
@@ -101,6 +102,7 @@ pub fn kernels(graph: &Graph, node: &trainbench_graph::graph::Node) -> (f64, Ker
         Op::Attention { .. } => (6.0, KernelClass::Gemm),
         Op::Sdpa { .. } => (2.0, KernelClass::Attention),
         Op::Lora { .. } => (2.0, KernelClass::Gemm),
+        Op::Moe { .. } => (super::moe_price::kernels(node), KernelClass::Gemm),
         Op::Input { .. }
         | Op::BatchNorm { .. }
         | Op::LayerNorm { .. }
@@ -177,6 +179,10 @@ pub fn products(
                 backward.push([m, r, k]);
             }
             Some(Products { forward: vec![[m, k, r], [m, r, n]], backward })
+        }
+        Op::Moe { .. } => {
+            let (forward, backward) = super::moe_price::products(node, b, input_grad)?;
+            Some(Products { forward, backward })
         }
         Op::Rnn { cell, input_size, hidden, layers, bidirectional } => {
             let t = first_dim(0);
@@ -282,6 +288,7 @@ pub fn conv_size(node: &trainbench_graph::graph::Node, output_elements: f64) -> 
         | Op::CriticBatch
         | Op::RoiAlign { .. }
         | Op::Lora { .. }
+        | Op::Moe { .. }
         | Op::Loss { .. } => None,
     }
 }
@@ -337,6 +344,7 @@ pub fn extra_bytes(
             (4.0 * scores, 8.0 * scores)
         }
         Op::Rotary { .. } => (2.0 * out_bytes, 2.0 * out_bytes),
+        Op::Moe { .. } => super::moe_price::extra_bytes(node, b, act),
         Op::Input { .. }
         | Op::Conv { .. }
         | Op::Linear { .. }
@@ -449,6 +457,7 @@ pub fn runs_in_sequence(op: &Op) -> bool {
         | Op::CriticBatch
         | Op::RoiAlign { .. }
         | Op::Lora { .. }
+        | Op::Moe { .. }
         | Op::Loss { .. } => false,
     }
 }

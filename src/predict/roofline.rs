@@ -201,6 +201,7 @@ fn bias_pass(node: &trainbench_graph::graph::Node, out: f64, device: &Coefficien
         | Op::CriticBatch
         | Op::RoiAlign { .. }
         | Op::Lora { .. }
+        | Op::Moe { .. }
         | Op::Loss { .. } => (0.0, 0.0),
     }
 }
@@ -240,6 +241,7 @@ fn in_step_excess(op: &Op, device: &Coefficients) -> ((f64, f64), (f64, f64)) {
         | Op::CriticBatch
         | Op::RoiAlign { .. }
         | Op::Lora { .. }
+        | Op::Moe { .. }
         | Op::Loss { .. } => ((0.0, 0.0), (0.0, 0.0)),
     }
 }

@@ -14,6 +14,10 @@ pub struct AnalysisSummary {
     /// absent when every parameter trains.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trainable_parameters: Option<u64>,
+    /// Parameters one token computes with, when fewer than `parameters` (a mixture of experts: the experts the
+    /// router leaves out are not counted); absent for a dense model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_parameters: Option<u64>,
     /// Non-trained buffers (batch-norm running statistics), elements.
     pub buffers: u64,
     /// Forward FLOPs per sample (one multiply-add = 2 FLOPs; PyTorch `flop_counter` convention).

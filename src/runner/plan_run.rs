@@ -50,6 +50,7 @@ pub(crate) fn analysis_summary(a: &Analysis, plan: &RunPlan) -> AnalysisSummary 
     AnalysisSummary {
         parameters: a.parameters,
         trainable_parameters: (a.trainable_parameters < a.parameters).then_some(a.trainable_parameters),
+        active_parameters: (a.active_parameters < a.parameters).then_some(a.active_parameters),
         buffers: a.buffers,
         forward_flops_per_sample: a.flops.forward_per_sample,
         backward_flops_per_sample: a.flops.backward_per_sample,

@@ -39,6 +39,22 @@ fn validate_and_plan_refuse_a_layer_wgpu_cannot_run() {
 }
 
 #[test]
+fn a_mixture_of_experts_is_refused_on_wgpu_with_its_reason() {
+    let out = trainbench(&[
+        "plan",
+        "specs/llm/smoke_moe.toml",
+        "--set",
+        "topology.backend=wgpu",
+        "--set",
+        "topology.device=wgpu",
+    ]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("the wgpu backend cannot run layer `") && t.contains("mixture-of-experts"), "{t}");
+    assert!(t.contains("use the tch backend"), "{t}");
+}
+
+#[test]
 fn run_with_backend_override_refuses_before_any_run() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().to_str().unwrap();

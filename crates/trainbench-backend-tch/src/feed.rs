@@ -94,7 +94,8 @@ pub fn evaluate(
             | Op::LearnedPositions { .. }
             | Op::CriticBatch
             | Op::RoiAlign { .. }
-            | Op::Lora { .. } => 1.0,
+            | Op::Lora { .. }
+            | Op::Moe { .. } => 1.0,
         };
         let v = env[l].as_ref().ok_or_else(|| TchError::Kind("internal: eval loss not computed".into()))?;
         loss += weight * v.f_double_value(&[])?;

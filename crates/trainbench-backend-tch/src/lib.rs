@@ -66,6 +66,7 @@ pub mod feed;
 pub mod fused;
 pub mod loss;
 pub mod lower;
+pub mod moe;
 pub mod nccl;
 pub mod ops;
 mod optim;

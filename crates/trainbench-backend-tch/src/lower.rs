@@ -279,7 +279,8 @@ impl Lowered {
                     | Op::LearnedPositions { .. }
                     | Op::CriticBatch
                     | Op::RoiAlign { .. }
-                    | Op::Lora { .. } => ops::forward(node, &ins, &self.tensors[i], self.constants[i].as_ref(), flags),
+                    | Op::Lora { .. }
+                    | Op::Moe { .. } => ops::forward(node, &ins, &self.tensors[i], self.constants[i].as_ref(), flags),
                 }
             };
             let out = if no_grad { tch::no_grad(compute)? } else { compute()? };

@@ -101,6 +101,7 @@ pub fn constant(node: &Node, input_shape: &[usize], device: Device) -> Result<Op
         | Op::CriticBatch
         | Op::RoiAlign { .. }
         | Op::Lora { .. }
+        | Op::Moe { .. }
         | Op::Loss { .. } => Ok(None),
     }
 }
@@ -202,6 +203,7 @@ pub fn forward(
             let scale = f64::from(*alpha) / (*rank).max(1) as f64;
             h.f_linear(&params[0], None::<&Tensor>)?.f_linear(&params[1], None::<&Tensor>)?.f_mul_scalar(scale)
         }
+        Op::Moe { .. } => crate::moe::forward(node, x, params),
         Op::Add => {
             let mut acc = if inplace { x.shallow_clone() } else { x.f_add(&inputs[1])? };
             let rest = if inplace { &inputs[1..] } else { &inputs[2..] };

@@ -41,6 +41,8 @@ impl PlainStep {
         let graph = c.graph;
         let before = c.allocated()?;
         let opts = EvalOpts::plain();
+        // What an earlier pass (an evaluation, a recomputation) left behind belongs to no loss of this one.
+        let _ = (crate::moe::take_aux_losses(), crate::moe::take_routing());
         let loss = {
             let _ac = c.autocast_guard()?;
             let Common { ckpt, model, exchange, zero, overlap, .. } = &mut *c;
@@ -83,12 +85,17 @@ impl PlainStep {
                     | Op::CriticBatch
                     | Op::RoiAlign { .. }
                     | Op::Lora { .. }
+                    | Op::Moe { .. }
                     | Op::Loss { .. } => v,
                 };
                 total = Some(match total {
                     None => v,
                     Some(acc) => acc.f_add(&v)?,
                 });
+            }
+            // The mixture-of-experts layers' load-balancing losses join the loss they train with.
+            for aux in crate::moe::take_aux_losses() {
+                total = total.map(|t| t.f_add(&aux)).transpose()?;
             }
             total.ok_or_else(|| TchError::Kind("the graph has no loss".into()))?
         };

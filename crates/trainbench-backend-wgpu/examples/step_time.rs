@@ -66,6 +66,7 @@ fn forward_flops(graph: &Graph, batch: usize) -> f64 {
             | Op::CriticBatch
             | Op::RoiAlign { .. }
             | Op::Lora { .. }
+            | Op::Moe { .. }
             | Op::Loss { .. } => 0.0,
         };
     }

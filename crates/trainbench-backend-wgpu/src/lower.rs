@@ -326,6 +326,7 @@ impl<'a> Forward<'a> {
             Op::CriticBatch => return Err(ValueError("WGAN-GP's critic batch is refused by check()".into())),
             Op::RoiAlign { .. } => return Err(ValueError("RoIAlign is refused by check()".into())),
             Op::Lora { .. } => return Err(ValueError("LoRA adapters are refused by check()".into())),
+            Op::Moe { .. } => return Err(ValueError("mixture-of-experts layers are refused by check()".into())),
             Op::Loss { .. } => return Err(ValueError("losses are reduced separately".into())),
         };
         Ok(Value::F(y))

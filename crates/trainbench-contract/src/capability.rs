@@ -107,6 +107,11 @@ pub const WGPU: Capabilities = Capabilities {
                      layer and does not freeze the base weights; use the tch backend",
         },
         RefusedOp {
+            op: "moe",
+            reason: "mixture-of-experts layers (`[model.moe]`) are not implemented on wgpu: its lowering has no \
+                     router, top-k dispatch or per-expert products; use the tch backend",
+        },
+        RefusedOp {
             op: "critic_batch",
             reason: "WGAN-GP's critic batch feeds a gradient penalty (second-order gradients), which burn's \
                      autodiff does not provide",

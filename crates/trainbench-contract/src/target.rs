@@ -187,6 +187,7 @@ pub fn classifier_nodes(graph: &Graph) -> Option<(NodeId, NodeId)> {
         | Op::CriticBatch
         | Op::RoiAlign { .. }
         | Op::Lora { .. }
+        | Op::Moe { .. }
         | Op::Loss { .. } => None,
     })
 }

@@ -111,6 +111,17 @@ pub enum RnnCell {
     Gru,
 }
 
+/// How a mixture-of-experts router turns its logits into the weights of the chosen experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MoeRouter {
+    /// Softmax over every expert, the top k kept and renormalised to sum to 1 (Mixtral, Qwen3-MoE).
+    #[default]
+    Softmax,
+    /// A sigmoid score per expert, the top k kept and normalised to sum to 1 (DeepSeek-V3).
+    Sigmoid,
+}
+
 /// Training losses; a loss node outputs a scalar per sample (shape `[]`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -416,6 +427,36 @@ pub enum Op {
         alpha: f32,
         /// Dropout probability on the adapter's input (training only).
         dropout: f32,
+    },
+    /// A mixture-of-experts feed-forward block over `[.., features]` (same shape out): a router `[experts,
+    /// features]` scores every token, each token goes to its `top_k` experts (SwiGLU feed-forwards of width
+    /// `expert_ffn`, no biases: `down(silu(gate x) * up x)`), and their outputs are summed weighted by the
+    /// router (see [`MoeRouter`]); `shared_ffn > 0` adds a SwiGLU feed-forward of that width that every token
+    /// goes through (DeepSeek's shared experts). Parameters: `router.weight` `[experts, features]`,
+    /// `experts.gate_proj` and `experts.up_proj` `[experts, expert_ffn, features]`, `experts.down_proj`
+    /// `[experts, features, expert_ffn]`, and where shared, `shared.{gate,up,down}_proj.weight` as linear
+    /// layers. With a capacity factor `c`, an expert takes at most `ceil(c x tokens x top_k / experts)` of a
+    /// micro-batch's assignments (first come, first served; the rest are dropped and counted); without one
+    /// nothing is dropped. The load-balancing loss `aux_loss x experts x sum_e f_e P_e` (f: share of the
+    /// assignments, P: mean router probability) joins the training loss where `aux_loss > 0`.
+    Moe {
+        /// Model width (the last dimension in and out).
+        features: usize,
+        /// Routed experts.
+        experts: usize,
+        /// Experts each token goes to.
+        top_k: usize,
+        /// Inner width of each routed expert.
+        expert_ffn: usize,
+        /// Inner width of the shared feed-forward every token goes through (0: none).
+        shared_ffn: usize,
+        /// How the router weighs the chosen experts.
+        router: MoeRouter,
+        /// Capacity factor (`None`: dropless).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        capacity_factor: Option<f32>,
+        /// Coefficient of the load-balancing loss (0: none).
+        aux_loss: f32,
     },
     /// A training loss (see [`LossKind`]); outputs `[]` per sample.
     Loss {

@@ -25,6 +25,8 @@ fn llama2_70b(seq_len: usize) -> Graph {
         tied_embeddings: false,
         bias: false,
         dropout: 0.0,
+        qk_norm: false,
+        moe: None,
     };
     zoo::build(&ModelSpec::Gpt(spec)).unwrap()
 }

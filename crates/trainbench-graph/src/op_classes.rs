@@ -53,6 +53,7 @@ impl Op {
             | Op::CriticBatch
             | Op::RoiAlign { .. }
             | Op::Lora { .. }
+            | Op::Moe { .. }
             | Op::Loss { .. } => false,
         }
     }
@@ -97,6 +98,7 @@ impl Op {
             Op::CriticBatch => "critic_batch",
             Op::RoiAlign { .. } => "roi_align",
             Op::Lora { .. } => "lora",
+            Op::Moe { .. } => "moe",
             Op::Loss { .. } => "loss",
         }
     }
@@ -135,6 +137,7 @@ impl Op {
             | Op::CriticBatch
             | Op::RoiAlign { .. }
             | Op::Lora { .. }
+            | Op::Moe { .. }
             | Op::Loss { .. } => None,
         }
     }

@@ -184,6 +184,22 @@ fn declared(node: &Node) -> Vec<ParamDecl> {
             decl(node, "lora_A", vec![*rank, *in_features], kaiming(*in_features), Weight),
             decl(node, "lora_B", vec![*out_features, *rank], Init::Zeros, Weight),
         ],
+        Op::Moe { features, experts, expert_ffn, shared_ffn, .. } => {
+            let (d, e, f) = (*features, *experts, *expert_ffn);
+            let mut v = vec![
+                decl(node, "router.weight", vec![e, d], kaiming(d), Weight),
+                decl(node, "experts.gate_proj", vec![e, f, d], kaiming(d), Weight),
+                decl(node, "experts.up_proj", vec![e, f, d], kaiming(d), Weight),
+                decl(node, "experts.down_proj", vec![e, d, f], kaiming(f), Weight),
+            ];
+            if *shared_ffn > 0 {
+                let s = *shared_ffn;
+                v.push(decl(node, "shared.gate_proj.weight", vec![s, d], kaiming(d), Weight));
+                v.push(decl(node, "shared.up_proj.weight", vec![s, d], kaiming(d), Weight));
+                v.push(decl(node, "shared.down_proj.weight", vec![d, s], kaiming(s), Weight));
+            }
+            v
+        }
         Op::Input { .. }
         | Op::Rotary { .. }
         | Op::Sdpa { .. }

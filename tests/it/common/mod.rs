@@ -328,6 +328,7 @@ impl Synth {
             analysis: Some(AnalysisSummary {
                 parameters: params,
                 trainable_parameters: None,
+                active_parameters: None,
                 buffers: 0,
                 forward_flops_per_sample: 2 * params,
                 backward_flops_per_sample: 4 * params,

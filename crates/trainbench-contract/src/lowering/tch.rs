@@ -168,7 +168,8 @@ fn check_node(graph: &Graph, id: NodeId) -> Result<(), String> {
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
         | Op::RoiAlign { .. }
-        | Op::Lora { .. } => Ok(()),
+        | Op::Lora { .. }
+        | Op::Moe { .. } => Ok(()),
     }
 }
 

@@ -143,6 +143,7 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
             | Op::CriticBatch
             | Op::RoiAlign { .. }
             | Op::Lora { .. }
+            | Op::Moe { .. }
             | Op::Loss { .. } => {}
         }
     }

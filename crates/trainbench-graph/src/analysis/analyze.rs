@@ -52,6 +52,14 @@ fn notes(graph: &Graph) -> Vec<String> {
                 .into(),
         );
     }
+    if has(&|op| matches!(op, Op::Moe { .. })) {
+        v.push(
+            "mixture of experts: FLOPs and model FLOPs count the router, the top_k chosen experts per token and the \
+             shared experts (dropless: tokens a capacity factor drops are counted as computed); parameters count \
+             every expert, active_parameters the ones a token computes with"
+                .into(),
+        );
+    }
     if has(&|op| matches!(op, Op::RoiAlign { .. })) {
         v.push("RoI align over a fixed number of proposals; proposal generation (NMS) is not modelled".into());
     }
@@ -145,6 +153,7 @@ pub fn analyze(graph: &Graph) -> Analysis {
         model: graph.name.clone(),
         parameters: params.iter().sum(),
         trainable_parameters: trained.iter().sum(),
+        active_parameters: params.iter().sum::<u64>() - graph.nodes.iter().map(rules::inactive_parameters).sum::<u64>(),
         buffers,
         parameters_by_part,
         items_per_sample: graph.items_per_sample,

@@ -45,5 +45,5 @@ mod tests;
 pub use analyze::{analyze, memory_estimate, memory_estimate_checkpointed};
 pub use summary::{
     ActivationTotals, Analysis, BlockAnalysis, COUNTER_CONVENTION, DECODER_CONVENTION, FlopTotals, KindTotals,
-    LORA_DECODER_CONVENTION, LayerAnalysis, MemoryEstimate, ModelFlops,
+    LORA_DECODER_CONVENTION, LayerAnalysis, MOE_DECODER_CONVENTION, MemoryEstimate, ModelFlops,
 };

@@ -3,12 +3,14 @@
 //! FLOPs (the numerator of HFU: model work plus recomputation).
 
 use super::summary::{
-    Analysis, BlockAnalysis, COUNTER_CONVENTION, DECODER_CONVENTION, LORA_DECODER_CONVENTION, ModelFlops,
+    Analysis, BlockAnalysis, COUNTER_CONVENTION, DECODER_CONVENTION, LORA_DECODER_CONVENTION, MOE_DECODER_CONVENTION,
+    ModelFlops,
 };
 use crate::graph::{Graph, Op};
 use crate::training::Checkpointing;
 
-/// Matmul parameters of a decoder: every parameter but the lookup-only embeddings, as (frozen, trained).
+/// Active matmul parameters of a decoder: every parameter but the lookup-only embeddings and the experts a token
+/// is not routed to, as (frozen, trained).
 fn matmul_parameters(graph: &Graph, a: &Analysis) -> (u64, u64) {
     let lookup = |i: usize, n: &crate::graph::Node| match n.op {
         Op::Embedding { .. } => !graph.nodes.iter().any(|m| m.tied_to == Some(i)),
@@ -42,6 +44,7 @@ fn matmul_parameters(graph: &Graph, a: &Analysis) -> (u64, u64) {
         | Op::CriticBatch
         | Op::RoiAlign { .. }
         | Op::Lora { .. }
+        | Op::Moe { .. }
         | Op::Loss { .. } => false,
     };
     let (mut frozen, mut trained) = (0, 0);
@@ -49,7 +52,8 @@ fn matmul_parameters(graph: &Graph, a: &Analysis) -> (u64, u64) {
         if lookup(i, node) {
             continue;
         }
-        *(if layer.frozen { &mut frozen } else { &mut trained }) += layer.parameters;
+        let active = layer.parameters - super::rules::inactive_parameters(node);
+        *(if layer.frozen { &mut frozen } else { &mut trained }) += active;
     }
     (frozen, trained)
 }
@@ -61,7 +65,13 @@ pub(crate) fn model_flops(graph: &Graph, a: &Analysis) -> ModelFlops {
             let attention = 12 * (d.layers * d.heads * d.head_dim * d.seq_len) as u64;
             let (frozen, trained) = matmul_parameters(graph, a);
             let per_token = 4 * frozen + 6 * trained + attention;
-            let convention = if frozen > 0 { LORA_DECODER_CONVENTION } else { DECODER_CONVENTION };
+            let convention = if frozen > 0 {
+                LORA_DECODER_CONVENTION
+            } else if a.active_parameters < a.parameters {
+                MOE_DECODER_CONVENTION
+            } else {
+                DECODER_CONVENTION
+            };
             ModelFlops {
                 per_sample: per_token * d.seq_len as u64,
                 per_token: Some(per_token),

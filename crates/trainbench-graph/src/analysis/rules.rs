@@ -49,7 +49,9 @@ pub(crate) fn flops(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
     }
     let w = u64::from(!node.frozen);
     match &node.op {
-        Op::Conv { .. } | Op::Linear { .. } => Flops { forward: f.forward, backward: w * f.forward + g(0) * f.forward },
+        Op::Conv { .. } | Op::Linear { .. } | Op::Moe { .. } => {
+            Flops { forward: f.forward, backward: w * f.forward + g(0) * f.forward }
+        }
         Op::Rnn { .. } => Flops { forward: f.forward, backward: f.backward - (1 - w) * f.forward },
         Op::Attention { embed_dim, kdim, vdim, .. } => {
             let (tq, tk) = (shape(0).0[0] as u64, shape(1).0[0] as u64);
@@ -159,6 +161,11 @@ fn flops_trained(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
             // B's weight gradient and the gradient of A x, A's weight gradient, and x's gradient where needed.
             Flops { forward: down + up, backward: 2 * up + down + g(0) * down }
         }
+        Op::Moe { .. } => {
+            let f = moe_forward(node);
+            // Weight gradients of the router and of every product run, and the input's gradient where needed.
+            Flops { forward: f, backward: f + g(0) * f }
+        }
         Op::Input { .. }
         | Op::BatchNorm { .. }
         | Op::LayerNorm { .. }
@@ -187,6 +194,30 @@ fn flops_trained(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
     }
 }
 
+/// Forward FLOPs of a mixture-of-experts node per sample: the router over every expert, `top_k` experts'
+/// SwiGLU products per token (the active work, not every expert's), and the shared feed-forward.
+pub(crate) fn moe_forward(node: &Node) -> u64 {
+    let Op::Moe { features, experts, top_k, expert_ffn, shared_ffn, .. } = &node.op else {
+        return 0;
+    };
+    let d = *features as u64;
+    let rows = node.shape.numel() / d.max(1);
+    let router = 2 * rows * d * *experts as u64;
+    let routed = 2 * rows * *top_k as u64 * 3 * d * *expert_ffn as u64;
+    let shared = 2 * rows * 3 * d * *shared_ffn as u64;
+    router + routed + shared
+}
+
+/// Parameters of a node a token does not compute with: the experts a mixture-of-experts router leaves out
+/// (`experts - top_k` SwiGLU experts); 0 for every other node.
+pub(crate) fn inactive_parameters(node: &Node) -> u64 {
+    if let Op::Moe { features, experts, top_k, expert_ffn, .. } = &node.op {
+        experts.saturating_sub(*top_k) as u64 * 3 * (*features * *expert_ffn) as u64
+    } else {
+        0
+    }
+}
+
 /// What the node keeps for backward (see the module docs of `analysis` for the rules).
 pub(crate) fn saved(graph: &Graph, node: &Node) -> Saved {
     let shape = |i: usize| &graph.nodes[node.inputs[i]].shape;
@@ -207,6 +238,15 @@ pub(crate) fn saved(graph: &Graph, node: &Node) -> Saved {
             } else {
                 Saved { inputs: vec![0], extra_elements: rows * *rank as u64, ..Saved::default() }
             }
+        }
+        Op::Moe { features, experts, top_k, expert_ffn, shared_ffn, .. } => {
+            let rows = out / (*features as u64).max(1);
+            let (d, f, k) = (*features as u64, *expert_ffn as u64, *top_k as u64);
+            // The router's probabilities and top-k weights; per assignment the gathered input, the gate and up
+            // products, their gated product and the expert's output (the combine weight's operand); the shared
+            // feed-forward's gate, up and gated product.
+            let extra = rows * (*experts as u64 + k) + rows * k * (2 * d + 3 * f) + rows * 3 * *shared_ffn as u64;
+            Saved { inputs: vec![0], extra_elements: extra, ..Saved::default() }
         }
         Op::AdaptivePool { kind: PoolKind::Avg, .. } => keep(vec![0]),
         Op::Pool { kind: PoolKind::Max, .. } | Op::AdaptivePool { kind: PoolKind::Max, .. } => {

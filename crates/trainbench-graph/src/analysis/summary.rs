@@ -91,6 +91,9 @@ pub struct Analysis {
     pub parameters: u64,
     /// Parameters that are trained: all of them but the frozen ones (LoRA: the adapters only).
     pub trainable_parameters: u64,
+    /// Parameters one token computes with: all of them but, in each mixture-of-experts layer, the experts the
+    /// router does not choose (`experts - top_k` of them); equal to `parameters` for a dense model.
+    pub active_parameters: u64,
     /// Non-trained buffers (batch-norm running statistics), elements.
     pub buffers: u64,
     /// Trained parameters per sub-network (empty for single-network models).
@@ -153,6 +156,11 @@ pub const DECODER_CONVENTION: &str = "palm: 6 x matmul parameters (all but the t
 pub const LORA_DECODER_CONVENTION: &str = "palm-lora: 4 x frozen matmul parameters (forward and input gradient, no \
      weight gradient; all but the token-embedding lookup and learned positions, a tied head counts) + 6 x adapter \
      parameters + 12 x layers x heads x head_dim x seq_len, per token";
+/// Convention of a mixture-of-experts decoder: PaLM's, over the parameters a token is computed with.
+pub const MOE_DECODER_CONVENTION: &str = "palm-moe: 6 x active matmul parameters (per token: the router, the \
+     top_k chosen experts of each mixture-of-experts layer and the shared ones, every dense layer; all but the \
+     token-embedding lookup and learned positions, a tied head counts) + 12 x layers x heads x head_dim x seq_len, \
+     per token";
 /// Convention of every other model's model FLOPs.
 pub const COUNTER_CONVENTION: &str =
     "flop-counter: forward + backward matmul and convolution FLOPs as torch.utils.flop_counter counts them";
@@ -165,7 +173,8 @@ pub struct ModelFlops {
     /// Per token, for token models (`per_sample / tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_token: Option<u64>,
-    /// How they are counted ([`DECODER_CONVENTION`], [`LORA_DECODER_CONVENTION`] or [`COUNTER_CONVENTION`]).
+    /// How they are counted ([`DECODER_CONVENTION`], [`LORA_DECODER_CONVENTION`], [`MOE_DECODER_CONVENTION`] or
+    /// [`COUNTER_CONVENTION`]).
     pub convention: String,
 }
 

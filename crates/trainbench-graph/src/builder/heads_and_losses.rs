@@ -102,6 +102,7 @@ impl GraphBuilder {
                 | Op::CriticBatch
                 | Op::RoiAlign { .. }
                 | Op::Lora { .. }
+                | Op::Moe { .. }
                 | Op::Loss { .. } => None,
             }
         }

@@ -16,6 +16,30 @@ impl GraphBuilder {
         self.add(name, Op::RmsNorm { features, eps }, vec![x], s)
     }
 
+    /// A mixture-of-experts feed-forward over `[.., features]` (see [`Op::Moe`]); the op's `features` is the
+    /// input's last dimension, whatever the caller passes there.
+    pub fn moe(&mut self, name: &str, x: NodeId, op: Op) -> Result<NodeId, ShapeError> {
+        let s = self.shape(x).0.clone();
+        let Op::Moe { experts, top_k, expert_ffn, capacity_factor, aux_loss, shared_ffn, router, .. } = op else {
+            return Err(self.err(name, "moe", format!("expects a mixture-of-experts op, got {}", op.kind_name())));
+        };
+        let features = self.shape(x).last();
+        if s.is_empty() || experts == 0 || top_k == 0 || top_k > experts || expert_ffn == 0 {
+            return Err(self.err(
+                name,
+                "moe",
+                format!(
+                    "needs a [.., features] input and 1 <= top_k ({top_k}) <= experts ({experts}), expert_ffn >= 1"
+                ),
+            ));
+        }
+        if capacity_factor.is_some_and(|c| !(c.is_finite() && c > 0.0)) || !(aux_loss.is_finite() && aux_loss >= 0.0) {
+            return Err(self.err(name, "moe", "capacity_factor must be above 0 and aux_loss at least 0"));
+        }
+        let op = Op::Moe { features, experts, top_k, expert_ffn, shared_ffn, router, capacity_factor, aux_loss };
+        self.add(name, op, vec![x], s)
+    }
+
     /// Rotary position embedding over `[T, heads * head_dim]`.
     pub fn rotary(&mut self, name: &str, x: NodeId, heads: usize, theta: f32) -> Result<NodeId, ShapeError> {
         let s = self.shape(x).0.clone();

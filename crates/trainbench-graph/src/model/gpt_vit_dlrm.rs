@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::defaults::{d_classes, d_true};
+use super::moe::MoeSpec;
 
 /// Feed-forward activation of a decoder layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -116,6 +117,12 @@ pub struct GptSpec {
     /// Dropout after the embeddings, attention and feed-forward blocks (0 = none).
     #[serde(default)]
     pub dropout: f64,
+    /// RMSNorm of each query and key head over `head_dim` before the rotary embedding (Qwen3).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub qk_norm: bool,
+    /// Mixture-of-experts feed-forward layers (needs `activation = "swiglu"`); left out: every layer dense.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe: Option<MoeSpec>,
 }
 
 fn d_vit_image() -> usize {

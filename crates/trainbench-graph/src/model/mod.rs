@@ -5,11 +5,13 @@
 mod custom;
 mod defaults;
 mod gpt_vit_dlrm;
+mod moe;
 
 pub use custom::{CustomInput, CustomLayer, CustomLoss, CustomSpec};
 pub use gpt_vit_dlrm::{
     DlrmSpec, FfnActivation, GptSpec, MLPERF_BAG_SIZES, MLPERF_TABLE_ROWS, NormKind, PositionKind, VitSpec,
 };
+pub use moe::{MoeRouter, MoeSpec};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -5,7 +5,10 @@
 //! holds the shifted ids, so no position is padding.
 //!
 //! Counts (on the meta device, `transformers` 4.x): GPT-2 small 124,439,808 parameters
-//! (`GPT2LMHeadModel`), Llama-3.2-1B 1,235,814,400 and Llama-3.1-8B 8,030,261,248 (`LlamaForCausalLM`).
+//! (`GPT2LMHeadModel`), Llama-3.2-1B 1,235,814,400 and Llama-3.1-8B 8,030,261,248 (`LlamaForCausalLM`);
+//! with `[model.moe]` (one [`Op::Moe`](crate::graph::Op::Moe) node per mixture-of-experts layer, named `mlp`)
+//! and `qk_norm`, Mixtral-8x7B 46,702,792,704 (`MixtralForCausalLM`) and Qwen3-30B-A3B 30,532,122,624
+//! (`Qwen3MoeForCausalLM`).
 
 use crate::builder::{GraphBuilder, ShapeError};
 use crate::graph::{Activation, DecoderDims, Graph, InputKind, LossKind, NodeId};
@@ -111,12 +114,24 @@ fn norm(b: &mut GraphBuilder, name: &str, x: NodeId, s: &GptSpec, d: &Dims) -> R
     }
 }
 
+/// RMSNorm of each head of `[T, heads * head_dim]` over its `head_dim` (Qwen3's query and key norms).
+fn head_norm(b: &mut GraphBuilder, name: &str, x: NodeId, heads: usize, d: &Dims) -> Result<NodeId, ShapeError> {
+    let t = b.shape(x).0[0];
+    let split = b.reshape(&format!("{name}_heads"), x, &[t, heads, d.head_dim])?;
+    let n = b.rms_norm(name, split, d.eps)?;
+    b.reshape(&format!("{name}_merged"), n, &[t, heads * d.head_dim])
+}
+
 /// Causal self-attention: q, k, v projections, rotary on q and k, the fused attention, the output projection.
 fn attention(b: &mut GraphBuilder, x: NodeId, s: &GptSpec, d: &Dims) -> Result<NodeId, ShapeError> {
     b.push("attn");
     let mut q = b.linear("q_proj", x, s.heads * d.head_dim, s.bias)?;
     let mut k = b.linear("k_proj", x, d.kv_heads * d.head_dim, s.bias)?;
     let v = b.linear("v_proj", x, d.kv_heads * d.head_dim, s.bias)?;
+    if s.qk_norm {
+        q = head_norm(b, "q_norm", q, s.heads, d)?;
+        k = head_norm(b, "k_norm", k, d.kv_heads, d)?;
+    }
     if let Some(theta) = d.theta {
         q = b.rotary("q_rotary", q, s.heads, theta)?;
         k = b.rotary("k_rotary", k, d.kv_heads, theta)?;
@@ -149,6 +164,7 @@ fn feed_forward(b: &mut GraphBuilder, x: NodeId, s: &GptSpec, d: &Dims) -> Resul
 /// Build the decoder with its next-token loss.
 pub(crate) fn build(s: &GptSpec) -> Result<Graph, ZooError> {
     let d = dims(s)?;
+    let moe = super::gpt_moe::check(s)?;
     let t = s.seq_len;
     let mut b = GraphBuilder::new("gpt");
     let ids = b.input("input_ids", &[t], InputKind::Tokens { vocab: s.vocab })?;
@@ -167,7 +183,10 @@ pub(crate) fn build(s: &GptSpec) -> Result<Graph, ZooError> {
         let a = dropout(&mut b, "attn_dropout", a, s.dropout)?;
         let r = b.add_nodes("attn_residual", &[x, a])?;
         let h = norm(&mut b, "mlp_norm", r, s, &d)?;
-        let f = feed_forward(&mut b, h, s, &d)?;
+        let f = match moe {
+            Some(m) if m.is_moe_layer(i) => b.moe("mlp", h, super::gpt_moe::op(m, s.d_model))?,
+            Some(_) | None => feed_forward(&mut b, h, s, &d)?,
+        };
         let f = dropout(&mut b, "mlp_dropout", f, s.dropout)?;
         x = b.add_nodes("mlp_residual", &[r, f])?;
         b.end_block()?;
@@ -213,6 +232,8 @@ mod tests {
             tied_embeddings: tied,
             bias: false,
             dropout: 0.0,
+            qk_norm: false,
+            moe: None,
         }
     }
 

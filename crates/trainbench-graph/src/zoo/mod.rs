@@ -11,6 +11,7 @@ mod deepspeech2;
 mod dlrm;
 mod faster_rcnn;
 mod gpt;
+mod gpt_moe;
 mod inception;
 mod mlp;
 mod ncf;
