@@ -136,6 +136,12 @@ impl RunSlot<'_> {
     /// Train and measure `plan`; the result, and what stopped the run early (if anything).
     pub(crate) fn run(&self, plan: &RunPlan, backend: &mut dyn Backend) -> (RunResult, Option<StopCause>) {
         let device = device_of(backend, plan);
+        if let Some(why) = crate::plan::unrunnable_mesh(&plan.topology) {
+            // `run` refuses these at plan time; a plan reaching here another way fails rather than train as DP.
+            let now = SystemTime::now();
+            let outcome = RunOutcome::Failed { message: why };
+            return (self.result(plan, backend.name(), outcome, (now, now), device, None), None);
+        }
         let collect = !self.opts.no_collectors;
         let gpu_target = GpuTarget::for_device(plan.device, device.as_ref());
         let wants_gpu =

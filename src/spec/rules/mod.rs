@@ -9,6 +9,7 @@
 pub mod check;
 pub(crate) mod dataset;
 pub mod finding;
+pub mod mesh;
 pub mod mlperf;
 mod schedule;
 mod support;
@@ -18,6 +19,7 @@ pub(crate) mod topology;
 pub use check::{PartialSpec, RuleContext, check, check_graph};
 pub use dataset::{check_local_data, reader_format};
 pub use finding::Finding;
-pub use support::{check_launch, check_support, check_support_on};
+pub use mesh::check_mesh_graph;
+pub use support::{check_launch, check_runnable, check_support, check_support_on};
 pub use target::check_eval_data;
 pub use topology::{EffectiveTopology, effective_precisions, effective_topologies};
