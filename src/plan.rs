@@ -174,7 +174,7 @@ pub fn topology_token(t: &Topology) -> String {
 
 /// The device mesh in a run id: nothing without one; else `-tp<t>` (and `-sp`) with tensor parallelism, and
 /// `-pp<p>-<schedule>-mb<m>` (with `-v<v>` interleaved) with a pipeline (`-tp8`, `-tp2-sp-pp4-1f1b-mb8`).
-fn mesh_token(m: &trainbench_comm::Mesh) -> String {
+pub(crate) fn mesh_token(m: &trainbench_comm::Mesh) -> String {
     let mut out = String::new();
     if m.tensor_parallel > 1 {
         out.push_str(&format!("-tp{}", m.tensor_parallel));

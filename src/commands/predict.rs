@@ -120,7 +120,12 @@ fn mesh_text(p: &MeshPrediction) -> String {
         layout.push_str(", sequence parallel");
     }
     if m.pipeline_parallel > 1 {
-        layout.push_str(&format!(", {} with {} micro-batches of {}", m.pipeline_schedule.name(), m.microbatches, p.microbatch_size));
+        layout.push_str(&format!(
+            ", {} with {} micro-batches of {}",
+            m.pipeline_schedule.name(),
+            m.microbatches,
+            p.microbatch_size
+        ));
         if m.virtual_stages > 1 {
             layout.push_str(&format!(", {} virtual stages", m.virtual_stages));
         }
@@ -138,7 +143,13 @@ fn mesh_text(p: &MeshPrediction) -> String {
         let _ = writeln!(s, "  bubble {} = {}", b.formula, format::percent(b.fraction));
     }
     for b in &p.bytes {
-        let _ = writeln!(s, "  {:<9} {:<15} {:>10.3} GB per rank per step", b.dimension.name(), b.collective, b.bytes_per_rank / 1e9);
+        let _ = writeln!(
+            s,
+            "  {:<9} {:<15} {:>10.3} GB per rank per step",
+            b.dimension.name(),
+            b.collective,
+            b.bytes_per_rank / 1e9
+        );
     }
     let _ = writeln!(
         s,

@@ -73,6 +73,7 @@ fn analysis() -> AnalysisSummary {
             total_bytes: 850,
         },
         notes: vec![],
+        pipeline_stages: Vec::new(),
     }
 }
 

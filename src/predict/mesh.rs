@@ -235,8 +235,7 @@ pub fn predict_mesh(
     let sharding = sharding_of(topology.strategy);
     // Chunks: the pipeline's (balanced by FLOPs), or the whole model as one.
     let chunks: Vec<Stage> = if p > 1 {
-        cut_stages(graph, a, p, mesh.virtual_stages, None)
-            .map_err(|e| PredictError::Mesh { why: e.to_string() })?
+        cut_stages(graph, a, p, mesh.virtual_stages, None).map_err(|e| PredictError::Mesh { why: e.to_string() })?
     } else {
         let all = cut_stages(graph, a, 1, 1, None).ok();
         all.unwrap_or_else(|| {
@@ -254,9 +253,11 @@ pub fn predict_mesh(
         })
     };
     let total_flops = a.flops.train_per_sample.max(1) as f64;
-    let boundary = graph.blocks.first().map_or(0.0, |b| graph.nodes[b.input].shape.numel() as f64) * mb as f64 * act_bytes;
+    let boundary =
+        graph.blocks.first().map_or(0.0, |b| graph.nodes[b.input].shape.numel() as f64) * mb as f64 * act_bytes;
     let mut stages = Vec::with_capacity(p);
-    let (mut busiest_layers, mut busiest_sends, mut busiest_grads, mut busiest_frozen) = (0usize, 0usize, 0.0f64, 0.0f64);
+    let (mut busiest_layers, mut busiest_sends, mut busiest_grads, mut busiest_frozen) =
+        (0usize, 0usize, 0.0f64, 0.0f64);
     let last_chunk = chunks.len().saturating_sub(1);
     for r in 0..p {
         let mine: Vec<&Stage> = chunks.iter().filter(|c| c.rank == r).collect();
@@ -269,14 +270,18 @@ pub fn predict_mesh(
         // Kept activations per sample: split over the tensor group except what stays replicated without SP.
         let mut per_sample = 0.0;
         for c in &mine {
-            for l in &a.layers[c.nodes.clone()] {
+            for l in a.layers.get(c.nodes.clone()).unwrap_or(&[]) {
                 let bytes = l.saved_elements as f64 * act_bytes + l.saved_other_bytes as f64;
                 let split = mesh.sequence_parallel || !replicated_without_sp(&l.op);
                 per_sample += if split { bytes / t as f64 } else { bytes };
             }
         }
         let held = microbatches_held(&mesh, r);
-        let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B && p > 1 { mesh.virtual_stages.max(1) } else { 1 };
+        let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B && p > 1 {
+            mesh.virtual_stages.max(1)
+        } else {
+            1
+        };
         let activations = per_sample * mb as f64 * held as f64 / v as f64;
         let weights = all * per_parameter_of(states.weights, sharding, d, Part::Weights);
         let gradients = trained * per_parameter_of(states.gradients, sharding, d, Part::Gradients);
@@ -326,7 +331,8 @@ pub fn predict_mesh(
         count * link.latency_us * 1e-6
     };
     let ring = |n: usize| (n as f64 - 1.0).max(0.0);
-    let tensor_s = seconds(MeshDim::Tensor) + latency(MeshDim::Tensor, 4.0 * busiest_layers as f64 * m as f64 * 2.0 * ring(t));
+    let tensor_s =
+        seconds(MeshDim::Tensor) + latency(MeshDim::Tensor, 4.0 * busiest_layers as f64 * m as f64 * 2.0 * ring(t));
     let pipeline_s = seconds(MeshDim::Pipeline) + latency(MeshDim::Pipeline, (m * busiest_sends) as f64);
     let collectives = if sharding == Sharding::Zero3 { 3.0 } else { 2.0 };
     let data_s = if d > 1 { seconds(MeshDim::Data) + latency(MeshDim::Data, collectives * ring(d)) } else { 0.0 };

@@ -42,7 +42,10 @@ fn bytes_per_dimension_follow_the_hand_worked_formulas() {
     // Sequence parallelism: the same volume as all-gather + reduce-scatter; the stage hop carries A / t.
     let sp = Mesh { sequence_parallel: true, ..mesh(2, 2, 4) };
     let b = mesh_bytes(&sp, 8, DataParallel::Zero3, i);
-    assert!(close(sent(&b, MeshDim::Tensor, "all-gather"), 24e6) && close(sent(&b, MeshDim::Tensor, "reduce-scatter"), 24e6));
+    assert!(
+        close(sent(&b, MeshDim::Tensor, "all-gather"), 24e6)
+            && close(sent(&b, MeshDim::Tensor, "reduce-scatter"), 24e6)
+    );
     assert_eq!(sent(&b, MeshDim::Tensor, "all-reduce"), 0.0);
     assert!(close(sent(&b, MeshDim::Pipeline, "send-recv"), 2e6), "{b:?}");
     // ZeRO-3 over 2: 3 x (1/2) x 8 MB, one reduce-scatter and two all-gathers.
@@ -56,8 +59,7 @@ fn bytes_per_dimension_follow_the_hand_worked_formulas() {
 fn bubbles_and_micro_batches_held() {
     let one = bubble(&mesh(4, 4, 8)).unwrap();
     assert!(close(one.fraction, 3.0 / 11.0), "{one:?}");
-    let interleaved =
-        Mesh { pipeline_schedule: PipelineSchedule::Interleaved1F1B, virtual_stages: 2, ..mesh(1, 4, 8) };
+    let interleaved = Mesh { pipeline_schedule: PipelineSchedule::Interleaved1F1B, virtual_stages: 2, ..mesh(1, 4, 8) };
     assert!(close(bubble(&interleaved).unwrap().fraction, 3.0 / 19.0));
     assert!(bubble(&mesh(2, 1, 1)).is_none());
     let f1b = mesh(1, 4, 8);

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::exchange::BUCKET_BYTES;
-use crate::mesh::Mesh;
+use crate::mesh::{Mesh, MeshCoords};
 use crate::strategy::DataParallel;
 
 /// Link carrying gradients and weights between devices.
@@ -132,7 +132,22 @@ struct TopologyWire {
     /// The device mesh (left out without tensor or pipeline parallelism; absent in results written before it
     /// was recorded, which had none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    mesh: Option<Mesh>,
+    mesh: Option<MeshRecord>,
+}
+
+/// The device mesh as results record it: its degrees and schedule, and where each rank sat, so a published
+/// layout can be reproduced (the stage of a rank is its `pp` coordinate).
+#[derive(Serialize, Deserialize, JsonSchema)]
+struct MeshRecord {
+    /// Degrees and the pipeline's schedule.
+    #[serde(flatten)]
+    mesh: Mesh,
+    /// Data-parallel degree: world size over tensor x pipeline degrees (written for readers; recomputed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data_parallel: Option<usize>,
+    /// Each rank's coordinates, in rank order (tensor-innermost, pipeline outermost; written for readers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    ranks: Vec<MeshCoords>,
 }
 
 impl TryFrom<TopologyWire> for Topology {
@@ -146,7 +161,7 @@ impl TryFrom<TopologyWire> for Topology {
                 w.world_size
             ));
         }
-        let mesh = w.mesh.unwrap_or_default();
+        let mesh = w.mesh.map(|m| m.mesh).unwrap_or_default();
         mesh.data_parallel(w.world_size).map_err(|e| e.to_string())?;
         Ok(Topology {
             strategy: w.strategy,
@@ -170,7 +185,11 @@ impl From<Topology> for TopologyWire {
             interconnect: Some(t.interconnect),
             bucket_bytes: (t.bucket_bytes != BUCKET_BYTES).then_some(t.bucket_bytes),
             overlap: (!t.strategy.is_single()).then_some(t.overlap),
-            mesh: (!t.mesh.is_flat()).then_some(t.mesh),
+            mesh: (!t.mesh.is_flat()).then(|| MeshRecord {
+                mesh: t.mesh,
+                data_parallel: Some(t.data_parallel()),
+                ranks: t.mesh.placement(t.world_size()).unwrap_or_default(),
+            }),
         }
     }
 }
@@ -213,6 +232,8 @@ mod tests {
         let meshed = Topology { mesh: Mesh { tensor_parallel: 4, ..Mesh::flat() }, ..t };
         let json = serde_json::to_value(meshed).unwrap();
         assert_eq!(json["mesh"]["tensor_parallel"], 4);
+        assert_eq!(json["mesh"]["data_parallel"], 2);
+        assert_eq!(json["mesh"]["ranks"][5], serde_json::json!({"dp": 1, "pp": 0, "tp": 1}));
         assert_eq!(serde_json::from_value::<Topology>(json).unwrap(), meshed);
         assert_eq!(meshed.data_parallel(), 2);
         let bad = r#"{"world_size": 2, "mesh": {"tensor_parallel": 4, "pipeline_parallel": 1, "microbatches": 1, "virtual_stages": 1}}"#;
