@@ -16,12 +16,13 @@
 //!   trained parameters over the tensor degree).
 //! - Memory per rank: its parameters over the tensor degree at [`parallel::per_parameter`] bytes, the
 //!   activations of the micro-batches it holds (GPipe `m`, 1F1B `min(m, p - r)`, interleaved Megatron's warm-up
-//!   count), divided by the tensor degree except norms, dropout and residual sums without sequence parallelism.
+//!   count), divided by the tensor degree except norms, dropout and residual sums without sequence parallelism,
+//!   scaled by the share activation checkpointing keeps of the whole model's.
 //! - MFU counts each token's model FLOPs once for the whole mesh: model FLOPs per second over world x peak.
 
 use serde::Serialize;
 use trainbench_comm::{DataParallel, Mesh, MeshDim, PipelineSchedule, Topology};
-use trainbench_graph::analysis::memory_estimate;
+use trainbench_graph::analysis::{memory_estimate, memory_estimate_checkpointed};
 use trainbench_graph::stages::{Stage, cut_stages};
 
 use super::parallel::{self, Sharding, StateBytes};
@@ -226,6 +227,10 @@ pub fn predict_mesh(
     let fb_s = base.phases.forward_s + base.phases.backward_s;
     let act_bytes = setting.precision.activation_bytes() as f64;
     let mem = memory_estimate(a, mb, setting.precision, &setting.optimizer);
+    // Activation checkpointing keeps the share of the kept activations the whole-model estimate keeps.
+    let checkpointed =
+        memory_estimate_checkpointed(a, mb, setting.precision, &setting.optimizer, setting.schedule.checkpointing);
+    let kept_share = if mem.activations > 0 { checkpointed.activations as f64 / mem.activations as f64 } else { 1.0 };
     let params = a.parameters.max(1) as f64;
     let states = StateBytes {
         weights: mem.weights as f64 / params,
@@ -282,7 +287,7 @@ pub fn predict_mesh(
         } else {
             1
         };
-        let activations = per_sample * mb as f64 * held as f64 / v as f64;
+        let activations = kept_share * per_sample * mb as f64 * held as f64 / v as f64;
         let weights = all * per_parameter_of(states.weights, sharding, d, Part::Weights);
         let gradients = trained * per_parameter_of(states.gradients, sharding, d, Part::Gradients);
         let optimizer = trained * per_parameter_of(states.optimizer, sharding, d, Part::Optimizer);

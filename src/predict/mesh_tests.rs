@@ -81,6 +81,17 @@ fn smoke() -> Graph {
 }
 
 fn predict_on(graph: &Graph, batch: usize, strategy: DataParallel, devices: usize, m: Mesh) -> MeshPrediction {
+    predict_scheduled(graph, batch, strategy, devices, m, Default::default())
+}
+
+fn predict_scheduled(
+    graph: &Graph,
+    batch: usize,
+    strategy: DataParallel,
+    devices: usize,
+    m: Mesh,
+    schedule: trainbench_graph::training::StepSchedule,
+) -> MeshPrediction {
     let profile = ProfileValidator::new().unwrap().resolve("h100").unwrap().file;
     let topology = Topology { mesh: m, ..Topology::on_one_node(strategy, devices) };
     let setting = Setting {
@@ -88,7 +99,7 @@ fn predict_on(graph: &Graph, batch: usize, strategy: DataParallel, devices: usiz
         precision: Precision::Fp32,
         optimizer: serde_json::from_value::<OptimizerSpec>(serde_json::json!({"kind": "adamw"})).unwrap(),
         topology,
-        schedule: Default::default(),
+        schedule,
     };
     predict_mesh(&AnalyzedGraph::new(graph), &setting, &profile, &Terms::all()).unwrap()
 }
@@ -109,6 +120,13 @@ fn a_smoke_mesh_prices_its_tensor_bytes_by_hand_and_halves_its_states() {
     let sp = predict_on(&g, 4, DataParallel::Single, 2, Mesh { sequence_parallel: true, ..mesh(2, 1, 1) });
     assert!(sp.stages[0].activations_bytes < s2.activations_bytes);
     assert!(close(sp.stages[0].activations_bytes * 2.0, s1.activations_bytes));
+    // Full activation checkpointing keeps less.
+    let full = trainbench_graph::training::StepSchedule {
+        checkpointing: trainbench_graph::training::Checkpointing::Full,
+        ..Default::default()
+    };
+    let ckpt = predict_scheduled(&g, 4, DataParallel::Single, 2, mesh(2, 1, 1), full);
+    assert!(ckpt.stages[0].activations_bytes < s2.activations_bytes / 2.0, "{:?}", ckpt.stages[0]);
 }
 
 #[test]
