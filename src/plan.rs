@@ -103,6 +103,7 @@ fn topology_of(t: &EffectiveTopology, bucket_mb: Option<f64>, overlap: Option<bo
         interconnect: t.interconnect,
         bucket_bytes: bucket_mb.map_or(trainbench_comm::exchange::BUCKET_BYTES, |mb| (mb * 1024.0 * 1024.0) as u64),
         overlap: overlap.unwrap_or(true) && strategy.can_overlap(),
+        mesh: t.mesh,
     }
 }
 
@@ -143,7 +144,8 @@ fn schedule_suffix(schedule: &StepSchedule) -> String {
 /// A topology in a run id: `NxM` (machines x workers); with more than one worker (or a strategy other than
 /// `single`) the strategy (`-ar`, `-z2`, `-ps` with one server rank, `-ps2` with two), then whatever of the
 /// exchange is not the default: the interconnect when not PCIe (`-nvlink`), the bucket size of a strategy that
-/// buckets when not 25 MiB (`-bucket50mb`, `-bucket0.01mb`), `-no-overlap` for a strategy that could overlap.
+/// buckets when not 25 MiB (`-bucket50mb`, `-bucket0.01mb`), `-no-overlap` for a strategy that could overlap;
+/// last the device mesh, when there is one ([`mesh_token`]).
 pub fn topology_token(t: &Topology) -> String {
     let mut out = format!("{}x{}", t.nodes, t.devices_per_node);
     if t.world_size() <= 1 && t.strategy.is_single() {
@@ -165,6 +167,26 @@ pub fn topology_token(t: &Topology) -> String {
     }
     if t.strategy.can_overlap() && !t.overlap {
         out.push_str("-no-overlap");
+    }
+    out.push_str(&mesh_token(&t.mesh));
+    out
+}
+
+/// The device mesh in a run id: nothing without one; else `-tp<t>` (and `-sp`) with tensor parallelism, and
+/// `-pp<p>-<schedule>-mb<m>` (with `-v<v>` interleaved) with a pipeline (`-tp8`, `-tp2-sp-pp4-1f1b-mb8`).
+pub(crate) fn mesh_token(m: &trainbench_comm::Mesh) -> String {
+    let mut out = String::new();
+    if m.tensor_parallel > 1 {
+        out.push_str(&format!("-tp{}", m.tensor_parallel));
+        if m.sequence_parallel {
+            out.push_str("-sp");
+        }
+    }
+    if m.pipeline_parallel > 1 {
+        out.push_str(&format!("-pp{}-{}-mb{}", m.pipeline_parallel, m.pipeline_schedule.name(), m.microbatches));
+        if m.virtual_stages > 1 {
+            out.push_str(&format!("-v{}", m.virtual_stages));
+        }
     }
     out
 }
@@ -195,6 +217,20 @@ fn topology_tokens(topologies: &[Topology]) -> Vec<String> {
             format!("{token}{strategy}-{}", t.interconnect.name())
         })
         .collect()
+}
+
+/// Why no backend trains this topology yet: a mesh with tensor or pipeline parallelism is analysed,
+/// predicted and planned, but its runtime (sharded layers, stage-to-stage sends, per-dimension communicators)
+/// does not exist, so `run` refuses it before anything starts rather than train it as plain data parallelism.
+pub fn unrunnable_mesh(t: &Topology) -> Option<String> {
+    let m = &t.mesh;
+    m.splits_model().then(|| {
+        format!(
+            "tensor_parallel {} x pipeline_parallel {} is analysed, predicted and planned, but no backend \
+             trains a split model yet (issue 39: the tensor- and pipeline-parallel runtime)",
+            m.tensor_parallel, m.pipeline_parallel
+        )
+    })
 }
 
 /// The strategy in a run id: `single`, `ar`, `z1`, `z2`, `z3`, `ps` (one server rank) or `ps<n>`.

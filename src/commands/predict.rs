@@ -12,6 +12,7 @@ use super::{CommandError, Outcome};
 use crate::format;
 use crate::hardware::{Profile, ProfileValidator, THIS_MACHINE};
 use crate::plan::plan;
+use crate::predict::mesh::{MeshPrediction, predict_mesh};
 use crate::predict::parallel::{self, ParallelRow};
 use crate::predict::terms::{Breakdown, Term, Terms};
 use crate::predict::whatif::{WhatIf, what_if};
@@ -72,6 +73,10 @@ pub struct Entry {
     /// Parallelism rows (with `--parallel`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parallel: Vec<ParallelRow>,
+    /// The device mesh's prediction, for a plan with tensor or pipeline parallelism (then `prediction` is one
+    /// data-parallel replica's whole model on one device, before the mesh splits it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mesh: Option<MeshPrediction>,
 }
 
 /// What `predict --format json` prints.
@@ -102,6 +107,74 @@ fn profiles(args: &Args) -> Result<Vec<Profile>, CommandError> {
         };
     }
     args.hardware.iter().map(|h| v.resolve(h).map_err(fail)).collect()
+}
+
+/// The mesh block of one entry: layout, step, bubble, bytes per dimension and the per-stage memory table with
+/// the maximum over ranks as headline.
+fn mesh_text(p: &MeshPrediction) -> String {
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    let m = &p.mesh;
+    let mut s = String::new();
+    let mut layout = format!("DP {} x TP {} x PP {}", p.data_parallel, m.tensor_parallel, m.pipeline_parallel);
+    if m.sequence_parallel {
+        layout.push_str(", sequence parallel");
+    }
+    if m.pipeline_parallel > 1 {
+        layout.push_str(&format!(
+            ", {} with {} micro-batches of {}",
+            m.pipeline_schedule.name(),
+            m.microbatches,
+            p.microbatch_size
+        ));
+        if m.virtual_stages > 1 {
+            layout.push_str(&format!(", {} virtual stages", m.virtual_stages));
+        }
+    }
+    let mfu = p.mfu.map_or_else(|| "n/a".to_string(), format::percent);
+    let _ = writeln!(
+        s,
+        "  mesh {layout} on {} ranks: step {} ({} overlapped), {} items/s, MFU {mfu} (each token once, over all ranks)",
+        p.world_size,
+        format::duration(p.step_time_s),
+        format::duration(p.step_time_overlapped_s),
+        si(p.items_per_s)
+    );
+    if let Some(b) = &p.bubble {
+        let _ = writeln!(s, "  bubble {} = {}", b.formula, format::percent(b.fraction));
+    }
+    for b in &p.bytes {
+        let _ = writeln!(
+            s,
+            "  {:<9} {:<15} {:>10.3} GB per rank per step",
+            b.dimension.name(),
+            b.collective,
+            b.bytes_per_rank / 1e9
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  memory per rank: max {:.2} GiB on stage {} ({})",
+        gib(p.max_memory_per_rank_bytes),
+        p.max_memory_stage,
+        if p.fits { "fits" } else { "DOES NOT FIT" }
+    );
+    let _ = writeln!(s, "  stage  blocks         weights  grads  optim  activations (held)   peak GiB");
+    for st in &p.stages {
+        let blocks: Vec<String> = st.blocks.iter().map(|[a, b]| format!("{a}..{b}")).collect();
+        let _ = writeln!(
+            s,
+            "  {:>5}  {:<12} {:>8.2} {:>6.2} {:>6.2} {:>8.2} ({:>3}) {:>10.2}",
+            st.stage,
+            blocks.join(","),
+            gib(st.weights_bytes),
+            gib(st.gradients_bytes),
+            gib(st.optimizer_bytes),
+            gib(st.activations_bytes),
+            st.microbatches_held,
+            gib(st.peak_bytes)
+        );
+    }
+    s
 }
 
 /// The parallelism table of one entry.
@@ -148,8 +221,21 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
     let terms = Terms::without(&args.without_terms);
     let mut entries = Vec::new();
     for run in plan(&spec).iter().filter(|r| r.repeat == 0) {
-        let setting = Setting::of(run);
+        let meshed = Setting::of(run);
+        // With a mesh, the headline prediction is one replica's whole model per device over the data dimension.
+        let mut setting = meshed.clone();
+        if meshed.topology.mesh.splits_model() {
+            let t = &mut setting.topology;
+            (t.nodes, t.devices_per_node, t.mesh) = (1, meshed.topology.data_parallel(), trainbench_comm::Mesh::flat());
+        }
         for profile in &profiles {
+            let mesh = match meshed.topology.mesh.splits_model() {
+                true => Some(
+                    predict_mesh(&analyzed, &meshed, &profile.file, &terms)
+                        .map_err(|e| CommandError::Input(format!("{}: {e}", run.config)))?,
+                ),
+                false => None,
+            };
             let mut prediction = predict_analyzed(&analyzed, &setting, &profile.file, &terms)
                 .map_err(|e| CommandError::Input(format!("{}: {e}", run.config)))?;
             let what_if = if args.what_if {
@@ -172,6 +258,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
                 prediction,
                 what_if,
                 parallel,
+                mesh,
             });
         }
     }
@@ -325,6 +412,9 @@ pub fn render_text(r: &Report) -> String {
                     let _ = writeln!(s, "      backward: {}", terms_text(&l.backward.terms));
                 }
             }
+        }
+        if let Some(m) = &e.mesh {
+            s.push_str(&mesh_text(m));
         }
         if !e.parallel.is_empty() {
             s.push_str(&parallel_text(&e.parallel));

@@ -307,6 +307,10 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Loaded>>, CommandError> {
             // What this machine cannot start (the engine of a data-parallel group).
             refused = rules::check_launch(&spec, over)?;
         }
+        if refused.is_empty() {
+            // A mesh that splits the model: no backend trains one yet (never accepted and ignored).
+            refused = rules::check_runnable(&spec);
+        }
         if !refused.is_empty() {
             let display = path.display().to_string();
             let diagnostics: Vec<Diagnostic> =

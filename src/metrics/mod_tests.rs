@@ -74,6 +74,7 @@ fn analysis() -> AnalysisSummary {
             total_bytes: 850,
         },
         notes: vec![],
+        pipeline_stages: Vec::new(),
     }
 }
 

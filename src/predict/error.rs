@@ -40,4 +40,10 @@ pub enum PredictError {
         /// Profile name.
         profile: String,
     },
+    /// The mesh cannot be laid over the model (its pipeline cannot be cut).
+    #[error("the device mesh cannot be laid over the model: {why}")]
+    Mesh {
+        /// Why.
+        why: String,
+    },
 }

@@ -24,6 +24,7 @@ pub mod elementwise_work;
 pub mod error;
 pub mod fit_and_rates;
 pub mod layer;
+pub mod mesh;
 pub mod moe_price;
 pub mod parallel;
 pub mod price_classes;

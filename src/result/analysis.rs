@@ -37,6 +37,26 @@ pub struct AnalysisSummary {
     pub memory: MemoryEstimate,
     /// Caveats of the analysis for this model (what its conventions leave out).
     pub notes: Vec<String>,
+    /// A pipelined run's chunks (`topology.pipeline_parallel` > 1): which blocks each pipeline rank held, cut
+    /// by FLOPs; absent without a pipeline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pipeline_stages: Vec<StageRecord>,
+}
+
+/// One pipeline chunk of a run, as its result records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageRecord {
+    /// Chunk index in model order (more chunks than ranks with virtual stages).
+    pub chunk: usize,
+    /// Pipeline rank (stage) that runs it: the `pp` coordinate of its ranks.
+    pub stage: usize,
+    /// Blocks it holds, `[first, end)`.
+    pub blocks: [usize; 2],
+    /// Parameters it holds (before any tensor split).
+    pub parameters: u64,
+    /// Forward + backward FLOPs per sample.
+    pub train_flops_per_sample: u64,
 }
 
 /// Memory predicted by the static analysis, bytes.

@@ -10,7 +10,8 @@
 //!   compare key on it beside this;
 //! - the **plan**: batch size, precision, topology (machines x workers), the data-parallel strategy with its
 //!   server ranks, and for several workers the interconnect, the bucket size (strategies that bucket:
-//!   all-reduce, ZeRO-1/2) and whether the exchange overlaps the computation (strategies that can); the step
+//!   all-reduce, ZeRO-1/2) and whether the exchange overlaps the computation (strategies that can), the device
+//!   mesh when it splits the model (tensor and pipeline degrees, sequence parallelism, schedule); the step
 //!   schedule (activation checkpointing, gradient accumulation), the optimizer, TF32, cuDNN autotuning, fp16's
 //!   initial loss scale, per-phase synchronisation, the CPU thread count and a training target.
 //!
@@ -158,6 +159,7 @@ impl ConfigurationIdentity {
             ("interconnect", distributed.then(|| t.interconnect.name().to_string())),
             ("bucket size", bucketed.then(|| bucket_size(t.bucket_bytes))),
             ("overlap", (distributed && t.strategy.can_overlap()).then(|| yes_no(t.overlap))),
+            ("mesh", (!t.mesh.is_flat()).then(|| crate::plan::mesh_token(&t.mesh).trim_start_matches('-').to_string())),
             ("activation checkpointing", checkpointing),
             (
                 "gradient accumulation",

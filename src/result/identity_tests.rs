@@ -224,3 +224,15 @@ fn distinctions_name_only_what_tells_each_row_apart() {
     assert_eq!(distinctions(&[&pair[0], &pair[0]]), [Vec::<String>::new(), Vec::new()]);
     assert!(distinctions(&[]).is_empty());
 }
+
+#[test]
+fn a_mesh_is_part_of_the_identity_and_a_flat_one_leaves_the_key_unchanged() {
+    let dp = on_two(DataParallel::Single);
+    let mut tp = on_two(DataParallel::Single);
+    tp.plan.topology.mesh = trainbench_comm::Mesh { tensor_parallel: 2, ..trainbench_comm::Mesh::flat() };
+    let (a, b) = (ConfigurationIdentity::of(&dp), ConfigurationIdentity::of(&tp));
+    assert_ne!(a.key(), b.key());
+    assert!(b.key().contains(";mesh=tp2;"), "{}", b.key());
+    assert!(!a.key().contains("mesh="), "{}", a.key());
+    assert!(b.name().ends_with("1x2-single-tp2"), "{}", b.name());
+}

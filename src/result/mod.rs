@@ -19,7 +19,7 @@ pub mod sampled;
 pub mod schema;
 pub mod utilization;
 
-pub use analysis::{AnalysisSummary, MemoryEstimate};
+pub use analysis::{AnalysisSummary, MemoryEstimate, StageRecord};
 pub use environment::{CpuInfo, Environment, GpuDevice, GpuInventory, OsInfo, ProcessInfo, SchedulerJob};
 pub use index::{INDEX_FILE, IndexEntry, SuiteIndex};
 pub use load::{LoadError, LoadedResult};

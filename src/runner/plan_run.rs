@@ -22,7 +22,7 @@ use crate::metrics::nvml::GpuTarget;
 use crate::metrics::{DeriveInput, derive, peak};
 use crate::result::distributed::DistributedResult;
 use crate::result::{
-    AnalysisSummary, FORMAT_VERSION, LoaderThroughput, MemoryEstimate, ProcessInfo, RunOutcome, RunResult,
+    AnalysisSummary, FORMAT_VERSION, LoaderThroughput, MemoryEstimate, ProcessInfo, RunOutcome, RunResult, StageRecord,
 };
 use crate::spec::wire::MetricGroup;
 
@@ -44,7 +44,7 @@ pub(crate) trait GroupRun {
     ) -> Result<(RawMeasurements, Option<DistributedResult>), BackendError>;
 }
 
-pub(crate) fn analysis_summary(a: &Analysis, plan: &RunPlan) -> AnalysisSummary {
+pub(crate) fn analysis_summary(a: &Analysis, graph: &Graph, plan: &RunPlan) -> AnalysisSummary {
     let m =
         memory_estimate_checkpointed(a, plan.batch_size, plan.precision, &plan.optimizer, plan.schedule.checkpointing);
     AnalysisSummary {
@@ -67,7 +67,28 @@ pub(crate) fn analysis_summary(a: &Analysis, plan: &RunPlan) -> AnalysisSummary 
             total_bytes: m.total,
         },
         notes: a.notes.clone(),
+        pipeline_stages: pipeline_stages(a, graph, plan),
     }
+}
+
+/// A pipelined plan's chunks as cut for its mesh (none without a pipeline, or where the cut is impossible: the
+/// spec rules refuse such plans).
+fn pipeline_stages(a: &Analysis, graph: &Graph, plan: &RunPlan) -> Vec<StageRecord> {
+    let mesh = plan.topology.mesh;
+    if mesh.pipeline_parallel <= 1 {
+        return Vec::new();
+    }
+    let cut = trainbench_graph::stages::cut_stages(graph, a, mesh.pipeline_parallel, mesh.virtual_stages, None);
+    cut.unwrap_or_default()
+        .into_iter()
+        .map(|s| StageRecord {
+            chunk: s.index,
+            stage: s.rank,
+            blocks: [s.blocks.start, s.blocks.end],
+            parameters: s.parameters,
+            train_flops_per_sample: s.training_flops,
+        })
+        .collect()
 }
 
 /// One run of a suite being recorded: the suite and graph it belongs to, its index, the process it ran in.
@@ -111,7 +132,7 @@ impl RunSlot<'_> {
             plan: plan.clone(),
             outcome,
             metrics: None,
-            analysis: Some(analysis_summary(self.analysis, plan)),
+            analysis: Some(analysis_summary(self.analysis, self.graph, plan)),
             environment: environment(env, raw),
             distributed: None,
             data: None,
@@ -137,6 +158,12 @@ impl RunSlot<'_> {
     /// Train and measure `plan`; the result, and what stopped the run early (if anything).
     pub(crate) fn run(&self, plan: &RunPlan, backend: &mut dyn Backend) -> (RunResult, Option<StopCause>) {
         let device = device_of(backend, plan);
+        if let Some(why) = crate::plan::unrunnable_mesh(&plan.topology) {
+            // `run` refuses these at plan time; a plan reaching here another way fails rather than train as DP.
+            let now = SystemTime::now();
+            let outcome = RunOutcome::Failed { message: why };
+            return (self.result(plan, backend.name(), outcome, (now, now), device, None), None);
+        }
         let collect = !self.opts.no_collectors;
         let gpu_target = GpuTarget::for_device(plan.device, device.as_ref());
         let wants_gpu =

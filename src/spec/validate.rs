@@ -215,6 +215,10 @@ impl SpecValidator {
                 let findings = rules::check_clicks_graph(dataset, graph, &sweep.batch_sizes);
                 out.extend(findings.iter().map(|f| finding_diagnostic(&sources, &root, f)));
             }
+            if let (Some(topology), Some(sweep)) = (&partial.topology, &partial.sweep) {
+                let findings = rules::check_mesh_graph(topology, sweep, graph);
+                out.extend(findings.iter().map(|f| finding_diagnostic(&sources, &root, f)));
+            }
             if let (Some(base), Some(sweep)) = (base_dir, &partial.sweep) {
                 let findings = rules::check_local_data(dataset, graph, &sweep.batch_sizes, base);
                 out.extend(findings.iter().map(|f| finding_diagnostic(&sources, &root, f)));

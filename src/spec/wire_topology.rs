@@ -4,7 +4,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-pub use trainbench_comm::Interconnect;
+pub use trainbench_comm::{Interconnect, PipelineSchedule};
 
 /// Where and how the model is trained.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -47,6 +47,50 @@ pub struct TopologySpec {
     /// Link between devices, used by the communication model and recorded in results.
     #[serde(default)]
     pub interconnect: Interconnect,
+    /// Tensor-parallel degree: ranks each layer's matrices are split over (Megatron-style: attention by heads,
+    /// the MLP column- then row-parallel, the vocabulary split). Must divide the heads, key/value heads, FFN
+    /// width, vocabulary and world size. Ranks are placed tensor-innermost, so a tensor group stays inside a node.
+    // Left out of the canonical form at its default, as are the mesh keys below.
+    #[serde(default = "d_one", skip_serializing_if = "is_one")]
+    #[schemars(range(min = 1))]
+    pub tensor_parallel: usize,
+    /// Pipeline-parallel degree: stages the model's blocks are cut into (balanced by FLOPs). The data-parallel
+    /// degree, along which `strategy` runs, is the world size over tensor x pipeline degrees.
+    #[serde(default = "d_one", skip_serializing_if = "is_one")]
+    #[schemars(range(min = 1))]
+    pub pipeline_parallel: usize,
+    /// Sequence parallelism inside each tensor group (needs `tensor_parallel` > 1): norms and dropout on
+    /// sequence shards, all-gather before and reduce-scatter after each parallel region.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sequence_parallel: bool,
+    /// Pipeline schedule (needs `pipeline_parallel` > 1; default `1f1b`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_schedule: Option<PipelineSchedule>,
+    /// Micro-batches per step through the pipeline (needs `pipeline_parallel` > 1; default the pipeline
+    /// degree). Must divide each data-parallel rank's batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub microbatches: Option<usize>,
+    /// Model chunks per pipeline rank (`pipeline_schedule = "interleaved-1f1b"` only, at least 2 there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub virtual_stages: Option<usize>,
+}
+
+impl TopologySpec {
+    /// The device mesh the spec asks for, defaults resolved (microbatches: the pipeline degree; one virtual
+    /// stage; `1f1b`), with the given tensor and pipeline degrees (a sweep entry's, or the table's).
+    pub fn mesh_with(&self, tensor_parallel: usize, pipeline_parallel: usize) -> trainbench_comm::Mesh {
+        let pipelined = pipeline_parallel > 1;
+        trainbench_comm::Mesh {
+            tensor_parallel: tensor_parallel.max(1),
+            pipeline_parallel: pipeline_parallel.max(1),
+            sequence_parallel: self.sequence_parallel && tensor_parallel > 1,
+            pipeline_schedule: if pipelined { self.pipeline_schedule.unwrap_or_default() } else { Default::default() },
+            microbatches: if pipelined { self.microbatches.unwrap_or(pipeline_parallel).max(1) } else { 1 },
+            virtual_stages: if pipelined { self.virtual_stages.unwrap_or(1).max(1) } else { 1 },
+        }
+    }
 }
 
 impl Default for TopologySpec {
@@ -61,6 +105,12 @@ impl Default for TopologySpec {
             overlap: None,
             parameter_servers: 1,
             interconnect: Interconnect::Pcie,
+            tensor_parallel: 1,
+            pipeline_parallel: 1,
+            sequence_parallel: false,
+            pipeline_schedule: None,
+            microbatches: None,
+            virtual_stages: None,
         }
     }
 }
@@ -73,6 +123,9 @@ fn d_one() -> usize {
 }
 fn is_one(n: &usize) -> bool {
     *n == 1
+}
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// One entry of `sweep.topologies`: fields left out are taken from `[topology]`.
@@ -97,6 +150,14 @@ pub struct TopologyOverride {
     /// Interconnect.
     #[serde(default)]
     pub interconnect: Option<Interconnect>,
+    /// Tensor-parallel degree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub tensor_parallel: Option<usize>,
+    /// Pipeline-parallel degree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub pipeline_parallel: Option<usize>,
 }
 
 /// Where the repeats of a spec run (see `run.isolation`).

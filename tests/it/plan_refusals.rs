@@ -102,3 +102,38 @@ fn smoke_specs_pass_the_backend_check() {
     let out = trainbench(&["validate", "specs/smoke"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
+
+/// A mesh that splits the model (tensor or pipeline parallelism) is accepted by `validate`, `plan` and
+/// `analyze`, and refused by `run` before anything starts, on every backend, naming why (never trained as
+/// plain data parallelism).
+#[test]
+fn run_refuses_a_split_model_that_plan_accepts() {
+    let mesh = [
+        "--set",
+        "topology.devices_per_node=4",
+        "--set",
+        "topology.tensor_parallel=2",
+        "--set",
+        "topology.pipeline_parallel=2",
+    ];
+    for command in ["validate", "plan", "analyze"] {
+        let mut args = vec![command, "specs/llm/smoke_gpt.toml"];
+        args.extend(mesh);
+        let out = trainbench(&args);
+        assert_eq!(out.status.code(), Some(0), "{command}: {}", text(&out));
+    }
+    for backend in ["mock", "tch", "wgpu"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec!["run", "specs/llm/smoke_gpt.toml", "--quiet", "--backend", backend, "--out"];
+        args.push(dir.path().to_str().unwrap());
+        args.extend(mesh);
+        let out = trainbench(&args);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{backend}: {t}");
+        assert!(
+            t.contains("tensor_parallel 2 x pipeline_parallel 2") && t.contains("no backend trains"),
+            "{backend}: {t}"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing may run or be written: {t}");
+    }
+}

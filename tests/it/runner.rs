@@ -214,3 +214,54 @@ fn backend_side_timeouts_and_failures_are_recorded_and_the_sweep_goes_on() {
     assert_eq!(outcomes[2], &RunOutcome::Interrupted { reason: "timeout after 0.001 s".into() });
     assert_eq!(report.results[0].metrics.as_ref().unwrap().step_times_s, vec![0.01]);
 }
+
+/// A plan whose mesh splits the model reaching the runner (`run` refuses it first) fails without training,
+/// and its result records the mesh: the degrees, each rank's coordinates and the pipeline's chunks.
+#[test]
+fn a_split_model_fails_unrun_and_its_result_records_the_mesh() {
+    let text = r#"
+version = 1
+name = "meshed"
+[model]
+family = "gpt"
+layers = 4
+d_model = 32
+heads = 4
+ffn = 64
+vocab = 64
+seq_len = 8
+[sweep]
+batch_sizes = [4]
+[topology]
+backend = "mock"
+devices_per_node = 4
+tensor_parallel = 2
+pipeline_parallel = 2
+[run]
+warmup = 1
+iterations = 2
+isolation = "shared"
+"#;
+    let checked = SpecValidator::new().unwrap().check_bytes("meshed.toml", text.as_bytes(), None, &Overrides::none());
+    let spec = checked.into_result().map_err(|d| render_text(&d)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen = Vec::new();
+    run_suite(&Suite::from_validated(&spec), &options(dir.path()), &mut |_, p| seen.push(p.to_path_buf())).unwrap();
+    let json = read(&seen[0]);
+    assert_valid(&json);
+    let r: RunResult = serde_json::from_value(json.clone()).unwrap();
+    assert!(
+        matches!(&r.outcome, RunOutcome::Failed { message } if message.contains("no backend trains")),
+        "{:?}",
+        r.outcome
+    );
+    assert!(r.metrics.is_none());
+    let mesh = &json["plan"]["mesh"];
+    assert_eq!((mesh["tensor_parallel"].as_u64(), mesh["pipeline_parallel"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(mesh["data_parallel"], 1);
+    assert_eq!(mesh["pipeline_schedule"], "1f1b");
+    assert_eq!(mesh["ranks"][3], serde_json::json!({"dp": 0, "pp": 1, "tp": 1}));
+    let stages = &r.analysis.as_ref().unwrap().pipeline_stages;
+    assert_eq!(stages.iter().map(|s| (s.stage, s.blocks)).collect::<Vec<_>>().len(), 2);
+    assert_eq!(stages.iter().map(|s| s.parameters).sum::<u64>(), r.analysis.as_ref().unwrap().parameters);
+}

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::exchange::BUCKET_BYTES;
+use crate::mesh::{Mesh, MeshCoords};
 use crate::strategy::DataParallel;
 
 /// Link carrying gradients and weights between devices.
@@ -57,6 +58,9 @@ pub struct Topology {
     /// (all-reduce, ZeRO-1/2); each block's weights gathered while the block before it computes, and its
     /// gradients reduce-scattered while the next one does (ZeRO-3). `false` exchanges between the computation.
     pub overlap: bool,
+    /// The device mesh: tensor and pipeline degrees (the strategy runs along the data-parallel dimension
+    /// that is left) and the pipeline's schedule; [`Mesh::flat`] for plain data parallelism.
+    pub mesh: Mesh,
 }
 
 impl Default for Topology {
@@ -80,12 +84,19 @@ impl Topology {
             interconnect: Interconnect::Pcie,
             bucket_bytes: BUCKET_BYTES,
             overlap: strategy.can_overlap(),
+            mesh: Mesh::flat(),
         }
     }
 
-    /// Data-parallel world size: the workers (nodes x devices per node), parameter servers not counted.
+    /// World size: the workers (nodes x devices per node), parameter servers not counted. Without a
+    /// tensor or pipeline degree it is the data-parallel degree too.
     pub fn world_size(&self) -> usize {
         self.nodes * self.devices_per_node
+    }
+
+    /// Data-parallel degree: the world size over the mesh's tensor and pipeline degrees.
+    pub fn data_parallel(&self) -> usize {
+        (self.world_size() / self.mesh.model_ranks().max(1)).max(1)
     }
 
     /// Processes the run needs: the workers and, for parameter servers, the server ranks.
@@ -118,6 +129,25 @@ struct TopologyWire {
     /// results written before it was recorded, which never overlapped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     overlap: Option<bool>,
+    /// The device mesh (left out without tensor or pipeline parallelism; absent in results written before it
+    /// was recorded, which had none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mesh: Option<MeshRecord>,
+}
+
+/// The device mesh as results record it: its degrees and schedule, and where each rank sat, so a published
+/// layout can be reproduced (the stage of a rank is its `pp` coordinate).
+#[derive(Serialize, Deserialize, JsonSchema)]
+struct MeshRecord {
+    /// Degrees and the pipeline's schedule.
+    #[serde(flatten)]
+    mesh: Mesh,
+    /// Data-parallel degree: world size over tensor x pipeline degrees (written for readers; recomputed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data_parallel: Option<usize>,
+    /// Each rank's coordinates, in rank order (tensor-innermost, pipeline outermost; written for readers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    ranks: Vec<MeshCoords>,
 }
 
 impl TryFrom<TopologyWire> for Topology {
@@ -131,6 +161,8 @@ impl TryFrom<TopologyWire> for Topology {
                 w.world_size
             ));
         }
+        let mesh = w.mesh.map(|m| m.mesh).unwrap_or_default();
+        mesh.data_parallel(w.world_size).map_err(|e| e.to_string())?;
         Ok(Topology {
             strategy: w.strategy,
             nodes,
@@ -138,6 +170,7 @@ impl TryFrom<TopologyWire> for Topology {
             interconnect: w.interconnect.unwrap_or_default(),
             bucket_bytes: w.bucket_bytes.unwrap_or(BUCKET_BYTES),
             overlap: w.overlap.unwrap_or(false),
+            mesh,
         })
     }
 }
@@ -152,6 +185,11 @@ impl From<Topology> for TopologyWire {
             interconnect: Some(t.interconnect),
             bucket_bytes: (t.bucket_bytes != BUCKET_BYTES).then_some(t.bucket_bytes),
             overlap: (!t.strategy.is_single()).then_some(t.overlap),
+            mesh: (!t.mesh.is_flat()).then(|| MeshRecord {
+                mesh: t.mesh,
+                data_parallel: Some(t.data_parallel()),
+                ranks: t.mesh.placement(t.world_size()).unwrap_or_default(),
+            }),
         }
     }
 }
@@ -179,15 +217,26 @@ mod tests {
             interconnect: Interconnect::Ethernet,
             bucket_bytes: 1 << 20,
             overlap: false,
+            mesh: Mesh::flat(),
         };
         let json = serde_json::to_value(t).unwrap();
         assert_eq!(json["world_size"], 8);
-        assert_eq!(serde_json::from_value::<Topology>(json).unwrap(), t);
+        assert_eq!(serde_json::from_value::<Topology>(json.clone()).unwrap(), t);
         let old: Topology = serde_json::from_str(r#"{"world_size": 2, "strategy": {"kind": "all-reduce"}}"#).unwrap();
         assert_eq!((old.nodes, old.devices_per_node, old.interconnect), (1, 2, Interconnect::Pcie));
         let single = serde_json::to_value(Topology::single()).unwrap();
         assert!(single.get("strategy").is_none(), "{single}");
         let bad = serde_json::from_str::<Topology>(r#"{"world_size": 3, "nodes": 2, "devices_per_node": 2}"#);
         assert!(bad.unwrap_err().to_string().contains("world_size 3 cannot have 2 nodes of 2 devices"));
+        assert!(json.get("mesh").is_none(), "{json}");
+        let meshed = Topology { mesh: Mesh { tensor_parallel: 4, ..Mesh::flat() }, ..t };
+        let json = serde_json::to_value(meshed).unwrap();
+        assert_eq!(json["mesh"]["tensor_parallel"], 4);
+        assert_eq!(json["mesh"]["data_parallel"], 2);
+        assert_eq!(json["mesh"]["ranks"][5], serde_json::json!({"dp": 1, "pp": 0, "tp": 1}));
+        assert_eq!(serde_json::from_value::<Topology>(json).unwrap(), meshed);
+        assert_eq!(meshed.data_parallel(), 2);
+        let bad = r#"{"world_size": 2, "mesh": {"tensor_parallel": 4, "pipeline_parallel": 1, "microbatches": 1, "virtual_stages": 1}}"#;
+        assert!(serde_json::from_str::<Topology>(bad).unwrap_err().to_string().contains("does not divide"));
     }
 }

@@ -38,7 +38,8 @@ pub struct RunPlan {
     /// was planned to a device the suite's backend drives.
     pub device: DeviceSelector,
     /// Machines, workers per machine, the strategy combining their gradients and the link between them
-    /// (written flat: `world_size`, `strategy`, `nodes`, `devices_per_node`, `interconnect`).
+    /// (written flat: `world_size`, `strategy`, `nodes`, `devices_per_node`, `interconnect`, and `mesh` with
+    /// tensor or pipeline parallelism).
     #[serde(flatten)]
     pub topology: Topology,
     /// Warm-up iterations (not measured).

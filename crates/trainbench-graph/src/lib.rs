@@ -12,6 +12,7 @@ pub mod model;
 mod op_classes;
 pub mod params;
 pub mod rng;
+pub mod stages;
 pub mod training;
 pub mod zoo;
 

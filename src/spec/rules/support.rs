@@ -6,7 +6,7 @@
 
 use super::finding::Finding;
 use crate::backend_registry;
-use crate::plan::{PlacementOverride, placement, plan_on};
+use crate::plan::{PlacementOverride, placement, plan_on, unrunnable_mesh};
 use crate::spec::path::FieldPath;
 use crate::spec::validated::ValidatedSpec;
 
@@ -51,4 +51,22 @@ pub fn check_launch(
             )
         })
         .collect())
+}
+
+/// The runs no backend trains yet ([`unrunnable_mesh`]: tensor or pipeline parallelism), for every backend
+/// alike; `run` refuses these before anything starts, while `validate`, `analyze`, `predict` and `plan` accept
+/// them.
+pub fn check_runnable(spec: &ValidatedSpec) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    for plan in plan_on(spec, placement(spec, PlacementOverride::default())) {
+        if let Some(why) = unrunnable_mesh(&plan.topology)
+            && !out.iter().any(|f| f.message == why)
+        {
+            out.push(Finding::new(FieldPath::keys(&["topology", "tensor_parallel"]), why).hint(
+                "`trainbench predict` prices this layout; to measure, run without `tensor_parallel` and \
+                 `pipeline_parallel` (data parallelism and ZeRO run today)",
+            ));
+        }
+    }
+    out
 }

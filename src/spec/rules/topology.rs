@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use trainbench_comm::Mesh;
 use trainbench_contract::device::{DeviceParseError, SELECTOR_FORMS};
 use trainbench_contract::{BackendKind, DeviceFamily, DeviceSelector};
 use trainbench_graph::Precision;
@@ -27,15 +28,21 @@ pub struct EffectiveTopology {
     pub parameter_servers: usize,
     /// Interconnect.
     pub interconnect: Interconnect,
+    /// The device mesh (tensor and pipeline degrees of the entry or `[topology]`, the rest from `[topology]`).
+    pub mesh: Mesh,
 }
 
 impl EffectiveTopology {
-    /// Data-parallel world size, if it does not overflow.
+    /// World size (every rank), if it does not overflow.
     pub fn world_size(&self) -> Option<usize> {
         self.nodes.checked_mul(self.devices_per_node)
     }
+    /// Data-parallel degree (the world size over the tensor and pipeline degrees), when those divide it.
+    pub fn data_parallel(&self) -> Option<usize> {
+        self.mesh.data_parallel(self.world_size()?).ok()
+    }
     /// Path of one of its fields: in the sweep entry when written there, else in `[topology]`.
-    fn field(&self, key: &str, in_override: bool) -> FieldPath {
+    pub(super) fn field(&self, key: &str, in_override: bool) -> FieldPath {
         if in_override { self.path.key(key) } else { FieldPath::keys(&["topology", key]) }
     }
 }
@@ -49,6 +56,7 @@ pub fn effective_topologies(topology: &TopologySpec, sweep: &SweepSpec) -> Vec<E
         strategy: topology.strategy,
         parameter_servers: topology.parameter_servers,
         interconnect: topology.interconnect,
+        mesh: topology.mesh_with(topology.tensor_parallel, topology.pipeline_parallel),
     };
     if sweep.topologies.is_empty() {
         return vec![base(FieldPath::keys(&["topology"]))];
@@ -65,6 +73,10 @@ pub fn effective_topologies(topology: &TopologySpec, sweep: &SweepSpec) -> Vec<E
             t.strategy = o.strategy.unwrap_or(t.strategy);
             t.parameter_servers = o.parameter_servers.unwrap_or(t.parameter_servers);
             t.interconnect = o.interconnect.unwrap_or(t.interconnect);
+            t.mesh = topology.mesh_with(
+                o.tensor_parallel.unwrap_or(topology.tensor_parallel),
+                o.pipeline_parallel.unwrap_or(topology.pipeline_parallel),
+            );
             t
         })
         .collect()
@@ -151,14 +163,22 @@ pub(super) fn check_topologies(out: &mut Vec<Finding>, topology: &TopologySpec, 
     let mut reported: HashSet<(usize, usize)> = HashSet::new();
     for (ti, t) in effective_topologies(topology, sweep).iter().enumerate() {
         let entry = sweep.topologies.get(ti);
-        let Some(world) = t.world_size() else {
+        if t.world_size().is_none() {
             out.push(Finding::new(
                 t.field("nodes", entry.is_some_and(|e| e.nodes.is_some())),
                 "nodes x devices_per_node overflows",
             ));
             continue;
-        };
-        let shape = format!("{} node(s) x {} device(s)", t.nodes, t.devices_per_node);
+        }
+        // The strategy runs along the data-parallel dimension; a mesh that does not divide the world is the
+        // mesh rules' finding.
+        let Some(dp) = t.data_parallel() else { continue };
+        let mut shape = format!("{} node(s) x {} device(s)", t.nodes, t.devices_per_node);
+        if t.mesh.splits_model() {
+            shape =
+                format!("{shape} over tensor {} x pipeline {} ranks", t.mesh.tensor_parallel, t.mesh.pipeline_parallel);
+        }
+        let world = dp;
         let strategy_path = t.field("strategy", entry.is_some_and(|e| e.strategy.is_some()));
         match t.strategy {
             Strategy::Single if world > 1 => out.push(

@@ -337,6 +337,7 @@ impl Synth {
                 hardware_flops_per_sample: None,
                 memory: estimate,
                 notes: Vec::new(),
+                pipeline_stages: Vec::new(),
             }),
             environment: Environment {
                 trainbench_version: "0.1.0".into(),

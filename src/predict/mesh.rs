@@ -1,0 +1,400 @@
+//! `predict` for a device mesh (tensor x pipeline x data parallelism, [`trainbench_comm::Mesh`]): step time,
+//! bytes per step per mesh dimension and collective kind, the pipeline bubble, and memory per pipeline stage
+//! with the maximum over ranks as the headline. Built on the one-device prediction of one micro-batch and on
+//! the formulas of [`super::parallel`] (states per parameter, ring exchange, tensor-parallel volume, bubble).
+//!
+//! - Compute: each pipeline rank runs its chunks ([`trainbench_graph::stages::cut_stages`], balanced by FLOPs)
+//!   at its share of the one-device time, divided by the tensor degree; a step is `(m + p - 1)` slots of the
+//!   slowest rank (`(m + (p - 1) / v)` interleaved), the bubble `(p - 1) / (m + p - 1)`
+//!   (`(p - 1) / (v m + p - 1)` interleaved).
+//! - Tensor: four ring all-reduces per layer and micro-batch of the block activations `A`
+//!   ([`parallel::tensor_parallel_bytes`]); with sequence parallelism each is an all-gather plus a
+//!   reduce-scatter of the same volume. The vocabulary-parallel embedding and head are not counted.
+//! - Pipeline: per micro-batch each chunk boundary sends `A` forward and its gradient back (`A / t` with
+//!   sequence parallelism); a rank's bytes count what it sends.
+//! - Data: the strategy's exchange ([`parallel::exchange_bytes`]) of the rank's fp32 gradients (its stage's
+//!   trained parameters over the tensor degree).
+//! - Memory per rank: its parameters over the tensor degree at [`parallel::per_parameter`] bytes, the
+//!   activations of the micro-batches it holds (GPipe `m`, 1F1B `min(m, p - r)`, interleaved Megatron's warm-up
+//!   count), divided by the tensor degree except norms, dropout and residual sums without sequence parallelism,
+//!   scaled by the share activation checkpointing keeps of the whole model's.
+//! - MFU counts each token's model FLOPs once for the whole mesh: model FLOPs per second over world x peak.
+
+use serde::Serialize;
+use trainbench_comm::{DataParallel, Mesh, MeshDim, PipelineSchedule, Topology};
+use trainbench_graph::analysis::{memory_estimate, memory_estimate_checkpointed};
+use trainbench_graph::stages::{Stage, cut_stages};
+
+use super::parallel::{self, Sharding, StateBytes};
+use super::{AnalyzedGraph, PredictError, Setting, Terms, comm, predict_analyzed};
+use crate::hardware::wire::HardwareFile;
+
+/// Bytes one rank sends per step along one mesh dimension by one kind of collective.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DimensionBytes {
+    /// Mesh dimension.
+    pub dimension: MeshDim,
+    /// Collective (`all-reduce`, `all-gather`, `reduce-scatter`, `send-recv`).
+    pub collective: &'static str,
+    /// Bytes the busiest rank of that dimension sends per step.
+    pub bytes_per_rank: f64,
+}
+
+/// One pipeline rank's memory and work.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageMemory {
+    /// Pipeline rank (stage).
+    pub stage: usize,
+    /// Blocks it holds, one `[first, end)` per chunk.
+    pub blocks: Vec<[usize; 2]>,
+    /// Parameters it holds per tensor rank.
+    pub parameters: f64,
+    /// Weights, bytes.
+    pub weights_bytes: f64,
+    /// Gradients, bytes.
+    pub gradients_bytes: f64,
+    /// Optimizer state, bytes.
+    pub optimizer_bytes: f64,
+    /// Activations held at the peak (micro-batches in flight), bytes.
+    pub activations_bytes: f64,
+    /// Micro-batches (chunk micro-batches when interleaved) whose activations it holds at the peak.
+    pub microbatches_held: usize,
+    /// Everything at the peak (with the workspace), bytes.
+    pub peak_bytes: f64,
+    /// Forward + backward seconds of one micro-batch on it.
+    pub compute_s: f64,
+}
+
+/// The pipeline's idle share.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bubble {
+    /// Fraction of the step each stage idles.
+    pub fraction: f64,
+    /// The formula with its numbers.
+    pub formula: String,
+}
+
+/// The prediction for a mesh.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MeshPrediction {
+    /// The mesh.
+    pub mesh: Mesh,
+    /// Data-parallel degree.
+    pub data_parallel: usize,
+    /// Ranks.
+    pub world_size: usize,
+    /// Samples per micro-batch on one data-parallel replica.
+    pub microbatch_size: usize,
+    /// Serial step time, seconds.
+    pub step_time_s: f64,
+    /// Step time with the data-parallel exchange under the backward pass, seconds.
+    pub step_time_overlapped_s: f64,
+    /// The pipeline bubble (`None` without a pipeline).
+    pub bubble: Option<Bubble>,
+    /// Bytes per step per dimension and collective.
+    pub bytes: Vec<DimensionBytes>,
+    /// Memory and work per pipeline rank.
+    pub stages: Vec<StageMemory>,
+    /// The headline: the most memory any rank needs, bytes.
+    pub max_memory_per_rank_bytes: f64,
+    /// The stage that needs it.
+    pub max_memory_stage: usize,
+    /// Whether that fits the device.
+    pub fits: bool,
+    /// Items (tokens for token models) per second, whole mesh.
+    pub items_per_s: f64,
+    /// Model FLOPs per second over world x peak (each token counted once); `None` without a peak.
+    pub mfu: Option<f64>,
+}
+
+/// The idle fraction of a pipeline: `(p - 1) / (v m + p - 1)` (GPipe and 1F1B: `v = 1`).
+pub fn bubble(mesh: &Mesh) -> Option<Bubble> {
+    let (p, m) = (mesh.pipeline_parallel, mesh.microbatches.max(1));
+    if p <= 1 {
+        return None;
+    }
+    let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B { mesh.virtual_stages.max(1) } else { 1 };
+    let fraction = parallel::bubble_fraction(p, v * m);
+    let formula = if v > 1 {
+        format!("(p-1)/(v*m+p-1) = {}/({v}*{m}+{}) (interleaved)", p - 1, p - 1)
+    } else {
+        format!("(p-1)/(m+p-1) = {}/({m}+{})", p - 1, p - 1)
+    };
+    Some(Bubble { fraction, formula })
+}
+
+/// Micro-batches (chunk micro-batches when interleaved) whose activations pipeline rank `r` holds at its peak.
+pub fn microbatches_held(mesh: &Mesh, r: usize) -> usize {
+    let (p, m, v) = (mesh.pipeline_parallel.max(1), mesh.microbatches.max(1), mesh.virtual_stages.max(1));
+    match mesh.pipeline_schedule {
+        _ if p == 1 => 1,
+        PipelineSchedule::Gpipe => m,
+        PipelineSchedule::OneFOneB => m.min(p - r.min(p - 1)),
+        // Megatron's warm-up forwards of an interleaved schedule, plus the one in the steady state.
+        PipelineSchedule::Interleaved1F1B => (m * v).min((p - 1 - r.min(p - 1)) * 2 + (v - 1) * p + 1),
+    }
+}
+
+/// The ZeRO sharding of a data-parallel strategy (parameter servers price as replicated).
+fn sharding_of(strategy: DataParallel) -> Sharding {
+    match strategy {
+        DataParallel::Zero1 => Sharding::Zero1,
+        DataParallel::Zero2 => Sharding::Zero2,
+        DataParallel::Zero3 => Sharding::Zero3,
+        DataParallel::Single | DataParallel::AllReduce | DataParallel::ParameterServer { .. } => Sharding::Replicated,
+    }
+}
+
+/// The inputs of [`mesh_bytes`], per step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ByteInputs {
+    /// Block activations of one micro-batch at a stage boundary, bytes (`A`).
+    pub boundary_bytes: f64,
+    /// Blocks on the busiest pipeline rank.
+    pub layers_on_rank: usize,
+    /// Chunk boundaries the busiest rank sends across per micro-batch, forward and backward together.
+    pub sends_per_microbatch: usize,
+    /// fp32 gradient bytes of the busiest rank's trained parameters (after the tensor split).
+    pub gradient_bytes: f64,
+    /// Frozen weight bytes of that rank (gathered twice by ZeRO-3).
+    pub frozen_bytes: f64,
+}
+
+/// Bytes per step per dimension and collective kind for `mesh` over `world` ranks with `strategy` along the
+/// data dimension (see the module documentation).
+pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInputs) -> Vec<DimensionBytes> {
+    let (t, m) = (mesh.tensor_parallel.max(1), mesh.microbatches.max(1) as f64);
+    let d = mesh.data_parallel(world).unwrap_or(1);
+    let mut out = Vec::new();
+    let mut push = |dimension, collective, bytes: f64| {
+        if bytes > 0.0 {
+            out.push(DimensionBytes { dimension, collective, bytes_per_rank: bytes });
+        }
+    };
+    let tensor = m * parallel::tensor_parallel_bytes(i.layers_on_rank, i.boundary_bytes, t);
+    if mesh.sequence_parallel {
+        push(MeshDim::Tensor, "all-gather", tensor / 2.0);
+        push(MeshDim::Tensor, "reduce-scatter", tensor / 2.0);
+    } else {
+        push(MeshDim::Tensor, "all-reduce", tensor);
+    }
+    let hop = if mesh.sequence_parallel { i.boundary_bytes / t as f64 } else { i.boundary_bytes };
+    push(MeshDim::Pipeline, "send-recv", m * i.sends_per_microbatch as f64 * hop);
+    let sharding = sharding_of(strategy);
+    let share = (d as f64 - 1.0) / d as f64;
+    let gradients = parallel::exchange_bytes(sharding, d, i.gradient_bytes);
+    let frozen = if sharding == Sharding::Zero3 { 2.0 * share * i.frozen_bytes } else { 0.0 };
+    match sharding {
+        Sharding::Replicated if strategy.is_single() => {}
+        Sharding::Replicated => push(MeshDim::Data, "all-reduce", gradients),
+        Sharding::Zero1 | Sharding::Zero2 => {
+            push(MeshDim::Data, "reduce-scatter", gradients / 2.0);
+            push(MeshDim::Data, "all-gather", gradients / 2.0);
+        }
+        Sharding::Zero3 => {
+            push(MeshDim::Data, "reduce-scatter", gradients / 3.0);
+            push(MeshDim::Data, "all-gather", 2.0 * gradients / 3.0 + frozen);
+        }
+    }
+    out
+}
+
+/// Whether a layer's kept activations are replicated across a tensor group without sequence parallelism.
+fn replicated_without_sp(op: &str) -> bool {
+    matches!(op, "rms_norm" | "layer_norm" | "dropout" | "add")
+}
+
+/// Predict `setting` (whose topology carries the mesh) on `profile`.
+pub fn predict_mesh(
+    analyzed: &AnalyzedGraph<'_>,
+    setting: &Setting,
+    profile: &HardwareFile,
+    terms: &Terms,
+) -> Result<MeshPrediction, PredictError> {
+    let (graph, a) = (analyzed.graph, &analyzed.analysis);
+    let topology = setting.topology;
+    let mesh = topology.mesh;
+    let world = topology.world_size().max(1);
+    let (t, p) = (mesh.tensor_parallel.max(1), mesh.pipeline_parallel.max(1));
+    let d = topology.data_parallel();
+    let m = if p > 1 { mesh.microbatches.max(1) } else { 1 };
+    if setting.batch % (d * m) != 0 {
+        return Err(PredictError::Batch { batch: setting.batch, world: d * m });
+    }
+    let mb = setting.batch / (d * m);
+    let one = Setting { batch: mb, topology: Topology::single(), ..setting.clone() };
+    let base = predict_analyzed(analyzed, &one, profile, terms)?;
+    let fb_s = base.phases.forward_s + base.phases.backward_s;
+    let act_bytes = setting.precision.activation_bytes() as f64;
+    let mem = memory_estimate(a, mb, setting.precision, &setting.optimizer);
+    // Activation checkpointing keeps the share of the kept activations the whole-model estimate keeps.
+    let checkpointed =
+        memory_estimate_checkpointed(a, mb, setting.precision, &setting.optimizer, setting.schedule.checkpointing);
+    let kept_share = if mem.activations > 0 { checkpointed.activations as f64 / mem.activations as f64 } else { 1.0 };
+    let params = a.parameters.max(1) as f64;
+    let states = StateBytes {
+        weights: mem.weights as f64 / params,
+        gradients: mem.gradients as f64 / a.trainable_parameters.max(1) as f64,
+        optimizer: mem.optimizer_state as f64 / a.trainable_parameters.max(1) as f64,
+    };
+    let sharding = sharding_of(topology.strategy);
+    // Chunks: the pipeline's (balanced by FLOPs), or the whole model as one.
+    let chunks: Vec<Stage> = if p > 1 {
+        cut_stages(graph, a, p, mesh.virtual_stages, None).map_err(|e| PredictError::Mesh { why: e.to_string() })?
+    } else {
+        let all = cut_stages(graph, a, 1, 1, None).ok();
+        all.unwrap_or_else(|| {
+            vec![Stage {
+                index: 0,
+                rank: 0,
+                blocks: 0..graph.blocks.len(),
+                nodes: 0..graph.nodes.len(),
+                parameters: a.parameters,
+                trainable_parameters: a.trainable_parameters,
+                training_flops: a.flops.train_per_sample,
+                saved_elements: a.activations.saved_elements_per_sample,
+                saved_other_bytes: a.activations.saved_other_bytes_per_sample,
+            }]
+        })
+    };
+    let total_flops = a.flops.train_per_sample.max(1) as f64;
+    let boundary =
+        graph.blocks.first().map_or(0.0, |b| graph.nodes[b.input].shape.numel() as f64) * mb as f64 * act_bytes;
+    let mut stages = Vec::with_capacity(p);
+    let (mut busiest_layers, mut busiest_sends, mut busiest_grads, mut busiest_frozen) =
+        (0usize, 0usize, 0.0f64, 0.0f64);
+    let last_chunk = chunks.len().saturating_sub(1);
+    for r in 0..p {
+        let mine: Vec<&Stage> = chunks.iter().filter(|c| c.rank == r).collect();
+        let flops: u64 = mine.iter().map(|c| c.training_flops).sum();
+        let trained: f64 = mine.iter().map(|c| c.trainable_parameters as f64).sum::<f64>() / t as f64;
+        let all: f64 = mine.iter().map(|c| c.parameters as f64).sum::<f64>() / t as f64;
+        let frozen = all - trained;
+        let layers: usize = mine.iter().map(|c| c.blocks.len()).sum();
+        let sends: usize = mine.iter().map(|c| usize::from(c.index < last_chunk) + usize::from(c.index > 0)).sum();
+        // Kept activations per sample: split over the tensor group except what stays replicated without SP.
+        let mut per_sample = 0.0;
+        for c in &mine {
+            for l in a.layers.get(c.nodes.clone()).unwrap_or(&[]) {
+                let bytes = l.saved_elements as f64 * act_bytes + l.saved_other_bytes as f64;
+                let split = mesh.sequence_parallel || !replicated_without_sp(&l.op);
+                per_sample += if split { bytes / t as f64 } else { bytes };
+            }
+        }
+        let held = microbatches_held(&mesh, r);
+        let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B && p > 1 {
+            mesh.virtual_stages.max(1)
+        } else {
+            1
+        };
+        let activations = kept_share * per_sample * mb as f64 * held as f64 / v as f64;
+        let weights = all * per_parameter_of(states.weights, sharding, d, Part::Weights);
+        let gradients = trained * per_parameter_of(states.gradients, sharding, d, Part::Gradients);
+        let optimizer = trained * per_parameter_of(states.optimizer, sharding, d, Part::Optimizer);
+        let workspace = mem.workspace as f64 / t as f64;
+        stages.push(StageMemory {
+            stage: r,
+            blocks: mine.iter().map(|c| [c.blocks.start, c.blocks.end]).collect(),
+            parameters: all,
+            weights_bytes: weights,
+            gradients_bytes: gradients,
+            optimizer_bytes: optimizer,
+            activations_bytes: activations,
+            microbatches_held: held,
+            peak_bytes: weights + gradients + optimizer + activations + workspace,
+            compute_s: fb_s * flops as f64 / total_flops / t as f64,
+        });
+        // The busiest rank of each kind of traffic (fp32 gradients; frozen weights gathered by ZeRO-3).
+        busiest_layers = busiest_layers.max(layers);
+        busiest_grads = busiest_grads.max(trained * 4.0);
+        busiest_frozen = busiest_frozen.max(frozen * 4.0);
+        busiest_sends = busiest_sends.max(sends);
+    }
+    let inputs = ByteInputs {
+        boundary_bytes: boundary,
+        layers_on_rank: busiest_layers,
+        sends_per_microbatch: busiest_sends,
+        gradient_bytes: busiest_grads,
+        frozen_bytes: busiest_frozen,
+    };
+    let bytes = mesh_bytes(&mesh, world, topology.strategy, inputs);
+    // Links: the tensor group inside a node; the pipeline and data dimensions over the topology's link.
+    let intra = if profile.intra_node.as_ref().is_some_and(|l| l.kind == crate::hardware::wire::LinkKind::Nvlink) {
+        trainbench_comm::Interconnect::Nvlink
+    } else {
+        trainbench_comm::Interconnect::Pcie
+    };
+    let tensor_link = comm::link(profile, intra)?;
+    let outer_link = comm::link(profile, topology.interconnect)?;
+    let seconds = |dim: MeshDim| -> f64 {
+        let link = if dim == MeshDim::Tensor { tensor_link } else { outer_link };
+        let sent: f64 = bytes.iter().filter(|b| b.dimension == dim).map(|b| b.bytes_per_rank).sum();
+        if sent > 0.0 { sent / (link.bandwidth_gbs * 1e9) } else { 0.0 }
+    };
+    let latency = |dim: MeshDim, count: f64| {
+        let link = if dim == MeshDim::Tensor { tensor_link } else { outer_link };
+        count * link.latency_us * 1e-6
+    };
+    let ring = |n: usize| (n as f64 - 1.0).max(0.0);
+    let tensor_s =
+        seconds(MeshDim::Tensor) + latency(MeshDim::Tensor, 4.0 * busiest_layers as f64 * m as f64 * 2.0 * ring(t));
+    let pipeline_s = seconds(MeshDim::Pipeline) + latency(MeshDim::Pipeline, (m * busiest_sends) as f64);
+    let collectives = if sharding == Sharding::Zero3 { 3.0 } else { 2.0 };
+    let data_s = if d > 1 { seconds(MeshDim::Data) + latency(MeshDim::Data, collectives * ring(d)) } else { 0.0 };
+    let slot = stages.iter().map(|s| s.compute_s).fold(0.0, f64::max);
+    let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B { mesh.virtual_stages.max(1) } else { 1 };
+    let slots = m as f64 + (p as f64 - 1.0) / v as f64;
+    let optimizer_s = base.phases.optimizer_s / (t * p) as f64;
+    let compute = slots * slot + tensor_s + pipeline_s + optimizer_s;
+    let step = compute + data_s;
+    let backward_share = base.phases.backward_s / fb_s.max(f64::MIN_POSITIVE);
+    let overlapped = compute + (data_s - backward_share * m as f64 * slot).max(0.0);
+    let capacity = profile.device.memory_gib * (1u64 << 30) as f64;
+    let (max_stage, max_memory) =
+        stages.iter().map(|s| (s.stage, s.peak_bytes)).fold((0, 0.0), |best, s| if s.1 > best.1 { s } else { best });
+    let samples_per_s = if step > 0.0 { setting.batch as f64 / step } else { 0.0 };
+    let peak = profile.device.peak_tflops.of(setting.precision).filter(|x| *x > 0.0).map(|x| x * 1e12);
+    Ok(MeshPrediction {
+        mesh,
+        data_parallel: d,
+        world_size: world,
+        microbatch_size: mb,
+        step_time_s: step,
+        step_time_overlapped_s: overlapped,
+        bubble: bubble(&mesh),
+        bytes,
+        stages,
+        max_memory_per_rank_bytes: max_memory,
+        max_memory_stage: max_stage,
+        fits: max_memory <= capacity,
+        items_per_s: samples_per_s * a.items_per_sample as f64,
+        mfu: peak.map(|peak| mesh_mfu(a.model_flops.per_sample as f64, samples_per_s, world, peak)),
+    })
+}
+
+/// MFU of a whole mesh: each sample's model FLOPs once, over every rank's peak.
+pub fn mesh_mfu(model_flops_per_sample: f64, samples_per_s: f64, world: usize, peak_flop_s: f64) -> f64 {
+    model_flops_per_sample * samples_per_s / (world.max(1) as f64 * peak_flop_s)
+}
+
+/// Which kind of state a per-parameter figure is.
+#[derive(Clone, Copy)]
+enum Part {
+    Weights,
+    Gradients,
+    Optimizer,
+}
+
+/// Bytes per parameter of one kind of state over `d` data-parallel ranks, by [`parallel::per_parameter`].
+fn per_parameter_of(bytes: f64, sharding: Sharding, d: usize, part: Part) -> f64 {
+    let only = match part {
+        Part::Weights => StateBytes { weights: bytes, gradients: 0.0, optimizer: 0.0 },
+        Part::Gradients => StateBytes { weights: 0.0, gradients: bytes, optimizer: 0.0 },
+        Part::Optimizer => StateBytes { weights: 0.0, gradients: 0.0, optimizer: bytes },
+    };
+    parallel::per_parameter(only, sharding, d)
+}
+
+#[cfg(test)]
+#[path = "mesh_tests.rs"]
+mod tests;

@@ -1,0 +1,153 @@
+//! The mesh prediction on hand-worked cases: bytes per dimension and collective, the bubbles, micro-batches
+//! held per stage, memory shrinking with tensor and sequence parallelism, the maximum over ranks as headline,
+//! and MFU counting each token's model FLOPs once for the whole mesh.
+#![allow(clippy::unwrap_used)]
+
+use trainbench_comm::{DataParallel, Mesh, MeshDim, PipelineSchedule, Topology};
+use trainbench_graph::{Graph, ModelSpec, OptimizerSpec, Precision};
+
+use super::*;
+use crate::hardware::ProfileValidator;
+use crate::predict::{AnalyzedGraph, Setting, Terms};
+
+fn mesh(tp: usize, pp: usize, m: usize) -> Mesh {
+    Mesh { tensor_parallel: tp, pipeline_parallel: pp, microbatches: m, ..Mesh::flat() }
+}
+
+fn sent(bytes: &[DimensionBytes], dim: MeshDim, collective: &str) -> f64 {
+    bytes.iter().filter(|b| b.dimension == dim && b.collective == collective).map(|b| b.bytes_per_rank).sum()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+}
+
+#[test]
+fn bytes_per_dimension_follow_the_hand_worked_formulas() {
+    // TP 2 x PP 2 x DP 2 on 8 ranks, 4 micro-batches; A = 1 MB, 3 layers on the busiest rank, one boundary.
+    let i = ByteInputs {
+        boundary_bytes: 1e6,
+        layers_on_rank: 3,
+        sends_per_microbatch: 1,
+        gradient_bytes: 8e6,
+        frozen_bytes: 0.0,
+    };
+    let b = mesh_bytes(&mesh(2, 2, 4), 8, DataParallel::AllReduce, i);
+    // m x 4 all-reduces x 3 layers x 2 (t-1)/t x A = 4 x 12 x 1 MB.
+    assert!(close(sent(&b, MeshDim::Tensor, "all-reduce"), 48e6), "{b:?}");
+    // m x 1 boundary x A.
+    assert!(close(sent(&b, MeshDim::Pipeline, "send-recv"), 4e6), "{b:?}");
+    // 2 (d-1)/d x 8 MB.
+    assert!(close(sent(&b, MeshDim::Data, "all-reduce"), 8e6), "{b:?}");
+    // Sequence parallelism: the same volume as all-gather + reduce-scatter; the stage hop carries A / t.
+    let sp = Mesh { sequence_parallel: true, ..mesh(2, 2, 4) };
+    let b = mesh_bytes(&sp, 8, DataParallel::Zero3, i);
+    assert!(
+        close(sent(&b, MeshDim::Tensor, "all-gather"), 24e6)
+            && close(sent(&b, MeshDim::Tensor, "reduce-scatter"), 24e6)
+    );
+    assert_eq!(sent(&b, MeshDim::Tensor, "all-reduce"), 0.0);
+    assert!(close(sent(&b, MeshDim::Pipeline, "send-recv"), 2e6), "{b:?}");
+    // ZeRO-3 over 2: 3 x (1/2) x 8 MB, one reduce-scatter and two all-gathers.
+    assert!(close(sent(&b, MeshDim::Data, "reduce-scatter"), 4e6) && close(sent(&b, MeshDim::Data, "all-gather"), 8e6));
+    // No data dimension, no data bytes.
+    let b = mesh_bytes(&mesh(2, 2, 4), 4, DataParallel::Single, i);
+    assert!(b.iter().all(|x| x.dimension != MeshDim::Data), "{b:?}");
+}
+
+#[test]
+fn bubbles_and_micro_batches_held() {
+    let one = bubble(&mesh(4, 4, 8)).unwrap();
+    assert!(close(one.fraction, 3.0 / 11.0), "{one:?}");
+    let interleaved = Mesh { pipeline_schedule: PipelineSchedule::Interleaved1F1B, virtual_stages: 2, ..mesh(1, 4, 8) };
+    assert!(close(bubble(&interleaved).unwrap().fraction, 3.0 / 19.0));
+    assert!(bubble(&mesh(2, 1, 1)).is_none());
+    let f1b = mesh(1, 4, 8);
+    assert_eq!((0..4).map(|r| microbatches_held(&f1b, r)).collect::<Vec<_>>(), [4, 3, 2, 1]);
+    let gpipe = Mesh { pipeline_schedule: PipelineSchedule::Gpipe, ..f1b };
+    assert_eq!(microbatches_held(&gpipe, 3), 8);
+    // Megatron's warm-up: (p - 1 - r) x 2 + (v - 1) x p, plus one.
+    assert_eq!((microbatches_held(&interleaved, 0), microbatches_held(&interleaved, 3)), (11, 5));
+}
+
+/// The smoke decoder: 4 layers, d 256, 8 heads over 4 kv heads, SwiGLU 688, vocabulary 4096, 128 tokens.
+fn smoke() -> Graph {
+    let spec = serde_json::json!({
+        "layers": 4, "d_model": 256, "heads": 8, "kv_heads": 4, "ffn": 688, "activation": "swiglu",
+        "norm": "rmsnorm", "positions": "rotary", "vocab": 4096, "seq_len": 128, "tied_embeddings": false,
+        "bias": false
+    });
+    trainbench_graph::zoo::build(&ModelSpec::Gpt(serde_json::from_value(spec).unwrap())).unwrap()
+}
+
+fn predict_on(graph: &Graph, batch: usize, strategy: DataParallel, devices: usize, m: Mesh) -> MeshPrediction {
+    predict_scheduled(graph, batch, strategy, devices, m, Default::default())
+}
+
+fn predict_scheduled(
+    graph: &Graph,
+    batch: usize,
+    strategy: DataParallel,
+    devices: usize,
+    m: Mesh,
+    schedule: trainbench_graph::training::StepSchedule,
+) -> MeshPrediction {
+    let profile = ProfileValidator::new().unwrap().resolve("h100").unwrap().file;
+    let topology = Topology { mesh: m, ..Topology::on_one_node(strategy, devices) };
+    let setting = Setting {
+        batch,
+        precision: Precision::Fp32,
+        optimizer: serde_json::from_value::<OptimizerSpec>(serde_json::json!({"kind": "adamw"})).unwrap(),
+        topology,
+        schedule,
+    };
+    predict_mesh(&AnalyzedGraph::new(graph), &setting, &profile, &Terms::all()).unwrap()
+}
+
+#[test]
+fn a_smoke_mesh_prices_its_tensor_bytes_by_hand_and_halves_its_states() {
+    let g = smoke();
+    let tp1 = predict_on(&g, 4, DataParallel::Single, 1, Mesh::flat());
+    let tp2 = predict_on(&g, 4, DataParallel::Single, 2, mesh(2, 1, 1));
+    // A = 4 samples x 128 tokens x 256 x 4 bytes; 4 layers x 4 all-reduces x 2 (1/2) x A.
+    let a = 4.0 * 128.0 * 256.0 * 4.0;
+    assert!(close(sent(&tp2.bytes, MeshDim::Tensor, "all-reduce"), 16.0 * a), "{:?}", tp2.bytes);
+    // States per rank: about half (the norms are the only parameters not split, and they are counted split
+    // here), activations below TP 1's, and sequence parallelism lower still.
+    let (s1, s2) = (&tp1.stages[0], &tp2.stages[0]);
+    assert!(close(s2.weights_bytes * 2.0, s1.weights_bytes) && close(s2.optimizer_bytes * 2.0, s1.optimizer_bytes));
+    assert!(s2.activations_bytes < s1.activations_bytes);
+    let sp = predict_on(&g, 4, DataParallel::Single, 2, Mesh { sequence_parallel: true, ..mesh(2, 1, 1) });
+    assert!(sp.stages[0].activations_bytes < s2.activations_bytes);
+    assert!(close(sp.stages[0].activations_bytes * 2.0, s1.activations_bytes));
+    // Full activation checkpointing keeps less.
+    let full = trainbench_graph::training::StepSchedule {
+        checkpointing: trainbench_graph::training::Checkpointing::Full,
+        ..Default::default()
+    };
+    let ckpt = predict_scheduled(&g, 4, DataParallel::Single, 2, mesh(2, 1, 1), full);
+    assert!(ckpt.stages[0].activations_bytes < s2.activations_bytes / 2.0, "{:?}", ckpt.stages[0]);
+}
+
+#[test]
+fn a_pipeline_reports_the_maximum_over_ranks_and_mfu_counts_each_token_once() {
+    let g = smoke();
+    let p = predict_on(&g, 8, DataParallel::Single, 2, mesh(1, 2, 4));
+    assert_eq!(p.stages.len(), 2);
+    let max = p.stages.iter().map(|s| s.peak_bytes).fold(0.0, f64::max);
+    assert_eq!(p.max_memory_per_rank_bytes, max);
+    assert_eq!(p.max_memory_stage, p.stages.iter().position(|s| s.peak_bytes == max).unwrap());
+    // 1F1B: stage 0 holds 2 micro-batches, the last 1.
+    assert_eq!((p.stages[0].microbatches_held, p.stages[1].microbatches_held), (2, 1));
+    // MFU: model FLOPs of every sample once, over both ranks' peak.
+    let a = trainbench_graph::analysis::analyze(&g);
+    let peak = ProfileValidator::new().unwrap().resolve("h100").unwrap().file.device.peak_tflops.fp32 * 1e12;
+    let samples_per_s = p.items_per_s / a.items_per_sample as f64;
+    assert!(close(p.mfu.unwrap(), a.model_flops.per_sample as f64 * samples_per_s / (2.0 * peak)));
+    // A TP 2 run of a global batch reports, per unit of throughput, the MFU of two data-parallel replicas of
+    // the same batch: the tensor group's work is not counted twice.
+    let tp = predict_on(&g, 4, DataParallel::Single, 2, mesh(2, 1, 1));
+    let dp = predict_on(&g, 4, DataParallel::AllReduce, 2, Mesh::flat());
+    assert!(close(tp.mfu.unwrap() / tp.items_per_s, dp.mfu.unwrap() / dp.items_per_s));
+    assert!(close(mesh_mfu(1e9, 100.0, 2, 1e12), 0.05));
+}
