@@ -112,21 +112,27 @@ iterations = 6
 timeout_s = 240
 "#;
 
-#[test]
-fn data_parallel_lora_reproduces_one_worker_and_exchanges_the_adapters_only() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("dplora.toml"), LORA_SPEC).unwrap();
+/// Runs the spec `text` saved as `NAME.toml` in `dir` (its name is `NAME`), and reads back the first repeat of
+/// its run `NAME.b8.fp32.RUN` (RUN: the topology and any checkpointing token of the run id).
+fn run_lora_spec<'d>(dir: &'d std::path::Path, name: &'d str, text: &str) -> impl Fn(&str) -> RunResult + 'd {
+    std::fs::write(dir.join(format!("{name}.toml")), text).unwrap();
     let out = Command::cargo_bin("trainbench")
         .unwrap()
-        .current_dir(dir.path())
-        .args(["run", "dplora.toml", "--out", "out", "--quiet"])
+        .current_dir(dir)
+        .args(["run", &format!("{name}.toml"), "--out", "out", "--quiet"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let read = |t: &str| -> RunResult {
-        let path = dir.path().join(format!("out/dplora/dplora.b8.fp32.{t}.r0.json"));
+    move |run: &str| -> RunResult {
+        let path = dir.join(format!("out/{name}/{name}.b8.fp32.{run}.r0.json"));
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
-    };
+    }
+}
+
+#[test]
+fn data_parallel_lora_reproduces_one_worker_and_exchanges_the_adapters_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let read = run_lora_spec(dir.path(), "dplora", LORA_SPEC);
     let (single, pair) = (read("1x1"), read("1x2-ar"));
     let loss = |r: &RunResult| r.metrics.as_ref().unwrap().loss.clone().unwrap();
     let a = loss(&single);
@@ -134,25 +140,12 @@ fn data_parallel_lora_reproduces_one_worker_and_exchanges_the_adapters_only() {
     // its own spec, one worker against two.
     let zero3 = LORA_SPEC
         .replace("name = \"dplora\"", "name = \"dplora3\"")
-        .replace("[training]\n", "[training]\nactivation_checkpointing = \"full\"\n");
-    let zero3 = zero3
+        .replace("[training]\n", "[training]\nactivation_checkpointing = \"full\"\n")
         .replace("  { devices_per_node = 2, strategy = \"all-reduce\" },\n", "")
         .replace("  { devices_per_node = 2, strategy = \"zero-1\" },\n", "")
         .replace("strategy = \"zero-2\"", "strategy = \"zero-3\"");
-    std::fs::write(dir.path().join("dplora3.toml"), zero3).unwrap();
-    let out = Command::cargo_bin("trainbench")
-        .unwrap()
-        .current_dir(dir.path())
-        .args(["run", "dplora3.toml", "--out", "out", "--quiet"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let read3 = |t: &str| -> RunResult {
-        let path = dir.path().join(format!("out/dplora3/dplora3.b8.fp32.{t}.ckpt-full.r0.json"));
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
-    };
-    let single3 = loss(&read3("1x1"));
-    let b3 = loss(&read3("1x2-z3"));
+    let read3 = run_lora_spec(dir.path(), "dplora3", &zero3);
+    let (single3, b3) = (loss(&read3("1x1.ckpt-full")), loss(&read3("1x2-z3.ckpt-full")));
     assert!((single3.last.unwrap() - b3.last.unwrap()).abs() <= 1e-4 * single3.last.unwrap().abs().max(1.0));
     // All-reduce and ZeRO-1/2 (which shard the adapters' gradients and optimizer state only) train what one
     // worker trains.
