@@ -350,21 +350,22 @@ fn an_moe_models_mfu_never_exceeds_a_dense_models_of_the_same_active_size() {
     let gpt = |ffn: usize, moe: Option<MoeSpec>| {
         let mut s: GptSpec = serde_json::from_str(&format!(r#"{{{base}, "ffn": {ffn}}}"#)).unwrap();
         s.moe = moe;
-        trainbench_graph::analysis::analyze(&trainbench_graph::zoo::build(&ModelSpec::Gpt(s)).unwrap())
+        let graph = trainbench_graph::zoo::build(&ModelSpec::Gpt(s)).unwrap();
+        (trainbench_graph::analysis::analyze(&graph), graph)
     };
     // Six experts of width 32, top-2: per token the router (6 x 64) and two experts, as many weights as a dense
     // feed-forward of width 66; all six experts would be a width of 192.
     let moe: MoeSpec = serde_json::from_str(r#"{"experts": 6, "top_k": 2, "expert_ffn": 32}"#).unwrap();
     let (sparse, dense, all_experts) = (gpt(66, Some(moe)), gpt(66, None), gpt(192, None));
-    assert_eq!(sparse.active_parameters, dense.parameters);
+    assert_eq!(sparse.0.active_parameters, dense.0.parameters);
     let (p, r, c) = (plan(), raw(), CollectorReport::default());
-    let mfu = |a: &trainbench_graph::analysis::Analysis| {
-        let summary = crate::runner::plan_run::analysis_summary(a, &p);
+    let mfu = |(a, g): &(trainbench_graph::analysis::Analysis, trainbench_graph::Graph)| {
+        let summary = crate::runner::plan_run::analysis_summary(a, g, &p);
         mfu_of(&derive(&input(&p, &r, &summary, &c)).unwrap()).mfu
     };
     // The same throughput: the MoE's MFU is the dense twin's, and far below one counting every expert.
     assert!(mfu(&sparse) <= mfu(&dense));
     assert!(mfu(&sparse) < 0.7 * mfu(&all_experts));
-    let summary = crate::runner::plan_run::analysis_summary(&sparse, &p);
-    assert_eq!(summary.active_parameters, Some(sparse.active_parameters));
+    let summary = crate::runner::plan_run::analysis_summary(&sparse.0, &sparse.1, &p);
+    assert_eq!(summary.active_parameters, Some(sparse.0.active_parameters));
 }
