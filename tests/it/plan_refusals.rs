@@ -54,6 +54,20 @@ fn a_mixture_of_experts_is_refused_on_wgpu_with_its_reason() {
     assert!(t.contains("use the tch backend"), "{t}");
 }
 
+/// Under activation checkpointing a block's forward runs without gradients, so tch refuses an MoE whose
+/// load-balancing loss would silently not train, rather than accepting `aux_loss` and ignoring it.
+#[test]
+fn an_moe_load_balancing_loss_under_checkpointing_is_refused_on_tch() {
+    let spec = "specs/llm/smoke_moe.toml";
+    let out = trainbench(&["plan", spec, "--set", "training.activation_checkpointing=full"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("load-balancing loss would not train") && t.contains("model.moe.aux_loss = 0"), "{t}");
+    let without_aux = ["--set", "training.activation_checkpointing=full", "--set", "model.moe.aux_loss=0"];
+    let out = trainbench(&[&["plan", spec][..], &without_aux[..]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+}
+
 #[test]
 fn run_with_backend_override_refuses_before_any_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -34,6 +34,16 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
             "the model declares no recomputable blocks (the `gpt` and `vit` families do); use \"none\"",
         ));
     }
+    if !plan.schedule.checkpointing.is_none()
+        && let Some(node) = graph.nodes.iter().find(|n| matches!(n.op, Op::Moe { aux_loss, .. } if aux_loss > 0.0))
+    {
+        return Err(unsupported(
+            &node.name,
+            "activation_checkpointing",
+            "a recomputed block's forward runs without gradients, so its MoE load-balancing loss would not train; \
+             set `model.moe.aux_loss = 0` or `training.activation_checkpointing = \"none\"`",
+        ));
+    }
     check_sharded(plan, graph)?;
     let wgan = wgan_roles_if_any(graph)?;
     if wgan.is_some() && plan.schedule.micro_batches() > 1 {
