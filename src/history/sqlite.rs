@@ -45,10 +45,11 @@ impl SqliteStore {
             }
             Some(found) if found == schema::SCHEMA_VERSION => {}
             _ => {
-                let _mode: String = store
-                    .connection
-                    .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
-                    .map_err(|e| classify(&store.path, e))?;
+                // Switching a new file to WAL needs it to itself: another process creating the same store may
+                // answer "locked" at once, without the busy timeout, so the switch is tried again until it.
+                let _mode: String =
+                    retry_while_busy(|| store.connection.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0)))
+                        .map_err(|e| classify(&store.path, e))?;
                 store.migrate()?;
             }
         }
@@ -61,16 +62,14 @@ impl SqliteStore {
 
     /// The schema version, reading only (`None`: a new store).
     fn version(&self) -> Result<Option<i64>, StoreError> {
-        let has_table: i64 = self
-            .connection
-            .query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'", [], |r| {
-                r.get(0)
-            })
-            .map_err(|e| self.fail(e))?;
+        const HAS_TABLE: &str = "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'";
+        let has_table: i64 =
+            retry_while_busy(|| self.connection.query_row(HAS_TABLE, [], |r| r.get(0))).map_err(|e| self.fail(e))?;
         if has_table == 0 {
             return Ok(None);
         }
-        self.connection.query_row(schema::SELECT_VERSION, [], |r| r.get(0)).map_err(|e| self.fail(e))
+        retry_while_busy(|| self.connection.query_row(schema::SELECT_VERSION, [], |r| r.get(0)))
+            .map_err(|e| self.fail(e))
     }
 
     /// Bring the schema to this build's version, in one immediate transaction (a concurrent opener waits, then
@@ -99,6 +98,22 @@ impl SqliteStore {
 }
 
 /// A SQLite error as a store error: a file that is not a database (or is damaged) is [`StoreError::Corrupt`].
+/// `attempt` again while SQLite answers busy or locked, for up to [`BUSY_TIMEOUT`].
+fn retry_while_busy<T>(mut attempt: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match attempt() {
+            Err(e)
+                if matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
 fn classify(path: &str, e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
