@@ -68,8 +68,8 @@ const LLAMA_SMALL: &[&str] = &[
     "model.seq_len=16",
 ];
 
-/// A mixture-of-experts decoder at [`LLAMA_SMALL`]'s size: four experts of width 32, top-2, one dense layer
-/// first where the spec has any (DeepSeek-V3's first three would leave no MoE layer of two).
+/// A mixture-of-experts decoder at [`LLAMA_SMALL`]'s size: four experts of width 32, top-2 (the DeepSeek-V3-style
+/// row adds `first_dense=1`: its first three dense layers would leave no MoE layer of two).
 const MOE_SMALL: &[&str] = &[
     "model.layers=2",
     "model.d_model=64",

@@ -359,18 +359,8 @@ fn check_dataset(out: &mut Vec<Finding>, dataset: &DatasetSpec, model: Option<&M
                 ("prefetch", dataset.prefetch.is_some()),
                 ("on_error", dataset.on_error.is_some()),
             ];
-            for (key, present) in keys {
-                if present {
-                    out.push(
-                        Finding::new(
-                            path(key),
-                            format!("`dataset.{key}` is only read when `source = \"local\"`; the source is synthetic"),
-                        )
-                        .or_at(path("source"))
-                        .hint("set `source = \"local\"` to read files, or remove the key"),
-                    );
-                }
-            }
+            let hint = "set `source = \"local\"` to read files, or remove the key";
+            super::dataset::refuse_local_only_keys(out, &keys, "synthetic", hint);
         }
     }
     if let (Some(ModelSpec::Custom(custom)), Some(shape)) = (model, &dataset.input_shape) {

@@ -40,18 +40,8 @@ pub fn check_clicks(out: &mut Vec<Finding>, dataset: &DatasetSpec) {
         ("on_error", dataset.on_error.is_some()),
         ("eval_path", dataset.eval_path.is_some()),
     ];
-    for (k, present) in keys {
-        if present {
-            out.push(
-                Finding::new(
-                    key(k),
-                    format!("`dataset.{k}` is only read when `source = \"local\"`; the source is clicks"),
-                )
-                .or_at(key("source"))
-                .hint("clicks are generated: `samples` sizes them and `eval_fraction` holds out the evaluation split"),
-            );
-        }
-    }
+    let hint = "clicks are generated: `samples` sizes them and `eval_fraction` holds out the evaluation split";
+    super::dataset::refuse_local_only_keys(out, &keys, "clicks", hint);
 }
 
 /// The model against the clicks: a click model, and a global batch of every swept size left to train on.

@@ -62,3 +62,18 @@ pub fn check_local_data(dataset: &DatasetSpec, graph: &Graph, batch_sizes: &[usi
         })
         .collect()
 }
+
+/// Refuses, at its key, each of `keys` (a key of `[dataset]` and whether the spec sets it) that only a local source
+/// reads, naming the spec's `source` and giving `hint`.
+pub fn refuse_local_only_keys(out: &mut Vec<Finding>, keys: &[(&str, bool)], source: &str, hint: &str) {
+    for (key, _) in keys.iter().filter(|(_, present)| *present) {
+        out.push(
+            Finding::new(
+                FieldPath::keys(&["dataset", key]),
+                format!("`dataset.{key}` is only read when `source = \"local\"`; the source is {source}"),
+            )
+            .or_at(FieldPath::keys(&["dataset", "source"]))
+            .hint(hint),
+        );
+    }
+}
