@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=shim/shim.cpp");
+    println!("cargo:rerun-if-changed=shim/diff_op.cpp");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=Cargo.toml");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
@@ -31,7 +32,8 @@ fn main() {
         .includes(&includes)
         .flag("-std=c++17")
         .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
-        .file("shim/shim.cpp");
+        .file("shim/shim.cpp")
+        .file("shim/diff_op.cpp");
     build.compile("trainbench_tch_shim");
     // dlopen/dlsym for the CUDA driver queries (part of libc since glibc 2.34, libdl before).
     println!("cargo:rustc-link-lib=dl");

@@ -59,6 +59,7 @@ pub mod check;
 mod checkpoint;
 mod clock;
 pub mod device;
+pub mod diff_op;
 mod dist;
 mod error;
 pub mod events;

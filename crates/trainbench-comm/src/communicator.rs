@@ -61,6 +61,17 @@ pub trait Communicator {
     fn broadcast_bytes(&mut self, root: usize, bytes: &mut Vec<u8>) -> Result<(), CommError>;
     /// Wait until every rank is here.
     fn barrier(&mut self) -> Result<(), CommError>;
+    /// A new group of the ranks that pass the same `color`, ordered by `key` (ties by rank): one mesh
+    /// dimension's group (the tensor-parallel ranks of one data-parallel replica, say). Every rank of this group
+    /// calls it, in the same order as its other collectives. The new group lives on after this one is dropped.
+    /// The default refuses: an engine that cannot split says so.
+    fn split(&mut self, color: usize, key: usize) -> Result<Box<dyn Communicator>, CommError> {
+        let _ = (color, key);
+        Err(CommError {
+            engine: self.engine().name,
+            message: "this engine cannot split its group into sub-groups (needed for a device mesh)".into(),
+        })
+    }
     /// End every rank of the group with `code` (one rank failed mid-run; the others would wait for it
     /// forever). The default ends this process only.
     fn abort(&mut self, code: i32) -> ! {

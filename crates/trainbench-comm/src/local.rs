@@ -10,10 +10,13 @@ const TAG_REDUCE: u16 = u16::MAX;
 const TAG_REDUCED: u16 = u16::MAX - 1;
 const TAG_GATHER: u16 = u16::MAX - 2;
 const TAG_BCAST: u16 = u16::MAX - 3;
+const TAG_SPLIT: u16 = u16::MAX - 4;
 
 enum Payload {
     F32(Vec<f32>),
     Bytes(Vec<u8>),
+    /// A member's inbox in a group being split off.
+    Inbox(Sender<Message>),
 }
 
 struct Message {
@@ -67,14 +70,18 @@ impl ThreadComm {
     fn take_f32(&mut self, from: usize, tag: u16) -> Result<Vec<f32>, CommError> {
         match self.take(from, tag)? {
             Payload::F32(v) => Ok(v),
-            Payload::Bytes(_) => Err(self.error(format!("rank {from} sent bytes where values were expected"))),
+            Payload::Bytes(_) | Payload::Inbox(_) => {
+                Err(self.error(format!("rank {from} sent bytes where values were expected")))
+            }
         }
     }
 
     fn take_bytes(&mut self, from: usize, tag: u16) -> Result<Vec<u8>, CommError> {
         match self.take(from, tag)? {
             Payload::Bytes(v) => Ok(v),
-            Payload::F32(_) => Err(self.error(format!("rank {from} sent values where bytes were expected"))),
+            Payload::F32(_) | Payload::Inbox(_) => {
+                Err(self.error(format!("rank {from} sent values where bytes were expected")))
+            }
         }
     }
 }
@@ -168,5 +175,76 @@ impl Communicator for ThreadComm {
     fn barrier(&mut self) -> Result<(), CommError> {
         let mut none = [0.0f32; 0];
         self.all_reduce_sum(&[], &mut none)
+    }
+
+    fn split(&mut self, color: usize, key: usize) -> Result<Box<dyn Communicator>, CommError> {
+        // Every rank learns every rank's (color, key) through rank 0.
+        let mine: Vec<u8> = [color as u64, key as u64].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut all = self.gather_bytes(0, &mine)?.map(|v| v.concat()).unwrap_or_default();
+        self.broadcast_bytes(0, &mut all)?;
+        let word = |i: usize| u64::from_le_bytes(all[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+        if all.len() != self.size() * 16 {
+            return Err(self.error(format!("split: {} bytes of colors and keys for {} ranks", all.len(), self.size())));
+        }
+        let mut members: Vec<(u64, usize)> =
+            (0..self.size()).filter(|&r| word(2 * r) == color as u64).map(|r| (word(2 * r + 1), r)).collect();
+        members.sort_unstable();
+        // Each member makes its inbox and hands its sender to the others.
+        let (tx, inbox) = channel::<Message>();
+        for &(_, r) in members.iter().filter(|(_, r)| *r != self.rank) {
+            self.post(r, TAG_SPLIT, Payload::Inbox(tx.clone()))?;
+        }
+        let mut peers = Vec::with_capacity(members.len());
+        let mut rank = 0;
+        for (i, &(_, r)) in members.iter().enumerate() {
+            if r == self.rank {
+                rank = i;
+                peers.push(tx.clone());
+                continue;
+            }
+            match self.take(r, TAG_SPLIT)? {
+                Payload::Inbox(peer) => peers.push(peer),
+                Payload::F32(_) | Payload::Bytes(_) => {
+                    return Err(self.error(format!("split: rank {r} sent data where its inbox was expected")));
+                }
+            }
+        }
+        Ok(Box::new(ThreadComm { rank, peers, inbox, early: Vec::new() }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_groups_by_color_in_key_order_and_their_collectives_stay_inside() {
+        // Four ranks, two colors (even and odd ranks), keyed in reverse: rank 2 is rank 0 of the even group.
+        let handles: Vec<_> = ThreadComm::group(4)
+            .into_iter()
+            .map(|mut world| {
+                std::thread::spawn(move || {
+                    let me = world.rank();
+                    let mut group = world.split(me % 2, 10 - me).unwrap();
+                    let mut sum = [0f32];
+                    group.all_reduce_sum(&[me as f32], &mut sum).unwrap();
+                    let mut gathered = [0f32; 2];
+                    group.all_gather(&[me as f32], &mut gathered).unwrap();
+                    // The world still works beside its groups.
+                    let mut total = [0f32];
+                    world.all_reduce_sum(&[1.0], &mut total).unwrap();
+                    (me, group.rank(), group.size(), sum[0], gathered, total[0])
+                })
+            })
+            .collect();
+        for h in handles {
+            let (me, rank, size, sum, gathered, total) = h.join().unwrap();
+            assert_eq!(size, 2);
+            assert_eq!(rank, usize::from(me < 2), "rank {me}: key 10 - rank orders the group in reverse");
+            let expected: [f32; 2] = if me % 2 == 0 { [2.0, 0.0] } else { [3.0, 1.0] };
+            assert_eq!(sum, expected[0] + expected[1]);
+            assert_eq!(gathered, expected);
+            assert_eq!(total, 4.0);
+        }
     }
 }

@@ -13,17 +13,19 @@ use mpi::datatype::{Equivalence, PartitionMut};
 use mpi::environment::{Threading, Universe};
 use mpi::point_to_point::{Destination, Source};
 use mpi::request::{Request, Scope};
-use mpi::topology::{Communicator as _, SimpleCommunicator};
+use mpi::topology::{Color, Communicator as _, SimpleCommunicator};
+use std::sync::Arc;
 use trainbench_comm::{CommError, Communicator, EngineInfo};
 
-/// `MPI_COMM_WORLD` of this process; MPI is finalised when it is dropped.
+/// `MPI_COMM_WORLD` of this process, or a group split from it ([`Communicator::split`]); MPI is finalised when the
+/// world and every group split from it are dropped.
 pub struct MpiComm {
-    world: SimpleCommunicator,
+    group: SimpleCommunicator,
     version: String,
     /// The thread that initialised MPI: the rank's main thread.
     main: std::thread::ThreadId,
-    // Dropped last: finalises MPI.
-    _universe: Universe,
+    // Dropped after the communicator: the last of the world and its groups finalises MPI.
+    _universe: Arc<Universe>,
 }
 
 impl MpiComm {
@@ -42,7 +44,7 @@ impl MpiComm {
         let version = mpi::environment::library_version()
             .map(|v| v.trim_end_matches('\0').split(',').next().unwrap_or_default().trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
-        Ok(MpiComm { world, version, main: std::thread::current().id(), _universe: universe })
+        Ok(MpiComm { group: world, version, main: std::thread::current().id(), _universe: Arc::new(universe) })
     }
 
     /// Whether this call comes from a communication thread, beside the computation.
@@ -84,10 +86,10 @@ fn count(n: usize) -> Result<Count, CommError> {
 
 impl Communicator for MpiComm {
     fn rank(&self) -> usize {
-        self.world.rank() as usize
+        self.group.rank() as usize
     }
     fn size(&self) -> usize {
-        self.world.size() as usize
+        self.group.size() as usize
     }
     fn engine(&self) -> EngineInfo {
         EngineInfo { name: "mpi".into(), version: self.version.clone() }
@@ -100,10 +102,10 @@ impl Communicator for MpiComm {
         count(send.len())?;
         if self.beside() {
             mpi::request::scope(|scope| {
-                wait_beside(self.world.immediate_all_reduce_into(scope, send, recv, SystemOperation::sum()));
+                wait_beside(self.group.immediate_all_reduce_into(scope, send, recv, SystemOperation::sum()));
             });
         } else {
-            self.world.all_reduce_into(send, recv, SystemOperation::sum());
+            self.group.all_reduce_into(send, recv, SystemOperation::sum());
         }
         Ok(())
     }
@@ -117,10 +119,10 @@ impl Communicator for MpiComm {
         if self.beside() {
             mpi::request::scope(|scope| {
                 let op = SystemOperation::sum();
-                wait_beside(self.world.immediate_reduce_scatter_block_into(scope, send, recv, op));
+                wait_beside(self.group.immediate_reduce_scatter_block_into(scope, send, recv, op));
             });
         } else {
-            self.world.reduce_scatter_block_into(send, recv, SystemOperation::sum());
+            self.group.reduce_scatter_block_into(send, recv, SystemOperation::sum());
         }
         Ok(())
     }
@@ -132,21 +134,21 @@ impl Communicator for MpiComm {
             return Ok(());
         }
         if self.beside() {
-            mpi::request::scope(|scope| wait_beside(self.world.immediate_all_gather_into(scope, send, recv)));
+            mpi::request::scope(|scope| wait_beside(self.group.immediate_all_gather_into(scope, send, recv)));
         } else {
-            self.world.all_gather_into(send, recv);
+            self.group.all_gather_into(send, recv);
         }
         Ok(())
     }
 
     fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError> {
         count(data.len())?;
-        self.world.process_at_rank(to as i32).send_with_tag(data, i32::from(tag));
+        self.group.process_at_rank(to as i32).send_with_tag(data, i32::from(tag));
         Ok(())
     }
 
     fn recv(&mut self, from: usize, tag: u16, data: &mut [f32]) -> Result<(), CommError> {
-        let status = self.world.process_at_rank(from as i32).receive_into_with_tag(data, i32::from(tag));
+        let status = self.group.process_at_rank(from as i32).receive_into_with_tag(data, i32::from(tag));
         let got = status.count(f32::equivalent_datatype()) as usize;
         if got != data.len() {
             return Err(error(format!("rank {from} sent {got} values, {} expected", data.len())));
@@ -155,7 +157,7 @@ impl Communicator for MpiComm {
     }
 
     fn gather_bytes(&mut self, root: usize, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError> {
-        let root_process = self.world.process_at_rank(root as i32);
+        let root_process = self.group.process_at_rank(root as i32);
         let len = count(bytes.len())?;
         if self.rank() != root {
             root_process.gather_into(&len);
@@ -182,7 +184,7 @@ impl Communicator for MpiComm {
     }
 
     fn broadcast_bytes(&mut self, root: usize, bytes: &mut Vec<u8>) -> Result<(), CommError> {
-        let root_process = self.world.process_at_rank(root as i32);
+        let root_process = self.group.process_at_rank(root as i32);
         let mut len = count(bytes.len())? as u64;
         root_process.broadcast_into(&mut len);
         bytes.resize(len as usize, 0);
@@ -191,11 +193,27 @@ impl Communicator for MpiComm {
     }
 
     fn barrier(&mut self) -> Result<(), CommError> {
-        self.world.barrier();
+        self.group.barrier();
         Ok(())
     }
 
+    fn split(&mut self, color: usize, key: usize) -> Result<Box<dyn Communicator>, CommError> {
+        let value = |what: &str, n: usize| {
+            i32::try_from(n).map_err(|_| error(format!("a split {what} of {n} is more than MPI takes")))
+        };
+        let color = Color::with_value(value("color", color)?);
+        let key = value("key", key)?;
+        let group =
+            self.group.split_by_color_with_key(color, key).ok_or_else(|| error("MPI_Comm_split gave no group".into()))?;
+        Ok(Box::new(MpiComm {
+            group,
+            version: self.version.clone(),
+            main: self.main,
+            _universe: Arc::clone(&self._universe),
+        }))
+    }
+
     fn abort(&mut self, code: i32) -> ! {
-        self.world.abort(code)
+        self.group.abort(code)
     }
 }
