@@ -197,7 +197,13 @@ pub fn vit() -> Result<Graph, ShapeError> {
 /// The Llama-style block of [`gpt`] fine-tuned with LoRA (rank 4, alpha 8, no dropout) on all seven projections:
 /// every base weight frozen, the adapters trained (PEFT's `LoraLayer`).
 pub fn lora() -> Result<Graph, ShapeError> {
-    let spec = LoraSpec { rank: 4, alpha: Some(8.0), dropout: 0.0, targets: LoraTarget::ALL.to_vec() };
+    let spec = LoraSpec {
+        rank: 4,
+        alpha: Some(8.0),
+        dropout: 0.0,
+        targets: LoraTarget::ALL.to_vec(),
+        base_dtype: Default::default(),
+    };
     let graph = gpt()?;
     trainbench_graph::lora::adapt(&graph, &spec).map_err(|e| ShapeError {
         layer: format!("training.lora.{}", e.field),
