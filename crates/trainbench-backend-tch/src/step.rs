@@ -89,6 +89,8 @@ struct Common<'a> {
     overlap_pending: bool,
     /// The exchange's host staging buffers, kept from step to step.
     host: crate::dist::HostBuffers,
+    /// The MoE layers' routing of this step's forward passes, and the measured steps' tally.
+    routing: crate::moe_stats::StepRouting,
 }
 
 /// Everything one run holds on the device.
@@ -261,6 +263,7 @@ impl<'a> Session<'a> {
             overlap: plan.topology.overlap,
             overlap_pending: false,
             host: crate::dist::HostBuffers::default(),
+            routing: crate::moe_stats::StepRouting::default(),
         };
         Ok(Self { plan, common, mode })
     }
@@ -276,6 +279,7 @@ impl<'a> Session<'a> {
         let batch = self.plan.batch_size;
         let start = Instant::now();
         let mut p = PhaseTimes::default();
+        self.common.routing.clear();
         // Every micro-batch's host batch is read before the step's clock starts: waiting for data is a stall.
         let mut hosts = Vec::new();
         if let Some(source) = source.as_deref_mut() {
@@ -472,6 +476,7 @@ impl<'a> Session<'a> {
             return Ok(out);
         }
         let (mut index, measured) = (end.steps, end.measured);
+        out.routing = self.common.routing.take_tally();
         let mut weights = self.common.model.weight_bytes();
         let state = self.state_bytes();
         let mut gradients = self.common.grad_bytes;
@@ -536,6 +541,8 @@ impl SteadyStep for TchSteps<'_, '_, '_, '_> {
         let (phases, loss) = self.session.step(index, &mut self.source, &mut self.clock)?;
         // Reading the loss synchronises: only a measured step reads it.
         let loss = if measured {
+            let common = &mut self.session.common;
+            common.routing.finish_measured(&common.graph.nodes);
             Some(loss.f_double_value(&[]).map_err(|e| map(e, self.session.plan.batch_size))?)
         } else {
             None
