@@ -31,6 +31,7 @@ pub mod price_classes;
 pub mod rates;
 pub mod record;
 pub mod roofline;
+pub mod sharding;
 pub mod terms;
 pub mod uncertainty;
 pub mod whatif;
@@ -288,7 +289,7 @@ pub fn predict_analyzed(
     let samples_per_s = if step > 0.0 { setting.batch as f64 * micro / step } else { 0.0 };
     // One device's share: what the data-parallel strategy shards over the world (ZeRO) is held once per rank.
     let whole = memory_estimate_checkpointed(analysis, b, setting.precision, &setting.optimizer, checkpointing);
-    let memory = parallel::Sharding::of(setting.topology.strategy).share_of(&whole, world, 4 * analysis.buffers);
+    let memory = sharding::Sharding::of(setting.topology.strategy).share_of(&whole, world, 4 * analysis.buffers);
     let figures = fit_and_rates::figures(&fit_and_rates::FigureInput {
         analysis,
         memory: &memory,
