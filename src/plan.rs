@@ -224,7 +224,9 @@ fn topology_tokens(topologies: &[Topology]) -> Vec<String> {
 /// does not exist, so `run` refuses it before anything starts rather than train it as plain data parallelism.
 pub fn unrunnable_mesh(t: &Topology) -> Option<String> {
     let m = &t.mesh;
-    m.splits_model().then(|| {
+    // Pipeline parallelism alone runs (the tch backend on CPU ranks; its own refusals say what it lacks).
+    let pipeline_only = m.tensor_parallel == 1 && m.pipeline_parallel > 1;
+    (m.splits_model() && !pipeline_only).then(|| {
         format!(
             "tensor_parallel {} x pipeline_parallel {} is analysed, predicted and planned, but no backend \
              trains a split model yet (issue 39: the tensor- and pipeline-parallel runtime)",
