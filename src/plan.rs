@@ -7,7 +7,7 @@
 //! the configuration's full identity is [`crate::result::identity::ConfigurationIdentity`].
 
 use trainbench_comm::{DataParallel, Interconnect, Topology};
-use trainbench_contract::{Budget, DeviceSelector, RunPlan};
+use trainbench_contract::{BackendKind, Budget, DeviceSelector, RunPlan};
 use trainbench_graph::Precision;
 use trainbench_graph::training::{Checkpointing, StepSchedule};
 
@@ -233,6 +233,24 @@ pub fn unrunnable_mesh(t: &Topology) -> Option<String> {
             m.tensor_parallel, m.pipeline_parallel
         )
     })
+}
+
+/// Why `backend` cannot train `plan` on `graph` for its mesh: [`unrunnable_mesh`], then, for a pipeline, what
+/// the tch backend's pipeline runtime refuses (`lowering::pipeline::pipeline_refusal`) or, on another backend,
+/// that it runs no pipeline stages. `run` refuses these before anything starts.
+pub fn unrunnable_plan(plan: &RunPlan, graph: &trainbench_graph::Graph, backend: BackendKind) -> Option<String> {
+    if let Some(why) = unrunnable_mesh(&plan.topology) {
+        return Some(why);
+    }
+    if plan.topology.mesh.pipeline_parallel <= 1 {
+        return None;
+    }
+    match backend {
+        BackendKind::Tch => trainbench_contract::lowering::pipeline::pipeline_refusal(plan, graph),
+        BackendKind::Wgpu | BackendKind::Mock => {
+            Some(format!("the {} backend runs no pipeline stages; pipelines run on the tch backend", backend.name()))
+        }
+    }
 }
 
 /// The strategy in a run id: `single`, `ar`, `z1`, `z2`, `z3`, `ps` (one server rank) or `ps<n>`.

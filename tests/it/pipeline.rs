@@ -179,3 +179,23 @@ fn a_stage_that_dies_fails_its_run_naming_the_rank_without_orphans() {
     let left = crate::distributed::processes_in(dir.path());
     assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
 }
+
+#[test]
+fn what_a_pipeline_cannot_run_is_refused_by_run_and_priced_by_predict() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec =
+        SPEC.replace("PIPELINE", "").replace("precision = \"fp32\"", "precision = \"bf16\"").replace("NAME", "no");
+    std::fs::write(dir.path().join("no.toml"), spec).unwrap();
+    let trainbench =
+        |args: &[&str]| Command::cargo_bin("trainbench").unwrap().current_dir(dir.path()).args(args).output();
+    let out = trainbench(&["run", "no.toml", "--out", "out", "--quiet"]).unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("pipeline-parallel runs do not support bf16"), "{text}");
+    let out = trainbench(&["run", "no.toml", "--out", "out", "--quiet", "--backend", "mock"]).unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && text.contains("the mock backend runs no pipeline stages"), "{text}");
+    assert!(!dir.path().join("out").exists(), "nothing ran");
+    let out = trainbench(&["predict", "no.toml", "--hardware", "h100"]).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -13,16 +13,8 @@ pub mod pipeline;
 pub mod tch;
 pub mod wgpu;
 
-/// The mock backend computes nothing, so it only needs a batch to simulate; it simulates no pipeline.
+/// The mock backend computes nothing, so it only needs a batch to simulate.
 pub fn mock(plan: &RunPlan, graph: &Graph) -> Result<(), BackendError> {
-    if plan.topology.mesh.pipeline_parallel > 1 {
-        return Err(BackendError::Unsupported {
-            backend: BackendKind::Mock.name(),
-            layer: graph.name.clone(),
-            op: "pipeline_parallel".into(),
-            reason: "the mock backend simulates no pipeline stages; use the tch backend".into(),
-        });
-    }
     if plan.batch_size == 0 {
         return Err(BackendError::Unsupported {
             backend: BackendKind::Mock.name(),

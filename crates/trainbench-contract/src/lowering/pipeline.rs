@@ -1,6 +1,7 @@
 //! What the tch backend's pipeline-parallel runtime refuses of a plan whose mesh has `pipeline_parallel` > 1
 //! ([`pipeline_refusal`]), decided from the plan and the graph alone (a run on a dataset is refused when the
-//! run starts, where the dataset is known).
+//! run starts, where the dataset is known). `run` asks it before anything starts; `validate`, `plan` and
+//! `predict` accept every mesh (a layout is priced whether or not it runs here).
 
 use trainbench_comm::PipelineSchedule;
 use trainbench_graph::Precision;

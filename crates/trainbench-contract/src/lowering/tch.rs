@@ -45,9 +45,6 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
         ));
     }
     check_sharded(plan, graph)?;
-    if let Some(reason) = super::pipeline::pipeline_refusal(plan, graph) {
-        return Err(unsupported(&graph.name, "pipeline_parallel", reason));
-    }
     let wgan = wgan_roles_if_any(graph)?;
     if wgan.is_some() && plan.schedule.micro_batches() > 1 {
         return Err(unsupported(
