@@ -199,3 +199,34 @@ fn what_a_pipeline_cannot_run_is_refused_by_run_and_priced_by_predict() {
     let out = trainbench(&["predict", "no.toml", "--hardware", "h100"]).unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn two_replicas_of_a_two_stage_pipeline_train_what_one_rank_trains() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SPEC
+        .replace("PIPELINE", "pipeline_schedule = \"1f1b\"")
+        .replace("microbatches = 4", "microbatches = 2")
+        .replace("devices_per_node = 2, strategy", "devices_per_node = 4, strategy");
+    let out = run(dir.path(), "dpp", &spec, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = results(dir.path(), "dpp");
+    let (one, pp) = (&all[0], &all[1]);
+    let (a, b) = (loss(one), loss(pp));
+    for (x, y) in [(a.0, b.0), (a.1, b.1)] {
+        assert!((x - y).abs() <= 1e-4 * x.abs(), "loss {y} on DP2 x PP2, {x} on one rank");
+    }
+    let d = pp.distributed.as_ref().unwrap();
+    assert_eq!(d.world_size, 4);
+    assert_eq!(d.weights_identical, Some(true), "both replicas end with the same whole model");
+    let p = d.pipeline.as_ref().unwrap();
+    assert_eq!(p.per_stage.len(), 4, "two replicas of two stages");
+    println!(
+        "DP2 x PP2 1f1b: loss {:.6} -> {:.6} (one rank {:.6} -> {:.6}); bubble {:.3} beside {:.3}",
+        b.0,
+        b.1,
+        a.0,
+        a.1,
+        p.bubble.unwrap_or(f64::NAN),
+        p.bubble_formula
+    );
+}

@@ -134,9 +134,9 @@ fn run_pipeline(
         return Err(refuse("pipeline-parallel runs train on synthetic batches; a dataset is not supported yet"));
     }
     if ctx.exchange.is_some() {
-        return Err(refuse("pipeline-parallel runs have no data-parallel exchange yet (data-parallel degree 1)"));
+        return Err(refuse("a pipeline averages its gradients over its data-parallel group itself, not an exchange"));
     }
-    let Some(comm) = ctx.pipeline.as_deref_mut().map(|c| -> &mut dyn Communicator { c }) else {
+    let Some(groups) = ctx.pipeline.as_mut() else {
         return Err(refuse(
             "a pipeline runs in ranks started by `trainbench run` (through mpirun) or a launcher, one per stage; \
              this process has none",
@@ -144,7 +144,9 @@ fn run_pipeline(
     };
     set_threads(plan.cpu_threads);
     let probe = &mut *ctx.probe;
-    let result = catch_unwind(AssertUnwindSafe(|| crate::pipeline_run::run(plan, graph, dev, comm, probe)));
+    let stages: &mut dyn Communicator = &mut *groups.stages;
+    let data = groups.data.as_deref_mut().map(|d| -> &mut dyn Communicator { d });
+    let result = catch_unwind(AssertUnwindSafe(|| crate::pipeline_run::run(plan, graph, dev, (stages, data), probe)));
     let mut raw = match result {
         Ok(r) => r?,
         Err(panic) => return Err(BackendError::from_panic(panic.as_ref(), plan.batch_size, "libtorch call panicked")),

@@ -29,14 +29,17 @@ fn map(e: TchError, batch: usize) -> BackendError {
     crate::error::map_error(e, batch)
 }
 
-/// Train `plan` as pipeline rank `comm.rank()` of `comm.size()`, reporting each step to `probe`.
-pub fn run(
+/// Train `plan` as pipeline rank `comm.rank()` of `comm.size()` (`comms.0`, its replica's stages), its
+/// gradients averaged over `comms.1` (the same stage of every replica) when there are several replicas,
+/// reporting each step to `probe`.
+pub fn run<'c>(
     plan: &RunPlan,
     graph: &Graph,
     device: Device,
-    comm: &mut dyn Communicator,
+    comms: (&'c mut dyn Communicator, Option<&'c mut dyn Communicator>),
     probe: &mut dyn Probe,
 ) -> Result<RawMeasurements, BackendError> {
+    let (comm, data) = comms;
     let batch = plan.batch_size;
     let refuse = |reason: String| BackendError::Unsupported {
         backend: "tch",
@@ -53,6 +56,12 @@ pub fn run(
     if comm.size() != p {
         return Err(refuse(format!("the pipeline has {} ranks, the plan {p} stages", comm.size())));
     }
+    let dp = plan.topology.data_parallel();
+    let replica = match &data {
+        Some(d) if d.size() == dp => d.rank(),
+        None if dp == 1 => 0,
+        _ => return Err(refuse(format!("the plan has {dp} data-parallel replicas, the ranks another number"))),
+    };
     let stage = comm.rank();
     let analysis = trainbench_graph::analysis::analyze(graph);
     let cut = trainbench_graph::stages::cut_stages(graph, &analysis, p, v, None).map_err(|e| refuse(e.to_string()))?;
@@ -62,7 +71,8 @@ pub fn run(
     let actions = stage_actions(mesh.pipeline_schedule, p, stage, m, v).map_err(|e| refuse(e.to_string()))?;
     let steps = stage_steps(&actions, p, p * v);
     tch::manual_seed(plan.seed as i64);
-    let (rank, opt) = build(plan, graph, device, ranges.clone(), (p * v, m)).map_err(|e| map(e, batch))?;
+    let (rank, opt) =
+        build(plan, graph, device, ranges.clone(), (p * v, m), (replica, dp)).map_err(|e| map(e, batch))?;
     let _cpu_memory = CpuMemory::track().map_err(|e| map(e, batch))?;
     let settings = LoopSettings { distributed: true, ..LoopSettings::of(plan) };
     let mut steady = SteadyLoop::new(plan, settings, false, None)?;
@@ -72,6 +82,8 @@ pub fn run(
         rank,
         opt,
         comm,
+        data,
+        host: Vec::new(),
         steps,
         microbatches: m,
         holds_loss: stage == last_rank,
@@ -112,12 +124,14 @@ fn build<'g>(
     device: Device,
     ranges: Vec<(usize, std::ops::Range<usize>)>,
     (chunks, m): (usize, usize),
+    replicas: (usize, usize),
 ) -> Result<(StageRank<'g>, Optim), TchError> {
-    let micro_size = plan.batch_size / m;
-    let probe_pool = DataPool::new_micro(graph, micro_size, m, (0, 1), plan.seed, 1, Device::Cpu)?;
+    // Every replica generates the same global micro-batches and keeps its share of each.
+    let micro_size = plan.batch_size / m / replicas.1.max(1);
+    let probe_pool = DataPool::new_micro(graph, plan.batch_size / m, m, replicas, plan.seed, 1, Device::Cpu)?;
     let count = pool_size(probe_pool.batch_bytes());
     drop(probe_pool);
-    let pool = DataPool::new_micro(graph, micro_size, m, (0, 1), plan.seed, count, device)?;
+    let pool = DataPool::new_micro(graph, plan.batch_size / m, m, replicas, plan.seed, count, device)?;
     let rank = StageRank::new(graph, device, plan.seed, ranges, chunks, (m, micro_size), pool)?;
     let opt = Optim::new(&plan.optimizer, rank.model.parameters(graph, |_| true), device)?;
     Ok((rank, opt))
@@ -138,6 +152,10 @@ struct PipelineSteps<'g, 'c> {
     rank: StageRank<'g>,
     opt: Optim,
     comm: &'c mut dyn Communicator,
+    /// The same stage of the other replicas (`None` with one replica).
+    data: Option<&'c mut dyn Communicator>,
+    /// Staged gradients for their average over the replicas.
+    host: Vec<f32>,
     steps: Vec<trainbench_comm::schedule::Step>,
     microbatches: usize,
     /// This rank runs the last chunk (the loss).
@@ -151,12 +169,18 @@ impl SteadyStep for PipelineSteps<'_, '_> {
     type Error = BackendError;
 
     fn step(&mut self, index: u64, measured: bool, wish: EndWish) -> Result<StepOutcome, BackendError> {
-        let batch = self.rank.micro_size * self.microbatches;
+        let replicas = self.data.as_ref().map_or(1, |d| d.size());
+        let batch = self.rank.micro_size * self.microbatches * replicas;
         let start = Instant::now();
         let f: StepFigures = self.rank.run_steps(&self.steps, &mut *self.comm, index).map_err(|e| map(e, batch))?;
         if self.grad_bytes == 0 {
             self.grad_bytes = self.opt.grad_bytes();
         }
+        let exchanged = Instant::now();
+        if let Some(d) = self.data.as_deref_mut() {
+            average_gradients(d, self.opt.params(), &mut self.host).map_err(|e| map(e, batch))?;
+        }
+        let exchange_s = exchanged.elapsed().as_secs_f64();
         let before_opt = Instant::now();
         self.opt.step(None).map_err(|e| map(e, batch))?;
         let optimizer_s = before_opt.elapsed().as_secs_f64();
@@ -169,9 +193,14 @@ impl SteadyStep for PipelineSteps<'_, '_> {
         let loss = if self.holds_loss { (f.loss_sum / self.microbatches as f64) as f32 } else { 0.0 };
         let mut agreed = [0f32; 3];
         let waited = Instant::now();
-        self.comm
-            .all_reduce_sum(&[flags[0], flags[1], loss], &mut agreed)
-            .map_err(|e| BackendError::Framework(format!("pipeline: the end of step {index}: {e}")))?;
+        let agree_error = |e| BackendError::Framework(format!("pipeline: the end of step {index}: {e}"));
+        self.comm.all_reduce_sum(&[flags[0], flags[1], loss], &mut agreed).map_err(agree_error)?;
+        if let Some(d) = self.data.as_deref_mut() {
+            // Over the replicas: any wish to stop, and the mean of their losses.
+            let mine = agreed;
+            d.all_reduce_sum(&mine, &mut agreed).map_err(agree_error)?;
+            agreed[2] /= replicas as f32;
+        }
         let idle_s = f.idle_s + waited.elapsed().as_secs_f64();
         let total_s = start.elapsed().as_secs_f64();
         if measured {
@@ -185,7 +214,7 @@ impl SteadyStep for PipelineSteps<'_, '_> {
         let phases = PhaseTimes {
             forward_s: f.forward_s,
             backward_s: f.backward_s,
-            comm_s: idle_s,
+            comm_s: idle_s + exchange_s,
             optimizer_s,
             total_s,
             ..PhaseTimes::default()
@@ -202,6 +231,20 @@ impl SteadyStep for PipelineSteps<'_, '_> {
         self.sums = Sums::default();
         Ok(())
     }
+}
+
+/// The gradients of `params` replaced by their mean over the replicas of `data` (staged through `host`).
+fn average_gradients(data: &mut dyn Communicator, params: &[tch::Tensor], host: &mut Vec<f32>) -> Result<(), TchError> {
+    let total: usize = params.iter().map(tch::Tensor::numel).sum();
+    host.resize(total, 0.0);
+    crate::dist::stage_grads(params.iter(), host)?;
+    let mut summed = vec![0f32; total];
+    data.all_reduce_sum(host, &mut summed)
+        .map_err(|e| TchError::Kind(format!("pipeline: averaging the gradients over the replicas: {e}")))?;
+    let n = data.size() as f32;
+    summed.iter_mut().for_each(|g| *g /= n);
+    let kept = trainbench_comm::StepExchange { stop: false, interrupted: false, weights_updated: false };
+    crate::dist::apply(params, &kept, &summed, &[])
 }
 
 /// The digest of the whole model's trained weights, on rank 0 (`None` elsewhere): every rank sends its chunks'

@@ -44,10 +44,18 @@ pub struct RunContext<'a> {
     /// The evaluation split of a run with a target ([`RunPlan::target`]): every batch is evaluated (forward
     /// only) at each evaluation; `None` when the plan has no target.
     pub eval: Option<&'a EvalSet>,
-    /// A pipeline-parallel run's pipeline (the plan's mesh has `pipeline_parallel` > 1): the ranks of one model
-    /// replica, rank `s` running stage `s`, between which activations and their gradients are sent point to
-    /// point; `None` otherwise.
-    pub pipeline: Option<&'a mut dyn Communicator>,
+    /// A pipeline-parallel run's groups (the plan's mesh has `pipeline_parallel` > 1); `None` otherwise.
+    pub pipeline: Option<PipelineGroups<'a>>,
+}
+
+/// The groups a pipeline rank talks over.
+pub struct PipelineGroups<'a> {
+    /// The ranks of this rank's model replica, rank `s` running stage `s`, between which activations and their
+    /// gradients are sent point to point.
+    pub stages: &'a mut dyn Communicator,
+    /// The ranks holding the same stage in the other replicas, over which its gradients are averaged (the
+    /// data-parallel dimension); `None` with one replica.
+    pub data: Option<&'a mut dyn Communicator>,
 }
 
 impl<'a> RunContext<'a> {

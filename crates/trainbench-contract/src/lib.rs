@@ -30,7 +30,7 @@ pub mod steady_loop;
 pub mod steplog;
 pub mod target;
 
-pub use backend::{Backend, NoProbe, Probe, RunContext};
+pub use backend::{Backend, NoProbe, PipelineGroups, Probe, RunContext};
 pub use backend_kind::BackendKind;
 pub use capability::Capabilities;
 pub use cpu::{CpuFeatures, CpuIsa};

@@ -11,7 +11,8 @@ use trainbench_comm::{
 };
 use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{
-    Backend, BackendError, DeviceSelector, PhaseTimes, PipelineMeasured, Probe, RawMeasurements, RunContext, RunPlan,
+    Backend, BackendError, DeviceSelector, PhaseTimes, PipelineGroups, PipelineMeasured, Probe, RawMeasurements,
+    RunContext, RunPlan,
 };
 use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
@@ -212,11 +213,25 @@ impl Ranks {
     ) -> Result<(RawMeasurements, Option<DistributedResult>), BackendError> {
         let engine_error = |e: CommError| BackendError::Framework(format!("data-parallel exchange: {e}"));
         let (raw, stats) = if plan.topology.mesh.pipeline_parallel > 1 {
-            // A pipeline of one replica: the group is the pipeline, rank `s` its stage `s`.
             let mut ctx = RunContext::new(probe);
             ctx.data = data.map(|d| -> &mut dyn BatchSource { d });
-            ctx.pipeline = Some(self.comm.as_mut());
-            (backend.run_in(plan, graph, &mut ctx)?, ExchangeStats::default())
+            let mesh = plan.topology.mesh;
+            let (rank, world) = (self.rank(), self.size());
+            let at = mesh.coords(rank, world).map_err(|e| BackendError::Framework(e.to_string()))?;
+            let raw = if mesh.data_parallel(world) == Ok(1) {
+                // One replica: the group is the pipeline, rank `s` its stage `s`.
+                ctx.pipeline = Some(PipelineGroups { stages: self.comm.as_mut(), data: None });
+                backend.run_in(plan, graph, &mut ctx)?
+            } else {
+                // Every rank splits the world twice, in the same order: its replica's stages, then its stage's
+                // replicas.
+                let t = mesh.tensor_parallel;
+                let mut stages = self.comm.split(at.dp * t + at.tp, at.pp).map_err(engine_error)?;
+                let mut replicas = self.comm.split(at.pp * t + at.tp, at.dp).map_err(engine_error)?;
+                ctx.pipeline = Some(PipelineGroups { stages: stages.as_mut(), data: Some(replicas.as_mut()) });
+                backend.run_in(plan, graph, &mut ctx)?
+            };
+            (raw, ExchangeStats::default())
         } else {
             let mut exchange: Box<dyn GradientExchange + '_> = match plan.topology.strategy {
                 DataParallel::ParameterServer { servers } => {
@@ -366,12 +381,15 @@ impl Ranks {
                 .filter(|r| r.exchanged_steps > 0)
                 .map(|r| r.busy_s / r.exchanged_steps as f64),
             weights_digest: raw.weights_digest.clone(),
-            // A pipeline's stages hold different weights: rank 0's digest is the whole model's, gathered.
-            weights_identical: raw
-                .weights_digest
-                .as_ref()
-                .filter(|_| pipeline.is_none())
-                .map(|d| workers.iter().all(|r| r.weights_digest.as_ref() == Some(d))),
+            // A pipeline's stages hold different weights: each replica's first stage digests its whole model,
+            // gathered; with several replicas, theirs must agree.
+            weights_identical: raw.weights_digest.as_ref().and_then(|d| match &pipeline {
+                None => Some(workers.iter().all(|r| r.weights_digest.as_ref() == Some(d))),
+                Some(_) if plan.topology.data_parallel() > 1 => {
+                    Some(workers.iter().filter_map(|r| r.weights_digest.as_ref()).all(|o| o == d))
+                }
+                Some(_) => None,
+            }),
             pipeline,
         };
         (raw, section)

@@ -11,7 +11,8 @@ use crate::plan::RunPlan;
 
 /// Why the tch backend cannot train `plan` as a pipeline (`None`: it can, or the plan has no pipeline): a
 /// pipeline runs fp32 on CPU ranks, without activation checkpointing, gradient accumulation, experts or a
-/// target, with a data-parallel degree of 1 and no tensor parallelism, on a batch its micro-batches divide.
+/// target, with all-reduce along the data-parallel dimension and no tensor parallelism, on a batch its
+/// micro-batches divide.
 pub fn pipeline_refusal(plan: &RunPlan, graph: &Graph) -> Option<String> {
     let mesh = plan.topology.mesh;
     let (p, m) = (mesh.pipeline_parallel, mesh.microbatches.max(1));
@@ -22,12 +23,17 @@ pub fn pipeline_refusal(plan: &RunPlan, graph: &Graph) -> Option<String> {
     if mesh.tensor_parallel > 1 {
         return not_yet("tensor parallelism in the same mesh (tensor_parallel > 1)");
     }
-    if plan.topology.world_size() != p {
+    let dp = plan.topology.data_parallel();
+    if plan.topology.world_size() != p * dp {
         return Some(format!(
-            "pipeline_parallel {p} over a world of {} ranks leaves a data-parallel degree of {}; pipelines train \
-             with a data-parallel degree of 1 for now: set the world size (nodes x devices_per_node) to {p}",
-            plan.topology.world_size(),
-            plan.topology.data_parallel()
+            "pipeline_parallel {p} does not divide the world of {} ranks",
+            plan.topology.world_size()
+        ));
+    }
+    if dp > 1 && plan.topology.strategy != trainbench_comm::DataParallel::AllReduce {
+        return not_yet(&format!(
+            "`{}` along the data-parallel dimension (data-parallel degree {dp}); use `all-reduce`",
+            plan.topology.strategy.name()
         ));
     }
     if plan.device.family() != crate::device::DeviceFamily::Cpu {
@@ -50,8 +56,11 @@ pub fn pipeline_refusal(plan: &RunPlan, graph: &Graph) -> Option<String> {
     if graph.nodes.iter().any(|n| matches!(n.op, Op::Moe { .. })) {
         return not_yet("mixture-of-experts layers");
     }
-    if plan.batch_size % m != 0 {
-        return Some(format!("{m} micro-batches do not divide the batch of {}", plan.batch_size));
+    if plan.batch_size % (m * dp) != 0 {
+        return Some(format!(
+            "{m} micro-batches over {dp} data-parallel replica(s) do not divide the batch of {}",
+            plan.batch_size
+        ));
     }
     if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B && m % p != 0 {
         return Some(format!("interleaved 1F1B over {p} stages needs a multiple of {p} micro-batches, not {m}"));
