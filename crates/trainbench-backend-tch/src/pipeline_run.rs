@@ -39,7 +39,7 @@ pub fn run<'c>(
     comms: (&'c mut dyn Communicator, Option<&'c mut dyn Communicator>),
     probe: &mut dyn Probe,
 ) -> Result<RawMeasurements, BackendError> {
-    let (comm, data) = comms;
+    let (comm, mut data) = comms;
     let batch = plan.batch_size;
     let refuse = |reason: String| BackendError::Unsupported {
         backend: "tch",
@@ -73,7 +73,12 @@ pub fn run<'c>(
     tch::manual_seed(plan.seed as i64);
     let (rank, opt) =
         build(plan, graph, device, ranges.clone(), (p * v, m), (replica, dp)).map_err(|e| map(e, batch))?;
-    let _cpu_memory = CpuMemory::track().map_err(|e| map(e, batch))?;
+    let cpu_memory = CpuMemory::track().map_err(|e| map(e, batch))?;
+    // A stage idles by design: its waits leave the core to the stages it waits for.
+    comm.wait_politely(true);
+    if let Some(d) = data.as_deref_mut() {
+        d.wait_politely(true);
+    }
     let settings = LoopSettings { distributed: true, ..LoopSettings::of(plan) };
     let mut steady = SteadyLoop::new(plan, settings, false, None)?;
     let mut out = RawMeasurements::default();
@@ -90,11 +95,17 @@ pub fn run<'c>(
         grad_bytes: 0,
         sums: Sums::default(),
     };
-    let end = steady.run(&mut steps_run, probe, &mut out)?;
-    if end.in_warmup {
+    let end = steady.run(&mut steps_run, probe, &mut out);
+    // Counting ends before the tensors allocated before it are freed.
+    drop(cpu_memory);
+    let PipelineSteps { rank, opt, comm, data, sums, grad_bytes, .. } = steps_run;
+    comm.wait_politely(false);
+    if let Some(d) = data {
+        d.wait_politely(false);
+    }
+    if end?.in_warmup {
         return Ok(out);
     }
-    let PipelineSteps { rank, opt, comm, sums, grad_bytes, .. } = steps_run;
     let n = sums.steps.max(1) as f64;
     out.memory = MemoryMeasured {
         weights: rank.model.weight_bytes(),

@@ -65,6 +65,13 @@ pub trait Communicator {
     fn wait_sends(&mut self) -> Result<(), CommError> {
         Ok(())
     }
+    /// While `on`, this rank's waits (receives, collectives, posted sends) test between short sleeps instead of
+    /// spinning, leaving the core to the ranks it waits for (a pipeline's stages idle by design, and on a
+    /// machine with fewer cores than ranks a spinning wait slows the computation it waits for). The default
+    /// ignores it.
+    fn wait_politely(&mut self, on: bool) {
+        let _ = on;
+    }
     /// Every rank's `bytes`, in rank order, on `root` (`None` elsewhere).
     fn gather_bytes(&mut self, root: usize, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError>;
     /// `root`'s `bytes` on every rank.

@@ -27,6 +27,8 @@ pub struct MpiComm {
     main: std::thread::ThreadId,
     /// Sends posted and not yet waited for ([`Communicator::post_send`]).
     posted: Vec<PostedSend>,
+    /// Waits test between sleeps ([`Communicator::wait_politely`]).
+    polite: bool,
     // Dropped after the communicator: the last of the world and its groups finalises MPI.
     _universe: Arc<Universe>,
 }
@@ -67,13 +69,15 @@ impl MpiComm {
             version,
             main: std::thread::current().id(),
             posted: Vec::new(),
+            polite: false,
             _universe: Arc::new(universe),
         })
     }
 
-    /// Whether this call comes from a communication thread, beside the computation.
+    /// Whether this call comes from a communication thread, beside the computation, or this rank waits
+    /// politely ([`Communicator::wait_politely`]).
     fn beside(&self) -> bool {
-        std::thread::current().id() != self.main
+        self.polite || std::thread::current().id() != self.main
     }
 
     /// The name of the processor (host) this rank runs on.
@@ -172,7 +176,21 @@ impl Communicator for MpiComm {
     }
 
     fn recv(&mut self, from: usize, tag: u16, data: &mut [f32]) -> Result<(), CommError> {
-        let status = self.group.process_at_rank(from as i32).receive_into_with_tag(data, i32::from(tag));
+        let status = if self.beside() {
+            let peer = self.group.process_at_rank(from as i32);
+            mpi::request::scope(|scope| {
+                let mut request = peer.immediate_receive_into_with_tag(scope, data, i32::from(tag));
+                loop {
+                    match request.test() {
+                        Ok(status) => break status,
+                        Err(pending) => request = pending,
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                }
+            })
+        } else {
+            self.group.process_at_rank(from as i32).receive_into_with_tag(data, i32::from(tag))
+        };
         let got = status.count(f32::equivalent_datatype()) as usize;
         if got != data.len() {
             return Err(error(format!("rank {from} sent {got} values, {} expected", data.len())));
@@ -208,14 +226,30 @@ impl Communicator for MpiComm {
     }
 
     fn wait_sends(&mut self) -> Result<(), CommError> {
+        let polite = self.polite;
         for mut p in self.posted.drain(..) {
-            // SAFETY: a request MPI_Isend started on this group; its buffer lives in `p` until the wait returns.
-            let code = unsafe { mpi::ffi::MPI_Wait(&mut p.request, mpi::ffi::RSMPI_STATUS_IGNORE) };
-            if code != 0 {
-                return Err(error(format!("MPI_Wait on a posted send failed with code {code}")));
+            loop {
+                let mut done: std::os::raw::c_int = 0;
+                // SAFETY: a request MPI_Isend started on this group; its buffer lives in `p` until it completes.
+                let code = unsafe { mpi::ffi::MPI_Test(&mut p.request, &mut done, mpi::ffi::RSMPI_STATUS_IGNORE) };
+                if code != 0 {
+                    return Err(error(format!("MPI_Test on a posted send failed with code {code}")));
+                }
+                if done != 0 {
+                    break;
+                }
+                if polite {
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                } else {
+                    std::hint::spin_loop();
+                }
             }
         }
         Ok(())
+    }
+
+    fn wait_politely(&mut self, on: bool) {
+        self.polite = on;
     }
 
     fn gather_bytes(&mut self, root: usize, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError> {
@@ -274,6 +308,7 @@ impl Communicator for MpiComm {
             version: self.version.clone(),
             main: self.main,
             posted: Vec::new(),
+            polite: false,
             _universe: Arc::clone(&self._universe),
         }))
     }
