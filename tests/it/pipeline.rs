@@ -195,6 +195,16 @@ fn what_a_pipeline_cannot_run_is_refused_by_run_and_priced_by_predict() {
     let out = trainbench(&["run", "no.toml", "--out", "out", "--quiet", "--backend", "mock"]).unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.code() == Some(2) && text.contains("the mock backend runs no pipeline stages"), "{text}");
+    let single = dir.path().join("single.toml");
+    let fp32 = std::fs::read_to_string(dir.path().join("no.toml")).unwrap().replace("\"bf16\"", "\"fp32\"");
+    std::fs::write(
+        &single,
+        fp32.replace("strategy = \"all-reduce\", pipeline_parallel", "strategy = \"single\", pipeline_parallel"),
+    )
+    .unwrap();
+    let out = trainbench(&["run", "single.toml", "--out", "out", "--quiet"]).unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && text.contains("not `single`"), "{text}");
     assert!(!dir.path().join("out").exists(), "nothing ran");
     let out = trainbench(&["predict", "no.toml", "--hardware", "h100"]).unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

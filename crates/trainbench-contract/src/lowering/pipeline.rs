@@ -30,6 +30,13 @@ pub fn pipeline_refusal(plan: &RunPlan, graph: &Graph) -> Option<String> {
             plan.topology.world_size()
         ));
     }
+    if plan.topology.strategy.is_single() {
+        return Some(format!(
+            "a pipeline's {} ranks start as a group with `strategy = \"all-reduce\"` (along its data-parallel degree \
+             of {dp}), not `single`",
+            plan.topology.world_size()
+        ));
+    }
     if dp > 1 && plan.topology.strategy != trainbench_comm::DataParallel::AllReduce {
         return not_yet(&format!(
             "`{}` along the data-parallel dimension (data-parallel degree {dp}); use `all-reduce`",
