@@ -7,7 +7,7 @@
 //! the configuration's full identity is [`crate::result::identity::ConfigurationIdentity`].
 
 use trainbench_comm::{DataParallel, Interconnect, Topology};
-use trainbench_contract::{Budget, DeviceSelector, RunPlan};
+use trainbench_contract::{BackendKind, Budget, DeviceSelector, RunPlan};
 use trainbench_graph::Precision;
 use trainbench_graph::training::{Checkpointing, StepSchedule};
 
@@ -224,13 +224,33 @@ fn topology_tokens(topologies: &[Topology]) -> Vec<String> {
 /// does not exist, so `run` refuses it before anything starts rather than train it as plain data parallelism.
 pub fn unrunnable_mesh(t: &Topology) -> Option<String> {
     let m = &t.mesh;
-    m.splits_model().then(|| {
+    // Pipeline parallelism alone runs (the tch backend on CPU ranks; its own refusals say what it lacks).
+    let pipeline_only = m.tensor_parallel == 1 && m.pipeline_parallel > 1;
+    (m.splits_model() && !pipeline_only).then(|| {
         format!(
             "tensor_parallel {} x pipeline_parallel {} is analysed, predicted and planned, but no backend \
              trains a split model yet (issue 39: the tensor- and pipeline-parallel runtime)",
             m.tensor_parallel, m.pipeline_parallel
         )
     })
+}
+
+/// Why `backend` cannot train `plan` on `graph` for its mesh: [`unrunnable_mesh`], then, for a pipeline, what
+/// the tch backend's pipeline runtime refuses (`lowering::pipeline::pipeline_refusal`) or, on another backend,
+/// that it runs no pipeline stages. `run` refuses these before anything starts.
+pub fn unrunnable_plan(plan: &RunPlan, graph: &trainbench_graph::Graph, backend: BackendKind) -> Option<String> {
+    if let Some(why) = unrunnable_mesh(&plan.topology) {
+        return Some(why);
+    }
+    if plan.topology.mesh.pipeline_parallel <= 1 {
+        return None;
+    }
+    match backend {
+        BackendKind::Tch => trainbench_contract::lowering::pipeline::pipeline_refusal(plan, graph),
+        BackendKind::Wgpu | BackendKind::Mock => {
+            Some(format!("the {} backend runs no pipeline stages; pipelines run on the tch backend", backend.name()))
+        }
+    }
 }
 
 /// The strategy in a run id: `single`, `ar`, `z1`, `z2`, `z3`, `ps` (one server rank) or `ps<n>`.

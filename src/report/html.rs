@@ -7,6 +7,7 @@ use super::escape::escape;
 use super::expert_load::{self, LoadRow};
 use super::model::{ConfigRow, ReportModel};
 use super::overview::{Cell, Column, Emphasis, Overview};
+use super::pipeline;
 use super::plots::{Plot, Section};
 use super::predicted::{self, PredictionTable};
 use super::scaling::{self, ScalingRow};
@@ -325,6 +326,7 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
         h.push_str(&config_row(c));
     }
     h.push_str("</tbody></table></div>\n</section>\n");
+    h.push_str(&pipeline_table(model));
 
     h.push_str("<section id=\"environment\">\n<h2>Runs and environments</h2>\n<div class=\"scroll\"><table>\n");
     h.push_str("<thead><tr><th>run</th><th>outcome</th><th>started</th><th>spec SHA-256</th><th>environment</th></tr></thead>\n<tbody>\n");
@@ -344,6 +346,29 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     h.push_str("</tbody></table></div>\n</section>\n");
     h.push_str("<footer class=\"muted\"><p>Written by trainbench report. Self-contained: no scripts, no external resources.</p></footer>\n");
     h.push_str("</body>\n</html>\n");
+    h
+}
+
+/// The pipeline-stage table ([`pipeline::table`]), empty without a pipeline-parallel configuration.
+fn pipeline_table(model: &ReportModel<'_>) -> String {
+    let rows = pipeline::table(model);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from("<section id=\"pipeline\">\n<h2>Pipeline stages</h2>\n<div class=\"scroll\"><table>\n");
+    h.push_str("<thead><tr><th>configuration</th>");
+    for head in pipeline::HEADINGS {
+        let _ = write!(h, "<th>{}</th>", escape(head));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for row in &rows {
+        let _ = write!(h, "<tr><td>{}</td>", escape(&row.config));
+        for c in &row.cells {
+            let _ = write!(h, "<td class=\"num\">{}</td>", escape(c));
+        }
+        h.push_str("</tr>\n");
+    }
+    let _ = writeln!(h, "</tbody></table></div>\n<p class=\"note\">{}</p>\n</section>", escape(pipeline::NOTE));
     h
 }
 

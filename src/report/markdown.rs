@@ -9,8 +9,8 @@ use super::model::ReportModel;
 use super::overview::{Emphasis, Overview};
 use super::plots::{Plot, Section};
 use super::predicted;
-use super::scaling;
 use super::text::{environment_summary, summary_line};
+use super::{pipeline, scaling};
 use crate::format::{self, human_bytes};
 
 /// Escape text for a Markdown table cell.
@@ -160,6 +160,17 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
         );
     }
 
+    let stages = pipeline::table(model);
+    if !stages.is_empty() {
+        let _ = write!(m, "\n## Pipeline stages\n\n| configuration | {} |\n|---|", pipeline::HEADINGS.join(" | "));
+        m.push_str(&"---|".repeat(pipeline::HEADINGS.len()));
+        m.push('\n');
+        for row in &stages {
+            let cells: Vec<String> = row.cells.iter().map(|c| cell(c)).collect();
+            let _ = writeln!(m, "| {} | {} |", cell(&row.config), cells.join(" | "));
+        }
+        let _ = writeln!(m, "\n{}", pipeline::NOTE);
+    }
     m.push_str("\n## Runs and environments\n\n| run | outcome | environment |\n|---|---|---|\n");
     for l in &model.runs {
         let r = &l.result;

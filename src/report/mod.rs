@@ -12,6 +12,7 @@ pub mod html;
 pub mod markdown;
 pub mod model;
 pub mod overview;
+pub mod pipeline;
 pub mod plots;
 pub mod predicted;
 pub mod scaling;

@@ -55,6 +55,67 @@ pub struct DistributedResult {
     /// Whether every worker ended with the same weights (bit for bit); absent without digests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_identical: Option<bool>,
+    /// A pipeline-parallel run's schedule, bubble, traffic and memory per stage (absent without a pipeline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<PipelineResult>,
+}
+
+/// A pipeline-parallel run: the bubble measured (each stage's time blocked waiting for a peer) beside its
+/// formula, the bytes sent between stages and what each stage held, with the most any stage held as the
+/// headline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineResult {
+    /// Pipeline ranks (stages).
+    pub stages: usize,
+    /// `gpipe`, `1f1b` or `interleaved-1f1b`.
+    pub schedule: String,
+    /// Micro-batches per step.
+    pub microbatches: usize,
+    /// Model chunks per stage (1 unless interleaved).
+    pub virtual_stages: usize,
+    /// The measured bubble: the mean over stages of the share of a step each spent idle (absent without
+    /// measured steps).
+    pub bubble: Option<f64>,
+    /// The bubble's formula, `(p - 1) / (v m + p - 1)`.
+    pub bubble_formula: f64,
+    /// The formula with its numbers.
+    pub formula: String,
+    /// Bytes the busiest stage sent per step on the pipeline dimension (activations and their gradients).
+    pub bytes_per_step: u64,
+    /// The stage that held the most (weights, gradients, optimizer state and activations at their peak).
+    pub max_memory_stage: usize,
+    /// What it held, bytes: the headline memory of the run.
+    pub max_memory_bytes: u64,
+    /// Each stage's figures, in stage order.
+    pub per_stage: Vec<PipelineStage>,
+}
+
+/// One pipeline stage's figures, means over the measured steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineStage {
+    /// Its rank.
+    pub rank: usize,
+    /// Its stage.
+    pub stage: usize,
+    /// The model chunks it ran, in model order.
+    pub chunks: Vec<usize>,
+    /// Seconds per step blocked waiting for a peer.
+    pub idle_s: f64,
+    /// Seconds per step.
+    pub step_s: f64,
+    /// Bytes it sent per step.
+    pub bytes_sent_per_step: u64,
+    /// Micro-batches (chunk micro-batches when interleaved) whose activations it held at once, at most.
+    pub microbatches_held: usize,
+    /// Weights, gradients and optimizer state it held.
+    pub memory: RankMemory,
+    /// Activations it held at the peak of a step, bytes (absent where not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activations: Option<u64>,
+    /// Weights, gradients, optimizer state and activations, bytes.
+    pub held_bytes: u64,
 }
 
 /// One worker's mean phase times.

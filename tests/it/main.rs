@@ -40,6 +40,8 @@ mod mlperf;
 mod mlperf_import;
 mod mock_pipeline;
 mod no_panic;
+#[cfg(all(feature = "tch", feature = "mpi"))]
+mod pipeline;
 mod plan_refusals;
 mod predict_cli;
 mod predict_gate;

@@ -5,7 +5,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
 use tch::Device;
-use trainbench_comm::GradientExchange;
+use trainbench_comm::{Communicator, GradientExchange};
 use trainbench_contract::capability::TCH;
 use trainbench_contract::{Backend, BackendError, BackendKind, DeviceInfo, RawMeasurements, RunContext, RunPlan};
 use trainbench_data::BatchSource;
@@ -84,6 +84,9 @@ impl Backend for TchBackend {
         ctx: &mut RunContext<'_>,
     ) -> Result<RawMeasurements, BackendError> {
         let dev = self::check(plan, graph)?;
+        if plan.topology.mesh.pipeline_parallel > 1 {
+            return run_pipeline(plan, graph, dev, ctx);
+        }
         let probe = &mut *ctx.probe;
         let source = ctx.data.as_deref_mut().map(|d| -> &mut dyn BatchSource { d });
         let eval = ctx.eval;
@@ -111,4 +114,44 @@ impl Backend for TchBackend {
         raw.versions = device::versions(dev);
         Ok(raw)
     }
+}
+
+/// A pipeline-parallel run ([`crate::pipeline_run`]) over the pipeline the runner handed over, inside the same
+/// panic guard as every run.
+fn run_pipeline(
+    plan: &RunPlan,
+    graph: &Graph,
+    dev: Device,
+    ctx: &mut RunContext<'_>,
+) -> Result<RawMeasurements, BackendError> {
+    let refuse = |reason: &str| BackendError::Unsupported {
+        backend: TCH.name,
+        layer: graph.name.clone(),
+        op: "pipeline_parallel".into(),
+        reason: reason.to_string(),
+    };
+    if ctx.data.is_some() {
+        return Err(refuse("pipeline-parallel runs train on synthetic batches; a dataset is not supported yet"));
+    }
+    if ctx.exchange.is_some() {
+        return Err(refuse("a pipeline averages its gradients over its data-parallel group itself, not an exchange"));
+    }
+    let Some(groups) = ctx.pipeline.as_mut() else {
+        return Err(refuse(
+            "a pipeline runs in ranks started by `trainbench run` (through mpirun) or a launcher, one per stage; \
+             this process has none",
+        ));
+    };
+    set_threads(plan.cpu_threads);
+    let probe = &mut *ctx.probe;
+    let stages: &mut dyn Communicator = &mut *groups.stages;
+    let data = groups.data.as_deref_mut().map(|d| -> &mut dyn Communicator { d });
+    let result = catch_unwind(AssertUnwindSafe(|| crate::pipeline_run::run(plan, graph, dev, (stages, data), probe)));
+    let mut raw = match result {
+        Ok(r) => r?,
+        Err(panic) => return Err(BackendError::from_panic(panic.as_ref(), plan.batch_size, "libtorch call panicked")),
+    };
+    raw.device = Some(device::info(dev));
+    raw.versions = device::versions(dev);
+    Ok(raw)
 }

@@ -73,6 +73,8 @@ pub mod nccl;
 pub mod ops;
 mod optim;
 mod overlap;
+mod pipeline;
+mod pipeline_run;
 pub mod shim;
 mod step;
 pub mod transformer_ops;

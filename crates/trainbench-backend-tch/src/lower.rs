@@ -77,6 +77,18 @@ impl Lowered {
     /// Allocate and initialise every declared tensor of `graph` on `device` from `seed` (tied weights share
     /// their owner's tensor), and compute the per-node constants.
     pub fn new(graph: &Graph, device: Device, seed: u64) -> Result<Self, TchError> {
+        Self::new_partial(graph, device, seed, &|_| true)
+    }
+
+    /// As [`Lowered::new`] for the nodes `owned` selects only (a pipeline rank's chunks): the others get no
+    /// tensors and no constants. Each tensor has the value it has in the whole model. A weight tied to one
+    /// outside the selection is refused.
+    pub fn new_partial(
+        graph: &Graph,
+        device: Device,
+        seed: u64,
+        owned: &dyn Fn(usize) -> bool,
+    ) -> Result<Self, TchError> {
         let n = graph.nodes.len();
         let mut consumers = vec![0usize; n];
         for node in &graph.nodes {
@@ -90,7 +102,15 @@ impl Lowered {
         let mut constants = Vec::with_capacity(n);
         let bf16 = graph.frozen_dtype == FrozenDtype::Bf16;
         let mut bf16_base = Vec::with_capacity(n);
-        for node in &graph.nodes {
+        for (index, node) in graph.nodes.iter().enumerate() {
+            if !owned(index) {
+                decls.push(Vec::new());
+                all.push(Vec::new());
+                tied.push(Vec::new());
+                constants.push(None);
+                bf16_base.push(false);
+                continue;
+            }
             let ds = tensors(node);
             bf16_base.push(bf16 && ds.iter().any(|d| d.role == ParamRole::Frozen));
             let mut ts = Vec::with_capacity(ds.len());
@@ -98,6 +118,13 @@ impl Lowered {
             for d in &ds {
                 if is_tied(node, d) {
                     let owner = node.tied_to.unwrap_or_default();
+                    if !owned(owner) {
+                        return Err(TchError::Kind(format!(
+                            "`{}` is tied to `{}`, which another pipeline stage holds: untie the weights or keep \
+                             both in one stage",
+                            node.name, graph.nodes[owner].name
+                        )));
+                    }
                     let k = decls[owner].iter().position(|o| o.local == "weight").ok_or_else(|| {
                         TchError::Kind(format!("`{}` is tied to `{}`, which has no weight", node.name, d.name))
                     })?;
@@ -126,6 +153,15 @@ impl Lowered {
             }
         }
         Ok(Self { device, decls, tensors: all, tied, constants, consumers, inplace_ok, bf16_base })
+    }
+
+    /// Never overwrite the outputs of `nodes` in place (they are leaves a pipeline stage received).
+    pub fn keep_out_of_place(&mut self, nodes: &[NodeId]) {
+        for &j in nodes {
+            if let Some(ok) = self.inplace_ok.get_mut(j) {
+                *ok = false;
+            }
+        }
     }
 
     /// Put the weights of every recurrent layer into one cuDNN buffer (as PyTorch's `flatten_parameters()`), so

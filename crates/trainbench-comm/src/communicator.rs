@@ -55,6 +55,23 @@ pub trait Communicator {
     fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError>;
     /// Receive exactly `data.len()` values from rank `from` with `tag`.
     fn recv(&mut self, from: usize, tag: u16, data: &mut [f32]) -> Result<(), CommError>;
+    /// Start sending `data` to rank `to` with `tag` without waiting for its receive (`MPI_Isend`); the engine
+    /// keeps the values until [`Communicator::wait_sends`]. A pipeline's ranks post their sends so that only
+    /// receives block. The default sends at once: right for an engine whose sends never wait for their receive.
+    fn post_send(&mut self, to: usize, tag: u16, data: Vec<f32>) -> Result<(), CommError> {
+        self.send(to, tag, &data)
+    }
+    /// Wait until every send [`Communicator::post_send`] started has completed.
+    fn wait_sends(&mut self) -> Result<(), CommError> {
+        Ok(())
+    }
+    /// While `on`, this rank's waits (receives, collectives, posted sends) test between short sleeps instead of
+    /// spinning, leaving the core to the ranks it waits for (a pipeline's stages idle by design, and on a
+    /// machine with fewer cores than ranks a spinning wait slows the computation it waits for). The default
+    /// ignores it.
+    fn wait_politely(&mut self, on: bool) {
+        let _ = on;
+    }
     /// Every rank's `bytes`, in rank order, on `root` (`None` elsewhere).
     fn gather_bytes(&mut self, root: usize, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError>;
     /// `root`'s `bytes` on every rank.

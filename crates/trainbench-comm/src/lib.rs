@@ -21,6 +21,7 @@ pub mod optim;
 pub mod overlap;
 pub mod prefetch;
 pub mod ps;
+pub mod schedule;
 pub mod server;
 pub mod sharded;
 #[cfg(test)]

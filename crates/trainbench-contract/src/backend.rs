@@ -2,13 +2,13 @@
 //! the run ([`Probe`]). What a run asks ([`RunPlan`]) and gets back ([`RawMeasurements`]) sit below, in `plan.rs`,
 //! `measured.rs`, `phases.rs` and `error.rs`, re-exported here.
 
-use trainbench_comm::GradientExchange;
+use trainbench_comm::{Communicator, GradientExchange};
 use trainbench_data::{BatchSource, EvalSet};
 use trainbench_graph::graph::Graph;
 
 use crate::backend_kind::BackendKind;
 pub use crate::error::BackendError;
-pub use crate::measured::{DeviceInfo, FreeRunning, MemoryMeasured, RawMeasurements, weights_digest};
+pub use crate::measured::{DeviceInfo, FreeRunning, MemoryMeasured, PipelineMeasured, RawMeasurements, weights_digest};
 pub use crate::phases::PhaseTimes;
 pub use crate::plan::{Budget, RunPlan};
 pub use crate::target::{TargetOutcome, TargetPlan};
@@ -44,12 +44,24 @@ pub struct RunContext<'a> {
     /// The evaluation split of a run with a target ([`RunPlan::target`]): every batch is evaluated (forward
     /// only) at each evaluation; `None` when the plan has no target.
     pub eval: Option<&'a EvalSet>,
+    /// A pipeline-parallel run's groups (the plan's mesh has `pipeline_parallel` > 1); `None` otherwise.
+    pub pipeline: Option<PipelineGroups<'a>>,
+}
+
+/// The groups a pipeline rank talks over.
+pub struct PipelineGroups<'a> {
+    /// The ranks of this rank's model replica, rank `s` running stage `s`, between which activations and their
+    /// gradients are sent point to point.
+    pub stages: &'a mut dyn Communicator,
+    /// The ranks holding the same stage in the other replicas, over which its gradients are averaged (the
+    /// data-parallel dimension); `None` with one replica.
+    pub data: Option<&'a mut dyn Communicator>,
 }
 
 impl<'a> RunContext<'a> {
     /// A context that only reports to `probe`: synthetic data, a single rank.
     pub fn new(probe: &'a mut dyn Probe) -> Self {
-        RunContext { probe, data: None, exchange: None, eval: None }
+        RunContext { probe, data: None, exchange: None, eval: None, pipeline: None }
     }
 
     /// The next training batch from [`RunContext::data`] and the seconds spent waiting for it (the stall);

@@ -31,13 +31,13 @@ pub mod steady_loop;
 pub mod steplog;
 pub mod target;
 
-pub use backend::{Backend, NoProbe, Probe, RunContext};
+pub use backend::{Backend, NoProbe, PipelineGroups, Probe, RunContext};
 pub use backend_kind::BackendKind;
 pub use capability::Capabilities;
 pub use cpu::{CpuFeatures, CpuIsa};
 pub use device::{DeviceFamily, DeviceSelector, WgpuAdapter};
 pub use error::BackendError;
-pub use measured::{DeviceInfo, FreeRunning, MemoryMeasured, RawMeasurements};
+pub use measured::{DeviceInfo, FreeRunning, MemoryMeasured, PipelineMeasured, RawMeasurements};
 pub use numerics::{Numerics, Tf32};
 pub use phases::PhaseTimes;
 pub use plan::{Budget, RunPlan};

@@ -96,6 +96,27 @@ pub struct RawMeasurements {
     /// backend that does not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<RoutingTally>,
+    /// A pipeline-parallel run: what this rank's stage measured; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<PipelineMeasured>,
+}
+
+/// What one pipeline rank measured over the measured steps of a pipeline-parallel run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PipelineMeasured {
+    /// Pipeline rank (stage).
+    pub stage: usize,
+    /// The model chunks it ran, in model order.
+    pub chunks: Vec<usize>,
+    /// Mean seconds per measured step blocked waiting for a peer: its sends and receives and the agreement that
+    /// ends each step.
+    pub idle_s: f64,
+    /// Mean seconds per measured step.
+    pub step_s: f64,
+    /// Bytes it sent to other stages per step (activations forward, their gradients back).
+    pub bytes_sent_per_step: u64,
+    /// Micro-batches (chunk micro-batches when interleaved) whose activations it held at once, at most.
+    pub microbatches_held: usize,
 }
 
 /// A digest of weights (FNV-1a over the bits of every value, in order), as 16 hex digits: equal weights give

@@ -12,6 +12,7 @@ use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
 use mpi::datatype::{Equivalence, PartitionMut};
 use mpi::environment::{Threading, Universe};
 use mpi::point_to_point::{Destination, Source};
+use mpi::raw::AsRaw;
 use mpi::request::{Request, Scope};
 use mpi::topology::{Color, Communicator as _, SimpleCommunicator};
 use std::sync::Arc;
@@ -24,8 +25,27 @@ pub struct MpiComm {
     version: String,
     /// The thread that initialised MPI: the rank's main thread.
     main: std::thread::ThreadId,
+    /// Sends posted and not yet waited for ([`Communicator::post_send`]).
+    posted: Vec<PostedSend>,
+    /// Waits test between sleeps ([`Communicator::wait_politely`]).
+    polite: bool,
     // Dropped after the communicator: the last of the world and its groups finalises MPI.
     _universe: Arc<Universe>,
+}
+
+/// A send MPI is carrying out, and the values it reads.
+struct PostedSend {
+    request: mpi::ffi::MPI_Request,
+    data: Vec<f32>,
+}
+
+impl Drop for MpiComm {
+    fn drop(&mut self) {
+        // A send still in flight reads its buffer: leak the buffers rather than free them under MPI.
+        for p in self.posted.drain(..) {
+            std::mem::forget(p.data);
+        }
+    }
 }
 
 impl MpiComm {
@@ -44,12 +64,20 @@ impl MpiComm {
         let version = mpi::environment::library_version()
             .map(|v| v.trim_end_matches('\0').split(',').next().unwrap_or_default().trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
-        Ok(MpiComm { group: world, version, main: std::thread::current().id(), _universe: Arc::new(universe) })
+        Ok(MpiComm {
+            group: world,
+            version,
+            main: std::thread::current().id(),
+            posted: Vec::new(),
+            polite: false,
+            _universe: Arc::new(universe),
+        })
     }
 
-    /// Whether this call comes from a communication thread, beside the computation.
+    /// Whether this call comes from a communication thread, beside the computation, or this rank waits
+    /// politely ([`Communicator::wait_politely`]).
     fn beside(&self) -> bool {
-        std::thread::current().id() != self.main
+        self.polite || std::thread::current().id() != self.main
     }
 
     /// The name of the processor (host) this rank runs on.
@@ -148,12 +176,80 @@ impl Communicator for MpiComm {
     }
 
     fn recv(&mut self, from: usize, tag: u16, data: &mut [f32]) -> Result<(), CommError> {
-        let status = self.group.process_at_rank(from as i32).receive_into_with_tag(data, i32::from(tag));
+        let status = if self.beside() {
+            let peer = self.group.process_at_rank(from as i32);
+            mpi::request::scope(|scope| {
+                let mut request = peer.immediate_receive_into_with_tag(scope, data, i32::from(tag));
+                loop {
+                    match request.test() {
+                        Ok(status) => break status,
+                        Err(pending) => request = pending,
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                }
+            })
+        } else {
+            self.group.process_at_rank(from as i32).receive_into_with_tag(data, i32::from(tag))
+        };
         let got = status.count(f32::equivalent_datatype()) as usize;
         if got != data.len() {
             return Err(error(format!("rank {from} sent {got} values, {} expected", data.len())));
         }
         Ok(())
+    }
+
+    fn post_send(&mut self, to: usize, tag: u16, data: Vec<f32>) -> Result<(), CommError> {
+        let n = count(data.len())?;
+        let peer = i32::try_from(to).map_err(|_| error(format!("rank {to}")))?;
+        // SAFETY: reading the constant MPI_REQUEST_NULL the MPI library defines.
+        let null = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
+        let mut request = PostedSend { request: null, data };
+        // SAFETY: the buffer is `request.data`'s heap allocation, which stays where it is (the vector is only
+        // moved, never grown) and alive until `wait_sends` completed the request (or, for a group dropped with
+        // sends in flight, forever: `Drop` leaks it); the request handle is written by MPI.
+        let code = unsafe {
+            mpi::ffi::MPI_Isend(
+                request.data.as_ptr().cast(),
+                n,
+                f32::equivalent_datatype().as_raw(),
+                peer,
+                i32::from(tag),
+                self.group.as_raw(),
+                &mut request.request,
+            )
+        };
+        if code != 0 {
+            return Err(error(format!("MPI_Isend to rank {to} failed with code {code}")));
+        }
+        self.posted.push(request);
+        Ok(())
+    }
+
+    fn wait_sends(&mut self) -> Result<(), CommError> {
+        let polite = self.polite;
+        for mut p in self.posted.drain(..) {
+            loop {
+                let mut done: std::os::raw::c_int = 0;
+                // SAFETY: a request MPI_Isend started on this group; its buffer lives in `p` until it completes.
+                let code = unsafe { mpi::ffi::MPI_Test(&mut p.request, &mut done, mpi::ffi::RSMPI_STATUS_IGNORE) };
+                if code != 0 {
+                    return Err(error(format!("MPI_Test on a posted send failed with code {code}")));
+                }
+                if done != 0 {
+                    break;
+                }
+                if polite {
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn wait_politely(&mut self, on: bool) {
+        self.polite = on;
     }
 
     fn gather_bytes(&mut self, root: usize, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError> {
@@ -211,6 +307,8 @@ impl Communicator for MpiComm {
             group,
             version: self.version.clone(),
             main: self.main,
+            posted: Vec::new(),
+            polite: false,
             _universe: Arc::clone(&self._universe),
         }))
     }

@@ -11,15 +11,17 @@ use trainbench_comm::{
 };
 use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{
-    Backend, BackendError, DeviceSelector, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
+    Backend, BackendError, DeviceSelector, PhaseTimes, PipelineGroups, PipelineMeasured, Probe, RawMeasurements,
+    RunContext, RunPlan,
 };
 use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
 
 use super::launcher::LauncherEnv;
+use super::pipeline::{self, StageReport};
 use super::transport::{Opened, Transport, TransportError, open_transport};
 
-use crate::result::distributed::{BytesByKind, DistributedResult, RankMemory, RankPhases};
+use crate::result::distributed::{BytesByKind, DistributedResult, PipelineResult, RankMemory, RankPhases};
 use crate::runner::plan_run::GroupRun;
 use crate::stats::median;
 
@@ -60,6 +62,9 @@ struct RankReport {
     overlapped_steps: u64,
     /// A server's traffic.
     server: Option<(u64, u64, u64)>,
+    /// A pipeline stage's figures and the activations it held at its peak.
+    #[serde(default)]
+    pipeline: Option<(PipelineMeasured, Option<u64>)>,
 }
 
 /// Why this process could not join its group of ranks, or the group cannot run a plan.
@@ -207,7 +212,27 @@ impl Ranks {
         data: Option<&mut dyn BatchSource>,
     ) -> Result<(RawMeasurements, Option<DistributedResult>), BackendError> {
         let engine_error = |e: CommError| BackendError::Framework(format!("data-parallel exchange: {e}"));
-        let (raw, stats) = {
+        let (raw, stats) = if plan.topology.mesh.pipeline_parallel > 1 {
+            let mut ctx = RunContext::new(probe);
+            ctx.data = data.map(|d| -> &mut dyn BatchSource { d });
+            let mesh = plan.topology.mesh;
+            let (rank, world) = (self.rank(), self.size());
+            let at = mesh.coords(rank, world).map_err(|e| BackendError::Framework(e.to_string()))?;
+            let raw = if mesh.data_parallel(world) == Ok(1) {
+                // One replica: the group is the pipeline, rank `s` its stage `s`.
+                ctx.pipeline = Some(PipelineGroups { stages: self.comm.as_mut(), data: None });
+                backend.run_in(plan, graph, &mut ctx)?
+            } else {
+                // Every rank splits the world twice, in the same order: its replica's stages, then its stage's
+                // replicas.
+                let t = mesh.tensor_parallel;
+                let mut stages = self.comm.split(at.dp * t + at.tp, at.pp).map_err(engine_error)?;
+                let mut replicas = self.comm.split(at.pp * t + at.tp, at.dp).map_err(engine_error)?;
+                ctx.pipeline = Some(PipelineGroups { stages: stages.as_mut(), data: Some(replicas.as_mut()) });
+                backend.run_in(plan, graph, &mut ctx)?
+            };
+            (raw, ExchangeStats::default())
+        } else {
             let mut exchange: Box<dyn GradientExchange + '_> = match plan.topology.strategy {
                 DataParallel::ParameterServer { servers } => {
                     Box::new(PsWorkerExchange::new(self.comm.as_mut(), graph, servers).map_err(engine_error)?)
@@ -252,6 +277,7 @@ impl Ranks {
                 peak_allocated: raw.memory.peak_allocated,
             }),
             server: None,
+            pipeline: raw.pipeline.clone().map(|p| (p, raw.memory.activations)),
         };
         let reports = self.gather(&report).map_err(engine_error)?;
         Ok(match reports {
@@ -280,6 +306,7 @@ impl Ranks {
             busy_s: 0.0,
             overlapped_steps: 0,
             server: Some((served.elements, served.bytes_received, served.bytes_sent)),
+            pipeline: None,
         };
         self.gather(&report)?;
         Ok(served)
@@ -332,6 +359,7 @@ impl Ranks {
             s if s.zero_stage().is_some() => median(&comm).map(|t| bytes_sent_per_step as f64 / t / 1e9),
             _ => None,
         };
+        let pipeline = self.pipeline_section(plan, &mut raw, &workers);
         let section = DistributedResult {
             world_size: plan.topology.world_size(),
             strategy: plan.topology.strategy.name().to_string(),
@@ -353,12 +381,51 @@ impl Ranks {
                 .filter(|r| r.exchanged_steps > 0)
                 .map(|r| r.busy_s / r.exchanged_steps as f64),
             weights_digest: raw.weights_digest.clone(),
-            weights_identical: raw
-                .weights_digest
-                .as_ref()
-                .map(|d| workers.iter().all(|r| r.weights_digest.as_ref() == Some(d))),
+            // A pipeline's stages hold different weights: each replica's first stage digests its whole model,
+            // gathered; with several replicas, theirs must agree.
+            weights_identical: raw.weights_digest.as_ref().and_then(|d| match &pipeline {
+                None => Some(workers.iter().all(|r| r.weights_digest.as_ref() == Some(d))),
+                Some(_) if plan.topology.data_parallel() > 1 => {
+                    Some(workers.iter().filter_map(|r| r.weights_digest.as_ref()).all(|o| o == d))
+                }
+                Some(_) => None,
+            }),
+            pipeline,
         };
         (raw, section)
+    }
+
+    /// A pipeline's section from its stages' reports, and the headline memory of `raw` made the stage's that
+    /// held the most (`None` without a pipeline).
+    fn pipeline_section(
+        &self,
+        plan: &RunPlan,
+        raw: &mut RawMeasurements,
+        workers: &[&RankReport],
+    ) -> Option<PipelineResult> {
+        let stages: Vec<StageReport<'_>> = workers
+            .iter()
+            .filter_map(|r| {
+                let (measured, activations) = r.pipeline.as_ref()?;
+                Some(StageReport {
+                    rank: r.rank,
+                    measured,
+                    memory: r.memory.unwrap_or_default(),
+                    activations: *activations,
+                })
+            })
+            .collect();
+        if stages.is_empty() {
+            return None;
+        }
+        let section = pipeline::section(&plan.topology.mesh, &stages);
+        if let Some(top) = section.per_stage.iter().find(|s| s.stage == section.max_memory_stage) {
+            raw.memory.weights = top.memory.weights;
+            raw.memory.gradients = top.memory.gradients;
+            raw.memory.optimizer_state = top.memory.optimizer_state;
+            raw.memory.activations = top.activations;
+        }
+        Some(section)
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::finding::Finding;
 use crate::backend_registry;
-use crate::plan::{PlacementOverride, placement, plan_on, unrunnable_mesh};
+use crate::plan::{PlacementOverride, placement, plan_on, unrunnable_mesh, unrunnable_plan};
 use crate::spec::path::FieldPath;
 use crate::spec::validated::ValidatedSpec;
 
@@ -53,19 +53,30 @@ pub fn check_launch(
         .collect())
 }
 
-/// The runs no backend trains yet ([`unrunnable_mesh`]: tensor or pipeline parallelism), for every backend
-/// alike; `run` refuses these before anything starts, while `validate`, `analyze`, `predict` and `plan` accept
-/// them.
-pub fn check_runnable(spec: &ValidatedSpec) -> Vec<Finding> {
+/// The runs no backend trains yet ([`unrunnable_mesh`]: tensor parallelism) and the pipelines the backend the
+/// spec runs on (with the command line's `--backend` / `--device`) cannot train ([`unrunnable_plan`]); `run`
+/// refuses these before anything starts, while `validate`, `analyze`, `predict` and `plan` accept them.
+pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
-    for plan in plan_on(spec, placement(spec, PlacementOverride::default())) {
-        if let Some(why) = unrunnable_mesh(&plan.topology)
+    let placed = placement(spec, over);
+    for plan in plan_on(spec, placed) {
+        if let Some(why) = unrunnable_plan(&plan, spec.graph(), placed.backend)
             && !out.iter().any(|f| f.message == why)
         {
-            out.push(Finding::new(FieldPath::keys(&["topology", "tensor_parallel"]), why).hint(
-                "`trainbench predict` prices this layout; to measure, run without `tensor_parallel` and \
-                 `pipeline_parallel` (data parallelism and ZeRO run today)",
-            ));
+            let (key, hint) = if unrunnable_mesh(&plan.topology).is_some() {
+                (
+                    "tensor_parallel",
+                    "`trainbench predict` prices this layout; to measure, run without `tensor_parallel` (data \
+                     parallelism, ZeRO and pipeline parallelism run today)",
+                )
+            } else {
+                (
+                    "pipeline_parallel",
+                    "`trainbench predict` prices this layout; to measure it, change what the message names, or \
+                     run without `pipeline_parallel`",
+                )
+            };
+            out.push(Finding::new(FieldPath::keys(&["topology", key]), why).hint(hint));
         }
     }
     out

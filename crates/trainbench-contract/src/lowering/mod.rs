@@ -9,6 +9,7 @@ use crate::error::BackendError;
 use crate::plan::RunPlan;
 use trainbench_graph::graph::Graph;
 
+pub mod pipeline;
 pub mod tch;
 pub mod wgpu;
 

@@ -55,6 +55,7 @@ pub fn supports_lowering(plan: &RunPlan, graph: &Graph) -> Result<(), BackendErr
     if graph.losses.is_empty() {
         return Err(unsupported(&graph.name, "loss", "the graph has no loss layer"));
     }
+
     check_schedule(plan, graph)?;
     if let Some(n) = graph.nodes.iter().find(|n| n.part.is_some()) {
         return Err(unsupported(

@@ -1,0 +1,305 @@
+//! A pipeline-parallel run in the tch backend (what it refuses is the contract's
+//! `lowering::pipeline::pipeline_refusal`): the model cut into chunks by
+//! FLOPs (`cut_stages`), this rank's schedule ([`trainbench_comm::schedule`]), the shared training loop over
+//! its steps, and what it measured: idle time per step (the bubble), bytes sent, memory held, and (on rank 0)
+//! the digest of the whole model's weights gathered from every stage.
+//!
+//! Each rank generates the same synthetic global batch of `batch_size` samples a one-rank run trains on, cut
+//! into `microbatches` micro-batches; each micro-batch's loss is divided by their count, so the gradients
+//! accumulated over a step are those of the global batch's mean loss. The step's loss (the last stage's) and
+//! the ranks' wishes to stop are summed over the pipeline in one all-reduce at the end of every step.
+
+use std::time::Instant;
+
+use tch::{Device, TchError};
+use trainbench_comm::schedule::{peak_in_flight, stage_actions, stage_steps};
+use trainbench_comm::{Communicator, PipelineSchedule};
+use trainbench_contract::steady_loop::{EndWish, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
+use trainbench_contract::{
+    BackendError, MemoryMeasured, PhaseTimes, PipelineMeasured, Probe, RawMeasurements, RunPlan,
+};
+use trainbench_graph::graph::Graph;
+
+use crate::autograd::CpuMemory;
+use crate::lower::{DataPool, pool_size};
+use crate::optim::Optim;
+use crate::pipeline::{StageRank, StepFigures};
+
+fn map(e: TchError, batch: usize) -> BackendError {
+    crate::error::map_error(e, batch)
+}
+
+/// Train `plan` as pipeline rank `comm.rank()` of `comm.size()` (`comms.0`, its replica's stages), its
+/// gradients averaged over `comms.1` (the same stage of every replica) when there are several replicas,
+/// reporting each step to `probe`.
+pub fn run<'c>(
+    plan: &RunPlan,
+    graph: &Graph,
+    device: Device,
+    comms: (&'c mut dyn Communicator, Option<&'c mut dyn Communicator>),
+    probe: &mut dyn Probe,
+) -> Result<RawMeasurements, BackendError> {
+    let (comm, mut data) = comms;
+    let batch = plan.batch_size;
+    let refuse = |reason: String| BackendError::Unsupported {
+        backend: "tch",
+        layer: graph.name.clone(),
+        op: "pipeline_parallel".into(),
+        reason,
+    };
+    if let Some(why) = trainbench_contract::lowering::pipeline::pipeline_refusal(plan, graph) {
+        return Err(refuse(why));
+    }
+    let mesh = plan.topology.mesh;
+    let (p, m) = (mesh.pipeline_parallel, mesh.microbatches.max(1));
+    let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B { mesh.virtual_stages.max(1) } else { 1 };
+    if comm.size() != p {
+        return Err(refuse(format!("the pipeline has {} ranks, the plan {p} stages", comm.size())));
+    }
+    let dp = plan.topology.data_parallel();
+    let replica = match &data {
+        Some(d) if d.size() == dp => d.rank(),
+        None if dp == 1 => 0,
+        _ => return Err(refuse(format!("the plan has {dp} data-parallel replicas, the ranks another number"))),
+    };
+    let stage = comm.rank();
+    let analysis = trainbench_graph::analysis::analyze(graph);
+    let cut = trainbench_graph::stages::cut_stages(graph, &analysis, p, v, None).map_err(|e| refuse(e.to_string()))?;
+    let starts: Vec<usize> = cut.iter().map(|c| c.nodes.start).chain([graph.nodes.len()]).collect();
+    let ranges: Vec<(usize, std::ops::Range<usize>)> =
+        (0..cut.len()).filter(|c| c % p == stage).map(|c| (c, starts[c]..starts[c + 1])).collect();
+    let actions = stage_actions(mesh.pipeline_schedule, p, stage, m, v).map_err(|e| refuse(e.to_string()))?;
+    let steps = stage_steps(&actions, p, p * v);
+    tch::manual_seed(plan.seed as i64);
+    let (rank, opt) =
+        build(plan, graph, device, ranges.clone(), (p * v, m), (replica, dp)).map_err(|e| map(e, batch))?;
+    let cpu_memory = CpuMemory::track().map_err(|e| map(e, batch))?;
+    // A stage idles by design: its waits leave the core to the stages it waits for.
+    comm.wait_politely(true);
+    if let Some(d) = data.as_deref_mut() {
+        d.wait_politely(true);
+    }
+    let settings = LoopSettings { distributed: true, ..LoopSettings::of(plan) };
+    let mut steady = SteadyLoop::new(plan, settings, false, None)?;
+    let mut out = RawMeasurements::default();
+    let last_rank = (p * v - 1) % p;
+    let mut steps_run = PipelineSteps {
+        rank,
+        opt,
+        comm,
+        data,
+        host: Vec::new(),
+        steps,
+        microbatches: m,
+        holds_loss: stage == last_rank,
+        grad_bytes: 0,
+        sums: Sums::default(),
+    };
+    let end = steady.run(&mut steps_run, probe, &mut out);
+    // Counting ends before the tensors allocated before it are freed.
+    drop(cpu_memory);
+    let PipelineSteps { rank, opt, comm, data, sums, grad_bytes, .. } = steps_run;
+    comm.wait_politely(false);
+    if let Some(d) = data {
+        d.wait_politely(false);
+    }
+    if end?.in_warmup {
+        return Ok(out);
+    }
+    let n = sums.steps.max(1) as f64;
+    out.memory = MemoryMeasured {
+        weights: rank.model.weight_bytes(),
+        gradients: grad_bytes,
+        optimizer_state: opt.state_bytes().unwrap_or_else(|| plan.optimizer.state_buffers() * opt.param_bytes()),
+        peak_allocated: None,
+        reserved: None,
+        activations: Some(sums.activations_peak),
+    };
+    out.pipeline = Some(PipelineMeasured {
+        stage,
+        chunks: ranges.iter().map(|(c, _)| *c).collect(),
+        idle_s: sums.idle_s / n,
+        step_s: sums.total_s / n,
+        bytes_sent_per_step: sums.bytes_sent / sums.steps.max(1),
+        microbatches_held: peak_in_flight(&actions),
+    });
+    out.weights_digest = whole_model_digest(comm, &ranges, &rank, graph).map_err(|e| map(e, batch))?;
+    Ok(out)
+}
+
+/// This rank's chunks (`ranges`, of `chunks` in all) built with the synthetic batches of `plan` cut into `m`
+/// micro-batches, and the optimizer over their parameters.
+fn build<'g>(
+    plan: &RunPlan,
+    graph: &'g Graph,
+    device: Device,
+    ranges: Vec<(usize, std::ops::Range<usize>)>,
+    (chunks, m): (usize, usize),
+    replicas: (usize, usize),
+) -> Result<(StageRank<'g>, Optim), TchError> {
+    // Every replica generates the same global micro-batches and keeps its share of each.
+    let micro_size = plan.batch_size / m / replicas.1.max(1);
+    let probe_pool = DataPool::new_micro(graph, plan.batch_size / m, m, replicas, plan.seed, 1, Device::Cpu)?;
+    let count = pool_size(probe_pool.batch_bytes());
+    drop(probe_pool);
+    let pool = DataPool::new_micro(graph, plan.batch_size / m, m, replicas, plan.seed, count, device)?;
+    let rank = StageRank::new(graph, device, plan.seed, ranges, chunks, (m, micro_size), pool)?;
+    let opt = Optim::new(&plan.optimizer, rank.model.parameters(graph, |_| true), device)?;
+    Ok((rank, opt))
+}
+
+/// The measured steps' figures, summed.
+#[derive(Debug, Default)]
+struct Sums {
+    steps: u64,
+    idle_s: f64,
+    total_s: f64,
+    bytes_sent: u64,
+    activations_peak: u64,
+}
+
+/// The shared loop's view of a pipeline rank.
+struct PipelineSteps<'g, 'c> {
+    rank: StageRank<'g>,
+    opt: Optim,
+    comm: &'c mut dyn Communicator,
+    /// The same stage of the other replicas (`None` with one replica).
+    data: Option<&'c mut dyn Communicator>,
+    /// Staged gradients for their average over the replicas.
+    host: Vec<f32>,
+    steps: Vec<trainbench_comm::schedule::Step>,
+    microbatches: usize,
+    /// This rank runs the last chunk (the loss).
+    holds_loss: bool,
+    /// Gradient bytes held at the end of a step's backward passes (measured once).
+    grad_bytes: u64,
+    sums: Sums,
+}
+
+impl SteadyStep for PipelineSteps<'_, '_> {
+    type Error = BackendError;
+
+    fn step(&mut self, index: u64, measured: bool, wish: EndWish) -> Result<StepOutcome, BackendError> {
+        let replicas = self.data.as_ref().map_or(1, |d| d.size());
+        let batch = self.rank.micro_size * self.microbatches * replicas;
+        let start = Instant::now();
+        let f: StepFigures = self.rank.run_steps(&self.steps, &mut *self.comm, index).map_err(|e| map(e, batch))?;
+        if self.grad_bytes == 0 {
+            self.grad_bytes = self.opt.grad_bytes();
+        }
+        let exchanged = Instant::now();
+        if let Some(d) = self.data.as_deref_mut() {
+            average_gradients(d, self.opt.params(), &mut self.host).map_err(|e| map(e, batch))?;
+        }
+        let exchange_s = exchanged.elapsed().as_secs_f64();
+        let before_opt = Instant::now();
+        self.opt.step(None).map_err(|e| map(e, batch))?;
+        let optimizer_s = before_opt.elapsed().as_secs_f64();
+        // The ranks' wishes and the last stage's loss, summed over the pipeline: every rank ends together.
+        let flags = match wish {
+            EndWish::Continue => [0.0, 0.0],
+            EndWish::Finished => [1.0, 0.0],
+            EndWish::Interrupted => [0.0, 1.0],
+        };
+        let loss = if self.holds_loss { (f.loss_sum / self.microbatches as f64) as f32 } else { 0.0 };
+        let mut agreed = [0f32; 3];
+        let waited = Instant::now();
+        let agree_error = |e| BackendError::Framework(format!("pipeline: the end of step {index}: {e}"));
+        self.comm.all_reduce_sum(&[flags[0], flags[1], loss], &mut agreed).map_err(agree_error)?;
+        if let Some(d) = self.data.as_deref_mut() {
+            // Over the replicas: any wish to stop, and the mean of their losses.
+            let mine = agreed;
+            d.all_reduce_sum(&mine, &mut agreed).map_err(agree_error)?;
+            agreed[2] /= replicas as f32;
+        }
+        let idle_s = f.idle_s + waited.elapsed().as_secs_f64();
+        let total_s = start.elapsed().as_secs_f64();
+        if measured {
+            let s = &mut self.sums;
+            s.steps += 1;
+            s.idle_s += idle_s;
+            s.total_s += total_s;
+            s.bytes_sent += f.bytes_sent;
+            s.activations_peak = s.activations_peak.max(f.activations_peak);
+        }
+        let phases = PhaseTimes {
+            forward_s: f.forward_s,
+            backward_s: f.backward_s,
+            comm_s: idle_s + exchange_s,
+            optimizer_s,
+            total_s,
+            ..PhaseTimes::default()
+        };
+        let stop = agreed[0] > 0.0 || agreed[1] > 0.0;
+        Ok(StepOutcome {
+            phases,
+            loss: measured.then_some(f64::from(agreed[2])),
+            agreed_end: stop.then_some(agreed[1] > 0.0),
+        })
+    }
+
+    fn measuring(&mut self) -> Result<(), BackendError> {
+        self.sums = Sums::default();
+        Ok(())
+    }
+}
+
+/// The gradients of `params` replaced by their mean over the replicas of `data` (staged through `host`).
+fn average_gradients(data: &mut dyn Communicator, params: &[tch::Tensor], host: &mut Vec<f32>) -> Result<(), TchError> {
+    let total: usize = params.iter().map(tch::Tensor::numel).sum();
+    host.resize(total, 0.0);
+    crate::dist::stage_grads(params.iter(), host)?;
+    let mut summed = vec![0f32; total];
+    data.all_reduce_sum(host, &mut summed)
+        .map_err(|e| TchError::Kind(format!("pipeline: averaging the gradients over the replicas: {e}")))?;
+    let n = data.size() as f32;
+    summed.iter_mut().for_each(|g| *g /= n);
+    let kept = trainbench_comm::StepExchange { stop: false, interrupted: false, weights_updated: false };
+    crate::dist::apply(params, &kept, &summed, &[])
+}
+
+/// The digest of the whole model's trained weights, on rank 0 (`None` elsewhere): every rank sends its chunks'
+/// values, rank 0 puts them in model order (a one-rank run's order).
+fn whole_model_digest(
+    comm: &mut dyn Communicator,
+    ranges: &[(usize, std::ops::Range<usize>)],
+    rank: &StageRank<'_>,
+    graph: &Graph,
+) -> Result<Option<String>, TchError> {
+    let mut bytes = Vec::new();
+    for (chunk, nodes) in ranges {
+        let params = rank.model.parameters(graph, |n| graph.nodes[nodes.clone()].iter().any(|o| std::ptr::eq(o, n)));
+        let values = crate::dist::flat_values(&params)?;
+        bytes.extend((*chunk as u64).to_le_bytes());
+        bytes.extend((values.len() as u64).to_le_bytes());
+        for v in values {
+            bytes.extend(v.to_le_bytes());
+        }
+    }
+    let gathered =
+        comm.gather_bytes(0, &bytes).map_err(|e| TchError::Kind(format!("pipeline: gathering the weights: {e}")))?;
+    let Some(all) = gathered else { return Ok(None) };
+    let mut chunks: Vec<(u64, Vec<f32>)> = Vec::new();
+    for b in &all {
+        let mut at = 0;
+        let word = |at: &mut usize| -> Option<u64> {
+            let w = b.get(*at..*at + 8)?;
+            *at += 8;
+            Some(u64::from_le_bytes(w.try_into().ok()?))
+        };
+        while at < b.len() {
+            let (Some(chunk), Some(len)) = (word(&mut at), word(&mut at)) else { break };
+            let end = at + 4 * len as usize;
+            let values = b
+                .get(at..end)
+                .ok_or_else(|| TchError::Kind("pipeline: a stage sent truncated weights".into()))?
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            at = end;
+            chunks.push((chunk, values));
+        }
+    }
+    chunks.sort_by_key(|(c, _)| *c);
+    Ok(Some(trainbench_contract::backend::weights_digest(chunks.iter().map(|(_, v)| v.as_slice()))))
+}

@@ -1,0 +1,76 @@
+//! What the tch backend's pipeline-parallel runtime refuses of a plan whose mesh has `pipeline_parallel` > 1
+//! ([`pipeline_refusal`]), decided from the plan and the graph alone (a run on a dataset is refused when the
+//! run starts, where the dataset is known). `run` asks it before anything starts; `validate`, `plan` and
+//! `predict` accept every mesh (a layout is priced whether or not it runs here).
+
+use trainbench_comm::PipelineSchedule;
+use trainbench_graph::Precision;
+use trainbench_graph::graph::{Graph, Op};
+
+use crate::plan::RunPlan;
+
+/// Why the tch backend cannot train `plan` as a pipeline (`None`: it can, or the plan has no pipeline): a
+/// pipeline runs fp32 on CPU ranks, without activation checkpointing, gradient accumulation, experts or a
+/// target, with all-reduce along the data-parallel dimension and no tensor parallelism, on a batch its
+/// micro-batches divide.
+pub fn pipeline_refusal(plan: &RunPlan, graph: &Graph) -> Option<String> {
+    let mesh = plan.topology.mesh;
+    let (p, m) = (mesh.pipeline_parallel, mesh.microbatches.max(1));
+    if p <= 1 {
+        return None;
+    }
+    let not_yet = |what: &str| Some(format!("pipeline-parallel runs do not support {what} yet"));
+    if mesh.tensor_parallel > 1 {
+        return not_yet("tensor parallelism in the same mesh (tensor_parallel > 1)");
+    }
+    let dp = plan.topology.data_parallel();
+    if plan.topology.world_size() != p * dp {
+        return Some(format!(
+            "pipeline_parallel {p} does not divide the world of {} ranks",
+            plan.topology.world_size()
+        ));
+    }
+    if plan.topology.strategy.is_single() {
+        return Some(format!(
+            "a pipeline's {} ranks start as a group with `strategy = \"all-reduce\"` (along its data-parallel degree \
+             of {dp}), not `single`",
+            plan.topology.world_size()
+        ));
+    }
+    if dp > 1 && plan.topology.strategy != trainbench_comm::DataParallel::AllReduce {
+        return not_yet(&format!(
+            "`{}` along the data-parallel dimension (data-parallel degree {dp}); use `all-reduce`",
+            plan.topology.strategy.name()
+        ));
+    }
+    if plan.device.family() != crate::device::DeviceFamily::Cpu {
+        return not_yet(
+            "devices other than the CPU (pipeline ranks run on CPU ranks over MPI); use `device = \"cpu\"`",
+        );
+    }
+    if plan.precision != Precision::Fp32 {
+        return not_yet(&format!("{} (they train in fp32)", plan.precision.as_str()));
+    }
+    if !plan.schedule.checkpointing.is_none() {
+        return not_yet("activation checkpointing");
+    }
+    if plan.schedule.micro_batches() > 1 {
+        return not_yet("`training.grad_accumulation` (their micro-batches are `topology.microbatches`)");
+    }
+    if plan.target.is_some() {
+        return not_yet("a training target");
+    }
+    if graph.nodes.iter().any(|n| matches!(n.op, Op::Moe { .. })) {
+        return not_yet("mixture-of-experts layers");
+    }
+    if plan.batch_size % (m * dp) != 0 {
+        return Some(format!(
+            "{m} micro-batches over {dp} data-parallel replica(s) do not divide the batch of {}",
+            plan.batch_size
+        ));
+    }
+    if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B && m % p != 0 {
+        return Some(format!("interleaved 1F1B over {p} stages needs a multiple of {p} micro-batches, not {m}"));
+    }
+    None
+}

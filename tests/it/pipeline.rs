@@ -1,0 +1,242 @@
+//! Pipeline-parallel runs through MPI on CPU ranks (features `tch` and `mpi`): the smoke GPT cut into 2 stages
+//! under GPipe, 1F1B and interleaved 1F1B (2 virtual stages) trains what one rank trains on the same global
+//! batch (losses within 1e-4, relative), ends with the weights of one rank accumulating the same micro-batches
+//! (bit for bit), sends per step the bytes `predict` says, and records its bubble beside the formula and its
+//! memory per stage. A rank killed mid-step fails the run naming it, with no process left.
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use trainbench::result::{RunOutcome, RunResult};
+
+/// The smoke GPT (specs/llm/smoke_gpt.toml), a global batch of 8 in 4 micro-batches, one rank and a pipeline
+/// of 2 (`PIPELINE` is replaced by the pipeline keys of `[topology]`), one intra-op thread per rank.
+const SPEC: &str = r#"
+version = 1
+name = "NAME"
+[model]
+family = "gpt"
+layers = 4
+d_model = 256
+heads = 8
+kv_heads = 4
+ffn = 688
+activation = "swiglu"
+norm = "rmsnorm"
+positions = "rotary"
+rope_theta = 10000.0
+vocab = 4096
+seq_len = 128
+tied_embeddings = false
+bias = false
+[training]
+precision = "fp32"
+seed = 0
+optimizer = { kind = "adamw", lr = 3e-4, weight_decay = 0.1 }
+[sweep]
+batch_sizes = [8]
+topologies = [
+  { devices_per_node = 1, strategy = "single" },
+  { devices_per_node = 2, strategy = "all-reduce", pipeline_parallel = 2 },
+]
+[topology]
+backend = "tch"
+device = "cpu"
+microbatches = 4
+PIPELINE
+[run]
+warmup = 0
+iterations = 10
+timeout_s = 600
+cpu_threads = 1
+"#;
+
+/// Every result of spec `name` under `dir/out`.
+fn results(dir: &std::path::Path, name: &str) -> Vec<RunResult> {
+    let mut out: Vec<RunResult> = std::fs::read_dir(dir.join("out").join(name))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && !p.ends_with("index.json"))
+        .filter_map(|p| serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).ok())
+        .collect();
+    out.sort_by_key(|r: &RunResult| r.plan.topology.mesh.pipeline_parallel);
+    out
+}
+
+/// Run spec `text` as `name.toml` in `dir`.
+fn run(dir: &std::path::Path, name: &str, text: &str, extra: &[&str]) -> std::process::Output {
+    std::fs::write(dir.join(format!("{name}.toml")), text.replace("NAME", name)).unwrap();
+    Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir)
+        .args(["run", &format!("{name}.toml"), "--out", "out", "--quiet"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn loss(r: &RunResult) -> (f64, f64) {
+    let l = r.metrics.as_ref().unwrap().loss.clone().unwrap();
+    (l.first.unwrap(), l.last.unwrap())
+}
+
+/// The pipeline bytes per step `predict` gives for the pipelined configuration of spec `name`.
+fn predicted_pipeline_bytes(dir: &std::path::Path, name: &str) -> f64 {
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir)
+        .args(["predict", &format!("{name}.toml"), "--hardware", "h100", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let entries = json["predictions"].as_array().unwrap();
+    let mesh = entries.iter().find_map(|e| e.get("mesh")).unwrap();
+    let rows = mesh["bytes"].as_array().unwrap();
+    rows.iter().filter(|r| r["dimension"] == "pipeline").map(|r| r["bytes_per_rank"].as_f64().unwrap()).sum()
+}
+
+#[test]
+fn pipelines_train_what_one_rank_trains_under_every_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    // One worker accumulating the same 4 micro-batches of 2 (the pipeline's order of sums): its weights digest
+    // is the reference for the pipeline's, bit for bit.
+    let accumulated = SPEC
+        .replace("batch_sizes = [8]", "batch_sizes = [2]")
+        .replace("seed = 0\n", "seed = 0\ngrad_accumulation = 4\n")
+        .replace(
+            "  { devices_per_node = 1, strategy = \"single\" },\n  { devices_per_node = 2, strategy = \"all-reduce\", pipeline_parallel = 2 },\n",
+            "  { devices_per_node = 1, strategy = \"all-reduce\" },\n",
+        )
+        .replace("microbatches = 4\nPIPELINE\n", "");
+    let out = run(dir.path(), "acc", &accumulated, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reference = results(dir.path(), "acc").remove(0);
+    let digest = reference.distributed.as_ref().and_then(|d| d.weights_digest.clone());
+    for (name, keys) in [
+        ("gpipe", "pipeline_schedule = \"gpipe\""),
+        ("onefoneb", "pipeline_schedule = \"1f1b\""),
+        ("interleaved", "pipeline_schedule = \"interleaved-1f1b\"\nvirtual_stages = 2"),
+    ] {
+        let out = run(dir.path(), name, &SPEC.replace("PIPELINE", keys), &[]);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let all = results(dir.path(), name);
+        let (one, pp) = (&all[0], &all[1]);
+        assert_eq!(pp.outcome, RunOutcome::Completed, "{name}");
+        let (a, b) = (loss(one), loss(pp));
+        for (x, y) in [(a.0, b.0), (a.1, b.1)] {
+            assert!((x - y).abs() <= 1e-4 * x.abs(), "{name}: loss {y} on the pipeline, {x} on one rank");
+        }
+        assert!(b.1 < b.0, "{name}: the pipeline trains: {} -> {}", b.0, b.1);
+        let d = pp.distributed.as_ref().unwrap();
+        assert_eq!(d.weights_digest, digest, "{name}: the whole model's weights after 10 steps, bit for bit");
+        let p = d.pipeline.as_ref().unwrap();
+        assert_eq!(p.per_stage.len(), 2);
+        let v = if name == "interleaved" { 2 } else { 1 };
+        assert_eq!(p.per_stage[0].chunks.len(), v, "{name}");
+        let predicted = predicted_pipeline_bytes(dir.path(), name);
+        assert_eq!(p.bytes_per_step as f64, predicted, "{name}: measured bytes against predict's");
+        // The per-stage table: memory held (the headline is the largest) and the bubble beside its formula.
+        assert!(p.per_stage.iter().all(|s| s.held_bytes <= p.max_memory_bytes && s.memory.weights > 0));
+        println!(
+            "{name}: loss {:.6} -> {:.6} (one rank {:.6} -> {:.6}); bubble measured {:.3}, formula {} = {:.3}; \
+             {} bytes/step on the pipeline; held per stage {:?} (max stage {})",
+            b.0,
+            b.1,
+            a.0,
+            a.1,
+            p.bubble.unwrap_or(f64::NAN),
+            p.formula,
+            p.bubble_formula,
+            p.bytes_per_step,
+            p.per_stage
+                .iter()
+                .map(|s| (s.memory.weights, s.memory.gradients, s.memory.optimizer_state, s.activations))
+                .collect::<Vec<_>>(),
+            p.max_memory_stage
+        );
+    }
+    let left = crate::distributed::processes_in(dir.path());
+    assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
+}
+
+#[test]
+fn a_stage_that_dies_fails_its_run_naming_the_rank_without_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SPEC
+        .replace("PIPELINE", "pipeline_schedule = \"1f1b\"")
+        .replace("  { devices_per_node = 1, strategy = \"single\" },\n", "")
+        .replace("iterations = 10", "iterations = 20000\nrepeats = 2");
+    let hooks = ["--test-hooks", r#"{"abort_rank": [0, 1, 0.5]}"#, "--set", "run.time_budget_s=3"];
+    let out = run(dir.path(), "dies", &spec, &hooks);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let all: Vec<RunResult> = results(dir.path(), "dies");
+    let lost = all.iter().find(|r| r.plan.repeat == 0).unwrap_or_else(|| panic!("{stderr}"));
+    let RunOutcome::Failed { message } = &lost.outcome else { panic!("{:?}\n{stderr}", lost.outcome) };
+    assert!(message.contains("rank 1"), "the failed rank is named: {message}");
+    let next = all.iter().find(|r| r.plan.repeat == 1).unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(next.outcome, RunOutcome::Completed, "the sweep goes on: {stderr}");
+    let left = crate::distributed::processes_in(dir.path());
+    assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
+}
+
+#[test]
+fn what_a_pipeline_cannot_run_is_refused_by_run_and_priced_by_predict() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec =
+        SPEC.replace("PIPELINE", "").replace("precision = \"fp32\"", "precision = \"bf16\"").replace("NAME", "no");
+    std::fs::write(dir.path().join("no.toml"), spec).unwrap();
+    let trainbench =
+        |args: &[&str]| Command::cargo_bin("trainbench").unwrap().current_dir(dir.path()).args(args).output();
+    let out = trainbench(&["run", "no.toml", "--out", "out", "--quiet"]).unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("pipeline-parallel runs do not support bf16"), "{text}");
+    let out = trainbench(&["run", "no.toml", "--out", "out", "--quiet", "--backend", "mock"]).unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && text.contains("the mock backend runs no pipeline stages"), "{text}");
+    let single = dir.path().join("single.toml");
+    let fp32 = std::fs::read_to_string(dir.path().join("no.toml")).unwrap().replace("\"bf16\"", "\"fp32\"");
+    std::fs::write(
+        &single,
+        fp32.replace("strategy = \"all-reduce\", pipeline_parallel", "strategy = \"single\", pipeline_parallel"),
+    )
+    .unwrap();
+    let out = trainbench(&["run", "single.toml", "--out", "out", "--quiet"]).unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && text.contains("not `single`"), "{text}");
+    assert!(!dir.path().join("out").exists(), "nothing ran");
+    let out = trainbench(&["predict", "no.toml", "--hardware", "h100"]).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn two_replicas_of_a_two_stage_pipeline_train_what_one_rank_trains() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SPEC
+        .replace("PIPELINE", "pipeline_schedule = \"1f1b\"")
+        .replace("microbatches = 4", "microbatches = 2")
+        .replace("devices_per_node = 2, strategy", "devices_per_node = 4, strategy");
+    let out = run(dir.path(), "dpp", &spec, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = results(dir.path(), "dpp");
+    let (one, pp) = (&all[0], &all[1]);
+    let (a, b) = (loss(one), loss(pp));
+    for (x, y) in [(a.0, b.0), (a.1, b.1)] {
+        assert!((x - y).abs() <= 1e-4 * x.abs(), "loss {y} on DP2 x PP2, {x} on one rank");
+    }
+    let d = pp.distributed.as_ref().unwrap();
+    assert_eq!(d.world_size, 4);
+    assert_eq!(d.weights_identical, Some(true), "both replicas end with the same whole model");
+    let p = d.pipeline.as_ref().unwrap();
+    assert_eq!(p.per_stage.len(), 4, "two replicas of two stages");
+    println!(
+        "DP2 x PP2 1f1b: loss {:.6} -> {:.6} (one rank {:.6} -> {:.6}); bubble {:.3} beside {:.3}",
+        b.0,
+        b.1,
+        a.0,
+        a.1,
+        p.bubble.unwrap_or(f64::NAN),
+        p.bubble_formula
+    );
+}
