@@ -7,7 +7,7 @@
 //! the configuration's full identity is [`crate::result::identity::ConfigurationIdentity`].
 
 use trainbench_comm::{DataParallel, Interconnect, Topology};
-use trainbench_contract::{Budget, DeviceSelector, RunPlan};
+use trainbench_contract::{BackendKind, Budget, DeviceSelector, RunPlan};
 use trainbench_graph::Precision;
 use trainbench_graph::training::{Checkpointing, StepSchedule};
 
@@ -219,18 +219,41 @@ fn topology_tokens(topologies: &[Topology]) -> Vec<String> {
         .collect()
 }
 
-/// Why no backend trains this topology yet: a mesh with tensor or pipeline parallelism is analysed,
-/// predicted and planned, but its runtime (sharded layers, stage-to-stage sends, per-dimension communicators)
-/// does not exist, so `run` refuses it before anything starts rather than train it as plain data parallelism.
-pub fn unrunnable_mesh(t: &Topology) -> Option<String> {
+/// Why `backend` cannot train this topology: tensor parallelism (without a pipeline) trains on the tch
+/// backend only; a pipeline is analysed, predicted and planned, but its runtime (stage-to-stage sends, the
+/// schedules) does not exist yet, so `run` refuses it before anything starts rather than train it as plain data
+/// parallelism.
+pub fn unrunnable_mesh(t: &Topology, backend: BackendKind) -> Option<String> {
     let m = &t.mesh;
-    m.splits_model().then(|| {
-        format!(
-            "tensor_parallel {} x pipeline_parallel {} is analysed, predicted and planned, but no backend \
-             trains a split model yet (issue 39: the tensor- and pipeline-parallel runtime)",
-            m.tensor_parallel, m.pipeline_parallel
-        )
-    })
+    if !m.splits_model() {
+        return None;
+    }
+    if m.pipeline_parallel <= 1 {
+        if backend != BackendKind::Tch {
+            return Some(format!(
+                "tensor_parallel {} trains on the tch backend only; the {} backend has no tensor-parallel layers",
+                m.tensor_parallel,
+                backend.name()
+            ));
+        }
+        // The tensor group communicates inside the backward pass; a data-parallel exchange on a thread beside
+        // it would call the engine from two threads at once, which MPI_THREAD_SERIALIZED forbids.
+        let overlapped = t.data_parallel() > 1 && t.overlap && t.strategy.can_overlap();
+        return overlapped.then(|| {
+            format!(
+                "tensor_parallel {} with {} data-parallel ranks cannot overlap the {} exchange with the backward \
+                 pass yet (the tensor group's collectives run in it); set `topology.overlap = false`",
+                m.tensor_parallel,
+                t.data_parallel(),
+                t.strategy.name()
+            )
+        });
+    }
+    Some(format!(
+        "tensor_parallel {} x pipeline_parallel {} is analysed, predicted and planned, but no backend trains a \
+         pipeline yet (issue 39: the pipeline-parallel runtime)",
+        m.tensor_parallel, m.pipeline_parallel
+    ))
 }
 
 /// The strategy in a run id: `single`, `ar`, `z1`, `z2`, `z3`, `ps` (one server rank) or `ps<n>`.

@@ -31,6 +31,7 @@ fn bytes_per_dimension_follow_the_hand_worked_formulas() {
         sends_per_microbatch: 1,
         gradient_bytes: 8e6,
         frozen_bytes: 0.0,
+        vocab: None,
     };
     let b = mesh_bytes(&mesh(2, 2, 4), 8, DataParallel::AllReduce, i);
     // m x 4 all-reduces x 3 layers x 2 (t-1)/t x A = 4 x 12 x 1 MB.

@@ -158,7 +158,7 @@ impl RunSlot<'_> {
     /// Train and measure `plan`; the result, and what stopped the run early (if anything).
     pub(crate) fn run(&self, plan: &RunPlan, backend: &mut dyn Backend) -> (RunResult, Option<StopCause>) {
         let device = device_of(backend, plan);
-        if let Some(why) = crate::plan::unrunnable_mesh(&plan.topology) {
+        if let Some(why) = crate::plan::unrunnable_mesh(&plan.topology, backend.kind()) {
             // `run` refuses these at plan time; a plan reaching here another way fails rather than train as DP.
             let now = SystemTime::now();
             let outcome = RunOutcome::Failed { message: why };
@@ -281,8 +281,12 @@ impl RunSlot<'_> {
     /// run with a target.
     /// On synthetic clicks: this rank's generated batches and the held-out clicks.
     fn open_data(&self, plan: &RunPlan) -> Result<OpenedData, DataError> {
+        // Data is sharded over the data-parallel ranks: a tensor group's ranks read the same batches.
         let rank = match self.ranks {
-            Some(r) if !plan.topology.strategy.is_single() => r.borrow().rank(),
+            Some(r) if !plan.topology.strategy.is_single() => {
+                let rank = r.borrow().rank();
+                plan.topology.mesh.coords(rank, plan.topology.world_size()).map_or(rank, |c| c.dp)
+            }
             _ => 0,
         };
         if let Some(clicks) = &self.suite.clicks {

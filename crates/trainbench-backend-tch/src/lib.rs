@@ -74,6 +74,7 @@ mod optim;
 mod overlap;
 pub mod shim;
 mod step;
+pub mod tensor_parallel;
 pub mod transformer_ops;
 mod zero;
 

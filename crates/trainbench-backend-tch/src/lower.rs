@@ -10,6 +10,7 @@ use trainbench_graph::params::{ParamDecl, is_tied, tensors};
 use crate::checkpoint::{BlockWeights, Checkpoints};
 use crate::loss;
 use crate::ops::{self, Flags};
+use crate::tensor_parallel::TensorParallel;
 
 /// How [`Lowered::eval`] runs the nodes.
 pub struct EvalOpts<'f> {
@@ -44,6 +45,8 @@ pub struct Lowered {
     consumers: Vec<usize>,
     /// Whether node i's output may be overwritten in place by its single consumer.
     inplace_ok: Vec<bool>,
+    /// This rank's share of a tensor-parallel model (`None`: the whole model).
+    tensor: Option<TensorParallel>,
 }
 
 /// Producers whose backward does not read their own output, so a sole consumer may overwrite it in place
@@ -59,6 +62,17 @@ impl Lowered {
     /// Allocate and initialise every declared tensor of `graph` on `device` from `seed` (tied weights share
     /// their owner's tensor), and compute the per-node constants.
     pub fn new(graph: &Graph, device: Device, seed: u64) -> Result<Self, TchError> {
+        Self::with_tensor_parallel(graph, device, seed, None)
+    }
+
+    /// [`Lowered::new`] for one rank of a tensor group: `graph` is the rank's local graph
+    /// ([`TensorParallel::local`]), each tensor initialised with its slice of the full model's values.
+    pub fn with_tensor_parallel(
+        graph: &Graph,
+        device: Device,
+        seed: u64,
+        tensor: Option<TensorParallel>,
+    ) -> Result<Self, TchError> {
         let n = graph.nodes.len();
         let mut consumers = vec![0usize; n];
         for node in &graph.nodes {
@@ -84,7 +98,11 @@ impl Lowered {
                     tf.push(true);
                     continue;
                 }
-                let values = initial_values(d, seed);
+                let id = decls.len();
+                let values = match &tensor {
+                    Some(tp) => tp.initial_values(id, d, seed),
+                    None => initial_values(d, seed),
+                };
                 let shape: Vec<i64> = d.shape.iter().map(|&x| x as i64).collect();
                 let t = Tensor::f_from_slice(&values)?.f_reshape(shape)?.f_to_device(device)?;
                 ts.push(if d.trainable() { t.set_requires_grad(true) } else { t });
@@ -103,7 +121,12 @@ impl Lowered {
                 inplace_ok[i] = false;
             }
         }
-        Ok(Self { device, decls, tensors: all, tied, constants, consumers, inplace_ok })
+        Ok(Self { device, decls, tensors: all, tied, constants, consumers, inplace_ok, tensor })
+    }
+
+    /// This rank's share of a tensor-parallel model, if the model is split.
+    pub fn tensor_parallel(&self) -> Option<&TensorParallel> {
+        self.tensor.as_ref()
     }
 
     /// Put the weights of every recurrent layer into one cuDNN buffer (as PyTorch's `flatten_parameters()`), so
@@ -247,6 +270,9 @@ impl Lowered {
             let no_grad = (opts.frozen)(node) || ckpt.as_ref().is_some_and(|c| c.inside());
             let flags = Flags { inplace, critic_update: opts.critic_update };
             let compute = || -> Result<Tensor, TchError> {
+                if let Some(out) = self.tensor.as_ref().and_then(|tp| tp.forward(i, node, &ins, &self.tensors[i])) {
+                    return out;
+                }
                 match &node.op {
                     Op::Loss { loss, .. } => loss::forward(graph, i, *loss, &ins, opts.critic_update),
                     Op::Input { .. }
@@ -284,6 +310,11 @@ impl Lowered {
                 }
             };
             let out = if no_grad { tch::no_grad(compute)? } else { compute()? };
+            let out = match &self.tensor {
+                Some(tp) if no_grad => tch::no_grad(|| tp.enter(i, out))?,
+                Some(tp) => tp.enter(i, out)?,
+                None => out,
+            };
             drop(ins);
             env[i] = Some(match ckpt.as_deref_mut() {
                 Some(c) => c.leaving(i, out, hooks.as_deref_mut())?,

@@ -2,7 +2,7 @@
 //! the run ([`Probe`]). What a run asks ([`RunPlan`]) and gets back ([`RawMeasurements`]) sit below, in `plan.rs`,
 //! `measured.rs`, `phases.rs` and `error.rs`, re-exported here.
 
-use trainbench_comm::GradientExchange;
+use trainbench_comm::{Communicator, GradientExchange};
 use trainbench_data::{BatchSource, EvalSet};
 use trainbench_graph::graph::Graph;
 
@@ -44,12 +44,15 @@ pub struct RunContext<'a> {
     /// The evaluation split of a run with a target ([`RunPlan::target`]): every batch is evaluated (forward
     /// only) at each evaluation; `None` when the plan has no target.
     pub eval: Option<&'a EvalSet>,
+    /// A mesh run with `tensor_parallel` > 1: the communicator of this rank's tensor group (its ranks in tensor
+    /// order), which the backend takes; `None` otherwise. The exchange then runs along the data-parallel group.
+    pub tensor: Option<Box<dyn Communicator>>,
 }
 
 impl<'a> RunContext<'a> {
     /// A context that only reports to `probe`: synthetic data, a single rank.
     pub fn new(probe: &'a mut dyn Probe) -> Self {
-        RunContext { probe, data: None, exchange: None, eval: None }
+        RunContext { probe, data: None, exchange: None, eval: None, tensor: None }
     }
 
     /// The next training batch from [`RunContext::data`] and the seconds spent waiting for it (the stall);

@@ -203,8 +203,10 @@ impl Communicator for MpiComm {
         };
         let color = Color::with_value(value("color", color)?);
         let key = value("key", key)?;
-        let group =
-            self.group.split_by_color_with_key(color, key).ok_or_else(|| error("MPI_Comm_split gave no group".into()))?;
+        let group = self
+            .group
+            .split_by_color_with_key(color, key)
+            .ok_or_else(|| error("MPI_Comm_split gave no group".into()))?;
         Ok(Box::new(MpiComm {
             group,
             version: self.version.clone(),

@@ -53,18 +53,19 @@ pub fn check_launch(
         .collect())
 }
 
-/// The runs no backend trains yet ([`unrunnable_mesh`]: tensor or pipeline parallelism), for every backend
-/// alike; `run` refuses these before anything starts, while `validate`, `analyze`, `predict` and `plan` accept
-/// them.
+/// The runs the spec's backend cannot train ([`unrunnable_mesh`]: a pipeline, or tensor parallelism outside
+/// the tch backend); `run` refuses these before anything starts, while `validate`, `analyze`, `predict` and
+/// `plan` accept them.
 pub fn check_runnable(spec: &ValidatedSpec) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
-    for plan in plan_on(spec, placement(spec, PlacementOverride::default())) {
-        if let Some(why) = unrunnable_mesh(&plan.topology)
+    let placed = placement(spec, PlacementOverride::default());
+    for plan in plan_on(spec, placed) {
+        if let Some(why) = unrunnable_mesh(&plan.topology, placed.backend)
             && !out.iter().any(|f| f.message == why)
         {
             out.push(Finding::new(FieldPath::keys(&["topology", "tensor_parallel"]), why).hint(
-                "`trainbench predict` prices this layout; to measure, run without `tensor_parallel` and \
-                 `pipeline_parallel` (data parallelism and ZeRO run today)",
+                "`trainbench predict` prices this layout; to measure, run without `pipeline_parallel` \
+                 (tensor parallelism runs on the tch backend; data parallelism and ZeRO on every backend)",
             ));
         }
     }
