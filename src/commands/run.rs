@@ -308,8 +308,8 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Loaded>>, CommandError> {
             refused = rules::check_launch(&spec, over)?;
         }
         if refused.is_empty() {
-            // A mesh that splits the model: no backend trains one yet (never accepted and ignored).
-            refused = rules::check_runnable(&spec);
+            // A mesh the backend cannot train (never accepted and ignored).
+            refused = rules::check_runnable(&spec, over);
         }
         if !refused.is_empty() {
             let display = path.display().to_string();

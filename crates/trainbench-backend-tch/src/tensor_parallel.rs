@@ -85,21 +85,25 @@ impl TensorParallel {
         params: &[Tensor],
     ) -> Option<Result<Tensor, TchError>> {
         let x = ins.first()?;
-        match (self.shard.roles[id], &node.op) {
-            (Role::Row, Op::Linear { bias, .. }) => Some((|| {
+        match self.shard.roles[id] {
+            // Only linear layers are row-parallel.
+            Role::Row => Some((|| {
                 let y = self.group.collective(self.leave(), &x.f_linear(&params[0], None::<&Tensor>)?)?;
-                match params.get(1) {
-                    Some(b) if *bias => y.f_add(b),
-                    _ => Ok(y),
-                }
+                let bias = params.get(1).filter(|_| matches!(node.op, Op::Linear { bias: true, .. }));
+                if let Some(b) = bias { y.f_add(b) } else { Ok(y) }
             })()),
-            (Role::VocabEmbedding, Op::Embedding { vocab, .. }) => Some(self.embedding(x, &params[0], *vocab)),
-            (Role::VocabLoss, _) => Some(self.cross_entropy(x, ins.get(1)?)),
-            (Role::Replicated, Op::LearnedPositions { .. }) if self.shard.sequence_parallel => Some((|| {
-                let t = x.size()[1];
-                x.f_add(&params[0].f_narrow(0, self.group.rank() as i64 * t, t)?)
-            })()),
-            _ => None,
+            Role::VocabEmbedding => {
+                let Op::Embedding { vocab, .. } = node.op else { return None };
+                Some(self.embedding(x, &params[0], vocab))
+            }
+            Role::VocabLoss => Some(self.cross_entropy(x, ins.get(1)?)),
+            Role::Replicated if self.shard.sequence_parallel && matches!(node.op, Op::LearnedPositions { .. }) => {
+                Some((|| {
+                    let t = x.size()[1];
+                    x.f_add(&params[0].f_narrow(0, self.group.rank() as i64 * t, t)?)
+                })())
+            }
+            Role::Replicated | Role::Local | Role::Column => None,
         }
     }
 

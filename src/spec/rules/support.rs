@@ -53,12 +53,12 @@ pub fn check_launch(
         .collect())
 }
 
-/// The runs the spec's backend cannot train ([`unrunnable_mesh`]: a pipeline, or tensor parallelism outside
-/// the tch backend); `run` refuses these before anything starts, while `validate`, `analyze`, `predict` and
+/// The runs the spec's backend (with `--backend` / `--device` applied) cannot train ([`unrunnable_mesh`]: a
+/// pipeline, or tensor parallelism outside the tch backend); `run` refuses these before anything starts, while `validate`, `analyze`, `predict` and
 /// `plan` accept them.
-pub fn check_runnable(spec: &ValidatedSpec) -> Vec<Finding> {
+pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
-    let placed = placement(spec, PlacementOverride::default());
+    let placed = placement(spec, over);
     for plan in plan_on(spec, placed) {
         if let Some(why) = unrunnable_mesh(&plan.topology, placed.backend)
             && !out.iter().any(|f| f.message == why)
