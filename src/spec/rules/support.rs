@@ -5,6 +5,8 @@
 //! layer and the backend, never in the middle of a run.
 
 use super::finding::Finding;
+use trainbench_graph::tensor_parallel::TensorShard;
+
 use crate::backend_registry;
 use crate::plan::{PlacementOverride, placement, plan_on, unrunnable_mesh};
 use crate::spec::path::FieldPath;
@@ -54,13 +56,21 @@ pub fn check_launch(
 }
 
 /// The runs the spec's backend (with `--backend` / `--device` applied) cannot train ([`unrunnable_mesh`]: a
-/// pipeline, or tensor parallelism outside the tch backend); `run` refuses these before anything starts, while `validate`, `analyze`, `predict` and
-/// `plan` accept them.
+/// pipeline, tensor parallelism outside the tch backend, a model whose layers the tensor split does not cover
+/// yet); `run` refuses these before anything starts, while `validate`, `analyze`, `predict` and `plan` accept
+/// them.
 pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     let placed = placement(spec, over);
     for plan in plan_on(spec, placed) {
-        if let Some(why) = unrunnable_mesh(&plan.topology, placed.backend)
+        let mesh = plan.topology.mesh;
+        let split = || {
+            TensorShard::new(spec.graph(), mesh.tensor_parallel, 0, mesh.sequence_parallel)
+                .err()
+                .map(|e| format!("{e}: the runtime splits decoder blocks (`gpt`) today; `predict` prices this layout"))
+        };
+        let why = unrunnable_mesh(&plan.topology, placed.backend).or_else(|| (mesh.tensor_parallel > 1).then(split)?);
+        if let Some(why) = why
             && !out.iter().any(|f| f.message == why)
         {
             out.push(Finding::new(FieldPath::keys(&["topology", "tensor_parallel"]), why).hint(
