@@ -176,6 +176,9 @@ pub struct VocabBytes {
     pub tokens: f64,
     /// fp32 bytes of the gradients summed over the tensor group after the backward pass.
     pub partial_gradient_bytes: f64,
+    /// Blocks activation checkpointing recomputes: their forward collectives (two sums, or two gathers and
+    /// two reduce-scatters with sequence parallelism) run again in the backward pass.
+    pub recomputed_layers: usize,
 }
 
 /// Bytes per step per dimension and collective kind for `mesh` over `world` ranks with `strategy` along the
@@ -192,7 +195,8 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
     let tensor = m * parallel::tensor_parallel_bytes(i.layers_on_rank, i.boundary_bytes, t);
     let r = (t as f64 - 1.0) / t as f64;
     // The embedding's and the head's region: two more collectives of A each way, as a layer's half.
-    let edges = if i.vocab.is_some() { m * 4.0 * r * i.boundary_bytes } else { 0.0 };
+    let recomputed = i.vocab.map_or(0.0, |v| m * 4.0 * r * i.boundary_bytes * v.recomputed_layers as f64);
+    let edges = if i.vocab.is_some() { m * 4.0 * r * i.boundary_bytes } else { 0.0 } + recomputed;
     let (mut all_reduce, mut all_gather) = (0.0, 0.0);
     if let Some(v) = i.vocab {
         all_gather += m * (t as f64 - 1.0) * 4.0 * v.tokens;
@@ -356,7 +360,9 @@ pub fn predict_mesh(
                 let shape = &graph.nodes[x].shape;
                 (shape.numel() / shape.last().max(1) as u64) as f64 * mb as f64
             });
-            inputs.vocab = Some(VocabBytes { tokens, partial_gradient_bytes: partial });
+            let recomputed_layers =
+                (0..graph.blocks.len()).filter(|&b| setting.schedule.checkpointing.recomputes(b)).count();
+            inputs.vocab = Some(VocabBytes { tokens, partial_gradient_bytes: partial, recomputed_layers });
         }
     }
     let bytes = mesh_bytes(&mesh, world, topology.strategy, inputs);

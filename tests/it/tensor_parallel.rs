@@ -188,3 +188,25 @@ fn a_rank_killed_in_a_tensor_group_fails_the_run_naming_it_without_orphans() {
     let left = processes_in(dir.path());
     assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
 }
+
+#[test]
+fn zero_3_along_the_data_dimension_of_a_tensor_parallel_mesh_reproduces_one_rank() {
+    // ZeRO-3 gathers each block's weights again for its backward, so it recomputes the blocks (full
+    // checkpointing): their forward sums over the tensor group run twice, and `predict` counts them.
+    let dir = tempfile::tempdir().unwrap();
+    let set = [
+        "--set",
+        "training.activation_checkpointing=full",
+        "--set",
+        "sweep.topologies=[{devices_per_node=1, strategy=\"single\"}, {devices_per_node=4, strategy=\"zero-3\", tensor_parallel=2}]",
+    ];
+    let out = run(dir.path(), &set);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (single, z3) = (read(dir.path(), "1x1.ckpt-full"), read(dir.path(), "1x4-z3-no-overlap-tp2.ckpt-full"));
+    check_equal_to_one_rank(&single, &z3, "ZeRO-3 x TP2");
+    for collective in ["all-reduce", "all-gather"] {
+        let m = measured(&z3, "tensor", collective) as f64;
+        let p = predicted(dir.path(), "1x4-z3-no-overlap-tp2.ckpt-full", &set, "tensor", collective);
+        assert!(m > 0.0 && (m - p).abs() <= 1.0, "{collective}: measured {m}, predicted {p}");
+    }
+}
