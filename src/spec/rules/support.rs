@@ -5,6 +5,7 @@
 //! layer and the backend, never in the middle of a run.
 
 use super::finding::Finding;
+use trainbench_contract::DeviceSelector;
 use trainbench_graph::tensor_parallel::TensorShard;
 
 use crate::backend_registry;
@@ -69,7 +70,18 @@ pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Find
                 .err()
                 .map(|e| format!("{e}: the runtime splits decoder blocks (`gpt`) today; `predict` prices this layout"))
         };
-        let why = unrunnable_mesh(&plan.topology, placed.backend).or_else(|| (mesh.tensor_parallel > 1).then(split)?);
+        // A CUDA group meets through NCCL, whose communicator is not split into a mesh's groups yet.
+        let cuda = || {
+            matches!(plan.device, DeviceSelector::Cuda(_)).then(|| {
+                format!(
+                    "tensor_parallel {} runs on CPU ranks over MPI today; CUDA ranks (NCCL) have no per-dimension \
+                     communicators yet",
+                    mesh.tensor_parallel
+                )
+            })
+        };
+        let why = unrunnable_mesh(&plan.topology, placed.backend)
+            .or_else(|| (mesh.tensor_parallel > 1).then(|| cuda().or_else(split))?);
         if let Some(why) = why
             && !out.iter().any(|f| f.message == why)
         {
