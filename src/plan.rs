@@ -219,18 +219,43 @@ fn topology_tokens(topologies: &[Topology]) -> Vec<String> {
         .collect()
 }
 
-/// Why no backend trains this topology yet: a mesh with tensor or pipeline parallelism is analysed,
-/// predicted and planned, but its runtime (sharded layers, stage-to-stage sends, per-dimension communicators)
-/// does not exist, so `run` refuses it before anything starts rather than train it as plain data parallelism.
-pub fn unrunnable_mesh(t: &Topology) -> Option<String> {
+/// Why `backend` cannot train this topology's mesh: tensor parallelism trains on the tch backend only (and
+/// without an overlapped data-parallel exchange beside it); tensor and pipeline parallelism together are
+/// analysed, predicted and planned but not trained yet. `run` refuses these before anything starts rather than
+/// train them as plain data parallelism; a pipeline alone is checked by [`unrunnable_plan`].
+pub fn unrunnable_mesh(t: &Topology, backend: BackendKind) -> Option<String> {
     let m = &t.mesh;
-    // Pipeline parallelism alone runs (the tch backend on CPU ranks; its own refusals say what it lacks).
-    let pipeline_only = m.tensor_parallel == 1 && m.pipeline_parallel > 1;
-    (m.splits_model() && !pipeline_only).then(|| {
-        format!(
-            "tensor_parallel {} x pipeline_parallel {} is analysed, predicted and planned, but no backend \
-             trains a split model yet (issue 39: the tensor- and pipeline-parallel runtime)",
+    if !m.splits_model() {
+        return None;
+    }
+    if m.tensor_parallel > 1 && m.pipeline_parallel > 1 {
+        return Some(format!(
+            "tensor_parallel {} x pipeline_parallel {} is analysed, predicted and planned, but no backend trains \
+             both in one run yet (each runs alone on the tch backend)",
             m.tensor_parallel, m.pipeline_parallel
+        ));
+    }
+    if m.pipeline_parallel > 1 {
+        // Pipeline parallelism alone: what the backend's pipeline runtime refuses is in [`unrunnable_plan`].
+        return None;
+    }
+    if backend != BackendKind::Tch {
+        return Some(format!(
+            "tensor_parallel {} trains on the tch backend only; the {} backend has no tensor-parallel layers",
+            m.tensor_parallel,
+            backend.name()
+        ));
+    }
+    // The tensor group communicates inside the backward pass; a data-parallel exchange on a thread beside
+    // it would call the engine from two threads at once, which MPI_THREAD_SERIALIZED forbids.
+    let overlapped = t.data_parallel() > 1 && t.overlap && t.strategy.can_overlap();
+    overlapped.then(|| {
+        format!(
+            "tensor_parallel {} with {} data-parallel ranks cannot overlap the {} exchange with the backward \
+             pass yet (the tensor group's collectives run in it); set `topology.overlap = false`",
+            m.tensor_parallel,
+            t.data_parallel(),
+            t.strategy.name()
         )
     })
 }
@@ -239,7 +264,7 @@ pub fn unrunnable_mesh(t: &Topology) -> Option<String> {
 /// the tch backend's pipeline runtime refuses (`lowering::pipeline::pipeline_refusal`) or, on another backend,
 /// that it runs no pipeline stages. `run` refuses these before anything starts.
 pub fn unrunnable_plan(plan: &RunPlan, graph: &trainbench_graph::Graph, backend: BackendKind) -> Option<String> {
-    if let Some(why) = unrunnable_mesh(&plan.topology) {
+    if let Some(why) = unrunnable_mesh(&plan.topology, backend) {
         return Some(why);
     }
     if plan.topology.mesh.pipeline_parallel <= 1 {

@@ -310,7 +310,7 @@ fn load_suites(args: &Args) -> Result<Option<Vec<Loaded>>, CommandError> {
             refused = rules::check_launch(&spec, over)?;
         }
         if refused.is_empty() {
-            // A mesh that splits the model the backend cannot train (never accepted and ignored).
+            // A mesh the backend cannot train (never accepted and ignored).
             refused = rules::check_runnable(&spec, over);
         }
         if !refused.is_empty() {

@@ -311,6 +311,24 @@ fn a_data_parallel_run_divides_by_the_sum_of_its_ranks_peaks() {
 }
 
 #[test]
+fn a_tensor_parallel_run_counts_each_tokens_flops_once_for_the_mesh() {
+    // Two ranks splitting every layer (TP=2) and two ranks each training half the batch (TP=1, DP=2) at the
+    // same global rate: the same model FLOPs per second over the same two devices, the same MFU. A TP group
+    // computes one replica: counting each rank's share as a whole model's would double it.
+    let (r, a, c) = (raw(), analysis(), CollectorReport::default());
+    let mut dp = plan();
+    dp.topology = trainbench_comm::Topology::on_one_node(trainbench_comm::DataParallel::AllReduce, 2);
+    let mut tp = dp.clone();
+    tp.topology.mesh = trainbench_comm::Mesh { tensor_parallel: 2, ..trainbench_comm::Mesh::flat() };
+    let (by_data, by_tensor) = (derive(&input(&dp, &r, &a, &c)).unwrap(), derive(&input(&tp, &r, &a, &c)).unwrap());
+    assert_eq!(tp.topology.data_parallel(), 1);
+    assert_eq!(by_tensor.throughput.items_per_s, by_data.throughput.items_per_s);
+    let (m_tp, m_dp) = (mfu_of(&by_tensor), mfu_of(&by_data));
+    assert_eq!((m_tp.mfu, m_tp.achieved_flop_per_s, m_tp.peak.devices), (m_dp.mfu, m_dp.achieved_flop_per_s, 2));
+    assert_eq!(m_tp.mfu, 40.0);
+}
+
+#[test]
 fn accumulated_micro_batches_count_in_the_throughput_and_the_utilisation() {
     let (mut p, r, a, c) = (plan(), raw(), analysis(), CollectorReport::default());
     p.schedule.grad_accumulation = 2;

@@ -9,7 +9,9 @@
 //!   (`(p - 1) / (v m + p - 1)` interleaved).
 //! - Tensor: four ring all-reduces per layer and micro-batch of the block activations `A`
 //!   ([`parallel::tensor_parallel_bytes`]); with sequence parallelism each is an all-gather plus a
-//!   reduce-scatter of the same volume. The vocabulary-parallel embedding and head are not counted.
+//!   reduce-scatter of the same volume. Without a pipeline, the vocabulary-parallel embedding and head count
+//!   as two more, with the cross-entropy's per-token values and the partial gradients ([`VocabBytes`]), and
+//!   the data dimension exchanges the rank's exact share (norms whole): what the runtime sends.
 //! - Pipeline: per micro-batch each chunk boundary sends `A` forward and its gradient back (`A / t` with
 //!   sequence parallelism); a rank's bytes count what it sends.
 //! - Data: the strategy's exchange ([`parallel::exchange_bytes`]) of the rank's fp32 gradients (its stage's
@@ -23,7 +25,9 @@
 use serde::Serialize;
 use trainbench_comm::{DataParallel, Mesh, MeshDim, PipelineSchedule, Topology};
 use trainbench_graph::analysis::{memory_estimate, memory_estimate_checkpointed};
+use trainbench_graph::params::graph_tensors;
 use trainbench_graph::stages::{Stage, cut_stages};
+use trainbench_graph::tensor_parallel::{Split, TensorShard};
 
 use super::parallel::{self, Sharding, StateBytes};
 use super::{AnalyzedGraph, PredictError, Setting, Terms, comm, predict_analyzed};
@@ -148,6 +152,23 @@ pub struct ByteInputs {
     pub gradient_bytes: f64,
     /// Frozen weight bytes of that rank (gathered twice by ZeRO-3).
     pub frozen_bytes: f64,
+    /// A tensor-parallel model's traffic outside its blocks (`None` without tensor parallelism).
+    pub vocab: Option<VocabBytes>,
+}
+
+/// What a tensor group sends outside its blocks, per micro-batch unless said: the vocabulary-parallel
+/// embedding's sum (reduce-scatter with sequence parallelism) and the head input's copy (gather) of the
+/// activations `A`; the cross-entropy's all-gather of one fp32 maximum per token and its all-reduce of two fp32
+/// values per token; and once per step the all-reduce of the gradients each rank holds only its share of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VocabBytes {
+    /// Tokens the loss reads per micro-batch.
+    pub tokens: f64,
+    /// fp32 bytes of the gradients summed over the tensor group after the backward pass.
+    pub partial_gradient_bytes: f64,
+    /// Blocks activation checkpointing recomputes: their forward collectives (two sums, or two gathers and
+    /// two reduce-scatters with sequence parallelism) run again in the backward pass.
+    pub recomputed_layers: usize,
 }
 
 /// Bytes per step per dimension and collective kind for `mesh` over `world` ranks with `strategy` along the
@@ -162,11 +183,22 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
         }
     };
     let tensor = m * parallel::tensor_parallel_bytes(i.layers_on_rank, i.boundary_bytes, t);
+    let r = (t as f64 - 1.0) / t as f64;
+    // The embedding's and the head's region: two more collectives of A each way, as a layer's half.
+    let recomputed = i.vocab.map_or(0.0, |v| m * 4.0 * r * i.boundary_bytes * v.recomputed_layers as f64);
+    let edges = if i.vocab.is_some() { m * 4.0 * r * i.boundary_bytes } else { 0.0 } + recomputed;
+    let (mut all_reduce, mut all_gather) = (0.0, 0.0);
+    if let Some(v) = i.vocab {
+        all_gather += m * (t as f64 - 1.0) * 4.0 * v.tokens;
+        all_reduce += m * 2.0 * r * 8.0 * v.tokens + 2.0 * r * v.partial_gradient_bytes;
+    }
     if mesh.sequence_parallel {
-        push(MeshDim::Tensor, "all-gather", tensor / 2.0);
-        push(MeshDim::Tensor, "reduce-scatter", tensor / 2.0);
+        push(MeshDim::Tensor, "all-gather", (tensor + edges) / 2.0 + all_gather);
+        push(MeshDim::Tensor, "reduce-scatter", (tensor + edges) / 2.0);
+        push(MeshDim::Tensor, "all-reduce", all_reduce);
     } else {
-        push(MeshDim::Tensor, "all-reduce", tensor);
+        push(MeshDim::Tensor, "all-reduce", tensor + edges + all_reduce);
+        push(MeshDim::Tensor, "all-gather", all_gather);
     }
     let hop = if mesh.sequence_parallel { i.boundary_bytes / t as f64 } else { i.boundary_bytes };
     push(MeshDim::Pipeline, "send-recv", m * i.sends_per_microbatch as f64 * hop);
@@ -300,13 +332,29 @@ pub fn predict_mesh(
         busiest_frozen = busiest_frozen.max(frozen * 4.0);
         busiest_sends = busiest_sends.max(sends);
     }
-    let inputs = ByteInputs {
+    let mut inputs = ByteInputs {
         boundary_bytes: boundary,
         layers_on_rank: busiest_layers,
         sends_per_microbatch: busiest_sends,
         gradient_bytes: busiest_grads,
         frozen_bytes: busiest_frozen,
+        vocab: None,
     };
+    if t > 1 && p == 1 {
+        // The split the runtime makes: its exact local gradients (norms stay whole) and its traffic outside
+        // the blocks.
+        if let Ok(shard) = TensorShard::new(graph, t, 0, mesh.sequence_parallel) {
+            let (local, partial) = tensor_split_bytes(graph, &shard);
+            inputs.gradient_bytes = local;
+            let tokens = graph.losses.first().and_then(|&l| graph.nodes[l].inputs.first()).map_or(0.0, |&x| {
+                let shape = &graph.nodes[x].shape;
+                (shape.numel() / shape.last().max(1) as u64) as f64 * mb as f64
+            });
+            let recomputed_layers =
+                (0..graph.blocks.len()).filter(|&b| setting.schedule.checkpointing.recomputes(b)).count();
+            inputs.vocab = Some(VocabBytes { tokens, partial_gradient_bytes: partial, recomputed_layers });
+        }
+    }
     let bytes = mesh_bytes(&mesh, world, topology.strategy, inputs);
     // Links: the tensor group inside a node; the pipeline and data dimensions over the topology's link.
     let intra = if profile.intra_node.as_ref().is_some_and(|l| l.kind == crate::hardware::wire::LinkKind::Nvlink) {
@@ -360,6 +408,17 @@ pub fn predict_mesh(
         items_per_s: samples_per_s * a.items_per_sample as f64,
         mfu: peak.map(|peak| mesh_mfu(a.model_flops.per_sample as f64, samples_per_s, world, peak)),
     })
+}
+
+/// fp32 bytes of one tensor rank's trained tensors, and of those whose gradients are summed over the group.
+fn tensor_split_bytes(graph: &trainbench_graph::Graph, shard: &TensorShard) -> (f64, f64) {
+    let local: u64 = graph_tensors(&shard.local).iter().filter(|(_, d)| d.trainable()).map(|(_, d)| d.numel()).sum();
+    let partial: u64 = graph_tensors(graph)
+        .iter()
+        .filter(|(id, d)| d.trainable() && shard.split_of(graph, *id, d) == Split::Replicated { partial: true })
+        .map(|(_, d)| d.numel())
+        .sum();
+    (4.0 * local as f64, 4.0 * partial as f64)
 }
 
 /// MFU of a whole mesh: each sample's model FLOPs once, over every rank's peak.

@@ -3,6 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use trainbench_comm::{MeshCoords, MeshDim};
 use trainbench_contract::PhaseTimes;
 
 /// A data-parallel run's distribution and communication figures (absent for single-worker runs).
@@ -52,12 +53,17 @@ pub struct DistributedResult {
     /// Digest of the trained weights on rank 0 after the last step (absent when the backend gives none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_digest: Option<String>,
-    /// Whether every worker ended with the same weights (bit for bit); absent without digests.
+    /// Whether every worker ended with the same weights (bit for bit); absent without digests. A tensor group's
+    /// digest is of the whole model, its split tensors gathered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_identical: Option<bool>,
     /// A pipeline-parallel run's schedule, bubble, traffic and memory per stage (absent without a pipeline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<PipelineResult>,
+    /// A run over a device mesh (tensor parallelism): the bytes per step along each mesh dimension by
+    /// collective, the busiest rank's (absent for plain data parallelism).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mesh_bytes: Vec<MeshBytes>,
 }
 
 /// A pipeline-parallel run: the bubble measured (each stage's time blocked waiting for a peer) beside its
@@ -118,6 +124,19 @@ pub struct PipelineStage {
     pub held_bytes: u64,
 }
 
+/// Bytes one rank sent per step along one mesh dimension by one kind of collective (ring accounting, as
+/// [`BytesByKind`]), the busiest rank's; `predict` gives the same rows for the same mesh.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MeshBytes {
+    /// Mesh dimension.
+    pub dimension: MeshDim,
+    /// `all-reduce`, `all-gather` or `reduce-scatter`.
+    pub collective: String,
+    /// Bytes per step.
+    pub bytes_per_rank: u64,
+}
+
 /// One worker's mean phase times.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -129,6 +148,9 @@ pub struct RankPhases {
     /// What the worker held (absent in results written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<RankMemory>,
+    /// Where the rank sat in the device mesh (absent for plain data parallelism).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coords: Option<MeshCoords>,
 }
 
 /// Bytes a worker sent per step, by collective (ring accounting: an all-reduce sends 2 (W-1)/W of its buffer,

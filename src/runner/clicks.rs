@@ -47,7 +47,7 @@ impl ClickData {
     ) -> Result<(MemorySource, Option<EvalSet>), DataError> {
         let clicks =
             Clicks::new(graph, CLICKS_SEED).map_err(|e| DataError { file: "clicks".into(), reason: e.to_string() })?;
-        let world = plan.topology.world_size().max(1);
+        let world = plan.topology.data_parallel().max(1);
         let train = clicks.shard(self.train, plan.batch_size, world, rank);
         if train.is_empty() {
             return Err(DataError {

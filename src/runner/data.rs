@@ -116,8 +116,8 @@ impl LocalData {
         }
     }
 
-    /// A fresh loader of `dataset` (opened by [`Self::open`]) for `plan` on `graph`, as rank `rank` of
-    /// `plan.topology.world_size()`.
+    /// A fresh loader of `dataset` (opened by [`Self::open`]) for `plan` on `graph`, as data-parallel rank
+    /// `rank` of `plan.topology.data_parallel()` (the ranks of a tensor group read the same batches).
     pub fn loader(
         &self,
         dataset: Arc<dyn Dataset>,
@@ -129,7 +129,7 @@ impl LocalData {
         let layout = Layout::of(graph).map_err(|e| err(e.to_string()))?;
         let config = LoaderConfig {
             batch_size: plan.batch_size,
-            world_size: plan.topology.world_size().max(1),
+            world_size: plan.topology.data_parallel().max(1),
             rank,
             seed: plan.seed,
             workers: self.workers as usize,
@@ -152,7 +152,7 @@ impl LocalData {
     ) -> Result<LoaderThroughput, DataError> {
         let clock = Instant::now();
         let mut loader = self.loader(dataset, plan, graph, 0)?;
-        let per_batch = (plan.batch_size / plan.topology.world_size().max(1)) as u64;
+        let per_batch = (plan.batch_size / plan.topology.data_parallel().max(1)) as u64;
         let mut batches = 0u64;
         while batches < MEASURE_MIN_BATCHES || (batches < MEASURE_MAX_BATCHES && clock.elapsed() < MEASURE_TIME) {
             loader.next_batch()?;

@@ -281,8 +281,12 @@ impl RunSlot<'_> {
     /// run with a target.
     /// On synthetic clicks: this rank's generated batches and the held-out clicks.
     fn open_data(&self, plan: &RunPlan) -> Result<OpenedData, DataError> {
+        // Data is sharded over the data-parallel ranks: a tensor group's ranks read the same batches.
         let rank = match self.ranks {
-            Some(r) if !plan.topology.strategy.is_single() => r.borrow().rank(),
+            Some(r) if !plan.topology.strategy.is_single() => {
+                let rank = r.borrow().rank();
+                plan.topology.mesh.coords(rank, plan.topology.world_size()).map_or(rank, |c| c.dp)
+            }
             _ => 0,
         };
         if let Some(clicks) = &self.suite.clicks {

@@ -173,6 +173,7 @@ fn tch_and_wgpu_agree_on_given_batches() {
             exchange: None,
             eval: Some(&eval),
             pipeline: None,
+            tensor: None,
         };
         let p = RunPlan { target: Some(target.clone()), ..plan(device) };
         let out = backend.run_in(&p, &graph, &mut ctx).unwrap();

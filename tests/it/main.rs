@@ -58,6 +58,8 @@ mod runner;
 mod scaling;
 mod schema_sync;
 mod slurm;
+#[cfg(all(feature = "tch", feature = "mpi"))]
+mod tensor_parallel;
 mod tidy;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod zero;

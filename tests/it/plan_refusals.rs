@@ -151,3 +151,21 @@ fn run_refuses_a_split_model_that_plan_accepts() {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing may run or be written: {t}");
     }
 }
+
+/// Tensor parallelism without a pipeline trains on the tch backend; the others refuse it before anything runs
+/// rather than train it as plain data parallelism.
+#[test]
+fn tensor_parallelism_is_refused_outside_the_tch_backend() {
+    for backend in ["mock", "wgpu"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec!["run", "specs/llm/smoke_gpt.toml", "--quiet", "--backend", backend, "--out"];
+        args.push(dir.path().to_str().unwrap());
+        args.extend(["--set", "topology.devices_per_node=2", "--set", "topology.tensor_parallel=2"]);
+        args.extend(["--set", "topology.strategy=all-reduce"]);
+        let out = trainbench(&args);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{backend}: {t}");
+        assert!(t.contains("tensor_parallel 2 trains on the tch backend only"), "{backend}: {t}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing may run or be written: {t}");
+    }
+}

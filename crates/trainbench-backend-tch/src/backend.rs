@@ -92,12 +92,16 @@ impl Backend for TchBackend {
         let eval = ctx.eval;
         // Re-borrowed for this call (the closure shortens the trait object's lifetime to the borrow's).
         let given = ctx.exchange.as_deref_mut().map(|x| -> &mut dyn GradientExchange { x });
+        // A rank of a tensor group trains its share of the model: the graph of its local widths.
+        let tensor = check::tensor_parallel_for(plan, graph, ctx.tensor.take())?;
+        let local = tensor.as_ref().map(|t| t.local().clone());
+        let graph = local.as_ref().unwrap_or(graph);
         let exchange = check::exchange_for(plan, graph, given)?;
         set_threads(plan.cpu_threads);
         let wgan = check::wgan_roles_if_any(graph)?;
         // Everything a run allocates lives inside this closure, so it is freed before the cache is emptied.
         let result = catch_unwind(AssertUnwindSafe(|| -> Result<RawMeasurements, BackendError> {
-            let mut session = step::Session::new(plan, graph, dev, wgan, exchange, source.is_none())
+            let mut session = step::Session::new(plan, graph, dev, wgan, exchange, source.is_none(), tensor)
                 .map_err(|e| map_error(e, plan.batch_size))?;
             session.run(probe, source, eval)
         }));

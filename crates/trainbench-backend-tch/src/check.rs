@@ -3,11 +3,14 @@
 //! that its training step needs. The whole check of a plan (device, world size, capabilities) is the backend's
 //! own, in `backend.rs`.
 
-use trainbench_comm::GradientExchange;
+use trainbench_comm::{Communicator, GradientExchange};
 use trainbench_contract::capability::TCH;
 use trainbench_contract::{BackendError, RunPlan};
 use trainbench_graph::Precision;
 use trainbench_graph::graph::Graph;
+
+use crate::diff_op::Group;
+use crate::tensor_parallel::TensorParallel;
 
 pub use trainbench_contract::lowering::tch::{WganRoles, wgan_roles, wgan_roles_if_any};
 
@@ -40,11 +43,13 @@ pub fn exchange_for<'x>(
             plan.topology.world_size()
         ));
     };
-    if x.workers() != plan.topology.world_size() || x.strategy() != plan.topology.strategy {
+    // Along a mesh the strategy runs over the data-parallel ranks only.
+    let workers = plan.topology.data_parallel();
+    if x.workers() != workers || x.strategy() != plan.topology.strategy {
         return refuse(format!(
             "the plan asks for {} with {} worker(s), the ranks provide {} with {}",
             plan.topology.strategy.name(),
-            plan.topology.world_size(),
+            workers,
             x.strategy().name(),
             x.workers()
         ));
@@ -58,12 +63,55 @@ pub fn exchange_for<'x>(
                 .into(),
         );
     }
-    if plan.batch_size % plan.topology.world_size() != 0 {
-        return refuse(format!(
-            "the global batch {} does not split evenly over {} workers",
-            plan.batch_size,
-            plan.topology.world_size()
-        ));
+    if plan.batch_size % workers != 0 {
+        return refuse(format!("the global batch {} does not split evenly over {} workers", plan.batch_size, workers));
     }
     Ok(Some(x))
+}
+
+/// This rank's share of a tensor-parallel plan (`tensor_parallel` > 1) over the communicator of its tensor
+/// group (`given`, which the runner splits from the mesh); `None` for a plan without tensor parallelism. A
+/// plan with it but no group, a group of another size, and a model the split does not apply to are refused.
+pub fn tensor_parallel_for(
+    plan: &RunPlan,
+    graph: &Graph,
+    given: Option<Box<dyn Communicator>>,
+) -> Result<Option<TensorParallel>, BackendError> {
+    let mesh = plan.topology.mesh;
+    let refuse = |reason: String| Err(unsupported(&graph.name, "tensor_parallel", reason));
+    match given {
+        None if mesh.tensor_parallel <= 1 => Ok(None),
+        None => refuse(format!(
+            "tensor_parallel = {} runs in ranks started by `trainbench run` or a launcher, which hand each rank its \
+             tensor group; this process has none",
+            mesh.tensor_parallel
+        )),
+        Some(comm) if comm.size() != mesh.tensor_parallel => refuse(format!(
+            "the plan asks for a tensor group of {}, the ranks provide one of {}",
+            mesh.tensor_parallel,
+            comm.size()
+        )),
+        Some(_) if mesh.pipeline_parallel > 1 => {
+            refuse("tensor parallelism combined with a pipeline is not trained yet; use one of the two".into())
+        }
+        Some(comm) => {
+            let tp = TensorParallel::new(graph, Group::new(comm), mesh.sequence_parallel);
+            let tp = match tp {
+                Ok(tp) => tp,
+                Err(e) => return refuse(e.to_string()),
+            };
+            // Those gradients are summed over the tensor group at the step's end; ZeRO-3 and an overlapped
+            // ZeRO exchange would have sent them during the backward pass already.
+            let zero = plan.topology.strategy.zero_stage();
+            if tp.has_partial_grads() && (zero == Some(3) || (zero.is_some() && plan.topology.overlap)) {
+                return refuse(format!(
+                    "with sequence parallelism (or per-head norms) some gradients are summed over the tensor \
+                     group after the backward pass, which {} with overlap exchanges during it; use zero-1 or \
+                     zero-2 with `overlap = false`, or all-reduce",
+                    plan.topology.strategy.name()
+                ));
+            }
+            Ok(Some(tp))
+        }
+    }
 }

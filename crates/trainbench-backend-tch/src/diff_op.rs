@@ -76,7 +76,9 @@ unsafe extern "C" fn trampoline(
         let op = unsafe { &mut *op.cast::<Box<dyn DiffOp>>() };
         let input = unsafe { Tensor::clone_from_ptr(input) };
         let result = if direction == 0 { op.forward(&input) } else { op.backward(&input) };
-        result.map_err(|e| format!("{} ({}): {e}", op.name(), if direction == 0 { "forward" } else { "backward" }))
+        result.map_err(|e| {
+            format!("{} ({}): {}", op.name(), if direction == 0 { "forward" } else { "backward" }, plain(&e))
+        })
     }));
     let message = match run {
         Ok(Ok(mut tensor)) => {
@@ -98,6 +100,14 @@ unsafe extern "C" fn trampoline(
         }
     }
     1
+}
+
+/// An error's own message, without the wrapper's prefix (`tensor kind error: `): the shim adds the operation.
+fn plain(e: &TchError) -> String {
+    match e {
+        TchError::Kind(m) | TchError::Torch(m) => m.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// The communicator of one mesh dimension (a tensor-parallel group, say), shared by every operation that

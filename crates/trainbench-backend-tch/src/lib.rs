@@ -77,6 +77,7 @@ mod pipeline;
 mod pipeline_run;
 pub mod shim;
 mod step;
+pub mod tensor_parallel;
 pub mod transformer_ops;
 mod zero;
 

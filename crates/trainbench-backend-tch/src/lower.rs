@@ -11,6 +11,7 @@ use trainbench_graph::params::{ParamDecl, ParamRole, is_tied, tensors};
 use crate::checkpoint::{BlockWeights, Checkpoints};
 use crate::loss;
 use crate::ops::{self, Flags};
+use crate::tensor_parallel::TensorParallel;
 
 /// How [`Lowered::eval`] runs the nodes.
 pub struct EvalOpts<'f> {
@@ -48,6 +49,8 @@ pub struct Lowered {
     /// Whether node i holds bf16 frozen weights: it computes in bf16 (floating inputs cast to bf16, its output
     /// cast back to its first floating input's type, fp32 where it has none).
     bf16_base: Vec<bool>,
+    /// This rank's share of a tensor-parallel model (`None`: the whole model).
+    tensor: Option<TensorParallel>,
 }
 
 fn floating(kind: Kind) -> bool {
@@ -77,17 +80,35 @@ impl Lowered {
     /// Allocate and initialise every declared tensor of `graph` on `device` from `seed` (tied weights share
     /// their owner's tensor), and compute the per-node constants.
     pub fn new(graph: &Graph, device: Device, seed: u64) -> Result<Self, TchError> {
-        Self::new_partial(graph, device, seed, &|_| true)
+        Self::build(graph, device, seed, &|_| true, None)
     }
 
     /// As [`Lowered::new`] for the nodes `owned` selects only (a pipeline rank's chunks): the others get no
     /// tensors and no constants. Each tensor has the value it has in the whole model. A weight tied to one
     /// outside the selection is refused.
-    pub fn new_partial(
+    pub fn new_partial(graph: &Graph, device: Device, seed: u64, owned: &dyn Fn(usize) -> bool) -> Result<Self, TchError> {
+        Self::build(graph, device, seed, owned, None)
+    }
+
+    /// [`Lowered::new`] for one rank of a tensor group: `graph` is the rank's local graph
+    /// ([`TensorParallel::local`]), each tensor initialised with its slice of the full model's values.
+    pub fn with_tensor_parallel(
+        graph: &Graph,
+        device: Device,
+        seed: u64,
+        tensor: Option<TensorParallel>,
+    ) -> Result<Self, TchError> {
+        Self::build(graph, device, seed, &|_| true, tensor)
+    }
+
+    /// The nodes `owned` selects of `graph` (all but a pipeline rank's others), whole or as this rank's share of
+    /// a tensor group.
+    fn build(
         graph: &Graph,
         device: Device,
         seed: u64,
         owned: &dyn Fn(usize) -> bool,
+        tensor: Option<TensorParallel>,
     ) -> Result<Self, TchError> {
         let n = graph.nodes.len();
         let mut consumers = vec![0usize; n];
@@ -132,7 +153,11 @@ impl Lowered {
                     tf.push(true);
                     continue;
                 }
-                let values = initial_values(d, seed);
+                let id = decls.len();
+                let values = match &tensor {
+                    Some(tp) => tp.initial_values(id, d, seed),
+                    None => initial_values(d, seed),
+                };
                 let shape: Vec<i64> = d.shape.iter().map(|&x| x as i64).collect();
                 let t = Tensor::f_from_slice(&values)?.f_reshape(shape)?.f_to_device(device)?;
                 let t = if bf16 && d.role == ParamRole::Frozen { t.f_to_kind(Kind::BFloat16)? } else { t };
@@ -152,7 +177,7 @@ impl Lowered {
                 inplace_ok[i] = false;
             }
         }
-        Ok(Self { device, decls, tensors: all, tied, constants, consumers, inplace_ok, bf16_base })
+        Ok(Self { device, decls, tensors: all, tied, constants, consumers, inplace_ok, bf16_base, tensor })
     }
 
     /// Never overwrite the outputs of `nodes` in place (they are leaves a pipeline stage received).
@@ -162,6 +187,11 @@ impl Lowered {
                 *ok = false;
             }
         }
+    }
+
+    /// This rank's share of a tensor-parallel model, if the model is split.
+    pub fn tensor_parallel(&self) -> Option<&TensorParallel> {
+        self.tensor.as_ref()
     }
 
     /// Put the weights of every recurrent layer into one cuDNN buffer (as PyTorch's `flatten_parameters()`), so
@@ -307,6 +337,9 @@ impl Lowered {
             let no_grad = (opts.frozen)(node) || ckpt.as_ref().is_some_and(|c| c.inside());
             let flags = Flags { inplace, critic_update: opts.critic_update };
             let compute = || -> Result<Tensor, TchError> {
+                if let Some(out) = self.tensor.as_ref().and_then(|tp| tp.forward(i, node, &ins, &self.tensors[i])) {
+                    return out;
+                }
                 match &node.op {
                     Op::Loss { loss, .. } => loss::forward(graph, i, *loss, &ins, opts.critic_update),
                     Op::Input { .. }
@@ -347,6 +380,11 @@ impl Lowered {
             let out = match back {
                 Some(kind) if out.kind() != kind => out.f_to_kind(kind)?,
                 _ => out,
+            };
+            let out = match &self.tensor {
+                Some(tp) if no_grad => tch::no_grad(|| tp.enter(i, out))?,
+                Some(tp) => tp.enter(i, out)?,
+                None => out,
             };
             drop(ins);
             env[i] = Some(match ckpt.as_deref_mut() {

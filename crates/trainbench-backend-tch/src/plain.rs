@@ -151,6 +151,12 @@ impl PlainStep {
     /// After the step's micro-batches: the data-parallel exchange (once per optimizer step) and the
     /// optimizer step.
     pub(super) fn finish(&mut self, c: &mut Common<'_>, clock: &mut Clock) -> Result<(), TchError> {
+        // Gradients each rank of a tensor group holds only its share of are summed over the group first (after
+        // an overlapped exchange, since summing and averaging commute).
+        let tensor = c.model.tensor_parallel().filter(|tp| tp.has_partial_grads());
+        if let Some(tp) = tensor.filter(|_| !c.overlap_pending) {
+            tp.reduce_partial_grads(self.opt.params())?;
+        }
         if c.exchange.as_deref().and_then(|x| x.strategy().zero_stage()).is_some() {
             return self.finish_zero(c, clock);
         }
@@ -164,6 +170,9 @@ impl PlainStep {
                 .finish(&mut host.grads, &mut host.weights, c.stop_wish)
                 .map_err(|e| TchError::Kind(format!("data-parallel exchange: {e}")))?;
             crate::dist::apply(self.opt.params(), &step, &host.grads, &host.weights)?;
+            if let Some(tp) = c.model.tensor_parallel().filter(|tp| tp.has_partial_grads()) {
+                tp.reduce_partial_grads(self.opt.params())?;
+            }
             return self.after_exchange(c, step, clock);
         }
         if let Some(x) = c.exchange.as_deref_mut() {

@@ -10,7 +10,7 @@ use trainbench_comm::{GradientExchange, StopWish};
 use trainbench_contract::steady_loop::{EndWish, EvalWhen, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
 use trainbench_contract::target::EvalTally;
 use trainbench_contract::{
-    BackendError, FreeRunning, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunPlan, Tf32,
+    BackendError, FreeRunning, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunPlan, TensorTraffic, Tf32,
 };
 use trainbench_data::{BatchSource, EvalSet};
 use trainbench_graph::Precision;
@@ -25,6 +25,7 @@ use crate::feed::{self, DeviceBatch};
 use crate::lower::{DataPool, Lowered, host_available_bytes, host_bytes_needed, pool_size};
 use crate::optim::{GradScaler, Optim};
 use crate::shim::{self, AutocastDtype, AutocastGuard};
+use crate::tensor_parallel::{TensorParallel, ring_bytes};
 use crate::zero::{ZeroParams, ZeroState};
 
 #[path = "plain.rs"]
@@ -160,6 +161,7 @@ impl<'a> Session<'a> {
         wgan: Option<WganRoles>,
         exchange: Option<&'a mut dyn GradientExchange>,
         synthetic: bool,
+        tensor: Option<TensorParallel>,
     ) -> Result<Self, TchError> {
         tch::manual_seed(plan.seed as i64);
         let numerics = plan.numerics;
@@ -189,7 +191,8 @@ impl<'a> Session<'a> {
                 )));
             }
         }
-        let model = Lowered::new(graph, device, plan.seed)?;
+        let tensor_split = tensor.as_ref().map(TensorParallel::degree);
+        let model = Lowered::with_tensor_parallel(graph, device, plan.seed, tensor)?;
         if device.is_cuda() && tch::Cuda::cudnn_is_available() {
             // One cuDNN buffer per recurrent layer, as `flatten_parameters()`: no copy of the weights per call.
             model.flatten_rnns(graph)?;
@@ -260,7 +263,9 @@ impl<'a> Session<'a> {
             ckpt: Checkpoints::new(graph, plan.schedule.checkpointing, device),
             micro,
             zero,
-            overlap: plan.topology.overlap,
+            // A tensor group without data-parallel peers has no exchange to overlap (and its collectives run
+            // inside the backward pass, where no exchange thread may call the engine beside them).
+            overlap: plan.topology.overlap && (tensor_split.is_none() || plan.topology.data_parallel() > 1),
             overlap_pending: false,
             host: crate::dist::HostBuffers::default(),
             routing: crate::moe_stats::StepRouting::default(),
@@ -494,8 +499,22 @@ impl<'a> Session<'a> {
             }
             None => (None, None),
         };
+        if let Some(tp) = self.common.model.tensor_parallel() {
+            let (all_reduce, all_gather, reduce_scatter) = ring_bytes(tp.traffic(), tp.degree());
+            let per = |b: u64| b.checked_div(index).unwrap_or(0);
+            out.tensor_traffic = Some(TensorTraffic {
+                all_reduce: per(all_reduce),
+                all_gather: per(all_gather),
+                reduce_scatter: per(reduce_scatter),
+            });
+        }
         if let (true, Mode::Plain(step)) = (distributed, &self.mode) {
-            out.weights_digest = Some(crate::dist::digest(step.opt.params()).map_err(|e| map(e, batch))?);
+            // A tensor group's digest is the whole model's: every rank gathers the split tensors.
+            let digest = match self.common.model.tensor_parallel() {
+                Some(tp) => tp.gather_weights(step.opt.params()).and_then(|w| crate::dist::digest(&w)),
+                None => crate::dist::digest(step.opt.params()),
+            };
+            out.weights_digest = Some(digest.map_err(|e| map(e, batch))?);
         }
         out.memory = MemoryMeasured {
             weights,

@@ -44,6 +44,9 @@ pub struct RunContext<'a> {
     /// The evaluation split of a run with a target ([`RunPlan::target`]): every batch is evaluated (forward
     /// only) at each evaluation; `None` when the plan has no target.
     pub eval: Option<&'a EvalSet>,
+    /// A mesh run with `tensor_parallel` > 1: the communicator of this rank's tensor group (its ranks in tensor
+    /// order), which the backend takes; `None` otherwise. The exchange then runs along the data-parallel group.
+    pub tensor: Option<Box<dyn Communicator>>,
     /// A pipeline-parallel run's groups (the plan's mesh has `pipeline_parallel` > 1); `None` otherwise.
     pub pipeline: Option<PipelineGroups<'a>>,
 }
@@ -61,7 +64,7 @@ pub struct PipelineGroups<'a> {
 impl<'a> RunContext<'a> {
     /// A context that only reports to `probe`: synthetic data, a single rank.
     pub fn new(probe: &'a mut dyn Probe) -> Self {
-        RunContext { probe, data: None, exchange: None, eval: None, pipeline: None }
+        RunContext { probe, data: None, exchange: None, eval: None, pipeline: None, tensor: None }
     }
 
     /// The next training batch from [`RunContext::data`] and the seconds spent waiting for it (the stall);

@@ -99,6 +99,9 @@ pub struct RawMeasurements {
     /// A pipeline-parallel run: what this rank's stage measured; `None` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<PipelineMeasured>,
+    /// A rank of a tensor group: what it sent over the group per step ([`TensorTraffic`]); `None` elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_traffic: Option<TensorTraffic>,
 }
 
 /// What one pipeline rank measured over the measured steps of a pipeline-parallel run.
@@ -117,6 +120,19 @@ pub struct PipelineMeasured {
     pub bytes_sent_per_step: u64,
     /// Micro-batches (chunk micro-batches when interleaved) whose activations it held at once, at most.
     pub microbatches_held: usize,
+}
+
+/// Bytes one rank of a tensor group sends over the group per training step, by kind of collective, as ring
+/// algorithms move them (an all-reduce of `S` bytes over `t` ranks sends `2 (t - 1) / t x S`, an all-gather of
+/// a block of `S` bytes `(t - 1) x S`, a reduce-scatter of `S` bytes `(t - 1) / t x S`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TensorTraffic {
+    /// By all-reduces (tensor parallelism's copy and reduce, the vocabulary-parallel loss).
+    pub all_reduce: u64,
+    /// By all-gathers (sequence parallelism's gathers, the loss's maximum).
+    pub all_gather: u64,
+    /// By reduce-scatters (sequence parallelism's scatters).
+    pub reduce_scatter: u64,
 }
 
 /// A digest of weights (FNV-1a over the bits of every value, in order), as 16 hex digits: equal weights give

@@ -14,6 +14,7 @@ mod op_classes;
 pub mod params;
 pub mod rng;
 pub mod stages;
+pub mod tensor_parallel;
 pub mod training;
 pub mod zoo;
 

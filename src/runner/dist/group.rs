@@ -6,19 +6,20 @@
 use serde::{Deserialize, Serialize};
 use trainbench_comm::server::{ServerReport, serve};
 use trainbench_comm::{
-    AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, PsWorkerExchange,
-    ShardedExchange,
+    AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, MeshCoords,
+    PsWorkerExchange, ShardedExchange,
 };
 use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{
     Backend, BackendError, DeviceSelector, PhaseTimes, PipelineGroups, PipelineMeasured, Probe, RawMeasurements,
-    RunContext, RunPlan,
+    RunContext, RunPlan, TensorTraffic,
 };
 use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
 
 use super::launcher::LauncherEnv;
 use super::pipeline::{self, StageReport};
+use super::mesh::MeshGroups;
 use super::transport::{Opened, Transport, TransportError, open_transport};
 
 use crate::result::distributed::{BytesByKind, DistributedResult, PipelineResult, RankMemory, RankPhases};
@@ -65,6 +66,12 @@ struct RankReport {
     /// A pipeline stage's figures and the activations it held at its peak.
     #[serde(default)]
     pipeline: Option<(PipelineMeasured, Option<u64>)>,
+    /// A mesh rank's coordinates.
+    #[serde(default)]
+    coords: Option<MeshCoords>,
+    /// A tensor-parallel rank's traffic over its tensor group per step.
+    #[serde(default)]
+    tensor_traffic: Option<TensorTraffic>,
 }
 
 /// Why this process could not join its group of ranks, or the group cannot run a plan.
@@ -212,7 +219,19 @@ impl Ranks {
         data: Option<&mut dyn BatchSource>,
     ) -> Result<(RawMeasurements, Option<DistributedResult>), BackendError> {
         let engine_error = |e: CommError| BackendError::Framework(format!("data-parallel exchange: {e}"));
-        let (raw, stats) = if plan.topology.mesh.pipeline_parallel > 1 {
+        // Over a tensor-parallel mesh, this rank's tensor group goes to the backend and the strategy runs along its
+        // data group, over the tensors of its share of the model (a pipeline makes its own groups below).
+        let pipelined = plan.topology.mesh.pipeline_parallel > 1;
+        let (mut split, local) = match pipelined {
+            true => (None, None),
+            false => match MeshGroups::split(self.comm.as_mut(), plan, graph)? {
+                Some((groups, local)) => (Some(groups), Some(local)),
+                None => (None, None),
+            },
+        };
+        let graph_here = local.as_ref().unwrap_or(graph);
+        let tensor = split.as_mut().and_then(|m| m.tensor.take());
+        let (raw, stats) = if pipelined {
             let mut ctx = RunContext::new(probe);
             ctx.data = data.map(|d| -> &mut dyn BatchSource { d });
             let mesh = plan.topology.mesh;
@@ -233,26 +252,31 @@ impl Ranks {
             };
             (raw, ExchangeStats::default())
         } else {
+            let comm: &mut dyn Communicator = match split.as_mut() {
+                Some(m) => m.data.as_mut(),
+                None => self.comm.as_mut(),
+            };
             let mut exchange: Box<dyn GradientExchange + '_> = match plan.topology.strategy {
                 DataParallel::ParameterServer { servers } => {
-                    Box::new(PsWorkerExchange::new(self.comm.as_mut(), graph, servers).map_err(engine_error)?)
+                    Box::new(PsWorkerExchange::new(comm, graph_here, servers).map_err(engine_error)?)
                 }
                 DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => Box::new(
                     ShardedExchange::new(
-                        self.comm.as_mut(),
-                        graph,
+                        comm,
+                        graph_here,
                         plan.topology.strategy,
                         &plan.optimizer,
                         plan.topology.bucket_bytes,
                     )
                     .map_err(engine_error)?,
                 ),
-                _ => Box::new(AllReduceExchange::new(self.comm.as_mut(), graph, plan.topology.bucket_bytes)),
+                _ => Box::new(AllReduceExchange::new(comm, graph_here, plan.topology.bucket_bytes)),
             };
             let mut ctx = RunContext::new(probe);
             // Re-borrowed for this run (shortens the trait object's lifetime to the context's).
             ctx.data = data.map(|d| -> &mut dyn BatchSource { d });
             ctx.exchange = Some(exchange.as_mut());
+            ctx.tensor = tensor;
             let raw = backend.run_in(plan, graph, &mut ctx)?;
             (raw, exchange.stats())
         };
@@ -278,11 +302,13 @@ impl Ranks {
             }),
             server: None,
             pipeline: raw.pipeline.clone().map(|p| (p, raw.memory.activations)),
+            coords: split.as_ref().map(|m| m.coords),
+            tensor_traffic: raw.tensor_traffic,
         };
         let reports = self.gather(&report).map_err(engine_error)?;
         Ok(match reports {
             Some(all) => {
-                let gradient_bytes = 4 * trainbench_comm::Layout::of(graph).total as u64;
+                let gradient_bytes = 4 * trainbench_comm::Layout::of(graph_here).total as u64;
                 let (merged, section) = self.merge(plan, raw, &all, gradient_bytes);
                 (merged, Some(section))
             }
@@ -307,6 +333,8 @@ impl Ranks {
             overlapped_steps: 0,
             server: Some((served.elements, served.bytes_received, served.bytes_sent)),
             pipeline: None,
+            coords: None,
+            tensor_traffic: None,
         };
         self.gather(&report)?;
         Ok(served)
@@ -334,8 +362,12 @@ impl Ranks {
         }
         let ranks = workers
             .iter()
-            .map(|r| RankPhases { rank: r.rank, mean: mean_phases(&r.steps), memory: r.memory })
+            .map(|r| RankPhases { rank: r.rank, mean: mean_phases(&r.steps), memory: r.memory, coords: r.coords })
             .collect();
+        if plan.topology.mesh.splits_model() {
+            // The headline memory of a split model is the most any rank held.
+            raw.memory = super::mesh::max_memory(raw.memory, workers.iter().filter_map(|r| r.memory));
+        }
         let per_step = |r: &RankReport| r.bytes_sent.checked_div(r.exchanged_steps).unwrap_or(0);
         let bytes_sent_per_step = workers.first().map_or(0, |r| per_step(r));
         let bytes_by_kind = workers.first().filter(|r| r.exchanged_steps > 0).map(|r| {
@@ -391,6 +423,14 @@ impl Ranks {
                 Some(_) => None,
             }),
             pipeline,
+            mesh_bytes: if plan.topology.mesh.splits_model() {
+                super::mesh::mesh_bytes(
+                    workers.iter().map(|r| (r.tensor_traffic, r.by_kind, r.exchanged_steps)),
+                    plan.topology.strategy,
+                )
+            } else {
+                Vec::new()
+            },
         };
         (raw, section)
     }

@@ -5,6 +5,9 @@
 //! layer and the backend, never in the middle of a run.
 
 use super::finding::Finding;
+use trainbench_contract::DeviceSelector;
+use trainbench_graph::tensor_parallel::TensorShard;
+
 use crate::backend_registry;
 use crate::plan::{PlacementOverride, placement, plan_on, unrunnable_mesh, unrunnable_plan};
 use crate::spec::path::FieldPath;
@@ -53,21 +56,40 @@ pub fn check_launch(
         .collect())
 }
 
-/// The runs no backend trains yet ([`unrunnable_mesh`]: tensor parallelism) and the pipelines the backend the
-/// spec runs on (with the command line's `--backend` / `--device`) cannot train ([`unrunnable_plan`]); `run`
-/// refuses these before anything starts, while `validate`, `analyze`, `predict` and `plan` accept them.
+/// The runs the spec's backend (with `--backend` / `--device` applied) cannot train: [`unrunnable_plan`] (a mesh
+/// no backend trains yet, tensor parallelism outside the tch backend, what a pipeline's runtime refuses), tensor
+/// parallelism on CUDA ranks or over a model whose layers the tensor split does not cover yet; `run` refuses these
+/// before anything starts, while `validate`, `analyze`, `predict` and `plan` accept them.
 pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     let placed = placement(spec, over);
     for plan in plan_on(spec, placed) {
-        if let Some(why) = unrunnable_plan(&plan, spec.graph(), placed.backend)
+        let mesh = plan.topology.mesh;
+        let split = || {
+            TensorShard::new(spec.graph(), mesh.tensor_parallel, 0, mesh.sequence_parallel)
+                .err()
+                .map(|e| format!("{e}: the runtime splits decoder blocks (`gpt`) today; `predict` prices this layout"))
+        };
+        // A CUDA group meets through NCCL, whose communicator is not split into a mesh's groups yet.
+        let cuda = || {
+            matches!(plan.device, DeviceSelector::Cuda(_)).then(|| {
+                format!(
+                    "tensor_parallel {} runs on CPU ranks over MPI today; CUDA ranks (NCCL) have no per-dimension \
+                     communicators yet",
+                    mesh.tensor_parallel
+                )
+            })
+        };
+        let why = unrunnable_plan(&plan, spec.graph(), placed.backend)
+            .or_else(|| (mesh.tensor_parallel > 1).then(|| cuda().or_else(split))?);
+        if let Some(why) = why
             && !out.iter().any(|f| f.message == why)
         {
-            let (key, hint) = if unrunnable_mesh(&plan.topology).is_some() {
+            let (key, hint) = if mesh.tensor_parallel > 1 {
                 (
                     "tensor_parallel",
-                    "`trainbench predict` prices this layout; to measure, run without `tensor_parallel` (data \
-                     parallelism, ZeRO and pipeline parallelism run today)",
+                    "`trainbench predict` prices this layout; to measure, change what the message names (tensor \
+                     parallelism runs alone on the tch backend's CPU ranks; data parallelism and ZeRO on every backend)",
                 )
             } else {
                 (

@@ -203,7 +203,7 @@ impl Synth {
                 engine_version: "Open MPI v4.1.4".into(),
                 launcher: "trainbench".into(),
                 hosts: vec!["testhost".into(); d.strategy.processes(d.world)],
-                ranks: (0..d.world).map(|rank| RankPhases { rank, mean, memory: None }).collect(),
+                ranks: (0..d.world).map(|rank| RankPhases { rank, mean, memory: None, coords: None }).collect(),
                 gradient_bytes,
                 bytes_sent_per_step: if all_reduce {
                     2 * (d.world as u64 - 1) * gradient_bytes / d.world as u64
@@ -219,6 +219,7 @@ impl Synth {
                 weights_digest: Some("00000000feedbeef".into()),
                 weights_identical: Some(true),
                 pipeline: None,
+                mesh_bytes: Vec::new(),
             }
         });
         RunResult {

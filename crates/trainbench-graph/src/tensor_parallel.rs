@@ -1,0 +1,350 @@
+//! Megatron-style tensor parallelism of a graph: which nodes one rank of a tensor group computes on its share
+//! of heads, FFN columns or vocabulary rows ([`Role`]), where activations enter and leave the parallel regions,
+//! and the graph that rank holds ([`TensorShard::local`]: the same nodes with their local widths, so the
+//! parameter layout every data-parallel strategy exchanges is the rank's own shards).
+//!
+//! The split follows the data: a linear layer reading a replicated activation is column-parallel (its output
+//! rows split), one reading a split activation row-parallel (its input columns split, its output summed over
+//! the group); attention, rotary embeddings, per-head norms and element-wise operations on split activations
+//! run on the local heads or columns; the token embedding and the language-model head are split over the
+//! vocabulary and the cross-entropy is computed over the split logits. With sequence parallelism the replicated
+//! activations between the regions are split along the sequence instead (norms, dropout, residual adds on
+//! sequence shards): gathered on entering a region, reduce-scattered on leaving it.
+
+use crate::graph::{Graph, LossKind, NodeId, Op};
+use crate::params::{ParamDecl, tensors};
+
+/// What one node does on a rank of a tensor group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Computed whole on every rank from a replicated (or, with sequence parallelism, sequence-split) input:
+    /// inputs, norms, residual adds, position embeddings, dropout between the regions.
+    Replicated,
+    /// Computed on this rank's heads or columns, without communication: rotary embeddings, attention,
+    /// per-head norms, activations and products inside a region.
+    Local,
+    /// A linear layer reading a replicated activation: its weight's rows (outputs) and bias are split.
+    Column,
+    /// A linear layer reading a split activation: its weight's columns (inputs) are split; its output is summed
+    /// over the group (reduce-scattered along the sequence with sequence parallelism), then its whole bias added.
+    Row,
+    /// The token embedding, its rows split over the vocabulary; ids outside this rank's rows look up zeros and
+    /// the output is summed over the group (reduce-scattered along the sequence with sequence parallelism).
+    VocabEmbedding,
+    /// Cross-entropy over vocabulary-split logits: the maximum and the sum of exponentials are reduced over the
+    /// group, never the full logits.
+    VocabLoss,
+}
+
+/// How one of a node's declared tensors is split over the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// Every rank holds all of it; `partial` when each rank's gradient is only its share of the whole one (a
+    /// per-head norm's weight, or with sequence parallelism a tensor used on sequence shards), so the
+    /// gradients are summed over the group after the backward pass.
+    Replicated {
+        /// Each rank's gradient is a part of the whole gradient.
+        partial: bool,
+    },
+    /// This rank holds `len` indices from `start` along `axis` of the full tensor.
+    Sharded {
+        /// The axis split.
+        axis: usize,
+        /// First index held.
+        start: usize,
+        /// Indices held.
+        len: usize,
+    },
+}
+
+/// The graph one rank of a tensor group holds, and what each node does there.
+#[derive(Debug, Clone)]
+pub struct TensorShard {
+    /// Ranks in the tensor group.
+    pub degree: usize,
+    /// This rank's place in it.
+    pub rank: usize,
+    /// Activations between the regions are split along the sequence.
+    pub sequence_parallel: bool,
+    /// Each node's role (indexed like the graph's nodes).
+    pub roles: Vec<Role>,
+    /// Nodes whose output enters a parallel region (every consumer is column-parallel): copied into it (its
+    /// gradient summed over the group), or gathered along the sequence with sequence parallelism.
+    pub enters: Vec<bool>,
+    /// The graph with every node's local widths (node indices, names and blocks unchanged).
+    pub local: Graph,
+}
+
+/// Why a graph cannot be split over a tensor group.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("tensor parallelism over {degree} ranks: {message}")]
+pub struct TensorSplitError {
+    /// The tensor-parallel degree asked for.
+    pub degree: usize,
+    /// What cannot be split, naming the node.
+    pub message: String,
+}
+
+/// What a node's output is on a rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// The whole activation (sequence-split with sequence parallelism).
+    Full,
+    /// Split along this per-sample axis (the last for projections, the heads axis for per-head reshapes).
+    Split(usize),
+}
+
+impl TensorShard {
+    /// The split of `graph` for rank `rank` of a tensor group of `degree`, with or without sequence parallelism.
+    pub fn new(graph: &Graph, degree: usize, rank: usize, sequence_parallel: bool) -> Result<Self, TensorSplitError> {
+        let fail = |message: String| TensorSplitError { degree, message };
+        if degree == 0 || rank >= degree {
+            return Err(fail(format!("rank {rank} is outside the group")));
+        }
+        let n = graph.nodes.len();
+        let mut roles = vec![Role::Replicated; n];
+        let mut states = vec![State::Full; n];
+        let mut local = graph.clone();
+        let divide = |what: &str, name: &str, size: usize| -> Result<usize, TensorSplitError> {
+            if size % degree != 0 {
+                return Err(fail(format!("`{name}` has {size} {what}, which do not divide over {degree} ranks")));
+            }
+            Ok(size / degree)
+        };
+        for (i, node) in graph.nodes.iter().enumerate() {
+            let ins: Vec<State> = node.inputs.iter().map(|&j| states[j]).collect();
+            let all_full = ins.iter().all(|s| *s == State::Full);
+            let first = ins.first().copied().unwrap_or(State::Full);
+            let unsupported = |why: &str| fail(format!("`{}` ({}) {why}", node.name, node.op.kind_name()));
+            let mut shape = node.shape.0.clone();
+            let (role, state) = match &node.op {
+                Op::Input { .. } => (Role::Replicated, State::Full),
+                Op::Embedding { vocab, dim } => {
+                    let v = divide("vocabulary rows", &node.name, *vocab)?;
+                    local.nodes[i].op = Op::Embedding { vocab: v, dim: *dim };
+                    (Role::VocabEmbedding, State::Full)
+                }
+                Op::Linear { in_features, out_features, bias } => match first {
+                    State::Full => {
+                        let out = divide("output features", &node.name, *out_features)?;
+                        local.nodes[i].op = Op::Linear { in_features: *in_features, out_features: out, bias: *bias };
+                        if let Some(last) = shape.last_mut() {
+                            *last = out;
+                        }
+                        (Role::Column, State::Split(shape.len().saturating_sub(1)))
+                    }
+                    State::Split(axis) if axis + 1 == node.shape.rank() => {
+                        let inf = divide("input features", &node.name, *in_features)?;
+                        local.nodes[i].op = Op::Linear { in_features: inf, out_features: *out_features, bias: *bias };
+                        (Role::Row, State::Full)
+                    }
+                    State::Split(_) => return Err(unsupported("reads an activation split along another axis")),
+                },
+                Op::Rotary { heads, head_dim, theta } => match first {
+                    State::Split(axis) if axis + 1 == node.shape.rank() => {
+                        let h = divide("heads", &node.name, *heads)?;
+                        local.nodes[i].op = Op::Rotary { heads: h, head_dim: *head_dim, theta: *theta };
+                        shape_last(&mut shape, degree);
+                        (Role::Local, first)
+                    }
+                    _ => return Err(unsupported("reads a replicated activation; only split heads are rotated")),
+                },
+                Op::Sdpa { heads, kv_heads, head_dim, causal } => {
+                    if ins.iter().any(|s| *s != State::Split(node.shape.rank() - 1)) {
+                        return Err(unsupported("needs its queries, keys and values split by heads"));
+                    }
+                    let h = divide("query heads", &node.name, *heads)?;
+                    let kv = divide("key/value heads", &node.name, *kv_heads)?;
+                    local.nodes[i].op = Op::Sdpa { heads: h, kv_heads: kv, head_dim: *head_dim, causal: *causal };
+                    shape_last(&mut shape, degree);
+                    (Role::Local, first)
+                }
+                Op::Reshape { shape: to } => match first {
+                    State::Full => (Role::Replicated, State::Full),
+                    State::Split(axis) => {
+                        let from = &graph.nodes[node.inputs[0]].shape.0;
+                        if to.len() <= axis || from[..axis] != to[..axis] || to[axis] % degree != 0 {
+                            return Err(unsupported("reshapes a split activation across its split axis"));
+                        }
+                        let mut t = to.clone();
+                        t[axis] /= degree;
+                        local.nodes[i].op = Op::Reshape { shape: t.clone() };
+                        shape = t;
+                        (Role::Local, State::Split(axis))
+                    }
+                },
+                Op::RmsNorm { .. } | Op::LayerNorm { .. } => match first {
+                    State::Full => (Role::Replicated, State::Full),
+                    State::Split(axis) if axis + 1 < node.shape.rank() => {
+                        shape[axis] /= degree;
+                        (Role::Local, first)
+                    }
+                    State::Split(_) => return Err(unsupported("normalises over a split axis")),
+                },
+                Op::Act { .. } | Op::Dropout { .. } => match first {
+                    State::Full => (Role::Replicated, State::Full),
+                    State::Split(axis) => {
+                        shape[axis] /= degree;
+                        (Role::Local, first)
+                    }
+                },
+                Op::Add | Op::Mul => {
+                    if all_full {
+                        (Role::Replicated, State::Full)
+                    } else if ins.iter().all(|s| *s == first) {
+                        if let State::Split(axis) = first {
+                            shape[axis] /= degree;
+                        }
+                        (Role::Local, first)
+                    } else {
+                        return Err(unsupported("combines a split activation with a replicated one"));
+                    }
+                }
+                Op::LearnedPositions { .. } if all_full => (Role::Replicated, State::Full),
+                Op::Loss { loss: LossKind::CrossEntropy, .. }
+                    if first == State::Split(graph.nodes[node.inputs[0]].shape.rank() - 1)
+                        && ins.get(1) == Some(&State::Full) =>
+                {
+                    (Role::VocabLoss, State::Full)
+                }
+                Op::Conv { .. }
+                | Op::BatchNorm { .. }
+                | Op::Rnn { .. }
+                | Op::Attention { .. }
+                | Op::ClassToken { .. }
+                | Op::EmbeddingBag { .. }
+                | Op::Pool { .. }
+                | Op::AdaptivePool { .. }
+                | Op::Softmax
+                | Op::Concat { .. }
+                | Op::Transpose { .. }
+                | Op::Slice { .. }
+                | Op::Mean { .. }
+                | Op::MatMul { .. }
+                | Op::SinusoidalPositions { .. }
+                | Op::LearnedPositions { .. }
+                | Op::CriticBatch
+                | Op::RoiAlign { .. }
+                | Op::Lora { .. }
+                | Op::Moe { .. }
+                | Op::Loss { .. } => {
+                    return Err(unsupported(
+                        "is not split by tensor parallelism (decoder blocks of linear layers, grouped-query \
+                         attention, norms and a cross-entropy head are)",
+                    ));
+                }
+            };
+            roles[i] = role;
+            states[i] = state;
+            local.nodes[i].shape.0 = shape;
+        }
+        let mut enters = vec![false; n];
+        for (i, node) in graph.nodes.iter().enumerate() {
+            for &j in &node.inputs {
+                if roles[i] == Role::Column {
+                    enters[j] = true;
+                }
+            }
+        }
+        for (i, node) in graph.nodes.iter().enumerate() {
+            for &j in &node.inputs {
+                if enters[j] && roles[i] != Role::Column {
+                    return Err(fail(format!(
+                        "`{}` is read both by column-parallel layers and by `{}`; only layers that split it may read it",
+                        graph.nodes[j].name, node.name
+                    )));
+                }
+            }
+        }
+        let mut shard = TensorShard { degree, rank, sequence_parallel, roles, enters, local };
+        if sequence_parallel {
+            shard.split_sequence(graph)?;
+        }
+        Ok(shard)
+    }
+
+    /// With sequence parallelism the replicated activations between the regions hold `seq / degree` positions.
+    fn split_sequence(&mut self, graph: &Graph) -> Result<(), TensorSplitError> {
+        for (i, node) in graph.nodes.iter().enumerate() {
+            let between = matches!(self.roles[i], Role::Replicated | Role::Row | Role::VocabEmbedding)
+                && !matches!(node.op, Op::Input { .. });
+            if !between {
+                continue;
+            }
+            let t = node.shape.0.first().copied().unwrap_or(0);
+            if node.shape.rank() < 2 || t % self.degree != 0 {
+                return Err(TensorSplitError {
+                    degree: self.degree,
+                    message: format!(
+                        "sequence parallelism splits `{}` ({} positions) along its sequence, which does not divide",
+                        node.name, t
+                    ),
+                });
+            }
+            self.local.nodes[i].shape.0[0] = t / self.degree;
+        }
+        Ok(())
+    }
+
+    /// How `decl`, a tensor of node `id` of the full graph, is split on this rank.
+    pub fn split_of(&self, graph: &Graph, id: NodeId, decl: &ParamDecl) -> Split {
+        let whole = |axis: usize| {
+            let size = decl.shape.get(axis).copied().unwrap_or(0);
+            let len = size / self.degree.max(1);
+            Split::Sharded { axis, start: self.rank * len, len }
+        };
+        let seq = self.sequence_parallel;
+        match self.roles[id] {
+            Role::Column => whole(0),
+            Role::VocabEmbedding => whole(0),
+            Role::Row if decl.local == "weight" => whole(1),
+            // A row-parallel layer's bias is added after the sum: on sequence shards with sequence parallelism.
+            Role::Row => Split::Replicated { partial: seq },
+            // A tensor read on split heads or columns (a per-head norm's weight) sees this rank's share only.
+            Role::Local => Split::Replicated { partial: true },
+            Role::Replicated => {
+                let on_shards = seq && !matches!(graph.nodes[id].op, Op::Input { .. });
+                Split::Replicated { partial: on_shards }
+            }
+            Role::VocabLoss => Split::Replicated { partial: false },
+        }
+    }
+
+    /// This rank's initial values of `decl` (a tensor of node `id` of the local graph): the slice of the full
+    /// tensor's values ([`crate::init::initial_values`] of the full graph's declaration), so a run over a tensor
+    /// group starts from exactly the weights one rank would.
+    pub fn initial_values(&self, graph: &Graph, id: NodeId, decl: &ParamDecl, seed: u64) -> Vec<f32> {
+        let Some(full) = tensors(&graph.nodes[id]).into_iter().find(|d| d.local == decl.local) else {
+            return crate::init::initial_values(decl, seed);
+        };
+        let values = crate::init::initial_values(&full, seed);
+        match self.split_of(graph, id, &full) {
+            Split::Replicated { .. } => values,
+            Split::Sharded { axis, start, len } => slice(&values, &full.shape, axis, start, len),
+        }
+    }
+}
+
+/// The last dimension of a per-sample shape divided by the degree.
+fn shape_last(shape: &mut [usize], degree: usize) {
+    if let Some(last) = shape.last_mut() {
+        *last /= degree;
+    }
+}
+
+/// Indices `start..start + len` along `axis` of a row-major tensor of `shape`.
+pub fn slice(values: &[f32], shape: &[usize], axis: usize, start: usize, len: usize) -> Vec<f32> {
+    let outer: usize = shape[..axis].iter().product();
+    let size = shape.get(axis).copied().unwrap_or(1);
+    let inner: usize = shape[axis + 1..].iter().product();
+    let mut out = Vec::with_capacity(outer * len * inner);
+    for o in 0..outer {
+        let base = o * size * inner;
+        out.extend_from_slice(&values[base + start * inner..base + (start + len) * inner]);
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "tensor_parallel_tests.rs"]
+mod tests;

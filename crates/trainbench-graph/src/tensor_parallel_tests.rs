@@ -1,0 +1,106 @@
+//! The split of decoders over a tensor group: each node's role, the local widths, the slices of the initial
+//! values, and the graphs refused with the node named.
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::ModelSpec;
+use crate::params::graph_tensors;
+
+fn gpt(extra: &str) -> Graph {
+    let mut json: serde_json::Value = serde_json::json!({
+        "family": "gpt", "layers": 2, "d_model": 32, "heads": 4, "kv_heads": 2, "ffn": 48, "vocab": 64,
+        "seq_len": 8, "activation": "swiglu", "norm": "rmsnorm", "positions": "rotary", "bias": false
+    });
+    let over: serde_json::Value = serde_json::from_str(&format!("{{{}}}", extra.trim_start_matches(','))).unwrap();
+    for (k, v) in over.as_object().unwrap() {
+        json[k] = v.clone();
+    }
+    let spec: ModelSpec = serde_json::from_value(json).unwrap();
+    crate::zoo::build(&spec).unwrap()
+}
+
+fn role(s: &TensorShard, g: &Graph, name: &str) -> Role {
+    s.roles[g.nodes.iter().position(|n| n.name == name).unwrap()]
+}
+
+#[test]
+fn a_decoder_splits_by_heads_ffn_columns_and_vocabulary() {
+    let g = gpt("");
+    let s = TensorShard::new(&g, 2, 1, false).unwrap();
+    for (name, want) in [
+        ("embed_tokens", Role::VocabEmbedding),
+        ("layers.0.attn_norm", Role::Replicated),
+        ("layers.0.attn.q_proj", Role::Column),
+        ("layers.0.attn.k_proj", Role::Column),
+        ("layers.0.attn.sdpa", Role::Local),
+        ("layers.0.attn.o_proj", Role::Row),
+        ("layers.0.mlp.gate_proj", Role::Column),
+        ("layers.0.mlp.up_proj", Role::Column),
+        ("layers.0.mlp.down_proj", Role::Row),
+        ("layers.1.mlp_residual", Role::Replicated),
+        ("lm_head", Role::Column),
+        ("loss", Role::VocabLoss),
+    ] {
+        assert_eq!(role(&s, &g, name), want, "{name}");
+    }
+    let local = |name: &str| s.local.node(name).unwrap().clone();
+    assert_eq!(local("layers.0.attn.k_proj").shape.0, [8, 8], "2 key/value heads of 8 over 2 ranks: one each");
+    assert!(matches!(local("layers.0.attn.sdpa").op, Op::Sdpa { heads: 2, kv_heads: 1, .. }));
+    assert!(matches!(local("layers.0.mlp.down_proj").op, Op::Linear { in_features: 24, out_features: 32, .. }));
+    assert_eq!(local("lm_head").shape.0, [8, 32]);
+    assert!(s.enters[g.nodes.iter().position(|n| n.name == "layers.0.mlp_norm").unwrap()]);
+    // Every matrix is halved; the norms are whole.
+    let full: u64 = graph_tensors(&g).iter().map(|(_, d)| d.numel()).sum();
+    let half: u64 = graph_tensors(&s.local).iter().map(|(_, d)| d.numel()).sum();
+    let norms = 32 * (2 * 2 + 1);
+    assert_eq!(half, (full - norms) / 2 + norms);
+}
+
+#[test]
+fn each_rank_starts_from_its_slice_of_the_full_weights() {
+    let g = gpt("");
+    let id = g.nodes.iter().position(|n| n.name == "layers.0.attn.o_proj").unwrap();
+    let full = tensors(&g.nodes[id]).remove(0);
+    let values = crate::init::initial_values(&full, 7);
+    let mut joined = vec![Vec::new(); 32];
+    for rank in 0..2 {
+        let s = TensorShard::new(&g, 2, rank, false).unwrap();
+        let local = tensors(&s.local.nodes[id]).remove(0);
+        assert_eq!(local.shape, [32, 16]);
+        let part = s.initial_values(&g, id, &local, 7);
+        for (row, chunk) in part.chunks(16).enumerate() {
+            joined[row].extend_from_slice(chunk);
+        }
+    }
+    assert_eq!(joined.concat(), values, "the two column blocks side by side are the full matrix");
+}
+
+#[test]
+fn sequence_parallelism_splits_the_activations_between_regions_and_marks_their_tensors_partial() {
+    let g = gpt("");
+    let s = TensorShard::new(&g, 2, 0, true).unwrap();
+    assert_eq!(s.local.node("layers.0.attn_residual").unwrap().shape.0, [4, 32]);
+    assert_eq!(s.local.node("layers.0.attn.q_proj").unwrap().shape.0, [8, 16], "regions see the whole sequence");
+    let id = g.nodes.iter().position(|n| n.name == "norm").unwrap();
+    let d = tensors(&g.nodes[id]).remove(0);
+    assert_eq!(s.split_of(&g, id, &d), Split::Replicated { partial: true });
+    let plain = TensorShard::new(&g, 2, 0, false).unwrap();
+    assert_eq!(plain.split_of(&g, id, &d), Split::Replicated { partial: false });
+    assert!(TensorShard::new(&gpt(r#", "seq_len": 7"#), 2, 0, true).is_err());
+}
+
+#[test]
+fn what_does_not_divide_or_split_is_refused_naming_the_node() {
+    let e = TensorShard::new(&gpt(""), 4, 0, false).unwrap_err();
+    assert!(e.message.contains("`layers.0.attn.k_rotary` has 2 heads"), "{e}");
+    let tied = gpt(
+        r#", "tied_embeddings": true, "qk_norm": true, "positions": "learned", "norm": "layernorm", "bias": true, "activation": "gelu""#,
+    );
+    let s = TensorShard::new(&tied, 2, 0, false).unwrap();
+    let q_norm = tied.nodes.iter().position(|n| n.name == "layers.0.attn.q_norm").unwrap();
+    assert_eq!(s.roles[q_norm], Role::Local);
+    let d = tensors(&tied.nodes[q_norm]).remove(0);
+    assert_eq!(s.split_of(&tied, q_norm, &d), Split::Replicated { partial: true }, "each rank normalises its heads");
+    let e = TensorShard::new(&gpt(r#", "vocab": 63"#), 2, 0, false).unwrap_err();
+    assert!(e.message.contains("`embed_tokens` has 63 vocabulary rows"), "{e}");
+}
