@@ -9,7 +9,7 @@
 
 use mpi::Count;
 use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
-use mpi::datatype::{Equivalence, PartitionMut};
+use mpi::datatype::{Equivalence, Partition, PartitionMut};
 use mpi::environment::{Threading, Universe};
 use mpi::point_to_point::{Destination, Source};
 use mpi::request::{Request, Scope};
@@ -141,6 +141,36 @@ impl Communicator for MpiComm {
         Ok(())
     }
 
+    fn all_to_all(
+        &mut self,
+        send: &[f32],
+        send_counts: &[usize],
+        recv: &mut [f32],
+        recv_counts: &[usize],
+    ) -> Result<(), CommError> {
+        trainbench_comm::check_counts("mpi", self.size(), (send.len(), send_counts), (recv.len(), recv_counts))?;
+        count(send.len())?;
+        count(recv.len())?;
+        // Counts and displacements in MPI's integers (each fits: their sums were checked above).
+        let ints = |counts: &[usize]| -> (Vec<Count>, Vec<Count>) {
+            let c: Vec<Count> = counts.iter().map(|&n| n as Count).collect();
+            let d = c.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
+            (c, d)
+        };
+        let (sc, sd) = ints(send_counts);
+        let (rc, rd) = ints(recv_counts);
+        let out = Partition::new(send, &sc[..], &sd[..]);
+        let mut into = PartitionMut::new(recv, &rc[..], &rd[..]);
+        if self.beside() {
+            mpi::request::scope(|scope| {
+                wait_beside(self.group.immediate_all_to_all_varcount_into(scope, &out, &mut into));
+            });
+        } else {
+            self.group.all_to_all_varcount_into(&out, &mut into);
+        }
+        Ok(())
+    }
+
     fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError> {
         count(data.len())?;
         self.group.process_at_rank(to as i32).send_with_tag(data, i32::from(tag));
@@ -203,8 +233,10 @@ impl Communicator for MpiComm {
         };
         let color = Color::with_value(value("color", color)?);
         let key = value("key", key)?;
-        let group =
-            self.group.split_by_color_with_key(color, key).ok_or_else(|| error("MPI_Comm_split gave no group".into()))?;
+        let group = self
+            .group
+            .split_by_color_with_key(color, key)
+            .ok_or_else(|| error("MPI_Comm_split gave no group".into()))?;
         Ok(Box::new(MpiComm {
             group,
             version: self.version.clone(),
