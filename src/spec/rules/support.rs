@@ -59,6 +59,17 @@ pub fn check_launch(
 pub fn check_runnable(spec: &ValidatedSpec) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     for plan in plan_on(spec, placement(spec, PlacementOverride::default())) {
+        if let Some(why) = super::expert::expert_unrunnable(&plan)
+            && !out.iter().any(|f| f.message == why)
+        {
+            out.push(
+                Finding::new(FieldPath::keys(&["topology", "device"]), why)
+                    .or_at(FieldPath::keys(&["topology", "expert_parallel"]))
+                    .hint(
+                        "`trainbench predict` prices this layout; to measure, run it on CPU ranks (`device = \"cpu\"`)",
+                    ),
+            );
+        }
         if let Some(why) = unrunnable_mesh(&plan.topology)
             && !out.iter().any(|f| f.message == why)
         {
