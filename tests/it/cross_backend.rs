@@ -167,7 +167,8 @@ fn tch_and_wgpu_agree_on_given_batches() {
     let evaluate = |backend: &mut dyn Backend, device| {
         let mut source = MemorySource::new(batches.clone());
         let mut probe = NoProbe;
-        let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: Some(&eval) };
+        let mut ctx =
+            RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: Some(&eval), expert: None };
         let p = RunPlan { target: Some(target.clone()), ..plan(device) };
         let out = backend.run_in(&p, &graph, &mut ctx).unwrap();
         let point = *out.target.unwrap().curve.last().unwrap();

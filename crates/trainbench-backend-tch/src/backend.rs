@@ -90,11 +90,12 @@ impl Backend for TchBackend {
         // Re-borrowed for this call (the closure shortens the trait object's lifetime to the borrow's).
         let given = ctx.exchange.as_deref_mut().map(|x| -> &mut dyn GradientExchange { x });
         let exchange = check::exchange_for(plan, graph, given)?;
+        let expert = check::expert_groups_for(plan, graph, ctx.expert.take())?;
         set_threads(plan.cpu_threads);
         let wgan = check::wgan_roles_if_any(graph)?;
         // Everything a run allocates lives inside this closure, so it is freed before the cache is emptied.
         let result = catch_unwind(AssertUnwindSafe(|| -> Result<RawMeasurements, BackendError> {
-            let mut session = step::Session::new(plan, graph, dev, wgan, exchange, source.is_none())
+            let mut session = step::Session::new(plan, graph, dev, wgan, exchange, expert, source.is_none())
                 .map_err(|e| map_error(e, plan.batch_size))?;
             session.run(probe, source, eval)
         }));

@@ -63,6 +63,7 @@ pub mod diff_op;
 mod dist;
 mod error;
 pub mod events;
+pub mod expert_parallel;
 pub mod feed;
 pub mod fused;
 pub mod loss;

@@ -21,6 +21,7 @@ use crate::check::WganRoles;
 use crate::checkpoint::Checkpoints;
 use crate::clock::Clock;
 use crate::events::Phase;
+use crate::expert_parallel::ExpertState;
 use crate::feed::{self, DeviceBatch};
 use crate::lower::{DataPool, Lowered, host_available_bytes, host_bytes_needed, pool_size};
 use crate::optim::{GradScaler, Optim};
@@ -89,6 +90,8 @@ struct Common<'a> {
     overlap_pending: bool,
     /// The exchange's host staging buffers, kept from step to step.
     host: crate::dist::HostBuffers,
+    /// An expert-parallel run's groups and expert shards, installed for the forward passes of this thread.
+    expert: Option<(ExpertState, crate::expert_parallel::Installed)>,
 }
 
 /// Everything one run holds on the device.
@@ -157,6 +160,7 @@ impl<'a> Session<'a> {
         device: Device,
         wgan: Option<WganRoles>,
         exchange: Option<&'a mut dyn GradientExchange>,
+        expert: Option<trainbench_comm::ExpertGroups>,
         synthetic: bool,
     ) -> Result<Self, TchError> {
         tch::manual_seed(plan.seed as i64);
@@ -187,7 +191,9 @@ impl<'a> Session<'a> {
                 )));
             }
         }
-        let model = Lowered::new(graph, device, plan.seed)?;
+        let mut model = Lowered::new(graph, device, plan.seed)?;
+        // Expert parallelism: every expert initialised as on one rank, this rank's shard kept.
+        let expert = expert.map(|g| ExpertState::shard(g, &mut model, graph)).transpose()?;
         if device.is_cuda() && tch::Cuda::cudnn_is_available() {
             // One cuDNN buffer per recurrent layer, as `flatten_parameters()`: no copy of the weights per call.
             model.flatten_rnns(graph)?;
@@ -222,7 +228,7 @@ impl<'a> Session<'a> {
             Precision::Bf16 => Some(AutocastDtype::BFloat16),
         };
         if let (Some(x), Mode::Plain(step)) = (exchange.as_deref(), &mode) {
-            crate::dist::check_layout(x, step.opt.params())?;
+            crate::dist::check_layout(x, expert.as_ref().map_or(step.opt.params(), |e| e.dense.as_slice()))?;
         }
         let zero = match (exchange.as_deref_mut().and_then(|x| x.sharded()), &mode) {
             (Some(s), Mode::Plain(step)) => {
@@ -261,6 +267,10 @@ impl<'a> Session<'a> {
             overlap: plan.topology.overlap,
             overlap_pending: false,
             host: crate::dist::HostBuffers::default(),
+            expert: expert.map(|e| {
+                let installed = crate::expert_parallel::install(e.parallel().clone());
+                (e, installed)
+            }),
         };
         Ok(Self { plan, common, mode })
     }
@@ -490,7 +500,13 @@ impl<'a> Session<'a> {
             None => (None, None),
         };
         if let (true, Mode::Plain(step)) = (distributed, &self.mode) {
-            out.weights_digest = Some(crate::dist::digest(step.opt.params()).map_err(|e| map(e, batch))?);
+            // An expert-parallel rank digests the whole model (its experts gathered), as every rank holds it.
+            let whole = match &self.common.expert {
+                Some((e, _)) => e.whole_parameters(&self.common.model, self.common.graph).map_err(|e| map(e, batch))?,
+                None => step.opt.params().iter().map(Tensor::shallow_clone).collect(),
+            };
+            out.weights_digest = Some(crate::dist::digest(&whole).map_err(|e| map(e, batch))?);
+            out.expert = self.common.expert.as_ref().map(|(e, _)| e.traffic());
         }
         out.memory = MemoryMeasured {
             weights,

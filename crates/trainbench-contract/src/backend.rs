@@ -44,12 +44,15 @@ pub struct RunContext<'a> {
     /// The evaluation split of a run with a target ([`RunPlan::target`]): every batch is evaluated (forward
     /// only) at each evaluation; `None` when the plan has no target.
     pub eval: Option<&'a EvalSet>,
+    /// An expert-parallel run's groups (`RunPlan`'s `topology.mesh.expert_parallel` above 1), split from the
+    /// world by the runner before the exchange took it; the backend takes them. `None` otherwise.
+    pub expert: Option<trainbench_comm::ExpertGroups>,
 }
 
 impl<'a> RunContext<'a> {
     /// A context that only reports to `probe`: synthetic data, a single rank.
     pub fn new(probe: &'a mut dyn Probe) -> Self {
-        RunContext { probe, data: None, exchange: None, eval: None }
+        RunContext { probe, data: None, exchange: None, eval: None, expert: None }
     }
 
     /// The next training batch from [`RunContext::data`] and the seconds spent waiting for it (the stall);

@@ -36,7 +36,7 @@ pub use capability::Capabilities;
 pub use cpu::{CpuFeatures, CpuIsa};
 pub use device::{DeviceFamily, DeviceSelector, WgpuAdapter};
 pub use error::BackendError;
-pub use measured::{DeviceInfo, FreeRunning, MemoryMeasured, RawMeasurements};
+pub use measured::{DeviceInfo, ExpertTraffic, FreeRunning, MemoryMeasured, RawMeasurements};
 pub use numerics::{Numerics, Tf32};
 pub use phases::PhaseTimes;
 pub use plan::{Budget, RunPlan};

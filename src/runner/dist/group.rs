@@ -6,12 +6,12 @@
 use serde::{Deserialize, Serialize};
 use trainbench_comm::server::{ServerReport, serve};
 use trainbench_comm::{
-    AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, PsWorkerExchange,
-    ShardedExchange,
+    AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, ExpertGroups, GradientExchange, Layout,
+    PsWorkerExchange, ShardedExchange,
 };
 use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{
-    Backend, BackendError, DeviceSelector, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
+    Backend, BackendError, DeviceSelector, ExpertTraffic, PhaseTimes, Probe, RawMeasurements, RunContext, RunPlan,
 };
 use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
@@ -19,7 +19,7 @@ use trainbench_graph::Graph;
 use super::launcher::LauncherEnv;
 use super::transport::{Opened, Transport, TransportError, open_transport};
 
-use crate::result::distributed::{BytesByKind, DistributedResult, RankMemory, RankPhases};
+use crate::result::distributed::{BytesByKind, DistributedResult, ExpertParallelResult, RankMemory, RankPhases};
 use crate::runner::plan_run::GroupRun;
 use crate::stats::median;
 
@@ -60,6 +60,9 @@ struct RankReport {
     overlapped_steps: u64,
     /// A server's traffic.
     server: Option<(u64, u64, u64)>,
+    /// An expert-parallel worker's all-to-alls and expert gradients.
+    #[serde(default)]
+    expert: Option<ExpertTraffic>,
 }
 
 /// Why this process could not join its group of ranks, or the group cannot run a plan.
@@ -207,6 +210,16 @@ impl Ranks {
         data: Option<&mut dyn BatchSource>,
     ) -> Result<(RawMeasurements, Option<DistributedResult>), BackendError> {
         let engine_error = |e: CommError| BackendError::Framework(format!("data-parallel exchange: {e}"));
+        // Expert parallelism: its groups split from the world first (every rank, in the same order), and the
+        // world's exchange left with the non-expert tensors.
+        let degree = plan.topology.mesh.expert_parallel;
+        let expert = if degree > 1 {
+            Some(ExpertGroups::split(self.comm.as_mut(), degree).map_err(engine_error)?)
+        } else {
+            None
+        };
+        let layout = if degree > 1 { Layout::without_experts(graph) } else { Layout::of(graph) };
+        let gradient_bytes = 4 * layout.total as u64;
         let (raw, stats) = {
             let mut exchange: Box<dyn GradientExchange + '_> = match plan.topology.strategy {
                 DataParallel::ParameterServer { servers } => {
@@ -222,12 +235,13 @@ impl Ranks {
                     )
                     .map_err(engine_error)?,
                 ),
-                _ => Box::new(AllReduceExchange::new(self.comm.as_mut(), graph, plan.topology.bucket_bytes)),
+                _ => Box::new(AllReduceExchange::with_layout(self.comm.as_mut(), layout, plan.topology.bucket_bytes)),
             };
             let mut ctx = RunContext::new(probe);
             // Re-borrowed for this run (shortens the trait object's lifetime to the context's).
             ctx.data = data.map(|d| -> &mut dyn BatchSource { d });
             ctx.exchange = Some(exchange.as_mut());
+            ctx.expert = expert;
             let raw = backend.run_in(plan, graph, &mut ctx)?;
             (raw, exchange.stats())
         };
@@ -252,11 +266,11 @@ impl Ranks {
                 peak_allocated: raw.memory.peak_allocated,
             }),
             server: None,
+            expert: raw.expert,
         };
         let reports = self.gather(&report).map_err(engine_error)?;
         Ok(match reports {
             Some(all) => {
-                let gradient_bytes = 4 * trainbench_comm::Layout::of(graph).total as u64;
                 let (merged, section) = self.merge(plan, raw, &all, gradient_bytes);
                 (merged, Some(section))
             }
@@ -280,6 +294,7 @@ impl Ranks {
             busy_s: 0.0,
             overlapped_steps: 0,
             server: Some((served.elements, served.bytes_received, served.bytes_sent)),
+            expert: None,
         };
         self.gather(&report)?;
         Ok(served)
@@ -357,6 +372,7 @@ impl Ranks {
                 .weights_digest
                 .as_ref()
                 .map(|d| workers.iter().all(|r| r.weights_digest.as_ref() == Some(d))),
+            expert_parallel: expert_section(&workers),
         };
         (raw, section)
     }
@@ -390,6 +406,28 @@ pub fn expected_bytes_sent(strategy: DataParallel, gradient_bytes: u64, workers:
         DataParallel::Zero3 => 3 * ExchangeStats::ring_bytes_per_step(gradient_bytes, workers) / 2,
         DataParallel::Single => 0,
     }
+}
+
+/// The expert-parallel figures of the workers' reports ([`ExpertParallelResult`]); `None` without expert
+/// parallelism.
+fn expert_section(workers: &[&RankReport]) -> Option<ExpertParallelResult> {
+    let traffic: Vec<ExpertTraffic> = workers.iter().filter_map(|r| r.expert).collect();
+    let first = traffic.first()?;
+    let n = traffic.len() as u64;
+    let per_step = |t: &ExpertTraffic, v: u64| v.checked_div(t.steps).unwrap_or(0);
+    Some(ExpertParallelResult {
+        degree: first.degree,
+        all_to_all_bytes_per_step: traffic.iter().map(|t| per_step(t, t.all_to_all_bytes)).sum::<u64>() / n,
+        all_to_all_s_per_step: traffic.iter().map(|t| t.all_to_all_s / t.steps.max(1) as f64).fold(0.0, f64::max),
+        all_to_all_calls_per_step: per_step(first, first.all_to_all_calls),
+        expert_gradient_bytes_per_step: per_step(first, first.expert_gradient_bytes),
+        max_rank_state_bytes: workers
+            .iter()
+            .filter_map(|r| r.memory)
+            .map(|m| m.weights + m.gradients + m.optimizer_state)
+            .max()
+            .unwrap_or(0),
+    })
 }
 
 /// The mean of each phase over every step of a worker's log.

@@ -218,6 +218,7 @@ impl Synth {
                 comm_total_s: None,
                 weights_digest: Some("00000000feedbeef".into()),
                 weights_identical: Some(true),
+                expert_parallel: None,
             }
         });
         RunResult {
