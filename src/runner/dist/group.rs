@@ -417,7 +417,8 @@ fn expert_section(workers: &[&RankReport]) -> Option<ExpertParallelResult> {
     let per_step = |t: &ExpertTraffic, v: u64| v.checked_div(t.steps).unwrap_or(0);
     Some(ExpertParallelResult {
         degree: first.degree,
-        all_to_all_bytes_per_step: traffic.iter().map(|t| per_step(t, t.all_to_all_bytes)).sum::<u64>() / n,
+        // Every rank took the same steps; the sum over ranks is what routing does not change.
+        all_to_all_bytes_per_step: traffic.iter().map(|t| t.all_to_all_bytes).sum::<u64>() / (n * first.steps.max(1)),
         all_to_all_s_per_step: traffic.iter().map(|t| t.all_to_all_s / t.steps.max(1) as f64).fold(0.0, f64::max),
         all_to_all_calls_per_step: per_step(first, first.all_to_all_calls),
         expert_gradient_bytes_per_step: per_step(first, first.expert_gradient_bytes),
