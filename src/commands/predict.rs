@@ -119,6 +119,9 @@ fn mesh_text(p: &MeshPrediction) -> String {
     if m.sequence_parallel {
         layout.push_str(", sequence parallel");
     }
+    if m.expert_parallel > 1 {
+        layout.push_str(&format!(", experts over EP {} inside DP", m.expert_parallel));
+    }
     if m.pipeline_parallel > 1 {
         layout.push_str(&format!(
             ", {} with {} micro-batches of {}",

@@ -64,6 +64,7 @@ mod dist;
 mod error;
 pub mod events;
 pub mod expert_parallel;
+mod expert_state;
 pub mod feed;
 pub mod fused;
 pub mod loss;

@@ -21,7 +21,7 @@ use crate::check::WganRoles;
 use crate::checkpoint::Checkpoints;
 use crate::clock::Clock;
 use crate::events::Phase;
-use crate::expert_parallel::ExpertState;
+use crate::expert_state::ExpertState;
 use crate::feed::{self, DeviceBatch};
 use crate::lower::{DataPool, Lowered, host_available_bytes, host_bytes_needed, pool_size};
 use crate::optim::{GradScaler, Optim};
