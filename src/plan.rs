@@ -102,7 +102,9 @@ fn topology_of(t: &EffectiveTopology, bucket_mb: Option<f64>, overlap: Option<bo
         devices_per_node: t.devices_per_node.max(1),
         interconnect: t.interconnect,
         bucket_bytes: bucket_mb.map_or(trainbench_comm::exchange::BUCKET_BYTES, |mb| (mb * 1024.0 * 1024.0) as u64),
-        overlap: overlap.unwrap_or(true) && strategy.can_overlap(),
+        // Expert parallelism's all-to-alls run inside the backward pass: its exchange does not overlap by default
+        // (and an explicit `overlap = true` is refused by the spec rules).
+        overlap: overlap.unwrap_or(t.mesh.expert_parallel <= 1) && strategy.can_overlap(),
         mesh: t.mesh,
     }
 }
@@ -144,7 +146,8 @@ fn schedule_suffix(schedule: &StepSchedule) -> String {
 /// A topology in a run id: `NxM` (machines x workers); with more than one worker (or a strategy other than
 /// `single`) the strategy (`-ar`, `-z2`, `-ps` with one server rank, `-ps2` with two), then whatever of the
 /// exchange is not the default: the interconnect when not PCIe (`-nvlink`), the bucket size of a strategy that
-/// buckets when not 25 MiB (`-bucket50mb`, `-bucket0.01mb`), `-no-overlap` for a strategy that could overlap;
+/// buckets when not 25 MiB (`-bucket50mb`, `-bucket0.01mb`), `-no-overlap` for a strategy that could overlap
+/// (except with expert parallelism, where not overlapping is the default);
 /// last the device mesh, when there is one ([`mesh_token`]).
 pub fn topology_token(t: &Topology) -> String {
     let mut out = format!("{}x{}", t.nodes, t.devices_per_node);
@@ -165,7 +168,7 @@ pub fn topology_token(t: &Topology) -> String {
     {
         out.push_str(&format!("-bucket{}mb", mib(t.bucket_bytes)));
     }
-    if t.strategy.can_overlap() && !t.overlap {
+    if t.strategy.can_overlap() && !t.overlap && t.mesh.expert_parallel <= 1 {
         out.push_str("-no-overlap");
     }
     out.push_str(&mesh_token(&t.mesh));
@@ -173,7 +176,8 @@ pub fn topology_token(t: &Topology) -> String {
 }
 
 /// The device mesh in a run id: nothing without one; else `-tp<t>` (and `-sp`) with tensor parallelism, and
-/// `-pp<p>-<schedule>-mb<m>` (with `-v<v>` interleaved) with a pipeline (`-tp8`, `-tp2-sp-pp4-1f1b-mb8`).
+/// `-pp<p>-<schedule>-mb<m>` (with `-v<v>` interleaved) with a pipeline (`-tp8`, `-tp2-sp-pp4-1f1b-mb8`), then
+/// `-ep<e>` with expert parallelism.
 pub(crate) fn mesh_token(m: &trainbench_comm::Mesh) -> String {
     let mut out = String::new();
     if m.tensor_parallel > 1 {
@@ -187,6 +191,9 @@ pub(crate) fn mesh_token(m: &trainbench_comm::Mesh) -> String {
         if m.virtual_stages > 1 {
             out.push_str(&format!("-v{}", m.virtual_stages));
         }
+    }
+    if m.expert_parallel > 1 {
+        out.push_str(&format!("-ep{}", m.expert_parallel));
     }
     out
 }

@@ -73,7 +73,7 @@ pub struct Entry {
     /// Parallelism rows (with `--parallel`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parallel: Vec<ParallelRow>,
-    /// The device mesh's prediction, for a plan with tensor or pipeline parallelism (then `prediction` is one
+    /// The device mesh's prediction, for a plan with tensor, pipeline or expert parallelism (then `prediction` is one
     /// data-parallel replica's whole model on one device, before the mesh splits it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mesh: Option<MeshPrediction>,
@@ -118,6 +118,9 @@ fn mesh_text(p: &MeshPrediction) -> String {
     let mut layout = format!("DP {} x TP {} x PP {}", p.data_parallel, m.tensor_parallel, m.pipeline_parallel);
     if m.sequence_parallel {
         layout.push_str(", sequence parallel");
+    }
+    if m.expert_parallel > 1 {
+        layout.push_str(&format!(", experts over EP {} inside DP", m.expert_parallel));
     }
     if m.pipeline_parallel > 1 {
         layout.push_str(&format!(
@@ -224,12 +227,14 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         let meshed = Setting::of(run);
         // With a mesh, the headline prediction is one replica's whole model per device over the data dimension.
         let mut setting = meshed.clone();
-        if meshed.topology.mesh.splits_model() {
+        // Expert parallelism is priced by the mesh prediction too; the headline keeps the experts replicated.
+        let meshed_out = meshed.topology.mesh.splits_model() || meshed.topology.mesh.expert_parallel > 1;
+        if meshed_out {
             let t = &mut setting.topology;
             (t.nodes, t.devices_per_node, t.mesh) = (1, meshed.topology.data_parallel(), trainbench_comm::Mesh::flat());
         }
         for profile in &profiles {
-            let mesh = match meshed.topology.mesh.splits_model() {
+            let mesh = match meshed_out {
                 true => Some(
                     predict_mesh(&analyzed, &meshed, &profile.file, &terms)
                         .map_err(|e| CommandError::Input(format!("{}: {e}", run.config)))?,

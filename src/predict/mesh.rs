@@ -20,6 +20,11 @@
 //!   activations of the micro-batches it holds (GPipe `m`, 1F1B `min(m, p - r)`, interleaved Megatron's warm-up
 //!   count), divided by the tensor degree except norms, dropout and residual sums without sequence parallelism,
 //!   scaled by the share activation checkpointing keeps of the whole model's.
+//! - Expert parallelism (along the data dimension): each rank holds `1 / ep` of the experts' parameters (and
+//!   their gradients and optimizer state); the non-expert gradients are all-reduced over the data dimension,
+//!   the experts' over the `d / ep` ranks holding the same experts; four all-to-alls per MoE layer and
+//!   micro-batch ([`moe_price::all_to_all_bytes`], in the measured convention: whole send buffers) of which
+//!   `(ep - 1) / ep` crosses the link (inside a node when `ep` divides the devices per node), in the compute path.
 //! - MFU counts each token's model FLOPs once for the whole mesh: model FLOPs per second over world x peak.
 
 use serde::Serialize;
@@ -29,6 +34,7 @@ use trainbench_graph::params::graph_tensors;
 use trainbench_graph::stages::{Stage, cut_stages};
 use trainbench_graph::tensor_parallel::{Split, TensorShard};
 
+use super::moe_price;
 use super::parallel::{self, Sharding, StateBytes};
 use super::{AnalyzedGraph, PredictError, Setting, Terms, comm, predict_analyzed};
 use crate::hardware::wire::HardwareFile;
@@ -285,12 +291,18 @@ pub fn predict_mesh(
     let mut stages = Vec::with_capacity(p);
     let (mut busiest_layers, mut busiest_sends, mut busiest_grads, mut busiest_frozen) =
         (0usize, 0usize, 0.0f64, 0.0f64);
+    // Expert parallelism: each rank holds 1 / ep of the experts (their gradients summed over its replicas).
+    let ep = mesh.expert_parallel.max(1);
+    let mut busiest_expert_grads = 0.0f64;
     let last_chunk = chunks.len().saturating_sub(1);
     for r in 0..p {
         let mine: Vec<&Stage> = chunks.iter().filter(|c| c.rank == r).collect();
         let flops: u64 = mine.iter().map(|c| c.training_flops).sum();
-        let trained: f64 = mine.iter().map(|c| c.trainable_parameters as f64).sum::<f64>() / t as f64;
-        let all: f64 = mine.iter().map(|c| c.parameters as f64).sum::<f64>() / t as f64;
+        let experts: f64 =
+            mine.iter().map(|c| moe_price::expert_parameters(graph, c.nodes.clone())).sum::<f64>() / t as f64;
+        let sharded_off = experts * (ep - 1) as f64 / ep as f64;
+        let trained: f64 = mine.iter().map(|c| c.trainable_parameters as f64).sum::<f64>() / t as f64 - sharded_off;
+        let all: f64 = mine.iter().map(|c| c.parameters as f64).sum::<f64>() / t as f64 - sharded_off;
         let frozen = all - trained;
         let layers: usize = mine.iter().map(|c| c.blocks.len()).sum();
         let sends: usize = mine.iter().map(|c| usize::from(c.index < last_chunk) + usize::from(c.index > 0)).sum();
@@ -328,7 +340,9 @@ pub fn predict_mesh(
         });
         // The busiest rank of each kind of traffic (fp32 gradients; frozen weights gathered by ZeRO-3).
         busiest_layers = busiest_layers.max(layers);
-        busiest_grads = busiest_grads.max(trained * 4.0);
+        let expert_held = if ep > 1 { experts / ep as f64 } else { 0.0 };
+        busiest_grads = busiest_grads.max((trained - expert_held) * 4.0);
+        busiest_expert_grads = busiest_expert_grads.max(expert_held * 4.0);
         busiest_frozen = busiest_frozen.max(frozen * 4.0);
         busiest_sends = busiest_sends.max(sends);
     }
@@ -355,7 +369,22 @@ pub fn predict_mesh(
             inputs.vocab = Some(VocabBytes { tokens, partial_gradient_bytes: partial, recomputed_layers });
         }
     }
-    let bytes = mesh_bytes(&mesh, world, topology.strategy, inputs);
+    let mut bytes = mesh_bytes(&mesh, world, topology.strategy, inputs);
+    let passes = (m * setting.schedule.micro_batches().max(1) as usize) as f64;
+    let all_to_all =
+        if ep > 1 { moe_price::all_to_all_bytes(graph, mb as f64 * passes, passes, act_bytes) } else { 0.0 };
+    let replicas = (d / ep).max(1);
+    let expert_reduce = parallel::exchange_bytes(Sharding::Replicated, replicas, busiest_expert_grads);
+    if ep > 1 {
+        bytes.push(DimensionBytes { dimension: MeshDim::Data, collective: "all-to-all", bytes_per_rank: all_to_all });
+        if replicas > 1 {
+            bytes.push(DimensionBytes {
+                dimension: MeshDim::Data,
+                collective: "expert all-reduce",
+                bytes_per_rank: expert_reduce,
+            });
+        }
+    }
     // Links: the tensor group inside a node; the pipeline and data dimensions over the topology's link.
     let intra = if profile.intra_node.as_ref().is_some_and(|l| l.kind == crate::hardware::wire::LinkKind::Nvlink) {
         trainbench_comm::Interconnect::Nvlink
@@ -378,12 +407,30 @@ pub fn predict_mesh(
         seconds(MeshDim::Tensor) + latency(MeshDim::Tensor, 4.0 * busiest_layers as f64 * m as f64 * 2.0 * ring(t));
     let pipeline_s = seconds(MeshDim::Pipeline) + latency(MeshDim::Pipeline, (m * busiest_sends) as f64);
     let collectives = if sharding == Sharding::Zero3 { 3.0 } else { 2.0 };
-    let data_s = if d > 1 { seconds(MeshDim::Data) + latency(MeshDim::Data, collectives * ring(d)) } else { 0.0 };
+    // Expert parallelism's all-to-alls: the share that crosses a link (balanced routing), inside a node when the
+    // group fits in one; in the computation's path (each MoE layer waits for its tokens).
+    let ep_link = if topology.devices_per_node % ep == 0 { tensor_link } else { outer_link };
+    let ep_s = if ep > 1 {
+        all_to_all * ring(ep) / ep as f64 / (ep_link.bandwidth_gbs * 1e9)
+            + 4.0 * (moe_price::moe_layers(graph) as f64 * passes + 1.0) * ring(ep) * ep_link.latency_us * 1e-6
+    } else {
+        0.0
+    };
+    let data_s = if d > 1 {
+        let sent: f64 = bytes
+            .iter()
+            .filter(|b| b.dimension == MeshDim::Data && b.collective != "all-to-all")
+            .map(|b| b.bytes_per_rank)
+            .sum();
+        sent / (outer_link.bandwidth_gbs * 1e9) + latency(MeshDim::Data, collectives * ring(d))
+    } else {
+        0.0
+    };
     let slot = stages.iter().map(|s| s.compute_s).fold(0.0, f64::max);
     let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B { mesh.virtual_stages.max(1) } else { 1 };
     let slots = m as f64 + (p as f64 - 1.0) / v as f64;
     let optimizer_s = base.phases.optimizer_s / (t * p) as f64;
-    let compute = slots * slot + tensor_s + pipeline_s + optimizer_s;
+    let compute = slots * slot + tensor_s + pipeline_s + optimizer_s + ep_s;
     let step = compute + data_s;
     let backward_share = base.phases.backward_s / fb_s.max(f64::MIN_POSITIVE);
     let overlapped = compute + (data_s - backward_share * m as f64 * slot).max(0.0);

@@ -155,3 +155,29 @@ fn a_pipeline_reports_the_maximum_over_ranks_and_mfu_counts_each_token_once() {
     assert!(close(tp.mfu.unwrap() / tp.items_per_s, dp.mfu.unwrap() / dp.items_per_s));
     assert!(close(mesh_mfu(1e9, 100.0, 2, 1e12), 0.05));
 }
+
+#[test]
+fn expert_parallelism_prices_its_all_to_alls_and_shards_the_experts() {
+    // The smoke MoE decoder: 4 MoE layers of 8 experts, top-2, d 256, expert width 256.
+    let spec = serde_json::json!({
+        "layers": 4, "d_model": 256, "heads": 8, "kv_heads": 4, "ffn": 688, "activation": "swiglu",
+        "norm": "rmsnorm", "positions": "rotary", "vocab": 4096, "seq_len": 128, "tied_embeddings": false,
+        "bias": false, "moe": {"experts": 8, "top_k": 2, "expert_ffn": 256}
+    });
+    let g = trainbench_graph::zoo::build(&ModelSpec::Gpt(serde_json::from_value(spec).unwrap())).unwrap();
+    let flat = predict_on(&g, 8, DataParallel::AllReduce, 4, Mesh::flat());
+    let ep = predict_on(&g, 8, DataParallel::AllReduce, 4, Mesh { expert_parallel: 2, ..Mesh::flat() });
+    // Per rank: 2 samples x 128 tokens x top-2 x 256 x 4 bytes, four passes, and 8 fp32 counts, per MoE layer.
+    let per_layer = 4.0 * 2.0 * 128.0 * 2.0 * 256.0 * 4.0 + 8.0 * 4.0;
+    assert!(close(sent(&ep.bytes, MeshDim::Data, "all-to-all"), 4.0 * per_layer), "{:?}", ep.bytes);
+    assert_eq!(sent(&flat.bytes, MeshDim::Data, "all-to-all"), 0.0);
+    // Half the experts' weights away from each rank: 4 layers x 3 x 4 experts x 256 x 256 parameters.
+    let away = 4.0 * 3.0 * 4.0 * 256.0 * 256.0;
+    assert!(close(flat.stages[0].parameters - ep.stages[0].parameters, away));
+    // The experts' gradients go over the 2 ranks holding them: 2 (2 - 1) / 2 x their fp32 bytes; the rest over 4.
+    let experts = 4.0 * 3.0 * 4.0 * 256.0 * 256.0 * 4.0;
+    assert!(close(sent(&ep.bytes, MeshDim::Data, "expert all-reduce"), experts), "{:?}", ep.bytes);
+    let dense_ring = sent(&flat.bytes, MeshDim::Data, "all-reduce") - 1.5 * 2.0 * experts;
+    assert!(close(sent(&ep.bytes, MeshDim::Data, "all-reduce"), dense_ring), "{:?}", ep.bytes);
+    assert!(ep.max_memory_per_rank_bytes < flat.max_memory_per_rank_bytes);
+}

@@ -1,9 +1,12 @@
 //! What a mixture-of-experts node ([`Op::Moe`]) costs in the performance model: its framework operations (the
 //! router, the dispatch, each expert's products, the combine, the load-balancing loss), its kernels, its matrix
 //! products (the router over every token, each expert over the share of the assignments it takes: `top_k` of
-//! `experts`, not all of them) and the bytes its dispatch and combine move.
+//! `experts`, not all of them) and the bytes its dispatch and combine move; with expert parallelism, the
+//! experts' parameters it shards and the bytes of its all-to-alls.
 
-use trainbench_graph::graph::{Node, Op};
+use trainbench_comm::layout::is_expert_tensor;
+use trainbench_graph::graph::{Graph, Node, Op};
+use trainbench_graph::params::tensors;
 
 /// Matrix products `[m, k, n]` (`[m x k] x [k x n]`).
 pub type ProductList = Vec<[f64; 3]>;
@@ -73,4 +76,42 @@ pub fn extra_bytes(node: &Node, b: f64, act: f64) -> (f64, f64) {
     let per_assignment = 2.0 * d + 3.0 * *expert_ffn as f64;
     let moved = 2.0 * act * (tokens * *top_k as f64 * per_assignment + tokens * 3.0 * *shared_ffn as f64);
     (moved, 2.0 * moved)
+}
+
+/// Trained elements of the experts' tensors (`experts.*` of every mixture-of-experts node) among `nodes`: what
+/// expert parallelism shards over its group.
+pub fn expert_parameters(graph: &Graph, nodes: std::ops::Range<usize>) -> f64 {
+    graph
+        .nodes
+        .get(nodes)
+        .unwrap_or(&[])
+        .iter()
+        .flat_map(|n| tensors(n).into_iter().map(move |d| (n, d)))
+        .filter(|(n, d)| d.trainable() && is_expert_tensor(n, d))
+        .map(|(_, d)| d.numel() as f64)
+        .sum()
+}
+
+/// Expert parallelism's all-to-alls per step on one rank holding `samples` samples (every micro-batch of the
+/// step together), `passes` forward passes (micro-batches) per step, activations of `act` bytes: the bytes the
+/// rank passes to them in the measured convention (its whole send buffers, its own block included). Per MoE
+/// node and pass, the counts (one fp32 per expert); per assignment (`top_k` per token), the dispatched row and
+/// the combined row, forward and backward: `4 x tokens x top_k x d x act`. With balanced routing, `(degree - 1)
+/// / degree` of the rows cross a link.
+pub fn all_to_all_bytes(graph: &Graph, samples: f64, passes: f64, act: f64) -> f64 {
+    graph
+        .nodes
+        .iter()
+        .map(|n| {
+            let Op::Moe { features, experts, top_k, .. } = &n.op else { return 0.0 };
+            let d = *features as f64;
+            let tokens = samples * n.shape.numel() as f64 / d.max(1.0);
+            4.0 * tokens * *top_k as f64 * d * act + passes * 4.0 * *experts as f64
+        })
+        .sum()
+}
+
+/// Mixture-of-experts nodes of `graph` (each runs four all-to-alls of tokens per pass under expert parallelism).
+pub fn moe_layers(graph: &Graph) -> usize {
+    graph.nodes.iter().filter(|n| matches!(n.op, Op::Moe { .. })).count()
 }

@@ -54,7 +54,7 @@ pub struct DistributedResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_digest: Option<String>,
     /// Whether every worker ended with the same weights (bit for bit); absent without digests. A tensor group's
-    /// digest is of the whole model, its split tensors gathered.
+    /// or an expert-parallel rank's digest is of the whole model, its split tensors gathered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_identical: Option<bool>,
     /// A pipeline-parallel run's schedule, bubble, traffic and memory per stage (absent without a pipeline).
@@ -64,6 +64,10 @@ pub struct DistributedResult {
     /// collective, the busiest rank's (absent for plain data parallelism).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mesh_bytes: Vec<MeshBytes>,
+    /// Expert parallelism's communication and memory (absent without it). With it, `gradient_bytes` and the
+    /// bytes above are the non-expert tensors' exchange over the world.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_parallel: Option<ExpertParallelResult>,
 }
 
 /// A pipeline-parallel run: the bubble measured (each stage's time blocked waiting for a peer) beside its
@@ -135,6 +139,27 @@ pub struct MeshBytes {
     pub collective: String,
     /// Bytes per step.
     pub bytes_per_rank: u64,
+}
+
+/// An expert-parallel run's figures: its all-to-alls (the dispatch and the combine, forward and backward, and
+/// the counts before them), the experts' gradient all-reduce over their replicas, and memory per rank.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExpertParallelResult {
+    /// Ranks each expert-parallel group shards the experts over.
+    pub degree: usize,
+    /// Bytes a rank passed to its all-to-alls per step, the mean over ranks (each rank's whole send buffers,
+    /// fp32, its own block included; with balanced routing (degree - 1) / degree of it crosses a link). Without
+    /// dropping, 4 x tokens per rank x top-k x d_model x 4 bytes per MoE layer, plus the counts.
+    pub all_to_all_bytes_per_step: u64,
+    /// Seconds per step inside all-to-all calls, the slowest rank's (waiting for peers included).
+    pub all_to_all_s_per_step: f64,
+    /// All-to-all calls per step per rank.
+    pub all_to_all_calls_per_step: u64,
+    /// Bytes of expert gradients a rank all-reduced per step over the ranks holding the same experts.
+    pub expert_gradient_bytes_per_step: u64,
+    /// The largest weights + gradients + optimizer state any rank held (bytes).
+    pub max_rank_state_bytes: u64,
 }
 
 /// One worker's mean phase times.

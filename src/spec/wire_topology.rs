@@ -75,6 +75,12 @@ pub struct TopologySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub virtual_stages: Option<usize>,
+    /// Expert-parallel degree (mixture-of-experts models only): ranks each MoE layer's experts are sharded
+    /// over, along the data-parallel dimension; tokens reach their experts by all-to-all. Must divide the
+    /// experts and the world size; `strategy = "all-reduce"` with `overlap = false` (the default with it).
+    #[serde(default = "d_one", skip_serializing_if = "is_one")]
+    #[schemars(range(min = 1))]
+    pub expert_parallel: usize,
 }
 
 impl TopologySpec {
@@ -89,6 +95,7 @@ impl TopologySpec {
             pipeline_schedule: if pipelined { self.pipeline_schedule.unwrap_or_default() } else { Default::default() },
             microbatches: if pipelined { self.microbatches.unwrap_or(pipeline_parallel).max(1) } else { 1 },
             virtual_stages: if pipelined { self.virtual_stages.unwrap_or(1).max(1) } else { 1 },
+            expert_parallel: self.expert_parallel.max(1),
         }
     }
 }
@@ -111,6 +118,7 @@ impl Default for TopologySpec {
             pipeline_schedule: None,
             microbatches: None,
             virtual_stages: None,
+            expert_parallel: 1,
         }
     }
 }
@@ -158,6 +166,10 @@ pub struct TopologyOverride {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub pipeline_parallel: Option<usize>,
+    /// Expert-parallel degree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub expert_parallel: Option<usize>,
 }
 
 /// Where the repeats of a spec run (see `run.isolation`).

@@ -167,14 +167,7 @@ fn tch_and_wgpu_agree_on_given_batches() {
     let evaluate = |backend: &mut dyn Backend, device| {
         let mut source = MemorySource::new(batches.clone());
         let mut probe = NoProbe;
-        let mut ctx = RunContext {
-            probe: &mut probe,
-            data: Some(&mut source),
-            exchange: None,
-            eval: Some(&eval),
-            pipeline: None,
-            tensor: None,
-        };
+        let mut ctx = RunContext { data: Some(&mut source), eval: Some(&eval), ..RunContext::new(&mut probe) };
         let p = RunPlan { target: Some(target.clone()), ..plan(device) };
         let out = backend.run_in(&p, &graph, &mut ctx).unwrap();
         let point = *out.target.unwrap().curve.last().unwrap();

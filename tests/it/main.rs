@@ -21,6 +21,8 @@ mod digits;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod distributed;
 mod editor_schema;
+#[cfg(all(feature = "tch", feature = "mpi"))]
+mod expert_parallel;
 mod fixtures_check;
 #[cfg(all(feature = "tch", feature = "wgpu"))]
 mod formats_trained;

@@ -48,6 +48,9 @@ struct TbDiffOp : public torch::autograd::Function<TbDiffOp> {
                             c10::intrusive_ptr<TbDiffHolder> holder) {
     at::Tensor y = holder->call(0, x);
     ctx->saved_data["op"] = c10::IValue::make_capsule(holder);
+    // The output's shape and type, for a backward handed no gradient (see below).
+    ctx->saved_data["shape"] = y.sizes().vec();
+    ctx->saved_data["like"] = at::empty({0}, y.options());
     return y;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -55,7 +58,12 @@ struct TbDiffOp : public torch::autograd::Function<TbDiffOp> {
     const auto capsule = ctx->saved_data["op"].toCapsule();  // keeps the holder alive through the call
     const auto* holder = static_cast<const TbDiffHolder*>(capsule.get());
     at::Tensor g = grads.at(0);
-    at::Tensor dx = g.defined() ? holder->call(1, g) : at::Tensor();
+    // A collective's backward runs on every rank even where the output got no gradient (zeros then): a rank
+    // that skipped it would leave its peers waiting.
+    if (!g.defined()) {
+      g = at::zeros(ctx->saved_data["shape"].toIntVector(), ctx->saved_data["like"].toTensor().options());
+    }
+    at::Tensor dx = holder->call(1, g);
     return {dx, at::Tensor()};
   }
 };

@@ -179,6 +179,33 @@ int tb_nccl_recv(void* handle, void* tensor, int peer, int tag, char* err, size_
   })
 }
 
+// Variable all-to-all: `counts` holds `2 * ranks` values, the values sent to each rank then the values received
+// from each rank, in rank order. ProcessGroupNCCL runs it as one group of ncclSend/ncclRecv pairs.
+int tb_nccl_all_to_all(void* handle, void* output, void* input, const int64_t* counts, int ranks, char* err,
+                       size_t err_len) {
+  TB_NCCL_GUARD({
+    auto* g = static_cast<Group*>(handle);
+    auto& out = checked(g, output);
+    auto& in = checked(g, input);
+    if (counts == nullptr || ranks != g->pg->getSize())
+      throw std::invalid_argument("all-to-all counts for " + std::to_string(ranks) + " ranks in a group of " +
+                                  std::to_string(g->pg->getSize()));
+    std::vector<int64_t> send(counts, counts + ranks);
+    std::vector<int64_t> recv(counts + ranks, counts + 2 * ranks);
+    int64_t sent = 0;
+    int64_t received = 0;
+    for (int r = 0; r < ranks; ++r) {
+      sent += send[r];
+      received += recv[r];
+    }
+    if (sent != in.numel() || received != out.numel())
+      throw std::invalid_argument("all-to-all of " + std::to_string(sent) + " values sent and " +
+                                  std::to_string(received) + " received with buffers of " +
+                                  std::to_string(in.numel()) + " and " + std::to_string(out.numel()));
+    finish(g, g->pg->alltoall_base(out, in, recv, send, c10d::AllToAllOptions()));
+  })
+}
+
 // Wait until every rank is here (an all-reduce of one value on the group's device: ProcessGroupNCCL's own
 // barrier guesses the device from the rank).
 int tb_nccl_barrier(void* handle, char* err, size_t err_len) {

@@ -97,11 +97,13 @@ impl Backend for TchBackend {
         let local = tensor.as_ref().map(|t| t.local().clone());
         let graph = local.as_ref().unwrap_or(graph);
         let exchange = check::exchange_for(plan, graph, given)?;
+        let expert = check::expert_groups_for(plan, graph, ctx.expert.take())?;
         set_threads(plan.cpu_threads);
         let wgan = check::wgan_roles_if_any(graph)?;
         // Everything a run allocates lives inside this closure, so it is freed before the cache is emptied.
         let result = catch_unwind(AssertUnwindSafe(|| -> Result<RawMeasurements, BackendError> {
-            let mut session = step::Session::new(plan, graph, dev, wgan, exchange, source.is_none(), tensor)
+            let split = check::ModelSplit { tensor, expert };
+            let mut session = step::Session::new(plan, graph, dev, wgan, exchange, source.is_none(), split)
                 .map_err(|e| map_error(e, plan.batch_size))?;
             session.run(probe, source, eval)
         }));

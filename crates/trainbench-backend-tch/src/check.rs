@@ -1,5 +1,5 @@
 //! What the tch backend refuses of a data-parallel run before it starts, with the layer and the reason
-//! ([`exchange_for`]); and the roles of a WGAN-GP graph's nodes (real input, generator output, critic scores)
+//! ([`exchange_for`], [`expert_groups_for`]); and the roles of a WGAN-GP graph's nodes (real input, generator output, critic scores)
 //! that its training step needs. The whole check of a plan (device, world size, capabilities) is the backend's
 //! own, in `backend.rs`.
 
@@ -114,4 +114,55 @@ pub fn tensor_parallel_for(
             Ok(Some(tp))
         }
     }
+}
+
+/// The expert-parallel groups an expert-parallel plan trains with, checked against the plan: `None` without
+/// expert parallelism; with it, the groups the runner split for exactly this degree, beside plain all-reduce
+/// (not overlapped) without activation checkpointing.
+pub fn expert_groups_for(
+    plan: &RunPlan,
+    graph: &Graph,
+    given: Option<trainbench_comm::ExpertGroups>,
+) -> Result<Option<trainbench_comm::ExpertGroups>, BackendError> {
+    let refuse = |reason: String| Err(unsupported(&graph.name, "expert_parallel", reason));
+    let degree = plan.topology.mesh.expert_parallel;
+    if degree <= 1 {
+        return match given {
+            None => Ok(None),
+            Some(_) => refuse("a plan without expert parallelism was handed expert-parallel groups".into()),
+        };
+    }
+    let Some(groups) = given else {
+        return refuse(format!(
+            "expert_parallel {degree} runs in ranks started by `trainbench run` (CPU ranks through mpirun); this \
+             process has no expert-parallel groups"
+        ));
+    };
+    if groups.degree != degree || groups.experts.size() != degree {
+        return refuse(format!("the plan asks for expert_parallel {degree}, the ranks provide {}", groups.degree));
+    }
+    if plan.topology.strategy != trainbench_comm::DataParallel::AllReduce || plan.topology.overlap {
+        return refuse(format!(
+            "expert parallelism runs beside all-reduce without overlap, not `{}`{}",
+            plan.topology.strategy.name(),
+            if plan.topology.overlap { " overlapped" } else { "" }
+        ));
+    }
+    if plan.schedule.checkpointing != trainbench_graph::training::Checkpointing::None {
+        return refuse(
+            "activation checkpointing with expert parallelism would exchange tokens again inside the backward pass; \
+             not built yet: leave out `activation_checkpointing`"
+                .into(),
+        );
+    }
+    Ok(Some(groups))
+}
+
+/// How this rank's model is split over its peers, as checked above: a tensor group's share
+/// ([`tensor_parallel_for`]) or expert-parallel groups ([`expert_groups_for`]); the plan never has both.
+pub struct ModelSplit {
+    /// This rank's share of a tensor-parallel model.
+    pub tensor: Option<TensorParallel>,
+    /// The expert-parallel groups.
+    pub expert: Option<trainbench_comm::ExpertGroups>,
 }

@@ -138,6 +138,10 @@ pub struct GroupTraffic {
     pub all_gather: (u64, u64),
     /// Reduce-scatter calls and the values each rank sent (all blocks).
     pub reduce_scatter: (u64, u64),
+    /// All-to-all calls and the values this rank passed (its whole send buffer, its own block included).
+    pub all_to_all: (u64, u64),
+    /// Nanoseconds this rank spent in all-to-all calls (waiting for its peers included).
+    pub all_to_all_nanos: u64,
 }
 
 fn comm(what: &str) -> impl Fn(CommError) -> TchError + '_ {
@@ -221,6 +225,112 @@ impl Group {
         shape = front.size();
         shape[0] /= self.size as i64;
         from_host(&recv, &shape, x)?.f_transpose(0, dim)
+    }
+}
+
+/// The largest count [`Group::exchange_counts`] and [`Group::gather_counts`] carry exactly (they travel as `f32`).
+const EXACT_COUNT: usize = 1 << 24;
+
+impl Group {
+    /// Rows of `x` (`[rows, ..]`, contiguous along the rest) exchanged: the first `send_rows[0]` rows to rank 0,
+    /// the next `send_rows[1]` to rank 1, and so on; the result holds `recv_rows[r]` rows from each rank `r`, in
+    /// rank order. Not differentiable (see [`Group::all_to_all_diff`]).
+    pub fn all_to_all(&self, x: &Tensor, send_rows: &[usize], recv_rows: &[usize]) -> Result<Tensor, TchError> {
+        let shape = x.size();
+        let width = shape.iter().skip(1).product::<i64>().max(0) as usize;
+        let send = to_host(x)?;
+        let values = |rows: &[usize]| rows.iter().map(|r| r * width).collect::<Vec<_>>();
+        let (send_counts, recv_counts) = (values(send_rows), values(recv_rows));
+        let mut recv = vec![0f32; recv_counts.iter().sum()];
+        {
+            let mut g = self.lock();
+            let start = std::time::Instant::now();
+            g.comm.all_to_all(&send, &send_counts, &mut recv, &recv_counts).map_err(comm("all-to-all"))?;
+            g.traffic.all_to_all_nanos += start.elapsed().as_nanos() as u64;
+            g.traffic.all_to_all.0 += 1;
+            g.traffic.all_to_all.1 += send.len() as u64;
+        }
+        let mut out_shape = shape;
+        if let Some(rows) = out_shape.first_mut() {
+            *rows = recv_rows.iter().sum::<usize>() as i64;
+        }
+        from_host(&recv, &out_shape, x)
+    }
+
+    /// [`Group::all_to_all`] as a node of the autograd graph: the backward sends each row's gradient back where
+    /// the row came from (the same exchange with the counts swapped).
+    pub fn all_to_all_diff(&self, x: &Tensor, send_rows: &[usize], recv_rows: &[usize]) -> Result<Tensor, TchError> {
+        let op = AllToAll { group: self.clone(), send_rows: send_rows.to_vec(), recv_rows: recv_rows.to_vec() };
+        apply(Box::new(op), x)
+    }
+
+    /// Counts exchanged: `counts` holds `per_rank` counts for each rank in rank order; the result holds the
+    /// `per_rank` counts each rank sent this one, in rank order (an expert-parallel dispatch's counts: what each
+    /// rank will send to each of this rank's experts). Counts travel exactly up to 2^24.
+    pub fn exchange_counts(&self, counts: &[usize], per_rank: usize) -> Result<Vec<usize>, TchError> {
+        let send = counts_as_values(counts)?;
+        let rows = vec![per_rank; self.size];
+        let mut recv = vec![0f32; per_rank * self.size];
+        {
+            let mut g = self.lock();
+            g.comm.all_to_all(&send, &rows, &mut recv, &rows).map_err(comm("all-to-all of counts"))?;
+            g.traffic.all_to_all.0 += 1;
+            g.traffic.all_to_all.1 += send.len() as u64;
+        }
+        Ok(recv.iter().map(|&v| v as usize).collect())
+    }
+
+    /// Every rank's `counts` (all of the same length), concatenated in rank order. Counts travel exactly up to
+    /// 2^24.
+    pub fn gather_counts(&self, counts: &[usize]) -> Result<Vec<usize>, TchError> {
+        let send = counts_as_values(counts)?;
+        let mut recv = vec![0f32; send.len() * self.size];
+        {
+            let mut g = self.lock();
+            g.comm.all_gather(&send, &mut recv).map_err(comm("all-gather of counts"))?;
+            g.traffic.all_gather.0 += 1;
+            g.traffic.all_gather.1 += send.len() as u64;
+        }
+        Ok(recv.iter().map(|&v| v as usize).collect())
+    }
+
+    /// The element-wise sum of `values` over the group, in place, outside any graph (gradients of tensors the
+    /// group's ranks hold alike).
+    pub fn all_reduce_values(&self, values: &mut [f32]) -> Result<(), TchError> {
+        let send = values.to_vec();
+        let mut g = self.lock();
+        g.comm.all_reduce_sum(&send, values).map_err(comm("all-reduce"))?;
+        g.traffic.all_reduce.0 += 1;
+        g.traffic.all_reduce.1 += send.len() as u64;
+        Ok(())
+    }
+}
+
+fn counts_as_values(counts: &[usize]) -> Result<Vec<f32>, TchError> {
+    match counts.iter().find(|&&c| c > EXACT_COUNT) {
+        Some(c) => Err(TchError::Kind(format!("a count of {c} is more than {EXACT_COUNT} (exchanged as f32)"))),
+        None => Ok(counts.iter().map(|&c| c as f32).collect()),
+    }
+}
+
+/// The differentiable all-to-all ([`Group::all_to_all_diff`]): rows out by `send_rows`, in by `recv_rows`.
+struct AllToAll {
+    group: Group,
+    send_rows: Vec<usize>,
+    recv_rows: Vec<usize>,
+}
+
+impl DiffOp for AllToAll {
+    fn name(&self) -> &'static str {
+        "expert-parallel all-to-all"
+    }
+
+    fn forward(&mut self, input: &Tensor) -> Result<Tensor, TchError> {
+        self.group.all_to_all(input, &self.send_rows, &self.recv_rows)
+    }
+
+    fn backward(&mut self, grad: &Tensor) -> Result<Tensor, TchError> {
+        self.group.all_to_all(grad, &self.recv_rows, &self.send_rows)
     }
 }
 

@@ -114,3 +114,34 @@ fn a_failing_backward_is_an_error_naming_the_operation() {
     let z = tch::no_grad(|| apply(Box::new(FailsBackward), &x)).unwrap();
     assert!(!z.requires_grad());
 }
+
+#[test]
+fn all_to_all_sends_rows_to_their_ranks_and_the_gradients_back() {
+    let out = on_ranks(2, |rank, group| {
+        // Rank 0 holds rows [0, 1, 2] and sends 1 row to itself, 2 to rank 1; rank 1 holds rows [10, 11] and
+        // sends 2 to rank 0, none to itself. Each row is [v, -v].
+        let (rows, send): (Vec<f32>, Vec<usize>) =
+            if rank == 0 { (vec![0., 1., 2.], vec![1, 2]) } else { (vec![10., 11.], vec![2, 0]) };
+        let peer_counts = group.exchange_counts(&send, 1).unwrap();
+        let flat: Vec<f32> = rows.iter().flat_map(|v| [*v, -*v]).collect();
+        let x = Tensor::from_slice(&flat).view([rows.len() as i64, 2]).set_requires_grad(true);
+        let y = group.all_to_all_diff(&x, &send, &peer_counts).unwrap();
+        let forward = values(&y.detach());
+        // The loss weights each received row by (this rank + 1) x its position + 1.
+        let n = y.size()[0];
+        let w = Tensor::arange(n, (Kind::Float, tch::Device::Cpu)).g_add_scalar(1.0).g_mul_scalar((rank + 1) as f64);
+        (y.select(1, 0) * &w).sum(Kind::Float).backward();
+        (peer_counts, forward, values(&x.grad()), group.traffic())
+    });
+    assert_eq!(out[0].0, vec![1, 2], "rank 0 receives 1 row from itself and 2 from rank 1");
+    assert_eq!(out[1].0, vec![2, 0]);
+    assert_eq!(out[0].1, vec![0., -0., 10., -10., 11., -11.]);
+    assert_eq!(out[1].1, vec![1., -1., 2., -2.]);
+    // Rank 0's rows went to: row 0 -> rank 0 position 0 (weight 1); rows 1, 2 -> rank 1 positions 0, 1
+    // (weights 2, 4). Rank 1's rows -> rank 0 positions 1, 2 (weights 2, 3).
+    assert_eq!(out[0].2, vec![1., 0., 2., 0., 4., 0.]);
+    assert_eq!(out[1].2, vec![2., 0., 3., 0.]);
+    // Counts, forward and backward: three calls; values passed: 2 counts, the rows sent, the gradients sent back.
+    assert_eq!(out[0].3.all_to_all, (3, 2 + 6 + 6));
+    assert_eq!(out[1].3.all_to_all, (3, 2 + 4 + 4));
+}

@@ -63,6 +63,8 @@ pub mod diff_op;
 mod dist;
 mod error;
 pub mod events;
+pub mod expert_parallel;
+mod expert_state;
 pub mod feed;
 pub mod fused;
 pub mod loss;

@@ -80,7 +80,6 @@ pub fn forward(node: &Node, x: &Tensor, params: &[Tensor]) -> Result<Tensor, Tch
     let (d, e, k) = (*features as i64, *experts as i64, *top_k as i64);
     let size = x.size();
     let flat = x.f_reshape([-1, d])?;
-    let n = flat.size()[0];
     // Router in fp32 (as Mixtral's and DeepSeek's reference code), weights back in the activations' type.
     let logits = flat.f_linear(&params[0], None::<&Tensor>)?.f_to_kind(Kind::Float)?;
     let scores = match router {
@@ -93,8 +92,11 @@ pub fn forward(node: &Node, x: &Tensor, params: &[Tensor]) -> Result<Tensor, Tch
     let flat_expert = chosen.f_reshape([-1])?;
     let (_, order) = flat_expert.f_sort_stable(true, 0, false)?;
     let counts: Vec<i64> = Vec::<i64>::try_from(&flat_expert.f_bincount(None::<&Tensor>, e)?)?;
-    let capacity = capacity_factor.map(|c| ((f64::from(c) * (n * k) as f64) / e as f64).ceil() as i64);
-    let kept: Vec<i64> = counts.iter().map(|&c| capacity.map_or(c, |cap| c.min(cap))).collect();
+    // Capacity ceil(factor x assignments / experts), each expert's first assignments in token order kept; with
+    // expert parallelism over the global batch (`expert_parallel::keep`).
+    let ep = crate::expert_parallel::current();
+    let routed = crate::expert_parallel::keep(ep.as_ref(), &counts, *capacity_factor, *aux_loss > 0.0)?;
+    let kept = routed.kept;
     let dropped: i64 = counts.iter().zip(&kept).map(|(c, k)| c - k).sum();
     // The kept assignments' positions in `order`: the first `kept[e]` of each expert's run.
     let order = if dropped > 0 {
@@ -110,12 +112,9 @@ pub fn forward(node: &Node, x: &Tensor, params: &[Tensor]) -> Result<Tensor, Tch
     };
     let token = order.f_div_scalar_mode(k, "floor")?;
     let gathered = flat.f_index_select(0, &token)?;
-    let (expert_out, kernel) = match KERNEL.with(|k| *k.borrow()) {
-        ExpertKernel::Grouped => match grouped(&gathered, &kept, params) {
-            Ok(y) => (y, ExpertKernel::Grouped),
-            Err(_) => (looped(&gathered, &kept, params)?, ExpertKernel::Loop),
-        },
-        ExpertKernel::Loop => (looped(&gathered, &kept, params)?, ExpertKernel::Loop),
+    let (expert_out, kernel) = match &ep {
+        Some(ep) => ep.experts(&gathered, &kept, params, run_experts)?,
+        None => run_experts(&gathered, &kept, params)?,
     };
     // Combine: each output weighted by its router weight, added back at its token.
     let w = weights.f_reshape([-1])?.f_index_select(0, &order)?.f_unsqueeze(1)?;
@@ -128,8 +127,11 @@ pub fn forward(node: &Node, x: &Tensor, params: &[Tensor]) -> Result<Tensor, Tch
         MoeRouter::Softmax => scores.shallow_clone(),
         MoeRouter::Sigmoid => scores.f_div(&scores.f_sum_dim_intlist(-1, true, Kind::Float)?)?,
     };
-    let share =
-        Tensor::f_from_slice(&counts)?.f_to_device(x.device())?.f_to_kind(Kind::Float)?.f_div_scalar((n * k) as f64)?;
+    let assignments = routed.counts.iter().sum::<i64>().max(1);
+    let share = Tensor::f_from_slice(&routed.counts)?
+        .f_to_device(x.device())?
+        .f_to_kind(Kind::Float)?
+        .f_div_scalar(assignments as f64)?;
     let balance = probs.f_mean_dim(0, false, Kind::Float)?.f_mul(&share)?.f_sum(Kind::Float)?.f_mul_scalar(e as f64)?;
     if *aux_loss > 0.0 && out.requires_grad() {
         let aux = balance.f_mul_scalar(f64::from(*aux_loss))?;
@@ -144,6 +146,18 @@ pub fn forward(node: &Node, x: &Tensor, params: &[Tensor]) -> Result<Tensor, Tch
     };
     ROUTING.with(|r| r.borrow_mut().push(record));
     out.f_reshape(size)
+}
+
+/// The experts over `gathered` (assignments sorted by expert, `kept[e]` rows each, `params` the experts' tensors
+/// in `params::tensors` order), as this thread's kernel says; the grouped product falls back to the loop.
+fn run_experts(gathered: &Tensor, kept: &[i64], params: &[Tensor]) -> Result<(Tensor, ExpertKernel), TchError> {
+    Ok(match KERNEL.with(|k| *k.borrow()) {
+        ExpertKernel::Grouped => match grouped(gathered, kept, params) {
+            Ok(y) => (y, ExpertKernel::Grouped),
+            Err(_) => (looped(gathered, kept, params)?, ExpertKernel::Loop),
+        },
+        ExpertKernel::Loop => (looped(gathered, kept, params)?, ExpertKernel::Loop),
+    })
 }
 
 /// The experts over `gathered` (assignments sorted by expert, `kept[e]` rows each) as a loop over experts.

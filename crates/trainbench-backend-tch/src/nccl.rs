@@ -202,6 +202,21 @@ impl Communicator for NcclComm {
         Self::unstage(&out, recv)
     }
 
+    fn all_to_all(
+        &mut self,
+        send: &[f32],
+        send_counts: &[usize],
+        recv: &mut [f32],
+        recv_counts: &[usize],
+    ) -> Result<(), CommError> {
+        trainbench_comm::check_counts("nccl", self.size, (send.len(), send_counts), (recv.len(), recv_counts))?;
+        let counts: Vec<i64> = send_counts.iter().chain(recv_counts).map(|&c| c as i64).collect();
+        let input = self.stage(send)?;
+        let out = self.empty(recv.len(), Kind::Float)?;
+        sys::all_to_all(&self.handle, &out, &input, &counts).map_err(error)?;
+        Self::unstage(&out, recv)
+    }
+
     /// NCCL matches messages by peer and order, not by tag: both sides must issue them in the same order, which
     /// the strategies do.
     fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError> {
@@ -338,6 +353,15 @@ mod sys {
             err: *mut c_char,
             err_len: usize,
         ) -> c_int;
+        fn tb_nccl_all_to_all(
+            handle: *mut c_void,
+            output: *mut c_void,
+            input: *mut c_void,
+            counts: *const i64,
+            ranks: c_int,
+            err: *mut c_char,
+            err_len: usize,
+        ) -> c_int;
         fn tb_nccl_barrier(handle: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
         fn tb_nccl_abort(handle: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
         fn tb_nccl_destroy(handle: *mut c_void);
@@ -423,6 +447,14 @@ mod sys {
     pub fn recv(h: &Handle, t: &Tensor, peer: c_int, tag: c_int) -> Result<(), NcclError> {
         // SAFETY: as for all_reduce_sum.
         call(|e, n| unsafe { tb_nccl_recv(h.0, ptr(t), peer, tag, e, n) })
+    }
+
+    /// `counts`: the values sent to each rank, then those received from each.
+    pub fn all_to_all(h: &Handle, out: &Tensor, input: &Tensor, counts: &[i64]) -> Result<(), NcclError> {
+        let ranks = int(counts.len() / 2, "ranks")?;
+        // SAFETY: live handle and tensors; `counts` holds 2 x `ranks` values and outlives the call; the shim
+        // checks the tensors' devices, layouts and sizes against the counts.
+        call(|e, n| unsafe { tb_nccl_all_to_all(h.0, ptr(out), ptr(input), counts.as_ptr(), ranks, e, n) })
     }
 
     pub fn barrier(h: &Handle) -> Result<(), NcclError> {
@@ -526,6 +558,9 @@ mod sys {
     pub fn recv(h: &Handle, _: &Tensor, _: i32, _: i32) -> Result<(), NcclError> {
         match *h {}
     }
+    pub fn all_to_all(h: &Handle, _: &Tensor, _: &Tensor, _: &[i64]) -> Result<(), NcclError> {
+        match *h {}
+    }
     pub fn barrier(h: &Handle) -> Result<(), NcclError> {
         match *h {}
     }
@@ -538,61 +573,5 @@ mod sys {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    fn at(rank: usize, world: usize, device: usize) -> Rendezvous {
-        Rendezvous {
-            master_addr: "127.0.0.1".into(),
-            master_port: 29500,
-            rank,
-            world,
-            device,
-            timeout: Duration::from_secs(5),
-        }
-    }
-
-    #[test]
-    fn opening_without_a_gpu_or_the_engine_is_a_clear_error_not_a_crash() {
-        if tch::Cuda::device_count() > 0 {
-            return; // A GPU machine opens for real (scripts/gpu_check.sh).
-        }
-        let e = NcclComm::open(&at(0, 1, 0)).err().unwrap();
-        assert_eq!(e.engine, "nccl");
-        match not_built() {
-            Some(why) => assert_eq!(e.message, why),
-            None => {
-                assert!(e.message.contains("no CUDA device"), "{e}");
-                assert!(e.message.contains("mpirun"), "says what to do instead: {e}");
-            }
-        }
-        let why = refusal().unwrap();
-        assert!(why.contains("CUDA device") || why.contains("no NCCL engine"), "{why}");
-    }
-
-    #[test]
-    fn a_rank_outside_the_world_is_refused_before_anything_opens() {
-        for (rank, world) in [(1, 1), (0, 0), (5, 2)] {
-            let e = NcclComm::open(&at(rank, world, 0)).err().unwrap();
-            if not_built().is_none() {
-                assert!(e.message.contains("no such rank"), "{e}");
-            }
-        }
-    }
-
-    #[test]
-    fn a_cuda_libtorch_with_the_header_wheels_builds_the_engine() {
-        // scripts/env.sh sets up PyTorch's CUDA wheel and the header wheels the engine compiles against: with
-        // them, build.rs must not have skipped it (it says why in the build log when it does).
-        let cuda_libtorch = std::path::Path::new(env!("TRAINBENCH_TCH_LIBTORCH_LIB")).join("libtorch_cuda.so").exists();
-        if cuda_libtorch {
-            assert_eq!(not_built(), None, "run scripts/env.sh to install the header wheels");
-            assert!(version().unwrap().starts_with("NCCL 2."));
-        } else {
-            assert!(not_built().unwrap().contains("no CUDA"));
-        }
-    }
-}
+#[path = "nccl_tests.rs"]
+mod tests;

@@ -176,7 +176,15 @@ impl PlainStep {
             return self.after_exchange(c, step, clock);
         }
         if let Some(x) = c.exchange.as_deref_mut() {
-            let step = crate::dist::exchange(x, self.opt.params(), c.stop_wish, &mut c.host)?;
+            // Expert parallelism: the experts' gradients over their replicas, the rest over the world.
+            let params = match c.expert.as_mut() {
+                Some((e, _)) => {
+                    e.reduce_gradients()?;
+                    e.dense.as_slice()
+                }
+                None => self.opt.params(),
+            };
+            let step = crate::dist::exchange(x, params, c.stop_wish, &mut c.host)?;
             return self.after_exchange(c, step, clock);
         }
         self.opt.step(c.scaler.as_mut())?;

@@ -21,6 +21,7 @@ use crate::check::WganRoles;
 use crate::checkpoint::Checkpoints;
 use crate::clock::Clock;
 use crate::events::Phase;
+use crate::expert_state::ExpertState;
 use crate::feed::{self, DeviceBatch};
 use crate::lower::{DataPool, Lowered, host_available_bytes, host_bytes_needed, pool_size};
 use crate::optim::{GradScaler, Optim};
@@ -92,6 +93,8 @@ struct Common<'a> {
     host: crate::dist::HostBuffers,
     /// The MoE layers' routing of this step's forward passes, and the measured steps' tally.
     routing: crate::moe_stats::StepRouting,
+    /// An expert-parallel run's groups and expert shards, installed for the forward passes of this thread.
+    expert: Option<(ExpertState, crate::expert_parallel::Installed)>,
 }
 
 /// Everything one run holds on the device.
@@ -161,8 +164,9 @@ impl<'a> Session<'a> {
         wgan: Option<WganRoles>,
         exchange: Option<&'a mut dyn GradientExchange>,
         synthetic: bool,
-        tensor: Option<TensorParallel>,
+        split: crate::check::ModelSplit,
     ) -> Result<Self, TchError> {
+        let crate::check::ModelSplit { tensor, expert } = split;
         tch::manual_seed(plan.seed as i64);
         let numerics = plan.numerics;
         let mut exchange = exchange;
@@ -192,7 +196,9 @@ impl<'a> Session<'a> {
             }
         }
         let tensor_split = tensor.as_ref().map(TensorParallel::degree);
-        let model = Lowered::with_tensor_parallel(graph, device, plan.seed, tensor)?;
+        let mut model = Lowered::with_tensor_parallel(graph, device, plan.seed, tensor)?;
+        // Expert parallelism: every expert initialised as on one rank, this rank's shard kept.
+        let expert = expert.map(|g| ExpertState::shard(g, &mut model, graph)).transpose()?;
         if device.is_cuda() && tch::Cuda::cudnn_is_available() {
             // One cuDNN buffer per recurrent layer, as `flatten_parameters()`: no copy of the weights per call.
             model.flatten_rnns(graph)?;
@@ -227,7 +233,7 @@ impl<'a> Session<'a> {
             Precision::Bf16 => Some(AutocastDtype::BFloat16),
         };
         if let (Some(x), Mode::Plain(step)) = (exchange.as_deref(), &mode) {
-            crate::dist::check_layout(x, step.opt.params())?;
+            crate::dist::check_layout(x, expert.as_ref().map_or(step.opt.params(), |e| e.dense.as_slice()))?;
         }
         let zero = match (exchange.as_deref_mut().and_then(|x| x.sharded()), &mode) {
             (Some(s), Mode::Plain(step)) => {
@@ -269,6 +275,10 @@ impl<'a> Session<'a> {
             overlap_pending: false,
             host: crate::dist::HostBuffers::default(),
             routing: crate::moe_stats::StepRouting::default(),
+            expert: expert.map(|e| {
+                let installed = crate::expert_parallel::install(e.parallel().clone());
+                (e, installed)
+            }),
         };
         Ok(Self { plan, common, mode })
     }
@@ -509,12 +519,16 @@ impl<'a> Session<'a> {
             });
         }
         if let (true, Mode::Plain(step)) = (distributed, &self.mode) {
-            // A tensor group's digest is the whole model's: every rank gathers the split tensors.
-            let digest = match self.common.model.tensor_parallel() {
-                Some(tp) => tp.gather_weights(step.opt.params()).and_then(|w| crate::dist::digest(&w)),
-                None => crate::dist::digest(step.opt.params()),
+            // A tensor group's or an expert-parallel rank's digest is the whole model's: the split tensors gathered.
+            let whole = match (self.common.model.tensor_parallel(), &self.common.expert) {
+                (Some(tp), _) => tp.gather_weights(step.opt.params()).map_err(|e| map(e, batch))?,
+                (None, Some((e, _))) => {
+                    e.whole_parameters(&self.common.model, self.common.graph).map_err(|e| map(e, batch))?
+                }
+                (None, None) => step.opt.params().iter().map(Tensor::shallow_clone).collect(),
             };
-            out.weights_digest = Some(digest.map_err(|e| map(e, batch))?);
+            out.weights_digest = Some(crate::dist::digest(&whole).map_err(|e| map(e, batch))?);
+            out.expert = self.common.expert.as_ref().map(|(e, _)| e.traffic());
         }
         out.memory = MemoryMeasured {
             weights,

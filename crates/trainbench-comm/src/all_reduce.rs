@@ -23,7 +23,12 @@ impl<'c> AllReduceExchange<'c> {
     /// An exchange over `comm` (every rank a worker) for `graph`'s trained tensors, in buckets of
     /// `bucket_bytes`.
     pub fn new(comm: &'c mut dyn Communicator, graph: &Graph, bucket_bytes: u64) -> Self {
-        let layout = Layout::of(graph);
+        Self::with_layout(comm, Layout::of(graph), bucket_bytes)
+    }
+
+    /// An exchange over `comm` for the tensors of `layout` only (an expert-parallel run's non-expert tensors:
+    /// [`Layout::without_experts`]).
+    pub fn with_layout(comm: &'c mut dyn Communicator, layout: Layout, bucket_bytes: u64) -> Self {
         let mut buckets = units_by_size(&layout, bucket_bytes, 1);
         buckets.reverse();
         AllReduceExchange { comm, layout, buckets, scratch: Vec::new(), stats: ExchangeStats::default() }

@@ -25,6 +25,27 @@ pub fn check_blocks(engine: &str, what: &str, whole: usize, block: usize, ranks:
     })
 }
 
+/// Refuse an all-to-all whose counts do not fit its buffers: one count per rank on each side, `send` as long as
+/// the send counts' sum and `recv` as long as the receive counts'.
+pub fn check_counts(
+    engine: &str,
+    ranks: usize,
+    send: (usize, &[usize]),
+    recv: (usize, &[usize]),
+) -> Result<(), CommError> {
+    let fail = |message: String| Err(CommError { engine: engine.to_string(), message });
+    for (side, (len, counts)) in [("send", send), ("receive", recv)] {
+        if counts.len() != ranks {
+            return fail(format!("all-to-all with {} {side} counts over {ranks} ranks", counts.len()));
+        }
+        let total = counts.iter().try_fold(0usize, |a, &c| a.checked_add(c));
+        if total != Some(len) {
+            return fail(format!("all-to-all {side} counts {counts:?} for a buffer of {len} values"));
+        }
+    }
+    Ok(())
+}
+
 /// Why a collective or a message failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{engine}: {message}")]
@@ -51,6 +72,16 @@ pub trait Communicator {
     fn reduce_scatter_sum(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError>;
     /// Every rank's `send` (all of the same length), concatenated in rank order into `recv` on every rank.
     fn all_gather(&mut self, send: &[f32], recv: &mut [f32]) -> Result<(), CommError>;
+    /// Variable all-to-all (expert parallelism's dispatch and combine): `send` holds `send_counts[r]` values for
+    /// each rank `r`, in rank order; `recv` receives `recv_counts[r]` values from each rank `r`, in rank order.
+    /// Rank `r`'s `send_counts[s]` must equal rank `s`'s `recv_counts[r]` (the caller exchanges counts first).
+    fn all_to_all(
+        &mut self,
+        send: &[f32],
+        send_counts: &[usize],
+        recv: &mut [f32],
+        recv_counts: &[usize],
+    ) -> Result<(), CommError>;
     /// Send `data` to rank `to` with `tag`.
     fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError>;
     /// Receive exactly `data.len()` values from rank `from` with `tag`.

@@ -1,7 +1,7 @@
 //! The trained tensors of a graph in the order every backend holds them: [`Layout`], the flat buffer the
 //! exchanges read and write, and how parameter servers share its tensors.
 
-use trainbench_graph::graph::{Graph, NodeId};
+use trainbench_graph::graph::{Graph, Node, NodeId, Op};
 use trainbench_graph::params::{ParamDecl, graph_tensors};
 
 /// The trained tensors of a graph in the order every backend holds them ([`graph_tensors`], buffers and tied
@@ -18,11 +18,27 @@ pub struct Layout {
     pub total: usize,
 }
 
+/// Whether `decl` is one of a mixture-of-experts layer's expert tensors (`experts.gate_proj`, `experts.up_proj`,
+/// `experts.down_proj`, each `[experts, ..]`): the tensors expert parallelism shards along their first dimension.
+pub fn is_expert_tensor(node: &Node, decl: &ParamDecl) -> bool {
+    matches!(node.op, Op::Moe { .. }) && decl.local.starts_with("experts.")
+}
+
 impl Layout {
     /// The layout of `graph`'s trained tensors.
     pub fn of(graph: &Graph) -> Self {
+        Self::selected(graph, |_, _| true)
+    }
+
+    /// The layout of `graph`'s trained tensors except the experts' ([`is_expert_tensor`]): what an
+    /// expert-parallel run exchanges over the whole world (the experts' gradients go over their replicas).
+    pub fn without_experts(graph: &Graph) -> Self {
+        Self::selected(graph, |node, decl| !is_expert_tensor(node, decl))
+    }
+
+    fn selected(graph: &Graph, keep: impl Fn(&Node, &ParamDecl) -> bool) -> Self {
         let (nodes, decls): (Vec<NodeId>, Vec<ParamDecl>) =
-            graph_tensors(graph).into_iter().filter(|(_, d)| d.trainable()).unzip();
+            graph_tensors(graph).into_iter().filter(|(n, d)| d.trainable() && keep(&graph.nodes[*n], d)).unzip();
         let mut offsets = Vec::with_capacity(decls.len());
         let mut total = 0usize;
         for d in &decls {

@@ -14,6 +14,7 @@
 pub mod all_reduce;
 pub mod communicator;
 pub mod exchange;
+pub mod expert;
 pub mod layout;
 pub mod local;
 pub mod mesh;
@@ -34,8 +35,9 @@ pub mod topology;
 pub mod units;
 
 pub use all_reduce::AllReduceExchange;
-pub use communicator::{CommError, Communicator, EngineInfo, check_blocks};
+pub use communicator::{CommError, Communicator, EngineInfo, check_blocks, check_counts};
 pub use exchange::{ExchangeStats, GradientExchange, Overlapped, ShardHeld, Sharded, StepExchange, StopWish};
+pub use expert::ExpertGroups;
 pub use layout::Layout;
 pub use mesh::{Mesh, MeshCoords, MeshDim, MeshError, PipelineSchedule};
 pub use overlap::{BucketFeed, OverlapError, compute_waits, exchange_during};

@@ -4,13 +4,14 @@
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 
-use crate::communicator::{CommError, Communicator, EngineInfo, check_blocks};
+use crate::communicator::{CommError, Communicator, EngineInfo, check_blocks, check_counts};
 
 const TAG_REDUCE: u16 = u16::MAX;
 const TAG_REDUCED: u16 = u16::MAX - 1;
 const TAG_GATHER: u16 = u16::MAX - 2;
 const TAG_BCAST: u16 = u16::MAX - 3;
 const TAG_SPLIT: u16 = u16::MAX - 4;
+const TAG_ALL_TO_ALL: u16 = u16::MAX - 5;
 
 enum Payload {
     F32(Vec<f32>),
@@ -136,6 +137,40 @@ impl Communicator for ThreadComm {
         self.all_reduce_sum(&mine, recv)
     }
 
+    fn all_to_all(
+        &mut self,
+        send: &[f32],
+        send_counts: &[usize],
+        recv: &mut [f32],
+        recv_counts: &[usize],
+    ) -> Result<(), CommError> {
+        check_counts("threads", self.size(), (send.len(), send_counts), (recv.len(), recv_counts))?;
+        // Every block posted first (the channels do not block), then each peer's taken in rank order.
+        let starts = |counts: &[usize]| -> Vec<usize> {
+            counts.iter().scan(0, |at, &c| Some(std::mem::replace(at, *at + c))).collect()
+        };
+        let (from, to) = (starts(send_counts), starts(recv_counts));
+        for r in (0..self.size()).filter(|&r| r != self.rank) {
+            self.post(r, TAG_ALL_TO_ALL, Payload::F32(send[from[r]..from[r] + send_counts[r]].to_vec()))?;
+        }
+        for r in 0..self.size() {
+            let block = if r == self.rank {
+                send[from[r]..from[r] + send_counts[r]].to_vec()
+            } else {
+                self.take_f32(r, TAG_ALL_TO_ALL)?
+            };
+            if block.len() != recv_counts[r] {
+                return Err(self.error(format!(
+                    "all-to-all: rank {r} sent {} values, {} expected",
+                    block.len(),
+                    recv_counts[r]
+                )));
+            }
+            recv[to[r]..to[r] + block.len()].copy_from_slice(&block);
+        }
+        Ok(())
+    }
+
     fn send(&mut self, to: usize, tag: u16, data: &[f32]) -> Result<(), CommError> {
         self.post(to, tag, Payload::F32(data.to_vec()))
     }
@@ -216,6 +251,35 @@ impl Communicator for ThreadComm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_to_all_delivers_each_block_to_its_rank_with_uneven_counts() {
+        // Rank s sends (s + 1) x (r + 1) values to rank r, each value 100 s + r.
+        let handles: Vec<_> = ThreadComm::group(3)
+            .into_iter()
+            .map(|mut c| {
+                std::thread::spawn(move || {
+                    let me = c.rank();
+                    let send_counts: Vec<usize> = (0..3).map(|r| (me + 1) * (r + 1)).collect();
+                    let recv_counts: Vec<usize> = (0..3).map(|s| (s + 1) * (me + 1)).collect();
+                    let send: Vec<f32> =
+                        (0..3).flat_map(|r| std::iter::repeat_n((100 * me + r) as f32, send_counts[r])).collect();
+                    let mut recv = vec![0f32; recv_counts.iter().sum()];
+                    c.all_to_all(&send, &send_counts, &mut recv, &recv_counts).unwrap();
+                    // Counts that do not fit the buffers are refused.
+                    let bad = c.all_to_all(&send, &[1, 1], &mut recv, &recv_counts).unwrap_err();
+                    (me, recv, bad.message)
+                })
+            })
+            .collect();
+        for h in handles {
+            let (me, recv, bad) = h.join().unwrap();
+            let expected: Vec<f32> =
+                (0..3).flat_map(|s| std::iter::repeat_n((100 * s + me) as f32, (s + 1) * (me + 1))).collect();
+            assert_eq!(recv, expected, "rank {me}");
+            assert!(bad.contains("2 send counts over 3 ranks"), "{bad}");
+        }
+    }
 
     #[test]
     fn split_groups_by_color_in_key_order_and_their_collectives_stay_inside() {

@@ -56,6 +56,18 @@ pub struct Mesh {
     pub microbatches: usize,
     /// Model chunks per pipeline rank (more than 1 with `interleaved-1f1b` only).
     pub virtual_stages: usize,
+    /// Ranks a mixture-of-experts model's experts are sharded over, along the data-parallel dimension
+    /// ([`crate::expert::ExpertGroups`]); 1 (left out of results) without expert parallelism.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub expert_parallel: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 impl Default for Mesh {
@@ -108,6 +120,7 @@ impl Mesh {
             pipeline_schedule: PipelineSchedule::OneFOneB,
             microbatches: 1,
             virtual_stages: 1,
+            expert_parallel: 1,
         }
     }
 

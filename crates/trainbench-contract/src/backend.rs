@@ -49,6 +49,9 @@ pub struct RunContext<'a> {
     pub tensor: Option<Box<dyn Communicator>>,
     /// A pipeline-parallel run's groups (the plan's mesh has `pipeline_parallel` > 1); `None` otherwise.
     pub pipeline: Option<PipelineGroups<'a>>,
+    /// An expert-parallel run's groups (`RunPlan`'s `topology.mesh.expert_parallel` above 1), split from the
+    /// world by the runner before the exchange took it; the backend takes them. `None` otherwise.
+    pub expert: Option<trainbench_comm::ExpertGroups>,
 }
 
 /// The groups a pipeline rank talks over.
@@ -64,7 +67,7 @@ pub struct PipelineGroups<'a> {
 impl<'a> RunContext<'a> {
     /// A context that only reports to `probe`: synthetic data, a single rank.
     pub fn new(probe: &'a mut dyn Probe) -> Self {
-        RunContext { probe, data: None, exchange: None, eval: None, pipeline: None, tensor: None }
+        RunContext { probe, data: None, exchange: None, eval: None, pipeline: None, tensor: None, expert: None }
     }
 
     /// The next training batch from [`RunContext::data`] and the seconds spent waiting for it (the stall);

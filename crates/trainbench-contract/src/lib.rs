@@ -37,7 +37,9 @@ pub use capability::Capabilities;
 pub use cpu::{CpuFeatures, CpuIsa};
 pub use device::{DeviceFamily, DeviceSelector, WgpuAdapter};
 pub use error::BackendError;
-pub use measured::{DeviceInfo, FreeRunning, MemoryMeasured, PipelineMeasured, RawMeasurements, TensorTraffic};
+pub use measured::{
+    DeviceInfo, ExpertTraffic, FreeRunning, MemoryMeasured, PipelineMeasured, RawMeasurements, TensorTraffic,
+};
 pub use numerics::{Numerics, Tf32};
 pub use phases::PhaseTimes;
 pub use plan::{Budget, RunPlan};

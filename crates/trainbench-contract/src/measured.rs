@@ -59,6 +59,25 @@ pub struct DeviceInfo {
     pub details: BTreeMap<String, String>,
 }
 
+/// What an expert-parallel rank's communication moved and took over a run (warm-up included): the
+/// all-to-alls of the dispatch and the combine (forward and backward, and the counts before them) and the
+/// all-reduce of the experts' gradients over the ranks holding the same experts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ExpertTraffic {
+    /// Ranks each expert-parallel group shards the experts over.
+    pub degree: usize,
+    /// Optimizer steps the figures cover.
+    pub steps: u64,
+    /// All-to-all calls.
+    pub all_to_all_calls: u64,
+    /// Bytes this rank passed to its all-to-alls (its whole send buffers, fp32; its own block included).
+    pub all_to_all_bytes: u64,
+    /// Seconds this rank spent in all-to-all calls (waiting for its peers included).
+    pub all_to_all_s: f64,
+    /// Bytes of expert gradients this rank all-reduced over its replicas (its whole buffer, fp32).
+    pub expert_gradient_bytes: u64,
+}
+
 /// Everything a backend measured in one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RawMeasurements {
@@ -102,6 +121,9 @@ pub struct RawMeasurements {
     /// A rank of a tensor group: what it sent over the group per step ([`TensorTraffic`]); `None` elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensor_traffic: Option<TensorTraffic>,
+    /// An expert-parallel rank's communication ([`ExpertTraffic`]); `None` without expert parallelism.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert: Option<ExpertTraffic>,
 }
 
 /// What one pipeline rank measured over the measured steps of a pipeline-parallel run.

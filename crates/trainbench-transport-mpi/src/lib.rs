@@ -9,7 +9,7 @@
 
 use mpi::Count;
 use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
-use mpi::datatype::{Equivalence, PartitionMut};
+use mpi::datatype::{Equivalence, Partition, PartitionMut};
 use mpi::environment::{Threading, Universe};
 use mpi::point_to_point::{Destination, Source};
 use mpi::raw::AsRaw;
@@ -165,6 +165,36 @@ impl Communicator for MpiComm {
             mpi::request::scope(|scope| wait_beside(self.group.immediate_all_gather_into(scope, send, recv)));
         } else {
             self.group.all_gather_into(send, recv);
+        }
+        Ok(())
+    }
+
+    fn all_to_all(
+        &mut self,
+        send: &[f32],
+        send_counts: &[usize],
+        recv: &mut [f32],
+        recv_counts: &[usize],
+    ) -> Result<(), CommError> {
+        trainbench_comm::check_counts("mpi", self.size(), (send.len(), send_counts), (recv.len(), recv_counts))?;
+        count(send.len())?;
+        count(recv.len())?;
+        // Counts and displacements in MPI's integers (each fits: their sums were checked above).
+        let ints = |counts: &[usize]| -> (Vec<Count>, Vec<Count>) {
+            let c: Vec<Count> = counts.iter().map(|&n| n as Count).collect();
+            let d = c.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
+            (c, d)
+        };
+        let (sc, sd) = ints(send_counts);
+        let (rc, rd) = ints(recv_counts);
+        let out = Partition::new(send, &sc[..], &sd[..]);
+        let mut into = PartitionMut::new(recv, &rc[..], &rd[..]);
+        if self.beside() {
+            mpi::request::scope(|scope| {
+                wait_beside(self.group.immediate_all_to_all_varcount_into(scope, &out, &mut into));
+            });
+        } else {
+            self.group.all_to_all_varcount_into(&out, &mut into);
         }
         Ok(())
     }

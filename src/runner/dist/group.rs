@@ -6,13 +6,14 @@
 use serde::{Deserialize, Serialize};
 use trainbench_comm::server::{ServerReport, serve};
 use trainbench_comm::{
-    AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, GradientExchange, MeshCoords,
+    AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, ExpertGroups, GradientExchange, Layout,
+    MeshCoords,
     PsWorkerExchange, ShardedExchange,
 };
 use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{
-    Backend, BackendError, DeviceSelector, PhaseTimes, PipelineGroups, PipelineMeasured, Probe, RawMeasurements,
-    RunContext, RunPlan, TensorTraffic,
+    Backend, BackendError, DeviceSelector, ExpertTraffic, PhaseTimes, PipelineGroups, PipelineMeasured, Probe,
+    RawMeasurements, RunContext, RunPlan, TensorTraffic,
 };
 use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
@@ -22,7 +23,9 @@ use super::pipeline::{self, StageReport};
 use super::mesh::MeshGroups;
 use super::transport::{Opened, Transport, TransportError, open_transport};
 
-use crate::result::distributed::{BytesByKind, DistributedResult, PipelineResult, RankMemory, RankPhases};
+use crate::result::distributed::{
+    BytesByKind, DistributedResult, ExpertParallelResult, PipelineResult, RankMemory, RankPhases,
+};
 use crate::runner::plan_run::GroupRun;
 use crate::stats::median;
 
@@ -72,6 +75,9 @@ struct RankReport {
     /// A tensor-parallel rank's traffic over its tensor group per step.
     #[serde(default)]
     tensor_traffic: Option<TensorTraffic>,
+    /// An expert-parallel worker's all-to-alls and expert gradients.
+    #[serde(default)]
+    expert: Option<ExpertTraffic>,
 }
 
 /// Why this process could not join its group of ranks, or the group cannot run a plan.
@@ -231,6 +237,16 @@ impl Ranks {
         };
         let graph_here = local.as_ref().unwrap_or(graph);
         let tensor = split.as_mut().and_then(|m| m.tensor.take());
+        // Expert parallelism: its groups split from the world first (every rank, in the same order), and the
+        // world's exchange left with the non-expert tensors.
+        let degree = plan.topology.mesh.expert_parallel;
+        let expert = if degree > 1 {
+            Some(ExpertGroups::split(self.comm.as_mut(), degree).map_err(engine_error)?)
+        } else {
+            None
+        };
+        let layout = if degree > 1 { Layout::without_experts(graph_here) } else { Layout::of(graph_here) };
+        let gradient_bytes = 4 * layout.total as u64;
         let (raw, stats) = if pipelined {
             let mut ctx = RunContext::new(probe);
             ctx.data = data.map(|d| -> &mut dyn BatchSource { d });
@@ -270,13 +286,14 @@ impl Ranks {
                     )
                     .map_err(engine_error)?,
                 ),
-                _ => Box::new(AllReduceExchange::new(comm, graph_here, plan.topology.bucket_bytes)),
+                _ => Box::new(AllReduceExchange::with_layout(comm, layout, plan.topology.bucket_bytes)),
             };
             let mut ctx = RunContext::new(probe);
             // Re-borrowed for this run (shortens the trait object's lifetime to the context's).
             ctx.data = data.map(|d| -> &mut dyn BatchSource { d });
             ctx.exchange = Some(exchange.as_mut());
             ctx.tensor = tensor;
+            ctx.expert = expert;
             let raw = backend.run_in(plan, graph, &mut ctx)?;
             (raw, exchange.stats())
         };
@@ -304,11 +321,11 @@ impl Ranks {
             pipeline: raw.pipeline.clone().map(|p| (p, raw.memory.activations)),
             coords: split.as_ref().map(|m| m.coords),
             tensor_traffic: raw.tensor_traffic,
+            expert: raw.expert,
         };
         let reports = self.gather(&report).map_err(engine_error)?;
         Ok(match reports {
             Some(all) => {
-                let gradient_bytes = 4 * trainbench_comm::Layout::of(graph_here).total as u64;
                 let (merged, section) = self.merge(plan, raw, &all, gradient_bytes);
                 (merged, Some(section))
             }
@@ -335,6 +352,7 @@ impl Ranks {
             pipeline: None,
             coords: None,
             tensor_traffic: None,
+            expert: None,
         };
         self.gather(&report)?;
         Ok(served)
@@ -431,6 +449,7 @@ impl Ranks {
             } else {
                 Vec::new()
             },
+            expert_parallel: expert_section(&workers),
         };
         (raw, section)
     }
@@ -497,6 +516,29 @@ pub fn expected_bytes_sent(strategy: DataParallel, gradient_bytes: u64, workers:
         DataParallel::Zero3 => 3 * ExchangeStats::ring_bytes_per_step(gradient_bytes, workers) / 2,
         DataParallel::Single => 0,
     }
+}
+
+/// The expert-parallel figures of the workers' reports ([`ExpertParallelResult`]); `None` without expert
+/// parallelism.
+fn expert_section(workers: &[&RankReport]) -> Option<ExpertParallelResult> {
+    let traffic: Vec<ExpertTraffic> = workers.iter().filter_map(|r| r.expert).collect();
+    let first = traffic.first()?;
+    let n = traffic.len() as u64;
+    let per_step = |t: &ExpertTraffic, v: u64| v.checked_div(t.steps).unwrap_or(0);
+    Some(ExpertParallelResult {
+        degree: first.degree,
+        // Every rank took the same steps; the sum over ranks is what routing does not change.
+        all_to_all_bytes_per_step: traffic.iter().map(|t| t.all_to_all_bytes).sum::<u64>() / (n * first.steps.max(1)),
+        all_to_all_s_per_step: traffic.iter().map(|t| t.all_to_all_s / t.steps.max(1) as f64).fold(0.0, f64::max),
+        all_to_all_calls_per_step: per_step(first, first.all_to_all_calls),
+        expert_gradient_bytes_per_step: per_step(first, first.expert_gradient_bytes),
+        max_rank_state_bytes: workers
+            .iter()
+            .filter_map(|r| r.memory)
+            .map(|m| m.weights + m.gradients + m.optimizer_state)
+            .max()
+            .unwrap_or(0),
+    })
 }
 
 /// The mean of each phase over every step of a worker's log.

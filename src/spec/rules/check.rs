@@ -11,7 +11,7 @@ use trainbench_graph::{ModelSpec, OptimizerSpec};
 
 use super::finding::Finding;
 use super::topology::{self, effective_topologies};
-use super::{mesh, mlperf, schedule, target};
+use super::{expert, mesh, mlperf, schedule, target};
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{
     DataSource, DatasetSpec, MetricGroup, MetricsSpec, MlperfSpec, RunSpec, SpecFile, SweepSpec, TopologySpec,
@@ -135,6 +135,7 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
     if let (Some(topology), Some(sweep)) = (&spec.topology, &spec.sweep) {
         topology::check_topologies(&mut out, topology, sweep);
         mesh::check_mesh(&mut out, topology, sweep, spec.model.as_ref());
+        expert::check_expert_parallel(&mut out, topology, sweep, spec.model.as_ref());
     }
     let placement = spec.topology.as_ref().and_then(|t| topology::check_device(&mut out, t));
     if let (Some(placement), Some(training), Some(sweep)) = (placement, &spec.training, &spec.sweep) {

@@ -9,6 +9,7 @@
 pub mod check;
 pub mod clicks;
 pub(crate) mod dataset;
+mod expert;
 pub mod finding;
 pub mod mesh;
 pub mod mlperf;

@@ -65,6 +65,17 @@ pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Find
     let placed = placement(spec, over);
     for plan in plan_on(spec, placed) {
         let mesh = plan.topology.mesh;
+        if let Some(why) = super::expert::expert_unrunnable(&plan)
+            && !out.iter().any(|f| f.message == why)
+        {
+            out.push(
+                Finding::new(FieldPath::keys(&["topology", "device"]), why)
+                    .or_at(FieldPath::keys(&["topology", "expert_parallel"]))
+                    .hint(
+                        "`trainbench predict` prices this layout; to measure, run it on CPU ranks (`device = \"cpu\"`)",
+                    ),
+            );
+        }
         let split = || {
             TensorShard::new(spec.graph(), mesh.tensor_parallel, 0, mesh.sequence_parallel)
                 .err()

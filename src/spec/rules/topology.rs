@@ -77,6 +77,7 @@ pub fn effective_topologies(topology: &TopologySpec, sweep: &SweepSpec) -> Vec<E
                 o.tensor_parallel.unwrap_or(topology.tensor_parallel),
                 o.pipeline_parallel.unwrap_or(topology.pipeline_parallel),
             );
+            t.mesh.expert_parallel = o.expert_parallel.unwrap_or(topology.expert_parallel).max(1);
             t
         })
         .collect()

@@ -220,6 +220,7 @@ impl Synth {
                 weights_identical: Some(true),
                 pipeline: None,
                 mesh_bytes: Vec::new(),
+                expert_parallel: None,
             }
         });
         RunResult {

@@ -30,7 +30,7 @@ pub fn train_on(
 ) -> Result<Vec<f64>, BackendError> {
     let mut source = MemorySource::new(batches);
     let mut probe = NoProbe;
-    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: None, pipeline: None, tensor: None };
+    let mut ctx = RunContext { data: Some(&mut source), ..RunContext::new(&mut probe) };
     let out = backend.run_in(plan, graph, &mut ctx)?;
     assert_eq!(out.steps.loss_values().len() as u64, out.steps.seen(), "{}: a loss per measured step", backend.name());
     for p in &out.steps.phases() {
@@ -51,7 +51,7 @@ fn train_counted(
     let name = backend.name();
     let mut source = MemorySource::new(batches);
     let mut probe = NoProbe;
-    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: None, pipeline: None, tensor: None };
+    let mut ctx = RunContext { data: Some(&mut source), ..RunContext::new(&mut probe) };
     let out = backend.run_in(plan, graph, &mut ctx).unwrap_or_else(|e| panic!("{name}: {e}"));
     let steps = out.warmup_steps.len() + out.steps.seen() + out.free_running.map_or(0, |f| f.steps);
     (out.steps.loss_values(), steps, source.delivered())
@@ -128,7 +128,7 @@ pub fn dataset_errors_name_the_file(backend: &mut dyn Backend, device: DeviceSel
     let err = DataError { file: "shard-3.npy".into(), reason: "truncated: 12 of 80 bytes".into() };
     let mut source = MemorySource::new(synthetic_batches(&graph, 8, plan.seed, 2)).failing_after(3, err);
     let mut probe = NoProbe;
-    let mut ctx = RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: None, pipeline: None, tensor: None };
+    let mut ctx = RunContext { data: Some(&mut source), ..RunContext::new(&mut probe) };
     match backend.run_in(&plan, &graph, &mut ctx) {
         Err(BackendError::Data(m)) => assert!(m.contains("shard-3.npy"), "{name}: {m}"),
         other => panic!("{name}: a dataset error must fail the run naming the file, got {other:?}"),
@@ -180,7 +180,7 @@ pub fn evaluation_reaches_full_accuracy(backend: &mut dyn Backend, device: Devic
     let mut source = MemorySource::new(separable_batches(&graph, 8, 1, 16));
     let mut probe = NoProbe;
     let mut ctx =
-        RunContext { probe: &mut probe, data: Some(&mut source), exchange: None, eval: Some(&eval), pipeline: None, tensor: None };
+        RunContext { data: Some(&mut source), eval: Some(&eval), ..RunContext::new(&mut probe) };
     let out = backend.run_in(&plan, &graph, &mut ctx).unwrap_or_else(|e| panic!("{name}: {e}"));
     let t = out.target.unwrap_or_else(|| panic!("{name}: a run with a target records its outcome"));
     eprintln!("{name}: {:?}", t.curve.iter().map(|p| (p.step, p.accuracy)).collect::<Vec<_>>());

@@ -1,0 +1,118 @@
+//! An expert-parallel run's state beside the model ([`ExpertState`]): its groups, the trained tensors split into
+//! the non-expert ones (exchanged over the world by the data-parallel exchange) and this rank's expert shards
+//! (summed over the ranks holding the same experts), and what its communication moved. The MoE layer's side is
+//! [`crate::expert_parallel`].
+
+use tch::{TchError, Tensor};
+use trainbench_comm::ExpertGroups;
+use trainbench_comm::layout::is_expert_tensor;
+use trainbench_contract::ExpertTraffic;
+use trainbench_graph::graph::{Graph, Op};
+
+use crate::diff_op::Group;
+use crate::expert_parallel::ExpertParallel;
+use crate::lower::Lowered;
+
+/// An expert-parallel run's state beside the model: the groups, the trained tensors split into the
+/// non-expert ones (exchanged over the world) and the experts' shards (summed over their replicas), and the
+/// steps taken.
+pub struct ExpertState {
+    ep: ExpertParallel,
+    replicas: Group,
+    world_size: usize,
+    /// Non-expert trained tensors, in layout order ([`trainbench_comm::Layout::without_experts`]).
+    pub dense: Vec<Tensor>,
+    /// The experts' shards this rank trains.
+    pub experts: Vec<Tensor>,
+    steps: u64,
+    grad_values: u64,
+    host: Vec<f32>,
+}
+
+impl ExpertState {
+    /// The state over `groups`, with `model`'s experts narrowed to this rank's shard (every expert was
+    /// initialised as one rank initialises it; the shard is a copy, a new trained tensor).
+    pub fn shard(groups: ExpertGroups, model: &mut Lowered, graph: &Graph) -> Result<ExpertState, TchError> {
+        let world_size = groups.world.size();
+        let ep = ExpertParallel::new(Group::new(groups.experts), Group::new(groups.world));
+        let replicas = Group::new(groups.replicas);
+        for (i, node) in graph.nodes.iter().enumerate() {
+            let Op::Moe { experts, .. } = &node.op else { continue };
+            if experts % ep.degree() != 0 {
+                return Err(TchError::Kind(format!(
+                    "`{}`: expert_parallel {} does not divide its {experts} experts",
+                    node.name,
+                    ep.degree()
+                )));
+            }
+            let held = ep.held(*experts);
+            for (d, t) in model.decls[i].iter().zip(model.tensors[i].iter_mut()) {
+                if is_expert_tensor(node, d) {
+                    let shard = t.f_narrow(0, held.start as i64, held.len() as i64)?.f_detach()?.f_contiguous()?;
+                    *t = shard.copy().set_requires_grad(true);
+                }
+            }
+        }
+        let dense = model.parameters_where(graph, |n, d| !is_expert_tensor(n, d));
+        let experts = model.parameters_where(graph, is_expert_tensor);
+        Ok(ExpertState { ep, replicas, world_size, dense, experts, steps: 0, grad_values: 0, host: Vec::new() })
+    }
+
+    /// The expert parallelism the forward pass uses.
+    pub fn parallel(&self) -> &ExpertParallel {
+        &self.ep
+    }
+
+    /// After the backward pass: each expert's gradient summed over the ranks holding it and divided by the world
+    /// size (see the module documentation); counted as a step.
+    pub fn reduce_gradients(&mut self) -> Result<(), TchError> {
+        let total: usize = self.experts.iter().map(Tensor::numel).sum();
+        self.host.resize(total, 0.0);
+        crate::dist::stage_grads(self.experts.iter(), &mut self.host)?;
+        if self.replicas.size() > 1 {
+            self.replicas.all_reduce_values(&mut self.host)?;
+            self.grad_values += total as u64;
+        }
+        let scale = 1.0 / self.world_size.max(1) as f32;
+        self.host.iter_mut().for_each(|v| *v *= scale);
+        let mut at = 0;
+        tch::no_grad(|| -> Result<(), TchError> {
+            for p in &self.experts {
+                let n = p.numel();
+                // Defined on every rank after a training step ([`ExpertParallel::experts`] ties the experts into
+                // the graph even without local rows).
+                let g = p.grad();
+                if g.defined() {
+                    crate::dist::write_into(&g, &self.host[at..at + n])?;
+                }
+                at += n;
+            }
+            Ok(())
+        })?;
+        self.steps += 1;
+        Ok(())
+    }
+
+    /// Every trained tensor with the experts whole (each gathered over the expert-parallel group), in the order
+    /// one rank holds them: what the weights' digest is taken over, so every rank digests the same model.
+    pub fn whole_parameters(&self, model: &Lowered, graph: &Graph) -> Result<Vec<Tensor>, TchError> {
+        let mut out = Vec::new();
+        for (node, decl, t) in model.trained(graph) {
+            out.push(if is_expert_tensor(node, decl) { self.ep.group().all_gather(&t.f_detach()?, 0)? } else { t });
+        }
+        Ok(out)
+    }
+
+    /// What this rank's communication moved and took so far.
+    pub fn traffic(&self) -> ExpertTraffic {
+        let t = self.ep.group().traffic();
+        ExpertTraffic {
+            degree: self.ep.degree(),
+            steps: self.steps,
+            all_to_all_calls: t.all_to_all.0,
+            all_to_all_bytes: 4 * t.all_to_all.1,
+            all_to_all_s: t.all_to_all_nanos as f64 * 1e-9,
+            expert_gradient_bytes: 4 * self.grad_values,
+        }
+    }
+}
