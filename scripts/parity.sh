@@ -9,7 +9,8 @@
 # (crates/trainbench-backend-tch/examples/parity.rs writes the manifest scripts/parity/seeded.py reads) and prints both loss
 # curves, which agree to every printed digit.
 #
-# Usage: scripts/parity.sh [MODEL...]   (resnet18-cifar, transformer, smoke-gpt; default: resnet18-cifar transformer)
+# Usage: scripts/parity.sh [MODEL...]   (resnet18-cifar, transformer, smoke-gpt, smoke-moe; default: resnet18-cifar
+#        transformer)
 # Environment: ROUNDS (5), BATCH (32), WARMUP (10), ITERS (30), THREADS (2); TRAINBENCH_VENV as for env.sh;
 #              TB=path/to/trainbench skips the release build.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"

@@ -1,7 +1,7 @@
 """Parity benchmark, PyTorch side: trains the same models as crates/trainbench-backend-tch/examples/parity.rs in plain PyTorch
 eager mode and prints the steady-state step time in the same RESULT format.
 
-Usage: pytorch_eager.py <resnet18-cifar|transformer|smoke-gpt> [--batch N] [--warmup N] [--iters N] [--threads N]
+Usage: pytorch_eager.py <resnet18-cifar|transformer|smoke-gpt|smoke-moe> [--batch N] [--warmup N] [--iters N] [--threads N]
                         [--init-from MANIFEST]
 
 With --init-from (a manifest written by `parity --manifest`), the model starts from trainbench's weights and
@@ -73,7 +73,7 @@ class TransformerLM(nn.Module):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["resnet18-cifar", "transformer", "smoke-gpt"])
+    ap.add_argument("model", choices=["resnet18-cifar", "transformer", "smoke-gpt", "smoke-moe"])
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=30)
@@ -95,6 +95,12 @@ def main() -> None:
     elif a.model == "smoke-gpt":
         model = gpt_eager.SmokeGpt()
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+        pool = [(torch.randint(0, 4096, (a.batch, 128)), torch.randint(0, 4096, (a.batch, 128))) for _ in range(4)]
+        items_per_sample = 128
+        classes = 4096
+    elif a.model == "smoke-moe":
+        model = gpt_eager.SmokeMoe()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
         pool = [(torch.randint(0, 4096, (a.batch, 128)), torch.randint(0, 4096, (a.batch, 128))) for _ in range(4)]
         items_per_sample = 128
         classes = 4096
@@ -121,7 +127,9 @@ def main() -> None:
         x, y = pool[i % len(pool)]
         opt.zero_grad(set_to_none=True)
         out = model(x)
-        loss = F.cross_entropy(out.reshape(-1, classes), y.reshape(-1))
+        # The MoE model returns its load-balancing loss beside the logits; it joins the training loss.
+        out, aux = out if isinstance(out, tuple) else (out, 0.0)
+        loss = F.cross_entropy(out.reshape(-1, classes), y.reshape(-1)) + aux
         loss.backward()
         opt.step()
         dt = time.perf_counter() - t0

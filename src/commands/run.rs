@@ -20,6 +20,7 @@ use crate::mlperf::output::SuiteLog;
 use crate::mlperf::score;
 use crate::plan::PlacementOverride;
 use crate::predict::record::RunProfile;
+use crate::report::expert_load;
 use crate::report::model::comm_share_of;
 use crate::result::{RunOutcome, RunResult};
 use crate::runner::{self, RunnerOptions, Suite, TestHooks, output, probe};
@@ -245,6 +246,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         OutputFormat::Text => {
             outln!("{}", summary_table(&all));
             score::summary_lines(all.iter().map(|(r, _)| r)).iter().for_each(|l| outln!("{l}"));
+            all.iter().filter_map(|(r, _)| expert_load::summary_line(r)).for_each(|l| outln!("{l}"));
             reasons.iter().for_each(|l| outln!("{l}"));
             if interrupted {
                 outln!("interrupted: finished runs were kept");

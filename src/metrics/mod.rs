@@ -22,6 +22,8 @@
 //!   (allocated bytes after the forward pass minus before it); workspace = allocator peak minus all of those
 //!   (at least 0); the analysis's estimate beside them with its error against the peak. Without a measured
 //!   activation figure, `activations_and_workspace_bytes` = peak minus weights, gradients and state.
+//! - Expert load (MoE models): the backend's routing tally over the measured steps
+//!   ([`crate::result::ExpertLoad::of`]): means per step, and the largest step's CV and busiest share.
 
 pub mod collect;
 pub mod cpu;
@@ -35,7 +37,7 @@ use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{PhaseTimes, RawMeasurements, RunPlan};
 
 use crate::result::{
-    AnalysisSummary, FreeRunningThroughput, LossSummary, MemoryBreakdown, MemoryMeasuredSummary, Metrics,
+    AnalysisSummary, ExpertLoad, FreeRunningThroughput, LossSummary, MemoryBreakdown, MemoryMeasuredSummary, Metrics,
     PhaseBreakdown, PhaseStat, PowerEnergy, Sampled, SteadyState, StepTimeStats, Throughput,
 };
 use collect::CollectorReport;
@@ -129,6 +131,7 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
         memory: memory_breakdown(raw, input.analysis),
         loss: loss(&raw.steps),
         time_to_target: raw.target.clone(),
+        expert_load: raw.routing.as_ref().and_then(ExpertLoad::of),
         samples_seen: Some(figures.seen),
         samples_kept: Some(figures.kept_times.len() as u64),
         step_indices: figures.kept_indices,

@@ -139,16 +139,6 @@ pub fn microbatches_held(mesh: &Mesh, r: usize) -> usize {
     }
 }
 
-/// The ZeRO sharding of a data-parallel strategy (parameter servers price as replicated).
-fn sharding_of(strategy: DataParallel) -> Sharding {
-    match strategy {
-        DataParallel::Zero1 => Sharding::Zero1,
-        DataParallel::Zero2 => Sharding::Zero2,
-        DataParallel::Zero3 => Sharding::Zero3,
-        DataParallel::Single | DataParallel::AllReduce | DataParallel::ParameterServer { .. } => Sharding::Replicated,
-    }
-}
-
 /// The inputs of [`mesh_bytes`], per step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ByteInputs {
@@ -212,7 +202,7 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
     }
     let hop = if mesh.sequence_parallel { i.boundary_bytes / t as f64 } else { i.boundary_bytes };
     push(MeshDim::Pipeline, "send-recv", m * i.sends_per_microbatch as f64 * hop);
-    let sharding = sharding_of(strategy);
+    let sharding = Sharding::of(strategy);
     let share = (d as f64 - 1.0) / d as f64;
     let gradients = parallel::exchange_bytes(sharding, d, i.gradient_bytes);
     let frozen = if sharding == Sharding::Zero3 { 2.0 * share * i.frozen_bytes } else { 0.0 };
@@ -269,7 +259,7 @@ pub fn predict_mesh(
         gradients: mem.gradients as f64 / a.trainable_parameters.max(1) as f64,
         optimizer: mem.optimizer_state as f64 / a.trainable_parameters.max(1) as f64,
     };
-    let sharding = sharding_of(topology.strategy);
+    let sharding = Sharding::of(topology.strategy);
     // Chunks: the pipeline's (balanced by FLOPs), or the whole model as one.
     let chunks: Vec<Stage> = if p > 1 {
         cut_stages(graph, a, p, mesh.virtual_stages, None).map_err(|e| PredictError::Mesh { why: e.to_string() })?

@@ -31,6 +31,7 @@ pub mod price_classes;
 pub mod rates;
 pub mod record;
 pub mod roofline;
+pub mod sharding;
 pub mod terms;
 pub mod uncertainty;
 pub mod whatif;
@@ -286,7 +287,9 @@ pub fn predict_analyzed(
     let share = |x: f64| if step > 0.0 { x / step } else { 0.0 };
     let mut split = BoundSplit { compute_bound_s: 0.0, memory_bound_s: 0.0, overhead_s: 0.0 };
     let samples_per_s = if step > 0.0 { setting.batch as f64 * micro / step } else { 0.0 };
-    let memory = memory_estimate_checkpointed(analysis, b, setting.precision, &setting.optimizer, checkpointing);
+    // One device's share: what the data-parallel strategy shards over the world (ZeRO) is held once per rank.
+    let whole = memory_estimate_checkpointed(analysis, b, setting.precision, &setting.optimizer, checkpointing);
+    let memory = sharding::Sharding::of(setting.topology.strategy).share_of(&whole, world, 4 * analysis.buffers);
     let figures = fit_and_rates::figures(&fit_and_rates::FigureInput {
         analysis,
         memory: &memory,

@@ -19,34 +19,9 @@ use serde::Serialize;
 use trainbench_comm::{Interconnect, Topology};
 use trainbench_graph::analysis::memory_estimate;
 
+pub use super::sharding::Sharding;
 use super::{AnalyzedGraph, PredictError, Setting, Terms, comm, predict_analyzed};
 use crate::hardware::wire::HardwareFile;
-
-/// What a data-parallel layout shards across its ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Sharding {
-    /// Every rank holds everything (DDP).
-    Replicated,
-    /// ZeRO-1: the optimizer state.
-    Zero1,
-    /// ZeRO-2: the optimizer state and the gradients.
-    Zero2,
-    /// ZeRO-3 (FSDP): the optimizer state, the gradients and the weights.
-    Zero3,
-}
-
-impl Sharding {
-    /// Name in tables (`zero-3 (fsdp)`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Sharding::Replicated => "all-reduce (replicated)",
-            Sharding::Zero1 => "zero-1",
-            Sharding::Zero2 => "zero-2",
-            Sharding::Zero3 => "zero-3 (fsdp)",
-        }
-    }
-}
 
 /// Bytes per trained parameter of each kind of state.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::escape::escape;
+use super::expert_load::{self, LoadRow};
 use super::model::{ConfigRow, ReportModel};
 use super::overview::{Cell, Column, Emphasis, Overview};
 use super::plots::{Plot, Section};
@@ -206,9 +207,35 @@ fn scaling_table(rows: &[ScalingRow]) -> String {
     h
 }
 
+/// The expert-load table: one row per MoE layer of each configuration, and what its columns hold.
+fn expert_load_table(rows: &[LoadRow]) -> String {
+    let mut h =
+        String::from("<div class=\"scroll\"><table id=\"expert-load-table\">\n<thead><tr><th>configuration</th>");
+    for head in expert_load::HEADINGS {
+        let _ = write!(h, "<th>{}</th>", escape(head));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for r in rows {
+        let _ = write!(h, "<tr data-config=\"{}\"><td>{}</td>", escape(&r.config), escape(&r.config));
+        for (i, c) in r.cells.iter().enumerate() {
+            let class = if i == 0 { "" } else { " class=\"num\"" };
+            let _ = write!(h, "<td{class}>{}</td>", escape(c));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody></table></div>\n");
+    let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(expert_load::NOTE));
+    h
+}
+
 /// The plot sections: per section a note saying what is plotted, then a grid of its panels (and, for scaling,
-/// the scaling table).
-fn plot_sections(plots: &[Plot], scaling_rows: &[ScalingRow], predictions: &PredictionTable) -> String {
+/// the scaling table; for expert load, its table).
+fn plot_sections(
+    plots: &[Plot],
+    scaling_rows: &[ScalingRow],
+    predictions: &PredictionTable,
+    loads: &[LoadRow],
+) -> String {
     let mut h = String::new();
     for s in Section::ALL {
         let in_section: Vec<&Plot> = plots.iter().filter(|p| p.section == s).collect();
@@ -237,6 +264,9 @@ fn plot_sections(plots: &[Plot], scaling_rows: &[ScalingRow], predictions: &Pred
         if s == Section::Predicted {
             h.push_str(&predicted_table(predictions));
         }
+        if s == Section::ExpertLoad && !loads.is_empty() {
+            h.push_str(&expert_load_table(loads));
+        }
         h.push_str("</section>\n");
     }
     h
@@ -263,7 +293,7 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
         "<a href=\"#details\">Configurations in detail</a><a href=\"#environment\">Runs and environments</a></nav>\n",
     );
     h.push_str(&overview(model));
-    h.push_str(&plot_sections(plots, &scaling_rows, &predictions));
+    h.push_str(&plot_sections(plots, &scaling_rows, &predictions, &expert_load::table(model)));
 
     h.push_str(
         "<section id=\"details\">\n<h2>Configurations in detail</h2>\n<div class=\"scroll\"><table>\n<thead><tr>",

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::expert_load;
 use super::model::ReportModel;
 use super::overview::{Emphasis, Overview};
 use super::plots::{Plot, Section};
@@ -84,6 +85,19 @@ fn predicted_table(t: &predicted::PredictionTable) -> String {
     m
 }
 
+/// The expert-load table and what its columns hold.
+fn expert_load_table(rows: &[expert_load::LoadRow]) -> String {
+    let mut m = format!("| configuration | {} |\n|---|---|", expert_load::HEADINGS.join(" | "));
+    m.push_str(&"--:|".repeat(expert_load::HEADINGS.len() - 1));
+    m.push('\n');
+    for r in rows {
+        let cells: Vec<String> = r.cells.iter().map(|c| cell(c)).collect();
+        let _ = writeln!(m, "| {} | {} |", cell(&r.config), cells.join(" | "));
+    }
+    let _ = writeln!(m, "\n{}\n", expert_load::NOTE);
+    m
+}
+
 /// Render `report.md`; plots are linked as `<id>.svg`.
 pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     let mut m = String::new();
@@ -92,6 +106,7 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
     m.push_str(&overview(model));
     let scaling_rows = scaling::table(model);
     let predictions = predicted::table(model);
+    let loads = expert_load::table(model);
     for s in Section::ALL {
         let in_section: Vec<&Plot> = plots.iter().filter(|p| p.section == s).collect();
         let table =
@@ -109,6 +124,9 @@ pub fn render(model: &ReportModel<'_>, plots: &[Plot]) -> String {
         }
         if table && s == Section::Predicted {
             m.push_str(&predicted_table(&predictions));
+        }
+        if s == Section::ExpertLoad && !loads.is_empty() {
+            m.push_str(&expert_load_table(&loads));
         }
         for p in in_section.iter().filter(|p| !p.notes.is_empty()) {
             let _ = writeln!(m, "- *{}*: {}", p.title, p.notes.join(" "));

@@ -1,10 +1,12 @@
-//! [`Metrics`]: everything measured in one run (throughput, step times, phases, utilization, power, memory, loss).
+//! [`Metrics`]: everything measured in one run (throughput, step times, phases, utilization, power, memory, loss,
+//! expert load).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use trainbench_contract::target::TargetOutcome;
 
 use super::analysis::MemoryEstimate;
+use super::expert_load::ExpertLoad;
 use super::sampled::Sampled;
 use super::utilization::Mfu;
 
@@ -51,6 +53,11 @@ pub struct Metrics {
     /// and epochs to the target; absent without a target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_to_target: Option<TargetOutcome>,
+    /// A mixture-of-experts model's routing over the measured steps: tokens per expert per layer, the load's
+    /// coefficient of variation, the busiest expert's share, tokens dropped and the load-balancing loss; absent
+    /// for a model without MoE layers or a backend that does not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_load: Option<ExpertLoad>,
 }
 
 /// Steady-state throughput: samples over the summed step times of the steady-state iterations.

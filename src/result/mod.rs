@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod distributed;
 pub mod environment;
+pub mod expert_load;
 pub mod identity;
 pub mod index;
 pub mod load;
@@ -21,6 +22,7 @@ pub mod utilization;
 
 pub use analysis::{AnalysisSummary, MemoryEstimate, StageRecord};
 pub use environment::{CpuInfo, Environment, GpuDevice, GpuInventory, OsInfo, ProcessInfo, SchedulerJob};
+pub use expert_load::{ExpertLoad, LayerLoad};
 pub use index::{INDEX_FILE, IndexEntry, SuiteIndex};
 pub use load::{LoadError, LoadedResult};
 pub use metrics::{

@@ -45,6 +45,7 @@ mod predict_cli;
 mod predict_gate;
 mod published_profiles;
 mod report_browser;
+mod report_expert_load;
 mod report_files;
 mod report_strategies;
 mod result_schema;

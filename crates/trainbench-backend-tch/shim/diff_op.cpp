@@ -52,7 +52,8 @@ struct TbDiffOp : public torch::autograd::Function<TbDiffOp> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    auto holder = c10::static_intrusive_pointer_cast<TbDiffHolder>(ctx->saved_data["op"].toCapsule());
+    const auto capsule = ctx->saved_data["op"].toCapsule();  // keeps the holder alive through the call
+    const auto* holder = static_cast<const TbDiffHolder*>(capsule.get());
     at::Tensor g = grads.at(0);
     at::Tensor dx = g.defined() ? holder->call(1, g) : at::Tensor();
     return {dx, at::Tensor()};

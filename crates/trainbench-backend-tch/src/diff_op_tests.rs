@@ -109,7 +109,7 @@ fn a_failing_backward_is_an_error_naming_the_operation() {
     let y = apply(Box::new(FailsBackward), &x).unwrap();
     assert_eq!(values(&y.detach()), vec![2.]);
     let err = y.sum(Kind::Float).f_backward().unwrap_err().to_string();
-    assert!(err.contains("failing test operation (backward): the peer is gone"), "{err}");
+    assert!(err.contains("failing test operation (backward)") && err.contains("the peer is gone"), "{err}");
     // Without gradients only the forward runs, and nothing is kept.
     let z = tch::no_grad(|| apply(Box::new(FailsBackward), &x)).unwrap();
     assert!(!z.requires_grad());

@@ -68,6 +68,7 @@ pub mod fused;
 pub mod loss;
 pub mod lower;
 pub mod moe;
+pub mod moe_stats;
 pub mod nccl;
 pub mod ops;
 mod optim;

@@ -1,11 +1,12 @@
 //! The lowered model: one libtorch tensor per declared parameter and buffer (values from
 //! `trainbench_graph::init`, identical on every backend), and the evaluation of graph nodes in topological
-//! order with intermediate outputs freed as soon as their last consumer ran.
+//! order with intermediate outputs freed as soon as their last consumer ran. A graph whose frozen weights are
+//! kept in bf16 (LoRA's `base_dtype`) holds them as bf16 tensors, and its frozen layers compute in bf16.
 
-use tch::{Device, TchError, Tensor};
-use trainbench_graph::graph::{Graph, Node, NodeId, Op};
+use tch::{Device, Kind, TchError, Tensor};
+use trainbench_graph::graph::{FrozenDtype, Graph, Node, NodeId, Op};
 use trainbench_graph::init::{HostTensor, initial_values, synthetic_input};
-use trainbench_graph::params::{ParamDecl, is_tied, tensors};
+use trainbench_graph::params::{ParamDecl, ParamRole, is_tied, tensors};
 
 use crate::checkpoint::{BlockWeights, Checkpoints};
 use crate::loss;
@@ -47,6 +48,23 @@ pub struct Lowered {
     inplace_ok: Vec<bool>,
     /// This rank's share of a tensor-parallel model (`None`: the whole model).
     tensor: Option<TensorParallel>,
+    /// Whether node i holds bf16 frozen weights: it computes in bf16 (floating inputs cast to bf16, its output
+    /// cast back to its first floating input's type, fp32 where it has none).
+    bf16_base: Vec<bool>,
+}
+
+fn floating(kind: Kind) -> bool {
+    matches!(kind, Kind::Float | Kind::Double | Kind::Half | Kind::BFloat16)
+}
+
+/// The floating tensors of `ins` cast to bf16 in place; returns the type the output goes back to (the first
+/// floating input's, fp32 where none is floating: an embedding's ids).
+fn to_bf16(ins: &mut [Tensor]) -> Result<Kind, TchError> {
+    let back = ins.iter().map(Tensor::kind).find(|k| floating(*k)).unwrap_or(Kind::Float);
+    for t in ins.iter_mut().filter(|t| floating(t.kind()) && t.kind() != Kind::BFloat16) {
+        *t = t.f_to_kind(Kind::BFloat16)?;
+    }
+    Ok(back)
 }
 
 /// Producers whose backward does not read their own output, so a sole consumer may overwrite it in place
@@ -84,8 +102,11 @@ impl Lowered {
         let mut all: Vec<Vec<Tensor>> = Vec::with_capacity(n);
         let mut tied = Vec::with_capacity(n);
         let mut constants = Vec::with_capacity(n);
+        let bf16 = graph.frozen_dtype == FrozenDtype::Bf16;
+        let mut bf16_base = Vec::with_capacity(n);
         for node in &graph.nodes {
             let ds = tensors(node);
+            bf16_base.push(bf16 && ds.iter().any(|d| d.role == ParamRole::Frozen));
             let mut ts = Vec::with_capacity(ds.len());
             let mut tf = Vec::with_capacity(ds.len());
             for d in &ds {
@@ -105,6 +126,7 @@ impl Lowered {
                 };
                 let shape: Vec<i64> = d.shape.iter().map(|&x| x as i64).collect();
                 let t = Tensor::f_from_slice(&values)?.f_reshape(shape)?.f_to_device(device)?;
+                let t = if bf16 && d.role == ParamRole::Frozen { t.f_to_kind(Kind::BFloat16)? } else { t };
                 ts.push(if d.trainable() { t.set_requires_grad(true) } else { t });
                 tf.push(false);
             }
@@ -121,7 +143,7 @@ impl Lowered {
                 inplace_ok[i] = false;
             }
         }
-        Ok(Self { device, decls, tensors: all, tied, constants, consumers, inplace_ok, tensor })
+        Ok(Self { device, decls, tensors: all, tied, constants, consumers, inplace_ok, tensor, bf16_base })
     }
 
     /// This rank's share of a tensor-parallel model, if the model is split.
@@ -267,6 +289,8 @@ impl Lowered {
             if let Some(c) = ckpt.as_deref_mut() {
                 c.entering(graph, i, env, hooks.as_deref_mut())?;
             }
+            // A layer with bf16 frozen weights computes in bf16, its output back in the activations' type.
+            let back = if self.bf16_base[i] { Some(to_bf16(&mut ins)?) } else { None };
             let no_grad = (opts.frozen)(node) || ckpt.as_ref().is_some_and(|c| c.inside());
             let flags = Flags { inplace, critic_update: opts.critic_update };
             let compute = || -> Result<Tensor, TchError> {
@@ -310,6 +334,10 @@ impl Lowered {
                 }
             };
             let out = if no_grad { tch::no_grad(compute)? } else { compute()? };
+            let out = match back {
+                Some(kind) if out.kind() != kind => out.f_to_kind(kind)?,
+                _ => out,
+            };
             let out = match &self.tensor {
                 Some(tp) if no_grad => tch::no_grad(|| tp.enter(i, out))?,
                 Some(tp) => tp.enter(i, out)?,

@@ -100,6 +100,8 @@ impl PlainStep {
             total.ok_or_else(|| TchError::Kind("the graph has no loss".into()))?
         };
         drop(env);
+        // The routing of this forward pass (not a recomputation's, which runs in the backward pass).
+        c.routing.collect_forward();
         c.note_forward(before)?;
         clock.lap(Phase::Forward)?;
         let scaled = if c.micro > 1 { loss.f_div_scalar(c.micro as f64)? } else { loss.shallow_clone() };

@@ -90,6 +90,8 @@ struct Common<'a> {
     overlap_pending: bool,
     /// The exchange's host staging buffers, kept from step to step.
     host: crate::dist::HostBuffers,
+    /// The MoE layers' routing of this step's forward passes, and the measured steps' tally.
+    routing: crate::moe_stats::StepRouting,
 }
 
 /// Everything one run holds on the device.
@@ -266,6 +268,7 @@ impl<'a> Session<'a> {
             overlap: plan.topology.overlap && (tensor_split.is_none() || plan.topology.data_parallel() > 1),
             overlap_pending: false,
             host: crate::dist::HostBuffers::default(),
+            routing: crate::moe_stats::StepRouting::default(),
         };
         Ok(Self { plan, common, mode })
     }
@@ -281,6 +284,7 @@ impl<'a> Session<'a> {
         let batch = self.plan.batch_size;
         let start = Instant::now();
         let mut p = PhaseTimes::default();
+        self.common.routing.clear();
         // Every micro-batch's host batch is read before the step's clock starts: waiting for data is a stall.
         let mut hosts = Vec::new();
         if let Some(source) = source.as_deref_mut() {
@@ -477,6 +481,7 @@ impl<'a> Session<'a> {
             return Ok(out);
         }
         let (mut index, measured) = (end.steps, end.measured);
+        out.routing = self.common.routing.take_tally();
         let mut weights = self.common.model.weight_bytes();
         let state = self.state_bytes();
         let mut gradients = self.common.grad_bytes;
@@ -555,6 +560,8 @@ impl SteadyStep for TchSteps<'_, '_, '_, '_> {
         let (phases, loss) = self.session.step(index, &mut self.source, &mut self.clock)?;
         // Reading the loss synchronises: only a measured step reads it.
         let loss = if measured {
+            let common = &mut self.session.common;
+            common.routing.finish_measured(&common.graph.nodes);
             Some(loss.f_double_value(&[]).map_err(|e| map(e, self.session.plan.batch_size))?)
         } else {
             None

@@ -155,6 +155,39 @@ fn lora_trains_the_adapters_only_and_its_memory_shows_it() {
 }
 
 #[test]
+fn lora_with_a_bf16_base_halves_the_frozen_weights_and_keeps_the_adapters_fp32() {
+    use trainbench_graph::graph::FrozenDtype;
+    let mut spec = trainbench_graph::lora::LoraSpec {
+        rank: 4,
+        alpha: Some(8.0),
+        dropout: 0.0,
+        targets: trainbench_graph::lora::LoraTarget::ALL.to_vec(),
+        base_dtype: FrozenDtype::Bf16,
+    };
+    let g = trainbench_graph::lora::adapt(&trainbench_contract::conformance::fixtures::gpt().unwrap(), &spec).unwrap();
+    assert_eq!(g.frozen_dtype, FrozenDtype::Bf16);
+    let lowered = Lowered::new(&g, Device::Cpu, 1).unwrap();
+    let trained = lowered.parameters(&g, |_| true);
+    assert_eq!(trained.len(), 14);
+    assert!(trained.iter().all(|t| t.kind() == Kind::Float && t.requires_grad()), "adapters stay fp32");
+    let declared: u64 = graph_tensors(&g).iter().filter(|(_, d)| d.trainable()).map(|(_, d)| d.numel()).sum();
+    let all: u64 = graph_tensors(&g).iter().map(|(_, d)| d.numel()).sum();
+    // Adam (2 buffers), two steps: the frozen base at 2 bytes, the adapters, their gradients and state at 4.
+    let raw = run(&plan(4, 2, adam(1e-3)), &g);
+    assert_eq!(raw.memory.weights, 2 * (all - declared) + 4 * declared);
+    assert_eq!(raw.memory.gradients, declared * 4);
+    assert_eq!(raw.memory.optimizer_state, 2 * declared * 4);
+    spec.base_dtype = FrozenDtype::Fp32;
+    let fp32 = trainbench_graph::lora::adapt(&trainbench_contract::conformance::fixtures::gpt().unwrap(), &spec);
+    let fp32 = run(&plan(4, 2, adam(1e-3)), &fp32.unwrap());
+    assert_eq!(fp32.memory.weights - raw.memory.weights, 2 * (all - declared), "the base's bytes halved");
+    // It trains, and its losses stay within bf16's rounding of the fp32 base's.
+    assert_learns(&g, &plan(8, 20, adam(1e-2)));
+    let (a, b) = (raw.steps.loss_values()[0], fp32.steps.loss_values()[0]);
+    assert!((a - b).abs() < 2e-2 * b.abs(), "bf16 base {a} against fp32 base {b}");
+}
+
+#[test]
 fn memory_breakdown_comes_from_tensor_sizes() {
     let g = small_cnn();
     let raw = run(&plan(4, 2, adam(1e-3)), &g);

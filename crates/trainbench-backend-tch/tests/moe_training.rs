@@ -1,6 +1,7 @@
 //! The mixture-of-experts layer on libtorch: its output equals a token-by-token reference (router, top-k,
 //! renormalised weights, each chosen expert), the grouped and the looped experts agree, a capacity factor drops
-//! and counts, the load-balancing loss joins the training loss, and a small MoE decoder learns on the CPU.
+//! and counts, the load-balancing loss joins the training loss, a small MoE decoder learns on the CPU, and a run
+//! records the routing of its measured steps.
 
 #![allow(clippy::unwrap_used)]
 
@@ -128,4 +129,31 @@ fn a_small_moe_decoder_learns_on_the_cpu() {
     assert!(losses.iter().all(|l| l.is_finite()), "{losses:?}");
     let (first, last) = (losses[..4].iter().sum::<f64>(), losses[16..].iter().sum::<f64>());
     assert!(last < 0.97 * first, "{losses:?}");
+}
+
+#[test]
+fn a_run_records_the_routing_of_its_measured_steps_only() {
+    let g = trainbench_contract::conformance::fixtures::moe().unwrap();
+    // Two warm-up steps, three measured, two micro-batches of 4 sequences of 10 tokens each per step.
+    let mut p = plan(8, 3, adam(1e-3));
+    p.warmup = 2;
+    p.schedule.grad_accumulation = 2;
+    let raw = TchBackend::new().run(&p, &g, &mut NoProbe).unwrap();
+    let routing = raw.routing.expect("an MoE run records its routing");
+    assert_eq!(routing.steps, 3, "measured steps only");
+    assert_eq!(routing.layers.len(), 1);
+    let l = &routing.layers[0];
+    assert_eq!(l.layer, "moe");
+    assert_eq!(l.tokens_per_expert.len(), 4);
+    // Every step routes 16 samples x 10 tokens to 2 experts each: computed plus dropped.
+    assert_eq!(l.tokens_per_expert.iter().sum::<u64>() + l.dropped, 3 * 16 * 10 * 2);
+    // At most the capacity per micro-batch, ceil(1.0 x 80 x 2 / 4) = 40, twice per step; this router drops.
+    assert!(l.tokens_per_expert.iter().all(|&c| c <= 3 * 80), "{l:?}");
+    assert!(l.dropped > 0, "{l:?}");
+    eprintln!("moe fixture: {:?} computed, {} dropped over 3 steps", l.tokens_per_expert, l.dropped);
+    assert!(l.balance_sum > 0.0 && (l.aux_loss_sum - 0.01 * l.balance_sum).abs() < 1e-6);
+    assert_eq!(routing.all.tokens_per_expert, l.tokens_per_expert, "one layer: all is that layer");
+    // A model without MoE layers records none.
+    let dense = TchBackend::new().run(&plan(4, 2, adam(1e-3)), &mlp(), &mut NoProbe).unwrap();
+    assert_eq!(dense.routing, None);
 }

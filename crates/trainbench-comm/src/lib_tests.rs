@@ -161,7 +161,13 @@ fn data_parallel_lora_exchanges_the_adapters_gradients_only() {
     use trainbench_graph::lora::{LoraSpec, LoraTarget, adapt};
     let spec = r#"{"family": "gpt", "layers": 2, "d_model": 32, "heads": 4, "vocab": 50, "seq_len": 8}"#;
     let base = build(&serde_json::from_str::<ModelSpec>(spec).unwrap()).unwrap();
-    let lora = LoraSpec { rank: 4, alpha: Some(8.0), dropout: 0.0, targets: vec![LoraTarget::Q, LoraTarget::V] };
+    let lora = LoraSpec {
+        rank: 4,
+        alpha: Some(8.0),
+        dropout: 0.0,
+        targets: vec![LoraTarget::Q, LoraTarget::V],
+        base_dtype: Default::default(),
+    };
     let g = adapt(&base, &lora).unwrap();
     let layout = Layout::of(&g);
     // q and v (32 -> 32) in two layers: 4 adapters of 4 x (32 + 32); every base weight left out.

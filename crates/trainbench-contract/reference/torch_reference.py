@@ -14,6 +14,7 @@ Usage: python torch_reference.py DIR OUT
 """
 
 import json
+import math
 import pathlib
 import sys
 
@@ -87,6 +88,7 @@ def forward(graph, batch, inputs, tensors, modules):
     nodes = graph["nodes"]
     vals = {}
     total = None
+    aux_losses = []
     for i, n in enumerate(nodes):
         op = n["op"]
         kind = op["op"]
@@ -187,6 +189,10 @@ def forward(graph, batch, inputs, tensors, modules):
             # (whose exported tensors are not trainable: no gradient, not in the optimizer).
             x = F.dropout(args[0], op["dropout"], training=True) if op["dropout"] > 0 else args[0]
             y = F.linear(F.linear(x, p("lora_A")), p("lora_B")) * (op["alpha"] / op["rank"])
+        elif kind == "moe":
+            y, aux = moe(args[0], op, p)
+            if op["aux_loss"] > 0:
+                aux_losses.append(aux * op["aux_loss"])
         elif kind == "dropout":
             y = F.dropout(args[0], op["p"], training=True)
         elif kind == "add":
@@ -211,7 +217,52 @@ def forward(graph, batch, inputs, tensors, modules):
         else:
             raise ValueError(f"op {kind} has no reference lowering")
         vals[i] = y
+    # The mixture-of-experts layers' load-balancing losses join the training loss.
+    for aux in aux_losses:
+        total = total + aux
     return total
+
+
+def swiglu(x, gate, up, down):
+    return F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down)
+
+
+def moe(x, op, p):
+    """A mixture-of-experts feed-forward as Mixtral's and DeepSeek-V3's reference code routes it: the router in fp32
+    (softmax, or sigmoid scores), the top k renormalised to sum to 1; each expert's assignments in token order, those
+    beyond ceil(capacity_factor * tokens * k / experts) dropped; each expert's SwiGLU output weighted by the router
+    and added back at its tokens (index_add_), then the shared expert. Also Switch Transformer's balance,
+    experts * sum_e (share of the assignments routed to e) * (mean router probability of e), before its coefficient."""
+    d, e, k = op["features"], op["experts"], op["top_k"]
+    shape = x.shape
+    flat = x.reshape(-1, d)
+    n = flat.shape[0]
+    logits = F.linear(flat, p("router.weight")).float()
+    scores = logits.softmax(-1) if op["router"] == "softmax" else logits.sigmoid()
+    top, chosen = scores.topk(k, -1, largest=True, sorted=True)
+    weights = (top / top.sum(-1, keepdim=True).clamp_min(1e-20)).to(x.dtype)
+    flat_expert = chosen.reshape(-1)
+    counts = torch.bincount(flat_expert, minlength=e)
+    cf = op.get("capacity_factor")
+    capacity = None if cf is None else math.ceil(cf * n * k / e)
+    out = torch.zeros_like(flat)
+    gate, up, down = p("experts.gate_proj"), p("experts.up_proj"), p("experts.down_proj")
+    for ex in range(e):
+        pos = (flat_expert == ex).nonzero().reshape(-1)
+        if capacity is not None:
+            pos = pos[:capacity]
+        if pos.numel() == 0:
+            continue
+        token = pos // k
+        h = swiglu(flat[token], gate[ex], up[ex], down[ex]) * weights.reshape(-1)[pos].unsqueeze(1)
+        out = out.index_add(0, token, h)
+    if op["shared_ffn"] > 0:
+        out = out + swiglu(flat, p("shared.gate_proj.weight"), p("shared.up_proj.weight"),
+                           p("shared.down_proj.weight"))
+    probs = scores if op["router"] == "softmax" else scores / scores.sum(-1, keepdim=True)
+    share = counts.float() / (n * k)
+    balance = (probs.mean(0) * share).sum() * e
+    return out.reshape(shape), balance
 
 
 def rotary(x, heads, head_dim, theta):

@@ -25,6 +25,7 @@ mod mock_prior;
 pub mod numerics;
 pub mod phases;
 pub mod plan;
+pub mod routing;
 pub mod stats;
 pub mod steady_loop;
 pub mod steplog;
@@ -40,3 +41,4 @@ pub use measured::{DeviceInfo, FreeRunning, MemoryMeasured, RawMeasurements, Ten
 pub use numerics::{Numerics, Tf32};
 pub use phases::PhaseTimes;
 pub use plan::{Budget, RunPlan};
+pub use routing::{LayerRouting, RoutingTally};

@@ -1,5 +1,6 @@
-//! What a backend measured in one run ([`RawMeasurements`]: the steps, memory, device, versions), the figures
-//! it is built from ([`MemoryMeasured`], [`FreeRunning`], [`DeviceInfo`]) and the weights' digest workers compare.
+//! What a backend measured in one run ([`RawMeasurements`]: the steps, memory, device, versions, MoE routing),
+//! the figures it is built from ([`MemoryMeasured`], [`FreeRunning`], [`DeviceInfo`]) and the weights' digest
+//! workers compare.
 
 use std::collections::BTreeMap;
 
@@ -7,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::numerics::Tf32;
+use crate::routing::RoutingTally;
 use crate::steplog::{StepLog, WarmupSteps};
 use crate::target::TargetOutcome;
 
@@ -92,6 +94,11 @@ pub struct RawMeasurements {
     /// A rank of a tensor group: what it sent over the group per step ([`TensorTraffic`]); `None` elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensor_traffic: Option<TensorTraffic>,
+    /// A mixture-of-experts model's routing over the measured steps (tokens per expert, dropped, the
+    /// load-balancing loss), as this worker routed its own tokens; `None` for a model without MoE layers or a
+    /// backend that does not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<RoutingTally>,
 }
 
 /// Bytes one rank of a tensor group sends over the group per training step, by kind of collective, as ring

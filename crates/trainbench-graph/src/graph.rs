@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::frozen_dtype::FrozenDtype;
+
 /// Index of a node in [`Graph::nodes`].
 pub type NodeId = usize;
 
@@ -522,6 +524,10 @@ pub struct Graph {
     /// `None` for every other model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decoder: Option<DecoderDims>,
+    /// The type the frozen nodes' weights and biases ([`Node::frozen`]) are kept in (fp32 unless LoRA's
+    /// `base_dtype` says otherwise).
+    #[serde(default, skip_serializing_if = "FrozenDtype::is_fp32")]
+    pub frozen_dtype: FrozenDtype,
 }
 
 /// What PaLM's model-FLOPs convention reads from a decoder: `12 x layers x heads x head_dim x seq_len`

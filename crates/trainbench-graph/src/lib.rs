@@ -5,6 +5,7 @@
 
 pub mod analysis;
 pub mod builder;
+pub mod frozen_dtype;
 pub mod graph;
 pub mod init;
 pub mod lora;

@@ -9,7 +9,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::graph::{Block, Graph, Node, NodeId, Op, Shape};
+use crate::graph::{Block, FrozenDtype, Graph, Node, NodeId, Op, Shape};
 
 /// A projection LoRA can adapt, by the name of its linear layers (`q` adapts every `q_proj`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
@@ -84,6 +84,10 @@ pub struct LoraSpec {
     pub dropout: f64,
     /// Projections adapted, among `q`, `k`, `v`, `o`, `gate`, `up`, `down`.
     pub targets: Vec<LoraTarget>,
+    /// The type the frozen base weights are kept in: `fp32` (default) or `bf16` (half the bytes; the base layers
+    /// compute in bf16 while the adapters and their optimizer state stay fp32). The tch backend only.
+    #[serde(default, skip_serializing_if = "FrozenDtype::is_fp32")]
+    pub base_dtype: FrozenDtype,
 }
 
 impl LoraSpec {
@@ -244,7 +248,8 @@ pub fn adapt(graph: &Graph, spec: &LoraSpec) -> Result<Graph, LoraError> {
         .iter()
         .map(|b| Block { name: b.name.clone(), input: read[b.input], first: moved[b.first], last: read[b.last] })
         .collect();
-    Ok(Graph { nodes, losses: graph.losses.iter().map(|&l| moved[l]).collect(), blocks, ..graph.clone() })
+    let losses = graph.losses.iter().map(|&l| moved[l]).collect();
+    Ok(Graph { nodes, losses, blocks, frozen_dtype: spec.base_dtype, ..graph.clone() })
 }
 
 #[cfg(test)]

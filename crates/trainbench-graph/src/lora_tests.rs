@@ -39,7 +39,13 @@ fn small(activation: FfnActivation) -> Graph {
 }
 
 fn lora(rank: usize, targets: &[LoraTarget]) -> LoraSpec {
-    LoraSpec { rank, alpha: Some(2.0 * rank as f64), dropout: 0.0, targets: targets.to_vec() }
+    LoraSpec {
+        rank,
+        alpha: Some(2.0 * rank as f64),
+        dropout: 0.0,
+        targets: targets.to_vec(),
+        base_dtype: Default::default(),
+    }
 }
 
 const QKVO: [LoraTarget; 4] = [LoraTarget::Q, LoraTarget::K, LoraTarget::V, LoraTarget::O];

@@ -3,13 +3,14 @@
 //! utilisation against batch size, with error bars over repeats), `bars.rs` (stacked memory and phase bars),
 //! `boxes.rs` (step-time distributions), `scaling.rs` (throughput and scaling efficiency against world size),
 //! `predicted.rs` (predicted against measured step times, data / compute / comm shares of both), `target.rs`
-//! (evaluation curves of runs with a training target); this
+//! (evaluation curves of runs with a training target), `expert_load.rs` (MoE tokens per expert per layer); this
 //! file holds what they share, the legend included.
 //!
 //! Each plot is an SVG document whose first child is a `<title>`, so it can be found in a DOM by its title.
 
 mod bars;
 mod boxes;
+mod expert_load;
 mod lines;
 mod predicted;
 mod scaling;
@@ -59,11 +60,13 @@ pub enum Section {
     StepTimes,
     /// Evaluation curves of runs with a training target.
     TimeToTarget,
+    /// Tokens per expert per MoE layer (runs of mixture-of-experts models that recorded their routing).
+    ExpertLoad,
 }
 
 impl Section {
     /// Every section, in report order.
-    pub const ALL: [Section; 8] = [
+    pub const ALL: [Section; 9] = [
         Section::Throughput,
         Section::Scaling,
         Section::Utilization,
@@ -72,6 +75,7 @@ impl Section {
         Section::Memory,
         Section::StepTimes,
         Section::TimeToTarget,
+        Section::ExpertLoad,
     ];
     /// Section heading.
     pub fn heading(self) -> &'static str {
@@ -84,6 +88,7 @@ impl Section {
             Section::Memory => "Memory breakdown per batch size",
             Section::StepTimes => "Step-time distribution",
             Section::TimeToTarget => "Time to accuracy",
+            Section::ExpertLoad => "Expert load",
         }
     }
     /// Anchor id of the section.
@@ -97,6 +102,7 @@ impl Section {
             Section::Memory => "memory",
             Section::StepTimes => "step-times",
             Section::TimeToTarget => "time-to-target",
+            Section::ExpertLoad => "expert-load",
         }
     }
     /// One sentence saying what the section's plots show and how they were computed.
@@ -140,6 +146,13 @@ impl Section {
                 "Runs with a training target: each evaluation of the held-out split (accuracy, or loss for a loss \
                  target) against seconds since the first training step, evaluations included, one line per \
                  repeat; the dashed line is the target."
+            }
+            Section::ExpertLoad => {
+                "Mixture-of-experts runs (first repeat of each configuration): the tokens each expert computed per \
+                 measured step, one row per MoE layer (and `all`, every layer summed per expert), each cell \
+                 coloured by the expert's load over its row's mean (blue idle, white even, red twice the mean or \
+                 more); the table gives each layer's coefficient of variation, busiest share, drops and \
+                 load-balancing loss."
             }
         }
     }
@@ -307,6 +320,11 @@ pub fn all_plots(model: &ReportModel<'_>) -> Result<Vec<Plot>, ReportError> {
         let targeted: Vec<_> = model.configs_of(spec).filter(|c| c.targets().next().is_some()).collect();
         if !targeted.is_empty() {
             plots.push(target::time_to_target(spec, &targeted)?);
+        }
+        for c in model.configs_of(spec) {
+            if let Some(p) = expert_load::heat_map(spec, c, &c.short_label(model.varying))? {
+                plots.push(p);
+            }
         }
     }
     plots.sort_by_key(|p| p.section); // stable: spec order within a section

@@ -481,6 +481,7 @@ mod tests {
             item_unit: "samples".into(),
             blocks: Vec::new(),
             decoder: None,
+            frozen_dtype: Default::default(),
         }
     }
 

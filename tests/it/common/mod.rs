@@ -325,6 +325,7 @@ impl Synth {
                 },
                 loss: Some(LossSummary { first: Some(2.3), last: Some(2.1), all_finite: true }),
                 time_to_target: None,
+                expert_load: None,
             }),
             analysis: Some(AnalysisSummary {
                 parameters: params,

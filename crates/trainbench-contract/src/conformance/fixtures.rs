@@ -1,16 +1,17 @@
 //! Small workload graphs that exercise every layer family the backend lowers; the tests, the cross-backend
 //! agreement check and the PyTorch reference export train these.
 
-use trainbench_graph::graph::{Activation, InputKind, LossKind, PoolKind, RnnCell};
+use trainbench_graph::graph::{Activation, InputKind, LossKind, MoeRouter, Op, PoolKind, RnnCell};
 use trainbench_graph::lora::{LoraSpec, LoraTarget};
 use trainbench_graph::{ConvCfg, Graph, GraphBuilder, ShapeError};
 
 /// Names of the fixtures, in a stable order.
-pub const NAMES: [&str; 9] = ["mlp", "cnn", "lstm", "transformer", "gru", "ctc", "gpt", "vit", "lora"];
+pub const NAMES: [&str; 10] = ["mlp", "cnn", "lstm", "transformer", "gru", "ctc", "gpt", "vit", "lora", "moe"];
 
-/// Fixtures of a training mode a backend may refuse as a whole (LoRA's frozen base): the agreement skips them on
-/// a backend whose `supports` refuses them, saying so; every other fixture must train everywhere.
-pub const OPTIONAL: [&str; 1] = ["lora"];
+/// Fixtures of a training mode or layer a backend may refuse as a whole (LoRA's frozen base, mixture-of-experts
+/// layers): the agreement skips them on a backend whose `supports` refuses them, saying so; every other fixture
+/// must train everywhere.
+pub const OPTIONAL: [&str; 2] = ["lora", "moe"];
 
 /// Build a fixture by name.
 pub fn build(name: &str) -> Option<Result<Graph, ShapeError>> {
@@ -24,6 +25,7 @@ pub fn build(name: &str) -> Option<Result<Graph, ShapeError>> {
         "gpt" => gpt(),
         "vit" => vit(),
         "lora" => lora(),
+        "moe" => moe(),
         _ => return None,
     })
 }
@@ -195,11 +197,56 @@ pub fn vit() -> Result<Graph, ShapeError> {
 /// The Llama-style block of [`gpt`] fine-tuned with LoRA (rank 4, alpha 8, no dropout) on all seven projections:
 /// every base weight frozen, the adapters trained (PEFT's `LoraLayer`).
 pub fn lora() -> Result<Graph, ShapeError> {
-    let spec = LoraSpec { rank: 4, alpha: Some(8.0), dropout: 0.0, targets: LoraTarget::ALL.to_vec() };
+    let spec = LoraSpec {
+        rank: 4,
+        alpha: Some(8.0),
+        dropout: 0.0,
+        targets: LoraTarget::ALL.to_vec(),
+        base_dtype: Default::default(),
+    };
     let graph = gpt()?;
     trainbench_graph::lora::adapt(&graph, &spec).map_err(|e| ShapeError {
         layer: format!("training.lora.{}", e.field),
         op: "lora",
         message: e.message,
     })
+}
+
+/// The Llama-style block of [`gpt`] with its feed-forward a mixture of experts (Mixtral's and Qwen3-MoE's
+/// routing): a softmax router over 4 SwiGLU experts of width 16, the top 2 renormalised, a capacity factor of
+/// 1.0 (assignments over capacity dropped in token order: the agreement run drops some in every step), a shared
+/// SwiGLU expert of width 16 every token goes through, and the load-balancing loss (coefficient 0.01) added to the
+/// training loss.
+pub fn moe() -> Result<Graph, ShapeError> {
+    let (heads, kv_heads, head_dim) = (4, 2, 8);
+    let mut b = GraphBuilder::new("moe");
+    let t = b.input("tokens", &[10], InputKind::Tokens { vocab: 40 })?;
+    let y = b.input("y", &[10], InputKind::Labels { classes: 40 })?;
+    let e = b.embedding("embed", t, 40, 32)?;
+    let n1 = b.rms_norm("norm1", e, 1e-5)?;
+    let q = b.linear("q_proj", n1, heads * head_dim, false)?;
+    let k = b.linear("k_proj", n1, kv_heads * head_dim, false)?;
+    let v = b.linear("v_proj", n1, kv_heads * head_dim, false)?;
+    let q = b.rotary("q_rotary", q, heads, 10_000.0)?;
+    let k = b.rotary("k_rotary", k, kv_heads, 10_000.0)?;
+    let a = b.sdpa("sdpa", [q, k, v], heads, kv_heads, true)?;
+    let a = b.linear("o_proj", a, 32, false)?;
+    let h = b.add_nodes("res1", &[e, a])?;
+    let n2 = b.rms_norm("norm2", h, 1e-5)?;
+    let op = Op::Moe {
+        features: 32,
+        experts: 4,
+        top_k: 2,
+        expert_ffn: 16,
+        shared_ffn: 16,
+        router: MoeRouter::Softmax,
+        capacity_factor: Some(1.0),
+        aux_loss: 0.01,
+    };
+    let f = b.moe("moe", n2, op)?;
+    let h = b.add_nodes("res2", &[h, f])?;
+    let h = b.rms_norm("norm", h, 1e-5)?;
+    let o = b.linear("lm_head", h, 40, false)?;
+    b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
+    b.finish(10, "tokens")
 }

@@ -62,6 +62,7 @@ pub fn reference_losses(name: &str) -> Result<Vec<f64>, ReferenceError> {
         "gpt" => include_str!("../../reference/gpt.json"),
         "lora" => include_str!("../../reference/lora.json"),
         "vit" => include_str!("../../reference/vit.json"),
+        "moe" => include_str!("../../reference/moe.json"),
         other => return Err(ReferenceError::NoReference(other.to_string())),
     };
     let doc: serde_json::Value =

@@ -2,7 +2,7 @@
 //! losses, and finishing the graph.
 
 use super::{GraphBuilder, ShapeError};
-use crate::graph::{Graph, InputKind, LossKind, NodeId, Op, Shape};
+use crate::graph::{FrozenDtype, Graph, InputKind, LossKind, NodeId, Op, Shape};
 
 impl GraphBuilder {
     /// Batched matrix product `a @ b` (or `a @ b^T` when `transpose_b`) over the last two axes.
@@ -263,6 +263,7 @@ impl GraphBuilder {
             item_unit: item_unit.into(),
             blocks: self.blocks,
             decoder: self.decoder,
+            frozen_dtype: FrozenDtype::Fp32,
         })
     }
 }
