@@ -86,7 +86,12 @@ impl Lowered {
     /// As [`Lowered::new`] for the nodes `owned` selects only (a pipeline rank's chunks): the others get no
     /// tensors and no constants. Each tensor has the value it has in the whole model. A weight tied to one
     /// outside the selection is refused.
-    pub fn new_partial(graph: &Graph, device: Device, seed: u64, owned: &dyn Fn(usize) -> bool) -> Result<Self, TchError> {
+    pub fn new_partial(
+        graph: &Graph,
+        device: Device,
+        seed: u64,
+        owned: &dyn Fn(usize) -> bool,
+    ) -> Result<Self, TchError> {
         Self::build(graph, device, seed, owned, None)
     }
 

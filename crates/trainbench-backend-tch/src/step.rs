@@ -164,9 +164,8 @@ impl<'a> Session<'a> {
         wgan: Option<WganRoles>,
         exchange: Option<&'a mut dyn GradientExchange>,
         synthetic: bool,
-        split: crate::check::ModelSplit,
+        crate::check::ModelSplit { tensor, expert }: crate::check::ModelSplit,
     ) -> Result<Self, TchError> {
-        let crate::check::ModelSplit { tensor, expert } = split;
         tch::manual_seed(plan.seed as i64);
         let numerics = plan.numerics;
         let mut exchange = exchange;
@@ -519,7 +518,6 @@ impl<'a> Session<'a> {
             });
         }
         if let (true, Mode::Plain(step)) = (distributed, &self.mode) {
-            // A tensor group's or an expert-parallel rank's digest is the whole model's: the split tensors gathered.
             let whole = match (self.common.model.tensor_parallel(), &self.common.expert) {
                 (Some(tp), _) => tp.gather_weights(step.opt.params()).map_err(|e| map(e, batch))?,
                 (None, Some((e, _))) => {

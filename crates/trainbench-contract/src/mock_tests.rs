@@ -117,8 +117,7 @@ fn trains_on_the_batches_given_and_evaluates_to_a_target() {
     let eval = EvalSet { batches: constant_label_batches(&g, 5, 1, 2, 7), origin: "memory".into() };
     let mut source = MemorySource::new(constant_label_batches(&g, 8, 2, 4, 7));
     let mut probe = NoProbe;
-    let mut ctx =
-        RunContext { data: Some(&mut source), eval: Some(&eval), ..RunContext::new(&mut probe) };
+    let mut ctx = RunContext { data: Some(&mut source), eval: Some(&eval), ..RunContext::new(&mut probe) };
     let out = MockBackend::default().run_in(&p, &g, &mut ctx).unwrap();
     let t = out.target.unwrap();
     // 3 warm-up steps and one measured step complete the first epoch of 4 batches; it predicts class 7.
@@ -129,8 +128,7 @@ fn trains_on_the_batches_given_and_evaluates_to_a_target() {
     // Random labels never reach it: the budget ends the run after 5 epochs, evaluated each epoch.
     let eval = EvalSet { batches: synthetic_batches(&g, 5, 1, 2), origin: "memory".into() };
     let mut source = MemorySource::new(synthetic_batches(&g, 8, 2, 4));
-    let mut ctx =
-        RunContext { data: Some(&mut source), eval: Some(&eval), ..RunContext::new(&mut probe) };
+    let mut ctx = RunContext { data: Some(&mut source), eval: Some(&eval), ..RunContext::new(&mut probe) };
     let t = MockBackend::default().run_in(&p, &g, &mut ctx).unwrap().target.unwrap();
     assert!(!t.reached && t.time_to_target_s.is_none());
     assert_eq!(t.curve.len(), 5);

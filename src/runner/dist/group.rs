@@ -7,8 +7,7 @@ use serde::{Deserialize, Serialize};
 use trainbench_comm::server::{ServerReport, serve};
 use trainbench_comm::{
     AllReduceExchange, CommError, Communicator, DataParallel, ExchangeStats, ExpertGroups, GradientExchange, Layout,
-    MeshCoords,
-    PsWorkerExchange, ShardedExchange,
+    MeshCoords, PsWorkerExchange, ShardedExchange,
 };
 use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{
@@ -19,8 +18,8 @@ use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
 
 use super::launcher::LauncherEnv;
-use super::pipeline::{self, StageReport};
 use super::mesh::MeshGroups;
+use super::pipeline::{self, StageReport};
 use super::transport::{Opened, Transport, TransportError, open_transport};
 
 use crate::result::distributed::{

@@ -9,7 +9,7 @@ use trainbench_contract::DeviceSelector;
 use trainbench_graph::tensor_parallel::TensorShard;
 
 use crate::backend_registry;
-use crate::plan::{PlacementOverride, placement, plan_on, unrunnable_mesh, unrunnable_plan};
+use crate::plan::{PlacementOverride, placement, plan_on, unrunnable_plan};
 use crate::spec::path::FieldPath;
 use crate::spec::validated::ValidatedSpec;
 

@@ -179,8 +179,7 @@ pub fn evaluation_reaches_full_accuracy(backend: &mut dyn Backend, device: Devic
     let eval = EvalSet { batches: eval_batches, origin: "memory".into() };
     let mut source = MemorySource::new(separable_batches(&graph, 8, 1, 16));
     let mut probe = NoProbe;
-    let mut ctx =
-        RunContext { data: Some(&mut source), eval: Some(&eval), ..RunContext::new(&mut probe) };
+    let mut ctx = RunContext { data: Some(&mut source), eval: Some(&eval), ..RunContext::new(&mut probe) };
     let out = backend.run_in(&plan, &graph, &mut ctx).unwrap_or_else(|e| panic!("{name}: {e}"));
     let t = out.target.unwrap_or_else(|| panic!("{name}: a run with a target records its outcome"));
     eprintln!("{name}: {:?}", t.curve.iter().map(|p| (p.step, p.accuracy)).collect::<Vec<_>>());
