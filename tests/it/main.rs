@@ -7,6 +7,7 @@
 //! process-wide: while one runs, a failing snapshot of any other test in the process is collected by it, and the
 //! test it belongs to passes. They include `common` by path. Run one area with a filter: `cargo test --test it cli_run::`.
 
+#[macro_use]
 mod common;
 
 mod audit_integrity;

@@ -10,29 +10,13 @@ use trainbench::result::{RunOutcome, RunResult};
 
 /// The smoke GPT (specs/llm/smoke_gpt.toml), a global batch of 8 in 4 micro-batches, one rank and a pipeline
 /// of 2 (`PIPELINE` is replaced by the pipeline keys of `[topology]`), one intra-op thread per rank.
-const SPEC: &str = r#"
+const SPEC: &str = concat!(
+    r#"
 version = 1
 name = "NAME"
-[model]
-family = "gpt"
-layers = 4
-d_model = 256
-heads = 8
-kv_heads = 4
-ffn = 688
-activation = "swiglu"
-norm = "rmsnorm"
-positions = "rotary"
-rope_theta = 10000.0
-vocab = 4096
-seq_len = 128
-tied_embeddings = false
-bias = false
-[training]
-precision = "fp32"
-seed = 0
-optimizer = { kind = "adamw", lr = 3e-4, weight_decay = 0.1 }
-[sweep]
+"#,
+    smoke_gpt_model_and_training!(),
+    r#"[sweep]
 batch_sizes = [8]
 topologies = [
   { devices_per_node = 1, strategy = "single" },
@@ -48,7 +32,8 @@ warmup = 0
 iterations = 10
 timeout_s = 600
 cpu_threads = 1
-"#;
+"#
+);
 
 /// Every result of spec `name` under `dir/out`.
 fn results(dir: &std::path::Path, name: &str) -> Vec<RunResult> {

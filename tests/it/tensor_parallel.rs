@@ -11,29 +11,13 @@ use trainbench::result::{RunOutcome, RunResult};
 use crate::distributed::processes_in;
 
 /// specs/llm/smoke_gpt.toml at 10 steps of batch 4, on one rank, a tensor group of two and two of them.
-const SPEC: &str = r#"
+const SPEC: &str = concat!(
+    r#"
 version = 1
 name = "tp"
-[model]
-family = "gpt"
-layers = 4
-d_model = 256
-heads = 8
-kv_heads = 4
-ffn = 688
-activation = "swiglu"
-norm = "rmsnorm"
-positions = "rotary"
-rope_theta = 10000.0
-vocab = 4096
-seq_len = 128
-tied_embeddings = false
-bias = false
-[training]
-precision = "fp32"
-seed = 0
-optimizer = { kind = "adamw", lr = 3e-4, weight_decay = 0.1 }
-[sweep]
+"#,
+    smoke_gpt_model_and_training!(),
+    r#"[sweep]
 batch_sizes = [4]
 topologies = [
   { devices_per_node = 1, strategy = "single" },
@@ -48,7 +32,8 @@ overlap = false
 warmup = 0
 iterations = 10
 timeout_s = 600
-"#;
+"#
+);
 
 fn run(dir: &std::path::Path, extra: &[&str]) -> std::process::Output {
     std::fs::write(dir.join("tp.toml"), SPEC).unwrap();
