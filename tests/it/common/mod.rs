@@ -409,32 +409,3 @@ pub fn mock_mlp_spec(dir: &std::path::Path, name: &str, iterations: u64, repeats
     std::fs::write(&spec, text).expect("a spec file in the test's folder");
     spec
 }
-
-/// The `[model]` and `[training]` tables of the mesh tests' smoke GPT (specs/llm/smoke_gpt.toml's model: 4
-/// layers, width 256, 8 heads over 4 key/value heads, SwiGLU, RMSNorm, rotary positions; fp32 AdamW, seed 0),
-/// as a literal for `concat!`: the pipeline and tensor-parallel tests train the same model.
-macro_rules! smoke_gpt_model_and_training {
-    () => {
-        r#"
-[model]
-family = "gpt"
-layers = 4
-d_model = 256
-heads = 8
-kv_heads = 4
-ffn = 688
-activation = "swiglu"
-norm = "rmsnorm"
-positions = "rotary"
-rope_theta = 10000.0
-vocab = 4096
-seq_len = 128
-tied_embeddings = false
-bias = false
-[training]
-precision = "fp32"
-seed = 0
-optimizer = { kind = "adamw", lr = 3e-4, weight_decay = 0.1 }
-"#
-    };
-}
