@@ -1,7 +1,7 @@
 //! Small workload graphs that exercise every layer family the backend lowers; the tests, the cross-backend
 //! agreement check and the PyTorch reference export train these.
 
-use trainbench_graph::graph::{Activation, InputKind, LossKind, MoeRouter, Op, PoolKind, RnnCell};
+use trainbench_graph::graph::{Activation, InputKind, LossKind, MoeRouter, NodeId, Op, PoolKind, RnnCell};
 use trainbench_graph::lora::{LoraSpec, LoraTarget};
 use trainbench_graph::{ConvCfg, Graph, GraphBuilder, ShapeError};
 
@@ -135,12 +135,11 @@ pub fn ctc() -> Result<Graph, ShapeError> {
     b.finish(1, "samples")
 }
 
-/// A Llama-style decoder block: embedding, RMSNorm, grouped-query causal attention (4 query heads over 2
-/// key/value heads) with rotary queries and keys, SwiGLU feed-forward, residual adds, a final RMSNorm and a
-/// bias-free LM head with per-token cross-entropy.
-pub fn gpt() -> Result<Graph, ShapeError> {
+/// The first half of [`gpt`]'s and [`moe`]'s Llama-style block: token and label inputs, embedding, RMSNorm,
+/// grouped-query causal attention (4 query heads over 2 key/value heads, rotary queries and keys), the residual
+/// add and the second RMSNorm. Returns the labels, the residual stream and the feed-forward's input.
+fn llama_attention(b: &mut GraphBuilder) -> Result<(NodeId, NodeId, NodeId), ShapeError> {
     let (heads, kv_heads, head_dim) = (4, 2, 8);
-    let mut b = GraphBuilder::new("gpt");
     let t = b.input("tokens", &[10], InputKind::Tokens { vocab: 40 })?;
     let y = b.input("y", &[10], InputKind::Labels { classes: 40 })?;
     let e = b.embedding("embed", t, 40, 32)?;
@@ -154,16 +153,31 @@ pub fn gpt() -> Result<Graph, ShapeError> {
     let a = b.linear("o_proj", a, 32, false)?;
     let h = b.add_nodes("res1", &[e, a])?;
     let n2 = b.rms_norm("norm2", h, 1e-5)?;
-    let gate = b.linear("gate_proj", n2, 64, false)?;
-    let gate = b.act("silu", gate, Activation::Silu)?;
-    let up = b.linear("up_proj", n2, 64, false)?;
-    let f = b.mul("gated", &[gate, up])?;
-    let f = b.linear("down_proj", f, 32, false)?;
+    Ok((y, h, n2))
+}
+
+/// The end of that block: the feed-forward's output `f` added to the residual stream `h`, the final RMSNorm, a
+/// bias-free LM head and per-token cross-entropy against `y`.
+fn llama_head(mut b: GraphBuilder, y: NodeId, h: NodeId, f: NodeId) -> Result<Graph, ShapeError> {
     let h = b.add_nodes("res2", &[h, f])?;
     let h = b.rms_norm("norm", h, 1e-5)?;
     let o = b.linear("lm_head", h, 40, false)?;
     b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
     b.finish(10, "tokens")
+}
+
+/// A Llama-style decoder block: embedding, RMSNorm, grouped-query causal attention (4 query heads over 2
+/// key/value heads) with rotary queries and keys, SwiGLU feed-forward, residual adds, a final RMSNorm and a
+/// bias-free LM head with per-token cross-entropy.
+pub fn gpt() -> Result<Graph, ShapeError> {
+    let mut b = GraphBuilder::new("gpt");
+    let (y, h, n2) = llama_attention(&mut b)?;
+    let gate = b.linear("gate_proj", n2, 64, false)?;
+    let gate = b.act("silu", gate, Activation::Silu)?;
+    let up = b.linear("up_proj", n2, 64, false)?;
+    let f = b.mul("gated", &[gate, up])?;
+    let f = b.linear("down_proj", f, 32, false)?;
+    llama_head(b, y, h, f)
 }
 
 /// A ViT block: 4x4 patch convolution of an 8x8 image, the class token, learned positions, a pre-norm encoder
@@ -218,21 +232,8 @@ pub fn lora() -> Result<Graph, ShapeError> {
 /// SwiGLU expert of width 16 every token goes through, and the load-balancing loss (coefficient 0.01) added to the
 /// training loss.
 pub fn moe() -> Result<Graph, ShapeError> {
-    let (heads, kv_heads, head_dim) = (4, 2, 8);
     let mut b = GraphBuilder::new("moe");
-    let t = b.input("tokens", &[10], InputKind::Tokens { vocab: 40 })?;
-    let y = b.input("y", &[10], InputKind::Labels { classes: 40 })?;
-    let e = b.embedding("embed", t, 40, 32)?;
-    let n1 = b.rms_norm("norm1", e, 1e-5)?;
-    let q = b.linear("q_proj", n1, heads * head_dim, false)?;
-    let k = b.linear("k_proj", n1, kv_heads * head_dim, false)?;
-    let v = b.linear("v_proj", n1, kv_heads * head_dim, false)?;
-    let q = b.rotary("q_rotary", q, heads, 10_000.0)?;
-    let k = b.rotary("k_rotary", k, kv_heads, 10_000.0)?;
-    let a = b.sdpa("sdpa", [q, k, v], heads, kv_heads, true)?;
-    let a = b.linear("o_proj", a, 32, false)?;
-    let h = b.add_nodes("res1", &[e, a])?;
-    let n2 = b.rms_norm("norm2", h, 1e-5)?;
+    let (y, h, n2) = llama_attention(&mut b)?;
     let op = Op::Moe {
         features: 32,
         experts: 4,
@@ -244,9 +245,5 @@ pub fn moe() -> Result<Graph, ShapeError> {
         aux_loss: 0.01,
     };
     let f = b.moe("moe", n2, op)?;
-    let h = b.add_nodes("res2", &[h, f])?;
-    let h = b.rms_norm("norm", h, 1e-5)?;
-    let o = b.linear("lm_head", h, 40, false)?;
-    b.loss("loss", LossKind::CrossEntropy, &[o, y])?;
-    b.finish(10, "tokens")
+    llama_head(b, y, h, f)
 }
