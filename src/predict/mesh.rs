@@ -156,8 +156,11 @@ pub struct ByteInputs {
     pub sends_per_microbatch: usize,
     /// fp32 gradient bytes of the busiest rank's trained parameters (after the tensor split).
     pub gradient_bytes: f64,
-    /// Frozen weight bytes of that rank (gathered twice by ZeRO-3).
+    /// Frozen weight bytes of that rank (gathered by ZeRO-3 as the trained ones are).
     pub frozen_bytes: f64,
+    /// The share of that rank's weights ZeRO-3 gathers once per step rather than twice: its root unit (every
+    /// tensor outside the blocks, kept from the forward pass to the backward one).
+    pub gathered_once_share: f64,
     /// A tensor-parallel model's traffic outside its blocks (`None` without tensor parallelism).
     pub vocab: Option<VocabBytes>,
 }
@@ -211,7 +214,9 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
     let sharding = Sharding::of(strategy);
     let share = (d as f64 - 1.0) / d as f64;
     let gradients = parallel::exchange_bytes(sharding, d, i.gradient_bytes);
-    let frozen = if sharding == Sharding::Zero3 { 2.0 * share * i.frozen_bytes } else { 0.0 };
+    // ZeRO-3 gathers each block's unit for its forward and again for its backward, the root unit once.
+    let gathers = 2.0 - i.gathered_once_share.clamp(0.0, 1.0);
+    let frozen = if sharding == Sharding::Zero3 { gathers * share * i.frozen_bytes } else { 0.0 };
     match sharding {
         Sharding::Replicated if strategy.is_single() => {}
         Sharding::Replicated => push(MeshDim::Data, "all-reduce", gradients),
@@ -221,10 +226,19 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
         }
         Sharding::Zero3 => {
             push(MeshDim::Data, "reduce-scatter", gradients / 3.0);
-            push(MeshDim::Data, "all-gather", 2.0 * gradients / 3.0 + frozen);
+            push(MeshDim::Data, "all-gather", gathers * gradients / 3.0 + frozen);
         }
     }
     out
+}
+
+/// The share of `graph`'s sharded elements ZeRO-3 over `workers` keeps in its root unit (outside the blocks):
+/// all of them for a model whose blocks the runtime does not cut into units.
+fn root_share(graph: &trainbench_graph::Graph, workers: usize) -> f64 {
+    let layout = trainbench_comm::Layout::of(graph);
+    let units = trainbench_comm::sharded::units_by_block(graph, &layout, workers).unwrap_or_default();
+    let blocks: usize = units.iter().filter(|u| u.graph_block.is_some()).map(|u| u.len).sum();
+    1.0 - blocks as f64 / layout.total.max(1) as f64
 }
 
 /// Whether a layer's kept activations are replicated across a tensor group without sequence parallelism.
@@ -352,8 +366,14 @@ pub fn predict_mesh(
         sends_per_microbatch: busiest_sends,
         gradient_bytes: busiest_grads,
         frozen_bytes: busiest_frozen,
+        gathered_once_share: 0.0,
         vocab: None,
     };
+    if p == 1 && topology.strategy == DataParallel::Zero3 {
+        // The units the runtime cuts this rank's share of the model into (its tensor shard's local graph).
+        let shard = (t > 1).then(|| TensorShard::new(graph, t, 0, mesh.sequence_parallel).ok()).flatten();
+        inputs.gathered_once_share = root_share(shard.as_ref().map_or(graph, |s| &s.local), d);
+    }
     if t > 1 && p == 1 {
         // The split the runtime makes: its exact local gradients (norms stay whole) and its traffic outside
         // the blocks.

@@ -31,6 +31,7 @@ fn bytes_per_dimension_follow_the_hand_worked_formulas() {
         sends_per_microbatch: 1,
         gradient_bytes: 8e6,
         frozen_bytes: 0.0,
+        gathered_once_share: 0.0,
         vocab: None,
     };
     let b = mesh_bytes(&mesh(2, 2, 4), 8, DataParallel::AllReduce, i);

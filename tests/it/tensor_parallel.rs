@@ -189,9 +189,12 @@ fn zero_3_along_the_data_dimension_of_a_tensor_parallel_mesh_reproduces_one_rank
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (single, z3) = (read(dir.path(), "1x1.ckpt-full"), read(dir.path(), "1x4-z3-no-overlap-tp2.ckpt-full"));
     check_equal_to_one_rank(&single, &z3, "ZeRO-3 x TP2");
-    for collective in ["all-reduce", "all-gather"] {
-        let m = measured(&z3, "tensor", collective) as f64;
-        let p = predicted(dir.path(), "1x4-z3-no-overlap-tp2.ckpt-full", &set, "tensor", collective);
-        assert!(m > 0.0 && (m - p).abs() <= 1.0, "{collective}: measured {m}, predicted {p}");
+    // Along the data dimension each block's unit is gathered twice (forward, backward), the root unit once.
+    for (dimension, collective) in
+        [("tensor", "all-reduce"), ("tensor", "all-gather"), ("data", "all-gather"), ("data", "reduce-scatter")]
+    {
+        let m = measured(&z3, dimension, collective) as f64;
+        let p = predicted(dir.path(), "1x4-z3-no-overlap-tp2.ckpt-full", &set, dimension, collective);
+        assert!(m > 0.0 && (m - p).abs() <= 1.0, "{dimension} {collective}: measured {m}, predicted {p}");
     }
 }

@@ -80,6 +80,30 @@ fn frozen_weights_hold_no_gradient_and_no_optimizer_state() {
 }
 
 #[test]
+fn a_bf16_base_takes_two_bytes_per_frozen_weight_and_no_16_bit_copy() {
+    let mut spec = lora(4, &[LoraTarget::Q, LoraTarget::V]);
+    let fp32 = analyze(&adapt(&small(FfnActivation::Swiglu), &spec).unwrap());
+    spec.base_dtype = FrozenDtype::Bf16;
+    let bf16 = analyze(&adapt(&small(FfnActivation::Swiglu), &spec).unwrap());
+    assert_eq!(bf16.frozen_dtype, FrozenDtype::Bf16);
+    let frozen = bf16.parameters - bf16.trainable_parameters;
+    let adam = OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 };
+    let (m32, m16) =
+        (memory_estimate(&fp32, 2, Precision::Fp32, &adam), memory_estimate(&bf16, 2, Precision::Fp32, &adam));
+    assert_eq!(m32.weights - m16.weights, 2 * frozen, "the frozen weights at 2 bytes instead of 4");
+    assert_eq!((m16.gradients, m16.optimizer_state), (m32.gradients, m32.optimizer_state));
+    // Under autocast only the fp32 weights (the adapters) get a 16-bit copy.
+    let amp = memory_estimate(&bf16, 2, Precision::Bf16, &adam);
+    assert_eq!(
+        amp.weights,
+        4 * (bf16.trainable_parameters + bf16.buffers) + 2 * frozen + 2 * bf16.trainable_parameters
+    );
+    // The JSON names the base's type only when it is not the default.
+    assert!(serde_json::to_string(&bf16).unwrap().contains("\"frozen_dtype\":\"bf16\""));
+    assert!(!serde_json::to_string(&fp32).unwrap().contains("frozen_dtype"));
+}
+
+#[test]
 fn the_backward_of_a_frozen_layer_is_its_input_gradient_only() {
     let base = small(FfnActivation::Gelu);
     let adapted = adapt(&base, &lora(4, &[LoraTarget::Q])).unwrap();

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::model_flops;
 use super::rules;
 use super::summary::{ActivationTotals, Analysis, FlopTotals, KindTotals, LayerAnalysis, MemoryEstimate, ModelFlops};
-use crate::graph::{Graph, LossKind, Op};
+use crate::graph::{FrozenDtype, Graph, LossKind, Op};
 use crate::params::{ParamDecl, graph_tensors};
 use crate::training::{Checkpointing, OptimizerSpec, Precision};
 
@@ -155,6 +155,7 @@ pub fn analyze(graph: &Graph) -> Analysis {
         trainable_parameters: trained.iter().sum(),
         active_parameters: params.iter().sum::<u64>() - graph.nodes.iter().map(rules::inactive_parameters).sum::<u64>(),
         buffers,
+        frozen_dtype: graph.frozen_dtype,
         parameters_by_part,
         items_per_sample: graph.items_per_sample,
         item_unit: graph.item_unit.clone(),
@@ -197,8 +198,14 @@ pub fn memory_estimate_checkpointed(
 ) -> MemoryEstimate {
     let b = batch as u64;
     let act = precision.activation_bytes();
-    let cast_copy = if precision == Precision::Fp32 { 0 } else { 2 * a.parameters };
-    let weights = 4 * (a.parameters + a.buffers) + cast_copy;
+    // Frozen parameters kept in bf16 (LoRA's `base_dtype`) take 2 bytes and need no 16-bit copy.
+    let frozen = a.parameters - a.trainable_parameters;
+    let (frozen_bytes, cast) = match a.frozen_dtype {
+        FrozenDtype::Fp32 => (4 * frozen, a.parameters),
+        FrozenDtype::Bf16 => (2 * frozen, a.trainable_parameters),
+    };
+    let cast_copy = if precision == Precision::Fp32 { 0 } else { 2 * cast };
+    let weights = 4 * (a.trainable_parameters + a.buffers) + frozen_bytes + cast_copy;
     // Frozen parameters (LoRA's base) hold neither a gradient nor optimizer state.
     let gradients = 4 * a.trainable_parameters;
     let optimizer_state = 4 * a.trainable_parameters * optimizer.state_buffers();

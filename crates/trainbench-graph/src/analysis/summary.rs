@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::frozen_dtype::FrozenDtype;
 use crate::training::Precision;
 
 /// Figures of one layer (node) of the graph, per sample.
@@ -96,6 +97,9 @@ pub struct Analysis {
     pub active_parameters: u64,
     /// Non-trained buffers (batch-norm running statistics), elements.
     pub buffers: u64,
+    /// The type the frozen parameters are kept in (LoRA's `base_dtype`; fp32, the default, left out of the JSON).
+    #[serde(default, skip_serializing_if = "FrozenDtype::is_fp32")]
+    pub frozen_dtype: FrozenDtype,
     /// Trained parameters per sub-network (empty for single-network models).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub parameters_by_part: BTreeMap<String, u64>,
