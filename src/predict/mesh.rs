@@ -464,7 +464,9 @@ pub fn predict_mesh(
     let (max_stage, max_memory) =
         stages.iter().map(|s| (s.stage, s.peak_bytes)).fold((0, 0.0), |best, s| if s.1 > best.1 { s } else { best });
     let samples_per_s = if step > 0.0 { setting.batch as f64 / step } else { 0.0 };
-    let peak = profile.device.peak_tflops.of(setting.precision).filter(|x| *x > 0.0).map(|x| x * 1e12);
+    let peak = super::product_rates::mfu_peak(profile, setting.precision, &setting.numerics)
+        .map(|(x, _)| x * 1e12)
+        .filter(|x| *x > 0.0);
     Ok(MeshPrediction {
         mesh,
         data_parallel: d,

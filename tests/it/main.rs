@@ -76,6 +76,7 @@ mod pipeline;
 mod plan_refusals;
 mod predict_cli;
 mod predict_gate;
+mod predict_precision;
 mod published_profiles;
 mod report_browser;
 mod report_expert_load;
