@@ -246,6 +246,19 @@ fn root_share(graph: &trainbench_graph::Graph, workers: usize) -> f64 {
     1.0 - blocks as f64 / layout.total.max(1) as f64
 }
 
+/// Elements of the buffers ZeRO-3 over `workers` exchanges for `graph` (each unit padded to a multiple of
+/// `workers`), and those of its root unit; the unpadded total for a model whose blocks it does not cut.
+fn padded_units(graph: &trainbench_graph::Graph, workers: usize) -> (f64, f64) {
+    let layout = trainbench_comm::Layout::of(graph);
+    match trainbench_comm::sharded::units_by_block(graph, &layout, workers) {
+        Ok(units) => {
+            let root: usize = units.iter().filter(|u| u.graph_block.is_none()).map(|u| u.padded(workers)).sum();
+            (units.iter().map(|u| u.padded(workers)).sum::<usize>() as f64, root as f64)
+        }
+        Err(_) => (layout.total as f64, layout.total as f64),
+    }
+}
+
 /// Whether a layer's kept activations are replicated across a tensor group without sequence parallelism.
 fn replicated_without_sp(op: &str) -> bool {
     matches!(op, "rms_norm" | "layer_norm" | "dropout" | "add")
@@ -391,6 +404,12 @@ pub fn predict_mesh(
             });
             let recomputed_layers =
                 (0..graph.blocks.len()).filter(|&b| setting.schedule.checkpointing.recomputes(b)).count();
+            if topology.strategy == DataParallel::Zero3 {
+                // ZeRO-3 exchanges each unit's buffer padded to a multiple of the data-parallel degree.
+                let (padded, root) = padded_units(&shard.local, d);
+                inputs.gradient_bytes = 4.0 * padded;
+                inputs.gathered_once_share = root / padded.max(1.0);
+            }
             let edge_bytes = edge_elements(graph, &shard) as f64 * mb as f64 * act_bytes;
             inputs.vocab = Some(VocabBytes { edge_bytes, tokens, partial_gradient_bytes: partial, recomputed_layers });
         }

@@ -184,3 +184,19 @@ fn expert_parallelism_prices_its_all_to_alls_and_shards_the_experts() {
     assert!(close(sent(&ep.bytes, MeshDim::Data, "all-reduce"), dense_ring), "{:?}", ep.bytes);
     assert!(ep.max_memory_per_rank_bytes < flat.max_memory_per_rank_bytes);
 }
+
+#[test]
+fn a_vit_prices_its_classifier_input_outside_the_blocks() {
+    let spec = serde_json::json!({
+        "image_size": 16, "patch_size": 4, "layers": 2, "hidden": 32, "heads": 4, "mlp_dim": 64, "classes": 10
+    });
+    let g = trainbench_graph::zoo::build(&ModelSpec::Vit(serde_json::from_value(spec).unwrap())).unwrap();
+    let tp2 = predict_on(&g, 4, DataParallel::Single, 2, mesh(2, 1, 1));
+    // A = 4 samples x 17 tokens x 32 x 4 bytes; 2 layers x 4 all-reduces x 2 (1/2) x A; outside the blocks only
+    // the classifier's input [4, 32] (no embedding), and the loss's two values and one maximum per sample.
+    let a = 4.0 * 17.0 * 32.0 * 4.0;
+    let all_reduce = 8.0 * a + 4.0 * 32.0 * 4.0 + 8.0 * 4.0;
+    assert!(close(sent(&tp2.bytes, MeshDim::Tensor, "all-reduce"), all_reduce), "{:?}", tp2.bytes);
+    assert!(close(all_reduce, 70_176.0), "what the runtime measures (tests/it/tensor_parallel_vit.rs)");
+    assert!(close(sent(&tp2.bytes, MeshDim::Tensor, "all-gather"), 4.0 * 4.0), "{:?}", tp2.bytes);
+}

@@ -89,3 +89,32 @@ fn tensor_parallel_vit_runs_reproduce_one_rank_and_send_what_predict_says() {
     assert_eq!(measured(&tp2, "tensor", "all-reduce"), half(2 * 4 * 4 * 17 * 32 + 4 * 32 + 2 * 4));
     assert!(measured(&dp2tp2, "data", "all-reduce") > 0);
 }
+
+#[test]
+fn zero_3_along_the_data_dimension_of_a_tensor_parallel_vit_reproduces_one_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tp.toml"), SPEC).unwrap();
+    let set = [
+        "--set",
+        "training.activation_checkpointing=full",
+        "--set",
+        "sweep.topologies=[{devices_per_node=1, strategy=\"single\"}, {devices_per_node=4, strategy=\"zero-3\", tensor_parallel=2}]",
+    ];
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["run", "tp.toml", "--out", "out", "--quiet", "--no-collectors"])
+        .args(set)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (single, z3) = (read(dir.path(), "1x1.ckpt-full"), read(dir.path(), "1x4-z3-no-overlap-tp2.ckpt-full"));
+    check_equal_to_one_rank(&single, &z3, "ViT ZeRO-3 x TP2");
+    for (dimension, collective) in
+        [("tensor", "all-reduce"), ("tensor", "all-gather"), ("data", "all-gather"), ("data", "reduce-scatter")]
+    {
+        let m = measured(&z3, dimension, collective) as f64;
+        let p = predicted(dir.path(), "1x4-z3-no-overlap-tp2.ckpt-full", &set, dimension, collective);
+        assert!(m > 0.0 && (m - p).abs() <= 1.0, "{dimension} {collective}: measured {m}, predicted {p}");
+    }
+}

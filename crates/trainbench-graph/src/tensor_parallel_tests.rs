@@ -149,6 +149,14 @@ fn a_vit_splits_its_fused_attention_by_heads_its_mlp_and_its_classes() {
     let half: u64 = graph_tensors(&s.local).iter().map(|(_, d)| d.numel()).sum();
     let replicated = (3 * 16 * 32 + 32) + 32 + 17 * 32 + 5 * 64 + 2 * 2 * 32;
     assert_eq!(half, (full - replicated) / 2 + replicated);
+    // Each rank's attention does half the whole layer's work: projections to and from its heads, its heads.
+    let work = |g: &Graph| {
+        let a = crate::analysis::analyze(g);
+        let l = a.layers.iter().find(|l| l.name == attn).unwrap();
+        (l.forward_flops, l.backward_flops, l.saved_elements)
+    };
+    let ((f, b, _), (fl, bl, _)) = (work(&g), work(&s.local));
+    assert_eq!((2 * fl, 2 * bl), (f, b));
 }
 
 #[test]

@@ -53,10 +53,10 @@ pub(crate) fn flops(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
             Flops { forward: f.forward, backward: w * f.forward + g(0) * f.forward }
         }
         Op::Rnn { .. } => Flops { forward: f.forward, backward: f.backward - (1 - w) * f.forward },
-        Op::Attention { embed_dim, kdim, vdim, .. } => {
+        Op::Attention { embed_dim, kdim, vdim, tensor_shards, .. } => {
             let (tq, tk) = (shape(0).0[0] as u64, shape(1).0[0] as u64);
-            let e = *embed_dim as u64;
-            let weights = 2 * tq * e * e + 2 * tk * *kdim as u64 * e + 2 * tk * *vdim as u64 * e + 2 * tq * e * e;
+            let (e, l) = (*embed_dim as u64, (embed_dim / (*tensor_shards).max(1)) as u64);
+            let weights = 2 * tq * e * l + 2 * tk * *kdim as u64 * l + 2 * tk * *vdim as u64 * l + 2 * tq * l * e;
             Flops { forward: f.forward, backward: f.backward - (1 - w) * weights }
         }
         Op::Input { .. }
@@ -136,12 +136,13 @@ fn flops_trained(graph: &Graph, node: &Node, input_grad: &[bool]) -> Flops {
             let initial_state = *layers as u64 * dirs * 2 * gh * h;
             Flops { forward: f, backward: 2 * f - (1 - g(0)) * first_input - initial_state }
         }
-        Op::Attention { embed_dim, kdim, vdim, .. } => {
+        Op::Attention { embed_dim, kdim, vdim, tensor_shards, .. } => {
+            // A tensor rank's share (`tensor_shards` > 1) projects to and from its heads' width `l` only.
             let (tq, tk) = (shape(0).0[0] as u64, shape(1).0[0] as u64);
-            let e = *embed_dim as u64;
-            let (pq, pk, pv) = (2 * tq * e * e, 2 * tk * *kdim as u64 * e, 2 * tk * *vdim as u64 * e);
-            let core = 2 * (2 * tq * tk * e);
-            let out_proj = 2 * tq * e * e;
+            let (e, l) = (*embed_dim as u64, (embed_dim / (*tensor_shards).max(1)) as u64);
+            let (pq, pk, pv) = (2 * tq * e * l, 2 * tk * *kdim as u64 * l, 2 * tk * *vdim as u64 * l);
+            let core = 2 * (2 * tq * tk * l);
+            let out_proj = 2 * tq * l * e;
             let forward = pq + pk + pv + core + out_proj;
             // Projections: weight gradient plus input gradient where needed; the two products of the core and
             // the output projection see projected (hence gradient-carrying) operands.
@@ -264,9 +265,9 @@ pub(crate) fn saved(graph: &Graph, node: &Node) -> Saved {
             let all = *layers as u64 * dirs * t * per_step;
             Saved { inputs: vec![0], output: true, extra_elements: all - out, ..Saved::default() }
         }
-        Op::Attention { embed_dim, heads, .. } => {
+        Op::Attention { embed_dim, heads, tensor_shards, .. } => {
             let (tq, tk) = (shape(0).0[0] as u64, shape(1).0[0] as u64);
-            let e = *embed_dim as u64;
+            let e = (embed_dim / (*tensor_shards).max(1)) as u64;
             // Projected Q, K, V, the attention probabilities and the heads' output before out_proj.
             let extra = tq * e + 2 * tk * e + *heads as u64 * tq * tk + tq * e;
             Saved { inputs: vec![0, 1, 2], extra_elements: extra, ..Saved::default() }
