@@ -9,9 +9,10 @@
 //!   (`(p - 1) / (v m + p - 1)` interleaved).
 //! - Tensor: four ring all-reduces per layer and micro-batch of the block activations `A`
 //!   ([`parallel::tensor_parallel_bytes`]); with sequence parallelism each is an all-gather plus a
-//!   reduce-scatter of the same volume. Without a pipeline, the vocabulary-parallel embedding and head count
-//!   as two more, with the cross-entropy's per-token values and the partial gradients ([`VocabBytes`]), and
-//!   the data dimension exchanges the rank's exact share (norms whole): what the runtime sends.
+//!   reduce-scatter of the same volume. Without a pipeline, the split layers outside the blocks count theirs
+//!   (a decoder's vocabulary-parallel embedding and head: two more; a ViT's classifier: its input), with the
+//!   cross-entropy's per-token values and the partial gradients ([`VocabBytes`]), and the data dimension
+//!   exchanges the rank's exact share (norms whole): what the runtime sends.
 //! - Pipeline: per micro-batch each chunk boundary sends `A` forward and its gradient back (`A / t` with
 //!   sequence parallelism); a rank's bytes count what it sends.
 //! - Data: the strategy's exchange ([`parallel::exchange_bytes`]) of the rank's fp32 gradients (its stage's
@@ -32,7 +33,7 @@ use trainbench_comm::{DataParallel, Mesh, MeshDim, PipelineSchedule, Topology};
 use trainbench_graph::analysis::{memory_estimate, memory_estimate_checkpointed};
 use trainbench_graph::params::graph_tensors;
 use trainbench_graph::stages::{Stage, cut_stages};
-use trainbench_graph::tensor_parallel::{Split, TensorShard};
+use trainbench_graph::tensor_parallel::{Role, Split, TensorShard};
 
 use super::moe_price;
 use super::parallel::{self, Sharding, StateBytes};
@@ -165,12 +166,16 @@ pub struct ByteInputs {
     pub vocab: Option<VocabBytes>,
 }
 
-/// What a tensor group sends outside its blocks, per micro-batch unless said: the vocabulary-parallel
-/// embedding's sum (reduce-scatter with sequence parallelism) and the head input's copy (gather) of the
-/// activations `A`; the cross-entropy's all-gather of one fp32 maximum per token and its all-reduce of two fp32
+/// What a tensor group sends outside its blocks, per micro-batch unless said: the sums (reduce-scatters with
+/// sequence parallelism) and copies (gathers) of the activations entering and leaving the split layers there
+/// ([`VocabBytes::edge_bytes`]: a decoder's vocabulary-parallel embedding and its head's input, `2 A`; a ViT's
+/// classifier's input, one vector per sample); the cross-entropy's all-gather of one fp32 maximum per token and its all-reduce of two fp32
 /// values per token; and once per step the all-reduce of the gradients each rank holds only its share of.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VocabBytes {
+    /// Bytes per micro-batch of the activations outside the blocks each summed (or copied in, its gradient
+    /// summed) over the group once per pass: each rank sends `2 (t - 1) / t` of them.
+    pub edge_bytes: f64,
     /// Tokens the loss reads per micro-batch.
     pub tokens: f64,
     /// fp32 bytes of the gradients summed over the tensor group after the backward pass.
@@ -193,9 +198,9 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
     };
     let tensor = m * parallel::tensor_parallel_bytes(i.layers_on_rank, i.boundary_bytes, t);
     let r = (t as f64 - 1.0) / t as f64;
-    // The embedding's and the head's region: two more collectives of A each way, as a layer's half.
+    // The regions outside the blocks (a decoder's embedding and head: two more collectives of A).
     let recomputed = i.vocab.map_or(0.0, |v| m * 4.0 * r * i.boundary_bytes * v.recomputed_layers as f64);
-    let edges = if i.vocab.is_some() { m * 4.0 * r * i.boundary_bytes } else { 0.0 } + recomputed;
+    let edges = i.vocab.map_or(0.0, |v| m * 2.0 * r * v.edge_bytes) + recomputed;
     let (mut all_reduce, mut all_gather) = (0.0, 0.0);
     if let Some(v) = i.vocab {
         all_gather += m * (t as f64 - 1.0) * 4.0 * v.tokens;
@@ -386,7 +391,8 @@ pub fn predict_mesh(
             });
             let recomputed_layers =
                 (0..graph.blocks.len()).filter(|&b| setting.schedule.checkpointing.recomputes(b)).count();
-            inputs.vocab = Some(VocabBytes { tokens, partial_gradient_bytes: partial, recomputed_layers });
+            let edge_bytes = edge_elements(graph, &shard) as f64 * mb as f64 * act_bytes;
+            inputs.vocab = Some(VocabBytes { edge_bytes, tokens, partial_gradient_bytes: partial, recomputed_layers });
         }
     }
     let mut bytes = mesh_bytes(&mesh, world, topology.strategy, inputs);
@@ -477,6 +483,15 @@ pub fn predict_mesh(
         items_per_s: samples_per_s * a.items_per_sample as f64,
         mfu: peak.map(|peak| mesh_mfu(a.model_flops.per_sample as f64, samples_per_s, world, peak)),
     })
+}
+
+/// Elements per sample of the activations outside the blocks that the tensor group sums: the outputs of the
+/// vocabulary-parallel embedding and of row-parallel layers there, and those entering a split layer (their
+/// gradients summed).
+fn edge_elements(graph: &trainbench_graph::Graph, shard: &TensorShard) -> u64 {
+    let in_block = |i: usize| graph.blocks.iter().any(|b| (b.first..=b.last).contains(&i));
+    let summed = |i: usize| shard.enters[i] || matches!(shard.roles[i], Role::VocabEmbedding | Role::Row);
+    (0..graph.nodes.len()).filter(|&i| !in_block(i) && summed(i)).map(|i| graph.nodes[i].shape.numel()).sum()
 }
 
 /// fp32 bytes of one tensor rank's trained tensors, and of those whose gradients are summed over the group.

@@ -88,9 +88,9 @@ pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Find
             );
         }
         let split = || {
-            TensorShard::new(spec.graph(), mesh.tensor_parallel, 0, mesh.sequence_parallel)
-                .err()
-                .map(|e| format!("{e}: the runtime splits decoder blocks (`gpt`) today; `predict` prices this layout"))
+            TensorShard::new(spec.graph(), mesh.tensor_parallel, 0, mesh.sequence_parallel).err().map(|e| {
+                format!("{e}: the runtime splits decoder (`gpt`) and ViT blocks today; `predict` prices this layout")
+            })
         };
         // A CUDA group meets through NCCL, whose communicator is not split into a mesh's groups yet.
         let cuda = || {
