@@ -304,8 +304,11 @@ pub fn predict_analyzed(
         memory: &memory,
         profile,
         precision: setting.precision,
-        peak: product_rates::mfu_peak(profile, setting.precision, &setting.numerics)
-            .map_or((dev.peak_flop_s, setting.precision.as_str()), |(tflops, name)| (tflops * 1e12, name)),
+        // The TF32 peak for an fp32 run with TF32 on; else the coefficients' own peak of the precision.
+        peak: match product_rates::mfu_peak(profile, setting.precision, &setting.numerics) {
+            Some((tflops, "tf32")) => (tflops * 1e12, "tf32"),
+            _ => (dev.peak_flop_s, setting.precision.as_str()),
+        },
         world,
         samples_per_s,
         checkpointing,
