@@ -91,6 +91,8 @@ mod schema_sync;
 mod slurm;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod tensor_parallel;
+#[cfg(all(feature = "tch", feature = "mpi"))]
+mod tensor_pipeline;
 mod tidy;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod zero;
