@@ -1,8 +1,9 @@
 //! Tensor x pipeline parallelism through MPI on CPU ranks (features `tch` and `mpi`): the smoke GPT on four
-//! ranks as a pipeline of two stages, each a tensor group of two (TP2 x PP2), under 1F1B, GPipe and 1F1B with
-//! sequence parallelism, trains what one rank trains on the same global batch (losses within 1e-4, relative),
+//! ranks as a pipeline of two stages, each a tensor group of two (TP2 x PP2), under 1F1B, GPipe, 1F1B with
+//! sequence parallelism and interleaved 1F1B (2 virtual stages), trains what one rank trains on the same global batch (losses within 1e-4, relative),
 //! every tensor index gathers the same whole model, each rank's coordinates are recorded, and the bytes per
 //! mesh dimension and collective (the busiest stage's tensor traffic, the stage hop) are what `predict` says.
+//! A rank killed mid-step fails the run naming it, leaving no process behind.
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
@@ -92,6 +93,7 @@ fn tensor_pipeline_meshes_train_what_one_rank_trains_and_send_what_predict_says(
         ("onefoneb", "pipeline_schedule = \"1f1b\""),
         ("gpipe", "pipeline_schedule = \"gpipe\""),
         ("onefoneb_sp", "pipeline_schedule = \"1f1b\"\nsequence_parallel = true"),
+        ("interleaved", "pipeline_schedule = \"interleaved-1f1b\"\nvirtual_stages = 2"),
     ] {
         let all = run(dir.path(), name, keys);
         let (one, mesh) = (&all[0], &all[1]);
@@ -137,6 +139,35 @@ fn tensor_pipeline_meshes_train_what_one_rank_trains_and_send_what_predict_says(
             p.bubble_formula,
         );
     }
+    let left = processes_in(dir.path());
+    assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
+}
+
+#[test]
+fn a_rank_killed_in_a_tensor_pipeline_mesh_fails_the_run_naming_it_without_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SPEC
+        .replace("NAME", "dies")
+        .replace("KEYS", "pipeline_schedule = \"1f1b\"")
+        .replace("  { devices_per_node = 1, strategy = \"single\" },\n", "")
+        .replace("iterations = 10", "iterations = 20000");
+    std::fs::write(dir.path().join("dies.toml"), spec).unwrap();
+    let started = std::time::Instant::now();
+    // Rank 1: the second tensor rank of the first stage, 8 s into the run.
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["run", "dies.toml", "--out", "out", "--quiet", "--no-collectors"])
+        .args(["--test-hooks", r#"{"abort_rank": [0, 1, 8.0]}"#])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let path = dir.path().join("out/dies/dies.b8.fp32.1x4-ar-no-overlap-tp2-pp2-1f1b-mb4.r0.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}\n{stderr}", path.display()));
+    let lost: RunResult = serde_json::from_str(&text).unwrap();
+    let RunOutcome::Failed { message } = &lost.outcome else { panic!("{:?}\n{stderr}", lost.outcome) };
+    assert!(message.contains("rank 1"), "the failed rank is named: {message}");
+    assert!(started.elapsed().as_secs() < 120, "the run fails in seconds, not at its timeout");
     let left = processes_in(dir.path());
     assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
 }

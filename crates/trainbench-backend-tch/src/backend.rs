@@ -137,7 +137,10 @@ fn run_pipeline(
         reason: reason.to_string(),
     };
     if ctx.data.is_some() {
-        return Err(refuse("pipeline-parallel runs train on synthetic batches; a dataset is not supported yet"));
+        return Err(refuse(
+            "pipeline-parallel runs train on synthetic batches; a dataset (`[dataset]`) is not supported yet: remove \
+             `[dataset]` to measure the layout on synthetic batches, or `topology.pipeline_parallel` to train on it",
+        ));
     }
     if ctx.exchange.is_some() {
         return Err(refuse("a pipeline averages its gradients over its data-parallel group itself, not an exchange"));
