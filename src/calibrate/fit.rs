@@ -15,10 +15,11 @@ use super::stepcost::{LAYERS, LayerClass, layer_batch, layer_graph, optimizer_sp
 use crate::hardware::wire::{Calibration, HardwareFile, KernelPoint, OptimizerPoint};
 use crate::predict::layer::ATTENTION_OPS;
 use crate::predict::price_classes::{ElementwiseClass, FirstKind, NodeClass, OptimizerKind};
+use crate::predict::product_rates::ProductRates;
 use crate::predict::rates::{
     Coefficients, Fitted, InStep, KernelClass, LogGrid, NodeCosts, OptimizerCost, SizePoint, axis,
 };
-use crate::predict::roofline;
+use crate::predict::roofline::{self, Rates};
 use crate::predict::terms::Terms;
 
 /// Framework operations of the cross-entropy point's base graph beyond the logits (their mean, and the MSE on
@@ -192,13 +193,16 @@ pub fn optimizer_cost(points: &[OptimizerPoint], kind: OptimizerKind) -> Option<
 /// and kernel time for that layer (`base`: the model without the excess), over the layer phase's bytes; never
 /// negative.
 fn in_step_excess(c: &Calibration, base: &Coefficients) -> InStep {
+    // The calibration's layers run at the precision's own rates (no TF32 or FP8 products).
+    let no_tensor_rates = ProductRates::default();
+    let plain = Rates { device: base, products: &no_tensor_rates };
     // (bytes, excess seconds) per layer and phase of one measured stack.
     let measured = |class: LayerClass| -> Option<[(f64, f64); 2]> {
         let point = c.node.iter().find(|p| p.class == class.class())?;
         let g = layer_graph(class, LAYERS).ok()?;
         let analysis = trainbench_graph::analysis::analyze(&g);
         let sgd = optimizer_spec(OptimizerKind::Sgd);
-        let step = roofline::step(&g, &analysis, layer_batch(class), Precision::Fp32, &sgd, base, &Terms::all());
+        let step = roofline::step(&g, &analysis, layer_batch(class), Precision::Fp32, &sgd, plain, &Terms::all());
         let stacked: Vec<_> = step.layers.iter().filter(|l| l.name.starts_with(class.layer_prefix())).collect();
         if stacked.is_empty() {
             return None;

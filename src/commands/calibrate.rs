@@ -115,6 +115,7 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
                 tf32: None,
                 fp16: best(Precision::Fp16),
                 bf16: best(Precision::Bf16),
+                fp8: None,
             },
             memory_bandwidth_gbs: m.triad_bytes_per_s / 1e9,
             memory_gib: m.device.memory_bytes.map_or(0.0, |b| b as f64 / f64::from(1u32 << 30)),

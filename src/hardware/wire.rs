@@ -116,6 +116,11 @@ pub struct PeakTflops {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0))]
     pub bf16: Option<f64>,
+    /// FP8 tensor-core peak (dense), where the device has one (Hopper and later): the rate of a bf16 run's
+    /// linear products under `training.float8`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub fp8: Option<f64>,
 }
 
 impl PeakTflops {

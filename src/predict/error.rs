@@ -46,4 +46,14 @@ pub enum PredictError {
         /// Why.
         why: String,
     },
+    /// FP8 products asked for on a device without an FP8 peak.
+    #[error(
+        "`training.float8 = true`: hardware profile `{profile}` gives no FP8 peak (device.peak_tflops.fp8; \
+         Ampere and older have no FP8 tensor cores); predict on a profile with one (h100, h200) or remove \
+         `training.float8`"
+    )]
+    NoFp8 {
+        /// Profile name.
+        profile: String,
+    },
 }

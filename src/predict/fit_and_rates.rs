@@ -63,8 +63,9 @@ pub struct FigureInput<'a> {
     pub profile: &'a HardwareFile,
     /// The precision predicted.
     pub precision: Precision,
-    /// The peak the prediction prices with, FLOP/s (one device).
-    pub peak_flop_s: f64,
+    /// The peak the MFU is taken over, FLOP/s (one device), and its name in `device.peak_tflops` (`tf32` for an
+    /// fp32 run with TF32 on, else the precision's: `crate::predict::product_rates::mfu_peak`).
+    pub peak: (f64, &'static str),
     /// Workers.
     pub world: usize,
     /// Predicted samples per second, all workers together.
@@ -110,22 +111,19 @@ fn mfu(i: &FigureInput<'_>) -> Sampled<ModelFlopUtilization> {
     if model.per_sample == 0 {
         return Sampled::unavailable("the analysis counted no model FLOPs");
     }
-    if i.peak_flop_s <= 0.0 {
+    let (peak_flop_s, peak_name) = i.peak;
+    if peak_flop_s <= 0.0 {
         return Sampled::unavailable(format!("the {} profile has no positive peak", i.profile.name));
     }
     let devices = i.world.max(1);
-    let total = i.peak_flop_s * devices as f64;
+    let total = peak_flop_s * devices as f64;
     let achieved = model.per_sample as f64 * i.samples_per_s;
-    let what = match (i.profile.device.kind, i.precision) {
-        (crate::hardware::wire::DeviceKind::Cpu, _) | (_, Precision::Fp32) => "",
+    let what = match (i.profile.device.kind, peak_name) {
+        (crate::hardware::wire::DeviceKind::Cpu, _) | (_, "fp32") => "",
         _ => " (dense tensor)",
     };
-    let mut source = format!(
-        "profile {}: device.peak_tflops.{}{what} = {} TFLOP/s",
-        i.profile.name,
-        i.precision.as_str(),
-        i.peak_flop_s / 1e12
-    );
+    let mut source =
+        format!("profile {}: device.peak_tflops.{peak_name}{what} = {} TFLOP/s", i.profile.name, peak_flop_s / 1e12);
     if devices > 1 {
         source.push_str(&format!(" x {devices} devices"));
     }
@@ -136,9 +134,9 @@ fn mfu(i: &FigureInput<'_>) -> Sampled<ModelFlopUtilization> {
         mfu: achieved / total,
         peak: PeakUsed {
             flop_per_s: total,
-            per_device_flop_per_s: i.peak_flop_s,
+            per_device_flop_per_s: peak_flop_s,
             devices,
-            precision: i.precision.as_str().to_string(),
+            precision: peak_name.to_string(),
             source,
         },
         hfu: (!i.checkpointing.is_none()).then(|| {

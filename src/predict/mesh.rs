@@ -9,11 +9,12 @@
 //!   (`(p - 1) / (v m + p - 1)` interleaved).
 //! - Tensor: four ring all-reduces per layer and micro-batch of the block activations `A`
 //!   ([`parallel::tensor_parallel_bytes`]); with sequence parallelism each is an all-gather plus a
-//!   reduce-scatter of the same volume. The vocabulary-parallel embedding and head count as one more each
-//!   (on the stage that holds it), with the cross-entropy's per-token values on the head's stage and the
-//!   partial gradients of each stage's tensors ([`VocabBytes`]), and the data dimension exchanges the rank's
-//!   exact share (norms whole): what the runtime sends. With a pipeline each stage is priced on its own
-//!   blocks and ends, and the busiest stage's bytes per collective are the dimension's.
+//!   reduce-scatter of the same volume. The split layers outside the blocks count theirs (a decoder's
+//!   vocabulary-parallel embedding and head: one more each; a ViT's classifier: its input), on the stage that
+//!   holds them, with the cross-entropy's per-token values on the loss's stage and the partial gradients of
+//!   each stage's tensors ([`VocabBytes`]), and the data dimension exchanges the rank's exact share (norms
+//!   whole): what the runtime sends. With a pipeline each stage is priced on its own blocks and layers
+//!   outside them, and the busiest stage's bytes per collective are the dimension's.
 //! - Pipeline: per micro-batch each chunk boundary sends `A` forward and its gradient back (`A / t` with
 //!   sequence parallelism); a rank's bytes count what it sends.
 //! - Data: the strategy's exchange ([`parallel::exchange_bytes`]) of the rank's fp32 gradients (its stage's
@@ -167,16 +168,18 @@ pub struct ByteInputs {
     pub vocab: Option<VocabBytes>,
 }
 
-/// What a tensor group sends outside its blocks, per micro-batch unless said: the vocabulary-parallel
-/// embedding's sum (reduce-scatter with sequence parallelism) and the head input's copy (gather) of the
-/// activations `A`; the cross-entropy's all-gather of one fp32 maximum per token and its all-reduce of two fp32
-/// values per token; and once per step the all-reduce of the gradients each rank holds only its share of.
-/// Without a pipeline a rank holds both ends; a pipeline stage those it runs.
+/// What a tensor group sends outside its blocks, per micro-batch unless said: the sums (reduce-scatters with
+/// sequence parallelism) and copies (gathers) of the activations entering and leaving the split layers there
+/// ([`VocabBytes::edge_bytes`]: a decoder's vocabulary-parallel embedding and its head's input, `2 A`; a ViT's
+/// classifier's input, one vector per sample); the cross-entropy's all-gather of one fp32 maximum per token and
+/// its all-reduce of two fp32 values per token; and once per step the all-reduce of the gradients each rank
+/// holds only its share of. Without a pipeline a rank holds all of them; a pipeline stage those of its chunks.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VocabBytes {
-    /// The rank holds the vocabulary-parallel embedding.
-    pub embedding: bool,
-    /// The rank holds the head and its cross-entropy.
+    /// Bytes per micro-batch of the activations outside the blocks each summed (or copied in, its gradient
+    /// summed) over the group once per pass: each rank sends `2 (t - 1) / t` of them.
+    pub edge_bytes: f64,
+    /// The rank computes the loss (the cross-entropy's collectives).
     pub head: bool,
     /// Tokens the loss reads per micro-batch.
     pub tokens: f64,
@@ -200,10 +203,9 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
     };
     let tensor = m * parallel::tensor_parallel_bytes(i.layers_on_rank, i.boundary_bytes, t);
     let r = (t as f64 - 1.0) / t as f64;
-    // The embedding's and the head's region: one more collective of A each way per end held.
+    // The regions outside the blocks (a decoder's embedding and head: two more collectives of A).
     let recomputed = i.vocab.map_or(0.0, |v| m * 4.0 * r * i.boundary_bytes * v.recomputed_layers as f64);
-    let ends = i.vocab.map_or(0.0, |v| f64::from(u8::from(v.embedding) + u8::from(v.head)));
-    let edges = m * 2.0 * r * i.boundary_bytes * ends + recomputed;
+    let edges = i.vocab.map_or(0.0, |v| m * 2.0 * r * v.edge_bytes) + recomputed;
     let (mut all_reduce, mut all_gather) = (0.0, 0.0);
     if let Some(v) = i.vocab {
         if v.head {
@@ -395,10 +397,6 @@ pub fn predict_mesh(
                 (shape.numel() / shape.last().max(1) as u64) as f64 * mb as f64
             });
             let recomputes = |b: &usize| setting.schedule.checkpointing.recomputes(*b);
-            // Without a pipeline a rank holds both ends (whatever the model's embedding is called).
-            let has = |nodes: &dyn Fn(usize) -> bool, role: Role| {
-                p == 1 || (0..graph.nodes.len()).any(|i| nodes(i) && shard.roles[i] == role)
-            };
             let mut most: Vec<DimensionBytes> = Vec::new();
             let mut gradient_bytes = 0.0f64;
             for r in 0..p {
@@ -407,8 +405,8 @@ pub fn predict_mesh(
                 let (local, partial) = tensor_split_bytes(graph, &shard, &held);
                 gradient_bytes = gradient_bytes.max(local);
                 let vocab = VocabBytes {
-                    embedding: has(&held, Role::VocabEmbedding),
-                    head: has(&held, Role::VocabLoss),
+                    edge_bytes: edge_elements(graph, &shard, &held) as f64 * mb as f64 * act_bytes,
+                    head: graph.losses.iter().any(|&l| held(l)),
                     tokens,
                     partial_gradient_bytes: partial,
                     recomputed_layers: match p {
@@ -503,7 +501,9 @@ pub fn predict_mesh(
     let (max_stage, max_memory) =
         stages.iter().map(|s| (s.stage, s.peak_bytes)).fold((0, 0.0), |best, s| if s.1 > best.1 { s } else { best });
     let samples_per_s = if step > 0.0 { setting.batch as f64 / step } else { 0.0 };
-    let peak = profile.device.peak_tflops.of(setting.precision).filter(|x| *x > 0.0).map(|x| x * 1e12);
+    let peak = super::product_rates::mfu_peak(profile, setting.precision, &setting.numerics)
+        .map(|(x, _)| x * 1e12)
+        .filter(|x| *x > 0.0);
     Ok(MeshPrediction {
         mesh,
         data_parallel: d,
@@ -520,6 +520,15 @@ pub fn predict_mesh(
         items_per_s: samples_per_s * a.items_per_sample as f64,
         mfu: peak.map(|peak| mesh_mfu(a.model_flops.per_sample as f64, samples_per_s, world, peak)),
     })
+}
+
+/// Elements per sample of the activations outside the blocks, of the nodes `held` selects, that the tensor
+/// group sums: the outputs of the vocabulary-parallel embedding and of row-parallel layers there, and those
+/// entering a split layer (their gradients summed).
+fn edge_elements(graph: &trainbench_graph::Graph, shard: &TensorShard, held: &dyn Fn(usize) -> bool) -> u64 {
+    let in_block = |i: usize| graph.blocks.iter().any(|b| (b.first..=b.last).contains(&i));
+    let summed = |i: usize| shard.enters[i] || matches!(shard.roles[i], Role::VocabEmbedding | Role::Row);
+    (0..graph.nodes.len()).filter(|&i| held(i) && !in_block(i) && summed(i)).map(|i| graph.nodes[i].shape.numel()).sum()
 }
 
 /// fp32 bytes of one tensor rank's trained tensors of the nodes `held` selects, and of those whose gradients

@@ -102,6 +102,7 @@ fn predict_scheduled(
         optimizer: serde_json::from_value::<OptimizerSpec>(serde_json::json!({"kind": "adamw"})).unwrap(),
         topology,
         schedule,
+        numerics: Default::default(),
     };
     predict_mesh(&AnalyzedGraph::new(graph), &setting, &profile, &Terms::all()).unwrap()
 }
@@ -144,9 +145,10 @@ fn a_pipeline_reports_the_maximum_over_ranks_and_mfu_counts_each_token_once() {
     assert_eq!(p.max_memory_stage, p.stages.iter().position(|s| s.peak_bytes == max).unwrap());
     // 1F1B: stage 0 holds 2 micro-batches, the last 1.
     assert_eq!((p.stages[0].microbatches_held, p.stages[1].microbatches_held), (2, 1));
-    // MFU: model FLOPs of every sample once, over both ranks' peak.
+    // MFU: model FLOPs of every sample once, over both ranks' peak (an fp32 run with PyTorch's default TF32
+    // switches: the TF32 peak, as a measured run's).
     let a = trainbench_graph::analysis::analyze(&g);
-    let peak = ProfileValidator::new().unwrap().resolve("h100").unwrap().file.device.peak_tflops.fp32 * 1e12;
+    let peak = ProfileValidator::new().unwrap().resolve("h100").unwrap().file.device.peak_tflops.tf32.unwrap() * 1e12;
     let samples_per_s = p.items_per_s / a.items_per_sample as f64;
     assert!(close(p.mfu.unwrap(), a.model_flops.per_sample as f64 * samples_per_s / (2.0 * peak)));
     // A TP 2 run of a global batch reports, per unit of throughput, the MFU of two data-parallel replicas of

@@ -28,6 +28,7 @@ pub mod mesh;
 pub mod moe_price;
 pub mod parallel;
 pub mod price_classes;
+pub mod product_rates;
 pub mod rates;
 pub mod record;
 pub mod roofline;
@@ -52,7 +53,7 @@ use rates::Coefficients;
 
 /// The model's version, recorded with every prediction a result keeps: bumped whenever a term changes, so
 /// predictions of different models are not mixed up.
-pub const MODEL_VERSION: &str = "pai-roofline-8";
+pub const MODEL_VERSION: &str = "pai-roofline-9";
 
 /// One configuration to predict: what a planned run fixes.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,10 +68,13 @@ pub struct Setting {
     pub topology: Topology,
     /// Activation checkpointing and gradient accumulation (the plan's own).
     pub schedule: trainbench_graph::training::StepSchedule,
+    /// TF32 switches and FP8 products (the plan's own): which product classes run at a tensor rate
+    /// ([`product_rates`]).
+    pub numerics: trainbench_contract::Numerics,
 }
 
 impl Setting {
-    /// The setting of a planned run: its batch, precision, optimizer and topology.
+    /// The setting of a planned run: its batch, precision, optimizer, topology, schedule and numerics.
     pub fn of(run: &trainbench_contract::RunPlan) -> Self {
         Setting {
             batch: run.batch_size,
@@ -78,6 +82,7 @@ impl Setting {
             optimizer: run.optimizer.clone(),
             topology: run.topology,
             schedule: run.schedule,
+            numerics: run.numerics,
         }
     }
 
@@ -246,7 +251,11 @@ pub fn predict_analyzed(
     }
     let b = setting.batch / world;
     let dev = coefficients(profile, setting.precision)?.under(terms);
-    let compute = roofline::step(graph, analysis, b, setting.precision, &setting.optimizer, &dev, terms);
+    let bf16 = coefficients(profile, Precision::Bf16).ok().map(|c| c.under(terms));
+    let products =
+        product_rates::ProductRates::new(profile, setting.precision, &setting.numerics, &dev, bf16.as_ref())?;
+    let rates = roofline::Rates { device: &dev, products: &products };
+    let compute = roofline::step(graph, analysis, b, setting.precision, &setting.optimizer, rates, terms);
     // T_data ([`Term::InputCopy`]): the batch's input bytes over the host link, and its latency.
     let data_s = match &profile.host_link {
         Some(l) if terms.on(Term::InputCopy) => {
@@ -295,7 +304,8 @@ pub fn predict_analyzed(
         memory: &memory,
         profile,
         precision: setting.precision,
-        peak_flop_s: dev.peak_flop_s,
+        peak: product_rates::mfu_peak(profile, setting.precision, &setting.numerics)
+            .map_or((dev.peak_flop_s, setting.precision.as_str()), |(tflops, name)| (tflops * 1e12, name)),
         world,
         samples_per_s,
         checkpointing,

@@ -42,7 +42,7 @@ fn profile() -> HardwareFile {
         device: DeviceProfile {
             name: "made-up GPU".into(),
             kind: DeviceKind::Gpu,
-            peak_tflops: PeakTflops { fp32: 1.0, tf32: None, fp16: Some(4.0), bf16: None },
+            peak_tflops: PeakTflops { fp32: 1.0, tf32: None, fp16: Some(4.0), bf16: None, fp8: None },
             memory_bandwidth_gbs: 1000.0,
             memory_gib: 16.0,
         },
@@ -72,6 +72,7 @@ fn setting(batch: usize, strategy: DataParallel, nodes: usize, per_node: usize, 
         optimizer: OptimizerSpec::Sgd { lr: 0.1, momentum: 0.0, weight_decay: 0.0, nesterov: false },
         topology: Topology { nodes, devices_per_node: per_node, interconnect, ..Topology::on_one_node(strategy, 1) },
         schedule: Default::default(),
+        numerics: Default::default(),
     }
 }
 

@@ -134,7 +134,9 @@ pub fn rows(
     };
     let link = comm::link(profile, intra)?;
     let (bandwidth, latency) = (link.bandwidth_gbs * 1e9, link.latency_us * 1e-6);
-    let peak = profile.device.peak_tflops.of(setting.precision).filter(|t| *t > 0.0).map(|t| t * 1e12);
+    let peak = super::product_rates::mfu_peak(profile, setting.precision, &setting.numerics)
+        .map(|(t, _)| t * 1e12)
+        .filter(|t| *t > 0.0);
     let model_flops = a.model_flops.per_sample as f64;
     let row = |layout: String, gpus: usize, memory: f64, exchange: f64, times: (f64, f64), per_gpu_samples: f64| {
         let (serial, overlapped) = times;

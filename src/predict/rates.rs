@@ -223,6 +223,12 @@ impl LogGrid {
             && self.log_value.iter().all(|v| v.is_finite())
     }
 
+    /// The same grid with every value multiplied by `factor` (above 0).
+    pub fn scaled(&self, factor: f64) -> Self {
+        let shift = factor.ln();
+        Self { axes: self.axes.clone(), log_value: self.log_value.iter().map(|v| v + shift).collect() }
+    }
+
     /// The value at `coords` (one per axis).
     pub fn value(&self, coords: &[f64]) -> f64 {
         // Per axis: the lower index and the weight of the upper one, in log size.

@@ -19,6 +19,7 @@ use trainbench_graph::{OptimizerSpec, Precision};
 
 use super::layer::{self, Products};
 use super::price_classes::{ElementwiseClass, NodeKind, OptimizerKind};
+use super::product_rates::ProductRates;
 use super::rates::{Coefficients, KernelClass};
 use super::terms::{self, Breakdown, Term, Terms};
 
@@ -144,7 +145,19 @@ struct Ctx<'a> {
     saved: f64,
     sums: Vec<f64>,
     device: &'a Coefficients,
+    products: &'a ProductRates,
     terms: &'a Terms,
+}
+
+/// The rates a step is priced with: the precision's coefficients, and the tensor rates of the product classes
+/// the run's numerics move (TF32, FP8; [`ProductRates`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Rates<'a> {
+    /// The precision's coefficients: every layer's bytes, element-wise work and fixed costs, and the products
+    /// no tensor rate applies to.
+    pub device: &'a Coefficients,
+    /// The product classes' own rates.
+    pub products: &'a ProductRates,
 }
 
 /// The element-wise work of a node (forward, backward seconds) of a measured class ([`Term::ElementwiseWork`]):
@@ -250,6 +263,8 @@ fn in_step_excess(op: &Op, device: &Coefficients) -> ((f64, f64), (f64, f64)) {
 fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     let (graph, analysis, b, device, t) = (cx.graph, cx.analysis, cx.b, cx.device, cx.terms);
     let (node, a) = (&graph.nodes[index], &analysis.layers[index]);
+    // The products' rate: the precision's, or the tensor rate the run's numerics give this class.
+    let pd = cx.products.for_op(&node.op, device);
     let (ops_f, ops_b) = layer::op_count(graph, node);
     let input_grad = node.inputs.iter().any(|&j| analysis.layers.get(j).is_some_and(|l| l.requires_grad));
     let view = layer::moves_nothing(&node.op);
@@ -287,17 +302,17 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     };
     // The layer's products at their own shapes on the calibrated grid (forward, and the backward's where its
     // shapes are known), else its FLOPs along the curve ([`Term::RooflineCompute`]).
-    let products: Option<Products> = if device.has_grid() {
+    let products: Option<Products> = if pd.has_grid() {
         layer::products(graph, node, b, input_grad, trained && (a.parameters > 0 || tied > 0.0))
     } else {
         None
     };
     let conv = layer::conv_size(node, a.output_elements as f64 * b);
-    let conv_s = |backward: bool, flops: f64| conv.and_then(|(c, p)| device.conv_grid_s(backward, c, p, flops));
+    let conv_s = |backward: bool, flops: f64| conv.and_then(|(c, p)| pd.conv_grid_s(backward, c, p, flops));
     let gemm_s = match (&products, conv_s(false, f_flops)) {
-        (Some(p), _) => p.forward.iter().map(|&[m, k, n]| device.gemm_s(m, k, n)).sum(),
+        (Some(p), _) => p.forward.iter().map(|&[m, k, n]| pd.gemm_s(m, k, n)).sum(),
         (None, Some(s)) => s,
-        (None, None) => n_kernels * device.compute_s(class, per_kernel),
+        (None, None) => n_kernels * pd.compute_s(class, per_kernel),
     };
     let gemm_s = t.gate(Term::RooflineCompute, gemm_s);
     // Attention's products and its softmax run one after the other; an element-wise layer's work and its bytes
@@ -346,9 +361,9 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
         // for convolutions, whose backward has a calibrated curve of its own, and products whose backward shapes
         // are known.
         let bw_compute = match (&products, class) {
-            (Some(p), _) if !p.backward.is_empty() => p.backward.iter().map(|&[m, k, n]| device.gemm_s(m, k, n)).sum(),
+            (Some(p), _) if !p.backward.is_empty() => p.backward.iter().map(|&[m, k, n]| pd.gemm_s(m, k, n)).sum(),
             (_, KernelClass::Conv) if bw_flops > 0.0 => {
-                conv_s(true, bw_flops).unwrap_or_else(|| device.compute_s(KernelClass::ConvBackward, bw_flops))
+                conv_s(true, bw_flops).unwrap_or_else(|| pd.compute_s(KernelClass::ConvBackward, bw_flops))
             }
             _ if f_flops > 0.0 => gemm_s * bw_flops / f_flops,
             _ => 0.0,
@@ -457,17 +472,17 @@ fn optimizer_step(graph: &Graph, analysis: &Analysis, optimizer: &OptimizerSpec,
     }
 }
 
-/// The compute of one step of `graph` at `batch` samples per device, with `terms` on.
+/// The compute of one step of `graph` at `batch` samples per device, priced at `rates`, with `terms` on.
 pub fn step(
     graph: &Graph,
     analysis: &Analysis,
     batch: usize,
     precision: Precision,
     optimizer: &OptimizerSpec,
-    device: &Coefficients,
+    rates: Rates<'_>,
     terms: &Terms,
 ) -> StepCompute {
-    let b = batch as f64;
+    let (b, device) = (batch as f64, rates.device);
     // What backward reads lies in the activations the forward pass kept: every non-view output of the step.
     let saved: f64 = graph
         .nodes
@@ -486,6 +501,7 @@ pub fn step(
         saved,
         sums: layer::gradient_sums(graph, analysis),
         device,
+        products: rates.products,
         terms,
     };
     let mut layers = Vec::new();

@@ -29,6 +29,7 @@ fn setting(schedule: StepSchedule) -> Setting {
         optimizer: OptimizerSpec::default(),
         topology: Topology::single(),
         schedule,
+        numerics: Default::default(),
     }
 }
 

@@ -35,6 +35,7 @@ fn setting() -> Setting {
         optimizer: OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 },
         topology: Topology::single(),
         schedule: Default::default(),
+        numerics: Default::default(),
     }
 }
 

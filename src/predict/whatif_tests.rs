@@ -35,6 +35,7 @@ fn setting(strategy: DataParallel) -> Setting {
             ..Topology::on_one_node(strategy, 1)
         },
         schedule: Default::default(),
+        numerics: Default::default(),
     }
 }
 

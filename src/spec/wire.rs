@@ -193,6 +193,12 @@ pub struct TrainingSpec {
     /// TF32 tensor-core peak when either is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tf32: Option<trainbench_contract::Tf32>,
+    /// FP8 for the linear layers' products of a bf16 run (TorchTitan's and torchao's Float8 training: e4m3
+    /// forward, e5m2 gradients, dynamic scaling); false when left out. Refused unless every run is bf16.
+    /// `predict` prices the linear products at the profile's FP8 peak and curve (refused on a device without
+    /// one); `run` refuses it (no backend has FP8 kernels yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub float8: Option<bool>,
     /// Train to a target (time-to-accuracy) instead of for `run.iterations`: the run evaluates the evaluation
     /// split as often as this says and stops when the metric reaches the value or a budget runs out. Needs a
     /// local dataset and an evaluation split (`dataset.eval_path` or `dataset.eval_fraction`).
@@ -306,6 +312,7 @@ impl Default for TrainingSpec {
             loss_scale: d_loss_scale(),
             cudnn_benchmark: true,
             tf32: None,
+            float8: None,
             target: None,
             activation_checkpointing: CheckpointingMode::None,
             lora: None,
@@ -316,12 +323,14 @@ impl Default for TrainingSpec {
 }
 
 impl TrainingSpec {
-    /// The numerical settings every planned run carries (TF32 switches, cuDNN autotuning, initial loss scale).
+    /// The numerical settings every planned run carries (TF32 switches, cuDNN autotuning, initial loss scale,
+    /// FP8 products).
     pub fn numerics(&self) -> trainbench_contract::Numerics {
         trainbench_contract::Numerics {
             tf32: self.tf32.unwrap_or_default(),
             cudnn_benchmark: self.cudnn_benchmark,
             loss_scale: self.loss_scale,
+            float8: self.float8.unwrap_or(false),
         }
     }
 }

@@ -76,6 +76,7 @@ mod pipeline;
 mod plan_refusals;
 mod predict_cli;
 mod predict_gate;
+mod predict_precision;
 mod published_profiles;
 mod report_browser;
 mod report_expert_load;
@@ -91,6 +92,8 @@ mod schema_sync;
 mod slurm;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod tensor_parallel;
+#[cfg(all(feature = "tch", feature = "mpi"))]
+mod tensor_parallel_vit;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod tensor_pipeline;
 mod tidy;

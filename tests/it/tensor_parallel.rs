@@ -46,18 +46,18 @@ fn run(dir: &std::path::Path, extra: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-fn read(dir: &std::path::Path, topology: &str) -> RunResult {
+pub(crate) fn read(dir: &std::path::Path, topology: &str) -> RunResult {
     let path = dir.join(format!("out/tp/tp.b4.fp32.{topology}.r0.json"));
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
 }
 
-fn losses(r: &RunResult) -> (f64, f64) {
+pub(crate) fn losses(r: &RunResult) -> (f64, f64) {
     let l = r.metrics.as_ref().unwrap().loss.clone().unwrap();
     (l.first.unwrap(), l.last.unwrap())
 }
 
 /// The run's measured bytes per step along `dimension` by `collective`.
-fn measured(r: &RunResult, dimension: &str, collective: &str) -> u64 {
+pub(crate) fn measured(r: &RunResult, dimension: &str, collective: &str) -> u64 {
     let d = r.distributed.as_ref().unwrap();
     let name = |m: &trainbench_comm::MeshDim| m.name().to_string();
     d.mesh_bytes
@@ -68,7 +68,13 @@ fn measured(r: &RunResult, dimension: &str, collective: &str) -> u64 {
 }
 
 /// What `trainbench predict` gives for the spec's mesh run `topology` along `dimension` by `collective`.
-fn predicted(dir: &std::path::Path, topology: &str, extra: &[&str], dimension: &str, collective: &str) -> f64 {
+pub(crate) fn predicted(
+    dir: &std::path::Path,
+    topology: &str,
+    extra: &[&str],
+    dimension: &str,
+    collective: &str,
+) -> f64 {
     let out = Command::cargo_bin("trainbench")
         .unwrap()
         .current_dir(dir)

@@ -3,7 +3,8 @@
 //! sequence parallelism and interleaved 1F1B (2 virtual stages), trains what one rank trains on the same global batch (losses within 1e-4, relative),
 //! every tensor index gathers the same whole model, each rank's coordinates are recorded, and the bytes per
 //! mesh dimension and collective (the busiest stage's tensor traffic, the stage hop) are what `predict` says.
-//! A rank killed mid-step fails the run naming it, leaving no process behind.
+//! A tiny ViT over TP2 x PP2 does the same; a rank killed mid-step fails the run naming it, leaving no process
+//! behind.
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
@@ -39,9 +40,46 @@ cpu_threads = 1
 "#
 );
 
-/// Run spec `name` (with `keys`) in `dir`; its results, the one-rank run first.
-fn run(dir: &std::path::Path, name: &str, keys: &str) -> Vec<RunResult> {
-    std::fs::write(dir.join(format!("{name}.toml")), SPEC.replace("NAME", name).replace("KEYS", keys)).unwrap();
+/// A tiny ViT (16x16 images in 4x4 patches, 2 layers of width 32 with 4 heads and MLP 64, 10 classes) at a
+/// global batch of 4 in 2 micro-batches, on one rank and on TP2 x PP2 under 1F1B.
+const VIT: &str = r#"
+version = 1
+name = "NAME"
+[model]
+family = "vit"
+image_size = 16
+patch_size = 4
+layers = 2
+hidden = 32
+heads = 4
+mlp_dim = 64
+classes = 10
+[training]
+precision = "fp32"
+seed = 0
+optimizer = { kind = "adamw", lr = 1e-3, weight_decay = 0.05 }
+[sweep]
+batch_sizes = [4]
+topologies = [
+  { devices_per_node = 1, strategy = "single" },
+  { devices_per_node = 4, strategy = "all-reduce", tensor_parallel = 2, pipeline_parallel = 2 },
+]
+[topology]
+backend = "tch"
+device = "cpu"
+overlap = false
+microbatches = 2
+KEYS
+[run]
+warmup = 0
+iterations = 10
+timeout_s = 600
+cpu_threads = 1
+"#;
+
+/// Run spec `spec` as `name` (with `keys`) in `dir`; its results, the one-rank run first.
+fn run(dir: &std::path::Path, spec: &str, name: &str, keys: &str) -> Vec<RunResult> {
+    std::fs::write(dir.join(format!("{name}.toml")), spec.replace("NAME", name).replace("KEYS", keys)).unwrap();
     let out = Command::cargo_bin("trainbench")
         .unwrap()
         .current_dir(dir)
@@ -95,52 +133,64 @@ fn tensor_pipeline_meshes_train_what_one_rank_trains_and_send_what_predict_says(
         ("onefoneb_sp", "pipeline_schedule = \"1f1b\"\nsequence_parallel = true"),
         ("interleaved", "pipeline_schedule = \"interleaved-1f1b\"\nvirtual_stages = 2"),
     ] {
-        let all = run(dir.path(), name, keys);
-        let (one, mesh) = (&all[0], &all[1]);
-        assert_eq!(mesh.outcome, RunOutcome::Completed, "{name}");
-        let (a, b) = (losses(one), losses(mesh));
-        for (x, y) in [(a.0, b.0), (a.1, b.1)] {
-            assert!((x - y).abs() <= 1e-4 * x.abs(), "{name}: loss {y} on TP2 x PP2, {x} on one rank");
-        }
-        assert!(b.1 < b.0, "{name}: the mesh trains: {} -> {}", b.0, b.1);
-        let d = mesh.distributed.as_ref().unwrap();
-        assert_eq!(d.weights_identical, Some(true), "{name}: both tensor indices gather the same whole model");
-        let coords: Vec<_> = d.ranks.iter().map(|r| r.coords.unwrap()).collect();
-        assert_eq!(coords.len(), 4, "{name}");
-        assert_eq!((coords[1].tp, coords[1].pp, coords[2].tp, coords[2].pp), (1, 0, 0, 1), "{name}: tensor-innermost");
-        let p = d.pipeline.as_ref().unwrap();
-        // Each rank reports its stage: two tensor ranks per stage.
-        assert_eq!(p.per_stage.iter().filter(|s| s.stage == 1).count(), 2, "{name}");
-        // Bytes per dimension and collective: measured (the busiest rank's) = predicted.
-        let predicted = predicted(dir.path(), name);
-        let mut measured: Vec<(String, String, f64)> = d
-            .mesh_bytes
-            .iter()
-            .map(|m| (m.dimension.name().to_string(), m.collective.clone(), m.bytes_per_rank as f64))
-            .collect();
-        measured.push(("pipeline".into(), "send-recv".into(), p.bytes_per_step as f64));
-        let sp = name.ends_with("_sp");
-        let kinds: &[&str] = if sp { &["all-gather", "reduce-scatter"] } else { &["all-reduce", "all-gather"] };
-        assert!(kinds.iter().all(|k| measured.iter().any(|m| m.0 == "tensor" && m.1 == *k && m.2 > 0.0)), "{name}");
-        for (dimension, collective, bytes) in &predicted {
-            let m = measured.iter().find(|m| &m.0 == dimension && &m.1 == collective).map_or(0.0, |m| m.2);
-            assert!((m - bytes).abs() <= 1.0, "{name} {dimension} {collective}: measured {m}, predicted {bytes}");
-        }
-        assert_eq!(measured.len(), predicted.len(), "{name}: the same rows: {measured:?} against {predicted:?}");
-        println!(
-            "{name}: loss {:.6} -> {:.6} (one rank {:.6} -> {:.6}); bubble measured {:.3}, formula {} = {:.3}; \
-             bytes per step {measured:?}",
-            b.0,
-            b.1,
-            a.0,
-            a.1,
-            p.bubble.unwrap_or(f64::NAN),
-            p.formula,
-            p.bubble_formula,
-        );
+        let all = run(dir.path(), SPEC, name, keys);
+        check_mesh(dir.path(), name, &all);
     }
     let left = processes_in(dir.path());
     assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
+}
+
+#[test]
+fn a_vit_over_tensor_pipeline_mesh_trains_what_one_rank_trains_and_sends_what_predict_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = run(dir.path(), VIT, "vit", "pipeline_schedule = \"1f1b\"");
+    check_mesh(dir.path(), "vit", &all);
+}
+
+/// The TP2 x PP2 run of `all` (after the one-rank run) against the one-rank run and `predict` for spec `name`.
+fn check_mesh(dir: &std::path::Path, name: &str, all: &[RunResult]) {
+    let (one, mesh) = (&all[0], &all[1]);
+    assert_eq!(mesh.outcome, RunOutcome::Completed, "{name}");
+    let (a, b) = (losses(one), losses(mesh));
+    for (x, y) in [(a.0, b.0), (a.1, b.1)] {
+        assert!((x - y).abs() <= 1e-4 * x.abs(), "{name}: loss {y} on TP2 x PP2, {x} on one rank");
+    }
+    assert!(b.1 < b.0, "{name}: the mesh trains: {} -> {}", b.0, b.1);
+    let d = mesh.distributed.as_ref().unwrap();
+    assert_eq!(d.weights_identical, Some(true), "{name}: both tensor indices gather the same whole model");
+    let coords: Vec<_> = d.ranks.iter().map(|r| r.coords.unwrap()).collect();
+    assert_eq!(coords.len(), 4, "{name}");
+    assert_eq!((coords[1].tp, coords[1].pp, coords[2].tp, coords[2].pp), (1, 0, 0, 1), "{name}: tensor-innermost");
+    let p = d.pipeline.as_ref().unwrap();
+    // Each rank reports its stage: two tensor ranks per stage.
+    assert_eq!(p.per_stage.iter().filter(|s| s.stage == 1).count(), 2, "{name}");
+    // Bytes per dimension and collective: measured (the busiest rank's) = predicted.
+    let predicted = predicted(dir, name);
+    let mut measured: Vec<(String, String, f64)> = d
+        .mesh_bytes
+        .iter()
+        .map(|m| (m.dimension.name().to_string(), m.collective.clone(), m.bytes_per_rank as f64))
+        .collect();
+    measured.push(("pipeline".into(), "send-recv".into(), p.bytes_per_step as f64));
+    let sp = name.ends_with("_sp");
+    let kinds: &[&str] = if sp { &["all-gather", "reduce-scatter"] } else { &["all-reduce", "all-gather"] };
+    assert!(kinds.iter().all(|k| measured.iter().any(|m| m.0 == "tensor" && m.1 == *k && m.2 > 0.0)), "{name}");
+    for (dimension, collective, bytes) in &predicted {
+        let m = measured.iter().find(|m| &m.0 == dimension && &m.1 == collective).map_or(0.0, |m| m.2);
+        assert!((m - bytes).abs() <= 1.0, "{name} {dimension} {collective}: measured {m}, predicted {bytes}");
+    }
+    assert_eq!(measured.len(), predicted.len(), "{name}: the same rows: {measured:?} against {predicted:?}");
+    println!(
+        "{name}: loss {:.6} -> {:.6} (one rank {:.6} -> {:.6}); bubble measured {:.3}, formula {} = {:.3}; \
+         bytes per step {measured:?}",
+        b.0,
+        b.1,
+        a.0,
+        a.1,
+        p.bubble.unwrap_or(f64::NAN),
+        p.formula,
+        p.bubble_formula,
+    );
 }
 
 #[test]

@@ -168,9 +168,11 @@ pub fn forward(
         Op::Linear { bias, .. } => x.f_linear(&params[0], if *bias { params.get(1) } else { None }),
         Op::Embedding { .. } => Tensor::f_embedding(&params[0], x, -1, false, false),
         Op::Rnn { cell, hidden, layers, bidirectional, .. } => rnn(x, params, *cell, *hidden, *layers, *bidirectional),
-        Op::Attention { embed_dim, heads, causal, .. } => {
+        Op::Attention { embed_dim, heads, causal, tensor_shards, .. } => {
             let same = node.inputs[0] == node.inputs[1] && node.inputs[1] == node.inputs[2];
-            attention(inputs, params, *embed_dim, *heads, *causal, same)
+            let o = attention_heads(inputs, params, *embed_dim / (*tensor_shards).max(1), *heads, *causal, same)?;
+            let rest = &params[params.len() - 2..];
+            o.f_linear(&rest[0], Some(&rest[1]))
         }
         Op::Pool { kind, kernel, stride, padding, ceil_mode } => {
             let (xf, lead) = fold(x, kernel.len() + 1)?;
@@ -304,8 +306,10 @@ fn rnn(
     Ok(out)
 }
 
-/// `nn.MultiheadAttention` (batch first, no dropout) via input projections and scaled dot-product attention.
-fn attention(
+/// `nn.MultiheadAttention` (batch first, no dropout) via input projections and scaled dot-product attention,
+/// up to its output projection: the `heads` heads' outputs side by side, `[B, T, e]` (`e` the width of those
+/// heads: the model's, or a tensor rank's share of it). `params` holds the output projection last.
+pub fn attention_heads(
     inputs: &[Tensor],
     params: &[Tensor],
     e: usize,
@@ -353,8 +357,8 @@ fn attention(
         false,
     )?;
     let s = q.size();
-    let o = o.f_transpose(1, 2)?.f_reshape([s[0], s[1], e])?;
-    o.f_linear(&rest[0], Some(&rest[1]))
+    debug_assert_eq!(rest.len(), 2, "out_proj's weight and bias follow the input projections");
+    o.f_transpose(1, 2)?.f_reshape([s[0], s[1], e])
 }
 
 /// The fixed proposal boxes of RoI align over an `h x w` feature map, in feature-map coordinates

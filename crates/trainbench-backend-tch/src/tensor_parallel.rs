@@ -114,6 +114,19 @@ impl TensorParallel {
                 Some(self.embedding(x, &params[0], vocab))
             }
             Role::VocabLoss => Some(self.cross_entropy(x, ins.get(1)?)),
+            // A fused self-attention layer on this rank's heads, its output projection row-parallel.
+            Role::Heads => {
+                let Op::Attention { embed_dim, heads, causal, tensor_shards, .. } = node.op else { return None };
+                Some((|| {
+                    let local = embed_dim / tensor_shards.max(1);
+                    let o = crate::ops::attention_heads(ins, params, local, heads, causal, true)?;
+                    let out = params.len().checked_sub(2).and_then(|i| params.get(i..)).unwrap_or_default();
+                    let [w, b] = out else {
+                        return Err(TchError::Kind(format!("internal: `{}` has no output projection", node.name)));
+                    };
+                    self.group.collective(self.leave(), &o.f_linear(w, None::<&Tensor>)?)?.f_add(b)
+                })())
+            }
             Role::Replicated if self.shard.sequence_parallel && matches!(node.op, Op::LearnedPositions { .. }) => {
                 Some((|| {
                     let t = x.size()[1];
@@ -197,6 +210,18 @@ impl TensorParallel {
             .map(|(p, (_, s))| match s {
                 Split::Replicated { .. } => p.f_detach(),
                 Split::Sharded { axis, .. } => self.group.all_gather(&p.f_detach()?, *axis as i64),
+                // Each block's rows gathered in place: the axis seen as `chunks x len`, gathered along `len`.
+                Split::Chunked { axis, chunks, .. } => {
+                    let size = p.size();
+                    let mut blocks = size[..*axis].to_vec();
+                    blocks.extend([*chunks as i64, size[*axis] / (*chunks).max(1) as i64]);
+                    blocks.extend(&size[axis + 1..]);
+                    let whole =
+                        self.group.all_gather(&p.f_detach()?.f_reshape(blocks.as_slice())?, *axis as i64 + 1)?;
+                    let mut full = size.clone();
+                    full[*axis] *= self.group.size() as i64;
+                    whole.f_reshape(full.as_slice())
+                }
             })
             .collect()
     }

@@ -163,6 +163,17 @@ pub enum LossKind {
     },
 }
 
+/// The default of [`Op::Attention::tensor_shards`]: the node whole.
+fn one_shard() -> usize {
+    1
+}
+
+/// Whether an attention node is whole (its `tensor_shards` left out of the serialized graph).
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_one_shard(n: &usize) -> bool {
+    *n == 1
+}
+
 /// One operation of the graph. Parameter counts and FLOPs are derived from these fields in `analysis`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -260,6 +271,11 @@ pub enum Op {
         vdim: usize,
         /// Causal mask (decoder self-attention).
         causal: bool,
+        /// Ranks of a tensor group this node is split over (1 whole): the node then holds `heads` of the
+        /// `heads * tensor_shards` heads, `3 E / tensor_shards` rows of `in_proj` and `E / tensor_shards`
+        /// columns of `out_proj`, head width `E / (heads * tensor_shards)`. Not serialized when 1.
+        #[serde(default = "one_shard", skip_serializing_if = "is_one_shard")]
+        tensor_shards: usize,
     },
     /// Rotary position embedding (RoPE) over `[T, heads * head_dim]`, in the half-split layout of Llama's
     /// reference code: per head, with `x = [x1, x2]` (halves of `head_dim`) and the angles

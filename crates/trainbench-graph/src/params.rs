@@ -165,18 +165,21 @@ fn declared(node: &Node) -> Vec<ParamDecl> {
             }
             v
         }
-        Op::Attention { embed_dim: e, kdim, vdim, .. } => {
+        Op::Attention { embed_dim: e, kdim, vdim, tensor_shards, .. } => {
+            // A node split over a tensor group holds its share of the heads: `in_proj`'s rows of its heads in
+            // each of q, k and v, `out_proj`'s columns of them (the initial values follow the whole layer).
+            let l = e / (*tensor_shards).max(1);
             let mut v = if kdim == e && vdim == e {
-                vec![decl(node, "in_proj_weight", vec![3 * e, *e], xavier(*e, 3 * e), Weight)]
+                vec![decl(node, "in_proj_weight", vec![3 * l, *e], xavier(*e, 3 * e), Weight)]
             } else {
                 vec![
-                    decl(node, "q_proj_weight", vec![*e, *e], xavier(*e, *e), Weight),
-                    decl(node, "k_proj_weight", vec![*e, *kdim], xavier(*kdim, *e), Weight),
-                    decl(node, "v_proj_weight", vec![*e, *vdim], xavier(*vdim, *e), Weight),
+                    decl(node, "q_proj_weight", vec![l, *e], xavier(*e, *e), Weight),
+                    decl(node, "k_proj_weight", vec![l, *kdim], xavier(*kdim, *e), Weight),
+                    decl(node, "v_proj_weight", vec![l, *vdim], xavier(*vdim, *e), Weight),
                 ]
             };
-            v.push(decl(node, "in_proj_bias", vec![3 * e], Init::Zeros, Bias));
-            v.push(decl(node, "out_proj.weight", vec![*e, *e], kaiming(*e), Weight));
+            v.push(decl(node, "in_proj_bias", vec![3 * l], Init::Zeros, Bias));
+            v.push(decl(node, "out_proj.weight", vec![*e, l], kaiming(*e), Weight));
             v.push(decl(node, "out_proj.bias", vec![*e], Init::Zeros, Bias));
             v
         }

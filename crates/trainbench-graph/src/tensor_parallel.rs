@@ -7,9 +7,13 @@
 //! rows split), one reading a split activation row-parallel (its input columns split, its output summed over
 //! the group); attention, rotary embeddings, per-head norms and element-wise operations on split activations
 //! run on the local heads or columns; the token embedding and the language-model head are split over the
-//! vocabulary and the cross-entropy is computed over the split logits. With sequence parallelism the replicated
-//! activations between the regions are split along the sequence instead (norms, dropout, residual adds on
-//! sequence shards): gathered on entering a region, reduce-scattered on leaving it.
+//! vocabulary and the cross-entropy is computed over the split logits. A fused self-attention layer (a ViT
+//! block's) is a region of its own ([`Role::Heads`]): its packed `in_proj` keeps this rank's rows of each of q,
+//! k and v ([`Split::Chunked`]), its `out_proj` is row-parallel; a ViT's stem (patch convolution, class token,
+//! positions) is replicated and its classifier split over the classes. With sequence parallelism the
+//! replicated activations between the regions are split along the sequence instead (norms, dropout, residual
+//! adds on sequence shards): gathered on entering a region, reduce-scattered on leaving it; a model with a
+//! stem that is not a sequence (a ViT's convolution) is refused.
 
 use crate::graph::{Graph, LossKind, NodeId, Op};
 use crate::params::{ParamDecl, tensors};
@@ -31,6 +35,10 @@ pub enum Role {
     /// The token embedding, its rows split over the vocabulary; ids outside this rank's rows look up zeros and
     /// the output is summed over the group (reduce-scattered along the sequence with sequence parallelism).
     VocabEmbedding,
+    /// A fused self-attention layer (`Op::Attention`) reading a replicated activation: its input projection
+    /// column-parallel on this rank's heads (`heads / t` of them), attention on them, its output projection
+    /// row-parallel (summed over the group, then its whole bias added).
+    Heads,
     /// Cross-entropy over vocabulary-split logits: the maximum and the sum of exponentials are reduced over the
     /// group, never the full logits.
     VocabLoss,
@@ -53,6 +61,18 @@ pub enum Split {
         /// First index held.
         start: usize,
         /// Indices held.
+        len: usize,
+    },
+    /// The tensor is `chunks` equal blocks along `axis` (a packed q, k, v projection), and this rank holds
+    /// indices `start..start + len` of every block.
+    Chunked {
+        /// The axis split.
+        axis: usize,
+        /// Blocks along it.
+        chunks: usize,
+        /// First index held within each block.
+        start: usize,
+        /// Indices held per block.
         len: usize,
     },
 }
@@ -200,7 +220,33 @@ impl TensorShard {
                         return Err(unsupported("combines a split activation with a replicated one"));
                     }
                 }
-                Op::LearnedPositions { .. } if all_full => (Role::Replicated, State::Full),
+                Op::LearnedPositions { .. }
+                | Op::Conv { .. }
+                | Op::ClassToken { .. }
+                | Op::Transpose { .. }
+                | Op::Slice { .. }
+                    if all_full =>
+                {
+                    (Role::Replicated, State::Full)
+                }
+                Op::Attention { embed_dim, heads, kdim, vdim, causal, tensor_shards: 1 } => {
+                    let same = node.inputs.iter().all(|&j| j == node.inputs[0]);
+                    if !all_full || !same || kdim != embed_dim || vdim != embed_dim {
+                        return Err(unsupported(
+                            "is split as self-attention over one replicated input with a packed `in_proj`",
+                        ));
+                    }
+                    let h = divide("heads", &node.name, *heads)?;
+                    local.nodes[i].op = Op::Attention {
+                        embed_dim: *embed_dim,
+                        heads: h,
+                        kdim: *kdim,
+                        vdim: *vdim,
+                        causal: *causal,
+                        tensor_shards: degree,
+                    };
+                    (Role::Heads, State::Full)
+                }
                 Op::Loss { loss: LossKind::CrossEntropy, .. }
                     if first == State::Split(graph.nodes[node.inputs[0]].shape.rank() - 1)
                         && ins.get(1) == Some(&State::Full) =>
@@ -229,8 +275,8 @@ impl TensorShard {
                 | Op::Moe { .. }
                 | Op::Loss { .. } => {
                     return Err(unsupported(
-                        "is not split by tensor parallelism (decoder blocks of linear layers, grouped-query \
-                         attention, norms and a cross-entropy head are)",
+                        "is not split by tensor parallelism (decoder and ViT blocks of linear layers, grouped-query \
+                         or fused self-attention, norms, a ViT stem and a cross-entropy head are)",
                     ));
                 }
             };
@@ -241,14 +287,14 @@ impl TensorShard {
         let mut enters = vec![false; n];
         for (i, node) in graph.nodes.iter().enumerate() {
             for &j in &node.inputs {
-                if roles[i] == Role::Column {
+                if matches!(roles[i], Role::Column | Role::Heads) {
                     enters[j] = true;
                 }
             }
         }
         for (i, node) in graph.nodes.iter().enumerate() {
             for &j in &node.inputs {
-                if enters[j] && roles[i] != Role::Column {
+                if enters[j] && !matches!(roles[i], Role::Column | Role::Heads) {
                     return Err(fail(format!(
                         "`{}` is read both by column-parallel layers and by `{}`; only layers that split it may read it",
                         graph.nodes[j].name, node.name
@@ -266,6 +312,19 @@ impl TensorShard {
     /// With sequence parallelism the replicated activations between the regions hold `seq / degree` positions.
     fn split_sequence(&mut self, graph: &Graph) -> Result<(), TensorSplitError> {
         for (i, node) in graph.nodes.iter().enumerate() {
+            let stem =
+                matches!(node.op, Op::Conv { .. } | Op::ClassToken { .. } | Op::Transpose { .. } | Op::Slice { .. });
+            if stem || self.roles[i] == Role::Heads {
+                return Err(TensorSplitError {
+                    degree: self.degree,
+                    message: format!(
+                        "sequence parallelism splits the activations between the regions along a sequence, and `{}` \
+                         ({}) does not work on sequence shards; train without sequence parallelism",
+                        node.name,
+                        node.op.kind_name()
+                    ),
+                });
+            }
             let between = matches!(self.roles[i], Role::Replicated | Role::Row | Role::VocabEmbedding)
                 && !matches!(node.op, Op::Input { .. });
             if !between {
@@ -307,6 +366,13 @@ impl TensorShard {
                 Split::Replicated { partial: on_shards }
             }
             Role::VocabLoss => Split::Replicated { partial: false },
+            // q, k and v packed in one projection: this rank's rows of each.
+            Role::Heads if decl.local.starts_with("in_proj") => {
+                let len = decl.shape.first().copied().unwrap_or(0) / 3 / self.degree.max(1);
+                Split::Chunked { axis: 0, chunks: 3, start: self.rank * len, len }
+            }
+            Role::Heads if decl.local == "out_proj.weight" => whole(1),
+            Role::Heads => Split::Replicated { partial: false },
         }
     }
 
@@ -321,6 +387,9 @@ impl TensorShard {
         match self.split_of(graph, id, &full) {
             Split::Replicated { .. } => values,
             Split::Sharded { axis, start, len } => slice(&values, &full.shape, axis, start, len),
+            Split::Chunked { axis, chunks, start, len } => {
+                chunked_slice(&values, &full.shape, axis, chunks, start, len)
+            }
         }
     }
 }
@@ -341,6 +410,30 @@ pub fn slice(values: &[f32], shape: &[usize], axis: usize, start: usize, len: us
     for o in 0..outer {
         let base = o * size * inner;
         out.extend_from_slice(&values[base + start * inner..base + (start + len) * inner]);
+    }
+    out
+}
+
+/// Indices `start..start + len` of each of the `chunks` equal blocks along `axis` of a row-major tensor of
+/// `shape`, the blocks' slices side by side along `axis`.
+pub fn chunked_slice(
+    values: &[f32],
+    shape: &[usize],
+    axis: usize,
+    chunks: usize,
+    start: usize,
+    len: usize,
+) -> Vec<f32> {
+    let outer: usize = shape[..axis].iter().product();
+    let size = shape.get(axis).copied().unwrap_or(1);
+    let block = size / chunks.max(1);
+    let inner: usize = shape[axis + 1..].iter().product();
+    let mut out = Vec::with_capacity(outer * chunks * len * inner);
+    for o in 0..outer {
+        for c in 0..chunks {
+            let base = (o * size + c * block + start) * inner;
+            out.extend_from_slice(&values[base..base + len * inner]);
+        }
     }
     out
 }

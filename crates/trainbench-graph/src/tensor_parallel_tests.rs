@@ -104,3 +104,79 @@ fn what_does_not_divide_or_split_is_refused_naming_the_node() {
     let e = TensorShard::new(&gpt(r#", "vocab": 63"#), 2, 0, false).unwrap_err();
     assert!(e.message.contains("`embed_tokens` has 63 vocabulary rows"), "{e}");
 }
+
+/// A tiny ViT: 16x16 images in 4x4 patches (16 + the class token), 2 layers of width 32, 4 heads, 10 classes.
+fn vit() -> Graph {
+    let spec: ModelSpec = serde_json::from_value(serde_json::json!({
+        "family": "vit", "image_size": 16, "patch_size": 4, "layers": 2, "hidden": 32, "heads": 4,
+        "mlp_dim": 64, "classes": 10
+    }))
+    .unwrap();
+    crate::zoo::build(&spec).unwrap()
+}
+
+#[test]
+fn a_vit_splits_its_fused_attention_by_heads_its_mlp_and_its_classes() {
+    let g = vit();
+    let s = TensorShard::new(&g, 2, 1, false).unwrap();
+    let attn = "encoder.layers.encoder_layer_0.self_attention";
+    for (name, want) in [
+        ("conv_proj", Role::Replicated),
+        ("class_token", Role::Replicated),
+        ("encoder.pos_embedding", Role::Replicated),
+        ("encoder.layers.encoder_layer_0.ln_1", Role::Replicated),
+        (attn, Role::Heads),
+        ("encoder.layers.encoder_layer_0.mlp.0", Role::Column),
+        ("encoder.layers.encoder_layer_0.mlp.1", Role::Local),
+        ("encoder.layers.encoder_layer_0.mlp.3", Role::Row),
+        ("heads.head", Role::Column),
+        ("loss", Role::VocabLoss),
+    ] {
+        assert_eq!(role(&s, &g, name), want, "{name}");
+    }
+    let local = s.local.node(attn).unwrap().clone();
+    assert!(matches!(local.op, Op::Attention { embed_dim: 32, heads: 2, tensor_shards: 2, .. }), "{:?}", local.op);
+    assert_eq!(local.shape.0, [17, 32], "the attention's output is whole (summed over the group)");
+    let shapes: Vec<Vec<usize>> = tensors(&local).into_iter().map(|d| d.shape).collect();
+    assert_eq!(shapes, [vec![48, 32], vec![48], vec![32, 16], vec![32]], "in_proj rows, out_proj columns halved");
+    assert_eq!(s.local.node("heads.head").unwrap().shape.0, [5], "5 of the 10 classes per rank");
+    for name in ["encoder.layers.encoder_layer_0.ln_1", "encoder.layers.encoder_layer_1.ln_2", "class_features"] {
+        assert!(s.enters[g.nodes.iter().position(|n| n.name == name).unwrap()], "{name} enters a region");
+    }
+    // Halved but for the replicated stem (patch convolution 3x4x4x32 + 32, class token 32, 17 x 32 positions),
+    // the 5 LayerNorms (2 x 32 each) and per layer the two biases added after the sums (out_proj's, mlp.3's).
+    let full: u64 = graph_tensors(&g).iter().map(|(_, d)| d.numel()).sum();
+    let half: u64 = graph_tensors(&s.local).iter().map(|(_, d)| d.numel()).sum();
+    let replicated = (3 * 16 * 32 + 32) + 32 + 17 * 32 + 5 * 64 + 2 * 2 * 32;
+    assert_eq!(half, (full - replicated) / 2 + replicated);
+}
+
+#[test]
+fn each_rank_holds_its_heads_rows_of_q_k_and_v() {
+    let g = vit();
+    let id = g.nodes.iter().position(|n| n.name == "encoder.layers.encoder_layer_1.self_attention").unwrap();
+    let full = tensors(&g.nodes[id]).remove(0);
+    assert_eq!(full.shape, [96, 32]);
+    let values = crate::init::initial_values(&full, 3);
+    let parts: Vec<Vec<f32>> = (0..2)
+        .map(|rank| {
+            let s = TensorShard::new(&g, 2, rank, false).unwrap();
+            let local = tensors(&s.local.nodes[id]).remove(0);
+            assert_eq!(s.split_of(&g, id, &full), Split::Chunked { axis: 0, chunks: 3, start: rank * 16, len: 16 });
+            s.initial_values(&g, id, &local, 3)
+        })
+        .collect();
+    // Per rank [q_r; k_r; v_r] of 16 rows each: q0 q1 k0 k1 v0 v1 is the whole matrix.
+    let rows = |p: &Vec<f32>, c: usize| p[c * 16 * 32..(c + 1) * 16 * 32].to_vec();
+    let joined: Vec<f32> = (0..3).flat_map(|c| [rows(&parts[0], c), rows(&parts[1], c)].concat()).collect();
+    assert_eq!(joined, values);
+    assert_eq!(chunked_slice(&[0., 1., 2., 3., 4., 5.], &[1, 6], 1, 3, 1, 1), [1., 3., 5.]);
+}
+
+#[test]
+fn a_vit_is_refused_sequence_parallelism_and_heads_that_do_not_divide() {
+    let e = TensorShard::new(&vit(), 2, 0, true).unwrap_err();
+    assert!(e.message.contains("`conv_proj` (conv2d) does not work on sequence shards"), "{e}");
+    let e = TensorShard::new(&vit(), 8, 0, false).unwrap_err();
+    assert!(e.message.contains("has 4 heads, which do not divide over 8 ranks"), "{e}");
+}

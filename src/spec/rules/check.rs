@@ -11,7 +11,7 @@ use trainbench_graph::{ModelSpec, OptimizerSpec};
 
 use super::finding::Finding;
 use super::topology::{self, effective_topologies};
-use super::{expert, mesh, mlperf, schedule, target};
+use super::{expert, float8, mesh, mlperf, schedule, target};
 use crate::spec::path::FieldPath;
 use crate::spec::wire::{
     DataSource, DatasetSpec, MetricGroup, MetricsSpec, MlperfSpec, RunSpec, SpecFile, SweepSpec, TopologySpec,
@@ -147,6 +147,7 @@ pub fn check(spec: &PartialSpec, cx: &RuleContext<'_>) -> Vec<Finding> {
     if let Some(training) = &spec.training {
         check_training(&mut out, training, spec.run.as_ref());
         schedule::check_schedule(&mut out, training);
+        float8::check_float8(&mut out, training, spec.sweep.as_ref());
         target::check_target(&mut out, training, spec.dataset.as_ref());
     }
     if let (Some(training), Some(topology), Some(sweep)) = (&spec.training, &spec.topology, &spec.sweep) {

@@ -259,8 +259,11 @@ fn check_one(
                 }
             }
         }
+        if let ModelSpec::Vit(v) = model {
+            vit_rules(out, t, tp, v);
+        }
         let seq = sequence_length(model);
-        if let (true, Some(seq)) = (t.mesh.sequence_parallel, seq)
+        if let (true, Some(seq), false) = (t.mesh.sequence_parallel, seq, matches!(model, ModelSpec::Vit(_)))
             && seq % tp != 0
         {
             out.push(
@@ -273,6 +276,41 @@ fn check_one(
                 .hint("remove `sequence_parallel`, or change the sequence length"),
             );
         }
+    }
+}
+
+/// A ViT over a tensor group: its classifier is split over the classes (the vocabulary-parallel loss), and
+/// sequence parallelism, which cuts the activations between the regions along the sequence, has no sequence to
+/// cut in its stem (the patch convolution's feature map, the class token).
+fn vit_rules(out: &mut Vec<Finding>, t: &EffectiveTopology, tp: usize, v: &trainbench_graph::model::VitSpec) {
+    if v.classes % tp != 0 {
+        let up = v.classes.div_ceil(tp) * tp;
+        out.push(
+            Finding::new(
+                FieldPath::keys(&["model", "classes"]),
+                format!(
+                    "`tensor_parallel = {tp}` splits the classifier's {} classes over its ranks, which does not divide",
+                    v.classes
+                ),
+            )
+            .or_at(FieldPath::keys(&["topology", "tensor_parallel"]))
+            .expected(format!("a multiple of {tp} classes"))
+            .hint(format!(
+                "use a multiple of {tp} classes (e.g. `classes = {up}`), or `tensor_parallel = {}`",
+                largest_dividing(tp, &[v.classes, v.heads, v.mlp_dim])
+            )),
+        );
+    }
+    if t.mesh.sequence_parallel {
+        out.push(
+            Finding::new(
+                FieldPath::keys(&["topology", "sequence_parallel"]),
+                "sequence parallelism splits the activations between a model's regions along its sequence, and a \
+                 ViT's stem (the patch convolution's feature map, then the class token) is not a sequence",
+            )
+            .expected("`sequence_parallel = false` for a `vit` model")
+            .hint("set `sequence_parallel = false`; tensor parallelism alone splits the ViT's blocks"),
+        );
     }
 }
 

@@ -97,3 +97,23 @@ fn pipeline_and_sequence_knobs_are_refused_where_nothing_reads_them() {
     let found = refused(MODEL, "devices_per_node = 4\ntensor_parallel = 2\n", "[8]");
     assert!(found[0].1.contains("strategy `single`"), "{found:?}");
 }
+
+/// A tiny ViT: 16x16 images in 4x4 patches, 4 heads, MLP 64, 10 classes.
+const VIT: &str = "[model]\nfamily = \"vit\"\nimage_size = 16\npatch_size = 4\nlayers = 2\nhidden = 32\nheads = 4\n\
+    mlp_dim = 64\nclasses = 10\n";
+
+#[test]
+fn a_vit_needs_classes_the_tensor_group_divides_and_no_sequence_parallelism() {
+    let (ok, errors) = check(VIT, "devices_per_node = 2\ntensor_parallel = 2\n", "[4]");
+    assert!(ok, "{errors:?}");
+    let found = refused(VIT, "devices_per_node = 4\ntensor_parallel = 4\n", "[4]");
+    let (path, message, hint) = &found[0];
+    assert_eq!(path, "model.classes", "{found:?}");
+    assert!(message.contains("`tensor_parallel = 4` splits the classifier's 10 classes"), "{message}");
+    assert!(hint.contains("`classes = 12`") && hint.contains("`tensor_parallel = 2`"), "{hint}");
+    let found = refused(VIT, "devices_per_node = 2\ntensor_parallel = 2\nsequence_parallel = true\n", "[4]");
+    let (path, message, hint) = &found[0];
+    assert_eq!(path, "topology.sequence_parallel", "{found:?}");
+    assert!(message.contains("a ViT's stem") && message.contains("is not a sequence"), "{message}");
+    assert!(hint.contains("set `sequence_parallel = false`"), "{hint}");
+}

@@ -11,6 +11,7 @@ pub mod clicks;
 pub(crate) mod dataset;
 mod expert;
 pub mod finding;
+mod float8;
 pub mod mesh;
 pub mod mlperf;
 mod schedule;

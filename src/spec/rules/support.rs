@@ -58,14 +58,24 @@ pub fn check_launch(
 
 /// The runs the spec's backend (with `--backend` / `--device` applied) cannot train: [`unrunnable_plan`] (tensor
 /// parallelism outside the tch backend, what a pipeline's runtime refuses, with or without tensor parallelism
-/// inside its stages), tensor
-/// parallelism on CUDA ranks or over a model whose layers the tensor split does not cover yet; `run` refuses these
+/// inside its stages), tensor parallelism on CUDA ranks or over a model whose layers the tensor split does not
+/// cover yet, FP8 products (`training.float8`: no backend has FP8 kernels); `run` refuses these
 /// before anything starts, while `validate`, `analyze`, `predict` and `plan` accept them.
 pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     let placed = placement(spec, over);
     for plan in plan_on(spec, placed) {
         let mesh = plan.topology.mesh;
+        if plan.numerics.float8 && !out.iter().any(|f| f.paths[0] == FieldPath::keys(&["training", "float8"])) {
+            out.push(
+                Finding::new(
+                    FieldPath::keys(&["training", "float8"]),
+                    "`training.float8 = true`: no backend of this tool has FP8 kernels yet, so no run can train it",
+                )
+                .expected("no `training.float8`, or `float8 = false`")
+                .hint("remove `training.float8` to measure the bf16 run; `trainbench predict` prices FP8 products"),
+            );
+        }
         if let Some(why) = super::expert::expert_unrunnable(&plan)
             && !out.iter().any(|f| f.message == why)
         {
@@ -78,9 +88,9 @@ pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Find
             );
         }
         let split = || {
-            TensorShard::new(spec.graph(), mesh.tensor_parallel, 0, mesh.sequence_parallel)
-                .err()
-                .map(|e| format!("{e}: the runtime splits decoder blocks (`gpt`) today; `predict` prices this layout"))
+            TensorShard::new(spec.graph(), mesh.tensor_parallel, 0, mesh.sequence_parallel).err().map(|e| {
+                format!("{e}: the runtime splits decoder (`gpt`) and ViT blocks today; `predict` prices this layout")
+            })
         };
         // A CUDA group meets through NCCL, whose communicator is not split into a mesh's groups yet.
         let cuda = || {

@@ -394,7 +394,7 @@ impl GraphBuilder {
         if causal && qs[0] != ks[0] {
             return Err(self.err(name, "attention", "a causal mask needs query and key of the same length"));
         }
-        let op = Op::Attention { embed_dim: e, heads, kdim: ks[1], vdim: ks[1], causal };
+        let op = Op::Attention { embed_dim: e, heads, kdim: ks[1], vdim: ks[1], causal, tensor_shards: 1 };
         self.add(name, op, vec![q, kv, kv], qs)
     }
 

@@ -1,0 +1,91 @@
+//! Tensor parallelism of a tiny ViT through MPI on CPU ranks (features `tch` and `mpi`): TP=2 and DP2 x TP2
+//! train what one rank trains on the same global batch, hold about half the weights per rank (the stem, the
+//! norms and the biases added after the sums whole), and send per mesh dimension what `predict` says.
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use trainbench::result::{RunOutcome, RunResult};
+
+use crate::tensor_parallel::{losses, measured, predicted, read};
+
+/// 16x16 images in 4x4 patches (16 + the class token), 2 layers of width 32 with 4 heads and MLP 64, 10
+/// classes; 10 steps of batch 4 on one rank, a tensor group of two and two of them.
+const SPEC: &str = r#"
+version = 1
+name = "tp"
+[model]
+family = "vit"
+image_size = 16
+patch_size = 4
+layers = 2
+hidden = 32
+heads = 4
+mlp_dim = 64
+classes = 10
+[training]
+precision = "fp32"
+seed = 0
+optimizer = { kind = "adamw", lr = 1e-3, weight_decay = 0.05 }
+[sweep]
+batch_sizes = [4]
+topologies = [
+  { devices_per_node = 1, strategy = "single" },
+  { devices_per_node = 2, strategy = "all-reduce", tensor_parallel = 2 },
+  { devices_per_node = 4, strategy = "all-reduce", tensor_parallel = 2 },
+]
+[topology]
+backend = "tch"
+device = "cpu"
+overlap = false
+[run]
+warmup = 0
+iterations = 10
+timeout_s = 600
+"#;
+
+fn check_equal_to_one_rank(single: &RunResult, r: &RunResult, what: &str) {
+    assert_eq!(r.outcome, RunOutcome::Completed, "{what}");
+    let ((a0, a1), (b0, b1)) = (losses(single), losses(r));
+    assert!(a1 != a0, "one rank trains: {a0} -> {a1}");
+    for (x, y) in [(b0, a0), (b1, a1)] {
+        assert!((x - y).abs() <= 1e-4 * y.abs(), "{what}: loss {x} vs {y} on one rank");
+    }
+    let d = r.distributed.as_ref().unwrap();
+    assert_eq!(d.weights_identical, Some(true), "{what}: every rank gathers the same whole model");
+}
+
+#[test]
+fn tensor_parallel_vit_runs_reproduce_one_rank_and_send_what_predict_says() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tp.toml"), SPEC).unwrap();
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["run", "tp.toml", "--out", "out", "--quiet", "--no-collectors"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let single = read(dir.path(), "1x1");
+    let (tp2, dp2tp2) = (read(dir.path(), "1x2-ar-no-overlap-tp2"), read(dir.path(), "1x4-ar-no-overlap-tp2"));
+    check_equal_to_one_rank(&single, &tp2, "ViT TP=2");
+    check_equal_to_one_rank(&single, &dp2tp2, "ViT DP2 x TP2");
+    // Weights per rank: halved but for the patch convolution (3x4x4x32 + 32), the class token (32), the 17 x 32
+    // positions, the 5 LayerNorms (2 x 32) and per layer out_proj's and mlp.3's biases (32 each).
+    let replicated = 4 * ((3 * 16 * 32 + 32) + 32 + 17 * 32 + 5 * 64 + 2 * 2 * 32);
+    let w1 = single.metrics.as_ref().unwrap().memory.measured.weights_bytes;
+    let w2 = tp2.distributed.as_ref().unwrap().ranks[0].memory.unwrap().weights;
+    assert_eq!(w2, (w1 - replicated) / 2 + replicated, "weights per rank");
+    // Bytes per dimension: measured = predicted.
+    for (r, topology) in [(&tp2, "1x2-ar-no-overlap-tp2"), (&dp2tp2, "1x4-ar-no-overlap-tp2")] {
+        for (dimension, collective) in [("tensor", "all-reduce"), ("tensor", "all-gather"), ("data", "all-reduce")] {
+            let m = measured(r, dimension, collective) as f64;
+            let p = predicted(dir.path(), topology, &[], dimension, collective);
+            assert!((m - p).abs() <= 1.0, "{topology} {dimension} {collective}: measured {m}, predicted {p}");
+        }
+    }
+    // TP=2 per step, each all-reduce sending half its fp32 values: per layer four of the block activations
+    // [4, 17, 32], the classifier's input [4, 32] once and the loss's two values per sample.
+    let half = |values: u64| 2 * values * 4 / 2;
+    assert_eq!(measured(&tp2, "tensor", "all-reduce"), half(2 * 4 * 4 * 17 * 32 + 4 * 32 + 2 * 4));
+    assert!(measured(&dp2tp2, "data", "all-reduce") > 0);
+}
