@@ -227,23 +227,17 @@ fn topology_tokens(topologies: &[Topology]) -> Vec<String> {
 }
 
 /// Why `backend` cannot train this topology's mesh: tensor parallelism trains on the tch backend only (and
-/// without an overlapped data-parallel exchange beside it); tensor and pipeline parallelism together are
-/// analysed, predicted and planned but not trained yet. `run` refuses these before anything starts rather than
-/// train them as plain data parallelism; a pipeline alone is checked by [`unrunnable_plan`].
+/// without an overlapped data-parallel exchange beside it). `run` refuses these before anything starts rather
+/// than train them as plain data parallelism; a pipeline (alone or with tensor parallelism inside its stages)
+/// is checked by [`unrunnable_plan`].
 pub fn unrunnable_mesh(t: &Topology, backend: BackendKind) -> Option<String> {
     let m = &t.mesh;
     if !m.splits_model() {
         return None;
     }
-    if m.tensor_parallel > 1 && m.pipeline_parallel > 1 {
-        return Some(format!(
-            "tensor_parallel {} x pipeline_parallel {} is analysed, predicted and planned, but no backend trains \
-             both in one run yet (each runs alone on the tch backend)",
-            m.tensor_parallel, m.pipeline_parallel
-        ));
-    }
     if m.pipeline_parallel > 1 {
-        // Pipeline parallelism alone: what the backend's pipeline runtime refuses is in [`unrunnable_plan`].
+        // What the backend's pipeline runtime refuses (tensor parallelism inside the stages included) is in
+        // [`unrunnable_plan`].
         return None;
     }
     if backend != BackendKind::Tch {

@@ -9,10 +9,12 @@
 //!   (`(p - 1) / (v m + p - 1)` interleaved).
 //! - Tensor: four ring all-reduces per layer and micro-batch of the block activations `A`
 //!   ([`parallel::tensor_parallel_bytes`]); with sequence parallelism each is an all-gather plus a
-//!   reduce-scatter of the same volume. Without a pipeline, the split layers outside the blocks count theirs
-//!   (a decoder's vocabulary-parallel embedding and head: two more; a ViT's classifier: its input), with the
-//!   cross-entropy's per-token values and the partial gradients ([`VocabBytes`]), and the data dimension
-//!   exchanges the rank's exact share (norms whole): what the runtime sends.
+//!   reduce-scatter of the same volume. The split layers outside the blocks count theirs (a decoder's
+//!   vocabulary-parallel embedding and head: one more each; a ViT's classifier: its input), on the stage that
+//!   holds them, with the cross-entropy's per-token values on the loss's stage and the partial gradients of
+//!   each stage's tensors ([`VocabBytes`]), and the data dimension exchanges the rank's exact share (norms
+//!   whole): what the runtime sends. With a pipeline each stage is priced on its own blocks and layers
+//!   outside them, and the busiest stage's bytes per collective are the dimension's.
 //! - Pipeline: per micro-batch each chunk boundary sends `A` forward and its gradient back (`A / t` with
 //!   sequence parallelism); a rank's bytes count what it sends.
 //! - Data: the strategy's exchange ([`parallel::exchange_bytes`]) of the rank's fp32 gradients (its stage's
@@ -169,13 +171,16 @@ pub struct ByteInputs {
 /// What a tensor group sends outside its blocks, per micro-batch unless said: the sums (reduce-scatters with
 /// sequence parallelism) and copies (gathers) of the activations entering and leaving the split layers there
 /// ([`VocabBytes::edge_bytes`]: a decoder's vocabulary-parallel embedding and its head's input, `2 A`; a ViT's
-/// classifier's input, one vector per sample); the cross-entropy's all-gather of one fp32 maximum per token and its all-reduce of two fp32
-/// values per token; and once per step the all-reduce of the gradients each rank holds only its share of.
+/// classifier's input, one vector per sample); the cross-entropy's all-gather of one fp32 maximum per token and
+/// its all-reduce of two fp32 values per token; and once per step the all-reduce of the gradients each rank
+/// holds only its share of. Without a pipeline a rank holds all of them; a pipeline stage those of its chunks.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VocabBytes {
     /// Bytes per micro-batch of the activations outside the blocks each summed (or copied in, its gradient
     /// summed) over the group once per pass: each rank sends `2 (t - 1) / t` of them.
     pub edge_bytes: f64,
+    /// The rank computes the loss (the cross-entropy's collectives).
+    pub head: bool,
     /// Tokens the loss reads per micro-batch.
     pub tokens: f64,
     /// fp32 bytes of the gradients summed over the tensor group after the backward pass.
@@ -203,8 +208,11 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
     let edges = i.vocab.map_or(0.0, |v| m * 2.0 * r * v.edge_bytes) + recomputed;
     let (mut all_reduce, mut all_gather) = (0.0, 0.0);
     if let Some(v) = i.vocab {
-        all_gather += m * (t as f64 - 1.0) * 4.0 * v.tokens;
-        all_reduce += m * 2.0 * r * 8.0 * v.tokens + 2.0 * r * v.partial_gradient_bytes;
+        if v.head {
+            all_gather += m * (t as f64 - 1.0) * 4.0 * v.tokens;
+            all_reduce += m * 2.0 * r * 8.0 * v.tokens;
+        }
+        all_reduce += 2.0 * r * v.partial_gradient_bytes;
     }
     if mesh.sequence_parallel {
         push(MeshDim::Tensor, "all-gather", (tensor + edges) / 2.0 + all_gather);
@@ -392,29 +400,59 @@ pub fn predict_mesh(
         let shard = (t > 1).then(|| TensorShard::new(graph, t, 0, mesh.sequence_parallel).ok()).flatten();
         inputs.gathered_once_share = root_share(shard.as_ref().map_or(graph, |s| &s.local), d);
     }
-    if t > 1 && p == 1 {
+    let mut stage_tensor: Option<Vec<DimensionBytes>> = None;
+    if t > 1 {
         // The split the runtime makes: its exact local gradients (norms stay whole) and its traffic outside
-        // the blocks.
+        // the blocks, on each pipeline stage for its own chunks.
         if let Ok(shard) = TensorShard::new(graph, t, 0, mesh.sequence_parallel) {
-            let (local, partial) = tensor_split_bytes(graph, &shard);
-            inputs.gradient_bytes = local;
             let tokens = graph.losses.first().and_then(|&l| graph.nodes[l].inputs.first()).map_or(0.0, |&x| {
                 let shape = &graph.nodes[x].shape;
                 (shape.numel() / shape.last().max(1) as u64) as f64 * mb as f64
             });
-            let recomputed_layers =
-                (0..graph.blocks.len()).filter(|&b| setting.schedule.checkpointing.recomputes(b)).count();
+            let recomputes = |b: &usize| setting.schedule.checkpointing.recomputes(*b);
+            let mut most: Vec<DimensionBytes> = Vec::new();
+            let mut gradient_bytes = 0.0f64;
+            for r in 0..p {
+                let mine: Vec<&Stage> = chunks.iter().filter(|c| c.rank == r).collect();
+                let held = |i: usize| p == 1 || mine.iter().any(|c| c.nodes.contains(&i));
+                let (local, partial) = tensor_split_bytes(graph, &shard, &held);
+                gradient_bytes = gradient_bytes.max(local);
+                let vocab = VocabBytes {
+                    edge_bytes: edge_elements(graph, &shard, &held) as f64 * mb as f64 * act_bytes,
+                    head: graph.losses.iter().any(|&l| held(l)),
+                    tokens,
+                    partial_gradient_bytes: partial,
+                    recomputed_layers: match p {
+                        1 => (0..graph.blocks.len()).filter(recomputes).count(),
+                        _ => mine.iter().map(|c| c.blocks.clone().filter(recomputes).count()).sum(),
+                    },
+                };
+                let layers = if p == 1 { busiest_layers } else { mine.iter().map(|c| c.blocks.len()).sum() };
+                let stage = ByteInputs { layers_on_rank: layers, vocab: Some(vocab), ..inputs };
+                for row in mesh_bytes(&mesh, world, DataParallel::Single, stage) {
+                    match most.iter_mut().find(|m| m.dimension == row.dimension && m.collective == row.collective) {
+                        Some(m) => m.bytes_per_rank = m.bytes_per_rank.max(row.bytes_per_rank),
+                        None => most.push(row),
+                    }
+                }
+            }
+            inputs.gradient_bytes = gradient_bytes;
             if topology.strategy == DataParallel::Zero3 {
-                // ZeRO-3 exchanges each unit's buffer padded to a multiple of the data-parallel degree.
+                // ZeRO-3 (no pipeline) exchanges each unit's buffer padded to a multiple of the data-parallel
+                // degree.
                 let (padded, root) = padded_units(&shard.local, d);
                 inputs.gradient_bytes = 4.0 * padded;
                 inputs.gathered_once_share = root / padded.max(1.0);
             }
-            let edge_bytes = edge_elements(graph, &shard) as f64 * mb as f64 * act_bytes;
-            inputs.vocab = Some(VocabBytes { edge_bytes, tokens, partial_gradient_bytes: partial, recomputed_layers });
+            stage_tensor = Some(most.into_iter().filter(|b| b.dimension == MeshDim::Tensor).collect());
         }
     }
     let mut bytes = mesh_bytes(&mesh, world, topology.strategy, inputs);
+    if let Some(tensor) = stage_tensor {
+        // The tensor dimension's busiest stage, per collective.
+        let rest = bytes.split_off(bytes.iter().position(|b| b.dimension != MeshDim::Tensor).unwrap_or(bytes.len()));
+        bytes = tensor.into_iter().chain(rest).collect();
+    }
     let passes = (m * setting.schedule.micro_batches().max(1) as usize) as f64;
     let all_to_all =
         if ep > 1 { moe_price::all_to_all_bytes(graph, mb as f64 * passes, passes, act_bytes) } else { 0.0 };
@@ -504,21 +542,29 @@ pub fn predict_mesh(
     })
 }
 
-/// Elements per sample of the activations outside the blocks that the tensor group sums: the outputs of the
-/// vocabulary-parallel embedding and of row-parallel layers there, and those entering a split layer (their
-/// gradients summed).
-fn edge_elements(graph: &trainbench_graph::Graph, shard: &TensorShard) -> u64 {
+/// Elements per sample of the activations outside the blocks, of the nodes `held` selects, that the tensor
+/// group sums: the outputs of the vocabulary-parallel embedding and of row-parallel layers there, and those
+/// entering a split layer (their gradients summed).
+fn edge_elements(graph: &trainbench_graph::Graph, shard: &TensorShard, held: &dyn Fn(usize) -> bool) -> u64 {
     let in_block = |i: usize| graph.blocks.iter().any(|b| (b.first..=b.last).contains(&i));
     let summed = |i: usize| shard.enters[i] || matches!(shard.roles[i], Role::VocabEmbedding | Role::Row);
-    (0..graph.nodes.len()).filter(|&i| !in_block(i) && summed(i)).map(|i| graph.nodes[i].shape.numel()).sum()
+    (0..graph.nodes.len()).filter(|&i| held(i) && !in_block(i) && summed(i)).map(|i| graph.nodes[i].shape.numel()).sum()
 }
 
-/// fp32 bytes of one tensor rank's trained tensors, and of those whose gradients are summed over the group.
-fn tensor_split_bytes(graph: &trainbench_graph::Graph, shard: &TensorShard) -> (f64, f64) {
-    let local: u64 = graph_tensors(&shard.local).iter().filter(|(_, d)| d.trainable()).map(|(_, d)| d.numel()).sum();
+/// fp32 bytes of one tensor rank's trained tensors of the nodes `held` selects, and of those whose gradients
+/// are summed over the group.
+fn tensor_split_bytes(
+    graph: &trainbench_graph::Graph,
+    shard: &TensorShard,
+    held: &dyn Fn(usize) -> bool,
+) -> (f64, f64) {
+    let local: u64 =
+        graph_tensors(&shard.local).iter().filter(|(id, d)| held(*id) && d.trainable()).map(|(_, d)| d.numel()).sum();
     let partial: u64 = graph_tensors(graph)
         .iter()
-        .filter(|(id, d)| d.trainable() && shard.split_of(graph, *id, d) == Split::Replicated { partial: true })
+        .filter(|(id, d)| {
+            held(*id) && d.trainable() && shard.split_of(graph, *id, d) == Split::Replicated { partial: true }
+        })
         .map(|(_, d)| d.numel())
         .sum();
     (4.0 * local as f64, 4.0 * partial as f64)

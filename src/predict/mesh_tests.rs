@@ -200,3 +200,31 @@ fn a_vit_prices_its_classifier_input_outside_the_blocks() {
     assert!(close(all_reduce, 70_176.0), "what the runtime measures (tests/it/tensor_parallel_vit.rs)");
     assert!(close(sent(&tp2.bytes, MeshDim::Tensor, "all-gather"), 4.0 * 4.0), "{:?}", tp2.bytes);
 }
+
+#[test]
+fn a_tensor_pipeline_mesh_prices_each_stages_tensor_traffic_and_takes_the_busiest() {
+    // TP 2 x PP 2 on the smoke decoder, a global batch of 8 in 4 micro-batches of 2: A = 2 x 128 x 256 x 4
+    // bytes. The cut by FLOPs puts 3 blocks and the embedding on stage 0, 1 block and the head on stage 1.
+    let g = smoke();
+    let p = predict_on(&g, 8, DataParallel::Single, 4, mesh(2, 2, 4));
+    assert_eq!(p.stages.iter().map(|s| s.blocks.clone()).collect::<Vec<_>>(), [vec![[0, 3]], vec![[3, 4]]]);
+    let a = 2.0 * 128.0 * 256.0 * 4.0;
+    // Per micro-batch a block sends 4 all-reduces of 2 (1/2) A = A, an end 1 (the embedding's sum forward, the
+    // head input's gradient backward). Stage 0: 4 x (3 x 4 + 1) A = 52 A. Stage 1: 4 x (4 + 1) A plus the
+    // cross-entropy's 4 x 2 (1/2) x 8 x 256 tokens = 20 A + 8192: stage 0 is the busiest.
+    assert!(close(sent(&p.bytes, MeshDim::Tensor, "all-reduce"), 52.0 * a), "{:?}", p.bytes);
+    // The cross-entropy's maximum per token, on the head's stage only: 4 x (2 - 1) x 4 x 256.
+    assert!(close(sent(&p.bytes, MeshDim::Tensor, "all-gather"), 4096.0), "{:?}", p.bytes);
+    // One boundary: A per micro-batch each way, the busiest rank sending one of them: 4 A.
+    assert!(close(sent(&p.bytes, MeshDim::Pipeline, "send-recv"), 4.0 * a), "{:?}", p.bytes);
+    // Sequence parallelism: each all-reduce becomes an all-gather and a reduce-scatter of half its bytes each
+    // (stage 0: 26 A each; stage 1: 10 A each, plus 4096 gathered); the all-reduces left are the
+    // cross-entropy's (stage 1) and the sequence-split norms' partial gradients, summed once per step:
+    // stage 0 2 x 3 norms of 256, stage 1 2 + 1 (the final norm): 2 (1/2) x 4 x 256 x norms.
+    let sp = predict_on(&g, 8, DataParallel::Single, 4, Mesh { sequence_parallel: true, ..mesh(2, 2, 4) });
+    assert!(close(sent(&sp.bytes, MeshDim::Tensor, "all-gather"), 26.0 * a), "{:?}", sp.bytes);
+    assert!(close(sent(&sp.bytes, MeshDim::Tensor, "reduce-scatter"), 26.0 * a), "{:?}", sp.bytes);
+    let norms = |n: f64| 4.0 * 256.0 * n;
+    assert!(close(sent(&sp.bytes, MeshDim::Tensor, "all-reduce"), (8192.0 + norms(3.0)).max(norms(6.0))));
+    assert!(close(sent(&sp.bytes, MeshDim::Pipeline, "send-recv"), 2.0 * a), "{:?}", sp.bytes);
+}

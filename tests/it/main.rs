@@ -94,6 +94,8 @@ mod slurm;
 mod tensor_parallel;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod tensor_parallel_vit;
+#[cfg(all(feature = "tch", feature = "mpi"))]
+mod tensor_pipeline;
 mod tidy;
 #[cfg(all(feature = "tch", feature = "mpi"))]
 mod zero;

@@ -67,6 +67,11 @@ fn loss(r: &RunResult) -> (f64, f64) {
 
 /// The pipeline bytes per step `predict` gives for the pipelined configuration of spec `name`.
 fn predicted_pipeline_bytes(dir: &std::path::Path, name: &str) -> f64 {
+    predicted_bytes(dir, name, "pipeline")
+}
+
+/// The bytes per step along `dimension` `predict` gives for the pipelined configuration of spec `name`.
+fn predicted_bytes(dir: &std::path::Path, name: &str, dimension: &str) -> f64 {
     let out = Command::cargo_bin("trainbench")
         .unwrap()
         .current_dir(dir)
@@ -78,7 +83,7 @@ fn predicted_pipeline_bytes(dir: &std::path::Path, name: &str) -> f64 {
     let entries = json["predictions"].as_array().unwrap();
     let mesh = entries.iter().find_map(|e| e.get("mesh")).unwrap();
     let rows = mesh["bytes"].as_array().unwrap();
-    rows.iter().filter(|r| r["dimension"] == "pipeline").map(|r| r["bytes_per_rank"].as_f64().unwrap()).sum()
+    rows.iter().filter(|r| r["dimension"] == dimension).map(|r| r["bytes_per_rank"].as_f64().unwrap()).sum()
 }
 
 #[test]
@@ -215,6 +220,10 @@ fn two_replicas_of_a_two_stage_pipeline_train_what_one_rank_trains() {
     assert_eq!(d.weights_identical, Some(true), "both replicas end with the same whole model");
     let p = d.pipeline.as_ref().unwrap();
     assert_eq!(p.per_stage.len(), 4, "two replicas of two stages");
+    // The stages' gradient averages over their replicas are the data dimension's bytes: the busiest stage's.
+    let data: u64 = d.mesh_bytes.iter().filter(|m| m.dimension.name() == "data").map(|m| m.bytes_per_rank).sum();
+    let predicted = predicted_bytes(dir.path(), "dpp", "data");
+    assert!(data > 0 && (data as f64 - predicted).abs() <= 1.0, "data bytes: measured {data}, predicted {predicted}");
     println!(
         "DP2 x PP2 1f1b: loss {:.6} -> {:.6} (one rank {:.6} -> {:.6}); bubble {:.3} beside {:.3}",
         b.0,

@@ -251,7 +251,7 @@ isolation = "shared"
     assert_valid(&json);
     let r: RunResult = serde_json::from_value(json.clone()).unwrap();
     assert!(
-        matches!(&r.outcome, RunOutcome::Failed { message } if message.contains("no backend trains")),
+        matches!(&r.outcome, RunOutcome::Failed { message } if message.contains("runs no pipeline stages")),
         "{:?}",
         r.outcome
     );

@@ -137,7 +137,10 @@ fn run_pipeline(
         reason: reason.to_string(),
     };
     if ctx.data.is_some() {
-        return Err(refuse("pipeline-parallel runs train on synthetic batches; a dataset is not supported yet"));
+        return Err(refuse(
+            "pipeline-parallel runs train on synthetic batches; a dataset (`[dataset]`) is not supported yet: remove \
+             `[dataset]` to measure the layout on synthetic batches, or `topology.pipeline_parallel` to train on it",
+        ));
     }
     if ctx.exchange.is_some() {
         return Err(refuse("a pipeline averages its gradients over its data-parallel group itself, not an exchange"));
@@ -148,11 +151,14 @@ fn run_pipeline(
              this process has none",
         ));
     };
+    // With tensor parallelism each stage's chunks are this rank's share of them (its tensor group's split).
+    let tensor = check::tensor_parallel_for(plan, graph, ctx.tensor.take())?;
     set_threads(plan.cpu_threads);
     let probe = &mut *ctx.probe;
     let stages: &mut dyn Communicator = &mut *groups.stages;
     let data = groups.data.as_deref_mut().map(|d| -> &mut dyn Communicator { d });
-    let result = catch_unwind(AssertUnwindSafe(|| crate::pipeline_run::run(plan, graph, dev, (stages, data), probe)));
+    let result =
+        catch_unwind(AssertUnwindSafe(|| crate::pipeline_run::run(plan, graph, dev, (stages, data), tensor, probe)));
     let mut raw = match result {
         Ok(r) => r?,
         Err(panic) => return Err(BackendError::from_panic(panic.as_ref(), plan.batch_size, "libtorch call panicked")),

@@ -70,7 +70,8 @@ pub fn exchange_for<'x>(
 }
 
 /// This rank's share of a tensor-parallel plan (`tensor_parallel` > 1) over the communicator of its tensor
-/// group (`given`, which the runner splits from the mesh); `None` for a plan without tensor parallelism. A
+/// group (`given`, which the runner splits from the mesh; with a pipeline, the group of this rank's stage);
+/// `None` for a plan without tensor parallelism. A
 /// plan with it but no group, a group of another size, and a model the split does not apply to are refused.
 pub fn tensor_parallel_for(
     plan: &RunPlan,
@@ -91,9 +92,6 @@ pub fn tensor_parallel_for(
             mesh.tensor_parallel,
             comm.size()
         )),
-        Some(_) if mesh.pipeline_parallel > 1 => {
-            refuse("tensor parallelism combined with a pipeline is not trained yet; use one of the two".into())
-        }
         Some(comm) => {
             let tp = TensorParallel::new(graph, Group::new(comm), mesh.sequence_parallel);
             let tp = match tp {

@@ -84,15 +84,17 @@ impl Lowered {
     }
 
     /// As [`Lowered::new`] for the nodes `owned` selects only (a pipeline rank's chunks): the others get no
-    /// tensors and no constants. Each tensor has the value it has in the whole model. A weight tied to one
-    /// outside the selection is refused.
+    /// tensors and no constants. Each tensor has the value it has in the whole model (its slice of it on a rank
+    /// of a tensor group, whose local graph `graph` then is). A weight tied to one outside the selection is
+    /// refused.
     pub fn new_partial(
         graph: &Graph,
         device: Device,
         seed: u64,
         owned: &dyn Fn(usize) -> bool,
+        tensor: Option<TensorParallel>,
     ) -> Result<Self, TchError> {
-        Self::build(graph, device, seed, owned, None)
+        Self::build(graph, device, seed, owned, tensor)
     }
 
     /// [`Lowered::new`] for one rank of a tensor group: `graph` is the rank's local graph

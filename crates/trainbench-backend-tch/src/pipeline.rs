@@ -6,7 +6,9 @@
 //! end are timed as idle (waiting for a peer).
 //!
 //! What crosses a cut: every node before it (graph inputs apart, which each rank loads from the same
-//! synthetic batches) that a node after it reads, in node order, as `f32` values.
+//! synthetic batches) that a node after it reads, in node order, as `f32` values. On a rank of a tensor group
+//! the graph is its local one (same nodes, local widths): a stage sends its peer of the same tensor index what
+//! it holds of the crossing, the whole activation or, with sequence parallelism, its sequence shard.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -19,6 +21,7 @@ use trainbench_graph::graph::{Graph, NodeId, Op};
 
 use crate::autograd::CpuMemory;
 use crate::lower::{DataPool, EvalOpts, Lowered};
+use crate::tensor_parallel::TensorParallel;
 
 /// Nodes before `at` (graph inputs apart) that a node at or after `at` reads: what crosses a cut at `at`.
 pub(crate) fn crossing(graph: &Graph, at: usize) -> Vec<NodeId> {
@@ -92,7 +95,10 @@ fn internal(what: String) -> TchError {
 }
 
 impl<'g> StageRank<'g> {
-    /// The rank that runs `chunks` (node ranges in model order, of `total_chunks`), its weights allocated.
+    /// The rank that runs `chunks` (node ranges in model order, of `total_chunks`), its weights allocated: on a
+    /// rank of a tensor group (`tensor`, over the local graph `graph`), its share of them. A cut whose crossing
+    /// enters a tensor-parallel region is refused (cuts between blocks carry the residual stream, which does not).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         graph: &'g Graph,
         device: Device,
@@ -101,13 +107,32 @@ impl<'g> StageRank<'g> {
         total_chunks: usize,
         (microbatches, micro_size): (usize, usize),
         pool: DataPool,
+        mut tensor: Option<TensorParallel>,
     ) -> Result<Self, TchError> {
         let owned = |i: usize| ranges.iter().any(|(_, r)| r.contains(&i));
-        let mut model = Lowered::new_partial(graph, device, seed, &owned)?;
-        let mut chunks = Vec::with_capacity(ranges.len());
-        for (index, nodes) in ranges {
+        if let Some(tp) = tensor.as_mut() {
+            tp.keep_nodes(owned);
+        }
+        let enters = |nodes: &[NodeId]| -> Result<(), TchError> {
+            match nodes.iter().find(|&&j| tensor.as_ref().is_some_and(|tp| tp.enters(j))) {
+                Some(&j) => Err(internal(format!(
+                    "the pipeline cut carries `{}`, which enters a tensor-parallel region; cut between blocks",
+                    graph.nodes[j].name
+                ))),
+                None => Ok(()),
+            }
+        };
+        let mut cuts = Vec::with_capacity(ranges.len());
+        for (index, nodes) in ranges.iter().cloned() {
             let inputs = if index == 0 { Vec::new() } else { crossing(graph, nodes.start) };
             let outputs = if index + 1 == total_chunks { Vec::new() } else { crossing(graph, nodes.end) };
+            enters(&inputs)?;
+            enters(&outputs)?;
+            cuts.push((index, nodes, inputs, outputs));
+        }
+        let mut model = Lowered::new_partial(graph, device, seed, &owned, tensor)?;
+        let mut chunks = Vec::with_capacity(cuts.len());
+        for (index, nodes, inputs, outputs) in cuts {
             // A received activation is a leaf: nothing may overwrite it in place.
             model.keep_out_of_place(&inputs);
             chunks.push(Chunk { index, nodes, inputs, outputs });

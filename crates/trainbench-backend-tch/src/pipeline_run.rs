@@ -8,6 +8,11 @@
 //! into `microbatches` micro-batches; each micro-batch's loss is divided by their count, so the gradients
 //! accumulated over a step are those of the global batch's mean loss. The step's loss (the last stage's) and
 //! the ranks' wishes to stop are summed over the pipeline in one all-reduce at the end of every step.
+//!
+//! With tensor parallelism (a pipeline of tensor groups) the cut is made on the whole graph and each rank
+//! lowers its chunks from its tensor group's local graph: its stage's layers split over the group, the
+//! gradients each rank holds only its share of summed over the group after the backward passes, its tensor
+//! traffic per step measured, and the digest taken over the gathered whole weights.
 
 use std::time::Instant;
 
@@ -16,27 +21,31 @@ use trainbench_comm::schedule::{peak_in_flight, stage_actions, stage_steps};
 use trainbench_comm::{Communicator, PipelineSchedule};
 use trainbench_contract::steady_loop::{EndWish, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
 use trainbench_contract::{
-    BackendError, MemoryMeasured, PhaseTimes, PipelineMeasured, Probe, RawMeasurements, RunPlan,
+    BackendError, MemoryMeasured, PhaseTimes, PipelineMeasured, Probe, RawMeasurements, RunPlan, TensorTraffic,
 };
 use trainbench_graph::graph::Graph;
 
 use crate::autograd::CpuMemory;
+use crate::diff_op::GroupTraffic;
 use crate::lower::{DataPool, pool_size};
 use crate::optim::Optim;
 use crate::pipeline::{StageRank, StepFigures};
+use crate::tensor_parallel::{TensorParallel, ring_bytes};
 
 fn map(e: TchError, batch: usize) -> BackendError {
     crate::error::map_error(e, batch)
 }
 
-/// Train `plan` as pipeline rank `comm.rank()` of `comm.size()` (`comms.0`, its replica's stages), its
-/// gradients averaged over `comms.1` (the same stage of every replica) when there are several replicas,
-/// reporting each step to `probe`.
+/// Train `plan` as pipeline rank `comm.rank()` of `comm.size()` (`comms.0`, its replica's stages of its tensor
+/// index), its gradients averaged over `comms.1` (the same stage of every replica) when there are several
+/// replicas, its chunks split over its tensor group (`tensor`) with tensor parallelism, reporting each step to
+/// `probe`.
 pub fn run<'c>(
     plan: &RunPlan,
     graph: &Graph,
     device: Device,
     comms: (&'c mut dyn Communicator, Option<&'c mut dyn Communicator>),
+    tensor: Option<TensorParallel>,
     probe: &mut dyn Probe,
 ) -> Result<RawMeasurements, BackendError> {
     let (comm, mut data) = comms;
@@ -71,8 +80,11 @@ pub fn run<'c>(
     let actions = stage_actions(mesh.pipeline_schedule, p, stage, m, v).map_err(|e| refuse(e.to_string()))?;
     let steps = stage_steps(&actions, p, p * v);
     tch::manual_seed(plan.seed as i64);
+    // A rank of a tensor group lowers its chunks from its local graph (the same nodes, its widths).
+    let local = tensor.as_ref().map(|tp| tp.local().clone());
+    let graph = local.as_ref().unwrap_or(graph);
     let (rank, opt) =
-        build(plan, graph, device, ranges.clone(), (p * v, m), (replica, dp)).map_err(|e| map(e, batch))?;
+        build(plan, graph, device, ranges.clone(), (p * v, m), (replica, dp), tensor).map_err(|e| map(e, batch))?;
     let cpu_memory = CpuMemory::track().map_err(|e| map(e, batch))?;
     // A stage idles by design: its waits leave the core to the stages it waits for.
     comm.wait_politely(true);
@@ -94,11 +106,12 @@ pub fn run<'c>(
         holds_loss: stage == last_rank,
         grad_bytes: 0,
         sums: Sums::default(),
+        traffic_from: GroupTraffic::default(),
     };
     let end = steady.run(&mut steps_run, probe, &mut out);
     // Counting ends before the tensors allocated before it are freed.
     drop(cpu_memory);
-    let PipelineSteps { rank, opt, comm, data, sums, grad_bytes, .. } = steps_run;
+    let PipelineSteps { rank, opt, comm, data, sums, grad_bytes, traffic_from, .. } = steps_run;
     comm.wait_politely(false);
     if let Some(d) = data {
         d.wait_politely(false);
@@ -122,13 +135,20 @@ pub fn run<'c>(
         step_s: sums.total_s / n,
         bytes_sent_per_step: sums.bytes_sent / sums.steps.max(1),
         microbatches_held: peak_in_flight(&actions),
+        data_bytes_per_step: trainbench_comm::ExchangeStats::ring_bytes_per_step(
+            4 * sums.data_values.checked_div(sums.steps).unwrap_or(0),
+            dp,
+        ),
     });
-    out.weights_digest = whole_model_digest(comm, &ranges, &rank, graph).map_err(|e| map(e, batch))?;
+    if let Some(tp) = rank.model.tensor_parallel() {
+        out.tensor_traffic = Some(traffic_per_step(tp, traffic_from, sums.steps));
+    }
+    out.weights_digest = whole_model_digest(comm, &ranges, &rank, opt.params(), graph).map_err(|e| map(e, batch))?;
     Ok(out)
 }
 
-/// This rank's chunks (`ranges`, of `chunks` in all) built with the synthetic batches of `plan` cut into `m`
-/// micro-batches, and the optimizer over their parameters.
+/// This rank's chunks (`ranges`, of `chunks` in all; its share of them over `tensor`) built with the
+/// synthetic batches of `plan` cut into `m` micro-batches, and the optimizer over their parameters.
 fn build<'g>(
     plan: &RunPlan,
     graph: &'g Graph,
@@ -136,6 +156,7 @@ fn build<'g>(
     ranges: Vec<(usize, std::ops::Range<usize>)>,
     (chunks, m): (usize, usize),
     replicas: (usize, usize),
+    tensor: Option<TensorParallel>,
 ) -> Result<(StageRank<'g>, Optim), TchError> {
     // Every replica generates the same global micro-batches and keeps its share of each.
     let micro_size = plan.batch_size / m / replicas.1.max(1);
@@ -143,7 +164,7 @@ fn build<'g>(
     let count = pool_size(probe_pool.batch_bytes());
     drop(probe_pool);
     let pool = DataPool::new_micro(graph, plan.batch_size / m, m, replicas, plan.seed, count, device)?;
-    let rank = StageRank::new(graph, device, plan.seed, ranges, chunks, (m, micro_size), pool)?;
+    let rank = StageRank::new(graph, device, plan.seed, ranges, chunks, (m, micro_size), pool, tensor)?;
     let opt = Optim::new(&plan.optimizer, rank.model.parameters(graph, |_| true), device)?;
     Ok((rank, opt))
 }
@@ -156,6 +177,8 @@ struct Sums {
     total_s: f64,
     bytes_sent: u64,
     activations_peak: u64,
+    /// Gradient values averaged over the replicas.
+    data_values: u64,
 }
 
 /// The shared loop's view of a pipeline rank.
@@ -174,6 +197,8 @@ struct PipelineSteps<'g, 'c> {
     /// Gradient bytes held at the end of a step's backward passes (measured once).
     grad_bytes: u64,
     sums: Sums,
+    /// The tensor group's traffic when measuring began.
+    traffic_from: GroupTraffic,
 }
 
 impl SteadyStep for PipelineSteps<'_, '_> {
@@ -184,12 +209,18 @@ impl SteadyStep for PipelineSteps<'_, '_> {
         let batch = self.rank.micro_size * self.microbatches * replicas;
         let start = Instant::now();
         let f: StepFigures = self.rank.run_steps(&self.steps, &mut *self.comm, index).map_err(|e| map(e, batch))?;
+        // Gradients each rank of a tensor group holds only its share of, summed over the group.
+        if let Some(tp) = self.rank.model.tensor_parallel().filter(|tp| tp.has_partial_grads()) {
+            tp.reduce_partial_grads(self.opt.params()).map_err(|e| map(e, batch))?;
+        }
         if self.grad_bytes == 0 {
             self.grad_bytes = self.opt.grad_bytes();
         }
         let exchanged = Instant::now();
+        let mut data_values = 0;
         if let Some(d) = self.data.as_deref_mut() {
             average_gradients(d, self.opt.params(), &mut self.host).map_err(|e| map(e, batch))?;
+            data_values = self.host.len() as u64;
         }
         let exchange_s = exchanged.elapsed().as_secs_f64();
         let before_opt = Instant::now();
@@ -221,6 +252,7 @@ impl SteadyStep for PipelineSteps<'_, '_> {
             s.total_s += total_s;
             s.bytes_sent += f.bytes_sent;
             s.activations_peak = s.activations_peak.max(f.activations_peak);
+            s.data_values += data_values;
         }
         let phases = PhaseTimes {
             forward_s: f.forward_s,
@@ -240,8 +272,25 @@ impl SteadyStep for PipelineSteps<'_, '_> {
 
     fn measuring(&mut self) -> Result<(), BackendError> {
         self.sums = Sums::default();
+        self.traffic_from = self.rank.model.tensor_parallel().map(TensorParallel::traffic).unwrap_or_default();
         Ok(())
     }
+}
+
+/// The bytes per step `tp` sent over its tensor group since `from`, over `steps` steps, as ring algorithms move
+/// them.
+fn traffic_per_step(tp: &TensorParallel, from: GroupTraffic, steps: u64) -> TensorTraffic {
+    let now = tp.traffic();
+    let since = |a: (u64, u64), b: (u64, u64)| (a.0.saturating_sub(b.0), a.1.saturating_sub(b.1));
+    let delta = GroupTraffic {
+        all_reduce: since(now.all_reduce, from.all_reduce),
+        all_gather: since(now.all_gather, from.all_gather),
+        reduce_scatter: since(now.reduce_scatter, from.reduce_scatter),
+        ..GroupTraffic::default()
+    };
+    let (all_reduce, all_gather, reduce_scatter) = ring_bytes(delta, tp.degree());
+    let per = |b: u64| b.checked_div(steps).unwrap_or(0);
+    TensorTraffic { all_reduce: per(all_reduce), all_gather: per(all_gather), reduce_scatter: per(reduce_scatter) }
 }
 
 /// The gradients of `params` replaced by their mean over the replicas of `data` (staged through `host`).
@@ -259,16 +308,26 @@ fn average_gradients(data: &mut dyn Communicator, params: &[tch::Tensor], host: 
 }
 
 /// The digest of the whole model's trained weights, on rank 0 (`None` elsewhere): every rank sends its chunks'
-/// values, rank 0 puts them in model order (a one-rank run's order).
+/// values (gathered whole over its tensor group first), rank 0 puts them in model order (a one-rank run's
+/// order).
 fn whole_model_digest(
     comm: &mut dyn Communicator,
     ranges: &[(usize, std::ops::Range<usize>)],
     rank: &StageRank<'_>,
+    params: &[tch::Tensor],
     graph: &Graph,
 ) -> Result<Option<String>, TchError> {
+    // Every rank of a tensor group gathers, in the same order; then each tensor index's stages digest alike.
+    let whole: Option<Vec<(usize, tch::Tensor)>> = match rank.model.tensor_parallel() {
+        Some(tp) => Some(tp.trained_nodes().zip(tp.gather_weights(params)?).collect()),
+        None => None,
+    };
     let mut bytes = Vec::new();
     for (chunk, nodes) in ranges {
-        let params = rank.model.parameters(graph, |n| graph.nodes[nodes.clone()].iter().any(|o| std::ptr::eq(o, n)));
+        let params = match &whole {
+            Some(w) => w.iter().filter(|(id, _)| nodes.contains(id)).map(|(_, t)| t.shallow_clone()).collect(),
+            None => rank.model.parameters(graph, |n| graph.nodes[nodes.clone()].iter().any(|o| std::ptr::eq(o, n))),
+        };
         let values = crate::dist::flat_values(&params)?;
         bytes.extend((*chunk as u64).to_le_bytes());
         bytes.extend((values.len() as u64).to_le_bytes());

@@ -23,8 +23,9 @@ pub struct TensorParallel {
     shard: TensorShard,
     /// The full graph (initial values are sliced from its declarations).
     full: Graph,
-    /// How each trained tensor of the local graph is split, in the order the optimizer holds them.
-    trained: Vec<Split>,
+    /// Each trained tensor of the local graph (its node and how it is split), in the order the optimizer holds
+    /// them.
+    trained: Vec<(NodeId, Split)>,
 }
 
 impl TensorParallel {
@@ -36,7 +37,7 @@ impl TensorParallel {
         let trained = graph_tensors(&shard.local)
             .into_iter()
             .filter(|(_, d)| d.trainable())
-            .map(|(id, d)| shard.split_of(full, id, &d))
+            .map(|(id, d)| (id, shard.split_of(full, id, &d)))
             .collect();
         Ok(Self { group, shard, full: full.clone(), trained })
     }
@@ -44,6 +45,17 @@ impl TensorParallel {
     /// The graph this rank holds (its local widths).
     pub fn local(&self) -> &Graph {
         &self.shard.local
+    }
+
+    /// Keep only the trained tensors of the nodes `owned` selects (a pipeline rank's chunks: its optimizer
+    /// holds theirs only).
+    pub fn keep_nodes(&mut self, owned: impl Fn(NodeId) -> bool) {
+        self.trained.retain(|(id, _)| owned(*id));
+    }
+
+    /// The node of each trained tensor, in the order the optimizer holds them.
+    pub fn trained_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.trained.iter().map(|(id, _)| *id)
     }
 
     /// The group's traffic so far.
@@ -63,6 +75,11 @@ impl TensorParallel {
 
     fn leave(&self) -> TensorCollective {
         if self.shard.sequence_parallel { TensorCollective::Scatter(1) } else { TensorCollective::Reduce }
+    }
+
+    /// Whether node `id`'s output enters a parallel region (is copied or gathered into it).
+    pub fn enters(&self, id: NodeId) -> bool {
+        self.shard.enters.get(id).copied().unwrap_or(false)
     }
 
     /// Node `id`'s output as consumers read it: where it enters a parallel region, copied into it (gathered
@@ -155,7 +172,7 @@ impl TensorParallel {
 
     /// Whether any trained tensor's gradient is partial over the group (see [`Split::Replicated`]).
     pub fn has_partial_grads(&self) -> bool {
-        self.trained.iter().any(|s| matches!(s, Split::Replicated { partial: true }))
+        self.trained.iter().any(|(_, s)| matches!(s, Split::Replicated { partial: true }))
     }
 
     /// Sum over the group the gradients of `params` (the optimizer's, in order) that each rank holds only its
@@ -164,7 +181,7 @@ impl TensorParallel {
         let partial: Vec<Tensor> = params
             .iter()
             .zip(&self.trained)
-            .filter(|(_, s)| matches!(s, Split::Replicated { partial: true }))
+            .filter(|(_, (_, s))| matches!(s, Split::Replicated { partial: true }))
             .map(|(p, _)| p.grad())
             .filter(Tensor::defined)
             .collect();
@@ -190,7 +207,7 @@ impl TensorParallel {
         params
             .iter()
             .zip(&self.trained)
-            .map(|(p, s)| match s {
+            .map(|(p, (_, s))| match s {
                 Split::Replicated { .. } => p.f_detach(),
                 Split::Sharded { axis, .. } => self.group.all_gather(&p.f_detach()?, *axis as i64),
                 // Each block's rows gathered in place: the axis seen as `chunks x len`, gathered along `len`.

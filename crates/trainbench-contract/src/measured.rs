@@ -142,6 +142,10 @@ pub struct PipelineMeasured {
     pub bytes_sent_per_step: u64,
     /// Micro-batches (chunk micro-batches when interleaved) whose activations it held at once, at most.
     pub microbatches_held: usize,
+    /// Bytes it sent per step averaging its gradients over its stage's replicas (the data-parallel dimension),
+    /// as a ring all-reduce moves them (`2 (d - 1) / d` of the values it passed); 0 with one replica.
+    #[serde(default)]
+    pub data_bytes_per_step: u64,
 }
 
 /// Bytes one rank of a tensor group sends over the group per training step, by kind of collective, as ring

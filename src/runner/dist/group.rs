@@ -11,8 +11,8 @@ use trainbench_comm::{
 };
 use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{
-    Backend, BackendError, DeviceSelector, ExpertTraffic, PhaseTimes, PipelineGroups, PipelineMeasured, Probe,
-    RawMeasurements, RunContext, RunPlan, TensorTraffic,
+    Backend, BackendError, DeviceSelector, ExpertTraffic, PhaseTimes, PipelineMeasured, Probe, RawMeasurements,
+    RunContext, RunPlan, TensorTraffic,
 };
 use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
@@ -225,7 +225,8 @@ impl Ranks {
     ) -> Result<(RawMeasurements, Option<DistributedResult>), BackendError> {
         let engine_error = |e: CommError| BackendError::Framework(format!("data-parallel exchange: {e}"));
         // Over a tensor-parallel mesh, this rank's tensor group goes to the backend and the strategy runs along its
-        // data group, over the tensors of its share of the model (a pipeline makes its own groups below).
+        // data group, over the tensors of its share of the model (a pipeline makes its own groups:
+        // `mesh::train_pipelined`).
         let pipelined = plan.topology.mesh.pipeline_parallel > 1;
         let (mut split, local) = match pipelined {
             true => (None, None),
@@ -245,27 +246,21 @@ impl Ranks {
             None
         };
         let layout = if degree > 1 { Layout::without_experts(graph_here) } else { Layout::of(graph_here) };
+        let mut pipeline_coords = None;
         let gradient_bytes = 4 * layout.total as u64;
         let (raw, stats) = if pipelined {
-            let mut ctx = RunContext::new(probe);
-            ctx.data = data.map(|d| -> &mut dyn BatchSource { d });
-            let mesh = plan.topology.mesh;
-            let (rank, world) = (self.rank(), self.size());
-            let at = mesh.coords(rank, world).map_err(|e| BackendError::Framework(e.to_string()))?;
-            let raw = if mesh.data_parallel(world) == Ok(1) {
-                // One replica: the group is the pipeline, rank `s` its stage `s`.
-                ctx.pipeline = Some(PipelineGroups { stages: self.comm.as_mut(), data: None });
-                backend.run_in(plan, graph, &mut ctx)?
-            } else {
-                // Every rank splits the world twice, in the same order: its replica's stages, then its stage's
-                // replicas.
-                let t = mesh.tensor_parallel;
-                let mut stages = self.comm.split(at.dp * t + at.tp, at.pp).map_err(engine_error)?;
-                let mut replicas = self.comm.split(at.pp * t + at.tp, at.dp).map_err(engine_error)?;
-                ctx.pipeline = Some(PipelineGroups { stages: stages.as_mut(), data: Some(replicas.as_mut()) });
-                backend.run_in(plan, graph, &mut ctx)?
+            let data = data.map(|d| -> &mut dyn BatchSource { d });
+            let (raw, at) = super::mesh::train_pipelined(self.comm.as_mut(), plan, graph, backend, (probe, data))?;
+            pipeline_coords = Some(at);
+            // The stage's gradient average over its replicas, per step: the data dimension's traffic.
+            let data = raw.pipeline.as_ref().map_or(0, |p| p.data_bytes_per_step);
+            let stats = ExchangeStats {
+                steps: u64::from(data > 0),
+                bytes_sent: data,
+                all_reduce_bytes: data,
+                ..ExchangeStats::default()
             };
-            (raw, ExchangeStats::default())
+            (raw, stats)
         } else {
             let comm: &mut dyn Communicator = match split.as_mut() {
                 Some(m) => m.data.as_mut(),
@@ -318,7 +313,7 @@ impl Ranks {
             }),
             server: None,
             pipeline: raw.pipeline.clone().map(|p| (p, raw.memory.activations)),
-            coords: split.as_ref().map(|m| m.coords),
+            coords: split.as_ref().map(|m| m.coords).or(pipeline_coords),
             tensor_traffic: raw.tensor_traffic,
             expert: raw.expert,
         };
@@ -431,10 +426,10 @@ impl Ranks {
                 .map(|r| r.busy_s / r.exchanged_steps as f64),
             weights_digest: raw.weights_digest.clone(),
             // A pipeline's stages hold different weights: each replica's first stage digests its whole model,
-            // gathered; with several replicas, theirs must agree.
+            // gathered; with several replicas or tensor indices, theirs must agree.
             weights_identical: raw.weights_digest.as_ref().and_then(|d| match &pipeline {
                 None => Some(workers.iter().all(|r| r.weights_digest.as_ref() == Some(d))),
-                Some(_) if plan.topology.data_parallel() > 1 => {
+                Some(_) if plan.topology.data_parallel() > 1 || plan.topology.mesh.tensor_parallel > 1 => {
                     Some(workers.iter().filter_map(|r| r.weights_digest.as_ref()).all(|o| o == d))
                 }
                 Some(_) => None,

@@ -1,9 +1,13 @@
 //! A rank of a device mesh ([`MeshGroups`]): its tensor group and data-parallel group split from the world's
-//! communicator, its coordinates and its share of the model; and what rank 0 records of a mesh run (the bytes
+//! communicator, its coordinates and its share of the model; a pipelined mesh rank's groups and its run
+//! ([`train_pipelined`]); and what rank 0 records of a mesh run (the bytes
 //! per dimension and collective, [`mesh_bytes`]; the headline memory, the most any rank held, [`max_memory`]).
 
 use trainbench_comm::{Communicator, DataParallel, MeshCoords, MeshDim};
-use trainbench_contract::{BackendError, MemoryMeasured, RunPlan, TensorTraffic};
+use trainbench_contract::{
+    Backend, BackendError, MemoryMeasured, PipelineGroups, Probe, RawMeasurements, RunContext, RunPlan, TensorTraffic,
+};
+use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
 use trainbench_graph::tensor_parallel::TensorShard;
 
@@ -44,6 +48,45 @@ impl MeshGroups {
             .map_err(|e| fail("splitting the model", &e))?;
         Ok(Some((MeshGroups { coords, tensor: Some(tensor), data }, shard.local)))
     }
+}
+
+/// Train `plan` as this rank of `world` on a pipelined mesh, returning its measurements and coordinates. Every
+/// rank splits the world in the same order: with tensor parallelism its tensor group (same replica and stage,
+/// in tensor order), which goes to the backend; then, unless the world is one pipeline, its replica's stages of
+/// its tensor index (between which activations travel) and, with several replicas, its stage's replicas of its
+/// tensor index (over which gradients are averaged).
+pub(crate) fn train_pipelined(
+    world: &mut dyn Communicator,
+    plan: &RunPlan,
+    graph: &Graph,
+    backend: &mut dyn Backend,
+    (probe, data): (&mut dyn Probe, Option<&mut dyn BatchSource>),
+) -> Result<(RawMeasurements, MeshCoords), BackendError> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| BackendError::Framework(format!("device mesh: {what}: {e}"));
+    let mesh = plan.topology.mesh;
+    let (rank, size) = (world.rank(), world.size());
+    let at = mesh.coords(rank, size).map_err(|e| fail("placing this rank", &e))?;
+    let dp = mesh.data_parallel(size).map_err(|e| fail("placing this rank", &e))?;
+    let (t, p) = (mesh.tensor_parallel.max(1), mesh.pipeline_parallel);
+    let mut ctx = RunContext::new(&mut *probe);
+    // Re-borrowed for this run (shortens the trait object's lifetime to the context's).
+    ctx.data = data.map(|d| -> &mut dyn BatchSource { d });
+    if t > 1 {
+        ctx.tensor = Some(world.split(at.dp * p + at.pp, at.tp).map_err(|e| fail("the tensor group", &e))?);
+    }
+    if dp == 1 && t == 1 {
+        // One replica of whole stages: the group is the pipeline, rank `s` its stage `s`.
+        ctx.pipeline = Some(PipelineGroups { stages: world, data: None });
+        return Ok((backend.run_in(plan, graph, &mut ctx)?, at));
+    }
+    let mut stages = world.split(at.dp * t + at.tp, at.pp).map_err(|e| fail("the pipeline's stages", &e))?;
+    let mut replicas = match dp {
+        1 => None,
+        _ => Some(world.split(at.pp * t + at.tp, at.dp).map_err(|e| fail("the stage's replicas", &e))?),
+    };
+    let data = replicas.as_deref_mut().map(|r| -> &mut dyn Communicator { r });
+    ctx.pipeline = Some(PipelineGroups { stages: stages.as_mut(), data });
+    Ok((backend.run_in(plan, graph, &mut ctx)?, at))
 }
 
 /// The bytes per step along each mesh dimension by collective, the busiest rank's, from each worker's tensor

@@ -72,6 +72,7 @@ mod tests {
             step_s: 1.0,
             bytes_sent_per_step: bytes,
             microbatches_held: 2 - stage,
+            data_bytes_per_step: 0,
         }
     }
 

@@ -56,10 +56,10 @@ pub fn check_launch(
         .collect())
 }
 
-/// The runs the spec's backend (with `--backend` / `--device` applied) cannot train: [`unrunnable_plan`] (a mesh
-/// no backend trains yet, tensor parallelism outside the tch backend, what a pipeline's runtime refuses), tensor
-/// parallelism on CUDA ranks or over a model whose layers the tensor split does not cover yet, FP8 products
-/// (`training.float8`: no backend has FP8 kernels); `run` refuses these
+/// The runs the spec's backend (with `--backend` / `--device` applied) cannot train: [`unrunnable_plan`] (tensor
+/// parallelism outside the tch backend, what a pipeline's runtime refuses, with or without tensor parallelism
+/// inside its stages), tensor parallelism on CUDA ranks or over a model whose layers the tensor split does not
+/// cover yet, FP8 products (`training.float8`: no backend has FP8 kernels); `run` refuses these
 /// before anything starts, while `validate`, `analyze`, `predict` and `plan` accept them.
 pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
@@ -111,7 +111,8 @@ pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Find
                 (
                     "tensor_parallel",
                     "`trainbench predict` prices this layout; to measure, change what the message names (tensor \
-                     parallelism runs alone on the tch backend's CPU ranks; data parallelism and ZeRO on every backend)",
+                     parallelism runs on the tch backend's CPU ranks, alone or inside a pipeline's stages; data \
+                     parallelism and ZeRO on every backend)",
                 )
             } else {
                 (

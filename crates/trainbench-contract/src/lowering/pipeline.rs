@@ -11,22 +11,22 @@ use crate::plan::RunPlan;
 
 /// Why the tch backend cannot train `plan` as a pipeline (`None`: it can, or the plan has no pipeline): a
 /// pipeline runs fp32 on CPU ranks, without activation checkpointing, gradient accumulation, experts or a
-/// target, with all-reduce along the data-parallel dimension and no tensor parallelism, on a batch its
-/// micro-batches divide.
+/// target, with all-reduce along the data-parallel dimension (tensor parallelism inside each stage allowed), on a
+/// batch its micro-batches divide.
 pub fn pipeline_refusal(plan: &RunPlan, graph: &Graph) -> Option<String> {
     let mesh = plan.topology.mesh;
     let (p, m) = (mesh.pipeline_parallel, mesh.microbatches.max(1));
     if p <= 1 {
         return None;
     }
-    let not_yet = |what: &str| Some(format!("pipeline-parallel runs do not support {what} yet"));
-    if mesh.tensor_parallel > 1 {
-        return not_yet("tensor parallelism in the same mesh (tensor_parallel > 1)");
-    }
-    let dp = plan.topology.data_parallel();
-    if plan.topology.world_size() != p * dp {
+    let not_yet = |what: &str, fix: &str| {
+        let fix = if fix.is_empty() { String::new() } else { format!("; {fix}") };
+        Some(format!("pipeline-parallel runs do not support {what} yet{fix}"))
+    };
+    let (t, dp) = (mesh.tensor_parallel.max(1), plan.topology.data_parallel());
+    if plan.topology.world_size() != t * p * dp {
         return Some(format!(
-            "pipeline_parallel {p} does not divide the world of {} ranks",
+            "tensor_parallel {t} x pipeline_parallel {p} does not divide the world of {} ranks",
             plan.topology.world_size()
         ));
     }
@@ -38,30 +38,44 @@ pub fn pipeline_refusal(plan: &RunPlan, graph: &Graph) -> Option<String> {
         ));
     }
     if dp > 1 && plan.topology.strategy != trainbench_comm::DataParallel::AllReduce {
-        return not_yet(&format!(
-            "`{}` along the data-parallel dimension (data-parallel degree {dp}); use `all-reduce`",
-            plan.topology.strategy.name()
-        ));
+        return not_yet(
+            &format!(
+                "`{}` along the data-parallel dimension (data-parallel degree {dp})",
+                plan.topology.strategy.name()
+            ),
+            "set `topology.strategy = \"all-reduce\"`",
+        );
     }
     if plan.device.family() != crate::device::DeviceFamily::Cpu {
         return not_yet(
-            "devices other than the CPU (pipeline ranks run on CPU ranks over MPI); use `device = \"cpu\"`",
+            &format!("`topology.device = \"{}\"` (pipeline ranks run on CPU ranks over MPI)", plan.device),
+            "set `topology.device = \"cpu\"`",
         );
     }
     if plan.precision != Precision::Fp32 {
-        return not_yet(&format!("{} (they train in fp32)", plan.precision.as_str()));
+        let precision = plan.precision.as_str();
+        return not_yet(
+            &format!("{precision} (`training.precision = \"{precision}\"`; they train in fp32)"),
+            "set `training.precision = \"fp32\"`",
+        );
     }
     if !plan.schedule.checkpointing.is_none() {
-        return not_yet("activation checkpointing");
+        return not_yet(
+            "`training.activation_checkpointing` (each stage keeps its micro-batches' activations)",
+            "remove it",
+        );
     }
     if plan.schedule.micro_batches() > 1 {
-        return not_yet("`training.grad_accumulation` (their micro-batches are `topology.microbatches`)");
+        return not_yet(
+            "`training.grad_accumulation` (their micro-batches are `topology.microbatches`)",
+            "set `topology.microbatches` instead",
+        );
     }
     if plan.target.is_some() {
-        return not_yet("a training target");
+        return not_yet("a training target", "remove `[training.target]`");
     }
     if graph.nodes.iter().any(|n| matches!(n.op, Op::Moe { .. })) {
-        return not_yet("mixture-of-experts layers");
+        return not_yet("mixture-of-experts layers", "remove `pipeline_parallel` for this model");
     }
     if plan.batch_size % (m * dp) != 0 {
         return Some(format!(
