@@ -36,6 +36,28 @@ optimizer = { kind = "adamw", lr = 3e-4, weight_decay = 0.1 }
     };
 }
 
+/// The tiny ViT the tensor-parallel tests train: 16x16 images in 4x4 patches (16 + the class token), 2 layers of
+/// width 32 with 4 heads and MLP 64, 10 classes, AdamW.
+macro_rules! tiny_vit_model_and_training {
+    () => {
+        r#"
+[model]
+family = "vit"
+image_size = 16
+patch_size = 4
+layers = 2
+hidden = 32
+heads = 4
+mlp_dim = 64
+classes = 10
+[training]
+precision = "fp32"
+seed = 0
+optimizer = { kind = "adamw", lr = 1e-3, weight_decay = 0.05 }
+"#
+    };
+}
+
 mod common;
 
 mod audit_integrity;

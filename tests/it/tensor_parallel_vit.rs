@@ -10,23 +10,13 @@ use crate::tensor_parallel::{losses, measured, predicted, read};
 
 /// 16x16 images in 4x4 patches (16 + the class token), 2 layers of width 32 with 4 heads and MLP 64, 10
 /// classes; 10 steps of batch 4 on one rank, a tensor group of two and two of them.
-const SPEC: &str = r#"
+const SPEC: &str = concat!(
+    r#"
 version = 1
 name = "tp"
-[model]
-family = "vit"
-image_size = 16
-patch_size = 4
-layers = 2
-hidden = 32
-heads = 4
-mlp_dim = 64
-classes = 10
-[training]
-precision = "fp32"
-seed = 0
-optimizer = { kind = "adamw", lr = 1e-3, weight_decay = 0.05 }
-[sweep]
+"#,
+    tiny_vit_model_and_training!(),
+    r#"[sweep]
 batch_sizes = [4]
 topologies = [
   { devices_per_node = 1, strategy = "single" },
@@ -41,7 +31,8 @@ overlap = false
 warmup = 0
 iterations = 10
 timeout_s = 600
-"#;
+"#
+);
 
 fn check_equal_to_one_rank(single: &RunResult, r: &RunResult, what: &str) {
     assert_eq!(r.outcome, RunOutcome::Completed, "{what}");

@@ -42,23 +42,13 @@ cpu_threads = 1
 
 /// A tiny ViT (16x16 images in 4x4 patches, 2 layers of width 32 with 4 heads and MLP 64, 10 classes) at a
 /// global batch of 4 in 2 micro-batches, on one rank and on TP2 x PP2 under 1F1B.
-const VIT: &str = r#"
+const VIT: &str = concat!(
+    r#"
 version = 1
 name = "NAME"
-[model]
-family = "vit"
-image_size = 16
-patch_size = 4
-layers = 2
-hidden = 32
-heads = 4
-mlp_dim = 64
-classes = 10
-[training]
-precision = "fp32"
-seed = 0
-optimizer = { kind = "adamw", lr = 1e-3, weight_decay = 0.05 }
-[sweep]
+"#,
+    tiny_vit_model_and_training!(),
+    r#"[sweep]
 batch_sizes = [4]
 topologies = [
   { devices_per_node = 1, strategy = "single" },
@@ -75,7 +65,8 @@ warmup = 0
 iterations = 10
 timeout_s = 600
 cpu_threads = 1
-"#;
+"#
+);
 
 /// Run spec `spec` as `name` (with `keys`) in `dir`; its results, the one-rank run first.
 fn run(dir: &std::path::Path, spec: &str, name: &str, keys: &str) -> Vec<RunResult> {
