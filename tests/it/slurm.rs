@@ -332,3 +332,72 @@ timeout_s = 240
     };
     assert_eq!(ids, 3);
 }
+
+/// Mesh runs on Slurm: a tiny ViT's TP2 and PP2 (1F1B) runs are `srun` steps of two ranks in the suite's job
+/// array, whose ranks split their tensor or pipeline group from srun's world and train what the array's one-rank
+/// task trains (losses within 1e-4, relative), each rank's coordinates recorded. Needs the `tch` and `mpi`
+/// features.
+#[cfg(all(feature = "tch", feature = "mpi"))]
+#[test]
+fn tensor_and_pipeline_runs_are_srun_steps_that_train_what_one_rank_trains() {
+    const MESH: &str = concat!(
+        r#"
+version = 1
+name = "slurm-mesh"
+"#,
+        tiny_vit_model_and_training!(),
+        r#"[sweep]
+batch_sizes = [4]
+topologies = [
+  { devices_per_node = 1, strategy = "single" },
+  { devices_per_node = 2, strategy = "all-reduce", tensor_parallel = 2 },
+  { devices_per_node = 2, strategy = "all-reduce", pipeline_parallel = 2 },
+]
+[topology]
+backend = "tch"
+device = "cpu"
+overlap = false
+microbatches = 2
+pipeline_schedule = "1f1b"
+[run]
+warmup = 0
+iterations = 5
+timeout_s = 240
+cpu_threads = 1
+"#
+    );
+    let Some(slurm) = LocalSlurm::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let spec = work.path().join("mesh.toml");
+    std::fs::write(&spec, MESH).unwrap();
+    let out = work.path().join("out");
+    let o = slurm.submit_and_wait(&spec, &out);
+    let shown = text(&o);
+    assert!(o.status.success(), "{shown}");
+    assert!(shown.contains("3 tasks: 3 done, 0 failed"), "{shown}");
+    let results: Vec<Value> = std::fs::read_dir(out.join("slurm-mesh"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && !p.ends_with("index.json"))
+        .map(|p| read_json(&p))
+        .collect();
+    assert_eq!(results.len(), 3, "{shown}");
+    let loss =
+        |r: &Value| (r["metrics"]["loss"]["first"].as_f64().unwrap(), r["metrics"]["loss"]["last"].as_f64().unwrap());
+    let single = results.iter().find(|r| r["distributed"].is_null()).expect("the one-rank task's result");
+    let (a0, a1) = loss(single);
+    for mesh in results.iter().filter(|r| !r["distributed"].is_null()) {
+        let d = &mesh["distributed"];
+        assert_eq!(mesh["outcome"]["status"], "completed", "{mesh}");
+        assert_eq!(d["launcher"], "srun", "{d}");
+        assert_eq!(d["world_size"], 2, "{d}");
+        let (b0, b1) = loss(mesh);
+        for (x, y) in [(a0, b0), (a1, b1)] {
+            assert!((x - y).abs() <= 1e-4 * x.abs(), "loss {y} on {}, {x} on one rank", mesh["run_id"]);
+        }
+        assert!(d["ranks"].as_array().unwrap().iter().all(|r| !r["coords"].is_null()), "{d}");
+    }
+    let piped = results.iter().filter(|r| !r["distributed"]["pipeline"].is_null()).count();
+    assert_eq!(piped, 1, "the PP2 run records its pipeline");
+}

@@ -3,7 +3,7 @@
 //! sequence parallelism and interleaved 1F1B (2 virtual stages), trains what one rank trains on the same global batch (losses within 1e-4, relative),
 //! every tensor index gathers the same whole model, each rank's coordinates are recorded, and the bytes per
 //! mesh dimension and collective (the busiest stage's tensor traffic, the stage hop) are what `predict` says.
-//! A tiny ViT over TP2 x PP2 does the same; a rank killed mid-step fails the run naming it, leaving no process
+//! DP2 x TP2 x PP2 over eight ranks and a tiny ViT over TP2 x PP2 do the same; a rank killed mid-step fails the run naming it, leaving no process
 //! behind.
 #![allow(clippy::unwrap_used)]
 
@@ -131,6 +131,27 @@ fn tensor_pipeline_meshes_train_what_one_rank_trains_and_send_what_predict_says(
     assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
 }
 
+/// DP2 x TP2 x PP2 over eight ranks: two replicas of the TP2 x PP2 pipeline, each on half the global batch (4
+/// micro-batches of one sequence), their gradients all-reduced along the data dimension.
+#[test]
+fn a_data_parallel_tensor_pipeline_mesh_of_eight_ranks_trains_what_one_rank_trains() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SPEC.replace(
+        "{ devices_per_node = 4, strategy = \"all-reduce\", tensor_parallel = 2",
+        "{ devices_per_node = 8, strategy = \"all-reduce\", tensor_parallel = 2",
+    );
+    let all = run(dir.path(), &spec, "dp2tp2pp2", "pipeline_schedule = \"1f1b\"");
+    assert_eq!(all[1].plan.topology.data_parallel(), 2);
+    check_mesh(dir.path(), "dp2tp2pp2", &all);
+    let measured = |dimension: &str| {
+        let d = all[1].distributed.as_ref().unwrap();
+        d.mesh_bytes.iter().filter(|m| m.dimension.name() == dimension).map(|m| m.bytes_per_rank).sum::<u64>()
+    };
+    assert!(measured("data") > 0 && measured("tensor") > 0, "bytes along the data and tensor dimensions");
+    let left = processes_in(dir.path());
+    assert!(left.is_empty(), "no rank or launcher of this test is left running: {left:?}");
+}
+
 #[test]
 fn a_vit_over_tensor_pipeline_mesh_trains_what_one_rank_trains_and_sends_what_predict_says() {
     let dir = tempfile::tempdir().unwrap();
@@ -144,17 +165,22 @@ fn check_mesh(dir: &std::path::Path, name: &str, all: &[RunResult]) {
     assert_eq!(mesh.outcome, RunOutcome::Completed, "{name}");
     let (a, b) = (losses(one), losses(mesh));
     for (x, y) in [(a.0, b.0), (a.1, b.1)] {
-        assert!((x - y).abs() <= 1e-4 * x.abs(), "{name}: loss {y} on TP2 x PP2, {x} on one rank");
+        assert!((x - y).abs() <= 1e-4 * x.abs(), "{name}: loss {y} on the mesh, {x} on one rank");
     }
     assert!(b.1 < b.0, "{name}: the mesh trains: {} -> {}", b.0, b.1);
     let d = mesh.distributed.as_ref().unwrap();
     assert_eq!(d.weights_identical, Some(true), "{name}: both tensor indices gather the same whole model");
     let coords: Vec<_> = d.ranks.iter().map(|r| r.coords.unwrap()).collect();
-    assert_eq!(coords.len(), 4, "{name}");
-    assert_eq!((coords[1].tp, coords[1].pp, coords[2].tp, coords[2].pp), (1, 0, 0, 1), "{name}: tensor-innermost");
+    let world = mesh.plan.topology.world_size();
+    assert_eq!(coords.len(), world, "{name}");
+    // Tensor innermost, then data, then pipeline outermost: rank = (pp * dp_degree + dp) * tp_degree + tp.
+    let (dp_degree, tp_degree) = (mesh.plan.topology.data_parallel(), mesh.plan.topology.mesh.tensor_parallel);
+    for (rank, c) in coords.iter().enumerate() {
+        assert_eq!((c.pp * dp_degree + c.dp) * tp_degree + c.tp, rank, "{name}: rank {rank} at {c:?}");
+    }
     let p = d.pipeline.as_ref().unwrap();
-    // Each rank reports its stage: two tensor ranks per stage.
-    assert_eq!(p.per_stage.iter().filter(|s| s.stage == 1).count(), 2, "{name}");
+    // Each rank reports its stage: two tensor ranks per stage in each data-parallel replica.
+    assert_eq!(p.per_stage.iter().filter(|s| s.stage == 1).count(), world / 2, "{name}");
     // Bytes per dimension and collective: measured (the busiest rank's) = predicted.
     let predicted = predicted(dir, name);
     let mut measured: Vec<(String, String, f64)> = d
