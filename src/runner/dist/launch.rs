@@ -85,8 +85,8 @@ pub fn worker_command(exe: &Path, processes: Option<usize>, engine: Transport) -
     c.arg("-n").arg(n.to_string());
     if l.open_mpi {
         c.args(["--oversubscribe", "--bind-to", "none"]);
-        // Containers often forbid the cross-memory attach Open MPI uses between local ranks.
-        c.args(["--mca", "btl_vader_single_copy_mechanism", "none"]);
+        // Cross-memory attach where this machine allows it (containers often forbid it), probed once.
+        c.args(["--mca", "btl_vader_single_copy_mechanism", super::single_copy::vader_single_copy_mechanism()]);
         if is_root() {
             c.arg("--allow-run-as-root");
         }
