@@ -70,6 +70,10 @@ pub enum Command {
     /// Run one task of a Slurm submission (internal: started by the batch scripts `run --on slurm` writes).
     #[command(hide = true)]
     SlurmTask(commands::slurm_task::Args),
+    /// Print the shared-memory copy local MPI ranks may use here, `cma` or `none` (internal: asked by the batch
+    /// scripts `run --on slurm` writes).
+    #[command(hide = true)]
+    SingleCopy,
 }
 
 impl Command {
@@ -115,6 +119,7 @@ pub fn main(binary: Binary) -> ExitCode {
         Command::Worker(a) => commands::worker::execute(a),
         Command::Status(a) => commands::status::execute(a),
         Command::SlurmTask(a) => commands::slurm_task::execute(a),
+        Command::SingleCopy => commands::single_copy::execute(),
     };
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

@@ -35,6 +35,7 @@ pub mod predict;
 pub mod report;
 pub mod run;
 pub mod schema;
+pub mod single_copy;
 pub mod slurm_task;
 pub mod spec_input;
 pub mod status;

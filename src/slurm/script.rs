@@ -214,11 +214,12 @@ fn render(
         // Every rank runs the task; the ranks find their rank and world size in srun's variables, rank 0 writes.
         let _ = writeln!(
             s,
-            "# As trainbench's own mpirun launch: no cross-memory attach between local ranks (containers forbid it)."
+            "# As trainbench's own mpirun launch: cross-memory attach between local ranks where this node allows it."
         );
         let _ = writeln!(
             s,
-            "export OMPI_MCA_btl_vader_single_copy_mechanism=\"${{OMPI_MCA_btl_vader_single_copy_mechanism:-none}}\""
+            "export OMPI_MCA_btl_vader_single_copy_mechanism=\"${{OMPI_MCA_btl_vader_single_copy_mechanism:-$(\"$TRAINBENCH\" \
+             single-copy 2>/dev/null || echo none)}}\""
         );
         let _ = writeln!(
             s,

@@ -316,6 +316,11 @@ timeout_s = 240
     assert!(shown.contains("3 tasks: 3 done, 0 failed"), "{shown}");
     let script = std::fs::read_to_string(out.join("_slurm/array-1.sbatch")).unwrap();
     assert!(script.contains("#SBATCH --ntasks=2") && script.contains("srun --mpi=pmix --ntasks=2"), "{script}");
+    // The node is asked which shared-memory copy its ranks may use, unless the user's environment says.
+    assert!(
+        script.contains("single_copy_mechanism:-$(\"$TRAINBENCH\" single-copy 2>/dev/null || echo none)"),
+        "{script}"
+    );
     let single = read_json(&out.join("slurm-dp/slurm-dp.b16.fp32.1x1.r0.json"));
     assert_eq!(single["outcome"]["status"], "completed", "{single}");
     // ZeRO goes the same way as all-reduce.
@@ -400,4 +405,14 @@ cpu_threads = 1
     }
     let piped = results.iter().filter(|r| !r["distributed"]["pipeline"].is_null()).count();
     assert_eq!(piped, 1, "the PP2 run records its pipeline");
+}
+
+/// `trainbench single-copy`, which a batch script runs on the node before `srun`, prints the shared-memory copy
+/// local MPI ranks may use there: the probe's answer (`cma` where `process_vm_readv` reads a child's memory).
+#[test]
+fn single_copy_prints_the_probes_answer_for_this_machine() {
+    let out = Command::new(env!("CARGO_BIN_EXE_trainbench")).arg("single-copy").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let expected = if trainbench::runner::dist::single_copy::cross_memory_attach_works() { "cma" } else { "none" };
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), expected);
 }
