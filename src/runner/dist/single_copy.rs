@@ -19,8 +19,7 @@ pub fn vader_single_copy_mechanism() -> &'static str {
 /// shared-memory transport reads a peer's: a `sleep` started for the probe, the first bytes of a file it maps
 /// at offset 0 read through the system call and compared with the ELF magic number that file starts with.
 /// False where the system call is refused (seccomp, ptrace policy), the child cannot be started, or anything
-/// read differs, three times in a row (a refused system call fails every time; one failed try of a busy machine
-/// does not decide).
+/// read differs, three times in a row (a refused system call fails every time).
 pub fn cross_memory_attach_works() -> bool {
     (0..3).any(|_| probe_once())
 }
@@ -37,12 +36,22 @@ fn probe_once() -> bool {
     works
 }
 
-/// Read 4 bytes at the start of a file mapped at offset 0 in process `pid` (after its `exec`: `spawn` returns
-/// once it happened) and check they are `\x7fELF`.
+/// Read 4 bytes at the start of a file mapped at offset 0 in process `pid` and check they are `\x7fELF`.
+/// `spawn` returns once the child's `exec` is past its point of no return, which can be before the kernel has
+/// mapped the new program (the maps then hold only its stack): the maps are read again, for up to a second,
+/// until a file is mapped.
 #[cfg(target_os = "linux")]
 fn probe_child(pid: u32) -> bool {
-    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return false };
-    let Some(address) = maps.lines().find_map(elf_mapping_start) else { return false };
+    let mut address = None;
+    for _ in 0..1000 {
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return false };
+        address = maps.lines().find_map(elf_mapping_start);
+        if address.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let Some(address) = address else { return false };
     let mut bytes = [0u8; 4];
     let local = libc::iovec { iov_base: bytes.as_mut_ptr().cast(), iov_len: bytes.len() };
     let remote = libc::iovec { iov_base: address as *mut libc::c_void, iov_len: bytes.len() };
