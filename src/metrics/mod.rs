@@ -37,8 +37,9 @@ use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{PhaseTimes, RawMeasurements, RunPlan};
 
 use crate::result::{
-    AnalysisSummary, ExpertLoad, FreeRunningThroughput, LossSummary, MemoryBreakdown, MemoryMeasuredSummary, Metrics,
-    PhaseBreakdown, PhaseStat, PowerEnergy, Sampled, SteadyState, StepTimeStats, Throughput,
+    AnalysisSummary, ExpertLoad, FreeRunningThroughput, GradientNorm, LossSummary, MemoryBreakdown,
+    MemoryMeasuredSummary, Metrics, PhaseBreakdown, PhaseStat, PowerEnergy, Sampled, SteadyState, StepTimeStats,
+    Throughput,
 };
 use collect::CollectorReport;
 use peak::Peak;
@@ -132,6 +133,11 @@ pub fn derive(input: &DeriveInput<'_>) -> Option<Metrics> {
         loss: loss(&raw.steps),
         time_to_target: raw.target.clone(),
         expert_load: raw.routing.as_ref().and_then(ExpertLoad::of),
+        gradient_norm: raw.gradient_squares.map(|g| {
+            let norm = |squares: f64| Some(squares.sqrt()).filter(|n| n.is_finite());
+            GradientNorm { first: norm(g.first), last: norm(g.last) }
+        }),
+        weight_norms: raw.weight_norms.clone(),
         samples_seen: Some(figures.seen),
         samples_kept: Some(figures.kept_times.len() as u64),
         step_indices: figures.kept_indices,

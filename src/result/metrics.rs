@@ -58,6 +58,16 @@ pub struct Metrics {
     /// for a model without MoE layers or a backend that does not record it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expert_load: Option<ExpertLoad>,
+    /// The L2 norm of the gradient the optimizer stepped with at the first and last measured iteration, over
+    /// the whole model (the sum of every rank's share of it: each value counted once over the mesh); absent
+    /// where the backend cannot see it (wgpu, parameter servers, WGAN-GP) and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_norm: Option<GradientNorm>,
+    /// The L2 norm of each trained tensor of the whole model after the last measured iteration (gathered from
+    /// its shards and stages), in the order one rank holds them: what a layout's run is compared with one
+    /// rank's by; absent where the backend does not record it and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_norms: Option<Vec<f64>>,
 }
 
 /// Steady-state throughput: samples over the summed step times of the steady-state iterations.
@@ -342,4 +352,14 @@ pub struct LossSummary {
     pub last: Option<f64>,
     /// True when every reported loss was finite.
     pub all_finite: bool,
+}
+
+/// The gradient's L2 norm over the whole model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GradientNorm {
+    /// At the first measured iteration (`null` if not finite: an fp16 step skipped on overflow).
+    pub first: Option<f64>,
+    /// At the last measured iteration (`null` if not finite).
+    pub last: Option<f64>,
 }

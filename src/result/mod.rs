@@ -26,7 +26,7 @@ pub use expert_load::{ExpertLoad, LayerLoad};
 pub use index::{INDEX_FILE, IndexEntry, SuiteIndex};
 pub use load::{LoadError, LoadedResult};
 pub use metrics::{
-    CpuUtilization, FlopUtilization, FreeRunningThroughput, GpuUtilization, LossSummary, MemoryBreakdown,
+    CpuUtilization, FlopUtilization, FreeRunningThroughput, GpuUtilization, GradientNorm, LossSummary, MemoryBreakdown,
     MemoryMeasuredSummary, Metrics, PhaseBreakdown, PhaseStat, PowerEnergy, SteadyState, StepTimeStats, Throughput,
 };
 pub use run::{DataSummary, FORMAT_VERSION, LoaderThroughput, RunOutcome, RunResult};

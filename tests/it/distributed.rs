@@ -66,6 +66,12 @@ fn data_parallel_runs_reproduce_one_worker_and_send_what_the_formulas_say() {
         for (a, b) in [(l.first.unwrap(), first), (l.last.unwrap(), last)] {
             assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{topology}: {a} vs {b} (one worker)");
         }
+        if servers == 0 {
+            crate::common::trains_like::assert_trains_like(&single, &r, 1e-4, topology, &[]);
+        } else {
+            // The servers step with the gradient: the workers never see the mean they step with.
+            assert_eq!(r.metrics.as_ref().unwrap().gradient_norm, None, "{topology}");
+        }
         let d = r.distributed.unwrap();
         assert_eq!((d.world_size as u64, d.parameter_servers), (workers, servers), "{topology}");
         assert_eq!(d.engine, "mpi");

@@ -61,6 +61,7 @@ fn check(dropless: bool) {
         for (got, want) in [(a, first), (b, last)] {
             assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{topology}: {got} vs {want} (one rank)");
         }
+        crate::common::trains_like::assert_trains_like(&read("1x1"), &r, 1e-4, topology, &[]);
         let d = r.distributed.unwrap();
         assert_eq!((d.world_size, d.engine.as_str()), (world, "mpi"), "{topology}");
         assert_eq!(d.weights_identical, Some(true), "{topology}: every rank digests the same whole model");

@@ -120,6 +120,7 @@ fn pipelines_train_what_one_rank_trains_under_every_schedule() {
         assert!(b.1 < b.0, "{name}: the pipeline trains: {} -> {}", b.0, b.1);
         let d = pp.distributed.as_ref().unwrap();
         assert_eq!(d.weights_digest, digest, "{name}: the whole model's weights after 10 steps, bit for bit");
+        crate::common::trains_like::assert_trains_like(one, pp, 1e-4, name, &[]);
         let p = d.pipeline.as_ref().unwrap();
         assert_eq!(p.per_stage.len(), 2);
         let v = if name == "interleaved" { 2 } else { 1 };
@@ -218,6 +219,7 @@ fn two_replicas_of_a_two_stage_pipeline_train_what_one_rank_trains() {
     let d = pp.distributed.as_ref().unwrap();
     assert_eq!(d.world_size, 4);
     assert_eq!(d.weights_identical, Some(true), "both replicas end with the same whole model");
+    crate::common::trains_like::assert_trains_like(one, pp, 1e-4, "DP2 x PP2", &[]);
     let p = d.pipeline.as_ref().unwrap();
     assert_eq!(p.per_stage.len(), 4, "two replicas of two stages");
     // The stages' gradient averages over their replicas are the data dimension's bytes: the busiest stage's.

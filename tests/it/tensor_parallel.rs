@@ -103,6 +103,7 @@ fn check_equal_to_one_rank(single: &RunResult, r: &RunResult, what: &str) {
     let d = r.distributed.as_ref().unwrap();
     assert_eq!(d.weights_identical, Some(true), "{what}: every rank gathers the same whole model");
     assert!(d.ranks.iter().all(|rank| rank.coords.is_some()), "{what}: each rank's coordinates are recorded");
+    crate::common::trains_like::assert_trains_like(single, r, 1e-4, what, &[]);
 }
 
 #[test]

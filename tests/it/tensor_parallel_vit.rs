@@ -34,6 +34,10 @@ timeout_s = 600
 "#
 );
 
+/// The tiny ViT's two fused query/key/value projection biases (tensors 7 and 19: patch weight and bias, class
+/// token, positions, then twelve per block), whose key third has a zero gradient in exact arithmetic.
+pub(crate) const QKV_BIASES: [usize; 2] = [7, 19];
+
 fn check_equal_to_one_rank(single: &RunResult, r: &RunResult, what: &str) {
     assert_eq!(r.outcome, RunOutcome::Completed, "{what}");
     let ((a0, a1), (b0, b1)) = (losses(single), losses(r));
@@ -43,6 +47,7 @@ fn check_equal_to_one_rank(single: &RunResult, r: &RunResult, what: &str) {
     }
     let d = r.distributed.as_ref().unwrap();
     assert_eq!(d.weights_identical, Some(true), "{what}: every rank gathers the same whole model");
+    crate::common::trains_like::assert_trains_like(single, r, 1e-4, what, &QKV_BIASES);
 }
 
 #[test]

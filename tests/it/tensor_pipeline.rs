@@ -170,6 +170,8 @@ fn check_mesh(dir: &std::path::Path, name: &str, all: &[RunResult]) {
     assert!(b.1 < b.0, "{name}: the mesh trains: {} -> {}", b.0, b.1);
     let d = mesh.distributed.as_ref().unwrap();
     assert_eq!(d.weights_identical, Some(true), "{name}: both tensor indices gather the same whole model");
+    let noise_driven: &[usize] = if name == "vit" { &crate::tensor_parallel_vit::QKV_BIASES } else { &[] };
+    crate::common::trains_like::assert_trains_like(one, mesh, 1e-4, name, noise_driven);
     let coords: Vec<_> = d.ranks.iter().map(|r| r.coords.unwrap()).collect();
     let world = mesh.plan.topology.world_size();
     assert_eq!(coords.len(), world, "{name}");

@@ -89,6 +89,7 @@ fn every_stage_reproduces_one_worker_and_sends_and_holds_what_the_formulas_say()
         let d = r.distributed.as_ref().unwrap();
         assert_eq!(d.strategy, format!("zero-{stage}"), "fsdp is recorded as zero-3");
         assert_eq!(d.weights_identical, Some(true), "{topology}: bit-identical gathered weights");
+        crate::common::trains_like::assert_trains_like(&single, &r, 1e-3, topology, &[]);
         let kind = d.bytes_by_kind.unwrap();
         assert_eq!(kind.all_reduce, 0, "{topology}");
         // Stages 1-2 cut this model's 116 kB of gradients into 10 kB units, stage 3 into a root unit and one

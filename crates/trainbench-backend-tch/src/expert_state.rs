@@ -93,6 +93,15 @@ impl ExpertState {
         Ok(())
     }
 
+    /// The squares of the gradients the optimizer steps with (after [`ExpertState::reduce_gradients`] and the
+    /// exchange of the rest), each value counted once over the world: the non-expert tensors' (every rank
+    /// holds them) over the world size, the experts' over their replicas; the gradients divided by `scale`.
+    pub fn gradient_squares(&self, scale: f64) -> Result<f64, TchError> {
+        let dense = crate::norms::squares(&self.dense, &|_| 1.0 / self.world_size.max(1) as f64, scale)?;
+        let experts = crate::norms::squares(&self.experts, &|_| 1.0 / self.replicas.size().max(1) as f64, scale)?;
+        Ok(dense + experts)
+    }
+
     /// Every trained tensor with the experts whole (each gathered over the expert-parallel group), in the order
     /// one rank holds them: what the weights' digest is taken over, so every rank digests the same model.
     pub fn whole_parameters(&self, model: &Lowered, graph: &Graph) -> Result<Vec<Tensor>, TchError> {

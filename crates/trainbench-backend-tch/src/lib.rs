@@ -72,6 +72,7 @@ pub mod lower;
 pub mod moe;
 pub mod moe_stats;
 pub mod nccl;
+mod norms;
 pub mod ops;
 mod optim;
 mod overlap;

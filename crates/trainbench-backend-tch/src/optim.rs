@@ -122,6 +122,11 @@ impl GradScaler {
         })
     }
 
+    /// The current scale (a synchronisation on CUDA).
+    pub fn current(&self) -> Result<f64, TchError> {
+        self.scale.f_double_value(&[0])
+    }
+
     /// The loss multiplied by the current scale.
     pub fn scale(&self, loss: &Tensor) -> Result<Tensor, TchError> {
         loss.f_mul(&self.scale)

@@ -21,7 +21,7 @@ use trainbench_comm::schedule::{peak_in_flight, stage_actions, stage_steps};
 use trainbench_comm::{Communicator, PipelineSchedule};
 use trainbench_contract::steady_loop::{EndWish, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
 use trainbench_contract::{
-    BackendError, MemoryMeasured, PhaseTimes, PipelineMeasured, Probe, RawMeasurements, RunPlan, TensorTraffic,
+    BackendError, GradientSquares, MemoryMeasured, PhaseTimes, PipelineMeasured, Probe, RawMeasurements, RunPlan,
 };
 use trainbench_graph::graph::Graph;
 
@@ -30,7 +30,7 @@ use crate::diff_op::GroupTraffic;
 use crate::lower::{DataPool, pool_size};
 use crate::optim::Optim;
 use crate::pipeline::{StageRank, StepFigures};
-use crate::tensor_parallel::{TensorParallel, ring_bytes};
+use crate::tensor_parallel::TensorParallel;
 
 fn map(e: TchError, batch: usize) -> BackendError {
     crate::error::map_error(e, batch)
@@ -107,11 +107,12 @@ pub fn run<'c>(
         grad_bytes: 0,
         sums: Sums::default(),
         traffic_from: GroupTraffic::default(),
+        gradient_squares: None,
     };
     let end = steady.run(&mut steps_run, probe, &mut out);
     // Counting ends before the tensors allocated before it are freed.
     drop(cpu_memory);
-    let PipelineSteps { rank, opt, comm, data, sums, grad_bytes, traffic_from, .. } = steps_run;
+    let PipelineSteps { rank, opt, comm, data, sums, grad_bytes, traffic_from, gradient_squares, .. } = steps_run;
     comm.wait_politely(false);
     if let Some(d) = data {
         d.wait_politely(false);
@@ -141,9 +142,13 @@ pub fn run<'c>(
         ),
     });
     if let Some(tp) = rank.model.tensor_parallel() {
-        out.tensor_traffic = Some(traffic_per_step(tp, traffic_from, sums.steps));
+        out.tensor_traffic = Some(tp.traffic_per_step(traffic_from, sums.steps));
     }
-    out.weights_digest = whole_model_digest(comm, &ranges, &rank, opt.params(), graph).map_err(|e| map(e, batch))?;
+    out.gradient_squares = gradient_squares;
+    if let Some((digest, norms)) = whole_model(comm, &ranges, &rank, opt.params(), graph).map_err(|e| map(e, batch))? {
+        out.weights_digest = Some(digest);
+        out.weight_norms = Some(norms);
+    }
     Ok(out)
 }
 
@@ -199,6 +204,8 @@ struct PipelineSteps<'g, 'c> {
     sums: Sums,
     /// The tensor group's traffic when measuring began.
     traffic_from: GroupTraffic,
+    /// The measured steps' gradient squares, as this rank owns them.
+    gradient_squares: Option<GradientSquares>,
 }
 
 impl SteadyStep for PipelineSteps<'_, '_> {
@@ -223,6 +230,13 @@ impl SteadyStep for PipelineSteps<'_, '_> {
             data_values = self.host.len() as u64;
         }
         let exchange_s = exchanged.elapsed().as_secs_f64();
+        if measured {
+            // This stage's gradient, averaged over its replicas: each replica's counts for its share.
+            let tensor = self.rank.model.tensor_parallel().map(TensorParallel::gradient_weights);
+            let weight = |i: usize| tensor.as_ref().and_then(|w| w.get(i)).copied().unwrap_or(1.0) / replicas as f64;
+            let squares = crate::norms::squares(self.opt.params(), &weight, 1.0).map_err(|e| map(e, batch))?;
+            GradientSquares::record(&mut self.gradient_squares, squares);
+        }
         let before_opt = Instant::now();
         self.opt.step(None).map_err(|e| map(e, batch))?;
         let optimizer_s = before_opt.elapsed().as_secs_f64();
@@ -277,22 +291,6 @@ impl SteadyStep for PipelineSteps<'_, '_> {
     }
 }
 
-/// The bytes per step `tp` sent over its tensor group since `from`, over `steps` steps, as ring algorithms move
-/// them.
-fn traffic_per_step(tp: &TensorParallel, from: GroupTraffic, steps: u64) -> TensorTraffic {
-    let now = tp.traffic();
-    let since = |a: (u64, u64), b: (u64, u64)| (a.0.saturating_sub(b.0), a.1.saturating_sub(b.1));
-    let delta = GroupTraffic {
-        all_reduce: since(now.all_reduce, from.all_reduce),
-        all_gather: since(now.all_gather, from.all_gather),
-        reduce_scatter: since(now.reduce_scatter, from.reduce_scatter),
-        ..GroupTraffic::default()
-    };
-    let (all_reduce, all_gather, reduce_scatter) = ring_bytes(delta, tp.degree());
-    let per = |b: u64| b.checked_div(steps).unwrap_or(0);
-    TensorTraffic { all_reduce: per(all_reduce), all_gather: per(all_gather), reduce_scatter: per(reduce_scatter) }
-}
-
 /// The gradients of `params` replaced by their mean over the replicas of `data` (staged through `host`).
 fn average_gradients(data: &mut dyn Communicator, params: &[tch::Tensor], host: &mut Vec<f32>) -> Result<(), TchError> {
     let total: usize = params.iter().map(tch::Tensor::numel).sum();
@@ -307,58 +305,65 @@ fn average_gradients(data: &mut dyn Communicator, params: &[tch::Tensor], host: 
     crate::dist::apply(params, &kept, &summed, &[])
 }
 
-/// The digest of the whole model's trained weights, on rank 0 (`None` elsewhere): every rank sends its chunks'
-/// values (gathered whole over its tensor group first), rank 0 puts them in model order (a one-rank run's
-/// order).
-fn whole_model_digest(
+/// The digest of the whole model's trained weights and each tensor's norm, on rank 0 (`None` elsewhere): every
+/// rank sends its chunks' tensors (gathered whole over its tensor group first), rank 0 puts them in model order
+/// (a one-rank run's order).
+fn whole_model(
     comm: &mut dyn Communicator,
     ranges: &[(usize, std::ops::Range<usize>)],
     rank: &StageRank<'_>,
     params: &[tch::Tensor],
     graph: &Graph,
-) -> Result<Option<String>, TchError> {
+) -> Result<Option<(String, Vec<f64>)>, TchError> {
     // Every rank of a tensor group gathers, in the same order; then each tensor index's stages digest alike.
     let whole: Option<Vec<(usize, tch::Tensor)>> = match rank.model.tensor_parallel() {
         Some(tp) => Some(tp.trained_nodes().zip(tp.gather_weights(params)?).collect()),
         None => None,
     };
+    // Per chunk: its index, its tensors' count and lengths, then their values.
     let mut bytes = Vec::new();
     for (chunk, nodes) in ranges {
-        let params = match &whole {
+        let params: Vec<tch::Tensor> = match &whole {
             Some(w) => w.iter().filter(|(id, _)| nodes.contains(id)).map(|(_, t)| t.shallow_clone()).collect(),
             None => rank.model.parameters(graph, |n| graph.nodes[nodes.clone()].iter().any(|o| std::ptr::eq(o, n))),
         };
-        let values = crate::dist::flat_values(&params)?;
         bytes.extend((*chunk as u64).to_le_bytes());
-        bytes.extend((values.len() as u64).to_le_bytes());
-        for v in values {
+        bytes.extend((params.len() as u64).to_le_bytes());
+        for p in &params {
+            bytes.extend((p.numel() as u64).to_le_bytes());
+        }
+        for v in crate::dist::flat_values(&params)? {
             bytes.extend(v.to_le_bytes());
         }
     }
     let gathered =
         comm.gather_bytes(0, &bytes).map_err(|e| TchError::Kind(format!("pipeline: gathering the weights: {e}")))?;
     let Some(all) = gathered else { return Ok(None) };
-    let mut chunks: Vec<(u64, Vec<f32>)> = Vec::new();
+    let truncated = || TchError::Kind("pipeline: a stage sent truncated weights".into());
+    // Each chunk's tensors, as (chunk, values of each tensor).
+    let mut chunks: Vec<(u64, Vec<Vec<f32>>)> = Vec::new();
     for b in &all {
         let mut at = 0;
-        let word = |at: &mut usize| -> Option<u64> {
-            let w = b.get(*at..*at + 8)?;
+        let word = |at: &mut usize| -> Result<u64, TchError> {
+            let w = b.get(*at..*at + 8).ok_or_else(truncated)?;
             *at += 8;
-            Some(u64::from_le_bytes(w.try_into().ok()?))
+            Ok(u64::from_le_bytes(w.try_into().map_err(|_| truncated())?))
         };
         while at < b.len() {
-            let (Some(chunk), Some(len)) = (word(&mut at), word(&mut at)) else { break };
-            let end = at + 4 * len as usize;
-            let values = b
-                .get(at..end)
-                .ok_or_else(|| TchError::Kind("pipeline: a stage sent truncated weights".into()))?
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            at = end;
-            chunks.push((chunk, values));
+            let (chunk, count) = (word(&mut at)?, word(&mut at)?);
+            let lens = (0..count).map(|_| word(&mut at)).collect::<Result<Vec<u64>, _>>()?;
+            let mut tensors = Vec::with_capacity(lens.len());
+            for len in lens {
+                let end = at + 4 * len as usize;
+                let values = b.get(at..end).ok_or_else(truncated)?;
+                tensors.push(values.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect());
+                at = end;
+            }
+            chunks.push((chunk, tensors));
         }
     }
     chunks.sort_by_key(|(c, _)| *c);
-    Ok(Some(trainbench_contract::backend::weights_digest(chunks.iter().map(|(_, v)| v.as_slice()))))
+    let tensors: Vec<&[f32]> = chunks.iter().flat_map(|(_, t)| t.iter().map(Vec::as_slice)).collect();
+    let norms = tensors.iter().map(|t| t.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt()).collect();
+    Ok(Some((trainbench_contract::backend::weights_digest(tensors.iter().copied()), norms)))
 }

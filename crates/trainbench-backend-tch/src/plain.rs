@@ -187,6 +187,7 @@ impl PlainStep {
             let step = crate::dist::exchange(x, params, c.stop_wish, &mut c.host)?;
             return self.after_exchange(c, step, clock);
         }
+        c.note_gradients(self.opt.params())?;
         self.opt.step(c.scaler.as_mut())?;
         clock.lap(Phase::Optimizer)
     }
@@ -225,6 +226,7 @@ impl PlainStep {
             s.gather(u, &mut z.buf).map_err(comm)?;
             z.params.write(u, &z.buf)?;
         }
+        c.note_sharded_gradients();
         c.agreed_stop = step.stop;
         c.agreed_interrupted = step.interrupted;
         clock.lap(Phase::Comm)
@@ -239,6 +241,7 @@ impl PlainStep {
         if step.weights_updated {
             self.opt.zero_grad()?;
         } else {
+            c.note_gradients(self.opt.params())?;
             self.opt.step(c.scaler.as_mut())?;
         }
         clock.lap(Phase::Optimizer)

@@ -10,7 +10,7 @@ use trainbench_comm::{GradientExchange, StopWish};
 use trainbench_contract::steady_loop::{EndWish, EvalWhen, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
 use trainbench_contract::target::EvalTally;
 use trainbench_contract::{
-    BackendError, FreeRunning, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunPlan, TensorTraffic, Tf32,
+    BackendError, FreeRunning, MemoryMeasured, PhaseTimes, Probe, RawMeasurements, RunPlan, Tf32,
 };
 use trainbench_data::{BatchSource, EvalSet};
 use trainbench_graph::Precision;
@@ -26,7 +26,7 @@ use crate::feed::{self, DeviceBatch};
 use crate::lower::{DataPool, Lowered, host_available_bytes, host_bytes_needed, pool_size};
 use crate::optim::{GradScaler, Optim};
 use crate::shim::{self, AutocastDtype, AutocastGuard};
-use crate::tensor_parallel::{TensorParallel, ring_bytes};
+use crate::tensor_parallel::TensorParallel;
 use crate::zero::{ZeroParams, ZeroState};
 
 #[path = "plain.rs"]
@@ -35,6 +35,8 @@ use plain::PlainStep;
 #[path = "wgan.rs"]
 mod wgan;
 use wgan::WganStep;
+#[path = "step_gradients.rs"]
+mod gradients;
 
 /// Most steps of the free-running window (it runs as many as the measured steps, up to this).
 pub const FREE_RUNNING_MAX_STEPS: u64 = 50;
@@ -95,6 +97,8 @@ struct Common<'a> {
     routing: crate::moe_stats::StepRouting,
     /// An expert-parallel run's groups and expert shards, installed for the forward passes of this thread.
     expert: Option<(ExpertState, crate::expert_parallel::Installed)>,
+    /// The measured steps' gradient squares, as this rank owns them ([`Common::note_gradients`]).
+    gradients: gradients::GradientTrack,
 }
 
 /// Everything one run holds on the device.
@@ -278,6 +282,7 @@ impl<'a> Session<'a> {
                 let installed = crate::expert_parallel::install(e.parallel().clone());
                 (e, installed)
             }),
+            gradients: gradients::GradientTrack::default(),
         };
         Ok(Self { plan, common, mode })
     }
@@ -508,26 +513,18 @@ impl<'a> Session<'a> {
             }
             None => (None, None),
         };
-        if let Some(tp) = self.common.model.tensor_parallel() {
-            let (all_reduce, all_gather, reduce_scatter) = ring_bytes(tp.traffic(), tp.degree());
-            let per = |b: u64| b.checked_div(index).unwrap_or(0);
-            out.tensor_traffic = Some(TensorTraffic {
-                all_reduce: per(all_reduce),
-                all_gather: per(all_gather),
-                reduce_scatter: per(reduce_scatter),
-            });
+        // Over every step, warm-up included: the group's traffic since it was made.
+        out.tensor_traffic =
+            self.common.model.tensor_parallel().map(|tp| tp.traffic_per_step(Default::default(), index));
+        if let Mode::Plain(step) = &self.mode {
+            let whole = self.common.whole_weights(step.opt.params()).map_err(|e| map(e, batch))?;
+            out.weight_norms = Some(crate::norms::tensor_norms(&whole).map_err(|e| map(e, batch))?);
+            if distributed {
+                out.weights_digest = Some(crate::dist::digest(&whole).map_err(|e| map(e, batch))?);
+                out.expert = self.common.expert.as_ref().map(|(e, _)| e.traffic());
+            }
         }
-        if let (true, Mode::Plain(step)) = (distributed, &self.mode) {
-            let whole = match (self.common.model.tensor_parallel(), &self.common.expert) {
-                (Some(tp), _) => tp.gather_weights(step.opt.params()).map_err(|e| map(e, batch))?,
-                (None, Some((e, _))) => {
-                    e.whole_parameters(&self.common.model, self.common.graph).map_err(|e| map(e, batch))?
-                }
-                (None, None) => step.opt.params().iter().map(Tensor::shallow_clone).collect(),
-            };
-            out.weights_digest = Some(crate::dist::digest(&whole).map_err(|e| map(e, batch))?);
-            out.expert = self.common.expert.as_ref().map(|(e, _)| e.traffic());
-        }
+        out.gradient_squares = self.common.gradients.squares;
         out.memory = MemoryMeasured {
             weights,
             gradients,
@@ -564,6 +561,7 @@ impl SteadyStep for TchSteps<'_, '_, '_, '_> {
 
     fn step(&mut self, index: u64, measured: bool, wish: EndWish) -> Result<StepOutcome, BackendError> {
         let common = &mut self.session.common;
+        common.gradients.measuring = measured;
         common.stop_wish = match wish {
             EndWish::Continue => StopWish::Continue,
             EndWish::Finished => StopWish::Finished,

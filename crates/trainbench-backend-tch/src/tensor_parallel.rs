@@ -8,6 +8,7 @@
 //! ([`TensorParallel::gather_weights`]).
 
 use tch::{Kind, TchError, Tensor};
+use trainbench_contract::TensorTraffic;
 use trainbench_graph::graph::{Graph, Node, NodeId, Op};
 use trainbench_graph::params::{ParamDecl, graph_tensors};
 use trainbench_graph::tensor_parallel::{Role, Split, TensorShard};
@@ -61,6 +62,22 @@ impl TensorParallel {
     /// The group's traffic so far.
     pub fn traffic(&self) -> GroupTraffic {
         self.group.traffic()
+    }
+
+    /// The bytes per step this rank sent over the group since its traffic was `from`, over `steps` steps, as
+    /// ring algorithms move them ([`ring_bytes`]).
+    pub fn traffic_per_step(&self, from: GroupTraffic, steps: u64) -> TensorTraffic {
+        let now = self.traffic();
+        let since = |a: (u64, u64), b: (u64, u64)| (a.0.saturating_sub(b.0), a.1.saturating_sub(b.1));
+        let delta = GroupTraffic {
+            all_reduce: since(now.all_reduce, from.all_reduce),
+            all_gather: since(now.all_gather, from.all_gather),
+            reduce_scatter: since(now.reduce_scatter, from.reduce_scatter),
+            ..GroupTraffic::default()
+        };
+        let (all_reduce, all_gather, reduce_scatter) = ring_bytes(delta, self.degree());
+        let per = |b: u64| b.checked_div(steps).unwrap_or(0);
+        TensorTraffic { all_reduce: per(all_reduce), all_gather: per(all_gather), reduce_scatter: per(reduce_scatter) }
     }
 
     /// Ranks in the group.
@@ -168,6 +185,13 @@ impl TensorParallel {
         let per_token = both.f_select(1, 0)?.f_log()?.f_sub(&both.f_select(1, 1)?)?;
         let counted = labels.f_ne(IGNORE_INDEX)?.f_to_kind(Kind::Float)?;
         per_token.f_mul(&counted)?.f_sum(Kind::Float)?.f_div(&counted.f_sum(Kind::Float)?.f_clamp_min(1.0)?)
+    }
+
+    /// Each trained tensor's share of its values this rank owns, in the order the optimizer holds them: one
+    /// over the group's size for a tensor every rank holds whole ([`Split::Replicated`]), 1 for a split one.
+    pub fn gradient_weights(&self) -> Vec<f64> {
+        let t = self.group.size().max(1) as f64;
+        self.trained.iter().map(|(_, s)| if matches!(s, Split::Replicated { .. }) { 1.0 / t } else { 1.0 }).collect()
     }
 
     /// Whether any trained tensor's gradient is partial over the group (see [`Split::Replicated`]).

@@ -186,6 +186,9 @@ pub trait Sharded {
     fn restore_counted(&mut self, stats: ExchangeStats);
     /// The buffers this worker holds.
     fn held(&self) -> ShardHeld;
+    /// The gradient shard the last [`Sharded::step`] stepped with (the mean over the workers) as the sum of
+    /// its squares, each tensor's values ([`Layout`] index) weighted by `weight`.
+    fn gradient_squares(&self, weight: &dyn Fn(usize) -> f64) -> f64;
     /// The engine's name (for errors).
     fn engine_name(&self) -> String;
     /// Count a stage-3 step whose collectives ran beside the computation ([`crate::prefetch`]) as overlapped

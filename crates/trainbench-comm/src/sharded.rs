@@ -34,6 +34,8 @@ pub struct ShardedExchange<'c> {
     padded: Vec<f32>,
     packed: Vec<f32>,
     stats: ExchangeStats,
+    /// The last step's gradient shard, as the sum of its squares per tensor ([`Layout`] index).
+    shard_squares: Vec<f64>,
 }
 
 impl<'c> ShardedExchange<'c> {
@@ -75,6 +77,7 @@ impl<'c> ShardedExchange<'c> {
             padded: Vec::new(),
             packed: Vec::new(),
             stats: ExchangeStats::default(),
+            shard_squares: Vec::new(),
         })
     }
 
@@ -130,6 +133,7 @@ impl Sharded for ShardedExchange<'_> {
     fn step(&mut self, wish: StopWish) -> Result<StepExchange, CommError> {
         let inv = 1.0 / self.comm.size() as f32;
         self.grads.iter_mut().for_each(|g| *g *= inv);
+        self.shard_squares = self.squares_by_tensor();
         self.optimizer.step(&mut self.master, &self.grads);
         self.grads.fill(0.0);
         agree_on_stop(self.comm, wish, &mut self.stats, true)
@@ -163,6 +167,10 @@ impl Sharded for ShardedExchange<'_> {
             gradient_shard: 4 * self.grads.len() as u64,
             optimizer_state: self.optimizer.state_bytes(),
         }
+    }
+
+    fn gradient_squares(&self, weight: &dyn Fn(usize) -> f64) -> f64 {
+        self.shard_squares.iter().enumerate().map(|(i, s)| weight(i) * s).sum()
     }
 
     fn engine_name(&self) -> String {
@@ -227,6 +235,28 @@ impl GradientExchange for ShardedExchange<'_> {
 }
 
 impl ShardedExchange<'_> {
+    /// The gradient shard's squares summed per tensor ([`Layout`] index): each unit's owned block is the
+    /// slice `rank x block ..` of the unit's tensors laid end to end (its padding belongs to none).
+    fn squares_by_tensor(&self) -> Vec<f64> {
+        let mut squares = vec![0.0; self.layout.decls.len()];
+        let rank = self.comm.rank();
+        for (u, unit) in self.units.iter().enumerate() {
+            let owned = rank * unit.block..(rank + 1) * unit.block;
+            let mut start = 0;
+            for &t in &unit.tensors {
+                let end = start + self.layout.len_of(t);
+                let (from, to) = (start.max(owned.start), end.min(owned.end));
+                if from < to {
+                    let at = self.at[u] + from - owned.start;
+                    let values = &self.grads[at..at + to - from];
+                    squares[t] += values.iter().map(|&g| f64::from(g) * f64::from(g)).sum::<f64>();
+                }
+                start = end;
+            }
+        }
+        squares
+    }
+
     /// Step the shard, then gather every unit's weights into `weights` (flat, layout order).
     fn step_and_gather(&mut self, weights: &mut [f32], wish: StopWish) -> Result<StepExchange, CommError> {
         let step = self.step(wish)?;

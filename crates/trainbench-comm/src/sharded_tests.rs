@@ -330,3 +330,39 @@ fn prefetched_stage_3_trains_and_moves_what_the_unit_by_unit_calls_do() {
         }
     }
 }
+
+/// Each worker's squares of its shard of the mean gradient, per tensor weighted, summed over the workers, are
+/// the weighted squares of the whole mean gradient: every value counted once, the padding never.
+#[test]
+fn the_shards_squares_sum_to_the_mean_gradients_squares_tensor_by_tensor() {
+    for (graph, strategy) in [(mlp(), DataParallel::Zero1), (gpt(), DataParallel::Zero2)] {
+        let workers = 3;
+        let layout = Layout::of(&graph);
+        // Tensor `i` weighs `i + 1`: a value counted in the wrong tensor changes the sum.
+        let weight = |i: usize| (i + 1) as f64;
+        let handles: Vec<_> = ThreadComm::group(workers)
+            .into_iter()
+            .map(|mut comm| {
+                let g = graph.clone();
+                std::thread::spawn(move || {
+                    let mut x = ShardedExchange::new(&mut comm, &g, strategy, &adam(), 64).unwrap();
+                    let mut w = initial(x.layout());
+                    let mut gr = grad(x.layout(), x.worker(), 1);
+                    x.exchange(&mut gr, &mut w, StopWish::Finished).unwrap();
+                    x.sharded().unwrap().gradient_squares(&weight)
+                })
+            })
+            .collect();
+        let sum: f64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        let all: Vec<Vec<f32>> = (0..workers).map(|k| grad(&layout, k, 1)).collect();
+        let mean = |i: usize| f64::from(all.iter().map(|g| g[i]).sum::<f32>() / workers as f32);
+        let want: f64 = (0..layout.decls.len())
+            .map(|t| {
+                let (o, n) = (layout.offsets[t], layout.len_of(t));
+                weight(t) * (o..o + n).map(|i| mean(i) * mean(i)).sum::<f64>()
+            })
+            .sum();
+        // The mean is rounded to f32 in another order than the reference's: agreement to f32 precision.
+        assert!((sum - want).abs() <= 1e-6 * want, "{strategy:?}: {sum} against {want}");
+    }
+}

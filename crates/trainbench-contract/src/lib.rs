@@ -38,7 +38,8 @@ pub use cpu::{CpuFeatures, CpuIsa};
 pub use device::{DeviceFamily, DeviceSelector, WgpuAdapter};
 pub use error::BackendError;
 pub use measured::{
-    DeviceInfo, ExpertTraffic, FreeRunning, MemoryMeasured, PipelineMeasured, RawMeasurements, TensorTraffic,
+    DeviceInfo, ExpertTraffic, FreeRunning, GradientSquares, MemoryMeasured, PipelineMeasured, RawMeasurements,
+    TensorTraffic,
 };
 pub use numerics::{Numerics, Tf32};
 pub use phases::PhaseTimes;

@@ -124,6 +124,58 @@ pub struct RawMeasurements {
     /// An expert-parallel rank's communication ([`ExpertTraffic`]); `None` without expert parallelism.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expert: Option<ExpertTraffic>,
+    /// The squared L2 norm of the gradient the optimizer stepped with, at the first and last measured step, as
+    /// far as this rank owns it ([`GradientSquares`]); `None` where the backend cannot see that gradient.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_squares: Option<GradientSquares>,
+    /// The L2 norm of each trained tensor of the whole model after the last step (gathered from the ranks that
+    /// hold its shards or stages), in the order one rank holds them; on the rank that gathers them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_norms: Option<Vec<f64>>,
+}
+
+/// The sum of the squares of the gradient values a rank owns, at the first and last measured step: the gradient
+/// the optimizer steps with (the mean over the data-parallel replicas, unscaled), each value counted once over
+/// the whole mesh (a value every rank of a group holds is weighted by one over the group's size), so the sum
+/// over the ranks is the squared norm of one rank's gradient of the same global batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct GradientSquares {
+    /// At the first measured step.
+    pub first: f64,
+    /// At the last measured step.
+    pub last: f64,
+    /// Measured steps that recorded one.
+    pub steps: u64,
+}
+
+impl GradientSquares {
+    /// `squares` recorded as the latest measured step's (the first too when `track` is empty).
+    pub fn record(track: &mut Option<GradientSquares>, squares: f64) {
+        match track {
+            Some(t) => {
+                t.last = squares;
+                t.steps += 1;
+            }
+            None => *track = Some(GradientSquares { first: squares, last: squares, steps: 1 }),
+        }
+    }
+
+    /// The ranks' tracks summed (the whole mesh's squares); `None` when any rank has none or the ranks recorded
+    /// different numbers of steps.
+    pub fn sum<'a>(tracks: impl IntoIterator<Item = Option<&'a GradientSquares>>) -> Option<GradientSquares> {
+        let mut total: Option<GradientSquares> = None;
+        for t in tracks {
+            let t = t?;
+            total = Some(match total {
+                None => *t,
+                Some(s) if s.steps == t.steps => {
+                    GradientSquares { first: s.first + t.first, last: s.last + t.last, steps: s.steps }
+                }
+                Some(_) => return None,
+            });
+        }
+        total
+    }
 }
 
 /// What one pipeline rank measured over the measured steps of a pipeline-parallel run.
@@ -174,4 +226,27 @@ pub fn weights_digest<'a>(tensors: impl IntoIterator<Item = &'a [f32]>) -> Strin
         }
     }
     format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GradientSquares;
+
+    #[test]
+    fn gradient_squares_keep_the_first_and_last_step_and_sum_over_ranks_only_when_they_agree() {
+        let mut a = None;
+        for s in [4.0, 3.0, 2.0] {
+            GradientSquares::record(&mut a, s);
+        }
+        assert_eq!(a, Some(GradientSquares { first: 4.0, last: 2.0, steps: 3 }));
+        let b = GradientSquares { first: 1.0, last: 0.5, steps: 3 };
+        assert_eq!(
+            GradientSquares::sum([a.as_ref(), Some(&b)]),
+            Some(GradientSquares { first: 5.0, last: 2.5, steps: 3 })
+        );
+        // A rank that recorded none, or another number of steps, leaves the mesh without a norm.
+        assert_eq!(GradientSquares::sum([a.as_ref(), None]), None);
+        let short = GradientSquares { steps: 2, ..b };
+        assert_eq!(GradientSquares::sum([a.as_ref(), Some(&short)]), None);
+    }
 }

@@ -11,8 +11,8 @@ use trainbench_comm::{
 };
 use trainbench_contract::steplog::StepLog;
 use trainbench_contract::{
-    Backend, BackendError, DeviceSelector, ExpertTraffic, PhaseTimes, PipelineMeasured, Probe, RawMeasurements,
-    RunContext, RunPlan, TensorTraffic,
+    Backend, BackendError, DeviceSelector, ExpertTraffic, GradientSquares, PhaseTimes, PipelineMeasured, Probe,
+    RawMeasurements, RunContext, RunPlan, TensorTraffic,
 };
 use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
@@ -71,6 +71,9 @@ struct RankReport {
     /// A mesh rank's coordinates.
     #[serde(default)]
     coords: Option<MeshCoords>,
+    /// A worker's squares of the gradient values it owns, at its first and last measured step.
+    #[serde(default)]
+    gradient_squares: Option<GradientSquares>,
     /// A tensor-parallel rank's traffic over its tensor group per step.
     #[serde(default)]
     tensor_traffic: Option<TensorTraffic>,
@@ -316,6 +319,7 @@ impl Ranks {
             coords: split.as_ref().map(|m| m.coords).or(pipeline_coords),
             tensor_traffic: raw.tensor_traffic,
             expert: raw.expert,
+            gradient_squares: raw.gradient_squares,
         };
         let reports = self.gather(&report).map_err(engine_error)?;
         Ok(match reports {
@@ -347,6 +351,7 @@ impl Ranks {
             coords: None,
             tensor_traffic: None,
             expert: None,
+            gradient_squares: None,
         };
         self.gather(&report)?;
         Ok(served)
@@ -372,6 +377,8 @@ impl Ranks {
         if let Some(merged) = StepLog::slowest_of(&logs) {
             raw.steps = merged;
         }
+        // Each worker's share of the gradient's squares: their sum is the whole mesh's.
+        raw.gradient_squares = GradientSquares::sum(workers.iter().map(|r| r.gradient_squares.as_ref()));
         let ranks = workers
             .iter()
             .map(|r| RankPhases { rank: r.rank, mean: mean_phases(&r.steps), memory: r.memory, coords: r.coords })

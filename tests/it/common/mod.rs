@@ -7,6 +7,7 @@
 
 pub mod datasets;
 pub mod spec_run;
+pub mod trains_like;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -328,6 +329,8 @@ impl Synth {
                 loss: Some(LossSummary { first: Some(2.3), last: Some(2.1), all_finite: true }),
                 time_to_target: None,
                 expert_load: None,
+                gradient_norm: None,
+                weight_norms: None,
             }),
             analysis: Some(AnalysisSummary {
                 parameters: params,
