@@ -38,7 +38,7 @@ use trainbench_graph::stages::{Stage, cut_stages};
 use trainbench_graph::tensor_parallel::{Role, Split, TensorShard};
 
 use super::moe_price;
-use super::parallel::{self, Sharding, StateBytes};
+use super::parallel::{self, Sharding, StateBytes, StatePart};
 use super::{AnalyzedGraph, PredictError, Setting, Terms, comm, predict_analyzed};
 use crate::hardware::wire::HardwareFile;
 
@@ -362,9 +362,12 @@ pub fn predict_mesh(
             1
         };
         let activations = kept_share * per_sample * mb as f64 * held as f64 / v as f64;
-        let weights = all * per_parameter_of(states.weights, sharding, d, Part::Weights);
-        let gradients = trained * per_parameter_of(states.gradients, sharding, d, Part::Gradients);
-        let optimizer = trained * per_parameter_of(states.optimizer, sharding, d, Part::Optimizer);
+        // ZeRO shards what every replica holds; expert parallelism's shard of the experts stays whole per rank.
+        let expert_held = if ep > 1 { experts / ep as f64 } else { 0.0 };
+        let state = |n: f64, bytes: f64, part| parallel::held_bytes(n, expert_held, bytes, sharding, d, part);
+        let weights = state(all, states.weights, StatePart::Weights);
+        let gradients = state(trained, states.gradients, StatePart::Gradients);
+        let optimizer = state(trained, states.optimizer, StatePart::Optimizer);
         let workspace = mem.workspace as f64 / t as f64;
         stages.push(StageMemory {
             stage: r,
@@ -380,7 +383,6 @@ pub fn predict_mesh(
         });
         // The busiest rank of each kind of traffic (fp32 gradients; frozen weights gathered by ZeRO-3).
         busiest_layers = busiest_layers.max(layers);
-        let expert_held = if ep > 1 { experts / ep as f64 } else { 0.0 };
         busiest_grads = busiest_grads.max((trained - expert_held) * 4.0);
         busiest_expert_grads = busiest_expert_grads.max(expert_held * 4.0);
         busiest_frozen = busiest_frozen.max(frozen * 4.0);
@@ -573,24 +575,6 @@ fn tensor_split_bytes(
 /// MFU of a whole mesh: each sample's model FLOPs once, over every rank's peak.
 pub fn mesh_mfu(model_flops_per_sample: f64, samples_per_s: f64, world: usize, peak_flop_s: f64) -> f64 {
     model_flops_per_sample * samples_per_s / (world.max(1) as f64 * peak_flop_s)
-}
-
-/// Which kind of state a per-parameter figure is.
-#[derive(Clone, Copy)]
-enum Part {
-    Weights,
-    Gradients,
-    Optimizer,
-}
-
-/// Bytes per parameter of one kind of state over `d` data-parallel ranks, by [`parallel::per_parameter`].
-fn per_parameter_of(bytes: f64, sharding: Sharding, d: usize, part: Part) -> f64 {
-    let only = match part {
-        Part::Weights => StateBytes { weights: bytes, gradients: 0.0, optimizer: 0.0 },
-        Part::Gradients => StateBytes { weights: 0.0, gradients: bytes, optimizer: 0.0 },
-        Part::Optimizer => StateBytes { weights: 0.0, gradients: 0.0, optimizer: bytes },
-    };
-    parallel::per_parameter(only, sharding, d)
 }
 
 #[cfg(test)]

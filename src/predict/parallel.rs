@@ -41,6 +41,31 @@ impl StateBytes {
     pub const MEGATRON_MIXED_ADAM: Self = Self { weights: 2.0, gradients: 4.0, optimizer: 12.0 };
 }
 
+/// Which kind of state a per-parameter figure is.
+#[derive(Clone, Copy)]
+pub enum StatePart {
+    /// The weights.
+    Weights,
+    /// The gradients.
+    Gradients,
+    /// The optimizer's state.
+    Optimizer,
+}
+
+/// Bytes a rank holds of one kind of state (`part`, `bytes` per parameter) for `count` parameters when `d` ranks
+/// shard as `sharding` says, except `whole` of them that it keeps unsharded (an expert-parallel rank's experts).
+pub fn held_bytes(count: f64, whole: f64, bytes: f64, sharding: Sharding, d: usize, part: StatePart) -> f64 {
+    let per = |sharding: Sharding| {
+        let only = match part {
+            StatePart::Weights => StateBytes { weights: bytes, gradients: 0.0, optimizer: 0.0 },
+            StatePart::Gradients => StateBytes { weights: 0.0, gradients: bytes, optimizer: 0.0 },
+            StatePart::Optimizer => StateBytes { weights: 0.0, gradients: 0.0, optimizer: bytes },
+        };
+        per_parameter(only, sharding, d)
+    };
+    (count - whole) * per(sharding) + whole * per(Sharding::Replicated)
+}
+
 /// Bytes per parameter a rank holds when `d` ranks shard as `sharding` says.
 pub fn per_parameter(s: StateBytes, sharding: Sharding, d: usize) -> f64 {
     let d = d.max(1) as f64;

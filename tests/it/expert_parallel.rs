@@ -27,8 +27,8 @@ fn spec(name: &str, dropless: bool) -> String {
     text
 }
 
-fn run<'d>(dir: &'d std::path::Path, name: &'d str, dropless: bool) -> impl Fn(&str) -> RunResult + 'd {
-    std::fs::write(dir.join(format!("{name}.toml")), spec(name, dropless)).unwrap();
+fn run<'d>(dir: &'d std::path::Path, name: &'d str, text: String) -> impl Fn(&str) -> RunResult + 'd {
+    std::fs::write(dir.join(format!("{name}.toml")), text).unwrap();
     let out = Command::cargo_bin("trainbench")
         .unwrap()
         .current_dir(dir)
@@ -51,7 +51,7 @@ fn losses(r: &RunResult) -> (f64, f64) {
 fn check(dropless: bool) {
     let dir = tempfile::tempdir().unwrap();
     let name = if dropless { "epdropless" } else { "epcapacity" };
-    let read = run(dir.path(), name, dropless);
+    let read = run(dir.path(), name, spec(name, dropless));
     let (first, last) = losses(&read("1x1"));
     assert!(last < first, "one rank trains: {first} -> {last}");
     for (topology, world) in [("1x2-ar-ep2", 2usize), ("1x4-ar-ep2", 4)] {
@@ -89,8 +89,9 @@ fn check(dropless: bool) {
     }
 }
 
-/// The all-to-all bytes per rank and step `trainbench predict` prices for the spec's configuration `topology`.
-fn predicted_all_to_all(dir: &std::path::Path, name: &str, topology: &str) -> f64 {
+/// The bytes per rank and step `trainbench predict` prices for the spec's configuration `topology` in
+/// `collective`.
+fn predicted_bytes(dir: &std::path::Path, name: &str, topology: &str, collective: &str) -> f64 {
     let out = Command::cargo_bin("trainbench")
         .unwrap()
         .current_dir(dir)
@@ -102,7 +103,12 @@ fn predicted_all_to_all(dir: &std::path::Path, name: &str, topology: &str) -> f6
     let config = format!("{name}.b8.fp32.{topology}");
     let entry = report["predictions"].as_array().unwrap().iter().find(|e| e["config"] == config.as_str()).unwrap();
     let bytes = entry["mesh"]["bytes"].as_array().unwrap();
-    bytes.iter().find(|b| b["collective"] == "all-to-all").unwrap()["bytes_per_rank"].as_f64().unwrap()
+    let row = bytes.iter().find(|b| b["collective"] == collective);
+    row.unwrap_or_else(|| panic!("{topology}: no {collective} in {bytes:?}"))["bytes_per_rank"].as_f64().unwrap()
+}
+
+fn predicted_all_to_all(dir: &std::path::Path, name: &str, topology: &str) -> f64 {
+    predicted_bytes(dir, name, topology, "all-to-all")
 }
 
 #[test]
@@ -113,4 +119,49 @@ fn expert_parallel_runs_reproduce_one_rank_dropless() {
 #[test]
 fn expert_parallel_runs_reproduce_one_rank_with_a_capacity_factor() {
     check(false);
+}
+
+/// EP2 beside ZeRO-1 and ZeRO-2 over four ranks (two replicas of each expert shard): ZeRO shards the non-expert
+/// tensors over the world and steps them on the host, the experts stay with their ranks (summed over their
+/// replicas, stepped by the model's optimizer). Both train what one rank trains; the data dimension moves what
+/// `predict` prices (within the units' padding to a multiple of the world).
+#[test]
+fn expert_parallel_beside_zero_1_and_2_reproduces_one_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = spec("epzero", true).replace(
+        "{ devices_per_node = 2, strategy = \"all-reduce\", expert_parallel = 2 },\n  \
+         { devices_per_node = 4, strategy = \"all-reduce\", expert_parallel = 2 },",
+        "{ devices_per_node = 4, strategy = \"zero-1\", expert_parallel = 2 },\n  \
+         { devices_per_node = 4, strategy = \"zero-2\", expert_parallel = 2 },",
+    );
+    assert!(text.contains("\"zero-2\", expert_parallel = 2"), "{text}");
+    let read = run(dir.path(), "epzero", text);
+    let one = read("1x1");
+    let (first, last) = losses(&one);
+    for (topology, stage) in [("1x4-z1-ep2", 1), ("1x4-z2-ep2", 2)] {
+        let r = read(topology);
+        assert_eq!(r.outcome, RunOutcome::Completed, "{topology}");
+        let (a, b) = losses(&r);
+        for (got, want) in [(a, first), (b, last)] {
+            assert!((got - want).abs() <= 1e-4 * want.abs(), "{topology}: {got} vs {want} (one rank)");
+        }
+        crate::common::trains_like::assert_trains_like(&one, &r, 1e-4, topology, &[]);
+        let d = r.distributed.as_ref().unwrap();
+        assert_eq!(d.strategy, format!("zero-{stage}"));
+        assert_eq!(d.weights_identical, Some(true), "{topology}: every rank gathers the same whole model");
+        let kind = d.bytes_by_kind.unwrap();
+        for (measured, collective) in [(kind.reduce_scatter, "reduce-scatter"), (kind.all_gather, "all-gather")] {
+            let predicted = predicted_bytes(dir.path(), "epzero", topology, collective);
+            let padding = 3 * 4 * 64; // at most W - 1 values per unit, a few units
+            assert!(
+                measured as f64 >= predicted && measured as f64 <= predicted + padding as f64,
+                "{topology} {collective}: measured {measured}, predicted {predicted}"
+            );
+        }
+        let ep = d.expert_parallel.as_ref().unwrap();
+        let expert = predicted_bytes(dir.path(), "epzero", topology, "expert all-reduce");
+        // Two replicas: a ring all-reduce sends 2 (r - 1) / r = 1 times the buffer, the buffer measured.
+        assert_eq!(ep.expert_gradient_bytes_per_step as f64, expert, "{topology}: the experts over their replicas");
+        println!("{topology}: loss {a:.6} -> {b:.6} (one rank {first:.6} -> {last:.6}); {kind:?}");
+    }
 }

@@ -139,9 +139,10 @@ pub fn expert_groups_for(
     if groups.degree != degree || groups.experts.size() != degree {
         return refuse(format!("the plan asks for expert_parallel {degree}, the ranks provide {}", groups.degree));
     }
-    if plan.topology.strategy != trainbench_comm::DataParallel::AllReduce || plan.topology.overlap {
+    use trainbench_comm::DataParallel::{AllReduce, Zero1, Zero2};
+    if !matches!(plan.topology.strategy, AllReduce | Zero1 | Zero2) || plan.topology.overlap {
         return refuse(format!(
-            "expert parallelism runs beside all-reduce without overlap, not `{}`{}",
+            "expert parallelism runs beside all-reduce, ZeRO-1 or ZeRO-2 without overlap, not `{}`{}",
             plan.topology.strategy.name(),
             if plan.topology.overlap { " overlapped" } else { "" }
         ));

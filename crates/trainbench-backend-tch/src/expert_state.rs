@@ -102,6 +102,16 @@ impl ExpertState {
         Ok(dense + experts)
     }
 
+    /// Bytes of the experts' shards this rank trains.
+    pub fn expert_bytes(&self) -> u64 {
+        self.experts.iter().map(crate::lower::tensor_bytes).sum()
+    }
+
+    /// The experts' share of [`ExpertState::gradient_squares`] (beside ZeRO, whose shards hold the rest).
+    pub fn expert_squares(&self) -> Result<f64, TchError> {
+        crate::norms::squares(&self.experts, &|_| 1.0 / self.replicas.size().max(1) as f64, 1.0)
+    }
+
     /// Every trained tensor with the experts whole (each gathered over the expert-parallel group), in the order
     /// one rank holds them: what the weights' digest is taken over, so every rank digests the same model.
     pub fn whole_parameters(&self, model: &Lowered, graph: &Graph) -> Result<Vec<Tensor>, TchError> {

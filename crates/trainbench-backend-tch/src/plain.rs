@@ -213,20 +213,34 @@ impl PlainStep {
                 }
             }
         }
+        // Beside expert parallelism the experts are outside the shards: their gradients summed over their
+        // replicas, their squares taken before the step drops them.
+        let mut expert_squares = 0.0;
+        if let Some((e, _)) = c.expert.as_mut() {
+            e.reduce_gradients()?;
+            expert_squares = if c.gradients.measuring { e.expert_squares()? } else { 0.0 };
+        }
         clock.lap(Phase::Comm)?;
         let step = s.step(c.stop_wish).map_err(comm)?;
         // A model without blocks is one root unit: nothing ran beside the computation.
         if s.stage() == 3 && c.overlap && units.len() < z.params.len() {
             s.count_prefetched_step();
         }
-        self.opt.zero_grad()?;
+        if c.expert.is_some() {
+            // The model's optimizer steps the experts only: the sharded tensors' gradients are dropped first (a
+            // tensor without a gradient is skipped, and never gets optimizer state).
+            (0..z.params.len()).try_for_each(|u| z.params.drop_grads(u))?;
+            self.opt.step(None)?;
+        } else {
+            self.opt.zero_grad()?;
+        }
         clock.lap(Phase::Optimizer)?;
         for &u in &units {
             z.buf.resize(z.params.unit_len(u), 0.0);
             s.gather(u, &mut z.buf).map_err(comm)?;
             z.params.write(u, &z.buf)?;
         }
-        c.note_sharded_gradients();
+        c.note_sharded_gradients(expert_squares);
         c.agreed_stop = step.stop;
         c.agreed_interrupted = step.interrupted;
         clock.lap(Phase::Comm)

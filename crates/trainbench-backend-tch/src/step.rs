@@ -242,8 +242,9 @@ impl<'a> Session<'a> {
             (Some(s), Mode::Plain(step)) => {
                 // Every worker built the same initial weights: each keeps its shard as the master copy, and
                 // stage 3 frees the blocks' weights until they run.
-                s.init(&crate::dist::flat_values(step.opt.params())?);
-                let params = ZeroParams::new(s.units(), step.opt.params(), graph.blocks.len(), device);
+                let held = expert.as_ref().map_or(step.opt.params(), |e| e.dense.as_slice());
+                s.init(&crate::dist::flat_values(held)?);
+                let params = ZeroParams::new(s.units(), held, graph.blocks.len(), device);
                 if s.stage() == 3 {
                     let roots = params.root_units();
                     for u in (0..params.len()).filter(|u| !roots.contains(u)) {
@@ -423,18 +424,10 @@ impl<'a> Session<'a> {
     /// digested are the whole model's).
     fn gather_all(&mut self) -> Result<(), TchError> {
         let c = &mut self.common;
-        let (Some(s), Some(z)) = (c.exchange.as_deref_mut().and_then(|x| x.sharded()), c.zero.as_mut()) else {
-            return Ok(());
-        };
-        if s.stage() != 3 {
-            return Ok(());
+        match (c.exchange.as_deref_mut().and_then(|x| x.sharded()), c.zero.as_mut()) {
+            (Some(s), Some(z)) => z.gather_all(s),
+            _ => Ok(()),
         }
-        for u in 0..z.params.len() {
-            z.buf.resize(z.params.unit_len(u), 0.0);
-            s.gather_final(u, &mut z.buf).map_err(crate::zero::comm_error)?;
-            z.params.fill(u, &z.buf)?;
-        }
-        Ok(())
     }
 
     /// Bytes of trained parameters of all optimizers.
@@ -449,7 +442,9 @@ impl<'a> Session<'a> {
     /// the optimizer's rule says (buffers per trained element); a ZeRO run's: its shard's, as held.
     fn state_bytes(&mut self) -> u64 {
         if let Some(held) = self.common.exchange.as_deref_mut().and_then(|x| x.sharded()).map(|s| s.held()) {
-            return held.optimizer_state;
+            // Beside expert parallelism the model's optimizer holds the experts' state.
+            let experts = self.common.expert.as_ref().map_or(0, |(e, _)| e.expert_bytes());
+            return held.optimizer_state + self.plan.optimizer.state_buffers() * experts;
         }
         let exposed = match &self.mode {
             Mode::Plain(s) => s.opt.state_bytes(),

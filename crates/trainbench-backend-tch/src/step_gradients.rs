@@ -41,15 +41,16 @@ impl Common<'_> {
     }
 
     /// On a measured step of ZeRO, after the shard was stepped: the squares of its gradient shard (the shards
-    /// are disjoint over the data dimension; a tensor every rank of a tensor group holds counts once there).
-    pub(super) fn note_sharded_gradients(&mut self) {
+    /// are disjoint over the data dimension; a tensor every rank of a tensor group holds counts once there), plus
+    /// `outside`: the squares of what the shards leave out (the experts' beside expert parallelism).
+    pub(super) fn note_sharded_gradients(&mut self, outside: f64) {
         if !self.gradients.measuring {
             return;
         }
         let tensor = self.model.tensor_parallel().map(TensorParallel::gradient_weights);
         let weight = |i: usize| tensor.as_ref().and_then(|w| w.get(i)).copied().unwrap_or(1.0);
         if let Some(s) = self.exchange.as_deref_mut().and_then(|x| x.sharded()) {
-            GradientSquares::record(&mut self.gradients.squares, s.gradient_squares(&weight));
+            GradientSquares::record(&mut self.gradients.squares, s.gradient_squares(&weight) + outside);
         }
     }
 

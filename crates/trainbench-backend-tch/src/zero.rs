@@ -136,6 +136,22 @@ pub struct ZeroState {
     pub grads_peak: u64,
 }
 
+impl ZeroState {
+    /// After the last step, stage 3's units gathered from `s` into the model (to report the whole model's
+    /// weights; not counted in the steps' traffic); stages 1 and 2 hold them gathered already.
+    pub fn gather_all(&mut self, s: &mut dyn Sharded) -> Result<(), TchError> {
+        if s.stage() != 3 {
+            return Ok(());
+        }
+        for u in 0..self.params.len() {
+            self.buf.resize(self.params.unit_len(u), 0.0);
+            s.gather_final(u, &mut self.buf).map_err(comm_error)?;
+            self.params.fill(u, &self.buf)?;
+        }
+        Ok(())
+    }
+}
+
 /// How stage 3's hooks reach the exchange.
 enum Collectives<'x> {
     /// Each collective called where it is needed, on this thread.

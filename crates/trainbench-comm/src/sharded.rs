@@ -48,14 +48,46 @@ impl<'c> ShardedExchange<'c> {
         optimizer: &OptimizerSpec,
         bucket_bytes: u64,
     ) -> Result<Self, CommError> {
+        let layout = Layout::of(graph);
+        let units = match strategy {
+            DataParallel::Zero3 => {
+                let refuse = |message: String| CommError { engine: comm.engine().name, message };
+                Some(units_by_block(graph, &layout, comm.size()).map_err(|e| refuse(e.to_string()))?)
+            }
+            _ => None,
+        };
+        Self::cut(comm, layout, units, strategy, optimizer, bucket_bytes)
+    }
+
+    /// Stages 1 and 2 over the tensors of `layout` only (a subset of a graph's: expert parallelism leaves the
+    /// experts' out, their gradients summed over their own replicas).
+    pub fn with_layout(
+        comm: &'c mut dyn Communicator,
+        layout: Layout,
+        strategy: DataParallel,
+        optimizer: &OptimizerSpec,
+        bucket_bytes: u64,
+    ) -> Result<Self, CommError> {
+        Self::cut(comm, layout, None, strategy, optimizer, bucket_bytes)
+    }
+
+    /// The exchange over `layout` cut into `units` (stage 3's), or into units of at most `bucket_bytes`.
+    fn cut(
+        comm: &'c mut dyn Communicator,
+        layout: Layout,
+        units: Option<Vec<Unit>>,
+        strategy: DataParallel,
+        optimizer: &OptimizerSpec,
+        bucket_bytes: u64,
+    ) -> Result<Self, CommError> {
         let engine = comm.engine().name;
         let refuse = |message: String| CommError { engine: engine.clone(), message };
         let workers = comm.size();
-        let layout = Layout::of(graph);
-        let units = match strategy {
-            DataParallel::Zero1 | DataParallel::Zero2 => units_by_size(&layout, bucket_bytes, workers),
-            DataParallel::Zero3 => units_by_block(graph, &layout, workers).map_err(|e| refuse(e.to_string()))?,
-            other => return Err(refuse(format!("`{}` is not a ZeRO stage", other.name()))),
+        let units = match (strategy, units) {
+            (DataParallel::Zero3, Some(units)) => units,
+            (DataParallel::Zero1 | DataParallel::Zero2, None) => units_by_size(&layout, bucket_bytes, workers),
+            (DataParallel::Zero3, None) => return Err(refuse("ZeRO-3 cuts its units by the graph's blocks".into())),
+            (other, _) => return Err(refuse(format!("`{}` is not a ZeRO stage", other.name()))),
         };
         let mut at = Vec::with_capacity(units.len());
         let mut owned = 0usize;

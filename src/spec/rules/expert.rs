@@ -1,5 +1,5 @@
 //! Rules about expert parallelism (`topology.expert_parallel` and its `sweep.topologies` entries): a
-//! mixture-of-experts model, a degree dividing the experts and the world size, the all-reduce strategy without
+//! mixture-of-experts model, a degree dividing the experts and the world size, all-reduce, ZeRO-1 or ZeRO-2 without
 //! overlap, no tensor or pipeline degree beside it, the tch backend. Each refusal names the field, the numbers and a
 //! fix. CUDA ranks are accepted here (predicted and planned) and refused by `run` ([`expert_unrunnable`]).
 
@@ -101,18 +101,18 @@ pub(super) fn check_expert_parallel(
                 )),
             );
         }
-        if world > 1 && t.strategy != Strategy::AllReduce {
+        if world > 1 && !matches!(t.strategy, Strategy::AllReduce | Strategy::Zero1 | Strategy::Zero2) {
             push(
                 out,
                 Finding::new(
                     t.field("strategy", sweep.topologies.get(ti).is_some_and(|o| o.strategy.is_some())),
                     format!(
-                        "expert parallelism runs beside `all-reduce` data parallelism, not `{}`",
+                        "expert parallelism runs beside `all-reduce`, `zero-1` or `zero-2` data parallelism, not `{}`",
                         t.strategy.name()
                     ),
                 )
                 .or_at(path.clone())
-                .hint("set `strategy = \"all-reduce\"`, or remove `expert_parallel`"),
+                .hint("set `strategy = \"all-reduce\"` (or `zero-1`, `zero-2`), or remove `expert_parallel`"),
             );
         }
         if t.mesh.splits_model() {

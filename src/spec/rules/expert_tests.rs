@@ -29,6 +29,8 @@ fn expert_parallel_layouts_validate() {
     for topology in [
         "backend = \"tch\"\ndevices_per_node = 2\nstrategy = \"all-reduce\"\nexpert_parallel = 2\n",
         "backend = \"tch\"\ndevices_per_node = 8\nstrategy = \"all-reduce\"\nexpert_parallel = 4\n",
+        "backend = \"tch\"\ndevices_per_node = 4\nstrategy = \"zero-1\"\nexpert_parallel = 2\n",
+        "backend = \"tch\"\ndevices_per_node = 4\nstrategy = \"zero-2\"\nexpert_parallel = 2\n",
         // CUDA ranks are predicted and planned (and refused by `run`).
         "backend = \"tch\"\ndevice = \"cuda\"\ndevices_per_node = 8\nstrategy = \"all-reduce\"\nexpert_parallel = 8\n",
     ] {
@@ -55,8 +57,8 @@ fn bad_expert_parallel_layouts_are_refused_at_the_field_with_a_fix() {
     let found = refused(dense, &format!("{ar}devices_per_node = 2\nexpert_parallel = 2\n"));
     assert!(found[0].1.contains("this `gpt` model has none"), "{found:?}");
     // Another strategy, an explicit overlap, tensor parallelism beside it, another backend.
-    let found = refused(MODEL, "backend = \"tch\"\ndevices_per_node = 2\nstrategy = \"zero-1\"\nexpert_parallel = 2\n");
-    assert!(found.iter().any(|f| f.0 == "topology.strategy" && f.1.contains("not `zero-1`")), "{found:?}");
+    let found = refused(MODEL, "backend = \"tch\"\ndevices_per_node = 2\nstrategy = \"zero-3\"\nexpert_parallel = 2\n");
+    assert!(found.iter().any(|f| f.0 == "topology.strategy" && f.1.contains("not `zero-3`")), "{found:?}");
     let found = refused(MODEL, &format!("{ar}devices_per_node = 2\nexpert_parallel = 2\noverlap = true\n"));
     assert!(found.iter().any(|f| f.0 == "topology.overlap" && f.2.contains("overlap = false")), "{found:?}");
     let found = refused(MODEL, &format!("{ar}devices_per_node = 4\nexpert_parallel = 2\ntensor_parallel = 2\n"));
