@@ -267,7 +267,8 @@ fn padded_units(graph: &trainbench_graph::Graph, workers: usize) -> (f64, f64) {
     }
 }
 
-/// Whether a layer's kept activations are replicated across a tensor group without sequence parallelism.
+/// Whether a layer's kept activations are replicated across a tensor group without sequence parallelism, by its
+/// kind (for a model the runtime's split does not cover).
 fn replicated_without_sp(op: &str) -> bool {
     matches!(op, "rms_norm" | "layer_norm" | "dropout" | "add")
 }
@@ -328,6 +329,8 @@ pub fn predict_mesh(
     let total_flops = a.flops.train_per_sample.max(1) as f64;
     let boundary =
         graph.blocks.first().map_or(0.0, |b| graph.nodes[b.input].shape.numel() as f64) * mb as f64 * act_bytes;
+    // The runtime's split of the model over a tensor group (`None` for a model it cannot split: priced by kind).
+    let roles = (t > 1).then(|| TensorShard::new(graph, t, 0, mesh.sequence_parallel).ok()).flatten().map(|s| s.roles);
     let mut stages = Vec::with_capacity(p);
     let (mut busiest_layers, mut busiest_sends, mut busiest_grads, mut busiest_frozen) =
         (0usize, 0usize, 0.0f64, 0.0f64);
@@ -346,13 +349,14 @@ pub fn predict_mesh(
         let frozen = all - trained;
         let layers: usize = mine.iter().map(|c| c.blocks.len()).sum();
         let sends: usize = mine.iter().map(|c| usize::from(c.index < last_chunk) + usize::from(c.index > 0)).sum();
-        // Kept activations per sample: split over the tensor group except what stays replicated without SP.
+        // Kept activations per sample: split over the tensor group except what every rank computes whole
+        // without SP (the split's replicated nodes: norms, adds, dropout, a ViT's stem).
         let mut per_sample = 0.0;
         for c in &mine {
-            for l in a.layers.get(c.nodes.clone()).unwrap_or(&[]) {
+            for (i, l) in a.layers.iter().enumerate().take(c.nodes.end).skip(c.nodes.start) {
                 let bytes = l.saved_elements as f64 * act_bytes + l.saved_other_bytes as f64;
-                let split = mesh.sequence_parallel || !replicated_without_sp(&l.op);
-                per_sample += if split { bytes / t as f64 } else { bytes };
+                let whole = roles.as_ref().map_or_else(|| replicated_without_sp(&l.op), |r| r[i] == Role::Replicated);
+                per_sample += if mesh.sequence_parallel || !whole { bytes / t as f64 } else { bytes };
             }
         }
         let held = microbatches_held(&mesh, r);

@@ -201,6 +201,35 @@ fn a_vit_prices_its_classifier_input_outside_the_blocks() {
     assert!(close(sent(&tp2.bytes, MeshDim::Tensor, "all-gather"), 4.0 * 4.0), "{:?}", tp2.bytes);
 }
 
+/// What every rank of a ViT's tensor group computes whole (the stem: patch convolution, class token, positions;
+/// the norms and residual adds) keeps whole activations; the rest is halved at TP 2.
+#[test]
+fn a_vit_keeps_its_replicated_stem_activations_whole_under_tensor_parallelism() {
+    let spec = serde_json::json!({
+        "image_size": 16, "patch_size": 4, "layers": 2, "hidden": 32, "heads": 4, "mlp_dim": 64, "classes": 10
+    });
+    let g = trainbench_graph::zoo::build(&ModelSpec::Vit(serde_json::from_value(spec).unwrap())).unwrap();
+    let (tp1, tp2) = (
+        predict_on(&g, 4, DataParallel::Single, 1, Mesh::flat()),
+        predict_on(&g, 4, DataParallel::Single, 2, mesh(2, 1, 1)),
+    );
+    let roles = TensorShard::new(&g, 2, 0, false).unwrap().roles;
+    let conv = g.nodes.iter().position(|n| matches!(n.op, trainbench_graph::Op::Conv { .. })).unwrap();
+    assert_eq!(roles[conv], Role::Replicated, "the patch convolution runs whole on every rank");
+    let a = trainbench_graph::analysis::analyze(&g);
+    let whole: f64 = a
+        .layers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| roles[*i] == Role::Replicated)
+        .map(|(_, l)| (l.saved_elements * 4 + l.saved_other_bytes) as f64)
+        .sum::<f64>()
+        * 4.0;
+    assert!(whole > 4.0 * 3.0 * 16.0 * 16.0 * 4.0, "the convolution's input image at least: {whole}");
+    let (one, two) = (tp1.stages[0].activations_bytes, tp2.stages[0].activations_bytes);
+    assert!(close(two, one / 2.0 + whole / 2.0), "TP 2 {two}: half of TP 1's {one} plus half of the whole {whole}");
+}
+
 #[test]
 fn a_tensor_pipeline_mesh_prices_each_stages_tensor_traffic_and_takes_the_busiest() {
     // TP 2 x PP 2 on the smoke decoder, a global batch of 8 in 4 micro-batches of 2: A = 2 x 128 x 256 x 4
