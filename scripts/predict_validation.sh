@@ -27,8 +27,10 @@
 #   --keep-profile: where to keep a copy of the profile the script calibrated.
 #   --threads: intra-op threads of both the calibration and the runs (default 1: on a shared 2-core machine a
 #   second thread waits on a descheduled peer and the figures become scheduling noise).
-#   FILE: lines `set spec batch [world]`, set `tuning` or `held-out` (world > 1: all-reduce over `world` local
-#   ranks, `--set topology.devices_per_node=<world>`), `#` comments; default: scripts/predict_validation_configs.txt.
+#   FILE: lines `set spec batch [world [key=value ...]]`, set `tuning` or `held-out` (world > 1: all-reduce over
+#   `world` local ranks, `--set topology.devices_per_node=<world>`; each `key=value` one more `--set`, a device
+#   mesh's keys: `topology.tensor_parallel=2`; a mesh row is judged by `predict`'s mesh step), `#` comments;
+#   default: scripts/predict_validation_configs.txt.
 # TRAINBENCH_BIN=path uses that binary (built with tch); else the debug binary is built (`--features tch`).
 # Step times of a shared CPU are noisy: run it on an otherwise idle machine, and read each row's spread.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -136,7 +138,7 @@ predict_all() {
     # The predictions of every configuration: the five profile variants, then each term switched off.
     local i=0
     : >"$OUT/index.txt"
-    while read -r set spec batch world; do
+    while read -r set spec batch world keys; do
         [ -z "$spec" ] && continue
         case "$set" in '#'*) continue ;; esac
         [ "$UNDECLARED" = 1 ] && set=undeclared
@@ -145,6 +147,7 @@ predict_all() {
         if [ -n "${world:-}" ] && [ "$world" -gt 1 ]; then
             sets+=(--set "topology.devices_per_node=$world" --set 'topology.strategy="all-reduce"')
         fi
+        for kv in ${keys:-}; do sets+=(--set "$kv"); done
         for variant in roofline overhead model3 steps full; do
             local prof="$PROFILE_PATH"
             [ "$variant" != full ] && prof="$OUT/$variant.toml"
@@ -154,7 +157,7 @@ predict_all() {
             "$BIN" predict "$spec" --hardware "$PROFILE_PATH" --format json --without-term "$term" "${sets[@]}" \
                 >"$OUT/$i.without-$term.json"
         done
-        echo "$i $set $spec $batch ${world:-1}" >>"$OUT/index.txt"
+        echo "$i $set $spec $batch ${world:-1} ${keys:-}" >>"$OUT/index.txt"
     done <"$CONFIGS"
 }
 predict_all
@@ -163,7 +166,7 @@ for round in $(seq 1 "$ROUNDS"); do
 # The machine's 1-minute load average as each round starts: a shared machine's speed moves between rounds.
 echo "$round $(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo unknown)" >>"$OUT/load.txt"
 i=0
-while read -r set spec batch world; do
+while read -r set spec batch world keys; do
     [ -z "$spec" ] && continue
     case "$set" in '#'*) continue ;; esac
     [ "$UNDECLARED" = 1 ] && set=undeclared
@@ -172,7 +175,8 @@ while read -r set spec batch world; do
     if [ -n "${world:-}" ] && [ "$world" -gt 1 ]; then
         sets+=(--set "topology.devices_per_node=$world" --set 'topology.strategy="all-reduce"')
     fi
-    echo "==> round $round: $set $spec batch $batch ${world:+world $world}" >&2
+    for kv in ${keys:-}; do sets+=(--set "$kv"); done
+    echo "==> round $round: $set $spec batch $batch ${world:+world $world} ${keys:-}" >&2
     "$BIN" run "$spec" --backend tch --device cpu --quiet --format json --out "$OUT/results-$i-$round" "${sets[@]}" \
         --set run.warmup=5 --set "run.iterations=$ITER" --set run.repeats=1 --set "run.cpu_threads=$THREADS" \
         >"$OUT/$i.run.$round.json"
@@ -204,6 +208,17 @@ def reference(result, world):
     return (min(st["mean_s"] * busy, st["median_s"]) if world == "1" else st["median_s"]), busy
 
 
+SHORT = {"tensor_parallel": "tp", "pipeline_parallel": "pp", "sequence_parallel": "sp", "pipeline_schedule": "",
+         "microbatches": "mb", "virtual_stages": "v"}
+
+
+def short(kv):
+    """A row's `key=value` override as a run id names it: `topology.pipeline_parallel=2` -> `pp2`."""
+    key, value = kv.split("=", 1)
+    key, value = key.split(".")[-1], value.strip('"')
+    return SHORT.get(key, key) + ("" if value == "true" else value)
+
+
 def result_file(i, r):
     run = json.load(open(f"{out}/{i}.run.{r}.json"))[0]
     path = run["file"]
@@ -215,7 +230,9 @@ def result_file(i, r):
 
 measured_lines = []
 for line in open(out + "/index.txt"):
-    i, set_, spec, batch, world = line.split()
+    i, set_, spec, batch, world, *keys = line.split()
+    # A mesh row is named by its layout (`topology.tensor_parallel=2` -> `-tp2`).
+    layout = "".join("-" + short(k) for k in keys)
     measured = []
     for r in range(1, rounds + 1):
         result = result_file(i, r)
@@ -226,11 +243,15 @@ for line in open(out + "/index.txt"):
     cpu_step, busy, m = ordered[(len(ordered) - 1) // 2]
     measured_lines.append(f"{i} {set_} {spec} {batch} {world} {cpu_step:.9e} " + " ".join(f"{x[0]:.9e}" for x in measured))
     st = m["step_time"]
-    name = spec.split("/")[-1][:-5]
+    name = spec.split("/")[-1][:-5] + layout
     spread = f"{ordered[0][0] * 1e3:.2f}-{ordered[-1][0] * 1e3:.2f}"
     cells = [set_, name, batch, world, f"{st['median_s'] * 1e3:.2f}", f"{busy:.2f}", f"{cpu_step * 1e3:.2f}", spread]
     for v in VARIANTS + tuple("without-" + t for t in terms):
         p = json.load(open(f"{out}/{i}.{v}.json"))["predictions"][0]
+        if p.get("mesh"):
+            # A device mesh: its step (the busiest stage's compute, the bubble, the exposed collectives), not the
+            # one-rank step of its micro-batch.
+            p = dict(p, step_time_s=p["mesh"]["step_time_s"], interval=None)
         e = (p["step_time_s"] - cpu_step) / cpu_step
         errs[(set_, v)].append(abs(e))
         if v in VARIANTS:
