@@ -251,7 +251,7 @@ for line in open(out + "/index.txt"):
         if p.get("mesh"):
             # A device mesh: its step (the busiest stage's compute, the bubble, the exposed collectives), not the
             # one-rank step of its micro-batch.
-            p = dict(p, step_time_s=p["mesh"]["step_time_s"], interval=None)
+            p = dict(p, step_time_s=p["mesh"]["step_time_s"], interval=p["mesh"].get("interval"))
         e = (p["step_time_s"] - cpu_step) / cpu_step
         errs[(set_, v)].append(abs(e))
         if v in VARIANTS:

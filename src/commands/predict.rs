@@ -136,9 +136,12 @@ fn mesh_text(p: &MeshPrediction) -> String {
     let mfu = p.mfu.map_or_else(|| "n/a".to_string(), format::percent);
     let _ = writeln!(
         s,
-        "  mesh {layout} on {} ranks: step {} ({} overlapped), {} items/s, MFU {mfu} (each token once, over all ranks)",
+        "  mesh {layout} on {} ranks: step {} (80%: {}-{}; {} overlapped), {} items/s, MFU {mfu} (each token once, \
+         over all ranks)",
         p.world_size,
         format::duration(p.step_time_s),
+        format::duration(p.interval.low_s),
+        format::duration(p.interval.high_s),
         format::duration(p.step_time_overlapped_s),
         si(p.items_per_s)
     );

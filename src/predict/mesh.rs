@@ -100,6 +100,9 @@ pub struct MeshPrediction {
     pub microbatch_size: usize,
     /// Serial step time, seconds.
     pub step_time_s: f64,
+    /// The range the serial step falls in 80% of the time: the busiest stage's computation as uncertain as one
+    /// rank's micro-batch prediction, the collectives as the exchange group ([`super::uncertainty::composed`]).
+    pub interval: super::uncertainty::Interval,
     /// Step time with the data-parallel exchange under the backward pass, seconds.
     pub step_time_overlapped_s: f64,
     /// The pipeline bubble (`None` without a pipeline).
@@ -293,6 +296,7 @@ pub fn predict_mesh(
     let mb = setting.batch / (d * m);
     let one = Setting { batch: mb, topology: Topology::single(), ..setting.clone() };
     let base = predict_analyzed(analyzed, &one, profile, terms)?;
+    let uncertainty = super::coefficients(profile, setting.precision)?.under(terms).uncertainty;
     let fb_s = base.phases.forward_s + base.phases.backward_s;
     let act_bytes = setting.precision.activation_bytes() as f64;
     let mem = memory_estimate(a, mb, setting.precision, &setting.optimizer);
@@ -536,6 +540,13 @@ pub fn predict_mesh(
         world_size: world,
         microbatch_size: mb,
         step_time_s: step,
+        interval: super::uncertainty::composed(
+            step,
+            &base.interval,
+            slots * slot + optimizer_s,
+            step - slots * slot - optimizer_s,
+            &uncertainty,
+        ),
         step_time_overlapped_s: overlapped,
         bubble: bubble(&mesh),
         bytes,

@@ -120,6 +120,10 @@ fn a_smoke_mesh_prices_its_tensor_bytes_by_hand_and_halves_its_states() {
     assert!(close(sent(&tp2.bytes, MeshDim::Tensor, "all-gather"), 2048.0), "{:?}", tp2.bytes);
     // States per rank: about half (the norms are the only parameters not split, and they are counted split
     // here), activations below TP 1's, and sequence parallelism lower still.
+    // The step's 80% interval holds it, and the collectives (the exchange group) widen it beyond one rank's.
+    let i = &tp2.interval;
+    assert!(i.holds(tp2.step_time_s) && i.log_half_width > 0.0, "{i:?}");
+    assert!(i.low_s < tp2.step_time_s && tp2.step_time_s < i.high_s, "{i:?}");
     let (s1, s2) = (&tp1.stages[0], &tp2.stages[0]);
     assert!(close(s2.weights_bytes * 2.0, s1.weights_bytes) && close(s2.optimizer_bytes * 2.0, s1.optimizer_bytes));
     assert!(s2.activations_bytes < s1.activations_bytes);

@@ -148,10 +148,35 @@ pub fn interval(seconds: &Breakdown, step_s: f64, u: &Uncertainty) -> Interval {
     Interval { level: LEVEL, low_s: step_s * (-w).exp(), high_s: step_s * w.exp(), log_half_width: w }
 }
 
+/// The 80% interval of a step of `step_s` seconds composed of `inner_s` seconds priced as another prediction
+/// prices its own step (moving with that prediction's errors: `inner`'s relative width) and `exchange_s`
+/// seconds of communication (the exchange group's uncertainty), the two independent: a device mesh's step, its
+/// busiest stage's computation priced as one rank's micro-batch.
+pub fn composed(step_s: f64, inner: &Interval, inner_s: f64, exchange_s: f64, u: &Uncertainty) -> Interval {
+    let share = |s: f64| if step_s > 0.0 { s / step_s } else { 0.0 };
+    let inner_sigma = inner.log_half_width / Z80;
+    let variance = (share(inner_s) * inner_sigma).powi(2) + (share(exchange_s) * u.exchange).powi(2);
+    let w = Z80 * variance.sqrt();
+    Interval { level: LEVEL, low_s: step_s * (-w).exp(), high_s: step_s * w.exp(), log_half_width: w }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_composed_step_keeps_its_inner_width_by_share_and_adds_the_exchange_in_quadrature() {
+        let u = Uncertainty { compute: 0.1, memory: 0.2, elementwise: 0.0, fixed: 0.3, optimizer: 0.0, exchange: 0.4 };
+        let inner = Interval { level: LEVEL, low_s: 0.0, high_s: 0.0, log_half_width: Z80 * 0.1 };
+        // All inner: its own width.
+        assert!((composed(2.0, &inner, 2.0, 0.0, &u).log_half_width - Z80 * 0.1).abs() < 1e-12);
+        // Half inner, half exchange: sqrt(0.05^2 + 0.2^2).
+        let w = composed(2.0, &inner, 1.0, 1.0, &u).log_half_width;
+        assert!((w - Z80 * (0.05f64.powi(2) + 0.2f64.powi(2)).sqrt()).abs() < 1e-12);
+        let i = composed(2.0, &inner, 1.0, 1.0, &u);
+        assert!(i.holds(2.0) && (i.low_s * i.high_s - 4.0).abs() < 1e-12);
+    }
 
     #[test]
     fn one_group_gives_its_own_width_and_independent_groups_add_in_quadrature() {
