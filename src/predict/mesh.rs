@@ -524,6 +524,8 @@ pub fn predict_mesh(
     let slots = m as f64 + (p as f64 - 1.0) / v as f64;
     let optimizer_s = base.phases.optimizer_s / (t * p) as f64;
     let compute = slots * slot + tensor_s + pipeline_s + optimizer_s + ep_s;
+    // Of it, the busiest stage's computation (priced as one rank's micro-batches); the rest is collectives.
+    let stage_s = slots * slot + optimizer_s;
     let step = compute + data_s;
     let backward_share = base.phases.backward_s / fb_s.max(f64::MIN_POSITIVE);
     let overlapped = compute + (data_s - backward_share * m as f64 * slot).max(0.0);
@@ -540,13 +542,7 @@ pub fn predict_mesh(
         world_size: world,
         microbatch_size: mb,
         step_time_s: step,
-        interval: super::uncertainty::composed(
-            step,
-            &base.interval,
-            slots * slot + optimizer_s,
-            step - slots * slot - optimizer_s,
-            &uncertainty,
-        ),
+        interval: super::uncertainty::composed(step, &base.interval, stage_s, step - stage_s, &uncertainty),
         step_time_overlapped_s: overlapped,
         bubble: bubble(&mesh),
         bytes,

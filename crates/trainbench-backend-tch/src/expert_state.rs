@@ -98,8 +98,7 @@ impl ExpertState {
     /// holds them) over the world size, the experts' over their replicas; the gradients divided by `scale`.
     pub fn gradient_squares(&self, scale: f64) -> Result<f64, TchError> {
         let dense = crate::norms::squares(&self.dense, &|_| 1.0 / self.world_size.max(1) as f64, scale)?;
-        let experts = crate::norms::squares(&self.experts, &|_| 1.0 / self.replicas.size().max(1) as f64, scale)?;
-        Ok(dense + experts)
+        Ok(dense + self.expert_squares(scale)?)
     }
 
     /// Bytes of the experts' shards this rank trains.
@@ -107,9 +106,9 @@ impl ExpertState {
         self.experts.iter().map(crate::lower::tensor_bytes).sum()
     }
 
-    /// The experts' share of [`ExpertState::gradient_squares`] (beside ZeRO, whose shards hold the rest).
-    pub fn expert_squares(&self) -> Result<f64, TchError> {
-        crate::norms::squares(&self.experts, &|_| 1.0 / self.replicas.size().max(1) as f64, 1.0)
+    /// The experts' share of [`ExpertState::gradient_squares`] (alone beside ZeRO, whose shards hold the rest).
+    pub fn expert_squares(&self, scale: f64) -> Result<f64, TchError> {
+        crate::norms::squares(&self.experts, &|_| 1.0 / self.replicas.size().max(1) as f64, scale)
     }
 
     /// Every trained tensor with the experts whole (each gathered over the expert-parallel group), in the order

@@ -3,6 +3,17 @@
 
 use tch::{Kind, TchError, Tensor};
 
+use crate::tensor_parallel::TensorParallel;
+
+/// The share of each trained tensor's values (optimizer order) a rank owns: one over the tensor group's size for
+/// a tensor every rank of `tensor` holds whole ([`TensorParallel::gradient_weights`]), 1 for a split one or
+/// without tensor parallelism; divided by `replicas`, the ranks holding the same values along the data dimension.
+pub fn owned_share(tensor: Option<&TensorParallel>, replicas: usize) -> impl Fn(usize) -> f64 {
+    let weights = tensor.map(TensorParallel::gradient_weights);
+    let replicas = replicas.max(1) as f64;
+    move |i| weights.as_ref().and_then(|w| w.get(i)).copied().unwrap_or(1.0) / replicas
+}
+
 /// The sum over `params` with a gradient of `weight(i)` times the squares of tensor `i`'s gradient divided by
 /// `scale` (a loss scale), summed on the device and read once.
 pub fn squares(params: &[Tensor], weight: &dyn Fn(usize) -> f64, scale: f64) -> Result<f64, TchError> {

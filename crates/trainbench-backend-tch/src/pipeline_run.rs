@@ -232,8 +232,7 @@ impl SteadyStep for PipelineSteps<'_, '_> {
         let exchange_s = exchanged.elapsed().as_secs_f64();
         if measured {
             // This stage's gradient, averaged over its replicas: each replica's counts for its share.
-            let tensor = self.rank.model.tensor_parallel().map(TensorParallel::gradient_weights);
-            let weight = |i: usize| tensor.as_ref().and_then(|w| w.get(i)).copied().unwrap_or(1.0) / replicas as f64;
+            let weight = crate::norms::owned_share(self.rank.model.tensor_parallel(), replicas);
             let squares = crate::norms::squares(self.opt.params(), &weight, 1.0).map_err(|e| map(e, batch))?;
             GradientSquares::record(&mut self.gradient_squares, squares);
         }

@@ -218,7 +218,7 @@ impl PlainStep {
         let mut expert_squares = 0.0;
         if let Some((e, _)) = c.expert.as_mut() {
             e.reduce_gradients()?;
-            expert_squares = if c.gradients.measuring { e.expert_squares()? } else { 0.0 };
+            expert_squares = if c.gradients.measuring { e.expert_squares(1.0)? } else { 0.0 };
         }
         clock.lap(Phase::Comm)?;
         let step = s.step(c.stop_wish).map_err(comm)?;

@@ -7,8 +7,7 @@ use tch::{TchError, Tensor};
 use trainbench_contract::GradientSquares;
 
 use super::Common;
-use crate::norms::squares;
-use crate::tensor_parallel::TensorParallel;
+use crate::norms::{owned_share, squares};
 
 /// Whether the current step is measured, and the measured steps' squares so far.
 #[derive(Default)]
@@ -30,10 +29,8 @@ impl Common<'_> {
         let squares = match &self.expert {
             Some((e, _)) => e.gradient_squares(scale)?,
             None => {
-                let replicas = self.exchange.as_deref().map_or(1, |x| x.workers()).max(1) as f64;
-                let tensor = self.model.tensor_parallel().map(TensorParallel::gradient_weights);
-                let weight = |i: usize| tensor.as_ref().and_then(|w| w.get(i)).copied().unwrap_or(1.0) / replicas;
-                squares(params, &weight, scale)?
+                let replicas = self.exchange.as_deref().map_or(1, |x| x.workers());
+                squares(params, &owned_share(self.model.tensor_parallel(), replicas), scale)?
             }
         };
         GradientSquares::record(&mut self.gradients.squares, squares);
@@ -47,8 +44,7 @@ impl Common<'_> {
         if !self.gradients.measuring {
             return;
         }
-        let tensor = self.model.tensor_parallel().map(TensorParallel::gradient_weights);
-        let weight = |i: usize| tensor.as_ref().and_then(|w| w.get(i)).copied().unwrap_or(1.0);
+        let weight = owned_share(self.model.tensor_parallel(), 1);
         if let Some(s) = self.exchange.as_deref_mut().and_then(|x| x.sharded()) {
             GradientSquares::record(&mut self.gradients.squares, s.gradient_squares(&weight) + outside);
         }
