@@ -4,7 +4,8 @@
 # (TP2, TP2 + SP, TP4, PP2 with GPipe, 1F1B and interleaved 1F1B, PP4, DP2 x TP2, DP2 x PP2, TP2 x PP2, ZeRO-3 x TP2),
 # each rank a process of its own through mpirun, the same global batch everywhere. For each run, one `trainbench run`
 # and one `trainbench predict` with the same overrides on the hardware profile HARDWARE. Printed as a Markdown table:
-# step time, tokens/s, the bubble (measured idle share per stage, and the formula), bytes each rank sends per step
+# step time, tokens/s, the bubble (measured idle share per stage; the run's cut replayed with each pass as long as
+# its FLOPs; the prediction's replay over its priced passes and hops; the formula), bytes each rank sends per step
 # per mesh dimension (tensor / pipeline / data), and the most any rank held (weights + gradients + optimizer state,
 # measured from its tensors; the prediction's busiest stage beside it). A layout the runtime refuses prints its
 # reason in the row.
@@ -78,7 +79,7 @@ def first_line(path):
     return lines[0].replace("|", "/")[:140] if lines else "no result"
 
 
-print("| layout | world | step ms (pred) | tokens/s (pred) | bubble (formula) | bytes/rank/step MiB tensor / pipeline / data (pred) | weights + grads + optimizer, most on a rank, MiB (pred) |")
+print("| layout | world | step ms (pred) | tokens/s (pred) | bubble (cut replayed / pred / formula) | bytes/rank/step MiB tensor / pipeline / data (pred) | weights + grads + optimizer, most on a rank, MiB (pred) |")
 print("|---|---:|---:|---:|---|---|---:|")
 for i in range(1, count + 1):
     d = os.path.join(work, str(i))
@@ -114,7 +115,10 @@ for i in range(1, count + 1):
     if not pm and world > 1:
         pred["data"] = e.get("comm_bytes_per_worker") or 0.0
     bytes_cell = " / ".join(f"{mib(meas[k])} ({mib(pred[k])})" for k in ("tensor", "pipeline", "data"))
-    bubble = f"{pipe['bubble']:.3f} ({pipe['bubble_formula']:.3f})" if pipe else ""
+    fmt = lambda x: "-" if x is None else f"{x:.3f}"
+    p_bubble = (pm.get("bubble") or {}).get("fraction")
+    bubble = (f"{fmt(pipe.get('bubble'))} ({fmt(pipe.get('bubble_replayed'))} / {fmt(p_bubble)} / "
+              f"{fmt(pipe.get('bubble_formula'))})" if pipe else "")
     held = [x["memory"] for x in dist.get("ranks") or [] if x.get("memory")]
     if held:
         most = max(h["weights"] + h["gradients"] + h["optimizer_state"] for h in held)

@@ -146,7 +146,13 @@ fn mesh_text(p: &MeshPrediction) -> String {
         si(p.items_per_s)
     );
     if let Some(b) = &p.bubble {
-        let _ = writeln!(s, "  bubble {} = {}", b.formula, format::percent(b.fraction));
+        let _ = writeln!(
+            s,
+            "  bubble {} (the schedule replayed over the chunks' passes and the hops; {} = {} for equal chunks)",
+            format::percent(b.fraction),
+            b.formula,
+            format::percent(b.formula_fraction)
+        );
     }
     for b in &p.bytes {
         let _ = writeln!(

@@ -3,10 +3,11 @@
 //! with the maximum over ranks as the headline. Built on the one-device prediction of one micro-batch and on
 //! the formulas of [`super::parallel`] (states per parameter, ring exchange, tensor-parallel volume, bubble).
 //!
-//! - Compute: each pipeline rank runs its chunks ([`trainbench_graph::stages::cut_stages`], balanced by FLOPs)
-//!   at its share of the one-device time, divided by the tensor degree; a step is `(m + p - 1)` slots of the
-//!   slowest rank (`(m + (p - 1) / v)` interleaved), the bubble `(p - 1) / (m + p - 1)`
-//!   (`(p - 1) / (v m + p - 1)` interleaved).
+//! - Compute: each chunk ([`trainbench_graph::stages::cut_stages`], balanced by FLOPs) runs its forward and
+//!   backward passes at its share of the one-device time's, divided by the tensor degree; the schedule is
+//!   replayed over them with each stage-to-stage message a hop over the link
+//!   ([`trainbench_comm::schedule::replay`]), which gives the step and the bubble: the formula's
+//!   `(p - 1) / (v m + p - 1)` for equal chunks and instant hops, more for unequal chunks or slow links.
 //! - Tensor: four ring all-reduces per layer and micro-batch of the block activations `A`
 //!   ([`parallel::tensor_parallel_bytes`]); with sequence parallelism each is an all-gather plus a
 //!   reduce-scatter of the same volume. The split layers outside the blocks count theirs (a decoder's
@@ -16,7 +17,7 @@
 //!   whole): what the runtime sends. With a pipeline each stage is priced on its own blocks and layers
 //!   outside them, and the busiest stage's bytes per collective are the dimension's.
 //! - Pipeline: per micro-batch each chunk boundary sends `A` forward and its gradient back (`A / t` with
-//!   sequence parallelism); a rank's bytes count what it sends.
+//!   sequence parallelism); a rank's bytes count what it sends, and each message's time is a hop of the replay.
 //! - Data: the strategy's exchange ([`parallel::exchange_bytes`]) of the rank's fp32 gradients (its stage's
 //!   trained parameters over the tensor degree).
 //! - Memory per rank: its parameters over the tensor degree at [`parallel::per_parameter`] bytes, the
@@ -38,6 +39,8 @@ use trainbench_graph::stages::{Stage, cut_stages};
 use trainbench_graph::tensor_parallel::{Role, Split, TensorShard};
 
 use super::moe_price;
+pub use super::pipeline_step::{Bubble, bubble, microbatches_held};
+use super::pipeline_step::replay_chunks;
 use super::parallel::{self, Sharding, StateBytes, StatePart};
 use super::{AnalyzedGraph, PredictError, Setting, Terms, comm, predict_analyzed};
 use crate::hardware::wire::HardwareFile;
@@ -78,15 +81,6 @@ pub struct StageMemory {
     pub compute_s: f64,
 }
 
-/// The pipeline's idle share.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Bubble {
-    /// Fraction of the step each stage idles.
-    pub fraction: f64,
-    /// The formula with its numbers.
-    pub formula: String,
-}
-
 /// The prediction for a mesh.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MeshPrediction {
@@ -121,34 +115,6 @@ pub struct MeshPrediction {
     pub items_per_s: f64,
     /// Model FLOPs per second over world x peak (each token counted once); `None` without a peak.
     pub mfu: Option<f64>,
-}
-
-/// The idle fraction of a pipeline: `(p - 1) / (v m + p - 1)` (GPipe and 1F1B: `v = 1`).
-pub fn bubble(mesh: &Mesh) -> Option<Bubble> {
-    let (p, m) = (mesh.pipeline_parallel, mesh.microbatches.max(1));
-    if p <= 1 {
-        return None;
-    }
-    let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B { mesh.virtual_stages.max(1) } else { 1 };
-    let fraction = parallel::bubble_fraction(p, v * m);
-    let formula = if v > 1 {
-        format!("(p-1)/(v*m+p-1) = {}/({v}*{m}+{}) (interleaved)", p - 1, p - 1)
-    } else {
-        format!("(p-1)/(m+p-1) = {}/({m}+{})", p - 1, p - 1)
-    };
-    Some(Bubble { fraction, formula })
-}
-
-/// Micro-batches (chunk micro-batches when interleaved) whose activations pipeline rank `r` holds at its peak.
-pub fn microbatches_held(mesh: &Mesh, r: usize) -> usize {
-    let (p, m, v) = (mesh.pipeline_parallel.max(1), mesh.microbatches.max(1), mesh.virtual_stages.max(1));
-    match mesh.pipeline_schedule {
-        _ if p == 1 => 1,
-        PipelineSchedule::Gpipe => m,
-        PipelineSchedule::OneFOneB => m.min(p - r.min(p - 1)),
-        // Megatron's warm-up forwards of an interleaved schedule, plus the one in the steady state.
-        PipelineSchedule::Interleaved1F1B => (m * v).min((p - 1 - r.min(p - 1)) * 2 + (v - 1) * p + 1),
-    }
 }
 
 /// The inputs of [`mesh_bytes`], per step.
@@ -325,6 +291,7 @@ pub fn predict_mesh(
                 parameters: a.parameters,
                 trainable_parameters: a.trainable_parameters,
                 training_flops: a.flops.train_per_sample,
+                forward_flops: a.flops.forward_per_sample,
                 saved_elements: a.activations.saved_elements_per_sample,
                 saved_other_bytes: a.activations.saved_other_bytes_per_sample,
             }]
@@ -498,7 +465,6 @@ pub fn predict_mesh(
     let ring = |n: usize| (n as f64 - 1.0).max(0.0);
     let tensor_s =
         seconds(MeshDim::Tensor) + latency(MeshDim::Tensor, 4.0 * busiest_layers as f64 * m as f64 * 2.0 * ring(t));
-    let pipeline_s = seconds(MeshDim::Pipeline) + latency(MeshDim::Pipeline, (m * busiest_sends) as f64);
     let collectives = if sharding == Sharding::Zero3 { 3.0 } else { 2.0 };
     // Expert parallelism's all-to-alls: the share that crosses a link (balanced routing), inside a node when the
     // group fits in one; in the computation's path (each MoE layer waits for its tokens).
@@ -520,12 +486,16 @@ pub fn predict_mesh(
         0.0
     };
     let slot = stages.iter().map(|s| s.compute_s).fold(0.0, f64::max);
-    let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B { mesh.virtual_stages.max(1) } else { 1 };
-    let slots = m as f64 + (p as f64 - 1.0) / v as f64;
     let optimizer_s = base.phases.optimizer_s / (t * p) as f64;
-    let compute = slots * slot + tensor_s + pipeline_s + optimizer_s + ep_s;
+    // A pipeline: its schedule replayed over the chunks' passes, each message a hop over the link (its bytes and
+    // latency), so unequal chunks and slow hops lengthen the step as they do a run's.
+    let hop_s = boundary / if mesh.sequence_parallel { t as f64 } else { 1.0 } / (outer_link.bandwidth_gbs * 1e9)
+        + outer_link.latency_us * 1e-6;
+    let replayed = replay_chunks(&mesh, &chunks, (base.phases.forward_s, base.phases.backward_s), a, t, hop_s)?;
+    let span = replayed.as_ref().map_or(m as f64 * slot, |r| r.makespan_s);
+    let compute = span + tensor_s + optimizer_s + ep_s;
     // Of it, the busiest stage's computation (priced as one rank's micro-batches); the rest is collectives.
-    let stage_s = slots * slot + optimizer_s;
+    let stage_s = span + optimizer_s;
     let step = compute + data_s;
     let backward_share = base.phases.backward_s / fb_s.max(f64::MIN_POSITIVE);
     let overlapped = compute + (data_s - backward_share * m as f64 * slot).max(0.0);
@@ -544,7 +514,7 @@ pub fn predict_mesh(
         step_time_s: step,
         interval: super::uncertainty::composed(step, &base.interval, stage_s, step - stage_s, &uncertainty),
         step_time_overlapped_s: overlapped,
-        bubble: bubble(&mesh),
+        bubble: bubble(&mesh).map(|b| Bubble { fraction: replayed.as_ref().map_or(b.fraction, |r| r.bubble()), ..b }),
         bytes,
         stages,
         max_memory_per_rank_bytes: max_memory,

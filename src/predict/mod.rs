@@ -27,6 +27,7 @@ pub mod layer;
 pub mod mesh;
 pub mod moe_price;
 pub mod parallel;
+pub mod pipeline_step;
 pub mod price_classes;
 pub mod product_rates;
 pub mod rates;

@@ -57,6 +57,9 @@ pub struct StageRecord {
     pub parameters: u64,
     /// Forward + backward FLOPs per sample.
     pub train_flops_per_sample: u64,
+    /// Of them, the forward pass's (absent in results written before it was recorded).
+    #[serde(default)]
+    pub forward_flops_per_sample: u64,
 }
 
 /// Memory predicted by the static analysis, bytes.

@@ -87,8 +87,14 @@ pub struct PipelineResult {
     /// The measured bubble: the mean over stages of the share of a step each spent idle (absent without
     /// measured steps).
     pub bubble: Option<f64>,
-    /// The bubble's formula, `(p - 1) / (v m + p - 1)`.
+    /// The bubble's formula, `(p - 1) / (v m + p - 1)`: equal chunks and instant messages.
     pub bubble_formula: f64,
+    /// The bubble of this run's cut: its schedule replayed with each pass as long as its chunk's FLOPs and
+    /// messages instant (`trainbench_comm::schedule::replay`). The formula's figure when the chunks are equal,
+    /// above it by as much as they are not (a head heavier than a block); what is left between it and the
+    /// measured bubble is the links and the runtime. Absent in results written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bubble_replayed: Option<f64>,
     /// The formula with its numbers.
     pub formula: String,
     /// Bytes the busiest stage sent per step on the pipeline dimension (activations and their gradients).
@@ -113,6 +119,9 @@ pub struct PipelineStage {
     pub chunks: Vec<usize>,
     /// Seconds per step blocked waiting for a peer.
     pub idle_s: f64,
+    /// The share of a step this stage idles in the replay of [`PipelineResult::bubble_replayed`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_replayed: Option<f64>,
     /// Seconds per step.
     pub step_s: f64,
     /// Bytes it sent per step.

@@ -87,6 +87,7 @@ fn pipeline_stages(a: &Analysis, graph: &Graph, plan: &RunPlan) -> Vec<StageReco
             blocks: [s.blocks.start, s.blocks.end],
             parameters: s.parameters,
             train_flops_per_sample: s.training_flops,
+            forward_flops_per_sample: s.forward_flops,
         })
         .collect()
 }
@@ -271,6 +272,11 @@ impl RunSlot<'_> {
             gpu_absent: &absent_gpu,
         });
         result.distributed = distributed;
+        if let (Some(section), Some(a)) =
+            (result.distributed.as_mut().and_then(|d| d.pipeline.as_mut()), result.analysis.as_ref())
+        {
+            super::dist::pipeline::replay_cut(section, &plan.topology.mesh, &a.pipeline_stages);
+        }
         (result, stop)
     }
 }

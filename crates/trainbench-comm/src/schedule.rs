@@ -103,6 +103,14 @@ pub enum ScheduleError {
         /// Micro-batches.
         microbatches: usize,
     },
+    /// A replay found every rank waiting for a pass no rank can run (a schedule out of dependency order).
+    #[error("the {schedule} schedule over {stages} stages stalls: every rank waits for a pass no rank can run")]
+    Stalled {
+        /// The schedule.
+        schedule: &'static str,
+        /// Stages.
+        stages: usize,
+    },
     /// Virtual stages above 1 are read by interleaved 1F1B only.
     #[error("{virtual_stages} virtual stages are only run by the interleaved-1f1b schedule, not {schedule}")]
     Virtual {
@@ -215,6 +223,81 @@ pub fn peak_in_flight(actions: &[Action]) -> usize {
         }
     }
     peak
+}
+
+/// A pipeline step replayed in time ([`replay`]): how long each rank computed, and when the last pass ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replay {
+    /// Seconds each pipeline rank spends in its passes, by rank.
+    pub busy_s: Vec<f64>,
+    /// Seconds from the step's start to the end of its last pass.
+    pub makespan_s: f64,
+}
+
+impl Replay {
+    /// Each rank's share of the step spent waiting: `1 - busy / makespan` (a rank that finishes early waits for
+    /// the step's end, as the runtime's end-of-step agreement makes it).
+    pub fn idle_shares(&self) -> Vec<f64> {
+        let span = self.makespan_s;
+        self.busy_s.iter().map(|b| if span > 0.0 { (1.0 - b / span).max(0.0) } else { 0.0 }).collect()
+    }
+
+    /// The bubble as a run measures it: the mean over ranks of their idle shares.
+    pub fn bubble(&self) -> f64 {
+        let shares = self.idle_shares();
+        if shares.is_empty() { 0.0 } else { shares.iter().sum::<f64>() / shares.len() as f64 }
+    }
+}
+
+/// One step of `schedule` over `stages` ranks, `microbatches` micro-batches and `virtual_stages` chunks per
+/// rank, replayed in time: the pass `pass` of chunk `c` lasts `cost(c, pass)` seconds, a message between two
+/// ranks arrives `hop_s` seconds after the pass that sends it ends, and each rank runs its passes in its
+/// schedule's order, each as soon as the rank is free and its input is there. With equal chunks and instant
+/// messages the bubble is the formula's, `(p - 1) / (v m + p - 1)`; unequal chunks (a head heavier than a
+/// block) and slow links add to it.
+pub fn replay(
+    schedule: PipelineSchedule,
+    (stages, microbatches, virtual_stages): (usize, usize, usize),
+    cost: &dyn Fn(usize, Pass) -> f64,
+    hop_s: f64,
+) -> Result<Replay, ScheduleError> {
+    let p = stages;
+    let orders: Vec<Vec<Action>> = (0..p)
+        .map(|s| stage_actions(schedule, p, s, microbatches, virtual_stages))
+        .collect::<Result<_, _>>()?;
+    let chunks = p * virtual_stages;
+    let mut ended: std::collections::HashMap<Action, f64> = std::collections::HashMap::new();
+    let (mut next, mut free, mut busy) = (vec![0usize; p], vec![0.0f64; p], vec![0.0f64; p]);
+    // The time the input of `a` is there (`None`: the pass that makes it has not run yet).
+    let ready = |a: &Action, ended: &std::collections::HashMap<Action, f64>| -> Option<f64> {
+        let from = match a.pass {
+            Pass::Forward if a.chunk > 0 => Action { chunk: a.chunk - 1, ..*a },
+            Pass::Backward if a.chunk + 1 < chunks => Action { chunk: a.chunk + 1, ..*a },
+            Pass::Forward => return Some(0.0),
+            Pass::Backward => return ended.get(&Action { pass: Pass::Forward, ..*a }).copied(),
+        };
+        let hop = if from.chunk % p == a.chunk % p { 0.0 } else { hop_s };
+        ended.get(&from).map(|t| t + hop)
+    };
+    let total: usize = orders.iter().map(Vec::len).sum();
+    while ended.len() < total {
+        let mut progress = false;
+        for s in 0..p {
+            while let Some(a) = orders[s].get(next[s]) {
+                let Some(at) = ready(a, &ended) else { break };
+                let seconds = cost(a.chunk, a.pass).max(0.0);
+                free[s] = free[s].max(at) + seconds;
+                busy[s] += seconds;
+                ended.insert(*a, free[s]);
+                next[s] += 1;
+                progress = true;
+            }
+        }
+        if !progress {
+            return Err(ScheduleError::Stalled { schedule: schedule.name(), stages: p });
+        }
+    }
+    Ok(Replay { busy_s: busy, makespan_s: free.iter().copied().fold(0.0, f64::max) })
 }
 
 #[cfg(test)]

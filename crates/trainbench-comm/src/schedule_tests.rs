@@ -142,3 +142,37 @@ fn messages_of_one_step_have_distinct_tags() {
     }
     assert_eq!(tags.len(), 2 * m * (p * v - 1));
 }
+
+#[test]
+fn a_replay_of_equal_chunks_with_instant_messages_gives_the_formula() {
+    // Forward 1 s, backward 2 s per stage of work, split evenly over its v chunks.
+    for (schedule, p, m, v) in shapes() {
+        let cost = |_: usize, pass: Pass| if pass == Pass::Forward { 1.0 / v as f64 } else { 2.0 / v as f64 };
+        let r = replay(schedule, (p, m, v), &cost, 0.0).unwrap();
+        let busy = 3.0 * m as f64;
+        assert!(r.busy_s.iter().all(|b| (b - busy).abs() < 1e-9), "{schedule:?} p{p} m{m} v{v}: {:?}", r.busy_s);
+        if schedule != PipelineSchedule::Interleaved1F1B || m >= p {
+            let formula = (p as f64 - 1.0) / ((v * m) as f64 + p as f64 - 1.0);
+            let span = busy + 3.0 * (p as f64 - 1.0) / v as f64;
+            assert!((r.makespan_s - span).abs() < 1e-9, "{schedule:?} p{p} m{m} v{v}: {} vs {span}", r.makespan_s);
+            assert!((r.bubble() - formula).abs() < 1e-9, "{schedule:?} p{p} m{m} v{v}: {} vs {formula}", r.bubble());
+        }
+    }
+}
+
+#[test]
+fn a_heavy_last_chunk_and_slow_messages_widen_the_bubble() {
+    // p 2, m 4, v 2: chunks 0 and 2 on rank 0, 1 and 3 on rank 1; the last chunk (a block and the head) costs
+    // 2.4 blocks.
+    let weight = |c: usize| if c == 3 { 2.4 } else { 1.0 };
+    let cost = |c: usize, pass: Pass| weight(c) * if pass == Pass::Forward { 1.0 } else { 2.0 };
+    let even = replay(PipelineSchedule::Interleaved1F1B, (2, 4, 2), &|_, pass| cost(0, pass), 0.0).unwrap();
+    let heavy = replay(PipelineSchedule::Interleaved1F1B, (2, 4, 2), &cost, 0.0).unwrap();
+    assert!((even.bubble() - 1.0 / 9.0).abs() < 1e-9);
+    // Rank 1 computes 4 x 3 x 3.4 = 40.8 s, rank 0 24 s: rank 0 waits at least 40.8 - 24 of the step.
+    assert!((heavy.busy_s[1] - 40.8).abs() < 1e-9 && (heavy.busy_s[0] - 24.0).abs() < 1e-9);
+    assert!(heavy.makespan_s >= 40.8 && heavy.idle_shares()[0] >= 1.0 - 24.0 / heavy.makespan_s - 1e-12);
+    assert!(heavy.bubble() > 0.2, "{}", heavy.bubble());
+    let slow = replay(PipelineSchedule::Interleaved1F1B, (2, 4, 2), &cost, 0.5).unwrap();
+    assert!(slow.makespan_s > heavy.makespan_s && slow.bubble() > heavy.bubble());
+}

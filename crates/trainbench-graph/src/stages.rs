@@ -28,6 +28,8 @@ pub struct Stage {
     pub trainable_parameters: u64,
     /// Forward + backward FLOPs per sample.
     pub training_flops: u64,
+    /// Of them, the forward pass's.
+    pub forward_flops: u64,
     /// Elements kept for backward per sample (at activation precision).
     pub saved_elements: u64,
     /// Other bytes kept for backward per sample (masks, indices, statistics).
@@ -120,6 +122,7 @@ pub fn cut_stages(
             parameters: layers.iter().map(|l| l.parameters).sum(),
             trainable_parameters: layers.iter().filter(|l| !l.frozen).map(|l| l.parameters).sum(),
             training_flops: layers.iter().map(|l| l.forward_flops + l.backward_flops).sum(),
+            forward_flops: layers.iter().map(|l| l.forward_flops).sum(),
             saved_elements: layers.iter().map(|l| l.saved_elements).sum(),
             saved_other_bytes: layers.iter().map(|l| l.saved_other_bytes).sum(),
             nodes,

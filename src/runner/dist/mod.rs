@@ -8,7 +8,7 @@ pub mod group;
 pub mod launch;
 pub mod launcher;
 pub(crate) mod mesh;
-mod pipeline;
+pub(super) mod pipeline;
 pub mod rank_loop;
 pub mod single_copy;
 pub mod transport;
