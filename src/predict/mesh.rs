@@ -39,9 +39,9 @@ use trainbench_graph::stages::{Stage, cut_stages};
 use trainbench_graph::tensor_parallel::{Role, Split, TensorShard};
 
 use super::moe_price;
-pub use super::pipeline_step::{Bubble, bubble, microbatches_held};
-use super::pipeline_step::replay_chunks;
 use super::parallel::{self, Sharding, StateBytes, StatePart};
+use super::pipeline_step::replay_chunks;
+pub use super::pipeline_step::{Bubble, bubble, microbatches_held};
 use super::{AnalyzedGraph, PredictError, Setting, Terms, comm, predict_analyzed};
 use crate::hardware::wire::HardwareFile;
 
@@ -148,6 +148,12 @@ pub struct VocabBytes {
     /// Bytes per micro-batch of the activations outside the blocks each summed (or copied in, its gradient
     /// summed) over the group once per pass: each rank sends `2 (t - 1) / t` of them.
     pub edge_bytes: f64,
+    /// With sequence parallelism, bytes per micro-batch of whole activations entering a split layer (a ViT's
+    /// class-token features): copied in, their gradient summed (an all-reduce).
+    pub copied_edge_bytes: f64,
+    /// With sequence parallelism, bytes per micro-batch of sequence shards gathered whole for an operation over
+    /// the whole sequence (a ViT's final norm before its class-token slice): one all-gather, forward only.
+    pub gathered_whole_bytes: f64,
     /// The rank computes the loss (the cross-entropy's collectives).
     pub head: bool,
     /// Tokens the loss reads per micro-batch.
@@ -181,7 +187,8 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
             all_gather += m * (t as f64 - 1.0) * 4.0 * v.tokens;
             all_reduce += m * 2.0 * r * 8.0 * v.tokens;
         }
-        all_reduce += 2.0 * r * v.partial_gradient_bytes;
+        all_reduce += 2.0 * r * v.partial_gradient_bytes + m * 2.0 * r * v.copied_edge_bytes;
+        all_gather += m * r * v.gathered_whole_bytes;
     }
     if mesh.sequence_parallel {
         push(MeshDim::Tensor, "all-gather", (tensor + edges) / 2.0 + all_gather);
@@ -301,7 +308,11 @@ pub fn predict_mesh(
     let boundary =
         graph.blocks.first().map_or(0.0, |b| graph.nodes[b.input].shape.numel() as f64) * mb as f64 * act_bytes;
     // The runtime's split of the model over a tensor group (`None` for a model it cannot split: priced by kind).
-    let roles = (t > 1).then(|| TensorShard::new(graph, t, 0, mesh.sequence_parallel).ok()).flatten().map(|s| s.roles);
+    // Per node: whether every rank keeps its output whole (a replicated node not on sequence shards).
+    let whole_on_rank =
+        (t > 1).then(|| TensorShard::new(graph, t, 0, mesh.sequence_parallel).ok()).flatten().map(|s| {
+            s.roles.iter().zip(&s.on_shards).map(|(r, shards)| *r == Role::Replicated && !shards).collect::<Vec<_>>()
+        });
     let mut stages = Vec::with_capacity(p);
     let (mut busiest_layers, mut busiest_sends, mut busiest_grads, mut busiest_frozen) =
         (0usize, 0usize, 0.0f64, 0.0f64);
@@ -320,14 +331,17 @@ pub fn predict_mesh(
         let frozen = all - trained;
         let layers: usize = mine.iter().map(|c| c.blocks.len()).sum();
         let sends: usize = mine.iter().map(|c| usize::from(c.index < last_chunk) + usize::from(c.index > 0)).sum();
-        // Kept activations per sample: split over the tensor group except what every rank computes whole
-        // without SP (the split's replicated nodes: norms, adds, dropout, a ViT's stem).
+        // Kept activations per sample: split over the tensor group except what every rank computes whole (the
+        // split's replicated nodes: norms, adds, dropout and a ViT's stem; with SP the stem only).
         let mut per_sample = 0.0;
         for c in &mine {
             for (i, l) in a.layers.iter().enumerate().take(c.nodes.end).skip(c.nodes.start) {
                 let bytes = l.saved_elements as f64 * act_bytes + l.saved_other_bytes as f64;
-                let whole = roles.as_ref().map_or_else(|| replicated_without_sp(&l.op), |r| r[i] == Role::Replicated);
-                per_sample += if mesh.sequence_parallel || !whole { bytes / t as f64 } else { bytes };
+                let whole = whole_on_rank.as_ref().map_or_else(
+                    || !mesh.sequence_parallel && replicated_without_sp(&l.op),
+                    |w| w.get(i).copied().unwrap_or(false),
+                );
+                per_sample += if whole { bytes } else { bytes / t as f64 };
             }
         }
         let held = microbatches_held(&mesh, r);
@@ -393,9 +407,12 @@ pub fn predict_mesh(
                 let mine: Vec<&Stage> = chunks.iter().filter(|c| c.rank == r).collect();
                 let held = |i: usize| p == 1 || mine.iter().any(|c| c.nodes.contains(&i));
                 let (local, partial) = tensor_split_bytes(graph, &shard, &held);
+                let edges = edge_elements(graph, &shard, &held);
                 gradient_bytes = gradient_bytes.max(local);
                 let vocab = VocabBytes {
-                    edge_bytes: edge_elements(graph, &shard, &held) as f64 * mb as f64 * act_bytes,
+                    edge_bytes: edges[0] as f64 * mb as f64 * act_bytes,
+                    copied_edge_bytes: edges[1] as f64 * mb as f64 * act_bytes,
+                    gathered_whole_bytes: edges[2] as f64 * mb as f64 * act_bytes,
                     head: graph.losses.iter().any(|&l| held(l)),
                     tokens,
                     partial_gradient_bytes: partial,
@@ -526,12 +543,24 @@ pub fn predict_mesh(
 }
 
 /// Elements per sample of the activations outside the blocks, of the nodes `held` selects, that the tensor
-/// group sums: the outputs of the vocabulary-parallel embedding and of row-parallel layers there, and those
-/// entering a split layer (their gradients summed).
-fn edge_elements(graph: &trainbench_graph::Graph, shard: &TensorShard, held: &dyn Fn(usize) -> bool) -> u64 {
+/// group exchanges: `[0]` those it sums (the outputs of the vocabulary-parallel embedding and of row-parallel
+/// layers there, and those entering a split layer, their gradients summed; with sequence parallelism the
+/// whole ones entering a split layer apart), `[1]` with sequence parallelism the whole ones entering a split
+/// layer (copied in, one all-reduce of their gradient), `[2]` sequence shards gathered whole (one all-gather).
+fn edge_elements(graph: &trainbench_graph::Graph, shard: &TensorShard, held: &dyn Fn(usize) -> bool) -> [u64; 3] {
     let in_block = |i: usize| graph.blocks.iter().any(|b| (b.first..=b.last).contains(&i));
     let summed = |i: usize| shard.enters[i] || matches!(shard.roles[i], Role::VocabEmbedding | Role::Row);
-    (0..graph.nodes.len()).filter(|&i| held(i) && !in_block(i) && summed(i)).map(|i| graph.nodes[i].shape.numel()).sum()
+    let mut out = [0u64; 3];
+    for i in (0..graph.nodes.len()).filter(|&i| held(i) && !in_block(i)) {
+        let numel = graph.nodes[i].shape.numel();
+        if shard.gathers[i] {
+            out[2] += numel;
+        } else if summed(i) {
+            let copied = shard.sequence_parallel && shard.enters[i] && !shard.on_shards[i];
+            out[usize::from(copied)] += numel;
+        }
+    }
+    out
 }
 
 /// fp32 bytes of one tensor rank's trained tensors of the nodes `held` selects, and of those whose gradients

@@ -1,6 +1,7 @@
-//! Tensor parallelism of a tiny ViT through MPI on CPU ranks (features `tch` and `mpi`): TP=2 and DP2 x TP2
-//! train what one rank trains on the same global batch, hold about half the weights per rank (the stem, the
-//! norms and the biases added after the sums whole), and send per mesh dimension what `predict` says.
+//! Tensor parallelism of a tiny ViT through MPI on CPU ranks (features `tch` and `mpi`): TP=2, DP2 x TP2 and
+//! TP=2 with sequence parallelism train what one rank trains on the same global batch, hold about half the
+//! weights per rank (the stem, the norms and the biases added after the sums whole), and send per mesh dimension
+//! what `predict` says.
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
@@ -113,4 +114,43 @@ fn zero_3_along_the_data_dimension_of_a_tensor_parallel_vit_reproduces_one_rank(
         let p = predicted(dir.path(), "1x4-z3-no-overlap-tp2.ckpt-full", &set, dimension, collective);
         assert!(m > 0.0 && (m - p).abs() <= 1.0, "{dimension} {collective}: measured {m}, predicted {p}");
     }
+}
+
+#[test]
+fn sequence_parallel_vit_keeps_its_stem_whole_reproduces_one_rank_and_holds_fewer_activations() {
+    // 12x12 images: 9 patches + the class token = 10 positions, 5 on each rank of the pair.
+    let spec = SPEC
+        .replace("image_size = 16", "image_size = 12")
+        .replace("  { devices_per_node = 4, strategy = \"all-reduce\", tensor_parallel = 2 },\n", "");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tp.toml"), spec).unwrap();
+    let sp = ["--set", "sweep.topologies=[{devices_per_node=2, strategy=\"all-reduce\", tensor_parallel=2}]"];
+    let sp_on = [sp[0], sp[1], "--set", "topology.sequence_parallel=true"];
+    for extra in [&[][..], &sp_on[..]] {
+        let out = Command::cargo_bin("trainbench")
+            .unwrap()
+            .current_dir(dir.path())
+            .args(["run", "tp.toml", "--out", "out", "--quiet", "--no-collectors"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let single = read(dir.path(), "1x1");
+    let (tp2, tp2_sp) = (read(dir.path(), "1x2-ar-no-overlap-tp2"), read(dir.path(), "1x2-ar-no-overlap-tp2-sp"));
+    check_equal_to_one_rank(&single, &tp2, "ViT TP=2 (10 positions)");
+    check_equal_to_one_rank(&single, &tp2_sp, "ViT TP=2 + SP");
+    // Per step: per layer two reduce-scatters forward and two backward (the gathers') of [4, 10, 32]; the
+    // final norm's shards gathered whole once more before the class-token slice.
+    let half = |values: u64| values * 4 / 2;
+    assert_eq!(measured(&tp2_sp, "tensor", "reduce-scatter"), half(2 * 4 * 4 * 10 * 32));
+    assert_eq!(measured(&tp2_sp, "tensor", "all-gather"), half(2 * 4 * 4 * 10 * 32 + 4 * 10 * 32) + 4 * 4);
+    for collective in ["all-gather", "reduce-scatter", "all-reduce"] {
+        let m = measured(&tp2_sp, "tensor", collective) as f64;
+        let p = predicted(dir.path(), "1x2-ar-no-overlap-tp2-sp", &sp_on, "tensor", collective);
+        assert!(m > 0.0 && (m - p).abs() <= 1.0, "SP {collective}: measured {m}, predicted {p}");
+    }
+    let activations = |r: &RunResult| r.metrics.as_ref().unwrap().memory.measured.activations_bytes.unwrap();
+    let (a1, a2, a2_sp) = (activations(&single), activations(&tp2), activations(&tp2_sp));
+    assert!(a2_sp < a2 && a2 < a1, "activations: one rank {a1}, TP2 {a2}, TP2 + SP {a2_sp}");
 }

@@ -361,6 +361,9 @@ pub enum TensorCollective {
     Gather(i64),
     /// Forward: reduce-scatter along the dimension; backward: all-gather along it.
     Scatter(i64),
+    /// Forward: all-gather along the dimension, for a consumer every rank computes whole; backward: this rank's
+    /// slice of the gradient, which every rank holds whole and alike.
+    GatherWhole(i64),
 }
 
 struct Collective {
@@ -375,6 +378,7 @@ impl DiffOp for Collective {
             TensorCollective::Reduce => "tensor-parallel all-reduce",
             TensorCollective::Gather(_) => "sequence-parallel all-gather",
             TensorCollective::Scatter(_) => "sequence-parallel reduce-scatter",
+            TensorCollective::GatherWhole(_) => "sequence-parallel all-gather to whole",
         }
     }
 
@@ -382,7 +386,7 @@ impl DiffOp for Collective {
         match self.kind {
             TensorCollective::Copy => Ok(input.shallow_clone()),
             TensorCollective::Reduce => self.group.all_reduce(input),
-            TensorCollective::Gather(dim) => self.group.all_gather(input, dim),
+            TensorCollective::Gather(dim) | TensorCollective::GatherWhole(dim) => self.group.all_gather(input, dim),
             TensorCollective::Scatter(dim) => self.group.reduce_scatter(input, dim),
         }
     }
@@ -393,6 +397,10 @@ impl DiffOp for Collective {
             TensorCollective::Reduce => Ok(grad.shallow_clone()),
             TensorCollective::Gather(dim) => self.group.reduce_scatter(grad, dim),
             TensorCollective::Scatter(dim) => self.group.all_gather(grad, dim),
+            TensorCollective::GatherWhole(dim) => {
+                let len = grad.size().get(dim as usize).copied().unwrap_or(0) / self.group.size as i64;
+                grad.f_narrow(dim, self.group.rank as i64 * len, len)?.f_contiguous()
+            }
         }
     }
 }

@@ -94,18 +94,29 @@ impl TensorParallel {
         if self.shard.sequence_parallel { TensorCollective::Scatter(1) } else { TensorCollective::Reduce }
     }
 
-    /// Whether node `id`'s output enters a parallel region (is copied or gathered into it).
+    /// Whether node `id`'s output changes as it leaves its node: it enters a parallel region (copied or gathered
+    /// into it), or passes between whole and sequence shards.
     pub fn enters(&self, id: NodeId) -> bool {
-        self.shard.enters.get(id).copied().unwrap_or(false)
+        let s = &self.shard;
+        [&s.enters, &s.narrows, &s.gathers].iter().any(|flags| flags.get(id).copied().unwrap_or(false))
     }
 
-    /// Node `id`'s output as consumers read it: where it enters a parallel region, copied into it (gathered
-    /// along the sequence with sequence parallelism).
+    /// Node `id`'s output as its consumers read it: where it enters a parallel region, copied into it (gathered
+    /// along the sequence when on sequence shards); a whole output read on shards cut to this rank's shard; a
+    /// sequence shard read whole gathered.
     pub fn enter(&self, id: NodeId, out: Tensor) -> Result<Tensor, TchError> {
-        if !self.shard.enters[id] {
+        let s = &self.shard;
+        if s.narrows[id] {
+            let len = out.size().get(1).copied().unwrap_or(0) / self.group.size() as i64;
+            return out.f_narrow(1, self.group.rank() as i64 * len, len)?.f_contiguous();
+        }
+        if s.gathers[id] {
+            return self.group.collective(TensorCollective::GatherWhole(1), &out);
+        }
+        if !s.enters[id] {
             return Ok(out);
         }
-        let kind = if self.shard.sequence_parallel { TensorCollective::Gather(1) } else { TensorCollective::Copy };
+        let kind = if s.on_shards[id] { TensorCollective::Gather(1) } else { TensorCollective::Copy };
         self.group.collective(kind, &out)
     }
 
@@ -144,7 +155,7 @@ impl TensorParallel {
                     self.group.collective(self.leave(), &o.f_linear(w, None::<&Tensor>)?)?.f_add(b)
                 })())
             }
-            Role::Replicated if self.shard.sequence_parallel && matches!(node.op, Op::LearnedPositions { .. }) => {
+            Role::Replicated if self.shard.on_shards[id] && matches!(node.op, Op::LearnedPositions { .. }) => {
                 Some((|| {
                     let t = x.size()[1];
                     x.f_add(&params[0].f_narrow(0, self.group.rank() as i64 * t, t)?)

@@ -262,9 +262,8 @@ pub fn replay(
     hop_s: f64,
 ) -> Result<Replay, ScheduleError> {
     let p = stages;
-    let orders: Vec<Vec<Action>> = (0..p)
-        .map(|s| stage_actions(schedule, p, s, microbatches, virtual_stages))
-        .collect::<Result<_, _>>()?;
+    let orders: Vec<Vec<Action>> =
+        (0..p).map(|s| stage_actions(schedule, p, s, microbatches, virtual_stages)).collect::<Result<_, _>>()?;
     let chunks = p * virtual_stages;
     let mut ended: std::collections::HashMap<Action, f64> = std::collections::HashMap::new();
     let (mut next, mut free, mut busy) = (vec![0usize; p], vec![0.0f64; p], vec![0.0f64; p]);

@@ -12,8 +12,11 @@
 //! k and v ([`Split::Chunked`]), its `out_proj` is row-parallel; a ViT's stem (patch convolution, class token,
 //! positions) is replicated and its classifier split over the classes. With sequence parallelism the
 //! replicated activations between the regions are split along the sequence instead (norms, dropout, residual
-//! adds on sequence shards): gathered on entering a region, reduce-scattered on leaving it; a model with a
-//! stem that is not a sequence (a ViT's convolution) is refused.
+//! adds on sequence shards, [`TensorShard::on_shards`]): gathered on entering a region, reduce-scattered on
+//! leaving it. A stem that builds the sequence (a ViT's convolution and class token) runs whole on every rank
+//! and its output is cut to the rank's shard as the blocks read it ([`TensorShard::narrows`]); an operation over
+//! the whole sequence after the blocks (a ViT's class-token slice) reads it gathered whole
+//! ([`TensorShard::gathers`]).
 
 use crate::graph::{Graph, LossKind, NodeId, Op};
 use crate::params::{ParamDecl, tensors};
@@ -89,8 +92,17 @@ pub struct TensorShard {
     /// Each node's role (indexed like the graph's nodes).
     pub roles: Vec<Role>,
     /// Nodes whose output enters a parallel region (every consumer is column-parallel): copied into it (its
-    /// gradient summed over the group), or gathered along the sequence with sequence parallelism.
+    /// gradient summed over the group), or, when it is on sequence shards, gathered along the sequence.
     pub enters: Vec<bool>,
+    /// With sequence parallelism, nodes whose output each rank holds a sequence shard of (axis 0 of the
+    /// per-sample shape, `seq / degree` positions); all `false` without it.
+    pub on_shards: Vec<bool>,
+    /// Whole outputs read on sequence shards (a ViT stem's): each rank keeps its shard as the output leaves the
+    /// node (no communication; the gradient reaching the stem is the shard's, so the stem's is partial).
+    pub narrows: Vec<bool>,
+    /// Sequence-shard outputs read whole (before a ViT's class-token slice): gathered along the sequence as the
+    /// output leaves the node; in the backward pass each rank keeps its shard of the (identical) gradient.
+    pub gathers: Vec<bool>,
     /// The graph with every node's local widths (node indices, names and blocks unchanged).
     pub local: Graph,
 }
@@ -302,45 +314,84 @@ impl TensorShard {
                 }
             }
         }
-        let mut shard = TensorShard { degree, rank, sequence_parallel, roles, enters, local };
+        let none = vec![false; n];
+        let mut shard = TensorShard {
+            degree,
+            rank,
+            sequence_parallel,
+            roles,
+            enters,
+            on_shards: none.clone(),
+            narrows: none.clone(),
+            gathers: none,
+            local,
+        };
         if sequence_parallel {
             shard.split_sequence(graph)?;
         }
         Ok(shard)
     }
 
-    /// With sequence parallelism the replicated activations between the regions hold `seq / degree` positions.
+    /// With sequence parallelism the activations between the regions hold `seq / degree` positions: the
+    /// outputs of the layers that leave a region (reduce-scattered), the nodes inside the blocks and what
+    /// follows them element-wise. A stem building the sequence stays whole and is narrowed where the blocks
+    /// read it; an operation over the whole sequence reads its input gathered.
     fn split_sequence(&mut self, graph: &Graph) -> Result<(), TensorSplitError> {
+        let fail = |message: String| TensorSplitError { degree: self.degree, message };
+        let in_block = |i: usize| graph.blocks.iter().any(|b| (b.first..=b.last).contains(&i));
         for (i, node) in graph.nodes.iter().enumerate() {
-            let stem =
-                matches!(node.op, Op::Conv { .. } | Op::ClassToken { .. } | Op::Transpose { .. } | Op::Slice { .. });
-            if stem || self.roles[i] == Role::Heads {
-                return Err(TensorSplitError {
-                    degree: self.degree,
-                    message: format!(
-                        "sequence parallelism splits the activations between the regions along a sequence, and `{}` \
-                         ({}) does not work on sequence shards; train without sequence parallelism",
-                        node.name,
-                        node.op.kind_name()
-                    ),
-                });
+            let shards_in = node.inputs.iter().any(|&j| self.on_shards[j]);
+            self.on_shards[i] = match self.roles[i] {
+                Role::Row | Role::VocabEmbedding | Role::Heads => true,
+                Role::Column | Role::Local | Role::VocabLoss => false,
+                Role::Replicated => match node.op {
+                    Op::Input { .. } => false,
+                    // Operations that build the sequence or read all of it: whole.
+                    Op::Conv { .. } | Op::ClassToken { .. } | Op::Transpose { .. } | Op::Slice { .. } => false,
+                    _ => shards_in || in_block(i),
+                },
+            };
+        }
+        let mut readers: Vec<Vec<usize>> = vec![Vec::new(); graph.nodes.len()];
+        for (i, node) in graph.nodes.iter().enumerate() {
+            for &j in &node.inputs {
+                readers[j].push(i);
             }
-            let between = matches!(self.roles[i], Role::Replicated | Role::Row | Role::VocabEmbedding)
-                && !matches!(node.op, Op::Input { .. });
-            if !between {
+        }
+        for (j, node) in graph.nodes.iter().enumerate() {
+            let whole_reader = |i: &usize| !self.on_shards[*i] && self.roles[*i] == Role::Replicated;
+            let shard_reader = |i: &usize| self.on_shards[*i] && self.roles[*i] == Role::Replicated;
+            let input = matches!(node.op, Op::Input { .. });
+            if !self.on_shards[j] && !input && readers[j].iter().any(shard_reader) {
+                self.narrows[j] = true;
+            }
+            if self.on_shards[j] && readers[j].iter().any(whole_reader) {
+                self.gathers[j] = true;
+            }
+            let mixed = (self.narrows[j] && !readers[j].iter().all(shard_reader))
+                || (self.gathers[j] && !readers[j].iter().all(whole_reader));
+            if mixed {
+                return Err(fail(format!(
+                    "sequence parallelism: `{}` is read both whole and on sequence shards; train without sequence \
+                     parallelism",
+                    node.name
+                )));
+            }
+        }
+        for (i, node) in graph.nodes.iter().enumerate() {
+            if !(self.on_shards[i] || self.narrows[i]) {
                 continue;
             }
             let t = node.shape.0.first().copied().unwrap_or(0);
             if node.shape.rank() < 2 || t % self.degree != 0 {
-                return Err(TensorSplitError {
-                    degree: self.degree,
-                    message: format!(
-                        "sequence parallelism splits `{}` ({} positions) along its sequence, which does not divide",
-                        node.name, t
-                    ),
-                });
+                return Err(fail(format!(
+                    "sequence parallelism splits `{}` ({} positions) along its sequence, which does not divide",
+                    node.name, t
+                )));
             }
-            self.local.nodes[i].shape.0[0] = t / self.degree;
+            if self.on_shards[i] {
+                self.local.nodes[i].shape.0[0] = t / self.degree;
+            }
         }
         Ok(())
     }
@@ -372,7 +423,8 @@ impl TensorShard {
                 Split::Chunked { axis: 0, chunks: 3, start: self.rank * len, len }
             }
             Role::Heads if decl.local == "out_proj.weight" => whole(1),
-            Role::Heads => Split::Replicated { partial: false },
+            // The output projection's bias is added after the sum: on sequence shards with sequence parallelism.
+            Role::Heads => Split::Replicated { partial: seq },
         }
     }
 

@@ -182,9 +182,47 @@ fn each_rank_holds_its_heads_rows_of_q_k_and_v() {
 }
 
 #[test]
-fn a_vit_is_refused_sequence_parallelism_and_heads_that_do_not_divide() {
+fn a_vit_on_sequence_shards_keeps_its_stem_whole_and_gathers_before_the_class_token() {
+    // 12x12 images in 4x4 patches: 9 + the class token = 10 positions, 5 per rank.
+    let spec: ModelSpec = serde_json::from_value(serde_json::json!({
+        "family": "vit", "image_size": 12, "patch_size": 4, "layers": 2, "hidden": 32, "heads": 4,
+        "mlp_dim": 64, "classes": 10
+    }))
+    .unwrap();
+    let g = crate::zoo::build(&spec).unwrap();
+    let s = TensorShard::new(&g, 2, 1, true).unwrap();
+    let at = |name: &str| g.nodes.iter().position(|n| n.name == name).unwrap_or_else(|| panic!("{name}"));
+    let block = "encoder.layers.encoder_layer_0";
+    for (name, shards, narrows, gathers) in [
+        ("conv_proj", false, false, false),
+        ("class_token", false, false, false),
+        ("encoder.pos_embedding", false, true, false),
+        (&format!("{block}.ln_1") as &str, true, false, false),
+        (&format!("{block}.self_attention"), true, false, false),
+        ("encoder.ln", true, false, true),
+        ("class_output", false, false, false),
+    ] {
+        let i = at(name);
+        assert_eq!((s.on_shards[i], s.narrows[i], s.gathers[i]), (shards, narrows, gathers), "{name}");
+    }
+    assert_eq!(s.local.node(&format!("{block}.ln_1")).unwrap().shape.0, [5, 32]);
+    assert_eq!(s.local.node("encoder.pos_embedding").unwrap().shape.0, [10, 32], "the stem stays whole");
+    // The stem's tensors see the shard's gradient only: summed over the group, as the norms' are.
+    let conv = at("conv_proj");
+    let d = tensors(&g.nodes[conv]).remove(0);
+    assert_eq!(s.split_of(&g, conv, &d), Split::Replicated { partial: true });
+    let attn = at(&format!("{block}.self_attention"));
+    let bias = tensors(&g.nodes[attn]).into_iter().find(|d| d.local == "out_proj.bias").unwrap();
+    assert_eq!(s.split_of(&g, attn, &bias), Split::Replicated { partial: true }, "added on the shards");
+}
+
+#[test]
+fn a_vit_is_refused_sequence_parallelism_over_positions_and_heads_that_do_not_divide() {
     let e = TensorShard::new(&vit(), 2, 0, true).unwrap_err();
-    assert!(e.message.contains("`conv_proj` (conv2d) does not work on sequence shards"), "{e}");
+    assert!(
+        e.message.contains("`encoder.pos_embedding` (17 positions) along its sequence, which does not divide"),
+        "{e}"
+    );
     let e = TensorShard::new(&vit(), 8, 0, false).unwrap_err();
     assert!(e.message.contains("has 4 heads, which do not divide over 8 ranks"), "{e}");
 }

@@ -280,8 +280,8 @@ fn check_one(
 }
 
 /// A ViT over a tensor group: its classifier is split over the classes (the vocabulary-parallel loss), and
-/// sequence parallelism, which cuts the activations between the regions along the sequence, has no sequence to
-/// cut in its stem (the patch convolution's feature map, the class token).
+/// sequence parallelism cuts its blocks' activations along the sequence of patches and the class token, which
+/// the group's size must divide (the stem runs whole on every rank).
 fn vit_rules(out: &mut Vec<Finding>, t: &EffectiveTopology, tp: usize, v: &trainbench_graph::model::VitSpec) {
     if v.classes % tp != 0 {
         let up = v.classes.div_ceil(tp) * tp;
@@ -301,15 +301,21 @@ fn vit_rules(out: &mut Vec<Finding>, t: &EffectiveTopology, tp: usize, v: &train
             )),
         );
     }
-    if t.mesh.sequence_parallel {
+    let side = v.image_size / v.patch_size.max(1);
+    let tokens = side * side + 1;
+    if t.mesh.sequence_parallel && tokens % tp != 0 {
         out.push(
             Finding::new(
                 FieldPath::keys(&["topology", "sequence_parallel"]),
-                "sequence parallelism splits the activations between a model's regions along its sequence, and a \
-                 ViT's stem (the patch convolution's feature map, then the class token) is not a sequence",
+                format!(
+                    "sequence parallelism over {tp} ranks splits the ViT's sequence, its {} patches and the class \
+                     token ({tokens} positions), which does not divide",
+                    side * side
+                ),
             )
-            .expected("`sequence_parallel = false` for a `vit` model")
-            .hint("set `sequence_parallel = false`; tensor parallelism alone splits the ViT's blocks"),
+            .or_at(FieldPath::keys(&["topology", "tensor_parallel"]))
+            .expected(format!("(image_size / patch_size)^2 + 1 a multiple of {tp}"))
+            .hint("remove `sequence_parallel`, or pick an image and patch size giving an odd number of patches for two ranks (e.g. 12 and 4: 9 patches + 1)"),
         );
     }
 }

@@ -103,7 +103,7 @@ const VIT: &str = "[model]\nfamily = \"vit\"\nimage_size = 16\npatch_size = 4\nl
     mlp_dim = 64\nclasses = 10\n";
 
 #[test]
-fn a_vit_needs_classes_the_tensor_group_divides_and_no_sequence_parallelism() {
+fn a_vit_needs_classes_and_with_sequence_parallelism_positions_the_tensor_group_divides() {
     let (ok, errors) = check(VIT, "devices_per_node = 2\ntensor_parallel = 2\n", "[4]");
     assert!(ok, "{errors:?}");
     let found = refused(VIT, "devices_per_node = 4\ntensor_parallel = 4\n", "[4]");
@@ -114,6 +114,9 @@ fn a_vit_needs_classes_the_tensor_group_divides_and_no_sequence_parallelism() {
     let found = refused(VIT, "devices_per_node = 2\ntensor_parallel = 2\nsequence_parallel = true\n", "[4]");
     let (path, message, hint) = &found[0];
     assert_eq!(path, "topology.sequence_parallel", "{found:?}");
-    assert!(message.contains("a ViT's stem") && message.contains("is not a sequence"), "{message}");
-    assert!(hint.contains("set `sequence_parallel = false`"), "{hint}");
+    assert!(message.contains("its 16 patches and the class token (17 positions)"), "{message}");
+    assert!(hint.contains("remove `sequence_parallel`") && hint.contains("12 and 4"), "{hint}");
+    let twelve = VIT.replace("image_size = 16", "image_size = 12");
+    let (ok, errors) = check(&twelve, "devices_per_node = 2\ntensor_parallel = 2\nsequence_parallel = true\n", "[4]");
+    assert!(ok, "9 patches + 1 split over 2: {errors:?}");
 }
