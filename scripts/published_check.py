@@ -55,13 +55,18 @@ def predict(row, exe):
     p = json.loads(out.stdout)["predictions"][0]
     scale = items_per_sample(row) / (row["gpus"] if row["unit"] == "tokens/s/GPU" else 1)
     global_batch = p["batch_size"]
-    interval = p.get("interval") or {}
     rate = lambda s: global_batch / s * scale if s and s > 0 else float("nan")
+    mesh = p.get("mesh")
+    if mesh:
+        # A device mesh (tensor / pipeline parallelism): its step, interval and memory headline are the mesh's.
+        interval, predicted, fits = mesh.get("interval") or {}, rate(mesh["step_time_s"]), mesh["fits"]
+    else:
+        interval, predicted, fits = p.get("interval") or {}, p["samples_per_s"] * scale, p["figures"]["memory"]["fits"]
     return {
-        "predicted": p["samples_per_s"] * scale,
+        "predicted": predicted,
         "low": rate(interval.get("high_s")),
         "high": rate(interval.get("low_s")),
-        "fits": p["figures"]["memory"]["fits"],
+        "fits": fits,
         "calibrated": p["calibrated"],
     }, " ".join(cmd[1:])
 
