@@ -134,6 +134,15 @@ grep -q '^undeclared' "$OUT/declared.txt" 2>/dev/null && UNDECLARED=1
 TERMS="roofline-compute memory-traffic elementwise-work rnn-cell-work bias-pass in-step-excess per-op-overhead \
 gradient-sums tied-weights step-fixed first-node-cold-start optimizer exchange product-grid conv-grid \
 working-set-bandwidth backward-working-set measured-node-costs measured-optimizer"
+predict_one() {
+    # One prediction into BASE.json; one that fails leaves its first error line in BASE.err (the table marks the
+    # row failed and names it) instead of stopping the script.
+    local base=$1; shift
+    if ! "$BIN" predict "$@" --format json >"$base.json" 2>"$base.err"; then
+        rm -f "$base.json"
+        echo "prediction failed: $(grep -m1 -v '^warning' "$base.err" || echo "exit status")" >&2
+    fi
+}
 predict_all() {
     # The predictions of every configuration: the five profile variants, then each term switched off.
     local i=0
@@ -151,11 +160,10 @@ predict_all() {
         for variant in roofline overhead model3 steps full; do
             local prof="$PROFILE_PATH"
             [ "$variant" != full ] && prof="$OUT/$variant.toml"
-            "$BIN" predict "$spec" --hardware "$prof" --format json "${sets[@]}" >"$OUT/$i.$variant.json"
+            predict_one "$OUT/$i.$variant" "$spec" --hardware "$prof" "${sets[@]}"
         done
         for term in $TERMS; do
-            "$BIN" predict "$spec" --hardware "$PROFILE_PATH" --format json --without-term "$term" "${sets[@]}" \
-                >"$OUT/$i.without-$term.json"
+            predict_one "$OUT/$i.without-$term" "$spec" --hardware "$PROFILE_PATH" --without-term "$term" "${sets[@]}"
         done
         echo "$i $set $spec $batch ${world:-1} ${keys:-}" >>"$OUT/index.txt"
     done <"$CONFIGS"
@@ -189,7 +197,7 @@ import json, os, statistics, sys
 out, profile, threads, rounds, terms = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split()
 VARIANTS = ("roofline", "overhead", "model3", "steps", "full")
 SETS = ("tuning", "held-out", "undeclared")
-rows, phase_rows = [], []
+rows, phase_rows, failures = [], [], []
 errs = {(s, v): [] for s in SETS for v in VARIANTS + tuple("without-" + t for t in terms)}
 round_errs = {(s, r): [] for s in SETS for r in range(rounds)}
 inside = {s: [] for s in SETS}
@@ -246,6 +254,12 @@ for line in open(out + "/index.txt"):
     name = spec.split("/")[-1][:-5] + layout
     spread = f"{ordered[0][0] * 1e3:.2f}-{ordered[-1][0] * 1e3:.2f}"
     cells = [set_, name, batch, world, f"{st['median_s'] * 1e3:.2f}", f"{busy:.2f}", f"{cpu_step * 1e3:.2f}", spread]
+    failed_here = [v for v in VARIANTS + tuple("without-" + t for t in terms) if not os.path.exists(f"{out}/{i}.{v}.json")]
+    if failed_here:
+        why = open(f"{out}/{i}.{failed_here[0]}.err").read().strip().splitlines()
+        failures.append(f"{set_} {name} batch {batch} world {world}: {', '.join(failed_here)}: {why[0] if why else 'no message'}")
+        rows.append(cells + ["failed"] * (2 * len(VARIANTS) + 2))
+        continue
     for v in VARIANTS + tuple("without-" + t for t in terms):
         p = json.load(open(f"{out}/{i}.{v}.json"))["predictions"][0]
         if p.get("mesh"):
@@ -272,6 +286,11 @@ for line in open(out + "/index.txt"):
                 f"{ph[k]['mean_s'] * (busy if world == '1' else 1.0) * 1e3:.2f} / {pr[k + '_s'] * 1e3:.2f}" for k in ("forward", "backward", "optimizer", "comm")
             ])
     rows.append(cells)
+if failures:
+    print("Predictions that failed (each row counts in no figure below; a held-out row here is a failure of the model):")
+    for f in failures:
+        print(f"- {f}")
+    print()
 open(out + "/measured.txt", "w").write("# i set spec batch world reference_s per-round references (s)\n" + "\n".join(measured_lines) + "\n")
 
 
