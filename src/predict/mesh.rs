@@ -40,8 +40,7 @@ use trainbench_graph::tensor_parallel::{Role, Split, TensorShard};
 
 use super::moe_price;
 use super::parallel::{self, Sharding, StateBytes, StatePart};
-use super::pipeline_step::replay_chunks;
-pub use super::pipeline_step::{Bubble, bubble, microbatches_held};
+use super::pipeline_step::{Bubble, bubble, microbatches_held, replay_chunks};
 use super::{AnalyzedGraph, PredictError, Setting, Terms, comm, predict_analyzed};
 use crate::hardware::wire::HardwareFile;
 

@@ -234,6 +234,41 @@ fn a_vit_keeps_its_replicated_stem_activations_whole_under_tensor_parallelism() 
     assert!(close(two, one / 2.0 + whole / 2.0), "TP 2 {two}: half of TP 1's {one} plus half of the whole {whole}");
 }
 
+/// With sequence parallelism a ViT keeps only its stem whole (it builds the sequence): the blocks' norms and
+/// residual adds are on sequence shards, the final norm is gathered whole once before the class token.
+#[test]
+fn a_sequence_parallel_vit_keeps_only_its_stem_whole_and_gathers_before_the_class_token() {
+    let spec = serde_json::json!({
+        "image_size": 12, "patch_size": 4, "layers": 2, "hidden": 32, "heads": 4, "mlp_dim": 64, "classes": 10
+    });
+    let g = trainbench_graph::zoo::build(&ModelSpec::Vit(serde_json::from_value(spec).unwrap())).unwrap();
+    let tp2 = predict_on(&g, 4, DataParallel::Single, 2, mesh(2, 1, 1));
+    let sp = predict_on(&g, 4, DataParallel::Single, 2, Mesh { sequence_parallel: true, ..mesh(2, 1, 1) });
+    assert!(sp.stages[0].activations_bytes < tp2.stages[0].activations_bytes);
+    // A = 4 samples x 10 tokens x 32 x 4 bytes: per layer 4 gathers and 4 reduce-scatters of half of A; the
+    // final norm gathered whole (half of A) and the loss's maximum per sample; the classifier's input copied in
+    // (its gradient all-reduced) and the loss's two values per sample.
+    let a = 4.0 * 10.0 * 32.0 * 4.0;
+    assert!(close(sent(&sp.bytes, MeshDim::Tensor, "reduce-scatter"), 2.0 * 4.0 * a / 2.0), "{:?}", sp.bytes);
+    assert!(close(sent(&sp.bytes, MeshDim::Tensor, "all-gather"), 2.0 * 4.0 * a / 2.0 + a / 2.0 + 16.0));
+    assert!(close(sent(&sp.bytes, MeshDim::Tensor, "all-gather"), 23_056.0), "tests/it/tensor_parallel_vit.rs");
+}
+
+/// A pipeline's step is its schedule replayed over the chunks' priced passes: the smoke GPT's last chunk carries
+/// the head, so interleaving its 4 one-block chunks over 2 stages idles far more than the formula's equal chunks.
+#[test]
+fn a_pipeline_with_a_heavy_last_chunk_idles_more_than_the_formula() {
+    let g = smoke();
+    let m = Mesh { pipeline_schedule: PipelineSchedule::Interleaved1F1B, virtual_stages: 2, ..mesh(1, 2, 4) };
+    let p = predict_on(&g, 8, DataParallel::Single, 2, m);
+    let b = p.bubble.unwrap();
+    assert!(close(b.formula_fraction, 1.0 / 9.0));
+    assert!(b.fraction > b.formula_fraction + 0.1, "{b:?}");
+    // The busiest stage computes every micro-batch of its chunks within the step.
+    let busiest = p.stages.iter().map(|s| s.compute_s).fold(0.0, f64::max);
+    assert!(p.step_time_s >= 4.0 * busiest * 0.99, "{} vs 4 x {busiest}", p.step_time_s);
+}
+
 #[test]
 fn a_tensor_pipeline_mesh_prices_each_stages_tensor_traffic_and_takes_the_busiest() {
     // TP 2 x PP 2 on the smoke decoder, a global batch of 8 in 4 micro-batches of 2: A = 2 x 128 x 256 x 4

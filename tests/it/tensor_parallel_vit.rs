@@ -39,6 +39,19 @@ timeout_s = 600
 /// token, positions, then twelve per block), whose key third has a zero gradient in exact arithmetic.
 pub(crate) const QKV_BIASES: [usize; 2] = [7, 19];
 
+/// `trainbench run tp.toml` in `dir` with the `extra` arguments (`--set`s), results under `out/`; panics naming
+/// what the run printed when it fails.
+fn run_spec(dir: &std::path::Path, extra: &[&str]) {
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir)
+        .args(["run", "tp.toml", "--out", "out", "--quiet", "--no-collectors"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 fn check_equal_to_one_rank(single: &RunResult, r: &RunResult, what: &str) {
     assert_eq!(r.outcome, RunOutcome::Completed, "{what}");
     let ((a0, a1), (b0, b1)) = (losses(single), losses(r));
@@ -55,13 +68,7 @@ fn check_equal_to_one_rank(single: &RunResult, r: &RunResult, what: &str) {
 fn tensor_parallel_vit_runs_reproduce_one_rank_and_send_what_predict_says() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tp.toml"), SPEC).unwrap();
-    let out = Command::cargo_bin("trainbench")
-        .unwrap()
-        .current_dir(dir.path())
-        .args(["run", "tp.toml", "--out", "out", "--quiet", "--no-collectors"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    run_spec(dir.path(), &[]);
     let single = read(dir.path(), "1x1");
     let (tp2, dp2tp2) = (read(dir.path(), "1x2-ar-no-overlap-tp2"), read(dir.path(), "1x4-ar-no-overlap-tp2"));
     check_equal_to_one_rank(&single, &tp2, "ViT TP=2");
@@ -97,14 +104,7 @@ fn zero_3_along_the_data_dimension_of_a_tensor_parallel_vit_reproduces_one_rank(
         "--set",
         "sweep.topologies=[{devices_per_node=1, strategy=\"single\"}, {devices_per_node=4, strategy=\"zero-3\", tensor_parallel=2}]",
     ];
-    let out = Command::cargo_bin("trainbench")
-        .unwrap()
-        .current_dir(dir.path())
-        .args(["run", "tp.toml", "--out", "out", "--quiet", "--no-collectors"])
-        .args(set)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    run_spec(dir.path(), &set);
     let (single, z3) = (read(dir.path(), "1x1.ckpt-full"), read(dir.path(), "1x4-z3-no-overlap-tp2.ckpt-full"));
     check_equal_to_one_rank(&single, &z3, "ViT ZeRO-3 x TP2");
     for (dimension, collective) in
@@ -117,25 +117,21 @@ fn zero_3_along_the_data_dimension_of_a_tensor_parallel_vit_reproduces_one_rank(
 }
 
 #[test]
-fn sequence_parallel_vit_keeps_its_stem_whole_reproduces_one_rank_and_holds_fewer_activations() {
+fn sequence_parallel_vit_keeps_its_stem_whole_reproduces_one_rank_alone_and_in_a_pipeline() {
     // 12x12 images: 9 patches + the class token = 10 positions, 5 on each rank of the pair.
     let spec = SPEC
         .replace("image_size = 16", "image_size = 12")
         .replace("  { devices_per_node = 4, strategy = \"all-reduce\", tensor_parallel = 2 },\n", "");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tp.toml"), spec).unwrap();
-    let sp = ["--set", "sweep.topologies=[{devices_per_node=2, strategy=\"all-reduce\", tensor_parallel=2}]"];
-    let sp_on = [sp[0], sp[1], "--set", "topology.sequence_parallel=true"];
-    for extra in [&[][..], &sp_on[..]] {
-        let out = Command::cargo_bin("trainbench")
-            .unwrap()
-            .current_dir(dir.path())
-            .args(["run", "tp.toml", "--out", "out", "--quiet", "--no-collectors"])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    }
+    let sp_on = [
+        "--set",
+        "sweep.topologies=[{devices_per_node=2, strategy=\"all-reduce\", tensor_parallel=2}]",
+        "--set",
+        "topology.sequence_parallel=true",
+    ];
+    run_spec(dir.path(), &[]);
+    run_spec(dir.path(), &sp_on);
     let single = read(dir.path(), "1x1");
     let (tp2, tp2_sp) = (read(dir.path(), "1x2-ar-no-overlap-tp2"), read(dir.path(), "1x2-ar-no-overlap-tp2-sp"));
     check_equal_to_one_rank(&single, &tp2, "ViT TP=2 (10 positions)");
@@ -149,6 +145,23 @@ fn sequence_parallel_vit_keeps_its_stem_whole_reproduces_one_rank_and_holds_fewe
         let m = measured(&tp2_sp, "tensor", collective) as f64;
         let p = predicted(dir.path(), "1x2-ar-no-overlap-tp2-sp", &sp_on, "tensor", collective);
         assert!(m > 0.0 && (m - p).abs() <= 1.0, "SP {collective}: measured {m}, predicted {p}");
+    }
+    // The same inside a pipeline: TP 2 x PP 2 with SP, one block per stage, 2 micro-batches.
+    let mesh = [
+        "--set",
+        "sweep.topologies=[{devices_per_node=4, strategy=\"all-reduce\", tensor_parallel=2, pipeline_parallel=2}]",
+        "--set",
+        "topology.sequence_parallel=true",
+        "--set",
+        "topology.microbatches=2",
+    ];
+    run_spec(dir.path(), &mesh);
+    let tp_pp = read(dir.path(), "1x4-ar-no-overlap-tp2-sp-pp2-1f1b-mb2");
+    check_equal_to_one_rank(&single, &tp_pp, "ViT TP2 x PP2 + SP");
+    for collective in ["all-gather", "reduce-scatter", "all-reduce"] {
+        let m = measured(&tp_pp, "tensor", collective) as f64;
+        let p = predicted(dir.path(), "1x4-ar-no-overlap-tp2-sp-pp2-1f1b-mb2", &mesh, "tensor", collective);
+        assert!(m > 0.0 && (m - p).abs() <= 1.0, "TP x PP + SP {collective}: measured {m}, predicted {p}");
     }
     let activations = |r: &RunResult| r.metrics.as_ref().unwrap().memory.measured.activations_bytes.unwrap();
     let (a1, a2, a2_sp) = (activations(&single), activations(&tp2), activations(&tp2_sp));

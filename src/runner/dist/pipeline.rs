@@ -47,7 +47,7 @@ pub(crate) fn section(mesh: &Mesh, reports: &[StageReport<'_>]) -> PipelineResul
     per_stage.sort_by_key(|s| s.stage);
     let shares: Vec<f64> = per_stage.iter().filter(|s| s.step_s > 0.0).map(|s| s.idle_s / s.step_s).collect();
     let bubble = (!shares.is_empty()).then(|| shares.iter().sum::<f64>() / shares.len() as f64);
-    let formula = crate::predict::mesh::bubble(mesh);
+    let formula = crate::predict::pipeline_step::bubble(mesh);
     let max = per_stage.iter().max_by_key(|s| s.held_bytes);
     PipelineResult {
         stages: mesh.pipeline_parallel,
