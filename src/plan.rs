@@ -261,10 +261,10 @@ pub fn unrunnable_mesh(t: &Topology, backend: BackendKind) -> Option<String> {
     })
 }
 
-/// Why `backend` cannot train `plan` on `graph` for its mesh: [`unrunnable_mesh`], then, for a pipeline, what
+/// Why `backend` cannot train `plan` for its mesh: [`unrunnable_mesh`], then, for a pipeline, what
 /// the tch backend's pipeline runtime refuses (`lowering::pipeline::pipeline_refusal`) or, on another backend,
 /// that it runs no pipeline stages. `run` refuses these before anything starts.
-pub fn unrunnable_plan(plan: &RunPlan, graph: &trainbench_graph::Graph, backend: BackendKind) -> Option<String> {
+pub fn unrunnable_plan(plan: &RunPlan, backend: BackendKind) -> Option<String> {
     if let Some(why) = unrunnable_mesh(&plan.topology, backend) {
         return Some(why);
     }
@@ -272,7 +272,7 @@ pub fn unrunnable_plan(plan: &RunPlan, graph: &trainbench_graph::Graph, backend:
         return None;
     }
     match backend {
-        BackendKind::Tch => trainbench_contract::lowering::pipeline::pipeline_refusal(plan, graph),
+        BackendKind::Tch => trainbench_contract::lowering::pipeline::pipeline_refusal(plan),
         BackendKind::Wgpu | BackendKind::Mock => {
             Some(format!("the {} backend runs no pipeline stages; pipelines run on the tch backend", backend.name()))
         }

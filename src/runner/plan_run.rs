@@ -159,7 +159,7 @@ impl RunSlot<'_> {
     /// Train and measure `plan`; the result, and what stopped the run early (if anything).
     pub(crate) fn run(&self, plan: &RunPlan, backend: &mut dyn Backend) -> (RunResult, Option<StopCause>) {
         let device = device_of(backend, plan);
-        if let Some(why) = crate::plan::unrunnable_plan(plan, self.graph, backend.kind()) {
+        if let Some(why) = crate::plan::unrunnable_plan(plan, backend.kind()) {
             // `run` refuses these at plan time; a plan reaching here another way fails rather than train as DP.
             let now = SystemTime::now();
             let outcome = RunOutcome::Failed { message: why };

@@ -2,7 +2,8 @@
 //! under GPipe, 1F1B and interleaved 1F1B (2 virtual stages) trains what one rank trains on the same global
 //! batch (losses within 1e-4, relative), ends with the weights of one rank accumulating the same micro-batches
 //! (bit for bit), sends per step the bytes `predict` says, and records its bubble beside the formula and its
-//! memory per stage. A rank killed mid-step fails the run naming it, with no process left.
+//! memory per stage. A rank killed mid-step fails the run naming it, with no process left. A mixture of experts
+//! cut into 2 stages trains what one worker accumulating the same micro-batches trains.
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
@@ -129,6 +130,10 @@ fn pipelines_train_what_one_rank_trains_under_every_schedule() {
         assert_eq!(p.bytes_per_step as f64, predicted, "{name}: measured bytes against predict's");
         // The per-stage table: memory held (the headline is the largest) and the bubble beside its formula.
         assert!(p.per_stage.iter().all(|s| s.held_bytes <= p.max_memory_bytes && s.memory.weights > 0));
+        // The run's own cut replayed: at least the formula's bubble (its chunks are not equal), each stage's share.
+        let replayed = p.bubble_replayed.unwrap();
+        assert!(replayed >= p.bubble_formula - 1e-9 && replayed < 1.0, "{name}: replayed {replayed}");
+        assert!(p.per_stage.iter().all(|s| s.idle_replayed.is_some()), "{name}");
         println!(
             "{name}: loss {:.6} -> {:.6} (one rank {:.6} -> {:.6}); bubble measured {:.3}, formula {} = {:.3}; \
              {} bytes/step on the pipeline; held per stage {:?} (max stage {})",
@@ -235,4 +240,66 @@ fn two_replicas_of_a_two_stage_pipeline_train_what_one_rank_trains() {
         p.bubble.unwrap_or(f64::NAN),
         p.bubble_formula
     );
+}
+
+/// A mixture of experts cut into 2 stages (1F1B, 4 micro-batches of 2; 8 experts, top-2, capacity 1.25, aux loss
+/// 0.01) trains what one worker accumulating the same 4 micro-batches trains: the load-balancing losses of the
+/// first stage's layers trained from that stage and counted in the step's loss, the same tokens dropped, and
+/// every stage's layers in the routing tally.
+#[test]
+fn a_mixture_of_experts_pipeline_trains_what_one_worker_accumulating_its_micro_batches_trains() {
+    let dir = tempfile::tempdir().unwrap();
+    let moe = SPEC.replace(
+        "[training]\n",
+        "[model.moe]\nexperts = 8\ntop_k = 2\nexpert_ffn = 256\ncapacity_factor = 1.25\naux_loss = 0.01\n[training]\n",
+    );
+    let accumulated = moe
+        .replace("batch_sizes = [8]", "batch_sizes = [2]")
+        .replace("seed = 0\n", "seed = 0\ngrad_accumulation = 4\n")
+        .replace(
+            "  { devices_per_node = 1, strategy = \"single\" },\n  { devices_per_node = 2, strategy = \"all-reduce\", pipeline_parallel = 2 },\n",
+            "  { devices_per_node = 1, strategy = \"single\" },\n",
+        )
+        .replace("microbatches = 4\nPIPELINE\n", "");
+    let out = run(dir.path(), "acc", &accumulated, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let one = results(dir.path(), "acc").remove(0);
+    let pipelined = moe
+        .replace("PIPELINE", "pipeline_schedule = \"1f1b\"")
+        .replace("  { devices_per_node = 1, strategy = \"single\" },\n", "");
+    let out = run(dir.path(), "moe", &pipelined, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pp = results(dir.path(), "moe").remove(0);
+    assert_eq!(pp.outcome, RunOutcome::Completed);
+    let (a, b) = (loss(&one), loss(&pp));
+    for (x, y) in [(a.0, b.0), (a.1, b.1)] {
+        assert!((x - y).abs() <= 1e-4 * x.abs(), "loss {y} on the pipeline, {x} on one worker");
+    }
+    assert!(b.1 < b.0, "the pipeline trains: {} -> {}", b.0, b.1);
+    crate::common::trains_like::assert_trains_like(&one, &pp, 1e-4, "MoE PP2", &[]);
+    let p = pp.distributed.as_ref().unwrap().pipeline.as_ref().unwrap();
+    assert_eq!(
+        p.bytes_per_step as f64,
+        predicted_pipeline_bytes(dir.path(), "moe"),
+        "measured bytes against predict's"
+    );
+    // Every stage's layers are tallied, with the same tokens per expert and the same drops as one worker's.
+    let load = |r: &RunResult| serde_json::to_value(&r.metrics.as_ref().unwrap().expert_load).unwrap();
+    let (l1, l2) = (load(&one), load(&pp));
+    assert_eq!(l2["layers"].as_array().map(Vec::len), Some(4), "{l2}");
+    let layers = |l: &serde_json::Value| l["layers"].as_array().unwrap().clone();
+    for (x, y) in layers(&l1).iter().zip(layers(&l2).iter()) {
+        assert_eq!(x["layer"], y["layer"]);
+        let tokens = |v: &serde_json::Value| -> Vec<f64> {
+            v["tokens_per_expert"].as_array().unwrap().iter().map(|t| t.as_f64().unwrap()).collect()
+        };
+        let (tx, ty) = (tokens(x), tokens(y));
+        // Every assignment is routed or dropped: the same count per step on both sides; per expert the same load
+        // (within 1% of the layer's: a near-tie between two experts may fall the other way after 10 steps).
+        let total = |t: &[f64], v: &serde_json::Value| t.iter().sum::<f64>() + v["dropped_per_step"].as_f64().unwrap();
+        assert!((total(&tx, x) - total(&ty, y)).abs() < 1e-6, "{x} vs {y}");
+        let sum: f64 = tx.iter().sum();
+        assert!(tx.iter().zip(&ty).all(|(a, b)| (a - b).abs() <= 0.01 * sum), "{x} vs {y}");
+    }
+    println!("MoE PP2 1F1B: loss {:.6} -> {:.6} (one worker {:.6} -> {:.6})", b.0, b.1, a.0, a.1);
 }

@@ -53,6 +53,9 @@ struct Held {
     leaves: Vec<Tensor>,
     /// The chunk's outputs (the last chunk: its loss over the micro-batch count).
     outputs: Vec<Tensor>,
+    /// A chunk before the last: its mixture-of-experts layers' load-balancing losses over the micro-batch count,
+    /// trained from this stage (the last chunk's join its loss).
+    aux: Option<Tensor>,
 }
 
 /// Seconds and bytes of one step on this rank.
@@ -85,6 +88,8 @@ pub(crate) struct StageRank<'g> {
     pub(crate) micro_size: usize,
     pub(crate) pool: DataPool,
     held: HashMap<(usize, usize), Held>,
+    /// The routing this rank's mixture-of-experts layers recorded in the step's forward passes so far.
+    pub(crate) routing: Vec<crate::moe::Routing>,
     /// Received and to-be-sent values, by (what, micro-batch, chunk it is for).
     inbox: HashMap<(Carried, usize, usize), Vec<f32>>,
     outbox: HashMap<(Carried, usize, usize), Vec<f32>>,
@@ -147,6 +152,7 @@ impl<'g> StageRank<'g> {
             micro_size,
             pool,
             held: HashMap::new(),
+            routing: Vec::new(),
             inbox: HashMap::new(),
             outbox: HashMap::new(),
         })
@@ -239,7 +245,8 @@ impl<'g> StageRank<'g> {
         self.outbox.remove(&(m.carried, m.micro, m.chunk)).ok_or_else(|| internal(format!("nothing to send for {m:?}")))
     }
 
-    /// The forward pass of `a`; returns its (unscaled) loss on the last chunk, else 0.
+    /// The forward pass of `a`; returns its (unscaled) loss on the last chunk, its load-balancing losses
+    /// elsewhere (0 without mixture-of-experts layers): what it adds to the step's loss.
     fn forward(&mut self, a: Action, step: u64) -> Result<f64, TchError> {
         let graph = self.graph;
         let chunk = self.chunk(a.chunk)?;
@@ -260,6 +267,15 @@ impl<'g> StageRank<'g> {
         }
         let targets = if last { graph.losses.clone() } else { outputs.clone() };
         self.model.eval(graph, &mut env, &targets, &EvalOpts::plain())?;
+        // The chunk's mixture-of-experts layers: their load-balancing losses and their routing.
+        let mut aux: Option<Tensor> = None;
+        for l in crate::moe::take_aux_losses() {
+            aux = Some(match aux {
+                None => l,
+                Some(t) => t.f_add(&l)?,
+            });
+        }
+        self.routing.extend(crate::moe::take_routing());
         let outs: Vec<Tensor> = targets
             .iter()
             .map(|&t| env[t].take().ok_or_else(|| internal(format!("`{}` was not computed", graph.nodes[t].name))))
@@ -281,18 +297,24 @@ impl<'g> StageRank<'g> {
                 });
             }
             let loss = total.ok_or_else(|| internal("the graph has no loss".into()))?;
+            let loss = match aux {
+                Some(aux) => loss.f_add(&aux)?,
+                None => loss,
+            };
             let value = loss.f_double_value(&[])?;
             let scaled = loss.f_div_scalar(self.microbatches as f64)?;
-            self.held.insert((a.micro, a.chunk), Held { leaves, outputs: vec![scaled] });
+            self.held.insert((a.micro, a.chunk), Held { leaves, outputs: vec![scaled], aux: None });
             return Ok(value);
         }
+        let aux_value = aux.as_ref().map(|t| t.f_double_value(&[])).transpose()?.unwrap_or(0.0);
+        let aux = aux.map(|t| t.f_div_scalar(self.microbatches as f64)).transpose()?;
         let mut flat = Vec::with_capacity(self.values_of(&outputs));
         for o in &outs {
             flat.extend(host_values(o)?);
         }
         self.outbox.insert((Carried::Activation, a.micro, a.chunk + 1), flat);
-        self.held.insert((a.micro, a.chunk), Held { leaves, outputs: outs });
-        Ok(0.0)
+        self.held.insert((a.micro, a.chunk), Held { leaves, outputs: outs, aux });
+        Ok(aux_value)
     }
 
     /// The backward pass of `a`: from the loss on the last chunk, else from the gradient of its outputs.
@@ -314,13 +336,14 @@ impl<'g> StageRank<'g> {
             let grads = self.split(&outputs, &values)?;
             let pairs: Vec<(&Tensor, Tensor)> =
                 held.outputs.iter().zip(grads).filter(|(o, _)| o.requires_grad()).map(|(o, (_, g))| (o, g)).collect();
-            match pairs.as_slice() {
-                [] => {}
-                [(o, g)] => crate::autograd::backward_with(o, g, false)?,
+            match (pairs.as_slice(), &held.aux) {
+                ([], None) => {}
+                ([(o, g)], None) => crate::autograd::backward_with(o, g, false)?,
                 _ => {
-                    // Several outputs: one backward pass from the sum of each output times its gradient, whose
-                    // gradient with respect to each output is exactly that output's gradient.
-                    let mut total: Option<Tensor> = None;
+                    // Several outputs, or load-balancing losses beside them: one backward pass from the sum of
+                    // each output times its gradient (whose gradient with respect to each output is exactly that
+                    // output's gradient) and the losses.
+                    let mut total: Option<Tensor> = held.aux.as_ref().map(Tensor::shallow_clone);
                     for (o, g) in &pairs {
                         let term = o.f_mul(g)?.f_sum(Kind::Float)?;
                         total = Some(match total {

@@ -2,12 +2,14 @@
 //! `lowering::pipeline::pipeline_refusal`): the model cut into chunks by
 //! FLOPs (`cut_stages`), this rank's schedule ([`trainbench_comm::schedule`]), the shared training loop over
 //! its steps, and what it measured: idle time per step (the bubble), bytes sent, memory held, and (on rank 0)
-//! the digest of the whole model's weights gathered from every stage.
+//! the digest of the whole model's weights and the routing of its mixture-of-experts layers gathered from every
+//! stage.
 //!
 //! Each rank generates the same synthetic global batch of `batch_size` samples a one-rank run trains on, cut
 //! into `microbatches` micro-batches; each micro-batch's loss is divided by their count, so the gradients
-//! accumulated over a step are those of the global batch's mean loss. The step's loss (the last stage's) and
-//! the ranks' wishes to stop are summed over the pipeline in one all-reduce at the end of every step.
+//! accumulated over a step are those of the global batch's mean loss. The step's loss (the last stage's, and
+//! each stage's load-balancing losses of its mixture-of-experts layers, which that stage trains from) and the
+//! ranks' wishes to stop are summed over the pipeline in one all-reduce at the end of every step.
 //!
 //! With tensor parallelism (a pipeline of tensor groups) the cut is made on the whole graph and each rank
 //! lowers its chunks from its tensor group's local graph: its stage's layers split over the group, the
@@ -19,11 +21,12 @@ use std::time::Instant;
 use tch::{Device, TchError};
 use trainbench_comm::schedule::{peak_in_flight, stage_actions, stage_steps};
 use trainbench_comm::{Communicator, PipelineSchedule};
+use trainbench_contract::routing::{LayerRouting, RoutingTally};
 use trainbench_contract::steady_loop::{EndWish, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
 use trainbench_contract::{
     BackendError, GradientSquares, MemoryMeasured, PhaseTimes, PipelineMeasured, Probe, RawMeasurements, RunPlan,
 };
-use trainbench_graph::graph::Graph;
+use trainbench_graph::graph::{Graph, Op};
 
 use crate::autograd::CpuMemory;
 use crate::diff_op::GroupTraffic;
@@ -56,7 +59,7 @@ pub fn run<'c>(
         op: "pipeline_parallel".into(),
         reason,
     };
-    if let Some(why) = trainbench_contract::lowering::pipeline::pipeline_refusal(plan, graph) {
+    if let Some(why) = trainbench_contract::lowering::pipeline::pipeline_refusal(plan) {
         return Err(refuse(why));
     }
     let mesh = plan.topology.mesh;
@@ -94,7 +97,6 @@ pub fn run<'c>(
     let settings = LoopSettings { distributed: true, ..LoopSettings::of(plan) };
     let mut steady = SteadyLoop::new(plan, settings, false, None)?;
     let mut out = RawMeasurements::default();
-    let last_rank = (p * v - 1) % p;
     let mut steps_run = PipelineSteps {
         rank,
         opt,
@@ -103,7 +105,7 @@ pub fn run<'c>(
         host: Vec::new(),
         steps,
         microbatches: m,
-        holds_loss: stage == last_rank,
+        routed: Vec::new(),
         grad_bytes: 0,
         sums: Sums::default(),
         traffic_from: GroupTraffic::default(),
@@ -112,7 +114,8 @@ pub fn run<'c>(
     let end = steady.run(&mut steps_run, probe, &mut out);
     // Counting ends before the tensors allocated before it are freed.
     drop(cpu_memory);
-    let PipelineSteps { rank, opt, comm, data, sums, grad_bytes, traffic_from, gradient_squares, .. } = steps_run;
+    let PipelineSteps { rank, opt, comm, data, sums, grad_bytes, traffic_from, gradient_squares, routed, .. } =
+        steps_run;
     comm.wait_politely(false);
     if let Some(d) = data {
         d.wait_politely(false);
@@ -149,7 +152,32 @@ pub fn run<'c>(
         out.weights_digest = Some(digest);
         out.weight_norms = Some(norms);
     }
+    if graph.nodes.iter().any(|n| matches!(n.op, Op::Moe { .. })) {
+        out.routing = whole_routing(comm, &routed, graph).map_err(|e| map(e, batch))?;
+    }
     Ok(out)
+}
+
+/// The routing of every stage's mixture-of-experts layers, on rank 0 (`None` elsewhere): each rank sends its
+/// measured steps' layers; rank 0 joins each step's layers of every stage in model order and tallies them.
+fn whole_routing(
+    comm: &mut dyn Communicator,
+    routed: &[Vec<LayerRouting>],
+    graph: &Graph,
+) -> Result<Option<RoutingTally>, TchError> {
+    let fail = |what: String| TchError::Kind(format!("pipeline: gathering the routing: {what}"));
+    let bytes = serde_json::to_vec(routed).map_err(|e| fail(e.to_string()))?;
+    let Some(all) = comm.gather_bytes(0, &bytes).map_err(|e| fail(e.to_string()))? else { return Ok(None) };
+    let stages: Vec<Vec<Vec<LayerRouting>>> =
+        all.iter().map(|b| serde_json::from_slice(b).map_err(|e| fail(e.to_string()))).collect::<Result<_, _>>()?;
+    let position = |layer: &str| graph.nodes.iter().position(|n| n.name == layer).unwrap_or(usize::MAX);
+    let mut tally = RoutingTally::new();
+    for step in 0..stages.iter().map(Vec::len).max().unwrap_or(0) {
+        let mut layers: Vec<LayerRouting> = stages.iter().filter_map(|s| s.get(step)).flatten().cloned().collect();
+        layers.sort_by_key(|l| position(&l.layer));
+        tally.record_step(&layers);
+    }
+    Ok(tally.into_recorded())
 }
 
 /// This rank's chunks (`ranges`, of `chunks` in all; its share of them over `tensor`) built with the
@@ -197,8 +225,8 @@ struct PipelineSteps<'g, 'c> {
     host: Vec<f32>,
     steps: Vec<trainbench_comm::schedule::Step>,
     microbatches: usize,
-    /// This rank runs the last chunk (the loss).
-    holds_loss: bool,
+    /// Each measured step's routing of this rank's mixture-of-experts layers, per layer.
+    routed: Vec<Vec<LayerRouting>>,
     /// Gradient bytes held at the end of a step's backward passes (measured once).
     grad_bytes: u64,
     sums: Sums,
@@ -216,6 +244,10 @@ impl SteadyStep for PipelineSteps<'_, '_> {
         let batch = self.rank.micro_size * self.microbatches * replicas;
         let start = Instant::now();
         let f: StepFigures = self.rank.run_steps(&self.steps, &mut *self.comm, index).map_err(|e| map(e, batch))?;
+        let records = std::mem::take(&mut self.rank.routing);
+        if measured && !records.is_empty() {
+            self.routed.push(crate::moe_stats::per_layer(records, &self.rank.graph.nodes));
+        }
         // Gradients each rank of a tensor group holds only its share of, summed over the group.
         if let Some(tp) = self.rank.model.tensor_parallel().filter(|tp| tp.has_partial_grads()) {
             tp.reduce_partial_grads(self.opt.params()).map_err(|e| map(e, batch))?;
@@ -245,7 +277,8 @@ impl SteadyStep for PipelineSteps<'_, '_> {
             EndWish::Finished => [1.0, 0.0],
             EndWish::Interrupted => [0.0, 1.0],
         };
-        let loss = if self.holds_loss { (f.loss_sum / self.microbatches as f64) as f32 } else { 0.0 };
+        // The last stage's loss, and every stage's load-balancing losses (mixture-of-experts layers).
+        let loss = (f.loss_sum / self.microbatches as f64) as f32;
         let mut agreed = [0f32; 3];
         let waited = Instant::now();
         let agree_error = |e| BackendError::Framework(format!("pipeline: the end of step {index}: {e}"));
@@ -285,6 +318,7 @@ impl SteadyStep for PipelineSteps<'_, '_> {
 
     fn measuring(&mut self) -> Result<(), BackendError> {
         self.sums = Sums::default();
+        self.routed.clear();
         self.traffic_from = self.rank.model.tensor_parallel().map(TensorParallel::traffic).unwrap_or_default();
         Ok(())
     }

@@ -347,8 +347,39 @@ impl TensorShard {
                 Role::Replicated => match node.op {
                     Op::Input { .. } => false,
                     // Operations that build the sequence or read all of it: whole.
-                    Op::Conv { .. } | Op::ClassToken { .. } | Op::Transpose { .. } | Op::Slice { .. } => false,
-                    _ => shards_in || in_block(i),
+                    Op::Conv { .. }
+                    | Op::ClassToken { .. }
+                    | Op::Transpose { .. }
+                    | Op::Slice { .. }
+                    | Op::Mean { .. }
+                    | Op::Pool { .. }
+                    | Op::AdaptivePool { .. }
+                    | Op::Concat { .. } => false,
+                    // Per position: on the shards where what they read is, and everywhere inside the blocks.
+                    Op::Embedding { .. }
+                    | Op::Linear { .. }
+                    | Op::Rotary { .. }
+                    | Op::Sdpa { .. }
+                    | Op::Reshape { .. }
+                    | Op::RmsNorm { .. }
+                    | Op::LayerNorm { .. }
+                    | Op::Act { .. }
+                    | Op::Dropout { .. }
+                    | Op::Add
+                    | Op::Mul
+                    | Op::LearnedPositions { .. }
+                    | Op::SinusoidalPositions { .. }
+                    | Op::Attention { .. }
+                    | Op::Loss { .. }
+                    | Op::BatchNorm { .. }
+                    | Op::Rnn { .. }
+                    | Op::EmbeddingBag { .. }
+                    | Op::Softmax
+                    | Op::MatMul { .. }
+                    | Op::CriticBatch
+                    | Op::RoiAlign { .. }
+                    | Op::Lora { .. }
+                    | Op::Moe { .. } => shards_in || in_block(i),
                 },
             };
         }

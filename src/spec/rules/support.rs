@@ -102,7 +102,7 @@ pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Find
                 )
             })
         };
-        let why = unrunnable_plan(&plan, spec.graph(), placed.backend)
+        let why = unrunnable_plan(&plan, placed.backend)
             .or_else(|| (mesh.tensor_parallel > 1).then(|| cuda().or_else(split))?);
         if let Some(why) = why
             && !out.iter().any(|f| f.message == why)

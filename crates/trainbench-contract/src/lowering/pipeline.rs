@@ -1,11 +1,10 @@
 //! What the tch backend's pipeline-parallel runtime refuses of a plan whose mesh has `pipeline_parallel` > 1
-//! ([`pipeline_refusal`]), decided from the plan and the graph alone (a run on a dataset is refused when the
+//! ([`pipeline_refusal`]), decided from the plan alone (a run on a dataset is refused when the
 //! run starts, where the dataset is known). `run` asks it before anything starts; `validate`, `plan` and
 //! `predict` accept every mesh (a layout is priced whether or not it runs here).
 
 use trainbench_comm::PipelineSchedule;
 use trainbench_graph::Precision;
-use trainbench_graph::graph::{Graph, Op};
 
 use crate::plan::RunPlan;
 
@@ -13,7 +12,7 @@ use crate::plan::RunPlan;
 /// pipeline runs fp32 on CPU ranks, without activation checkpointing, gradient accumulation, experts or a
 /// target, with all-reduce along the data-parallel dimension (tensor parallelism inside each stage allowed), on a
 /// batch its micro-batches divide.
-pub fn pipeline_refusal(plan: &RunPlan, graph: &Graph) -> Option<String> {
+pub fn pipeline_refusal(plan: &RunPlan) -> Option<String> {
     let mesh = plan.topology.mesh;
     let (p, m) = (mesh.pipeline_parallel, mesh.microbatches.max(1));
     if p <= 1 {
@@ -73,9 +72,6 @@ pub fn pipeline_refusal(plan: &RunPlan, graph: &Graph) -> Option<String> {
     }
     if plan.target.is_some() {
         return not_yet("a training target", "remove `[training.target]`");
-    }
-    if graph.nodes.iter().any(|n| matches!(n.op, Op::Moe { .. })) {
-        return not_yet("mixture-of-experts layers", "remove `pipeline_parallel` for this model");
     }
     if plan.batch_size % (m * dp) != 0 {
         return Some(format!(
