@@ -26,8 +26,8 @@
 //!   scaled by the share activation checkpointing keeps of the whole model's.
 //! - Expert parallelism (along the data dimension): each rank holds `1 / ep` of the experts' parameters (and
 //!   their gradients and optimizer state); the non-expert gradients are all-reduced over the data dimension,
-//!   the experts' over the `d / ep` ranks holding the same experts; four all-to-alls per MoE layer and
-//!   micro-batch ([`moe_price::all_to_all_bytes`], in the measured convention: whole send buffers) of which
+//!   the experts' over the `d / ep` ranks holding the same experts; four all-to-alls per MoE layer (the busiest
+//!   stage's) and micro-batch ([`moe_price::all_to_all_bytes`], in the measured convention: send buffers) of which
 //!   `(ep - 1) / ep` crosses the link (inside a node when `ep` divides the devices per node), in the compute path.
 //! - MFU counts each token's model FLOPs once for the whole mesh: model FLOPs per second over world x peak.
 
@@ -447,8 +447,12 @@ pub fn predict_mesh(
         bytes = tensor.into_iter().chain(rest).collect();
     }
     let passes = (m * setting.schedule.micro_batches().max(1) as usize) as f64;
-    let all_to_all =
-        if ep > 1 { moe_price::all_to_all_bytes(graph, mb as f64 * passes, passes, act_bytes) } else { 0.0 };
+    // The busiest pipeline stage's MoE layers (every layer without a pipeline).
+    let stage_all_to_all = |r: usize| {
+        let held = |i: usize| p == 1 || chunks.iter().any(|c| c.rank == r && c.nodes.contains(&i));
+        moe_price::all_to_all_bytes(graph, &held, mb as f64 * passes, passes, act_bytes)
+    };
+    let all_to_all = if ep > 1 { (0..p).map(stage_all_to_all).fold(0.0, f64::max) } else { 0.0 };
     let replicas = (d / ep).max(1);
     let expert_reduce = parallel::exchange_bytes(Sharding::Replicated, replicas, busiest_expert_grads);
     if ep > 1 {

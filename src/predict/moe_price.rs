@@ -97,12 +97,14 @@ pub fn expert_parameters(graph: &Graph, nodes: std::ops::Range<usize>) -> f64 {
 /// rank passes to them in the measured convention (its whole send buffers, its own block included). Per MoE
 /// node and pass, the counts (one fp32 per expert); per assignment (`top_k` per token), the dispatched row and
 /// the combined row, forward and backward: `4 x tokens x top_k x d x act`. With balanced routing, `(degree - 1)
-/// / degree` of the rows cross a link.
-pub fn all_to_all_bytes(graph: &Graph, samples: f64, passes: f64, act: f64) -> f64 {
+/// / degree` of the rows cross a link. Only the nodes `held` picks count (a pipeline stage's).
+pub fn all_to_all_bytes(graph: &Graph, held: &dyn Fn(usize) -> bool, samples: f64, passes: f64, act: f64) -> f64 {
     graph
         .nodes
         .iter()
-        .map(|n| {
+        .enumerate()
+        .filter(|(i, _)| held(*i))
+        .map(|(_, n)| {
             let Op::Moe { features, experts, top_k, .. } = &n.op else { return 0.0 };
             let d = *features as f64;
             let tokens = samples * n.shape.numel() as f64 / d.max(1.0);

@@ -121,6 +121,14 @@ impl ExpertState {
         Ok(out)
     }
 
+    /// [`ExpertState::whole_parameters`] with each tensor's node: what a pipeline stage sends rank 0 for the
+    /// whole model's digest (every rank of the expert-parallel group gathers, in the same order).
+    pub fn whole_by_node(&self, model: &Lowered, graph: &Graph) -> Result<Vec<(usize, Tensor)>, TchError> {
+        let node_of = |n: &trainbench_graph::graph::Node| graph.nodes.iter().position(|o| std::ptr::eq(o, n));
+        let ids: Vec<usize> = model.trained(graph).iter().filter_map(|(n, _, _)| node_of(n)).collect();
+        Ok(ids.into_iter().zip(self.whole_parameters(model, graph)?).collect())
+    }
+
     /// What this rank's communication moved and took so far.
     pub fn traffic(&self) -> ExpertTraffic {
         let t = self.ep.group().traffic();

@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use tch::{Device, TchError};
 use trainbench_comm::schedule::{peak_in_flight, stage_actions, stage_steps};
-use trainbench_comm::{Communicator, PipelineSchedule};
+use trainbench_comm::{Communicator, ExpertGroups, PipelineSchedule};
 use trainbench_contract::routing::{LayerRouting, RoutingTally};
 use trainbench_contract::steady_loop::{EndWish, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
 use trainbench_contract::{
@@ -30,6 +30,7 @@ use trainbench_graph::graph::{Graph, Op};
 
 use crate::autograd::CpuMemory;
 use crate::diff_op::GroupTraffic;
+use crate::expert_state::ExpertState;
 use crate::lower::{DataPool, pool_size};
 use crate::optim::Optim;
 use crate::pipeline::{StageRank, StepFigures};
@@ -75,6 +76,13 @@ pub fn run<'c>(
         _ => return Err(refuse(format!("the plan has {dp} data-parallel replicas, the ranks another number"))),
     };
     let stage = comm.rank();
+    // Expert parallelism along the data dimension: its groups split from this stage's replicas.
+    let ep = mesh.expert_parallel.max(1);
+    let expert = match data.as_deref_mut() {
+        Some(d) if ep > 1 => Some(ExpertGroups::split(d, ep).map_err(|e| refuse(e.to_string()))?),
+        None if ep > 1 => return Err(refuse(format!("expert_parallel {ep} needs {ep} data-parallel replicas"))),
+        _ => None,
+    };
     let analysis = trainbench_graph::analysis::analyze(graph);
     let cut = trainbench_graph::stages::cut_stages(graph, &analysis, p, v, None).map_err(|e| refuse(e.to_string()))?;
     let starts: Vec<usize> = cut.iter().map(|c| c.nodes.start).chain([graph.nodes.len()]).collect();
@@ -86,8 +94,8 @@ pub fn run<'c>(
     // A rank of a tensor group lowers its chunks from its local graph (the same nodes, its widths).
     let local = tensor.as_ref().map(|tp| tp.local().clone());
     let graph = local.as_ref().unwrap_or(graph);
-    let (rank, opt) =
-        build(plan, graph, device, ranges.clone(), (p * v, m), (replica, dp), tensor).map_err(|e| map(e, batch))?;
+    let (rank, opt, expert) = build(plan, graph, device, ranges.clone(), (p * v, m), (replica, dp), (tensor, expert))
+        .map_err(|e| map(e, batch))?;
     let cpu_memory = CpuMemory::track().map_err(|e| map(e, batch))?;
     // A stage idles by design: its waits leave the core to the stages it waits for.
     comm.wait_politely(true);
@@ -106,6 +114,7 @@ pub fn run<'c>(
         steps,
         microbatches: m,
         routed: Vec::new(),
+        expert,
         grad_bytes: 0,
         sums: Sums::default(),
         traffic_from: GroupTraffic::default(),
@@ -114,8 +123,9 @@ pub fn run<'c>(
     let end = steady.run(&mut steps_run, probe, &mut out);
     // Counting ends before the tensors allocated before it are freed.
     drop(cpu_memory);
-    let PipelineSteps { rank, opt, comm, data, sums, grad_bytes, traffic_from, gradient_squares, routed, .. } =
-        steps_run;
+    let PipelineSteps {
+        rank, opt, comm, data, sums, grad_bytes, traffic_from, gradient_squares, routed, expert, ..
+    } = steps_run;
     comm.wait_politely(false);
     if let Some(d) = data {
         d.wait_politely(false);
@@ -148,7 +158,9 @@ pub fn run<'c>(
         out.tensor_traffic = Some(tp.traffic_per_step(traffic_from, sums.steps));
     }
     out.gradient_squares = gradient_squares;
-    if let Some((digest, norms)) = whole_model(comm, &ranges, &rank, opt.params(), graph).map_err(|e| map(e, batch))? {
+    out.expert = expert.as_ref().map(ExpertState::traffic);
+    let whole = whole_model(comm, &ranges, (&rank, expert.as_ref()), opt.params(), graph).map_err(|e| map(e, batch))?;
+    if let Some((digest, norms)) = whole {
         out.weights_digest = Some(digest);
         out.weight_norms = Some(norms);
     }
@@ -180,8 +192,9 @@ fn whole_routing(
     Ok(tally.into_recorded())
 }
 
-/// This rank's chunks (`ranges`, of `chunks` in all; its share of them over `tensor`) built with the
-/// synthetic batches of `plan` cut into `m` micro-batches, and the optimizer over their parameters.
+/// This rank's chunks (`ranges`, of `chunks` in all; its share of them over `tensor`, its experts' shard over
+/// `expert`'s groups) built with the synthetic batches of `plan` cut into `m` micro-batches, and the optimizer
+/// over their parameters.
 fn build<'g>(
     plan: &RunPlan,
     graph: &'g Graph,
@@ -189,17 +202,18 @@ fn build<'g>(
     ranges: Vec<(usize, std::ops::Range<usize>)>,
     (chunks, m): (usize, usize),
     replicas: (usize, usize),
-    tensor: Option<TensorParallel>,
-) -> Result<(StageRank<'g>, Optim), TchError> {
+    (tensor, expert): (Option<TensorParallel>, Option<ExpertGroups>),
+) -> Result<(StageRank<'g>, Optim, Option<ExpertState>), TchError> {
     // Every replica generates the same global micro-batches and keeps its share of each.
     let micro_size = plan.batch_size / m / replicas.1.max(1);
     let probe_pool = DataPool::new_micro(graph, plan.batch_size / m, m, replicas, plan.seed, 1, Device::Cpu)?;
     let count = pool_size(probe_pool.batch_bytes());
     drop(probe_pool);
     let pool = DataPool::new_micro(graph, plan.batch_size / m, m, replicas, plan.seed, count, device)?;
-    let rank = StageRank::new(graph, device, plan.seed, ranges, chunks, (m, micro_size), pool, tensor)?;
+    let mut rank = StageRank::new(graph, device, plan.seed, ranges, chunks, (m, micro_size), pool, tensor)?;
+    let expert = expert.map(|g| ExpertState::shard(g, &mut rank.model, graph)).transpose()?;
     let opt = Optim::new(&plan.optimizer, rank.model.parameters(graph, |_| true), device)?;
-    Ok((rank, opt))
+    Ok((rank, opt, expert))
 }
 
 /// The measured steps' figures, summed.
@@ -227,6 +241,8 @@ struct PipelineSteps<'g, 'c> {
     microbatches: usize,
     /// Each measured step's routing of this rank's mixture-of-experts layers, per layer.
     routed: Vec<Vec<LayerRouting>>,
+    /// Expert parallelism over this stage's replicas: its groups and this rank's experts' shard.
+    expert: Option<ExpertState>,
     /// Gradient bytes held at the end of a step's backward passes (measured once).
     grad_bytes: u64,
     sums: Sums,
@@ -243,7 +259,12 @@ impl SteadyStep for PipelineSteps<'_, '_> {
         let replicas = self.data.as_ref().map_or(1, |d| d.size());
         let batch = self.rank.micro_size * self.microbatches * replicas;
         let start = Instant::now();
+        let installed = self.expert.as_ref().map(|e| crate::expert_parallel::install(e.parallel().clone()));
         let f: StepFigures = self.rank.run_steps(&self.steps, &mut *self.comm, index).map_err(|e| map(e, batch))?;
+        drop(installed);
+        if let Some(e) = self.expert.as_mut() {
+            e.reduce_gradients().map_err(|e| map(e, batch))?;
+        }
         let records = std::mem::take(&mut self.rank.routing);
         if measured && !records.is_empty() {
             self.routed.push(crate::moe_stats::per_layer(records, &self.rank.graph.nodes));
@@ -258,14 +279,20 @@ impl SteadyStep for PipelineSteps<'_, '_> {
         let exchanged = Instant::now();
         let mut data_values = 0;
         if let Some(d) = self.data.as_deref_mut() {
-            average_gradients(d, self.opt.params(), &mut self.host).map_err(|e| map(e, batch))?;
+            // With expert parallelism the experts' are summed over their replicas above; the rest averaged here.
+            let dense = self.expert.as_ref().map_or(self.opt.params(), |e| e.dense.as_slice());
+            average_gradients(d, dense, &mut self.host).map_err(|e| map(e, batch))?;
             data_values = self.host.len() as u64;
         }
         let exchange_s = exchanged.elapsed().as_secs_f64();
         if measured {
             // This stage's gradient, averaged over its replicas: each replica's counts for its share.
             let weight = crate::norms::owned_share(self.rank.model.tensor_parallel(), replicas);
-            let squares = crate::norms::squares(self.opt.params(), &weight, 1.0).map_err(|e| map(e, batch))?;
+            let squares = match &self.expert {
+                Some(e) => e.gradient_squares(1.0),
+                None => crate::norms::squares(self.opt.params(), &weight, 1.0),
+            }
+            .map_err(|e| map(e, batch))?;
             GradientSquares::record(&mut self.gradient_squares, squares);
         }
         let before_opt = Instant::now();
@@ -344,14 +371,16 @@ fn average_gradients(data: &mut dyn Communicator, params: &[tch::Tensor], host: 
 fn whole_model(
     comm: &mut dyn Communicator,
     ranges: &[(usize, std::ops::Range<usize>)],
-    rank: &StageRank<'_>,
+    (rank, expert): (&StageRank<'_>, Option<&ExpertState>),
     params: &[tch::Tensor],
     graph: &Graph,
 ) -> Result<Option<(String, Vec<f64>)>, TchError> {
-    // Every rank of a tensor group gathers, in the same order; then each tensor index's stages digest alike.
-    let whole: Option<Vec<(usize, tch::Tensor)>> = match rank.model.tensor_parallel() {
-        Some(tp) => Some(tp.trained_nodes().zip(tp.gather_weights(params)?).collect()),
-        None => None,
+    // Every rank of a tensor group (or of an expert-parallel group) gathers, in the same order; then each
+    // tensor index's stages digest alike.
+    let whole: Option<Vec<(usize, tch::Tensor)>> = match (rank.model.tensor_parallel(), expert) {
+        (Some(tp), _) => Some(tp.trained_nodes().zip(tp.gather_weights(params)?).collect()),
+        (None, Some(e)) => Some(e.whole_by_node(&rank.model, graph)?),
+        (None, None) => None,
     };
     // Per chunk: its index, its tensors' count and lengths, then their values.
     let mut bytes = Vec::new();

@@ -22,9 +22,7 @@ use super::mesh::MeshGroups;
 use super::pipeline::{self, StageReport};
 use super::transport::{Opened, Transport, TransportError, open_transport};
 
-use crate::result::distributed::{
-    BytesByKind, DistributedResult, ExpertParallelResult, PipelineResult, RankMemory, RankPhases,
-};
+use crate::result::distributed::{BytesByKind, DistributedResult, PipelineResult, RankMemory, RankPhases};
 use crate::runner::plan_run::GroupRun;
 use crate::stats::median;
 
@@ -241,9 +239,9 @@ impl Ranks {
         let graph_here = local.as_ref().unwrap_or(graph);
         let tensor = split.as_mut().and_then(|m| m.tensor.take());
         // Expert parallelism: its groups split from the world first (every rank, in the same order), and the
-        // world's exchange left with the non-expert tensors.
+        // world's exchange left with the non-expert tensors (a pipeline splits them from each stage's replicas).
         let degree = plan.topology.mesh.expert_parallel;
-        let expert = if degree > 1 {
+        let expert = if degree > 1 && !pipelined {
             Some(ExpertGroups::split(self.comm.as_mut(), degree).map_err(engine_error)?)
         } else {
             None
@@ -455,7 +453,12 @@ impl Ranks {
             } else {
                 Vec::new()
             },
-            expert_parallel: expert_section(&workers),
+            expert_parallel: super::mesh::expert_section(
+                &workers
+                    .iter()
+                    .map(|r| (r.pipeline.as_ref().map_or(0, |p| p.0.stage), r.expert, r.memory))
+                    .collect::<Vec<_>>(),
+            ),
         };
         (raw, section)
     }
@@ -522,29 +525,6 @@ pub fn expected_bytes_sent(strategy: DataParallel, gradient_bytes: u64, workers:
         DataParallel::Zero3 => 3 * ExchangeStats::ring_bytes_per_step(gradient_bytes, workers) / 2,
         DataParallel::Single => 0,
     }
-}
-
-/// The expert-parallel figures of the workers' reports ([`ExpertParallelResult`]); `None` without expert
-/// parallelism.
-fn expert_section(workers: &[&RankReport]) -> Option<ExpertParallelResult> {
-    let traffic: Vec<ExpertTraffic> = workers.iter().filter_map(|r| r.expert).collect();
-    let first = traffic.first()?;
-    let n = traffic.len() as u64;
-    let per_step = |t: &ExpertTraffic, v: u64| v.checked_div(t.steps).unwrap_or(0);
-    Some(ExpertParallelResult {
-        degree: first.degree,
-        // Every rank took the same steps; the sum over ranks is what routing does not change.
-        all_to_all_bytes_per_step: traffic.iter().map(|t| t.all_to_all_bytes).sum::<u64>() / (n * first.steps.max(1)),
-        all_to_all_s_per_step: traffic.iter().map(|t| t.all_to_all_s / t.steps.max(1) as f64).fold(0.0, f64::max),
-        all_to_all_calls_per_step: per_step(first, first.all_to_all_calls),
-        expert_gradient_bytes_per_step: per_step(first, first.expert_gradient_bytes),
-        max_rank_state_bytes: workers
-            .iter()
-            .filter_map(|r| r.memory)
-            .map(|m| m.weights + m.gradients + m.optimizer_state)
-            .max()
-            .unwrap_or(0),
-    })
 }
 
 /// The mean of each phase over every step of a worker's log.

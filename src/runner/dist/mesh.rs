@@ -1,17 +1,19 @@
 //! A rank of a device mesh ([`MeshGroups`]): its tensor group and data-parallel group split from the world's
 //! communicator, its coordinates and its share of the model; a pipelined mesh rank's groups and its run
 //! ([`train_pipelined`]); and what rank 0 records of a mesh run (the bytes
-//! per dimension and collective, [`mesh_bytes`]; the headline memory, the most any rank held, [`max_memory`]).
+//! per dimension and collective, [`mesh_bytes`]; the headline memory, the most any rank held, [`max_memory`];
+//! expert parallelism's figures, [`expert_section`]).
 
 use trainbench_comm::{Communicator, DataParallel, MeshCoords, MeshDim};
 use trainbench_contract::{
-    Backend, BackendError, MemoryMeasured, PipelineGroups, Probe, RawMeasurements, RunContext, RunPlan, TensorTraffic,
+    Backend, BackendError, ExpertTraffic, MemoryMeasured, PipelineGroups, Probe, RawMeasurements, RunContext, RunPlan,
+    TensorTraffic,
 };
 use trainbench_data::BatchSource;
 use trainbench_graph::Graph;
 use trainbench_graph::tensor_parallel::TensorShard;
 
-use crate::result::distributed::{BytesByKind, MeshBytes, RankMemory};
+use crate::result::distributed::{BytesByKind, ExpertParallelResult, MeshBytes, RankMemory};
 
 /// This rank's groups along a mesh with tensor parallelism.
 pub(crate) struct MeshGroups {
@@ -135,6 +137,40 @@ pub(crate) fn max_memory(rank0: MemoryMeasured, ranks: impl Iterator<Item = Rank
         };
     }
     m
+}
+
+/// The expert-parallel figures of the workers' reports, each `(pipeline stage, traffic, memory)` (stage 0
+/// without a pipeline); `None` without expert parallelism. The all-to-all bytes are the mean over a stage's ranks
+/// (routing moves bytes between them; their sum it does not change), the busiest stage's; the time the slowest
+/// rank's.
+pub(crate) fn expert_section(
+    workers: &[(usize, Option<ExpertTraffic>, Option<RankMemory>)],
+) -> Option<ExpertParallelResult> {
+    let first = workers.iter().find_map(|w| w.1)?;
+    let per_step = |t: &ExpertTraffic, v: u64| v.checked_div(t.steps).unwrap_or(0);
+    let stages = workers.iter().map(|w| w.0).max().unwrap_or(0) + 1;
+    let stage_mean = |s: usize| -> u64 {
+        let mine: Vec<ExpertTraffic> = workers.iter().filter(|w| w.0 == s).filter_map(|w| w.1).collect();
+        let n = mine.len().max(1) as u64;
+        mine.iter().map(|t| t.all_to_all_bytes).sum::<u64>() / (n * first.steps.max(1))
+    };
+    Some(ExpertParallelResult {
+        degree: first.degree,
+        all_to_all_bytes_per_step: (0..stages).map(stage_mean).max().unwrap_or(0),
+        all_to_all_s_per_step: workers
+            .iter()
+            .filter_map(|w| w.1)
+            .map(|t| t.all_to_all_s / t.steps.max(1) as f64)
+            .fold(0.0, f64::max),
+        all_to_all_calls_per_step: per_step(&first, first.all_to_all_calls),
+        expert_gradient_bytes_per_step: per_step(&first, first.expert_gradient_bytes),
+        max_rank_state_bytes: workers
+            .iter()
+            .filter_map(|w| w.2)
+            .map(|m| m.weights + m.gradients + m.optimizer_state)
+            .max()
+            .unwrap_or(0),
+    })
 }
 
 #[cfg(test)]

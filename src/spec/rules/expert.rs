@@ -1,6 +1,7 @@
 //! Rules about expert parallelism (`topology.expert_parallel` and its `sweep.topologies` entries): a
-//! mixture-of-experts model, a degree dividing the experts and the world size, all-reduce, ZeRO-1 or ZeRO-2 without
-//! overlap, no tensor or pipeline degree beside it, the tch backend. Each refusal names the field, the numbers and a
+//! mixture-of-experts model, a degree dividing the experts and the data-parallel degree, all-reduce, ZeRO-1 or
+//! ZeRO-2 without overlap, no tensor degree beside it (a pipeline's stages each shard their experts over their
+//! replicas), the tch backend. Each refusal names the field, the numbers and a
 //! fix. CUDA ranks are accepted here (predicted and planned) and refused by `run` ([`expert_unrunnable`]).
 
 use std::collections::HashSet;
@@ -82,14 +83,21 @@ pub(super) fn check_expert_parallel(
             ),
             _ => {}
         }
-        if world % ep != 0 {
+        // Experts are sharded over data-parallel ranks: with a pipeline, over each stage's replicas.
+        let stages = t.mesh.pipeline_parallel.max(1);
+        if world % ep != 0 || (world / stages.min(world.max(1))) % ep != 0 {
+            let data = if stages > 1 {
+                format!(" over {stages} pipeline stages: {} data-parallel replicas per stage", world / stages.max(1))
+            } else {
+                String::new()
+            };
             push(
                 out,
                 Finding::new(
                     path.clone(),
                     format!(
                         "`expert_parallel = {ep}` does not divide the world size {world} ({} node(s) x {} device(s) in \
-                         `{}`)",
+                         `{}`){data}",
                         t.nodes, t.devices_per_node, t.path
                     ),
                 )
@@ -115,17 +123,17 @@ pub(super) fn check_expert_parallel(
                 .hint("set `strategy = \"all-reduce\"` (or `zero-1`, `zero-2`), or remove `expert_parallel`"),
             );
         }
-        if t.mesh.splits_model() {
+        if t.mesh.tensor_parallel > 1 {
             push(
                 out,
                 Finding::new(
                     path.clone(),
                     format!(
-                        "`expert_parallel = {ep}` beside tensor_parallel {} x pipeline_parallel {} is not built yet",
-                        t.mesh.tensor_parallel, t.mesh.pipeline_parallel
+                        "`expert_parallel = {ep}` beside tensor_parallel {} is not built yet",
+                        t.mesh.tensor_parallel
                     ),
                 )
-                .hint("use expert parallelism over data-parallel ranks only, or remove it"),
+                .hint("use expert parallelism over data-parallel ranks (or a pipeline's replicas), or remove it"),
             );
         }
         if topology.overlap == Some(true) {

@@ -31,6 +31,8 @@ fn expert_parallel_layouts_validate() {
         "backend = \"tch\"\ndevices_per_node = 8\nstrategy = \"all-reduce\"\nexpert_parallel = 4\n",
         "backend = \"tch\"\ndevices_per_node = 4\nstrategy = \"zero-1\"\nexpert_parallel = 2\n",
         "backend = \"tch\"\ndevices_per_node = 4\nstrategy = \"zero-2\"\nexpert_parallel = 2\n",
+        // Beside a pipeline: each stage's experts over its 2 replicas.
+        "backend = \"tch\"\ndevices_per_node = 4\nstrategy = \"all-reduce\"\nexpert_parallel = 2\npipeline_parallel = 2\n",
         // CUDA ranks are predicted and planned (and refused by `run`).
         "backend = \"tch\"\ndevice = \"cuda\"\ndevices_per_node = 8\nstrategy = \"all-reduce\"\nexpert_parallel = 8\n",
     ] {
@@ -62,10 +64,10 @@ fn bad_expert_parallel_layouts_are_refused_at_the_field_with_a_fix() {
     let found = refused(MODEL, &format!("{ar}devices_per_node = 2\nexpert_parallel = 2\noverlap = true\n"));
     assert!(found.iter().any(|f| f.0 == "topology.overlap" && f.2.contains("overlap = false")), "{found:?}");
     let found = refused(MODEL, &format!("{ar}devices_per_node = 4\nexpert_parallel = 2\ntensor_parallel = 2\n"));
-    assert!(
-        found.iter().any(|f| f.1.contains("beside tensor_parallel 2 x pipeline_parallel 1 is not built yet")),
-        "{found:?}"
-    );
+    assert!(found.iter().any(|f| f.1.contains("beside tensor_parallel 2 is not built yet")), "{found:?}");
+    // Beside a pipeline: the experts are sharded over each stage's replicas, whose number the degree must divide.
+    let found = refused(MODEL, &format!("{ar}devices_per_node = 4\nexpert_parallel = 4\npipeline_parallel = 2\n"));
+    assert!(found.iter().any(|f| f.1.contains("2 data-parallel replicas per stage")), "{found:?}");
     let found =
         refused(MODEL, "backend = \"mock\"\nstrategy = \"all-reduce\"\ndevices_per_node = 2\nexpert_parallel = 2\n");
     assert!(found.iter().any(|f| f.0 == "topology.backend" && f.1.contains("tch backend only")), "{found:?}");
