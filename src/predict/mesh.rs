@@ -32,7 +32,7 @@
 //! - MFU counts each token's model FLOPs once for the whole mesh: model FLOPs per second over world x peak.
 
 use serde::Serialize;
-use trainbench_comm::{DataParallel, Mesh, MeshDim, PipelineSchedule, Topology};
+use trainbench_comm::{DataParallel, Mesh, MeshDim, Topology};
 use trainbench_graph::analysis::{memory_estimate, memory_estimate_checkpointed};
 use trainbench_graph::params::graph_tensors;
 use trainbench_graph::stages::{Stage, cut_stages};
@@ -40,7 +40,7 @@ use trainbench_graph::tensor_parallel::{Role, Split, TensorShard};
 
 use super::moe_price;
 use super::parallel::{self, Sharding, StateBytes, StatePart};
-use super::pipeline_step::{Bubble, bubble, microbatches_held, replay_chunks};
+use super::pipeline_step::{Bubble, bubble, holds, microbatches_held, replay_chunks};
 use super::{AnalyzedGraph, PredictError, Setting, Terms, comm, predict_analyzed};
 use crate::hardware::wire::HardwareFile;
 
@@ -344,11 +344,7 @@ pub fn predict_mesh(
             }
         }
         let held = microbatches_held(&mesh, r);
-        let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B && p > 1 {
-            mesh.virtual_stages.max(1)
-        } else {
-            1
-        };
+        let v = if p > 1 { mesh.chunks_per_rank() } else { 1 };
         let activations = kept_share * per_sample * mb as f64 * held as f64 / v as f64;
         // ZeRO shards what every replica holds; expert parallelism's shard of the experts stays whole per rank.
         let expert_held = if ep > 1 { experts / ep as f64 } else { 0.0 };
@@ -404,7 +400,7 @@ pub fn predict_mesh(
             let mut gradient_bytes = 0.0f64;
             for r in 0..p {
                 let mine: Vec<&Stage> = chunks.iter().filter(|c| c.rank == r).collect();
-                let held = |i: usize| p == 1 || mine.iter().any(|c| c.nodes.contains(&i));
+                let held = holds(&chunks, p, r);
                 let (local, partial) = tensor_split_bytes(graph, &shard, &held);
                 let edges = edge_elements(graph, &shard, &held);
                 gradient_bytes = gradient_bytes.max(local);
@@ -448,10 +444,8 @@ pub fn predict_mesh(
     }
     let passes = (m * setting.schedule.micro_batches().max(1) as usize) as f64;
     // The busiest pipeline stage's MoE layers (every layer without a pipeline).
-    let stage_all_to_all = |r: usize| {
-        let held = |i: usize| p == 1 || chunks.iter().any(|c| c.rank == r && c.nodes.contains(&i));
-        moe_price::all_to_all_bytes(graph, &held, mb as f64 * passes, passes, act_bytes)
-    };
+    let stage_all_to_all =
+        |r: usize| moe_price::all_to_all_bytes(graph, &holds(&chunks, p, r), mb as f64 * passes, passes, act_bytes);
     let all_to_all = if ep > 1 { (0..p).map(stage_all_to_all).fold(0.0, f64::max) } else { 0.0 };
     let replicas = (d / ep).max(1);
     let expert_reduce = parallel::exchange_bytes(Sharding::Replicated, replicas, busiest_expert_grads);

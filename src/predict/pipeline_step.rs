@@ -30,7 +30,7 @@ pub fn bubble(mesh: &Mesh) -> Option<Bubble> {
     if p <= 1 {
         return None;
     }
-    let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B { mesh.virtual_stages.max(1) } else { 1 };
+    let v = mesh.chunks_per_rank();
     let fraction = parallel::bubble_fraction(p, v * m);
     let formula_fraction = fraction;
     let formula = if v > 1 {
@@ -53,6 +53,11 @@ pub fn microbatches_held(mesh: &Mesh, r: usize) -> usize {
     }
 }
 
+/// Whether pipeline rank `r` holds node `i`: one of its `chunks` contains it (every node without a pipeline).
+pub(super) fn holds(chunks: &[Stage], p: usize, r: usize) -> impl Fn(usize) -> bool + '_ {
+    move |i| p == 1 || chunks.iter().any(|c| c.rank == r && c.nodes.contains(&i))
+}
+
 /// The pipeline's step replayed (`None` without one): chunk `c`'s forward pass lasts `forward_s` (one
 /// micro-batch's on one device) times its share of the forward FLOPs over the tensor degree `t`, its backward
 /// likewise; each message between stages `hop_s`.
@@ -68,7 +73,7 @@ pub(super) fn replay_chunks(
     if p <= 1 {
         return Ok(None);
     }
-    let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B { mesh.virtual_stages.max(1) } else { 1 };
+    let v = mesh.chunks_per_rank();
     let forward_all = a.flops.forward_per_sample.max(1) as f64;
     let backward_all = a.flops.train_per_sample.saturating_sub(a.flops.forward_per_sample).max(1) as f64;
     let cost = |c: usize, pass: Pass| {

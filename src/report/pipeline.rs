@@ -1,6 +1,7 @@
 //! The pipeline-stage table of a report ([`table`]): per pipeline-parallel configuration and stage, the chunks
-//! it ran, its idle share beside its share in the schedule's replay and the bubble formula, the bytes it sent per step and the memory it held (weights,
-//! gradients, optimizer state, activations), the stage that held the most marked as the headline.
+//! it ran, its idle share beside its share in the schedule's replay and the bubble formula, the bytes it sent
+//! per step and the memory it held (weights, gradients, optimizer state, activations), the stage that held the
+//! most marked as the headline.
 
 use super::model::ReportModel;
 use crate::format::{self, human_bytes};
@@ -24,8 +25,9 @@ pub const HEADINGS: [&str; 11] = [
 pub const NOTE: &str = "Idle: the share of a step a stage spent blocked waiting for a peer (its sends and \
     receives and the end-of-step agreement), mean over the measured steps. Replayed: the share the stage idles \
     when its schedule is replayed with each pass as long as its chunk's FLOPs and messages instant (unequal \
-    chunks show here). Formula: the bubble (p - 1) / (v m + p - 1) of equal chunks. Held: weights + gradients + optimizer state + activations at the step's peak; the \
-    stage marked * held the most, the run's headline memory.";
+    chunks show here). Formula: the bubble (p - 1) / (v m + p - 1) of equal chunks. Held: weights + gradients \
+    + optimizer state + activations at the step's peak; the stage marked * held the most, the run's headline \
+    memory.";
 
 /// One row: a configuration's stage.
 #[derive(Debug, Clone, PartialEq)]

@@ -114,19 +114,19 @@ impl ExpertState {
     /// Every trained tensor with the experts whole (each gathered over the expert-parallel group), in the order
     /// one rank holds them: what the weights' digest is taken over, so every rank digests the same model.
     pub fn whole_parameters(&self, model: &Lowered, graph: &Graph) -> Result<Vec<Tensor>, TchError> {
-        let mut out = Vec::new();
-        for (node, decl, t) in model.trained(graph) {
-            out.push(if is_expert_tensor(node, decl) { self.ep.group().all_gather(&t.f_detach()?, 0)? } else { t });
-        }
-        Ok(out)
+        Ok(self.whole_by_node(model, graph)?.into_iter().map(|(_, t)| t).collect())
     }
 
     /// [`ExpertState::whole_parameters`] with each tensor's node: what a pipeline stage sends rank 0 for the
     /// whole model's digest (every rank of the expert-parallel group gathers, in the same order).
     pub fn whole_by_node(&self, model: &Lowered, graph: &Graph) -> Result<Vec<(usize, Tensor)>, TchError> {
-        let node_of = |n: &trainbench_graph::graph::Node| graph.nodes.iter().position(|o| std::ptr::eq(o, n));
-        let ids: Vec<usize> = model.trained(graph).iter().filter_map(|(n, _, _)| node_of(n)).collect();
-        Ok(ids.into_iter().zip(self.whole_parameters(model, graph)?).collect())
+        let mut out = Vec::new();
+        for (node, decl, t) in model.trained(graph) {
+            let id = graph.nodes.iter().position(|o| std::ptr::eq(o, node)).unwrap_or(usize::MAX);
+            let t = if is_expert_tensor(node, decl) { self.ep.group().all_gather(&t.f_detach()?, 0)? } else { t };
+            out.push((id, t));
+        }
+        Ok(out)
     }
 
     /// What this rank's communication moved and took so far.

@@ -49,6 +49,20 @@ pub fn take_aux_losses() -> Vec<Tensor> {
     AUX_LOSSES.with(|a| std::mem::take(&mut *a.borrow_mut()))
 }
 
+/// `loss` plus the load-balancing losses the forward passes on this thread recorded since the last call
+/// (taken), added in the order they were recorded.
+pub fn add_aux_losses(loss: Tensor) -> Result<Tensor, TchError> {
+    take_aux_losses().iter().try_fold(loss, |total, aux| total.f_add(aux))
+}
+
+/// The sum of the load-balancing losses the forward passes on this thread recorded since the last call (taken);
+/// `None` when there were none.
+pub fn aux_loss_sum() -> Result<Option<Tensor>, TchError> {
+    let mut losses = take_aux_losses().into_iter();
+    let Some(first) = losses.next() else { return Ok(None) };
+    losses.try_fold(first, |total, aux| total.f_add(&aux)).map(Some)
+}
+
 /// The routing figures the forward passes on this thread recorded since the last call.
 pub fn take_routing() -> Vec<Routing> {
     ROUTING.with(|r| std::mem::take(&mut *r.borrow_mut()))

@@ -267,14 +267,7 @@ impl<'g> StageRank<'g> {
         }
         let targets = if last { graph.losses.clone() } else { outputs.clone() };
         self.model.eval(graph, &mut env, &targets, &EvalOpts::plain())?;
-        // The chunk's mixture-of-experts layers: their load-balancing losses and their routing.
-        let mut aux: Option<Tensor> = None;
-        for l in crate::moe::take_aux_losses() {
-            aux = Some(match aux {
-                None => l,
-                Some(t) => t.f_add(&l)?,
-            });
-        }
+        // The routing of the chunk's mixture-of-experts layers (their load-balancing losses are taken below).
         self.routing.extend(crate::moe::take_routing());
         let outs: Vec<Tensor> = targets
             .iter()
@@ -296,16 +289,13 @@ impl<'g> StageRank<'g> {
                     Some(t) => t.f_add(&v)?,
                 });
             }
-            let loss = total.ok_or_else(|| internal("the graph has no loss".into()))?;
-            let loss = match aux {
-                Some(aux) => loss.f_add(&aux)?,
-                None => loss,
-            };
+            let loss = crate::moe::add_aux_losses(total.ok_or_else(|| internal("the graph has no loss".into()))?)?;
             let value = loss.f_double_value(&[])?;
             let scaled = loss.f_div_scalar(self.microbatches as f64)?;
             self.held.insert((a.micro, a.chunk), Held { leaves, outputs: vec![scaled], aux: None });
             return Ok(value);
         }
+        let aux = crate::moe::aux_loss_sum()?;
         let aux_value = aux.as_ref().map(|t| t.f_double_value(&[])).transpose()?.unwrap_or(0.0);
         let aux = aux.map(|t| t.f_div_scalar(self.microbatches as f64)).transpose()?;
         let mut flat = Vec::with_capacity(self.values_of(&outputs));

@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use tch::{Device, TchError};
 use trainbench_comm::schedule::{peak_in_flight, stage_actions, stage_steps};
-use trainbench_comm::{Communicator, ExpertGroups, PipelineSchedule};
+use trainbench_comm::{Communicator, ExpertGroups};
 use trainbench_contract::routing::{LayerRouting, RoutingTally};
 use trainbench_contract::steady_loop::{EndWish, LoopSettings, SteadyLoop, SteadyStep, StepOutcome};
 use trainbench_contract::{
@@ -65,7 +65,7 @@ pub fn run<'c>(
     }
     let mesh = plan.topology.mesh;
     let (p, m) = (mesh.pipeline_parallel, mesh.microbatches.max(1));
-    let v = if mesh.pipeline_schedule == PipelineSchedule::Interleaved1F1B { mesh.virtual_stages.max(1) } else { 1 };
+    let v = mesh.chunks_per_rank();
     if comm.size() != p {
         return Err(refuse(format!("the pipeline has {} ranks, the plan {p} stages", comm.size())));
     }
@@ -287,10 +287,12 @@ impl SteadyStep for PipelineSteps<'_, '_> {
         let exchange_s = exchanged.elapsed().as_secs_f64();
         if measured {
             // This stage's gradient, averaged over its replicas: each replica's counts for its share.
-            let weight = crate::norms::owned_share(self.rank.model.tensor_parallel(), replicas);
             let squares = match &self.expert {
                 Some(e) => e.gradient_squares(1.0),
-                None => crate::norms::squares(self.opt.params(), &weight, 1.0),
+                None => {
+                    let weight = crate::norms::owned_share(self.rank.model.tensor_parallel(), replicas);
+                    crate::norms::squares(self.opt.params(), &weight, 1.0)
+                }
             }
             .map_err(|e| map(e, batch))?;
             GradientSquares::record(&mut self.gradient_squares, squares);

@@ -94,9 +94,7 @@ impl PlainStep {
                 });
             }
             // The mixture-of-experts layers' load-balancing losses join the loss they train with.
-            for aux in crate::moe::take_aux_losses() {
-                total = total.map(|t| t.f_add(&aux)).transpose()?;
-            }
+            let total = total.map(crate::moe::add_aux_losses).transpose()?;
             total.ok_or_else(|| TchError::Kind("the graph has no loss".into()))?
         };
         drop(env);

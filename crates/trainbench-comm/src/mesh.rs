@@ -134,6 +134,15 @@ impl Mesh {
         self.tensor_parallel > 1 || self.pipeline_parallel > 1
     }
 
+    /// Model chunks each pipeline rank runs: the virtual stages of an interleaved 1F1B schedule, 1 under the
+    /// others.
+    pub fn chunks_per_rank(&self) -> usize {
+        match self.pipeline_schedule {
+            PipelineSchedule::Interleaved1F1B => self.virtual_stages.max(1),
+            PipelineSchedule::Gpipe | PipelineSchedule::OneFOneB => 1,
+        }
+    }
+
     /// Ranks one model replica spans: tensor degree x pipeline degree.
     pub fn model_ranks(&self) -> usize {
         self.tensor_parallel.max(1).saturating_mul(self.pipeline_parallel.max(1))

@@ -69,7 +69,7 @@ pub(crate) fn section(mesh: &Mesh, reports: &[StageReport<'_>]) -> PipelineResul
 /// `chunks`, each pass as long as its FLOPs per sample (the forward's, and the rest for the backward), messages
 /// instant. Left empty when the chunks do not match the mesh (a result without them).
 pub(crate) fn replay_cut(section: &mut PipelineResult, mesh: &Mesh, chunks: &[StageRecord]) {
-    let (p, v) = (mesh.pipeline_parallel, mesh.virtual_stages.max(1));
+    let (p, v) = (mesh.pipeline_parallel, mesh.chunks_per_rank());
     if chunks.len() != p * v || chunks.iter().enumerate().any(|(i, c)| c.chunk != i) {
         return;
     }
