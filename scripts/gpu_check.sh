@@ -12,6 +12,9 @@
 #   zero     the smoke GPT (specs/llm/smoke_gpt.toml, every layer recomputed) at world size 1 with ZeRO-3 through
 #            the NCCL engine: its reduce-scatter and all-gather, each layer gathered ahead on the communication
 #            thread, and the allocator's peak per rank
+#   mesh     with two GPUs or more: the smoke GPT at tensor_parallel 2 and the smoke MoE at expert_parallel 2,
+#            each through NCCL groups split from the world's (skipped, and said so, with one GPU: NCCL runs one
+#            rank per GPU)
 #   parity   PyTorch eager on the same GPU (scripts/parity/cuda_eager.py) at batch 128, fp32 and fp16, against
 #            the resnet step's results: per-step median, free-running samples/s, allocator peak
 # (--quick: devices, ResNet-50 b128 fp32 and fp16, TF32 on, BERT fp16, gpt in bf16, oom, nccl, zero, parity fp32,
@@ -50,7 +53,7 @@ DRY=0
 BUILD_ONLY=0
 QUICK=0
 BUNDLE=
-STEPS=devices,resnet,tf32,bert,gpt,oom,nccl,zero,parity
+STEPS=devices,resnet,tf32,bert,gpt,oom,nccl,zero,mesh,parity
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --dry) DRY=1 ;;
@@ -59,7 +62,7 @@ while [[ $# -gt 0 ]]; do
         --bundle) BUNDLE=$(cd "$2" && pwd) || exit 2; shift ;;
         --steps) STEPS=$2; shift ;;
         *) echo "usage: $0 [--dry | --build-only] [--quick] [--bundle DIR]" \
-               "[--steps devices,resnet,tf32,bert,gpt,oom,nccl,zero,parity]" >&2; exit 2 ;;
+               "[--steps devices,resnet,tf32,bert,gpt,oom,nccl,zero,mesh,parity]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -199,7 +202,7 @@ if [[ $DRY == 1 ]]; then
     OOMS=("${CPU[@]}" --set 'sweep.batch_sizes=[65536]')
     PARITY=(--device cpu --batch 2 --warmup 1 --iters 2 --free 2)
     PARITY_PRECISIONS=(fp32)
-    L_RES=170 L_BIG=80 L_BERT=100 L_GPT=60 L_OOM=60 L_NCCL=60 L_ZERO=60 L_PAR=120
+    L_RES=170 L_BIG=80 L_BERT=100 L_GPT=60 L_OOM=60 L_NCCL=60 L_ZERO=60 L_MESH=60 L_PAR=120
 elif [[ $QUICK == 1 ]]; then
     GPU=(--set run.warmup=10 --set run.iterations=30 --set run.timeout_s=60 "${ONE[@]}")
     RES=("${GPU[@]}" --set 'sweep.batch_sizes=[128]' --set 'sweep.precisions=["fp32","fp16"]')
@@ -209,7 +212,7 @@ elif [[ $QUICK == 1 ]]; then
     OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=2 "${ONE[@]}")
     PARITY=(--batch 128 --warmup 10 --iters 30 --free 30)
     PARITY_PRECISIONS=(fp32)
-    L_RES=60 L_BIG=30 L_BERT=35 L_GPT=30 L_OOM=30 L_NCCL=35 L_ZERO=30 L_PAR=35
+    L_RES=60 L_BIG=30 L_BERT=35 L_GPT=30 L_OOM=30 L_NCCL=35 L_ZERO=30 L_MESH=40 L_PAR=35
 else
     GPU=(--set run.warmup=20 --set run.iterations=60 --set run.timeout_s=120 "${ONE[@]}")
     RES=("${GPU[@]}" --set 'sweep.batch_sizes=[32,128]' --set 'sweep.precisions=["fp32","fp16","bf16"]')
@@ -219,7 +222,7 @@ else
     OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=2 "${ONE[@]}")
     PARITY=(--batch 128 --warmup 20 --iters 60 --free 50)
     PARITY_PRECISIONS=(fp32 fp16)
-    L_RES=150 L_BIG=45 L_BERT=70 L_GPT=45 L_OOM=45 L_NCCL=50 L_ZERO=40 L_PAR=45
+    L_RES=150 L_BIG=45 L_BERT=70 L_GPT=45 L_OOM=45 L_NCCL=50 L_ZERO=40 L_MESH=60 L_PAR=45
 fi
 
 wanted resnet && step resnet "$L_RES" "$BIN" run "$RESNET" --out "$OUT/runs/resnet" "${RES[@]}"
@@ -294,6 +297,30 @@ if wanted zero; then
     else
         step zero "$L_ZERO" "$BIN" run specs/llm/smoke_gpt.toml --out "$OUT/runs/zero" "${GPTS[@]}" "${ZERO[@]}" \
             --set 'sweep.batch_sizes=[16]'
+    fi
+fi
+
+if wanted mesh; then
+    # Tensor and expert parallelism through NCCL groups split from the world's: two ranks, one GPU each.
+    MESH=(--set 'topology.device="cuda"' --set 'topology.devices_per_node=2' --set 'topology.strategy="all-reduce"')
+    TP=("${MESH[@]}" --set 'topology.tensor_parallel=2' --set 'sweep.batch_sizes=[8]')
+    EP=("${MESH[@]}" --set 'topology.expert_parallel=2' --set 'sweep.batch_sizes=[8]')
+    GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    if [[ $DRY == 1 ]]; then
+        # Here the CUDA mesh must be refused before anything starts (exit 2, the NCCL engine named), not split.
+        step mesh 60 "$BIN" run specs/llm/smoke_gpt.toml --out "$OUT/runs/mesh" "${ONE[@]}" "${TP[@]}"
+        rc=$?
+        if [[ $rc == 2 ]] && grep -q "NCCL engine" "$OUT/mesh.log"; then
+            say "mesh: refused as expected without a GPU"
+        else
+            say "mesh: expected exit 2 naming the NCCL engine, got $rc (mesh.log)"
+        fi
+    elif (( GPUS < 2 )); then
+        say "mesh: skipped: $GPUS GPU(s) here; tensor_parallel 2 and expert_parallel 2 need two (one NCCL rank per GPU)"
+    else
+        step mesh "$L_MESH" "$BIN" run specs/llm/smoke_gpt.toml --out "$OUT/runs/mesh" "${GPTS[@]}" "${TP[@]}"
+        step mesh-ep "$L_MESH" "$BIN" run specs/llm/smoke_moe.toml --out "$OUT/runs/mesh-ep" "${GPU[@]}" "${EP[@]}" \
+            --set 'sweep.precisions=["fp32"]'
     fi
 fi
 

@@ -331,6 +331,34 @@ fn cuda_ranks_without_a_gpu_are_refused_before_anything_starts_exit_2() {
 }
 
 #[test]
+fn cuda_meshes_without_a_gpu_are_refused_for_the_gpu_not_for_the_layout() {
+    // Tensor and expert parallelism on CUDA ranks split NCCL groups; without a GPU the refusal is the engine's
+    // (the same as a data-parallel CUDA run's), never the layout's.
+    let Some(why) = trainbench_backend_tch::nccl::refusal() else {
+        return; // A GPU machine with two GPUs runs them (scripts/gpu_check.sh's `mesh` step).
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let cuda = ["topology.device=\"cuda\"", "topology.devices_per_node=2", "topology.strategy=\"all-reduce\""];
+    for (spec, layout) in [
+        ("specs/llm/smoke_gpt.toml", "topology.tensor_parallel=2"),
+        ("specs/llm/smoke_moe.toml", "topology.expert_parallel=2"),
+    ] {
+        let mut args = vec!["run".to_string(), root.join(spec).display().to_string(), "--out".into(), "out".into()];
+        for set in cuda.iter().chain([&layout]) {
+            args.extend(["--set".to_string(), set.to_string()]);
+        }
+        args.push("--quiet".into());
+        let out = Command::cargo_bin("trainbench").unwrap().current_dir(dir.path()).args(&args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{spec} {layout}: {text}");
+        assert!(text.contains("NCCL engine") && text.contains(&why), "{spec} {layout}: {text}");
+        assert!(!text.contains("per-dimension") && !text.contains("cannot split"), "{spec} {layout}: {text}");
+        assert!(!dir.path().join("out").exists(), "nothing ran");
+    }
+}
+
+#[test]
 fn a_rank_asked_to_join_an_nccl_group_without_a_gpu_says_why_and_exits() {
     if trainbench_backend_tch::nccl::refusal().is_none() {
         return; // The rank would join for real.

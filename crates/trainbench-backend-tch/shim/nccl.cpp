@@ -5,6 +5,7 @@
 // tensors that are not on the group's CUDA device.
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -100,6 +101,40 @@ void* tb_nccl_open(const char* addr, int port, int rank, int world, int device, 
     options->timeout = timeout;
     group->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(group->store, rank, world, options);
     std::vector<at::Tensor> one{at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device))};
+    finish(group.get(), group->pg->allreduce(one));
+    return group.release();
+  } catch (const std::exception& e) {
+    copy_text(e.what(), err, err_len);
+  } catch (...) {
+    copy_text("unknown C++ exception", err, err_len);
+  }
+  return nullptr;
+}
+
+// A new group of `size` of the parent's ranks, this one its rank `rank`, on the parent's device and timeout: one
+// mesh dimension's group. Its members rendezvous through the parent's store under `name` (unique to the group:
+// the caller names it by the parent's split count and the group's color), so each group's NCCL communicator is
+// its own; every member calls it with the same name. One all-reduce of one value on success, as at open. The
+// new group keeps the store alive: it outlives its parent. Null on error.
+void* tb_nccl_split(void* parent, const char* name, int rank, int size, char* err, size_t err_len) {
+  try {
+    auto* p = static_cast<Group*>(parent);
+    if (p == nullptr) throw std::invalid_argument("the NCCL group is closed (null handle)");
+    if (name == nullptr || name[0] == '\0') throw std::invalid_argument("no name for the new group");
+    if (size < 1 || rank < 0 || rank >= size)
+      throw std::invalid_argument("rank " + std::to_string(rank) + " of a group of " + std::to_string(size));
+    if (size > p->pg->getSize())
+      throw std::invalid_argument("a group of " + std::to_string(size) + " split from one of " +
+                                  std::to_string(p->pg->getSize()));
+    auto group = std::make_unique<Group>();
+    group->store = c10::make_intrusive<c10d::PrefixStore>(std::string(name), p->store);
+    group->device = p->device;
+    group->timeout = p->timeout;
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(p->device));
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = p->timeout;
+    group->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(group->store, rank, size, options);
+    std::vector<at::Tensor> one{at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, p->device))};
     finish(group.get(), group->pg->allreduce(one));
     return group.release();
   } catch (const std::exception& e) {

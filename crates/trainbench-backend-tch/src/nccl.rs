@@ -1,6 +1,8 @@
 //! The NCCL engine: [`NcclComm`] implements trainbench's [`Communicator`] on c10d's `ProcessGroupNCCL` through
 //! the shim's C API (shim/nccl.cpp, rendezvous by a `TCPStore` on rank 0), so CUDA ranks exchange gradients
-//! through NCCL (NVLink, PCIe or the network between machines).
+//! through NCCL (NVLink, PCIe or the network between machines). A device mesh's groups split from it
+//! ([`Communicator::split`]): each a process group of its members, rendezvoused under its own prefix of the
+//! world's store.
 //!
 //! The bytes are staged through the host like the MPI engine's: each call copies its host values into a tensor
 //! on this rank's GPU, runs the collective there and copies the result back (`Communicator` speaks in host
@@ -12,7 +14,7 @@
 //! says why and what to do.
 
 use tch::{Device, Kind, Tensor};
-use trainbench_comm::{CommError, Communicator, EngineInfo};
+use trainbench_comm::{CommError, Communicator, EngineInfo, split_members};
 
 pub use trainbench_contract::linked::Rendezvous;
 
@@ -76,6 +78,9 @@ pub struct NcclComm {
     size: usize,
     device: Device,
     version: String,
+    /// How many groups this one has split off (names each new group's rendezvous: every rank splits in the
+    /// same order, so the counts agree).
+    splits: usize,
 }
 
 impl NcclComm {
@@ -106,7 +111,7 @@ impl NcclComm {
         let handle = sys::open(at)
             .map_err(|e| error(format!("joining the group at {}:{}: {e}", at.master_addr, at.master_port)))?;
         let version = sys::version().unwrap_or_else(|_| "unknown".into());
-        Ok(NcclComm { handle, rank: at.rank, size: at.world, device: Device::Cuda(at.device), version })
+        Ok(NcclComm { handle, rank: at.rank, size: at.world, device: Device::Cuda(at.device), version, splits: 0 })
     }
 
     /// The CUDA device this rank drives.
@@ -287,6 +292,25 @@ impl Communicator for NcclComm {
         sys::barrier(&self.handle).map_err(error)
     }
 
+    fn split(&mut self, color: usize, key: usize) -> Result<Box<dyn Communicator>, CommError> {
+        let members = split_members(self, color, key)?;
+        let rank = members.iter().position(|&r| r == self.rank).ok_or_else(|| error("split: not in my own group"))?;
+        // The group's rendezvous keys live under its own prefix of this group's store: unique by this group's
+        // split count and the new group's color (nested splits nest their prefixes).
+        let name = format!("split{}/color{color}/", self.splits);
+        self.splits += 1;
+        let handle = sys::split(&self.handle, &name, rank, members.len())
+            .map_err(|e| error(format!("splitting a group of {} (ranks {members:?}): {e}", members.len())))?;
+        Ok(Box::new(NcclComm {
+            handle,
+            rank,
+            size: members.len(),
+            device: self.device,
+            version: self.version.clone(),
+            splits: 0,
+        }))
+    }
+
     fn abort(&mut self, code: i32) -> ! {
         // Collectives in flight on this rank return; the launcher (trainbench's, or torchrun) ends the others.
         let _ = sys::abort(&self.handle);
@@ -294,239 +318,11 @@ impl Communicator for NcclComm {
     }
 }
 
-/// The shim's C API, or, without `cfg(trainbench_nccl)`, stand-ins that say so (never reached: `open` refuses
-/// first).
+/// The shim's C API (`nccl_sys.rs`), or, without `cfg(trainbench_nccl)`, stand-ins that say so (never reached:
+/// `open` refuses first).
 #[cfg(trainbench_nccl)]
-mod sys {
-    use std::ffi::{CStr, CString, c_char, c_int, c_void};
-
-    use tch::Tensor;
-
-    use super::{NcclError, Rendezvous};
-
-    unsafe extern "C" {
-        fn tb_nccl_open(
-            addr: *const c_char,
-            port: c_int,
-            rank: c_int,
-            world: c_int,
-            device: c_int,
-            timeout_ms: i64,
-            err: *mut c_char,
-            err_len: usize,
-        ) -> *mut c_void;
-        fn tb_nccl_all_reduce_sum(handle: *mut c_void, tensor: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
-        fn tb_nccl_reduce_scatter_sum(
-            handle: *mut c_void,
-            output: *mut c_void,
-            input: *mut c_void,
-            err: *mut c_char,
-            err_len: usize,
-        ) -> c_int;
-        fn tb_nccl_all_gather(
-            handle: *mut c_void,
-            output: *mut c_void,
-            input: *mut c_void,
-            err: *mut c_char,
-            err_len: usize,
-        ) -> c_int;
-        fn tb_nccl_broadcast(
-            handle: *mut c_void,
-            tensor: *mut c_void,
-            root: c_int,
-            err: *mut c_char,
-            err_len: usize,
-        ) -> c_int;
-        fn tb_nccl_send(
-            handle: *mut c_void,
-            tensor: *mut c_void,
-            peer: c_int,
-            tag: c_int,
-            err: *mut c_char,
-            err_len: usize,
-        ) -> c_int;
-        fn tb_nccl_recv(
-            handle: *mut c_void,
-            tensor: *mut c_void,
-            peer: c_int,
-            tag: c_int,
-            err: *mut c_char,
-            err_len: usize,
-        ) -> c_int;
-        fn tb_nccl_all_to_all(
-            handle: *mut c_void,
-            output: *mut c_void,
-            input: *mut c_void,
-            counts: *const i64,
-            ranks: c_int,
-            err: *mut c_char,
-            err_len: usize,
-        ) -> c_int;
-        fn tb_nccl_barrier(handle: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
-        fn tb_nccl_abort(handle: *mut c_void, err: *mut c_char, err_len: usize) -> c_int;
-        fn tb_nccl_destroy(handle: *mut c_void);
-        fn tb_nccl_version(out: *mut c_char, out_len: usize, err: *mut c_char, err_len: usize) -> c_int;
-    }
-
-    const ERR_LEN: usize = 2048;
-
-    /// The shim's group; freed when dropped.
-    pub struct Handle(*mut c_void);
-
-    impl Drop for Handle {
-        fn drop(&mut self) {
-            // SAFETY: the pointer came from tb_nccl_open and is freed exactly once, here.
-            unsafe { tb_nccl_destroy(self.0) }
-        }
-    }
-
-    fn text(buf: &[c_char]) -> String {
-        // SAFETY: the shim NUL-terminates every buffer it writes, and the buffers start zeroed.
-        unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
-    }
-
-    /// Call a shim function with an error buffer; a non-zero return becomes the buffer's message.
-    fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), NcclError> {
-        let mut buf = vec![0 as c_char; ERR_LEN];
-        if f(buf.as_mut_ptr(), ERR_LEN) == 0 { Ok(()) } else { Err(NcclError::Failed(text(&buf))) }
-    }
-
-    fn int(value: usize, what: &'static str) -> Result<c_int, NcclError> {
-        c_int::try_from(value).map_err(|_| NcclError::OutOfRange(what, value))
-    }
-
-    pub fn open(at: &Rendezvous) -> Result<Handle, NcclError> {
-        let addr = CString::new(at.master_addr.as_str()).map_err(|_| NcclError::NulInAddress)?;
-        let timeout_ms = i64::try_from(at.timeout.as_millis()).unwrap_or(i64::MAX).max(1);
-        let mut buf = vec![0 as c_char; ERR_LEN];
-        // SAFETY: `addr` is NUL-terminated and outlives the call; `buf` is ERR_LEN long.
-        let h = unsafe {
-            tb_nccl_open(
-                addr.as_ptr(),
-                c_int::from(at.master_port),
-                int(at.rank, "rank")?,
-                int(at.world, "world size")?,
-                int(at.device, "CUDA device")?,
-                timeout_ms,
-                buf.as_mut_ptr(),
-                ERR_LEN,
-            )
-        };
-        if h.is_null() { Err(NcclError::Failed(text(&buf))) } else { Ok(Handle(h)) }
-    }
-
-    fn ptr(t: &Tensor) -> *mut c_void {
-        t.as_ptr() as *mut c_void
-    }
-
-    pub fn all_reduce_sum(h: &Handle, t: &Tensor) -> Result<(), NcclError> {
-        // SAFETY: live handle and tensor; the shim checks the tensor's device and layout.
-        call(|e, n| unsafe { tb_nccl_all_reduce_sum(h.0, ptr(t), e, n) })
-    }
-
-    pub fn reduce_scatter_sum(h: &Handle, out: &Tensor, input: &Tensor) -> Result<(), NcclError> {
-        // SAFETY: live handle and tensors; the shim checks their devices, layouts and sizes.
-        call(|e, n| unsafe { tb_nccl_reduce_scatter_sum(h.0, ptr(out), ptr(input), e, n) })
-    }
-
-    pub fn all_gather(h: &Handle, out: &Tensor, input: &Tensor) -> Result<(), NcclError> {
-        // SAFETY: live handle and tensors; the shim checks their devices, layouts and sizes.
-        call(|e, n| unsafe { tb_nccl_all_gather(h.0, ptr(out), ptr(input), e, n) })
-    }
-
-    pub fn broadcast(h: &Handle, t: &Tensor, root: c_int) -> Result<(), NcclError> {
-        // SAFETY: as for all_reduce_sum.
-        call(|e, n| unsafe { tb_nccl_broadcast(h.0, ptr(t), root, e, n) })
-    }
-
-    pub fn send(h: &Handle, t: &Tensor, peer: c_int, tag: c_int) -> Result<(), NcclError> {
-        // SAFETY: as for all_reduce_sum.
-        call(|e, n| unsafe { tb_nccl_send(h.0, ptr(t), peer, tag, e, n) })
-    }
-
-    pub fn recv(h: &Handle, t: &Tensor, peer: c_int, tag: c_int) -> Result<(), NcclError> {
-        // SAFETY: as for all_reduce_sum.
-        call(|e, n| unsafe { tb_nccl_recv(h.0, ptr(t), peer, tag, e, n) })
-    }
-
-    /// `counts`: the values sent to each rank, then those received from each.
-    pub fn all_to_all(h: &Handle, out: &Tensor, input: &Tensor, counts: &[i64]) -> Result<(), NcclError> {
-        let ranks = int(counts.len() / 2, "ranks")?;
-        // SAFETY: live handle and tensors; `counts` holds 2 x `ranks` values and outlives the call; the shim
-        // checks the tensors' devices, layouts and sizes against the counts.
-        call(|e, n| unsafe { tb_nccl_all_to_all(h.0, ptr(out), ptr(input), counts.as_ptr(), ranks, e, n) })
-    }
-
-    pub fn barrier(h: &Handle) -> Result<(), NcclError> {
-        // SAFETY: live handle.
-        call(|e, n| unsafe { tb_nccl_barrier(h.0, e, n) })
-    }
-
-    pub fn abort(h: &Handle) -> Result<(), NcclError> {
-        // SAFETY: live handle.
-        call(|e, n| unsafe { tb_nccl_abort(h.0, e, n) })
-    }
-
-    pub fn version() -> Result<String, NcclError> {
-        let mut out = vec![0 as c_char; 64];
-        let len = out.len();
-        // SAFETY: `out` is `len` long; the shim NUL-terminates it.
-        call(|e, n| unsafe { tb_nccl_version(out.as_mut_ptr(), len, e, n) })?;
-        Ok(text(&out))
-    }
-
-    #[cfg(test)]
-    #[allow(clippy::unwrap_used)]
-    mod tests {
-        use super::*;
-
-        fn message(f: impl FnOnce(*mut c_char, usize) -> c_int) -> String {
-            call(f).unwrap_err().to_string()
-        }
-
-        #[test]
-        fn the_shim_refuses_null_handles_and_tensors_with_a_message() {
-            let t = Tensor::from_slice(&[1.0f32]);
-            // SAFETY: null handles are what is being tested; the shim checks them before any use.
-            let m = message(|e, n| unsafe { tb_nccl_all_reduce_sum(std::ptr::null_mut(), ptr(&t), e, n) });
-            assert!(m.contains("closed"), "{m}");
-            // SAFETY: as above.
-            let m = message(|e, n| unsafe { tb_nccl_barrier(std::ptr::null_mut(), e, n) });
-            assert!(m.contains("closed"), "{m}");
-            // SAFETY: as above.
-            let m = message(|e, n| unsafe { tb_nccl_abort(std::ptr::null_mut(), e, n) });
-            assert!(m.contains("closed"), "{m}");
-            // SAFETY: destroying null is a no-op.
-            unsafe { tb_nccl_destroy(std::ptr::null_mut()) };
-        }
-
-        #[test]
-        fn the_shim_refuses_bad_rendezvous_arguments_and_a_machine_without_a_gpu() {
-            let at = |port: u16, rank: usize, world: usize| Rendezvous {
-                master_addr: "127.0.0.1".into(),
-                master_port: port,
-                rank,
-                world,
-                device: 0,
-                timeout: std::time::Duration::from_secs(5),
-            };
-            let m = open(&at(0, 0, 1)).err().unwrap().to_string();
-            assert!(m.contains("not a TCP port"), "{m}");
-            let m = open(&at(29500, 2, 2)).err().unwrap().to_string();
-            assert!(m.contains("rank 2 of a world of 2"), "{m}");
-            if tch::Cuda::device_count() == 0 {
-                let m = open(&at(29500, 0, 1)).err().unwrap().to_string();
-                assert!(m.contains("no CUDA device"), "{m}");
-            }
-        }
-
-        #[test]
-        fn the_nccl_version_is_read_without_a_gpu() {
-            let v = version().unwrap();
-            assert!(v.starts_with("2."), "NCCL 2.x: {v}");
-        }
-    }
-}
+#[path = "nccl_sys.rs"]
+mod sys;
 
 #[cfg(not(trainbench_nccl))]
 mod sys {
@@ -565,6 +361,9 @@ mod sys {
         match *h {}
     }
     pub fn abort(h: &Handle) -> Result<(), NcclError> {
+        match *h {}
+    }
+    pub fn split(h: &Handle, _: &str, _: usize, _: usize) -> Result<Handle, NcclError> {
         match *h {}
     }
     pub fn version() -> Result<String, NcclError> {

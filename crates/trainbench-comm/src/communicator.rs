@@ -46,6 +46,32 @@ pub fn check_counts(
     Ok(())
 }
 
+/// The ranks of `comm` that passed the same `color` to a split, in `key` order (ties by rank): the members of
+/// this rank's new group, whose position in the list is its rank there. Every rank of `comm` calls it with its
+/// own color and key (a collective: each learns every rank's pair through rank 0). For engines that build the
+/// new group themselves from its members (the in-process engine, NCCL); MPI splits natively.
+pub fn split_members(comm: &mut dyn Communicator, color: usize, key: usize) -> Result<Vec<usize>, CommError> {
+    let size = comm.size();
+    let mine: Vec<u8> = [color as u64, key as u64].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut all = comm.gather_bytes(0, &mine)?.map(|v| v.concat()).unwrap_or_default();
+    comm.broadcast_bytes(0, &mut all)?;
+    if all.len() != size * 16 {
+        return Err(CommError {
+            engine: comm.engine().name,
+            message: format!("split: {} bytes of colors and keys for {size} ranks", all.len()),
+        });
+    }
+    let word = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&all[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(b)
+    };
+    let mut members: Vec<(u64, usize)> =
+        (0..size).filter(|&r| word(2 * r) == color as u64).map(|r| (word(2 * r + 1), r)).collect();
+    members.sort_unstable();
+    Ok(members.into_iter().map(|(_, r)| r).collect())
+}
+
 /// Why a collective or a message failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{engine}: {message}")]

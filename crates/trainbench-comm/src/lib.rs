@@ -35,7 +35,7 @@ pub mod topology;
 pub mod units;
 
 pub use all_reduce::AllReduceExchange;
-pub use communicator::{CommError, Communicator, EngineInfo, check_blocks, check_counts};
+pub use communicator::{CommError, Communicator, EngineInfo, check_blocks, check_counts, split_members};
 pub use exchange::{ExchangeStats, GradientExchange, Overlapped, ShardHeld, Sharded, StepExchange, StopWish};
 pub use expert::ExpertGroups;
 pub use layout::Layout;

@@ -213,25 +213,15 @@ impl Communicator for ThreadComm {
     }
 
     fn split(&mut self, color: usize, key: usize) -> Result<Box<dyn Communicator>, CommError> {
-        // Every rank learns every rank's (color, key) through rank 0.
-        let mine: Vec<u8> = [color as u64, key as u64].iter().flat_map(|v| v.to_le_bytes()).collect();
-        let mut all = self.gather_bytes(0, &mine)?.map(|v| v.concat()).unwrap_or_default();
-        self.broadcast_bytes(0, &mut all)?;
-        let word = |i: usize| u64::from_le_bytes(all[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-        if all.len() != self.size() * 16 {
-            return Err(self.error(format!("split: {} bytes of colors and keys for {} ranks", all.len(), self.size())));
-        }
-        let mut members: Vec<(u64, usize)> =
-            (0..self.size()).filter(|&r| word(2 * r) == color as u64).map(|r| (word(2 * r + 1), r)).collect();
-        members.sort_unstable();
+        let members = crate::communicator::split_members(self, color, key)?;
         // Each member makes its inbox and hands its sender to the others.
         let (tx, inbox) = channel::<Message>();
-        for &(_, r) in members.iter().filter(|(_, r)| *r != self.rank) {
+        for &r in members.iter().filter(|r| **r != self.rank) {
             self.post(r, TAG_SPLIT, Payload::Inbox(tx.clone()))?;
         }
         let mut peers = Vec::with_capacity(members.len());
         let mut rank = 0;
-        for (i, &(_, r)) in members.iter().enumerate() {
+        for (i, &r) in members.iter().enumerate() {
             if r == self.rank {
                 rank = i;
                 peers.push(tx.clone());

@@ -1,8 +1,8 @@
 //! Rules about expert parallelism (`topology.expert_parallel` and its `sweep.topologies` entries): a
 //! mixture-of-experts model, a degree dividing the experts and the data-parallel degree, all-reduce, ZeRO-1 or
 //! ZeRO-2 without overlap, no tensor degree beside it (a pipeline's stages each shard their experts over their
-//! replicas), the tch backend. Each refusal names the field, the numbers and a
-//! fix. CUDA ranks are accepted here (predicted and planned) and refused by `run` ([`expert_unrunnable`]).
+//! replicas), the tch backend. Each refusal names the field, the numbers and a fix. CUDA ranks meet through
+//! NCCL, whose groups split like MPI's.
 
 use std::collections::HashSet;
 
@@ -161,19 +161,6 @@ pub(super) fn check_expert_parallel(
             );
         }
     }
-}
-
-/// Why `run` cannot train this plan's expert parallelism on this device yet (CUDA ranks: the NCCL engine has the
-/// all-to-all but cannot split its group into expert-parallel groups); `validate`, `analyze`, `predict` and
-/// `plan` accept it.
-pub(super) fn expert_unrunnable(plan: &trainbench_contract::RunPlan) -> Option<String> {
-    let ep = plan.topology.mesh.expert_parallel;
-    (ep > 1 && matches!(plan.device, trainbench_contract::DeviceSelector::Cuda(_))).then(|| {
-        format!(
-            "`expert_parallel = {ep}` runs on CPU ranks over MPI today; the NCCL engine cannot split its group into \
-             expert-parallel groups yet"
-        )
-    })
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 //! layer and the backend, never in the middle of a run.
 
 use super::finding::Finding;
-use trainbench_contract::DeviceSelector;
 use trainbench_graph::tensor_parallel::TensorShard;
 
 use crate::backend_registry;
@@ -58,9 +57,9 @@ pub fn check_launch(
 
 /// The runs the spec's backend (with `--backend` / `--device` applied) cannot train: [`unrunnable_plan`] (tensor
 /// parallelism outside the tch backend, what a pipeline's runtime refuses, with or without tensor parallelism
-/// inside its stages), tensor parallelism on CUDA ranks or over a model whose layers the tensor split does not
-/// cover yet, FP8 products (`training.float8`: no backend has FP8 kernels); `run` refuses these
-/// before anything starts, while `validate`, `analyze`, `predict` and `plan` accept them.
+/// inside its stages), tensor parallelism over a model whose layers the tensor split does not cover yet, FP8
+/// products (`training.float8`: no backend has FP8 kernels); `run` refuses these before anything starts, while
+/// `validate`, `analyze`, `predict` and `plan` accept them.
 pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     let placed = placement(spec, over);
@@ -76,34 +75,12 @@ pub fn check_runnable(spec: &ValidatedSpec, over: PlacementOverride) -> Vec<Find
                 .hint("remove `training.float8` to measure the bf16 run; `trainbench predict` prices FP8 products"),
             );
         }
-        if let Some(why) = super::expert::expert_unrunnable(&plan)
-            && !out.iter().any(|f| f.message == why)
-        {
-            out.push(
-                Finding::new(FieldPath::keys(&["topology", "device"]), why)
-                    .or_at(FieldPath::keys(&["topology", "expert_parallel"]))
-                    .hint(
-                        "`trainbench predict` prices this layout; to measure, run it on CPU ranks (`device = \"cpu\"`)",
-                    ),
-            );
-        }
         let split = || {
             TensorShard::new(spec.graph(), mesh.tensor_parallel, 0, mesh.sequence_parallel).err().map(|e| {
                 format!("{e}: the runtime splits decoder (`gpt`) and ViT blocks today; `predict` prices this layout")
             })
         };
-        // A CUDA group meets through NCCL, whose communicator is not split into a mesh's groups yet.
-        let cuda = || {
-            matches!(plan.device, DeviceSelector::Cuda(_)).then(|| {
-                format!(
-                    "tensor_parallel {} runs on CPU ranks over MPI today; CUDA ranks (NCCL) have no per-dimension \
-                     communicators yet",
-                    mesh.tensor_parallel
-                )
-            })
-        };
-        let why = unrunnable_plan(&plan, placed.backend)
-            .or_else(|| (mesh.tensor_parallel > 1).then(|| cuda().or_else(split))?);
+        let why = unrunnable_plan(&plan, placed.backend).or_else(|| (mesh.tensor_parallel > 1).then(split)?);
         if let Some(why) = why
             && !out.iter().any(|f| f.message == why)
         {
