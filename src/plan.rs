@@ -77,6 +77,11 @@ pub fn plan_on(spec: &ValidatedSpec, placement: Placement) -> Vec<RunPlan> {
                         target: s.training.target.as_ref().map(|t| t.plan()),
                         numerics: s.training.numerics(),
                         schedule,
+                        pipeline_layers: if topology.mesh.pipeline_parallel > 1 {
+                            s.topology.pipeline_layers.clone().unwrap_or_default()
+                        } else {
+                            Vec::new()
+                        },
                     };
                     out.push(run);
                 }

@@ -48,6 +48,7 @@ pub fn plan(
         target: None,
         numerics: Default::default(),
         schedule: Default::default(),
+        pipeline_layers: Vec::new(),
     }
 }
 

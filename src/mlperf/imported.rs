@@ -71,6 +71,7 @@ pub fn to_result(log: &ImportedLog) -> RunResult {
         target: None,
         numerics: Numerics::default(),
         schedule: Default::default(),
+        pipeline_layers: Vec::new(),
     };
     let desc =
         |key: &str| r.system_description.as_ref().and_then(|d| d.get(key)).and_then(Value::as_str).map(str::to_string);

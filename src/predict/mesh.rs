@@ -3,7 +3,7 @@
 //! with the maximum over ranks as the headline. Built on the one-device prediction of one micro-batch and on
 //! the formulas of [`super::parallel`] (states per parameter, ring exchange, tensor-parallel volume, bubble).
 //!
-//! - Compute: each chunk ([`trainbench_graph::stages::cut_stages`], balanced by FLOPs) runs its forward and
+//! - Compute: each chunk ([`trainbench_graph::stages::cut_stages`], balanced by FLOPs or as given) runs its forward and
 //!   backward passes at its share of the one-device time's, divided by the tensor degree; the schedule is
 //!   replayed over them with each stage-to-stage message a hop over the link
 //!   ([`trainbench_comm::schedule::replay`]), which gives the step and the bubble: the formula's
@@ -285,7 +285,8 @@ pub fn predict_mesh(
     let sharding = Sharding::of(topology.strategy);
     // Chunks: the pipeline's (balanced by FLOPs), or the whole model as one.
     let chunks: Vec<Stage> = if p > 1 {
-        cut_stages(graph, a, p, mesh.virtual_stages, None).map_err(|e| PredictError::Mesh { why: e.to_string() })?
+        cut_stages(graph, a, p, mesh.virtual_stages, setting.given_cut())
+            .map_err(|e| PredictError::Mesh { why: e.to_string() })?
     } else {
         let all = cut_stages(graph, a, 1, 1, None).ok();
         all.unwrap_or_else(|| {

@@ -103,6 +103,7 @@ fn predict_scheduled(
         topology,
         schedule,
         numerics: Default::default(),
+        pipeline_layers: Vec::new(),
     };
     predict_mesh(&AnalyzedGraph::new(graph), &setting, &profile, &Terms::all()).unwrap()
 }

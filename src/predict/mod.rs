@@ -72,6 +72,8 @@ pub struct Setting {
     /// TF32 switches and FP8 products (the plan's own): which product classes run at a tensor rate
     /// ([`product_rates`]).
     pub numerics: trainbench_contract::Numerics,
+    /// A pipeline's cut as given (blocks per chunk; the plan's own); empty: balanced by FLOPs.
+    pub pipeline_layers: Vec<usize>,
 }
 
 impl Setting {
@@ -84,7 +86,13 @@ impl Setting {
             topology: run.topology,
             schedule: run.schedule,
             numerics: run.numerics,
+            pipeline_layers: run.pipeline_layers.clone(),
         }
+    }
+
+    /// The pipeline cut to pass to `cut_stages`: the given block counts, or `None` to balance by FLOPs.
+    pub fn given_cut(&self) -> Option<&[usize]> {
+        (!self.pipeline_layers.is_empty()).then_some(self.pipeline_layers.as_slice())
     }
 
     /// Workers (nodes x devices per node).

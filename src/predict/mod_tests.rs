@@ -73,6 +73,7 @@ fn setting(batch: usize, strategy: DataParallel, nodes: usize, per_node: usize, 
         topology: Topology { nodes, devices_per_node: per_node, interconnect, ..Topology::on_one_node(strategy, 1) },
         schedule: Default::default(),
         numerics: Default::default(),
+        pipeline_layers: Vec::new(),
     }
 }
 

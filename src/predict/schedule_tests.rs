@@ -30,6 +30,7 @@ fn setting(schedule: StepSchedule) -> Setting {
         topology: Topology::single(),
         schedule,
         numerics: Default::default(),
+        pipeline_layers: Vec::new(),
     }
 }
 

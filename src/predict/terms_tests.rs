@@ -36,6 +36,7 @@ fn setting() -> Setting {
         topology: Topology::single(),
         schedule: Default::default(),
         numerics: Default::default(),
+        pipeline_layers: Vec::new(),
     }
 }
 

@@ -36,6 +36,7 @@ fn setting(strategy: DataParallel) -> Setting {
         },
         schedule: Default::default(),
         numerics: Default::default(),
+        pipeline_layers: Vec::new(),
     }
 }
 

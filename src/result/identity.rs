@@ -11,7 +11,7 @@
 //! - the **plan**: batch size, precision, topology (machines x workers), the data-parallel strategy with its
 //!   server ranks, and for several workers the interconnect, the bucket size (strategies that bucket:
 //!   all-reduce, ZeRO-1/2) and whether the exchange overlaps the computation (strategies that can), the device
-//!   mesh when it splits the model (tensor and pipeline degrees, sequence parallelism, schedule); the step
+//!   mesh when it splits the model (tensor and pipeline degrees, sequence parallelism, schedule, a given cut); the step
 //!   schedule (activation checkpointing, gradient accumulation), the optimizer, TF32, cuDNN autotuning, fp16's
 //!   initial loss scale, per-phase synchronisation, the CPU thread count and a training target.
 //!
@@ -62,6 +62,8 @@ pub struct ConfigurationIdentity {
     /// Topology, normalised: one worker's link, bucket and overlap, and the bucket of a strategy that does not
     /// bucket, at their defaults.
     pub topology: Topology,
+    /// A pipeline's cut as given (blocks per chunk); empty when balanced by FLOPs.
+    pub pipeline_layers: Vec<usize>,
     /// Activation checkpointing and gradient accumulation.
     pub schedule: StepSchedule,
     /// The optimizer and its settings, as JSON with sorted keys.
@@ -117,6 +119,7 @@ impl ConfigurationIdentity {
             batch_size: plan.batch_size,
             precision: plan.precision,
             topology: normalised(plan.topology),
+            pipeline_layers: plan.pipeline_layers.clone(),
             schedule: plan.schedule,
             optimizer: serde_json::to_value(&plan.optimizer).map(|v| canonical_json(&v)).unwrap_or_default(),
             tf32_matmul: numerics.tf32.matmul,
@@ -160,6 +163,11 @@ impl ConfigurationIdentity {
             ("bucket size", bucketed.then(|| bucket_size(t.bucket_bytes))),
             ("overlap", (distributed && t.strategy.can_overlap()).then(|| yes_no(t.overlap))),
             ("mesh", (!t.mesh.is_flat()).then(|| crate::plan::mesh_token(&t.mesh).trim_start_matches('-').to_string())),
+            (
+                "pipeline cut",
+                (!self.pipeline_layers.is_empty())
+                    .then(|| self.pipeline_layers.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(",")),
+            ),
             ("activation checkpointing", checkpointing),
             (
                 "gradient accumulation",

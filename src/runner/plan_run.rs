@@ -78,7 +78,8 @@ fn pipeline_stages(a: &Analysis, graph: &Graph, plan: &RunPlan) -> Vec<StageReco
     if mesh.pipeline_parallel <= 1 {
         return Vec::new();
     }
-    let cut = trainbench_graph::stages::cut_stages(graph, a, mesh.pipeline_parallel, mesh.virtual_stages, None);
+    let cut =
+        trainbench_graph::stages::cut_stages(graph, a, mesh.pipeline_parallel, mesh.virtual_stages, plan.given_cut());
     cut.unwrap_or_default()
         .into_iter()
         .map(|s| StageRecord {

@@ -75,6 +75,13 @@ pub struct TopologySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub virtual_stages: Option<usize>,
+    /// The pipeline's cut, given: blocks (decoder or ViT layers) in each chunk, in model order, one entry per
+    /// chunk (`pipeline_parallel` x `virtual_stages`; each at least 1, summing to the model's blocks), e.g.
+    /// `[16, 16, 16, 16, 16, 16, 15, 15]` for 126 layers over 8 stages. Chunk `c` runs on pipeline rank
+    /// `c mod pipeline_parallel`. Absent: the blocks are balanced by FLOPs, and their count must divide by the
+    /// chunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_layers: Option<Vec<usize>>,
     /// Expert-parallel degree (mixture-of-experts models only): ranks each MoE layer's experts are sharded
     /// over, along the data-parallel dimension; tokens reach their experts by all-to-all. Must divide the
     /// experts and the world size; `strategy = "all-reduce"` with `overlap = false` (the default with it).
@@ -118,6 +125,7 @@ impl Default for TopologySpec {
             pipeline_schedule: None,
             microbatches: None,
             virtual_stages: None,
+            pipeline_layers: None,
             expert_parallel: 1,
         }
     }

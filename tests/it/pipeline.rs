@@ -87,6 +87,19 @@ fn predicted_bytes(dir: &std::path::Path, name: &str, dimension: &str) -> f64 {
     rows.iter().filter(|r| r["dimension"] == dimension).map(|r| r["bytes_per_rank"].as_f64().unwrap()).sum()
 }
 
+/// Stage 0's weight bytes per rank `predict` gives for the pipelined configuration of spec `name`.
+fn predicted_stage0_weights(dir: &std::path::Path, name: &str) -> f64 {
+    let out = Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir)
+        .args(["predict", &format!("{name}.toml"), "--hardware", "h100", "--format", "json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mesh = json["predictions"].as_array().unwrap().iter().find_map(|e| e.get("mesh").cloned()).unwrap();
+    mesh["stages"][0]["weights_bytes"].as_f64().unwrap_or(f64::NAN)
+}
+
 #[test]
 fn pipelines_train_what_one_rank_trains_under_every_schedule() {
     let dir = tempfile::tempdir().unwrap();
@@ -108,6 +121,8 @@ fn pipelines_train_what_one_rank_trains_under_every_schedule() {
         ("gpipe", "pipeline_schedule = \"gpipe\""),
         ("onefoneb", "pipeline_schedule = \"1f1b\""),
         ("interleaved", "pipeline_schedule = \"interleaved-1f1b\"\nvirtual_stages = 2"),
+        // A given cut: one of the four blocks on stage 0 (balanced by FLOPs, the head's weight puts three there).
+        ("given", "pipeline_schedule = \"1f1b\"\npipeline_layers = [1, 3]"),
     ] {
         let out = run(dir.path(), name, &SPEC.replace("PIPELINE", keys), &[]);
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
@@ -128,6 +143,19 @@ fn pipelines_train_what_one_rank_trains_under_every_schedule() {
         assert_eq!(p.per_stage[0].chunks.len(), v, "{name}");
         let predicted = predicted_pipeline_bytes(dir.path(), name);
         assert_eq!(p.bytes_per_step as f64, predicted, "{name}: measured bytes against predict's");
+        // The cut the run recorded is the one given, and predict prices the same cut.
+        let cut: Vec<[usize; 2]> = pp.analysis.as_ref().unwrap().pipeline_stages.iter().map(|s| s.blocks).collect();
+        let stage0_weights = predicted_stage0_weights(dir.path(), name);
+        if name == "given" {
+            assert_eq!(cut, vec![[0, 1], [1, 4]], "{name}");
+            assert_eq!(pp.plan.pipeline_layers, vec![1, 3]);
+        } else {
+            let balanced =
+                if name == "interleaved" { vec![[0, 1], [1, 2], [2, 3], [3, 4]] } else { vec![[0, 3], [3, 4]] };
+            assert_eq!(cut, balanced, "{name}: balanced by FLOPs");
+            assert!(pp.plan.pipeline_layers.is_empty());
+        }
+        assert_eq!(p.per_stage[0].memory.weights as f64, stage0_weights, "{name}: stage 0's weights against predict's");
         // The per-stage table: memory held (the headline is the largest) and the bubble beside its formula.
         assert!(p.per_stage.iter().all(|s| s.held_bytes <= p.max_memory_bytes && s.memory.weights > 0));
         // The run's own cut replayed: at least the formula's bubble (its chunks are not equal), each stage's share.

@@ -84,7 +84,8 @@ pub fn run<'c>(
         _ => None,
     };
     let analysis = trainbench_graph::analysis::analyze(graph);
-    let cut = trainbench_graph::stages::cut_stages(graph, &analysis, p, v, None).map_err(|e| refuse(e.to_string()))?;
+    let cut = trainbench_graph::stages::cut_stages(graph, &analysis, p, v, plan.given_cut())
+        .map_err(|e| refuse(e.to_string()))?;
     let starts: Vec<usize> = cut.iter().map(|c| c.nodes.start).chain([graph.nodes.len()]).collect();
     let ranges: Vec<(usize, std::ops::Range<usize>)> =
         (0..cut.len()).filter(|c| c % p == stage).map(|c| (c, starts[c]..starts[c + 1])).collect();

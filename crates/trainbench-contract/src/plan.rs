@@ -72,9 +72,20 @@ pub struct RunPlan {
     /// With accumulation, `batch_size` is one micro-batch and a step trains on `grad_accumulation` of them.
     #[serde(default, skip_serializing_if = "trainbench_graph::training::StepSchedule::is_default")]
     pub schedule: trainbench_graph::training::StepSchedule,
+    /// A pipeline's cut as given (`topology.pipeline_layers`): the blocks of each chunk in model order, one
+    /// entry per chunk (pipeline degree x virtual stages). Empty: the blocks are balanced by FLOPs. Left out
+    /// of the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pipeline_layers: Vec<usize>,
 }
 
 impl RunPlan {
+    /// The pipeline cut to pass to `trainbench_graph::stages::cut_stages`: the given block counts, or `None`
+    /// to balance by FLOPs.
+    pub fn given_cut(&self) -> Option<&[usize]> {
+        (!self.pipeline_layers.is_empty()).then_some(self.pipeline_layers.as_slice())
+    }
+
     /// Samples one optimizer step trains on: `batch_size` per micro-batch times the micro-batches of the
     /// schedule (gradient accumulation).
     pub fn samples_per_step(&self) -> u64 {
@@ -106,6 +117,7 @@ impl RunPlan {
             target: None,
             numerics: Numerics::default(),
             schedule: Default::default(),
+            pipeline_layers: Vec::new(),
         }
     }
 }

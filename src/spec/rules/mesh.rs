@@ -1,6 +1,7 @@
 //! Rules about the device mesh (`topology.tensor_parallel`, `pipeline_parallel`, `sequence_parallel`,
-//! `pipeline_schedule`, `microbatches`, `virtual_stages`): degrees that divide the world size and what the
-//! model splits (heads, key/value heads, FFN width, vocabulary, blocks), micro-batches that divide each
+//! `pipeline_schedule`, `microbatches`, `virtual_stages`, `pipeline_layers`): degrees that divide the world size
+//! and what the model splits (heads, key/value heads, FFN width, vocabulary, blocks, or a given cut of them),
+//! micro-batches that divide each
 //! data-parallel rank's batch, and every pipeline or sequence knob refused where no topology reads it.
 
 use std::collections::HashSet;
@@ -84,11 +85,12 @@ pub(super) fn check_mesh(
             "set `tensor_parallel`, or remove `sequence_parallel`",
         );
     }
-    for key in ["pipeline_schedule", "microbatches", "virtual_stages"] {
+    for key in ["pipeline_schedule", "microbatches", "virtual_stages", "pipeline_layers"] {
         let set = match key {
             "pipeline_schedule" => topology.pipeline_schedule.is_some(),
             "microbatches" => topology.microbatches.is_some(),
-            _ => topology.virtual_stages.is_some(),
+            "virtual_stages" => topology.virtual_stages.is_some(),
+            _ => topology.pipeline_layers.is_some(),
         };
         if set && !pipeline {
             unread(out, key, "with `pipeline_parallel` > 1", &format!("set `pipeline_parallel`, or remove `{key}`"));
@@ -321,7 +323,8 @@ fn vit_rules(out: &mut Vec<Finding>, t: &EffectiveTopology, tp: usize, v: &train
 }
 
 /// The mesh rules that need the model's graph: pipeline stages are cut between its recomputable blocks, so a
-/// model without blocks cannot be pipelined and the block count must be a multiple of stages x virtual stages.
+/// model without blocks cannot be pipelined, and the block count must be a multiple of stages x virtual stages
+/// unless the cut is given (`pipeline_layers`: one count per chunk, summing to the blocks).
 pub fn check_mesh_graph(topology: &TopologySpec, sweep: &SweepSpec, graph: &Graph) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut said: HashSet<usize> = HashSet::new();
@@ -333,6 +336,7 @@ pub fn check_mesh_graph(topology: &TopologySpec, sweep: &SweepSpec, graph: &Grap
         }
         let path = t.field("pipeline_parallel", sweep.topologies.get(ti).is_some());
         let blocks = graph.blocks.len();
+        let what = if v > 1 { format!("{pp} stages x {v} virtual stages") } else { format!("{pp} stages") };
         if blocks == 0 {
             out.push(
                 Finding::new(
@@ -345,21 +349,55 @@ pub fn check_mesh_graph(topology: &TopologySpec, sweep: &SweepSpec, graph: &Grap
                 .or_at(FieldPath::keys(&["model"]))
                 .hint("remove `pipeline_parallel`; pipelines cut decoders, ViTs and the other block-structured models"),
             );
+        } else if let Some(given) = &topology.pipeline_layers {
+            if let Some(f) = given_cut_finding(given, chunks, blocks, &what) {
+                out.push(f.or_at(path));
+            }
         } else if blocks % chunks != 0 {
-            let what = if v > 1 { format!("{pp} stages x {v} virtual stages") } else { format!("{pp} stages") };
             out.push(
                 Finding::new(path, format!("{what} = {chunks} chunks do not divide the model's {blocks} layers"))
                     .or_at(FieldPath::keys(&["model"]))
                     .expected(format!("a number of chunks dividing {blocks}"))
                     .hint(format!(
-                        "use `pipeline_parallel = {}`{}",
+                        "use `pipeline_parallel = {}`{}, or give the cut: `pipeline_layers = {:?}`",
                         (1..=pp).rev().find(|p| blocks % (p * v) == 0).unwrap_or(1),
-                        if v > 1 { " or fewer virtual stages" } else { "" }
+                        if v > 1 { " or fewer virtual stages" } else { "" },
+                        even_cut(blocks, chunks)
                     )),
             );
         }
     }
     out
+}
+
+/// What is wrong with a given cut (`topology.pipeline_layers`) of `blocks` blocks into `chunks` chunks (`what`
+/// names the chunks), if anything: one entry per chunk, each at least 1, summing to the blocks.
+fn given_cut_finding(given: &[usize], chunks: usize, blocks: usize, what: &str) -> Option<Finding> {
+    let at = FieldPath::keys(&["topology", "pipeline_layers"]);
+    let fix =
+        format!("`pipeline_layers = {:?}`, or remove it to balance the blocks by FLOPs", even_cut(blocks, chunks));
+    let sum: usize = given.iter().sum();
+    let message = if given.len() != chunks {
+        format!("`pipeline_layers` gives {} chunk(s), and {what} make {chunks}", given.len())
+    } else if given.contains(&0) {
+        format!("`pipeline_layers = {given:?}` leaves a chunk without blocks")
+    } else if sum != blocks {
+        format!("`pipeline_layers = {given:?}` holds {sum} blocks, and the model has {blocks}")
+    } else {
+        return None;
+    };
+    Some(
+        Finding::new(at, message)
+            .expected(format!("{chunks} block counts of at least 1 summing to {blocks}"))
+            .hint(format!("for example {fix}")),
+    )
+}
+
+/// `blocks` cut into `chunks` counts as even as they can be, the larger ones first (`[16, 16, 16, 16, 16, 16,
+/// 15, 15]` for 126 over 8): the example a refusal offers.
+fn even_cut(blocks: usize, chunks: usize) -> Vec<usize> {
+    let chunks = chunks.max(1);
+    (0..chunks).map(|c| blocks / chunks + usize::from(c < blocks % chunks)).collect()
 }
 
 #[cfg(test)]

@@ -80,6 +80,35 @@ fn pipelines_need_blocks_dividing_their_stages_and_micro_batches_dividing_the_ba
 }
 
 #[test]
+fn a_given_cut_lets_blocks_that_do_not_divide_the_stages_be_pipelined_and_is_checked() {
+    // 4 layers over 3 stages: refused balanced, with the cut to give in the hint; accepted given.
+    let found = refused(MODEL, "devices_per_node = 3\npipeline_parallel = 3\n", "[6]");
+    assert!(found[0].1.contains("3 stages = 3 chunks do not divide the model's 4 layers"), "{found:?}");
+    assert!(found[0].2.contains("`pipeline_layers = [2, 1, 1]`"), "{found:?}");
+    let (ok, errors) =
+        check(MODEL, "devices_per_node = 3\npipeline_parallel = 3\npipeline_layers = [1, 2, 1]\n", "[6]");
+    assert!(ok, "{errors:?}");
+    // Interleaved: one count per chunk (2 stages x 2 virtual stages).
+    let interleaved = "devices_per_node = 2\npipeline_parallel = 2\npipeline_schedule = \"interleaved-1f1b\"\n\
+        virtual_stages = 2\n";
+    let (ok, errors) = check(MODEL, &format!("{interleaved}pipeline_layers = [1, 1, 1, 1]\n"), "[8]");
+    assert!(ok, "{errors:?}");
+    for (given, says) in [
+        ("[2, 2]", "gives 2 chunk(s), and 2 stages x 2 virtual stages make 4"),
+        ("[1, 1, 2, 0]", "leaves a chunk without blocks"),
+        ("[1, 1, 1, 2]", "holds 5 blocks, and the model has 4"),
+    ] {
+        let found = refused(MODEL, &format!("{interleaved}pipeline_layers = {given}\n"), "[8]");
+        assert_eq!(found[0].0, "topology.pipeline_layers", "{found:?}");
+        assert!(found[0].1.contains(says), "{given}: {found:?}");
+        assert!(found[0].2.contains("`pipeline_layers = [1, 1, 1, 1]`"), "{found:?}");
+    }
+    // Nothing reads a cut without a pipeline.
+    let found = refused(MODEL, "devices_per_node = 2\nstrategy = \"all-reduce\"\npipeline_layers = [2, 2]\n", "[8]");
+    assert_eq!(found[0].0, "topology.pipeline_layers");
+}
+
+#[test]
 fn pipeline_and_sequence_knobs_are_refused_where_nothing_reads_them() {
     let found = refused(MODEL, "devices_per_node = 2\nstrategy = \"all-reduce\"\nmicrobatches = 4\n", "[8]");
     assert_eq!(found[0].0, "topology.microbatches");
