@@ -235,4 +235,16 @@ fn a_mesh_is_part_of_the_identity_and_a_flat_one_leaves_the_key_unchanged() {
     assert!(b.key().contains(";mesh=tp2;"), "{}", b.key());
     assert!(!a.key().contains("mesh="), "{}", a.key());
     assert!(b.name().ends_with("1x2-single-tp2"), "{}", b.name());
+    // A given pipeline cut is part of it too: the same mesh cut two ways is two configurations.
+    let mut pp = on_two(DataParallel::AllReduce);
+    pp.plan.topology.mesh = trainbench_comm::Mesh { pipeline_parallel: 2, ..trainbench_comm::Mesh::flat() };
+    let balanced = ConfigurationIdentity::of(&pp);
+    pp.plan.pipeline_layers = vec![1, 3];
+    let given = ConfigurationIdentity::of(&pp);
+    assert!(given.key().contains(";pipeline cut=1,3;"), "{}", given.key());
+    assert!(!balanced.key().contains("pipeline cut"), "{}", balanced.key());
+    assert_eq!(
+        given.differences(&balanced).iter().map(|d| d.describe()).collect::<Vec<_>>(),
+        ["pipeline cut 1,3 vs -"]
+    );
 }
