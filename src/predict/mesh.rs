@@ -427,9 +427,9 @@ pub fn predict_mesh(
                 }
             }
             inputs.gradient_bytes = gradient_bytes;
-            if topology.strategy == DataParallel::Zero3 {
-                // ZeRO-3 (no pipeline) exchanges each unit's buffer padded to a multiple of the data-parallel
-                // degree.
+            if p == 1 && topology.strategy == DataParallel::Zero3 {
+                // ZeRO-3 without a pipeline exchanges each unit's buffer of the whole tensor shard, padded to a
+                // multiple of the data-parallel degree (in a pipeline, the busiest stage's gradients above).
                 let (padded, root) = padded_units(&shard.local, d);
                 inputs.gradient_bytes = 4.0 * padded;
                 inputs.gathered_once_share = root / padded.max(1.0);

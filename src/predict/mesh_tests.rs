@@ -297,3 +297,25 @@ fn a_tensor_pipeline_mesh_prices_each_stages_tensor_traffic_and_takes_the_busies
     assert!(close(sent(&sp.bytes, MeshDim::Tensor, "all-reduce"), (8192.0 + norms(3.0)).max(norms(6.0))));
     assert!(close(sent(&sp.bytes, MeshDim::Pipeline, "send-recv"), 2.0 * a), "{:?}", sp.bytes);
 }
+
+#[test]
+fn zero3_in_a_tensor_pipeline_exchanges_the_busiest_stages_weights_not_the_whole_models() {
+    // ZeRO-3 over 2 replicas of TP 2 x PP 2 (8 ranks): the data dimension carries the busiest stage's share of
+    // the tensor shard, so it sends less than ZeRO-3 over 2 replicas of TP 2 alone (the whole shard), and no
+    // more than that stage's fraction of it allows.
+    let g = smoke();
+    let whole = predict_on(&g, 8, DataParallel::Zero3, 4, mesh(2, 1, 1));
+    let staged = predict_on(&g, 8, DataParallel::Zero3, 8, mesh(2, 2, 4));
+    let data = |p: &MeshPrediction| {
+        p.bytes.iter().filter(|b| b.dimension == MeshDim::Data).map(|b| b.bytes_per_rank).sum::<f64>()
+    };
+    let busiest = staged.stages.iter().map(|s| s.parameters).fold(0.0, f64::max);
+    let all = whole.stages[0].parameters;
+    assert!(busiest < all, "{busiest} of {all}");
+    let (a, b) = (data(&whole), data(&staged));
+    // The busiest stage's fp32 gradients reduce-scattered once and its weights gathered twice (forward and
+    // backward), each ring sending half over 2 replicas: 3 x 1/2 x 4 bytes per parameter it holds (its
+    // replicated norms' few elements aside).
+    assert!((b / (6.0 * busiest) - 1.0).abs() < 1e-3, "data bytes {b} for a stage of {busiest} parameters");
+    assert!(b < a, "data bytes {b} in the pipeline against {a} without");
+}
