@@ -34,10 +34,10 @@
 use serde::Serialize;
 use trainbench_comm::{DataParallel, Mesh, MeshDim, Topology};
 use trainbench_graph::analysis::{memory_estimate, memory_estimate_checkpointed};
-use trainbench_graph::params::graph_tensors;
 use trainbench_graph::stages::{Stage, cut_stages};
-use trainbench_graph::tensor_parallel::{Role, Split, TensorShard};
+use trainbench_graph::tensor_parallel::{Role, TensorShard};
 
+use super::mesh_split::{RankShare, edge_elements, tensor_split_bytes};
 use super::moe_price;
 use super::parallel::{self, Sharding, StateBytes, StatePart};
 use super::pipeline_step::{Bubble, bubble, holds, microbatches_held, replay_chunks};
@@ -123,6 +123,9 @@ pub struct ByteInputs {
     pub boundary_bytes: f64,
     /// Blocks on the busiest pipeline rank.
     pub layers_on_rank: usize,
+    /// Parallel regions in those blocks, each summed over the tensor group forward and backward (two per
+    /// decoder block; one where the feed-forward is a mixture of experts, whole on every rank).
+    pub regions_on_rank: usize,
     /// Chunk boundaries the busiest rank sends across per micro-batch, forward and backward together.
     pub sends_per_microbatch: usize,
     /// fp32 gradient bytes of the busiest rank's trained parameters (after the tensor split).
@@ -159,9 +162,9 @@ pub struct VocabBytes {
     pub tokens: f64,
     /// fp32 bytes of the gradients summed over the tensor group after the backward pass.
     pub partial_gradient_bytes: f64,
-    /// Blocks activation checkpointing recomputes: their forward collectives (two sums, or two gathers and
-    /// two reduce-scatters with sequence parallelism) run again in the backward pass.
-    pub recomputed_layers: usize,
+    /// Parallel regions in the blocks activation checkpointing recomputes: their forward collectives (a sum,
+    /// or a gather and a reduce-scatter with sequence parallelism) run again in the backward pass.
+    pub recomputed_regions: usize,
 }
 
 /// Bytes per step per dimension and collective kind for `mesh` over `world` ranks with `strategy` along the
@@ -175,10 +178,11 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
             out.push(DimensionBytes { dimension, collective, bytes_per_rank: bytes });
         }
     };
-    let tensor = m * parallel::tensor_parallel_bytes(i.layers_on_rank, i.boundary_bytes, t);
     let r = (t as f64 - 1.0) / t as f64;
+    // Each region's forward and backward sum of A.
+    let tensor = m * 2.0 * i.regions_on_rank as f64 * 2.0 * r * i.boundary_bytes;
     // The regions outside the blocks (a decoder's embedding and head: two more collectives of A).
-    let recomputed = i.vocab.map_or(0.0, |v| m * 4.0 * r * i.boundary_bytes * v.recomputed_layers as f64);
+    let recomputed = i.vocab.map_or(0.0, |v| m * 2.0 * r * i.boundary_bytes * v.recomputed_regions as f64);
     let edges = i.vocab.map_or(0.0, |v| m * 2.0 * r * v.edge_bytes) + recomputed;
     let (mut all_reduce, mut all_gather) = (0.0, 0.0);
     if let Some(v) = i.vocab {
@@ -309,25 +313,50 @@ pub fn predict_mesh(
         graph.blocks.first().map_or(0.0, |b| graph.nodes[b.input].shape.numel() as f64) * mb as f64 * act_bytes;
     // The runtime's split of the model over a tensor group (`None` for a model it cannot split: priced by kind).
     // Per node: whether every rank keeps its output whole (a replicated node not on sequence shards).
-    let whole_on_rank =
-        (t > 1).then(|| TensorShard::new(graph, t, 0, mesh.sequence_parallel).ok()).flatten().map(|s| {
-            s.roles.iter().zip(&s.on_shards).map(|(r, shards)| *r == Role::Replicated && !shards).collect::<Vec<_>>()
-        });
+    let split = (t > 1).then(|| TensorShard::new(graph, t, 0, mesh.sequence_parallel).ok()).flatten();
+    let whole_on_rank = split.as_ref().map(|s| {
+        s.roles.iter().zip(&s.on_shards).map(|(r, shards)| *r == Role::Replicated && !shards).collect::<Vec<_>>()
+    });
+    let recomputes = |b: usize| setting.schedule.checkpointing.recomputes(b);
+    // Training FLOPs per sample one tensor rank computes of a chunk: its share, except a mixture of experts,
+    // which every rank computes whole.
+    let rank_flops = |c: &Stage| -> f64 {
+        let whole = |i: usize| whole_on_rank.as_ref().is_some_and(|w| w.get(i).copied().unwrap_or(false));
+        a.layers[c.nodes.clone()]
+            .iter()
+            .enumerate()
+            .map(|(k, l)| {
+                let f = (l.forward_flops + l.backward_flops) as f64;
+                if l.op == "moe" && whole(c.nodes.start + k) { f } else { f / t as f64 }
+            })
+            .sum()
+    };
+    let tensor_shares: Vec<f64> = chunks.iter().map(|c| rank_flops(c) / (c.training_flops.max(1) as f64)).collect();
     let mut stages = Vec::with_capacity(p);
     let (mut busiest_layers, mut busiest_sends, mut busiest_grads, mut busiest_frozen) =
         (0usize, 0usize, 0.0f64, 0.0f64);
+    let mut busiest_regions = 0usize;
     // Expert parallelism: each rank holds 1 / ep of the experts (their gradients summed over its replicas).
     let ep = mesh.expert_parallel.max(1);
     let mut busiest_expert_grads = 0.0f64;
     let last_chunk = chunks.len().saturating_sub(1);
     for r in 0..p {
         let mine: Vec<&Stage> = chunks.iter().filter(|c| c.rank == r).collect();
-        let flops: u64 = mine.iter().map(|c| c.training_flops).sum();
-        let experts: f64 =
-            mine.iter().map(|c| moe_price::expert_parameters(graph, c.nodes.clone())).sum::<f64>() / t as f64;
+        let flops: f64 = mine.iter().map(|c| rank_flops(c)).sum();
+        // One tensor rank's share: the split's exact counts (norms and a mixture of experts whole), or without
+        // one the model's over the degree.
+        let share = split.as_ref().map(|s| RankShare::of(graph, s, &holds(&chunks, p, r), &recomputes));
+        let per_rank = |x: f64| x / t as f64;
+        let experts = share.map_or_else(
+            || per_rank(mine.iter().map(|c| moe_price::expert_parameters(graph, c.nodes.clone())).sum()),
+            |s| s.experts,
+        );
         let sharded_off = experts * (ep - 1) as f64 / ep as f64;
-        let trained: f64 = mine.iter().map(|c| c.trainable_parameters as f64).sum::<f64>() / t as f64 - sharded_off;
-        let all: f64 = mine.iter().map(|c| c.parameters as f64).sum::<f64>() / t as f64 - sharded_off;
+        let trained = share
+            .map_or_else(|| per_rank(mine.iter().map(|c| c.trainable_parameters as f64).sum()), |s| s.trained)
+            - sharded_off;
+        let all =
+            share.map_or_else(|| per_rank(mine.iter().map(|c| c.parameters as f64).sum()), |s| s.all) - sharded_off;
         let frozen = all - trained;
         let layers: usize = mine.iter().map(|c| c.blocks.len()).sum();
         let sends: usize = mine.iter().map(|c| usize::from(c.index < last_chunk) + usize::from(c.index > 0)).sum();
@@ -364,10 +393,11 @@ pub fn predict_mesh(
             activations_bytes: activations,
             microbatches_held: held,
             peak_bytes: weights + gradients + optimizer + activations + workspace,
-            compute_s: fb_s * flops as f64 / total_flops / t as f64,
+            compute_s: fb_s * flops / total_flops,
         });
         // The busiest rank of each kind of traffic (fp32 gradients; frozen weights gathered by ZeRO-3).
         busiest_layers = busiest_layers.max(layers);
+        busiest_regions = busiest_regions.max(share.map_or(2 * layers, |s| s.regions));
         busiest_grads = busiest_grads.max((trained - expert_held) * 4.0);
         busiest_expert_grads = busiest_expert_grads.max(expert_held * 4.0);
         busiest_frozen = busiest_frozen.max(frozen * 4.0);
@@ -376,6 +406,7 @@ pub fn predict_mesh(
     let mut inputs = ByteInputs {
         boundary_bytes: boundary,
         layers_on_rank: busiest_layers,
+        regions_on_rank: busiest_regions,
         sends_per_microbatch: busiest_sends,
         gradient_bytes: busiest_grads,
         frozen_bytes: busiest_frozen,
@@ -384,27 +415,28 @@ pub fn predict_mesh(
     };
     if p == 1 && topology.strategy == DataParallel::Zero3 {
         // The units the runtime cuts this rank's share of the model into (its tensor shard's local graph).
-        let shard = (t > 1).then(|| TensorShard::new(graph, t, 0, mesh.sequence_parallel).ok()).flatten();
-        inputs.gathered_once_share = root_share(shard.as_ref().map_or(graph, |s| &s.local), d);
+        inputs.gathered_once_share = root_share(split.as_ref().map_or(graph, |s| &s.local), d);
     }
     let mut stage_tensor: Option<Vec<DimensionBytes>> = None;
     if t > 1 {
         // The split the runtime makes: its exact local gradients (norms stay whole) and its traffic outside
         // the blocks, on each pipeline stage for its own chunks.
-        if let Ok(shard) = TensorShard::new(graph, t, 0, mesh.sequence_parallel) {
+        if let Some(shard) = &split {
             let tokens = graph.losses.first().and_then(|&l| graph.nodes[l].inputs.first()).map_or(0.0, |&x| {
                 let shape = &graph.nodes[x].shape;
                 (shape.numel() / shape.last().max(1) as u64) as f64 * mb as f64
             });
-            let recomputes = |b: &usize| setting.schedule.checkpointing.recomputes(*b);
             let mut most: Vec<DimensionBytes> = Vec::new();
             let mut gradient_bytes = 0.0f64;
             for r in 0..p {
                 let mine: Vec<&Stage> = chunks.iter().filter(|c| c.rank == r).collect();
                 let held = holds(&chunks, p, r);
-                let (local, partial) = tensor_split_bytes(graph, &shard, &held);
-                let edges = edge_elements(graph, &shard, &held);
-                gradient_bytes = gradient_bytes.max(local);
+                let (local, partial) = tensor_split_bytes(graph, shard, &held);
+                let edges = edge_elements(graph, shard, &held);
+                let share = RankShare::of(graph, shard, &held, &recomputes);
+                // Beside expert parallelism the data dimension exchanges the non-expert gradients only.
+                let experts = if ep > 1 { 4.0 * share.experts } else { 0.0 };
+                gradient_bytes = gradient_bytes.max(local - experts);
                 let vocab = VocabBytes {
                     edge_bytes: edges[0] as f64 * mb as f64 * act_bytes,
                     copied_edge_bytes: edges[1] as f64 * mb as f64 * act_bytes,
@@ -412,13 +444,11 @@ pub fn predict_mesh(
                     head: graph.losses.iter().any(|&l| held(l)),
                     tokens,
                     partial_gradient_bytes: partial,
-                    recomputed_layers: match p {
-                        1 => (0..graph.blocks.len()).filter(recomputes).count(),
-                        _ => mine.iter().map(|c| c.blocks.clone().filter(recomputes).count()).sum(),
-                    },
+                    recomputed_regions: share.recomputed_regions,
                 };
                 let layers = if p == 1 { busiest_layers } else { mine.iter().map(|c| c.blocks.len()).sum() };
-                let stage = ByteInputs { layers_on_rank: layers, vocab: Some(vocab), ..inputs };
+                let stage =
+                    ByteInputs { layers_on_rank: layers, regions_on_rank: share.regions, vocab: Some(vocab), ..inputs };
                 for row in mesh_bytes(&mesh, world, DataParallel::Single, stage) {
                     match most.iter_mut().find(|m| m.dimension == row.dimension && m.collective == row.collective) {
                         Some(m) => m.bytes_per_rank = m.bytes_per_rank.max(row.bytes_per_rank),
@@ -479,7 +509,7 @@ pub fn predict_mesh(
     };
     let ring = |n: usize| (n as f64 - 1.0).max(0.0);
     let tensor_s =
-        seconds(MeshDim::Tensor) + latency(MeshDim::Tensor, 4.0 * busiest_layers as f64 * m as f64 * 2.0 * ring(t));
+        seconds(MeshDim::Tensor) + latency(MeshDim::Tensor, 2.0 * busiest_regions as f64 * m as f64 * 2.0 * ring(t));
     let collectives = if sharding == Sharding::Zero3 { 3.0 } else { 2.0 };
     // Expert parallelism's all-to-alls: the share that crosses a link (balanced routing), inside a node when the
     // group fits in one; in the computation's path (each MoE layer waits for its tokens).
@@ -506,7 +536,8 @@ pub fn predict_mesh(
     // latency), so unequal chunks and slow hops lengthen the step as they do a run's.
     let hop_s = boundary / if mesh.sequence_parallel { t as f64 } else { 1.0 } / (outer_link.bandwidth_gbs * 1e9)
         + outer_link.latency_us * 1e-6;
-    let replayed = replay_chunks(&mesh, &chunks, (base.phases.forward_s, base.phases.backward_s), a, t, hop_s)?;
+    let replayed =
+        replay_chunks(&mesh, &chunks, (base.phases.forward_s, base.phases.backward_s), a, &tensor_shares, hop_s)?;
     let span = replayed.as_ref().map_or(m as f64 * slot, |r| r.makespan_s);
     let compute = span + tensor_s + optimizer_s + ep_s;
     // Of it, the busiest stage's computation (priced as one rank's micro-batches); the rest is collectives.
@@ -538,46 +569,6 @@ pub fn predict_mesh(
         items_per_s: samples_per_s * a.items_per_sample as f64,
         mfu: peak.map(|peak| mesh_mfu(a.model_flops.per_sample as f64, samples_per_s, world, peak)),
     })
-}
-
-/// Elements per sample of the activations outside the blocks, of the nodes `held` selects, that the tensor
-/// group exchanges: `[0]` those it sums (the outputs of the vocabulary-parallel embedding and of row-parallel
-/// layers there, and those entering a split layer, their gradients summed; with sequence parallelism the
-/// whole ones entering a split layer apart), `[1]` with sequence parallelism the whole ones entering a split
-/// layer (copied in, one all-reduce of their gradient), `[2]` sequence shards gathered whole (one all-gather).
-fn edge_elements(graph: &trainbench_graph::Graph, shard: &TensorShard, held: &dyn Fn(usize) -> bool) -> [u64; 3] {
-    let in_block = |i: usize| graph.blocks.iter().any(|b| (b.first..=b.last).contains(&i));
-    let summed = |i: usize| shard.enters[i] || matches!(shard.roles[i], Role::VocabEmbedding | Role::Row);
-    let mut out = [0u64; 3];
-    for i in (0..graph.nodes.len()).filter(|&i| held(i) && !in_block(i)) {
-        let numel = graph.nodes[i].shape.numel();
-        if shard.gathers[i] {
-            out[2] += numel;
-        } else if summed(i) {
-            let copied = shard.sequence_parallel && shard.enters[i] && !shard.on_shards[i];
-            out[usize::from(copied)] += numel;
-        }
-    }
-    out
-}
-
-/// fp32 bytes of one tensor rank's trained tensors of the nodes `held` selects, and of those whose gradients
-/// are summed over the group.
-fn tensor_split_bytes(
-    graph: &trainbench_graph::Graph,
-    shard: &TensorShard,
-    held: &dyn Fn(usize) -> bool,
-) -> (f64, f64) {
-    let local: u64 =
-        graph_tensors(&shard.local).iter().filter(|(id, d)| held(*id) && d.trainable()).map(|(_, d)| d.numel()).sum();
-    let partial: u64 = graph_tensors(graph)
-        .iter()
-        .filter(|(id, d)| {
-            held(*id) && d.trainable() && shard.split_of(graph, *id, d) == Split::Replicated { partial: true }
-        })
-        .map(|(_, d)| d.numel())
-        .sum();
-    (4.0 * local as f64, 4.0 * partial as f64)
 }
 
 /// MFU of a whole mesh: each sample's model FLOPs once, over every rank's peak.

@@ -25,6 +25,7 @@ pub mod error;
 pub mod fit_and_rates;
 pub mod layer;
 pub mod mesh;
+mod mesh_split;
 pub mod moe_price;
 pub mod parallel;
 pub mod pipeline_step;

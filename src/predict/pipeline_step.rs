@@ -59,14 +59,15 @@ pub(super) fn holds(chunks: &[Stage], p: usize, r: usize) -> impl Fn(usize) -> b
 }
 
 /// The pipeline's step replayed (`None` without one): chunk `c`'s forward pass lasts `forward_s` (one
-/// micro-batch's on one device) times its share of the forward FLOPs over the tensor degree `t`, its backward
-/// likewise; each message between stages `hop_s`.
+/// micro-batch's on one device) times its share of the forward FLOPs times the share of them one tensor rank
+/// computes (`tensor_shares[c]`: `1 / t`, more for a mixture of experts every rank computes whole), its
+/// backward likewise; each message between stages `hop_s`.
 pub(super) fn replay_chunks(
     mesh: &Mesh,
     chunks: &[Stage],
     (forward_s, backward_s): (f64, f64),
     a: &Analysis,
-    t: usize,
+    tensor_shares: &[f64],
     hop_s: f64,
 ) -> Result<Option<Replay>, PredictError> {
     let p = mesh.pipeline_parallel;
@@ -77,13 +78,14 @@ pub(super) fn replay_chunks(
     let forward_all = a.flops.forward_per_sample.max(1) as f64;
     let backward_all = a.flops.train_per_sample.saturating_sub(a.flops.forward_per_sample).max(1) as f64;
     let cost = |c: usize, pass: Pass| {
-        let chunk = &chunks[c.min(chunks.len().saturating_sub(1))];
+        let c = c.min(chunks.len().saturating_sub(1));
+        let chunk = &chunks[c];
         let forward = chunk.forward_flops as f64;
         let share = match pass {
             Pass::Forward => forward_s * forward / forward_all,
             Pass::Backward => backward_s * (chunk.training_flops as f64 - forward) / backward_all,
         };
-        share / t as f64
+        share * tensor_shares.get(c).copied().unwrap_or(1.0)
     };
     replay(mesh.pipeline_schedule, (p, mesh.microbatches.max(1), v), &cost, hop_s)
         .map(Some)

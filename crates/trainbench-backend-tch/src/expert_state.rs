@@ -24,6 +24,9 @@ pub struct ExpertState {
     pub dense: Vec<Tensor>,
     /// The experts' shards this rank trains.
     pub experts: Vec<Tensor>,
+    /// The share of each of `dense` and of `experts` a rank of its tensor group owns (one over the group's size
+    /// for a tensor every rank of it holds whole, a mixture of experts included; 1 without one).
+    tensor_shares: (Vec<f64>, Vec<f64>),
     steps: u64,
     grad_values: u64,
     host: Vec<f32>,
@@ -55,7 +58,23 @@ impl ExpertState {
         }
         let dense = model.parameters_where(graph, |n, d| !is_expert_tensor(n, d));
         let experts = model.parameters_where(graph, is_expert_tensor);
-        Ok(ExpertState { ep, replicas, world_size, dense, experts, steps: 0, grad_values: 0, host: Vec::new() })
+        let weights = model.tensor_parallel().map(crate::tensor_parallel::TensorParallel::gradient_weights);
+        let mut tensor_shares = (Vec::new(), Vec::new());
+        for (i, (node, decl, _)) in model.trained(graph).iter().enumerate() {
+            let share = weights.as_ref().and_then(|w| w.get(i)).copied().unwrap_or(1.0);
+            if is_expert_tensor(node, decl) { &mut tensor_shares.1 } else { &mut tensor_shares.0 }.push(share);
+        }
+        Ok(ExpertState {
+            ep,
+            replicas,
+            world_size,
+            dense,
+            experts,
+            tensor_shares,
+            steps: 0,
+            grad_values: 0,
+            host: Vec::new(),
+        })
     }
 
     /// The expert parallelism the forward pass uses.
@@ -94,10 +113,12 @@ impl ExpertState {
     }
 
     /// The squares of the gradients the optimizer steps with (after [`ExpertState::reduce_gradients`] and the
-    /// exchange of the rest), each value counted once over the world: the non-expert tensors' (every rank
-    /// holds them) over the world size, the experts' over their replicas; the gradients divided by `scale`.
+    /// exchange of the rest), each value counted once over the world: the non-expert tensors' (every data-parallel
+    /// rank holds them) over the data-parallel ranks, the experts' over their replicas, and each over the tensor
+    /// group's ranks holding it whole; the gradients divided by `scale`.
     pub fn gradient_squares(&self, scale: f64) -> Result<f64, TchError> {
-        let dense = crate::norms::squares(&self.dense, &|_| 1.0 / self.world_size.max(1) as f64, scale)?;
+        let share = |i: usize| self.tensor_shares.0.get(i).copied().unwrap_or(1.0);
+        let dense = crate::norms::squares(&self.dense, &|i| share(i) / self.world_size.max(1) as f64, scale)?;
         Ok(dense + self.expert_squares(scale)?)
     }
 
@@ -108,7 +129,8 @@ impl ExpertState {
 
     /// The experts' share of [`ExpertState::gradient_squares`] (alone beside ZeRO, whose shards hold the rest).
     pub fn expert_squares(&self, scale: f64) -> Result<f64, TchError> {
-        crate::norms::squares(&self.experts, &|_| 1.0 / self.replicas.size().max(1) as f64, scale)
+        let share = |i: usize| self.tensor_shares.1.get(i).copied().unwrap_or(1.0);
+        crate::norms::squares(&self.experts, &|i| share(i) / self.replicas.size().max(1) as f64, scale)
     }
 
     /// Every trained tensor with the experts whole (each gathered over the expert-parallel group), in the order

@@ -55,7 +55,10 @@ impl Common<'_> {
     /// rank of a group calls it.
     pub(super) fn whole_weights(&self, params: &[Tensor]) -> Result<Vec<Tensor>, TchError> {
         match (self.model.tensor_parallel(), &self.expert) {
-            (Some(tp), _) => tp.gather_weights(params),
+            // The experts gathered over their expert-parallel group first (every tensor rank holds them whole),
+            // then the tensor-split ones over the tensor group.
+            (Some(tp), Some((e, _))) => tp.gather_weights(&e.whole_parameters(&self.model, self.graph)?),
+            (Some(tp), None) => tp.gather_weights(params),
             (None, Some((e, _))) => e.whole_parameters(&self.model, self.graph),
             (None, None) => Ok(params.iter().map(Tensor::shallow_clone).collect()),
         }

@@ -10,7 +10,10 @@
 //! vocabulary and the cross-entropy is computed over the split logits. A fused self-attention layer (a ViT
 //! block's) is a region of its own ([`Role::Heads`]): its packed `in_proj` keeps this rank's rows of each of q,
 //! k and v ([`Split::Chunked`]), its `out_proj` is row-parallel; a ViT's stem (patch convolution, class token,
-//! positions) is replicated and its classifier split over the classes. With sequence parallelism the
+//! positions) is replicated and its classifier split over the classes. A mixture-of-experts feed-forward runs
+//! whole on every rank of the group, on its replica's tokens (expert parallelism shards it along the data
+//! dimension; sequence parallelism refuses it: its capacity and balance loss are the batch's). With sequence
+//! parallelism the
 //! replicated activations between the regions are split along the sequence instead (norms, dropout, residual
 //! adds on sequence shards, [`TensorShard::on_shards`]): gathered on entering a region, reduce-scattered on
 //! leaving it. A stem that builds the sequence (a ViT's convolution and class token) runs whole on every rank
@@ -232,6 +235,16 @@ impl TensorShard {
                         return Err(unsupported("combines a split activation with a replicated one"));
                     }
                 }
+                // A mixture of experts runs whole on every rank of the group, on the replica's whole tokens (its
+                // capacity and balance loss are the batch's); expert parallelism shards it along the data
+                // dimension instead. On sequence shards it would route a shard's tokens alone.
+                Op::Moe { .. } if all_full && !sequence_parallel => (Role::Replicated, State::Full),
+                Op::Moe { .. } if sequence_parallel => {
+                    return Err(unsupported(
+                        "runs on whole sequences (its capacity and load-balancing loss are the batch's), so it is \
+                         not split by sequence parallelism; set `sequence_parallel = false`",
+                    ));
+                }
                 Op::LearnedPositions { .. }
                 | Op::Conv { .. }
                 | Op::ClassToken { .. }
@@ -288,7 +301,8 @@ impl TensorShard {
                 | Op::Loss { .. } => {
                     return Err(unsupported(
                         "is not split by tensor parallelism (decoder and ViT blocks of linear layers, grouped-query \
-                         or fused self-attention, norms, a ViT stem and a cross-entropy head are)",
+                         or fused self-attention, norms, a ViT stem, a mixture of experts (whole on every rank) and a \
+                         cross-entropy head are)",
                     ));
                 }
             };

@@ -238,11 +238,16 @@ impl Ranks {
         };
         let graph_here = local.as_ref().unwrap_or(graph);
         let tensor = split.as_mut().and_then(|m| m.tensor.take());
-        // Expert parallelism: its groups split from the world first (every rank, in the same order), and the
-        // world's exchange left with the non-expert tensors (a pipeline splits them from each stage's replicas).
+        // Expert parallelism: its groups split from the data-parallel ranks (the world, or with a tensor degree
+        // the replicas of this rank's tensor index), every rank in the same order, and the exchange left with the
+        // non-expert tensors (a pipeline splits them from each stage's replicas).
         let degree = plan.topology.mesh.expert_parallel;
         let expert = if degree > 1 && !pipelined {
-            Some(ExpertGroups::split(self.comm.as_mut(), degree).map_err(engine_error)?)
+            let replicas: &mut dyn Communicator = match split.as_mut() {
+                Some(m) => m.data.as_mut(),
+                None => self.comm.as_mut(),
+            };
+            Some(ExpertGroups::split(replicas, degree).map_err(engine_error)?)
         } else {
             None
         };

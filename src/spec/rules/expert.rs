@@ -1,7 +1,7 @@
 //! Rules about expert parallelism (`topology.expert_parallel` and its `sweep.topologies` entries): a
-//! mixture-of-experts model, a degree dividing the experts and the data-parallel degree, all-reduce, ZeRO-1 or
-//! ZeRO-2 without overlap, no tensor degree beside it (a pipeline's stages each shard their experts over their
-//! replicas), the tch backend. Each refusal names the field, the numbers and a fix. CUDA ranks meet through
+//! mixture-of-experts model, a degree dividing the experts and the data-parallel degree (a pipeline's stages
+//! shard their experts over their replicas, a tensor group's ranks over the replicas of their tensor index),
+//! all-reduce, ZeRO-1 or ZeRO-2 without overlap, the tch backend. Each refusal names the field, the numbers and a fix. CUDA ranks meet through
 //! NCCL, whose groups split like MPI's.
 
 use std::collections::HashSet;
@@ -83,14 +83,22 @@ pub(super) fn check_expert_parallel(
             ),
             _ => {}
         }
-        // Experts are sharded over data-parallel ranks: with a pipeline, over each stage's replicas.
-        let stages = t.mesh.pipeline_parallel.max(1);
-        if world % ep != 0 || (world / stages.min(world.max(1))) % ep != 0 {
-            let data = if stages > 1 {
-                format!(" over {stages} pipeline stages: {} data-parallel replicas per stage", world / stages.max(1))
-            } else {
-                String::new()
-            };
+        // Experts are sharded over data-parallel ranks: with a pipeline, over each stage's replicas; with a tensor
+        // degree, over the replicas of one tensor index.
+        let (stages, tensor) = (t.mesh.pipeline_parallel.max(1), t.mesh.tensor_parallel.max(1));
+        let replicas = world / (stages * tensor).min(world.max(1));
+        if world % ep != 0 || replicas % ep != 0 {
+            let mut data = String::new();
+            if stages * tensor > 1 {
+                let mut over = Vec::new();
+                if tensor > 1 {
+                    over.push(format!("tensor_parallel {tensor}"));
+                }
+                if stages > 1 {
+                    over.push(format!("{stages} pipeline stages"));
+                }
+                data = format!(" over {}: {replicas} data-parallel replicas", over.join(" x "));
+            }
             push(
                 out,
                 Finding::new(
@@ -102,10 +110,11 @@ pub(super) fn check_expert_parallel(
                     ),
                 )
                 .or_at(t.field("devices_per_node", sweep.topologies.get(ti).is_some()))
-                .expected(format!("a divisor of {world}"))
+                .expected(format!("a divisor of {replicas}"))
                 .hint(format!(
-                    "use `expert_parallel = {}`, or a world size that is a multiple of {ep}",
-                    largest_dividing(ep, &[world.max(1), experts.unwrap_or(ep)])
+                    "use `expert_parallel = {}`, or a world size that is a multiple of {}",
+                    largest_dividing(ep, &[replicas.max(1), experts.unwrap_or(ep)]),
+                    ep * stages * tensor
                 )),
             );
         }
@@ -121,19 +130,6 @@ pub(super) fn check_expert_parallel(
                 )
                 .or_at(path.clone())
                 .hint("set `strategy = \"all-reduce\"` (or `zero-1`, `zero-2`), or remove `expert_parallel`"),
-            );
-        }
-        if t.mesh.tensor_parallel > 1 {
-            push(
-                out,
-                Finding::new(
-                    path.clone(),
-                    format!(
-                        "`expert_parallel = {ep}` beside tensor_parallel {} is not built yet",
-                        t.mesh.tensor_parallel
-                    ),
-                )
-                .hint("use expert parallelism over data-parallel ranks (or a pipeline's replicas), or remove it"),
             );
         }
         if topology.overlap == Some(true) {

@@ -33,7 +33,9 @@ fn expert_parallel_layouts_validate() {
         "backend = \"tch\"\ndevices_per_node = 4\nstrategy = \"zero-2\"\nexpert_parallel = 2\n",
         // Beside a pipeline: each stage's experts over its 2 replicas.
         "backend = \"tch\"\ndevices_per_node = 4\nstrategy = \"all-reduce\"\nexpert_parallel = 2\npipeline_parallel = 2\n",
-        // CUDA ranks are predicted and planned (and refused by `run`).
+        // Beside a tensor degree: the experts over the 2 replicas of each tensor index.
+        "backend = \"tch\"\ndevices_per_node = 4\nstrategy = \"all-reduce\"\nexpert_parallel = 2\ntensor_parallel = 2\n",
+        // CUDA ranks (NCCL groups).
         "backend = \"tch\"\ndevice = \"cuda\"\ndevices_per_node = 8\nstrategy = \"all-reduce\"\nexpert_parallel = 8\n",
     ] {
         let (ok, errors) = check(MODEL, topology);
@@ -58,16 +60,17 @@ fn bad_expert_parallel_layouts_are_refused_at_the_field_with_a_fix() {
     let dense = MODEL.split("[model.moe]").next().unwrap();
     let found = refused(dense, &format!("{ar}devices_per_node = 2\nexpert_parallel = 2\n"));
     assert!(found[0].1.contains("this `gpt` model has none"), "{found:?}");
-    // Another strategy, an explicit overlap, tensor parallelism beside it, another backend.
+    // Another strategy, an explicit overlap, too few replicas beside a tensor degree, another backend.
     let found = refused(MODEL, "backend = \"tch\"\ndevices_per_node = 2\nstrategy = \"zero-3\"\nexpert_parallel = 2\n");
     assert!(found.iter().any(|f| f.0 == "topology.strategy" && f.1.contains("not `zero-3`")), "{found:?}");
     let found = refused(MODEL, &format!("{ar}devices_per_node = 2\nexpert_parallel = 2\noverlap = true\n"));
     assert!(found.iter().any(|f| f.0 == "topology.overlap" && f.2.contains("overlap = false")), "{found:?}");
-    let found = refused(MODEL, &format!("{ar}devices_per_node = 4\nexpert_parallel = 2\ntensor_parallel = 2\n"));
-    assert!(found.iter().any(|f| f.1.contains("beside tensor_parallel 2 is not built yet")), "{found:?}");
+    let found = refused(MODEL, &format!("{ar}devices_per_node = 4\nexpert_parallel = 4\ntensor_parallel = 2\n"));
+    assert!(found.iter().any(|f| f.1.contains("over tensor_parallel 2: 2 data-parallel replicas")), "{found:?}");
+    assert!(found.iter().any(|f| f.2.contains("`expert_parallel = 2`") && f.2.contains("multiple of 8")), "{found:?}");
     // Beside a pipeline: the experts are sharded over each stage's replicas, whose number the degree must divide.
     let found = refused(MODEL, &format!("{ar}devices_per_node = 4\nexpert_parallel = 4\npipeline_parallel = 2\n"));
-    assert!(found.iter().any(|f| f.1.contains("2 data-parallel replicas per stage")), "{found:?}");
+    assert!(found.iter().any(|f| f.1.contains("over 2 pipeline stages: 2 data-parallel replicas")), "{found:?}");
     let found =
         refused(MODEL, "backend = \"mock\"\nstrategy = \"all-reduce\"\ndevices_per_node = 2\nexpert_parallel = 2\n");
     assert!(found.iter().any(|f| f.0 == "topology.backend" && f.1.contains("tch backend only")), "{found:?}");
