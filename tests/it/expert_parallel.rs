@@ -191,6 +191,7 @@ fn a_mixture_of_experts_under_tensor_parallelism_and_beside_it_expert_parallelis
             assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{topology}: {got} vs {want} (one rank)");
         }
         crate::common::trains_like::assert_trains_like(&one, &r, 1e-4, topology, &[]);
+        println!("{topology}: loss {a:.6} -> {b:.6} (one rank {first:.6} -> {last:.6})");
         let d = r.distributed.as_ref().unwrap();
         assert!(!d.mesh_bytes.is_empty(), "{topology}");
         let mesh = predicted_mesh(dir.path(), "eptp", topology);
