@@ -8,7 +8,8 @@ use trainbench_contract::routing::{LoadTally, RoutingTally};
 
 /// The expert load of a mixture-of-experts run over its measured steps (warm-up excluded). Each step's load is
 /// the assignments (token, chosen expert) each expert computed in that step's forward pass (every micro-batch);
-/// a data-parallel run reports its first worker's own tokens.
+/// with expert parallelism it is the global batch's (every rank knows every rank's counts), and a data-parallel
+/// run without it reports its first worker's own tokens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExpertLoad {

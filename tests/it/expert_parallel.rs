@@ -62,6 +62,8 @@ fn check(dropless: bool) {
             assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{topology}: {got} vs {want} (one rank)");
         }
         crate::common::trains_like::assert_trains_like(&read("1x1"), &r, 1e-4, topology, &[]);
+        // The load recorded is the global batch's (every rank's counts are gathered), as one rank's.
+        crate::common::expert_load::assert_routes_like(&read("1x1"), &r, topology);
         let d = r.distributed.unwrap();
         assert_eq!((d.world_size, d.engine.as_str()), (world, "mpi"), "{topology}");
         assert_eq!(d.weights_identical, Some(true), "{topology}: every rank digests the same whole model");
@@ -191,6 +193,7 @@ fn a_mixture_of_experts_under_tensor_parallelism_and_beside_it_expert_parallelis
             assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{topology}: {got} vs {want} (one rank)");
         }
         crate::common::trains_like::assert_trains_like(&one, &r, 1e-4, topology, &[]);
+        crate::common::expert_load::assert_routes_like(&one, &r, topology);
         println!("{topology}: loss {a:.6} -> {b:.6} (one rank {first:.6} -> {last:.6})");
         let d = r.distributed.as_ref().unwrap();
         assert!(!d.mesh_bytes.is_empty(), "{topology}");

@@ -67,6 +67,9 @@ pub struct Kept {
     pub kept: Vec<i64>,
     /// Each expert's assignments (before dropping) over the batch the capacity and balance are defined on.
     pub counts: Vec<i64>,
+    /// With expert parallelism, what each expert keeps of the global batch (every rank's kept assignments
+    /// summed): the layer's load as one rank of the whole batch sees it. `None` without.
+    pub global_kept: Option<Vec<i64>>,
 }
 
 /// The capacity of `assignments` spread over `experts` at `factor`: `ceil(factor x assignments / experts)`.
@@ -75,8 +78,9 @@ fn capacity(factor: f32, assignments: i64, experts: usize) -> i64 {
 }
 
 /// What each expert keeps of this rank's `counts` (assignments per expert) at `capacity_factor` (`None`:
-/// dropless): with `ep`, of the global batch (see the module documentation); without, of these tokens alone.
-/// `global` asks for the global counts even when dropless (the balance loss needs them).
+/// dropless): with `ep`, of the global batch (see the module documentation), and the global batch's load; without,
+/// of these tokens alone. `global` asks for the global counts even when dropless (the balance loss and the
+/// recorded load need them).
 pub fn keep(
     ep: Option<&ExpertParallel>,
     counts: &[i64],
@@ -87,26 +91,28 @@ pub fn keep(
     let Some(ep) = ep.filter(|_| global || capacity_factor.is_some()) else {
         let cap = capacity_factor.map(|f| capacity(f, counts.iter().sum(), e));
         let kept = counts.iter().map(|&c| cap.map_or(c, |cap| c.min(cap))).collect();
-        return Ok(Kept { kept, counts: counts.to_vec() });
+        return Ok(Kept { kept, counts: counts.to_vec(), global_kept: None });
     };
     let mine: Vec<usize> = counts.iter().map(|&c| c.max(0) as usize).collect();
     let all = ep.world.gather_counts(&mine)?;
     let ranks = ep.world.size();
     let at = |r: usize, x: usize| all[r * e + x] as i64;
     let global: Vec<i64> = (0..e).map(|x| (0..ranks).map(|r| at(r, x)).sum()).collect();
-    let kept = match capacity_factor {
-        None => counts.to_vec(),
+    let (kept, global_kept) = match capacity_factor {
+        None => (counts.to_vec(), global.clone()),
         Some(f) => {
             let cap = capacity(f, global.iter().sum(), e);
-            (0..e)
+            let kept = (0..e)
                 .map(|x| {
                     let before: i64 = (0..ep.world.rank()).map(|r| at(r, x)).sum();
                     counts[x].min((cap - before).max(0))
                 })
-                .collect()
+                .collect();
+            // The ranks keep in rank order until the capacity is spent: the whole batch keeps the capacity.
+            (kept, global.iter().map(|&g| g.min(cap)).collect())
         }
     };
-    Ok(Kept { kept, counts: global })
+    Ok(Kept { kept, counts: global, global_kept: Some(global_kept) })
 }
 
 impl ExpertParallel {

@@ -109,7 +109,8 @@ pub fn forward(node: &Node, x: &Tensor, params: &[Tensor]) -> Result<Tensor, Tch
     // Capacity ceil(factor x assignments / experts), each expert's first assignments in token order kept; with
     // expert parallelism over the global batch (`expert_parallel::keep`).
     let ep = crate::expert_parallel::current();
-    let routed = crate::expert_parallel::keep(ep.as_ref(), &counts, *capacity_factor, *aux_loss > 0.0)?;
+    // With expert parallelism the counts are always gathered: the recorded load is the global batch's.
+    let routed = crate::expert_parallel::keep(ep.as_ref(), &counts, *capacity_factor, true)?;
     let kept = routed.kept;
     let dropped: i64 = counts.iter().zip(&kept).map(|(c, k)| c - k).sum();
     // The kept assignments' positions in `order`: the first `kept[e]` of each expert's run.
@@ -151,9 +152,15 @@ pub fn forward(node: &Node, x: &Tensor, params: &[Tensor]) -> Result<Tensor, Tch
         let aux = balance.f_mul_scalar(f64::from(*aux_loss))?;
         AUX_LOSSES.with(|a| a.borrow_mut().push(aux));
     }
+    // The load recorded: the global batch's with expert parallelism (every rank's counts are known), else this
+    // rank's own tokens'.
+    let (load, dropped) = match &routed.global_kept {
+        Some(g) => (g.clone(), routed.counts.iter().sum::<i64>() - g.iter().sum::<i64>()),
+        None => (kept.clone(), dropped),
+    };
     let record = Routing {
         layer: node.name.clone(),
-        tokens_per_expert: kept.iter().map(|&c| c.max(0) as u64).collect(),
+        tokens_per_expert: load.iter().map(|&c| c.max(0) as u64).collect(),
         dropped: dropped.max(0) as u64,
         balance: balance.f_double_value(&[])?,
         kernel,

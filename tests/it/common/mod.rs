@@ -6,6 +6,7 @@
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
 pub mod datasets;
+pub mod expert_load;
 pub mod spec_run;
 pub mod trains_like;
 
