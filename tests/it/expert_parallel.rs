@@ -91,20 +91,18 @@ fn check(dropless: bool) {
     }
 }
 
+/// The mesh block `predict` gives for configuration `topology` of spec `name`.
+fn predicted_mesh(dir: &std::path::Path, name: &str, topology: &str) -> serde_json::Value {
+    let report = crate::common::spec_run::predict_json(dir, &format!("{name}.toml"));
+    let config = format!("{name}.b8.fp32.{topology}");
+    let entry = report["predictions"].as_array().unwrap().iter().find(|e| e["config"] == config.as_str()).unwrap();
+    entry["mesh"].clone()
+}
+
 /// The bytes per rank and step `trainbench predict` prices for the spec's configuration `topology` in
 /// `collective`.
 fn predicted_bytes(dir: &std::path::Path, name: &str, topology: &str, collective: &str) -> f64 {
-    let out = Command::cargo_bin("trainbench")
-        .unwrap()
-        .current_dir(dir)
-        .args(["predict", &format!("{name}.toml"), "--hardware", "h100", "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let config = format!("{name}.b8.fp32.{topology}");
-    let entry = report["predictions"].as_array().unwrap().iter().find(|e| e["config"] == config.as_str()).unwrap();
-    let bytes = entry["mesh"]["bytes"].as_array().unwrap();
+    let bytes = predicted_mesh(dir, name, topology)["bytes"].as_array().unwrap().clone();
     let row = bytes.iter().find(|b| b["collective"] == collective);
     row.unwrap_or_else(|| panic!("{topology}: no {collective} in {bytes:?}"))["bytes_per_rank"].as_f64().unwrap()
 }
@@ -220,18 +218,4 @@ fn a_mixture_of_experts_under_tensor_parallelism_and_beside_it_expert_parallelis
             assert!(measured <= predicted && measured >= 0.99 * predicted, "{topology}: {measured} vs {predicted}");
         }
     }
-}
-
-/// The mesh block `predict` gives for configuration `topology` of spec `name`.
-fn predicted_mesh(dir: &std::path::Path, name: &str, topology: &str) -> serde_json::Value {
-    let out = Command::cargo_bin("trainbench")
-        .unwrap()
-        .current_dir(dir)
-        .args(["predict", &format!("{name}.toml"), "--hardware", "h100", "--format", "json"])
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let config = format!("{name}.b8.fp32.{topology}");
-    let entry = report["predictions"].as_array().unwrap().iter().find(|e| e["config"] == config.as_str()).unwrap();
-    entry["mesh"].clone()
 }

@@ -71,33 +71,16 @@ fn predicted_pipeline_bytes(dir: &std::path::Path, name: &str) -> f64 {
     predicted_bytes(dir, name, "pipeline")
 }
 
-/// The bytes per step along `dimension` `predict` gives for the pipelined configuration of spec `name`.
-fn predicted_bytes(dir: &std::path::Path, name: &str, dimension: &str) -> f64 {
-    let out = Command::cargo_bin("trainbench")
-        .unwrap()
-        .current_dir(dir)
-        .args(["predict", &format!("{name}.toml"), "--hardware", "h100", "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let entries = json["predictions"].as_array().unwrap();
-    let mesh = entries.iter().find_map(|e| e.get("mesh")).unwrap();
-    let rows = mesh["bytes"].as_array().unwrap();
-    rows.iter().filter(|r| r["dimension"] == dimension).map(|r| r["bytes_per_rank"].as_f64().unwrap()).sum()
+/// The mesh block `predict` gives for the pipelined configuration of spec `name`.
+fn predicted_mesh(dir: &std::path::Path, name: &str) -> serde_json::Value {
+    let json = crate::common::spec_run::predict_json(dir, &format!("{name}.toml"));
+    json["predictions"].as_array().unwrap().iter().find_map(|e| e.get("mesh").cloned()).unwrap()
 }
 
-/// Stage 0's weight bytes per rank `predict` gives for the pipelined configuration of spec `name`.
-fn predicted_stage0_weights(dir: &std::path::Path, name: &str) -> f64 {
-    let out = Command::cargo_bin("trainbench")
-        .unwrap()
-        .current_dir(dir)
-        .args(["predict", &format!("{name}.toml"), "--hardware", "h100", "--format", "json"])
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mesh = json["predictions"].as_array().unwrap().iter().find_map(|e| e.get("mesh").cloned()).unwrap();
-    mesh["stages"][0]["weights_bytes"].as_f64().unwrap_or(f64::NAN)
+/// The bytes per step along `dimension` `predict` gives for the pipelined configuration of spec `name`.
+fn predicted_bytes(dir: &std::path::Path, name: &str, dimension: &str) -> f64 {
+    let rows = predicted_mesh(dir, name)["bytes"].as_array().unwrap().clone();
+    rows.iter().filter(|r| r["dimension"] == dimension).map(|r| r["bytes_per_rank"].as_f64().unwrap()).sum()
 }
 
 #[test]
@@ -145,7 +128,7 @@ fn pipelines_train_what_one_rank_trains_under_every_schedule() {
         assert_eq!(p.bytes_per_step as f64, predicted, "{name}: measured bytes against predict's");
         // The cut the run recorded is the one given, and predict prices the same cut.
         let cut: Vec<[usize; 2]> = pp.analysis.as_ref().unwrap().pipeline_stages.iter().map(|s| s.blocks).collect();
-        let stage0_weights = predicted_stage0_weights(dir.path(), name);
+        let stage0_weights = predicted_mesh(dir.path(), name)["stages"][0]["weights_bytes"].as_f64().unwrap();
         if name == "given" {
             assert_eq!(cut, vec![[0, 1], [1, 4]], "{name}");
             assert_eq!(pp.plan.pipeline_layers, vec![1, 3]);

@@ -53,6 +53,18 @@ void finish(Group* g, const c10::intrusive_ptr<c10d::Work>& work) {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(g->device));
   c10::cuda::device_synchronize();
 }
+// Make `group`'s process group of `size` ranks over its store, this one `rank`, on its device and timeout, and
+// check it with one all-reduce of one value (what NCCL refuses, two ranks on one GPU or a peer that never came,
+// fails here rather than in the first collective).
+void start(Group* group, int rank, int size) {
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(group->device));
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = group->timeout;
+  group->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(group->store, rank, size, options);
+  std::vector<at::Tensor> one{
+      at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, group->device))};
+  finish(group, group->pg->allreduce(one));
+}
 }  // namespace
 
 #define TB_NCCL_GUARD(body)                                    \
@@ -96,12 +108,7 @@ void* tb_nccl_open(const char* addr, int port, int rank, int world, int device, 
     group->store = c10::make_intrusive<c10d::TCPStore>(std::string(addr), opts);
     group->device = device;
     group->timeout = timeout;
-    c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
-    auto options = c10d::ProcessGroupNCCL::Options::create();
-    options->timeout = timeout;
-    group->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(group->store, rank, world, options);
-    std::vector<at::Tensor> one{at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device))};
-    finish(group.get(), group->pg->allreduce(one));
+    start(group.get(), rank, world);
     return group.release();
   } catch (const std::exception& e) {
     copy_text(e.what(), err, err_len);
@@ -130,12 +137,7 @@ void* tb_nccl_split(void* parent, const char* name, int rank, int size, char* er
     group->store = c10::make_intrusive<c10d::PrefixStore>(std::string(name), p->store);
     group->device = p->device;
     group->timeout = p->timeout;
-    c10::cuda::set_device(static_cast<c10::DeviceIndex>(p->device));
-    auto options = c10d::ProcessGroupNCCL::Options::create();
-    options->timeout = p->timeout;
-    group->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(group->store, rank, size, options);
-    std::vector<at::Tensor> one{at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, p->device))};
-    finish(group.get(), group->pg->allreduce(one));
+    start(group.get(), rank, size);
     return group.release();
   } catch (const std::exception& e) {
     copy_text(e.what(), err, err_len);

@@ -105,3 +105,15 @@ pub fn shape_entry(r: &RunResult, omit: &[&str]) -> (String, serde_json::Value) 
     entry.insert("fields".into(), serde_json::to_value(&shape.fields).unwrap());
     (r.run_id.clone(), entry.into())
 }
+
+/// `trainbench predict FILE --hardware h100 --format json` in `dir`, which must succeed: its report.
+pub fn predict_json(dir: &std::path::Path, file: &str) -> serde_json::Value {
+    let out = assert_cmd::Command::cargo_bin("trainbench")
+        .unwrap()
+        .current_dir(dir)
+        .args(["predict", file, "--hardware", "h100", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "predict {file}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
