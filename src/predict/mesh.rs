@@ -224,10 +224,16 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
     out
 }
 
+/// The tensors ZeRO shards: every trained one, or beside expert parallelism (`experts_apart`) all but the
+/// experts'.
+fn sharded_layout(graph: &trainbench_graph::Graph, experts_apart: bool) -> trainbench_comm::Layout {
+    if experts_apart { trainbench_comm::Layout::without_experts(graph) } else { trainbench_comm::Layout::of(graph) }
+}
+
 /// The share of `graph`'s sharded elements ZeRO-3 over `workers` keeps in its root unit (outside the blocks):
 /// all of them for a model whose blocks the runtime does not cut into units.
-fn root_share(graph: &trainbench_graph::Graph, workers: usize) -> f64 {
-    let layout = trainbench_comm::Layout::of(graph);
+fn root_share(graph: &trainbench_graph::Graph, workers: usize, experts_apart: bool) -> f64 {
+    let layout = sharded_layout(graph, experts_apart);
     let units = trainbench_comm::sharded::units_by_block(graph, &layout, workers).unwrap_or_default();
     let blocks: usize = units.iter().filter(|u| u.graph_block.is_some()).map(|u| u.len).sum();
     1.0 - blocks as f64 / layout.total.max(1) as f64
@@ -235,8 +241,8 @@ fn root_share(graph: &trainbench_graph::Graph, workers: usize) -> f64 {
 
 /// Elements of the buffers ZeRO-3 over `workers` exchanges for `graph` (each unit padded to a multiple of
 /// `workers`), and those of its root unit; the unpadded total for a model whose blocks it does not cut.
-fn padded_units(graph: &trainbench_graph::Graph, workers: usize) -> (f64, f64) {
-    let layout = trainbench_comm::Layout::of(graph);
+fn padded_units(graph: &trainbench_graph::Graph, workers: usize, experts_apart: bool) -> (f64, f64) {
+    let layout = sharded_layout(graph, experts_apart);
     match trainbench_comm::sharded::units_by_block(graph, &layout, workers) {
         Ok(units) => {
             let root: usize = units.iter().filter(|u| u.graph_block.is_none()).map(|u| u.padded(workers)).sum();
@@ -415,7 +421,7 @@ pub fn predict_mesh(
     };
     if p == 1 && topology.strategy == DataParallel::Zero3 {
         // The units the runtime cuts this rank's share of the model into (its tensor shard's local graph).
-        inputs.gathered_once_share = root_share(split.as_ref().map_or(graph, |s| &s.local), d);
+        inputs.gathered_once_share = root_share(split.as_ref().map_or(graph, |s| &s.local), d, ep > 1);
     }
     let mut stage_tensor: Option<Vec<DimensionBytes>> = None;
     if t > 1 {
@@ -460,7 +466,7 @@ pub fn predict_mesh(
             if p == 1 && topology.strategy == DataParallel::Zero3 {
                 // ZeRO-3 without a pipeline exchanges each unit's buffer of the whole tensor shard, padded to a
                 // multiple of the data-parallel degree (in a pipeline, the busiest stage's gradients above).
-                let (padded, root) = padded_units(&shard.local, d);
+                let (padded, root) = padded_units(&shard.local, d, ep > 1);
                 inputs.gradient_bytes = 4.0 * padded;
                 inputs.gathered_once_share = root / padded.max(1.0);
             }

@@ -121,24 +121,30 @@ fn expert_parallel_runs_reproduce_one_rank_with_a_capacity_factor() {
     check(false);
 }
 
-/// EP2 beside ZeRO-1 and ZeRO-2 over four ranks (two replicas of each expert shard): ZeRO shards the non-expert
-/// tensors over the world and steps them on the host, the experts stay with their ranks (summed over their
-/// replicas, stepped by the model's optimizer). Both train what one rank trains; the data dimension moves what
-/// `predict` prices (within the units' padding to a multiple of the world).
+/// EP2 beside ZeRO-1, ZeRO-2 and ZeRO-3 over four ranks (two replicas of each expert shard): ZeRO shards the
+/// non-expert tensors over the world and steps them on the host (stage 3 gathers each block's before it runs),
+/// the experts stay with their ranks (summed over their replicas, stepped by the model's optimizer). Every block
+/// is recomputed (ZeRO-3 replays them), so the balance loss is off. Each trains what one rank trains; the data
+/// dimension moves what `predict` prices (within the units' padding to a multiple of the world).
 #[test]
-fn expert_parallel_beside_zero_1_and_2_reproduces_one_rank() {
+fn expert_parallel_beside_zero_1_2_and_3_reproduces_one_rank() {
     let dir = tempfile::tempdir().unwrap();
-    let text = spec("epzero", true).replace(
-        "{ devices_per_node = 2, strategy = \"all-reduce\", expert_parallel = 2 },\n  \
-         { devices_per_node = 4, strategy = \"all-reduce\", expert_parallel = 2 },",
-        "{ devices_per_node = 4, strategy = \"zero-1\", expert_parallel = 2 },\n  \
-         { devices_per_node = 4, strategy = \"zero-2\", expert_parallel = 2 },",
-    );
-    assert!(text.contains("\"zero-2\", expert_parallel = 2"), "{text}");
+    let text = spec("epzero", true)
+        .replace(
+            "{ devices_per_node = 2, strategy = \"all-reduce\", expert_parallel = 2 },\n  \
+             { devices_per_node = 4, strategy = \"all-reduce\", expert_parallel = 2 },",
+            "{ devices_per_node = 4, strategy = \"zero-1\", expert_parallel = 2 },\n  \
+             { devices_per_node = 4, strategy = \"zero-2\", expert_parallel = 2 },\n  \
+             { devices_per_node = 4, strategy = \"zero-3\", expert_parallel = 2 },",
+        )
+        .replace("aux_loss = 0.01\n", "aux_loss = 0.0\n")
+        .replace("[training]\n", "[training]\nactivation_checkpointing = \"full\"\n");
+    assert!(text.contains("\"zero-3\", expert_parallel = 2") && text.contains("aux_loss = 0.0\n"), "{text}");
+    assert!(text.contains("activation_checkpointing = \"full\""), "{text}");
     let read = run(dir.path(), "epzero", text);
-    let one = read("1x1");
+    let one = read("1x1.ckpt-full");
     let (first, last) = losses(&one);
-    for (topology, stage) in [("1x4-z1-ep2", 1), ("1x4-z2-ep2", 2)] {
+    for (topology, stage) in [("1x4-z1-ep2.ckpt-full", 1), ("1x4-z2-ep2.ckpt-full", 2), ("1x4-z3-ep2.ckpt-full", 3)] {
         let r = read(topology);
         assert_eq!(r.outcome, RunOutcome::Completed, "{topology}");
         let (a, b) = losses(&r);
@@ -154,7 +160,7 @@ fn expert_parallel_beside_zero_1_and_2_reproduces_one_rank() {
             let predicted = predicted_bytes(dir.path(), "epzero", topology, collective);
             let padding = 3 * 4 * 64; // at most W - 1 values per unit, a few units
             assert!(
-                measured as f64 >= predicted && measured as f64 <= predicted + padding as f64,
+                measured as f64 + 1.0 >= predicted && measured as f64 <= predicted + padding as f64,
                 "{topology} {collective}: measured {measured}, predicted {predicted}"
             );
         }

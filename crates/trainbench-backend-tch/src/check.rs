@@ -139,21 +139,16 @@ pub fn expert_groups_for(
     if groups.degree != degree || groups.experts.size() != degree {
         return refuse(format!("the plan asks for expert_parallel {degree}, the ranks provide {}", groups.degree));
     }
-    use trainbench_comm::DataParallel::{AllReduce, Zero1, Zero2};
-    if !matches!(plan.topology.strategy, AllReduce | Zero1 | Zero2) || plan.topology.overlap {
+    use trainbench_comm::DataParallel::{AllReduce, Zero1, Zero2, Zero3};
+    if !matches!(plan.topology.strategy, AllReduce | Zero1 | Zero2 | Zero3) || plan.topology.overlap {
         return refuse(format!(
-            "expert parallelism runs beside all-reduce, ZeRO-1 or ZeRO-2 without overlap, not `{}`{}",
+            "expert parallelism runs beside all-reduce or a ZeRO stage without overlap, not `{}`{}",
             plan.topology.strategy.name(),
             if plan.topology.overlap { " overlapped" } else { "" }
         ));
     }
-    if plan.schedule.checkpointing != trainbench_graph::training::Checkpointing::None {
-        return refuse(
-            "activation checkpointing with expert parallelism would exchange tokens again inside the backward pass; \
-             not built yet: leave out `activation_checkpointing`"
-                .into(),
-        );
-    }
+    // A recomputed block replays its MoE layers' exchanges inside the backward pass: every rank replays the same
+    // blocks in the same order, so the all-to-alls meet.
     Ok(Some(groups))
 }
 

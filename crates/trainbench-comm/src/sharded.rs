@@ -48,7 +48,19 @@ impl<'c> ShardedExchange<'c> {
         optimizer: &OptimizerSpec,
         bucket_bytes: u64,
     ) -> Result<Self, CommError> {
-        let layout = Layout::of(graph);
+        Self::with_layout(comm, (graph, Layout::of(graph)), strategy, optimizer, bucket_bytes)
+    }
+
+    /// A ZeRO stage over the tensors of `layout` only, a subset of `graph`'s (expert parallelism leaves the
+    /// experts' out, their gradients summed over their own replicas): stages 1 and 2 in units of at most
+    /// `bucket_bytes`, stage 3 one unit per block of `graph` holding that subset's tensors.
+    pub fn with_layout(
+        comm: &'c mut dyn Communicator,
+        (graph, layout): (&Graph, Layout),
+        strategy: DataParallel,
+        optimizer: &OptimizerSpec,
+        bucket_bytes: u64,
+    ) -> Result<Self, CommError> {
         let units = match strategy {
             DataParallel::Zero3 => {
                 let refuse = |message: String| CommError { engine: comm.engine().name, message };
@@ -57,18 +69,6 @@ impl<'c> ShardedExchange<'c> {
             _ => None,
         };
         Self::cut(comm, layout, units, strategy, optimizer, bucket_bytes)
-    }
-
-    /// Stages 1 and 2 over the tensors of `layout` only (a subset of a graph's: expert parallelism leaves the
-    /// experts' out, their gradients summed over their own replicas).
-    pub fn with_layout(
-        comm: &'c mut dyn Communicator,
-        layout: Layout,
-        strategy: DataParallel,
-        optimizer: &OptimizerSpec,
-        bucket_bytes: u64,
-    ) -> Result<Self, CommError> {
-        Self::cut(comm, layout, None, strategy, optimizer, bucket_bytes)
     }
 
     /// The exchange over `layout` cut into `units` (stage 3's), or into units of at most `bucket_bytes`.

@@ -276,10 +276,16 @@ impl Ranks {
                 DataParallel::ParameterServer { servers } => {
                     Box::new(PsWorkerExchange::new(comm, graph_here, servers).map_err(engine_error)?)
                 }
-                // Beside expert parallelism ZeRO shards the non-expert tensors only (stages 1 and 2).
-                s @ (DataParallel::Zero1 | DataParallel::Zero2) if degree > 1 => Box::new(
-                    ShardedExchange::with_layout(comm, layout, s, &plan.optimizer, plan.topology.bucket_bytes)
-                        .map_err(engine_error)?,
+                // Beside expert parallelism ZeRO shards the non-expert tensors only (stage 3: each block's).
+                s @ (DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3) if degree > 1 => Box::new(
+                    ShardedExchange::with_layout(
+                        comm,
+                        (graph_here, layout),
+                        s,
+                        &plan.optimizer,
+                        plan.topology.bucket_bytes,
+                    )
+                    .map_err(engine_error)?,
                 ),
                 DataParallel::Zero1 | DataParallel::Zero2 | DataParallel::Zero3 => Box::new(
                     ShardedExchange::new(

@@ -1,7 +1,7 @@
 //! Rules about expert parallelism (`topology.expert_parallel` and its `sweep.topologies` entries): a
 //! mixture-of-experts model, a degree dividing the experts and the data-parallel degree (a pipeline's stages
 //! shard their experts over their replicas, a tensor group's ranks over the replicas of their tensor index),
-//! all-reduce, ZeRO-1 or ZeRO-2 without overlap, the tch backend. Each refusal names the field, the numbers and a fix. CUDA ranks meet through
+//! all-reduce or a ZeRO stage without overlap, the tch backend. Each refusal names the field, the numbers and a fix. CUDA ranks meet through
 //! NCCL, whose groups split like MPI's.
 
 use std::collections::HashSet;
@@ -118,18 +118,24 @@ pub(super) fn check_expert_parallel(
                 )),
             );
         }
-        if world > 1 && !matches!(t.strategy, Strategy::AllReduce | Strategy::Zero1 | Strategy::Zero2) {
+        if world > 1
+            && !matches!(
+                t.strategy,
+                Strategy::AllReduce | Strategy::Zero1 | Strategy::Zero2 | Strategy::Zero3 | Strategy::Fsdp
+            )
+        {
             push(
                 out,
                 Finding::new(
                     t.field("strategy", sweep.topologies.get(ti).is_some_and(|o| o.strategy.is_some())),
                     format!(
-                        "expert parallelism runs beside `all-reduce`, `zero-1` or `zero-2` data parallelism, not `{}`",
+                        "expert parallelism runs beside `all-reduce` or a ZeRO stage (`zero-1`, `zero-2`, `zero-3`), \
+                         not `{}`",
                         t.strategy.name()
                     ),
                 )
                 .or_at(path.clone())
-                .hint("set `strategy = \"all-reduce\"` (or `zero-1`, `zero-2`), or remove `expert_parallel`"),
+                .hint("set `strategy = \"all-reduce\"` (or `zero-1`, `zero-2`, `zero-3`), or remove `expert_parallel`"),
             );
         }
         if topology.overlap == Some(true) {
