@@ -1,8 +1,8 @@
 //! Rules about expert parallelism (`topology.expert_parallel` and its `sweep.topologies` entries): a
 //! mixture-of-experts model, a degree dividing the experts and the data-parallel degree (a pipeline's stages
 //! shard their experts over their replicas, a tensor group's ranks over the replicas of their tensor index),
-//! all-reduce or a ZeRO stage without overlap, the tch backend. Each refusal names the field, the numbers and a fix. CUDA ranks meet through
-//! NCCL, whose groups split like MPI's.
+//! all-reduce or a ZeRO stage without overlap, the tch backend. Each refusal names the field, the numbers and a
+//! fix. CUDA ranks meet through NCCL, whose groups split like MPI's.
 
 use std::collections::HashSet;
 
