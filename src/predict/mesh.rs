@@ -37,7 +37,7 @@ use trainbench_graph::analysis::{memory_estimate, memory_estimate_checkpointed};
 use trainbench_graph::stages::{Stage, cut_stages};
 use trainbench_graph::tensor_parallel::{Role, TensorShard};
 
-use super::mesh_split::{RankShare, edge_elements, tensor_split_bytes};
+use super::mesh_split::{RankShare, edge_elements, partial_gradient_bytes};
 use super::moe_price;
 use super::parallel::{self, Sharding, StateBytes, StatePart};
 use super::pipeline_step::{Bubble, bubble, holds, microbatches_held, replay_chunks};
@@ -179,8 +179,7 @@ pub fn mesh_bytes(mesh: &Mesh, world: usize, strategy: DataParallel, i: ByteInpu
         }
     };
     let r = (t as f64 - 1.0) / t as f64;
-    // Each region's forward and backward sum of A.
-    let tensor = m * 2.0 * i.regions_on_rank as f64 * 2.0 * r * i.boundary_bytes;
+    let tensor = m * parallel::tensor_region_bytes(i.regions_on_rank, i.boundary_bytes, t);
     // The regions outside the blocks (a decoder's embedding and head: two more collectives of A).
     let recomputed = i.vocab.map_or(0.0, |v| m * 2.0 * r * i.boundary_bytes * v.recomputed_regions as f64);
     let edges = i.vocab.map_or(0.0, |v| m * 2.0 * r * v.edge_bytes) + recomputed;
@@ -338,6 +337,9 @@ pub fn predict_mesh(
             .sum()
     };
     let tensor_shares: Vec<f64> = chunks.iter().map(|c| rank_flops(c) / (c.training_flops.max(1) as f64)).collect();
+    // Each pipeline rank's tensor share: the split's exact counts (norms and a mixture of experts whole).
+    let shares: Vec<Option<RankShare>> =
+        (0..p).map(|r| split.as_ref().map(|s| RankShare::of(graph, s, &holds(&chunks, p, r), &recomputes))).collect();
     let mut stages = Vec::with_capacity(p);
     let (mut busiest_layers, mut busiest_sends, mut busiest_grads, mut busiest_frozen) =
         (0usize, 0usize, 0.0f64, 0.0f64);
@@ -346,12 +348,10 @@ pub fn predict_mesh(
     let ep = mesh.expert_parallel.max(1);
     let mut busiest_expert_grads = 0.0f64;
     let last_chunk = chunks.len().saturating_sub(1);
-    for r in 0..p {
+    for (r, &share) in shares.iter().enumerate() {
         let mine: Vec<&Stage> = chunks.iter().filter(|c| c.rank == r).collect();
         let flops: f64 = mine.iter().map(|c| rank_flops(c)).sum();
-        // One tensor rank's share: the split's exact counts (norms and a mixture of experts whole), or without
-        // one the model's over the degree.
-        let share = split.as_ref().map(|s| RankShare::of(graph, s, &holds(&chunks, p, r), &recomputes));
+        // One tensor rank's share (`share`), or without a split the model's over the degree.
         let per_rank = |x: f64| x / t as f64;
         let experts = share.map_or_else(
             || per_rank(mine.iter().map(|c| moe_price::expert_parameters(graph, c.nodes.clone())).sum()),
@@ -434,15 +434,15 @@ pub fn predict_mesh(
             });
             let mut most: Vec<DimensionBytes> = Vec::new();
             let mut gradient_bytes = 0.0f64;
-            for r in 0..p {
+            for (r, share) in shares.iter().enumerate() {
                 let mine: Vec<&Stage> = chunks.iter().filter(|c| c.rank == r).collect();
                 let held = holds(&chunks, p, r);
-                let (local, partial) = tensor_split_bytes(graph, shard, &held);
+                let partial = partial_gradient_bytes(graph, shard, &held);
                 let edges = edge_elements(graph, shard, &held);
-                let share = RankShare::of(graph, shard, &held, &recomputes);
-                // Beside expert parallelism the data dimension exchanges the non-expert gradients only.
-                let experts = if ep > 1 { 4.0 * share.experts } else { 0.0 };
-                gradient_bytes = gradient_bytes.max(local - experts);
+                let Some(share) = share else { continue };
+                // fp32 gradients; beside expert parallelism the data dimension exchanges the non-expert ones only.
+                let experts = if ep > 1 { share.experts } else { 0.0 };
+                gradient_bytes = gradient_bytes.max(4.0 * (share.trained - experts));
                 let vocab = VocabBytes {
                     edge_bytes: edges[0] as f64 * mb as f64 * act_bytes,
                     copied_edge_bytes: edges[1] as f64 * mb as f64 * act_bytes,

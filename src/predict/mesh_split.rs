@@ -1,7 +1,8 @@
 //! What one rank of a tensor group holds and sends, from the runtime's split of the model
 //! ([`TensorShard`]): its parameters, trained parameters and experts ([`RankShare`]: a mixture of experts runs
 //! whole on every rank), its parallel regions (each a forward and a backward sum over the group), the
-//! activations outside the blocks it exchanges ([`edge_elements`]) and its gradients ([`tensor_split_bytes`]).
+//! activations outside the blocks it exchanges ([`edge_elements`]) and the gradients it sums over the group
+//! ([`partial_gradient_bytes`]).
 
 use trainbench_graph::params::graph_tensors;
 use trainbench_graph::tensor_parallel::{Role, Split, TensorShard};
@@ -80,15 +81,13 @@ pub(super) fn edge_elements(
     out
 }
 
-/// fp32 bytes of one tensor rank's trained tensors of the nodes `held` selects, and of those whose gradients
-/// are summed over the group.
-pub(super) fn tensor_split_bytes(
+/// fp32 bytes of one tensor rank's trained tensors of the nodes `held` selects whose gradients are summed over
+/// the group (each rank holds only its share of them).
+pub(super) fn partial_gradient_bytes(
     graph: &trainbench_graph::Graph,
     shard: &TensorShard,
     held: &dyn Fn(usize) -> bool,
-) -> (f64, f64) {
-    let local: u64 =
-        graph_tensors(&shard.local).iter().filter(|(id, d)| held(*id) && d.trainable()).map(|(_, d)| d.numel()).sum();
+) -> f64 {
     let partial: u64 = graph_tensors(graph)
         .iter()
         .filter(|(id, d)| {
@@ -96,5 +95,5 @@ pub(super) fn tensor_split_bytes(
         })
         .map(|(_, d)| d.numel())
         .sum();
-    (4.0 * local as f64, 4.0 * partial as f64)
+    4.0 * partial as f64
 }

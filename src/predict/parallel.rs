@@ -102,8 +102,15 @@ pub fn bubble_fraction(p: usize, m: usize) -> f64 {
 /// Bytes one GPU sends per step for Megatron tensor parallelism over `t` GPUs: per layer, four ring
 /// all-reduces (two forward, two backward) of `activation_bytes`, the block activations of the micro-batch.
 pub fn tensor_parallel_bytes(layers: usize, activation_bytes: f64, t: usize) -> f64 {
+    tensor_region_bytes(2 * layers, activation_bytes, t)
+}
+
+/// Bytes one GPU sends per micro-batch for `regions` parallel regions over `t` GPUs: each region's output
+/// summed forward and its input's gradient summed backward, two ring all-reduces of `activation_bytes` (a
+/// decoder block has two regions; one whose feed-forward is a mixture of experts, whole on every rank).
+pub fn tensor_region_bytes(regions: usize, activation_bytes: f64, t: usize) -> f64 {
     let t = t.max(1) as f64;
-    4.0 * layers as f64 * 2.0 * (t - 1.0) / t * activation_bytes
+    2.0 * regions as f64 * 2.0 * (t - 1.0) / t * activation_bytes
 }
 
 /// One layout's figures.

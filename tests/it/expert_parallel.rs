@@ -175,7 +175,7 @@ fn expert_parallel_beside_zero_1_2_and_3_reproduces_one_rank() {
 /// A mixture of experts under tensor parallelism: TP 2 (the MoE whole on both ranks of the tensor group) and
 /// EP 2 beside TP 2 over four ranks (each tensor index's two replicas shard the experts), with the spec's
 /// capacity factor. Both train what one rank trains; each rank holds what `predict` says, and the tensor, data
-/// and all-to-all bytes are `predict`'s.
+/// and all-to-all bytes are `predict`'s (EP x TP x PP: `pipeline::a_mixture_of_experts_pipeline_...`).
 #[test]
 fn a_mixture_of_experts_under_tensor_parallelism_and_beside_it_expert_parallelism_reproduce_one_rank() {
     let dir = tempfile::tempdir().unwrap();
@@ -216,7 +216,9 @@ fn a_mixture_of_experts_under_tensor_parallelism_and_beside_it_expert_parallelis
             );
         }
         let weights = d.ranks.iter().filter_map(|x| x.memory.map(|m| m.weights)).max().unwrap();
-        assert_eq!(Some(weights as f64), mesh["stages"][0]["weights_bytes"].as_f64(), "{topology}");
+        let stages = mesh["stages"].as_array().unwrap();
+        let predicted = stages.iter().filter_map(|s| s["weights_bytes"].as_f64()).fold(0.0, f64::max);
+        assert_eq!(weights as f64, predicted, "{topology}: the most weights any rank holds");
         if let Some(ep) = &d.expert_parallel {
             // Capacity 1.25 drops a few assignments, which are never sent; predict prices every one.
             let predicted = predicted_all_to_all(dir.path(), "eptp", topology);

@@ -315,13 +315,7 @@ fn a_mixture_of_experts_pipeline_trains_what_one_worker_accumulating_its_micro_b
     let d = ep.distributed.as_ref().unwrap();
     assert_eq!(d.weights_identical, Some(true), "every rank gathers the same whole model");
     let traffic = d.expert_parallel.as_ref().unwrap();
-    let out = Command::cargo_bin("trainbench")
-        .unwrap()
-        .current_dir(dir.path())
-        .args(["predict", "moe-ep.toml", "--hardware", "h100", "--format", "json"])
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = crate::common::spec_run::predict_json(dir.path(), "moe-ep.toml");
     let rows = json["predictions"][0]["mesh"]["bytes"].as_array().unwrap().clone();
     let predicted = rows.iter().find(|r| r["collective"] == "all-to-all").unwrap()["bytes_per_rank"].as_f64().unwrap();
     // `predict` prices every assignment dispatched; at capacity 1.25 a few are dropped and never sent.
@@ -336,4 +330,21 @@ fn a_mixture_of_experts_pipeline_trains_what_one_worker_accumulating_its_micro_b
         "MoE EP2 x DP2 x PP2: loss {:.6} -> {:.6}; all-to-all {} B per step per rank",
         c.0, c.1, traffic.all_to_all_bytes_per_step
     );
+    // And a tensor degree inside each stage (8 ranks): the MoE whole on both ranks of a tensor group, the experts
+    // over the replicas of each tensor index; the norms and the digest gather the experts over both groups.
+    let meshed = sharded
+        .replace("expert_parallel = 2 }", "expert_parallel = 2, tensor_parallel = 2 }")
+        .replace("devices_per_node = 4, strategy", "devices_per_node = 8, strategy");
+    let out = run(dir.path(), "moe-eptp", &meshed, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = results(dir.path(), "moe-eptp").remove(0);
+    assert_eq!(all.outcome, RunOutcome::Completed);
+    let e = loss(&all);
+    for (x, y) in [(a.0, e.0), (a.1, e.1)] {
+        assert!((x - y).abs() <= 1e-4 * x.abs(), "loss {y} with EP2 x TP2 x PP2, {x} on one worker");
+    }
+    crate::common::trains_like::assert_trains_like(&one, &all, 1e-4, "MoE EP2 x TP2 x PP2", &[]);
+    crate::common::expert_load::assert_routes_like(&one, &all, "MoE EP2 x TP2 x PP2");
+    assert_eq!(all.distributed.as_ref().unwrap().weights_identical, Some(true));
+    println!("MoE EP2 x TP2 x PP2: loss {:.6} -> {:.6}", e.0, e.1);
 }

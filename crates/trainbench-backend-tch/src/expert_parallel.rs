@@ -78,17 +78,12 @@ fn capacity(factor: f32, assignments: i64, experts: usize) -> i64 {
 }
 
 /// What each expert keeps of this rank's `counts` (assignments per expert) at `capacity_factor` (`None`:
-/// dropless): with `ep`, of the global batch (see the module documentation), and the global batch's load; without,
-/// of these tokens alone. `global` asks for the global counts even when dropless (the balance loss and the
-/// recorded load need them).
-pub fn keep(
-    ep: Option<&ExpertParallel>,
-    counts: &[i64],
-    capacity_factor: Option<f32>,
-    global: bool,
-) -> Result<Kept, TchError> {
+/// dropless): with `ep`, of the global batch (see the module documentation; the counts are gathered even when
+/// dropless: the balance loss and the recorded load are the global batch's), and the global batch's load;
+/// without, of these tokens alone.
+pub fn keep(ep: Option<&ExpertParallel>, counts: &[i64], capacity_factor: Option<f32>) -> Result<Kept, TchError> {
     let e = counts.len();
-    let Some(ep) = ep.filter(|_| global || capacity_factor.is_some()) else {
+    let Some(ep) = ep else {
         let cap = capacity_factor.map(|f| capacity(f, counts.iter().sum(), e));
         let kept = counts.iter().map(|&c| cap.map_or(c, |cap| c.min(cap))).collect();
         return Ok(Kept { kept, counts: counts.to_vec(), global_kept: None });

@@ -56,13 +56,18 @@ impl ExpertState {
                 }
             }
         }
-        let dense = model.parameters_where(graph, |n, d| !is_expert_tensor(n, d));
-        let experts = model.parameters_where(graph, is_expert_tensor);
+        // The trained tensors split into the experts' and the rest, each with its tensor group's share.
         let weights = model.tensor_parallel().map(crate::tensor_parallel::TensorParallel::gradient_weights);
-        let mut tensor_shares = (Vec::new(), Vec::new());
-        for (i, (node, decl, _)) in model.trained(graph).iter().enumerate() {
+        let (mut dense, mut experts, mut tensor_shares) = (Vec::new(), Vec::new(), (Vec::new(), Vec::new()));
+        for (i, (node, decl, t)) in model.trained(graph).into_iter().enumerate() {
             let share = weights.as_ref().and_then(|w| w.get(i)).copied().unwrap_or(1.0);
-            if is_expert_tensor(node, decl) { &mut tensor_shares.1 } else { &mut tensor_shares.0 }.push(share);
+            if is_expert_tensor(node, decl) {
+                experts.push(t);
+                tensor_shares.1.push(share);
+            } else {
+                dense.push(t);
+                tensor_shares.0.push(share);
+            }
         }
         Ok(ExpertState {
             ep,
@@ -131,6 +136,25 @@ impl ExpertState {
     pub fn expert_squares(&self, scale: f64) -> Result<f64, TchError> {
         let share = |i: usize| self.tensor_shares.1.get(i).copied().unwrap_or(1.0);
         crate::norms::squares(&self.experts, &|i| share(i) / self.replicas.size().max(1) as f64, scale)
+    }
+
+    /// Every trained tensor whole, in the order one rank holds them, from `params` (the optimizer's): the experts
+    /// gathered over the expert-parallel group first (every tensor rank holds them whole), then the
+    /// tensor-split ones over `model`'s tensor group. Every rank of both groups calls it.
+    pub fn whole_weights(
+        expert: Option<&ExpertState>,
+        model: &Lowered,
+        graph: &Graph,
+        params: &[Tensor],
+    ) -> Result<Vec<Tensor>, TchError> {
+        let params = match expert {
+            Some(e) => e.whole_parameters(model, graph)?,
+            None => params.iter().map(Tensor::shallow_clone).collect(),
+        };
+        match model.tensor_parallel() {
+            Some(tp) => tp.gather_weights(&params),
+            None => Ok(params),
+        }
     }
 
     /// Every trained tensor with the experts whole (each gathered over the expert-parallel group), in the order

@@ -265,12 +265,6 @@ impl Lowered {
             .collect()
     }
 
-    /// Trained tensors whose node and declaration `select` picks, in order (an expert-parallel run's expert
-    /// shards apart from the rest).
-    pub fn parameters_where(&self, graph: &Graph, select: impl Fn(&Node, &ParamDecl) -> bool) -> Vec<Tensor> {
-        self.trained(graph).into_iter().filter(|(n, d, _)| select(n, d)).map(|(_, _, t)| t).collect()
-    }
-
     /// Bytes of every allocated tensor (parameters and buffers).
     pub fn weight_bytes(&self) -> u64 {
         self.owned().map(|(_, _, t)| tensor_bytes(t)).sum()

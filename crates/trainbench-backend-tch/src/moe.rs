@@ -109,8 +109,7 @@ pub fn forward(node: &Node, x: &Tensor, params: &[Tensor]) -> Result<Tensor, Tch
     // Capacity ceil(factor x assignments / experts), each expert's first assignments in token order kept; with
     // expert parallelism over the global batch (`expert_parallel::keep`).
     let ep = crate::expert_parallel::current();
-    // With expert parallelism the counts are always gathered: the recorded load is the global batch's.
-    let routed = crate::expert_parallel::keep(ep.as_ref(), &counts, *capacity_factor, true)?;
+    let routed = crate::expert_parallel::keep(ep.as_ref(), &counts, *capacity_factor)?;
     let kept = routed.kept;
     let dropped: i64 = counts.iter().zip(&kept).map(|(c, k)| c - k).sum();
     // The kept assignments' positions in `order`: the first `kept[e]` of each expert's run.

@@ -378,10 +378,13 @@ fn whole_model(
     params: &[tch::Tensor],
     graph: &Graph,
 ) -> Result<Option<(String, Vec<f64>)>, TchError> {
-    // Every rank of a tensor group (or of an expert-parallel group) gathers, in the same order; then each
+    // Every rank of a tensor group (and of an expert-parallel group) gathers, in the same order; then each
     // tensor index's stages digest alike.
     let whole: Option<Vec<(usize, tch::Tensor)>> = match (rank.model.tensor_parallel(), expert) {
-        (Some(tp), _) => Some(tp.trained_nodes().zip(tp.gather_weights(params)?).collect()),
+        (Some(tp), _) => {
+            let whole = ExpertState::whole_weights(expert, &rank.model, graph, params)?;
+            Some(tp.trained_nodes().zip(whole).collect())
+        }
         (None, Some(e)) => Some(e.whole_by_node(&rank.model, graph)?),
         (None, None) => None,
     };

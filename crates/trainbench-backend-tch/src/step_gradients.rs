@@ -54,13 +54,11 @@ impl Common<'_> {
     /// (the optimizer's): gathered over the tensor group, or with the experts gathered over their group. Every
     /// rank of a group calls it.
     pub(super) fn whole_weights(&self, params: &[Tensor]) -> Result<Vec<Tensor>, TchError> {
-        match (self.model.tensor_parallel(), &self.expert) {
-            // The experts gathered over their expert-parallel group first (every tensor rank holds them whole),
-            // then the tensor-split ones over the tensor group.
-            (Some(tp), Some((e, _))) => tp.gather_weights(&e.whole_parameters(&self.model, self.graph)?),
-            (Some(tp), None) => tp.gather_weights(params),
-            (None, Some((e, _))) => e.whole_parameters(&self.model, self.graph),
-            (None, None) => Ok(params.iter().map(Tensor::shallow_clone).collect()),
-        }
+        crate::expert_state::ExpertState::whole_weights(
+            self.expert.as_ref().map(|(e, _)| e),
+            &self.model,
+            self.graph,
+            params,
+        )
     }
 }

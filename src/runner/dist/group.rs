@@ -243,11 +243,7 @@ impl Ranks {
         // non-expert tensors (a pipeline splits them from each stage's replicas).
         let degree = plan.topology.mesh.expert_parallel;
         let expert = if degree > 1 && !pipelined {
-            let replicas: &mut dyn Communicator = match split.as_mut() {
-                Some(m) => m.data.as_mut(),
-                None => self.comm.as_mut(),
-            };
-            Some(ExpertGroups::split(replicas, degree).map_err(engine_error)?)
+            Some(ExpertGroups::split(data_group(&mut split, &mut self.comm), degree).map_err(engine_error)?)
         } else {
             None
         };
@@ -268,10 +264,7 @@ impl Ranks {
             };
             (raw, stats)
         } else {
-            let comm: &mut dyn Communicator = match split.as_mut() {
-                Some(m) => m.data.as_mut(),
-                None => self.comm.as_mut(),
-            };
+            let comm = data_group(&mut split, &mut self.comm);
             let mut exchange: Box<dyn GradientExchange + '_> = match plan.topology.strategy {
                 DataParallel::ParameterServer { servers } => {
                     Box::new(PsWorkerExchange::new(comm, graph_here, servers).map_err(engine_error)?)
@@ -535,6 +528,15 @@ pub fn expected_bytes_sent(strategy: DataParallel, gradient_bytes: u64, workers:
         // The all-gather again before each block's backward: half as much again.
         DataParallel::Zero3 => 3 * ExchangeStats::ring_bytes_per_step(gradient_bytes, workers) / 2,
         DataParallel::Single => 0,
+    }
+}
+
+/// The ranks the data-parallel strategy (and expert parallelism) run along: a tensor mesh's data group, else
+/// the world.
+fn data_group<'a>(split: &'a mut Option<MeshGroups>, world: &'a mut Box<dyn Communicator>) -> &'a mut dyn Communicator {
+    match split {
+        Some(m) => m.data.as_mut(),
+        None => world.as_mut(),
     }
 }
 
