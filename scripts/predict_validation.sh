@@ -7,15 +7,15 @@
 # per-node, layer and optimizer costs; + unequal products on the calibrated grid = the full model), the errors,
 # their median absolute value and the worst case. The calibration includes the link between two local ranks (`calibrate --link`) for the world-size-2
 # rows.
-# Two sets of configurations: the tuning set (the 21 the model was tuned on, configuration by configuration) and a
-# held-out set, fixed before any further tuning and never to be looked at while changing the model: each set's
-# median and worst |error| are reported apart, with the 80%-interval coverage (the share of references inside the
-# full model's `interval`). The sets are declared in scripts/predict_validation_configs.txt: a row keeps its
+# Three sets of configurations: the tuning set (the 21 the model was tuned on, configuration by configuration), a
+# held-out set, fixed before any further tuning and never to be looked at while changing the model, and the seen
+# set (rows once held out, looked at since while changing the model): each set's median and worst |error| are
+# reported apart, with the 80%-interval coverage (the share of references inside the full model's `interval`). The sets are declared in scripts/predict_validation_configs.txt: a row keeps its
 # `held-out` label only while that file is committed and unchanged (the commit is recorded in declared.txt);
 # otherwise every row is measured as `undeclared`. Then the term ablations: the held-out (and tuning) error with each
 # term of the model switched off (`predict --without-term`), pure `predict` calls on the stored measurements.
 # Usage: scripts/predict_validation.sh [--profile P.toml] [--keep-profile P.toml] [--iterations N] [--threads T]
-#   [--rounds R] [--calibrations C] [--configs FILE] [--store DIR] [--from DIR]
+#   [--rounds R] [--calibrations C] [--configs FILE] [--store DIR] [--from DIR] [--allow-loaded]
 #   --store DIR: keep the measured results, the profile and `measured.txt` (each configuration's set, reference
 #   and rounds) in DIR. --from DIR: measure nothing; predict (and ablate) against DIR's stored measurements and
 #   profile.
@@ -25,9 +25,11 @@
 #   --calibrations: complete calibrations whose median per figure is the profile (`calibrate --rounds`, default 3):
 #   one calibration that catches a busy minute prices everything 10-40% high on the shared development machine.
 #   --keep-profile: where to keep a copy of the profile the script calibrated.
+#   --allow-loaded: keep a calibration taken on a loaded machine (`calibrate --allow-loaded`): the profile is marked
+#   loaded, and the table says so above its figures; without it such a calibration is refused and nothing is measured.
 #   --threads: intra-op threads of both the calibration and the runs (default 1: on a shared 2-core machine a
 #   second thread waits on a descheduled peer and the figures become scheduling noise).
-#   FILE: lines `set spec batch [world [key=value ...]]`, set `tuning` or `held-out` (world > 1: all-reduce over
+#   FILE: lines `set spec batch [world [key=value ...]]`, set `tuning`, `seen` or `held-out` (world > 1: all-reduce over
 #   `world` local ranks, `--set topology.devices_per_node=<world>`; each `key=value` one more `--set`, a device
 #   mesh's keys: `topology.tensor_parallel=2`; a mesh row is judged by `predict`'s mesh step), `#` comments;
 #   default: scripts/predict_validation_configs.txt.
@@ -44,6 +46,7 @@ CONFIGS=""
 KEEP=""
 STORE=""
 FROM=""
+ALLOW_LOADED=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --profile) PROFILE_PATH="$2"; shift 2 ;;
@@ -55,6 +58,7 @@ while [ $# -gt 0 ]; do
         --configs) CONFIGS="$2"; shift 2 ;;
         --store) STORE="$2"; shift 2 ;;
         --from) FROM="$2"; shift 2 ;;
+        --allow-loaded) ALLOW_LOADED="--allow-loaded"; shift ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -79,7 +83,7 @@ if [ -n "$FROM" ]; then
 elif [ -z "$PROFILE_PATH" ]; then
     PROFILE_PATH="$OUT/this-machine.toml"
     "$BIN" calibrate --backend tch --device cpu --cpu-threads "$THREADS" --cpu-clock --link --rounds "$CALIBRATIONS" \
-        --out "$PROFILE_PATH" >&2
+        --out "$PROFILE_PATH" $ALLOW_LOADED >&2
     [ -n "$KEEP" ] && cp "$PROFILE_PATH" "$KEEP"
 elif [ -n "$STORE" ]; then
     cp "$PROFILE_PATH" "$OUT/this-machine.toml"
@@ -132,7 +136,7 @@ UNDECLARED=0
 grep -q '^undeclared' "$OUT/declared.txt" 2>/dev/null && UNDECLARED=1
 # The terms switched off one at a time in the ablations (`trainbench predict --without-term`).
 TERMS="roofline-compute memory-traffic elementwise-work rnn-cell-work bias-pass in-step-excess per-op-overhead \
-gradient-sums tied-weights step-fixed first-node-cold-start optimizer exchange product-grid conv-grid \
+gradient-sums tied-weights step-fixed first-node-cold-start optimizer fresh-pages exchange product-grid conv-grid \
 working-set-bandwidth backward-working-set measured-node-costs measured-optimizer"
 predict_one() {
     # One prediction into BASE.json; one that fails leaves its first error line in BASE.err (the table marks the
@@ -196,7 +200,7 @@ python3 - "$OUT" "$PROFILE_PATH" "$THREADS" "$ROUNDS" "$TERMS" <<'PY'
 import json, os, statistics, sys
 out, profile, threads, rounds, terms = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split()
 VARIANTS = ("roofline", "overhead", "model3", "steps", "full")
-SETS = ("tuning", "held-out", "undeclared")
+SETS = ("tuning", "seen", "held-out", "undeclared")
 rows, phase_rows, failures = [], [], []
 errs = {(s, v): [] for s in SETS for v in VARIANTS + tuple("without-" + t for t in terms)}
 round_errs = {(s, r): [] for s in SETS for r in range(rounds)}
@@ -298,6 +302,15 @@ def summary(e):
     return f"median |error| {100 * statistics.median(e):.1f}%, worst {100 * max(e):.1f}% over {len(e)}" if e else "no configurations"
 
 
+try:
+    import tomllib
+    load = (tomllib.load(open(profile, "rb")).get("calibration") or {}).get("load") or {}
+except (OSError, ValueError):
+    load = {}
+if load.get("loaded"):
+    print("WARNING: the profile was calibrated on a loaded machine (" + "; ".join(load.get("exceeded", [])) + "), kept")
+    print("with --allow-loaded: these are not a quiet machine's figures.")
+    print()
 print(f"Profile: {profile}; intra-op threads: {threads}. Measured: `trainbench run` (tch, CPU, fp32); wall = median")
 print("step; busy = process CPU time / wall time over the run; reference = the smaller of mean step x busy and the")
 print("median step, the step's cost with a core to itself, which the errors are taken against (world > 1: the median")

@@ -17,7 +17,7 @@ use crate::predict::layer::ATTENTION_OPS;
 use crate::predict::price_classes::{ElementwiseClass, FirstKind, NodeClass, OptimizerKind};
 use crate::predict::product_rates::ProductRates;
 use crate::predict::rates::{
-    Coefficients, Fitted, InStep, KernelClass, LogGrid, NodeCosts, OptimizerCost, SizePoint, axis,
+    Coefficients, Fitted, FreshPages, InStep, KernelClass, LogGrid, NodeCosts, OptimizerCost, SizePoint, axis,
 };
 use crate::predict::roofline::{self, Rates};
 use crate::predict::terms::Terms;
@@ -87,6 +87,10 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
         conv_backward: curve(&c.conv_backward, precision, overhead),
         attention: curve(&c.attention, precision, overhead),
         uncertainty: Default::default(),
+        fresh_pages: c
+            .fresh_memory
+            .filter(|f| f.seconds_per_byte > 0.0)
+            .map(|f| FreshPages { reused_up_to_bytes: f.reused_up_to_bytes, seconds_per_byte: f.seconds_per_byte }),
     };
     net_elementwise_of_priced_costs(&mut model, fixed);
     if precision == Precision::Fp32 {

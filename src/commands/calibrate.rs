@@ -19,8 +19,8 @@ use crate::backend_registry;
 use crate::calibrate::machine_load::{self, LoadLimits, LoadMonitor, LoadReading};
 use crate::hardware::ProfileValidator;
 use crate::hardware::wire::{
-    BandwidthPoint, Calibration, ConvShapePoint, DeviceKind, DeviceProfile, GemmShapePoint, HardwareFile, KernelPoint,
-    Link, LinkKind, PeakTflops, ProfileKind,
+    BandwidthPoint, Calibration, ConvShapePoint, DeviceKind, DeviceProfile, FreshMemoryPoint, GemmShapePoint,
+    HardwareFile, KernelPoint, Link, LinkKind, PeakTflops, ProfileKind,
 };
 use crate::spec::wire::BackendChoice;
 
@@ -171,6 +171,10 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
                 .collect(),
             load: None,
             attention: Vec::new(),
+            fresh_memory: m.fresh_memory.map(|f| FreshMemoryPoint {
+                reused_up_to_bytes: f.reused_up_to_bytes,
+                seconds_per_byte: f.seconds_per_byte,
+            }),
         }),
         fitted: None,
     }
@@ -210,6 +214,7 @@ fn bandwidth_curve(
             conv_grid: Vec::new(),
             conv_shapes: Vec::new(),
             triad_elements: elements,
+            fresh_memory: false,
             ..request.clone()
         };
         let m = backend.calibrate(&small)?;

@@ -281,6 +281,23 @@ pub struct Calibration {
     /// calibrations written before the check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<LoadMark>,
+    /// What memory taken afresh from the operating system costs, and from which size on (a CPU's allocator maps
+    /// allocations above its threshold on every call); without it no allocation costs more than its bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh_memory: Option<FreshMemoryPoint>,
+}
+
+/// What a fresh allocation costs: one larger than the host allocator keeps for reuse is mapped from the operating
+/// system on every call and unmapped when freed, so each call pays its pages' faults and zeroing again.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FreshMemoryPoint {
+    /// The largest allocation measured to be served from memory the process kept, bytes: larger ones are fresh.
+    #[schemars(range(min = 0.0))]
+    pub reused_up_to_bytes: f64,
+    /// Seconds per byte of a fresh allocation beyond writing memory the process kept.
+    #[schemars(range(min = 0.0))]
+    pub seconds_per_byte: f64,
 }
 
 /// One measured convolution of the grid.

@@ -23,6 +23,7 @@ pub mod comm;
 pub mod elementwise_work;
 pub mod error;
 pub mod fit_and_rates;
+pub mod fresh_pages;
 pub mod layer;
 pub mod mesh;
 mod mesh_split;

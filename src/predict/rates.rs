@@ -101,6 +101,26 @@ pub struct Coefficients {
     /// prior); profiles fitted before it get the datasheet's.
     #[serde(default)]
     pub uncertainty: Uncertainty,
+    /// What an allocation too large for the host allocator to keep costs beyond its bytes, when calibrated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh_pages: Option<FreshPages>,
+}
+
+/// Memory taken afresh from the operating system on every call ([`super::terms::Term::FreshPages`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FreshPages {
+    /// Allocations up to this many bytes are served from memory the process kept.
+    pub reused_up_to_bytes: f64,
+    /// Seconds per byte a larger allocation costs beyond writing kept memory.
+    pub seconds_per_byte: f64,
+}
+
+impl FreshPages {
+    /// Seconds one allocation of `bytes` costs beyond its bytes: nothing up to the threshold.
+    pub fn seconds(&self, bytes: f64) -> f64 {
+        if bytes > self.reused_up_to_bytes { bytes * self.seconds_per_byte } else { 0.0 }
+    }
 }
 
 /// Fixed seconds of one node in the training step's forward and backward phases (`calibration.node`).
@@ -281,6 +301,7 @@ impl Coefficients {
             in_step: InStep::default(),
             bias_pass,
             uncertainty: Uncertainty::datasheet(),
+            fresh_pages: None,
         }
     }
 

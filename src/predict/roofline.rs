@@ -102,6 +102,13 @@ impl PhaseCost {
         self.time_s = self.compute_s.max(self.memory_s) + self.overhead_s;
         terms::add(&mut self.terms, term, seconds);
     }
+
+    /// [`Self::charge`] where `seconds` is not zero (a phase without it stays as it was, to the last digit).
+    pub fn charge_nonzero(&mut self, term: Term, seconds: f64) {
+        if seconds != 0.0 {
+            self.charge(term, seconds);
+        }
+    }
 }
 
 /// Forward and backward of one layer.
@@ -504,6 +511,8 @@ pub fn step(
         products: rates.products,
         terms,
     };
+    // Allocations the host allocator does not keep, paid afresh every step ([`Term::FreshPages`]).
+    let fresh = device.fresh_pages.as_ref().filter(|_| terms.on(Term::FreshPages));
     let mut layers = Vec::new();
     // Each layer's kind (for the first-node cost) and whether it runs a backward.
     let mut kinds: Vec<(Option<NodeKind>, bool)> = Vec::new();
@@ -511,7 +520,12 @@ pub fn step(
         if matches!(node.op, Op::Input { .. }) {
             continue;
         }
-        let (cost, kind) = layer_cost(&cx, index);
+        let (mut cost, kind) = layer_cost(&cx, index);
+        if let Some(fresh) = fresh {
+            let (f, bw) = super::fresh_pages::node_seconds(graph, analysis, index, b, precision, fresh);
+            cost.forward.charge_nonzero(Term::FreshPages, f);
+            cost.backward.charge_nonzero(Term::FreshPages, bw);
+        }
         layers.push(cost);
         kinds.push((kind, analysis.layers[index].requires_grad));
     }
@@ -526,7 +540,11 @@ pub fn step(
         });
     }
     let optimizer = if terms.on(Term::Optimizer) {
-        optimizer_step(graph, analysis, optimizer, device)
+        let mut cost = optimizer_step(graph, analysis, optimizer, device);
+        if let Some(fresh) = fresh {
+            cost.charge_nonzero(Term::FreshPages, super::fresh_pages::optimizer_seconds(graph, optimizer, fresh));
+        }
+        cost
     } else {
         PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0, Sides::default())
     };

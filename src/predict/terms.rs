@@ -36,6 +36,8 @@ pub enum Term {
     FirstNodeColdStart,
     /// The optimizer step.
     Optimizer,
+    /// Allocations too large for the host allocator to keep, mapped afresh on every step: their pages' faults.
+    FreshPages,
     /// The input batch over the host link (T_data).
     InputCopy,
     /// The gradient exchange (T_comm).
@@ -56,7 +58,7 @@ pub enum Term {
 
 impl Term {
     /// Every term, additive ones first.
-    pub const ALL: [Term; 20] = [
+    pub const ALL: [Term; 21] = [
         Term::RooflineCompute,
         Term::MemoryTraffic,
         Term::ElementwiseWork,
@@ -69,6 +71,7 @@ impl Term {
         Term::StepFixed,
         Term::FirstNodeColdStart,
         Term::Optimizer,
+        Term::FreshPages,
         Term::InputCopy,
         Term::Exchange,
         Term::ProductGrid,

@@ -9,7 +9,7 @@ use std::time::Instant;
 use tch::{Device, Kind, TchError, Tensor};
 use trainbench_contract::BackendError;
 use trainbench_contract::calibrate::{
-    CalibrationRequest, ConvShape, ConvTiming, GemmShapeTiming, KernelTiming, Measurement,
+    CalibrationRequest, ConvShape, ConvTiming, FreshMemory, GemmShapeTiming, KernelTiming, Measurement,
 };
 use trainbench_contract::stats::median;
 use trainbench_graph::Precision;
@@ -118,6 +118,46 @@ fn conv_pair(
     Ok((forward, backward))
 }
 
+/// Sizes between which [`fresh_memory`] looks for the allocator's threshold, bytes: 1 MiB, kept for reuse by
+/// every allocator trainbench meets, and 128 MiB, above glibc's largest mmap threshold (32 MiB).
+const FRESH_SEARCH: (f64, f64) = (1024.0 * 1024.0, 128.0 * 1024.0 * 1024.0);
+/// The search stops when the two sizes are within this ratio of each other.
+const FRESH_RESOLUTION: f64 = 1.005;
+
+/// What memory taken afresh from the operating system costs on the CPU: per byte, a fresh zeroed tensor (allocated,
+/// written, freed on every call) less zeroing a kept one in place, at 128 MiB; then the largest size still served
+/// from kept memory, by bisection on a log scale between 1 and 128 MiB (a size is fresh when its cost per byte is
+/// above half the 128 MiB one). Each size is first allocated once untimed, as a training loop's second step
+/// finds the allocator after its first. `None` on CUDA (the caching allocator keeps what it maps) or when even 128
+/// MiB costs nothing beyond the write.
+fn fresh_memory(clock: Clock, device: Device, repeats: u32) -> Result<Option<FreshMemory>, TchError> {
+    if device != Device::Cpu {
+        return Ok(None);
+    }
+    let extra_per_byte = |bytes: f64| -> Result<f64, TchError> {
+        let elements = (bytes / 4.0).round() as i64;
+        let mut kept = Tensor::f_zeros([elements], (Kind::Float, device))?;
+        let reused = time(clock, device, repeats, || kept.f_zero_().map(drop))?;
+        drop(kept);
+        let fresh = time(clock, device, repeats, || Tensor::f_zeros([elements], (Kind::Float, device)).map(drop))?;
+        Ok((fresh - reused).max(0.0) / (4 * elements) as f64)
+    };
+    let (mut reused, mut fresh) = FRESH_SEARCH;
+    let seconds_per_byte = extra_per_byte(fresh)?;
+    if seconds_per_byte <= 0.0 {
+        return Ok(None);
+    }
+    while fresh / reused > FRESH_RESOLUTION {
+        let mid = (reused * fresh).sqrt();
+        if extra_per_byte(mid)? > 0.5 * seconds_per_byte {
+            fresh = mid;
+        } else {
+            reused = mid;
+        }
+    }
+    Ok(Some(FreshMemory { reused_up_to_bytes: reused, seconds_per_byte }))
+}
+
 /// Run the measurements of `request` on `device`.
 pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measurement, TchError> {
     let _guard = tch::no_grad_guard();
@@ -215,6 +255,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
         }
         _ => None,
     };
+    let fresh_memory = if request.fresh_memory { fresh_memory(clock, device, r)? } else { None };
     let threads = tch::get_num_threads();
     let mut method = format!(
         "tch backend (libtorch {}), {threads} intra-op thread(s): median over {r} samples of repeated calls (each \
@@ -224,6 +265,12 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
         crate::device::versions(device).get("libtorch").cloned().unwrap_or_default(),
         if device.is_cuda() { ", host-to-device = 64 MiB pinned copy" } else { "" }
     );
+    if request.fresh_memory && device == Device::Cpu {
+        method.push_str(
+            ", fresh memory = a fresh zeroed fp32 tensor less zeroing a kept one, per byte at 128 MiB, and the largest \
+             size served from kept memory by bisection between 1 and 128 MiB",
+        );
+    }
     method.push_str(if clock.cpu {
         "; clock: the process's CPU time (the time with a core to itself on a shared machine)"
     } else {
@@ -241,6 +288,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
         op_overhead_s: overhead_s,
         triad_bytes_per_s,
         host_to_device_bytes_per_s,
+        fresh_memory,
         method,
     })
 }

@@ -449,4 +449,15 @@ fn calibration_measures_every_kernel_asked_for() {
     assert!(m.conv_grid.iter().all(|c| c.forward_s > 0.0 && c.backward_s > 0.0));
     assert!(m.op_overhead_s > 0.0 && m.host_to_device_bytes_per_s.is_none());
     assert!(m.method.contains("skipped: fp16") && m.method.contains("CPU time"), "{}", m.method);
+    // Fresh memory, where the allocator maps large allocations afresh (glibc): a threshold inside the range
+    // searched, and a cost per byte.
+    if let Some(f) = m.fresh_memory {
+        let (low, high) = ((1u64 << 20) as f64, (128u64 << 20) as f64);
+        assert!(f.seconds_per_byte > 0.0 && (low..high).contains(&f.reused_up_to_bytes), "{f:?}");
+        assert!(m.method.contains("fresh memory"), "{}", m.method);
+    }
+    // Not asked for, not measured.
+    let bare =
+        trainbench_contract::calibrate::CalibrationRequest { precisions: Vec::new(), fresh_memory: false, ..request };
+    assert_eq!(TchBackend::new().calibrate(&bare).unwrap().fresh_memory, None);
 }

@@ -60,6 +60,10 @@ pub struct CalibrationRequest {
     /// waiting to the CPU time).
     #[serde(default)]
     pub cpu_clock: bool,
+    /// Measure what memory taken afresh from the operating system costs ([`FreshMemory`]); a backend whose
+    /// allocator keeps its device's memory for reuse (CUDA's caching allocator) measures nothing.
+    #[serde(default)]
+    pub fresh_memory: bool,
 }
 
 /// One timed kernel.
@@ -101,6 +105,18 @@ pub struct GemmShapeTiming {
     pub seconds: f64,
 }
 
+/// What memory taken afresh from the operating system costs: an allocation larger than the host allocator keeps
+/// for reuse (glibc's mmap threshold, which rises with what is freed to at most 32 MiB) is mapped on every call
+/// and unmapped when freed, so each call pays its pages' faults and the kernel's zeroing again.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FreshMemory {
+    /// The largest allocation measured to be served from memory the process kept, bytes: larger ones are fresh.
+    pub reused_up_to_bytes: f64,
+    /// Seconds per byte an allocation larger than that costs beyond writing memory the process kept (mapping,
+    /// page faults, zeroing, unmapping), measured at the largest size.
+    pub seconds_per_byte: f64,
+}
+
 /// What a backend measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
@@ -120,6 +136,9 @@ pub struct Measurement {
     pub triad_bytes_per_s: f64,
     /// Host-to-device copy bandwidth (pinned memory), bytes per second; `None` when the device is the host.
     pub host_to_device_bytes_per_s: Option<f64>,
+    /// What fresh memory costs (the request's `fresh_memory`), where the device's allocator hands it out.
+    #[serde(default)]
+    pub fresh_memory: Option<FreshMemory>,
     /// How it was measured (library and version, threads, repetitions, statistic).
     pub method: String,
 }
@@ -144,6 +163,7 @@ pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_g
         repeats: 7,
         cpu_threads: None,
         cpu_clock: false,
+        fresh_memory: true,
     }
 }
 

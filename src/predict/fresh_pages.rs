@@ -1,0 +1,152 @@
+//! Fresh pages ([`Term::FreshPages`]): an allocation larger than the host allocator keeps for reuse (glibc maps
+//! anything above its mmap threshold, which rises with what is freed to at most 32 MiB) is mapped from the operating
+//! system on every call and unmapped when freed, so a training step pays its pages' faults and the kernel's zeroing
+//! again each time. Which tensors of a step are allocated afresh, and how large (the framework's own, as libtorch
+//! runs them on a CPU):
+//!
+//! - forward: each node's output (a view allocates nothing); a dropout's mask; a cross-entropy's log-probabilities;
+//!   an unfused attention's scores and their softmax;
+//! - backward: the gradient of each input that needs one; each trained tensor's gradient (gradients are set to none
+//!   after every step, so each is allocated again); a cross-entropy's second pass over the logits; an unfused
+//!   attention's two score-sized gradients;
+//! - the optimizer (`torch::optim`, per trained tensor): Adam's and AdamW's square root of the second moment and its
+//!   quotient, a weight decay's sum (Adam and SGD), Nesterov's look-ahead.
+//!
+//! Each allocation above [`FreshPages::reused_up_to_bytes`] costs its bytes times the calibrated seconds per byte;
+//! smaller ones nothing. What other temporaries a kernel makes inside, and bf16 copies of the weights under
+//! autocast, are not counted.
+
+use trainbench_graph::analysis::Analysis;
+use trainbench_graph::graph::{Graph, LossKind, Node, Op};
+use trainbench_graph::params;
+use trainbench_graph::{OptimizerSpec, Precision};
+
+use super::layer;
+use super::rates::FreshPages;
+
+/// Bytes of an fp32 gradient or optimizer temporary per parameter.
+const PARAMETER_BYTES: f64 = 4.0;
+
+/// The sizeable allocations of one node for `b` samples, bytes: (forward, backward).
+pub fn node_allocations(
+    graph: &Graph,
+    analysis: &Analysis,
+    index: usize,
+    b: f64,
+    precision: Precision,
+) -> (Vec<f64>, Vec<f64>) {
+    let node = &graph.nodes[index];
+    if matches!(node.op, Op::Input { .. }) || layer::moves_nothing(&node.op) {
+        return (Vec::new(), Vec::new());
+    }
+    let Some(a) = analysis.layers.get(index) else {
+        return (Vec::new(), Vec::new());
+    };
+    let bytes_of =
+        |j: usize| graph.nodes[j].shape.numel() as f64 * b * layer::element_bytes(&graph.nodes[j].op, precision);
+    let out = a.output_elements as f64 * b * layer::element_bytes(&node.op, precision);
+    let (mut forward, mut backward) = (vec![out], Vec::new());
+    let extra = own_temporaries(graph, node, b, precision.activation_bytes() as f64);
+    forward.extend(extra.0);
+    if !a.requires_grad {
+        return (forward, backward);
+    }
+    backward.extend(extra.1);
+    let grad_inputs = node.inputs.iter().filter(|&&j| analysis.layers.get(j).is_some_and(|l| l.requires_grad));
+    backward.extend(grad_inputs.map(|&j| bytes_of(j)));
+    if !a.frozen {
+        let trained = params::tensors(node).into_iter().filter(|d| d.trainable() && !params::is_tied(node, d));
+        backward.extend(trained.map(|d| d.numel() as f64 * PARAMETER_BYTES));
+    }
+    (forward, backward)
+}
+
+/// Temporaries of an operation beyond its output and its inputs' gradients, bytes: (forward, backward).
+fn own_temporaries(graph: &Graph, node: &Node, b: f64, act: f64) -> (Vec<f64>, Vec<f64>) {
+    match &node.op {
+        Op::Dropout { p } if *p > 0.0 => {
+            let mask = graph.nodes[node.inputs[0]].shape.numel() as f64 * b * act;
+            (vec![mask], Vec::new())
+        }
+        Op::Loss { loss: LossKind::CrossEntropy, .. } => {
+            let logits = graph.nodes[node.inputs[0]].shape.numel() as f64 * b * act;
+            (vec![logits], vec![logits])
+        }
+        Op::Attention { heads, .. } => {
+            let tq = graph.nodes[node.inputs[0]].shape.0.first().copied().unwrap_or(1) as f64;
+            let tk = graph.nodes[node.inputs[1]].shape.0.first().copied().unwrap_or(1) as f64;
+            let scores = *heads as f64 * tq * tk * b * act;
+            (vec![scores, scores], vec![scores, scores])
+        }
+        Op::Input { .. }
+        | Op::Dropout { .. }
+        | Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::Rotary { .. }
+        | Op::Sdpa { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Lora { .. }
+        | Op::Moe { .. }
+        | Op::Loss { .. } => (Vec::new(), Vec::new()),
+    }
+}
+
+/// Temporaries `torch::optim` allocates per trained tensor, each of the tensor's size.
+pub fn optimizer_temporaries(optimizer: &OptimizerSpec) -> f64 {
+    let decay = |w: f64| if w != 0.0 { 1.0 } else { 0.0 };
+    match *optimizer {
+        OptimizerSpec::Sgd { weight_decay, nesterov, .. } => decay(weight_decay) + if nesterov { 1.0 } else { 0.0 },
+        OptimizerSpec::Adam { weight_decay, .. } => 2.0 + decay(weight_decay),
+        OptimizerSpec::Adamw { .. } => 2.0,
+    }
+}
+
+/// Seconds of fresh pages of node `index` (forward, backward).
+pub fn node_seconds(
+    graph: &Graph,
+    analysis: &Analysis,
+    index: usize,
+    b: f64,
+    precision: Precision,
+    fresh: &FreshPages,
+) -> (f64, f64) {
+    let (forward, backward) = node_allocations(graph, analysis, index, b, precision);
+    let seconds = |v: Vec<f64>| v.into_iter().map(|bytes| fresh.seconds(bytes)).sum();
+    (seconds(forward), seconds(backward))
+}
+
+/// Seconds of fresh pages of the optimizer step: its temporaries over every trained tensor.
+pub fn optimizer_seconds(graph: &Graph, optimizer: &OptimizerSpec, fresh: &FreshPages) -> f64 {
+    let per_tensor = optimizer_temporaries(optimizer);
+    params::graph_tensors(graph)
+        .iter()
+        .filter(|(_, d)| d.trainable())
+        .map(|(_, d)| per_tensor * fresh.seconds(d.numel() as f64 * PARAMETER_BYTES))
+        .sum()
+}
+
+#[cfg(test)]
+#[path = "fresh_pages_tests.rs"]
+mod tests;

@@ -1,0 +1,121 @@
+//! Which allocations of a step are fresh, and what the term adds to a prediction.
+
+use trainbench_comm::Topology;
+use trainbench_graph::graph::{InputKind, LossKind};
+use trainbench_graph::{GraphBuilder, OptimizerSpec, Precision};
+
+use super::*;
+use crate::hardware::wire::{FreshMemoryPoint, HardwareFile};
+use crate::predict::terms::{Term, Terms};
+use crate::predict::{Setting, predict, predict_with};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// tokens (50) -> embedding 200,000 x 64 (51.2 MB) -> linear 64 -> 1,000 -> cross-entropy.
+fn graph() -> Graph {
+    let mut b = GraphBuilder::new("fresh");
+    let x = b.input("x", &[50], InputKind::Tokens { vocab: 200_000 }).unwrap();
+    let e = b.embedding("emb", x, 200_000, 64).unwrap();
+    let r = b.reshape("flat", e, &[50 * 64]).unwrap();
+    let y = b.linear("head", r, 1000, true).unwrap();
+    let t = b.input("t", &[], InputKind::Labels { classes: 1000 }).unwrap();
+    b.loss("loss", LossKind::CrossEntropy, &[y, t]).unwrap();
+    b.finish(1, "samples").unwrap()
+}
+
+fn adam(weight_decay: f64) -> OptimizerSpec {
+    OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay }
+}
+
+fn node(g: &Graph, name: &str) -> usize {
+    g.nodes.iter().position(|n| n.name == name).unwrap()
+}
+
+#[test]
+fn a_step_allocates_outputs_input_gradients_and_every_trained_tensors_gradient() {
+    let g = graph();
+    let a = trainbench_graph::analysis::analyze(&g);
+    let (b, p) = (4.0, Precision::Fp32);
+    // The embedding: its output forward; its weight's gradient backward (its input, token ids, needs none).
+    let (f, bw) = node_allocations(&g, &a, node(&g, "emb"), b, p);
+    assert_eq!(f, [4.0 * 50.0 * 64.0 * 4.0]);
+    assert_eq!(bw, [200_000.0 * 64.0 * 4.0]);
+    // A reshape is a view: nothing.
+    assert_eq!(node_allocations(&g, &a, node(&g, "flat"), b, p), (Vec::new(), Vec::new()));
+    // The head: its output; its input's gradient, its weight's and its bias's.
+    let (f, bw) = node_allocations(&g, &a, node(&g, "head"), b, p);
+    assert_eq!(f, [4.0 * 1000.0 * 4.0]);
+    assert_eq!(bw, [4.0 * 3200.0 * 4.0, 3200.0 * 1000.0 * 4.0, 1000.0 * 4.0]);
+    // The loss: its scalar and the log-probabilities; backward, a second logits-sized pass and the logits' gradient.
+    let (f, bw) = node_allocations(&g, &a, node(&g, "loss"), b, p);
+    assert_eq!(f[1..], [4.0 * 1000.0 * 4.0]);
+    assert_eq!(bw, [4.0 * 1000.0 * 4.0, 4.0 * 1000.0 * 4.0]);
+}
+
+#[test]
+fn optimizers_allocate_torch_optims_temporaries() {
+    assert_eq!(optimizer_temporaries(&adam(0.0)), 2.0);
+    assert_eq!(optimizer_temporaries(&adam(0.01)), 3.0);
+    let adamw = OptimizerSpec::Adamw { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 };
+    assert_eq!(optimizer_temporaries(&adamw), 2.0);
+    let sgd = |weight_decay: f64, nesterov: bool| OptimizerSpec::Sgd { lr: 0.1, momentum: 0.9, weight_decay, nesterov };
+    assert_eq!(optimizer_temporaries(&sgd(0.0, false)), 0.0);
+    assert_eq!(optimizer_temporaries(&sgd(1e-4, true)), 2.0);
+}
+
+#[test]
+fn only_allocations_above_the_threshold_cost() {
+    let fresh = FreshPages { reused_up_to_bytes: 32.0 * MIB, seconds_per_byte: 1e-10 };
+    assert_eq!(fresh.seconds(32.0 * MIB), 0.0);
+    assert_eq!(fresh.seconds(64.0 * MIB), 64.0 * MIB * 1e-10);
+    let g = graph();
+    let a = trainbench_graph::analysis::analyze(&g);
+    // Of the whole step only the embedding's gradient (51.2 MB) is above 32 MiB; Adam's two temporaries of it too.
+    let step: f64 = (0..g.nodes.len())
+        .map(|i| {
+            let (f, b) = node_seconds(&g, &a, i, 4.0, Precision::Fp32, &fresh);
+            f + b
+        })
+        .sum();
+    assert_eq!(step, 51.2e6 * 1e-10);
+    assert_eq!(optimizer_seconds(&g, &adam(0.0), &fresh), 2.0 * 51.2e6 * 1e-10);
+}
+
+fn profile(fresh: Option<FreshMemoryPoint>) -> HardwareFile {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hardware/tch-cpu.toml")).unwrap();
+    let mut p: HardwareFile = toml::from_str(&text).unwrap();
+    p.fitted = None;
+    p.version = 1;
+    if let Some(c) = p.calibration.as_mut() {
+        c.fresh_memory = fresh;
+    }
+    crate::hardware::load::with_fitted(p)
+}
+
+#[test]
+fn a_calibrated_fresh_memory_adds_its_seconds_to_backward_and_the_optimizer_and_the_term_takes_them_away() {
+    let g = graph();
+    let s = Setting {
+        batch: 4,
+        precision: Precision::Fp32,
+        optimizer: adam(0.0),
+        topology: Topology::single(),
+        schedule: Default::default(),
+        numerics: Default::default(),
+        pipeline_layers: Vec::new(),
+    };
+    let point = FreshMemoryPoint { reused_up_to_bytes: 32.0 * MIB, seconds_per_byte: 2e-10 };
+    let (without_point, with_point) = (profile(None), profile(Some(point)));
+    let before = predict(&g, &s, &without_point).unwrap();
+    let after = predict(&g, &s, &with_point).unwrap();
+    let gradient = 51.2e6 * 2e-10;
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
+    assert_eq!(after.phases.forward_s, before.phases.forward_s);
+    assert!(close(after.phases.backward_s - before.phases.backward_s, gradient));
+    assert!(close(after.phases.optimizer_s - before.phases.optimizer_s, 2.0 * gradient));
+    let emb = after.layers.iter().find(|l| l.name == "emb").unwrap();
+    assert_eq!(emb.backward.terms.get(&Term::FreshPages).copied(), Some(gradient));
+    let off = predict_with(&g, &s, &with_point, &Terms::without(&[Term::FreshPages])).unwrap();
+    assert_eq!(off.phases, before.phases);
+}
