@@ -335,7 +335,7 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         .map_err(|e| CommandError::Io { path: args.out.display().to_string(), source: e })?;
     let p = &profile.device.peak_tflops;
     outln!(
-        "wrote {}: fp32 {:.3} TFLOP/s{}{}, memory {:.1} GB/s, {:.1} us per operation{}",
+        "wrote {}: fp32 {:.3} TFLOP/s{}{}, memory {:.1} GB/s, {:.1} us per operation{}{}",
         args.out.display(),
         p.fp32,
         p.bf16.map(|x| format!(", bf16 {x:.3} TFLOP/s")).unwrap_or_default(),
@@ -347,6 +347,16 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             .as_ref()
             .and_then(|c| c.host_to_device_gbs)
             .map(|b| format!(", host-to-device {b:.1} GB/s"))
+            .unwrap_or_default(),
+        profile
+            .calibration
+            .as_ref()
+            .and_then(|c| c.fresh_memory)
+            .map(|f| format!(
+                ", allocations above {:.1} MiB fresh at {:.3} ns per byte",
+                f.reused_up_to_bytes / f64::from(1u32 << 20),
+                f.seconds_per_byte * 1e9
+            ))
             .unwrap_or_default()
     );
     Ok(Outcome::Success)
