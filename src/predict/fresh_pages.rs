@@ -73,9 +73,7 @@ fn own_temporaries(graph: &Graph, node: &Node, b: f64, act: f64) -> (Vec<f64>, V
             (vec![logits], vec![logits])
         }
         Op::Attention { heads, .. } => {
-            let tq = graph.nodes[node.inputs[0]].shape.0.first().copied().unwrap_or(1) as f64;
-            let tk = graph.nodes[node.inputs[1]].shape.0.first().copied().unwrap_or(1) as f64;
-            let scores = *heads as f64 * tq * tk * b * act;
+            let scores = layer::attention_score_bytes(graph, node, *heads, b, act);
             (vec![scores, scores], vec![scores, scores])
         }
         Op::Input { .. }

@@ -338,9 +338,7 @@ pub fn extra_bytes(
         }
         Op::Dropout { .. } => (out_bytes / act, out_bytes / act),
         Op::Attention { heads, .. } => {
-            let tq = graph.nodes[node.inputs[0]].shape.0.first().copied().unwrap_or(1) as f64;
-            let tk = graph.nodes[node.inputs[1]].shape.0.first().copied().unwrap_or(1) as f64;
-            let scores = *heads as f64 * tq * tk * b * act;
+            let scores = attention_score_bytes(graph, node, *heads, b, act);
             (4.0 * scores, 8.0 * scores)
         }
         Op::Rotary { .. } => (2.0 * out_bytes, 2.0 * out_bytes),
@@ -371,6 +369,18 @@ pub fn extra_bytes(
         | Op::Lora { .. }
         | Op::Loss { .. } => (0.0, 0.0),
     }
+}
+
+/// Bytes of an unfused attention's score tensor (heads x Tq x Tk) for `b` samples of `act` bytes per element.
+pub fn attention_score_bytes(
+    graph: &Graph,
+    node: &trainbench_graph::graph::Node,
+    heads: usize,
+    b: f64,
+    act: f64,
+) -> f64 {
+    let positions = |i: usize| graph.nodes[node.inputs[i]].shape.0.first().copied().unwrap_or(1) as f64;
+    heads as f64 * positions(0) * positions(1) * b * act
 }
 
 /// The element-wise work of a recurrent layer's cells (forward, backward seconds), when the activation classes
