@@ -42,8 +42,6 @@ pub fn node_allocations(
     let Some(a) = analysis.layers.get(index) else {
         return (Vec::new(), Vec::new());
     };
-    let bytes_of =
-        |j: usize| graph.nodes[j].shape.numel() as f64 * b * layer::element_bytes(&graph.nodes[j].op, precision);
     let out = a.output_elements as f64 * b * layer::element_bytes(&node.op, precision);
     let (mut forward, mut backward) = (vec![out], Vec::new());
     let extra = own_temporaries(graph, node, b, precision.activation_bytes() as f64);
@@ -53,11 +51,10 @@ pub fn node_allocations(
     }
     backward.extend(extra.1);
     let grad_inputs = node.inputs.iter().filter(|&&j| analysis.layers.get(j).is_some_and(|l| l.requires_grad));
-    backward.extend(grad_inputs.map(|&j| bytes_of(j)));
-    if !a.frozen {
-        let trained = params::tensors(node).into_iter().filter(|d| d.trainable() && !params::is_tied(node, d));
-        backward.extend(trained.map(|d| d.numel() as f64 * PARAMETER_BYTES));
-    }
+    backward.extend(grad_inputs.map(|&j| b * layer::sample_bytes(graph, j, precision)));
+    // A frozen node's tensors are not trainable (`params::tensors`): they get no gradient.
+    let trained = params::tensors(node).into_iter().filter(|d| d.trainable() && !params::is_tied(node, d));
+    backward.extend(trained.map(|d| d.numel() as f64 * PARAMETER_BYTES));
     (forward, backward)
 }
 

@@ -472,6 +472,12 @@ pub fn runs_in_sequence(op: &Op) -> bool {
     }
 }
 
+/// Bytes of node `index`'s output for one sample, as the backend holds it.
+pub fn sample_bytes(graph: &Graph, index: usize, precision: Precision) -> f64 {
+    let node = &graph.nodes[index];
+    node.shape.numel() as f64 * element_bytes(&node.op, precision)
+}
+
 /// Bytes of one element of a node's output as the backend holds it.
 pub fn element_bytes(op: &Op, precision: Precision) -> f64 {
     match op.input_kind() {

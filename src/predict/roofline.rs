@@ -278,11 +278,7 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     let (inputs, out) = if view {
         (0.0, 0.0)
     } else {
-        let inputs: f64 = node
-            .inputs
-            .iter()
-            .map(|&j| graph.nodes[j].shape.numel() as f64 * layer::element_bytes(&graph.nodes[j].op, cx.precision))
-            .sum();
+        let inputs: f64 = node.inputs.iter().map(|&j| layer::sample_bytes(graph, j, cx.precision)).sum();
         (inputs * b, a.output_elements as f64 * b * layer::element_bytes(&node.op, cx.precision))
     };
     // A weight tied to another node's (an output projection sharing the embedding's) is read, and its gradient
