@@ -10,7 +10,8 @@
 # Three sets of configurations: the tuning set (the 21 the model was tuned on, configuration by configuration), a
 # held-out set, fixed before any further tuning and never to be looked at while changing the model, and the seen
 # set (rows once held out, looked at since while changing the model): each set's median and worst |error| are
-# reported apart, with the 80%-interval coverage (the share of references inside the full model's `interval`). The sets are declared in scripts/predict_validation_configs.txt: a row keeps its
+# reported apart, with the 80%-interval coverage (the share of references inside the full model's `interval`; and
+# the same without the machine's drift, the calibration's `load.probe_drift`, which every interval carries). The sets are declared in scripts/predict_validation_configs.txt: a row keeps its
 # `held-out` label only while that file is committed and unchanged (the commit is recorded in declared.txt);
 # otherwise every row is measured as `undeclared`. Then the term ablations: the held-out (and tuning) error with each
 # term of the model switched off (`predict --without-term`), pure `predict` calls on the stored measurements.
@@ -197,7 +198,7 @@ done
 [ -z "$FROM" ] && echo "$ROUNDS" >"$OUT/rounds.txt"
 ROUNDS="$(cat "$OUT/rounds.txt")"
 python3 - "$OUT" "$PROFILE_PATH" "$THREADS" "$ROUNDS" "$TERMS" <<'PY'
-import json, os, statistics, sys
+import json, math, os, statistics, sys
 out, profile, threads, rounds, terms = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5].split()
 VARIANTS = ("roofline", "overhead", "model3", "steps", "full")
 SETS = ("tuning", "seen", "held-out", "undeclared")
@@ -205,6 +206,15 @@ rows, phase_rows, failures = [], [], []
 errs = {(s, v): [] for s in SETS for v in VARIANTS + tuple("without-" + t for t in terms)}
 round_errs = {(s, r): [] for s in SETS for r in range(rounds)}
 inside = {s: [] for s in SETS}
+# The same intervals without the machine's drift (the calibration's `load.probe_drift`, added to every interval in
+# quadrature): what the drift adds to the coverage.
+inside_steady = {s: [] for s in SETS}
+Z80 = 1.281551565545
+try:
+    import tomllib
+    drift = ((tomllib.load(open(sys.argv[2], "rb")).get("calibration") or {}).get("load") or {}).get("probe_drift") or 0.0
+except (OSError, ValueError):
+    drift = 0.0
 
 
 def reference(result, world):
@@ -279,6 +289,9 @@ for line in open(out + "/index.txt"):
             if interval:
                 held = interval["low_s"] <= cpu_step <= interval["high_s"]
                 inside[set_].append(held)
+                w = (max(0.0, (interval["log_half_width"] / Z80) ** 2 - drift**2)) ** 0.5 * Z80
+                step = p["step_time_s"]
+                inside_steady[set_].append(step * math.exp(-w) <= cpu_step <= step * math.exp(w))
                 cells += [f"{interval['low_s'] * 1e3:.2f}-{interval['high_s'] * 1e3:.2f}", "yes" if held else "NO"]
             else:
                 cells += ["-", "-"]
@@ -339,6 +352,8 @@ for s in SETS:
         share = sum(k) / len(k)
         verdict = "" if share >= 0.8 else " -- BELOW 80%: the intervals are too narrow, a failure of the model"
         print(f"- 80%-interval coverage (full model): {sum(k)} of {len(k)} inside, {100 * share:.0f}%{verdict}")
+        k0 = inside_steady[s]
+        print(f"- the same without the machine's drift ({drift:.3f}): {sum(k0)} of {len(k0)} inside, {100 * sum(k0) / len(k0):.0f}%")
     for v, name in (("roofline", "roofline at calibrated peaks"), ("overhead", "+ efficiency curves and per-op overhead"), ("model3", "+ bandwidth by working set and element-wise cost (model 3)"), ("steps", "+ per-node and optimizer costs of the training step"), ("full", "+ unequal products on the grid (full model)")):
         print(f"- {name}: {summary(errs[(s, v)])}")
     for r in range(rounds):

@@ -5,7 +5,9 @@
 //! below [`FLOOR`]. Fixed and optimizer costs have no curve to leave a point out of: their sigmas are the spread
 //! of the same figure over repeated calibrations of one machine (`docs/performance-model.md`, "One calibration
 //! can be 30-40% off": one operation 1.0-1.5 us and the step 1.7-5.0 us over four calibrations, ResNet-18's
-//! optimizer 16-35 ms over seven; a range of n draws spans about 2.1 (n = 4) to 2.7 (n = 7) sigmas).
+//! optimizer 16-35 ms over seven; a range of n draws spans about 2.1 (n = 4) to 2.7 (n = 7) sigmas). The
+//! machine's own drift, which moves every point of a curve together and so leaves no residual, is the
+//! calibration's probe drift (`calibration.load.probe_drift`), where it was kept.
 
 use crate::hardware::wire::Calibration;
 use crate::predict::rates::Coefficients;
@@ -49,6 +51,7 @@ pub fn of(c: &Calibration, model: &Coefficients) -> Uncertainty {
         fixed: FIXED_SIGMA,
         optimizer: OPTIMIZER_SIGMA,
         exchange: prior.exchange,
+        machine: c.load.as_ref().and_then(|l| l.probe_drift).filter(|d| d.is_finite() && *d >= 0.0).unwrap_or(0.0),
     }
 }
 

@@ -12,6 +12,12 @@
 //!   of all its timings. On a core of its own it varies by a few percent; a core shared with other work stretches
 //!   some of its timings by a scheduler slice.
 //!
+//! One more figure is kept but judged against no limit: the **probe's drift** ([`checkpoint_drift`]), the
+//! standard deviation of the log of the probe's median at each checkpoint. It is how far the machine's own speed
+//! moves from one moment to another, which no curve's residuals can see (every point of a suite moves with it):
+//! the predictions' intervals carry it as a term common to the whole step
+//! (`crate::predict::uncertainty::Uncertainty::machine`).
+//!
 //! A reading over any limit makes the calibration loaded ([`LoadReading::excesses`]): `calibrate` refuses to store
 //! it unless `--allow-loaded`, and then marks the profile (`calibration.load`, shown by `predict`). The decision is
 //! a pure function of the reading, so tests hold it with synthetic readings; only [`LoadMonitor`] reads the host.
@@ -61,6 +67,10 @@ pub struct LoadReading {
     pub steal_share: Option<f64>,
     /// Coefficient of variation of the probe's timings (`None` with fewer than two).
     pub probe_cv: Option<f64>,
+    /// Standard deviation of the log of the probe's median at each checkpoint (`None` with fewer than two
+    /// checkpoints; absent from a reading written before it was kept).
+    #[serde(default)]
+    pub probe_drift: Option<f64>,
     /// Probe timings taken.
     pub probes: usize,
 }
@@ -107,6 +117,7 @@ impl LoadReading {
             others_per_core: self.others_per_core,
             steal_share: self.steal_share,
             probe_cv: self.probe_cv,
+            probe_drift: self.probe_drift,
             limit_others_per_core: limits.others_per_core,
             limit_steal_share: limits.steal_share,
             limit_probe_cv: limits.probe_cv,
@@ -182,6 +193,32 @@ pub fn coefficient_of_variation(xs: &[f64]) -> Option<f64> {
     }
     let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
     Some(var.sqrt() / mean)
+}
+
+/// The machine's drift over the checkpoints: the sample standard deviation of the log of the median of each
+/// complete run of `per_checkpoint` consecutive `timings` (`None` with fewer than two such checkpoints or a
+/// non-positive median). A checkpoint's median drops the odd timing a scheduler slice stretched (the spread
+/// judges those); what is left is how fast the machine ran at that moment.
+pub fn checkpoint_drift(timings: &[f64], per_checkpoint: usize) -> Option<f64> {
+    if per_checkpoint == 0 {
+        return None;
+    }
+    let logs: Vec<f64> = timings
+        .chunks_exact(per_checkpoint)
+        .map(|chunk| {
+            let mut sorted = chunk.to_vec();
+            sorted.sort_by(f64::total_cmp);
+            let mid = sorted.len() / 2;
+            if sorted.len() % 2 == 1 { sorted[mid] } else { (sorted[mid - 1] + sorted[mid]) / 2.0 }
+        })
+        .map(|median| (median > 0.0 && median.is_finite()).then(|| median.ln()))
+        .collect::<Option<_>>()?;
+    if logs.len() < 2 {
+        return None;
+    }
+    let n = logs.len() as f64;
+    let mean = logs.iter().sum::<f64>() / n;
+    Some((logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt())
 }
 
 /// The load other work puts on each core: `load` less `own` runnable threads of the calibration, over `cores`.
@@ -261,6 +298,7 @@ impl LoadMonitor {
             others_per_core: self.largest_others,
             steal_share: self.ticks_at_start.zip(read_stat()).and_then(|(a, b)| steal_share(a, b)),
             probe_cv: coefficient_of_variation(&self.probes),
+            probe_drift: checkpoint_drift(&self.probes, PROBES_PER_CHECKPOINT),
             probes: self.probes.len(),
         }
     }

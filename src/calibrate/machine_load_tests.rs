@@ -4,7 +4,14 @@
 use super::*;
 
 fn quiet() -> LoadReading {
-    LoadReading { cores: 2, others_per_core: 0.05, steal_share: Some(0.0), probe_cv: Some(0.03), probes: 40 }
+    LoadReading {
+        cores: 2,
+        others_per_core: 0.05,
+        steal_share: Some(0.0),
+        probe_cv: Some(0.03),
+        probe_drift: Some(0.02),
+        probes: 40,
+    }
 }
 
 #[test]
@@ -73,4 +80,25 @@ fn the_spread_is_the_coefficient_of_variation() {
     assert_eq!(coefficient_of_variation(&[2.0, 2.0, 2.0]), Some(0.0));
     let cv = coefficient_of_variation(&[1.0, 3.0]).unwrap();
     assert!((cv - 2f64.sqrt() / 2.0).abs() < 1e-12);
+}
+
+#[test]
+fn the_drift_is_the_spread_of_the_checkpoints_medians_in_log() {
+    // Three checkpoints of five timings: medians 1, 2 and 4 whatever the odd stretched timing.
+    let timings = [1.0, 1.0, 9.0, 1.0, 0.9, 2.0, 2.1, 2.0, 1.9, 50.0, 4.0, 4.0, 3.9, 4.2, 4.0];
+    let drift = checkpoint_drift(&timings, 5).unwrap();
+    // ln 1, ln 2, ln 4: mean ln 2, sample variance ((ln 2)^2 + 0 + (ln 2)^2) / 2.
+    assert!((drift - 2f64.ln()).abs() < 1e-12, "{drift}");
+    // One speed throughout, however spiky: no drift.
+    assert_eq!(checkpoint_drift(&[1.0, 1.0, 7.0, 1.0, 1.0, 1.0], 3), Some(0.0));
+    // A trailing incomplete checkpoint is left out; one checkpoint, or none, gives nothing.
+    assert_eq!(checkpoint_drift(&[1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 99.0], 3), checkpoint_drift(&[1.0, 2.0], 1));
+    assert_eq!(checkpoint_drift(&[1.0, 1.0, 1.0], 3), None);
+    assert_eq!(checkpoint_drift(&[], 5), None);
+    assert_eq!(checkpoint_drift(&[1.0, 2.0], 0), None);
+    assert_eq!(checkpoint_drift(&[0.0, 1.0], 1), None);
+    // It is kept in the mark, judged against no limit.
+    let drifting = LoadReading { probe_drift: Some(0.4), ..quiet() };
+    let mark = drifting.mark(&LoadLimits::default(), false);
+    assert!(!mark.loaded && mark.probe_drift == Some(0.4));
 }

@@ -301,8 +301,9 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
             Some(r) => {
                 let mark = r.mark(&limits, args.allow_loaded);
                 c.method.push_str(&format!(
-                    "; the machine's load checked before and between the suites ({} probe timings): {}",
+                    "; the machine's load checked before and between the suites ({} probe timings{}): {}",
                     r.probes,
+                    r.probe_drift.map_or_else(String::new, |d| format!(", the machine's drift {d:.3}")),
                     if mark.loaded { "LOADED, stored with --allow-loaded" } else { "quiet" }
                 ));
                 if let Some(w) = mark.warning() {

@@ -26,6 +26,12 @@ pub struct LoadMark {
     /// Coefficient of variation of a fixed probe kernel timed between the suites.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_cv: Option<f64>,
+    /// How far the machine's own speed moved over the calibration: the standard deviation of the log of the
+    /// probe's median at each checkpoint. Judged against no limit; a prediction's interval carries it as a term
+    /// common to the whole step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub probe_drift: Option<f64>,
     /// Limit of `others_per_core`.
     pub limit_others_per_core: f64,
     /// Limit of `steal_share`.

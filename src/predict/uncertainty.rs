@@ -2,10 +2,12 @@
 //! the log of its seconds, [`Uncertainty`], fitted by `crate::calibrate::fit_uncertainty` from the residuals of
 //! the calibration's own micro-benchmarks, else a stated prior), and a step's 80% interval ([`Interval`]) combines
 //! them by the share of the step each group holds: errors within a group move together (one GEMM curve prices
-//! every product), errors of different groups are independent.
+//! every product), errors of different groups are independent. The machine's own drift (how far its speed moves
+//! from one moment to another, measured by the calibration's probe) moves every term together: it is added once,
+//! at the whole step's share.
 //!
-//! w = z80 x sqrt(sum over groups of (s_g / T)^2 sigma_g^2), interval [T e^-w, T e^w], z80 = 1.2816 (the 90th
-//! percentile of a normal: 80% of the mass between -z80 and +z80).
+//! w = z80 x sqrt(sum over groups of (s_g / T)^2 sigma_g^2 + sigma_machine^2), interval [T e^-w, T e^w],
+//! z80 = 1.2816 (the 90th percentile of a normal: 80% of the mass between -z80 and +z80).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -36,6 +38,12 @@ pub struct Uncertainty {
     pub optimizer: f64,
     /// The exchange and the input copy (`exchange`, `input-copy`).
     pub exchange: f64,
+    /// The machine's own drift, common to every term: the standard deviation of the log of the calibration's
+    /// probe at its checkpoints (`calibration.load.probe_drift`). A run is measured at another moment than the
+    /// calibration, and the whole step moves with the machine's speed then. 0 for a datasheet profile and for a
+    /// calibration that kept no drift.
+    #[serde(default)]
+    pub machine: f64,
 }
 
 impl Default for Uncertainty {
@@ -58,6 +66,7 @@ impl Uncertainty {
             fixed: half_or_double,
             optimizer: one_and_a_half,
             exchange: one_and_a_half,
+            machine: 0.0,
         }
     }
 
@@ -142,20 +151,26 @@ pub fn interval(seconds: &Breakdown, step_s: f64, u: &Uncertainty) -> Interval {
             None => groups.push((group, *s)),
         }
     }
-    let variance: f64 =
-        if step_s > 0.0 { groups.iter().map(|(g, s)| (s / step_s * u.sigma(*g)).powi(2)).sum() } else { 0.0 };
+    let variance: f64 = if step_s > 0.0 {
+        groups.iter().map(|(g, s)| (s / step_s * u.sigma(*g)).powi(2)).sum::<f64>() + u.machine.powi(2)
+    } else {
+        0.0
+    };
     let w = Z80 * variance.sqrt();
     Interval { level: LEVEL, low_s: step_s * (-w).exp(), high_s: step_s * w.exp(), log_half_width: w }
 }
 
 /// The 80% interval of a step of `step_s` seconds composed of `inner_s` seconds priced as another prediction
 /// prices its own step (moving with that prediction's errors: `inner`'s relative width) and `exchange_s`
-/// seconds of communication (the exchange group's uncertainty), the two independent: a device mesh's step, its
-/// busiest stage's computation priced as one rank's micro-batch.
+/// seconds of communication (the exchange group's uncertainty), the two independent, and the machine's drift
+/// over the whole step (taken out of `inner`'s width, which holds it at its own whole step): a device mesh's
+/// step, its busiest stage's computation priced as one rank's micro-batch.
 pub fn composed(step_s: f64, inner: &Interval, inner_s: f64, exchange_s: f64, u: &Uncertainty) -> Interval {
     let share = |s: f64| if step_s > 0.0 { s / step_s } else { 0.0 };
-    let inner_sigma = inner.log_half_width / Z80;
-    let variance = (share(inner_s) * inner_sigma).powi(2) + (share(exchange_s) * u.exchange).powi(2);
+    let inner_sigma = ((inner.log_half_width / Z80).powi(2) - u.machine.powi(2)).max(0.0).sqrt();
+    let variance = (share(inner_s) * inner_sigma).powi(2)
+        + (share(exchange_s) * u.exchange).powi(2)
+        + if step_s > 0.0 { u.machine.powi(2) } else { 0.0 };
     let w = Z80 * variance.sqrt();
     Interval { level: LEVEL, low_s: step_s * (-w).exp(), high_s: step_s * w.exp(), log_half_width: w }
 }
@@ -167,7 +182,15 @@ mod tests {
 
     #[test]
     fn a_composed_step_keeps_its_inner_width_by_share_and_adds_the_exchange_in_quadrature() {
-        let u = Uncertainty { compute: 0.1, memory: 0.2, elementwise: 0.0, fixed: 0.3, optimizer: 0.0, exchange: 0.4 };
+        let u = Uncertainty {
+            compute: 0.1,
+            memory: 0.2,
+            elementwise: 0.0,
+            fixed: 0.3,
+            optimizer: 0.0,
+            exchange: 0.4,
+            machine: 0.0,
+        };
         let inner = Interval { level: LEVEL, low_s: 0.0, high_s: 0.0, log_half_width: Z80 * 0.1 };
         // All inner: its own width.
         assert!((composed(2.0, &inner, 2.0, 0.0, &u).log_half_width - Z80 * 0.1).abs() < 1e-12);
@@ -180,7 +203,15 @@ mod tests {
 
     #[test]
     fn one_group_gives_its_own_width_and_independent_groups_add_in_quadrature() {
-        let u = Uncertainty { compute: 0.1, memory: 0.2, elementwise: 0.0, fixed: 0.3, optimizer: 0.0, exchange: 0.0 };
+        let u = Uncertainty {
+            compute: 0.1,
+            memory: 0.2,
+            elementwise: 0.0,
+            fixed: 0.3,
+            optimizer: 0.0,
+            exchange: 0.0,
+            machine: 0.0,
+        };
         let mut b = Breakdown::new();
         b.insert(Term::RooflineCompute, 2.0);
         let i = interval(&b, 2.0, &u);
@@ -201,6 +232,33 @@ mod tests {
         // Rate choices carry no seconds; an empty step has no width.
         assert_eq!(Group::of(Term::ProductGrid), None);
         assert_eq!(interval(&Breakdown::new(), 0.0, &u).log_half_width, 0.0);
+    }
+
+    #[test]
+    fn the_machines_drift_moves_the_whole_step_whatever_its_terms() {
+        let u = Uncertainty { machine: 0.2, ..Uncertainty::datasheet() };
+        let quiet = Uncertainty { machine: 0.0, ..u };
+        // Half compute, half memory: the groups by share, the drift at the whole step's share.
+        let mut b = Breakdown::new();
+        b.insert(Term::RooflineCompute, 1.0);
+        b.insert(Term::MemoryTraffic, 1.0);
+        let without = interval(&b, 2.0, &quiet).log_half_width / Z80;
+        let with = interval(&b, 2.0, &u).log_half_width / Z80;
+        assert!((with - (without.powi(2) + 0.04).sqrt()).abs() < 1e-12, "{with} {without}");
+        // A step of rate choices only still moves with the machine; an empty step has no width.
+        assert!((interval(&Breakdown::new(), 1.0, &u).log_half_width - Z80 * 0.2).abs() < 1e-12);
+        assert_eq!(interval(&Breakdown::new(), 0.0, &u).log_half_width, 0.0);
+        // A mesh step counts the drift once: taken out of the inner width, added at the whole step.
+        let inner = interval(&b, 2.0, &u);
+        let mesh = composed(4.0, &inner, 2.0, 2.0, &u).log_half_width / Z80;
+        let expected = ((0.5 * without).powi(2) + (0.5 * u.exchange).powi(2) + 0.04).sqrt();
+        assert!((mesh - expected).abs() < 1e-12, "{mesh} {expected}");
+        // A profile written before the drift was kept reads as none.
+        let old: Uncertainty = serde_json::from_value(serde_json::json!({
+            "compute": 0.1, "memory": 0.1, "elementwise": 0.1, "fixed": 0.3, "optimizer": 0.29, "exchange": 0.3
+        }))
+        .unwrap();
+        assert_eq!(old.machine, 0.0);
     }
 
     #[test]

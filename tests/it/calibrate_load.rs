@@ -72,3 +72,31 @@ fn a_quiet_machine_is_stored_marked_quiet_and_predict_says_nothing() {
     let j: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
     assert!(j["predictions"][0].get("loaded_calibration").is_none());
 }
+
+/// The interval's relative half-width of `predict` on profile `hw`.
+fn half_width(hw: &std::path::Path) -> f64 {
+    let j = tb().args(["predict", "specs/smoke/mlp.toml", "--format", "json", "--hardware"]).arg(hw).output().unwrap();
+    assert!(j.status.success(), "{}", String::from_utf8_lossy(&j.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    j["predictions"][0]["interval"]["log_half_width"].as_f64().unwrap()
+}
+
+#[test]
+fn a_machine_whose_speed_drifts_widens_every_interval_by_its_drift() {
+    let dir = tempfile::tempdir().unwrap();
+    let (o, steady) = calibrate(dir.path(), QUIET, false);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let steady_w = half_width(&steady);
+    let drifting_dir = tempfile::tempdir().unwrap();
+    let drifting = r#"{"cores": 2, "others_per_core": 0.0, "steal_share": 0.0, "probe_cv": 0.02, "probe_drift": 0.3, "probes": 35}"#;
+    let (o, hw) = calibrate(drifting_dir.path(), drifting, false);
+    assert!(o.status.success(), "the drift is judged against no limit: {}", String::from_utf8_lossy(&o.stderr));
+    let v = trainbench::hardware::ProfileValidator::new().unwrap();
+    let f = v.check_file(&hw, "hw.toml").unwrap();
+    assert_eq!(f.calibration.as_ref().unwrap().load.as_ref().unwrap().probe_drift, Some(0.3));
+    // The mock backend measures the same figures both times: only the drift differs, added in quadrature.
+    let z = trainbench::predict::uncertainty::Z80;
+    let expected = z * ((steady_w / z).powi(2) + 0.09).sqrt();
+    let w = half_width(&hw);
+    assert!((w - expected).abs() < 1e-9, "{w} against {expected} (steady {steady_w})");
+}
