@@ -3,6 +3,13 @@
 # the steps below are time-boxed to fit in one after the build): builds trainbench in release with the tch
 # backend, then on CUDA device 0:
 #   devices  `trainbench devices` (name, PCI bus id, driver's CUDA version)
+#   calibrate  `trainbench calibrate` of device 0 from its micro-benchmarks alone (one round, kept even when the
+#            host's load check marks it loaded, and then marked): $OUT/calibrated.toml. Every run below is then
+#            started with `--hardware` on it, so each result records the model's prediction of its own step; the
+#            summary sets each against the measured step, and against the published profile of the same GPU
+#            (validation/profiles/<gpu>-published.toml, when there is one), and gives the median |error| and the
+#            80%-interval coverage over the runs (the held-out rule: the profile is fitted on micro-benchmarks,
+#            judged on whole runs)
 #   resnet   the TBD ResNet-50 at batch 32 and 128 in fp32 (PyTorch's TF32 defaults: cuDNN on), fp16 and bf16
 #   tf32     the same at batch 128 in fp32 with TF32 off everywhere, and on everywhere
 #   bert     BERT-base (AdamW, the fused Adam kernel) at batch 32 in fp32 and fp16
@@ -17,8 +24,8 @@
 #            rank per GPU)
 #   parity   PyTorch eager on the same GPU (scripts/parity/cuda_eager.py) at batch 128, fp32 and fp16, against
 #            the resnet step's results: per-step median, free-running samples/s, allocator peak
-# (--quick: devices, ResNet-50 b128 fp32 and fp16, TF32 on, BERT fp16, gpt in bf16, oom, nccl, zero, parity fp32,
-# with fewer steps.)
+# (--quick: devices, calibrate with a smaller grid, ResNet-50 b128 fp32 and fp16, TF32 on, BERT fp16, gpt in
+# bf16, oom, nccl, zero, parity fp32, with fewer steps.)
 # Every step has its own time limit; everything lands under $OUT: summary.txt (one line of figures per run:
 # throughput per step and free-running, device-time phases, TF32 switches and the peak used, memory breakdown
 # against the allocator peak and the analysis's estimate, NVML figures and the device they were mapped to,
@@ -30,8 +37,9 @@
 #   scripts/gpu_check.sh --steps a,b      only these steps (names above), e.g. to split the check over two calls
 #   scripts/gpu_check.sh --dry            here, without a GPU: the same steps on the CPU (batch 2, a few
 #                                         iterations, fp32 and bf16; the TF32 and NCCL runs must be refused with
-#                                         exit 2, the OOM probe must be recorded out_of_memory; parity on the CPU
-#                                         at batch 2), to check the script itself
+#                                         exit 2, the OOM probe must be recorded out_of_memory; the calibration of
+#                                         the CPU, its GEMMs up to 256; parity on the CPU at batch 2), to check the
+#                                         script itself
 #   scripts/gpu_check.sh --bundle DIR     from a bundle of scripts/gpu_bundle.sh (no Rust, no build, nothing
 #                                         installed): the engine runs through DIR/run.sh on the machine's own
 #                                         PyTorch, and the PyTorch side (parity, summary) runs with the machine's
@@ -53,7 +61,7 @@ DRY=0
 BUILD_ONLY=0
 QUICK=0
 BUNDLE=
-STEPS=devices,resnet,tf32,bert,gpt,oom,nccl,zero,mesh,parity
+STEPS=devices,calibrate,resnet,tf32,bert,gpt,oom,nccl,zero,mesh,parity
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --dry) DRY=1 ;;
@@ -62,7 +70,7 @@ while [[ $# -gt 0 ]]; do
         --bundle) BUNDLE=$(cd "$2" && pwd) || exit 2; shift ;;
         --steps) STEPS=$2; shift ;;
         *) echo "usage: $0 [--dry | --build-only] [--quick] [--bundle DIR]" \
-               "[--steps devices,resnet,tf32,bert,gpt,oom,nccl,zero,mesh,parity]" >&2; exit 2 ;;
+               "[--steps devices,calibrate,resnet,tf32,bert,gpt,oom,nccl,zero,mesh,parity]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -75,7 +83,7 @@ OUT="${OUT:-$ROOT/target/gpu-check}"
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
-rm -rf "$OUT/results.jsonl" "$OUT/parity.txt" "$OUT/runs"
+rm -rf "$OUT/results.jsonl" "$OUT/parity.txt" "$OUT/runs" "$OUT/calibrated.toml"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
 # The deadline the steps share (set after the build); RESERVE_S is kept for the summary at the end.
@@ -202,7 +210,8 @@ if [[ $DRY == 1 ]]; then
     OOMS=("${CPU[@]}" --set 'sweep.batch_sizes=[65536]')
     PARITY=(--device cpu --batch 2 --warmup 1 --iters 2 --free 2)
     PARITY_PRECISIONS=(fp32)
-    L_RES=170 L_BIG=80 L_BERT=100 L_GPT=60 L_OOM=60 L_NCCL=60 L_ZERO=60 L_MESH=60 L_PAR=120
+    L_RES=170 L_BIG=80 L_BERT=100 L_GPT=120 L_OOM=60 L_NCCL=60 L_ZERO=60 L_MESH=60 L_PAR=120 L_CAL=900
+    CAL=(--device cpu --max-gemm 256)
 elif [[ $QUICK == 1 ]]; then
     GPU=(--set run.warmup=10 --set run.iterations=30 --set run.timeout_s=60 "${ONE[@]}")
     RES=("${GPU[@]}" --set 'sweep.batch_sizes=[128]' --set 'sweep.precisions=["fp32","fp16"]')
@@ -212,7 +221,8 @@ elif [[ $QUICK == 1 ]]; then
     OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=2 "${ONE[@]}")
     PARITY=(--batch 128 --warmup 10 --iters 30 --free 30)
     PARITY_PRECISIONS=(fp32)
-    L_RES=60 L_BIG=30 L_BERT=35 L_GPT=30 L_OOM=30 L_NCCL=35 L_ZERO=30 L_MESH=40 L_PAR=35
+    L_RES=60 L_BIG=30 L_BERT=35 L_GPT=30 L_OOM=30 L_NCCL=35 L_ZERO=30 L_MESH=40 L_PAR=35 L_CAL=70
+    CAL=(--device cuda:0 --max-gemm 4096)
 else
     GPU=(--set run.warmup=20 --set run.iterations=60 --set run.timeout_s=120 "${ONE[@]}")
     RES=("${GPU[@]}" --set 'sweep.batch_sizes=[32,128]' --set 'sweep.precisions=["fp32","fp16","bf16"]')
@@ -222,8 +232,25 @@ else
     OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=2 "${ONE[@]}")
     PARITY=(--batch 128 --warmup 20 --iters 60 --free 50)
     PARITY_PRECISIONS=(fp32 fp16)
-    L_RES=150 L_BIG=45 L_BERT=70 L_GPT=45 L_OOM=45 L_NCCL=50 L_ZERO=40 L_MESH=60 L_PAR=45
+    L_RES=150 L_BIG=45 L_BERT=70 L_GPT=45 L_OOM=45 L_NCCL=50 L_ZERO=40 L_MESH=60 L_PAR=45 L_CAL=120
+    CAL=(--device cuda:0 --max-gemm 8192)
 fi
+
+# The calibration: its figures come from micro-benchmarks only; the runs below are predicted on it.
+HW=()
+if wanted calibrate; then
+    if step calibrate "$L_CAL" "$BIN" calibrate --backend tch "${CAL[@]}" --rounds 1 --allow-loaded --overwrite \
+        --out "$OUT/calibrated.toml" && [[ -s $OUT/calibrated.toml ]]; then
+        HW=(--hardware "$OUT/calibrated.toml")
+        say "calibrate: $(grep -m1 '^name\|^description' "$OUT/calibrated.toml"); every run below is predicted on it"
+    else
+        say "calibrate: no profile (calibrate.log); the runs below are not predicted"
+    fi
+fi
+RES+=("${HW[@]}")
+BIG+=("${HW[@]}")
+BERTS+=("${HW[@]}")
+GPTS+=("${HW[@]}")
 
 wanted resnet && step resnet "$L_RES" "$BIN" run "$RESNET" --out "$OUT/runs/resnet" "${RES[@]}"
 
@@ -319,7 +346,7 @@ if wanted mesh; then
         say "mesh: skipped: $GPUS GPU(s) here; tensor_parallel 2 and expert_parallel 2 need two (one NCCL rank per GPU)"
     else
         step mesh "$L_MESH" "$BIN" run specs/llm/smoke_gpt.toml --out "$OUT/runs/mesh" "${GPTS[@]}" "${TP[@]}"
-        step mesh-ep "$L_MESH" "$BIN" run specs/llm/smoke_moe.toml --out "$OUT/runs/mesh-ep" "${GPU[@]}" "${EP[@]}" \
+        step mesh-ep "$L_MESH" "$BIN" run specs/llm/smoke_moe.toml --out "$OUT/runs/mesh-ep" "${GPU[@]}" "${EP[@]}" "${HW[@]}" \
             --set 'sweep.precisions=["fp32"]'
     fi
 fi
@@ -335,7 +362,7 @@ fi
 
 # Results and figures (few files come back from a device run): the summary with one line per run, every result
 # in results.jsonl, the parity lines, and every step's log (its last 80 lines) in logs.txt.
-"$PY" scripts/gpu_check_summary.py "$OUT" | tee -a "$SUMMARY"
+TRAINBENCH_BIN="$BIN" "$PY" scripts/gpu_check_summary.py "$OUT" | tee -a "$SUMMARY"
 for f in "$OUT"/*.log; do
     echo "===== $(basename "$f") (last 80 lines)"
     tail -n 80 "$f"

@@ -4,13 +4,24 @@ the memory breakdown against the allocator peak and the analysis's estimate, the
 were sampled on, and the outcome. Every result is also appended to OUT/results.jsonl; PyTorch eager's lines in
 OUT/parity.txt are set against trainbench's run of the same batch and precision.
 
-Usage: gpu_check_summary.py OUT
+Predicted against measured: each result's own prediction (the runs are started with `--hardware` on the
+check's fresh calibration, OUT/calibrated.toml) beside its measured median step, and, with TRAINBENCH_BIN set,
+`trainbench predict` of the same configuration on the published profile of the same GPU
+(validation/profiles/<gpu>-published.toml, found by the device's name); then each profile's median |error| and
+80%-interval coverage over the runs. Error = predicted / measured - 1.
+
+Usage: [TRAINBENCH_BIN=path] gpu_check_summary.py OUT
 """
 
 import glob
 import json
 import os
+import statistics
+import subprocess
 import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def mib(b):
@@ -68,8 +79,82 @@ def run_line(step, r):
     return line
 
 
+def published_profile(r):
+    """The published profile of the run's GPU (validation/profiles/<gpu>-published.toml), or None."""
+    name = (((r.get("environment") or {}).get("device") or {}).get("name") or "").lower()
+    for path in sorted(glob.glob(os.path.join(ROOT, "validation", "profiles", "*-published.toml"))):
+        gpu = os.path.basename(path)[: -len("-published.toml")]
+        if gpu and gpu in name:
+            return path
+    return None
+
+
+def predict_on(bin_path, profile, r):
+    """`trainbench predict` of result r's configuration on `profile`: (step_s, low_s, high_s), or a reason."""
+    plan = r["plan"]
+    spec = (r.get("environment") or {}).get("spec_canonical")
+    if not spec:
+        return "the result keeps no canonical spec"
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write(spec)
+        path = f.name
+    try:
+        p = subprocess.run(
+            [bin_path, "predict", path, "--hardware", profile, "--format", "json",
+             "--set", f"sweep.batch_sizes=[{plan['batch_size']}]", "--set", f"sweep.precisions=[\"{plan['precision']}\"]"],
+            capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            return (p.stderr.strip().splitlines() or ["no message"])[0][:200]
+        pred = json.loads(p.stdout)["predictions"][0]
+        iv = pred.get("interval") or {}
+        return pred["step_time_s"], iv.get("low_s"), iv.get("high_s")
+    except (OSError, ValueError, KeyError, IndexError, subprocess.TimeoutExpired) as e:
+        return f"predict failed: {e}"
+    finally:
+        os.unlink(path)
+
+
+def judged(label, measured_s, predicted):
+    """One prediction against the measured step: the text, and (|error|, inside) for the totals."""
+    if isinstance(predicted, str):
+        return f"{label}: not predicted ({predicted})", None
+    step, low, high = predicted
+    err = step / measured_s - 1
+    inside = low is not None and high is not None and low <= measured_s <= high
+    iv = f"80% {1e3 * low:.2f}-{1e3 * high:.2f}, {'inside' if inside else 'OUTSIDE'}" if low is not None else "no interval"
+    return f"{label}: {1e3 * step:.2f} ms ({iv}), error {100 * err:+.1f}%", (abs(err), inside)
+
+
+def predictions(r, bin_path, totals):
+    """The lines setting r's measured median step against its predictions; adds to `totals` by profile."""
+    m = r.get("metrics") or {}
+    measured = (m.get("step_time") or {}).get("median_s")
+    if not measured:
+        return ""
+    lines = []
+    rec = r.get("prediction") or {}
+    if rec.get("status") == "predicted":
+        iv = rec.get("interval") or {}
+        text, figure = judged(f"calibrated ({(rec.get('profile') or {}).get('name')})", measured,
+                              (rec["step_time_s"], iv.get("low_s"), iv.get("high_s")))
+    else:
+        text, figure = f"calibrated: not predicted ({rec.get('reason', 'no prediction section')})", None
+    lines.append(text)
+    if figure:
+        totals.setdefault("calibrated (this check's calibrate step)", []).append(figure)
+    published = published_profile(r)
+    if bin_path and published:
+        text, figure = judged(f"published ({os.path.basename(published)})", measured, predict_on(bin_path, published, r))
+        lines.append(text)
+        if figure:
+            totals.setdefault(f"published ({os.path.basename(published)})", []).append(figure)
+    return f"\n    predicted against measured {1e3 * measured:.2f} ms: " + "; ".join(lines)
+
+
 def main():
     out = sys.argv[1]
+    bin_path = os.environ.get("TRAINBENCH_BIN")
+    totals = {}
     ours = {}
     with open(os.path.join(out, "results.jsonl"), "a") as jl:
         for path in sorted(glob.glob(os.path.join(out, "runs", "*", "*", "*.json"))):
@@ -81,9 +166,14 @@ def main():
                 continue
             step = os.path.basename(os.path.dirname(os.path.dirname(path)))
             jl.write(json.dumps(r) + "\n")
-            print(run_line(step, r))
+            print(run_line(step, r) + predictions(r, bin_path, totals))
             if step == "resnet" and r.get("metrics"):
                 ours[(r["plan"]["batch_size"], r["plan"]["precision"])] = r["metrics"]
+    for profile, figures in totals.items():
+        errors = [e for e, _ in figures]
+        held = sum(1 for _, inside in figures if inside)
+        print(f"predicted on {profile}: median |error| {100 * statistics.median(errors):.1f}%, worst "
+              f"{100 * max(errors):.1f}% over {len(errors)} runs; 80% interval holding {held} of {len(figures)}")
     parity = os.path.join(out, "parity.txt")
     if not os.path.exists(parity):
         return
