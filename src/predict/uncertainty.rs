@@ -180,17 +180,14 @@ pub fn composed(step_s: f64, inner: &Interval, inner_s: f64, exchange_s: f64, u:
 mod tests {
     use super::*;
 
+    /// Sigmas of 0.1, 0.2 and 0.3 for compute, memory and fixed costs, `exchange` for the exchange, none else.
+    fn sigmas(exchange: f64) -> Uncertainty {
+        Uncertainty { compute: 0.1, memory: 0.2, elementwise: 0.0, fixed: 0.3, optimizer: 0.0, exchange, machine: 0.0 }
+    }
+
     #[test]
     fn a_composed_step_keeps_its_inner_width_by_share_and_adds_the_exchange_in_quadrature() {
-        let u = Uncertainty {
-            compute: 0.1,
-            memory: 0.2,
-            elementwise: 0.0,
-            fixed: 0.3,
-            optimizer: 0.0,
-            exchange: 0.4,
-            machine: 0.0,
-        };
+        let u = sigmas(0.4);
         let inner = Interval { level: LEVEL, low_s: 0.0, high_s: 0.0, log_half_width: Z80 * 0.1 };
         // All inner: its own width.
         assert!((composed(2.0, &inner, 2.0, 0.0, &u).log_half_width - Z80 * 0.1).abs() < 1e-12);
@@ -203,15 +200,7 @@ mod tests {
 
     #[test]
     fn one_group_gives_its_own_width_and_independent_groups_add_in_quadrature() {
-        let u = Uncertainty {
-            compute: 0.1,
-            memory: 0.2,
-            elementwise: 0.0,
-            fixed: 0.3,
-            optimizer: 0.0,
-            exchange: 0.0,
-            machine: 0.0,
-        };
+        let u = sigmas(0.0);
         let mut b = Breakdown::new();
         b.insert(Term::RooflineCompute, 2.0);
         let i = interval(&b, 2.0, &u);
