@@ -232,7 +232,7 @@ else
     OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=2 "${ONE[@]}")
     PARITY=(--batch 128 --warmup 20 --iters 60 --free 50)
     PARITY_PRECISIONS=(fp32 fp16)
-    L_RES=150 L_BIG=45 L_BERT=70 L_GPT=45 L_OOM=45 L_NCCL=50 L_ZERO=40 L_MESH=60 L_PAR=45 L_CAL=120
+    L_RES=150 L_BIG=45 L_BERT=70 L_GPT=45 L_OOM=45 L_NCCL=50 L_ZERO=40 L_MESH=60 L_PAR=45 L_CAL=150
     CAL=(--device cuda:0 --max-gemm 8192)
 fi
 
