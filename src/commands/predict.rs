@@ -15,6 +15,7 @@ use crate::plan::plan;
 use crate::predict::mesh::{MeshPrediction, predict_mesh};
 use crate::predict::parallel::{self, ParallelRow};
 use crate::predict::terms::{Breakdown, Term, Terms};
+use crate::predict::uncertainty;
 use crate::predict::whatif::{WhatIf, what_if};
 use crate::predict::{AnalyzedGraph, Bound, Prediction, Setting, predict_analyzed};
 use crate::spec::diagnostics::render_text as render_diagnostics;
@@ -370,6 +371,15 @@ pub fn render_text(r: &Report) -> String {
             p.per_device_batch,
             p.world_size
         );
+        if let Some(d) = p.machine_drift {
+            let _ = writeln!(
+                s,
+                "  the interval holds the machine's drift while it was calibrated ({d:.3}): alone, x{:.2} to x{:.2} \
+                 of the step",
+                (-uncertainty::Z80 * d).exp(),
+                (uncertainty::Z80 * d).exp()
+            );
+        }
         let _ = writeln!(s, "  {}", figures_text(&p.figures));
         let ph = &p.phases;
         let _ = writeln!(

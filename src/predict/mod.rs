@@ -177,6 +177,10 @@ pub struct Prediction {
     /// machine (`calibration.load`, stored with `calibrate --allow-loaded`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loaded_calibration: Option<String>,
+    /// The machine's drift over its calibration (`Uncertainty::machine`, a sigma of the log of the whole step),
+    /// part of `interval`; absent when the profile kept none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine_drift: Option<f64>,
     /// Per-layer costs (filled when asked for).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerCost>,
@@ -355,6 +359,7 @@ pub fn predict_analyzed(
             .as_ref()
             .and_then(|c| c.load.as_ref())
             .and_then(crate::hardware::wire::LoadMark::warning),
+        machine_drift: (dev.uncertainty.machine > 0.0).then_some(dev.uncertainty.machine),
         layers: compute.layers,
         terms_off: terms.off().to_vec(),
         figures,

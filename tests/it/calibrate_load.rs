@@ -99,4 +99,18 @@ fn a_machine_whose_speed_drifts_widens_every_interval_by_its_drift() {
     let expected = z * ((steady_w / z).powi(2) + 0.09).sqrt();
     let w = half_width(&hw);
     assert!((w - expected).abs() < 1e-9, "{w} against {expected} (steady {steady_w})");
+    // `predict` says how much of the interval is the drift; a profile without one says nothing of it.
+    let text = |hw: &std::path::Path| {
+        let o = tb().args(["predict", "specs/smoke/mlp.toml", "--hardware"]).arg(hw).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let drifting_text = text(&hw);
+    assert!(
+        drifting_text.contains("the machine's drift while it was calibrated (0.300): alone, x0.68 to x1.47"),
+        "{drifting_text}"
+    );
+    assert!(!text(&steady).contains("drift"));
+    let j = tb().args(["predict", "specs/smoke/mlp.toml", "--format", "json", "--hardware"]).arg(&hw).output().unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    assert_eq!(j["predictions"][0]["machine_drift"].as_f64(), Some(0.3));
 }
