@@ -27,6 +27,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::hardware::wire::LoadMark;
+use crate::stats;
 
 /// Timings of the probe kernel at each checkpoint.
 pub const PROBES_PER_CHECKPOINT: usize = 5;
@@ -183,16 +184,10 @@ pub fn steal_share(before: CpuTicks, after: CpuTicks) -> Option<f64> {
 
 /// Coefficient of variation (standard deviation over mean) of `xs` (`None` with fewer than two or a zero mean).
 pub fn coefficient_of_variation(xs: &[f64]) -> Option<f64> {
-    if xs.len() < 2 {
+    if xs.len() < 2 || stats::mean(xs)? <= 0.0 {
         return None;
     }
-    let n = xs.len() as f64;
-    let mean = xs.iter().sum::<f64>() / n;
-    if mean <= 0.0 {
-        return None;
-    }
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    Some(var.sqrt() / mean)
+    stats::cv(xs)
 }
 
 /// The machine's drift over the checkpoints: the sample standard deviation of the log of the median of each
@@ -205,20 +200,12 @@ pub fn checkpoint_drift(timings: &[f64], per_checkpoint: usize) -> Option<f64> {
     }
     let logs: Vec<f64> = timings
         .chunks_exact(per_checkpoint)
-        .map(|chunk| {
-            let mut sorted = chunk.to_vec();
-            sorted.sort_by(f64::total_cmp);
-            let mid = sorted.len() / 2;
-            if sorted.len() % 2 == 1 { sorted[mid] } else { (sorted[mid - 1] + sorted[mid]) / 2.0 }
-        })
-        .map(|median| (median > 0.0 && median.is_finite()).then(|| median.ln()))
+        .map(|chunk| stats::median(chunk).filter(|m| *m > 0.0 && m.is_finite()).map(f64::ln))
         .collect::<Option<_>>()?;
     if logs.len() < 2 {
         return None;
     }
-    let n = logs.len() as f64;
-    let mean = logs.iter().sum::<f64>() / n;
-    Some((logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt())
+    stats::stdev(&logs)
 }
 
 /// The load other work puts on each core: `load` less `own` runnable threads of the calibration, over `cores`.

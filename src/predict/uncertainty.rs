@@ -134,6 +134,12 @@ pub struct Interval {
 }
 
 impl Interval {
+    /// The 80% interval around `step_s` whose log has `variance`: [T e^-w, T e^w], w = z80 x its sigma.
+    fn of_variance(step_s: f64, variance: f64) -> Interval {
+        let w = Z80 * variance.sqrt();
+        Interval { level: LEVEL, low_s: step_s * (-w).exp(), high_s: step_s * w.exp(), log_half_width: w }
+    }
+
     /// Whether `seconds` lies inside.
     pub fn holds(&self, seconds: f64) -> bool {
         seconds >= self.low_s && seconds <= self.high_s
@@ -156,8 +162,7 @@ pub fn interval(seconds: &Breakdown, step_s: f64, u: &Uncertainty) -> Interval {
     } else {
         0.0
     };
-    let w = Z80 * variance.sqrt();
-    Interval { level: LEVEL, low_s: step_s * (-w).exp(), high_s: step_s * w.exp(), log_half_width: w }
+    Interval::of_variance(step_s, variance)
 }
 
 /// The 80% interval of a step of `step_s` seconds composed of `inner_s` seconds priced as another prediction
@@ -171,8 +176,7 @@ pub fn composed(step_s: f64, inner: &Interval, inner_s: f64, exchange_s: f64, u:
     let variance = (share(inner_s) * inner_sigma).powi(2)
         + (share(exchange_s) * u.exchange).powi(2)
         + if step_s > 0.0 { u.machine.powi(2) } else { 0.0 };
-    let w = Z80 * variance.sqrt();
-    Interval { level: LEVEL, low_s: step_s * (-w).exp(), high_s: step_s * w.exp(), log_half_width: w }
+    Interval::of_variance(step_s, variance)
 }
 
 #[cfg(test)]
