@@ -98,7 +98,8 @@ pub(crate) fn stage_grads<'t>(params: impl Iterator<Item = &'t Tensor>, out: &mu
 }
 
 /// `values` into `t`'s elements: straight into its memory when it is a contiguous `f32` CPU tensor (one pass),
-/// else through a staged tensor.
+/// else through a staged tensor, copied under `no_grad` (`t` may be a leaf that requires a gradient: a weight
+/// on a GPU, or in bf16).
 pub(crate) fn write_into(t: &Tensor, values: &[f32]) -> Result<(), TchError> {
     if t.device() == Device::Cpu && t.kind() == Kind::Float && t.is_contiguous() && t.numel() == values.len() {
         // SAFETY: a live, contiguous CPU tensor of `values.len()` f32 elements, written by this thread only
@@ -108,8 +109,8 @@ pub(crate) fn write_into(t: &Tensor, values: &[f32]) -> Result<(), TchError> {
         return Ok(());
     }
     let staged = Tensor::f_from_slice(values)?.f_view(t.size().as_slice())?;
-    t.shallow_clone().f_copy_(&staged)?;
-    Ok(())
+    let mut dst = t.shallow_clone();
+    tch::no_grad(|| dst.f_copy_(&staged))
 }
 
 /// Every value of `params`, flat, in order, through host memory.
@@ -136,4 +137,26 @@ pub fn digest(params: &[Tensor]) -> Result<String, TchError> {
         slice
     });
     Ok(trainbench_contract::backend::weights_digest(tensors))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A weight that requires a gradient and is not a contiguous f32 CPU tensor (bf16 here; on a GPU every
+    /// weight) takes the staged path, which must not be recorded by autograd (ZeRO writes gathered weights so).
+    #[test]
+    fn write_into_a_leaf_that_requires_grad_through_the_staged_path() {
+        for kind in [Kind::BFloat16, Kind::Float] {
+            let leaf = Tensor::zeros([2, 3], (kind, Device::Cpu));
+            // A transposed view is not contiguous: the f32 case takes the staged path too.
+            let leaf =
+                if kind == Kind::Float { leaf.tr().set_requires_grad(true) } else { leaf.set_requires_grad(true) };
+            let values = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+            write_into(&leaf, &values).unwrap();
+            let back = flat_values(std::slice::from_ref(&leaf)).unwrap();
+            assert_eq!(back, values, "{kind:?}");
+            assert!(leaf.requires_grad(), "{kind:?}: still a weight that requires a gradient");
+        }
+    }
 }
