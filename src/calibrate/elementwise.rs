@@ -60,17 +60,32 @@ fn steps(batch: usize) -> u64 {
     }
 }
 
+/// Samples per step of the micro-graphs on a CUDA device: 1,024, 0.5 M, 4.2 M and 33.6 M elements per node (the
+/// largest about 75 us of a large GPU's memory traffic per operation). A GPU runs [`BATCHES`]' sizes in a kernel
+/// launch's fixed time (tens of microseconds, whatever the size), so the cost per element they would give is a
+/// launch's noise, multiplied by a large layer's elements. (Each run generates its synthetic pool on the host, up
+/// to 1 GiB at the largest size: larger batches would cost the calibration minutes.)
+pub const GPU_BATCHES: [usize; 4] = [1, 512, 4096, 32768];
+
 /// Samples per step of the measured max-pooling graphs (its samples are larger: 8 channels of 32 x 32).
 const POOL_BATCHES: [usize; 4] = [1, 8, 32, 64];
+/// [`POOL_BATCHES`] on a CUDA device (up to 33.6 M elements per node), as [`GPU_BATCHES`].
+const GPU_POOL_BATCHES: [usize; 4] = [1, 64, 512, 4096];
 /// One sample of the max-pooling graphs: 8 channels of 32 x 32 pixels, pooled 3 x 3 with stride 1 and padding
 /// 1 (the output the input's size).
 const POOL_SAMPLE: [usize; 3] = [8, 32, 32];
 /// The measured pooling window's side.
 const POOL_WINDOW: usize = 3;
 
-/// Samples per step at which `kind` is measured.
-pub fn batches(kind: FirstKind) -> [usize; 4] {
-    if kind == FirstKind::Class(ElementwiseClass::MaxPool) { POOL_BATCHES } else { BATCHES }
+/// Samples per step at which `kind` is measured on `device`.
+pub fn batches(kind: FirstKind, device: DeviceSelector) -> [usize; 4] {
+    let gpu = matches!(device, DeviceSelector::Cuda(_));
+    match (kind == FirstKind::Class(ElementwiseClass::MaxPool), gpu) {
+        (true, false) => POOL_BATCHES,
+        (true, true) => GPU_POOL_BATCHES,
+        (false, false) => BATCHES,
+        (false, true) => GPU_BATCHES,
+    }
 }
 
 /// Heads of the measured attention (self-attention over the sample's 16 positions of 64 features: 4 x 16 x 16
@@ -199,7 +214,7 @@ fn elements_per_sample(class: ElementwiseClass) -> usize {
     }
 }
 
-/// Measure every class of [`ElementwiseClass::ALL`] the backend runs on `device`, at each of [`BATCHES`]; the classes it
+/// Measure every class of [`ElementwiseClass::ALL`] the backend runs on `device`, at each of [`batches`]; the classes it
 /// refuses are returned as `(class, reason)` beside the points.
 pub fn measure(
     backend: &mut dyn Backend,
@@ -218,7 +233,7 @@ pub fn measure(
         };
         // The cross-entropy graph has one loss, the others `ELEMENTWISE_STACK` copies of the operation.
         let copies = if class == ElementwiseClass::CrossEntropy { 1.0 } else { ELEMENTWISE_STACK as f64 };
-        for batch in batches(FirstKind::Class(class)) {
+        for batch in batches(FirstKind::Class(class), device) {
             let plan = plan(device, cpu_threads, batch);
             match super::harness::per_added_node(backend, &plan, (&base, &with), copies, cpu_clock) {
                 Ok(m) => points.push(ElementwisePoint {

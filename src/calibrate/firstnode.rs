@@ -51,7 +51,7 @@ pub fn measure(
                 continue;
             }
         };
-        let plan = elementwise::plan(device, cpu_threads, elementwise::batches(kind)[0]);
+        let plan = elementwise::plan(device, cpu_threads, elementwise::batches(kind, device)[0]);
         let withs = [(&one, 1.0), (&many, STACK as f64)];
         let measured = super::harness::per_added_nodes(backend, &plan, &base, &withs, cpu_clock, ROUNDS);
         match measured {

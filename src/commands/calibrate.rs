@@ -22,6 +22,7 @@ use crate::hardware::wire::{
     BandwidthPoint, Calibration, ConvShapePoint, DeviceKind, DeviceProfile, FreshMemoryPoint, GemmShapePoint,
     HardwareFile, KernelPoint, Link, LinkKind, PeakTflops, ProfileKind,
 };
+use crate::predict::price_classes::{ElementwiseClass, FirstKind};
 use crate::spec::wire::BackendChoice;
 
 /// Arguments of `trainbench calibrate`.
@@ -429,9 +430,10 @@ fn measure_profile(
              trained at batch {:?} with and without the operation, the difference of the mean forward and \
              backward phases per operation, median of 3 rounds; cross-entropy: input [1, 64] -> linear 1024 -> \
              cross-entropy against the same graph ending in the logits' mean and an MSE on it; max pooling: \
-             input [8, 32, 32] -> conv 1x1 -> 6 x max pool 3x3 stride 1 -> MSE at batch 1, 8, 32 and 64",
+             input [8, 32, 32] -> conv 1x1 -> 6 x max pool 3x3 stride 1 -> MSE at batch {:?}",
             crate::calibrate::elementwise::ELEMENTWISE_STACK,
-            crate::calibrate::elementwise::BATCHES
+            crate::calibrate::elementwise::batches(FirstKind::Class(ElementwiseClass::Relu), args.device),
+            crate::calibrate::elementwise::batches(FirstKind::Class(ElementwiseClass::MaxPool), args.device),
         ));
         match step_costs {
             Ok((nodes, optimizers)) => {

@@ -187,8 +187,10 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
                 seconds,
             });
         }
-        // Unequal products at the first precision only (the grid is the larger part of the calibration).
-        if Some(&p) == request.precisions.first() {
+        // The grids at the first precision only (they are the larger part of a CPU's calibration), or at every
+        // one when asked (a GPU's tensor cores).
+        let grids = request.grids_at_every_precision || Some(&p) == request.precisions.first();
+        if grids {
             for &[m, k, n] in &request.gemm_shapes {
                 let a = Tensor::f_randn([m as i64, k as i64], opts)?;
                 let b = Tensor::f_randn([k as i64, n as i64], opts)?;
@@ -196,7 +198,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
                 gemm_shapes.push(GemmShapeTiming { precision: p, dims: [m, k, n], seconds });
             }
         }
-        if Some(&p) == request.precisions.first() {
+        if grids {
             for s in &request.conv_grid {
                 let (forward_s, backward_s) = conv_pair(clock, device, r, opts, s)?;
                 conv_grid.push(ConvTiming { precision: p, shape: *s, forward_s, backward_s });
@@ -257,9 +259,10 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
     };
     let fresh_memory = if request.fresh_memory { fresh_memory(clock, device, r)? } else { None };
     let threads = tch::get_num_threads();
+    let grid_at = if request.grids_at_every_precision { "every precision" } else { "first precision" };
     let mut method = format!(
         "tch backend (libtorch {}), {threads} intra-op thread(s): median over {r} samples of repeated calls (each \
-         sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices (and of [m x k] x [k x n] on a grid, first precision), conv grid = 3x3 convolutions over channels x pixels forward and backward (first precision), conv = conv2d stride 1 same \
+         sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices (and of [m x k] x [k x n] on a grid, {grid_at}), conv grid = 3x3 convolutions over channels x pixels forward and backward ({grid_at}), conv = conv2d stride 1 same \
          padding without bias (backward: input and weight gradients through autograd), memory = add_out over 3 x {e} fp32 elements, overhead = an add of 4 elements with \
          autograd recording{}",
         crate::device::versions(device).get("libtorch").cloned().unwrap_or_default(),

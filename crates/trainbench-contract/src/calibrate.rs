@@ -64,6 +64,11 @@ pub struct CalibrationRequest {
     /// allocator keeps its device's memory for reuse (CUDA's caching allocator) measures nothing.
     #[serde(default)]
     pub fresh_memory: bool,
+    /// Time the grids (`gemm_shapes`, `conv_grid`) at every precision of `precisions`, not the first only: on a
+    /// GPU the half precisions run on tensor cores, whose rates by shape the first precision's (fp32) do not
+    /// foretell, and the grids take seconds there, not minutes.
+    #[serde(default)]
+    pub grids_at_every_precision: bool,
 }
 
 /// One timed kernel.
@@ -143,15 +148,20 @@ pub struct Measurement {
     pub method: String,
 }
 
-/// The default request: square GEMMs from 32 to 1024 (at most `max_gemm`), a few convolutions, a triad of
-/// 8 M elements (96 MB moved per call, well past the last-level cache), 7 timed calls each.
+/// The default request: square GEMMs from 32 up to `max_gemm` by powers of two, the grids of unequal products
+/// and convolutions, a few fixed convolutions and a triad, 7 timed calls each. The grids and the triad are sized
+/// for the device: on the host (and on a wgpu adapter, which may be software Vulkan) as [`gemm_shape_grid`] and
+/// [`conv_grid`]; on a CUDA device as [`gpu_gemm_shape_grid`] and [`gpu_conv_grid`], whose largest calls run well
+/// past a kernel launch's fixed cost and a large GPU's cache (a host-sized grid there measures launches only,
+/// and every larger layer would be priced at the small calls' rate).
 pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_gemm: usize) -> CalibrationRequest {
+    let gpu = matches!(device, DeviceSelector::Cuda(_));
     CalibrationRequest {
         device,
         precisions,
-        gemm_sizes: [32, 64, 128, 256, 512, 1024].into_iter().filter(|&s| s <= max_gemm).collect(),
-        gemm_shapes: gemm_shape_grid(max_gemm),
-        conv_grid: conv_grid(),
+        gemm_sizes: square_sizes(max_gemm),
+        gemm_shapes: if gpu { gpu_gemm_shape_grid(max_gemm) } else { gemm_shape_grid(max_gemm) },
+        conv_grid: if gpu { gpu_conv_grid() } else { conv_grid() },
         conv_shapes: vec![
             ConvShape { n: 1, c: 3, hw: 32, k: 16, r: 3 },
             ConvShape { n: 8, c: 16, hw: 32, k: 16, r: 3 },
@@ -159,12 +169,26 @@ pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_g
             ConvShape { n: 16, c: 64, hw: 32, k: 64, r: 3 },
             ConvShape { n: 8, c: 256, hw: 14, k: 256, r: 3 },
         ],
-        triad_elements: 8 << 20,
+        // 8 M elements (96 MB moved per call) is past a CPU's last-level cache; a GPU's L2 holds tens of MB, so
+        // there 64 M (768 MB per call).
+        triad_elements: if gpu { 64 << 20 } else { 8 << 20 },
         repeats: 7,
         cpu_threads: None,
         cpu_clock: false,
         fresh_memory: true,
+        grids_at_every_precision: gpu,
     }
+}
+
+/// Square product sizes: 32, 64, ... up to `max_gemm` (powers of two; 32 alone when `max_gemm` is below it).
+pub fn square_sizes(max_gemm: usize) -> Vec<usize> {
+    let mut v = vec![32usize];
+    let mut side = 32usize;
+    while let Some(next) = side.checked_mul(2).filter(|&s| s <= max_gemm) {
+        v.push(next);
+        side = next;
+    }
+    v
 }
 
 /// Rows of the products of [`gemm_shape_grid`]: a batch of 1 to several thousand rows (batch x positions).
@@ -175,9 +199,26 @@ pub const GEMM_SIDES: [usize; 4] = [16, 64, 256, 1024];
 /// The grid of unequal products: every row count of [`GEMM_ROWS`] against every pair of sides of
 /// [`GEMM_SIDES`] (sides above `max_gemm` left out).
 pub fn gemm_shape_grid(max_gemm: usize) -> Vec<[usize; 3]> {
-    let sides: Vec<usize> = GEMM_SIDES.into_iter().filter(|&s| s <= max_gemm.max(GEMM_SIDES[0])).collect();
+    product_grid(&GEMM_ROWS, &GEMM_SIDES, max_gemm)
+}
+
+/// Rows of the products of [`gpu_gemm_shape_grid`]: one row to a large model's tokens per step (batch x
+/// positions of thousands).
+pub const GPU_GEMM_ROWS: [usize; 5] = [1, 64, 512, 4096, 32768];
+/// Inner and output sides of the products of [`gpu_gemm_shape_grid`]: a small layer's features to a large
+/// model's hidden and feed-forward sizes.
+pub const GPU_GEMM_SIDES: [usize; 5] = [64, 256, 1024, 4096, 8192];
+
+/// The grid of unequal products on a CUDA device: every row count of [`GPU_GEMM_ROWS`] against every pair of
+/// sides of [`GPU_GEMM_SIDES`] (sides above `max_gemm` left out, 1024 kept at least).
+pub fn gpu_gemm_shape_grid(max_gemm: usize) -> Vec<[usize; 3]> {
+    product_grid(&GPU_GEMM_ROWS, &GPU_GEMM_SIDES, max_gemm.max(1024))
+}
+
+fn product_grid(rows: &[usize], sides: &[usize], max_side: usize) -> Vec<[usize; 3]> {
+    let sides: Vec<usize> = sides.iter().copied().filter(|&s| s <= max_side.max(sides[0])).collect();
     let mut v = Vec::new();
-    for m in GEMM_ROWS {
+    for &m in rows {
         for &k in &sides {
             for &n in &sides {
                 v.push([m, k, n]);
@@ -206,4 +247,61 @@ pub fn conv_grid() -> Vec<ConvShape> {
         }
     }
     v
+}
+
+/// Channels (in = out) of the convolutions of [`gpu_conv_grid`]: a small network's first stage to a ResNet's
+/// last.
+pub const GPU_CONV_CHANNELS: [usize; 5] = [16, 64, 128, 256, 512];
+/// (batch, height = width) of the convolutions of [`gpu_conv_grid`]: 256 to 401,408 output pixels (a ResNet's
+/// 56 x 56 stage at batch 128).
+pub const GPU_CONV_PIXELS: [(usize, usize); 4] = [(1, 16), (8, 28), (32, 56), (128, 56)];
+
+/// The convolution grid on a CUDA device: 3 x 3, stride 1, same padding, every channel count of
+/// [`GPU_CONV_CHANNELS`] at every size of [`GPU_CONV_PIXELS`] (the largest call about 2 TFLOP forward).
+pub fn gpu_conv_grid() -> Vec<ConvShape> {
+    let mut v = Vec::new();
+    for c in GPU_CONV_CHANNELS {
+        for (n, hw) in GPU_CONV_PIXELS {
+            v.push(ConvShape { n, c, hw, k: c, r: 3 });
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--max-gemm` bounds the squares as its help says (32, 64, ... up to it), on the host as on a GPU; the
+    /// host's default (1024) measures what it always did.
+    #[test]
+    fn squares_run_up_to_max_gemm() {
+        assert_eq!(square_sizes(1024), [32, 64, 128, 256, 512, 1024]);
+        assert_eq!(square_sizes(8192).last(), Some(&8192));
+        assert_eq!(square_sizes(100), [32, 64]);
+        assert_eq!(square_sizes(0), [32]);
+        assert_eq!(square_sizes(usize::MAX).len(), usize::BITS as usize - 5);
+    }
+
+    /// A CUDA device gets grids whose largest calls are far past a launch (a 32768 x 8192 x 8192 product, a
+    /// 512-channel convolution over 401,408 pixels) and a triad past its L2; the host keeps its own grids.
+    #[test]
+    fn a_gpu_gets_grids_past_a_launch_and_the_host_keeps_its_own() {
+        let host = default_request(DeviceSelector::Cpu, vec![Precision::Fp32], 1024);
+        assert_eq!(host.gemm_shapes, gemm_shape_grid(1024));
+        assert_eq!(host.conv_grid, conv_grid());
+        assert_eq!(host.triad_elements, 8 << 20);
+        assert_eq!(host.gemm_sizes, [32, 64, 128, 256, 512, 1024]);
+        let gpu = default_request(DeviceSelector::Cuda(Some(0)), vec![Precision::Fp32], 8192);
+        assert!(gpu.gemm_shapes.contains(&[32768, 8192, 8192]));
+        assert_eq!(gpu.gemm_shapes.len(), 5 * 5 * 5);
+        let largest = gpu.conv_grid.iter().map(ConvShape::flops).fold(0.0, f64::max);
+        assert!(largest > 1.5e12, "{largest}");
+        assert!(gpu.triad_elements * 12 > 600 << 20);
+        assert!(gpu.grids_at_every_precision && !host.grids_at_every_precision);
+        // A smaller --max-gemm trims the sides, never below 1024.
+        let quick = default_request(DeviceSelector::Cuda(None), vec![Precision::Fp32], 256);
+        assert!(quick.gemm_shapes.iter().all(|s| s[1] <= 1024 && s[2] <= 1024));
+        assert!(quick.gemm_shapes.contains(&[32768, 1024, 1024]));
+    }
 }
