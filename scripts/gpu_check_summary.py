@@ -11,6 +11,13 @@ check's fresh calibration, OUT/calibrated.toml) beside its measured median step,
 80%-interval coverage over the runs. Error = predicted / measured - 1.
 
 Usage: [TRAINBENCH_BIN=path] gpu_check_summary.py OUT
+
+The runs a check brought back stay a held-out set after the GPU machine is gone: with --judge, each result of a
+stored results.jsonl (docs/gpu-runs/) is predicted again on each given profile (any profile: a published one, a
+calibrated one kept beside the runs, one changed since) and set against its measured median step, with the
+median |error|, the worst and the 80%-interval coverage per profile. Nothing is fitted to them.
+
+       TRAINBENCH_BIN=path gpu_check_summary.py --judge RESULTS.jsonl --hardware PROFILE [--hardware PROFILE ...]
 """
 
 import glob
@@ -151,7 +158,41 @@ def predictions(r, bin_path, totals):
     return f"\n    predicted against measured {1e3 * measured:.2f} ms: " + "; ".join(lines)
 
 
+def judge_stored(results, profiles, bin_path):
+    """Every stored result of `results` (a results.jsonl) predicted again on each of `profiles`: a line per run
+    and the totals per profile."""
+    totals = {}
+    for line in open(results):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        measured = ((r.get("metrics") or {}).get("step_time") or {}).get("median_s")
+        if not isinstance(r, dict) or "plan" not in r or not measured:
+            continue
+        texts = []
+        for profile in profiles:
+            text, figure = judged(os.path.basename(profile), measured, predict_on(bin_path, profile, r))
+            texts.append(text)
+            if figure:
+                totals.setdefault(profile, []).append(figure)
+        print(f"{r['plan']['id']}: measured {1e3 * measured:.2f} ms; " + "; ".join(texts))
+    for profile, figures in totals.items():
+        errors = [e for e, _ in figures]
+        held = sum(1 for _, inside in figures if inside)
+        print(f"predicted on {profile}: median |error| {100 * statistics.median(errors):.1f}%, worst "
+              f"{100 * max(errors):.1f}% over {len(errors)} runs; 80% interval holding {held} of {len(figures)}")
+
+
 def main():
+    if sys.argv[1:2] == ["--judge"]:
+        args = sys.argv[2:]
+        bin_path = os.environ.get("TRAINBENCH_BIN")
+        profiles = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--hardware"]
+        if not args or not profiles or not bin_path:
+            sys.exit("usage: TRAINBENCH_BIN=path gpu_check_summary.py --judge RESULTS.jsonl --hardware PROFILE ...")
+        judge_stored(args[0], profiles, bin_path)
+        return
     out = sys.argv[1]
     bin_path = os.environ.get("TRAINBENCH_BIN")
     totals = {}
