@@ -60,17 +60,17 @@ fn steps(batch: usize) -> u64 {
     }
 }
 
-/// Samples per step of the micro-graphs on a CUDA device: 1,024, 0.5 M, 4.2 M and 33.6 M elements per node (the
-/// largest about 75 us of a large GPU's memory traffic per operation). A GPU runs [`BATCHES`]' sizes in a kernel
-/// launch's fixed time (tens of microseconds, whatever the size), so the cost per element they would give is a
-/// launch's noise, multiplied by a large layer's elements. (Each run generates its synthetic pool on the host, up
-/// to 1 GiB at the largest size: larger batches would cost the calibration minutes.)
-pub const GPU_BATCHES: [usize; 4] = [1, 512, 4096, 32768];
+/// Samples per step of the micro-graphs on a CUDA device: 1,024, 262,144, 2.1 M and 16.8 M elements per node (the
+/// largest about 35 us of a large GPU's memory traffic per fp32 operation, several launches' worth). A GPU runs
+/// [`BATCHES`]' sizes in a kernel launch's fixed time (tens of microseconds, whatever the size), so the cost per
+/// element they would give is a launch's noise, multiplied by a large layer's elements. Each step copies its
+/// batch to the device (`super::repeated_batch`: host copies of up to 134 MB a step), which bounds the size.
+pub const GPU_BATCHES: [usize; 4] = [1, 256, 2048, 16384];
 
 /// Samples per step of the measured max-pooling graphs (its samples are larger: 8 channels of 32 x 32).
 const POOL_BATCHES: [usize; 4] = [1, 8, 32, 64];
-/// [`POOL_BATCHES`] on a CUDA device (up to 33.6 M elements per node), as [`GPU_BATCHES`].
-const GPU_POOL_BATCHES: [usize; 4] = [1, 64, 512, 4096];
+/// [`POOL_BATCHES`] on a CUDA device (up to 16.8 M elements per node), as [`GPU_BATCHES`].
+const GPU_POOL_BATCHES: [usize; 4] = [1, 32, 256, 2048];
 /// One sample of the max-pooling graphs: 8 channels of 32 x 32 pixels, pooled 3 x 3 with stride 1 and padding
 /// 1 (the output the input's size).
 const POOL_SAMPLE: [usize; 3] = [8, 32, 32];

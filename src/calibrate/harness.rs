@@ -1,7 +1,8 @@
 //! The differential measurement every calibration suite shares: a micro-graph trained through the backend's
 //! own training step with phase timing (`Backend::run_in`), and one added node's cost as the difference of the
 //! mean phases of a graph with the nodes and the same graph without them, the median over rounds. With
-//! `--cpu-clock`, each run's phases are scaled by the process's CPU time over wall time.
+//! `--cpu-clock`, each run's phases are scaled by the process's CPU time over wall time. On a CUDA device each
+//! run reads one batch again and again (`super::repeated_batch`) instead of generating the backend's pool.
 
 use trainbench_contract::{Backend, BackendError, Budget, DeviceSelector, RunContext, RunPlan};
 use trainbench_graph::graph::Graph;
@@ -75,7 +76,12 @@ pub fn phases(
     let mut probe = trainbench_contract::backend::NoProbe;
     let wall0 = std::time::Instant::now();
     let cpu0 = crate::metrics::cpu::process_cpu_seconds();
-    let raw = backend.run_in(plan, graph, &mut RunContext::new(&mut probe))?;
+    // On a CUDA device the batch is generated once and read again each step (`super::repeated_batch`).
+    let mut repeated = matches!(plan.device, DeviceSelector::Cuda(_))
+        .then(|| super::repeated_batch::RepeatedBatch::new(graph, plan.batch_size, plan.seed));
+    let mut ctx = RunContext::new(&mut probe);
+    ctx.data = repeated.as_mut().map(|r| r as &mut dyn trainbench_data::BatchSource);
+    let raw = backend.run_in(plan, graph, &mut ctx)?;
     let wall = wall0.elapsed().as_secs_f64();
     let scale = match (cpu_clock, cpu0, crate::metrics::cpu::process_cpu_seconds()) {
         (true, Some(a), Some(b)) if wall > 0.0 && b > a => (b - a) / wall,

@@ -1,7 +1,7 @@
 //! Calibration: measuring a device through a backend's own training step, and fitting what was measured into
 //! the coefficients the performance model reads. The suites of micro-graphs ([`elementwise`], [`firstnode`],
 //! [`stepcost`]) share one differential measurement ([`harness`]: a graph with the nodes against the same graph
-//! without them); `trainbench calibrate` (`crate::commands::calibrate`) runs them and writes the points into a
+//! without them; on CUDA their batches from [`repeated_batch`]); `trainbench calibrate` (`crate::commands::calibrate`) runs them and writes the points into a
 //! hardware profile. [`fit`] turns a profile's points into `crate::predict::rates::Coefficients`, once: when
 //! `trainbench calibrate` writes the profile (format v2 stores them) or when a v1 profile is loaded
 //! (`crate::hardware::load`). The model (`crate::predict`) reads those, never measures nor fits, and imports
@@ -13,4 +13,5 @@ pub mod fit;
 pub mod fit_uncertainty;
 pub mod harness;
 pub mod machine_load;
+pub mod repeated_batch;
 pub mod stepcost;
