@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::autocast;
 use super::model_flops;
 use super::rules;
 use super::summary::{ActivationTotals, Analysis, FlopTotals, KindTotals, LayerAnalysis, MemoryEstimate, ModelFlops};
@@ -84,33 +85,48 @@ pub fn analyze(graph: &Graph) -> Analysis {
     }
     let rg = requires_grad(graph, &trained);
 
-    // Which node outputs are kept for backward, and internal saved tensors per node.
+    // Which node outputs are kept for backward, and internal saved tensors per node; which of them a
+    // half-precision run keeps in fp32 (`super::autocast`).
     let mut kept = BTreeSet::new();
+    let mut kept_wide = BTreeSet::new();
+    let wide_out = autocast::wide_outputs(graph);
     let mut extra = vec![0u64; n];
+    let mut extra_wide = vec![false; n];
     let mut other = vec![0u64; n];
     for (i, node) in graph.nodes.iter().enumerate() {
         let s = rules::saved(graph, node);
+        let policy = autocast::policy(&node.op);
         if s.output {
             kept.insert(i);
+            if wide_out[i] {
+                kept_wide.insert(i);
+            }
         }
         for k in s.inputs {
             let j = storage(graph, node.inputs[k]);
             if !graph.nodes[j].op.is_index_input() {
                 kept.insert(j);
+                if autocast::saved_wide(policy, wide_out[node.inputs[k]]) {
+                    kept_wide.insert(j);
+                }
             }
         }
         extra[i] = s.extra_elements;
+        extra_wide[i] = autocast::internal_wide(policy, wide_out[i]);
         other[i] = s.other_bytes;
     }
 
     let mut layers = Vec::with_capacity(n);
     let mut by_kind: BTreeMap<String, KindTotals> = BTreeMap::new();
     let (mut fwd, mut bwd, mut outputs, mut saved_total, mut other_total) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut wide_total = 0u64;
     let (mut ws_max, mut ws_layer) = (0u64, String::new());
     for (i, node) in graph.nodes.iter().enumerate() {
         let input_grad: Vec<bool> = node.inputs.iter().map(|&j| rg[j]).collect();
         let f = rules::flops(graph, node, &input_grad);
         let saved = extra[i] + if kept.contains(&i) { node.shape.numel() } else { 0 };
+        let saved_wide =
+            if extra_wide[i] { extra[i] } else { 0 } + if kept_wide.contains(&i) { node.shape.numel() } else { 0 };
         if !matches!(node.op, Op::Input { .. }) && rg[i] {
             let ws = rules::workspace(graph, node, &input_grad);
             if ws > ws_max {
@@ -121,6 +137,7 @@ pub fn analyze(graph: &Graph) -> Analysis {
         bwd += f.backward;
         outputs += if matches!(node.op, Op::Input { .. }) { 0 } else { node.shape.numel() };
         saved_total += saved;
+        wide_total += saved_wide;
         other_total += other[i];
         let k = by_kind.entry(node.op.kind_name().to_string()).or_default();
         k.layers += 1;
@@ -136,6 +153,7 @@ pub fn analyze(graph: &Graph) -> Analysis {
             parameters: params[i],
             output_elements: node.shape.numel(),
             saved_elements: saved,
+            saved_wide_elements: saved_wide,
             saved_other_bytes: other[i],
             forward_flops: f.forward,
             backward_flops: f.backward,
@@ -163,6 +181,7 @@ pub fn analyze(graph: &Graph) -> Analysis {
         activations: ActivationTotals {
             output_elements_per_sample: outputs,
             saved_elements_per_sample: saved_total,
+            saved_wide_elements_per_sample: wide_total,
             saved_other_bytes_per_sample: other_total,
             workspace_elements_per_sample: ws_max,
             workspace_layer: ws_layer,
@@ -183,7 +202,8 @@ pub fn analyze(graph: &Graph) -> Analysis {
 /// Weights are fp32 and gradients fp32 for trained parameters only (mixed precision keeps fp32 master weights and gradients, and autocast
 /// additionally caches a 16-bit copy of every trained weight during the step); optimizer state is
 /// `optimizer.state_buffers()` fp32 tensors per parameter; activations and workspace scale with the batch at
-/// [`Precision::activation_bytes`]. Framework overhead (CUDA context, allocator fragmentation) is not included.
+/// [`Precision::activation_bytes`], but for the kept tensors a half-precision run holds in fp32 (autocast's
+/// policy, `super::autocast`: the residual stream, the norms' inputs, the loss's log-probabilities). Framework overhead (CUDA context, allocator fragmentation) is not included.
 pub fn memory_estimate(a: &Analysis, batch: usize, precision: Precision, optimizer: &OptimizerSpec) -> MemoryEstimate {
     memory_estimate_checkpointed(a, batch, precision, optimizer, Checkpointing::None)
 }
@@ -209,7 +229,10 @@ pub fn memory_estimate_checkpointed(
     // Frozen parameters (LoRA's base) hold neither a gradient nor optimizer state.
     let gradients = 4 * a.trainable_parameters;
     let optimizer_state = 4 * a.trainable_parameters * optimizer.state_buffers();
-    let activations = b * (a.saved_elements(checkpointing) * act + a.activations.saved_other_bytes_per_sample);
+    // A half-precision run keeps some tensors in fp32 (autocast's policy): 2 more bytes each.
+    let wide_extra = if precision == Precision::Fp32 { 0 } else { 2 * a.saved_wide_elements(checkpointing) };
+    let activations =
+        b * (a.saved_elements(checkpointing) * act + wide_extra + a.activations.saved_other_bytes_per_sample);
     let workspace = b * a.activations.workspace_elements_per_sample * act;
     let total = weights + gradients + optimizer_state + activations + workspace;
     MemoryEstimate {

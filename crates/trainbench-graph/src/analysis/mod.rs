@@ -29,11 +29,14 @@
 //!   alpha table. Sums, concatenations, reshapes, slices and RoI align keep nothing; a saved view
 //!   (reshape, transpose, slice) counts as its underlying tensor. Integer inputs
 //!   (token ids, labels) are not counted; dense inputs saved by their first layer are.
+//! - **Types**: a half-precision run keeps some of those tensors in fp32 ([`autocast`]: CUDA autocast's policy
+//!   per operation); the memory estimate prices them at 4 bytes, the rest at 2.
 //! - **Workspace**: the largest transient working set of one layer's backward: its output gradient, its
 //!   inputs' gradients and, for convolutions with kernels above 1x1, an im2col buffer (C_in/groups x
 //!   kernel x output positions).
 
 mod analyze;
+pub mod autocast;
 mod model_flops;
 mod rules;
 mod summary;

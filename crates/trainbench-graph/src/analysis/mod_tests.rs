@@ -59,7 +59,68 @@ fn memory_estimate_arithmetic() {
     let m16 = memory_estimate(&a, 2, Precision::Bf16, &adam);
     assert_eq!(m16.weights, 6 * p);
     assert_eq!(m16.optimizer_state, 8 * p);
-    assert_eq!(m16.activations, 2 * 19_466 * 2);
+    // In bf16 the log-softmax (10 per sample) stays fp32 (autocast runs the loss in fp32): 2 bytes more each.
+    assert_eq!(a.activations.saved_wide_elements_per_sample, 10);
+    assert_eq!(m16.activations, 2 * 19_466 * 2 + 2 * 10 * 2);
+}
+
+/// A pre-norm decoder block: embedding (fp32 table) + positions -> residual; LN -> linear -> GELU -> linear,
+/// added back; LN -> logits -> cross-entropy. Under autocast the residual stream is fp32 and the norms save it
+/// as such, while every linear saves a half copy of its input (the norms' outputs, the GELU's) and the loss
+/// keeps its log-softmax in fp32.
+fn tiny_decoder() -> Graph {
+    let (t, h, vocab) = (8, 16, 50);
+    let mut b = GraphBuilder::new("decoder");
+    let ids = b.input("ids", &[t], InputKind::Tokens { vocab }).unwrap();
+    let labels = b.input("labels", &[t], InputKind::Labels { classes: vocab }).unwrap();
+    let e = b.embedding("embed", ids, vocab, h).unwrap();
+    let e = b.learned_positions("positions", e, t).unwrap();
+    let n = b.layer_norm("ln1", e, 1e-5).unwrap();
+    let u = b.linear("up", n, 4 * h, true).unwrap();
+    let g = b.act("gelu", u, Activation::Gelu).unwrap();
+    let d = b.linear("down", g, h, true).unwrap();
+    let r = b.add_nodes("residual", &[e, d]).unwrap();
+    let n = b.layer_norm("ln2", r, 1e-5).unwrap();
+    let logits = b.linear("head", n, vocab, true).unwrap();
+    b.loss("loss", LossKind::CrossEntropy, &[logits, labels]).unwrap();
+    b.finish(t as u64, "tokens").unwrap()
+}
+
+#[test]
+fn a_half_precision_run_keeps_the_residual_stream_the_norms_inputs_and_the_log_softmax_in_fp32() {
+    let a = analyze(&tiny_decoder());
+    let layer = |name: &str| a.layers.iter().find(|l| l.name == name).unwrap();
+    let (t, h, vocab) = (8u64, 16u64, 50u64);
+    // The positions' output (the residual stream, fp32) is saved by ln1 as it is: fp32.
+    assert_eq!((layer("positions").saved_elements, layer("positions").saved_wide_elements), (t * h, t * h));
+    // ln1's output is saved by `up` as a half copy; its own mean and rstd per row are fp32. GELU's input and
+    // output are half.
+    assert_eq!((layer("ln1").saved_elements, layer("ln1").saved_wide_elements), (t * h + 2 * t, 2 * t));
+    assert_eq!((layer("up").saved_elements, layer("up").saved_wide_elements), (t * 4 * h, 0));
+    assert_eq!(layer("gelu").saved_wide_elements, 0);
+    // The residual sum promotes to fp32 and ln2 saves it so.
+    assert_eq!(layer("residual").saved_wide_elements, t * h);
+    // ln2's output reaches the head as a half copy; the loss keeps its log-softmax in fp32.
+    assert_eq!(layer("loss").saved_wide_elements, layer("loss").saved_elements);
+    assert!(layer("loss").saved_elements >= t * vocab);
+    let wide: u64 = a.layers.iter().map(|l| l.saved_wide_elements).sum();
+    assert_eq!(a.activations.saved_wide_elements_per_sample, wide);
+    // fp32 prices every kept element at 4 bytes, as before; bf16 at 2, and 4 for the fp32 ones.
+    let sgd = OptimizerSpec::default();
+    let saved = a.activations.saved_elements_per_sample;
+    let other = a.activations.saved_other_bytes_per_sample;
+    assert_eq!(memory_estimate(&a, 3, Precision::Fp32, &sgd).activations, 3 * (4 * saved + other));
+    assert_eq!(memory_estimate(&a, 3, Precision::Bf16, &sgd).activations, 3 * (2 * saved + 2 * wide + other));
+    assert_eq!(memory_estimate(&a, 3, Precision::Fp16, &sgd).activations, 3 * (2 * saved + 2 * wide + other));
+}
+
+/// A convolutional network runs in half precision from its first convolution on: only the loss's log-softmax
+/// stays fp32 (the image is saved by the first convolution as a half copy).
+#[test]
+fn a_convolutional_network_keeps_only_its_loss_in_fp32() {
+    let a = analyze(&zoo::build(&resnet(18)).unwrap());
+    let loss: u64 = a.layers.iter().filter(|l| l.op == "loss").map(|l| l.saved_elements).sum();
+    assert_eq!(a.activations.saved_wide_elements_per_sample, loss);
 }
 
 fn params(m: ModelSpec) -> u64 {

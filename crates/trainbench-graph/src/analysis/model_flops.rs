@@ -96,6 +96,7 @@ pub(crate) fn blocks(graph: &Graph, a: &Analysis) -> Vec<BlockAnalysis> {
             name: b.name.clone(),
             forward_flops: a.layers[b.first..=b.last].iter().map(|l| l.forward_flops).sum(),
             saved_elements: a.layers[b.first..b.last].iter().map(|l| l.saved_elements).sum(),
+            saved_wide_elements: a.layers[b.first..b.last].iter().map(|l| l.saved_wide_elements).sum(),
         })
         .collect()
 }
@@ -116,5 +117,19 @@ impl Analysis {
         let freed: u64 = recomputed().map(|(_, b)| b.saved_elements).sum();
         let live_again = recomputed().map(|(_, b)| b.saved_elements).max().unwrap_or(0);
         self.activations.saved_elements_per_sample - freed + live_again
+    }
+    /// Of [`Analysis::saved_elements`], those a half-precision run keeps in fp32, under `checkpointing` (the
+    /// same blocks freed, the largest of them live again).
+    pub fn saved_wide_elements(&self, checkpointing: Checkpointing) -> u64 {
+        let recomputed = || self.blocks.iter().enumerate().filter(|(i, _)| checkpointing.recomputes(*i));
+        let freed: u64 = recomputed().map(|(_, b)| b.saved_wide_elements).sum();
+        let live_again = recomputed().map(|(_, b)| b.saved_elements).max().map_or(0, |most| {
+            recomputed()
+                .filter(|(_, b)| b.saved_elements == most)
+                .map(|(_, b)| b.saved_wide_elements)
+                .max()
+                .unwrap_or(0)
+        });
+        self.activations.saved_wide_elements_per_sample.saturating_sub(freed) + live_again
     }
 }

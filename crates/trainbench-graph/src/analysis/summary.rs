@@ -29,6 +29,10 @@ pub struct LayerAnalysis {
     /// Elements kept for backward per sample, attributed to this layer: its output when some layer saves it,
     /// plus internal tensors it saves (gates, attention probabilities, log-softmax).
     pub saved_elements: u64,
+    /// Of those, the elements a half-precision run keeps in fp32 (autocast: the residual stream, the norms'
+    /// inputs, the loss's log-probabilities).
+    #[serde(default)]
+    pub saved_wide_elements: u64,
     /// Precision-independent bytes kept per sample (dropout masks, max-pool indices).
     pub saved_other_bytes: u64,
     /// Forward FLOPs per sample.
@@ -60,6 +64,9 @@ pub struct ActivationTotals {
     pub output_elements_per_sample: u64,
     /// Elements kept for backward (feature maps), at activation precision.
     pub saved_elements_per_sample: u64,
+    /// Of those, the elements a half-precision run keeps in fp32 (autocast's policy).
+    #[serde(default)]
+    pub saved_wide_elements_per_sample: u64,
     /// Precision-independent bytes kept for backward (masks, indices).
     pub saved_other_bytes_per_sample: u64,
     /// Largest transient working set of one layer's backward, in elements.
@@ -191,4 +198,7 @@ pub struct BlockAnalysis {
     pub forward_flops: u64,
     /// Elements its nodes keep for backward, its output excluded (what checkpointing frees).
     pub saved_elements: u64,
+    /// Of those, the elements a half-precision run keeps in fp32.
+    #[serde(default)]
+    pub saved_wide_elements: u64,
 }
