@@ -371,7 +371,10 @@ pub fn predict_mesh(
         let mut per_sample = 0.0;
         for c in &mine {
             for (i, l) in a.layers.iter().enumerate().take(c.nodes.end).skip(c.nodes.start) {
-                let bytes = l.saved_elements as f64 * act_bytes + l.saved_other_bytes as f64;
+                // A half-precision run keeps some of them in fp32 (the analysis's autocast policy): 2 bytes more.
+                let bytes = l.saved_elements as f64 * act_bytes
+                    + l.saved_wide_elements as f64 * (4.0 - act_bytes)
+                    + l.saved_other_bytes as f64;
                 let whole = whole_on_rank.as_ref().map_or_else(
                     || !mesh.sequence_parallel && replicated_without_sp(&l.op),
                     |w| w.get(i).copied().unwrap_or(false),

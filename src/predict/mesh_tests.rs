@@ -324,3 +324,26 @@ fn zero3_in_a_tensor_pipeline_exchanges_the_busiest_stages_weights_not_the_whole
     assert!((b / (6.0 * busiest) - 1.0).abs() < 1e-3, "data bytes {b} for a stage of {busiest} parameters");
     assert!(b < a, "data bytes {b} in the pipeline against {a} without");
 }
+
+/// One rank's kept activations are the whole-model estimate's, in bf16 too: the tensors autocast keeps in fp32
+/// (the residual stream, the norms' statistics, the loss's log-probabilities) at 4 bytes, the rest at 2.
+#[test]
+fn one_ranks_bf16_activations_are_the_whole_models_estimate_with_its_fp32_share() {
+    let g = smoke();
+    let profile = ProfileValidator::new().unwrap().resolve("h100").unwrap().file;
+    let adamw = serde_json::from_value::<OptimizerSpec>(serde_json::json!({"kind": "adamw"})).unwrap();
+    let setting = Setting {
+        batch: 4,
+        precision: Precision::Bf16,
+        optimizer: adamw.clone(),
+        topology: Topology { mesh: Mesh::flat(), ..Topology::on_one_node(DataParallel::Single, 1) },
+        schedule: Default::default(),
+        numerics: Default::default(),
+        pipeline_layers: Vec::new(),
+    };
+    let one = predict_mesh(&AnalyzedGraph::new(&g), &setting, &profile, &Terms::all()).unwrap();
+    let a = trainbench_graph::analysis::analyze(&g);
+    assert!(a.activations.saved_wide_elements_per_sample > 0);
+    let whole = trainbench_graph::analysis::memory_estimate(&a, 4, Precision::Bf16, &adamw);
+    assert!(close(one.stages[0].activations_bytes, whole.activations as f64), "{:?} {whole:?}", one.stages[0]);
+}
