@@ -60,17 +60,18 @@ fn steps(batch: usize) -> u64 {
     }
 }
 
-/// Samples per step of the micro-graphs on a CUDA device: 1,024, 262,144, 2.1 M and 16.8 M elements per node (the
-/// largest about 35 us of a large GPU's memory traffic per fp32 operation, several launches' worth). A GPU runs
+/// Samples per step of the micro-graphs on a CUDA device: 1,024, 262,144, 2.1 M and 8.4 M elements per node (the
+/// largest about 17 us of a large GPU's memory traffic per fp32 operation, twice a launch). A GPU runs
 /// [`BATCHES`]' sizes in a kernel launch's fixed time (tens of microseconds, whatever the size), so the cost per
 /// element they would give is a launch's noise, multiplied by a large layer's elements. Each step copies its
-/// batch to the device (`super::repeated_batch`: host copies of up to 134 MB a step), which bounds the size.
-pub const GPU_BATCHES: [usize; 4] = [1, 256, 2048, 16384];
+/// batch to the device (`super::repeated_batch`: host copies of 67 MB a step at the largest, about 0.08 s a
+/// clone here at twice that size), which bounds the size: the calibration has 300 s on the GPU check.
+pub const GPU_BATCHES: [usize; 4] = [1, 256, 2048, 8192];
 
 /// Samples per step of the measured max-pooling graphs (its samples are larger: 8 channels of 32 x 32).
 const POOL_BATCHES: [usize; 4] = [1, 8, 32, 64];
-/// [`POOL_BATCHES`] on a CUDA device (up to 16.8 M elements per node), as [`GPU_BATCHES`].
-const GPU_POOL_BATCHES: [usize; 4] = [1, 32, 256, 2048];
+/// [`POOL_BATCHES`] on a CUDA device (up to 8.4 M elements per node), as [`GPU_BATCHES`].
+const GPU_POOL_BATCHES: [usize; 4] = [1, 32, 256, 1024];
 /// One sample of the max-pooling graphs: 8 channels of 32 x 32 pixels, pooled 3 x 3 with stride 1 and padding
 /// 1 (the output the input's size).
 const POOL_SAMPLE: [usize; 3] = [8, 32, 32];
