@@ -158,6 +158,15 @@ def predictions(r, bin_path, totals):
     return f"\n    predicted against measured {1e3 * measured:.2f} ms: " + "; ".join(lines)
 
 
+def print_totals(totals):
+    """Per profile: the median and worst |error| over its runs, and how many runs its 80% interval held."""
+    for profile, figures in totals.items():
+        errors = [e for e, _ in figures]
+        held = sum(1 for _, inside in figures if inside)
+        print(f"predicted on {profile}: median |error| {100 * statistics.median(errors):.1f}%, worst "
+              f"{100 * max(errors):.1f}% over {len(errors)} runs; 80% interval holding {held} of {len(figures)}")
+
+
 def judge_stored(results, profiles, bin_path):
     """Every stored result of `results` (a results.jsonl) predicted again on each of `profiles`: a line per run
     and the totals per profile."""
@@ -177,11 +186,7 @@ def judge_stored(results, profiles, bin_path):
             if figure:
                 totals.setdefault(profile, []).append(figure)
         print(f"{r['plan']['id']}: measured {1e3 * measured:.2f} ms; " + "; ".join(texts))
-    for profile, figures in totals.items():
-        errors = [e for e, _ in figures]
-        held = sum(1 for _, inside in figures if inside)
-        print(f"predicted on {profile}: median |error| {100 * statistics.median(errors):.1f}%, worst "
-              f"{100 * max(errors):.1f}% over {len(errors)} runs; 80% interval holding {held} of {len(figures)}")
+    print_totals(totals)
 
 
 def main():
@@ -210,11 +215,7 @@ def main():
             print(run_line(step, r) + predictions(r, bin_path, totals))
             if step == "resnet" and r.get("metrics"):
                 ours[(r["plan"]["batch_size"], r["plan"]["precision"])] = r["metrics"]
-    for profile, figures in totals.items():
-        errors = [e for e, _ in figures]
-        held = sum(1 for _, inside in figures if inside)
-        print(f"predicted on {profile}: median |error| {100 * statistics.median(errors):.1f}%, worst "
-              f"{100 * max(errors):.1f}% over {len(errors)} runs; 80% interval holding {held} of {len(figures)}")
+    print_totals(totals)
     parity = os.path.join(out, "parity.txt")
     if not os.path.exists(parity):
         return

@@ -30,7 +30,7 @@ pub fn attention_batch(elements: f64) -> f64 {
     elements / (ATTENTION_HEADS * SAMPLE[0] * SAMPLE[0]) as f64
 }
 
-use trainbench_contract::{Backend, DeviceSelector, RunPlan};
+use trainbench_contract::{Backend, DeviceFamily, DeviceSelector, RunPlan};
 use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind, PoolKind};
 use trainbench_graph::{GraphBuilder, OptimizerSpec};
 
@@ -80,7 +80,7 @@ const POOL_WINDOW: usize = 3;
 
 /// Samples per step at which `kind` is measured on `device`.
 pub fn batches(kind: FirstKind, device: DeviceSelector) -> [usize; 4] {
-    let gpu = matches!(device, DeviceSelector::Cuda(_));
+    let gpu = device.family() == DeviceFamily::Cuda;
     match (kind == FirstKind::Class(ElementwiseClass::MaxPool), gpu) {
         (true, false) => POOL_BATCHES,
         (true, true) => GPU_POOL_BATCHES,

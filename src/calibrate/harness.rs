@@ -4,7 +4,7 @@
 //! `--cpu-clock`, each run's phases are scaled by the process's CPU time over wall time. On a CUDA device each
 //! run reads one batch again and again (`super::repeated_batch`) instead of generating the backend's pool.
 
-use trainbench_contract::{Backend, BackendError, Budget, DeviceSelector, RunContext, RunPlan};
+use trainbench_contract::{Backend, BackendError, Budget, DeviceFamily, DeviceSelector, RunContext, RunPlan};
 use trainbench_graph::graph::Graph;
 use trainbench_graph::{OptimizerSpec, Precision};
 
@@ -77,7 +77,7 @@ pub fn phases(
     let wall0 = std::time::Instant::now();
     let cpu0 = crate::metrics::cpu::process_cpu_seconds();
     // On a CUDA device the batch is generated once and read again each step (`super::repeated_batch`).
-    let mut repeated = matches!(plan.device, DeviceSelector::Cuda(_))
+    let mut repeated = (plan.device.family() == DeviceFamily::Cuda)
         .then(|| super::repeated_batch::RepeatedBatch::new(graph, plan.batch_size, plan.seed));
     let mut ctx = RunContext::new(&mut probe);
     ctx.data = repeated.as_mut().map(|r| r as &mut dyn trainbench_data::BatchSource);

@@ -373,7 +373,7 @@ pub fn predict_mesh(
             for (i, l) in a.layers.iter().enumerate().take(c.nodes.end).skip(c.nodes.start) {
                 // A half-precision run keeps some of them in fp32 (the analysis's autocast policy): 2 bytes more.
                 let bytes = l.saved_elements as f64 * act_bytes
-                    + l.saved_wide_elements as f64 * (4.0 - act_bytes)
+                    + (l.saved_wide_elements * setting.precision.kept_fp32_extra_bytes()) as f64
                     + l.saved_other_bytes as f64;
                 let whole = whole_on_rank.as_ref().map_or_else(
                     || !mesh.sequence_parallel && replicated_without_sp(&l.op),

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::DeviceSelector;
+use crate::device::{DeviceFamily, DeviceSelector};
 use crate::measured::DeviceInfo;
 use trainbench_graph::training::Precision;
 
@@ -155,7 +155,7 @@ pub struct Measurement {
 /// past a kernel launch's fixed cost and a large GPU's cache (a host-sized grid there measures launches only,
 /// and every larger layer would be priced at the small calls' rate).
 pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_gemm: usize) -> CalibrationRequest {
-    let gpu = matches!(device, DeviceSelector::Cuda(_));
+    let gpu = device.family() == DeviceFamily::Cuda;
     CalibrationRequest {
         device,
         precisions,

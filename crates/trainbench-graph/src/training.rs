@@ -33,6 +33,11 @@ impl Precision {
             Precision::Fp16 | Precision::Bf16 => 2,
         }
     }
+    /// Bytes beyond [`Precision::activation_bytes`] of each kept element a run at this precision holds in fp32
+    /// all the same (autocast's fp32 share, `crate::analysis::autocast`): 2 in fp16 and bf16, none in fp32.
+    pub fn kept_fp32_extra_bytes(self) -> u64 {
+        4 - self.activation_bytes()
+    }
 }
 
 /// The optimizer and its settings.

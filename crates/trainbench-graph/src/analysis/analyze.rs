@@ -91,7 +91,6 @@ pub fn analyze(graph: &Graph) -> Analysis {
     let mut kept_wide = BTreeSet::new();
     let wide_out = autocast::wide_outputs(graph);
     let mut extra = vec![0u64; n];
-    let mut extra_wide = vec![false; n];
     let mut other = vec![0u64; n];
     for (i, node) in graph.nodes.iter().enumerate() {
         let s = rules::saved(graph, node);
@@ -112,7 +111,6 @@ pub fn analyze(graph: &Graph) -> Analysis {
             }
         }
         extra[i] = s.extra_elements;
-        extra_wide[i] = autocast::internal_wide(policy, wide_out[i]);
         other[i] = s.other_bytes;
     }
 
@@ -125,8 +123,8 @@ pub fn analyze(graph: &Graph) -> Analysis {
         let input_grad: Vec<bool> = node.inputs.iter().map(|&j| rg[j]).collect();
         let f = rules::flops(graph, node, &input_grad);
         let saved = extra[i] + if kept.contains(&i) { node.shape.numel() } else { 0 };
-        let saved_wide =
-            if extra_wide[i] { extra[i] } else { 0 } + if kept_wide.contains(&i) { node.shape.numel() } else { 0 };
+        let saved_wide = if autocast::internal_wide(autocast::policy(&node.op), wide_out[i]) { extra[i] } else { 0 }
+            + if kept_wide.contains(&i) { node.shape.numel() } else { 0 };
         if !matches!(node.op, Op::Input { .. }) && rg[i] {
             let ws = rules::workspace(graph, node, &input_grad);
             if ws > ws_max {
@@ -230,7 +228,7 @@ pub fn memory_estimate_checkpointed(
     let gradients = 4 * a.trainable_parameters;
     let optimizer_state = 4 * a.trainable_parameters * optimizer.state_buffers();
     // A half-precision run keeps some tensors in fp32 (autocast's policy): 2 more bytes each.
-    let wide_extra = if precision == Precision::Fp32 { 0 } else { 2 * a.saved_wide_elements(checkpointing) };
+    let wide_extra = a.saved_wide_elements(checkpointing) * precision.kept_fp32_extra_bytes();
     let activations =
         b * (a.saved_elements(checkpointing) * act + wide_extra + a.activations.saved_other_bytes_per_sample);
     let workspace = b * a.activations.workspace_elements_per_sample * act;

@@ -123,13 +123,9 @@ impl Analysis {
     pub fn saved_wide_elements(&self, checkpointing: Checkpointing) -> u64 {
         let recomputed = || self.blocks.iter().enumerate().filter(|(i, _)| checkpointing.recomputes(*i));
         let freed: u64 = recomputed().map(|(_, b)| b.saved_wide_elements).sum();
-        let live_again = recomputed().map(|(_, b)| b.saved_elements).max().map_or(0, |most| {
-            recomputed()
-                .filter(|(_, b)| b.saved_elements == most)
-                .map(|(_, b)| b.saved_wide_elements)
-                .max()
-                .unwrap_or(0)
-        });
+        // The block live again is the one with the most kept elements (of those, the most kept in fp32).
+        let live_again =
+            recomputed().map(|(_, b)| (b.saved_elements, b.saved_wide_elements)).max().map_or(0, |(_, wide)| wide);
         self.activations.saved_wide_elements_per_sample.saturating_sub(freed) + live_again
     }
 }
