@@ -14,7 +14,10 @@
 #   tf32     the same at batch 128 in fp32 with TF32 off everywhere, and on everywhere
 #   bert     BERT-base (AdamW, the fused Adam kernel) at batch 32 in fp32 and fp16
 #   gpt      the smoke GPT in fp32 and bf16, once a spec for it exists (specs/*/gpt*.toml; skipped until then)
-#   oom      ResNet-50 at batch 4096: must be recorded out_of_memory, not failed
+#   heldout  the GPU held-out set (validation/gpu_heldout.tsv, declared before any of it ran on a GPU): each
+#            configuration at its precision and batch, predicted on the calibrated profile, a few steps each
+#   oom      ResNet-50 at batch 4096: must be recorded out_of_memory, not failed (its log shows the run's
+#            progress and the device's memory every 5 s, to tell a slow start from a hang)
 #   nccl     ResNet-50 at world size 1 with all-reduce through the NCCL engine
 #   zero     the smoke GPT (specs/llm/smoke_gpt.toml, every layer recomputed) at world size 1 with ZeRO-3 through
 #            the NCCL engine: its reduce-scatter and all-gather, each layer gathered ahead on the communication
@@ -61,7 +64,7 @@ DRY=0
 BUILD_ONLY=0
 QUICK=0
 BUNDLE=
-STEPS=devices,calibrate,resnet,tf32,bert,gpt,oom,nccl,zero,mesh,parity
+STEPS=devices,calibrate,resnet,tf32,bert,gpt,heldout,oom,nccl,zero,mesh,parity
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --dry) DRY=1 ;;
@@ -70,7 +73,7 @@ while [[ $# -gt 0 ]]; do
         --bundle) BUNDLE=$(cd "$2" && pwd) || exit 2; shift ;;
         --steps) STEPS=$2; shift ;;
         *) echo "usage: $0 [--dry | --build-only] [--quick] [--bundle DIR]" \
-               "[--steps devices,calibrate,resnet,tf32,bert,gpt,oom,nccl,zero,mesh,parity]" >&2; exit 2 ;;
+               "[--steps devices,calibrate,resnet,tf32,bert,gpt,heldout,oom,nccl,zero,mesh,parity]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -105,7 +108,7 @@ step() {
         (( limit > left )) && limit=$left
     fi
     start=$(date +%s%N)
-    timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+    timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1 </dev/null
     rc=$?
     ms=$(( ($(date +%s%N) - start) / 1000000 ))
     say "$(printf '%-8s rc=%-3s %4d.%01d s  (limit %s s)' "$name" "$rc" $((ms / 1000)) $((ms % 1000 / 100)) "$limit")"
@@ -213,7 +216,7 @@ if [[ $DRY == 1 ]]; then
     OOMS=("${CPU[@]}" --set 'sweep.batch_sizes=[65536]')
     PARITY=(--device cpu --batch 2 --warmup 1 --iters 2 --free 2)
     PARITY_PRECISIONS=(fp32)
-    L_RES=170 L_BIG=80 L_BERT=100 L_GPT=120 L_OOM=60 L_NCCL=60 L_ZERO=60 L_MESH=60 L_PAR=120 L_CAL=900
+    L_RES=170 L_BIG=80 L_BERT=100 L_GPT=120 L_HELD=120 L_OOM=60 L_NCCL=60 L_ZERO=60 L_MESH=60 L_PAR=120 L_CAL=900
     CAL=(--device cpu --max-gemm 256)
 elif [[ $QUICK == 1 ]]; then
     GPU=(--set run.warmup=10 --set run.iterations=30 --set run.timeout_s=60 "${ONE[@]}")
@@ -221,10 +224,10 @@ elif [[ $QUICK == 1 ]]; then
     BIG=("${GPU[@]}" --set 'sweep.batch_sizes=[128]' --set 'sweep.precisions=["fp32"]')
     BERTS=("${GPU[@]}" --set 'sweep.batch_sizes=[32]' --set 'sweep.precisions=["fp16"]' --set run.iterations=20)
     GPTS=("${GPU[@]}" --set 'sweep.precisions=["bf16"]')
-    OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=3 "${ONE[@]}" "${NOBENCH[@]}")
+    OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=3 --set run.repeats=1 "${NOBENCH[@]}")
     PARITY=(--batch 128 --warmup 10 --iters 30 --free 30)
     PARITY_PRECISIONS=(fp32)
-    L_RES=60 L_BIG=30 L_BERT=35 L_GPT=30 L_OOM=60 L_NCCL=35 L_ZERO=30 L_MESH=40 L_PAR=35 L_CAL=200
+    L_RES=60 L_BIG=30 L_BERT=35 L_GPT=30 L_HELD=30 L_OOM=60 L_NCCL=35 L_ZERO=30 L_MESH=40 L_PAR=35 L_CAL=200
     CAL=(--device cuda:0 --max-gemm 4096 --repeats 3)
 else
     GPU=(--set run.warmup=20 --set run.iterations=60 --set run.timeout_s=120 "${ONE[@]}")
@@ -232,12 +235,15 @@ else
     BIG=("${GPU[@]}" --set 'sweep.batch_sizes=[128]' --set 'sweep.precisions=["fp32"]')
     BERTS=("${GPU[@]}" --set 'sweep.batch_sizes=[32]' --set 'sweep.precisions=["fp32","fp16"]' --set run.iterations=40)
     GPTS=("${GPU[@]}" --set 'sweep.precisions=["fp32","bf16"]')
-    OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=3 "${ONE[@]}" "${NOBENCH[@]}")
+    OOMS=(--set 'sweep.batch_sizes=[4096]' --set run.warmup=2 --set run.iterations=3 --set run.repeats=1 "${NOBENCH[@]}")
     PARITY=(--batch 128 --warmup 20 --iters 60 --free 50)
     PARITY_PRECISIONS=(fp32 fp16)
-    L_RES=150 L_BIG=45 L_BERT=70 L_GPT=45 L_OOM=90 L_NCCL=50 L_ZERO=40 L_MESH=60 L_PAR=45 L_CAL=300
+    L_RES=150 L_BIG=45 L_BERT=70 L_GPT=45 L_HELD=45 L_OOM=90 L_NCCL=50 L_ZERO=40 L_MESH=60 L_PAR=45 L_CAL=300
     CAL=(--device cuda:0 --max-gemm 8192 --repeats 3)
 fi
+
+# GPU_CHECK_CALIBRATE_S overrides the calibrate step's limit (a larger grid, a slower device).
+L_CAL=${GPU_CHECK_CALIBRATE_S:-$L_CAL}
 
 # The calibration: its figures come from micro-benchmarks only; the runs below are predicted on it.
 HW=()
@@ -285,8 +291,29 @@ if wanted gpt; then
     fi
 fi
 
+if wanted heldout; then
+    # Each declared configuration (name, spec, precision, batch) at a few steps, predicted on the calibration.
+    if [[ $DRY == 1 ]]; then
+        # Its models take minutes a step on two cores; the set is read and listed instead.
+        say "heldout: GPU only; declared: $(grep -v '^#' validation/gpu_heldout.tsv | cut -f1 | xargs)"
+    else
+        while IFS=$'\t' read -r name spec precision batch; do
+            [[ -z $name || $name == \#* ]] && continue
+            HELD=(--set run.warmup=10 --set run.iterations=20 --set run.timeout_s=60 "${ONE[@]}"
+                --set "sweep.batch_sizes=[$batch]" --set "sweep.precisions=[\"$precision\"]")
+            step "heldout-$name" "$L_HELD" "$BIN" run "$spec" --out "$OUT/runs/heldout-$name" "${HELD[@]}" "${HW[@]}"
+        done <validation/gpu_heldout.tsv
+    fi
+fi
+
 if wanted oom; then
-    step oom "$L_OOM" "$BIN" run "$RESNET" --out "$OUT/runs/oom" "${OOMS[@]}"
+    # Progress every 5 s and the device's memory beside it: a probe cut short says how far it got.
+    if [[ $DRY == 0 ]] && command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader -l 5 >"$OUT/oom-memory.log" 2>&1 &
+        SAMPLER=$!
+    fi
+    TRAINBENCH_PROGRESS_INTERVAL_S=5 step oom "$L_OOM" "$BIN" run "$RESNET" --out "$OUT/runs/oom" "${OOMS[@]}"
+    [[ -n ${SAMPLER:-} ]] && kill "$SAMPLER" 2>/dev/null
     if grep -rqs '"out_of_memory"' "$OUT/runs/oom"; then
         say "oom: recorded out_of_memory as expected"
     else

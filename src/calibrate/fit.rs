@@ -10,9 +10,9 @@
 
 use trainbench_graph::Precision;
 
-use super::elementwise::{attention_batch, measured_attention_products};
+use super::elementwise::{LEGACY_ATTENTION, attention_batch, measured_attention_products};
 use super::stepcost::{LAYERS, LayerClass, layer_batch, layer_graph, optimizer_spec};
-use crate::hardware::wire::{Calibration, HardwareFile, KernelPoint, OptimizerPoint};
+use crate::hardware::wire::{AttentionShape, Calibration, ElementwisePoint, HardwareFile, KernelPoint, OptimizerPoint};
 use crate::predict::layer::ATTENTION_OPS;
 use crate::predict::price_classes::{ElementwiseClass, FirstKind, NodeClass, OptimizerKind};
 use crate::predict::product_rates::ProductRates;
@@ -20,6 +20,7 @@ use crate::predict::rates::{
     Coefficients, Fitted, FreshPages, InStep, KernelClass, LogGrid, NodeCosts, OptimizerCost, SizePoint, axis,
 };
 use crate::predict::roofline::{self, Rates};
+use crate::predict::shaped_attention::ShapedAttention;
 use crate::predict::terms::Terms;
 
 /// Framework operations of the cross-entropy point's base graph beyond the logits (their mean, and the MSE on
@@ -57,17 +58,7 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
     let nodes = node_costs(c);
     let fixed = nodes.as_ref().map_or((overhead, overhead), |n| n.op);
     // The measured totals, netted below once the model can price what they hold.
-    let mut elementwise: Vec<(ElementwiseClass, Vec<SizePoint>)> = Vec::new();
-    for p in c.elementwise.iter().filter(|p| p.elements > 0.0) {
-        let point = (p.elements, p.forward_s, p.backward_s);
-        match elementwise.iter_mut().find(|(c, _)| *c == p.op) {
-            Some((_, points)) => points.push(point),
-            None => elementwise.push((p.op, vec![point])),
-        }
-    }
-    for (_, points) in &mut elementwise {
-        points.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
+    let (elementwise, attention_shapes) = measured_elementwise(c, precision);
     let optimizers =
         OptimizerKind::ALL.into_iter().filter_map(|k| optimizer_cost(&c.optimizer, k).map(|o| (k, o))).collect();
     let mut model = Coefficients {
@@ -81,6 +72,7 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
         memory_bytes_s: memory,
         bandwidth,
         elementwise,
+        attention_shapes,
         op_overhead_s: overhead,
         gemm: curve(&c.gemm, precision, overhead),
         conv: curve(&c.conv, precision, overhead),
@@ -98,6 +90,54 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
     }
     model.uncertainty = super::fit_uncertainty::of(c, &model);
     model
+}
+
+/// The element-wise points `precision`'s coefficients read, per class: its own, else the other half
+/// precision's (the same bytes moved), else the fp32 ones (written without a precision). Attention points with a
+/// shape go apart, one entry per class and shape; those without one (the first calibrations') stay with the
+/// other classes. Every list sorted by elements; totals as measured (netted by the caller).
+fn measured_elementwise(
+    c: &Calibration,
+    precision: Precision,
+) -> (Vec<(ElementwiseClass, Vec<SizePoint>)>, Vec<ShapedAttention>) {
+    let at = |p: &ElementwisePoint| p.precision.unwrap_or(Precision::Fp32);
+    let other_half = match precision {
+        Precision::Fp16 => Some(Precision::Bf16),
+        Precision::Bf16 => Some(Precision::Fp16),
+        Precision::Fp32 => None,
+    };
+    let (mut plain, mut shaped): (Vec<(ElementwiseClass, Vec<SizePoint>)>, Vec<ShapedAttention>) = Default::default();
+    for class in ElementwiseClass::ALL {
+        let of_class = |wanted: Precision| -> Vec<&ElementwisePoint> {
+            c.elementwise.iter().filter(|p| p.op == class && p.elements > 0.0 && at(p) == wanted).collect()
+        };
+        let chosen = [Some(precision), other_half, Some(Precision::Fp32)]
+            .into_iter()
+            .flatten()
+            .map(of_class)
+            .find(|points| !points.is_empty())
+            .unwrap_or_default();
+        for p in chosen {
+            let point = (p.elements, p.forward_s, p.backward_s);
+            match p.attention_shape {
+                Some(shape) => {
+                    let (t, d) = (shape.positions as f64, shape.head_dim as f64);
+                    match shaped.iter_mut().find(|s| s.class == class && s.positions == t && s.head_dim == d) {
+                        Some(s) => s.points.push(point),
+                        None => shaped.push(ShapedAttention { class, positions: t, head_dim: d, points: vec![point] }),
+                    }
+                }
+                None => match plain.iter_mut().find(|(k, _)| *k == class) {
+                    Some((_, points)) => points.push(point),
+                    None => plain.push((class, vec![point])),
+                },
+            }
+        }
+    }
+    let by_elements = |points: &mut Vec<SizePoint>| points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    plain.iter_mut().for_each(|(_, points)| by_elements(points));
+    shaped.iter_mut().for_each(|s| by_elements(&mut s.points));
+    (plain, shaped)
 }
 
 /// The per-node costs of a calibration (`None` without the `elementwise` and `linear` classes).
@@ -136,29 +176,48 @@ fn node_costs(c: &Calibration) -> Option<NodeCosts> {
 fn net_elementwise_of_priced_costs(model: &mut Coefficients, fixed: (f64, f64)) {
     let mut classes = std::mem::take(&mut model.elementwise);
     for (class, points) in &mut classes {
-        for (elements, ef, eb) in points.iter_mut() {
-            let (priced_f, priced_b) = if class.is_attention() {
-                let products = measured_attention_products_s(model, *elements);
-                (products + ATTENTION_OPS.0 * fixed.0, 2.0 * products + ATTENTION_OPS.0 * fixed.1)
-            } else {
-                fixed
-            };
-            *ef = (*ef - priced_f).max(0.0);
-            *eb = (*eb - priced_b).max(0.0);
-            if *class == ElementwiseClass::CrossEntropy {
-                let mean = model.memory_s(CROSS_ENTROPY_BASE_BYTES * *elements);
-                *ef += mean + CROSS_ENTROPY_BASE_OPS * fixed.0;
-                *eb += mean + CROSS_ENTROPY_BASE_OPS * fixed.1;
-            }
-        }
+        let shape = class.is_attention().then_some(LEGACY_ATTENTION);
+        net_points(model, *class, shape, points, fixed);
+    }
+    let mut shaped = std::mem::take(&mut model.attention_shapes);
+    for s in &mut shaped {
+        let shape = AttentionShape { positions: s.positions as u64, head_dim: s.head_dim as u64 };
+        net_points(model, s.class, Some(shape), &mut s.points, fixed);
     }
     model.elementwise = classes;
+    model.attention_shapes = shaped;
 }
 
-/// Seconds of the projections and score products of the measured attention of `elements` score elements, as the
-/// model prices them (on the product grid, else along the GEMM curve as six kernels).
-fn measured_attention_products_s(model: &Coefficients, elements: f64) -> f64 {
-    let shapes = measured_attention_products(attention_batch(elements));
+/// [`net_elementwise_of_priced_costs`] of one class's points (`shape`: an attention's measured shape).
+fn net_points(
+    model: &Coefficients,
+    class: ElementwiseClass,
+    shape: Option<AttentionShape>,
+    points: &mut [SizePoint],
+    fixed: (f64, f64),
+) {
+    for (elements, ef, eb) in points.iter_mut() {
+        let (priced_f, priced_b) = match shape {
+            Some(shape) => {
+                let products = measured_attention_products_s(model, *elements, shape);
+                (products + ATTENTION_OPS.0 * fixed.0, 2.0 * products + ATTENTION_OPS.0 * fixed.1)
+            }
+            None => fixed,
+        };
+        *ef = (*ef - priced_f).max(0.0);
+        *eb = (*eb - priced_b).max(0.0);
+        if class == ElementwiseClass::CrossEntropy {
+            let mean = model.memory_s(CROSS_ENTROPY_BASE_BYTES * *elements);
+            *ef += mean + CROSS_ENTROPY_BASE_OPS * fixed.0;
+            *eb += mean + CROSS_ENTROPY_BASE_OPS * fixed.1;
+        }
+    }
+}
+
+/// Seconds of the projections and score products of the measured attention of `elements` score elements at
+/// `shape`, as the model prices them (on the product grid, else along the GEMM curve as six kernels).
+fn measured_attention_products_s(model: &Coefficients, elements: f64, shape: AttentionShape) -> f64 {
+    let shapes = measured_attention_products(attention_batch(elements, shape), shape);
     if model.has_grid() {
         shapes.iter().map(|&[m, k, n]| model.gemm_s(m, k, n)).sum()
     } else {
@@ -354,5 +413,45 @@ mod tests {
         let f = fitted(&datasheet);
         assert_eq!(f.fp32.peak_flop_s, datasheet.device.peak_tflops.fp32 * 1e12);
         assert!(f.fp32.nodes.is_none() && f.fp32.elementwise.is_empty());
+    }
+
+    #[test]
+    fn each_precision_reads_its_own_element_wise_points_then_the_other_halfs_then_fp32_and_attention_keeps_its_shapes()
+    {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hardware/tch-cpu.toml"))
+                .unwrap();
+        let mut profile: HardwareFile = toml::from_str(&text).unwrap();
+        profile.device.peak_tflops.fp16 = Some(profile.device.peak_tflops.fp32 * 2.0);
+        let c = profile.calibration.as_mut().unwrap();
+        let relu_fp32: Vec<ElementwisePoint> =
+            c.elementwise.iter().filter(|p| p.op == ElementwiseClass::Relu).cloned().collect();
+        assert!(!relu_fp32.is_empty());
+        // bf16 ReLU ten times dearer; one attention shape beside the first calibrations' unshaped one.
+        c.elementwise.extend(relu_fp32.iter().map(|p| ElementwisePoint {
+            precision: Some(Precision::Bf16),
+            forward_s: p.forward_s * 10.0,
+            ..p.clone()
+        }));
+        let shape = AttentionShape { positions: 1024, head_dim: 64 };
+        c.elementwise.push(ElementwisePoint {
+            op: ElementwiseClass::Attention,
+            elements: 4.0 * 1024.0 * 1024.0,
+            forward_s: 1.0,
+            backward_s: 2.0,
+            precision: None,
+            attention_shape: Some(shape),
+        });
+        let f = fitted(&profile);
+        let relu = |c: &Coefficients| c.elementwise_s(ElementwiseClass::Relu, 1e6).unwrap().0;
+        let (fp32, bf16, fp16) = (relu(&f.fp32), relu(f.bf16.as_ref().unwrap()), relu(f.fp16.as_ref().unwrap()));
+        assert!(bf16 > 5.0 * fp32, "bf16 reads its own points: {bf16} against {fp32}");
+        assert_eq!(fp16, bf16, "fp16 reads bf16's, the same bytes moved");
+        assert_eq!(f.fp32.attention_shapes.len(), 1);
+        let s = &f.fp32.attention_shapes[0];
+        assert_eq!((s.class, s.positions, s.head_dim), (ElementwiseClass::Attention, 1024.0, 64.0));
+        // Net of the products the model prices at that shape, below the measured second, above nothing.
+        assert!(s.points[0].1 < 1.0 && s.points[0].1 > 0.5, "{:?}", s.points);
+        assert!(f.fp32.elementwise.iter().any(|(c, _)| *c == ElementwiseClass::Attention), "the unshaped points stay");
     }
 }

@@ -30,13 +30,17 @@ pub fn of(c: &Calibration, model: &Coefficients) -> Uncertainty {
     }
     let memory = leave_one_out_log_log(&model.bandwidth);
     let mut elementwise = Vec::new();
-    let mut classes: Vec<_> = c.elementwise.iter().map(|p| p.op).collect();
+    // One series per class, precision and (attention) shape: the sizes the model interpolates along.
+    let series = |p: &crate::hardware::wire::ElementwisePoint| {
+        (p.op, p.precision, p.attention_shape.map(|s| (s.positions, s.head_dim)))
+    };
+    let mut classes: Vec<_> = c.elementwise.iter().map(series).collect();
     classes.dedup();
     for class in classes {
         let mut points: Vec<(f64, f64)> = c
             .elementwise
             .iter()
-            .filter(|p| p.op == class && p.elements > 0.0)
+            .filter(|p| series(p) == class && p.elements > 0.0)
             .map(|p| (p.elements, p.forward_s + p.backward_s))
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));

@@ -13,5 +13,6 @@ pub mod fit;
 pub mod fit_uncertainty;
 pub mod harness;
 pub mod machine_load;
+pub mod micro_shapes;
 pub mod repeated_batch;
 pub mod stepcost;

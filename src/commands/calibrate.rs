@@ -22,7 +22,7 @@ use crate::hardware::wire::{
     BandwidthPoint, Calibration, ConvShapePoint, DeviceKind, DeviceProfile, FreshMemoryPoint, GemmShapePoint,
     HardwareFile, KernelPoint, Link, LinkKind, PeakTflops, ProfileKind,
 };
-use crate::predict::price_classes::{ElementwiseClass, FirstKind};
+
 use crate::spec::wire::BackendChoice;
 
 /// Arguments of `trainbench calibrate`.
@@ -392,8 +392,18 @@ fn measure_profile(
     checkpoint();
     let bandwidth = bandwidth_curve(backend.as_mut(), request, &m)?;
     checkpoint();
-    let (elementwise, skipped) =
-        crate::calibrate::elementwise::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
+    // On a GPU the element-wise classes at fp32 and at one half precision (bf16 where asked for; fp16 reads its
+    // points, the same bytes moved): their kernels move half the bytes there.
+    let half = [Precision::Bf16, Precision::Fp16].into_iter().find(|p| request.precisions.contains(p));
+    let elementwise_precisions: Vec<Precision> =
+        std::iter::once(Precision::Fp32).chain(half.filter(|_| request.grids_at_every_precision)).collect();
+    let (elementwise, skipped) = crate::calibrate::elementwise::measure(
+        backend.as_mut(),
+        args.device,
+        &elementwise_precisions,
+        args.cpu_threads,
+        args.cpu_clock,
+    );
     checkpoint();
     let (first_nodes, first_skipped) =
         crate::calibrate::firstnode::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
@@ -426,14 +436,14 @@ fn measure_profile(
         c.bandwidth = bandwidth;
         c.elementwise = elementwise;
         c.method.push_str(&format!(
-            "; element-wise operations: a micro-graph (input [16, 64] -> linear -> {} x the operation -> MSE) \
-             trained at batch {:?} with and without the operation, the difference of the mean forward and \
-             backward phases per operation, median of 3 rounds; cross-entropy: input [1, 64] -> linear 1024 -> \
-             cross-entropy against the same graph ending in the logits' mean and an MSE on it; max pooling: \
-             input [8, 32, 32] -> conv 1x1 -> 6 x max pool 3x3 stride 1 -> MSE at batch {:?}",
+            "; element-wise operations at {}: a micro-graph (input -> linear -> {} x the operation -> MSE) \
+             trained with and without the operation, the difference of the mean forward and backward phases per \
+             operation, median of 3 rounds, {}; cross-entropy: input [1, 64] -> linear 1024 -> cross-entropy \
+             against the same graph ending in the logits' mean and an MSE on it; max pooling: input -> conv 1x1 -> \
+             6 x max pool 3x3 stride 1 -> MSE",
+            elementwise_precisions.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" and "),
             crate::calibrate::elementwise::ELEMENTWISE_STACK,
-            crate::calibrate::elementwise::batches(FirstKind::Class(ElementwiseClass::Relu), args.device),
-            crate::calibrate::elementwise::batches(FirstKind::Class(ElementwiseClass::MaxPool), args.device),
+            crate::calibrate::micro_shapes::describe(args.device),
         ));
         match step_costs {
             Ok((nodes, optimizers)) => {

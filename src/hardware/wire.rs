@@ -399,6 +399,28 @@ pub struct ElementwisePoint {
     /// Seconds of its backward, overhead included.
     #[schemars(range(min = 0.0))]
     pub backward_s: f64,
+    /// The precision the micro-graph trained at (absent: fp32, as every calibration before precisions were
+    /// measured apart). A precision's coefficients read its own points, else those of the other half precision,
+    /// else the fp32 ones (`crate::calibrate::fit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precision>,
+    /// Attention only: the measured shape, query (= key) positions and features per head (absent: the 16
+    /// positions of 16 features of the first calibrations). The model prices an attention node at the measured
+    /// shape nearest its own (`crate::predict::rates::Coefficients::attention_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_shape: Option<AttentionShape>,
+}
+
+/// The shape of a measured attention: positions of the query (and key) sequence and features per head.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionShape {
+    /// Query (and key) positions per sample.
+    #[schemars(range(min = 1))]
+    pub positions: u64,
+    /// Features per head.
+    #[schemars(range(min = 1))]
+    pub head_dim: u64,
 }
 
 /// One measured add: the bytes it moved per call (its three vectors) and the median seconds per call.

@@ -156,6 +156,49 @@ pub fn work_of(
     }
 }
 
+/// The shape an attention node's core runs at, (query positions, features per head), by which its measured
+/// cost is looked up (`super::shaped_attention`); `None` for every other node.
+pub fn attention_shape_of(graph: &Graph, node: &trainbench_graph::Node) -> Option<(f64, f64)> {
+    let positions = node.inputs.first().and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64;
+    match &node.op {
+        Op::Attention { embed_dim, heads, tensor_shards, .. } => {
+            Some((positions, *embed_dim as f64 / (*heads * *tensor_shards).max(1) as f64))
+        }
+        Op::Sdpa { head_dim, .. } => Some((positions, *head_dim as f64)),
+        Op::Input { .. }
+        | Op::Conv { .. }
+        | Op::BatchNorm { .. }
+        | Op::LayerNorm { .. }
+        | Op::RmsNorm { .. }
+        | Op::Linear { .. }
+        | Op::Embedding { .. }
+        | Op::Rnn { .. }
+        | Op::ClassToken { .. }
+        | Op::EmbeddingBag { .. }
+        | Op::Pool { .. }
+        | Op::AdaptivePool { .. }
+        | Op::Act { .. }
+        | Op::Softmax
+        | Op::Dropout { .. }
+        | Op::Add
+        | Op::Mul
+        | Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Mean { .. }
+        | Op::MatMul { .. }
+        | Op::SinusoidalPositions { .. }
+        | Op::LearnedPositions { .. }
+        | Op::CriticBatch
+        | Op::RoiAlign { .. }
+        | Op::Lora { .. }
+        | Op::Moe { .. }
+        | Op::Rotary { .. }
+        | Op::Loss { .. } => None,
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -35,6 +35,7 @@ pub mod product_rates;
 pub mod rates;
 pub mod record;
 pub mod roofline;
+pub mod shaped_attention;
 pub mod sharding;
 pub mod terms;
 pub mod uncertainty;

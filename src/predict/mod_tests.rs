@@ -254,6 +254,8 @@ fn a_measured_element_wise_class_costs_its_per_element_work() {
             elements: 1e5,
             forward_s: 1e-3 + 1e-6,
             backward_s: 2e-4 + 1e-6,
+            precision: None,
+            attention_shape: None,
         }],
         ..Default::default()
     });
@@ -280,6 +282,8 @@ fn element_wise_costs_follow_the_measured_sizes() {
         elements,
         forward_s: net + 1e-6,
         backward_s: net / 10.0 + 1e-6,
+        precision: None,
+        attention_shape: None,
     };
     let mut cal = step_calibration();
     cal.node.clear();

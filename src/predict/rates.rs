@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use trainbench_graph::Precision;
 
 use super::price_classes::{ElementwiseClass, FirstKind, NodeKind, OptimizerKind};
+use super::shaped_attention::ShapedAttention;
 use super::uncertainty::Uncertainty;
 
 /// One measured size of an element-wise class: (elements, forward seconds, backward seconds) of one node, net of
@@ -70,6 +71,10 @@ pub struct Coefficients {
     pub bandwidth: Vec<(f64, f64)>,
     /// Element-wise classes measured: per class, its points sorted by elements, net of the model's own prices.
     pub elementwise: Vec<(ElementwiseClass, Vec<SizePoint>)>,
+    /// Attention classes measured by shape (`super::shaped_attention`); the profiles before shapes were recorded
+    /// keep their attention points in `elementwise`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attention_shapes: Vec<ShapedAttention>,
     /// Fixed seconds per framework operation (0 in datasheet profiles).
     pub op_overhead_s: f64,
     /// Calibrated (FLOPs per call, achieved FLOP/s net of overhead) points of products, sorted by FLOPs.
@@ -289,6 +294,7 @@ impl Coefficients {
             memory_bytes_s,
             bandwidth: Vec::new(),
             elementwise: Vec::new(),
+            attention_shapes: Vec::new(),
             op_overhead_s: 0.0,
             gemm: Vec::new(),
             conv: Vec::new(),
@@ -342,8 +348,13 @@ impl Coefficients {
             .find(|(_, c)| !ascending(&mut c.iter().map(|p| p.0)) || !c.iter().all(|p| positive(p.1)))
         {
             Some(format!("`{name}` must list positive rates by ascending size"))
-        } else if let Some((class, _)) =
-            self.elementwise.iter().find(|(_, points)| !ascending(&mut points.iter().map(|p| p.0)))
+        } else if let Some(class) = self
+            .elementwise
+            .iter()
+            .map(|(c, points)| (*c, points))
+            .chain(self.attention_shapes.iter().map(|s| (s.class, &s.points)))
+            .find(|(_, points)| !ascending(&mut points.iter().map(|p| p.0)))
+            .map(|(c, _)| c)
         {
             Some(format!("the sizes of `{}` must ascend", class.name()))
         } else if let Some((kind, _)) =

@@ -168,12 +168,20 @@ pub struct Rates<'a> {
 }
 
 /// The element-wise work of a node (forward, backward seconds) of a measured class ([`Term::ElementwiseWork`]):
-/// attention and cross-entropy without their own measurement at softmax's work on their scores or logits;
-/// causal and cross-attention without their own at self-attention's.
-fn elementwise_work(device: &Coefficients, work: Option<(ElementwiseClass, f64)>) -> (f64, f64) {
+/// an attention node at its class's measured shape nearest its own (`attention_shape`: query positions,
+/// features per head), else its class's unshaped points; attention and cross-entropy without their own
+/// measurement at softmax's work on their scores or logits; causal and cross-attention without their own at
+/// self-attention's.
+fn elementwise_work(
+    device: &Coefficients,
+    work: Option<(ElementwiseClass, f64)>,
+    attention_shape: Option<(f64, f64)>,
+) -> (f64, f64) {
     work.and_then(|(c, elements)| {
-        device
-            .elementwise_s(c, elements)
+        let shaped = |class| attention_shape.and_then(|(t, d)| device.attention_s(class, elements, t, d));
+        shaped(c)
+            .or_else(|| device.elementwise_s(c, elements))
+            .or_else(|| c.is_attention().then(|| shaped(ElementwiseClass::Attention)).flatten())
             .or_else(|| c.is_attention().then(|| device.elementwise_s(ElementwiseClass::Attention, elements)).flatten())
             .or_else(|| {
                 (c.is_attention() || c == ElementwiseClass::CrossEntropy)
@@ -297,7 +305,8 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     let work = super::elementwise_work::work_of(graph, node, a.output_elements, b);
     // The kind the first-node cost goes by: the measured class, else the operation; none for a view.
     let kind = (!view).then(|| work.map_or(NodeKind::Op(node.op.kind_name()), |(class, _)| NodeKind::Class(class)));
-    let ew = if t.on(Term::ElementwiseWork) { elementwise_work(device, work) } else { (0.0, 0.0) };
+    let shape = super::elementwise_work::attention_shape_of(graph, node);
+    let ew = if t.on(Term::ElementwiseWork) { elementwise_work(device, work, shape) } else { (0.0, 0.0) };
     let rnn = layer::rnn_cell_work(graph, node, b, device).filter(|_| t.on(Term::RnnCellWork));
     let elementwise = match rnn {
         Some((f, bw)) => (ew.0 + f, ew.1 + bw),
