@@ -380,18 +380,23 @@ fn measure_profile(
     {
         m.link_ended(2);
     }
-    // Between two suites: the load average and the probe kernel, interleaved with the measurements.
-    let mut checkpoint = || {
+    // Between two suites: the load average and the probe kernel, interleaved with the measurements; and each
+    // suite's wall time, said at the end (what a device's time limit must allow for).
+    let mut suites: Vec<(&str, f64)> = Vec::new();
+    let mut since = std::time::Instant::now();
+    let mut checkpoint = |suite: &'static str| {
+        suites.push((suite, since.elapsed().as_secs_f64()));
         if let Some(m) = monitor.as_deref_mut() {
             m.checkpoint();
         }
+        since = std::time::Instant::now();
     };
     let mut backend = backend_registry::create(kind, &MockConfig::default());
-    checkpoint();
+    checkpoint("start");
     let m = backend.calibrate(request)?;
-    checkpoint();
+    checkpoint("kernels");
     let bandwidth = bandwidth_curve(backend.as_mut(), request, &m)?;
-    checkpoint();
+    checkpoint("bandwidth");
     // On a GPU the element-wise classes at fp32 and at one half precision (bf16 where asked for; fp16 reads its
     // points, the same bytes moved): their kernels move half the bytes there.
     let half = [Precision::Bf16, Precision::Fp16].into_iter().find(|p| request.precisions.contains(p));
@@ -404,10 +409,10 @@ fn measure_profile(
         args.cpu_threads,
         args.cpu_clock,
     );
-    checkpoint();
+    checkpoint("element-wise");
     let (first_nodes, first_skipped) =
         crate::calibrate::firstnode::measure(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock);
-    checkpoint();
+    checkpoint("first nodes");
     let step_costs =
         crate::calibrate::stepcost::measure_nodes(backend.as_mut(), args.device, args.cpu_threads, args.cpu_clock)
             .and_then(|mut nodes| {
@@ -429,7 +434,9 @@ fn measure_profile(
                 )
                 .map(|opt| (nodes, opt))
             });
-    checkpoint();
+    checkpoint("step costs");
+    let took: Vec<String> = suites.iter().map(|(suite, s)| format!("{suite} {s:.1} s")).collect();
+    eprintln!("calibrate: {} element-wise points; {}", elementwise.len(), took.join(", "));
     let measured_at = crate::manifest::rfc3339(SystemTime::now());
     let mut profile = profile_of(&m, &args.name, kind.name(), &args.device.to_string(), measured_at.clone());
     if let Some(c) = profile.calibration.as_mut() {
