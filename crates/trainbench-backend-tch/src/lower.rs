@@ -506,6 +506,20 @@ impl DataPool {
         self.batches.iter().take(self.micro).map(|b| b.iter().map(tensor_bytes).sum::<u64>()).sum()
     }
 
+    /// Pool steps for a pool of `micro` micro-batches of `batch` samples cut over `workers` (as
+    /// [`DataPool::new_micro`] would hold them): [`pool_size`] of one step's bytes, read from the graph's input
+    /// shapes, so that nothing is generated to size the pool (a batch of 2.5 GB takes tens of seconds to draw).
+    pub fn steps_for(graph: &Graph, batch: usize, micro: usize, workers: usize) -> usize {
+        pool_size(Self::step_bytes(graph, batch, micro, workers))
+    }
+
+    /// What [`DataPool::batch_bytes`] of that pool would say, from the graph's input shapes alone.
+    pub fn step_bytes(graph: &Graph, batch: usize, micro: usize, workers: usize) -> u64 {
+        let local = (batch / workers.max(1)) as u64;
+        let sample: u64 = graph.inputs().map(|(_, n)| n.shape.numel() * input_element_bytes(n)).sum();
+        sample * local * micro.max(1) as u64
+    }
+
     /// Fill `env` with micro-batch `micro` of pool step `step % count` on `device` (on CUDA a non-blocking
     /// copy from the pinned host batch, queued on the stream like a kernel; a no-copy handle on the CPU).
     pub fn load(&self, step: u64, micro: usize, device: Device, env: &mut [Option<Tensor>]) -> Result<(), TchError> {
@@ -529,15 +543,13 @@ pub fn pinned(t: &Tensor) -> Result<Tensor, TchError> {
 /// (generated in host memory, then copied into a tensor) and one batch of every input.
 pub fn host_bytes_needed(graph: &Graph, batch: usize) -> u64 {
     let weights: u64 = graph.nodes.iter().flat_map(tensors).map(|d| d.numel() * 4 * 2).sum();
-    let inputs: u64 = graph
-        .inputs()
-        .map(|(_, n)| {
-            let elem =
-                if matches!(n.op, Op::Input { kind: trainbench_graph::graph::InputKind::Dense }) { 4 } else { 8 };
-            n.shape.numel() * elem * 2
-        })
-        .sum();
+    let inputs: u64 = graph.inputs().map(|(_, n)| n.shape.numel() * input_element_bytes(n) * 2).sum();
     weights + inputs * batch as u64
+}
+
+/// Bytes of one element of graph input `n` on the host: 4 for dense values (f32), 8 for ids (i64).
+fn input_element_bytes(n: &Node) -> u64 {
+    if matches!(n.op, Op::Input { kind: trainbench_graph::graph::InputKind::Dense }) { 4 } else { 8 }
 }
 
 /// Bytes of memory the kernel says are available to new allocations (MemAvailable), if readable.

@@ -31,7 +31,7 @@ use trainbench_graph::graph::{Graph, Op};
 use crate::autograd::CpuMemory;
 use crate::diff_op::GroupTraffic;
 use crate::expert_state::ExpertState;
-use crate::lower::{DataPool, pool_size};
+use crate::lower::DataPool;
 use crate::optim::Optim;
 use crate::pipeline::{StageRank, StepFigures};
 use crate::tensor_parallel::TensorParallel;
@@ -207,9 +207,7 @@ fn build<'g>(
 ) -> Result<(StageRank<'g>, Optim, Option<ExpertState>), TchError> {
     // Every replica generates the same global micro-batches and keeps its share of each.
     let micro_size = plan.batch_size / m / replicas.1.max(1);
-    let probe_pool = DataPool::new_micro(graph, plan.batch_size / m, m, replicas, plan.seed, 1, Device::Cpu)?;
-    let count = pool_size(probe_pool.batch_bytes());
-    drop(probe_pool);
+    let count = DataPool::steps_for(graph, plan.batch_size / m, m, replicas.1);
     let pool = DataPool::new_micro(graph, plan.batch_size / m, m, replicas, plan.seed, count, device)?;
     let mut rank = StageRank::new(graph, device, plan.seed, ranges, chunks, (m, micro_size), pool, tensor)?;
     let expert = expert.map(|g| ExpertState::shard(g, &mut rank.model, graph)).transpose()?;

@@ -23,7 +23,7 @@ use crate::clock::Clock;
 use crate::events::Phase;
 use crate::expert_state::ExpertState;
 use crate::feed::{self, DeviceBatch};
-use crate::lower::{DataPool, Lowered, host_available_bytes, host_bytes_needed, pool_size};
+use crate::lower::{DataPool, Lowered, host_available_bytes, host_bytes_needed};
 use crate::optim::{GradScaler, Optim};
 use crate::shim::{self, AutocastDtype, AutocastGuard};
 use crate::tensor_parallel::TensorParallel;
@@ -210,9 +210,7 @@ impl<'a> Session<'a> {
         let slice = exchange.as_ref().map_or((0, 1), |x| (x.worker(), x.workers()));
         let pool = if synthetic {
             let (b, k) = (plan.batch_size, micro as usize);
-            let probe = DataPool::new_micro(graph, b, k, slice, plan.seed, 1, Device::Cpu)?;
-            let count = pool_size(probe.batch_bytes());
-            drop(probe);
+            let count = DataPool::steps_for(graph, b, k, slice.1);
             Some(DataPool::new_micro(graph, b, k, slice, plan.seed, count, device)?)
         } else {
             None

@@ -6,7 +6,9 @@
 mod common;
 
 use serde_json::json;
+use tch::Device;
 use trainbench_backend_tch::TchBackend;
+use trainbench_backend_tch::lower::DataPool;
 use trainbench_contract::{Backend, NoProbe};
 use trainbench_graph::analysis::analyze;
 use trainbench_graph::model::ModelSpec;
@@ -60,4 +62,19 @@ fn every_zoo_family_trains_and_allocates_what_the_analysis_counts() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_data_pool_is_sized_from_the_input_shapes_as_it_is_generated() {
+    // Dense images, token ids, labels, clicks: the bytes read from the graph are the bytes the pool holds, for
+    // one worker and for a worker's slice of 2 micro-batches over 3 workers.
+    for spec in small_models() {
+        let family = spec["family"].as_str().unwrap().to_string();
+        let graph = zoo::build(&serde_json::from_value(spec).unwrap()).unwrap();
+        for (batch, micro, worker, workers) in [(4, 1, 0, 1), (6, 2, 1, 3)] {
+            let pool = DataPool::new_micro(&graph, batch, micro, (worker, workers), 7, 1, Device::Cpu).unwrap();
+            let from_shapes = DataPool::step_bytes(&graph, batch, micro, workers);
+            assert_eq!(from_shapes, pool.batch_bytes(), "{family} at batch {batch}, {micro} micro-batches");
+        }
+    }
 }

@@ -21,6 +21,11 @@ impl SplitMix64 {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
+    /// Skip the next `draws` outputs at once: SplitMix64's state moves by a constant per draw, so the generator
+    /// after `skip(k)` gives what it would have given after `k` calls of [`SplitMix64::next_u64`].
+    pub fn skip(&mut self, draws: u64) {
+        self.0 = self.0.wrapping_add(draws.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    }
     /// Uniform index in `0..n` (multiply-shift; the bias is below 2^-32 for the sample sizes used here).
     pub fn below(&mut self, n: usize) -> usize {
         (((self.next_u64() >> 32) * n as u64) >> 32) as usize
@@ -32,5 +37,21 @@ impl SplitMix64 {
     /// Uniform float in `[0, 1)` with 53 random bits.
     pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SplitMix64;
+
+    #[test]
+    fn skipping_draws_lands_where_drawing_them_does() {
+        let (mut drawn, mut skipped) = (SplitMix64::new(42), SplitMix64::new(42));
+        for _ in 0..1000 {
+            drawn.next_u64();
+        }
+        skipped.skip(1000);
+        assert_eq!(drawn, skipped);
+        assert_eq!(drawn.next_u64(), skipped.next_u64());
     }
 }
