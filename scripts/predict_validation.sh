@@ -106,8 +106,12 @@ text = re.sub(r"^version = 2$", "version = 1", text, count=1, flags=re.M)
 cut = text.index("[calibration]")
 peaks = text[:cut]
 def without(t, *tables):
+    # Each entry of the array of tables, with its keys and any sub-table of its own (an element-wise point's
+    # `attention_shape`).
     for table in tables:
-        t = re.sub(r"\[\[calibration\." + table + r"\]\]\s*\n(?:[a-z_]+ = [^\n]*\n)+", "", t)
+        entry = r"\[\[calibration\." + table + r"\]\]\s*\n(?:[a-z_]+ = [^\n]*\n)+"
+        own = r"(?:\s*\[calibration\." + table + r"\.[a-z_]+\]\s*\n(?:[a-z_]+ = [^\n]*\n)+)*"
+        t = re.sub(entry + own, "", t)
     return t
 def write(variant, t):
     open(sys.argv[2] + "/" + variant + ".toml", "w").write(t.replace('name = "', 'name = "' + variant + '-', 1))

@@ -37,6 +37,7 @@ pub mod record;
 pub mod roofline;
 pub mod shaped_attention;
 pub mod sharding;
+pub mod size_points;
 pub mod terms;
 pub mod uncertainty;
 pub mod whatif;

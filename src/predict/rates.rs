@@ -11,12 +11,9 @@ use serde::{Deserialize, Serialize};
 use trainbench_graph::Precision;
 
 use super::price_classes::{ElementwiseClass, FirstKind, NodeKind, OptimizerKind};
-use super::shaped_attention::ShapedAttention;
+use super::shaped_attention::{ShapedAttention, nearest_shape};
+pub use super::size_points::{SizePoint, along_sizes};
 use super::uncertainty::Uncertainty;
-
-/// One measured size of an element-wise class: (elements, forward seconds, backward seconds) of one node, net of
-/// what the model prices on its own.
-pub type SizePoint = (f64, f64, f64);
 
 /// Which efficiency curve a kernel follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -438,6 +435,19 @@ impl Coefficients {
         Some((per.0 * elements, per.1 * elements))
     }
 
+    /// Seconds of the core of an attention node of `class` on `elements` score elements, (forward, backward),
+    /// at the measured shape of that class nearest `positions` query positions of `head_dim` features per head
+    /// (`super::shaped_attention`); `None` when the class has no shaped points.
+    pub fn attention_s(
+        &self,
+        class: ElementwiseClass,
+        elements: f64,
+        positions: f64,
+        head_dim: f64,
+    ) -> Option<(f64, f64)> {
+        nearest_shape(&self.attention_shapes, class, positions, head_dim).map(|s| along_sizes(&s.points, elements))
+    }
+
     /// Seconds to move `bytes` through device memory: at the bandwidth measured for a working set of that size
     /// (log-log interpolation, flat beyond the measured sizes), else at `memory_bytes_s`.
     pub fn memory_s(&self, bytes: f64) -> f64 {
@@ -453,36 +463,6 @@ impl Coefficients {
         }
         bytes / interpolate(&self.bandwidth, bytes.max(working_set)).unwrap_or(self.memory_bytes_s)
     }
-}
-
-/// A node's (forward, backward) seconds at `elements` from measured (elements, forward, backward) points sorted by
-/// elements: linear between two measured sizes; at the per-element cost of the largest beyond it; below the
-/// smallest, along the line through the two smallest (toward the node's fixed cost, at most the smallest's
-/// cost), or, with one point only, its per-element cost.
-pub fn along_sizes(points: &[SizePoint], elements: f64) -> (f64, f64) {
-    let (Some(&first), Some(&last)) = (points.first(), points.last()) else {
-        return (0.0, 0.0);
-    };
-    let scaled = |p: SizePoint| (p.1 * elements / p.0, p.2 * elements / p.0);
-    if elements >= last.0 {
-        return scaled(last);
-    }
-    if elements <= first.0 {
-        let Some(&second) = points.get(1) else {
-            return scaled(first);
-        };
-        // Along the line through the two smallest sizes (its intercept is the node's fixed part), never above
-        // the smallest's cost nor below zero.
-        let toward = |t0: f64, t1: f64| {
-            let slope = (t1 - t0) / (second.0 - first.0);
-            (t0 + slope * (elements - first.0)).clamp(0.0, t0)
-        };
-        return (toward(first.1, second.1), toward(first.2, second.2));
-    }
-    let i = points.partition_point(|p| p.0 <= elements);
-    let (a, b) = (points[i - 1], points[i]);
-    let t = (elements - a.0) / (b.0 - a.0);
-    (a.1 + t * (b.1 - a.1), a.2 + t * (b.2 - a.2))
 }
 
 /// The rate at `flops` on a curve of (flops, rate): log-log linear between points, the end value outside.

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::price_classes::ElementwiseClass;
-use super::rates::{Coefficients, SizePoint, along_sizes};
+use super::size_points::SizePoint;
 
 /// One attention class's points at one measured shape, net of what the model prices on its own (its
 /// projections, score products and operations; `crate::calibrate::fit`).
@@ -32,26 +32,22 @@ fn distance(a: (f64, f64), b: (f64, f64)) -> f64 {
     log_gap(a.0, b.0) + log_gap(a.1, b.1)
 }
 
-impl Coefficients {
-    /// Seconds of the core of an attention node of `class` on `elements` score elements, (forward, backward),
-    /// at the measured shape of that class nearest `positions` query positions of `head_dim` features per head
-    /// (ties: the first measured); `None` when the class has no shaped points.
-    pub fn attention_s(
-        &self,
-        class: ElementwiseClass,
-        elements: f64,
-        positions: f64,
-        head_dim: f64,
-    ) -> Option<(f64, f64)> {
-        let nearest = self.attention_shapes.iter().filter(|s| s.class == class).fold(None, |best, s| {
-            let d = distance((s.positions, s.head_dim), (positions, head_dim));
-            match best {
-                Some((bd, _)) if bd <= d => best,
-                _ => Some((d, s)),
-            }
-        })?;
-        Some(along_sizes(&nearest.1.points, elements))
-    }
+/// The measured shape of `class` nearest `positions` query positions of `head_dim` features per head among
+/// `shapes` (ties: the first measured); `None` when the class has none.
+pub fn nearest_shape(
+    shapes: &[ShapedAttention],
+    class: ElementwiseClass,
+    positions: f64,
+    head_dim: f64,
+) -> Option<&ShapedAttention> {
+    let nearest = shapes.iter().filter(|s| s.class == class).fold(None, |best, s| {
+        let d = distance((s.positions, s.head_dim), (positions, head_dim));
+        match best {
+            Some((bd, _)) if bd <= d => best,
+            _ => Some((d, s)),
+        }
+    })?;
+    Some(nearest.1)
 }
 
 #[cfg(test)]
@@ -59,27 +55,23 @@ impl Coefficients {
 mod tests {
     use super::*;
 
-    fn with(shapes: Vec<ShapedAttention>) -> Coefficients {
-        Coefficients { attention_shapes: shapes, ..Coefficients::datasheet(1e12, 1e11, false) }
-    }
-
     fn shape(class: ElementwiseClass, positions: f64, head_dim: f64, per_score: f64) -> ShapedAttention {
         ShapedAttention { class, positions, head_dim, points: vec![(1e6, per_score * 1e6, 2.0 * per_score * 1e6)] }
     }
 
     #[test]
     fn an_attention_node_is_priced_at_the_nearest_measured_shape_of_its_class() {
-        let c = with(vec![
+        let shapes = vec![
             shape(ElementwiseClass::Attention, 16.0, 16.0, 1e-9),
             shape(ElementwiseClass::Attention, 1024.0, 64.0, 1e-11),
             shape(ElementwiseClass::Attention, 1024.0, 128.0, 2e-11),
             shape(ElementwiseClass::AttentionCausal, 1024.0, 64.0, 5e-12),
-        ]);
-        let at = |class, t, d| c.attention_s(class, 2e6, t, d).unwrap().0;
+        ];
+        let at = |class, t, d| nearest_shape(&shapes, class, t, d).unwrap().points[0].1 / 1e6 * 2e6;
         assert!((at(ElementwiseClass::Attention, 2048.0, 64.0) - 2e-5).abs() < 1e-12, "GPT-2's 64 per head");
         assert!((at(ElementwiseClass::Attention, 4096.0, 128.0) - 4e-5).abs() < 1e-12, "Llama's 128 per head");
         assert!((at(ElementwiseClass::Attention, 8.0, 8.0) - 2e-3).abs() < 1e-12, "a tiny model's");
         assert!((at(ElementwiseClass::AttentionCausal, 8.0, 8.0) - 1e-5).abs() < 1e-12, "its own class only");
-        assert!(c.attention_s(ElementwiseClass::AttentionCross, 2e6, 1024.0, 64.0).is_none());
+        assert!(nearest_shape(&shapes, ElementwiseClass::AttentionCross, 1024.0, 64.0).is_none());
     }
 }
