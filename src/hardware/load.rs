@@ -301,6 +301,17 @@ fn rules(f: &HardwareFile) -> Vec<(String, String, &'static str)> {
         }
         _ => {}
     }
+    // A measured shape belongs to an attention point: on any other class the fit would set the points aside where
+    // nothing reads them.
+    let points = f.calibration.as_ref().map_or(&[][..], |c| c.elementwise.as_slice());
+    for (i, p) in points.iter().enumerate().filter(|(_, p)| p.attention_shape.is_some() && !p.op.is_attention()) {
+        v.push((
+            format!("/calibration/elementwise/{i}/attention_shape"),
+            format!("`attention_shape` is for attention points only; this point measures `{}`", p.op.name()),
+            "remove `attention_shape` from the point, or give it an attention class (attention, attention_causal, \
+             attention_cross)",
+        ));
+    }
     let mut role = |pointer: String, l: &Link, allowed: &[LinkKind], role: &str| {
         if !allowed.contains(&l.kind) {
             let names: Vec<&str> = allowed.iter().map(|k| k.as_str()).collect();

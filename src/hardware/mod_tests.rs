@@ -82,6 +82,26 @@ fn an_unknown_name_is_refused_at_load_naming_the_file_and_the_key() {
 }
 
 #[test]
+fn an_attention_shape_on_a_point_that_is_not_attention_is_refused_where_it_is_written() {
+    let good = "op = \"dropout\"\nelements = 1024.0\nforward_s = 0.000037196604390189054\nbackward_s = 0.00001309628069467809\n";
+    assert!(CALIBRATED.contains(good));
+    let text = CALIBRATED.replacen(
+        good,
+        &format!("{good}\n[calibration.elementwise.attention_shape]\npositions = 128\nhead_dim = 64\n"),
+        1,
+    );
+    let e = errors(&text);
+    let d =
+        e.iter().find(|d| d.path == "calibration.elementwise[0].attention_shape").unwrap_or_else(|| panic!("{e:?}"));
+    assert!(d.line.is_some() && d.message.contains("`dropout`"), "{d:?}");
+    assert!(d.hint.as_deref().unwrap_or("").contains("attention_causal"), "{d:?}");
+    // On an attention point the same shape is what the fit reads.
+    let attention = text.replacen("op = \"dropout\"", "op = \"attention\"", 1);
+    let v = ProfileValidator::new().unwrap();
+    assert!(v.check_bytes("t.toml", attention.as_bytes()).is_ok());
+}
+
+#[test]
 fn a_version_1_profile_is_fitted_at_load_and_written_as_version_2_it_reads_back_the_same() {
     let v = ProfileValidator::new().unwrap();
     let loaded = v.check_bytes("cal.toml", CALIBRATED.as_bytes()).unwrap();
