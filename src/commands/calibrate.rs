@@ -22,7 +22,6 @@ use crate::hardware::wire::{
     BandwidthPoint, Calibration, ConvShapePoint, DeviceKind, DeviceProfile, FreshMemoryPoint, GemmShapePoint,
     HardwareFile, KernelPoint, Link, LinkKind, PeakTflops, ProfileKind,
 };
-
 use crate::spec::wire::BackendChoice;
 
 /// Arguments of `trainbench calibrate`.

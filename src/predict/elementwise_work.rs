@@ -93,9 +93,7 @@ pub fn work_of(
 ) -> Option<(ElementwiseClass, f64)> {
     match &node.op {
         Op::Attention { heads, causal, .. } => {
-            let positions = |i: usize| {
-                node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64
-            };
+            let positions = |i: usize| input_positions(graph, node, i);
             // Self-attention, causal self-attention (a decoder's), or attention to another sequence (its
             // keys and values projected apart from its queries, as an encoder-decoder's).
             let class = if *causal {
@@ -110,9 +108,7 @@ pub fn work_of(
         // The fused kernel's softmax over its scores (heads x query x key positions per sample; all positions,
         // as the analysis counts its products).
         Op::Sdpa { heads, causal, .. } => {
-            let positions = |i: usize| {
-                node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64
-            };
+            let positions = |i: usize| input_positions(graph, node, i);
             let class = if *causal { ElementwiseClass::AttentionCausal } else { ElementwiseClass::Attention };
             Some((class, *heads as f64 * positions(0) * positions(1) * batch))
         }
@@ -156,10 +152,15 @@ pub fn work_of(
     }
 }
 
+/// Positions (the first dimension of a sample) of input `i` of `node`; 1 where it has no such input.
+pub fn input_positions(graph: &Graph, node: &trainbench_graph::Node, i: usize) -> f64 {
+    node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64
+}
+
 /// The shape an attention node's core runs at, (query positions, features per head), by which its measured
 /// cost is looked up (`super::shaped_attention`); `None` for every other node.
 pub fn attention_shape_of(graph: &Graph, node: &trainbench_graph::Node) -> Option<(f64, f64)> {
-    let positions = node.inputs.first().and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64;
+    let positions = input_positions(graph, node, 0);
     match &node.op {
         Op::Attention { embed_dim, heads, tensor_shards, .. } => {
             Some((positions, *embed_dim as f64 / (*heads * *tensor_shards).max(1) as f64))

@@ -153,8 +153,7 @@ pub fn products(
     input_grad: bool,
     trainable: bool,
 ) -> Option<Products> {
-    let first_dim =
-        |i: usize| node.inputs.get(i).and_then(|&j| graph.nodes[j].shape.0.first().copied()).unwrap_or(1) as f64;
+    let first_dim = |i: usize| super::elementwise_work::input_positions(graph, node, i);
     match &node.op {
         Op::Linear { in_features, out_features, .. } => {
             let (k, n) = (*in_features as f64, *out_features as f64);
