@@ -40,6 +40,7 @@ pub mod sharding;
 pub mod size_points;
 pub mod terms;
 pub mod uncertainty;
+pub mod wgan_step;
 pub mod whatif;
 
 use serde::Serialize;
@@ -295,8 +296,14 @@ pub fn predict_analyzed(
         f => analysis.recomputed_flops(checkpointing) as f64 / f as f64,
     };
     let data_s = micro * data_s;
-    let one_forward_s: f64 = compute.layers.iter().map(|l| l.forward.time_s).sum();
-    let one_backward_s: f64 = compute.layers.iter().map(|l| l.backward.time_s).sum();
+    // One pass of the graph, or a WGAN-GP step's two updates and its penalty's passes ([`wgan_step`]).
+    let (one_forward_s, one_backward_s) = match wgan_step::passes(graph, &compute.layers) {
+        Some(p) => (p.forward_s, p.backward_s),
+        None => (
+            compute.layers.iter().map(|l| l.forward.time_s).sum(),
+            compute.layers.iter().map(|l| l.backward.time_s).sum(),
+        ),
+    };
     let forward_s = micro * one_forward_s;
     let backward_s = micro * (one_backward_s + recomputed * one_forward_s);
     let optimizer_s = compute.optimizer.time_s;
