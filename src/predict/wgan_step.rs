@@ -45,9 +45,10 @@ impl PartCost {
 /// The WGAN-GP step's passes over `layers` (the priced layers of `graph`, one pass), when `graph` has a
 /// Wasserstein loss; `None` otherwise. Layers outside both parts (the step's own fixed cost) are paid once.
 pub fn passes(graph: &Graph, layers: &[LayerCost]) -> Option<WganPasses> {
-    let (critic, gp_weight) = graph.nodes.iter().find_map(|n| match n.op {
-        Op::Loss { loss: LossKind::Wasserstein { gp_weight }, .. } => Some((n.part.clone(), gp_weight)),
-        _ => None,
+    // The Wasserstein loss: its part is the critic's (a single-op test, not a match over every op).
+    let (critic, gp_weight) = graph.nodes.iter().find_map(|n| {
+        let Op::Loss { loss: LossKind::Wasserstein { gp_weight }, .. } = n.op else { return None };
+        Some((n.part.clone(), gp_weight))
     })?;
     let (mut generator, mut crit, mut once) = (PartCost::default(), PartCost::default(), PartCost::default());
     for layer in layers {
