@@ -15,6 +15,7 @@
 //! parameters as one, which the optimizer term already prices. Counts of passes, not fitted: the per-layer
 //! costs are the calibration's.
 
+use trainbench_contract::lowering::tch::wgan_roles;
 use trainbench_graph::graph::{Graph, LossKind, Op};
 
 use super::roofline::LayerCost;
@@ -42,18 +43,19 @@ impl PartCost {
     }
 }
 
-/// The WGAN-GP step's passes over `layers` (the priced layers of `graph`, one pass), when `graph` has a
-/// Wasserstein loss; `None` otherwise. Layers outside both parts (the step's own fixed cost) are paid once.
+/// The WGAN-GP step's passes over `layers` (the priced layers of `graph`, one pass), when `graph` is a WGAN-GP
+/// graph the tch lowering trains as one (`wgan_roles`); `None` otherwise. Layers outside both parts (the step's own fixed cost) are paid once.
 pub fn passes(graph: &Graph, layers: &[LayerCost]) -> Option<WganPasses> {
-    // The Wasserstein loss: its part is the critic's (a single-op test, not a match over every op).
-    let (critic, gp_weight) = graph.nodes.iter().find_map(|n| {
-        let Op::Loss { loss: LossKind::Wasserstein { gp_weight }, .. } = n.op else { return None };
-        Some((n.part.clone(), gp_weight))
-    })?;
+    // The roles the tch lowering trains by: the critic's part is the `critic_batch` node's, every other part the
+    // generator's.
+    let roles = wgan_roles(graph).ok()?;
+    let Op::Loss { loss: LossKind::Wasserstein { gp_weight }, .. } = graph.nodes[roles.loss].op else {
+        return None;
+    };
     let (mut generator, mut crit, mut once) = (PartCost::default(), PartCost::default(), PartCost::default());
     for layer in layers {
-        match graph.node(&layer.name).and_then(|n| n.part.as_ref()) {
-            Some(p) if Some(p) == critic.as_ref() => crit.add(layer),
+        match graph.node(&layer.name).and_then(|n| n.part.as_deref()) {
+            Some(p) if p == roles.critic_part => crit.add(layer),
             Some(_) => generator.add(layer),
             None => once.add(layer),
         }
