@@ -16,7 +16,9 @@
 # otherwise every row is measured as `undeclared`. Then the term ablations: the held-out (and tuning) error with each
 # term of the model switched off (`predict --without-term`), pure `predict` calls on the stored measurements.
 # Usage: scripts/predict_validation.sh [--profile P.toml] [--keep-profile P.toml] [--iterations N] [--threads T]
-#   [--rounds R] [--calibrations C] [--configs FILE] [--store DIR] [--from DIR] [--allow-loaded]
+#   [--rounds R] [--calibrations C] [--configs FILE] [--store DIR] [--from DIR] [--allow-loaded] [--sets LIST]
+#   --sets LIST: only the rows of these sets, comma-separated (e.g. `tuning,held-out`: the seen set's rows take
+#   half the run); default: every row.
 #   --store DIR: keep the measured results, the profile and `measured.txt` (each configuration's set, reference
 #   and rounds) in DIR. --from DIR: measure nothing; predict (and ablate) against DIR's stored measurements and
 #   profile.
@@ -48,6 +50,7 @@ KEEP=""
 STORE=""
 FROM=""
 ALLOW_LOADED=""
+SETS_WANTED=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --profile) PROFILE_PATH="$2"; shift 2 ;;
@@ -60,6 +63,7 @@ while [ $# -gt 0 ]; do
         --store) STORE="$2"; shift 2 ;;
         --from) FROM="$2"; shift 2 ;;
         --allow-loaded) ALLOW_LOADED="--allow-loaded"; shift ;;
+        --sets) SETS_WANTED="$2"; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -143,6 +147,12 @@ grep -q '^undeclared' "$OUT/declared.txt" 2>/dev/null && UNDECLARED=1
 TERMS="roofline-compute memory-traffic elementwise-work rnn-cell-work bias-pass in-step-excess per-op-overhead \
 gradient-sums tied-weights step-fixed first-node-cold-start optimizer fresh-pages exchange product-grid conv-grid \
 working-set-bandwidth backward-working-set measured-node-costs measured-optimizer"
+wanted() {
+    # Whether a row of set $1 is measured: every set unless --sets names some.
+    [ -z "$SETS_WANTED" ] && return 0
+    case ",$SETS_WANTED," in *",$1,"*) return 0 ;; esac
+    return 1
+}
 predict_one() {
     # One prediction into BASE.json; one that fails leaves its first error line in BASE.err (the table marks the
     # row failed and names it) instead of stopping the script.
@@ -159,6 +169,7 @@ predict_all() {
     while read -r set spec batch world keys; do
         [ -z "$spec" ] && continue
         case "$set" in '#'*) continue ;; esac
+        wanted "$set" || continue
         [ "$UNDECLARED" = 1 ] && set=undeclared
         i=$((i + 1))
         local sets=(--set "sweep.batch_sizes=[$batch]" --set "sweep.precisions=[\"fp32\"]" --set "sweep.topologies=[]")
@@ -186,6 +197,7 @@ i=0
 while read -r set spec batch world keys; do
     [ -z "$spec" ] && continue
     case "$set" in '#'*) continue ;; esac
+    wanted "$set" || continue
     [ "$UNDECLARED" = 1 ] && set=undeclared
     i=$((i + 1))
     sets=(--set "sweep.batch_sizes=[$batch]" --set "sweep.precisions=[\"fp32\"]" --set "sweep.topologies=[]")
