@@ -11,7 +11,7 @@
 use trainbench_graph::Precision;
 
 use super::elementwise::{LEGACY_ATTENTION, attention_batch, measured_attention_products};
-use super::stepcost::{LAYERS, LayerClass, layer_batch, layer_graph, optimizer_spec};
+use super::stepcost::{LAYERS, LayerClass, largest_optimizer_tensor, layer_batch, layer_graph, optimizer_spec};
 use crate::hardware::wire::{AttentionShape, Calibration, ElementwisePoint, HardwareFile, KernelPoint, OptimizerPoint};
 use crate::predict::layer::ATTENTION_OPS;
 use crate::predict::price_classes::{ElementwiseClass, FirstKind, NodeClass, OptimizerKind};
@@ -59,8 +59,14 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
     let fixed = nodes.as_ref().map_or((overhead, overhead), |n| n.op);
     // The measured totals, netted below once the model can price what they hold.
     let (elementwise, attention_shapes) = measured_elementwise(c, precision);
-    let optimizers =
-        OptimizerKind::ALL.into_iter().filter_map(|k| optimizer_cost(&c.optimizer, k).map(|o| (k, o))).collect();
+    let fresh_pages = c
+        .fresh_memory
+        .filter(|f| f.seconds_per_byte > 0.0)
+        .map(|f| FreshPages { reused_up_to_bytes: f.reused_up_to_bytes, seconds_per_byte: f.seconds_per_byte });
+    let optimizers = OptimizerKind::ALL
+        .into_iter()
+        .filter_map(|k| optimizer_cost(&c.optimizer, k, fresh_pages.as_ref()).map(|o| (k, o)))
+        .collect();
     let mut model = Coefficients {
         in_step: InStep::default(),
         bias_pass,
@@ -79,10 +85,7 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
         conv_backward: curve(&c.conv_backward, precision, overhead),
         attention: curve(&c.attention, precision, overhead),
         uncertainty: Default::default(),
-        fresh_pages: c
-            .fresh_memory
-            .filter(|f| f.seconds_per_byte > 0.0)
-            .map(|f| FreshPages { reused_up_to_bytes: f.reused_up_to_bytes, seconds_per_byte: f.seconds_per_byte }),
+        fresh_pages,
     };
     net_elementwise_of_priced_costs(&mut model, fixed);
     if precision == Precision::Fp32 {
@@ -229,16 +232,28 @@ fn measured_attention_products_s(model: &Coefficients, elements: f64, shape: Att
 
 /// The optimizer cost of `kind` from the measured points: the many-tensor graph (the fewest parameters per tensor) and
 /// the smallest large one solved for the per-tensor and per-parameter costs; every large graph then gives
-/// its per-parameter cost net of its tensors. `None` without two points of the kind.
-pub fn optimizer_cost(points: &[OptimizerPoint], kind: OptimizerKind) -> Option<OptimizerCost> {
+/// its per-parameter cost net of its tensors. Each point is first netted of the fresh pages of the temporaries the
+/// optimizer allocates per tensor (`fresh`: the model prices those apart, by each model's own tensor sizes, as the
+/// fresh-pages term). `None` without two points of the kind.
+pub fn optimizer_cost(
+    points: &[OptimizerPoint],
+    kind: OptimizerKind,
+    fresh: Option<&FreshPages>,
+) -> Option<OptimizerCost> {
+    let temporaries = crate::predict::fresh_pages::optimizer_temporaries(&optimizer_spec(kind));
+    let net = |p: &OptimizerPoint| {
+        let bytes = largest_optimizer_tensor(p.tensors, p.parameters) * crate::predict::fresh_pages::PARAMETER_BYTES;
+        let fresh_s = fresh.map_or(0.0, |f| temporaries * f.seconds(bytes));
+        (p.seconds - fresh_s).max(0.0)
+    };
     let mut v: Vec<&OptimizerPoint> = points.iter().filter(|p| p.kind == kind && p.tensors > 0).collect();
     v.sort_by(|a, b| {
         let r = |p: &OptimizerPoint| p.parameters as f64 / p.tensors as f64;
         r(a).total_cmp(&r(b))
     });
     let (many, large) = (v.first()?, v.get(1)?);
-    let (tm, pm, sm) = (many.tensors as f64, many.parameters as f64, many.seconds);
-    let (tl, pl, sl) = (large.tensors as f64, large.parameters as f64, large.seconds);
+    let (tm, pm, sm) = (many.tensors as f64, many.parameters as f64, net(many));
+    let (tl, pl, sl) = (large.tensors as f64, large.parameters as f64, net(large));
     let det = tm * pl - tl * pm;
     if det.abs() < f64::EPSILON {
         return None;
@@ -246,7 +261,7 @@ pub fn optimizer_cost(points: &[OptimizerPoint], kind: OptimizerKind) -> Option<
     let per_tensor_s = ((sm * pl - sl * pm) / det).max(0.0);
     let mut per_parameter: Vec<(f64, f64)> = v[1..]
         .iter()
-        .map(|p| (p.parameters as f64, ((p.seconds - p.tensors as f64 * per_tensor_s) / p.parameters as f64).max(0.0)))
+        .map(|p| (p.parameters as f64, ((net(p) - p.tensors as f64 * per_tensor_s) / p.parameters as f64).max(0.0)))
         .collect();
     per_parameter.sort_by(|a, b| a.0.total_cmp(&b.0));
     Some(OptimizerCost { per_tensor_s, per_parameter })
@@ -383,14 +398,35 @@ mod tests {
             seconds: tensors as f64 * 2e-6 + parameters as f64 * per,
         };
         let points = vec![point(64, 2304, 1e-9), point(2, 1_049_600, 1e-9), point(2, 4_196_352, 2e-9)];
-        let c = optimizer_cost(&points, OptimizerKind::Adam).unwrap();
+        let c = optimizer_cost(&points, OptimizerKind::Adam, None).unwrap();
         assert!((c.per_tensor_s - 2e-6).abs() < 1e-12, "{c:?}");
         assert!((c.seconds(10.0, 1_049_600.0) - (20e-6 + 1_049_600.0 * 1e-9)).abs() < 1e-9);
         assert!((c.seconds(2.0, 4_196_352.0) - points[2].seconds).abs() < 1e-9);
         // Between the sizes, between the costs; other kinds are not guessed.
         let mid = c.seconds(0.0, 2e6) / 2e6;
         assert!(mid > 1e-9 && mid < 2e-9);
-        assert!(optimizer_cost(&points, OptimizerKind::Sgd).is_none());
+        assert!(optimizer_cost(&points, OptimizerKind::Sgd, None).is_none());
+    }
+
+    #[test]
+    fn the_fresh_pages_of_the_optimizer_temporaries_are_netted_from_each_point() {
+        // Adam allocates 2 temporaries per tensor; only the 4096 x 4096 weight (64 MiB) is above the 32 MiB kept.
+        let fresh = FreshPages { reused_up_to_bytes: 32.0 * 1048576.0, seconds_per_byte: 0.4e-9 };
+        let weight_bytes = 4096.0 * 4096.0 * 4.0;
+        let point = |tensors: u64, parameters: u64, extra: f64| OptimizerPoint {
+            kind: OptimizerKind::Adam,
+            tensors,
+            parameters,
+            seconds: tensors as f64 * 2e-6 + parameters as f64 * 3e-9 + extra,
+        };
+        let large = 4096 * 4096 + 4096;
+        let points = vec![point(64, 2304, 0.0), point(2, 1_049_600, 0.0), point(2, large, 2.0 * weight_bytes * 0.4e-9)];
+        let c = optimizer_cost(&points, OptimizerKind::Adam, Some(&fresh)).unwrap();
+        let per_large = c.per_parameter.last().unwrap().1;
+        assert!((per_large - 3e-9).abs() < 1e-15, "{c:?}");
+        // Without the fresh pages the temporaries stay in the per-parameter cost.
+        let raw = optimizer_cost(&points, OptimizerKind::Adam, None).unwrap();
+        assert!(raw.per_parameter.last().unwrap().1 > per_large * 1.5, "{raw:?}");
     }
 
     #[test]

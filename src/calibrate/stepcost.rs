@@ -9,10 +9,12 @@
 //!   and its loss is the step's own fixed cost (class `step`). A 4-element add timed alone (`op_overhead_us`)
 //!   misses most of this (autograd's per-node work in the backward above all).
 //! - **Optimizer** (`calibration.optimizer`): the optimizer phase of a graph of many small tensors and of one linear
-//!   layer of 1 M and 4 M parameters, per optimizer kind (SGD, SGD with momentum, with momentum and weight decay,
-//!   Adam). The model solves the many-tensor graph and the 1 M one for a per-tensor and a per-parameter cost, and reads
-//!   the per-parameter cost by the parameter count between the large points (Adam on a CPU makes about seven passes
-//!   over its state, allocating temporaries, where one pass was assumed).
+//!   layer of 1 M, 4 M and 16.8 M parameters, per optimizer kind (SGD, SGD with momentum, with momentum and weight
+//!   decay, Adam). The model solves the many-tensor graph and the 1 M one for a per-tensor and a per-parameter cost,
+//!   and reads the per-parameter cost by the parameter count between the large points (Adam on a CPU makes about
+//!   seven passes over its state, allocating temporaries, where one pass was assumed). The largest point's state no
+//!   longer fits a CPU's caches: past 4 M parameters the per-parameter cost still rose by half to two times (SGD
+//!   with momentum 0.7 -> 1.2 ns, Adam net of its fresh temporaries 2.3 -> 3.3 ns, one core of an EPYC VM).
 //!
 //! - **Layers in the step** (`calibration.node`, classes `conv` and `linear-wide`): a stack of [`LAYERS`]
 //!   convolutions (16 channels, 3 x 3, 16 x 16 pixels) or linear layers (256 x 256 on 16 rows per sample) at batch 64,
@@ -39,8 +41,22 @@ pub const NODE_STACK: usize = 16;
 const FEATURES: usize = 8;
 /// Linear layers (of [`FEATURES`] x [`FEATURES`]) of the many-tensor optimizer graph: 2 tensors each.
 const MANY: usize = 32;
-/// Sides of the single large linear layers of the optimizer graphs (1,049,600 and 4,196,352 parameters).
-const LARGE: [usize; 2] = [1024, 2048];
+/// Sides of the single large linear layers of the optimizer graphs (1,049,600, 4,196,352 and 16,781,312
+/// parameters: a weight of side x side and a bias of side).
+const LARGE: [usize; 3] = [1024, 2048, 4096];
+
+/// Elements of the largest tensor of a measured optimizer graph of `tensors` tensors holding `parameters`: the
+/// weight of a large graph's one linear layer (side x side beside a bias of side), else the many-tensor graph's
+/// equal layers' weights.
+pub fn largest_optimizer_tensor(tensors: u64, parameters: u64) -> f64 {
+    if tensors == 2 {
+        // side^2 + side = parameters: side is the integer part of the square root.
+        let side = (parameters as f64).sqrt().floor();
+        side * side
+    } else {
+        (FEATURES * FEATURES) as f64
+    }
+}
 /// The optimizer measured for `kind`.
 pub fn optimizer_spec(kind: OptimizerKind) -> OptimizerSpec {
     match kind {
@@ -296,6 +312,10 @@ mod tests {
     fn the_graphs_hold_what_they_measure() {
         let a = trainbench_graph::analysis::analyze(&optimizer_graph(Some(1024)).unwrap());
         assert_eq!(a.parameters, 1024 * 1024 + 1024);
+        for side in LARGE {
+            let large = trainbench_graph::analysis::analyze(&optimizer_graph(Some(side)).unwrap());
+            assert_eq!(largest_optimizer_tensor(2, large.parameters), (side * side) as f64);
+        }
         let many = optimizer_graph(None).unwrap();
         let tensors = trainbench_graph::params::graph_tensors(&many).iter().filter(|(_, d)| d.trainable()).count();
         assert_eq!(tensors, 2 * MANY);
@@ -325,7 +345,7 @@ mod tests {
         let classes = [NodeClass::Elementwise, NodeClass::Linear, NodeClass::Step];
         assert_eq!(nodes.iter().map(|p| p.class).collect::<Vec<_>>(), classes);
         let opt = measure_optimizers(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
-        assert_eq!(opt.len(), OptimizerKind::ALL.len() * 3);
+        assert_eq!(opt.len(), OptimizerKind::ALL.len() * (1 + LARGE.len()));
         assert!(opt.iter().all(|p| p.seconds >= 0.0 && p.tensors >= 2));
     }
 }

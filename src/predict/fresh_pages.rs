@@ -25,7 +25,7 @@ use super::layer;
 use super::rates::FreshPages;
 
 /// Bytes of an fp32 gradient or optimizer temporary per parameter.
-const PARAMETER_BYTES: f64 = 4.0;
+pub const PARAMETER_BYTES: f64 = 4.0;
 
 /// The sizeable allocations of one node for `b` samples, bytes: (forward, backward).
 pub fn node_allocations(
