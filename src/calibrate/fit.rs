@@ -17,7 +17,7 @@ use crate::predict::layer::ATTENTION_OPS;
 use crate::predict::price_classes::{ElementwiseClass, FirstKind, NodeClass, OptimizerKind};
 use crate::predict::product_rates::ProductRates;
 use crate::predict::rates::{
-    Coefficients, Fitted, FreshPages, InStep, KernelClass, LogGrid, NodeCosts, OptimizerCost, SizePoint, axis,
+    Coefficients, Fitted, FreshPages, InStep, KernelClass, LogGrid, NodeCosts, OptimizerCost, SizePoint,
 };
 use crate::predict::roofline::{self, Rates};
 use crate::predict::shaped_attention::ShapedAttention;
@@ -73,7 +73,7 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
         nodes,
         optimizers,
         grid: gemm_grid(c, precision, overhead),
-        conv_grid: conv_grids(c, precision, overhead),
+        conv_grid: super::fit_conv::conv_grids(c, precision, |s| net_of_overhead(s, overhead)),
         peak_flop_s: peak * 1e12,
         memory_bytes_s: memory,
         bandwidth,
@@ -330,40 +330,6 @@ fn gemm_grid(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<L
         })
         .collect();
     LogGrid::new(&points)
-}
-
-/// Rates (FLOP/s net of overhead) of 3 x 3 convolutions over channels and output pixels, forward and backward
-/// (the backward's work is twice the forward's), at one precision.
-fn conv_grids(c: &Calibration, precision: Precision, overhead_s: f64) -> Option<(LogGrid, LogGrid)> {
-    let pts: Vec<_> =
-        c.conv_shapes.iter().filter(|p| p.precision == precision && p.forward_s > 0.0 && p.backward_s > 0.0).collect();
-    let flops = |p: &crate::hardware::wire::ConvShapePoint| {
-        2.0 * (p.pixels * p.channels * p.channels * p.kernel * p.kernel) as f64
-    };
-    let grid = |backward: bool| {
-        let mut points: Vec<(Vec<f64>, f64)> = pts
-            .iter()
-            .map(|p| {
-                let (work, s) = if backward { (2.0 * flops(p), p.backward_s) } else { (flops(p), p.forward_s) };
-                (vec![p.channels as f64, p.pixels as f64], work / net_of_overhead(s, overhead_s))
-            })
-            .collect();
-        // The largest pixel counts are measured for the fewer channels only: a channel count without them keeps
-        // the rate of its largest measured size.
-        let pixels = axis(points.iter().map(|p| p.0[1]));
-        let channels = axis(points.iter().map(|p| p.0[0]));
-        for &c in &channels {
-            let largest =
-                points.iter().filter(|p| p.0[0] == c).max_by(|a, b| a.0[1].total_cmp(&b.0[1])).map(|p| (p.0[1], p.1));
-            if let Some((measured, rate)) = largest {
-                for &px in pixels.iter().filter(|&&px| px > measured) {
-                    points.push((vec![c, px], rate));
-                }
-            }
-        }
-        LogGrid::new(&points)
-    };
-    Some((grid(false)?, grid(true)?))
 }
 
 /// Achieved rate net of the per-call overhead, per measured size, at `precision`.

@@ -312,6 +312,11 @@ pub struct ConvShapePoint {
     /// Output pixels: batch x height x width.
     #[schemars(range(min = 1))]
     pub pixels: u64,
+    /// Batch (images); absent in profiles calibrated before it was recorded, whose grid folds the batch into the
+    /// pixels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub batch: Option<u64>,
     /// Kernel side.
     #[schemars(range(min = 1))]
     pub kernel: u64,

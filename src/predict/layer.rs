@@ -8,7 +8,7 @@ use trainbench_graph::analysis::Analysis;
 use trainbench_graph::graph::{Graph, LossKind, Op};
 
 use super::price_classes::ElementwiseClass;
-use super::rates::{Coefficients, KernelClass};
+use super::rates::{Coefficients, ConvSize, KernelClass};
 use super::terms::{Term, Terms};
 
 /// Framework operations of an attention node (forward, backward): the model's count of its four projections, the
@@ -248,13 +248,17 @@ pub fn products(
     }
 }
 
-/// A plain convolution's (channels, output pixels) for the calibrated grid: the geometric mean of its input and
-/// output channels, and its output elements over its output channels. Grouped and transposed convolutions are
-/// left to the curve.
-pub fn conv_size(node: &trainbench_graph::graph::Node, output_elements: f64) -> Option<(f64, f64)> {
+/// A plain convolution's size for the calibrated grid, at `batch` samples of `output_elements` each: the geometric
+/// mean of its input and output channels, and its output elements per sample over its output channels. Grouped and
+/// transposed convolutions are left to the curve.
+pub fn conv_size(node: &trainbench_graph::graph::Node, output_elements: f64, batch: f64) -> Option<ConvSize> {
     match &node.op {
         Op::Conv { in_channels, out_channels, groups: 1, transposed: false, .. } if *out_channels > 0 => {
-            Some((((*in_channels * *out_channels) as f64).sqrt(), output_elements / *out_channels as f64))
+            Some(ConvSize {
+                channels: ((*in_channels * *out_channels) as f64).sqrt(),
+                image_pixels: output_elements / *out_channels as f64,
+                batch,
+            })
         }
         Op::Input { .. }
         | Op::Conv { .. }

@@ -452,6 +452,7 @@ fn a_convolution_follows_the_grid_by_its_channels_and_pixels() {
                 precision: Precision::Fp32,
                 channels,
                 pixels,
+                batch: None,
                 kernel: 3,
                 forward_s: flops / rate,
                 backward_s: 2.0 * flops / (rate / 2.0),
@@ -465,43 +466,6 @@ fn a_convolution_follows_the_grid_by_its_channels_and_pixels() {
     // 8 in, 8 out, 4 x 16 x 16 = 1024 output pixels: the 8-channel rates.
     assert!(close(conv.forward.compute_s, conv.forward.flops / 1e10), "{conv:?}");
     assert!(close(conv.backward.compute_s, conv.backward.flops / 5e9), "{conv:?}");
-}
-
-#[test]
-fn a_convolution_grid_measured_at_the_largest_size_for_few_channels_only_is_completed() {
-    use crate::hardware::wire::ConvShapePoint;
-    // 10 GFLOP/s everywhere measured, except 4 channels at 65,536 pixels: 5 GFLOP/s (past the caches); 64
-    // channels were not measured at 65,536 pixels.
-    let point = |channels: u64, pixels: u64, rate: f64| {
-        let flops = 2.0 * (pixels * channels * channels * 9) as f64;
-        ConvShapePoint {
-            precision: Precision::Fp32,
-            channels,
-            pixels,
-            kernel: 3,
-            forward_s: flops / rate,
-            backward_s: 2.0 * flops / rate,
-        }
-    };
-    let mut cal = step_calibration();
-    cal.op_overhead_us = 0.0;
-    cal.conv_shapes = vec![
-        point(4, 256, 1e10),
-        point(4, 4096, 1e10),
-        point(4, 65536, 5e9),
-        point(64, 256, 1e10),
-        point(64, 4096, 1e10),
-    ];
-    let mut prof = profile();
-    prof.calibration = Some(cal);
-    let dev = coefficients(&fitted(&prof), Precision::Fp32).unwrap();
-    let s = |channels: f64, pixels: f64| {
-        let flops = 2.0 * pixels * channels * channels * 9.0;
-        dev.conv_grid_s(false, channels, pixels, flops).map(|t| flops / t)
-    };
-    assert!(close(s(4.0, 65536.0).unwrap(), 5e9));
-    assert!(close(s(64.0, 65536.0).unwrap(), 1e10), "64 channels keep their largest measured size's rate");
-    assert!(close(s(64.0, 4096.0).unwrap(), 1e10));
 }
 
 #[test]

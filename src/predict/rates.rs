@@ -162,6 +162,17 @@ impl NodeCosts {
     }
 }
 
+/// A plain convolution's size as the convolution grid reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConvSize {
+    /// The geometric mean of its input and output channels.
+    pub channels: f64,
+    /// Output pixels per image.
+    pub image_pixels: f64,
+    /// Images.
+    pub batch: f64,
+}
+
 /// The model's optimizer cost for one kind: seconds per tensor and, by parameter count, per parameter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -243,6 +254,11 @@ impl LogGrid {
             && self.axes.iter().flatten().all(|x| x.is_finite())
             && self.log_value.len() == cells
             && self.log_value.iter().all(|v| v.is_finite())
+    }
+
+    /// The grid's number of axes.
+    pub fn dims(&self) -> usize {
+        self.axes.len()
     }
 
     /// The same grid with every value multiplied by `factor` (above 0).
@@ -394,12 +410,17 @@ impl Coefficients {
     }
 
     /// Seconds of a convolution of `flops` (forward; backward: its input and weight gradients, `flops` being
-    /// theirs) with `channels` (the geometric mean of in and out) over `pixels` output pixels, on the calibrated
-    /// grid; `None` without one.
-    pub fn conv_grid_s(&self, backward: bool, channels: f64, pixels: f64, flops: f64) -> Option<f64> {
+    /// theirs) of `size` on the calibrated grid (by channels, pixels per image and batch; on a grid measured
+    /// without the batch apart, by channels and output pixels); `None` without one.
+    pub fn conv_grid_s(&self, backward: bool, size: ConvSize, flops: f64) -> Option<f64> {
         let (f, b) = self.conv_grid.as_ref()?;
         let g = if backward { b } else { f };
-        Some(if flops > 0.0 { flops / g.value(&[channels, pixels]) } else { 0.0 })
+        let rate = if g.dims() == 3 {
+            g.value(&[size.channels, size.image_pixels, size.batch])
+        } else {
+            g.value(&[size.channels, size.image_pixels * size.batch])
+        };
+        Some(if flops > 0.0 { flops / rate } else { 0.0 })
     }
 
     /// Whether unequal products have a calibrated grid.

@@ -319,8 +319,8 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     } else {
         None
     };
-    let conv = layer::conv_size(node, a.output_elements as f64 * b);
-    let conv_s = |backward: bool, flops: f64| conv.and_then(|(c, p)| pd.conv_grid_s(backward, c, p, flops));
+    let conv = layer::conv_size(node, a.output_elements as f64, b);
+    let conv_s = |backward: bool, flops: f64| conv.and_then(|size| pd.conv_grid_s(backward, size, flops));
     let gemm_s = match (&products, conv_s(false, f_flops)) {
         (Some(p), _) => p.forward.iter().map(|&[m, k, n]| pd.gemm_s(m, k, n)).sum(),
         (None, Some(s)) => s,

@@ -230,20 +230,30 @@ fn product_grid(rows: &[usize], sides: &[usize], max_side: usize) -> Vec<[usize;
 
 /// Channels (in = out) of the convolutions of [`conv_grid`].
 pub const CONV_CHANNELS: [usize; 6] = [4, 8, 16, 32, 64, 128];
-/// (batch, height = width) of the convolutions of [`conv_grid`]: 256, 4,096, 32,768 and 131,072 output pixels
-/// (the largest past a core's caches for a few channels: a small network's first stage at batch 64-128).
-pub const CONV_PIXELS: [(usize, usize); 4] = [(1, 16), (4, 32), (32, 32), (128, 32)];
-/// Channels up to which the largest pixel count of [`CONV_PIXELS`] is measured (beyond it a call takes seconds
-/// and the rate no longer changes with size).
-pub const CONV_LARGE_MAX_CHANNELS: usize = 32;
+/// Image sides (height = width) of the convolutions of [`conv_grid`]: 64 to 4,096 pixels per image.
+pub const CONV_SIDES: [usize; 4] = [8, 16, 32, 64];
+/// Batches of the convolutions of [`conv_grid`]. The batch is an axis of its own: libtorch's CPU convolution at
+/// 2 images of 16 x 16 and 8 channels took 1.6 times the time per pixel of 1 or 4 images, and 4 images of 16 x 16
+/// 1.7 times the backward time per pixel of 1 image of 32 x 32, so pixels alone (batch x height x width) do not
+/// say what a convolution costs.
+pub const CONV_BATCHES: [usize; 5] = [1, 2, 4, 16, 64];
+/// Forward FLOPs up to which a combination of [`conv_grid`] is measured (beyond them a call takes tens of
+/// milliseconds on a core, and the rate no longer changes with size; the fit carries the largest batch measured
+/// at a channel count and side to the larger ones).
+pub const CONV_MAX_FLOPS: f64 = 2.5e9;
 
-/// The convolution grid: 3 x 3, stride 1, same padding, every channel count of [`CONV_CHANNELS`] at every size
-/// of [`CONV_PIXELS`].
+/// The convolution grid: 3 x 3, stride 1, same padding, every channel count of [`CONV_CHANNELS`] at every side of
+/// [`CONV_SIDES`] and batch of [`CONV_BATCHES`] up to [`CONV_MAX_FLOPS`] forward (batch 1 always).
 pub fn conv_grid() -> Vec<ConvShape> {
     let mut v = Vec::new();
     for c in CONV_CHANNELS {
-        for (n, hw) in CONV_PIXELS.into_iter().filter(|&(n, _)| n < 128 || c <= CONV_LARGE_MAX_CHANNELS) {
-            v.push(ConvShape { n, c, hw, k: c, r: 3 });
+        for hw in CONV_SIDES {
+            for n in CONV_BATCHES {
+                let shape = ConvShape { n, c, hw, k: c, r: 3 };
+                if n == 1 || shape.flops() <= CONV_MAX_FLOPS {
+                    v.push(shape);
+                }
+            }
         }
     }
     v
@@ -303,5 +313,22 @@ mod tests {
         let quick = default_request(DeviceSelector::Cuda(None), vec![Precision::Fp32], 256);
         assert!(quick.gemm_shapes.iter().all(|s| s[1] <= 1024 && s[2] <= 1024));
         assert!(quick.gemm_shapes.contains(&[32768, 1024, 1024]));
+    }
+
+    /// The host's convolution grid measures every channel count and side at batches 1 and 2 (the fit's
+    /// condition for reading the batch as an axis of its own) and nothing past its FLOPs bound but batch 1.
+    #[test]
+    fn the_host_conv_grid_has_the_batch_as_an_axis_within_its_bound() {
+        let grid = conv_grid();
+        for c in CONV_CHANNELS {
+            for hw in CONV_SIDES {
+                for n in [1, 2] {
+                    assert!(grid.contains(&ConvShape { n, c, hw, k: c, r: 3 }), "c {c} side {hw} batch {n}");
+                }
+            }
+        }
+        assert!(grid.iter().all(|s| s.n == 1 || s.flops() <= CONV_MAX_FLOPS));
+        assert!(grid.iter().any(|s| s.n == 64 && s.c == 32));
+        assert!(grid.len() < 120, "{}", grid.len());
     }
 }
