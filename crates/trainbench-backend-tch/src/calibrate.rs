@@ -262,7 +262,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
     let grid_at = if request.grids_at_every_precision { "every precision" } else { "first precision" };
     let mut method = format!(
         "tch backend (libtorch {}), {threads} intra-op thread(s): median over {r} samples of repeated calls (each \
-         sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices (and of [m x k] x [k x n] on a grid, {grid_at}), conv grid = 3x3 convolutions over channels x pixels forward and backward ({grid_at}), conv = conv2d stride 1 same \
+         sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices (and of [m x k] x [k x n] on a grid, {grid_at}), conv grid = 3x3 convolutions over channels x image side x batch forward and backward ({grid_at}), conv = conv2d stride 1 same \
          padding without bias (backward: input and weight gradients through autograd), memory = add_out over 3 x {e} fp32 elements, overhead = an add of 4 elements with \
          autograd recording{}",
         crate::device::versions(device).get("libtorch").cloned().unwrap_or_default(),
