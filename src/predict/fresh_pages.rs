@@ -55,6 +55,10 @@ pub fn node_allocations(
     // A frozen node's tensors are not trainable (`params::tensors`): they get no gradient.
     let trained = params::tensors(node).into_iter().filter(|d| d.trainable() && !params::is_tied(node, d));
     backward.extend(trained.map(|d| d.numel() as f64 * PARAMETER_BYTES));
+    // A recurrent layer's hidden weights' gradient, a fresh output at every time step.
+    if let Some((steps, grad)) = layer::rnn_weight_gradient_steps(graph, node).filter(|_| !a.frozen) {
+        backward.extend(std::iter::repeat_n(grad, steps as usize));
+    }
     (forward, backward)
 }
 

@@ -119,3 +119,46 @@ fn a_calibrated_fresh_memory_adds_its_seconds_to_backward_and_the_optimizer_and_
     let off = predict_with(&g, &s, &with_point, &Terms::without(&[Term::FreshPages])).unwrap();
     assert_eq!(off.phases, before.phases);
 }
+
+/// input [20 steps, 16] -> bidirectional GRU, 2 layers of 2,048 (each hidden weight 3 x 2,048 x 2,048 fp32: 50.3 MB)
+/// -> mean -> MSE.
+fn gru_graph() -> Graph {
+    let mut b = GraphBuilder::new("gru");
+    let x = b.input("x", &[20, 16], InputKind::Dense).unwrap();
+    let r = b.rnn("gru", x, trainbench_graph::graph::RnnCell::Gru, 2048, 2, true).unwrap();
+    let t = b.input("t", &[20, 4096], InputKind::Dense).unwrap();
+    b.loss("loss", LossKind::Mse, &[r, t]).unwrap();
+    b.finish(1, "samples").unwrap()
+}
+
+#[test]
+fn a_recurrent_layer_makes_its_hidden_weights_gradient_at_every_step() {
+    let g = gru_graph();
+    let a = trainbench_graph::analysis::analyze(&g);
+    let weight = 3.0 * 2048.0 * 2048.0 * 4.0;
+    let gru = &g.nodes[node(&g, "gru")];
+    assert_eq!(layer::rnn_weight_gradient_steps(&g, gru), Some((20.0 * 2.0 * 2.0, weight)));
+    // Backward: its input's gradient, every trained tensor's gradient, then one hidden weight's gradient per step.
+    let (_, bw) = node_allocations(&g, &a, node(&g, "gru"), 1.0, Precision::Fp32);
+    assert_eq!(bw.iter().filter(|&&x| x == weight).count(), 80 + 4);
+    // Priced: 4 passes over the weight per step at the bandwidth of the sum's two tensors, and off with its term.
+    let s = Setting {
+        batch: 1,
+        precision: Precision::Fp32,
+        optimizer: adam(0.0),
+        topology: Topology::single(),
+        schedule: Default::default(),
+        numerics: Default::default(),
+        pipeline_layers: Vec::new(),
+    };
+    let p = profile(None);
+    let on = predict(&g, &s, &p).unwrap();
+    let layer = on.layers.iter().find(|l| l.name == "gru").unwrap();
+    let device = crate::predict::coefficients(&p, Precision::Fp32).unwrap();
+    let expected = 80.0 * device.memory_at_s(4.0 * weight, 2.0 * weight);
+    let priced = layer.backward.terms.get(&Term::RnnWeightGradients).copied().unwrap();
+    assert!((priced - expected).abs() <= 1e-9 * expected, "{priced} {expected}");
+    let off = predict_with(&g, &s, &p, &Terms::without(&[Term::RnnWeightGradients])).unwrap();
+    assert!((on.phases.backward_s - off.phases.backward_s - expected).abs() <= 1e-9 * expected);
+    assert_eq!(on.phases.forward_s, off.phases.forward_s);
+}

@@ -59,7 +59,7 @@ use rates::Coefficients;
 
 /// The model's version, recorded with every prediction a result keeps: bumped whenever a term changes, so
 /// predictions of different models are not mixed up.
-pub const MODEL_VERSION: &str = "pai-roofline-9";
+pub const MODEL_VERSION: &str = "pai-roofline-10";
 
 /// One configuration to predict: what a planned run fixes.
 #[derive(Debug, Clone, PartialEq)]

@@ -475,6 +475,23 @@ impl Coefficients {
         self.memory_in_s(bytes, 0.0)
     }
 
+    /// Whether a recurrent layer applies its hidden weight as one product per time step, its gradient made and
+    /// summed at every step: libtorch's native CPU kernels, the device whose linear layers pay the bias pass
+    /// (`bias_pass` is set from the device kind); cuDNN's recurrent kernels on a GPU make the weights' gradient
+    /// once over every step.
+    pub fn rnn_weight_gradient_per_step(&self) -> bool {
+        self.bias_pass
+    }
+
+    /// Seconds to move `bytes` over and over a working set of `working_set` bytes (which may be smaller: several
+    /// passes over the same tensors), at the bandwidth measured for that working set.
+    pub fn memory_at_s(&self, bytes: f64, working_set: f64) -> f64 {
+        if bytes <= 0.0 {
+            return 0.0;
+        }
+        bytes / interpolate(&self.bandwidth, working_set).unwrap_or(self.memory_bytes_s)
+    }
+
     /// Seconds to move `bytes` that lie in a working set of `working_set` bytes: at the bandwidth measured for
     /// the larger of the two (a backward pass reads tensors saved across the whole step, not the layer's own few
     /// hundred KiB still in cache).

@@ -402,7 +402,7 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
         let working_set = if t.on(Term::BackwardWorkingSet) { cx.saved } else { 0.0 };
         // The backward's weight bytes of a tied weight (read, its gradient written) belong to its term too.
         let tied_rw = 2.0 * tied * cx.weight_bytes;
-        PhaseCost::new(
+        let mut backward = PhaseCost::new(
             bw_flops,
             bytes,
             bw_compute + in_step_fixed.1 + in_step.1 * bytes,
@@ -421,7 +421,18 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
                     (Term::TiedWeights, tied_sum * op_b),
                 ],
             },
-        )
+        );
+        // A recurrent layer's hidden weights' gradient, made and summed at every step: 4 passes over it at the
+        // bandwidth of the two tensors the sum touches, between the step's products ([`Term::RnnWeightGradients`]).
+        if let Some((steps, grad)) =
+            layer::rnn_weight_gradient_steps(graph, node).filter(|_| trained && device.rnn_weight_gradient_per_step())
+        {
+            backward.charge_nonzero(
+                Term::RnnWeightGradients,
+                t.gate(Term::RnnWeightGradients, steps * device.memory_at_s(4.0 * grad, 2.0 * grad)),
+            );
+        }
+        backward
     } else {
         PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0, Sides::default())
     };

@@ -20,6 +20,8 @@ pub enum Term {
     ElementwiseWork,
     /// A recurrent layer's gate arithmetic per time step.
     RnnCellWork,
+    /// A recurrent layer's hidden weights' gradient, made at every time step and summed into the running one.
+    RnnWeightGradients,
     /// A linear layer's bias as a pass of its own (CPU).
     BiasPass,
     /// What convolutions and linear layers cost inside the step beyond their isolated kernels.
@@ -58,11 +60,12 @@ pub enum Term {
 
 impl Term {
     /// Every term, additive ones first.
-    pub const ALL: [Term; 21] = [
+    pub const ALL: [Term; 22] = [
         Term::RooflineCompute,
         Term::MemoryTraffic,
         Term::ElementwiseWork,
         Term::RnnCellWork,
+        Term::RnnWeightGradients,
         Term::BiasPass,
         Term::InStepExcess,
         Term::PerOpOverhead,
