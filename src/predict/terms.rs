@@ -46,7 +46,8 @@ pub enum Term {
     Exchange,
     /// Rate choice: a layer's products at their own shapes on the calibrated grid (off: along the GEMM curve).
     ProductGrid,
-    /// Rate choice: a convolution at its channels and pixels on the calibrated grid (off: along the curve).
+    /// Rate choice: a convolution at its channels, pixels per image and batch on the calibrated grid (off: along the
+    /// curve).
     ConvGrid,
     /// Rate choice: bytes at the bandwidth of their working set (off: the triad's for every size).
     WorkingSetBandwidth,
