@@ -27,6 +27,19 @@ fn adam(weight_decay: f64) -> OptimizerSpec {
     OptimizerSpec::Adam { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay }
 }
 
+/// One device at `batch` samples, fp32, Adam.
+fn setting(batch: usize) -> Setting {
+    Setting {
+        batch,
+        precision: Precision::Fp32,
+        optimizer: adam(0.0),
+        topology: Topology::single(),
+        schedule: Default::default(),
+        numerics: Default::default(),
+        pipeline_layers: Vec::new(),
+    }
+}
+
 fn node(g: &Graph, name: &str) -> usize {
     g.nodes.iter().position(|n| n.name == name).unwrap()
 }
@@ -96,15 +109,7 @@ fn profile(fresh: Option<FreshMemoryPoint>) -> HardwareFile {
 #[test]
 fn a_calibrated_fresh_memory_adds_its_seconds_to_backward_and_the_optimizer_and_the_term_takes_them_away() {
     let g = graph();
-    let s = Setting {
-        batch: 4,
-        precision: Precision::Fp32,
-        optimizer: adam(0.0),
-        topology: Topology::single(),
-        schedule: Default::default(),
-        numerics: Default::default(),
-        pipeline_layers: Vec::new(),
-    };
+    let s = setting(4);
     let point = FreshMemoryPoint { reused_up_to_bytes: 32.0 * MIB, seconds_per_byte: 2e-10 };
     let (without_point, with_point) = (profile(None), profile(Some(point)));
     let before = predict(&g, &s, &without_point).unwrap();
@@ -142,15 +147,7 @@ fn a_recurrent_layer_makes_its_hidden_weights_gradient_at_every_step() {
     let (_, bw) = node_allocations(&g, &a, node(&g, "gru"), 1.0, Precision::Fp32);
     assert_eq!(bw.iter().filter(|&&x| x == weight).count(), 80 + 4);
     // Priced: 4 passes over the weight per step at the bandwidth of the sum's two tensors, and off with its term.
-    let s = Setting {
-        batch: 1,
-        precision: Precision::Fp32,
-        optimizer: adam(0.0),
-        topology: Topology::single(),
-        schedule: Default::default(),
-        numerics: Default::default(),
-        pipeline_layers: Vec::new(),
-    };
+    let s = setting(1);
     let p = profile(None);
     let on = predict(&g, &s, &p).unwrap();
     let layer = on.layers.iter().find(|l| l.name == "gru").unwrap();
