@@ -225,6 +225,10 @@ inside = {s: [] for s in SETS}
 # The same intervals without the machine's drift (the calibration's `load.probe_drift`, added to every interval in
 # quadrature): what the drift adds to the coverage.
 inside_steady = {s: [] for s in SETS}
+# The same intervals without the model's own error where it was tuned (each prediction's `model_error`, added in
+# quadrature): what that sigma adds to the coverage.
+inside_unmodelled = {s: [] for s in SETS}
+model_error = 0.0
 Z80 = 1.281551565545
 try:
     import tomllib
@@ -308,6 +312,9 @@ for line in open(out + "/index.txt"):
                 w = (max(0.0, (interval["log_half_width"] / Z80) ** 2 - drift**2)) ** 0.5 * Z80
                 step = p["step_time_s"]
                 inside_steady[set_].append(step * math.exp(-w) <= cpu_step <= step * math.exp(w))
+                model_error = p.get("model_error") or 0.0
+                w = (max(0.0, (interval["log_half_width"] / Z80) ** 2 - model_error**2)) ** 0.5 * Z80
+                inside_unmodelled[set_].append(step * math.exp(-w) <= cpu_step <= step * math.exp(w))
                 cells += [f"{interval['low_s'] * 1e3:.2f}-{interval['high_s'] * 1e3:.2f}", "yes" if held else "NO"]
             else:
                 cells += ["-", "-"]
@@ -370,6 +377,8 @@ for s in SETS:
         print(f"- 80%-interval coverage (full model): {sum(k)} of {len(k)} inside, {100 * share:.0f}%{verdict}")
         k0 = inside_steady[s]
         print(f"- the same without the machine's drift ({drift:.3f}): {sum(k0)} of {len(k0)} inside, {100 * sum(k0) / len(k0):.0f}%")
+        k1 = inside_unmodelled[s]
+        print(f"- the same without the model's own error ({model_error:.3f}): {sum(k1)} of {len(k1)} inside, {100 * sum(k1) / len(k1):.0f}%")
     for v, name in (("roofline", "roofline at calibrated peaks"), ("overhead", "+ efficiency curves and per-op overhead"), ("model3", "+ bandwidth by working set and element-wise cost (model 3)"), ("steps", "+ per-node and optimizer costs of the training step"), ("full", "+ unequal products on the grid (full model)")):
         print(f"- {name}: {summary(errs[(s, v)])}")
     for r in range(rounds):

@@ -230,11 +230,14 @@ fn measured_attention_products_s(model: &Coefficients, elements: f64, shape: Att
     }
 }
 
-/// The optimizer cost of `kind` from the measured points: the many-tensor graph (the fewest parameters per tensor) and
-/// the smallest large one solved for the per-tensor and per-parameter costs; every large graph then gives
-/// its per-parameter cost net of its tensors. Each point is first netted of the fresh pages of the temporaries the
-/// optimizer allocates per tensor (`fresh`: the model prices those apart, by each model's own tensor sizes, as the
-/// fresh-pages term). `None` without two points of the kind.
+/// The optimizer cost of `kind` from the measured points: the many-tensor graph (the most tensors), the small
+/// one-layer graph (fewer parameters than it, where measured) and the large one-layer graphs. With the small graph,
+/// it, the many-tensor graph and the smallest large one are solved for the phase's own cost per step, a per-tensor
+/// and a per-parameter cost; without it (a profile calibrated before it was measured) the other two for a per-tensor
+/// and a per-parameter cost, the step's own cost 0. Every large graph then gives its per-parameter cost net of the
+/// step's and its tensors'. Each point is first netted of the fresh pages of the temporaries the optimizer allocates
+/// per tensor (`fresh`: the model prices those apart, by each model's own tensor sizes, as the fresh-pages term).
+/// `None` without a many-tensor and a large point of the kind.
 pub fn optimizer_cost(
     points: &[OptimizerPoint],
     kind: OptimizerKind,
@@ -246,25 +249,54 @@ pub fn optimizer_cost(
         let fresh_s = fresh.map_or(0.0, |f| temporaries * f.seconds(bytes));
         (p.seconds - fresh_s).max(0.0)
     };
-    let mut v: Vec<&OptimizerPoint> = points.iter().filter(|p| p.kind == kind && p.tensors > 0).collect();
-    v.sort_by(|a, b| {
-        let r = |p: &OptimizerPoint| p.parameters as f64 / p.tensors as f64;
-        r(a).total_cmp(&r(b))
-    });
-    let (many, large) = (v.first()?, v.get(1)?);
-    let (tm, pm, sm) = (many.tensors as f64, many.parameters as f64, net(many));
-    let (tl, pl, sl) = (large.tensors as f64, large.parameters as f64, net(large));
-    let det = tm * pl - tl * pm;
-    if det.abs() < f64::EPSILON {
-        return None;
-    }
-    let per_tensor_s = ((sm * pl - sl * pm) / det).max(0.0);
-    let mut per_parameter: Vec<(f64, f64)> = v[1..]
+    let v: Vec<&OptimizerPoint> = points.iter().filter(|p| p.kind == kind && p.tensors > 0).collect();
+    let many = *v.iter().max_by_key(|p| (p.tensors, std::cmp::Reverse(p.parameters)))?;
+    let mut large: Vec<&OptimizerPoint> =
+        v.iter().copied().filter(|p| p.tensors < many.tensors && p.parameters > many.parameters).collect();
+    large.sort_by_key(|p| p.parameters);
+    let small = v
         .iter()
-        .map(|p| (p.parameters as f64, ((net(p) - p.tensors as f64 * per_tensor_s) / p.parameters as f64).max(0.0)))
+        .copied()
+        .filter(|p| p.tensors < many.tensors && p.parameters < many.parameters)
+        .min_by_key(|p| p.parameters);
+    let first = *large.first()?;
+    // Each point: step + tensors x per tensor + parameters x per parameter = its seconds.
+    let row = |p: &OptimizerPoint| [1.0, p.tensors as f64, p.parameters as f64, net(p)];
+    let three = small.and_then(|s| solve3([row(s), row(many), row(first)])).filter(|x| x.iter().all(|v| *v >= 0.0));
+    let (per_step_s, per_tensor_s) = match three {
+        Some([step, tensor, _]) => (step, tensor),
+        None => {
+            let (tm, pm, sm) = (many.tensors as f64, many.parameters as f64, net(many));
+            let (tl, pl, sl) = (first.tensors as f64, first.parameters as f64, net(first));
+            let det = tm * pl - tl * pm;
+            if det.abs() < f64::EPSILON {
+                return None;
+            }
+            (0.0, ((sm * pl - sl * pm) / det).max(0.0))
+        }
+    };
+    let mut per_parameter: Vec<(f64, f64)> = large
+        .iter()
+        .map(|p| {
+            let rest = net(p) - per_step_s - p.tensors as f64 * per_tensor_s;
+            (p.parameters as f64, (rest / p.parameters as f64).max(0.0))
+        })
         .collect();
     per_parameter.sort_by(|a, b| a.0.total_cmp(&b.0));
-    Some(OptimizerCost { per_tensor_s, per_parameter })
+    Some(OptimizerCost { per_step_s, per_tensor_s, per_parameter })
+}
+
+/// The solution of three linear equations `a x + b y + c z = d` given as rows `[a, b, c, d]` (Cramer's rule);
+/// `None` where they are singular.
+fn solve3(m: [[f64; 4]; 3]) -> Option<[f64; 3]> {
+    let det = |c: [usize; 3]| {
+        let e = |r: usize, k: usize| m[r][c[k]];
+        e(0, 0) * (e(1, 1) * e(2, 2) - e(1, 2) * e(2, 1)) - e(0, 1) * (e(1, 0) * e(2, 2) - e(1, 2) * e(2, 0))
+            + e(0, 2) * (e(1, 0) * e(2, 1) - e(1, 1) * e(2, 0))
+    };
+    let d = det([0, 1, 2]);
+    (d.abs() > f64::EPSILON * m.iter().flatten().map(|v| v.abs()).fold(1.0, f64::max))
+        .then(|| [det([3, 1, 2]) / d, det([0, 3, 2]) / d, det([0, 1, 3]) / d])
 }
 
 /// The in-step excess of a calibration: each measured layer stack's time per layer, less the model's fixed cost
@@ -366,12 +398,38 @@ mod tests {
         let points = vec![point(64, 2304, 1e-9), point(2, 1_049_600, 1e-9), point(2, 4_196_352, 2e-9)];
         let c = optimizer_cost(&points, OptimizerKind::Adam, None).unwrap();
         assert!((c.per_tensor_s - 2e-6).abs() < 1e-12, "{c:?}");
+        assert_eq!(c.per_step_s, 0.0, "no small graph: no step cost of its own");
         assert!((c.seconds(10.0, 1_049_600.0) - (20e-6 + 1_049_600.0 * 1e-9)).abs() < 1e-9);
         assert!((c.seconds(2.0, 4_196_352.0) - points[2].seconds).abs() < 1e-9);
         // Between the sizes, between the costs; other kinds are not guessed.
         let mid = c.seconds(0.0, 2e6) / 2e6;
         assert!(mid > 1e-9 && mid < 2e-9);
         assert!(optimizer_cost(&points, OptimizerKind::Sgd, None).is_none());
+    }
+
+    #[test]
+    fn the_small_graph_gives_the_phases_own_cost_apart_from_its_tensors() {
+        // 15 us per step, 2 us per tensor, 1 ns per parameter up to 1 M, 2 ns at 4 M; the small graph listed last.
+        let point = |tensors: u64, parameters: u64, per: f64| OptimizerPoint {
+            kind: OptimizerKind::Sgd,
+            tensors,
+            parameters,
+            seconds: 15e-6 + tensors as f64 * 2e-6 + parameters as f64 * per,
+        };
+        let points =
+            vec![point(64, 2304, 1e-9), point(2, 1_049_600, 1e-9), point(2, 4_196_352, 2e-9), point(2, 72, 1e-9)];
+        let c = optimizer_cost(&points, OptimizerKind::Sgd, None).unwrap();
+        assert!((c.per_step_s - 15e-6).abs() < 1e-12 && (c.per_tensor_s - 2e-6).abs() < 1e-12, "{c:?}");
+        assert!((c.per_parameter[0].1 - 1e-9).abs() < 1e-15 && (c.per_parameter[1].1 - 2e-9).abs() < 1e-15, "{c:?}");
+        // Every measured point is priced back; a model of 4 tensors pays the step's cost once.
+        for p in &points {
+            assert!((c.seconds(p.tensors as f64, p.parameters as f64) - p.seconds).abs() < 1e-12, "{p:?}");
+        }
+        assert!((c.seconds(4.0, 100.0) - (15e-6 + 8e-6 + 100e-9)).abs() < 1e-12);
+        // Read without the small graph, the step's cost spreads over the per-tensor and per-parameter costs.
+        let two = optimizer_cost(&points[..3], OptimizerKind::Sgd, None).unwrap();
+        assert_eq!(two.per_step_s, 0.0);
+        assert!(two.seconds(4.0, 100.0) < c.seconds(4.0, 100.0) * 0.7, "{two:?}");
     }
 
     #[test]

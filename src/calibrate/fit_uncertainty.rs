@@ -7,11 +7,12 @@
 //! can be 30-40% off": one operation 1.0-1.5 us and the step 1.7-5.0 us over four calibrations, ResNet-18's
 //! optimizer 16-35 ms over seven; a range of n draws spans about 2.1 (n = 4) to 2.7 (n = 7) sigmas). The
 //! machine's own drift, which moves every point of a curve together and so leaves no residual, is the
-//! calibration's probe drift (`calibration.load.probe_drift`), where it was kept.
+//! calibration's probe drift (`calibration.load.probe_drift`), where it was kept. The model's own error where it
+//! was tuned ([`crate::predict::uncertainty::MODEL_SIGMA`]) rides with every calibrated profile.
 
 use crate::hardware::wire::Calibration;
 use crate::predict::rates::Coefficients;
-use crate::predict::uncertainty::Uncertainty;
+use crate::predict::uncertainty::{MODEL_SIGMA, Uncertainty};
 
 /// Smallest sigma of a fitted group: the spread of one rate between calibrations (their rounds' range is
 /// mostly under 5%).
@@ -56,6 +57,7 @@ pub fn of(c: &Calibration, model: &Coefficients) -> Uncertainty {
         optimizer: OPTIMIZER_SIGMA,
         exchange: prior.exchange,
         machine: c.load.as_ref().and_then(|l| l.probe_drift).filter(|d| d.is_finite() && *d >= 0.0).unwrap_or(0.0),
+        model: MODEL_SIGMA,
     }
 }
 

@@ -8,10 +8,11 @@
 //!   [`NODE_STACK`] is one node's cost. The graph without the stack (input -> linear -> MSE) less its linear layer
 //!   and its loss is the step's own fixed cost (class `step`). A 4-element add timed alone (`op_overhead_us`)
 //!   misses most of this (autograd's per-node work in the backward above all).
-//! - **Optimizer** (`calibration.optimizer`): the optimizer phase of a graph of many small tensors and of one linear
-//!   layer of 1 M, 4 M and 16.8 M parameters, per optimizer kind (SGD, SGD with momentum, with momentum and weight
-//!   decay, Adam). The model solves the many-tensor graph and the 1 M one for a per-tensor and a per-parameter cost,
-//!   and reads the per-parameter cost by the parameter count between the large points (Adam on a CPU makes about
+//! - **Optimizer** (`calibration.optimizer`): the optimizer phase of a graph of many small tensors, of one linear
+//!   layer of 8 x 8 and of one of 1 M, 4 M and 16.8 M parameters, per optimizer kind (SGD, SGD with momentum, with
+//!   momentum and weight decay, Adam). The model solves the small layer, the many-tensor graph and the 1 M one for
+//!   the step's own cost (the phase's fixed work: the gradients' norm read back, the optimizer's call), a per-tensor
+//!   and a per-parameter cost, and reads the per-parameter cost by the parameter count between the large points (Adam on a CPU makes about
 //!   seven passes over its state, allocating temporaries, where one pass was assumed). The largest point's state no
 //!   longer fits a CPU's caches: past 4 M parameters the per-parameter cost still rose by half to two times (SGD
 //!   with momentum 0.7 -> 1.2 ns, Adam net of its fresh temporaries 2.3 -> 3.3 ns, one core of an EPYC VM).
@@ -44,6 +45,9 @@ const MANY: usize = 32;
 /// Sides of the single large linear layers of the optimizer graphs (1,049,600, 4,196,352 and 16,781,312
 /// parameters: a weight of side x side and a bias of side).
 const LARGE: [usize; 3] = [1024, 2048, 4096];
+/// Side of the single small linear layer of the optimizer graphs (72 parameters in 2 tensors): the phase's own
+/// cost, beside the many-tensor graph's per-tensor one.
+const SMALL: usize = FEATURES;
 
 /// Elements of the largest tensor of a measured optimizer graph of `tensors` tensors holding `parameters`: the
 /// weight of a large graph's one linear layer (side x side beside a bias of side), else the many-tensor graph's
@@ -273,7 +277,8 @@ fn optimizer_graph(side: Option<usize>) -> Result<Graph, MeasureError> {
     b.finish(1, "samples").map_err(e)
 }
 
-/// Measure the optimizer phase per kind of [`OptimizerKind::ALL`] on the many-tensor graph and the large ones.
+/// Measure the optimizer phase per kind of [`OptimizerKind::ALL`] on the many-tensor graph, the small one-layer graph
+/// and the large ones.
 pub fn measure_optimizers(
     backend: &mut dyn Backend,
     device: DeviceSelector,
@@ -282,9 +287,9 @@ pub fn measure_optimizers(
 ) -> Result<Vec<OptimizerPoint>, MeasureError> {
     let mut points = Vec::new();
     for kind in OptimizerKind::ALL {
-        for side in [None].into_iter().chain(LARGE.map(Some)) {
+        for side in [None, Some(SMALL)].into_iter().chain(LARGE.map(Some)) {
             let graph = optimizer_graph(side)?;
-            let steps = if side.is_some() { 10 } else { 40 };
+            let steps = if side.is_some_and(|s| s > SMALL) { 10 } else { 40 };
             let plan = plan(device, cpu_threads, 1, optimizer_spec(kind), steps);
             let mut rounds = Vec::new();
             for _ in 0..ROUNDS {
@@ -316,6 +321,9 @@ mod tests {
             let large = trainbench_graph::analysis::analyze(&optimizer_graph(Some(side)).unwrap());
             assert_eq!(largest_optimizer_tensor(2, large.parameters), (side * side) as f64);
         }
+        let small = trainbench_graph::analysis::analyze(&optimizer_graph(Some(SMALL)).unwrap());
+        assert_eq!(small.parameters, 72);
+        assert_eq!(largest_optimizer_tensor(2, small.parameters), 64.0);
         let many = optimizer_graph(None).unwrap();
         let tensors = trainbench_graph::params::graph_tensors(&many).iter().filter(|(_, d)| d.trainable()).count();
         assert_eq!(tensors, 2 * MANY);
@@ -345,7 +353,7 @@ mod tests {
         let classes = [NodeClass::Elementwise, NodeClass::Linear, NodeClass::Step];
         assert_eq!(nodes.iter().map(|p| p.class).collect::<Vec<_>>(), classes);
         let opt = measure_optimizers(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
-        assert_eq!(opt.len(), OptimizerKind::ALL.len() * (1 + LARGE.len()));
+        assert_eq!(opt.len(), OptimizerKind::ALL.len() * (2 + LARGE.len()));
         assert!(opt.iter().all(|p| p.seconds >= 0.0 && p.tensors >= 2));
     }
 }

@@ -465,7 +465,8 @@ fn measure_profile(
                      16 rows per sample at batch 64, and 4 convolutions 4 -> 4 3x3 on 4 x 4 pixels at batch 1, \
                      against the graph without them, per layer; optimizer: the \
                      optimizer phase of SGD, SGD with momentum, with momentum and weight decay 5e-4, and Adam over \
-                     32 linear layers of 8 x 8 and one linear layer of 1024 x 1024, 2048 x 2048 and 4096 x 4096, median of 3 \
+                     32 linear layers of 8 x 8 and one linear layer of 8 x 8, 1024 x 1024, 2048 x 2048 and 4096 x \
+                     4096, median of 3 \
                      rounds; the first node of a kind (`first-<kind>`): each element-wise class's micro-graph at \
                      its smallest size, and input [16, 64] -> linear -> linear layers 64 -> 64 or adds of a tensor \
                      to itself -> MSE at batch 1, with one and with {s} nodes after a pass over 4 MiB of other \

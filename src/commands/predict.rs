@@ -371,6 +371,15 @@ pub fn render_text(r: &Report) -> String {
             p.per_device_batch,
             p.world_size
         );
+        if let Some(m) = p.model_error {
+            let _ = writeln!(
+                s,
+                "  the interval holds the model's own error where it was tuned ({m:.3}): alone, x{:.2} to x{:.2} of \
+                 the step",
+                (-uncertainty::Z80 * m).exp(),
+                (uncertainty::Z80 * m).exp()
+            );
+        }
         if let Some(d) = p.machine_drift {
             let _ = writeln!(
                 s,

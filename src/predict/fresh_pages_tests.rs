@@ -125,12 +125,12 @@ fn a_calibrated_fresh_memory_adds_its_seconds_to_backward_and_the_optimizer_and_
     assert_eq!(off.phases, before.phases);
 }
 
-/// input [20 steps, 16] -> bidirectional GRU, 2 layers of 2,048 (each hidden weight 3 x 2,048 x 2,048 fp32: 50.3 MB)
-/// -> mean -> MSE.
-fn gru_graph() -> Graph {
+/// input [20 steps, 16] -> bidirectional `cell`, 2 layers of 2,048 (a GRU's hidden weight 3 x 2,048 x 2,048 fp32:
+/// 50.3 MB) -> MSE.
+fn rnn_graph(cell: trainbench_graph::graph::RnnCell) -> Graph {
     let mut b = GraphBuilder::new("gru");
     let x = b.input("x", &[20, 16], InputKind::Dense).unwrap();
-    let r = b.rnn("gru", x, trainbench_graph::graph::RnnCell::Gru, 2048, 2, true).unwrap();
+    let r = b.rnn("gru", x, cell, 2048, 2, true).unwrap();
     let t = b.input("t", &[20, 4096], InputKind::Dense).unwrap();
     b.loss("loss", LossKind::Mse, &[r, t]).unwrap();
     b.finish(1, "samples").unwrap()
@@ -138,7 +138,7 @@ fn gru_graph() -> Graph {
 
 #[test]
 fn a_recurrent_layer_makes_its_hidden_weights_gradient_at_every_step() {
-    let g = gru_graph();
+    let g = rnn_graph(trainbench_graph::graph::RnnCell::Gru);
     let a = trainbench_graph::analysis::analyze(&g);
     let weight = 3.0 * 2048.0 * 2048.0 * 4.0;
     let gru = &g.nodes[node(&g, "gru")];
@@ -158,4 +158,20 @@ fn a_recurrent_layer_makes_its_hidden_weights_gradient_at_every_step() {
     let off = predict_with(&g, &s, &p, &Terms::without(&[Term::RnnWeightGradients])).unwrap();
     assert!((on.phases.backward_s - off.phases.backward_s - expected).abs() <= 1e-9 * expected);
     assert_eq!(on.phases.forward_s, off.phases.forward_s);
+}
+
+#[test]
+fn an_lstm_makes_its_weights_gradient_once_through_onednn() {
+    let g = rnn_graph(trainbench_graph::graph::RnnCell::Lstm);
+    let a = trainbench_graph::analysis::analyze(&g);
+    let lstm = &g.nodes[node(&g, "gru")];
+    assert_eq!(layer::rnn_weight_gradient_steps(&g, lstm), None);
+    // No per-step gradient among its backward allocations: of the hidden weight's size (4 x 2,048 x 2,048 fp32),
+    // only the 4 hidden weights' own gradients (2 layers x 2 directions).
+    let (_, bw) = node_allocations(&g, &a, node(&g, "gru"), 1.0, Precision::Fp32);
+    let weight = 4.0 * 2048.0 * 2048.0 * 4.0;
+    assert_eq!(bw.iter().filter(|&&x| x == weight).count(), 4, "{bw:?}");
+    let on = predict(&g, &setting(1), &profile(None)).unwrap();
+    let layer = on.layers.iter().find(|l| l.name == "gru").unwrap();
+    assert_eq!(layer.backward.terms.get(&Term::RnnWeightGradients).copied().unwrap_or(0.0), 0.0);
 }

@@ -414,19 +414,21 @@ pub fn rnn_cell_work(
 }
 
 /// A recurrent layer's weight-gradient steps in backward: (time steps x layers x directions, bytes of one hidden
-/// weight's gradient). libtorch's recurrent layers on a CPU (`at::gru`, `at::lstm`) apply the hidden weight at every
-/// time step as a product of its own; backward makes that weight's gradient at every step (gates x hidden x hidden,
-/// fp32) and autograd sums it into the running gradient, the product's output written, then read with the sum and
-/// written back: 4 times the weight's bytes per step ([`Term::RnnWeightGradients`]; the output's fresh pages, where
-/// it is above what the allocator keeps, are [`Term::FreshPages`]'). The input weights' products run once over
-/// every step.
+/// weight's gradient). libtorch's GRU on a CPU (`at::gru`) applies the hidden weight at every time step as a product
+/// of its own; backward makes that weight's gradient at every step (3 x hidden x hidden, fp32) and autograd sums it
+/// into the running gradient, the product's output written, then read with the sum and written back: 4 times the
+/// weight's bytes per step ([`Term::RnnWeightGradients`]; the output's fresh pages, where it is above what the
+/// allocator keeps, are [`Term::FreshPages`]'). The input weights' products run once over every step. An LSTM has
+/// none: libtorch runs it on a CPU through oneDNN (`mkldnn_rnn_layer`, whose backward makes each weight's gradient
+/// once over every step, as cuDNN does on a GPU; a bf16 LSTM on a CPU without AVX-512 BF16 falls back to the
+/// per-step products, which the model does not see).
 pub fn rnn_weight_gradient_steps(graph: &Graph, node: &trainbench_graph::graph::Node) -> Option<(f64, f64)> {
     let Op::Rnn { cell, hidden, layers, bidirectional, .. } = &node.op else {
         return None;
     };
     let steps = graph.nodes[*node.inputs.first()?].shape.0.first().copied().unwrap_or(1) as f64;
     let gates = match cell {
-        trainbench_graph::graph::RnnCell::Lstm => 4.0,
+        trainbench_graph::graph::RnnCell::Lstm => return None,
         trainbench_graph::graph::RnnCell::Gru => 3.0,
     };
     let cells = steps * *layers as f64 * if *bidirectional { 2.0 } else { 1.0 };

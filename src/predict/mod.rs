@@ -59,7 +59,7 @@ use rates::Coefficients;
 
 /// The model's version, recorded with every prediction a result keeps: bumped whenever a term changes, so
 /// predictions of different models are not mixed up.
-pub const MODEL_VERSION: &str = "pai-roofline-10";
+pub const MODEL_VERSION: &str = "pai-roofline-11";
 
 /// One configuration to predict: what a planned run fixes.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,6 +184,10 @@ pub struct Prediction {
     /// part of `interval`; absent when the profile kept none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine_drift: Option<f64>,
+    /// The model's own error where it was tuned (`Uncertainty::model`, a sigma of the log of the whole step),
+    /// part of `interval`; absent on a datasheet profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_error: Option<f64>,
     /// Per-layer costs (filled when asked for).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerCost>,
@@ -369,6 +373,7 @@ pub fn predict_analyzed(
             .and_then(|c| c.load.as_ref())
             .and_then(crate::hardware::wire::LoadMark::warning),
         machine_drift: (dev.uncertainty.machine > 0.0).then_some(dev.uncertainty.machine),
+        model_error: (dev.uncertainty.model > 0.0).then_some(dev.uncertainty.model),
         layers: compute.layers,
         terms_off: terms.off().to_vec(),
         figures,

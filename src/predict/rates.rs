@@ -173,10 +173,14 @@ pub struct ConvSize {
     pub batch: f64,
 }
 
-/// The model's optimizer cost for one kind: seconds per tensor and, by parameter count, per parameter.
+/// The model's optimizer cost for one kind: seconds per step, per tensor and, by parameter count, per parameter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OptimizerCost {
+    /// Seconds of the phase's own work once per step, whatever the model (0 where the calibration measured no
+    /// small graph to tell it from the tensors').
+    #[serde(default)]
+    pub per_step_s: f64,
     /// Seconds per parameter tensor.
     pub per_tensor_s: f64,
     /// (parameters, seconds per parameter) of the large graphs, sorted by parameters.
@@ -184,11 +188,12 @@ pub struct OptimizerCost {
 }
 
 impl OptimizerCost {
-    /// Seconds of one step over `tensors` tensors holding `parameters` parameters: per-parameter cost log-log
-    /// interpolated between the measured sizes, flat beyond them.
+    /// Seconds of one step over `tensors` tensors holding `parameters` parameters: the step's own cost (where there
+    /// is a tensor to step), per-parameter cost log-log interpolated between the measured sizes, flat beyond them.
     pub fn seconds(&self, tensors: f64, parameters: f64) -> f64 {
         let per = interpolate(&self.per_parameter, parameters).unwrap_or(0.0);
-        tensors * self.per_tensor_s + parameters * per
+        let step = if tensors > 0.0 { self.per_step_s } else { 0.0 };
+        step + tensors * self.per_tensor_s + parameters * per
     }
 }
 
@@ -475,10 +480,10 @@ impl Coefficients {
         self.memory_in_s(bytes, 0.0)
     }
 
-    /// Whether a recurrent layer applies its hidden weight as one product per time step, its gradient made and
-    /// summed at every step: libtorch's native CPU kernels, the device whose linear layers pay the bias pass
-    /// (`bias_pass` is set from the device kind); cuDNN's recurrent kernels on a GPU make the weights' gradient
-    /// once over every step.
+    /// Whether a GRU applies its hidden weight as one product per time step, its gradient made and summed at every
+    /// step: libtorch's native CPU kernels, the device whose linear layers pay the bias pass (`bias_pass` is set
+    /// from the device kind); cuDNN's recurrent kernels on a GPU make the weights' gradient once over every step,
+    /// as oneDNN's LSTM does on a CPU (`layer::rnn_weight_gradient_steps`).
     pub fn rnn_weight_gradient_per_step(&self) -> bool {
         self.bias_pass
     }

@@ -4,10 +4,11 @@
 //! them by the share of the step each group holds: errors within a group move together (one GEMM curve prices
 //! every product), errors of different groups are independent. The machine's own drift (how far its speed moves
 //! from one moment to another, measured by the calibration's probe) moves every term together: it is added once,
-//! at the whole step's share.
+//! at the whole step's share. So is the model's own error where it was tuned ([`MODEL_SIGMA`]): what its terms leave
+//! out of a whole training step, which no micro-benchmark's residual shows.
 //!
-//! w = z80 x sqrt(sum over groups of (s_g / T)^2 sigma_g^2 + sigma_machine^2), interval [T e^-w, T e^w],
-//! z80 = 1.2816 (the 90th percentile of a normal: 80% of the mass between -z80 and +z80).
+//! w = z80 x sqrt(sum over groups of (s_g / T)^2 sigma_g^2 + sigma_machine^2 + sigma_model^2), interval
+//! [T e^-w, T e^w], z80 = 1.2816 (the 90th percentile of a normal: 80% of the mass between -z80 and +z80).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,13 @@ pub const Z80: f64 = 1.281_551_565_545;
 
 /// The level of the intervals predictions carry.
 pub const LEVEL: f64 = 0.8;
+
+/// The model's own error on the configurations it was tuned on, beyond what its calibrated sigmas hold: the
+/// root of the tuning set's mean squared log error less the mean square of its rows' own sigmas, sqrt(0.177^2 -
+/// 0.153^2) = 0.09 on the validation of 2026-12-05 (`docs/validation-runs/2026-12-05-amd-epyc/`, 21 rows, after
+/// `rnn-weight-gradients`; the held-out rows of that run are not used). A calibrated profile carries it (a
+/// datasheet profile's priors are wider than any model error).
+pub const MODEL_SIGMA: f64 = 0.09;
 
 /// Relative uncertainty (standard deviation of the natural log of the seconds) of each group of terms.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -44,6 +52,10 @@ pub struct Uncertainty {
     /// calibration that kept no drift.
     #[serde(default)]
     pub machine: f64,
+    /// The model's own error, common to every term (`MODEL_SIGMA` on a calibrated profile, 0 on a datasheet
+    /// profile's priors).
+    #[serde(default)]
+    pub model: f64,
 }
 
 impl Default for Uncertainty {
@@ -67,7 +79,13 @@ impl Uncertainty {
             optimizer: one_and_a_half,
             exchange: one_and_a_half,
             machine: 0.0,
+            model: 0.0,
         }
+    }
+
+    /// The variance every term shares, whatever the step's mix: the machine's drift and the model's own error.
+    pub fn common_variance(&self) -> f64 {
+        self.machine.powi(2) + self.model.powi(2)
     }
 
     /// The sigma of `group`.
@@ -160,7 +178,7 @@ pub fn interval(seconds: &Breakdown, step_s: f64, u: &Uncertainty) -> Interval {
         }
     }
     let variance: f64 = if step_s > 0.0 {
-        groups.iter().map(|(g, s)| (s / step_s * u.sigma(*g)).powi(2)).sum::<f64>() + u.machine.powi(2)
+        groups.iter().map(|(g, s)| (s / step_s * u.sigma(*g)).powi(2)).sum::<f64>() + u.common_variance()
     } else {
         0.0
     };
@@ -169,15 +187,15 @@ pub fn interval(seconds: &Breakdown, step_s: f64, u: &Uncertainty) -> Interval {
 
 /// The 80% interval of a step of `step_s` seconds composed of `inner_s` seconds priced as another prediction
 /// prices its own step (moving with that prediction's errors: `inner`'s relative width) and `exchange_s`
-/// seconds of communication (the exchange group's uncertainty), the two independent, and the machine's drift
-/// over the whole step (taken out of `inner`'s width, which holds it at its own whole step): a device mesh's
-/// step, its busiest stage's computation priced as one rank's micro-batch.
+/// seconds of communication (the exchange group's uncertainty), the two independent, and the machine's drift and
+/// the model's own error over the whole step (taken out of `inner`'s width, which holds them at its own whole
+/// step): a device mesh's step, its busiest stage's computation priced as one rank's micro-batch.
 pub fn composed(step_s: f64, inner: &Interval, inner_s: f64, exchange_s: f64, u: &Uncertainty) -> Interval {
     let share = |s: f64| if step_s > 0.0 { s / step_s } else { 0.0 };
-    let inner_sigma = ((inner.log_half_width / Z80).powi(2) - u.machine.powi(2)).max(0.0).sqrt();
+    let inner_sigma = ((inner.log_half_width / Z80).powi(2) - u.common_variance()).max(0.0).sqrt();
     let variance = (share(inner_s) * inner_sigma).powi(2)
         + (share(exchange_s) * u.exchange).powi(2)
-        + if step_s > 0.0 { u.machine.powi(2) } else { 0.0 };
+        + if step_s > 0.0 { u.common_variance() } else { 0.0 };
     Interval::of_variance(step_s, variance)
 }
 
@@ -188,7 +206,16 @@ mod tests {
 
     /// Sigmas of 0.1, 0.2 and 0.3 for compute, memory and fixed costs, `exchange` for the exchange, none else.
     fn sigmas(exchange: f64) -> Uncertainty {
-        Uncertainty { compute: 0.1, memory: 0.2, elementwise: 0.0, fixed: 0.3, optimizer: 0.0, exchange, machine: 0.0 }
+        Uncertainty {
+            compute: 0.1,
+            memory: 0.2,
+            elementwise: 0.0,
+            fixed: 0.3,
+            optimizer: 0.0,
+            exchange,
+            machine: 0.0,
+            model: 0.0,
+        }
     }
 
     #[test]
@@ -253,7 +280,25 @@ mod tests {
             "compute": 0.1, "memory": 0.1, "elementwise": 0.1, "fixed": 0.3, "optimizer": 0.29, "exchange": 0.3
         }))
         .unwrap();
-        assert_eq!(old.machine, 0.0);
+        assert_eq!((old.machine, old.model), (0.0, 0.0));
+    }
+
+    #[test]
+    fn the_models_own_error_moves_the_whole_step_with_the_machines_drift() {
+        let u = Uncertainty { machine: 0.2, model: MODEL_SIGMA, ..Uncertainty::datasheet() };
+        let quiet = Uncertainty { machine: 0.0, model: 0.0, ..u };
+        let mut b = Breakdown::new();
+        b.insert(Term::RooflineCompute, 1.0);
+        b.insert(Term::Optimizer, 1.0);
+        let without = interval(&b, 2.0, &quiet).log_half_width / Z80;
+        let with = interval(&b, 2.0, &u).log_half_width / Z80;
+        let common = 0.04 + MODEL_SIGMA.powi(2);
+        assert!((with - (without.powi(2) + common).sqrt()).abs() < 1e-12, "{with} {without}");
+        // A mesh step counts both once.
+        let inner = interval(&b, 2.0, &u);
+        let mesh = composed(4.0, &inner, 2.0, 2.0, &u).log_half_width / Z80;
+        let expected = ((0.5 * without).powi(2) + (0.5 * u.exchange).powi(2) + common).sqrt();
+        assert!((mesh - expected).abs() < 1e-12, "{mesh} {expected}");
     }
 
     #[test]

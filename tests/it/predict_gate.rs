@@ -70,16 +70,17 @@ fn without_breakdowns(value: Value) -> Value {
     }
 }
 
-/// `value` without each prediction's `figures` (its memory fit, tokens/s and MFU) and `interval` (its 80% range),
-/// which came after the gate was taken and are derived from the prices it pins; `tests/it/mfu_bound.rs` holds the
-/// figures, `predict::uncertainty` and `tests/it/predict_cli.rs` the interval.
+/// `value` without each prediction's `figures` (its memory fit, tokens/s and MFU), `interval` (its 80% range) and
+/// `model_error` (the part of the range that is the model's own error), which came after the gate was taken and
+/// are derived from the prices it pins; `tests/it/mfu_bound.rs` holds the figures, `predict::uncertainty` and
+/// `tests/it/predict_cli.rs` the interval.
 fn without_figures(value: Value) -> Value {
     match value {
         Value::Array(items) => Value::Array(items.into_iter().map(without_figures).collect()),
         Value::Object(fields) => Value::Object(
             fields
                 .into_iter()
-                .filter(|(k, _)| k != "figures" && k != "interval")
+                .filter(|(k, _)| !matches!(k.as_str(), "figures" | "interval" | "model_error"))
                 .map(|(k, v)| (k, without_figures(v)))
                 .collect(),
         ),
