@@ -230,6 +230,15 @@ inside_steady = {s: [] for s in SETS}
 inside_unmodelled = {s: [] for s in SETS}
 model_error = 0.0
 Z80 = 1.281551565545
+
+
+def held_without(step, interval, sigma, reference):
+    """Whether `reference` lies inside the interval around `step` with the whole-step `sigma` taken out of its
+    width (the widths add in quadrature)."""
+    w = (max(0.0, (interval["log_half_width"] / Z80) ** 2 - sigma**2)) ** 0.5 * Z80
+    return step * math.exp(-w) <= reference <= step * math.exp(w)
+
+
 try:
     import tomllib
     drift = ((tomllib.load(open(sys.argv[2], "rb")).get("calibration") or {}).get("load") or {}).get("probe_drift") or 0.0
@@ -309,12 +318,9 @@ for line in open(out + "/index.txt"):
             if interval:
                 held = interval["low_s"] <= cpu_step <= interval["high_s"]
                 inside[set_].append(held)
-                w = (max(0.0, (interval["log_half_width"] / Z80) ** 2 - drift**2)) ** 0.5 * Z80
-                step = p["step_time_s"]
-                inside_steady[set_].append(step * math.exp(-w) <= cpu_step <= step * math.exp(w))
                 model_error = p.get("model_error") or 0.0
-                w = (max(0.0, (interval["log_half_width"] / Z80) ** 2 - model_error**2)) ** 0.5 * Z80
-                inside_unmodelled[set_].append(step * math.exp(-w) <= cpu_step <= step * math.exp(w))
+                inside_steady[set_].append(held_without(p["step_time_s"], interval, drift, cpu_step))
+                inside_unmodelled[set_].append(held_without(p["step_time_s"], interval, model_error, cpu_step))
                 cells += [f"{interval['low_s'] * 1e3:.2f}-{interval['high_s'] * 1e3:.2f}", "yes" if held else "NO"]
             else:
                 cells += ["-", "-"]

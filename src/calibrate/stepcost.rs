@@ -12,8 +12,8 @@
 //!   layer of 8 x 8 and of one of 1 M, 4 M and 16.8 M parameters, per optimizer kind (SGD, SGD with momentum, with
 //!   momentum and weight decay, Adam). The model solves the small layer, the many-tensor graph and the 1 M one for
 //!   the step's own cost (the phase's fixed work: the gradients' norm read back, the optimizer's call), a per-tensor
-//!   and a per-parameter cost, and reads the per-parameter cost by the parameter count between the large points (Adam on a CPU makes about
-//!   seven passes over its state, allocating temporaries, where one pass was assumed). The largest point's state no
+//!   and a per-parameter cost, and reads the per-parameter cost by the parameter count between the large points
+//!   (Adam on a CPU makes about seven passes over its state, allocating temporaries, where one pass was assumed). The largest point's state no
 //!   longer fits a CPU's caches: past 4 M parameters the per-parameter cost still rose by half to two times (SGD
 //!   with momentum 0.7 -> 1.2 ns, Adam net of its fresh temporaries 2.3 -> 3.3 ns, one core of an EPYC VM).
 //!

@@ -371,23 +371,16 @@ pub fn render_text(r: &Report) -> String {
             p.per_device_batch,
             p.world_size
         );
-        if let Some(m) = p.model_error {
-            let _ = writeln!(
-                s,
-                "  the interval holds the model's own error where it was tuned ({m:.3}): alone, x{:.2} to x{:.2} of \
-                 the step",
-                (-uncertainty::Z80 * m).exp(),
-                (uncertainty::Z80 * m).exp()
-            );
-        }
-        if let Some(d) = p.machine_drift {
-            let _ = writeln!(
-                s,
-                "  the interval holds the machine's drift while it was calibrated ({d:.3}): alone, x{:.2} to x{:.2} \
-                 of the step",
-                (-uncertainty::Z80 * d).exp(),
-                (uncertainty::Z80 * d).exp()
-            );
+        // The sigmas every term shares, each alone as a range of the step.
+        let shared = [
+            (p.model_error, "the model's own error where it was tuned"),
+            (p.machine_drift, "the machine's drift while it was calibrated"),
+        ];
+        for (sigma, what) in shared {
+            if let Some(x) = sigma {
+                let (low, high) = ((-uncertainty::Z80 * x).exp(), (uncertainty::Z80 * x).exp());
+                let _ = writeln!(s, "  the interval holds {what} ({x:.3}): alone, x{low:.2} to x{high:.2} of the step");
+            }
         }
         let _ = writeln!(s, "  {}", figures_text(&p.figures));
         let ph = &p.phases;
