@@ -61,7 +61,7 @@ fn check(dropless: bool) {
         for (got, want) in [(a, first), (b, last)] {
             assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{topology}: {got} vs {want} (one rank)");
         }
-        crate::common::trains_like::assert_trains_like(&read("1x1"), &r, 1e-4, topology, &[]);
+        crate::common::trains_like::assert_routed_trains_like(&read("1x1"), &r, 1e-4, topology);
         // The load recorded is the global batch's (every rank's counts are gathered), as one rank's.
         crate::common::expert_load::assert_routes_like(&read("1x1"), &r, topology);
         let d = r.distributed.unwrap();
@@ -151,7 +151,7 @@ fn expert_parallel_beside_zero_1_2_and_3_reproduces_one_rank() {
         for (got, want) in [(a, first), (b, last)] {
             assert!((got - want).abs() <= 1e-4 * want.abs(), "{topology}: {got} vs {want} (one rank)");
         }
-        crate::common::trains_like::assert_trains_like(&one, &r, 1e-4, topology, &[]);
+        crate::common::trains_like::assert_routed_trains_like(&one, &r, 1e-4, topology);
         let d = r.distributed.as_ref().unwrap();
         assert_eq!(d.strategy, format!("zero-{stage}"));
         assert_eq!(d.weights_identical, Some(true), "{topology}: every rank gathers the same whole model");
@@ -196,7 +196,7 @@ fn a_mixture_of_experts_under_tensor_parallelism_and_beside_it_expert_parallelis
         for (got, want) in [(a, first), (b, last)] {
             assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{topology}: {got} vs {want} (one rank)");
         }
-        crate::common::trains_like::assert_trains_like(&one, &r, 1e-4, topology, &[]);
+        crate::common::trains_like::assert_routed_trains_like(&one, &r, 1e-4, topology);
         crate::common::expert_load::assert_routes_like(&one, &r, topology);
         println!("{topology}: loss {a:.6} -> {b:.6} (one rank {first:.6} -> {last:.6})");
         let d = r.distributed.as_ref().unwrap();
@@ -220,10 +220,20 @@ fn a_mixture_of_experts_under_tensor_parallelism_and_beside_it_expert_parallelis
         let predicted = stages.iter().filter_map(|s| s["weights_bytes"].as_f64()).fold(0.0, f64::max);
         assert_eq!(weights as f64, predicted, "{topology}: the most weights any rank holds");
         if let Some(ep) = &d.expert_parallel {
-            // Capacity 1.25 drops a few assignments, which are never sent; predict prices every one.
+            // Capacity 1.25 drops assignments, which are never sent; predict prices every one. The bytes sent are
+            // predict's less the share the run's expert load records as dropped (the layers' mean: every layer
+            // moves the same tokens), within 2% (a rank's own share of the drops is not the global one).
             let predicted = predicted_all_to_all(dir.path(), "eptp", topology);
             let measured = ep.all_to_all_bytes_per_step as f64;
-            assert!(measured <= predicted && measured >= 0.99 * predicted, "{topology}: {measured} vs {predicted}");
+            let dropped = crate::common::expert_load::dropped_share(&r, ..);
+            let kept = (1.0 - dropped) * predicted;
+            println!(
+                "{topology}: all-to-all {measured} bytes, predicted {predicted} less {dropped:.4} dropped: {kept:.0}"
+            );
+            assert!(
+                measured <= predicted && (measured - kept).abs() <= 0.02 * kept,
+                "{topology}: {measured} vs {predicted} less the {dropped:.4} dropped, {kept:.0}"
+            );
         }
     }
 }

@@ -72,6 +72,9 @@ impl ParamDecl {
     }
 }
 
+/// Standard deviation of a token or position table's initial values: the reference trainings' (GPT-2, BERT, Llama).
+pub const EMBEDDING_STD: f32 = 0.02;
+
 fn decl(node: &Node, local: impl Into<String>, shape: Vec<usize>, init: Init, role: ParamRole) -> ParamDecl {
     let local = local.into();
     ParamDecl { name: format!("{}.{}", node.name, local), local, shape, init, role }
@@ -139,11 +142,15 @@ fn declared(node: &Node) -> Vec<ParamDecl> {
             }
             v
         }
+        // Token and position tables as the reference trainings initialise them (GPT-2, BERT, Llama: N(0, 0.02)),
+        // not PyTorch's `nn.Embedding` default N(0, 1): a head tied to an N(0, 1) table after a layer norm gives
+        // logits spread by sqrt(dim), and their softmax's gradient is a sixth denormal, which a CPU without fast
+        // denormals runs at a tenth of its speed (docs/performance-model.md, the 2026-12-05 Xeon validation).
         Op::Embedding { vocab, dim } => {
-            vec![decl(node, "weight", vec![*vocab, *dim], Init::Normal { std: 1.0 }, Weight)]
+            vec![decl(node, "weight", vec![*vocab, *dim], Init::Normal { std: EMBEDDING_STD }, Weight)]
         }
         Op::LearnedPositions { max_positions, dim } => {
-            vec![decl(node, "weight", vec![*max_positions, *dim], Init::Normal { std: 1.0 }, Weight)]
+            vec![decl(node, "weight", vec![*max_positions, *dim], Init::Normal { std: EMBEDDING_STD }, Weight)]
         }
         Op::Rnn { cell, input_size, hidden, layers, bidirectional } => {
             let gates = match cell {

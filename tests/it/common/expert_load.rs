@@ -2,6 +2,7 @@
 //! expert and drops, as the results' expert-load figures record them.
 
 use trainbench::result::RunResult;
+use trainbench::result::expert_load::LayerLoad;
 
 /// Assert that `got` routed what `want` (one rank, the reference) routed: the same layers, in every layer the
 /// same assignments per step (computed plus dropped) and per expert the same load within 1% of the layer's (a
@@ -23,4 +24,13 @@ pub fn assert_routes_like(want: &RunResult, got: &RunResult, what: &str) {
         let sum: f64 = tx.iter().sum();
         assert!(tx.iter().zip(&ty).all(|(a, b)| (a - b).abs() <= 0.01 * sum), "{what}: {x} vs {y}");
     }
+}
+
+/// The mean share of routed assignments dropped over capacity in a run's MoE layers `layers` (indices into the
+/// recorded layers, in order).
+pub fn dropped_share(r: &RunResult, layers: impl std::slice::SliceIndex<[LayerLoad], Output = [LayerLoad]>) -> f64 {
+    let load = r.metrics.as_ref().unwrap().expert_load.as_ref().unwrap();
+    let shares: Vec<f64> = load.layers[layers].iter().map(|l| l.dropped_fraction.unwrap()).collect();
+    assert!(!shares.is_empty(), "no MoE layer in {:?}", load.layers);
+    shares.iter().sum::<f64>() / shares.len() as f64
 }
