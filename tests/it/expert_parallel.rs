@@ -61,7 +61,7 @@ fn check(dropless: bool) {
         for (got, want) in [(a, first), (b, last)] {
             assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{topology}: {got} vs {want} (one rank)");
         }
-        crate::common::trains_like::assert_routed_trains_like(&read("1x1"), &r, 1e-4, topology);
+        crate::common::trains_like::assert_trains_like(&read("1x1"), &r, 1e-4, topology, &[]);
         // The load recorded is the global batch's (every rank's counts are gathered), as one rank's.
         crate::common::expert_load::assert_routes_like(&read("1x1"), &r, topology);
         let d = r.distributed.unwrap();
@@ -151,7 +151,7 @@ fn expert_parallel_beside_zero_1_2_and_3_reproduces_one_rank() {
         for (got, want) in [(a, first), (b, last)] {
             assert!((got - want).abs() <= 1e-4 * want.abs(), "{topology}: {got} vs {want} (one rank)");
         }
-        crate::common::trains_like::assert_routed_trains_like(&one, &r, 1e-4, topology);
+        crate::common::trains_like::assert_trains_like(&one, &r, 1e-4, topology, &[]);
         let d = r.distributed.as_ref().unwrap();
         assert_eq!(d.strategy, format!("zero-{stage}"));
         assert_eq!(d.weights_identical, Some(true), "{topology}: every rank gathers the same whole model");
@@ -196,7 +196,7 @@ fn a_mixture_of_experts_under_tensor_parallelism_and_beside_it_expert_parallelis
         for (got, want) in [(a, first), (b, last)] {
             assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{topology}: {got} vs {want} (one rank)");
         }
-        crate::common::trains_like::assert_routed_trains_like(&one, &r, 1e-4, topology);
+        crate::common::trains_like::assert_trains_like(&one, &r, 1e-4, topology, &[]);
         crate::common::expert_load::assert_routes_like(&one, &r, topology);
         println!("{topology}: loss {a:.6} -> {b:.6} (one rank {first:.6} -> {last:.6})");
         let d = r.distributed.as_ref().unwrap();

@@ -287,7 +287,7 @@ fn a_mixture_of_experts_pipeline_trains_what_one_worker_accumulating_its_micro_b
         assert!((x - y).abs() <= 1e-4 * x.abs(), "loss {y} on the pipeline, {x} on one worker");
     }
     assert!(b.1 < b.0, "the pipeline trains: {} -> {}", b.0, b.1);
-    crate::common::trains_like::assert_routed_trains_like(&one, &pp, 1e-4, "MoE PP2");
+    crate::common::trains_like::assert_trains_like(&one, &pp, 1e-4, "MoE PP2", &[]);
     let p = pp.distributed.as_ref().unwrap().pipeline.as_ref().unwrap();
     assert_eq!(
         p.bytes_per_step as f64,
@@ -311,7 +311,7 @@ fn a_mixture_of_experts_pipeline_trains_what_one_worker_accumulating_its_micro_b
     for (x, y) in [(a.0, c.0), (a.1, c.1)] {
         assert!((x - y).abs() <= 1e-4 * x.abs(), "loss {y} with EP2 x DP2 x PP2, {x} on one worker");
     }
-    crate::common::trains_like::assert_routed_trains_like(&one, &ep, 1e-4, "MoE EP2 x DP2 x PP2");
+    crate::common::trains_like::assert_trains_like(&one, &ep, 1e-4, "MoE EP2 x DP2 x PP2", &[]);
     let d = ep.distributed.as_ref().unwrap();
     assert_eq!(d.weights_identical, Some(true), "every rank gathers the same whole model");
     let traffic = d.expert_parallel.as_ref().unwrap();
@@ -347,7 +347,7 @@ fn a_mixture_of_experts_pipeline_trains_what_one_worker_accumulating_its_micro_b
     for (x, y) in [(a.0, e.0), (a.1, e.1)] {
         assert!((x - y).abs() <= 1e-4 * x.abs(), "loss {y} with EP2 x TP2 x PP2, {x} on one worker");
     }
-    crate::common::trains_like::assert_routed_trains_like(&one, &all, 1e-4, "MoE EP2 x TP2 x PP2");
+    crate::common::trains_like::assert_trains_like(&one, &all, 1e-4, "MoE EP2 x TP2 x PP2", &[]);
     crate::common::expert_load::assert_routes_like(&one, &all, "MoE EP2 x TP2 x PP2");
     assert_eq!(all.distributed.as_ref().unwrap().weights_identical, Some(true));
     println!("MoE EP2 x TP2 x PP2: loss {:.6} -> {:.6}", e.0, e.1);

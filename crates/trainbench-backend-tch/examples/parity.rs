@@ -81,7 +81,8 @@ fn transformer(dropout: f64) -> Result<Graph, ShapeError> {
 
 /// Declared tensors (name, shape, initialiser) and graph inputs (name, shape, kind) of `graph`, as JSON.
 fn manifest(graph: &Graph, seed: u64) -> serde_json::Value {
-    let tensors: Vec<_> = graph.nodes.iter().flat_map(trainbench_graph::params::tensors).collect();
+    let tensors: Vec<_> =
+        (0..graph.nodes.len()).flat_map(|id| trainbench_graph::params::node_tensors(graph, id)).collect();
     let inputs: Vec<_> = graph
         .inputs()
         .map(|(_, n)| {

@@ -6,7 +6,7 @@
 use tch::{Device, Kind, TchError, Tensor};
 use trainbench_graph::graph::{FrozenDtype, Graph, Node, NodeId, Op};
 use trainbench_graph::init::{HostTensor, initial_values, synthetic_input};
-use trainbench_graph::params::{ParamDecl, ParamRole, is_tied, tensors};
+use trainbench_graph::params::{ParamDecl, ParamRole, is_tied, node_tensors};
 
 use crate::checkpoint::{BlockWeights, Checkpoints};
 use crate::loss;
@@ -139,7 +139,7 @@ impl Lowered {
                 bf16_base.push(false);
                 continue;
             }
-            let ds = tensors(node);
+            let ds = node_tensors(graph, index);
             bf16_base.push(bf16 && ds.iter().any(|d| d.role == ParamRole::Frozen));
             let mut ts = Vec::with_capacity(ds.len());
             let mut tf = Vec::with_capacity(ds.len());
@@ -542,7 +542,7 @@ pub fn pinned(t: &Tensor) -> Result<Tensor, TchError> {
 /// Host bytes a run needs before libtorch allocates anything: the initial values of every declared tensor
 /// (generated in host memory, then copied into a tensor) and one batch of every input.
 pub fn host_bytes_needed(graph: &Graph, batch: usize) -> u64 {
-    let weights: u64 = graph.nodes.iter().flat_map(tensors).map(|d| d.numel() * 4 * 2).sum();
+    let weights: u64 = graph.nodes.iter().flat_map(trainbench_graph::params::tensors).map(|d| d.numel() * 4 * 2).sum();
     let inputs: u64 = graph.inputs().map(|(_, n)| n.shape.numel() * input_element_bytes(n) * 2).sum();
     weights + inputs * batch as u64
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use trainbench_contract::conformance::agreement::AGREEMENT_RUN;
 use trainbench_contract::conformance::fixtures;
 use trainbench_graph::init::{HostTensor, initial_values, synthetic_input};
-use trainbench_graph::params::tensors;
+use trainbench_graph::params::node_tensors;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = PathBuf::from(std::env::args().nth(1).ok_or("usage: export_reference <out-dir>")?);
@@ -18,8 +18,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for name in fixtures::NAMES {
         let graph = fixtures::build(name).ok_or("unknown fixture")??;
         let mut params = Vec::new();
-        for (id, node) in graph.nodes.iter().enumerate() {
-            for decl in tensors(node) {
+        for id in 0..graph.nodes.len() {
+            for decl in node_tensors(&graph, id) {
                 params.push(json!({
                     "node": id,
                     "name": decl.name,

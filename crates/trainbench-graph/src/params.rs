@@ -72,8 +72,9 @@ impl ParamDecl {
     }
 }
 
-/// Standard deviation of a token or position table's initial values: the reference trainings' (GPT-2, BERT, Llama).
-pub const EMBEDDING_STD: f32 = 0.02;
+/// Standard deviation of the initial values of a token table a head is tied to ([`Node::tied_to`]): the
+/// reference trainings that tie (GPT-2, BERT: N(0, 0.02)).
+pub const TIED_TABLE_STD: f32 = 0.02;
 
 fn decl(node: &Node, local: impl Into<String>, shape: Vec<usize>, init: Init, role: ParamRole) -> ParamDecl {
     let local = local.into();
@@ -142,15 +143,12 @@ fn declared(node: &Node) -> Vec<ParamDecl> {
             }
             v
         }
-        // Token and position tables as the reference trainings initialise them (GPT-2, BERT, Llama: N(0, 0.02)),
-        // not PyTorch's `nn.Embedding` default N(0, 1): a head tied to an N(0, 1) table after a layer norm gives
-        // logits spread by sqrt(dim), and their softmax's gradient is a sixth denormal, which a CPU without fast
-        // denormals runs at a tenth of its speed (docs/performance-model.md, the 2026-12-05 Xeon validation).
+        // PyTorch's `nn.Embedding` default; a table a head is tied to: see [`node_tensors`].
         Op::Embedding { vocab, dim } => {
-            vec![decl(node, "weight", vec![*vocab, *dim], Init::Normal { std: EMBEDDING_STD }, Weight)]
+            vec![decl(node, "weight", vec![*vocab, *dim], Init::Normal { std: 1.0 }, Weight)]
         }
         Op::LearnedPositions { max_positions, dim } => {
-            vec![decl(node, "weight", vec![*max_positions, *dim], Init::Normal { std: EMBEDDING_STD }, Weight)]
+            vec![decl(node, "weight", vec![*max_positions, *dim], Init::Normal { std: 1.0 }, Weight)]
         }
         Op::Rnn { cell, input_size, hidden, layers, bidirectional } => {
             let gates = match cell {
@@ -244,12 +242,31 @@ pub fn is_tied(node: &Node, decl: &ParamDecl) -> bool {
     node.tied_to.is_some() && decl.local == "weight"
 }
 
-/// Every tensor a backend allocates for `graph`, with the node that owns it: [`tensors`] of each node in
+/// The tensors of node `id` of `graph` as a backend initialises them: [`tensors`], but a token table a head is
+/// tied to ([`Node::tied_to`]) has its weight drawn N(0, [`TIED_TABLE_STD`]), as the reference trainings that tie
+/// draw it, not N(0, 1): the head reuses the table after a normalisation, so an N(0, 1) table gives logits spread
+/// by sqrt(dim) (27.7 at 768), a softmax whose gradient is a sixth denormal, and a CPU without fast denormals runs
+/// the head's backward at a tenth of its speed (docs/performance-model.md, the 2026-12-05 Xeon validation).
+pub fn node_tensors(graph: &Graph, id: NodeId) -> Vec<ParamDecl> {
+    let Some(node) = graph.nodes.get(id) else {
+        return Vec::new();
+    };
+    let mut v = tensors(node);
+    let tied_to = graph.nodes.iter().any(|n| n.tied_to == Some(id));
+    if tied_to && matches!(node.op, Op::Embedding { .. }) {
+        for d in v.iter_mut().filter(|d| d.local == "weight") {
+            d.init = Init::Normal { std: TIED_TABLE_STD };
+        }
+    }
+    v
+}
+
+/// Every tensor a backend allocates for `graph`, with the node that owns it: [`node_tensors`] of each node in
 /// order, without tied weights (those use the owner's tensor, see [`Node::tied_to`]).
 pub fn graph_tensors(graph: &Graph) -> Vec<(NodeId, ParamDecl)> {
     let mut v = Vec::new();
     for (id, node) in graph.nodes.iter().enumerate() {
-        v.extend(tensors(node).into_iter().filter(|d| !is_tied(node, d)).map(|d| (id, d)));
+        v.extend(node_tensors(graph, id).into_iter().filter(|d| !is_tied(node, d)).map(|d| (id, d)));
     }
     v
 }

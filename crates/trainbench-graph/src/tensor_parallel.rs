@@ -22,7 +22,7 @@
 //! ([`TensorShard::gathers`]).
 
 use crate::graph::{Graph, LossKind, NodeId, Op};
-use crate::params::{ParamDecl, tensors};
+use crate::params::{ParamDecl, node_tensors};
 
 /// What one node does on a rank of a tensor group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -477,7 +477,7 @@ impl TensorShard {
     /// tensor's values ([`crate::init::initial_values`] of the full graph's declaration), so a run over a tensor
     /// group starts from exactly the weights one rank would.
     pub fn initial_values(&self, graph: &Graph, id: NodeId, decl: &ParamDecl, seed: u64) -> Vec<f32> {
-        let Some(full) = tensors(&graph.nodes[id]).into_iter().find(|d| d.local == decl.local) else {
+        let Some(full) = node_tensors(graph, id).into_iter().find(|d| d.local == decl.local) else {
             return crate::init::initial_values(decl, seed);
         };
         let values = crate::init::initial_values(&full, seed);

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::ModelSpec;
-use crate::params::graph_tensors;
+use crate::params::{graph_tensors, tensors};
 
 fn gpt(extra: &str) -> Graph {
     let mut json: serde_json::Value = serde_json::json!({

@@ -207,6 +207,7 @@ pub(crate) fn build(s: &GptSpec) -> Result<Graph, ZooError> {
 mod tests {
     use super::*;
     use crate::analysis::analyze;
+    use crate::params::{Init, TIED_TABLE_STD, graph_tensors, node_tensors};
     use crate::zoo::common::shape;
 
     fn gpt2_small() -> GptSpec {
@@ -264,5 +265,28 @@ mod tests {
         assert_eq!(e.path, ["max_positions"]);
         let e = build(&GptSpec { max_positions: Some(2048), ..llama(1, 256, 8, 512, true) }).unwrap_err();
         assert_eq!(e.path, ["max_positions"]);
+    }
+
+    /// A token table a head is tied to starts N(0, 0.02), as GPT-2 and BERT start theirs; an untied table keeps
+    /// PyTorch's N(0, 1); the head allocates nothing of its own.
+    #[test]
+    fn a_table_a_head_is_tied_to_starts_as_the_references_that_tie() {
+        let gpt = |tied: bool| {
+            let small =
+                GptSpec { layers: 1, d_model: 16, heads: 2, ffn: Some(32), vocab: 50, seq_len: 4, ..gpt2_small() };
+            build(&GptSpec { tied_embeddings: tied, ..small }).unwrap()
+        };
+        for (tied, std) in [(true, TIED_TABLE_STD), (false, 1.0)] {
+            let g = gpt(tied);
+            let table =
+                g.nodes.iter().position(|n| matches!(n.op, crate::graph::Op::Embedding { vocab: 50, .. })).unwrap();
+            let weight = node_tensors(&g, table).into_iter().find(|d| d.local == "weight").unwrap();
+            assert_eq!(weight.init, Init::Normal { std }, "tied {tied}");
+            let from_graph = graph_tensors(&g).into_iter().find(|(id, d)| *id == table && d.local == "weight");
+            assert_eq!(from_graph.map(|(_, d)| d.init), Some(weight.init), "tied {tied}");
+            let heads = g.nodes.iter().filter(|n| n.tied_to == Some(table)).count();
+            assert_eq!(heads, usize::from(tied), "tied {tied}");
+        }
+        assert!(node_tensors(&gpt(true), usize::MAX).is_empty());
     }
 }
