@@ -67,13 +67,18 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
         .into_iter()
         .filter_map(|k| optimizer_cost(&c.optimizer, k, fresh_pages.as_ref()).map(|o| (k, o)))
         .collect();
+    let conv_grid = super::fit_conv::conv_grids(c, precision, |s| net_of_overhead(s, overhead));
     let mut model = Coefficients {
         in_step: InStep::default(),
         bias_pass,
         nodes,
         optimizers,
         grid: gemm_grid(c, precision, overhead),
-        conv_grid: super::fit_conv::conv_grids(c, precision, |s| net_of_overhead(s, overhead)),
+        conv_classes: conv_grid
+            .as_ref()
+            .map(|g| super::fit_conv::conv_class_rates(c, precision, |s| net_of_overhead(s, overhead), g))
+            .unwrap_or_default(),
+        conv_grid,
         peak_flop_s: peak * 1e12,
         memory_bytes_s: memory,
         bandwidth,

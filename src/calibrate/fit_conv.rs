@@ -1,10 +1,13 @@
 //! The fit's convolution grids: the measured 3 x 3 convolutions turned into rates (FLOP/s net of the per-call
 //! overhead) over channels, pixels per image and batch, or, for a grid not measured at several batches of every
-//! size (the first calibrations', a GPU's), over channels and pixels with the batch folded into the pixels.
+//! size (the first calibrations', a GPU's), over channels and pixels with the batch folded into the pixels; and
+//! the other kernel classes' rates as shares of the grid's.
 
+use trainbench_contract::stats::median;
 use trainbench_graph::Precision;
 
 use crate::hardware::wire::{Calibration, ConvShapePoint};
+use crate::predict::conv_classes::{ConvClass, ConvClassRate};
 use crate::predict::rates::{LogGrid, axis};
 
 /// The coordinates of one measured convolution and its rate, forward or backward.
@@ -15,8 +18,7 @@ type GridPoint = (Vec<f64>, f64);
 /// batch 1 and 2, else over (channels, output pixels). `net`: a call's seconds net of the per-call overhead the
 /// model adds on its own.
 pub fn conv_grids(c: &Calibration, precision: Precision, net: impl Fn(f64) -> f64) -> Option<(LogGrid, LogGrid)> {
-    let pts: Vec<&ConvShapePoint> =
-        c.conv_shapes.iter().filter(|p| p.precision == precision && p.forward_s > 0.0 && p.backward_s > 0.0).collect();
+    let pts: Vec<&ConvShapePoint> = measured(c, precision).filter(|p| class_of(p) == ConvClass::GRID).collect();
     let batched = by_batch(&pts);
     let grid = |backward: bool| {
         let rate = |p: &ConvShapePoint| {
@@ -31,6 +33,59 @@ pub fn conv_grids(c: &Calibration, precision: Precision, net: impl Fn(f64) -> f6
         LogGrid::new(&completed(points))
     };
     Some((grid(false)?, grid(true)?))
+}
+
+/// The measured convolutions at `precision` (both times above 0).
+fn measured(c: &Calibration, precision: Precision) -> impl Iterator<Item = &ConvShapePoint> {
+    c.conv_shapes.iter().filter(move |p| p.precision == precision && p.forward_s > 0.0 && p.backward_s > 0.0)
+}
+
+fn class_of(p: &ConvShapePoint) -> ConvClass {
+    ConvClass { kernel: p.kernel, stride: p.stride, transposed: p.transposed }
+}
+
+/// Each kernel class's rates as shares of the 3 x 3 grid's `grids` (forward, backward) at the same channels,
+/// output pixels per image and batch (over channels and output pixels on a grid without the batch): the median
+/// share over the class's points, per class measured at `precision`. A point's FLOPs are its windows' (a
+/// transposed one's, its inputs': `pixels` over the stride squared), as the analysis counts a layer's; `net` as
+/// for the grid.
+pub fn conv_class_rates(
+    c: &Calibration,
+    precision: Precision,
+    net: impl Fn(f64) -> f64,
+    grids: &(LogGrid, LogGrid),
+) -> Vec<ConvClassRate> {
+    let mut classes: Vec<ConvClass> = Vec::new();
+    for p in measured(c, precision).filter(|p| class_of(p) != ConvClass::GRID) {
+        if !classes.contains(&class_of(p)) {
+            classes.push(class_of(p));
+        }
+    }
+    let share = |p: &ConvShapePoint, backward: bool| {
+        let batch = p.batch.unwrap_or(1).max(1) as f64;
+        let windows =
+            if p.transposed { p.pixels as f64 / (p.stride * p.stride).max(1) as f64 } else { p.pixels as f64 };
+        let flops = 2.0 * windows * (p.channels * p.channels * p.kernel * p.kernel) as f64;
+        let (work, s, g) =
+            if backward { (2.0 * flops, p.backward_s, &grids.1) } else { (flops, p.forward_s, &grids.0) };
+        let coords = if g.dims() == 3 {
+            vec![p.channels as f64, p.pixels as f64 / batch, batch]
+        } else {
+            vec![p.channels as f64, p.pixels as f64]
+        };
+        work / net(s) / g.value(&coords)
+    };
+    let middle = |v: Vec<f64>| median(&v).unwrap_or(f64::NAN);
+    classes
+        .into_iter()
+        .map(|class| {
+            let of = || measured(c, precision).filter(move |p| class_of(p) == class);
+            let forward = middle(of().map(|p| share(p, false)).collect());
+            let backward = middle(of().map(|p| share(p, true)).collect());
+            ConvClassRate { class, forward, backward }
+        })
+        .filter(|r| r.forward.is_finite() && r.forward > 0.0 && r.backward.is_finite() && r.backward > 0.0)
+        .collect()
 }
 
 /// Each point at (channels, pixels per image, batch), when every point carries its batch and every channel count
@@ -91,6 +146,8 @@ mod tests {
             pixels,
             batch,
             kernel: 3,
+            stride: 1,
+            transposed: false,
             forward_s: flops / rate,
             backward_s: 2.0 * flops / rate,
         }
@@ -160,5 +217,50 @@ mod tests {
         ]);
         let (forward, _) = conv_grids(&c, Precision::Fp32, |s| s).unwrap();
         assert!((forward.value(&[8.0, 256.0, 4.0]) / 2e10 - 1.0).abs() < 1e-9);
+    }
+
+    /// A class point at `side` x `side` output pixels: its FLOPs its windows' (a transposed one's, its inputs'),
+    /// run at `share` of `rate` forward and `share / 2` of it backward.
+    fn class_point(kernel: u64, stride: u64, transposed: bool, side: u64, share: f64, rate: f64) -> ConvShapePoint {
+        let pixels = side * side;
+        let windows = if transposed { pixels / (stride * stride) } else { pixels };
+        let flops = 2.0 * (windows * 8 * 8 * kernel * kernel) as f64;
+        ConvShapePoint {
+            stride,
+            transposed,
+            kernel,
+            forward_s: flops / (share * rate),
+            backward_s: 2.0 * flops / (share / 2.0 * rate),
+            ..point(8, side, Some(1), rate)
+        }
+    }
+
+    #[test]
+    fn each_kernel_class_is_the_median_share_of_the_grids_rate_where_it_ran() {
+        // The grid: 8 channels, 1e10 FLOP/s at 8 x 8 and 2e10 at 16 x 16 and up, batches 1 and 2.
+        let mut points = vec![];
+        for side in [8, 16, 32] {
+            let rate = if side == 8 { 1e10 } else { 2e10 };
+            points.extend([point(8, side, Some(1), rate), point(8, side, Some(2), rate)]);
+        }
+        // 3 x 3 stride 2 at 0.5, 0.6 and 0.9 of the grid (median 0.6); 4 x 4 transposed at 0.25 into 32 x 32.
+        points.extend([
+            class_point(3, 2, false, 8, 0.5, 1e10),
+            class_point(3, 2, false, 16, 0.6, 2e10),
+            class_point(3, 2, false, 16, 0.9, 2e10),
+            class_point(4, 2, true, 32, 0.25, 2e10),
+        ]);
+        let c = calibration(points);
+        let grids = conv_grids(&c, Precision::Fp32, |s| s).unwrap();
+        assert!((grids.0.value(&[8.0, 64.0, 1.0]) / 1e10 - 1.0).abs() < 1e-9, "the classes stay off the grid");
+        let classes = conv_class_rates(&c, Precision::Fp32, |s| s, &grids);
+        assert_eq!(classes.len(), 2);
+        let of =
+            |kernel, transposed| classes.iter().find(|r| r.class.kernel == kernel && r.class.transposed == transposed);
+        let strided = of(3, false).unwrap();
+        assert!((strided.forward / 0.6 - 1.0).abs() < 1e-9 && (strided.backward / 0.3 - 1.0).abs() < 1e-9);
+        let up = of(4, true).unwrap();
+        assert!((up.forward / 0.25 - 1.0).abs() < 1e-9, "{up:?}");
+        assert!(conv_class_rates(&c, Precision::Bf16, |s| s, &grids).is_empty());
     }
 }

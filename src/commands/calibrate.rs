@@ -163,9 +163,11 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
                 .map(|c| ConvShapePoint {
                     precision: c.precision,
                     channels: c.shape.c as u64,
-                    pixels: (c.shape.n * c.shape.hw * c.shape.hw) as u64,
+                    pixels: (c.shape.n * c.shape.output_side() * c.shape.output_side()) as u64,
                     batch: Some(c.shape.n as u64),
                     kernel: c.shape.r as u64,
+                    stride: c.shape.stride as u64,
+                    transposed: c.shape.transposed,
                     forward_s: c.forward_s,
                     backward_s: c.backward_s,
                 })

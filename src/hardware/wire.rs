@@ -300,7 +300,7 @@ pub struct FreshMemoryPoint {
     pub seconds_per_byte: f64,
 }
 
-/// One measured convolution of the grid.
+/// One measured convolution: of the 3 x 3 stride-1 grid, or of another kernel class (kernel, stride, transposed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConvShapePoint {
@@ -320,12 +320,27 @@ pub struct ConvShapePoint {
     /// Kernel side.
     #[schemars(range(min = 1))]
     pub kernel: u64,
+    /// Stride; absent (1) for the 3 x 3 grid and in profiles calibrated before kernel classes were measured.
+    #[serde(default = "unit_stride", skip_serializing_if = "is_unit_stride")]
+    #[schemars(range(min = 1))]
+    pub stride: u64,
+    /// Whether it is a transposed convolution (its `pixels` the output's, larger than the input's).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transposed: bool,
     /// Median seconds of the forward call, overhead included.
     #[schemars(range(min = 0.0))]
     pub forward_s: f64,
     /// Median seconds of its backward (input and weight gradients), overhead included.
     #[schemars(range(min = 0.0))]
     pub backward_s: f64,
+}
+
+fn unit_stride() -> u64 {
+    1
+}
+
+fn is_unit_stride(stride: &u64) -> bool {
+    *stride == 1
 }
 
 /// One node class's fixed cost in a training step.

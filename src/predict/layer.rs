@@ -7,6 +7,7 @@ use trainbench_graph::Precision;
 use trainbench_graph::analysis::Analysis;
 use trainbench_graph::graph::{Graph, LossKind, Op};
 
+use super::conv_classes::ConvClass;
 use super::price_classes::ElementwiseClass;
 use super::rates::{Coefficients, ConvSize, KernelClass};
 use super::terms::{Term, Terms};
@@ -248,16 +249,23 @@ pub fn products(
     }
 }
 
-/// A plain convolution's size for the calibrated grid, at `batch` samples of `output_elements` each: the geometric
-/// mean of its input and output channels, and its output elements per sample over its output channels. Grouped and
-/// transposed convolutions are left to the curve.
+/// A convolution's size for the calibrated grid, at `batch` samples of `output_elements` each: the geometric mean
+/// of its input and output channels, its output elements per sample over its output channels, and its kernel
+/// class (the larger kernel side and stride, and its direction). Grouped convolutions are left to the curve; a
+/// transposed one is too where its class was not measured ([`super::conv_classes::share`]).
 pub fn conv_size(node: &trainbench_graph::graph::Node, output_elements: f64, batch: f64) -> Option<ConvSize> {
     match &node.op {
-        Op::Conv { in_channels, out_channels, groups: 1, transposed: false, .. } if *out_channels > 0 => {
+        Op::Conv { in_channels, out_channels, kernel, stride, groups: 1, transposed, .. } if *out_channels > 0 => {
+            let largest = |v: &[usize]| v.iter().copied().max().unwrap_or(1) as u64;
             Some(ConvSize {
                 channels: ((*in_channels * *out_channels) as f64).sqrt(),
                 image_pixels: output_elements / *out_channels as f64,
                 batch,
+                class: ConvClass {
+                    kernel: largest(kernel.as_slice()),
+                    stride: largest(stride.as_slice()),
+                    transposed: *transposed,
+                },
             })
         }
         Op::Input { .. }

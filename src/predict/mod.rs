@@ -20,6 +20,7 @@
 //! the precision).
 
 pub mod comm;
+pub mod conv_classes;
 pub mod elementwise_work;
 pub mod error;
 pub mod fit_and_rates;

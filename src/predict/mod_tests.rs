@@ -434,38 +434,60 @@ fn the_training_step_calibration_prices_nodes_products_and_the_optimizer() {
 }
 
 #[test]
-fn a_convolution_follows_the_grid_by_its_channels_and_pixels() {
+fn a_convolution_follows_the_grid_by_its_channels_and_pixels_and_its_class_by_its_share() {
     use crate::hardware::wire::ConvShapePoint;
-    let mut b = GraphBuilder::new("conv");
-    let x = b.input("x", &[8, 16, 16], InputKind::Dense).unwrap();
-    let y = b.conv("conv", x, trainbench_graph::builder::ConvCfg::square(8, 3, 1, 1)).unwrap();
-    let t = b.input("t", &[8, 16, 16], InputKind::Dense).unwrap();
-    b.loss("loss", LossKind::Mse, &[y, t]).unwrap();
-    let g = b.finish(1, "samples").unwrap();
+    let graph = |stride: usize| {
+        let mut b = GraphBuilder::new("conv");
+        let x = b.input("x", &[8, 16, 16], InputKind::Dense).unwrap();
+        let y = b.conv("conv", x, trainbench_graph::builder::ConvCfg::square(8, 3, stride, 1)).unwrap();
+        let t = b.input("t", &[8, 16 / stride, 16 / stride], InputKind::Dense).unwrap();
+        b.loss("loss", LossKind::Mse, &[y, t]).unwrap();
+        b.finish(1, "samples").unwrap()
+    };
     let mut cal = step_calibration();
     // 8 channels: 1e10 FLOP/s forward and 5e9 backward; 64 channels 1e11 and 5e10 (pixels 256 and 4096 alike).
-    for channels in [8u64, 64] {
-        for pixels in [256u64, 4096] {
-            let flops = 2.0 * (pixels * channels * channels * 9) as f64;
-            let rate = if channels == 8 { 1e10 } else { 1e11 };
-            cal.conv_shapes.push(ConvShapePoint {
-                precision: Precision::Fp32,
-                channels,
-                pixels,
-                batch: None,
-                kernel: 3,
-                forward_s: flops / rate,
-                backward_s: 2.0 * flops / (rate / 2.0),
-            });
+    // The 3 x 3 stride-2 class at half the forward rate and a quarter of the backward's.
+    for (stride, forward_share, backward_share) in [(1, 1.0, 1.0), (2, 0.5, 0.25)] {
+        for channels in [8u64, 64] {
+            for pixels in [256u64, 4096] {
+                let flops = 2.0 * (pixels * channels * channels * 9) as f64;
+                let rate = if channels == 8 { 1e10 } else { 1e11 };
+                cal.conv_shapes.push(ConvShapePoint {
+                    precision: Precision::Fp32,
+                    channels,
+                    pixels,
+                    batch: None,
+                    kernel: 3,
+                    stride,
+                    transposed: false,
+                    forward_s: flops / (rate * forward_share),
+                    backward_s: 2.0 * flops / (rate / 2.0 * backward_share),
+                });
+            }
         }
     }
     let mut prof = profile();
     prof.calibration = Some(cal);
-    let p = predict(&g, &setting(4, DataParallel::Single, 1, 1, Interconnect::Pcie), &prof).unwrap();
-    let conv = p.layers.iter().find(|l| l.name == "conv").unwrap();
+    let conv = |stride: usize, terms: Terms| {
+        let p = super::predict_with(
+            &graph(stride),
+            &setting(4, DataParallel::Single, 1, 1, Interconnect::Pcie),
+            &fitted(&prof),
+            &terms,
+        );
+        p.unwrap().layers.into_iter().find(|l| l.name == "conv").unwrap()
+    };
     // 8 in, 8 out, 4 x 16 x 16 = 1024 output pixels: the 8-channel rates.
-    assert!(close(conv.forward.compute_s, conv.forward.flops / 1e10), "{conv:?}");
-    assert!(close(conv.backward.compute_s, conv.backward.flops / 5e9), "{conv:?}");
+    let plain = conv(1, Terms::all());
+    assert!(close(plain.forward.compute_s, plain.forward.flops / 1e10), "{plain:?}");
+    assert!(close(plain.backward.compute_s, plain.backward.flops / 5e9), "{plain:?}");
+    // At stride 2 (4 x 8 x 8 = 256 output pixels), the class's share of the same rates; without the term, the
+    // grid's.
+    let strided = conv(2, Terms::all());
+    assert!(close(strided.forward.compute_s, strided.forward.flops / 5e9), "{strided:?}");
+    assert!(close(strided.backward.compute_s, strided.backward.flops / 1.25e9), "{strided:?}");
+    let grid = conv(2, Terms::without(&[Term::ConvClasses]));
+    assert!(close(grid.forward.compute_s, grid.forward.flops / 1e10), "{grid:?}");
 }
 
 #[test]

@@ -160,6 +160,7 @@ pub fn tensor_rate(base: &Coefficients, reference: Option<&Coefficients>, peak_f
             c.attention = scale(&r.attention);
             c.grid = r.grid.as_ref().map(|g| g.scaled(k));
             c.conv_grid = r.conv_grid.as_ref().map(|(f, b)| (f.scaled(k), b.scaled(k)));
+            c.conv_classes = r.conv_classes.clone();
         }
         None => {
             c.gemm.clear();
@@ -168,6 +169,7 @@ pub fn tensor_rate(base: &Coefficients, reference: Option<&Coefficients>, peak_f
             c.attention.clear();
             c.grid = None;
             c.conv_grid = None;
+            c.conv_classes.clear();
         }
     }
     c

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use trainbench_graph::Precision;
 
+use super::conv_classes::{ConvClass, ConvClassRate};
 use super::price_classes::{ElementwiseClass, FirstKind, NodeKind, OptimizerKind};
 use super::shaped_attention::{ShapedAttention, nearest_shape};
 pub use super::size_points::{SizePoint, along_sizes};
@@ -94,6 +95,10 @@ pub struct Coefficients {
     /// Convolutions' rates over channels and pixels (forward, backward), when calibrated at this precision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conv_grid: Option<(LogGrid, LogGrid)>,
+    /// The measured kernel classes' rates as shares of the convolution grid's ([`super::conv_classes`]); empty
+    /// where none was measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conv_classes: Vec<ConvClassRate>,
     /// What layers cost inside the training step beyond their isolated kernels (0 without a calibration).
     pub in_step: InStep,
     /// Whether a linear layer's bias is a pass of its own over the output (the CPU's `addmm` copies the bias
@@ -162,7 +167,7 @@ impl NodeCosts {
     }
 }
 
-/// A plain convolution's size as the convolution grid reads it.
+/// A plain convolution's size as the convolution grid reads it, and its kernel class.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConvSize {
     /// The geometric mean of its input and output channels.
@@ -171,6 +176,8 @@ pub struct ConvSize {
     pub image_pixels: f64,
     /// Images.
     pub batch: f64,
+    /// Kernel side, stride and direction.
+    pub class: ConvClass,
 }
 
 /// The model's optimizer cost for one kind: seconds per step, per tensor and, by parameter count, per parameter.
@@ -322,6 +329,7 @@ impl Coefficients {
             optimizers: Vec::new(),
             grid: None,
             conv_grid: None,
+            conv_classes: Vec::new(),
             in_step: InStep::default(),
             bias_pass,
             uncertainty: Uncertainty::datasheet(),
@@ -338,6 +346,9 @@ impl Coefficients {
         }
         if !terms.on(Term::ConvGrid) {
             self.conv_grid = None;
+        }
+        if !terms.on(Term::ConvClasses) {
+            self.conv_classes.clear();
         }
         if !terms.on(Term::WorkingSetBandwidth) {
             self.bandwidth.clear();
@@ -381,6 +392,8 @@ impl Coefficients {
             Some(format!("the sizes of `{}` must ascend", kind.name()))
         } else if grids.into_iter().flatten().any(|g| !g.is_well_formed()) {
             Some("a grid's axes must ascend above 0 and its values fill them".into())
+        } else if self.conv_classes.iter().any(|c| !positive(c.forward) || !positive(c.backward)) {
+            Some("a convolution class's shares of the grid's rate must be above 0".into())
         } else {
             None
         }
@@ -416,7 +429,8 @@ impl Coefficients {
 
     /// Seconds of a convolution of `flops` (forward; backward: its input and weight gradients, `flops` being
     /// theirs) of `size` on the calibrated grid (by channels, pixels per image and batch; on a grid measured
-    /// without the batch apart, by channels and output pixels); `None` without one.
+    /// without the batch apart, by channels and output pixels), at its kernel class's share of the grid's rate;
+    /// `None` without a grid, or for a transposed convolution without a measured class.
     pub fn conv_grid_s(&self, backward: bool, size: ConvSize, flops: f64) -> Option<f64> {
         let (f, b) = self.conv_grid.as_ref()?;
         let g = if backward { b } else { f };
@@ -425,6 +439,8 @@ impl Coefficients {
         } else {
             g.value(&[size.channels, size.image_pixels * size.batch])
         };
+        let (forward_share, backward_share) = super::conv_classes::share(&self.conv_classes, size.class)?;
+        let rate = rate * if backward { backward_share } else { forward_share };
         Some(if flops > 0.0 { flops / rate } else { 0.0 })
     }
 

@@ -49,6 +49,9 @@ pub enum Term {
     /// Rate choice: a convolution at its channels, pixels per image and batch on the calibrated grid (off: along the
     /// curve).
     ConvGrid,
+    /// Rate choice: a convolution that is not 3 x 3 at stride 1 at its measured kernel class's share of the grid's
+    /// rate (off: the grid's rate for every kernel and stride, none for a transposed one).
+    ConvClasses,
     /// Rate choice: bytes at the bandwidth of their working set (off: the triad's for every size).
     WorkingSetBandwidth,
     /// Rate choice: backward's bytes at the bandwidth of the step's saved activations (off: of their own size).
@@ -61,7 +64,7 @@ pub enum Term {
 
 impl Term {
     /// Every term, additive ones first.
-    pub const ALL: [Term; 22] = [
+    pub const ALL: [Term; 23] = [
         Term::RooflineCompute,
         Term::MemoryTraffic,
         Term::ElementwiseWork,
@@ -80,6 +83,7 @@ impl Term {
         Term::Exchange,
         Term::ProductGrid,
         Term::ConvGrid,
+        Term::ConvClasses,
         Term::WorkingSetBandwidth,
         Term::BackwardWorkingSet,
         Term::MeasuredNodeCosts,

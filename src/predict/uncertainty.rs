@@ -132,6 +132,7 @@ impl Group {
             Term::Exchange | Term::InputCopy => Group::Exchange,
             Term::ProductGrid
             | Term::ConvGrid
+            | Term::ConvClasses
             | Term::WorkingSetBandwidth
             | Term::BackwardWorkingSet
             | Term::MeasuredNodeCosts

@@ -98,7 +98,7 @@ fn time(
 }
 
 /// Median seconds of one convolution of shape `s` forward and of its backward (input and weight gradients
-/// through autograd, graph kept).
+/// through autograd, graph kept); at its stride and padding, transposed where it is.
 fn conv_pair(
     clock: Clock,
     device: Device,
@@ -107,13 +107,20 @@ fn conv_pair(
     s: &ConvShape,
 ) -> Result<(f64, f64), TchError> {
     let x = Tensor::f_randn([s.n as i64, s.c as i64, s.hw as i64, s.hw as i64], opts)?;
-    let w = Tensor::f_randn([s.k as i64, s.c as i64, s.r as i64, s.r as i64], opts)?;
-    let pad = (s.r / 2) as i64;
-    let forward = time(clock, device, r, || x.f_conv2d(&w, None::<Tensor>, [1, 1], [pad, pad], [1, 1], 1).map(drop))?;
+    // conv2d's filters are [out, in, r, r]; conv_transpose2d's [in, out, r, r].
+    let filters = if s.transposed { [s.c, s.k] } else { [s.k, s.c] };
+    let w = Tensor::f_randn([filters[0] as i64, filters[1] as i64, s.r as i64, s.r as i64], opts)?;
+    let (pad, stride) = (s.padding() as i64, s.stride.max(1) as i64);
+    let conv = |x: &Tensor, w: &Tensor| {
+        if s.transposed {
+            x.f_conv_transpose2d(w, None::<Tensor>, [stride, stride], [pad, pad], [0, 0], 1, [1, 1])
+        } else {
+            x.f_conv2d(w, None::<Tensor>, [stride, stride], [pad, pad], [1, 1], 1)
+        }
+    };
+    let forward = time(clock, device, r, || conv(&x, &w).map(drop))?;
     let (xg, wg) = (x.set_requires_grad(true), w.set_requires_grad(true));
-    let loss = tch::with_grad(|| {
-        xg.f_conv2d(&wg, None::<Tensor>, [1, 1], [pad, pad], [1, 1], 1).and_then(|y| y.f_sum(opts.0))
-    })?;
+    let loss = tch::with_grad(|| conv(&xg, &wg).and_then(|y| y.f_sum(opts.0)))?;
     let backward = time(clock, device, r, || Tensor::f_run_backward(&[&loss], &[&xg, &wg], true, false).map(drop))?;
     Ok((forward, backward))
 }
@@ -262,7 +269,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
     let grid_at = if request.grids_at_every_precision { "every precision" } else { "first precision" };
     let mut method = format!(
         "tch backend (libtorch {}), {threads} intra-op thread(s): median over {r} samples of repeated calls (each \
-         sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices (and of [m x k] x [k x n] on a grid, {grid_at}), conv grid = 3x3 convolutions over channels x image side x batch forward and backward ({grid_at}), conv = conv2d stride 1 same \
+         sample at least {MIN_SAMPLE_S} s) after one untimed call, device synchronised at both ends; GEMM = matmul of random square matrices (and of [m x k] x [k x n] on a grid, {grid_at}), conv grid = 3x3 convolutions over channels x image side x batch forward and backward ({grid_at}), and the request's other kernel classes (kernel, stride, transposed) beside them at a few of its sizes, conv = conv2d stride 1 same \
          padding without bias (backward: input and weight gradients through autograd), memory = add_out over 3 x {e} fp32 elements, overhead = an add of 4 elements with \
          autograd recording{}",
         crate::device::versions(device).get("libtorch").cloned().unwrap_or_default(),

@@ -431,6 +431,10 @@ fn calibration_measures_every_kernel_asked_for() {
     );
     request.conv_shapes.truncate(2);
     request.conv_grid.truncate(2);
+    // A stride-2 class and its transposed twin: each runs its own conv2d / conv_transpose2d.
+    let down =
+        trainbench_contract::calibrate::ConvShape { n: 1, c: 4, hw: 8, k: 4, r: 4, stride: 2, transposed: false };
+    request.conv_grid.extend([down, trainbench_contract::calibrate::ConvShape { transposed: true, ..down }]);
     request.gemm_shapes.truncate(3);
     request.triad_elements = 1 << 16;
     request.repeats = 2;

@@ -8,25 +8,60 @@ use crate::device::{DeviceFamily, DeviceSelector};
 use crate::measured::DeviceInfo;
 use trainbench_graph::training::Precision;
 
-/// One convolution shape to time (NCHW input, K filters of R x R, stride 1, same padding).
+/// One convolution shape to time: NCHW input, K filters of R x R at a stride, padded by (R - 1) / 2 (the same
+/// size at stride 1 and an odd kernel; the input side over the stride at stride 2), or transposed (the input side
+/// times the stride out, as a generator's 4 x 4 stride-2 up-sampling).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConvShape {
     /// Batch.
     pub n: usize,
     /// Input channels.
     pub c: usize,
-    /// Height and width.
+    /// Input height and width.
     pub hw: usize,
     /// Output channels.
     pub k: usize,
     /// Kernel size.
     pub r: usize,
+    /// Stride (1 in requests made before it was recorded).
+    #[serde(default = "unit_stride")]
+    pub stride: usize,
+    /// Whether it is a transposed convolution.
+    #[serde(default)]
+    pub transposed: bool,
+}
+
+fn unit_stride() -> usize {
+    1
 }
 
 impl ConvShape {
-    /// FLOPs of the forward convolution (2 x multiply-adds, same padding, stride 1).
+    /// A 3 x 3-style square shape at stride 1, not transposed: `n` images of `c` channels, `hw` on a side, into
+    /// `k` channels through `r` x `r` filters.
+    pub const fn square(n: usize, c: usize, hw: usize, k: usize, r: usize) -> Self {
+        ConvShape { n, c, hw, k, r, stride: 1, transposed: false }
+    }
+
+    /// Zero padding on each side: (R - 1) / 2.
+    pub fn padding(&self) -> usize {
+        self.r.saturating_sub(1) / 2
+    }
+
+    /// Output height and width: `(hw + 2 p - r) / stride + 1`, or transposed `(hw - 1) stride - 2 p + r`.
+    pub fn output_side(&self) -> usize {
+        let (p, s) = (self.padding(), self.stride.max(1));
+        if self.transposed {
+            (self.hw.max(1) - 1) * s + self.r - 2 * p
+        } else {
+            (self.hw + 2 * p).saturating_sub(self.r) / s + 1
+        }
+    }
+
+    /// FLOPs of the forward convolution (2 x multiply-adds): every output pixel's filters over its window, or,
+    /// transposed, every input pixel's scattered through the filters.
     pub fn flops(&self) -> f64 {
-        2.0 * (self.n * self.k * self.hw * self.hw * self.c * self.r * self.r) as f64
+        let side = if self.transposed { self.hw } else { self.output_side() };
+        2.0 * (self.n * self.k * side * side * self.c * self.r * self.r) as f64
     }
 }
 
@@ -161,13 +196,13 @@ pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_g
         precisions,
         gemm_sizes: square_sizes(max_gemm),
         gemm_shapes: if gpu { gpu_gemm_shape_grid(max_gemm) } else { gemm_shape_grid(max_gemm) },
-        conv_grid: if gpu { gpu_conv_grid() } else { conv_grid() },
+        conv_grid: if gpu { gpu_conv_grid() } else { [conv_grid(), conv_class_grid()].concat() },
         conv_shapes: vec![
-            ConvShape { n: 1, c: 3, hw: 32, k: 16, r: 3 },
-            ConvShape { n: 8, c: 16, hw: 32, k: 16, r: 3 },
-            ConvShape { n: 8, c: 64, hw: 16, k: 64, r: 3 },
-            ConvShape { n: 16, c: 64, hw: 32, k: 64, r: 3 },
-            ConvShape { n: 8, c: 256, hw: 14, k: 256, r: 3 },
+            ConvShape::square(1, 3, 32, 16, 3),
+            ConvShape::square(8, 16, 32, 16, 3),
+            ConvShape::square(8, 64, 16, 64, 3),
+            ConvShape::square(16, 64, 32, 64, 3),
+            ConvShape::square(8, 256, 14, 256, 3),
         ],
         // 8 M elements (96 MB moved per call) is past a CPU's last-level cache; a GPU's L2 holds tens of MB, so
         // there 64 M (768 MB per call).
@@ -249,9 +284,43 @@ pub fn conv_grid() -> Vec<ConvShape> {
     for c in CONV_CHANNELS {
         for hw in CONV_SIDES {
             for n in CONV_BATCHES {
-                let shape = ConvShape { n, c, hw, k: c, r: 3 };
+                let shape = ConvShape::square(n, c, hw, c, 3);
                 if n == 1 || shape.flops() <= CONV_MAX_FLOPS {
                     v.push(shape);
+                }
+            }
+        }
+    }
+    v
+}
+
+/// The kernel classes [`conv_class_grid`] measures beside the 3 x 3 stride-1 grid, as (kernel, stride,
+/// transposed): the 1 x 1 projections of a bottleneck, the stride-2 down-samplings of ResNets and detectors (1 x 1,
+/// 3 x 3, 7 x 7 stems), and a GAN's 4 x 4 stride-2 convolutions both ways. libtorch's CPU convolution runs each
+/// through its own path: a WGAN-GP's 4 x 4 stride-2 and transposed layers ran their backward at 0.14 to 0.74 times
+/// the rate of a 3 x 3 stride-1 one of the same channels and output.
+pub const CONV_CLASSES: [(usize, usize, bool); 6] =
+    [(1, 1, false), (1, 2, false), (3, 2, false), (7, 2, false), (4, 2, false), (4, 2, true)];
+/// Channels (in = out) of [`conv_class_grid`].
+pub const CONV_CLASS_CHANNELS: [usize; 3] = [8, 32, 128];
+/// Input sides of [`conv_class_grid`] (output sides 8 and 16 at stride 2, 32 and 64 transposed).
+pub const CONV_CLASS_SIDES: [usize; 2] = [16, 32];
+/// Batches of [`conv_class_grid`].
+pub const CONV_CLASS_BATCHES: [usize; 2] = [1, 16];
+
+/// The kernel-class points: every class of [`CONV_CLASSES`] at every channel count of [`CONV_CLASS_CHANNELS`],
+/// input side of [`CONV_CLASS_SIDES`] and batch of [`CONV_CLASS_BATCHES`] up to [`CONV_MAX_FLOPS`] forward (batch
+/// 1 always). Each output falls on the 3 x 3 grid's axes, whose rate there the fit divides it by.
+pub fn conv_class_grid() -> Vec<ConvShape> {
+    let mut v = Vec::new();
+    for (r, stride, transposed) in CONV_CLASSES {
+        for c in CONV_CLASS_CHANNELS {
+            for hw in CONV_CLASS_SIDES {
+                for n in CONV_CLASS_BATCHES {
+                    let shape = ConvShape { n, c, hw, k: c, r, stride, transposed };
+                    if n == 1 || shape.flops() <= CONV_MAX_FLOPS {
+                        v.push(shape);
+                    }
                 }
             }
         }
@@ -272,7 +341,7 @@ pub fn gpu_conv_grid() -> Vec<ConvShape> {
     let mut v = Vec::new();
     for c in GPU_CONV_CHANNELS {
         for (n, hw) in GPU_CONV_PIXELS {
-            v.push(ConvShape { n, c, hw, k: c, r: 3 });
+            v.push(ConvShape::square(n, c, hw, c, 3));
         }
     }
     v
@@ -299,7 +368,7 @@ mod tests {
     fn a_gpu_gets_grids_past_a_launch_and_the_host_keeps_its_own() {
         let host = default_request(DeviceSelector::Cpu, vec![Precision::Fp32], 1024);
         assert_eq!(host.gemm_shapes, gemm_shape_grid(1024));
-        assert_eq!(host.conv_grid, conv_grid());
+        assert_eq!(host.conv_grid, [conv_grid(), conv_class_grid()].concat());
         assert_eq!(host.triad_elements, 8 << 20);
         assert_eq!(host.gemm_sizes, [32, 64, 128, 256, 512, 1024]);
         let gpu = default_request(DeviceSelector::Cuda(Some(0)), vec![Precision::Fp32], 8192);
@@ -315,6 +384,29 @@ mod tests {
         assert!(quick.gemm_shapes.contains(&[32768, 1024, 1024]));
     }
 
+    /// Each kernel class's outputs fall on the 3 x 3 grid's sides (the fit reads the grid's rate there), its
+    /// FLOPs are its windows' (a transposed one's, its inputs'), and every class is measured at batch 1 at least.
+    #[test]
+    fn the_kernel_classes_land_on_the_grid_and_count_their_windows() {
+        let down = ConvShape { n: 2, c: 8, hw: 32, k: 16, r: 4, stride: 2, transposed: false };
+        assert_eq!((down.padding(), down.output_side()), (1, 16));
+        assert_eq!(down.flops(), 2.0 * (2 * 16 * 16 * 16 * 8 * 16) as f64);
+        let up = ConvShape { transposed: true, ..down };
+        assert_eq!(up.output_side(), 64);
+        assert_eq!(up.flops(), 2.0 * (2 * 16 * 32 * 32 * 8 * 16) as f64);
+        let stem = ConvShape { r: 7, ..down };
+        assert_eq!((stem.padding(), stem.output_side()), (3, 16));
+        assert_eq!(ConvShape { r: 1, ..down }.output_side(), 16);
+        assert_eq!(ConvShape::square(1, 3, 32, 16, 3).output_side(), 32);
+        let classes = conv_class_grid();
+        for (r, stride, transposed) in CONV_CLASSES {
+            let of = classes.iter().filter(|s| (s.r, s.stride, s.transposed) == (r, stride, transposed));
+            assert!(of.clone().any(|s| s.n == 1), "{r} {stride} {transposed}");
+            assert!(of.clone().all(|s| CONV_SIDES.contains(&s.output_side())), "{r} {stride} {transposed}");
+        }
+        assert!(classes.iter().all(|s| s.n == 1 || s.flops() <= CONV_MAX_FLOPS));
+    }
+
     /// The host's convolution grid measures every channel count and side at batches 1 and 2 (the fit's
     /// condition for reading the batch as an axis of its own) and nothing past its FLOPs bound but batch 1.
     #[test]
@@ -323,7 +415,7 @@ mod tests {
         for c in CONV_CHANNELS {
             for hw in CONV_SIDES {
                 for n in [1, 2] {
-                    assert!(grid.contains(&ConvShape { n, c, hw, k: c, r: 3 }), "c {c} side {hw} batch {n}");
+                    assert!(grid.contains(&ConvShape::square(n, c, hw, c, 3)), "c {c} side {hw} batch {n}");
                 }
             }
         }
