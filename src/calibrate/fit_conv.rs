@@ -8,7 +8,7 @@ use trainbench_graph::Precision;
 
 use crate::hardware::wire::{Calibration, ConvShapePoint};
 use crate::predict::conv_classes::{ConvClass, ConvClassRate};
-use crate::predict::rates::{LogGrid, axis};
+use crate::predict::rates::{LogGrid, axis, conv_grid_rate};
 
 /// The coordinates of one measured convolution and its rate, forward or backward.
 type GridPoint = (Vec<f64>, f64);
@@ -22,7 +22,7 @@ pub fn conv_grids(c: &Calibration, precision: Precision, net: impl Fn(f64) -> f6
     let batched = by_batch(&pts);
     let grid = |backward: bool| {
         let rate = |p: &ConvShapePoint| {
-            let flops = 2.0 * (p.pixels * p.channels * p.channels * p.kernel * p.kernel) as f64;
+            let flops = forward_flops(p);
             let (work, s) = if backward { (2.0 * flops, p.backward_s) } else { (flops, p.forward_s) };
             work / net(s)
         };
@@ -40,15 +40,21 @@ fn measured(c: &Calibration, precision: Precision) -> impl Iterator<Item = &Conv
     c.conv_shapes.iter().filter(move |p| p.precision == precision && p.forward_s > 0.0 && p.backward_s > 0.0)
 }
 
+/// FLOPs of a measured convolution forward: its windows' (`pixels`, the output's; a transposed one's, its
+/// inputs': `pixels` over the stride squared), as the analysis counts a layer's.
+fn forward_flops(p: &ConvShapePoint) -> f64 {
+    let windows = if p.transposed { p.pixels as f64 / (p.stride * p.stride).max(1) as f64 } else { p.pixels as f64 };
+    2.0 * windows * (p.channels * p.channels * p.kernel * p.kernel) as f64
+}
+
 fn class_of(p: &ConvShapePoint) -> ConvClass {
     ConvClass { kernel: p.kernel, stride: p.stride, transposed: p.transposed }
 }
 
 /// Each kernel class's rates as shares of the 3 x 3 grid's `grids` (forward, backward) at the same channels,
 /// output pixels per image and batch (over channels and output pixels on a grid without the batch): the median
-/// share over the class's points, per class measured at `precision`. A point's FLOPs are its windows' (a
-/// transposed one's, its inputs': `pixels` over the stride squared), as the analysis counts a layer's; `net` as
-/// for the grid.
+/// share over the class's points, per class measured at `precision` (FLOPs as [`forward_flops`]); `net` as for
+/// the grid.
 pub fn conv_class_rates(
     c: &Calibration,
     precision: Precision,
@@ -63,17 +69,10 @@ pub fn conv_class_rates(
     }
     let share = |p: &ConvShapePoint, backward: bool| {
         let batch = p.batch.unwrap_or(1).max(1) as f64;
-        let windows =
-            if p.transposed { p.pixels as f64 / (p.stride * p.stride).max(1) as f64 } else { p.pixels as f64 };
-        let flops = 2.0 * windows * (p.channels * p.channels * p.kernel * p.kernel) as f64;
+        let flops = forward_flops(p);
         let (work, s, g) =
             if backward { (2.0 * flops, p.backward_s, &grids.1) } else { (flops, p.forward_s, &grids.0) };
-        let coords = if g.dims() == 3 {
-            vec![p.channels as f64, p.pixels as f64 / batch, batch]
-        } else {
-            vec![p.channels as f64, p.pixels as f64]
-        };
-        work / net(s) / g.value(&coords)
+        work / net(s) / conv_grid_rate(g, p.channels as f64, p.pixels as f64 / batch, batch)
     };
     let middle = |v: Vec<f64>| median(&v).unwrap_or(f64::NAN);
     classes

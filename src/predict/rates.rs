@@ -180,6 +180,16 @@ pub struct ConvSize {
     pub class: ConvClass,
 }
 
+/// A convolution grid's rate at `channels`, `image_pixels` output pixels per image and `batch` images: by all three
+/// on a grid with the batch as its own axis, else by channels and the batch's output pixels together.
+pub fn conv_grid_rate(grid: &LogGrid, channels: f64, image_pixels: f64, batch: f64) -> f64 {
+    if grid.dims() == 3 {
+        grid.value(&[channels, image_pixels, batch])
+    } else {
+        grid.value(&[channels, image_pixels * batch])
+    }
+}
+
 /// The model's optimizer cost for one kind: seconds per step, per tensor and, by parameter count, per parameter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -433,12 +443,7 @@ impl Coefficients {
     /// `None` without a grid, or for a transposed convolution without a measured class.
     pub fn conv_grid_s(&self, backward: bool, size: ConvSize, flops: f64) -> Option<f64> {
         let (f, b) = self.conv_grid.as_ref()?;
-        let g = if backward { b } else { f };
-        let rate = if g.dims() == 3 {
-            g.value(&[size.channels, size.image_pixels, size.batch])
-        } else {
-            g.value(&[size.channels, size.image_pixels * size.batch])
-        };
+        let rate = conv_grid_rate(if backward { b } else { f }, size.channels, size.image_pixels, size.batch);
         let (forward_share, backward_share) = super::conv_classes::share(&self.conv_classes, size.class)?;
         let rate = rate * if backward { backward_share } else { forward_share };
         Some(if flops > 0.0 { flops / rate } else { 0.0 })

@@ -222,16 +222,17 @@ fn a_mixture_of_experts_under_tensor_parallelism_and_beside_it_expert_parallelis
         if let Some(ep) = &d.expert_parallel {
             // Capacity 1.25 drops assignments, which are never sent; predict prices every one. The bytes sent are
             // predict's less the share the run's expert load records as dropped (the layers' mean: every layer
-            // moves the same tokens), within 2% (a rank's own share of the drops is not the global one).
+            // moves the same tokens), within 0.5% (a rank's own share of the drops need not be the global one; under
+            // 12% drops the two were 15 bytes apart in 14.8 M).
             let predicted = predicted_all_to_all(dir.path(), "eptp", topology);
             let measured = ep.all_to_all_bytes_per_step as f64;
-            let dropped = crate::common::expert_load::dropped_share(&r, ..);
+            let dropped = crate::common::expert_load::dropped_share(&r);
             let kept = (1.0 - dropped) * predicted;
             println!(
                 "{topology}: all-to-all {measured} bytes, predicted {predicted} less {dropped:.4} dropped: {kept:.0}"
             );
             assert!(
-                measured <= predicted && (measured - kept).abs() <= 0.02 * kept,
+                measured <= predicted && (measured - kept).abs() <= 0.005 * kept,
                 "{topology}: {measured} vs {predicted} less the {dropped:.4} dropped, {kept:.0}"
             );
         }

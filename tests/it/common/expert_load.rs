@@ -2,7 +2,6 @@
 //! expert and drops, as the results' expert-load figures record them.
 
 use trainbench::result::RunResult;
-use trainbench::result::expert_load::LayerLoad;
 
 /// Assert that `got` routed what `want` (one rank, the reference) routed: the same layers, in every layer the
 /// same assignments per step (computed plus dropped) and per expert the same load within 1% of the layer's (a
@@ -26,11 +25,10 @@ pub fn assert_routes_like(want: &RunResult, got: &RunResult, what: &str) {
     }
 }
 
-/// The mean share of routed assignments dropped over capacity in a run's MoE layers `layers` (indices into the
-/// recorded layers, in order).
-pub fn dropped_share(r: &RunResult, layers: impl std::slice::SliceIndex<[LayerLoad], Output = [LayerLoad]>) -> f64 {
+/// The mean share of routed assignments dropped over capacity in a run's MoE layers.
+pub fn dropped_share(r: &RunResult) -> f64 {
     let load = r.metrics.as_ref().unwrap().expert_load.as_ref().unwrap();
-    let shares: Vec<f64> = load.layers[layers].iter().map(|l| l.dropped_fraction.unwrap()).collect();
+    let shares: Vec<f64> = load.layers.iter().map(|l| l.dropped_fraction.unwrap()).collect();
     assert!(!shares.is_empty(), "no MoE layer in {:?}", load.layers);
     shares.iter().sum::<f64>() / shares.len() as f64
 }
