@@ -7,7 +7,7 @@ use trainbench_contract::stats::median;
 use trainbench_graph::Precision;
 
 use crate::hardware::wire::{Calibration, ConvShapePoint};
-use crate::predict::conv_classes::{ConvClass, ConvClassRate};
+use crate::predict::conv_classes::{ChannelShare, ConvClass, ConvClassRate};
 use crate::predict::rates::{LogGrid, axis, conv_grid_rate};
 
 /// The coordinates of one measured convolution and its rate, forward or backward.
@@ -53,8 +53,8 @@ fn class_of(p: &ConvShapePoint) -> ConvClass {
 
 /// Each kernel class's rates as shares of the 3 x 3 grid's `grids` (forward, backward) at the same channels,
 /// output pixels per image and batch (over channels and output pixels on a grid without the batch): the median
-/// share over the class's points, per class measured at `precision` (FLOPs as [`forward_flops`]); `net` as for
-/// the grid.
+/// share over the class's points and at each channel count apart, per class measured at `precision` (FLOPs as
+/// [`forward_flops`]); `net` as for the grid.
 pub fn conv_class_rates(
     c: &Calibration,
     precision: Precision,
@@ -81,10 +81,31 @@ pub fn conv_class_rates(
             let of = || measured(c, precision).filter(move |p| class_of(p) == class);
             let forward = middle(of().map(|p| share(p, false)).collect());
             let backward = middle(of().map(|p| share(p, true)).collect());
-            ConvClassRate { class, forward, backward }
+            let mut counts: Vec<u64> = of().map(|p| p.channels).collect();
+            counts.sort_unstable();
+            counts.dedup();
+            let by_channels = counts
+                .into_iter()
+                .map(|n| {
+                    let at = || of().filter(move |p| p.channels == n);
+                    let forward = middle(at().map(|p| share(p, false)).collect());
+                    ChannelShare {
+                        channels: n as f64,
+                        forward,
+                        backward: middle(at().map(|p| share(p, true)).collect()),
+                    }
+                })
+                .filter(|s| usable(s.forward) && usable(s.backward))
+                .collect();
+            ConvClassRate { class, forward, backward, by_channels }
         })
-        .filter(|r| r.forward.is_finite() && r.forward > 0.0 && r.backward.is_finite() && r.backward > 0.0)
+        .filter(|r| usable(r.forward) && usable(r.backward))
         .collect()
+}
+
+/// A share the model can use: finite and above 0.
+fn usable(share: f64) -> bool {
+    share.is_finite() && share > 0.0
 }
 
 /// Each point at (channels, pixels per image, batch), when every point carries its batch and every channel count

@@ -7,8 +7,8 @@
 //! - forward: each node's output (a view allocates nothing); a dropout's mask; a cross-entropy's log-probabilities;
 //!   an unfused attention's scores and their softmax;
 //! - backward: the gradient of each input that needs one; each trained tensor's gradient (gradients are set to none
-//!   after every step, so each is allocated again); a cross-entropy's second pass over the logits; an unfused
-//!   attention's two score-sized gradients;
+//!   after every step, so each is allocated again); a tied weight's own gradient and its sum with the owner's; a
+//!   cross-entropy's second pass over the logits; an unfused attention's two score-sized gradients;
 //! - the optimizer (`torch::optim`, per trained tensor): Adam's and AdamW's square root of the second moment and its
 //!   quotient, a weight decay's sum (Adam and SGD), Nesterov's look-ahead.
 //!
@@ -53,8 +53,12 @@ pub fn node_allocations(
     let grad_inputs = node.inputs.iter().filter(|&&j| analysis.layers.get(j).is_some_and(|l| l.requires_grad));
     backward.extend(grad_inputs.map(|&j| b * layer::sample_bytes(graph, j, precision)));
     // A frozen node's tensors are not trainable (`params::tensors`): they get no gradient.
-    let trained = params::tensors(node).into_iter().filter(|d| d.trainable() && !params::is_tied(node, d));
-    backward.extend(trained.map(|d| d.numel() as f64 * PARAMETER_BYTES));
+    let (tied, trained): (Vec<_>, Vec<_>) =
+        params::tensors(node).into_iter().filter(|d| d.trainable()).partition(|d| params::is_tied(node, d));
+    backward.extend(trained.iter().map(|d| d.numel() as f64 * PARAMETER_BYTES));
+    // A tied weight's gradient here is a tensor of its own, and autograd adds it to the owner's out of place:
+    // two allocations of the weight's size (libtorch's `add` of the two, not an in-place accumulation).
+    backward.extend(tied.iter().flat_map(|d| [d.numel() as f64 * PARAMETER_BYTES; 2]));
     // A recurrent layer's hidden weights' gradient, a fresh output at every time step.
     if let Some((steps, grad)) = layer::rnn_weight_gradient_steps(graph, node).filter(|_| !a.frozen) {
         backward.extend(std::iter::repeat_n(grad, steps as usize));

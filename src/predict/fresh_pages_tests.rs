@@ -66,6 +66,27 @@ fn a_step_allocates_outputs_input_gradients_and_every_trained_tensors_gradient()
 }
 
 #[test]
+fn a_tied_head_allocates_its_own_weight_gradient_and_the_sum_into_its_owners() {
+    // tokens (8) -> embedding 1,000 x 16 -> head 16 -> 1,000 tied to it -> cross-entropy.
+    let mut b = GraphBuilder::new("tied");
+    let x = b.input("x", &[8], InputKind::Tokens { vocab: 1000 }).unwrap();
+    let e = b.embedding("emb", x, 1000, 16).unwrap();
+    let y = b.linear("head", e, 1000, false).unwrap();
+    b.tie(y, e).unwrap();
+    let t = b.input("t", &[8], InputKind::Labels { classes: 1000 }).unwrap();
+    b.loss("loss", LossKind::CrossEntropy, &[y, t]).unwrap();
+    let g = b.finish(1, "tokens").unwrap();
+    let a = trainbench_graph::analysis::analyze(&g);
+    let weight = 1000.0 * 16.0 * 4.0;
+    // The owner allocates the weight's gradient once.
+    let (_, bw) = node_allocations(&g, &a, node(&g, "emb"), 2.0, Precision::Fp32);
+    assert_eq!(bw, [weight]);
+    // The head: its input's gradient, then the tied weight's own gradient and the out-of-place sum of the two.
+    let (_, bw) = node_allocations(&g, &a, node(&g, "head"), 2.0, Precision::Fp32);
+    assert_eq!(bw, [2.0 * 8.0 * 16.0 * 4.0, weight, weight]);
+}
+
+#[test]
 fn optimizers_allocate_torch_optims_temporaries() {
     assert_eq!(optimizer_temporaries(&adam(0.0)), 2.0);
     assert_eq!(optimizer_temporaries(&adam(0.01)), 3.0);

@@ -444,7 +444,8 @@ impl Coefficients {
     pub fn conv_grid_s(&self, backward: bool, size: ConvSize, flops: f64) -> Option<f64> {
         let (f, b) = self.conv_grid.as_ref()?;
         let rate = conv_grid_rate(if backward { b } else { f }, size.channels, size.image_pixels, size.batch);
-        let (forward_share, backward_share) = super::conv_classes::share(&self.conv_classes, size.class)?;
+        let (forward_share, backward_share) =
+            super::conv_classes::share(&self.conv_classes, size.class, size.channels)?;
         let rate = rate * if backward { backward_share } else { forward_share };
         Some(if flops > 0.0 { flops / rate } else { 0.0 })
     }

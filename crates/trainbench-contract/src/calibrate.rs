@@ -301,8 +301,10 @@ pub fn conv_grid() -> Vec<ConvShape> {
 /// the rate of a 3 x 3 stride-1 one of the same channels and output.
 pub const CONV_CLASSES: [(usize, usize, bool); 6] =
     [(1, 1, false), (1, 2, false), (3, 2, false), (7, 2, false), (4, 2, false), (4, 2, true)];
-/// Channels (in = out) of [`conv_class_grid`].
-pub const CONV_CLASS_CHANNELS: [usize; 3] = [8, 32, 128];
+/// Channels (in = out) of [`conv_class_grid`]: past the 3 x 3 grid's largest at the last, where a class's share
+/// keeps moving (a 1 x 1 stride-2 projection ran at a quarter of the grid's rate at 128 channels and half of it
+/// at ResNet-50's 1024): measured at the smallest side and batch 1 only.
+pub const CONV_CLASS_CHANNELS: [usize; 4] = [8, 32, 128, 512];
 /// Input sides of [`conv_class_grid`] (output sides 8 and 16 at stride 2, 32 and 64 transposed).
 pub const CONV_CLASS_SIDES: [usize; 2] = [16, 32];
 /// Batches of [`conv_class_grid`].
@@ -310,7 +312,8 @@ pub const CONV_CLASS_BATCHES: [usize; 2] = [1, 16];
 
 /// The kernel-class points: every class of [`CONV_CLASSES`] at every channel count of [`CONV_CLASS_CHANNELS`],
 /// input side of [`CONV_CLASS_SIDES`] and batch of [`CONV_CLASS_BATCHES`] up to [`CONV_MAX_FLOPS`] forward (batch
-/// 1 always). Each output falls on the 3 x 3 grid's axes, whose rate there the fit divides it by.
+/// 1 always; past the grid's channels, the smallest side at batch 1 alone). Each output falls on the 3 x 3 grid's
+/// axes (its channels clamped to the grid's largest), whose rate there the fit divides it by.
 pub fn conv_class_grid() -> Vec<ConvShape> {
     let mut v = Vec::new();
     for (r, stride, transposed) in CONV_CLASSES {
@@ -318,6 +321,10 @@ pub fn conv_class_grid() -> Vec<ConvShape> {
             for hw in CONV_CLASS_SIDES {
                 for n in CONV_CLASS_BATCHES {
                     let shape = ConvShape { n, c, hw, k: c, r, stride, transposed };
+                    let wide = c > CONV_CHANNELS[CONV_CHANNELS.len() - 1];
+                    if wide && (n > 1 || hw > CONV_CLASS_SIDES[0]) {
+                        continue;
+                    }
                     if n == 1 || shape.flops() <= CONV_MAX_FLOPS {
                         v.push(shape);
                     }
@@ -405,6 +412,9 @@ mod tests {
             assert!(of.clone().all(|s| CONV_SIDES.contains(&s.output_side())), "{r} {stride} {transposed}");
         }
         assert!(classes.iter().all(|s| s.n == 1 || s.flops() <= CONV_MAX_FLOPS));
+        let wide: Vec<_> = classes.iter().filter(|s| s.c > CONV_CHANNELS[CONV_CHANNELS.len() - 1]).collect();
+        assert_eq!(wide.len(), CONV_CLASSES.len(), "one point past the grid's channels per class");
+        assert!(wide.iter().all(|s| s.n == 1 && s.hw == CONV_CLASS_SIDES[0] && s.flops() < 2.2e9));
     }
 
     /// The host's convolution grid measures every channel count and side at batches 1 and 2 (the fit's
