@@ -3,7 +3,7 @@
 //! model adds on its own; the grids of products and convolutions; the per-node costs and the median first-node
 //! cost; the optimizer costs solved per tensor and per parameter; the element-wise points net of what the model
 //! prices on its own (attention's products and operations, cross-entropy's base graph); and the in-step excess of
-//! convolutions and linear layers, each measured layer stack less the model's price of it. The fit prices
+//! convolutions, linear layers and embedding bags, each measured layer stack less the model's price of it. The fit prices
 //! micro-graphs with the whole model (every term on): a coefficient means the same whichever terms a prediction
 //! then switches off. It runs when `trainbench calibrate` writes a profile (format v2 stores its result) and when
 //! a version 1 profile is loaded (`crate::hardware::load`), never per prediction.
@@ -322,7 +322,8 @@ fn in_step_excess(c: &Calibration, base: &Coefficients) -> InStep {
         if stacked.is_empty() {
             return None;
         }
-        let n = stacked.len() as f64;
+        // Per layer of the stack (an embedding bag's layer is its bag and its add to the sum).
+        let n = LAYERS as f64;
         let mean = |f: fn(&roofline::PhaseCost) -> f64, backward: bool| {
             stacked.iter().map(|l| f(if backward { &l.backward } else { &l.forward })).sum::<f64>() / n
         };
@@ -335,6 +336,10 @@ fn in_step_excess(c: &Calibration, base: &Coefficients) -> InStep {
     let mut f = InStep::default();
     if let Some([fw, bw]) = measured(LayerClass::LinearWide) {
         f.linear = (per_byte(fw), per_byte(bw));
+    }
+    // An embedding bag's excess is its calls' own work, not its bytes: per call.
+    if let Some([(_, fw), (_, bw)]) = measured(LayerClass::EmbeddingBag) {
+        f.bag_fixed = (fw, bw);
     }
     match (measured(LayerClass::Conv), measured(LayerClass::ConvSmall)) {
         (Some(large), Some(small)) => {
@@ -518,5 +523,47 @@ mod tests {
         // Net of the products the model prices at that shape, below the measured second, above nothing.
         assert!(s.points[0].1 < 1.0 && s.points[0].1 > 0.5, "{:?}", s.points);
         assert!(f.fp32.elementwise.iter().any(|(c, _)| *c == ElementwiseClass::Attention), "the unshaped points stay");
+    }
+
+    #[test]
+    fn an_embedding_bag_stack_gives_a_per_call_excess_that_each_bag_of_a_graph_pays() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hardware/tch-cpu.toml"))
+                .unwrap();
+        let mut profile: HardwareFile = toml::from_str(&text).unwrap();
+        let before = fitted(&profile).fp32;
+        assert_eq!(before.in_step.bag_fixed, (0.0, 0.0), "not measured: nothing");
+        let g = layer_graph(LayerClass::EmbeddingBag, LAYERS).unwrap();
+        let a = trainbench_graph::analysis::analyze(&g);
+        let sgd = optimizer_spec(OptimizerKind::Sgd);
+        let no_tensor_rates = ProductRates::default();
+        let step = |c: &Coefficients| {
+            let rates = Rates { device: c, products: &no_tensor_rates };
+            roofline::step(&g, &a, 64, Precision::Fp32, &sgd, rates, &Terms::all())
+        };
+        // The model's own price of a layer of the stack (a bag and its add), and a measurement 20 us forward and
+        // 40 us backward above it.
+        let stacked = step(&before);
+        let layer = stacked.layers.iter().filter(|l| l.name.starts_with("bag"));
+        let (pf, pb) = layer.fold((0.0, 0.0), |(f, b), l| (f + l.forward.time_s, b + l.backward.time_s));
+        let (pf, pb) = (pf / LAYERS as f64, pb / LAYERS as f64);
+        let point = crate::hardware::wire::NodePoint {
+            class: NodeClass::EmbeddingBag,
+            forward_s: pf + 20e-6,
+            backward_s: pb + 40e-6,
+        };
+        profile.calibration.as_mut().unwrap().node.push(point);
+        let after = fitted(&profile).fp32;
+        let (f, b) = after.in_step.bag_fixed;
+        assert!((f - 20e-6).abs() < 1e-12 && (b - 40e-6).abs() < 1e-12, "the excess per call: {:?}", after.in_step);
+        // Every bag of a graph pays it once per phase; nothing else moves.
+        let with = step(&after);
+        for (l0, l1) in stacked.layers.iter().zip(&with.layers) {
+            let op = g.nodes.iter().find(|n| n.name == l0.name).map(|n| &n.op);
+            let bag = matches!(op, Some(trainbench_graph::graph::Op::EmbeddingBag { .. }));
+            let (df, db) = (l1.forward.time_s - l0.forward.time_s, l1.backward.time_s - l0.backward.time_s);
+            let (ef, eb) = if bag { (f, b) } else { (0.0, 0.0) };
+            assert!((df - ef).abs() < 1e-12 && (db - eb).abs() < 1e-12, "{}: {df} {db}", l0.name);
+        }
     }
 }

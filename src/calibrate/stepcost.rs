@@ -17,8 +17,9 @@
 //!   longer fits a CPU's caches: past 4 M parameters the per-parameter cost still rose by half to two times (SGD
 //!   with momentum 0.7 -> 1.2 ns, Adam net of its fresh temporaries 2.3 -> 3.3 ns, one core of an EPYC VM).
 //!
-//! - **Layers in the step** (`calibration.node`, classes `conv` and `linear-wide`): a stack of [`LAYERS`]
-//!   convolutions (16 channels, 3 x 3, 16 x 16 pixels) or linear layers (256 x 256 on 16 rows per sample) at batch 64,
+//! - **Layers in the step** (`calibration.node`, classes `conv`, `linear-wide` and `embedding-bag`): a stack of
+//!   [`LAYERS`] convolutions (16 channels, 3 x 3, 16 x 16 pixels), linear layers (256 x 256 on 16 rows per sample)
+//!   or embedding bags (64 x 8 tables, 2 ids a sample, each added to a running sum) at batch 64,
 //!   against the graph without the stack, per layer. The model compares each with its own price of that layer from the
 //!   isolated-kernel grids (`super::fit`): what a layer inside a training step costs beyond the same kernel timed
 //!   in a loop (a fresh output, a cold input), per byte the layer moves, charged to the layers of that class by their
@@ -27,7 +28,7 @@
 //! The differential measurement itself is [`super::harness`]'s.
 
 use trainbench_contract::{Backend, DeviceSelector};
-use trainbench_graph::graph::{Activation, Graph, InputKind, LossKind};
+use trainbench_graph::graph::{Activation, BagMode, Graph, InputKind, LossKind};
 use trainbench_graph::{GraphBuilder, OptimizerSpec};
 
 use super::harness::{MeasureError, ROUNDS, StepPhases, median_phases, per_added_node, phases, plan};
@@ -136,6 +137,9 @@ pub enum LayerClass {
     ConvSmall,
     /// 256 -> 256 linear layers on 16 rows per sample at batch 64 (`linear-wide`).
     LinearWide,
+    /// Embedding bags of [`BAG_ROWS`] x [`FEATURES`] summing [`BAG_SIZE`] ids per sample at batch 64, each added
+    /// to the running sum (`embedding-bag`).
+    EmbeddingBag,
 }
 
 impl LayerClass {
@@ -145,21 +149,30 @@ impl LayerClass {
             Self::Conv => NodeClass::Conv,
             Self::ConvSmall => NodeClass::ConvSmall,
             Self::LinearWide => NodeClass::LinearWide,
+            Self::EmbeddingBag => NodeClass::EmbeddingBag,
         }
     }
 
-    /// The prefix of the stacked layers' names in [`layer_graph`].
+    /// The prefix of the stacked layers' names in [`layer_graph`] (an embedding bag's: the bag and the add of
+    /// it to the running sum, two nodes a layer).
     pub fn layer_prefix(self) -> &'static str {
         match self {
             Self::Conv | Self::ConvSmall => "conv",
             Self::LinearWide => "wide",
+            Self::EmbeddingBag => "bag",
         }
     }
 }
 
+/// Rows of the stacked embedding bags' tables (a DLRM smoke model's).
+const BAG_ROWS: usize = 64;
+/// Ids per sample each stacked embedding bag sums.
+const BAG_SIZE: usize = 2;
+
 /// The layer-stack micro-graph of `class` (`conv`: input [16, 16, 16] -> `stack` x conv 16 -> 16 3 x 3 ->
 /// flatten -> linear 10 -> MSE; `conv-small`: the same with 4 channels of 4 x 4 pixels, where a convolution's
-/// fixed cost is most of it; `linear-wide`: input [16, 256] -> linear 256 -> `stack` x linear 256 -> MSE).
+/// fixed cost is most of it; `linear-wide`: input [16, 256] -> linear 256 -> `stack` x linear 256 -> MSE;
+/// `embedding-bag`: ids [2] -> a bag, then `stack` x (a bag of the same ids added to the sum) -> linear -> MSE).
 pub fn layer_graph(class: LayerClass, stack: usize) -> Result<Graph, MeasureError> {
     let e = MeasureError::Graph;
     let mut b = GraphBuilder::new(format!("calibrate-layer-{}", class.class().name()));
@@ -176,6 +189,16 @@ pub fn layer_graph(class: LayerClass, stack: usize) -> Result<Graph, MeasureErro
     let (y, t) = match class {
         LayerClass::Conv => conv(16, 16, &mut b)?,
         LayerClass::ConvSmall => conv(4, 4, &mut b)?,
+        LayerClass::EmbeddingBag => {
+            let ids = b.input("ids", &[BAG_SIZE], InputKind::Tokens { vocab: BAG_ROWS }).map_err(e)?;
+            let mut y = b.embedding_bag("table", ids, BAG_ROWS, FEATURES, BagMode::Sum).map_err(e)?;
+            for i in 0..stack {
+                let bag = b.embedding_bag(&format!("bag{i}"), ids, BAG_ROWS, FEATURES, BagMode::Sum).map_err(e)?;
+                y = b.add_nodes(&format!("bag{i}-sum"), &[y, bag]).map_err(e)?;
+            }
+            let y = b.linear("fc", y, FEATURES, true).map_err(e)?;
+            (y, b.input("t", &[FEATURES], InputKind::Dense).map_err(e)?)
+        }
         LayerClass::LinearWide => {
             let x = b.input("x", &[LINEAR_ROWS, 256], InputKind::Dense).map_err(e)?;
             let mut y = b.linear("fc", x, 256, true).map_err(e)?;
@@ -190,13 +213,14 @@ pub fn layer_graph(class: LayerClass, stack: usize) -> Result<Graph, MeasureErro
 }
 
 /// The layer stacks measured, by class.
-pub const LAYER_CLASSES: [LayerClass; 3] = [LayerClass::Conv, LayerClass::ConvSmall, LayerClass::LinearWide];
+pub const LAYER_CLASSES: [LayerClass; 4] =
+    [LayerClass::Conv, LayerClass::ConvSmall, LayerClass::LinearWide, LayerClass::EmbeddingBag];
 
 /// Samples per step of a layer stack: one for the fixed-cost one.
 pub fn layer_batch(class: LayerClass) -> usize {
     match class {
         LayerClass::ConvSmall => 1,
-        LayerClass::Conv | LayerClass::LinearWide => LAYER_BATCH,
+        LayerClass::Conv | LayerClass::LinearWide | LayerClass::EmbeddingBag => LAYER_BATCH,
     }
 }
 
@@ -346,8 +370,11 @@ mod tests {
         assert_eq!(layers.iter().map(|p| p.class).collect::<Vec<_>>(), LAYER_CLASSES.map(LayerClass::class));
         for class in LAYER_CLASSES {
             let stacked = layer_graph(class, LAYERS).unwrap();
-            assert_eq!(stacked.nodes.len(), layer_graph(class, 0).unwrap().nodes.len() + LAYERS);
-            assert_eq!(stacked.nodes.iter().filter(|n| n.name.starts_with(class.layer_prefix())).count(), LAYERS);
+            let per_layer = if class == LayerClass::EmbeddingBag { 2 } else { 1 };
+            assert_eq!(stacked.nodes.len(), layer_graph(class, 0).unwrap().nodes.len() + per_layer * LAYERS);
+            let per_layer = if class == LayerClass::EmbeddingBag { 2 } else { 1 };
+            let prefixed = stacked.nodes.iter().filter(|n| n.name.starts_with(class.layer_prefix())).count();
+            assert_eq!(prefixed, per_layer * LAYERS, "{class:?}");
         }
         let nodes = measure_nodes(&mut mock, DeviceSelector::Cpu, None, false).unwrap();
         let classes = [NodeClass::Elementwise, NodeClass::Linear, NodeClass::Step];

@@ -352,7 +352,8 @@ pub struct NodePoint {
     /// less its nodes: feeding the batch, summing the loss, starting backward); and layers of real size timed
     /// in the step, from which the model derives how much slower kernels run there than isolated: `conv`
     /// (16 -> 16 channels, 3 x 3, 16 x 16 pixels, batch 64), `conv-small` (4 -> 4 channels, 4 x 4 pixels,
-    /// batch 1), `linear-wide` (256 -> 256 on 16 rows per sample, batch 64); and `first-<class>` for an
+    /// batch 1), `linear-wide` (256 -> 256 on 16 rows per sample, batch 64), `embedding-bag` (a 64 x 8 table
+    /// summing 2 ids per sample, batch 64, with its add to a running sum); and `first-<class>` for an
     /// element-wise class: what the first such node of a step costs beyond the next ones (its cold start).
     pub class: NodeClass,
     /// Seconds of the forward phase per node (per step for `step`).

@@ -234,6 +234,8 @@ pub enum NodeClass {
     ConvSmall,
     /// A stack of 256-wide linear layers in the step (`linear-wide`).
     LinearWide,
+    /// A stack of embedding bags in the step (`embedding-bag`).
+    EmbeddingBag,
     /// The first node of a kind (`first-<kind>`).
     First(FirstKind),
 }
@@ -243,13 +245,14 @@ pub const FIRST_PREFIX: &str = "first-";
 
 impl NodeClass {
     /// The classes without a kind of their own.
-    const PLAIN: [(Self, &'static str); 6] = [
+    const PLAIN: [(Self, &'static str); 7] = [
         (Self::Elementwise, "elementwise"),
         (Self::Linear, "linear"),
         (Self::Step, "step"),
         (Self::Conv, "conv"),
         (Self::ConvSmall, "conv-small"),
         (Self::LinearWide, "linear-wide"),
+        (Self::EmbeddingBag, "embedding-bag"),
     ];
 
     /// The profile name.

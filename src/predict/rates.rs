@@ -216,7 +216,9 @@ impl OptimizerCost {
 
 /// What a layer costs inside the training step beyond its isolated kernel, per byte it moves, per phase:
 /// convolutions and linear layers; 0 where not measured. The excess is the memory around the kernel (a freshly
-/// allocated output touched for the first time, an input no longer in cache).
+/// allocated output touched for the first time, an input no longer in cache). An embedding bag's is per call:
+/// libtorch's bag makes its offsets' bag map, sorts the ids for the backward and zeroes a gradient table, many
+/// operations the model's count of three forward and one backward does not hold.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InStep {
@@ -226,6 +228,9 @@ pub struct InStep {
     pub conv_fixed: (f64, f64),
     /// Linear layers (forward, backward), seconds per byte.
     pub linear: (f64, f64),
+    /// Embedding bags (forward, backward), seconds per call (0 in a profile fitted before it was measured).
+    #[serde(default)]
+    pub bag_fixed: (f64, f64),
 }
 
 /// The distinct values of one coordinate, ascending: a grid's axis.

@@ -234,8 +234,15 @@ fn bias_pass(node: &trainbench_graph::graph::Node, out: f64, device: &Coefficien
     }
 }
 
+/// An embedding bag's calls' own work beyond the model's count of its operations ([`Term::InStepExcess`]),
+/// (forward, backward) seconds: overhead, added to the phase whatever bounds it.
+fn bag_excess(op: &Op, device: &Coefficients, t: &Terms) -> (f64, f64) {
+    let bag = matches!(op, Op::EmbeddingBag { .. }) && t.on(Term::InStepExcess);
+    if bag { device.in_step.bag_fixed } else { (0.0, 0.0) }
+}
+
 /// What convolutions and linear layers cost inside the step beyond their isolated kernels ([`Term::InStepExcess`]):
-/// (per byte, per call), forward and backward.
+/// (per byte, per call), forward and backward (an embedding bag's, a call's own work, is overhead: [`bag_excess`]).
 fn in_step_excess(op: &Op, device: &Coefficients) -> ((f64, f64), (f64, f64)) {
     match op {
         Op::Conv { .. } => (device.in_step.conv, device.in_step.conv_fixed),
@@ -349,6 +356,8 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     let f_compute = f_compute + bias.0;
     let f_bytes = inputs + out + weights + extra_f;
     let (fixed_f, fixed_b) = layer::per_op_overhead(node, ops_f, ops_b, device, t);
+    let bag = bag_excess(&node.op, device, t);
+    let (fixed_f, fixed_b) = (fixed_f + bag.0, fixed_b + bag.1);
     let (in_step, in_step_fixed) =
         if t.on(Term::InStepExcess) { in_step_excess(&node.op, device) } else { ((0.0, 0.0), (0.0, 0.0)) };
     f_parts.push((Term::BiasPass, bias.0));
@@ -364,7 +373,7 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
         Sides {
             compute: f_parts,
             memory: vec![(Term::MemoryTraffic, f_memory_bytes - tied_f), (Term::TiedWeights, tied_f)],
-            overhead: vec![(Term::PerOpOverhead, fixed_f)],
+            overhead: vec![(Term::PerOpOverhead, fixed_f - bag.0), (Term::InStepExcess, bag.0)],
         },
     );
     let backward = if a.requires_grad {
@@ -416,7 +425,8 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
                     (Term::TiedWeights, tied_bytes + t.gate(Term::MemoryTraffic, tied_rw)),
                 ],
                 overhead: vec![
-                    (Term::PerOpOverhead, fixed_b),
+                    (Term::PerOpOverhead, fixed_b - bag.1),
+                    (Term::InStepExcess, bag.1),
                     (Term::GradientSums, sums * op_b),
                     (Term::TiedWeights, tied_sum * op_b),
                 ],
