@@ -67,7 +67,8 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
         .into_iter()
         .filter_map(|k| optimizer_cost(&c.optimizer, k, fresh_pages.as_ref()).map(|o| (k, o)))
         .collect();
-    let conv_grid = super::fit_conv::conv_grids(c, precision, |s| net_of_overhead(s, overhead));
+    let net = |s| net_of_overhead(s, overhead);
+    let conv_grid = super::fit_conv::conv_grids(c, precision, net);
     let mut model = Coefficients {
         in_step: InStep::default(),
         bias_pass,
@@ -76,7 +77,7 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
         grid: gemm_grid(c, precision, overhead),
         conv_classes: conv_grid
             .as_ref()
-            .map(|g| super::fit_conv::conv_class_rates(c, precision, |s| net_of_overhead(s, overhead), g))
+            .map(|g| super::fit_conv::conv_class_rates(c, precision, net, g))
             .unwrap_or_default(),
         conv_grid,
         peak_flop_s: peak * 1e12,

@@ -74,26 +74,24 @@ pub fn conv_class_rates(
             if backward { (2.0 * flops, p.backward_s, &grids.1) } else { (flops, p.forward_s, &grids.0) };
         work / net(s) / conv_grid_rate(g, p.channels as f64, p.pixels as f64 / batch, batch)
     };
-    let middle = |v: Vec<f64>| median(&v).unwrap_or(f64::NAN);
+    // The (forward, backward) median shares over the points `at` keeps.
+    let medians = |at: &dyn Fn(&ConvShapePoint) -> bool| {
+        let of = |backward| measured(c, precision).filter(|p| at(p)).map(|p| share(p, backward)).collect::<Vec<_>>();
+        (median(&of(false)).unwrap_or(f64::NAN), median(&of(true)).unwrap_or(f64::NAN))
+    };
     classes
         .into_iter()
         .map(|class| {
-            let of = || measured(c, precision).filter(move |p| class_of(p) == class);
-            let forward = middle(of().map(|p| share(p, false)).collect());
-            let backward = middle(of().map(|p| share(p, true)).collect());
-            let mut counts: Vec<u64> = of().map(|p| p.channels).collect();
+            let (forward, backward) = medians(&|p| class_of(p) == class);
+            let mut counts: Vec<u64> =
+                measured(c, precision).filter(|p| class_of(p) == class).map(|p| p.channels).collect();
             counts.sort_unstable();
             counts.dedup();
             let by_channels = counts
                 .into_iter()
                 .map(|n| {
-                    let at = || of().filter(move |p| p.channels == n);
-                    let forward = middle(at().map(|p| share(p, false)).collect());
-                    ChannelShare {
-                        channels: n as f64,
-                        forward,
-                        backward: middle(at().map(|p| share(p, true)).collect()),
-                    }
+                    let (forward, backward) = medians(&|p| class_of(p) == class && p.channels == n);
+                    ChannelShare { channels: n as f64, forward, backward }
                 })
                 .filter(|s| usable(s.forward) && usable(s.backward))
                 .collect();

@@ -153,8 +153,16 @@ impl LayerClass {
         }
     }
 
-    /// The prefix of the stacked layers' names in [`layer_graph`] (an embedding bag's: the bag and the add of
-    /// it to the running sum, two nodes a layer).
+    /// Nodes a stacked layer adds to [`layer_graph`]: one, or an embedding bag and its add to the running sum.
+    pub fn nodes_per_layer(self) -> usize {
+        match self {
+            Self::Conv | Self::ConvSmall | Self::LinearWide => 1,
+            Self::EmbeddingBag => 2,
+        }
+    }
+
+    /// The prefix of the stacked layers' names in [`layer_graph`] (each of a layer's
+    /// [`nodes_per_layer`](Self::nodes_per_layer) nodes).
     pub fn layer_prefix(self) -> &'static str {
         match self {
             Self::Conv | Self::ConvSmall => "conv",
@@ -370,9 +378,8 @@ mod tests {
         assert_eq!(layers.iter().map(|p| p.class).collect::<Vec<_>>(), LAYER_CLASSES.map(LayerClass::class));
         for class in LAYER_CLASSES {
             let stacked = layer_graph(class, LAYERS).unwrap();
-            let per_layer = if class == LayerClass::EmbeddingBag { 2 } else { 1 };
+            let per_layer = class.nodes_per_layer();
             assert_eq!(stacked.nodes.len(), layer_graph(class, 0).unwrap().nodes.len() + per_layer * LAYERS);
-            let per_layer = if class == LayerClass::EmbeddingBag { 2 } else { 1 };
             let prefixed = stacked.nodes.iter().filter(|n| n.name.starts_with(class.layer_prefix())).count();
             assert_eq!(prefixed, per_layer * LAYERS, "{class:?}");
         }

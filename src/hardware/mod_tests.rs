@@ -142,3 +142,23 @@ fn the_version_and_the_fitted_table_go_together() {
     let e = errors(&MINIMAL.replace("version = 1", "version = 3"));
     assert!(e.iter().any(|d| d.path == "version"), "{e:?}");
 }
+
+#[test]
+fn a_convolution_class_with_its_channel_counts_out_of_order_or_a_share_not_above_0_is_refused() {
+    use crate::predict::conv_classes::{ChannelShare, ConvClass, ConvClassRate};
+    let v = ProfileValidator::new().unwrap();
+    let written = load::as_written(v.check_bytes("cal.toml", CALIBRATED.as_bytes()).unwrap());
+    let at = |channels, forward| ChannelShare { channels, forward, backward: forward / 2.0 };
+    let class = ConvClass { kernel: 1, stride: 1, transposed: false };
+    let one = ConvClassRate { class, forward: 0.5, backward: 0.25, by_channels: vec![at(8.0, 0.2), at(128.0, 1.0)] };
+    let with = |by_channels: Vec<ChannelShare>| {
+        let mut p = written.clone();
+        p.fitted.as_mut().unwrap().fp32.conv_classes = vec![ConvClassRate { by_channels, ..one.clone() }];
+        v.check_bytes("t.toml", toml::to_string(&p).unwrap().as_bytes())
+    };
+    assert!(with(one.by_channels.clone()).is_ok());
+    for bad in [vec![at(128.0, 1.0), at(8.0, 0.2)], vec![at(8.0, 0.0)], vec![at(0.0, 0.2)]] {
+        let e = with(bad.clone()).unwrap_err();
+        assert!(e.iter().any(|d| d.path == "fitted.fp32" && d.message.contains("convolution class")), "{bad:?}: {e:?}");
+    }
+}

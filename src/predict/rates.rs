@@ -407,8 +407,13 @@ impl Coefficients {
             Some(format!("the sizes of `{}` must ascend", kind.name()))
         } else if grids.into_iter().flatten().any(|g| !g.is_well_formed()) {
             Some("a grid's axes must ascend above 0 and its values fill them".into())
-        } else if self.conv_classes.iter().any(|c| !positive(c.forward) || !positive(c.backward)) {
-            Some("a convolution class's shares of the grid's rate must be above 0".into())
+        } else if self.conv_classes.iter().any(|c| {
+            let by_channels = c.by_channels.iter().flat_map(|s| [s.channels, s.forward, s.backward]);
+            !positive(c.forward) || !positive(c.backward) || !by_channels.into_iter().all(positive)
+        }) {
+            Some("a convolution class's shares of the grid's rate, and its channel counts, must be above 0".into())
+        } else if self.conv_classes.iter().any(|c| !ascending(&mut c.by_channels.iter().map(|s| s.channels))) {
+            Some("a convolution class's channel counts must ascend".into())
         } else {
             None
         }

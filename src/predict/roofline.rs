@@ -357,7 +357,6 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
     let f_bytes = inputs + out + weights + extra_f;
     let (fixed_f, fixed_b) = layer::per_op_overhead(node, ops_f, ops_b, device, t);
     let bag = bag_excess(&node.op, device, t);
-    let (fixed_f, fixed_b) = (fixed_f + bag.0, fixed_b + bag.1);
     let (in_step, in_step_fixed) =
         if t.on(Term::InStepExcess) { in_step_excess(&node.op, device) } else { ((0.0, 0.0), (0.0, 0.0)) };
     f_parts.push((Term::BiasPass, bias.0));
@@ -369,11 +368,11 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
         f_bytes,
         f_compute + in_step_fixed.0 + in_step.0 * f_bytes,
         if t.on(Term::MemoryTraffic) { device.memory_s(f_bytes) } else { device.memory_s(f_memory_bytes) },
-        fixed_f,
+        fixed_f + bag.0,
         Sides {
             compute: f_parts,
             memory: vec![(Term::MemoryTraffic, f_memory_bytes - tied_f), (Term::TiedWeights, tied_f)],
-            overhead: vec![(Term::PerOpOverhead, fixed_f - bag.0), (Term::InStepExcess, bag.0)],
+            overhead: vec![(Term::PerOpOverhead, fixed_f), (Term::InStepExcess, bag.0)],
         },
     );
     let backward = if a.requires_grad {
@@ -404,7 +403,7 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
         let bytes = base + sum_bytes + tied_bytes;
         let op_b =
             device.nodes.as_ref().filter(|_| t.on(Term::MeasuredNodeCosts)).map_or(device.op_overhead_s, |n| n.op.1);
-        let fixed_all = fixed_b + (sums + tied_sum) * op_b;
+        let fixed_all = fixed_b + bag.1 + (sums + tied_sum) * op_b;
         b_parts.push((Term::BiasPass, bias_b));
         b_parts.push((Term::InStepExcess, in_step_fixed.1 + in_step.1 * bytes));
         let memory_bytes = if t.on(Term::MemoryTraffic) { bytes } else { sum_bytes + tied_bytes };
@@ -425,7 +424,7 @@ fn layer_cost(cx: &Ctx, index: usize) -> (LayerCost, Option<NodeKind>) {
                     (Term::TiedWeights, tied_bytes + t.gate(Term::MemoryTraffic, tied_rw)),
                 ],
                 overhead: vec![
-                    (Term::PerOpOverhead, fixed_b - bag.1),
+                    (Term::PerOpOverhead, fixed_b),
                     (Term::InStepExcess, bag.1),
                     (Term::GradientSums, sums * op_b),
                     (Term::TiedWeights, tied_sum * op_b),
