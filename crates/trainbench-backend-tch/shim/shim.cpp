@@ -287,6 +287,12 @@ int tb_pin_memory(at::Tensor* t, at::Tensor** out, char* err, size_t err_len) {
   TB_GUARD({ *out = new at::Tensor(t->pin_memory()); })
 }
 
+// `F.leaky_relu(x, slope)`: tch's `leaky_relu` has no slope argument (it is fixed at 0.01). One kernel whose
+// backward (`leaky_relu_backward`) is one pass and differentiable again in one pass, as PyTorch's.
+int tb_leaky_relu(at::Tensor* x, double slope, at::Tensor** out, char* err, size_t err_len) {
+  TB_GUARD({ *out = new at::Tensor(at::leaky_relu(*x, slope)); })
+}
+
 // One fused Adam or AdamW step (`adamw` != 0) over `n` parameters with their gradients, first and second
 // moments, and step counts (fp32 tensors already incremented for this step; the same tensor may repeat). With
 // `grad_scale` and `found_inf` (either may be null), gradients are divided by the scale inside the kernel and the

@@ -274,7 +274,9 @@ fn activation(x: &Tensor, f: Activation, inplace: bool) -> Result<Tensor, TchErr
     match f {
         Activation::Relu if inplace => x.shallow_clone().f_relu_(),
         Activation::Relu => x.f_relu(),
-        Activation::LeakyRelu(slope) => x.f_maximum(&x.f_mul_scalar(f64::from(slope))?),
+        Activation::LeakyRelu(slope) => {
+            crate::shim::leaky_relu(x, f64::from(slope)).map_err(|e| TchError::Torch(format!("leaky_relu: {e}")))
+        }
         Activation::Gelu => x.f_gelu("none"),
         Activation::Tanh => x.f_tanh(),
         Activation::Sigmoid => x.f_sigmoid(),
@@ -458,6 +460,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Leaky ReLU is PyTorch's kernel with the node's slope: the values of `max(x, slope x)`, and a penalty-style
+    /// second-order gradient (the input gradient differentiated again) runs through it.
+    #[test]
+    fn leaky_relu_takes_the_slope_and_differentiates_twice() {
+        let x = Tensor::from_slice(&[-2.0f32, -0.5, 0.5, 3.0]).set_requires_grad(true);
+        let y = activation(&x, Activation::LeakyRelu(0.2), false).unwrap();
+        let want = x.maximum(&(&x * 0.2));
+        assert!(y.allclose(&want, 0.0, 0.0, false));
+        let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).set_requires_grad(true);
+        let g = Tensor::run_backward(&[(&y * &w).sum(Kind::Float)], &[&x], true, true).remove(0);
+        let expect = Tensor::from_slice(&[0.2f32, 0.4, 3.0, 4.0]);
+        assert!(g.allclose(&expect, 1e-6, 1e-6, false));
+        // d/dw of sum(g^2) = 2 g * slope-or-one.
+        let gw = Tensor::run_backward(&[g.square().sum(Kind::Float)], &[&w], false, false).remove(0);
+        assert!(gw.allclose(&Tensor::from_slice(&[0.08f32, 0.16, 6.0, 8.0]), 1e-6, 1e-6, false));
     }
 
     #[test]

@@ -47,6 +47,13 @@ unsafe extern "C" {
         err_len: usize,
     ) -> c_int;
     fn tb_pin_memory(t: *const C_tensor, out: *mut *mut C_tensor, err: *mut c_char, err_len: usize) -> c_int;
+    fn tb_leaky_relu(
+        x: *const C_tensor,
+        slope: f64,
+        out: *mut *mut C_tensor,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
     fn tb_autocast_enter(
         device_cuda: c_int,
         dtype_bf16: c_int,
@@ -252,6 +259,19 @@ pub fn pin_memory(t: &Tensor) -> Result<Tensor, ShimError> {
     call(|e, n| unsafe { tb_pin_memory(t.as_ptr(), &mut out, e, n) })?;
     if out.is_null() {
         return Err(ShimError("pin_memory returned no tensor".into()));
+    }
+    // SAFETY: `out` is a fresh `at::Tensor*` allocated by the shim, owned from here on by the tch Tensor.
+    Ok(unsafe { Tensor::from_ptr(out) })
+}
+
+/// `torch.nn.functional.leaky_relu(x, slope)` (tch's `leaky_relu` fixes the slope at 0.01): one kernel, with
+/// PyTorch's one-pass backward, itself differentiable in one pass (the WGAN-GP penalty's double backward).
+pub fn leaky_relu(x: &Tensor, slope: f64) -> Result<Tensor, ShimError> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `x` is a live tensor handle; the shim writes a new handle to `out` on success.
+    call(|e, n| unsafe { tb_leaky_relu(x.as_ptr(), slope, &mut out, e, n) })?;
+    if out.is_null() {
+        return Err(ShimError("leaky_relu returned no tensor".into()));
     }
     // SAFETY: `out` is a fresh `at::Tensor*` allocated by the shim, owned from here on by the tch Tensor.
     Ok(unsafe { Tensor::from_ptr(out) })
