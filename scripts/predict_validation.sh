@@ -145,7 +145,7 @@ UNDECLARED=0
 grep -q '^undeclared' "$OUT/declared.txt" 2>/dev/null && UNDECLARED=1
 # The terms switched off one at a time in the ablations (`trainbench predict --without-term`).
 TERMS="roofline-compute memory-traffic elementwise-work rnn-cell-work rnn-weight-gradients bias-pass in-step-excess per-op-overhead \
-gradient-sums tied-weights step-fixed first-node-cold-start optimizer fresh-pages exchange product-grid conv-grid conv-classes \
+gradient-sums tied-weights step-fixed first-node-cold-start optimizer fresh-pages reclaimed-pages zero-moment-sqrt exchange product-grid conv-grid conv-classes \
 working-set-bandwidth backward-working-set measured-node-costs measured-optimizer"
 wanted() {
     # Whether a row of set $1 is measured: every set unless --sets names some.

@@ -59,10 +59,11 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
     let fixed = nodes.as_ref().map_or((overhead, overhead), |n| n.op);
     // The measured totals, netted below once the model can price what they hold.
     let (elementwise, attention_shapes) = measured_elementwise(c, precision);
-    let fresh_pages = c
-        .fresh_memory
-        .filter(|f| f.seconds_per_byte > 0.0)
-        .map(|f| FreshPages { reused_up_to_bytes: f.reused_up_to_bytes, seconds_per_byte: f.seconds_per_byte });
+    let fresh_pages = c.fresh_memory.as_ref().filter(|f| f.seconds_per_byte > 0.0).map(|f| FreshPages {
+        reused_up_to_bytes: f.reused_up_to_bytes,
+        seconds_per_byte: f.seconds_per_byte,
+        cycled: f.cycled.clone(),
+    });
     let optimizers = OptimizerKind::ALL
         .into_iter()
         .filter_map(|k| optimizer_cost(&c.optimizer, k, fresh_pages.as_ref()).map(|o| (k, o)))
@@ -92,6 +93,7 @@ pub fn coefficients(profile: &HardwareFile, precision: Precision, peak: f64) -> 
         attention: curve(&c.attention, precision, overhead),
         uncertainty: Default::default(),
         fresh_pages,
+        zero_sqrt_s: c.zero_sqrt_s_per_element.unwrap_or(0.0),
     };
     net_elementwise_of_priced_costs(&mut model, fixed);
     if precision == Precision::Fp32 {
@@ -446,7 +448,7 @@ mod tests {
     #[test]
     fn the_fresh_pages_of_the_optimizer_temporaries_are_netted_from_each_point() {
         // Adam allocates 2 temporaries per tensor; only the 4096 x 4096 weight (64 MiB) is above the 32 MiB kept.
-        let fresh = FreshPages { reused_up_to_bytes: 32.0 * 1048576.0, seconds_per_byte: 0.4e-9 };
+        let fresh = FreshPages { reused_up_to_bytes: 32.0 * 1048576.0, seconds_per_byte: 0.4e-9, cycled: Vec::new() };
         let weight_bytes = 4096.0 * 4096.0 * 4.0;
         let point = |tensors: u64, parameters: u64, extra: f64| OptimizerPoint {
             kind: OptimizerKind::Adam,

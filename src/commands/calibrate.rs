@@ -2,6 +2,7 @@
 //! writes a hardware profile (`hardware/this-machine.toml` by convention) whose peaks, memory bandwidth and
 //! efficiency curves are what this machine reached, with how they were measured.
 
+use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -174,10 +175,20 @@ pub fn profile_of(m: &Measurement, name: &str, backend: &str, selector: &str, me
                 .collect(),
             load: None,
             attention: Vec::new(),
-            fresh_memory: m.fresh_memory.map(|f| FreshMemoryPoint {
+            fresh_memory: m.fresh_memory.as_ref().map(|f| FreshMemoryPoint {
                 reused_up_to_bytes: f.reused_up_to_bytes,
                 seconds_per_byte: f.seconds_per_byte,
+                cycled: f
+                    .cycled
+                    .iter()
+                    .map(|c| crate::predict::fresh_rates::CycledFreshPoint {
+                        bytes: c.bytes,
+                        period_s: c.period_s,
+                        extra_seconds_per_byte: c.extra_seconds_per_byte,
+                    })
+                    .collect(),
             }),
+            zero_sqrt_s_per_element: m.zero_sqrt_s_per_element,
         }),
         fitted: None,
     }
@@ -355,11 +366,21 @@ pub fn execute(args: &Args) -> Result<Outcome, CommandError> {
         profile
             .calibration
             .as_ref()
-            .and_then(|c| c.fresh_memory)
+            .and_then(|c| c.fresh_memory.as_ref())
             .map(|f| format!(
-                ", allocations above {:.1} MiB fresh at {:.3} ns per byte",
+                ", allocations above {:.1} MiB fresh at {:.3} ns per byte{}",
                 f.reused_up_to_bytes / f64::from(1u32 << 20),
-                f.seconds_per_byte * 1e9
+                f.seconds_per_byte * 1e9,
+                f.cycled
+                    .iter()
+                    .max_by(|a, b| (a.bytes, a.period_s).partial_cmp(&(b.bytes, b.period_s)).unwrap_or(Ordering::Equal))
+                    .map(|c| format!(
+                        " (+{:.3} ns per byte cycling {:.1} GiB every {:.1} s)",
+                        c.extra_seconds_per_byte * 1e9,
+                        c.bytes / f64::from(1u32 << 30),
+                        c.period_s
+                    ))
+                    .unwrap_or_default()
             ))
             .unwrap_or_default()
     );

@@ -285,11 +285,16 @@ pub struct Calibration {
     /// allocations above its threshold on every call); without it no allocation costs more than its bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fresh_memory: Option<FreshMemoryPoint>,
+    /// Seconds a square root of a zero element costs beyond a nonzero one's, per element (Adam's second moment
+    /// in embedding rows no step has looked up); without it, nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub zero_sqrt_s_per_element: Option<f64>,
 }
 
 /// What a fresh allocation costs: one larger than the host allocator keeps for reuse is mapped from the operating
 /// system on every call and unmapped when freed, so each call pays its pages' faults and zeroing again.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FreshMemoryPoint {
     /// The largest allocation measured to be served from memory the process kept, bytes: larger ones are fresh.
@@ -298,6 +303,11 @@ pub struct FreshMemoryPoint {
     /// Seconds per byte of a fresh allocation beyond writing memory the process kept.
     #[schemars(range(min = 0.0))]
     pub seconds_per_byte: f64,
+    /// Fresh memory taken and given back in step-like cycles of gigabytes: what a byte costs beyond
+    /// `seconds_per_byte` when the host reclaims memory left free (a virtual machine's free page reporting).
+    /// Absent in calibrations before the cycles were measured: no byte costs more than `seconds_per_byte`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cycled: Vec<crate::predict::fresh_rates::CycledFreshPoint>,
 }
 
 /// One measured convolution: of the 3 x 3 stride-1 grid, or of another kernel class (kernel, stride, transposed).

@@ -15,14 +15,20 @@
 //! Each allocation above [`FreshPages::reused_up_to_bytes`] costs its bytes times the calibrated seconds per byte;
 //! smaller ones nothing. What other temporaries a kernel makes inside, and bf16 copies of the weights under
 //! autocast, are not counted.
+//!
+//! Reclaimed pages ([`Term::ReclaimedPages`]): on a virtual machine whose kernel hands memory left free back to
+//! the hypervisor (free page reporting, a balloon's), a step that gives back gigabytes and takes them again a
+//! while later finds part of them reclaimed, and faulting those in from the host costs several times a kept
+//! page. Each fresh byte of such a step costs [`FreshPages::reclaimed_per_byte`] more, read from the calibration's
+//! step-like cycles at the step's fresh bytes and length ([`reclaimed_share`]).
 
 use trainbench_graph::analysis::Analysis;
 use trainbench_graph::graph::{Graph, LossKind, Node, Op};
 use trainbench_graph::params;
 use trainbench_graph::{OptimizerSpec, Precision};
 
+pub use super::fresh_rates::{CycledFreshPoint, FreshPages};
 use super::layer;
-use super::rates::FreshPages;
 
 /// Bytes of an fp32 gradient or optimizer temporary per parameter.
 pub const PARAMETER_BYTES: f64 = 4.0;
@@ -124,6 +130,16 @@ pub fn optimizer_temporaries(optimizer: &OptimizerSpec) -> f64 {
         OptimizerSpec::Adam { weight_decay, .. } => 2.0 + decay(weight_decay),
         OptimizerSpec::Adamw { .. } => 2.0,
     }
+}
+
+/// What each second of fresh pages costs more ([`Term::ReclaimedPages`]), as a share of it: the step's fresh bytes
+/// (`fresh_s`, its fresh pages' seconds, over the seconds per byte) and its length (`step_s`) read against the
+/// calibrated cycles. 0 without cycles or fresh pages.
+pub fn reclaimed_share(fresh: &FreshPages, fresh_s: f64, step_s: f64) -> f64 {
+    if fresh.cycled.is_empty() || fresh_s.is_nan() || fresh_s <= 0.0 || fresh.seconds_per_byte <= 0.0 {
+        return 0.0;
+    }
+    fresh.reclaimed_per_byte(fresh_s / fresh.seconds_per_byte, step_s) / fresh.seconds_per_byte
 }
 
 /// Seconds of fresh pages of node `index` (forward, backward).

@@ -37,6 +37,7 @@ fn setting(batch: usize) -> Setting {
         schedule: Default::default(),
         numerics: Default::default(),
         pipeline_layers: Vec::new(),
+        steps_run: None,
     }
 }
 
@@ -99,7 +100,7 @@ fn optimizers_allocate_torch_optims_temporaries() {
 
 #[test]
 fn only_allocations_above_the_threshold_cost() {
-    let fresh = FreshPages { reused_up_to_bytes: 32.0 * MIB, seconds_per_byte: 1e-10 };
+    let fresh = FreshPages { reused_up_to_bytes: 32.0 * MIB, seconds_per_byte: 1e-10, cycled: Vec::new() };
     assert_eq!(fresh.seconds(32.0 * MIB), 0.0);
     assert_eq!(fresh.seconds(64.0 * MIB), 64.0 * MIB * 1e-10);
     let g = graph();
@@ -131,7 +132,7 @@ fn profile(fresh: Option<FreshMemoryPoint>) -> HardwareFile {
 fn a_calibrated_fresh_memory_adds_its_seconds_to_backward_and_the_optimizer_and_the_term_takes_them_away() {
     let g = graph();
     let s = setting(4);
-    let point = FreshMemoryPoint { reused_up_to_bytes: 32.0 * MIB, seconds_per_byte: 2e-10 };
+    let point = FreshMemoryPoint { reused_up_to_bytes: 32.0 * MIB, seconds_per_byte: 2e-10, cycled: Vec::new() };
     let (without_point, with_point) = (profile(None), profile(Some(point)));
     let before = predict(&g, &s, &without_point).unwrap();
     let after = predict(&g, &s, &with_point).unwrap();
@@ -143,6 +144,50 @@ fn a_calibrated_fresh_memory_adds_its_seconds_to_backward_and_the_optimizer_and_
     let emb = after.layers.iter().find(|l| l.name == "emb").unwrap();
     assert_eq!(emb.backward.terms.get(&Term::FreshPages).copied(), Some(gradient));
     let off = predict_with(&g, &s, &with_point, &Terms::without(&[Term::FreshPages])).unwrap();
+    assert_eq!(off.phases, before.phases);
+}
+
+const GIB: f64 = 1024.0 * MIB;
+
+fn cycle(gib: f64, period_s: f64, extra_seconds_per_byte: f64) -> CycledFreshPoint {
+    CycledFreshPoint { bytes: gib * GIB, period_s, extra_seconds_per_byte }
+}
+
+#[test]
+fn the_reclaimed_cost_per_byte_reads_the_cycles_by_size_and_period() {
+    let cycled = vec![cycle(4.0, 6.0, 8e-10), cycle(1.0, 1.0, 1e-10), cycle(4.0, 2.0, 4e-10), cycle(1.0, 3.0, 3e-10)];
+    let fresh = FreshPages { reused_up_to_bytes: 32.0 * MIB, seconds_per_byte: 1e-10, cycled };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+    // Within a size, linear in the period and clamped to its two; below the smallest size, in proportion to bytes.
+    assert!(close(fresh.reclaimed_per_byte(GIB, 2.0), 2e-10));
+    assert!(close(fresh.reclaimed_per_byte(GIB, 0.5), 1e-10));
+    assert!(close(fresh.reclaimed_per_byte(0.5 * GIB, 2.0), 1e-10));
+    // Between sizes, linear in bytes (1 GiB at 4 s: 3e-10, clamped; 4 GiB at 4 s: 6e-10); past the largest, its own.
+    assert!(close(fresh.reclaimed_per_byte(2.5 * GIB, 4.0), 4.5e-10));
+    assert!(close(fresh.reclaimed_per_byte(8.0 * GIB, 10.0), 8e-10));
+    assert_eq!(fresh.reclaimed_per_byte(0.0, 4.0), 0.0);
+    assert_eq!(FreshPages { cycled: Vec::new(), ..fresh }.reclaimed_per_byte(GIB, 2.0), 0.0);
+}
+
+#[test]
+fn reclaimed_pages_charge_each_fresh_phase_in_proportion_and_the_term_takes_them_away() {
+    let g = graph();
+    let s = setting(4);
+    // One size, the same at both periods: per byte, 3e-10 x the step's fresh bytes over 1 GiB.
+    let cycled = vec![cycle(1.0, 0.1, 3e-10), cycle(1.0, 10.0, 3e-10)];
+    let point = FreshMemoryPoint { reused_up_to_bytes: 32.0 * MIB, seconds_per_byte: 2e-10, cycled };
+    let plain = profile(Some(FreshMemoryPoint { cycled: Vec::new(), ..point.clone() }));
+    let (before, after) = (predict(&g, &s, &plain).unwrap(), predict(&g, &s, &profile(Some(point.clone()))).unwrap());
+    // The embedding's gradient and Adam's two temporaries of it: 3 x 51.2 MB fresh.
+    let ratio = 3e-10 * (3.0 * 51.2e6 / GIB) / 2e-10;
+    let gradient = 51.2e6 * 2e-10;
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
+    assert_eq!(after.phases.forward_s, before.phases.forward_s);
+    assert!(close(after.phases.backward_s - before.phases.backward_s, gradient * ratio));
+    assert!(close(after.phases.optimizer_s - before.phases.optimizer_s, 2.0 * gradient * ratio));
+    let emb = after.layers.iter().find(|l| l.name == "emb").unwrap();
+    assert!(close(emb.backward.terms[&Term::ReclaimedPages], gradient * ratio));
+    let off = predict_with(&g, &s, &profile(Some(point)), &Terms::without(&[Term::ReclaimedPages])).unwrap();
     assert_eq!(off.phases, before.phases);
 }
 

@@ -105,6 +105,7 @@ fn predict_scheduled(
         schedule,
         numerics: Default::default(),
         pipeline_layers: Vec::new(),
+        steps_run: None,
     };
     predict_mesh(&AnalyzedGraph::new(graph), &setting, &profile, &Terms::all()).unwrap()
 }
@@ -340,6 +341,7 @@ fn one_ranks_bf16_activations_are_the_whole_models_estimate_with_its_fp32_share(
         schedule: Default::default(),
         numerics: Default::default(),
         pipeline_layers: Vec::new(),
+        steps_run: None,
     };
     let one = predict_mesh(&AnalyzedGraph::new(&g), &setting, &profile, &Terms::all()).unwrap();
     let a = trainbench_graph::analysis::analyze(&g);

@@ -25,6 +25,7 @@ pub mod elementwise_work;
 pub mod error;
 pub mod fit_and_rates;
 pub mod fresh_pages;
+pub mod fresh_rates;
 pub mod layer;
 pub mod mesh;
 mod mesh_split;
@@ -43,6 +44,7 @@ pub mod terms;
 pub mod uncertainty;
 pub mod wgan_step;
 pub mod whatif;
+pub mod zero_moments;
 
 use serde::Serialize;
 use trainbench_comm::Topology;
@@ -80,6 +82,9 @@ pub struct Setting {
     pub numerics: trainbench_contract::Numerics,
     /// A pipeline's cut as given (blocks per chunk; the plan's own); empty: balanced by FLOPs.
     pub pipeline_layers: Vec<usize>,
+    /// Steps run before the middle of the measured ones (warm-up and half the measured iterations), which sets how
+    /// many embedding rows have been looked up ([`zero_moments`]); `None`: a run long enough to have seen them all.
+    pub steps_run: Option<f64>,
 }
 
 impl Setting {
@@ -93,6 +98,10 @@ impl Setting {
             schedule: run.schedule,
             numerics: run.numerics,
             pipeline_layers: run.pipeline_layers.clone(),
+            steps_run: match run.budget {
+                trainbench_contract::Budget::Iterations(n) => Some(run.warmup as f64 + n as f64 / 2.0),
+                _ => None,
+            },
         }
     }
 
@@ -278,7 +287,7 @@ pub fn predict_analyzed(
     let products =
         product_rates::ProductRates::new(profile, setting.precision, &setting.numerics, &dev, bf16.as_ref())?;
     let rates = roofline::Rates { device: &dev, products: &products };
-    let compute = roofline::step(graph, analysis, b, setting.precision, &setting.optimizer, rates, terms);
+    let mut compute = roofline::step(graph, analysis, b, setting.precision, &setting.optimizer, rates, terms);
     // T_data ([`Term::InputCopy`]): the batch's input bytes over the host link, and its latency.
     let data_s = match &profile.host_link {
         Some(l) if terms.on(Term::InputCopy) => {
@@ -288,6 +297,13 @@ pub fn predict_analyzed(
     };
     // T_comm ([`Term::Exchange`]): fp32 gradients of the trained parameters (LoRA: the adapters' only).
     let micro = setting.schedule.micro_batches() as f64;
+    // Adam's square roots over the embedding rows no step has looked up: every worker's lookups of every
+    // micro-batch fill the summed gradient's rows ([`Term::ZeroMomentSqrt`]).
+    if terms.on(Term::ZeroMomentSqrt) && terms.on(Term::Optimizer) {
+        let samples = b as f64 * micro * world as f64;
+        let zeros = zero_moments::zero_elements(graph, samples, &setting.optimizer, setting.steps_run);
+        compute.optimizer.charge_nonzero(Term::ZeroMomentSqrt, zeros * dev.zero_sqrt_s);
+    }
     let mut comm = comm::comm(profile, &setting.topology, graph, analysis.trainable_parameters as f64 * 4.0, micro)?;
     if !terms.on(Term::Exchange) {
         comm.time_s = 0.0;

@@ -74,6 +74,7 @@ fn setting(batch: usize, strategy: DataParallel, nodes: usize, per_node: usize, 
         schedule: Default::default(),
         numerics: Default::default(),
         pipeline_layers: Vec::new(),
+        steps_run: None,
     }
 }
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use trainbench_graph::Precision;
 
 use super::conv_classes::{ConvClass, ConvClassRate};
+pub use super::fresh_rates::FreshPages;
 use super::price_classes::{ElementwiseClass, FirstKind, NodeKind, OptimizerKind};
 use super::shaped_attention::{ShapedAttention, nearest_shape};
 pub use super::size_points::{SizePoint, along_sizes};
@@ -111,23 +112,10 @@ pub struct Coefficients {
     /// What an allocation too large for the host allocator to keep costs beyond its bytes, when calibrated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fresh_pages: Option<FreshPages>,
-}
-
-/// Memory taken afresh from the operating system on every call ([`super::terms::Term::FreshPages`]).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FreshPages {
-    /// Allocations up to this many bytes are served from memory the process kept.
-    pub reused_up_to_bytes: f64,
-    /// Seconds per byte a larger allocation costs beyond writing kept memory.
-    pub seconds_per_byte: f64,
-}
-
-impl FreshPages {
-    /// Seconds one allocation of `bytes` costs beyond its bytes: nothing up to the threshold.
-    pub fn seconds(&self, bytes: f64) -> f64 {
-        if bytes > self.reused_up_to_bytes { bytes * self.seconds_per_byte } else { 0.0 }
-    }
+    /// Seconds per zero element of a square root beyond a nonzero one's ([`super::terms::Term::ZeroMomentSqrt`]);
+    /// 0 where not calibrated.
+    #[serde(default)]
+    pub zero_sqrt_s: f64,
 }
 
 /// Fixed seconds of one node in the training step's forward and backward phases (`calibration.node`).
@@ -349,6 +337,7 @@ impl Coefficients {
             bias_pass,
             uncertainty: Uncertainty::datasheet(),
             fresh_pages: None,
+            zero_sqrt_s: 0.0,
         }
     }
 

@@ -564,7 +564,7 @@ pub fn step(
             backward: PhaseCost::fixed(Term::StepFixed, n.step.1),
         });
     }
-    let optimizer = if terms.on(Term::Optimizer) {
+    let mut optimizer = if terms.on(Term::Optimizer) {
         let mut cost = optimizer_step(graph, analysis, optimizer, device);
         if let Some(fresh) = fresh {
             cost.charge_nonzero(Term::FreshPages, super::fresh_pages::optimizer_seconds(graph, optimizer, fresh));
@@ -573,6 +573,17 @@ pub fn step(
     } else {
         PhaseCost::new(0.0, 0.0, 0.0, 0.0, 0.0, Sides::default())
     };
+    // Of those, what the host reclaimed between steps ([`Term::ReclaimedPages`]).
+    if let Some(fresh) = fresh.filter(|_| terms.on(Term::ReclaimedPages)) {
+        let own = |p: &PhaseCost| p.terms.get(&Term::FreshPages).copied().unwrap_or(0.0);
+        let phases = layers.iter().flat_map(|l| [&l.forward, &l.backward]).chain([&optimizer]);
+        let (fresh_s, step_s) = phases.fold((0.0, 0.0), |(f, s), p| (f + own(p), s + p.time_s));
+        let share = super::fresh_pages::reclaimed_share(fresh, fresh_s, step_s);
+        for p in layers.iter_mut().flat_map(|l| [&mut l.forward, &mut l.backward]).chain([&mut optimizer]) {
+            let seconds = own(p) * share;
+            p.charge_nonzero(Term::ReclaimedPages, seconds);
+        }
+    }
     // The first node of a kind finds its code cold when the step moves enough data to push it out of the
     // caches: in full past what the calibration's flushing pass touches, in proportion below.
     let moved: f64 = layers.iter().map(|l| l.forward.bytes + l.backward.bytes).sum::<f64>() + optimizer.bytes;

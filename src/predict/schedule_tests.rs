@@ -31,6 +31,7 @@ fn setting(schedule: StepSchedule) -> Setting {
         schedule,
         numerics: Default::default(),
         pipeline_layers: Vec::new(),
+        steps_run: None,
     }
 }
 

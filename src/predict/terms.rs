@@ -40,6 +40,10 @@ pub enum Term {
     Optimizer,
     /// Allocations too large for the host allocator to keep, mapped afresh on every step: their pages' faults.
     FreshPages,
+    /// Fresh pages the host reclaimed between steps (a virtual machine's free page reporting): faulted in again.
+    ReclaimedPages,
+    /// Adam's square root over second moments still zero: embedding rows no step has looked up.
+    ZeroMomentSqrt,
     /// The input batch over the host link (T_data).
     InputCopy,
     /// The gradient exchange (T_comm).
@@ -64,7 +68,7 @@ pub enum Term {
 
 impl Term {
     /// Every term, additive ones first.
-    pub const ALL: [Term; 23] = [
+    pub const ALL: [Term; 25] = [
         Term::RooflineCompute,
         Term::MemoryTraffic,
         Term::ElementwiseWork,
@@ -79,6 +83,8 @@ impl Term {
         Term::FirstNodeColdStart,
         Term::Optimizer,
         Term::FreshPages,
+        Term::ReclaimedPages,
+        Term::ZeroMomentSqrt,
         Term::InputCopy,
         Term::Exchange,
         Term::ProductGrid,

@@ -37,6 +37,7 @@ fn setting() -> Setting {
         schedule: Default::default(),
         numerics: Default::default(),
         pipeline_layers: Vec::new(),
+        steps_run: None,
     }
 }
 

@@ -123,12 +123,15 @@ impl Group {
     pub fn of(term: Term) -> Option<Group> {
         Some(match term {
             Term::RooflineCompute | Term::TiedWeights => Group::Compute,
-            Term::MemoryTraffic | Term::BiasPass | Term::GradientSums | Term::FreshPages | Term::RnnWeightGradients => {
-                Group::Memory
-            }
+            Term::MemoryTraffic
+            | Term::BiasPass
+            | Term::GradientSums
+            | Term::FreshPages
+            | Term::ReclaimedPages
+            | Term::RnnWeightGradients => Group::Memory,
             Term::ElementwiseWork | Term::RnnCellWork => Group::Elementwise,
             Term::PerOpOverhead | Term::StepFixed | Term::FirstNodeColdStart | Term::InStepExcess => Group::Fixed,
-            Term::Optimizer => Group::Optimizer,
+            Term::Optimizer | Term::ZeroMomentSqrt => Group::Optimizer,
             Term::Exchange | Term::InputCopy => Group::Exchange,
             Term::ProductGrid
             | Term::ConvGrid

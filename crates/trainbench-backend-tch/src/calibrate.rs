@@ -9,7 +9,8 @@ use std::time::Instant;
 use tch::{Device, Kind, TchError, Tensor};
 use trainbench_contract::BackendError;
 use trainbench_contract::calibrate::{
-    CalibrationRequest, ConvShape, ConvTiming, FreshMemory, GemmShapeTiming, KernelTiming, Measurement,
+    CalibrationRequest, ConvShape, ConvTiming, CycledFresh, FreshCycle, FreshMemory, GemmShapeTiming, KernelTiming,
+    Measurement,
 };
 use trainbench_contract::stats::median;
 use trainbench_graph::Precision;
@@ -135,9 +136,14 @@ const FRESH_RESOLUTION: f64 = 1.005;
 /// written, freed on every call) less zeroing a kept one in place, at 128 MiB; then the largest size still served
 /// from kept memory, by bisection on a log scale between 1 and 128 MiB (a size is fresh when its cost per byte is
 /// above half the 128 MiB one). Each size is first allocated once untimed, as a training loop's second step
-/// finds the allocator after its first. `None` on CUDA (the caching allocator keeps what it maps) or when even 128
-/// MiB costs nothing beyond the write.
-fn fresh_memory(clock: Clock, device: Device, repeats: u32) -> Result<Option<FreshMemory>, TchError> {
+/// finds the allocator after its first; then the request's `cycles` ([`cycled_fresh`]). `None` on CUDA (the
+/// caching allocator keeps what it maps) or when even 128 MiB costs nothing beyond the write.
+fn fresh_memory(
+    clock: Clock,
+    device: Device,
+    repeats: u32,
+    cycles: &[FreshCycle],
+) -> Result<Option<FreshMemory>, TchError> {
     if device != Device::Cpu {
         return Ok(None);
     }
@@ -162,7 +168,78 @@ fn fresh_memory(clock: Clock, device: Device, repeats: u32) -> Result<Option<Fre
             reused = mid;
         }
     }
-    Ok(Some(FreshMemory { reused_up_to_bytes: reused, seconds_per_byte }))
+    let cycled = cycled_fresh(clock, cycles)?;
+    Ok(Some(FreshMemory { reused_up_to_bytes: reused, seconds_per_byte, cycled }))
+}
+
+/// Elements of each allocation of a cycle (64 MiB of fp32: past glibc's largest mmap threshold, so each is
+/// mapped afresh as a large gradient or optimizer temporary is).
+const CYCLE_CHUNK_ELEMENTS: i64 = 16 << 20;
+/// Cycles per size and pause; the first is not counted (this process meets the memory for the first time).
+const CYCLES: usize = 5;
+
+/// Each of `cycles` timed as a training step meets its fresh memory: the size taken in [`CYCLE_CHUNK_ELEMENTS`]
+/// zeroed tensors held together, given back, and a pause; the cost per byte of taking them, the mean over the
+/// cycles after the first (a host that reports free memory does so in bursts: some cycles pay, some do not),
+/// less a fresh byte's cost in a tight loop of one such tensor, where the pages come straight back. A size over
+/// a third of the memory the host has available is skipped.
+fn cycled_fresh(clock: Clock, cycles: &[FreshCycle]) -> Result<Vec<CycledFresh>, TchError> {
+    if cycles.is_empty() {
+        return Ok(Vec::new());
+    }
+    let chunk_bytes = (4 * CYCLE_CHUNK_ELEMENTS) as f64;
+    let tight =
+        time(clock, Device::Cpu, 5, || Tensor::f_zeros([CYCLE_CHUNK_ELEMENTS], (Kind::Float, Device::Cpu)).map(drop))?
+            / chunk_bytes;
+    let available = available_bytes();
+    let mut points = Vec::new();
+    for cycle in cycles.iter().filter(|c| c.bytes > 0.0 && available.is_none_or(|a| c.bytes <= a / 3.0)) {
+        let chunks = (cycle.bytes / chunk_bytes).ceil().max(1.0) as usize;
+        let bytes = chunks as f64 * chunk_bytes;
+        let (mut taking, mut periods) = (Vec::new(), Vec::new());
+        for i in 0..CYCLES {
+            let start = Instant::now();
+            let t = clock.now();
+            let held = (0..chunks)
+                .map(|_| Tensor::f_zeros([CYCLE_CHUNK_ELEMENTS], (Kind::Float, Device::Cpu)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let took = clock.now() - t;
+            drop(held);
+            std::thread::sleep(std::time::Duration::from_secs_f64(cycle.pause_s.max(0.0)));
+            if i > 0 {
+                taking.push(took);
+                periods.push(start.elapsed().as_secs_f64());
+            }
+        }
+        let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+        points.push(CycledFresh {
+            bytes,
+            period_s: mean(&periods),
+            extra_seconds_per_byte: (mean(&taking) / bytes - tight).max(0.0),
+        });
+    }
+    Ok(points)
+}
+
+/// Bytes of memory the host has available (Linux's `MemAvailable`), when it says.
+fn available_bytes() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024.0)
+}
+
+/// Elements of the square roots [`zero_sqrt`] times (16 MiB of fp32, into a kept output).
+const SQRT_ELEMENTS: i64 = 4 << 20;
+
+/// Seconds per element a square root of zeros costs beyond one of ones, on the CPU, each into a kept output.
+fn zero_sqrt(clock: Clock, repeats: u32) -> Result<f64, TchError> {
+    let opts = (Kind::Float, Device::Cpu);
+    let out = Tensor::f_empty([SQRT_ELEMENTS], opts)?;
+    let (zeros, ones) = (Tensor::f_zeros([SQRT_ELEMENTS], opts)?, Tensor::f_ones([SQRT_ELEMENTS], opts)?);
+    let of = |x: &Tensor| time(clock, Device::Cpu, repeats, || x.f_sqrt_out(&out).map(drop));
+    let (zero_s, one_s) = (of(&zeros)?, of(&ones)?);
+    Ok(((zero_s - one_s) / SQRT_ELEMENTS as f64).max(0.0))
 }
 
 /// Run the measurements of `request` on `device`.
@@ -264,7 +341,8 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
         }
         _ => None,
     };
-    let fresh_memory = if request.fresh_memory { fresh_memory(clock, device, r)? } else { None };
+    let fresh_memory = if request.fresh_memory { fresh_memory(clock, device, r, &request.fresh_cycles)? } else { None };
+    let zero_sqrt_s_per_element = if device == Device::Cpu { Some(zero_sqrt(clock, r)?) } else { None };
     let threads = tch::get_num_threads();
     let grid_at = if request.grids_at_every_precision { "every precision" } else { "first precision" };
     let mut method = format!(
@@ -280,6 +358,16 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
             ", fresh memory = a fresh zeroed fp32 tensor less zeroing a kept one, per byte at 128 MiB, and the largest \
              size served from kept memory by bisection between 1 and 128 MiB",
         );
+        if !request.fresh_cycles.is_empty() {
+            method.push_str(&format!(
+                ", cycled fresh memory = 64 MiB zeroed tensors held together to each size, given back, then a pause \
+                 ({CYCLES} cycles, the mean of the last {}), per byte beyond one such tensor's in a tight loop",
+                CYCLES - 1
+            ));
+        }
+    }
+    if device == Device::Cpu {
+        method.push_str(", zero square root = sqrt of 4 M zeros less of 4 M ones into a kept output, per element");
     }
     method.push_str(if clock.cpu {
         "; clock: the process's CPU time (the time with a core to itself on a shared machine)"
@@ -299,6 +387,7 @@ pub fn calibrate(request: &CalibrationRequest, device: Device) -> Result<Measure
         triad_bytes_per_s,
         host_to_device_bytes_per_s,
         fresh_memory,
+        zero_sqrt_s_per_element,
         method,
     })
 }

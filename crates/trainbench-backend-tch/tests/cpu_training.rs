@@ -440,6 +440,9 @@ fn calibration_measures_every_kernel_asked_for() {
     request.repeats = 2;
     request.cpu_threads = Some(1);
     request.cpu_clock = true;
+    // One short cycle of 128 MiB (two 64 MiB tensors), in place of the default gigabytes.
+    request.fresh_cycles =
+        vec![trainbench_contract::calibrate::FreshCycle { bytes: (128u64 << 20) as f64, pause_s: 0.01 }];
     let m = TchBackend::new().calibrate(&request).unwrap();
     let count = |kind: &str| m.kernels.iter().filter(|k| k.kind == kind).count();
     assert_eq!((count("gemm"), count("conv"), count("conv_backward")), (2, 2, 2), "{:?}", m.kernels);
@@ -459,6 +462,11 @@ fn calibration_measures_every_kernel_asked_for() {
         let (low, high) = ((1u64 << 20) as f64, (128u64 << 20) as f64);
         assert!(f.seconds_per_byte > 0.0 && (low..high).contains(&f.reused_up_to_bytes), "{f:?}");
         assert!(m.method.contains("fresh memory"), "{}", m.method);
+        // The cycle asked for: its bytes in whole 64 MiB tensors, a period past its pause, a cost not below zero.
+        let [cycle] = f.cycled.as_slice() else { panic!("one cycle asked for: {:?}", f.cycled) };
+        assert_eq!(cycle.bytes, (128u64 << 20) as f64);
+        assert!(cycle.period_s >= 0.01 && cycle.extra_seconds_per_byte >= 0.0, "{cycle:?}");
+        assert!(m.method.contains("cycled fresh memory"), "{}", m.method);
     }
     // Not asked for, not measured.
     let bare =

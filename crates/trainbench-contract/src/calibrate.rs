@@ -99,11 +99,36 @@ pub struct CalibrationRequest {
     /// allocator keeps its device's memory for reuse (CUDA's caching allocator) measures nothing.
     #[serde(default)]
     pub fresh_memory: bool,
+    /// With `fresh_memory`: the step-like cycles to time ([`FreshMemory::cycled`]), each size held and given back
+    /// with each pause; empty: none.
+    #[serde(default)]
+    pub fresh_cycles: Vec<FreshCycle>,
     /// Time the grids (`gemm_shapes`, `conv_grid`) at every precision of `precisions`, not the first only: on a
     /// GPU the half precisions run on tensor cores, whose rates by shape the first precision's (fp32) do not
     /// foretell, and the grids take seconds there, not minutes.
     #[serde(default)]
     pub grids_at_every_precision: bool,
+}
+
+/// One cycle of fresh memory to time: `bytes` taken in allocations past the allocator's threshold and held
+/// together, given back, then `pause_s` seconds with nothing taken.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FreshCycle {
+    /// Bytes taken per cycle.
+    pub bytes: f64,
+    /// Seconds between giving them back and taking them again.
+    pub pause_s: f64,
+}
+
+/// The CPU's default cycles: 1, 2 and 4 GiB (a large model's step takes and gives back gigabytes of gradients and
+/// optimizer temporaries), each with a short pause (0.25 s) and a long one (2 s), as steps of different lengths
+/// leave the memory free for.
+pub fn cpu_fresh_cycles() -> Vec<FreshCycle> {
+    let gib = (1u64 << 30) as f64;
+    [1.0, 2.0, 4.0]
+        .into_iter()
+        .flat_map(|g| [0.25, 2.0].map(|pause_s| FreshCycle { bytes: g * gib, pause_s }))
+        .collect()
 }
 
 /// One timed kernel.
@@ -148,13 +173,32 @@ pub struct GemmShapeTiming {
 /// What memory taken afresh from the operating system costs: an allocation larger than the host allocator keeps
 /// for reuse (glibc's mmap threshold, which rises with what is freed to at most 32 MiB) is mapped on every call
 /// and unmapped when freed, so each call pays its pages' faults and the kernel's zeroing again.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FreshMemory {
     /// The largest allocation measured to be served from memory the process kept, bytes: larger ones are fresh.
     pub reused_up_to_bytes: f64,
     /// Seconds per byte an allocation larger than that costs beyond writing memory the process kept (mapping,
     /// page faults, zeroing, unmapping), measured at the largest size.
     pub seconds_per_byte: f64,
+    /// Fresh memory taken and given back in cycles, as a training step does: what a byte costs beyond the tight
+    /// loop's fresh byte when gigabytes are held, given back and taken again a while later. Empty where not
+    /// measured.
+    #[serde(default)]
+    pub cycled: Vec<CycledFresh>,
+}
+
+/// One cycle size and period of [`FreshMemory::cycled`]: on a virtual machine whose kernel reports free pages to
+/// the hypervisor (free page reporting, a balloon's), memory given back and left free is handed to the host, and
+/// taking it again faults it in from the host, several times dearer than a page the kernel kept.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CycledFresh {
+    /// Bytes taken (in allocations past the allocator's threshold), held together, then given back, per cycle.
+    pub bytes: f64,
+    /// Seconds from one cycle's start to the next's (taking, giving back, the pause).
+    pub period_s: f64,
+    /// Seconds per byte of taking them beyond a fresh byte of the tight loop (`seconds_per_byte`'s), the mean
+    /// over the cycles after the first.
+    pub extra_seconds_per_byte: f64,
 }
 
 /// What a backend measured.
@@ -179,6 +223,11 @@ pub struct Measurement {
     /// What fresh memory costs (the request's `fresh_memory`), where the device's allocator hands it out.
     #[serde(default)]
     pub fresh_memory: Option<FreshMemory>,
+    /// Seconds a square root of a zero element costs beyond that of a nonzero one, per element (CPU: libtorch's
+    /// vectorised square root takes a slow path on zeros; Adam's second moment is zero in every embedding row no
+    /// step has looked up). `None` where not measured.
+    #[serde(default)]
+    pub zero_sqrt_s_per_element: Option<f64>,
     /// How it was measured (library and version, threads, repetitions, statistic).
     pub method: String,
 }
@@ -211,6 +260,7 @@ pub fn default_request(device: DeviceSelector, precisions: Vec<Precision>, max_g
         cpu_threads: None,
         cpu_clock: false,
         fresh_memory: true,
+        fresh_cycles: if gpu { Vec::new() } else { cpu_fresh_cycles() },
         grids_at_every_precision: gpu,
     }
 }

@@ -177,6 +177,7 @@ impl Backend for MockBackend {
             op_overhead_s: 0.0,
             triad_bytes_per_s: MOCK_BANDWIDTH,
             host_to_device_bytes_per_s: None,
+            zero_sqrt_s_per_element: None,
             // The simulated device has no allocator of its own.
             fresh_memory: None,
             method: "mock backend: simulated from its nominal FLOP rate and bandwidth, not a measurement".into(),
