@@ -303,20 +303,28 @@ mod tests {
         let (points, skipped) = measure(&mut mock, DeviceSelector::Cpu, &[Precision::Fp32], None, false);
         assert!(skipped.is_empty(), "{skipped:?}");
         let batches = super::super::micro_shapes::CPU_BATCHES.len();
+        // Attention: the first calibrations' shape, then two more of two batches each.
+        let per_class = |c: ElementwiseClass| if c.is_attention() { batches + 4 } else { batches };
         let classes: Vec<ElementwiseClass> = points.iter().map(|p| p.op).collect();
-        let expected: Vec<ElementwiseClass> = ElementwiseClass::ALL.iter().flat_map(|c| vec![*c; batches]).collect();
+        let expected: Vec<ElementwiseClass> =
+            ElementwiseClass::ALL.iter().flat_map(|c| vec![*c; per_class(*c)]).collect();
         assert_eq!(classes, expected);
         let sizes: Vec<f64> = points.iter().take(batches).map(|p| p.elements).collect();
         assert_eq!(sizes, [1024.0, 65536.0, 262144.0, 1048576.0]);
         assert!(
-            points.iter().filter(|p| p.op != ElementwiseClass::MaxPool).all(|p| sizes.contains(&p.elements)),
+            points
+                .iter()
+                .filter(|p| p.op != ElementwiseClass::MaxPool)
+                .filter(|p| p.attention_shape.is_none_or(|s| s == LEGACY_ATTENTION))
+                .all(|p| sizes.contains(&p.elements)),
             "attention's scores and cross-entropy's logits are as many as the others' outputs"
         );
         let pool: Vec<f64> = points.iter().filter(|p| p.op == ElementwiseClass::MaxPool).map(|p| p.elements).collect();
         assert_eq!(pool, [8192.0, 65536.0, 262144.0, 524288.0], "outputs: 8 x 32 x 32 per sample");
         assert!(points.iter().all(|p| p.precision.is_none()), "fp32 is written as no precision");
         let attention: Vec<_> = points.iter().filter_map(|p| p.attention_shape).collect();
-        assert_eq!(attention, vec![LEGACY_ATTENTION; 3 * batches], "each attention point records its shape");
+        assert_eq!(attention.len(), 3 * (batches + 4), "each attention point records its shape");
+        assert_eq!(attention.iter().filter(|s| **s == LEGACY_ATTENTION).count(), 3 * batches);
     }
 
     #[test]

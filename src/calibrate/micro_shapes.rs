@@ -25,6 +25,12 @@ pub const POOL_SAMPLE: [usize; 3] = [8, 32, 32];
 /// Heads of every measured attention.
 pub const ATTENTION_HEADS: usize = 4;
 
+/// The attention shapes a CPU measures besides [`CPU_SAMPLE`]'s 16 positions of 16 features per head: (positions,
+/// features per head, batches), 128 positions at 32 and at 64 features per head (a small and a large model's
+/// heads), at 65 K and 524 K score elements per node (a few seconds a point). A fused attention's cost per score
+/// on a CPU depends on its shape (on the Intel Xeon of 2026-12-06, PyTorch's causal core: 8.3 ns per score
+/// forward at 16 x 16, 3.4 ns at 128 x 32), so a layer is priced at the nearest measured shape.
+pub const CPU_ATTENTION: [(usize, usize, [usize; 2]); 2] = [(128, 32, [1, 8]), (128, 64, [1, 8])];
 /// One sample of the row-wise classes on a CUDA device: 16 rows of 1,024 features.
 pub const GPU_ROWS: [usize; 2] = [16, 1024];
 /// Samples per step of [`GPU_ROWS`]: 16 K, 2.1 M and 8.4 M elements per node (the largest about 17 us of a large
@@ -74,6 +80,9 @@ pub fn shapes(kind: FirstKind, device: DeviceSelector) -> Vec<MicroShape> {
         FirstKind::Class(c) if gpu && c.is_attention() => {
             GPU_ATTENTION.iter().map(|&(t, d, batches)| shape(&[t, d * ATTENTION_HEADS], &batches)).collect()
         }
+        FirstKind::Class(c) if c.is_attention() => std::iter::once(shape(&CPU_SAMPLE, &CPU_BATCHES))
+            .chain(CPU_ATTENTION.iter().map(|&(t, d, batches)| shape(&[t, d * ATTENTION_HEADS], &batches)))
+            .collect(),
         FirstKind::Class(
             ElementwiseClass::Dropout
             | ElementwiseClass::LayerNorm
@@ -102,9 +111,15 @@ pub fn shapes(kind: FirstKind, device: DeviceSelector) -> Vec<MicroShape> {
 pub fn describe(device: DeviceSelector) -> String {
     if device.family() != DeviceFamily::Cuda {
         return format!(
-            "input [{}, {}] per sample (attention: {ATTENTION_HEADS} heads over its positions) at batch {CPU_BATCHES:?}; \
-             max pooling over [8, 32, 32] at batch {CPU_POOL_BATCHES:?}",
-            CPU_SAMPLE[0], CPU_SAMPLE[1]
+            "input [{}, {}] per sample (attention: {ATTENTION_HEADS} heads over its positions) at batch {CPU_BATCHES:?}, \
+             and attention also at {}; max pooling over [8, 32, 32] at batch {CPU_POOL_BATCHES:?}",
+            CPU_SAMPLE[0],
+            CPU_SAMPLE[1],
+            CPU_ATTENTION
+                .iter()
+                .map(|(t, d, b)| format!("{t} positions x {d} features per head at batch {b:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     let attention: Vec<String> =
@@ -127,14 +142,30 @@ mod tests {
 
     #[test]
     fn a_cpu_measures_every_class_at_the_shapes_of_its_first_calibrations() {
+        let first = MicroShape { sample: CPU_SAMPLE.to_vec(), batches: CPU_BATCHES.to_vec() };
         for kind in FirstKind::all().filter(|k| *k != FirstKind::Class(ElementwiseClass::MaxPool)) {
-            assert_eq!(
-                shapes(kind, DeviceSelector::Cpu),
-                vec![MicroShape { sample: CPU_SAMPLE.to_vec(), batches: CPU_BATCHES.to_vec() }]
-            );
+            // Attention first at the first calibrations' shape, then at 128 positions (below).
+            assert_eq!(shapes(kind, DeviceSelector::Cpu)[0], first, "{kind:?}");
         }
         let legacy = shapes(FirstKind::Class(ElementwiseClass::Attention), DeviceSelector::Cpu)[0].attention();
         assert_eq!((legacy.positions, legacy.head_dim), (16, 16));
+    }
+
+    #[test]
+    fn a_cpu_also_measures_attention_at_128_positions_of_32_and_64_features_per_head() {
+        for class in ElementwiseClass::ALL.into_iter().filter(|c| c.is_attention()) {
+            let grid = shapes(FirstKind::Class(class), DeviceSelector::Cpu);
+            let measured: Vec<(u64, u64)> =
+                grid.iter().map(|s| (s.attention().positions, s.attention().head_dim)).collect();
+            assert_eq!(measured, [(16, 16), (128, 32), (128, 64)]);
+            for s in &grid[1..] {
+                let scores = |b: usize| b * ATTENTION_HEADS * s.sample[0] * s.sample[0];
+                assert_eq!((scores(s.batches[0]), scores(s.batches[1])), (1 << 16, 1 << 19), "{s:?}");
+            }
+        }
+        for class in ElementwiseClass::ALL.into_iter().filter(|c| !c.is_attention()) {
+            assert_eq!(shapes(FirstKind::Class(class), DeviceSelector::Cpu).len(), 1, "{class:?}");
+        }
     }
 
     #[test]
