@@ -184,6 +184,22 @@ pub fn products(
             let (forward, backward) = super::moe_price::products(node, b, input_grad)?;
             Some(Products { forward, backward })
         }
+        Op::RoiAlign { proposals, output, .. } => {
+            let [rows, columns] = roi_align_products(graph, node, b, *proposals, output)?;
+            // The weights are constants: backward is the input's gradient only, each product transposed.
+            let backward = if input_grad {
+                let [m, k, n] = columns;
+                let [m2, k2, n2] = rows;
+                let mut v = vec![[m, n, k]; *proposals];
+                v.push([k2, m2, n2]);
+                v
+            } else {
+                Vec::new()
+            };
+            let mut forward = vec![rows];
+            forward.extend(std::iter::repeat_n(columns, *proposals));
+            Some(Products { forward, backward })
+        }
         Op::Rnn { cell, input_size, hidden, layers, bidirectional } => {
             let t = first_dim(0);
             let gates = match cell {
@@ -244,9 +260,24 @@ pub fn products(
         | Op::SinusoidalPositions { .. }
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
-        | Op::RoiAlign { .. }
         | Op::Loss { .. } => None,
     }
+}
+
+/// RoIAlign's two products at `b` samples, as the tch backend runs it (separable interpolation weights, a bin a
+/// row weight times a column weight): the rows' `[proposals x oh, H] x [H, b C W]`, then per proposal the
+/// columns' `[oh b C, W] x [W, ow]`. `None` without a `[C, H, W]` input or a 2-d output.
+fn roi_align_products(
+    graph: &Graph,
+    node: &trainbench_graph::graph::Node,
+    b: f64,
+    proposals: usize,
+    output: &[usize],
+) -> Option<[[f64; 3]; 2]> {
+    let input = &graph.nodes.get(*node.inputs.first()?)?.shape.0;
+    let ([c, h, w], [oh, ow]) = (input.as_slice(), output) else { return None };
+    let (c, h, w, oh, ow) = (*c as f64, *h as f64, *w as f64, *oh as f64, *ow as f64);
+    Some([[proposals as f64 * oh, h, b * c * w], [oh * b * c, w, ow]])
 }
 
 /// A convolution's size for the calibrated grid, at `batch` samples of `output_elements` each: the geometric mean
@@ -354,6 +385,11 @@ pub fn extra_bytes(
         }
         Op::Rotary { .. } => (2.0 * out_bytes, 2.0 * out_bytes),
         Op::Moe { .. } => super::moe_price::extra_bytes(node, b, act),
+        // The rows' product's output, written and read by the columns' (backward: its gradient, the same).
+        Op::RoiAlign { proposals, output, .. } => {
+            let rows = roi_align_products(graph, node, b, *proposals, output).map_or(0.0, |[[m, _, n], _]| m * n);
+            (2.0 * rows * act, 2.0 * rows * act)
+        }
         Op::Input { .. }
         | Op::Conv { .. }
         | Op::Linear { .. }
@@ -376,7 +412,6 @@ pub fn extra_bytes(
         | Op::SinusoidalPositions { .. }
         | Op::LearnedPositions { .. }
         | Op::CriticBatch
-        | Op::RoiAlign { .. }
         | Op::Lora { .. }
         | Op::Loss { .. } => (0.0, 0.0),
     }

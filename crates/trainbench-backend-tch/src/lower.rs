@@ -40,7 +40,7 @@ pub struct Lowered {
     pub tensors: Vec<Vec<Tensor>>,
     /// Parallel to `decls`: whether the tensor is a tied alias (not allocated, counted or optimised again).
     tied: Vec<Vec<bool>>,
-    /// Per-node constants computed once: the sinusoidal position table, the RoI-align sampling grid.
+    /// Per-node constants computed once: the sinusoidal position table, the RoI-align interpolation weights.
     constants: Vec<Option<Tensor>>,
     /// Number of consumers of each node's output in the whole graph.
     consumers: Vec<usize>,

@@ -47,7 +47,7 @@ fn unfold(y: Tensor, leading: Option<Vec<i64>>) -> Result<Tensor, TchError> {
 }
 
 /// The constant a node needs, computed once per run from its input's per-sample shape: the position table of
-/// `sinusoidal_positions`, the sampling grid of `roi_align`.
+/// `sinusoidal_positions`, the interpolation weights of `roi_align`.
 pub fn constant(node: &Node, input_shape: &[usize], device: Device) -> Result<Option<Tensor>, TchError> {
     match &node.op {
         Op::SinusoidalPositions { .. } if input_shape.len() == 2 => {
@@ -66,9 +66,8 @@ pub fn constant(node: &Node, input_shape: &[usize], device: Device) -> Result<Op
             Ok(Some(transformer_ops::rotary_table(input_shape[0], *head_dim, *theta, device)?))
         }
         Op::RoiAlign { proposals, output, sampling_ratio, .. } if input_shape.len() == 3 && output.len() == 2 => {
-            let grid = roi_grid(*proposals, input_shape[1], input_shape[2], output, (*sampling_ratio).max(1));
-            let (ohs, ows) = ((output[0] * sampling_ratio.max(&1)) as i64, (output[1] * sampling_ratio.max(&1)) as i64);
-            Ok(Some(Tensor::f_from_slice(&grid)?.f_reshape([1, *proposals as i64 * ohs, ows, 2])?.f_to_device(device)?))
+            let wts = roi_weights(*proposals, input_shape[1], input_shape[2], output, (*sampling_ratio).max(1));
+            Ok(Some(Tensor::f_from_slice(&wts)?.f_to_device(device)?))
         }
         Op::Input { .. }
         | Op::Conv { .. }
@@ -250,9 +249,9 @@ pub fn forward(
             x.f_add(&params[0].f_narrow(0, 0, t)?)
         }
         Op::CriticBatch => critic_batch(x, &inputs[1], flags.critic_update),
-        Op::RoiAlign { proposals, output, sampling_ratio, .. } => {
-            let grid = constant.ok_or_else(|| missing_constant(node))?;
-            roi_align(x, grid, *proposals, output, (*sampling_ratio).max(1))
+        Op::RoiAlign { proposals, output, .. } => {
+            let weights = constant.ok_or_else(|| missing_constant(node))?;
+            roi_align(x, weights, *proposals, output)
         }
     }
 }
@@ -377,40 +376,50 @@ pub fn roi_boxes(proposals: usize, h: usize, w: usize) -> Vec<[f32; 4]> {
         .collect()
 }
 
-/// Normalised `grid_sampler_2d` coordinates of RoIAlign's samples (torchvision semantics, `aligned = False`)
-/// over [`roi_boxes`] on an `h x w` map: per box, `output[0] * s` rows of `output[1] * s` (x, y) points, each
-/// bin sampled at `s x s` evenly spaced points (pixel centres at integer coordinates, `align_corners = False`).
-fn roi_grid(proposals: usize, h: usize, w: usize, output: &[usize], s: usize) -> Vec<f32> {
+/// RoIAlign's sampling as separable interpolation weights (torchvision semantics, `aligned = False`) over
+/// [`roi_boxes`] on an `h x w` map: each bin of an axis-aligned box averages `s x s` bilinear samples, and a
+/// bilinear sample's weight is a row weight times a column weight, so a bin is `Ay[p, i, :] x Ax[p, j, :]^T` with
+/// `Ay` (`[P, oh, h]`) and `Ax` (`[P, ow, w]`) each holding `2 s` taps per row (sample coordinates clamped to the
+/// map as `grid_sampler_2d`'s border padding does). Returned flat: `Ay` then `Ax`.
+fn roi_weights(proposals: usize, h: usize, w: usize, output: &[usize], s: usize) -> Vec<f32> {
     let (oh, ow) = (output[0], output[1]);
-    let mut grid = Vec::with_capacity(proposals * oh * s * ow * s * 2);
-    for bx in roi_boxes(proposals, h, w) {
+    let mut ay = vec![0f64; proposals * oh * h];
+    let mut ax = vec![0f64; proposals * ow * w];
+    let taps = |row: &mut [f64], c: f32, n: usize| {
+        let c = f64::from(c).clamp(0.0, (n - 1) as f64);
+        let (i0, l) = (c.floor() as usize, c - c.floor());
+        row[i0] += (1.0 - l) / s as f64;
+        row[(i0 + 1).min(n - 1)] += l / s as f64;
+    };
+    for (p, bx) in roi_boxes(proposals, h, w).iter().enumerate() {
         let (rw, rh) = ((bx[2] - bx[0]).max(1.0), (bx[3] - bx[1]).max(1.0));
         let (bin_w, bin_h) = (rw / ow as f32, rh / oh as f32);
         for py in 0..oh * s {
             let y = bx[1] + bin_h * (py / s) as f32 + (py % s) as f32 * bin_h / s as f32 + bin_h / (2 * s) as f32;
-            for px in 0..ow * s {
-                let xx = bx[0] + bin_w * (px / s) as f32 + (px % s) as f32 * bin_w / s as f32 + bin_w / (2 * s) as f32;
-                grid.push((2.0 * xx + 1.0) / w as f32 - 1.0);
-                grid.push((2.0 * y + 1.0) / h as f32 - 1.0);
-            }
+            taps(&mut ay[(p * oh + py / s) * h..][..h], y, h);
+        }
+        for px in 0..ow * s {
+            let xx = bx[0] + bin_w * (px / s) as f32 + (px % s) as f32 * bin_w / s as f32 + bin_w / (2 * s) as f32;
+            taps(&mut ax[(p * ow + px / s) * w..][..w], xx, w);
         }
     }
-    grid
+    ay.iter().chain(&ax).map(|&v| v as f32).collect()
 }
 
-/// RoIAlign over the precomputed `grid` ([`roi_grid`]): each output bin averages its `s^2` bilinear samples.
-/// `[B, C, H, W] -> [B, P, C, oh, ow]`.
-fn roi_align(x: &Tensor, grid: &Tensor, proposals: usize, output: &[usize], s: usize) -> Result<Tensor, TchError> {
+/// RoIAlign as two products with the separable weights of [`roi_weights`]: rows first (`Ay @ x`, one matmul over
+/// all boxes), then each box's columns (a batched matmul). `[B, C, H, W] -> [B, P, C, oh, ow]`. Same values as
+/// sampling a grid with `grid_sampler_2d` and averaging, without its per-sample gather and scatter.
+fn roi_align(x: &Tensor, weights: &Tensor, proposals: usize, output: &[usize]) -> Result<Tensor, TchError> {
     let size = x.size();
-    let (b, c) = (size[0], size[1]);
-    let (oh, ow) = (output[0] as i64, output[1] as i64);
-    let (p, s) = (proposals as i64, s as i64);
-    let grid = grid.f_to_kind(x.kind())?.f_expand([b, p * oh * s, ow * s, 2], false)?;
-    // interpolation 0 = bilinear, padding 1 = border (boxes lie inside the map).
-    let y = x.f_grid_sampler_2d(&grid, 0, 1, false)?;
-    let y = y.f_reshape(vec![b, c, p, oh, s, ow, s])?;
-    let y = y.f_mean_dim(Some([4i64, 6].as_slice()), false, None::<Kind>)?;
-    y.f_permute([0, 2, 1, 3, 4])
+    let (b, c, h, w) = (size[0], size[1], size[2], size[3]);
+    let (p, oh, ow) = (proposals as i64, output[0] as i64, output[1] as i64);
+    let weights = weights.f_to_kind(x.kind())?;
+    let ay = weights.f_narrow(0, 0, p * oh * h)?.f_reshape([p * oh, h])?;
+    let ax = weights.f_narrow(0, p * oh * h, p * ow * w)?.f_reshape([p, ow, w])?;
+    let xt = x.f_permute([2, 0, 1, 3])?.f_reshape([h, b * c * w])?;
+    let t = ay.f_matmul(&xt)?.f_reshape([p, oh * b * c, w])?;
+    let y = t.f_bmm(&ax.f_transpose(1, 2)?)?;
+    y.f_reshape([p, oh, b, c, ow])?.f_permute([2, 0, 3, 1, 4])
 }
 
 #[cfg(test)]
@@ -426,7 +435,7 @@ mod tests {
         let (h, w, p) = (8usize, 12usize, 4usize);
         let ramp: Vec<f32> = (0..h * w).map(|i| (i % w) as f32 + 100.0 * (i / w) as f32).collect();
         let x = Tensor::from_slice(&ramp).reshape([1, 1, h as i64, w as i64]);
-        let grid = constant(
+        let weights = constant(
             &Node {
                 name: "roi".into(),
                 op: Op::RoiAlign { proposals: p, output: vec![2, 3], spatial_scale: 1.0, sampling_ratio: 2 },
@@ -441,7 +450,7 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        let y = roi_align(&x, &grid, p, &[2, 3], 2).unwrap();
+        let y = roi_align(&x, &weights, p, &[2, 3]).unwrap();
         assert_eq!(y.size(), [1, p as i64, 1, 2, 3]);
         for (k, b) in roi_boxes(p, h, w).iter().enumerate() {
             for i in 0..2 {
