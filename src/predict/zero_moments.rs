@@ -68,7 +68,7 @@ pub fn zero_elements(graph: &Graph, samples: f64, optimizer: &OptimizerSpec, ste
                 | Op::Loss { .. } => return None,
             };
             let trained = params::tensors(node).iter().any(|d| d.local == "weight" && d.trainable());
-            let tied = graph.nodes.iter().any(|n| n.tied_to == Some(id));
+            let tied = params::has_tied_heads(graph, id);
             let lookups = samples * graph.nodes.get(*node.inputs.first()?)?.shape.numel() as f64;
             (trained && !tied && vocab > 0.0).then(|| vocab * dim * (-lookups * steps / vocab).exp())
         })

@@ -242,6 +242,12 @@ pub fn is_tied(node: &Node, decl: &ParamDecl) -> bool {
     node.tied_to.is_some() && decl.local == "weight"
 }
 
+/// Whether a head is tied to node `id` of `graph` ([`Node::tied_to`]): its weight is then also the head's, and
+/// gets a gradient in every row from the head.
+pub fn has_tied_heads(graph: &Graph, id: NodeId) -> bool {
+    graph.nodes.iter().any(|n| n.tied_to == Some(id))
+}
+
 /// The tensors of node `id` of `graph` as a backend initialises them: [`tensors`], but a token table a head is
 /// tied to ([`Node::tied_to`]) has its weight drawn N(0, [`TIED_TABLE_STD`]), as the reference trainings that tie
 /// draw it, not N(0, 1): the head reuses the table after a normalisation, so an N(0, 1) table gives logits spread
@@ -252,8 +258,7 @@ pub fn node_tensors(graph: &Graph, id: NodeId) -> Vec<ParamDecl> {
         return Vec::new();
     };
     let mut v = tensors(node);
-    let tied_to = graph.nodes.iter().any(|n| n.tied_to == Some(id));
-    if tied_to && matches!(node.op, Op::Embedding { .. }) {
+    if has_tied_heads(graph, id) && matches!(node.op, Op::Embedding { .. }) {
         for d in v.iter_mut().filter(|d| d.local == "weight") {
             d.init = Init::Normal { std: TIED_TABLE_STD };
         }

@@ -13,7 +13,7 @@ use crate::training::Checkpointing;
 /// is not routed to, as (frozen, trained).
 fn matmul_parameters(graph: &Graph, a: &Analysis) -> (u64, u64) {
     let lookup = |i: usize, n: &crate::graph::Node| match n.op {
-        Op::Embedding { .. } => !graph.nodes.iter().any(|m| m.tied_to == Some(i)),
+        Op::Embedding { .. } => !crate::params::has_tied_heads(graph, i),
         Op::LearnedPositions { .. } => true,
         Op::Input { .. }
         | Op::Conv { .. }
